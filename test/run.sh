@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every test suite, each of which prints a line "SUITE: N passed, N failed".
+# A suite that exits non-zero without such a line (a crash) counts as one failure.
+# Ends with the single line "N passed, N failed" summing all suites.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+total_pass=0
+total_fail=0
+run_suite() {
+  local name=$1; shift
+  local out rc line p f
+  out=$(mktemp)
+  echo "== $name"
+  "$@" 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  line=$(grep -E '^[a-z0-9_-]+: [0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+  if [ -n "$line" ]; then
+    p=$(sed -E 's/^[^:]+: ([0-9]+) passed, ([0-9]+) failed.*/\1/' <<<"$line")
+    f=$(sed -E 's/^[^:]+: ([0-9]+) passed, ([0-9]+) failed.*/\2/' <<<"$line")
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  else
+    p=0; f=1
+    echo "$name: suite exited $rc without a summary line"
+  fi
+  total_pass=$((total_pass + p))
+  total_fail=$((total_fail + f))
+  rm -f "$out"
+}
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+run_suite unit build/asan/unit
+for t in test/e2e/test_*.py; do
+  [ -e "$t" ] || continue
+  run_suite "$(basename "$t" .py)" python3 "$t"
+done
+
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,50 @@
+/* Unit-test runner: runs every registered test (or those whose name contains
+ * argv[1]) and prints one line per failure and the summary line. */
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "test.h"
+
+struct test_case { const char *name, *file; test_fn fn; };
+
+static struct test_case g_tests[4096];
+static int g_ntests;
+static int g_failures_in_current;
+
+void test_register(const char *name, const char *file, test_fn fn) {
+    if (g_ntests == (int)(sizeof g_tests / sizeof g_tests[0])) {
+        fprintf(stderr, "test harness: too many tests\n");
+        abort();
+    }
+    g_tests[g_ntests++] = (struct test_case){name, file, fn};
+}
+
+void test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    g_failures_in_current++;
+    if (g_failures_in_current > 20) return; /* keep the log readable */
+    fprintf(stderr, "  %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int main(int argc, char **argv) {
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    int passed = 0, failed = 0;
+    for (int i = 0; i < g_ntests; i++) {
+        if (filter && !strstr(g_tests[i].name, filter)) continue;
+        g_failures_in_current = 0;
+        g_tests[i].fn();
+        if (g_failures_in_current) {
+            failed++;
+            fprintf(stderr, "FAIL %s (%s)\n", g_tests[i].name, g_tests[i].file);
+        } else {
+            passed++;
+            if (getenv("TEST_VERBOSE")) fprintf(stderr, "ok   %s\n", g_tests[i].name);
+        }
+    }
+    printf("unit: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
