@@ -1,6 +1,7 @@
 #include "entitle.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,45 +32,103 @@ static int cmp_rem(const void *pa, const void *pb, void *arg) {
     return i < j ? -1 : i > j;
 }
 
+/* Moves the `top` largest remainders (ties: lower index) to the front of
+ * idx[0..m): a deterministic quickselect, O(m) on average. */
+static void select_top(int64_t *idx, size_t m, size_t top, struct wf_ctx *c) {
+    size_t lo = 0, hi = m;
+    while (hi - lo > 1 && top > lo && top < hi) {
+        int64_t pivot = idx[lo + (hi - lo) / 2];
+        /* three-way partition by cmp_rem against the pivot */
+        size_t lt = lo, i = lo, gt = hi;
+        while (i < gt) {
+            int r = cmp_rem(&idx[i], &pivot, c);
+            if (r < 0) { int64_t x = idx[lt]; idx[lt++] = idx[i]; idx[i++] = x; }
+            else if (r > 0) { int64_t x = idx[--gt]; idx[gt] = idx[i]; idx[i] = x; }
+            else i++;
+        }
+        if (top <= lt) hi = lt;
+        else if (top >= gt) lo = gt;
+        else return; /* the pivot (unique by index) sits across the boundary */
+    }
+}
+
 int64_t entitle_waterfill(size_t n, const int64_t *w, const int64_t *cap, int64_t amount, int64_t *out,
                           int64_t *scratch) {
     int64_t *idx = scratch, *rem = scratch + n;
     size_t m = 0;
     __int128 W = 0;
+    int64_t caps = 0;
     for (size_t i = 0; i < n; i++) {
         out[i] = 0;
         if (w[i] > 0 && cap[i] > 0) {
             idx[m++] = (int64_t)i;
             W += w[i];
+            caps = res_add(caps, cap[i]);
         }
     }
     if (amount <= 0 || m == 0) return 0;
-    struct wf_ctx ctx = {w, cap, rem};
-    qsort_r(idx, m, sizeof *idx, cmp_level, &ctx);
-
-    int64_t R = amount;
-    size_t k = 0;
-    for (; k < m; k++) {
-        int64_t i = idx[k];
-        if ((__int128)cap[i] * W > (__int128)R * w[i]) break;
-        out[i] = cap[i];
-        R -= cap[i];
-        W -= w[i];
+    if (caps <= amount) { /* common case: every cap fits */
+        for (size_t j = 0; j < m; j++) out[idx[j]] = cap[idx[j]];
+        return caps;
     }
-    if (k == m) return amount - R;
+    struct wf_ctx ctx = {w, cap, rem};
+
+    /* Saturate every slot whose cap is at or below the current fair level;
+     * repeat while that changes the level. Unsaturated slots are kept in
+     * idx[0..m). A few passes settle almost every input; past that, sorting
+     * by level bounds the work at O(m log m). */
+    int64_t R = amount;
+    for (int pass = 0;; pass++) {
+        size_t keep = 0;
+        bool changed = false;
+        if (pass < 4) {
+            __int128 R0 = R, W0 = W;
+            for (size_t j = 0; j < m; j++) {
+                int64_t i = idx[j];
+                if ((__int128)cap[i] * W0 <= R0 * w[i]) {
+                    out[i] = cap[i];
+                    R -= cap[i];
+                    W -= w[i];
+                    changed = true;
+                } else {
+                    idx[keep++] = i;
+                }
+            }
+        } else {
+            qsort_r(idx, m, sizeof *idx, cmp_level, &ctx);
+            size_t k = 0;
+            for (; k < m; k++) {
+                int64_t i = idx[k];
+                if ((__int128)cap[i] * W > (__int128)R * w[i]) break;
+                out[i] = cap[i];
+                R -= cap[i];
+                W -= w[i];
+            }
+            memmove(idx, idx + k, (m - k) * sizeof *idx);
+            keep = m - k;
+        }
+        m = keep;
+        if (!changed || m == 0 || pass >= 4) break;
+    }
+    if (m == 0) return amount - R;
 
     int64_t given = 0;
-    for (size_t j = k; j < m; j++) {
-        int64_t i = idx[j];
-        __int128 num = (__int128)R * w[i];
-        out[i] = (int64_t)(num / W);
-        rem[i] = (int64_t)(num % W);
+    for (size_t j = 0; j < m; j++) {
+        int64_t i = idx[j], num64;
+        if (W <= INT64_MAX && !__builtin_mul_overflow(R, w[i], &num64)) {
+            out[i] = num64 / (int64_t)W; /* 64-bit division when nothing overflows */
+            rem[i] = num64 % (int64_t)W;
+        } else {
+            __int128 num = (__int128)R * w[i];
+            out[i] = (int64_t)(num / W);
+            rem[i] = (int64_t)(num % W);
+        }
         given += out[i];
     }
-    int64_t left = R - given; /* < m - k */
+    size_t left = (size_t)(R - given); /* < m */
     if (left > 0) {
-        qsort_r(idx + k, m - k, sizeof *idx, cmp_rem, &ctx);
-        for (size_t j = k; left > 0; j++, left--) out[idx[j]]++;
+        select_top(idx, m, left, &ctx);
+        for (size_t j = 0; j < left; j++) out[idx[j]]++;
     }
     return amount;
 }
@@ -81,7 +140,7 @@ static int64_t sat_sum(int64_t a, int64_t b) { return res_add(a, b); }
 static void leaf_demand(struct respool *p) {
     struct resvec nonslack = resvec_add(usage_nonslack(&p->alloc), usage_nonslack(&p->pending));
     struct resvec rev = resvec_add(p->alloc.c[UC_REVOCABLE], p->pending.c[UC_REVOCABLE]);
-    struct resvec slack_lim = respool_slack_limit(p);
+    struct resvec slack_lim = resvec_any_pos(rev) ? respool_slack_limit(p) : resvec_zero();
     for (int k = 0; k < RES_NKINDS; k++) {
         int64_t d = nonslack.v[k];
         /* revocable cpu runs on slack cpu; its other kinds are real, up to the slack limit */
@@ -91,7 +150,15 @@ static void leaf_demand(struct respool *p) {
     p->slack_demand = rev;
 }
 
-static void inner_demand(struct respool *p) {
+/* Children come first in the bottom-up pass, so their usage is final here. */
+static void inner_rollup_and_demand(struct respool *p) {
+    memset(&p->alloc, 0, sizeof p->alloc);
+    memset(&p->pending, 0, sizeof p->pending);
+    for (struct respool *c = p->first_child; c; c = c->next_sibling)
+        for (int u = 0; u < UC_NCLASSES; u++) {
+            p->alloc.c[u] = resvec_add(p->alloc.c[u], c->alloc.c[u]);
+            p->pending.c[u] = resvec_add(p->pending.c[u], c->pending.c[u]);
+        }
     for (int k = 0; k < RES_NKINDS; k++) {
         int64_t d = 0, sd = 0;
         for (struct respool *c = p->first_child; c; c = c->next_sibling) {
@@ -159,19 +226,25 @@ static void split_slack_cpu(struct respool *p, int m, struct scratch *s) {
     for (int i = 0; i < m; i++) s->kids[i]->slack_entitlement.v[RES_CPU] = s->x[i];
 }
 
+/* Slack entitlement of memory, disk and gpu: real resources, so what the pool's
+ * entitlement leaves after non-slack work, capped by the slack limit. */
+static void set_slack_other_kinds(struct respool *p) {
+    struct resvec nonslack = usage_nonslack(&p->alloc), lim = respool_slack_limit(p);
+    for (int k = 0; k < RES_NKINDS; k++)
+        if (k != RES_CPU)
+            p->slack_entitlement.v[k] = res_max(0, res_min(lim.v[k], p->entitlement.v[k] - nonslack.v[k]));
+}
+
 int respool_entitle(struct respool_tree *t, struct resvec capacity, int64_t slack_cpu) {
-    size_t n = respool_count(t);
-    struct respool **order = malloc(n * sizeof *order);
+    size_t cnt;
+    struct respool *const *order = respool_preorder(t, &cnt);
     if (!order) return -ENOMEM;
-    size_t cnt = 0;
     int maxc = 1;
-    for (struct respool *p = respool_root(t); p; p = respool_next_preorder(p)) {
-        order[cnt++] = p;
-        if (p->nchildren > maxc) maxc = p->nchildren;
-    }
+    for (size_t i = 0; i < cnt; i++)
+        if (order[i]->nchildren > maxc) maxc = order[i]->nchildren;
     struct scratch s;
     void *mem = malloc((size_t)maxc * (sizeof(struct respool *) + 8 * sizeof(int64_t)));
-    if (!mem) { free(order); return -ENOMEM; }
+    if (!mem) return -ENOMEM;
     s.kids = mem;
     s.w = (int64_t *)(s.kids + maxc);
     s.cap = s.w + maxc;
@@ -180,13 +253,14 @@ int respool_entitle(struct respool_tree *t, struct resvec capacity, int64_t slac
     s.y = s.x + maxc;
     s.tmp = s.y + maxc; /* 2 * maxc */
 
-    respool_rollup(t);
+    /* Bottom-up: usage rolled up and demand, children before parents. */
     for (size_t i = cnt; i-- > 0;) {
-        if (order[i]->first_child) inner_demand(order[i]);
+        if (order[i]->first_child) inner_rollup_and_demand(order[i]);
         else if (order[i]->parent) leaf_demand(order[i]);
         else { order[i]->demand = resvec_zero(); order[i]->slack_demand = resvec_zero(); }
     }
 
+    /* Top-down: each parent splits its entitlement among its children. */
     struct respool *root = order[0];
     root->entitlement = resvec_clamp0(capacity);
     root->slack_entitlement = resvec_zero();
@@ -198,16 +272,8 @@ int respool_entitle(struct respool_tree *t, struct resvec capacity, int64_t slac
         for (struct respool *c = p->first_child; c; c = c->next_sibling) s.kids[m++] = c;
         for (int k = 0; k < RES_NKINDS; k++) split_kind(p, m, (enum res_kind)k, &s);
         split_slack_cpu(p, m, &s);
-    }
-    for (size_t i = 1; i < cnt; i++) {
-        struct respool *p = order[i];
-        struct resvec lim = respool_slack_limit(p), nonslack = usage_nonslack(&p->alloc);
-        for (int k = 0; k < RES_NKINDS; k++) {
-            if (k == RES_CPU) continue;
-            p->slack_entitlement.v[k] = res_max(0, res_min(lim.v[k], p->entitlement.v[k] - nonslack.v[k]));
-        }
+        for (int j = 0; j < m; j++) set_slack_other_kinds(s.kids[j]);
     }
     free(mem);
-    free(order);
     return 0;
 }

@@ -20,6 +20,9 @@ struct respool_tree {
     uint32_t index_cap, index_limit;
     uint32_t *free_idx;
     uint32_t nfree;
+    struct respool **preorder; /* cached walk, rebuilt after create/delete */
+    size_t npreorder;
+    bool preorder_dirty;
 };
 
 static uint64_t path_hash(const char *s) {
@@ -148,7 +151,22 @@ void respool_tree_free(struct respool_tree *t) {
     free(t->slots);
     free(t->by_index);
     free(t->free_idx);
+    free(t->preorder);
     free(t);
+}
+
+struct respool *const *respool_preorder(struct respool_tree *t, size_t *n) {
+    if (t->preorder_dirty || !t->preorder) {
+        struct respool **a = realloc(t->preorder, t->nused * sizeof *a);
+        if (!a) return NULL;
+        t->preorder = a;
+        size_t cnt = 0;
+        for (struct respool *p = t->root; p; p = respool_next_preorder(p)) a[cnt++] = p;
+        t->npreorder = cnt;
+        t->preorder_dirty = false;
+    }
+    *n = t->npreorder;
+    return t->preorder;
 }
 
 struct respool *respool_lookup(const struct respool_tree *t, const char *path) {
@@ -322,7 +340,7 @@ static bool has_work(const struct respool *p) {
 int respool_create(struct respool_tree *t, const char *path, const struct respool_config *cfg,
                    struct respool **out, char *err, size_t errlen) {
     char parent_path[RESPOOL_PATH_MAX], name[RESPOOL_NAME_MAX + 1];
-    int depth, rc;
+    int depth = 0, rc;
     if ((rc = path_check(path, parent_path, name, &depth, err, errlen))) return rc;
     if (respool_lookup(t, path)) {
         verr(err, errlen, "pool %s: already exists (sibling names are unique)", path);
@@ -361,6 +379,7 @@ int respool_create(struct respool_tree *t, const char *path, const struct respoo
     else parent->first_child = p;
     parent->last_child = p;
     parent->nchildren++;
+    t->preorder_dirty = true;
     if (out) *out = p;
     return 0;
 }
@@ -402,6 +421,7 @@ int respool_delete(struct respool_tree *t, const char *path, char *err, size_t e
     if (p->next_sibling) p->next_sibling->prev_sibling = p->prev_sibling;
     else parent->last_child = p->prev_sibling;
     parent->nchildren--;
+    t->preorder_dirty = true;
     map_del(t, p->path);
     t->by_index[p->index] = NULL;
     t->free_idx[t->nfree++] = p->index;
@@ -460,8 +480,10 @@ int64_t respool_effective_limit(const struct respool *p, enum res_kind k) {
 
 static struct resvec pct_of_reservation(const struct respool *p, int64_t pct) {
     struct resvec r;
-    for (int k = 0; k < RES_NKINDS; k++)
-        r.v[k] = (int64_t)((__int128)p->cfg.res[k].reservation * pct / PCT_MAX);
+    for (int k = 0; k < RES_NKINDS; k++) {
+        int64_t res = p->cfg.res[k].reservation, prod;
+        r.v[k] = __builtin_mul_overflow(res, pct, &prod) ? (int64_t)((__int128)res * pct / PCT_MAX) : prod / PCT_MAX;
+    }
     return r;
 }
 struct resvec respool_controller_limit(const struct respool *p) {

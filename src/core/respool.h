@@ -111,6 +111,9 @@ static inline bool respool_is_leaf(const struct respool *p) { return p->nchildre
 
 /* Pre-order walk (parents before children) from the root. */
 struct respool *respool_next_preorder(const struct respool *p);
+/* The whole pre-order as an array owned by the tree, valid until the next
+ * create or delete; rebuilt lazily. NULL on allocation failure. */
+struct respool *const *respool_preorder(struct respool_tree *t, size_t *n);
 
 /* Checks the whole tree against every rule (useful after bulk loads). */
 int respool_validate_tree(const struct respool_tree *t, char *err, size_t errlen);

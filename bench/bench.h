@@ -1,0 +1,21 @@
+/* Shared helpers for benchmarks: a monotonic clock and a figure printer.
+ * Benchmarks print figures; they do not pass or fail on speed. */
+#ifndef PELOTON_BENCH_H
+#define PELOTON_BENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+static inline uint64_t bench_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One line per figure: "bench NAME: VALUE UNIT (target)". */
+static inline void bench_report(const char *name, double value, const char *unit, const char *target) {
+    printf("bench %-44s %12.3f %-10s %s\n", name, value, unit, target ? target : "");
+}
+
+#endif
