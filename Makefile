@@ -26,7 +26,11 @@ ASAN_OBJ := $(LIB_SRC:%.c=build/asan/%.o)
 UNIT_OBJ := $(UNIT_SRC:%.c=build/asan/%.o)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=build/bench/%)
 
-.PHONY: all deps build test unit e2e bench run clean fmt
+FUZZ_TARGETS := quantity doc
+FUZZ_SECONDS ?= 30
+FUZZ_CC ?= clang-14
+
+.PHONY: all deps build test unit e2e bench run clean fuzz
 all: build
 
 deps:
@@ -56,8 +60,21 @@ build/bench/%: bench/%.c bench/bench.h $(REL_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) -Ibench -o $@ $< $(REL_OBJ) $(PKG_LIBS) -lm
 
+# Fuzz targets: a replay-and-mutate smoke run under ASan in `make test`,
+# coverage-guided libFuzzer runs (clang) under `make fuzz`.
+build/asan/fuzz-%: fuzz/fuzz_%.c fuzz/replay.c $(ASAN_OBJ)
+	$(CC) $(ASAN_CFLAGS) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+build/fuzz/fuzz-%: fuzz/fuzz_%.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined $(INC) -o $@ $^ $(PKG_LIBS) -lm
+
+fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz-%)
+	@for t in $(FUZZ_TARGETS); do mkdir -p build/fuzz/corpus-$$t; \
+	  build/fuzz/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 build/fuzz/corpus-$$t fuzz/corpus/$$t || exit 1; done
+
 # Every suite prints "N passed, N failed"; test/run.sh sums them into the last line.
-test: deps bin/peloton-sim build/asan/unit build/asan/peloton-sim
+test: deps bin/peloton-sim build/asan/unit build/asan/peloton-sim $(FUZZ_TARGETS:%=build/asan/fuzz-%)
 	@test/run.sh
 
 bench: deps $(BENCH_BIN)

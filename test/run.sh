@@ -32,6 +32,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 run_suite unit build/asan/unit
+for t in quantity doc; do
+  FUZZ_NAME=fuzz-$t run_suite "fuzz-$t" build/asan/fuzz-$t fuzz/corpus/$t/*
+done
 for t in test/e2e/test_*.py; do
   [ -e "$t" ] || continue
   run_suite "$(basename "$t" .py)" python3 "$t"

@@ -158,15 +158,6 @@ int sim_load_pools(json_t *in, struct respool_tree **out, struct sim_cluster *cl
         pool->pending.c[UC_PREEMPT] = demand;
         pool->alloc.c[UC_PREEMPT] = alloc;
     }
-    /* Work is given on leaves only: an inner pool's demand is its children's. */
-    for (struct respool *p = respool_root(t); p; p = respool_next_preorder(p)) {
-        if (p->first_child && p->parent &&
-            (!resvec_is_zero(p->pending.c[UC_PREEMPT]) || !resvec_is_zero(p->alloc.c[UC_PREEMPT]))) {
-            snprintf(err, errlen, "pool %s: demand and allocation are given on leaf pools only", p->path);
-            rc = -EINVAL;
-            goto fail;
-        }
-    }
     if (!cl->slack_given) {
         respool_rollup(t);
         cl->slack_cpu = res_max(0, cl->capacity.v[RES_CPU] - usage_nonslack(&respool_root(t)->alloc).v[RES_CPU]);
