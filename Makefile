@@ -4,10 +4,10 @@
 CC       ?= cc
 CSTD     := -std=c17 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-PKGS     := jansson yaml-0.1
+PKGS     := jansson yaml-0.1 hiredis
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml)
-INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim $(PKG_CFLAGS)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lhiredis)
+INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)
 ASAN_CFLAGS := $(CSTD) $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -17,8 +17,14 @@ ASAN_LDFLAGS := -fsanitize=address,undefined
 CORE_SRC := $(wildcard src/core/*.c)
 UTIL_SRC := $(wildcard src/util/*.c)
 SIM_SRC  := $(wildcard src/sim/*.c)
-LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC)
+K8S_SRC  := $(wildcard src/k8s/*.c)
+STORE_SRC := $(wildcard src/store/*.c)
+LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC) $(K8S_SRC) $(STORE_SRC)
 UNIT_SRC := $(wildcard test/unit/*.c)
+# Integration tests: C tests against real services (redis-server), started and
+# stopped by the tests themselves on loopback. They share the unit harness.
+INTEG_SRC := $(wildcard test/integ/*.c)
+INTEG_OBJ := $(INTEG_SRC:%.c=build/asan/%.o) build/asan/test/unit/main.o
 BENCH_SRC := $(wildcard bench/*.c)
 
 REL_OBJ  := $(LIB_SRC:%.c=build/rel/%.o)
@@ -48,6 +54,9 @@ build/asan/peloton-sim: build/asan/src/cmd/peloton_sim.o $(ASAN_OBJ)
 build/asan/unit: $(UNIT_OBJ) $(ASAN_OBJ)
 	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
+build/asan/integ: $(INTEG_OBJ) $(ASAN_OBJ)
+	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
 build/rel/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) -MMD -MP -c -o $@ $<
@@ -74,7 +83,8 @@ fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz-%)
 	  build/fuzz/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 build/fuzz/corpus-$$t fuzz/corpus/$$t || exit 1; done
 
 # Every suite prints "N passed, N failed"; test/run.sh sums them into the last line.
-test: deps bin/peloton-sim build/asan/unit build/asan/peloton-sim $(FUZZ_TARGETS:%=build/asan/fuzz-%)
+test: deps bin/peloton-sim build/asan/unit build/asan/peloton-sim $(FUZZ_TARGETS:%=build/asan/fuzz-%) \
+      $(if $(INTEG_SRC),build/asan/integ)
 	@test/run.sh
 
 bench: deps $(BENCH_BIN)

@@ -32,6 +32,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 run_suite unit build/asan/unit
+if [ -x build/asan/integ ] && ls test/integ/*.c >/dev/null 2>&1; then
+  TEST_SUITE=integ run_suite integ build/asan/integ
+fi
 for t in quantity doc; do
   FUZZ_NAME=fuzz-$t run_suite "fuzz-$t" build/asan/fuzz-$t fuzz/corpus/$t/*
 done

@@ -45,6 +45,6 @@ int main(int argc, char **argv) {
             if (getenv("TEST_VERBOSE")) fprintf(stderr, "ok   %s\n", g_tests[i].name);
         }
     }
-    printf("unit: %d passed, %d failed\n", passed, failed);
+    printf("%s: %d passed, %d failed\n", getenv("TEST_SUITE") ? getenv("TEST_SUITE") : "unit", passed, failed);
     return failed ? 1 : 0;
 }
