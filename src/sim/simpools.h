@@ -3,8 +3,8 @@
  *
  * pools[i]: {"path", "reservation", "limit", "share", "static": [kinds],
  *            "controllerLimit": pct, "slackLimit": pct,
- *            "demand": resvec (leaf pending, non-preemptible class),
- *            "allocation": resvec (leaf allocation, non-preemptible class)}
+ *            "demand": resvec (leaf pending, preemptible class),
+ *            "allocation": resvec (leaf allocation, preemptible class)}
  * "share" is a number (all kinds) or an object of numbers by kind.
  * Parents must be listed before children; "/" is implicit.
  * On success *out is a new tree the caller frees with respool_tree_free. */
