@@ -76,7 +76,7 @@ build/asan/fuzz-%: fuzz/fuzz_%.c fuzz/replay.c $(ASAN_OBJ)
 
 build/fuzz/fuzz-%: fuzz/fuzz_%.c $(LIB_SRC)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined $(INC) -o $@ $^ $(PKG_LIBS) -lm
+	$(FUZZ_CC) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $(INC) -o $@ $^ $(PKG_LIBS) -lm
 
 fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz-%)
 	@for t in $(FUZZ_TARGETS); do mkdir -p build/fuzz/corpus-$$t; \
@@ -90,9 +90,11 @@ test: deps bin/peloton-sim build/asan/unit build/asan/peloton-sim $(FUZZ_TARGETS
 bench: deps $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 
+# Until the daemon exists: the offline simulator on the examples.
 run: build
 	bin/peloton-sim entitlement examples/sim/blog.yaml
 	bin/peloton-sim plan examples/sim/plan.yaml
+	bin/peloton-sim place examples/sim/place.yaml
 
 clean:
 	rm -rf build bin

@@ -275,11 +275,11 @@ int host_fleet_add(struct host_fleet *f, const struct host_spec *s, uint32_t *id
         }
         L[nl++] = (struct host_label){k, v};
     }
-    struct host_taint *T = f->taints + f->ntaints;
+    /* f->taints stays NULL until some host has a taint: never offset it blindly. */
     for (uint32_t i = 0; i < s->ntaints; i++) {
         uint32_t k = intern_cstr(f, s->taints[i].key), v = intern_cstr(f, s->taints[i].value);
         if (!k || !v) return -ENOMEM;
-        T[i] = (struct host_taint){k, v, (uint32_t)s->taints[i].effect};
+        f->taints[f->ntaints + i] = (struct host_taint){k, v, (uint32_t)s->taints[i].effect};
         if (s->taints[i].effect != TAINT_PREFER_NO_SCHEDULE) h.flags |= HOST_BLOCK_TAINT;
     }
     h.nlabels = (uint16_t)nl;

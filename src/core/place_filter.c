@@ -248,6 +248,7 @@ static bool tolerates(const struct ctol *t, const struct host_taint *x) {
 
 static bool taints_ok(const struct host_fleet *f, uint32_t idx, const struct ctask *c) {
     const struct host *h = &f->hosts[idx];
+    if (h->ntaints == 0) return true; /* f->taints may be NULL */
     const struct host_taint *T = f->taints + h->taint0;
     for (uint32_t i = 0; i < h->ntaints; i++) {
         if (T[i].effect == TAINT_PREFER_NO_SCHEDULE) continue;
