@@ -13,6 +13,15 @@ static inline uint64_t bench_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* xorshift64: deterministic benchmark inputs; *state must start non-zero. */
+static inline uint64_t bench_rand(uint64_t *state) {
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+
 /* One line per figure: "bench NAME: VALUE UNIT (target)". */
 static inline void bench_report(const char *name, double value, const char *unit, const char *target) {
     printf("bench %-44s %12.3f %-10s %s\n", name, value, unit, target ? target : "");

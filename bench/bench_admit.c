@@ -18,12 +18,7 @@
 #define NTASKS 100000
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next_rand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next_rand(void) { return bench_rand(&rng); }
 
 /* 10 orgs of 100 leaves. */
 static struct respool_tree *build(struct respool **leaves) {

@@ -8,12 +8,7 @@
 #include "respool.h"
 
 static uint64_t rng = 12345;
-static uint64_t next_rand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next_rand(void) { return bench_rand(&rng); }
 
 /* 10 orgs x 10 groups x 10 teams x 10 leaves = 10,000 leaves (+1,110 inner). */
 static struct respool_tree *build(int fan, int *npools) {

@@ -1,3 +1,4 @@
+#include "errmsg.h"
 #include "admit.h"
 
 #include <errno.h>
@@ -96,16 +97,6 @@ void admit_gang_init(struct gang *g, const char *id, uint32_t priority, unsigned
     g->demand = demand;
 }
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static const char *gid(const struct gang *g) { return g->id ? g->id : "(unnamed)"; }
 
@@ -116,23 +107,23 @@ static struct admit_leaf *leaf_state(struct respool *p) {
 
 int admit_enqueue(struct respool *p, struct gang *g, char *err, size_t errlen) {
     const unsigned known = WF_PREEMPTIBLE | WF_REVOCABLE | WF_CONTROLLER;
-    if (g->qid_) return fail(err, errlen, -EALREADY, "gang %s: already queued in pool %s", gid(g), g->pool->path);
+    if (g->qid_) return core_fail(err, errlen, -EALREADY, "gang %s: already queued in pool %s", gid(g), g->pool->path);
     if (!respool_is_leaf(p))
-        return fail(err, errlen, -EINVAL, "gang %s: pool %s is not a leaf; only leaf pools accept work", gid(g),
+        return core_fail(err, errlen, -EINVAL, "gang %s: pool %s is not a leaf; only leaf pools accept work", gid(g),
                     p->path);
-    if (g->ntasks == 0) return fail(err, errlen, -EINVAL, "gang %s: has no tasks", gid(g));
-    if (g->flags & ~known) return fail(err, errlen, -EINVAL, "gang %s: unknown work flags 0x%x", gid(g), g->flags);
+    if (g->ntasks == 0) return core_fail(err, errlen, -EINVAL, "gang %s: has no tasks", gid(g));
+    if (g->flags & ~known) return core_fail(err, errlen, -EINVAL, "gang %s: unknown work flags 0x%x", gid(g), g->flags);
     for (int k = 0; k < RES_NKINDS; k++)
         if (g->demand.v[k] < 0 || g->demand.v[k] == RES_UNLIMITED)
-            return fail(err, errlen, -EINVAL, "gang %s: %s demand is negative or unlimited", gid(g),
+            return core_fail(err, errlen, -EINVAL, "gang %s: %s demand is negative or unlimited", gid(g),
                         res_kind_name((enum res_kind)k));
     struct admit_leaf *a = leaf_state(p);
-    if (!a) return fail(err, errlen, -ENOMEM, "gang %s: out of memory", gid(g));
+    if (!a) return core_fail(err, errlen, -ENOMEM, "gang %s: out of memory", gid(g));
     if (g->flags & WF_REVOCABLE) g->flags |= WF_PREEMPTIBLE;
     g->pool = p;
     g->seq = a->next_seq++;
     g->why = (struct admit_why){0};
-    if (heap_push(&a->q[ADMIT_Q_PENDING], g)) return fail(err, errlen, -ENOMEM, "gang %s: out of memory", gid(g));
+    if (heap_push(&a->q[ADMIT_Q_PENDING], g)) return core_fail(err, errlen, -ENOMEM, "gang %s: out of memory", gid(g));
     g->qid_ = ADMIT_Q_PENDING + 1;
     usage_add(&p->pending, g->flags, g->demand);
     return 0;

@@ -1,4 +1,5 @@
 /* Job types, job state derivation and the reconciler (see job.h). */
+#include "errmsg.h"
 #include "job.h"
 
 #include <errno.h>
@@ -23,32 +24,21 @@ const char *job_state_name(enum job_state s) {
     return g_state_names[s];
 }
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 int job_spec_validate(const struct job_spec *spec, char *err, size_t errlen) {
     if ((int)spec->type < 0 || spec->type >= JOB_NTYPES)
-        return fail(err, errlen, -EINVAL, "job type %d is not BATCH, STATELESS, STATEFUL or DAEMON",
+        return core_fail(err, errlen, -EINVAL, "job type %d is not BATCH, STATELESS, STATEFUL or DAEMON",
                     (int)spec->type);
     if ((int)spec->goal < JOB_GOAL_RUN || spec->goal > JOB_GOAL_DELETE)
-        return fail(err, errlen, -EINVAL, "job goal %d is not RUN, KILL or DELETE", (int)spec->goal);
+        return core_fail(err, errlen, -EINVAL, "job goal %d is not RUN, KILL or DELETE", (int)spec->goal);
     if (spec->max_failures > JOB_MAX_FAILURES_LIMIT)
-        return fail(err, errlen, -EINVAL, "restartPolicy.maxFailures %u exceeds %d", spec->max_failures,
+        return core_fail(err, errlen, -EINVAL, "restartPolicy.maxFailures %u exceeds %d", spec->max_failures,
                     JOB_MAX_FAILURES_LIMIT);
     if (spec->instance_count > JOB_MAX_INSTANCES)
-        return fail(err, errlen, -EINVAL, "instanceCount %u exceeds %u", spec->instance_count,
+        return core_fail(err, errlen, -EINVAL, "instanceCount %u exceeds %u", spec->instance_count,
                     JOB_MAX_INSTANCES);
     if (spec->type != JOB_DAEMON && spec->min_running > spec->instance_count)
-        return fail(err, errlen, -EINVAL, "minimumRunningInstances %u exceeds instanceCount %u",
+        return core_fail(err, errlen, -EINVAL, "minimumRunningInstances %u exceeds instanceCount %u",
                     spec->min_running, spec->instance_count);
     return 0;
 }
@@ -241,18 +231,18 @@ int job_reconcile(const struct job_input *in, struct job_plan *plan, char *err, 
     size_t nlive = 0, nhosts = 0;
 
     sorted = malloc((in->ntasks ? in->ntasks : 1) * sizeof *sorted);
-    if (!sorted) return fail(err, errlen, -ENOMEM, "out of memory");
+    if (!sorted) return core_fail(err, errlen, -ENOMEM, "out of memory");
     for (size_t i = 0; i < in->ntasks; i++) {
         const struct task *t = &in->tasks[i];
         if ((int)t->state < 0 || t->state >= TASK_NSTATES || t->state == TASK_UNKNOWN ||
             t->state == TASK_RESERVED) {
-            rc = fail(err, errlen, -EINVAL, "instance %u is in state %s, which a job instance never holds",
+            rc = core_fail(err, errlen, -EINVAL, "instance %u is in state %s, which a job instance never holds",
                       t->instance, task_state_name(t->state));
             goto out;
         }
         if (t->state == TASK_DELETED) continue;
         if (t->instance >= JOB_MAX_INSTANCES) {
-            rc = fail(err, errlen, -EINVAL, "instance id %u exceeds %u", t->instance, JOB_MAX_INSTANCES);
+            rc = core_fail(err, errlen, -EINVAL, "instance id %u exceeds %u", t->instance, JOB_MAX_INSTANCES);
             goto out;
         }
         sorted[nlive++] = t;
@@ -260,7 +250,7 @@ int job_reconcile(const struct job_input *in, struct job_plan *plan, char *err, 
     qsort(sorted, nlive, sizeof *sorted, cmp_task_ptr);
     for (size_t i = 1; i < nlive; i++)
         if (sorted[i]->instance == sorted[i - 1]->instance) {
-            rc = fail(err, errlen, -EINVAL, "duplicate records for instance %u", sorted[i]->instance);
+            rc = core_fail(err, errlen, -EINVAL, "duplicate records for instance %u", sorted[i]->instance);
             goto out;
         }
 
@@ -268,7 +258,7 @@ int job_reconcile(const struct job_input *in, struct job_plan *plan, char *err, 
         hosts = malloc(in->nhosts * sizeof *hosts);
         claimed = calloc(in->nhosts, sizeof *claimed);
         if (!hosts || !claimed) {
-            rc = fail(err, errlen, -ENOMEM, "out of memory");
+            rc = core_fail(err, errlen, -ENOMEM, "out of memory");
             goto out;
         }
         for (size_t i = 0; i < in->nhosts; i++)
@@ -347,7 +337,7 @@ int job_reconcile(const struct job_input *in, struct job_plan *plan, char *err, 
     rc = 0;
     goto out;
 out_nomem:
-    fail(err, errlen, rc, "out of memory");
+    core_fail(err, errlen, rc, "out of memory");
 out:
     free(sorted);
     free(hosts);

@@ -1,3 +1,4 @@
+#include "errmsg.h"
 #include "preempt.h"
 
 #include <errno.h>
@@ -46,16 +47,6 @@ int preempt_state_set(struct preempt_state *st, const struct respool *p, uint32_
     return 0;
 }
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 /* Cheaper to preempt first; -1: holds no allocation; -2: already leaving. */
 static int state_rank(enum task_state s) {
@@ -242,10 +233,10 @@ int preempt_plan(struct preempt_state *st, struct respool_tree *t, const struct 
     for (size_t j = 0; j < n; j++) {
         const struct preempt_task *x = &tasks[j];
         if (!x->pool || respool_by_index(t, x->pool->index) != x->pool || !respool_is_leaf(x->pool))
-            return fail(err, errlen, -EINVAL, "task %s: pool %s is not a leaf pool of this tree",
+            return core_fail(err, errlen, -EINVAL, "task %s: pool %s is not a leaf pool of this tree",
                         x->id ? x->id : "(unnamed)", x->pool ? x->pool->path : "(none)");
     }
-    if (state_grow(st, lim)) return fail(err, errlen, -ENOMEM, "out of memory");
+    if (state_grow(st, lim)) return core_fail(err, errlen, -ENOMEM, "out of memory");
 
     struct work w = {.tasks = tasks, .n = n, .out = out};
     w.start = calloc((size_t)lim + 1, sizeof *w.start);
@@ -256,7 +247,7 @@ int preempt_plan(struct preempt_state *st, struct respool_tree *t, const struct 
     out->v = malloc((n ? n : 1) * sizeof *out->v);
     int rc = 0;
     if (!w.start || !w.order || !w.taken || !w.ns || !w.counter || !out->v) {
-        rc = fail(err, errlen, -ENOMEM, "out of memory");
+        rc = core_fail(err, errlen, -ENOMEM, "out of memory");
         goto done;
     }
     out->cap = n;
@@ -289,7 +280,7 @@ int preempt_plan(struct preempt_state *st, struct respool_tree *t, const struct 
         w.cand = malloc((maxb ? maxb : 1) * 2 * sizeof *w.cand);
         if (!fill || !w.cand) {
             free(fill);
-            rc = fail(err, errlen, -ENOMEM, "out of memory");
+            rc = core_fail(err, errlen, -ENOMEM, "out of memory");
             goto done;
         }
         w.pick = w.cand + (maxb ? maxb : 1);

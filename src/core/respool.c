@@ -1,11 +1,11 @@
 #include "respool.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "errmsg.h"
 #include "quantity.h"
 
 #define SHARE_MAX ((int64_t)1000000 * RESPOOL_SHARE_ONE) /* share weights up to 10^6 */
@@ -193,40 +193,32 @@ struct respool *respool_next_preorder(const struct respool *p) {
 
 static void fmtq(enum res_kind k, int64_t v, char *buf, size_t len) { quantity_format(k, v, buf, len); }
 
-static int verr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int verr(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -EINVAL;
-}
 
 /* Splits path into parent path and last segment after checking its syntax. */
 static int path_check(const char *path, char *parent, char *name, int *depth, char *err, size_t errlen) {
     size_t len = path ? strlen(path) : 0;
     if (len == 0 || path[0] != '/')
-        return verr(err, errlen, "pool path \"%.100s\": must start with /", path ? path : "");
+        return core_fail(err, errlen, -EINVAL, "pool path \"%.100s\": must start with /", path ? path : "");
     if (len >= RESPOOL_PATH_MAX)
-        return verr(err, errlen, "pool path \"%.100s...\": longer than %d characters", path, RESPOOL_PATH_MAX - 1);
-    if (len == 1) return verr(err, errlen, "pool path \"/\": the root exists and cannot be changed");
+        return core_fail(err, errlen, -EINVAL, "pool path \"%.100s...\": longer than %d characters", path, RESPOOL_PATH_MAX - 1);
+    if (len == 1) return core_fail(err, errlen, -EINVAL, "pool path \"/\": the root exists and cannot be changed");
     int d = 0;
     const char *seg = path + 1;
     for (;;) {
         const char *end = strchr(seg, '/');
         size_t sl = end ? (size_t)(end - seg) : strlen(seg);
-        if (sl == 0) return verr(err, errlen, "pool path \"%s\": empty segment", path);
+        if (sl == 0) return core_fail(err, errlen, -EINVAL, "pool path \"%s\": empty segment", path);
         if (sl > RESPOOL_NAME_MAX)
-            return verr(err, errlen, "pool path \"%s\": segment longer than %d characters", path, RESPOOL_NAME_MAX);
+            return core_fail(err, errlen, -EINVAL, "pool path \"%s\": segment longer than %d characters", path, RESPOOL_NAME_MAX);
         for (size_t i = 0; i < sl; i++) {
             char c = seg[i];
             if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
                   c == '_' || c == '.'))
-                return verr(err, errlen, "pool path \"%s\": character '%c' not allowed (letters, digits, - _ .)",
+                return core_fail(err, errlen, -EINVAL, "pool path \"%s\": character '%c' not allowed (letters, digits, - _ .)",
                             path, c);
         }
         if ((sl == 1 && seg[0] == '.') || (sl == 2 && seg[0] == '.' && seg[1] == '.'))
-            return verr(err, errlen, "pool path \"%s\": segment \".\" or \"..\" not allowed", path);
+            return core_fail(err, errlen, -EINVAL, "pool path \"%s\": segment \".\" or \"..\" not allowed", path);
         d++;
         if (!end) {
             memcpy(name, seg, sl + 1);
@@ -237,9 +229,9 @@ static int path_check(const char *path, char *parent, char *name, int *depth, ch
         }
         seg = end + 1;
     }
-    if (d > RESPOOL_DEPTH_MAX) return verr(err, errlen, "pool path \"%s\": deeper than %d levels", path, RESPOOL_DEPTH_MAX);
+    if (d > RESPOOL_DEPTH_MAX) return core_fail(err, errlen, -EINVAL, "pool path \"%s\": deeper than %d levels", path, RESPOOL_DEPTH_MAX);
     if (d == 1 && strcmp(name, "root") == 0)
-        return verr(err, errlen, "pool path \"/root\": the name \"root\" is reserved for the root pool");
+        return core_fail(err, errlen, -EINVAL, "pool path \"/root\": the name \"root\" is reserved for the root pool");
     *depth = d;
     return 0;
 }
@@ -251,27 +243,27 @@ static int check_own(const char *path, const struct respool_config *c, char *err
         const struct respool_kind_cfg *r = &c->res[k];
         const char *kn = res_kind_name((enum res_kind)k);
         if (r->reservation < 0)
-            return verr(err, errlen, "pool %s: %s reservation %lld is negative", path, kn, (long long)r->reservation);
+            return core_fail(err, errlen, -EINVAL, "pool %s: %s reservation %lld is negative", path, kn, (long long)r->reservation);
         if (r->limit < 0)
-            return verr(err, errlen, "pool %s: %s limit %lld is negative", path, kn, (long long)r->limit);
+            return core_fail(err, errlen, -EINVAL, "pool %s: %s limit %lld is negative", path, kn, (long long)r->limit);
         if (r->share < 0)
-            return verr(err, errlen, "pool %s: %s share %.3f is negative", path, kn, r->share / 1000.0);
+            return core_fail(err, errlen, -EINVAL, "pool %s: %s share %.3f is negative", path, kn, r->share / 1000.0);
         if (r->share > SHARE_MAX)
-            return verr(err, errlen, "pool %s: %s share %.3f exceeds the maximum %lld", path, kn, r->share / 1000.0,
+            return core_fail(err, errlen, -EINVAL, "pool %s: %s share %.3f exceeds the maximum %lld", path, kn, r->share / 1000.0,
                         (long long)(SHARE_MAX / RESPOOL_SHARE_ONE));
         if (r->reservation > r->limit) {
             fmtq((enum res_kind)k, r->reservation, a, sizeof a);
             fmtq((enum res_kind)k, r->limit, b, sizeof b);
-            return verr(err, errlen, "pool %s: %s reservation %s exceeds its limit %s", path, kn, a, b);
+            return core_fail(err, errlen, -EINVAL, "pool %s: %s reservation %s exceeds its limit %s", path, kn, a, b);
         }
     }
     if (c->controller_limit_pct < 0 || c->controller_limit_pct > PCT_MAX)
-        return verr(err, errlen, "pool %s: controller limit %.3f%% is outside [0, 100]", path,
+        return core_fail(err, errlen, -EINVAL, "pool %s: controller limit %.3f%% is outside [0, 100]", path,
                     c->controller_limit_pct / 1000.0);
     if (c->slack_limit_pct < 0 || c->slack_limit_pct > PCT_MAX)
-        return verr(err, errlen, "pool %s: slack limit %.3f%% is outside [0, 100]", path, c->slack_limit_pct / 1000.0);
+        return core_fail(err, errlen, -EINVAL, "pool %s: slack limit %.3f%% is outside [0, 100]", path, c->slack_limit_pct / 1000.0);
     if (c->policy != RESPOOL_PRIORITY_FIFO)
-        return verr(err, errlen, "pool %s: unknown scheduling policy %d (PriorityFIFO)", path, (int)c->policy);
+        return core_fail(err, errlen, -EINVAL, "pool %s: unknown scheduling policy %d (PriorityFIFO)", path, (int)c->policy);
     return 0;
 }
 
@@ -298,14 +290,14 @@ static int check_relations(const char *path, const struct respool *parent, const
             if (c->res[k].limit != RES_UNLIMITED && c->res[k].limit > plim) {
                 fmtq(kind, c->res[k].limit, a, sizeof a);
                 fmtq(kind, plim, b, sizeof b);
-                return verr(err, errlen, "pool %s: %s limit %s exceeds parent %s limit %s", path, kn, a,
+                return core_fail(err, errlen, -EINVAL, "pool %s: %s limit %s exceeds parent %s limit %s", path, kn, a,
                             parent->path, b);
             }
             int64_t sum = children_reservation(parent, self, c->res[k].reservation, self == NULL, kind);
             if (sum > parent->cfg.res[k].reservation) {
                 fmtq(kind, sum, a, sizeof a);
                 fmtq(kind, parent->cfg.res[k].reservation, b, sizeof b);
-                return verr(err, errlen,
+                return core_fail(err, errlen, -EINVAL,
                             "pool %s: children of %s would reserve %s %s, more than its reservation %s", path,
                             parent->path, a, kn, b);
             }
@@ -318,13 +310,13 @@ static int check_relations(const char *path, const struct respool *parent, const
                 ch->cfg.res[k].limit > c->res[k].limit) {
                 fmtq(kind, c->res[k].limit, a, sizeof a);
                 fmtq(kind, ch->cfg.res[k].limit, b, sizeof b);
-                return verr(err, errlen, "pool %s: %s limit %s is below child %s limit %s", path, kn, a, ch->path, b);
+                return core_fail(err, errlen, -EINVAL, "pool %s: %s limit %s is below child %s limit %s", path, kn, a, ch->path, b);
             }
         }
         if (self->first_child && sum > c->res[k].reservation) {
             fmtq(kind, c->res[k].reservation, a, sizeof a);
             fmtq(kind, sum, b, sizeof b);
-            return verr(err, errlen, "pool %s: %s reservation %s is below its children's total reservation %s", path,
+            return core_fail(err, errlen, -EINVAL, "pool %s: %s reservation %s is below its children's total reservation %s", path,
                         kn, a, b);
         }
     }
@@ -343,16 +335,16 @@ int respool_create(struct respool_tree *t, const char *path, const struct respoo
     int depth = 0, rc;
     if ((rc = path_check(path, parent_path, name, &depth, err, errlen))) return rc;
     if (respool_lookup(t, path)) {
-        verr(err, errlen, "pool %s: already exists (sibling names are unique)", path);
+        core_fail(err, errlen, -EINVAL, "pool %s: already exists (sibling names are unique)", path);
         return -EEXIST;
     }
     struct respool *parent = respool_lookup(t, parent_path);
     if (!parent) {
-        verr(err, errlen, "pool %s: parent %s does not exist", path, parent_path);
+        core_fail(err, errlen, -EINVAL, "pool %s: parent %s does not exist", path, parent_path);
         return -ENOENT;
     }
     if (parent->parent && has_work(parent))
-        return verr(err, errlen, "pool %s: parent %s holds work; only leaf pools hold work", path, parent_path);
+        return core_fail(err, errlen, -EINVAL, "pool %s: parent %s holds work; only leaf pools hold work", path, parent_path);
     if ((rc = check_own(path, cfg, err, errlen))) return rc;
     if ((rc = check_relations(path, parent, NULL, cfg, err, errlen))) return rc;
 
@@ -360,7 +352,7 @@ int respool_create(struct respool_tree *t, const char *path, const struct respoo
     uint32_t idx;
     if (!p || index_take(t, &idx)) {
         if (p) pool_free(p);
-        verr(err, errlen, "pool %s: out of memory", path);
+        core_fail(err, errlen, -EINVAL, "pool %s: out of memory", path);
         return -ENOMEM;
     }
     p->cfg = *cfg;
@@ -369,7 +361,7 @@ int respool_create(struct respool_tree *t, const char *path, const struct respoo
     if (map_put(t, p)) {
         t->free_idx[t->nfree++] = idx;
         pool_free(p);
-        verr(err, errlen, "pool %s: out of memory", path);
+        core_fail(err, errlen, -EINVAL, "pool %s: out of memory", path);
         return -ENOMEM;
     }
     t->by_index[idx] = p;
@@ -388,11 +380,11 @@ int respool_update(struct respool_tree *t, const char *path, const char *parent_
                    const struct respool_config *cfg, char *err, size_t errlen) {
     struct respool *p = respool_lookup(t, path);
     if (!p || !p->parent) {
-        verr(err, errlen, "pool %s: %s", path ? path : "", p ? "the root cannot be updated" : "not found");
+        core_fail(err, errlen, -EINVAL, "pool %s: %s", path ? path : "", p ? "the root cannot be updated" : "not found");
         return p ? -EINVAL : -ENOENT;
     }
     if (parent_path && strcmp(parent_path, p->parent->path) != 0)
-        return verr(err, errlen, "pool %s: parent is immutable (is %s, asked %s)", path, p->parent->path, parent_path);
+        return core_fail(err, errlen, -EINVAL, "pool %s: parent is immutable (is %s, asked %s)", path, p->parent->path, parent_path);
     int rc;
     if ((rc = check_own(path, cfg, err, errlen))) return rc;
     if ((rc = check_relations(path, p->parent, p, cfg, err, errlen))) return rc;
@@ -403,16 +395,16 @@ int respool_update(struct respool_tree *t, const char *path, const char *parent_
 int respool_delete(struct respool_tree *t, const char *path, char *err, size_t errlen) {
     struct respool *p = respool_lookup(t, path);
     if (!p) {
-        verr(err, errlen, "pool %s: not found", path ? path : "");
+        core_fail(err, errlen, -EINVAL, "pool %s: not found", path ? path : "");
         return -ENOENT;
     }
-    if (!p->parent) return verr(err, errlen, "pool /: the root cannot be deleted");
+    if (!p->parent) return core_fail(err, errlen, -EINVAL, "pool /: the root cannot be deleted");
     if (p->first_child) {
-        verr(err, errlen, "pool %s: has %d child pools; delete them first", path, p->nchildren);
+        core_fail(err, errlen, -EINVAL, "pool %s: has %d child pools; delete them first", path, p->nchildren);
         return -ENOTEMPTY;
     }
     if (has_work(p)) {
-        verr(err, errlen, "pool %s: holds work; stop its jobs first", path);
+        core_fail(err, errlen, -EINVAL, "pool %s: holds work; stop its jobs first", path);
         return -EBUSY;
     }
     struct respool *parent = p->parent;

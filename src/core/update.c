@@ -1,4 +1,5 @@
 /* Rolling update planner (see update.h, docs/lifecycle.md). */
+#include "errmsg.h"
 #include "update.h"
 
 #include <errno.h>
@@ -28,42 +29,31 @@ bool update_state_terminal(enum update_state s) {
     return s == UPDATE_SUCCEEDED || s == UPDATE_ABORTED || s == UPDATE_FAILED || s == UPDATE_ROLLED_BACK;
 }
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 int update_create(struct update **out, enum job_type type, uint32_t count, uint32_t from_version,
                   uint32_t to_version, const struct update_spec *spec, char *err, size_t errlen) {
     *out = NULL;
     if (type != JOB_STATELESS && type != JOB_STATEFUL)
-        return fail(err, errlen, -EINVAL, "rolling update supports STATELESS and STATEFUL jobs, not %s",
+        return core_fail(err, errlen, -EINVAL, "rolling update supports STATELESS and STATEFUL jobs, not %s",
                     job_type_name(type));
     if (count == 0 || count > JOB_MAX_INSTANCES)
-        return fail(err, errlen, -EINVAL, "instanceCount %u out of range 1..%u", count, JOB_MAX_INSTANCES);
+        return core_fail(err, errlen, -EINVAL, "instanceCount %u out of range 1..%u", count, JOB_MAX_INSTANCES);
     if (from_version == to_version)
-        return fail(err, errlen, -EINVAL, "update from version %u to the same version", from_version);
+        return core_fail(err, errlen, -EINVAL, "update from version %u to the same version", from_version);
     if (spec->batch_percentage > 100)
-        return fail(err, errlen, -EINVAL, "batchPercentage %u exceeds 100", spec->batch_percentage);
+        return core_fail(err, errlen, -EINVAL, "batchPercentage %u exceeds 100", spec->batch_percentage);
     if (spec->min_running_ms < 0)
-        return fail(err, errlen, -EINVAL, "min_running_ms %lld is negative", (long long)spec->min_running_ms);
+        return core_fail(err, errlen, -EINVAL, "min_running_ms %lld is negative", (long long)spec->min_running_ms);
 
     struct update *u = calloc(1, sizeof *u);
-    if (!u) return fail(err, errlen, -ENOMEM, "out of memory");
+    if (!u) return core_fail(err, errlen, -ENOMEM, "out of memory");
     u->attempts = calloc(count, sizeof *u->attempts);
     u->start_run = calloc(count, sizeof *u->start_run);
     u->flags = calloc(count, sizeof *u->flags);
     u->view = calloc(count, sizeof *u->view);
     if (!u->attempts || !u->start_run || !u->flags || !u->view) {
         update_free(u);
-        return fail(err, errlen, -ENOMEM, "out of memory");
+        return core_fail(err, errlen, -ENOMEM, "out of memory");
     }
     u->type = type;
     u->count = count;
@@ -264,7 +254,7 @@ int update_plan(struct update *u, const struct update_instance *inst, size_t n, 
     for (size_t k = 0; k < n; k++) {
         if (inst[k].instance >= u->count) continue;
         if (u->view[inst[k].instance])
-            return fail(err, errlen, -EINVAL, "duplicate snapshot for instance %u", inst[k].instance);
+            return core_fail(err, errlen, -EINVAL, "duplicate snapshot for instance %u", inst[k].instance);
         u->view[inst[k].instance] = &inst[k];
     }
     switch (cmd) {
@@ -273,19 +263,19 @@ int update_plan(struct update *u, const struct update_instance *inst, size_t n, 
     case UPDATE_CMD_PAUSE:
         if (u->state != UPDATE_INITIALIZED && u->state != UPDATE_ROLLING_FORWARD &&
             u->state != UPDATE_ROLLING_BACKWARD)
-            return fail(err, errlen, -EINVAL, "cannot pause an update in %s", update_state_name(u->state));
+            return core_fail(err, errlen, -EINVAL, "cannot pause an update in %s", update_state_name(u->state));
         break;
     case UPDATE_CMD_RESUME:
         if (u->state != UPDATE_PAUSED)
-            return fail(err, errlen, -EINVAL, "cannot resume an update in %s (not PAUSED)",
+            return core_fail(err, errlen, -EINVAL, "cannot resume an update in %s (not PAUSED)",
                         update_state_name(u->state));
         break;
     case UPDATE_CMD_ABORT:
         if (update_state_terminal(u->state))
-            return fail(err, errlen, -EINVAL, "cannot abort an update in %s", update_state_name(u->state));
+            return core_fail(err, errlen, -EINVAL, "cannot abort an update in %s", update_state_name(u->state));
         break;
     default:
-        return fail(err, errlen, -EINVAL, "unknown update command %d", (int)cmd);
+        return core_fail(err, errlen, -EINVAL, "unknown update command %d", (int)cmd);
     }
 
     struct step s = {.u = u, .now_ms = now_ms, .acts = acts, .cap = cap};
