@@ -4,10 +4,10 @@
 CC       ?= cc
 CSTD     := -std=c17 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-PKGS     := jansson yaml-0.1 hiredis
+PKGS     := jansson yaml-0.1 hiredis libuv libwebsockets libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lhiredis)
-INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store $(PKG_CFLAGS)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lhiredis -luv -lwebsockets -lcurl)
+INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)
 ASAN_CFLAGS := $(CSTD) $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -19,7 +19,8 @@ UTIL_SRC := $(wildcard src/util/*.c)
 SIM_SRC  := $(wildcard src/sim/*.c)
 K8S_SRC  := $(wildcard src/k8s/*.c)
 STORE_SRC := $(wildcard src/store/*.c)
-LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC) $(K8S_SRC) $(STORE_SRC)
+HTTP_SRC := $(wildcard src/http/*.c)
+LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC) $(K8S_SRC) $(STORE_SRC) $(HTTP_SRC)
 UNIT_SRC := $(wildcard test/unit/*.c)
 # Integration tests: C tests against real services (redis-server), started and
 # stopped by the tests themselves on loopback. They share the unit harness.
@@ -53,6 +54,8 @@ build/asan/peloton-sim: build/asan/src/cmd/peloton_sim.o $(ASAN_OBJ)
 
 build/asan/unit: $(UNIT_OBJ) $(ASAN_OBJ)
 	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+build/asan/test/integ/%.o: ASAN_CFLAGS += -Itest/unit
 
 build/asan/integ: $(INTEG_OBJ) $(ASAN_OBJ)
 	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm

@@ -1,0 +1,338 @@
+#include "server.h"
+
+#include <errno.h>
+#include <libwebsockets.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define WRITE_CHUNK 65536
+#define DRAIN_MAX (64u << 20) /* an oversized body is read and dropped up to this, then 413 */
+
+struct http_server {
+    struct lws_context *ctx; /* set to NULL by lws when destruction completes */
+    struct http_server_config cfg;
+    void *loops[1];
+    int port;
+    bool stopping;
+};
+
+/* Per-connection state; reset at each request (keep-alive reuses it). */
+struct http_conn {
+    char *path;
+    char *args_buf; /* every argument's key and value, NUL-separated */
+    const char *keys[HTTP_MAX_ARGS], *vals[HTTP_MAX_ARGS];
+    int nargs;
+    enum http_method method;
+    const char *method_name;
+    char content_type[256], accept[1024], authorization[HTTP_MAX_HEADER];
+    char *body;
+    size_t body_len, body_expected;
+    bool discard; /* reading an oversized body only to answer 413 after it */
+    /* response */
+    unsigned char *out; /* LWS_PRE headroom + body */
+    size_t out_len, out_sent;
+    bool close_after;
+};
+
+static void conn_reset(struct http_conn *c) {
+    free(c->path);
+    free(c->args_buf);
+    free(c->body);
+    free(c->out);
+    memset(c, 0, sizeof *c);
+}
+
+static const char *const method_names[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "OTHER"};
+
+static enum http_method map_method(int m) {
+    switch (m) {
+    case LWSHUMETH_GET: return HTTP_GET;
+    case LWSHUMETH_POST: return HTTP_POST;
+    case LWSHUMETH_PUT: return HTTP_PUT;
+    case LWSHUMETH_PATCH: return HTTP_PATCH;
+    case LWSHUMETH_DELETE: return HTTP_DELETE;
+    case LWSHUMETH_HEAD: return HTTP_HEAD;
+    case LWSHUMETH_OPTIONS: return HTTP_OPTIONS;
+    default: return HTTP_OTHER;
+    }
+}
+
+static void copy_hdr(struct lws *wsi, enum lws_token_indexes t, char *buf, size_t len) {
+    buf[0] = 0;
+    if (lws_hdr_total_length(wsi, t) > 0 && lws_hdr_copy(wsi, buf, (int)len, t) < 0) buf[0] = 0;
+}
+
+/* Reads the decoded query fragments lws split at '&'. */
+static int read_args(struct lws *wsi, struct http_conn *c) {
+    int total = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS);
+    if (total <= 0) return 0;
+    c->args_buf = malloc((size_t)total + HTTP_MAX_ARGS * 2 + 2);
+    if (!c->args_buf) return -ENOMEM;
+    char *p = c->args_buf;
+    for (int i = 0; i < HTTP_MAX_ARGS; i++) {
+        int n = lws_hdr_copy_fragment(wsi, p, total + 1, WSI_TOKEN_HTTP_URI_ARGS, i);
+        if (n < 0) break;
+        char *eq = strchr(p, '=');
+        c->keys[c->nargs] = p;
+        if (eq) {
+            *eq = 0;
+            c->vals[c->nargs] = eq + 1;
+        } else {
+            c->vals[c->nargs] = p + n; /* "" */
+        }
+        c->nargs++;
+        p += n + 1;
+    }
+    return 0;
+}
+
+static int write_headers(struct lws *wsi, struct http_conn *c, int status, const char *ctype) {
+    unsigned char buf[LWS_PRE + 1024], *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
+    /* the status line comes first: common headers write it */
+    if (lws_add_http_common_headers(wsi, (unsigned int)status, ctype,
+                                    c->method == HTTP_HEAD ? 0 : (lws_filepos_t)c->out_len, &p, end))
+        return -1;
+    if (c->close_after &&
+        lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close", 5, &p, end))
+        return -1;
+    if (lws_finalize_write_http_header(wsi, start, &p, end)) return -1;
+    return 0;
+}
+
+/* Sends a response whose body the server owns from now on (may be NULL). */
+static int respond(struct lws *wsi, struct http_conn *c, int status, const char *ctype, char *body, size_t len) {
+    c->out = malloc(LWS_PRE + len + 1);
+    if (!c->out) { free(body); return -1; }
+    if (len) memcpy(c->out + LWS_PRE, body, len);
+    free(body);
+    c->out_len = len;
+    c->out_sent = 0;
+    if (write_headers(wsi, c, status, ctype)) return -1;
+    if (c->out_len == 0 || c->method == HTTP_HEAD) {
+        if (c->close_after) return -1;
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+    }
+    if (c->close_after) {
+        /* small error replies on a connection about to close: write now, since
+         * lws may read the unparseable rest of the request and drop the
+         * connection before a writeable callback comes */
+        lws_write(wsi, c->out + LWS_PRE, c->out_len, LWS_WRITE_HTTP_FINAL);
+        return -1;
+    }
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+static int respond_text(struct lws *wsi, struct http_conn *c, int status, const char *msg) {
+    char *b = strdup(msg);
+    return respond(wsi, c, status, "application/json", b, b ? strlen(b) : 0);
+}
+
+static int respond_too_large(struct lws *wsi, struct http_conn *c) {
+    struct http_server *s = lws_context_user(lws_get_context(wsi));
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+             "\"message\":\"request entity too large: limit is %zu bytes\",\"reason\":\"RequestEntityTooLarge\","
+             "\"code\":413}",
+             s->cfg.max_body);
+    return respond_text(wsi, c, 413, msg);
+}
+
+/* Before closing on a request whose body lws cannot read, take in what the
+ * client already sent: closing with unread bytes makes TCP reset the
+ * connection, and the client would lose the error reply. Bounded. */
+static void drain_socket(struct lws *wsi) {
+    int fd = lws_get_socket_fd(wsi);
+    char buf[4096];
+    for (int i = 0; fd >= 0 && i < 256; i++)
+        if (recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) break;
+}
+
+static int dispatch(struct lws *wsi, struct http_conn *c) {
+    struct http_server *s = lws_context_user(lws_get_context(wsi));
+    struct http_request req = {
+        .method = c->method,
+        .method_name = c->method_name,
+        .path = c->path,
+        .nargs = c->nargs,
+        .arg_keys = c->keys,
+        .arg_values = c->vals,
+        .content_type = c->content_type,
+        .accept = c->accept,
+        .authorization = c->authorization,
+        .body = c->body ? c->body : "",
+        .body_len = c->body_len,
+    };
+    struct http_response resp = {.status = 200, .content_type = "application/json"};
+    s->cfg.handler(s->cfg.ud, &req, &resp);
+    return respond(wsi, c, resp.status, resp.content_type ? resp.content_type : "application/json", resp.body,
+                   resp.body ? resp.body_len : 0);
+}
+
+static int on_request(struct lws *wsi, struct http_conn *c) {
+    struct http_server *s = lws_context_user(lws_get_context(wsi));
+    conn_reset(c);
+    char *uri;
+    int ulen;
+    int m = lws_http_get_uri_and_method(wsi, &uri, &ulen);
+    c->method = map_method(m);
+    c->method_name = method_names[c->method];
+    c->path = strndup(uri ? uri : "/", uri ? (size_t)ulen : 1);
+    if (!c->path || read_args(wsi, c)) return -1;
+    copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, c->content_type, sizeof c->content_type);
+    copy_hdr(wsi, WSI_TOKEN_HTTP_ACCEPT, c->accept, sizeof c->accept);
+    copy_hdr(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, c->authorization, sizeof c->authorization);
+
+    char te[64], cl[32];
+    copy_hdr(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING, te, sizeof te);
+    copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl);
+    if (te[0]) { /* lws 4.1 cannot read chunked request bodies: refuse them clearly */
+        c->close_after = true;
+        drain_socket(wsi);
+        return respond_text(wsi, c, 411,
+                            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+                            "\"message\":\"chunked request bodies are not supported; send Content-Length\","
+                            "\"reason\":\"BadRequest\",\"code\":411}");
+    }
+    if (cl[0]) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (errno || *end || n > DRAIN_MAX) {
+            c->close_after = true; /* the unread body must not be taken for the next request */
+            drain_socket(wsi);
+            return respond_too_large(wsi, c);
+        }
+        if (n > s->cfg.max_body) { /* read it, drop it, then answer on a usable connection */
+            c->discard = true;
+            c->body_expected = (size_t)n;
+            return 0;
+        }
+        if (n > 0) {
+            c->body_expected = (size_t)n;
+            c->body = malloc((size_t)n + 1);
+            if (!c->body) return -1;
+            return 0; /* the body arrives in LWS_CALLBACK_HTTP_BODY */
+        }
+    }
+    return dispatch(wsi, c);
+}
+
+static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
+    struct http_conn *c = user;
+    switch (reason) {
+    case LWS_CALLBACK_HTTP:
+        return on_request(wsi, c);
+    case LWS_CALLBACK_HTTP_BODY:
+        if (c->discard) return 0;
+        if (!c->body || c->body_len + len > c->body_expected) return -1;
+        memcpy(c->body + c->body_len, in, len);
+        c->body_len += len;
+        return 0;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        if (c->discard) return respond_too_large(wsi, c);
+        if (!c->body) return -1;
+        c->body[c->body_len] = 0;
+        return dispatch(wsi, c);
+    case LWS_CALLBACK_HTTP_WRITEABLE: {
+        if (!c->out || c->out_sent >= c->out_len) return 0;
+        size_t n = c->out_len - c->out_sent;
+        if (n > WRITE_CHUNK) n = WRITE_CHUNK;
+        bool last = c->out_sent + n == c->out_len;
+        /* lws needs LWS_PRE bytes of headroom before what it writes: shift the
+         * window over the already-sent bytes, which are no longer needed */
+        unsigned char *p = c->out + LWS_PRE + c->out_sent;
+        if (lws_write(wsi, p, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n) return -1;
+        c->out_sent += n;
+        if (!last) {
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+        if (c->close_after) return -1;
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+    }
+    case LWS_CALLBACK_HTTP_DROP_PROTOCOL: /* lws frees the user area between keep-alive requests */
+    case LWS_CALLBACK_CLOSED_HTTP:
+        if (c) conn_reset(c);
+        return 0;
+    default:
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    }
+}
+
+static const struct lws_protocols protocols[] = {
+    {"http", callback_http, sizeof(struct http_conn), 0, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struct http_server **out, char *err,
+                      size_t errlen) {
+    *out = NULL;
+    if (!cfg->handler) {
+        snprintf(err, errlen, "http: no handler");
+        return -EINVAL;
+    }
+    struct http_server *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    s->cfg = *cfg;
+    if (!s->cfg.bind_addr) s->cfg.bind_addr = "127.0.0.1";
+    if (!s->cfg.max_body) s->cfg.max_body = HTTP_DEFAULT_MAX_BODY;
+    s->loops[0] = loop;
+
+    lws_set_log_level(LLL_ERR, NULL);
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    info.port = cfg->port;
+    info.iface = s->cfg.bind_addr;
+    info.protocols = protocols;
+    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DISABLE_IPV6;
+    info.foreign_loops = s->loops;
+    info.user = s;
+    info.max_http_header_data = 16384;
+    info.timeout_secs = 30;
+    info.pcontext = &s->ctx;
+    s->ctx = lws_create_context(&info);
+    if (!s->ctx) {
+        snprintf(err, errlen, "http: cannot listen on %s:%d", s->cfg.bind_addr, cfg->port);
+        free(s);
+        return -EADDRINUSE;
+    }
+    struct lws_vhost *vh = lws_get_vhost_by_name(s->ctx, "default");
+    s->port = vh ? lws_get_vhost_listen_port(vh) : cfg->port;
+    *out = s;
+    return 0;
+}
+
+int http_server_port(const struct http_server *s) { return s->port; }
+
+void http_server_stop(struct http_server *s) {
+    if (s && s->ctx && !s->stopping) {
+        s->stopping = true;
+        lws_context_destroy(s->ctx);
+    }
+}
+
+void http_server_free(struct http_server *s) {
+    if (!s) return;
+    /* with a foreign loop lws finishes in a second call, once the loop has
+     * closed its handles; lws clears s->ctx when it is all done */
+    if (s->ctx) {
+        if (!s->stopping) lws_context_destroy(s->ctx);
+        if (s->ctx) lws_context_destroy(s->ctx);
+    }
+    free(s);
+}
+
+const char *http_req_arg(const struct http_request *req, const char *key) {
+    for (int i = 0; i < req->nargs; i++)
+        if (strcmp(req->arg_keys[i], key) == 0) return req->arg_values[i];
+    return NULL;
+}
+
+bool http_req_arg_bool(const struct http_request *req, const char *key) {
+    const char *v = http_req_arg(req, key);
+    return v && (!v[0] || !strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1"));
+}

@@ -1,0 +1,75 @@
+/* A small HTTP/1.1 server on libwebsockets, driven by a libuv loop the caller
+ * owns (one event loop per process, DESIGN.md). Used by the apiserver-shim and
+ * the scheduler-extender.
+ *
+ * Each request is read whole (headers and a body of at most max_body bytes;
+ * a larger Content-Length gets 413 before the body is read) and handed to the
+ * handler on the loop thread. The handler fills a response: status, content
+ * type and a body it allocates with malloc; the server frees the body after
+ * sending. Keep-alive is kept unless the client asks otherwise. Streaming
+ * responses (watch) are not part of this layer yet.
+ *
+ * Ownership: http_server_start returns a server. To end it: http_server_stop
+ * on the loop thread (closes the listener and connections), keep running the
+ * loop until it has no more work (lws closes its libuv handles
+ * asynchronously), then http_server_free. Request strings are borrowed for the
+ * duration of the handler call only. */
+#ifndef PELOTON_HTTP_SERVER_H
+#define PELOTON_HTTP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#define HTTP_DEFAULT_MAX_BODY (3u << 20) /* 3 MiB, kube-apiserver's request limit */
+#define HTTP_MAX_HEADER 8192             /* one header value, bytes */
+
+enum http_method { HTTP_GET = 0, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE, HTTP_HEAD, HTTP_OPTIONS, HTTP_OTHER };
+
+struct http_request {
+    enum http_method method;
+    const char *method_name; /* "GET", … */
+    const char *path;        /* percent-decoded, without the query */
+    int nargs;               /* query arguments, decoded ("+" is a space), in order */
+    const char *const *arg_keys;
+    const char *const *arg_values; /* "" for a key given without "=" */
+    const char *content_type, *accept, *authorization; /* "" when absent */
+    const char *body;        /* NUL-terminated copy; body_len excludes the NUL */
+    size_t body_len;
+};
+
+struct http_response {
+    int status;               /* default 200 */
+    const char *content_type; /* static string; default "application/json" */
+    char *body;               /* malloc'd by the handler, freed by the server; may be NULL */
+    size_t body_len;
+};
+
+typedef void (*http_handler_fn)(void *ud, const struct http_request *req, struct http_response *resp);
+
+struct http_server_config {
+    const char *bind_addr; /* default "127.0.0.1" */
+    int port;              /* 0 picks a free port: read it with http_server_port */
+    size_t max_body;       /* default HTTP_DEFAULT_MAX_BODY */
+    http_handler_fn handler;
+    void *ud;
+};
+
+struct http_server;
+
+int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struct http_server **out, char *err,
+                      size_t errlen);
+int http_server_port(const struct http_server *s);
+/* Stops listening and closes connections (loop thread); then let the loop run dry. */
+void http_server_stop(struct http_server *s);
+/* Completes the teardown and frees the server, after the loop has run dry. */
+void http_server_free(struct http_server *s);
+
+#define HTTP_MAX_ARGS 64
+
+/* The first value of query argument key, or NULL when absent. */
+const char *http_req_arg(const struct http_request *req, const char *key);
+/* Kubernetes-lenient booleans: "true", "True", "1" and "" (given bare) are true. */
+bool http_req_arg_bool(const struct http_request *req, const char *key);
+
+#endif

@@ -1,0 +1,256 @@
+/* The HTTP layer against a real client (libcurl) over loopback: the server
+ * runs on its own libuv loop in a thread; the test thread is the client. */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <uv.h>
+
+#include "server.h"
+#include "test.h"
+
+struct srv {
+    uv_loop_t loop;
+    uv_async_t stop;
+    struct http_server *http;
+    pthread_t thread;
+    int port;
+    int requests;
+};
+
+/* Echoes the request as JSON; paths pick special behaviour. */
+static void echo_handler(void *ud, const struct http_request *req, struct http_response *resp) {
+    struct srv *s = ud;
+    s->requests++;
+    json_t *o = json_object(), *args = json_array();
+    json_object_set_new(o, "method", json_string(req->method_name));
+    json_object_set_new(o, "path", json_string(req->path));
+    for (int i = 0; i < req->nargs; i++)
+        json_array_append_new(args, json_pack("[ss]", req->arg_keys[i], req->arg_values[i]));
+    json_object_set_new(o, "args", args);
+    json_object_set_new(o, "watch", json_boolean(http_req_arg_bool(req, "watch")));
+    json_object_set_new(o, "contentType", json_string(req->content_type));
+    json_object_set_new(o, "accept", json_string(req->accept));
+    json_object_set_new(o, "authorization", json_string(req->authorization));
+    json_object_set_new(o, "bodyLen", json_integer((json_int_t)req->body_len));
+    json_object_set_new(o, "body", json_stringn(req->body, req->body_len));
+    if (!strcmp(req->path, "/missing")) resp->status = 404;
+    if (!strcmp(req->path, "/empty")) {
+        resp->status = 204;
+        json_decref(o);
+        return;
+    }
+    if (!strcmp(req->path, "/big")) { /* a large response */
+        size_t n = 5u << 20;
+        resp->body = malloc(n);
+        memset(resp->body, 'x', n);
+        resp->body_len = n;
+        resp->content_type = "text/plain";
+        json_decref(o);
+        return;
+    }
+    resp->body = json_dumps(o, JSON_COMPACT);
+    resp->body_len = strlen(resp->body);
+    json_decref(o);
+}
+
+static void on_stop(uv_async_t *a) {
+    struct srv *s = a->data;
+    http_server_stop(s->http);
+    uv_close((uv_handle_t *)&s->stop, NULL);
+}
+
+static void *loop_thread(void *arg) {
+    struct srv *s = arg;
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static int srv_start(struct srv *s, size_t max_body) {
+    memset(s, 0, sizeof *s);
+    uv_loop_init(&s->loop);
+    struct http_server_config cfg = {.bind_addr = "127.0.0.1", .port = 0, .max_body = max_body,
+                                     .handler = echo_handler, .ud = s};
+    char err[256];
+    if (http_server_start(&s->loop, &cfg, &s->http, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "start: %s", err);
+        return -1;
+    }
+    s->port = http_server_port(s->http);
+    uv_async_init(&s->loop, &s->stop, on_stop);
+    s->stop.data = s;
+    pthread_create(&s->thread, NULL, loop_thread, s);
+    return 0;
+}
+
+static void srv_stop(struct srv *s) {
+    uv_async_send(&s->stop);
+    pthread_join(s->thread, NULL); /* the loop ran dry: lws closed its handles */
+    http_server_free(s->http);
+    for (int i = 0; i < 100 && uv_loop_close(&s->loop) == UV_EBUSY; i++) uv_run(&s->loop, UV_RUN_NOWAIT);
+}
+
+struct buf {
+    char *p;
+    size_t n;
+};
+static size_t on_data(char *d, size_t sz, size_t nm, void *ud) {
+    struct buf *b = ud;
+    char *np = realloc(b->p, b->n + sz * nm + 1);
+    if (!np) return 0;
+    b->p = np;
+    memcpy(b->p + b->n, d, sz * nm);
+    b->n += sz * nm;
+    b->p[b->n] = 0;
+    return sz * nm;
+}
+
+/* One request on a reusable handle; returns the status, body in *out. */
+static long req(CURL *c, const char *method, const char *url, const char *body, long body_len,
+                struct curl_slist *hdrs, struct buf *out) {
+    free(out->p);
+    out->p = NULL;
+    out->n = 0;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_NOBODY, strcmp(method, "HEAD") == 0 ? 1L : 0L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, body_len);
+    } else {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, NULL);
+        curl_easy_setopt(c, CURLOPT_HTTPGET, strcmp(method, "GET") == 0 ? 1L : 0L);
+    }
+    if (curl_easy_perform(c) != CURLE_OK) return -1;
+    long code = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    return code;
+}
+
+TEST(http_get_args_headers_and_keepalive) {
+    struct srv s;
+    REQUIRE(srv_start(&s, 0) == 0);
+    CURL *c = curl_easy_init();
+    struct buf b = {0};
+    char url[256];
+    snprintf(url, sizeof url,
+             "http://127.0.0.1:%d/api/v1/pods?labelSelector=app+in+%%28a%%2Cb%%29&watch=True&limit=500&bare", s.port);
+    struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json;as=Table;v=v1;g=meta.k8s.io");
+    h = curl_slist_append(h, "Authorization: Bearer tok123");
+    CHECK_I64(req(c, "GET", url, NULL, 0, h, &b), 200);
+    json_t *o = json_loads(b.p ? b.p : "", 0, NULL);
+    REQUIRE(o);
+    CHECK_STR(json_string_value(json_object_get(o, "method")), "GET");
+    CHECK_STR(json_string_value(json_object_get(o, "path")), "/api/v1/pods");
+    json_t *args = json_object_get(o, "args");
+    CHECK_I64(json_array_size(args), 4);
+    CHECK_STR(json_string_value(json_array_get(json_array_get(args, 0), 1)), "app in (a,b)");
+    CHECK_STR(json_string_value(json_array_get(json_array_get(args, 3), 0)), "bare");
+    CHECK(json_is_true(json_object_get(o, "watch")));
+    CHECK_STR(json_string_value(json_object_get(o, "authorization")), "Bearer tok123");
+    CHECK_HAS(json_string_value(json_object_get(o, "accept")), "as=Table");
+    json_decref(o);
+    /* keep-alive: 50 more requests on the same connection */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/x", s.port);
+    long connects_total = 0;
+    for (int i = 0; i < 50; i++) {
+        CHECK_I64(req(c, "GET", url, NULL, 0, h, &b), 200);
+        long nc = 0;
+        curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &nc);
+        connects_total += nc;
+    }
+    CHECK_I64(connects_total, 0);
+    curl_slist_free_all(h);
+    free(b.p);
+    curl_easy_cleanup(c);
+    srv_stop(&s);
+    CHECK_I64(s.requests, 51);
+}
+
+TEST(http_methods_and_bodies) {
+    struct srv s;
+    REQUIRE(srv_start(&s, 1u << 20) == 0);
+    CURL *c = curl_easy_init();
+    struct buf b = {0};
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/apis/peloton.io/v1alpha1/resourcepools/a", s.port);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/merge-patch+json");
+    const char *methods[] = {"POST", "PUT", "PATCH", "DELETE"};
+    for (int i = 0; i < 4; i++) {
+        CHECK_I64(req(c, methods[i], url, "{\"spec\":{\"x\":1}}", 16, h, &b), 200);
+        json_t *o = json_loads(b.p ? b.p : "", 0, NULL);
+        REQUIRE(o);
+        CHECK_STR(json_string_value(json_object_get(o, "method")), methods[i]);
+        CHECK_STR(json_string_value(json_object_get(o, "body")), "{\"spec\":{\"x\":1}}");
+        CHECK_STR(json_string_value(json_object_get(o, "contentType")), "application/merge-patch+json");
+        json_decref(o);
+    }
+    /* a body near the cap arrives whole, in several lws reads */
+    size_t n = (1u << 20) - 10;
+    char *big = malloc(n);
+    for (size_t i = 0; i < n; i++) big[i] = (char)('a' + i % 26);
+    CHECK_I64(req(c, "POST", url, big, (long)n, h, &b), 200);
+    json_t *o = json_loads(b.p ? b.p : "", 0, NULL);
+    REQUIRE(o);
+    CHECK_I64(json_integer_value(json_object_get(o, "bodyLen")), (int64_t)n);
+    CHECK(memcmp(json_string_value(json_object_get(o, "body")), big, n) == 0);
+    json_decref(o);
+    /* over the cap: 413 Status, the handler is never called */
+    int before = s.requests;
+    char *huge = realloc(big, (1u << 20) + 100);
+    memset(huge, 'y', (1u << 20) + 100);
+    CHECK_I64(req(c, "POST", url, huge, (1 << 20) + 100, h, &b), 413);
+    CHECK_HAS(b.p, "\"reason\":\"RequestEntityTooLarge\"");
+    CHECK_I64(s.requests, before);
+    free(huge);
+    /* the server keeps serving */
+    CHECK_I64(req(c, "GET", url, NULL, 0, NULL, &b), 200);
+    curl_slist_free_all(h);
+    free(b.p);
+    curl_easy_cleanup(c);
+    srv_stop(&s);
+}
+
+TEST(http_status_empty_and_large_responses) {
+    struct srv s;
+    REQUIRE(srv_start(&s, 0) == 0);
+    CURL *c = curl_easy_init();
+    struct buf b = {0};
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/missing", s.port);
+    CHECK_I64(req(c, "GET", url, NULL, 0, NULL, &b), 404);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/empty", s.port);
+    CHECK_I64(req(c, "GET", url, NULL, 0, NULL, &b), 204);
+    CHECK_I64(b.n, 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/big", s.port);
+    CHECK_I64(req(c, "GET", url, NULL, 0, NULL, &b), 200);
+    CHECK_I64(b.n, 5u << 20);
+    CHECK(b.p && b.p[0] == 'x' && b.p[b.n - 1] == 'x');
+    CHECK_I64(req(c, "HEAD", url, NULL, 0, NULL, &b), 200);
+    CHECK_I64(b.n, 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/after", s.port);
+    CHECK_I64(req(c, "GET", url, NULL, 0, NULL, &b), 200);
+    free(b.p);
+    curl_easy_cleanup(c);
+    srv_stop(&s);
+}
+
+TEST(http_chunked_request_body_refused) {
+    struct srv s;
+    REQUIRE(srv_start(&s, 0) == 0);
+    CURL *c = curl_easy_init();
+    struct buf b = {0};
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/x", s.port);
+    struct curl_slist *h = curl_slist_append(NULL, "Transfer-Encoding: chunked");
+    CHECK_I64(req(c, "POST", url, "{}", -1, h, &b), 411);
+    CHECK_HAS(b.p, "send Content-Length");
+    curl_slist_free_all(h);
+    free(b.p);
+    curl_easy_cleanup(c);
+    srv_stop(&s);
+}
