@@ -1,0 +1,176 @@
+/* Object store: Kubernetes JSON objects in Redis, with one global monotonic
+ * resourceVersion and a bounded per-resource change history (for watch).
+ *
+ * Objects are keyed by (resource, namespace, name): resource is the plural
+ * lowercase name ("pods", "resourcepools.peloton.io"), namespace is "" for
+ * cluster-scoped objects, name is metadata.name. Every write is one atomic
+ * Lua script on the server: it bumps the counter, stores the object with
+ * metadata.resourceVersion = the new counter value (a decimal string), keeps
+ * the indexes and appends the change to the history stream. The key schema and
+ * the scripts' contracts are in docs/store.md.
+ *
+ * Connection: synchronous hiredis for now (one struct store per thread; not
+ * thread-safe). A call whose connection breaks fails with -EIO and is not
+ * resent (a write's outcome is then unknown); the next call reconnects and
+ * loads the scripts again. The async libuv path will send the same scripts with the same
+ * argument layout: building arguments and decoding replies live in
+ * store_codec.c, independent of any connection (see store_int.h).
+ *
+ * Errors: functions return 0 or a negative code and leave a one-line message
+ * for store_errmsg():
+ *   -EEXIST  AlreadyExists (409)      -ENOENT  NotFound (404)
+ *   STORE_ECONFLICT (-EAGAIN) Conflict (409): stale resourceVersion or a
+ *            uid / resourceVersion precondition that does not match
+ *   -ESTALE  Expired (410): history or continue token compacted
+ *   -EINVAL  Invalid (422) / BadRequest for a bad continue token
+ *   -E2BIG   RequestEntityTooLarge (413)
+ *   -EIO     Redis unreachable or replied an error (500)
+ *   -ENOMEM  out of memory
+ * store_reason() and store_http_code() give the Kubernetes Status fields.
+ *
+ * Ownership: input json_t values are borrowed and never modified. Every
+ * json_t ** out-parameter receives a new reference the caller releases with
+ * json_decref. struct store_list and struct store_history are filled by the
+ * store and released with store_list_free / store_history_free. */
+#ifndef PELOTON_STORE_H
+#define PELOTON_STORE_H
+
+#include <errno.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_ECONFLICT (-EAGAIN)
+
+#define STORE_MAX_OBJECT_BYTES (1536u * 1024u) /* etcd's default request limit */
+#define STORE_MAX_NAME 253                     /* DNS subdomain */
+#define STORE_MAX_NAMESPACE 63                 /* DNS label */
+#define STORE_MAX_RESOURCE 253
+#define STORE_MAX_CONTINUE 4096                /* bytes of an accepted continue token */
+#define STORE_DEFAULT_HISTORY 10000
+
+struct store;
+
+struct store_options {
+    const char *prefix;        /* prefix of every key; default "pc:" (copied) */
+    long history_max;          /* events kept per resource; default 10,000 */
+    int history_exact;         /* 1: trim with MAXLEN = (exact, slower); 0: MAXLEN ~ */
+    size_t max_object_bytes;   /* serialized object bound; default 1.5 MiB */
+    int connect_timeout_ms;    /* default 2,000 */
+    int command_timeout_ms;    /* default 10,000 */
+};
+
+/* Fills o with the defaults above. */
+void store_options_init(struct store_options *o);
+
+/* Connects to host:port (loopback or a trusted network), loads the scripts
+ * (SCRIPT LOAD) and returns the store in *out. opt may be NULL (defaults).
+ * On failure returns -EIO or -EINVAL and *out is NULL. */
+int store_open(const char *host, int port, const struct store_options *opt, struct store **out);
+void store_close(struct store *s); /* NULL is fine */
+
+/* The message of the last failed call on s ("" after a success). */
+const char *store_errmsg(const struct store *s);
+/* Kubernetes Status reason and HTTP code for a return code. */
+const char *store_reason(int rc);
+int store_http_code(int rc);
+
+/* Creates obj (a JSON object with metadata.name) in (resource, ns). The store
+ * sets metadata.namespace (ns, omitted when ""), uid (UUID v4),
+ * creationTimestamp (RFC 3339 UTC), generation 1 and resourceVersion; a
+ * resourceVersion in obj is refused. *out (may be NULL) gets the stored object. */
+int store_create(struct store *s, const char *resource, const char *ns, const json_t *obj,
+                 json_t **out);
+
+/* Many creates in (resource, ns) in one round trip: up to 256 objects per
+ * script call, the calls pipelined. Each create succeeds or fails on its own
+ * (a duplicate name gets -EEXIST, the others go in). rcs[i] gets each
+ * create's code; outs (may be NULL) the stored objects (NULL where it
+ * failed). Returns 0 when the batch was answered (look at rcs), or a negative
+ * code when the connection failed (then rcs holds -EIO where unknown). */
+int store_create_many(struct store *s, const char *resource, const char *ns,
+                      json_t *const *objs, size_t n, int *rcs, json_t **outs);
+
+int store_get(struct store *s, const char *resource, const char *ns, const char *name,
+              json_t **out);
+
+/* Replaces the object named by obj's metadata.name. A non-empty
+ * metadata.resourceVersion in obj must equal the stored one and a non-empty
+ * metadata.uid must match (else STORE_ECONFLICT); an empty or absent
+ * resourceVersion means unconditional. uid, creationTimestamp,
+ * deletionTimestamp and deletionGracePeriodSeconds are kept from the stored
+ * object; generation is bumped when anything outside metadata and status
+ * changed. An update that changes nothing writes nothing and returns the
+ * stored object. An update that empties metadata.finalizers of an object with
+ * a deletionTimestamp removes it (a DELETED event); *deleted (may be NULL) is
+ * then 1 and *out is the final state. */
+int store_update(struct store *s, const char *resource, const char *ns, const json_t *obj,
+                 json_t **out, int *deleted);
+
+struct store_delete_opts {
+    const char *uid;              /* precondition, NULL or "" = none */
+    const char *resource_version; /* precondition, NULL or "" = none */
+    int64_t grace_period_seconds; /* < 0: not given */
+};
+
+/* Deletes the object. Without finalizers it is removed (DELETED event, *out is
+ * its final state with the deletion's resourceVersion, *deleted = 1). With
+ * finalizers it gets deletionTimestamp (now + grace period) and, if given,
+ * deletionGracePeriodSeconds, generation + 1, and stays (MODIFIED event,
+ * *deleted = 0); deleting it again changes nothing. opts may be NULL. */
+int store_delete(struct store *s, const char *resource, const char *ns, const char *name,
+                 const struct store_delete_opts *opts, json_t **out, int *deleted);
+
+struct store_list {
+    json_t *items;              /* array of objects in key order (namespace/name) */
+    char **raw;                 /* store_list_raw only (items is then NULL): the */
+    size_t *raw_len;            /*   stored JSON bytes of each item, unparsed, */
+    size_t n_raw;               /*   for writing straight into a response */
+    uint64_t resource_version;  /* counter at read time (the token's on a continue) */
+    char *continue_token;       /* NULL when the list is complete; malloc'ed */
+    uint64_t remaining;         /* items after this page (when continue_token) */
+};
+
+/* Lists resource in ns ("" = all namespaces). limit 0 = everything.
+ * continue_token (NULL or "") comes from a previous page of the same list; an
+ * invalid one is -EINVAL, one older than the retained history -ESTALE.
+ * Pages after the first show the current objects, not a snapshot. */
+int store_list(struct store *s, const char *resource, const char *ns, size_t limit,
+               const char *continue_token, struct store_list *out);
+/* The same list without parsing the objects (about 4x faster for big lists):
+ * fills raw / raw_len / n_raw instead of items. */
+int store_list_raw(struct store *s, const char *resource, const char *ns, size_t limit,
+                   const char *continue_token, struct store_list *out);
+void store_list_free(struct store_list *l);
+
+enum store_event_type { STORE_ADDED = 1, STORE_MODIFIED = 2, STORE_DELETED = 3 };
+
+struct store_event {
+    enum store_event_type type;
+    uint64_t resource_version;
+    char *ns, *name;            /* malloc'ed */
+    json_t *object;             /* the object as written by this change */
+};
+
+struct store_history {
+    struct store_event *events;
+    size_t n;
+    uint64_t next_rv;   /* pass as after_rv to continue (last scanned resourceVersion) */
+    int more;           /* 1: more history may follow next_rv */
+    uint64_t current_rv;/* counter at read time */
+};
+
+/* Events of resource (only ns's when ns is non-empty) with resourceVersion >
+ * after_rv, in order; scans at most max (1..100,000) history entries per call.
+ * -ESTALE when events after after_rv were compacted away; the message is
+ * "too old resource version: X (Y)", Y the oldest resourceVersion after_rv may be. */
+int store_history_after(struct store *s, const char *resource, const char *ns,
+                        uint64_t after_rv, size_t max, struct store_history *out);
+void store_history_free(struct store_history *h);
+
+/* The counter now (0 before the first write). */
+int store_current_rv(struct store *s, uint64_t *rv);
+
+const char *store_event_type_name(enum store_event_type t);
+
+#endif

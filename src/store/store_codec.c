@@ -1,0 +1,522 @@
+/* Connection-independent halves of every store call: building the script
+ * arguments (struct store_cmd) and decoding the replies, plus the continue
+ * token and the placeholder serialization of objects. The sync path
+ * (store.c) and the future async path send exactly these commands.
+ *
+ * Borrowed argv entries (the SHA in cfg, blob bytes) must stay alive until
+ * the command is handed to hiredis, which copies it into its output buffer. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_int.h"
+
+void store_cmd_free(struct store_cmd *c) {
+    for (int i = 0; i < c->nowned; i++) free(c->owned[i]);
+    free(c->owned);
+    free(c->argv);
+    free(c->argvlen);
+    memset(c, 0, sizeof *c);
+}
+
+static int cmd_grow(struct store_cmd *c) {
+    int cap = c->cap ? c->cap * 2 : 24;
+    const char **argv = realloc(c->argv, (size_t)cap * sizeof *argv);
+    if (!argv) return -1;
+    c->argv = argv;
+    size_t *lens = realloc(c->argvlen, (size_t)cap * sizeof *lens);
+    if (!lens) return -1;
+    c->argvlen = lens;
+    char **owned = realloc(c->owned, (size_t)cap * sizeof *owned);
+    if (!owned) return -1;
+    c->owned = owned;
+    c->cap = c->owned_cap = cap;
+    return 0;
+}
+
+void store_cmd_as_eval(struct store_cmd *c) {
+    c->argv[0] = "EVAL";
+    c->argvlen[0] = 4;
+    c->argv[1] = store_scripts[c->script];
+    c->argvlen[1] = strlen(store_scripts[c->script]);
+}
+
+static void push_ref(struct store_cmd *c, const char *p, size_t len) {
+    if (c->oom || (c->argc >= c->cap && cmd_grow(c))) {
+        c->oom = 1;
+        return;
+    }
+    c->argv[c->argc] = p;
+    c->argvlen[c->argc++] = len;
+}
+
+static void push_str(struct store_cmd *c, const char *p) { push_ref(c, p, strlen(p)); }
+
+__attribute__((format(printf, 2, 3)))
+static void push_fmt(struct store_cmd *c, const char *fmt, ...) {
+    char *s = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0 || c->oom || (c->nowned >= c->owned_cap && cmd_grow(c))) {
+        if (n >= 0) free(s);
+        c->oom = 1;
+        return;
+    }
+    c->owned[c->nowned++] = s;
+    push_ref(c, s, (size_t)n);
+}
+
+static void cmd_start(struct store_cmd *c, const struct store_cfg *cfg, enum store_script s,
+                      int numkeys) {
+    memset(c, 0, sizeof *c);
+    c->script = s;
+    push_str(c, "EVALSHA");
+    push_str(c, cfg->sha[s]);
+    push_fmt(c, "%d", numkeys);
+}
+
+/* KEYS rv obj idx ev floor and ARGV member name ns head tail maxlen trim:
+ * the common prefix of create and cas. */
+static void push_write(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                       const char *ns, const char *name, const struct store_blob *b) {
+    const char *p = cfg->prefix;
+    push_fmt(c, "%srv", p);
+    push_fmt(c, "%sobj:%s", p, res);
+    push_fmt(c, "%sidx:%s", p, res);
+    push_fmt(c, "%sev:%s", p, res);
+    push_fmt(c, "%sfloor:%s", p, res);
+    push_fmt(c, "%s/%s", ns, name);
+    push_str(c, name);
+    push_str(c, ns);
+    push_ref(c, b->json, b->head_len);
+    push_ref(c, b->tail, b->tail_len);
+    push_fmt(c, "%ld", cfg->history_max);
+    push_str(c, cfg->history_exact ? "=" : "~");
+}
+
+void store_build_create(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                        const char *ns, const char *name, const struct store_blob *b) {
+    cmd_start(c, cfg, STORE_SCRIPT_CREATE, 5);
+    push_write(c, cfg, res, ns, name, b);
+}
+
+void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                     const char *ns, const char *name, const char *expected_rv, int del,
+                     const struct store_blob *b) {
+    cmd_start(c, cfg, STORE_SCRIPT_CAS, 5);
+    push_write(c, cfg, res, ns, name, b);
+    push_str(c, expected_rv);
+    push_str(c, del ? "del" : "put");
+}
+
+void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                              const char *ns, const char *const *names,
+                              const struct store_blob *const *blobs, size_t n) {
+    const char *p = cfg->prefix;
+    cmd_start(c, cfg, STORE_SCRIPT_CREATE_BATCH, 5);
+    push_fmt(c, "%srv", p);
+    push_fmt(c, "%sobj:%s", p, res);
+    push_fmt(c, "%sidx:%s", p, res);
+    push_fmt(c, "%sev:%s", p, res);
+    push_fmt(c, "%sfloor:%s", p, res);
+    push_str(c, ns);
+    push_fmt(c, "%ld", cfg->history_max);
+    push_str(c, cfg->history_exact ? "=" : "~");
+    for (size_t i = 0; i < n; i++) {
+        push_fmt(c, "%s/%s", ns, names[i]);
+        push_str(c, names[i]);
+        push_ref(c, blobs[i]->json, blobs[i]->head_len);
+        push_ref(c, blobs[i]->tail, blobs[i]->tail_len);
+    }
+}
+
+int store_decode_create_batch(const redisReply *r, size_t n, int *rcs, uint64_t *rvs, char *err,
+                              size_t errlen) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != n)
+        return store_reply_error(r && r->type == REDIS_REPLY_ERROR ? r : NULL, err, errlen);
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = r->element[i];
+        int ok = 0;
+        rvs[i] = 0;
+        if (e->type == REDIS_REPLY_STRING) rvs[i] = store_parse_rv(e->str, &ok);
+        rcs[i] = ok ? 0 : e->type == REDIS_REPLY_INTEGER && e->integer == STORE_R_EXISTS ? -EEXIST
+                                                                                          : -EIO;
+    }
+    return 0;
+}
+
+void store_build_get(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                     const char *ns, const char *name) {
+    memset(c, 0, sizeof *c);
+    push_str(c, "HGET");
+    push_fmt(c, "%sobj:%s", cfg->prefix, res);
+    push_fmt(c, "o:%s/%s", ns, name);
+}
+
+void store_build_current_rv(struct store_cmd *c, const struct store_cfg *cfg) {
+    memset(c, 0, sizeof *c);
+    push_str(c, "GET");
+    push_fmt(c, "%srv", cfg->prefix);
+}
+
+void store_build_list(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                      const char *ns, const char *start_after, size_t limit, uint64_t token_rv) {
+    const char *p = cfg->prefix;
+    cmd_start(c, cfg, STORE_SCRIPT_LIST, 4);
+    push_fmt(c, "%srv", p);
+    push_fmt(c, "%sobj:%s", p, res);
+    push_fmt(c, "%sidx:%s", p, res);
+    push_fmt(c, "%sfloor:%s", p, res);
+    push_str(c, start_after ? start_after : "");
+    push_fmt(c, "%zu", limit);
+    push_fmt(c, "%llu", (unsigned long long)token_rv);
+    push_str(c, ns);
+}
+
+void store_build_history(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                         const char *ns, uint64_t after_rv, size_t max) {
+    const char *p = cfg->prefix;
+    cmd_start(c, cfg, STORE_SCRIPT_HISTORY, 3);
+    push_fmt(c, "%sev:%s", p, res);
+    push_fmt(c, "%sfloor:%s", p, res);
+    push_fmt(c, "%srv", p);
+    push_fmt(c, "%llu", (unsigned long long)after_rv);
+    push_fmt(c, "%zu", max);
+    push_str(c, ns);
+    push_str(c, ns[0] ? "1" : "0");
+}
+
+void store_blob_free(struct store_blob *b) {
+    free(b->json);
+    memset(b, 0, sizeof *b);
+}
+
+int store_blob_encode(const struct store_cfg *cfg, json_t *obj, struct store_blob *out,
+                      char *err, size_t errlen) {
+    json_t *meta = json_object_get(obj, "metadata");
+    memset(out, 0, sizeof *out);
+    for (int attempt = 0; attempt < 4; attempt++) {
+        char uuid[37], tok[48];
+        if (store_uuid_v4(uuid)) {
+            snprintf(err, errlen, "getrandom failed");
+            return -EIO;
+        }
+        snprintf(tok, sizeof tok, "\"rv~%s\"", uuid);
+        /* the stored value is the token without its quotes */
+        if (json_object_set_new(meta, "resourceVersion",
+                                json_stringn_nocheck(tok + 1, strlen(tok) - 2))) {
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
+        char *s = json_dumps(obj, JSON_COMPACT);
+        if (!s) {
+            snprintf(err, errlen, "out of memory serializing the object");
+            return -ENOMEM;
+        }
+        size_t len = strlen(s), toklen = strlen(tok);
+        if (len - toklen + 22 > cfg->max_object_bytes) {
+            snprintf(err, errlen, "Request entity too large: the object is %zu bytes, "
+                     "limit is %zu", len, cfg->max_object_bytes);
+            free(s);
+            return -E2BIG;
+        }
+        char *at = strstr(s, tok);
+        if (!at || strstr(at + toklen, tok)) { /* user data holds the token: draw again */
+            free(s);
+            continue;
+        }
+        out->json = s;
+        out->head_len = (size_t)(at - s) + 1;
+        out->tail = at + toklen - 1;
+        out->tail_len = len - (size_t)(out->tail - s);
+        return 0;
+    }
+    snprintf(err, errlen, "could not place the resourceVersion placeholder");
+    return -EIO;
+}
+
+int store_reply_error(const redisReply *r, char *err, size_t errlen) {
+    if (!r) snprintf(err, errlen, "redis: no reply (connection lost or timed out)");
+    else if (r->type == REDIS_REPLY_ERROR) snprintf(err, errlen, "redis: %s", r->str);
+    else snprintf(err, errlen, "redis: unexpected reply type %d", r->type);
+    return -EIO;
+}
+
+static int elem_int(const redisReply *r, size_t i, long long *v) {
+    if (r->elements <= i || r->element[i]->type != REDIS_REPLY_INTEGER) return 0;
+    *v = r->element[i]->integer;
+    return 1;
+}
+
+static const char *elem_str(const redisReply *r, size_t i, size_t *len) {
+    if (r->elements <= i || r->element[i]->type != REDIS_REPLY_STRING) return NULL;
+    if (len) *len = r->element[i]->len;
+    return r->element[i]->str;
+}
+
+static uint64_t elem_rv(const redisReply *r, size_t i) {
+    int ok;
+    const char *s = elem_str(r, i, NULL);
+    return s ? store_parse_rv(s, &ok) : 0;
+}
+
+/* Checks the reply is a script array and returns its code, or -1. */
+static long long script_code(const redisReply *r) {
+    long long code;
+    if (!r || r->type != REDIS_REPLY_ARRAY || !elem_int(r, 0, &code)) return -1;
+    return code;
+}
+
+int store_decode_write(const redisReply *r, const char *res, const char *name, uint64_t *rv,
+                       char *err, size_t errlen) {
+    long long code = script_code(r);
+    int ok = 0;
+    const char *s;
+    switch (code) {
+    case STORE_R_OK:
+        s = elem_str(r, 1, NULL);
+        *rv = s ? store_parse_rv(s, &ok) : 0;
+        if (!ok) break;
+        err[0] = '\0';
+        return 0;
+    case STORE_R_EXISTS:
+        snprintf(err, errlen, "%s \"%s\" already exists", res, name);
+        return -EEXIST;
+    case STORE_R_NOTFOUND:
+        snprintf(err, errlen, "%s \"%s\" not found", res, name);
+        return -ENOENT;
+    case STORE_R_CONFLICT:
+        snprintf(err, errlen, "Operation cannot be fulfilled on %s \"%s\": the object has been "
+                 "modified; please apply your changes to the latest version and try again",
+                 res, name);
+        return STORE_ECONFLICT;
+    default:
+        break;
+    }
+    return store_reply_error(r && r->type == REDIS_REPLY_ERROR ? r : NULL, err, errlen);
+}
+
+int store_decode_get(const redisReply *r, json_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (r && r->type == REDIS_REPLY_NIL) return -ENOENT;
+    if (!r || r->type != REDIS_REPLY_STRING) return store_reply_error(r, err, errlen);
+    json_error_t je;
+    *out = json_loadb(r->str, r->len, 0, &je);
+    if (!*out) {
+        snprintf(err, errlen, "stored object is not valid JSON: %s", je.text);
+        return -EIO;
+    }
+    return 0;
+}
+
+int store_decode_rv(const redisReply *r, uint64_t *rv, char *err, size_t errlen) {
+    int ok;
+    if (r && r->type == REDIS_REPLY_NIL) {
+        *rv = 0;
+        return 0;
+    }
+    if (!r || r->type != REDIS_REPLY_STRING) return store_reply_error(r, err, errlen);
+    *rv = store_parse_rv(r->str, &ok);
+    if (!ok) {
+        snprintf(err, errlen, "redis: resourceVersion counter is not a number");
+        return -EIO;
+    }
+    return 0;
+}
+
+int store_decode_list(const redisReply *r, int raw, struct store_list *out, char **last,
+                      uint64_t *floor, char *err, size_t errlen) {
+    long long code = script_code(r), remaining;
+    size_t lastlen;
+    const char *ls;
+    memset(out, 0, sizeof *out);
+    *last = NULL;
+    if (code == STORE_R_EXPIRED) {
+        *floor = elem_rv(r, 2);
+        snprintf(err, errlen, "The provided continue parameter is too old to display a "
+                 "consistent list result. You can start a new list without the continue parameter.");
+        return -ESTALE;
+    }
+    if (code != STORE_R_OK || !(ls = elem_str(r, 2, &lastlen)) || !elem_int(r, 3, &remaining))
+        return store_reply_error(r && r->type == REDIS_REPLY_ERROR ? r : NULL, err, errlen);
+    out->resource_version = elem_rv(r, 1);
+    out->remaining = remaining > 0 ? (uint64_t)remaining : 0;
+    size_t cap = r->elements - 4;
+    if (raw) {
+        out->raw = calloc(cap ? cap : 1, sizeof *out->raw);
+        out->raw_len = calloc(cap ? cap : 1, sizeof *out->raw_len);
+        if (!out->raw || !out->raw_len) goto oom;
+    } else if (!(out->items = json_array())) {
+        goto oom;
+    }
+    for (size_t i = 4; i < r->elements; i++) {
+        size_t len;
+        const char *s = elem_str(r, i, &len);
+        if (!s || len == 0) continue; /* index entry without object: skip */
+        if (raw) {
+            if (!(out->raw[out->n_raw] = malloc(len + 1))) goto oom;
+            memcpy(out->raw[out->n_raw], s, len);
+            out->raw[out->n_raw][len] = '\0';
+            out->raw_len[out->n_raw++] = len;
+            continue;
+        }
+        json_error_t je;
+        json_t *o = json_loadb(s, len, 0, &je);
+        if (!o) {
+            snprintf(err, errlen, "stored object is not valid JSON: %s", je.text);
+            store_list_free(out);
+            return -EIO;
+        }
+        if (json_array_append_new(out->items, o)) goto oom;
+    }
+    if (lastlen) {
+        *last = strndup(ls, lastlen);
+        if (!*last) goto oom;
+    }
+    return 0;
+oom:
+    store_list_free(out);
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+}
+
+static enum store_event_type event_type(const char *s) {
+    if (!strcmp(s, "ADDED")) return STORE_ADDED;
+    if (!strcmp(s, "MODIFIED")) return STORE_MODIFIED;
+    if (!strcmp(s, "DELETED")) return STORE_DELETED;
+    return 0;
+}
+
+int store_decode_history(const redisReply *r, size_t max, struct store_history *out,
+                         uint64_t *floor, char *err, size_t errlen) {
+    long long code = script_code(r), scanned;
+    memset(out, 0, sizeof *out);
+    if (code == STORE_R_EXPIRED) {
+        *floor = elem_rv(r, 2);
+        out->current_rv = elem_rv(r, 1);
+        return -ESTALE; /* the caller words the message: it knows after_rv */
+    }
+    if (code != STORE_R_OK || !elem_int(r, 3, &scanned) || (r->elements - 4) % 5)
+        return store_reply_error(r && r->type == REDIS_REPLY_ERROR ? r : NULL, err, errlen);
+    out->current_rv = elem_rv(r, 1);
+    out->next_rv = elem_rv(r, 2);
+    out->more = scanned >= 0 && (size_t)scanned >= max;
+    size_t n = (r->elements - 4) / 5;
+    if (n) {
+        out->events = calloc(n, sizeof *out->events);
+        if (!out->events) goto oom;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t b = 4 + i * 5, objlen;
+        const char *t = elem_str(r, b + 1, NULL), *ns = elem_str(r, b + 2, NULL),
+                   *name = elem_str(r, b + 3, NULL), *obj = elem_str(r, b + 4, &objlen);
+        struct store_event *e = &out->events[out->n];
+        if (!t || !ns || !name || !obj || !event_type(t)) {
+            store_history_free(out);
+            return store_reply_error(NULL, err, errlen);
+        }
+        e->type = event_type(t);
+        e->resource_version = elem_rv(r, b);
+        e->ns = strdup(ns);
+        e->name = strdup(name);
+        json_error_t je;
+        e->object = json_loadb(obj, objlen, 0, &je);
+        out->n++;
+        if (!e->ns || !e->name || !e->object) goto oom;
+    }
+    return 0;
+oom:
+    store_history_free(out);
+    snprintf(err, errlen, "out of memory decoding history");
+    return -ENOMEM;
+}
+
+/* base64url without padding (what Kubernetes uses for continue tokens). */
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+static char *b64_encode(const unsigned char *in, size_t n) {
+    char *out = malloc(n / 3 * 4 + 5), *p = out;
+    if (!out) return NULL;
+    size_t i = 0;
+    for (; i + 2 < n; i += 3) {
+        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
+        *p++ = b64[v >> 18 & 63]; *p++ = b64[v >> 12 & 63];
+        *p++ = b64[v >> 6 & 63];  *p++ = b64[v & 63];
+    }
+    if (n - i == 1) {
+        unsigned v = (unsigned)in[i] << 16;
+        *p++ = b64[v >> 18 & 63]; *p++ = b64[v >> 12 & 63];
+    } else if (n - i == 2) {
+        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8;
+        *p++ = b64[v >> 18 & 63]; *p++ = b64[v >> 12 & 63]; *p++ = b64[v >> 6 & 63];
+    }
+    *p = '\0';
+    return out;
+}
+
+/* Returns the decoded length or -1 (invalid character or length). */
+static long b64_decode(const char *in, unsigned char *out, size_t cap) {
+    size_t n = strlen(in), o = 0;
+    unsigned v = 0;
+    int bits = 0;
+    if (n % 4 == 1) return -1;
+    for (size_t i = 0; i < n; i++) {
+        const char *c = strchr(b64, in[i]);
+        if (!c || !in[i]) return -1;
+        v = v << 6 | (unsigned)(c - b64);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o >= cap) return -1;
+            out[o++] = (unsigned char)(v >> bits & 0xff);
+        }
+    }
+    return (long)o;
+}
+
+char *store_continue_encode(const char *res, const char *ns, uint64_t rv, const char *start) {
+    json_t *j = json_pack("{s:i,s:I,s:s,s:s,s:s}", "v", 1, "rv", (json_int_t)rv, "res", res,
+                          "ns", ns, "start", start);
+    if (!j) return NULL;
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s) return NULL;
+    char *t = b64_encode((const unsigned char *)s, strlen(s));
+    free(s);
+    return t;
+}
+
+int store_continue_decode(const char *token, const char *res, const char *ns, uint64_t *rv,
+                          char **start, char *err, size_t errlen) {
+    unsigned char buf[STORE_MAX_CONTINUE];
+    json_int_t jrv = 0, ver = 0;
+    const char *tres = NULL, *tns = NULL, *tstart = NULL;
+    json_error_t je;
+    *start = NULL;
+    long n = strlen(token) > STORE_MAX_CONTINUE ? -1 : b64_decode(token, buf, sizeof buf);
+    json_t *j = n > 0 ? json_loadb((const char *)buf, (size_t)n, 0, &je) : NULL;
+    if (!j || json_unpack(j, "{s:I,s:I,s:s,s:s,s:s}", "v", &ver, "rv", &jrv, "res", &tres,
+                          "ns", &tns, "start", &tstart) || ver != 1 || jrv <= 0) {
+        json_decref(j);
+        snprintf(err, errlen, "continue key is not valid: malformed token");
+        return -EINVAL;
+    }
+    size_t nslen = strlen(ns);
+    if (strcmp(tres, res) || strcmp(tns, ns) ||
+        (nslen && (strncmp(tstart, ns, nslen) || tstart[nslen] != '/'))) {
+        json_decref(j);
+        snprintf(err, errlen, "continue key is not valid: it belongs to another list");
+        return -EINVAL;
+    }
+    *rv = (uint64_t)jrv;
+    *start = strdup(tstart);
+    json_decref(j);
+    if (!*start) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    return 0;
+}

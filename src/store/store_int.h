@@ -1,0 +1,141 @@
+/* Store internals shared by the sync connection (store.c) and, later, the
+ * async libuv path: script texts, the configuration the builders need, and
+ * connection-independent argument builders, reply decoders and object shaping.
+ *
+ * A struct store_cmd owns its arrays and the strings it formatted
+ * (store_cmd_free releases them); entries it borrows (cfg's SHA, a blob's
+ * bytes) must outlive the send. argv/argvlen feed redisCommandArgv /
+ * redisAppendCommandArgv / redisAsyncCommandArgv unchanged (hiredis copies
+ * the command when it is queued). Decoders read a redisReply they do not
+ * free. Object-shaping functions return new json_t references. */
+#ifndef PELOTON_STORE_INT_H
+#define PELOTON_STORE_INT_H
+
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+enum store_script {
+    STORE_SCRIPT_CREATE,
+    STORE_SCRIPT_CAS,
+    STORE_SCRIPT_LIST,
+    STORE_SCRIPT_HISTORY,
+    STORE_SCRIPT_CREATE_BATCH,
+    STORE_NSCRIPTS
+};
+extern const char *const store_scripts[STORE_NSCRIPTS];
+
+/* Script reply codes (first element of every script reply). */
+enum { STORE_R_OK = 0, STORE_R_EXISTS = 1, STORE_R_CONFLICT = 2, STORE_R_NOTFOUND = 3,
+       STORE_R_EXPIRED = 4 };
+
+#define STORE_PREFIX_MAX 64
+#define STORE_ERRMSG_MAX 512
+
+struct store_cfg {
+    char prefix[STORE_PREFIX_MAX];
+    long history_max;
+    int history_exact;
+    size_t max_object_bytes;
+    char sha[STORE_NSCRIPTS][41]; /* "" until SCRIPT LOAD answered */
+};
+
+struct store_cmd {
+    int argc, cap;
+    enum store_script script;     /* for the EVAL fallback */
+    const char **argv;            /* argc entries (heap, grown on demand) */
+    size_t *argvlen;
+    char **owned;                 /* strings argv points to that the cmd frees */
+    int nowned, owned_cap;
+    int oom;                      /* an allocation failed while building */
+};
+void store_cmd_free(struct store_cmd *c);
+/* Turns an EVALSHA command into the equivalent EVAL (after NOSCRIPT). */
+void store_cmd_as_eval(struct store_cmd *c);
+
+/* An object serialized with its resourceVersion value cut out: the stored
+ * bytes are head + rv + tail. */
+struct store_blob {
+    char *json;               /* owns head and tail */
+    size_t head_len;
+    const char *tail;
+    size_t tail_len;
+};
+void store_blob_free(struct store_blob *b);
+
+/* Serializes obj with a random placeholder as metadata.resourceVersion (left
+ * in obj: the caller sets the final value after the write) and cuts it out;
+ * -E2BIG when the object would exceed cfg->max_object_bytes. */
+int store_blob_encode(const struct store_cfg *cfg, json_t *obj, struct store_blob *out,
+                      char *err, size_t errlen);
+
+/* Builders. ns "" = cluster-scoped (or all namespaces for list/history). */
+void store_build_create(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                        const char *ns, const char *name, const struct store_blob *b);
+void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                     const char *ns, const char *name, const char *expected_rv, int del,
+                     const struct store_blob *b);
+void store_build_get(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                     const char *ns, const char *name);
+void store_build_list(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                      const char *ns, const char *start_after, size_t limit, uint64_t token_rv);
+void store_build_history(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                         const char *ns, uint64_t after_rv, size_t max);
+void store_build_current_rv(struct store_cmd *c, const struct store_cfg *cfg);
+/* One script call creating n objects of (res, ns) (names[i], blobs[i]). */
+void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                              const char *ns, const char *const *names,
+                              const struct store_blob *const *blobs, size_t n);
+/* Per-item results of a batch: rcs[i] 0 or -EEXIST, rvs[i] the new version. */
+int store_decode_create_batch(const redisReply *r, size_t n, int *rcs, uint64_t *rvs, char *err,
+                              size_t errlen);
+
+/* Decoders: return 0 or a negative store code; err gets the message. */
+/* Writes (create, cas): *rv = the new resourceVersion; res and name only
+ * shape the messages of AlreadyExists, NotFound and Conflict. */
+int store_decode_write(const redisReply *r, const char *res, const char *name, uint64_t *rv,
+                       char *err, size_t errlen);
+/* get: *out = parsed object or NULL when absent (returns -ENOENT). */
+int store_decode_get(const redisReply *r, json_t **out, char *err, size_t errlen);
+/* list: fills items (or raw when raw is set), resource_version and *last
+ * (malloc'ed or NULL). *floor is set on -ESTALE. */
+int store_decode_list(const redisReply *r, int raw, struct store_list *out, char **last,
+                      uint64_t *floor, char *err, size_t errlen);
+int store_decode_history(const redisReply *r, size_t max, struct store_history *out,
+                         uint64_t *floor, char *err, size_t errlen);
+int store_decode_rv(const redisReply *r, uint64_t *rv, char *err, size_t errlen);
+/* A Redis error reply or transport failure as -EIO with a message. */
+int store_reply_error(const redisReply *r, char *err, size_t errlen);
+
+/* Continue tokens: opaque base64url of {"v":1,"rv":N,"res":..,"ns":..,"start":..}. */
+char *store_continue_encode(const char *res, const char *ns, uint64_t rv, const char *start);
+int store_continue_decode(const char *token, const char *res, const char *ns, uint64_t *rv,
+                          char **start, char *err, size_t errlen);
+
+/* Validation and object shaping (store_object.c). */
+int store_validate_key(const char *res, const char *ns, const char *name, char *err,
+                       size_t errlen);
+int store_uuid_v4(char out[37]);
+void store_rfc3339_now(char out[32], int64_t offset_seconds);
+uint64_t store_parse_rv(const char *s, int *ok);
+const char *store_meta_str(const json_t *obj, const char *field);
+
+/* Copy of obj ready for create, name in *name (borrowed from the copy). */
+int store_prepare_create(const char *res, const char *ns, const json_t *obj, json_t **out,
+                         const char **name, char *err, size_t errlen);
+/* Shapes an update of cur (stored) by obj (user). *out new object (rv still
+ * cur's), *unchanged = 1 when nothing would change, *del = 1 when the update
+ * completes a pending deletion. */
+int store_prepare_update(const char *res, const char *ns, const json_t *cur, const json_t *obj,
+                         json_t **out, int *unchanged, int *del, char *err, size_t errlen);
+/* Shapes a delete: *del = 1 remove now; 0 with *out the object marked for
+ * deletion, or *out NULL when it is already marked (nothing to write). */
+int store_prepare_delete(const char *res, const json_t *cur, const struct store_delete_opts *o,
+                         json_t **out, int *del, char *err, size_t errlen);
+int store_check_preconditions(const char *res, const json_t *cur, const char *uid,
+                              const char *rv, char *err, size_t errlen);
+
+#endif

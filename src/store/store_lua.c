@@ -1,0 +1,157 @@
+/* The store's server-side scripts (Lua, run by EVALSHA; EVAL on NOSCRIPT).
+ * Contracts (KEYS and ARGV layouts, reply shapes) are in docs/store.md and
+ * mirrored by the builders and decoders in store_codec.c. Reply codes: 0 ok,
+ * 1 AlreadyExists, 2 Conflict, 3 NotFound, 4 Expired.
+ *
+ * Scripts never decode JSON (cjson would turn [] into {} and round big
+ * integers): the client sends the object split around its resourceVersion
+ * value (head, tail) and the script splices in the new counter value. Steps
+ * that can fail (XADD with an explicit ID) run before any other write, since
+ * Redis does not roll back a script that fails halfway. */
+#include "store_int.h"
+
+/* Shared by the write scripts: append one change to a history stream (ID
+ * "<rv>-0"), and trim it, recording in the floor key the highest
+ * resourceVersion that may have been trimmed (history is complete above it). */
+#define STORE_LUA_EMIT                                                             \
+    "local function emit(ev, typ, rvs, ns, name, obj)\n"                           \
+    "  redis.call('XADD', ev, rvs .. '-0', 'type', typ, 'ns', ns, 'name', name,\n"  \
+    "             'obj', obj)\n"                                                   \
+    "end\n"                                                                        \
+    "local function trim(ev, floor, mode, maxlen)\n"                               \
+    "  local n = redis.call('XTRIM', ev, 'MAXLEN', mode, maxlen)\n"                \
+    "  if n > 0 then\n"                                                            \
+    "    local first = redis.call('XRANGE', ev, '-', '+', 'COUNT', 1)\n"           \
+    "    local fid = tonumber(string.match(first[1][1], '^(%d+)'))\n"              \
+    "    redis.call('SET', floor, string.format('%d', fid - 1))\n"                 \
+    "  end\n"                                                                      \
+    "end\n"
+
+/* KEYS: rv obj idx ev floor
+ * ARGV: member name ns head tail maxlen trim
+ * -> {0, rv} | {1, existing rv} */
+static const char lua_create[] =
+    STORE_LUA_EMIT
+    "local cur = redis.call('HGET', KEYS[2], 'v:' .. ARGV[1])\n"
+    "if cur then return {1, cur} end\n"
+    "local rvs = string.format('%d', redis.call('INCR', KEYS[1]))\n"
+    "local obj = ARGV[4] .. rvs .. ARGV[5]\n"
+    "emit(KEYS[4], 'ADDED', rvs, ARGV[3], ARGV[2], obj)\n"
+    "redis.call('HSET', KEYS[2], 'o:' .. ARGV[1], obj, 'v:' .. ARGV[1], rvs)\n"
+    "redis.call('ZADD', KEYS[3], 0, ARGV[1])\n"
+    "trim(KEYS[4], KEYS[5], ARGV[7], ARGV[6])\n"
+    "return {0, rvs}\n";
+
+/* KEYS: rv obj idx ev floor
+ * ARGV: member name ns head tail maxlen trim expected_rv op(put|del)
+ * -> {0, rv} | {2, current rv} | {3} */
+static const char lua_cas[] =
+    STORE_LUA_EMIT
+    "local cur = redis.call('HGET', KEYS[2], 'v:' .. ARGV[1])\n"
+    "if not cur then return {3} end\n"
+    "if cur ~= ARGV[8] then return {2, cur} end\n"
+    "local rvs = string.format('%d', redis.call('INCR', KEYS[1]))\n"
+    "local obj = ARGV[4] .. rvs .. ARGV[5]\n"
+    "if ARGV[9] == 'del' then\n"
+    "  emit(KEYS[4], 'DELETED', rvs, ARGV[3], ARGV[2], obj)\n"
+    "  redis.call('HDEL', KEYS[2], 'o:' .. ARGV[1], 'v:' .. ARGV[1])\n"
+    "  redis.call('ZREM', KEYS[3], ARGV[1])\n"
+    "else\n"
+    "  emit(KEYS[4], 'MODIFIED', rvs, ARGV[3], ARGV[2], obj)\n"
+    "  redis.call('HSET', KEYS[2], 'o:' .. ARGV[1], obj, 'v:' .. ARGV[1], rvs)\n"
+    "end\n"
+    "trim(KEYS[4], KEYS[5], ARGV[7], ARGV[6])\n"
+    "return {0, rvs}\n";
+
+/* KEYS: rv obj idx floor
+ * ARGV: start_after(member, "" = first) limit(0 = all) token_rv(0 = none) ns("" = all)
+ * -> {0, rv, last_member_or_"", remaining, obj...} | {4, rv, floor}
+ * A namespace is the index range ["ns/", "ns0"): '0' follows '/' in ASCII. */
+static const char lua_list[] =
+    "local rv = redis.call('GET', KEYS[1]) or '0'\n"
+    "local trv = tonumber(ARGV[3])\n"
+    "if trv > 0 then\n"
+    "  local floor = redis.call('GET', KEYS[4]) or '0'\n"
+    "  if trv < tonumber(floor) then return {4, rv, floor} end\n"
+    "end\n"
+    "local lo, hi = '-', '+'\n"
+    "if ARGV[4] ~= '' then lo, hi = '[' .. ARGV[4] .. '/', '(' .. ARGV[4] .. '0' end\n"
+    "if ARGV[1] ~= '' then lo = '(' .. ARGV[1] end\n"
+    "local limit = tonumber(ARGV[2])\n"
+    "local names\n"
+    "if limit > 0 then\n"
+    "  names = redis.call('ZRANGE', KEYS[3], lo, hi, 'BYLEX', 'LIMIT', 0, limit + 1)\n"
+    "else\n"
+    "  names = redis.call('ZRANGE', KEYS[3], lo, hi, 'BYLEX')\n"
+    "end\n"
+    "local last, remaining = '', 0\n"
+    "if limit > 0 and #names > limit then\n"
+    "  names[#names] = nil\n"
+    "  last = names[#names]\n"
+    "  remaining = redis.call('ZLEXCOUNT', KEYS[3], '(' .. last, hi)\n"
+    "end\n"
+    "local out = {0, rv, last, remaining}\n"
+    "local i = 1\n"
+    "while i <= #names do\n"
+    "  local j = math.min(i + 999, #names)\n"
+    "  local fields = {}\n"
+    "  for k = i, j do fields[#fields + 1] = 'o:' .. names[k] end\n"
+    "  local objs = redis.call('HMGET', KEYS[2], unpack(fields))\n"
+    "  for k = 1, #fields do out[#out + 1] = objs[k] or '' end\n"
+    "  i = j + 1\n"
+    "end\n"
+    "return out\n";
+
+/* KEYS: ev floor rv
+ * ARGV: after_rv count ns has_ns
+ * -> {0, rv, last_scanned_rv, scanned, [rv type ns name obj]...} | {4, rv, floor} */
+static const char lua_history[] =
+    "local rv = redis.call('GET', KEYS[3]) or '0'\n"
+    "local floor = redis.call('GET', KEYS[2]) or '0'\n"
+    "if tonumber(ARGV[1]) < tonumber(floor) then return {4, rv, floor} end\n"
+    "local es = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1] .. '-0', '+', 'COUNT', ARGV[2])\n"
+    "local last = ARGV[1]\n"
+    "if #es > 0 then last = string.match(es[#es][1], '^(%d+)') end\n"
+    "local out = {0, rv, last, #es}\n"
+    "for _, e in ipairs(es) do\n"
+    "  local f = e[2]\n"
+    "  if ARGV[4] ~= '1' or f[4] == ARGV[3] then\n"
+    "    out[#out + 1] = string.match(e[1], '^(%d+)')\n"
+    "    out[#out + 1] = f[2]\n"
+    "    out[#out + 1] = f[4]\n"
+    "    out[#out + 1] = f[6]\n"
+    "    out[#out + 1] = f[8]\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+/* KEYS: rv obj idx ev floor
+ * ARGV: ns maxlen trim, then per object: member name head tail
+ * -> per object, in order: its new rv (a string) or 1 (AlreadyExists).
+ * Objects are created one after the other; a duplicate fails alone. */
+static const char lua_create_batch[] =
+    STORE_LUA_EMIT
+    "local out = {}\n"
+    "for i = 4, #ARGV, 4 do\n"
+    "  local member = ARGV[i]\n"
+    "  if redis.call('HEXISTS', KEYS[2], 'v:' .. member) == 1 then\n"
+    "    out[#out + 1] = 1\n"
+    "  else\n"
+    "    local rvs = string.format('%d', redis.call('INCR', KEYS[1]))\n"
+    "    local obj = ARGV[i + 2] .. rvs .. ARGV[i + 3]\n"
+    "    emit(KEYS[4], 'ADDED', rvs, ARGV[1], ARGV[i + 1], obj)\n"
+    "    redis.call('HSET', KEYS[2], 'o:' .. member, obj, 'v:' .. member, rvs)\n"
+    "    redis.call('ZADD', KEYS[3], 0, member)\n"
+    "    out[#out + 1] = rvs\n"
+    "  end\n"
+    "end\n"
+    "trim(KEYS[4], KEYS[5], ARGV[3], ARGV[2])\n"
+    "return out\n";
+
+const char *const store_scripts[STORE_NSCRIPTS] = {
+    [STORE_SCRIPT_CREATE] = lua_create,
+    [STORE_SCRIPT_CAS] = lua_cas,
+    [STORE_SCRIPT_LIST] = lua_list,
+    [STORE_SCRIPT_HISTORY] = lua_history,
+    [STORE_SCRIPT_CREATE_BATCH] = lua_create_batch,
+};
