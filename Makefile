@@ -7,7 +7,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
 PKGS     := jansson yaml-0.1 hiredis libuv libwebsockets libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lhiredis -luv -lwebsockets -lcurl)
-INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http $(PKG_CFLAGS)
+INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Iapiserver-shim $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)
 ASAN_CFLAGS := $(CSTD) $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -20,7 +20,8 @@ SIM_SRC  := $(wildcard src/sim/*.c)
 K8S_SRC  := $(wildcard src/k8s/*.c)
 STORE_SRC := $(wildcard src/store/*.c)
 HTTP_SRC := $(wildcard src/http/*.c)
-LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC) $(K8S_SRC) $(STORE_SRC) $(HTTP_SRC)
+SHIM_SRC := $(wildcard apiserver-shim/*.c)
+LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC) $(K8S_SRC) $(STORE_SRC) $(HTTP_SRC) $(SHIM_SRC)
 UNIT_SRC := $(wildcard test/unit/*.c)
 # Integration tests: C tests against real services (redis-server), started and
 # stopped by the tests themselves on loopback. They share the unit harness.
@@ -37,17 +38,24 @@ FUZZ_TARGETS := quantity doc
 FUZZ_SECONDS ?= 30
 FUZZ_CC ?= clang-14
 
-.PHONY: all deps build test unit e2e bench run clean fuzz
+.PHONY: all deps build test unit e2e bench run run-apiserver clean fuzz
 all: build
 
 deps:
 	@scripts/deps.sh
 
-build: deps bin/peloton-sim
+build: deps bin/peloton-sim $(if $(SHIM_SRC),bin/pelotond)
 
 bin/peloton-sim: build/rel/src/cmd/peloton_sim.o $(REL_OBJ)
 	@mkdir -p bin
 	$(CC) -o $@ $^ $(PKG_LIBS) -lm
+
+bin/pelotond: build/rel/src/cmd/pelotond.o $(REL_OBJ)
+	@mkdir -p bin
+	$(CC) -o $@ $^ $(PKG_LIBS) -lm
+
+build/asan/pelotond: build/asan/src/cmd/pelotond.o $(ASAN_OBJ)
+	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 build/asan/peloton-sim: build/asan/src/cmd/peloton_sim.o $(ASAN_OBJ)
 	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
@@ -87,7 +95,7 @@ fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz-%)
 
 # Every suite prints "N passed, N failed"; test/run.sh sums them into the last line.
 test: deps bin/peloton-sim build/asan/unit build/asan/peloton-sim $(FUZZ_TARGETS:%=build/asan/fuzz-%) \
-      $(if $(INTEG_SRC),build/asan/integ)
+      $(if $(INTEG_SRC),build/asan/integ) $(if $(SHIM_SRC),build/asan/pelotond)
 	@test/run.sh
 
 bench: deps $(BENCH_BIN)
@@ -98,6 +106,10 @@ run: build
 	bin/peloton-sim entitlement examples/sim/blog.yaml
 	bin/peloton-sim plan examples/sim/plan.yaml
 	bin/peloton-sim place examples/sim/place.yaml
+
+# The apiserver role alone, with a private redis-server (Ctrl-C stops both).
+run-apiserver: build
+	scripts/run-apiserver.sh
 
 clean:
 	rm -rf build bin

@@ -1,0 +1,542 @@
+/* Routing, authentication, discovery and the CRUD verbs. */
+#include "shim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define VERBS "create", "delete", "get", "list", "update"
+#define AGGREGATED_CT "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+#define MAX_SEGMENTS 8
+
+struct shim {
+    struct store *st;
+    char *token;
+};
+
+struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
+    struct shim *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->st = st;
+    if (cfg && cfg->token && cfg->token[0] && !(s->token = strdup(cfg->token))) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void shim_free(struct shim *s) {
+    if (!s) return;
+    free(s->token);
+    free(s);
+}
+
+static const struct shim_resource *find_resource(const char *group, const char *version, const char *plural) {
+    for (int i = 0; i < shim_nresources; i++) {
+        const struct shim_resource *r = &shim_resources[i];
+        if (!strcmp(r->group, group) && !strcmp(r->version, version) && !strcmp(r->plural, plural)) return r;
+    }
+    return NULL;
+}
+
+/* "configmaps" or "leases.coordination.k8s.io", as Kubernetes names a resource in messages. */
+static void qualified(const struct shim_resource *r, char *buf, size_t len) {
+    if (r->group[0]) snprintf(buf, len, "%s.%s", r->plural, r->group);
+    else snprintf(buf, len, "%s", r->plural);
+}
+
+static json_t *details(const struct shim_resource *r, const char *name) {
+    json_t *d = json_pack("{s:s, s:s}", "group", r->group, "kind", r->plural);
+    if (name && name[0]) json_object_set_new(d, "name", json_string(name));
+    return d;
+}
+
+/* A store error as the Status Kubernetes would send for it. */
+static void store_error(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
+                        const char *name) {
+    char q[300];
+    qualified(r, q, sizeof q);
+    int code = store_http_code(rc);
+    const char *reason = store_reason(rc);
+    switch (rc) {
+    case -ENOENT:
+        shim_status(resp, code, reason, details(r, name), "%s \"%s\" not found", q, name);
+        break;
+    case -EEXIST:
+        shim_status(resp, code, reason, details(r, name), "%s \"%s\" already exists", q, name);
+        break;
+    case STORE_ECONFLICT:
+        shim_status(resp, code, reason, details(r, name),
+                    "Operation cannot be fulfilled on %s \"%s\": the object has been modified; please apply your "
+                    "changes to the latest version and try again",
+                    q, name);
+        break;
+    default:
+        shim_status(resp, code, reason, details(r, name), "%s", store_errmsg(s->st));
+    }
+}
+
+/* ---- discovery ---- */
+
+static json_t *verbs_json(void) { return json_pack("[sssss]", VERBS); }
+
+static bool wants_aggregated(const struct http_request *req) {
+    return strstr(req->accept, "as=APIGroupDiscoveryList") != NULL;
+}
+
+static json_t *group_discovery(const char *group) {
+    json_t *resources = json_array();
+    const char *version = "v1";
+    for (int i = 0; i < shim_nresources; i++) {
+        const struct shim_resource *r = &shim_resources[i];
+        if (strcmp(r->group, group) != 0) continue;
+        version = r->version;
+        json_t *sn = json_array();
+        for (int k = 0; k < 3 && r->short_names[k]; k++) json_array_append_new(sn, json_string(r->short_names[k]));
+        json_array_append_new(resources,
+                              json_pack("{s:s, s:{s:s, s:s, s:s}, s:s, s:s, s:o, s:o}", "resource", r->plural,
+                                        "responseKind", "group", r->group, "version", r->version, "kind", r->kind,
+                                        "scope", r->namespaced ? "Namespaced" : "Cluster", "singularResource",
+                                        r->singular, "verbs", verbs_json(), "shortNames", sn));
+    }
+    return json_pack("{s:{s:s}, s:[{s:s, s:o, s:s}]}", "metadata", "name", group, "versions", "version", version,
+                     "resources", resources, "freshness", "Current");
+}
+
+static void aggregated(struct http_response *resp, bool legacy) {
+    json_t *items = json_array();
+    if (legacy) json_array_append_new(items, group_discovery(""));
+    else
+        for (int i = 0; i < shim_nresources; i++) {
+            const char *g = shim_resources[i].group;
+            bool seen = !g[0];
+            for (int j = 0; j < i && !seen; j++) seen = !strcmp(shim_resources[j].group, g);
+            if (!seen) json_array_append_new(items, group_discovery(g));
+        }
+    shim_json(resp, 200,
+              json_pack("{s:s, s:s, s:{}, s:o}", "kind", "APIGroupDiscoveryList", "apiVersion",
+                        "apidiscovery.k8s.io/v2", "metadata", "items", items));
+    resp->content_type = AGGREGATED_CT;
+}
+
+static void api_group_list(struct http_response *resp) {
+    json_t *groups = json_array();
+    for (int i = 0; i < shim_nresources; i++) {
+        const struct shim_resource *r = &shim_resources[i];
+        bool seen = !r->group[0];
+        for (int j = 0; j < i && !seen; j++) seen = !strcmp(shim_resources[j].group, r->group);
+        if (seen) continue;
+        char gv[300];
+        snprintf(gv, sizeof gv, "%s/%s", r->group, r->version);
+        json_array_append_new(groups, json_pack("{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}", "name", r->group, "versions",
+                                                "groupVersion", gv, "version", r->version, "preferredVersion",
+                                                "groupVersion", gv, "version", r->version));
+    }
+    shim_json(resp, 200, json_pack("{s:s, s:s, s:o}", "kind", "APIGroupList", "apiVersion", "v1", "groups", groups));
+}
+
+static void api_resource_list(struct http_response *resp, const char *group, const char *version) {
+    json_t *list = json_array();
+    for (int i = 0; i < shim_nresources; i++) {
+        const struct shim_resource *r = &shim_resources[i];
+        if (strcmp(r->group, group) || strcmp(r->version, version)) continue;
+        json_t *sn = json_array();
+        for (int k = 0; k < 3 && r->short_names[k]; k++) json_array_append_new(sn, json_string(r->short_names[k]));
+        json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s, s:o, s:o}", "name", r->plural, "singularName",
+                                              r->singular, "namespaced", r->namespaced, "kind", r->kind, "verbs",
+                                              verbs_json(), "shortNames", sn));
+    }
+    if (json_array_size(list) == 0) {
+        json_decref(list);
+        shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
+        return;
+    }
+    char gv[300];
+    snprintf(gv, sizeof gv, "%s%s%s", group, group[0] ? "/" : "", version);
+    shim_json(resp, 200, json_pack("{s:s, s:s, s:s, s:o}", "kind", "APIResourceList", "apiVersion", "v1",
+                                   "groupVersion", gv, "resources", list));
+}
+
+static void version(struct http_response *resp) {
+    shim_json(resp, 200,
+              json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "major", "1", "minor", "32", "gitVersion",
+                        "v1.32.0-peloton", "gitCommit", "", "gitTreeState", "clean", "buildDate",
+                        "2026-11-22T00:00:00Z", "goVersion", "c17", "compiler", "gcc", "platform", "linux/amd64"));
+}
+
+/* ---- the verbs ---- */
+
+static const char *api_version_of(const struct shim_resource *r, char *buf, size_t len) {
+    if (!r->group[0]) return r->version;
+    snprintf(buf, len, "%s/%s", r->group, r->version);
+    return buf;
+}
+
+/* The store keeps what it was given; answers carry kind and apiVersion. */
+static json_t *with_type(const struct shim_resource *r, json_t *obj) {
+    char av[300];
+    json_object_set_new(obj, "kind", json_string(r->kind));
+    json_object_set_new(obj, "apiVersion", json_string(api_version_of(r, av, sizeof av)));
+    return obj;
+}
+
+static int namespace_exists(struct shim *s, const char *ns, struct http_response *resp) {
+    json_t *o = NULL;
+    int rc = store_get(s->st, "namespaces", "", ns, &o);
+    json_decref(o);
+    if (rc == -ENOENT) {
+        shim_status(resp, 404, "NotFound", json_pack("{s:s, s:s}", "name", ns, "kind", "namespaces"),
+                    "namespaces \"%s\" not found", ns);
+        return 0;
+    }
+    if (rc) {
+        shim_status(resp, store_http_code(rc), store_reason(rc), NULL, "%s", store_errmsg(s->st));
+        return 0;
+    }
+    return 1;
+}
+
+/* Parses and checks a request body for create and update; NULL after an error reply. */
+static json_t *read_body(const struct shim_resource *r, const struct http_request *req, const char *ns,
+                         struct http_response *resp) {
+    if (req->content_type[0] && strncmp(req->content_type, "application/json", 16) != 0) {
+        shim_status(resp, 415, "UnsupportedMediaType", NULL,
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json");
+        return NULL;
+    }
+    json_error_t je;
+    json_t *obj = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!obj || !json_is_object(obj)) {
+        shim_status(resp, 400, "BadRequest", NULL, "the body of the request could not be decoded as a %s: %s",
+                    r->kind, obj ? "not a JSON object" : je.text);
+        json_decref(obj);
+        return NULL;
+    }
+    char av[300];
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    const char *apiv = json_string_value(json_object_get(obj, "apiVersion"));
+    if ((kind && strcmp(kind, r->kind)) || (apiv && strcmp(apiv, api_version_of(r, av, sizeof av)))) {
+        shim_status(resp, 400, "BadRequest", NULL, "the API version in the data (%s) does not match the expected API "
+                    "version (%s) or kind %s is not %s",
+                    apiv ? apiv : "", api_version_of(r, av, sizeof av), kind ? kind : "", r->kind);
+        json_decref(obj);
+        return NULL;
+    }
+    json_t *md = json_object_get(obj, "metadata");
+    if (md && !json_is_object(md)) {
+        shim_status(resp, 400, "BadRequest", NULL, "metadata must be an object");
+        json_decref(obj);
+        return NULL;
+    }
+    if (!md) json_object_set_new(obj, "metadata", md = json_object());
+    const char *bns = json_string_value(json_object_get(md, "namespace"));
+    if (r->namespaced && bns && bns[0] && strcmp(bns, ns) != 0) {
+        shim_status(resp, 400, "BadRequest", NULL,
+                    "the namespace of the provided object does not match the namespace sent on the request");
+        json_decref(obj);
+        return NULL;
+    }
+    return with_type(r, obj);
+}
+
+static void generate_name(json_t *md) {
+    const char *prefix = json_string_value(json_object_get(md, "generateName"));
+    if (!prefix || json_string_value(json_object_get(md, "name"))) return;
+    static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789"; /* Kubernetes' alphabet, no vowels */
+    unsigned char rnd[5];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) memset(rnd, 7, sizeof rnd);
+    char name[STORE_MAX_NAME + 1];
+    int n = snprintf(name, sizeof name, "%.*s", STORE_MAX_NAME - 5, prefix);
+    for (int i = 0; i < 5; i++) name[n + i] = alphabet[rnd[i] % (sizeof alphabet - 1)];
+    name[n + 5] = 0;
+    json_object_set_new(md, "name", json_string(name));
+}
+
+static void do_create(struct shim *s, const struct shim_resource *r, const char *ns,
+                      const struct http_request *req, struct http_response *resp) {
+    if (r->namespaced && !namespace_exists(s, ns, resp)) return;
+    json_t *obj = read_body(r, req, ns, resp);
+    if (!obj) return;
+    json_t *md = json_object_get(obj, "metadata");
+    generate_name(md);
+    const char *name = json_string_value(json_object_get(md, "name"));
+    if (!name || !name[0]) {
+        json_t *causes = json_pack("[{s:s, s:s, s:s}]", "reason", "FieldValueRequired", "message",
+                                   "Required value: name or generateName is required", "field", "metadata.name");
+        json_t *d = details(r, NULL);
+        json_object_set_new(d, "causes", causes);
+        shim_status(resp, 422, "Invalid", d, "%s \"\" is invalid: metadata.name: Required value: name or "
+                    "generateName is required", r->kind);
+        json_decref(obj);
+        return;
+    }
+    if (!strcmp(r->plural, "namespaces") && !json_object_get(obj, "status"))
+        json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
+    json_t *out = NULL;
+    int rc = store_create(s->st, r->store_key, r->namespaced ? ns : "", obj, &out);
+    if (rc) store_error(s, resp, rc, r, name);
+    else shim_json(resp, 201, with_type(r, out));
+    json_decref(obj);
+}
+
+static void do_update(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                      const struct http_request *req, struct http_response *resp) {
+    json_t *obj = read_body(r, req, ns, resp);
+    if (!obj) return;
+    const char *bname = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    if (!bname || strcmp(bname, name) != 0) {
+        shim_status(resp, 400, "BadRequest", NULL, "the name of the object (%s) does not match the name on the URL (%s)",
+                    bname ? bname : "", name);
+        json_decref(obj);
+        return;
+    }
+    json_t *out = NULL;
+    int rc = store_update(s->st, r->store_key, r->namespaced ? ns : "", obj, &out, NULL);
+    if (rc) store_error(s, resp, rc, r, name);
+    else shim_json(resp, 200, with_type(r, out));
+    json_decref(obj);
+}
+
+/* Deleting a namespace deletes what it holds first (the namespace controller's job, done inline here). */
+static int delete_namespace_contents(struct shim *s, const char *ns) {
+    for (int i = 0; i < shim_nresources; i++) {
+        const struct shim_resource *r = &shim_resources[i];
+        if (!r->namespaced) continue;
+        for (int guard = 0; guard < 10000; guard++) {
+            struct store_list l = {0};
+            int rc = store_list(s->st, r->store_key, ns, 500, NULL, &l);
+            if (rc) return rc;
+            size_t n = json_array_size(l.items);
+            for (size_t j = 0; j < n; j++) {
+                const char *nm = json_string_value(json_object_get(json_object_get(json_array_get(l.items, j), "metadata"), "name"));
+                if (nm) store_delete(s->st, r->store_key, ns, nm, NULL, NULL, NULL);
+            }
+            store_list_free(&l);
+            if (n == 0) break;
+        }
+    }
+    return 0;
+}
+
+static void do_delete(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                      const struct http_request *req, struct http_response *resp) {
+    struct store_delete_opts opts = {.grace_period_seconds = -1};
+    json_t *body = NULL;
+    if (req->body_len) {
+        json_error_t je;
+        body = json_loadb(req->body, req->body_len, 0, &je);
+        if (!json_is_object(body)) {
+            shim_status(resp, 400, "BadRequest", NULL, "DeleteOptions could not be decoded: %s",
+                        body ? "not a JSON object" : je.text);
+            json_decref(body);
+            return;
+        }
+        json_t *pre = json_object_get(body, "preconditions");
+        opts.uid = json_string_value(json_object_get(pre, "uid"));
+        opts.resource_version = json_string_value(json_object_get(pre, "resourceVersion"));
+        json_t *g = json_object_get(body, "gracePeriodSeconds");
+        if (json_is_integer(g)) opts.grace_period_seconds = json_integer_value(g);
+    }
+    const char *gp = http_req_arg(req, "gracePeriodSeconds");
+    if (gp) opts.grace_period_seconds = atoll(gp);
+    if (!strcmp(r->plural, "namespaces")) {
+        json_t *o = NULL;
+        int rc = store_get(s->st, "namespaces", "", name, &o);
+        json_decref(o);
+        if (!rc) rc = delete_namespace_contents(s, name);
+        if (rc) {
+            store_error(s, resp, rc, r, name);
+            json_decref(body);
+            return;
+        }
+    }
+    json_t *out = NULL;
+    int deleted = 0;
+    int rc = store_delete(s->st, r->store_key, r->namespaced ? ns : "", name, &opts, &out, &deleted);
+    if (rc) store_error(s, resp, rc, r, name);
+    else shim_json(resp, 200, with_type(r, out));
+    json_decref(body);
+}
+
+static void do_get(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                   struct http_response *resp) {
+    json_t *out = NULL;
+    int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
+    if (rc) store_error(s, resp, rc, r, name);
+    else shim_json(resp, 200, with_type(r, out));
+}
+
+static void do_list(struct shim *s, const struct shim_resource *r, const char *ns, const struct http_request *req,
+                    struct http_response *resp) {
+    if (http_req_arg_bool(req, "watch")) {
+        shim_status(resp, 405, "MethodNotAllowed", details(r, NULL), "watch is not supported by this server yet");
+        return;
+    }
+    const char *ls = http_req_arg(req, "labelSelector"), *fs = http_req_arg(req, "fieldSelector");
+    if ((ls && ls[0]) || (fs && fs[0])) {
+        shim_status(resp, 400, "BadRequest", NULL, "label and field selectors are not supported by this server yet");
+        return;
+    }
+    const char *lim = http_req_arg(req, "limit"), *cont = http_req_arg(req, "continue");
+    long long limit = lim ? atoll(lim) : 0;
+    if (limit < 0) limit = 0;
+    struct store_list l = {0};
+    int rc = store_list(s->st, r->store_key, r->namespaced ? ns : "", (size_t)limit, cont, &l);
+    if (rc) {
+        if (rc == -ESTALE)
+            shim_status(resp, 410, "Expired", NULL, "The provided continue parameter is too old to display a "
+                        "consistent list result. You can start a new list without the continue parameter.");
+        else store_error(s, resp, rc, r, "");
+        return;
+    }
+    char rv[32], av[300], kind[128];
+    snprintf(rv, sizeof rv, "%llu", (unsigned long long)l.resource_version);
+    snprintf(kind, sizeof kind, "%sList", r->kind);
+    json_t *md = json_pack("{s:s}", "resourceVersion", rv);
+    if (l.continue_token) {
+        json_object_set_new(md, "continue", json_string(l.continue_token));
+        json_object_set_new(md, "remainingItemCount", json_integer((json_int_t)l.remaining));
+    }
+    size_t i;
+    json_t *it;
+    json_array_foreach(l.items, i, it) with_type(r, it);
+    json_t *list = json_pack("{s:s, s:s, s:o, s:O}", "kind", kind, "apiVersion", api_version_of(r, av, sizeof av),
+                             "metadata", md, "items", l.items);
+    store_list_free(&l);
+    shim_json(resp, 200, list);
+}
+
+/* ---- routing ---- */
+
+static int split_path(char *path, char **seg, int max) {
+    int n = 0;
+    for (char *p = strtok(path, "/"); p; p = strtok(NULL, "/")) {
+        if (n == max) return -1;
+        seg[n++] = p;
+    }
+    return n;
+}
+
+static bool authorized(const struct shim *s, const struct http_request *req) {
+    if (!s->token) return true;
+    const char *a = req->authorization;
+    return !strncmp(a, "Bearer ", 7) && !strcmp(a + 7, s->token);
+}
+
+static void route_resource(struct shim *s, const char *group, const char *version, char **seg, int n,
+                           const struct http_request *req, struct http_response *resp) {
+    /* seg: [namespaces, NS, plural, name?] or [plural, name?] */
+    const char *ns = "", *plural = NULL, *name = NULL;
+    if (n >= 3 && !strcmp(seg[0], "namespaces")) {
+        ns = seg[1];
+        plural = seg[2];
+        name = n >= 4 ? seg[3] : NULL;
+        if (n > 4) goto notfound; /* subresources come later */
+    } else if (n >= 1 && n <= 2) {
+        plural = seg[0];
+        name = n == 2 ? seg[1] : NULL;
+    } else {
+        goto notfound;
+    }
+    const struct shim_resource *r = find_resource(group, version, plural);
+    if (!r || (ns[0] && !r->namespaced)) goto notfound;
+    bool coll = name == NULL;
+    switch (req->method) {
+    case HTTP_GET:
+        if (coll) do_list(s, r, ns, req, resp);
+        else do_get(s, r, ns, name, resp);
+        return;
+    case HTTP_POST:
+        if (!coll) break;
+        if (r->namespaced && !ns[0]) {
+            shim_status(resp, 400, "BadRequest", NULL, "a namespace is required to create %s", r->plural);
+            return;
+        }
+        do_create(s, r, ns, req, resp);
+        return;
+    case HTTP_PUT:
+        if (coll) break;
+        do_update(s, r, ns, name, req, resp);
+        return;
+    case HTTP_DELETE:
+        if (coll) break;
+        do_delete(s, r, ns, name, req, resp);
+        return;
+    default:
+        break;
+    }
+    shim_status(resp, 405, "MethodNotAllowed", details(r, name), "the server does not allow this method on the "
+                "requested resource");
+    return;
+notfound:
+    shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
+}
+
+void shim_handle(void *ud, const struct http_request *req, struct http_response *resp) {
+    struct shim *s = ud;
+    const char *p = req->path;
+    if (!strcmp(p, "/healthz") || !strcmp(p, "/livez") || !strcmp(p, "/readyz")) {
+        resp->body = strdup("ok");
+        resp->body_len = 2;
+        resp->content_type = "text/plain; charset=utf-8";
+        return;
+    }
+    if (!strcmp(p, "/version")) {
+        version(resp);
+        return;
+    }
+    if (!authorized(s, req)) {
+        shim_status(resp, 401, "Unauthorized", NULL, "Unauthorized");
+        return;
+    }
+    char path[2048];
+    snprintf(path, sizeof path, "%s", p);
+    char *seg[MAX_SEGMENTS];
+    int n = split_path(path, seg, MAX_SEGMENTS);
+    if (n <= 0) goto notfound;
+    if (!strcmp(seg[0], "api")) {
+        if (n == 1) {
+            if (wants_aggregated(req)) aggregated(resp, true);
+            else
+                shim_json(resp, 200, json_pack("{s:s, s:[s], s:[{s:s, s:s}]}", "kind", "APIVersions", "versions",
+                                               "v1", "serverAddressByClientCIDRs", "clientCIDR", "0.0.0.0/0",
+                                               "serverAddress", ""));
+            return;
+        }
+        if (strcmp(seg[1], "v1") != 0) goto notfound;
+        if (n == 2) api_resource_list(resp, "", "v1");
+        else route_resource(s, "", "v1", seg + 2, n - 2, req, resp);
+        return;
+    }
+    if (!strcmp(seg[0], "apis")) {
+        if (n == 1) {
+            if (wants_aggregated(req)) aggregated(resp, false);
+            else api_group_list(resp);
+            return;
+        }
+        if (n == 2) goto notfound;
+        if (n == 3) api_resource_list(resp, seg[1], seg[2]);
+        else route_resource(s, seg[1], seg[2], seg + 3, n - 3, req, resp);
+        return;
+    }
+notfound:
+    shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
+}
+
+int shim_bootstrap(struct shim *s, char *err, size_t errlen) {
+    static const char *const names[] = {"default", "kube-system", "kube-public", "kube-node-lease"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        json_t *ns = json_pack("{s:s, s:s, s:{s:s}, s:{s:s}}", "kind", "Namespace", "apiVersion", "v1", "metadata",
+                               "name", names[i], "status", "phase", "Active");
+        int rc = store_create(s->st, "namespaces", "", ns, NULL);
+        json_decref(ns);
+        if (rc && rc != -EEXIST) {
+            snprintf(err, errlen, "creating namespace %s: %s", names[i], store_errmsg(s->st));
+            return rc;
+        }
+    }
+    return 0;
+}

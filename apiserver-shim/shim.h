@@ -1,0 +1,60 @@
+/* apiserver-shim: the Kubernetes-compatible API server (DESIGN.md), served by
+ * the HTTP layer (src/http) and backed by the Redis object store (src/store).
+ *
+ * This first slice serves: /version, /healthz, /livez, /readyz; discovery,
+ * legacy and aggregated (apidiscovery.k8s.io/v2); and get, list (limit and
+ * continue), create, update and delete of the core built-ins in the registry
+ * (shim_resources.c), with every error as a Kubernetes Status. Watch, patch,
+ * OpenAPI, Table output, selectors, subresources and custom resources come
+ * with the rest of the apiserver-shim issue.
+ *
+ * Ownership: shim_new borrows the store for the shim's lifetime; the caller
+ * closes it after shim_free. The token is copied. Single-threaded: call
+ * shim_handle from the loop thread only (the store connection is synchronous). */
+#ifndef PELOTON_SHIM_H
+#define PELOTON_SHIM_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "server.h"
+#include "store.h"
+
+struct shim;
+
+struct shim_config {
+    const char *token; /* bearer token required on API paths; NULL or "" = no auth */
+};
+
+struct shim *shim_new(struct store *st, const struct shim_config *cfg);
+void shim_free(struct shim *s);
+
+/* Creates the namespaces every cluster has (default, kube-system,
+ * kube-public, kube-node-lease) when absent. */
+int shim_bootstrap(struct shim *s, char *err, size_t errlen);
+
+/* The HTTP handler (http_handler_fn); ud is the struct shim. */
+void shim_handle(void *ud, const struct http_request *req, struct http_response *resp);
+
+/* ---- shared by the shim's files ---- */
+
+struct shim_resource {
+    const char *group;   /* "" for the core group */
+    const char *version;
+    const char *plural, *singular, *kind;
+    bool namespaced;
+    const char *short_names[3];
+    const char *store_key; /* the store's resource name */
+};
+
+extern const struct shim_resource shim_resources[];
+extern const int shim_nresources;
+
+/* A Status object as the body of resp, with the given code and reason.
+ * details may be NULL; it is stolen. */
+void shim_status(struct http_response *resp, int code, const char *reason, json_t *details, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* resp gets obj as JSON with status code; obj is stolen. */
+void shim_json(struct http_response *resp, int code, json_t *obj);
+
+#endif

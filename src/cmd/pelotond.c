@@ -1,0 +1,134 @@
+/* pelotond: the Peloton-C daemon. Today it runs the apiserver role: the
+ * Kubernetes API (apiserver-shim) over HTTP on loopback, backed by Redis.
+ * The other roles (resmgr, placement, jobmgr, hostmgr) are not built yet and
+ * are refused by name.
+ *
+ *   pelotond [--roles=apiserver] [--bind=127.0.0.1] [--port=6080] [--port-file=F]
+ *            [--redis=127.0.0.1:6379] [--token-file=F]
+ *
+ * SIGINT or SIGTERM stops it cleanly. Logs are one line per event, key=value. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "server.h"
+#include "shim.h"
+#include "store.h"
+
+struct daemon {
+    uv_loop_t *loop;
+    uv_signal_t sigint, sigterm;
+    struct http_server *http;
+};
+
+static void on_signal(uv_signal_t *h, int signum) {
+    struct daemon *d = h->data;
+    fprintf(stderr, "level=info msg=stopping signal=%d\n", signum);
+    http_server_stop(d->http);
+    uv_close((uv_handle_t *)&d->sigint, NULL);
+    uv_close((uv_handle_t *)&d->sigterm, NULL);
+}
+
+static const char *opt(const char *arg, const char *name) {
+    size_t n = strlen(name);
+    return !strncmp(arg, name, n) && arg[n] == '=' ? arg + n + 1 : NULL;
+}
+
+static char *read_token(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) buf[--n] = 0;
+    return n ? strdup(buf) : NULL;
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: pelotond [--roles=apiserver] [--bind=ADDR] [--port=N] [--port-file=F] "
+                    "[--redis=HOST:PORT] [--token-file=F]\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    const char *bind = "127.0.0.1", *roles = "apiserver", *redis = "127.0.0.1:6379", *token_file = NULL,
+               *port_file = NULL;
+    int port = 6080;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if ((v = opt(argv[i], "--roles"))) roles = v;
+        else if ((v = opt(argv[i], "--bind"))) bind = v;
+        else if ((v = opt(argv[i], "--port"))) port = atoi(v);
+        else if ((v = opt(argv[i], "--port-file"))) port_file = v;
+        else if ((v = opt(argv[i], "--redis"))) redis = v;
+        else if ((v = opt(argv[i], "--token-file"))) token_file = v;
+        else return usage();
+    }
+    if (strcmp(roles, "apiserver") != 0) {
+        fprintf(stderr, "pelotond: roles \"%s\": only the apiserver role is built so far\n", roles);
+        return 2;
+    }
+    char host[256];
+    const char *colon = strrchr(redis, ':');
+    if (!colon || (size_t)(colon - redis) >= sizeof host) return usage();
+    memcpy(host, redis, (size_t)(colon - redis));
+    host[colon - redis] = 0;
+    char *token = NULL;
+    if (token_file && !(token = read_token(token_file))) {
+        fprintf(stderr, "pelotond: cannot read a token from %s\n", token_file);
+        return 1;
+    }
+
+    struct store *st;
+    if (store_open(host, atoi(colon + 1), NULL, &st)) {
+        fprintf(stderr, "pelotond: cannot reach redis at %s\n", redis);
+        free(token);
+        return 1;
+    }
+    struct shim_config scfg = {.token = token};
+    struct shim *shim = shim_new(st, &scfg);
+    char err[512];
+    if (!shim || shim_bootstrap(shim, err, sizeof err)) {
+        fprintf(stderr, "pelotond: %s\n", shim ? err : "out of memory");
+        shim_free(shim);
+        store_close(st);
+        free(token);
+        return 1;
+    }
+    struct daemon d = {.loop = uv_default_loop()};
+    struct http_server_config hcfg = {.bind_addr = bind, .port = port, .handler = shim_handle, .ud = shim};
+    if (http_server_start(d.loop, &hcfg, &d.http, err, sizeof err)) {
+        fprintf(stderr, "pelotond: %s\n", err);
+        shim_free(shim);
+        store_close(st);
+        free(token);
+        return 1;
+    }
+    uv_signal_init(d.loop, &d.sigint);
+    uv_signal_init(d.loop, &d.sigterm);
+    d.sigint.data = d.sigterm.data = &d;
+    uv_signal_start(&d.sigint, on_signal, SIGINT);
+    uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+    int actual = http_server_port(d.http);
+    fprintf(stderr, "level=info msg=serving api=http://%s:%d redis=%s auth=%s\n", bind, actual, redis,
+            token ? "token" : "none");
+    if (port_file) {
+        FILE *f = fopen(port_file, "w");
+        if (f) {
+            fprintf(f, "%d\n", actual);
+            fclose(f);
+        }
+    }
+    uv_run(d.loop, UV_RUN_DEFAULT);
+    http_server_free(d.http);
+    uv_loop_close(d.loop);
+    shim_free(shim);
+    store_close(st);
+    free(token);
+    fprintf(stderr, "level=info msg=stopped\n");
+    return 0;
+}

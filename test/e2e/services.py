@@ -1,0 +1,108 @@
+"""Starting and stopping the services an e2e test needs, on loopback only.
+
+Every wait is bounded; every process started here is stopped by stop_all()
+(also registered with atexit), so a failing test leaves nothing running.
+"""
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PELOTOND = os.environ.get("PELOTOND", os.path.join(ROOT, "build", "asan", "pelotond"))
+_procs = []
+_dirs = []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(check, timeout=10.0, what="service"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{what} did not come up in {timeout}s")
+
+
+def tempdir():
+    d = tempfile.mkdtemp(prefix="peloton-e2e-")
+    _dirs.append(d)
+    return d
+
+
+def start_redis():
+    d, port = tempdir(), free_port()
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "yes", "--appendfsync", "always", "--dir", d, "--daemonize", "no"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _procs.append(p)
+
+    def ping():
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    wait_for(ping, what="redis-server")
+    return port
+
+
+def start_pelotond(redis_port, *extra):
+    d = tempdir()
+    port_file = os.path.join(d, "port")
+    log = open(os.path.join(d, "pelotond.log"), "w")
+    p = subprocess.Popen([PELOTOND, "--port=0", f"--port-file={port_file}", f"--redis=127.0.0.1:{redis_port}",
+                          *extra], stdout=log, stderr=subprocess.STDOUT)
+    _procs.append(p)
+    wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip() != "", what="pelotond")
+    port = int(open(port_file).read())
+    wait_for(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read() == b"ok",
+             what="pelotond /healthz")
+    return p, port, os.path.join(d, "pelotond.log")
+
+
+def kubeconfig(port):
+    path = os.path.join(tempdir(), "kubeconfig")
+    with open(path, "w") as f:
+        f.write(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: pc, cluster: {{server: "http://127.0.0.1:{port}"}}}}]
+users: [{{name: u, user: {{}}}}]
+contexts: [{{name: c, context: {{cluster: pc, user: u}}}}]
+current-context: c
+""")
+    return path
+
+
+def stop(p, timeout=10):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+    return p.returncode
+
+
+def stop_all():
+    for p in reversed(_procs):
+        stop(p)
+    _procs.clear()
+    for d in _dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    _dirs.clear()
+
+
+atexit.register(stop_all)

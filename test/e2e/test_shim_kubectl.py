@@ -1,0 +1,172 @@
+"""End-to-end: pelotond's apiserver role with a real redis-server, driven by
+the real kubectl and by raw HTTP for the error shapes."""
+import json
+import os
+import subprocess
+import urllib.error
+import urllib.request
+
+import services
+from simlib import run_tests
+
+REDIS = services.start_redis()
+PROC, PORT, LOG = services.start_pelotond(REDIS)
+KUBECONFIG = services.kubeconfig(PORT)
+BASE = f"http://127.0.0.1:{PORT}"
+
+
+def kubectl(*args, stdin=None):
+    p = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
+                       text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def http(method, path, body=None, ctype="application/json", headers=None):
+    data = body if isinstance(body, bytes) else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(BASE + path, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", ctype)
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers.get("Content-Type"), json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type"), json.loads(e.read() or b"null")
+
+
+OBJS = """apiVersion: v1
+kind: Namespace
+metadata: {name: team1}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cm1, namespace: team1, labels: {app: web}}
+data: {a: b}
+"""
+
+
+def test_version_and_discovery():
+    rc, out, err = kubectl("version", "-o", "json")
+    assert rc == 0, err
+    assert json.loads(out)["serverVersion"]["gitVersion"] == "v1.32.0-peloton"
+    rc, out, err = kubectl("api-resources")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert any(l.split()[0] == "namespaces" and " ns " in l for l in lines), out
+    assert any(l.startswith("leases") and "coordination.k8s.io/v1" in l for l in lines), out
+    # aggregated discovery needs its exact content type
+    status, ctype, body = http("GET", "/api", headers={"Accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"})
+    assert status == 200 and ctype == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", ctype
+    assert body["kind"] == "APIGroupDiscoveryList"
+    status, ctype, body = http("GET", "/api")
+    assert body["kind"] == "APIVersions" and ctype == "application/json"
+
+
+def test_default_namespaces():
+    rc, out, err = kubectl("get", "ns", "-o", "name")
+    assert rc == 0, err
+    assert set(out.split()) >= {"namespace/default", "namespace/kube-system", "namespace/kube-public",
+                                "namespace/kube-node-lease"}
+
+
+def test_create_get_replace_delete_with_kubectl():
+    rc, out, err = kubectl("create", "-f", "-", "--validate=false", stdin=OBJS)
+    assert rc == 0, err
+    assert "namespace/team1 created" in out and "configmap/cm1 created" in out
+    rc, out, err = kubectl("get", "cm", "cm1", "-n", "team1", "-o", "json")
+    assert rc == 0, err
+    cm = json.loads(out)
+    assert cm["data"] == {"a": "b"} and cm["metadata"]["uid"] and int(cm["metadata"]["resourceVersion"]) > 0
+    rv = int(cm["metadata"]["resourceVersion"])
+    rc, out, err = kubectl("create", "-f", "-", "--validate=false", stdin=OBJS)
+    assert rc != 0 and 'namespaces "team1" already exists' in err and 'configmaps "cm1" already exists' in err, err
+    rc, out, err = kubectl("replace", "-f", "-", "--validate=false", stdin=OBJS.replace("{a: b}", "{a: c}"))
+    assert rc == 0, err
+    cm2 = json.loads(kubectl("get", "cm", "cm1", "-n", "team1", "-o", "json")[1])
+    assert cm2["data"] == {"a": "c"} and int(cm2["metadata"]["resourceVersion"]) > rv
+    assert cm2["metadata"]["uid"] == cm["metadata"]["uid"]
+    rc, out, err = kubectl("delete", "cm", "cm1", "-n", "team1")
+    assert rc == 0 and 'configmap "cm1" deleted' in out, err
+    rc, out, err = kubectl("get", "cm", "cm1", "-n", "team1")
+    assert rc != 0 and "NotFound" in err, err
+    rc, out, err = kubectl("delete", "ns", "team1")
+    assert rc == 0, err
+
+
+def test_errors_are_status():
+    st, _, b = http("POST", "/api/v1/namespaces/default/configmaps", b"{not json")
+    assert st == 400 and b["kind"] == "Status" and b["reason"] == "BadRequest", b
+    st, _, b = http("POST", "/api/v1/namespaces/default/configmaps", {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "x"}})
+    assert st == 400 and b["reason"] == "BadRequest", b
+    st, _, b = http("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {}})
+    assert st == 422 and b["reason"] == "Invalid" and b["details"]["causes"][0]["field"] == "metadata.name", b
+    st, _, b = http("POST", "/api/v1/namespaces/default/configmaps", b"k8s\x00", ctype="application/vnd.kubernetes.protobuf")
+    assert st == 415 and b["reason"] == "UnsupportedMediaType", b
+    st, _, b = http("POST", "/api/v1/namespaces/nope/configmaps", {"metadata": {"name": "x"}})
+    assert st == 404 and b["message"] == 'namespaces "nope" not found', b
+    st, _, b = http("GET", "/api/v1/namespaces/default/widgets")
+    assert st == 404 and b["reason"] == "NotFound", b
+    st, _, b = http("GET", "/api/v1/namespaces/default/configmaps?watch=true")
+    assert st == 405, b
+    st, _, b = http("POST", "/api/v1/namespaces/default/configmaps", b"x" * (4 << 20))
+    assert st == 413 and b["reason"] == "RequestEntityTooLarge", b
+    # stale resourceVersion on update: Conflict
+    st, _, made = http("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "c1"}, "data": {"k": "1"}})
+    assert st == 201, made
+    made["data"] = {"k": "2"}
+    st, _, upd = http("PUT", "/api/v1/namespaces/default/configmaps/c1", made)
+    assert st == 200
+    made["data"] = {"k": "3"}  # still the old resourceVersion
+    st, _, b = http("PUT", "/api/v1/namespaces/default/configmaps/c1", made)
+    assert st == 409 and b["reason"] == "Conflict" and "the object has been modified" in b["message"], b
+    # the server is still serving
+    assert http("GET", "/api/v1/namespaces/default/configmaps/c1")[0] == 200
+
+
+def test_generate_name_and_pagination():
+    for i in range(5):
+        st, _, b = http("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"generateName": "gen-"}})
+        assert st == 201 and b["metadata"]["name"].startswith("gen-") and len(b["metadata"]["name"]) == 9, b
+    names, cont, pages = [], "", 0
+    while True:
+        st, _, b = http("GET", "/api/v1/namespaces/default/configmaps?limit=2" + (f"&continue={cont}" if cont else ""))
+        assert st == 200 and b["kind"] == "ConfigMapList", b
+        names += [i["metadata"]["name"] for i in b["items"]]
+        pages += 1
+        cont = b["metadata"].get("continue")
+        if not cont:
+            break
+    assert pages >= 3 and len(names) == len(set(names)) and sum(n.startswith("gen-") for n in names) == 5
+
+
+def test_token_auth_when_configured():
+    p, port, _ = services.start_pelotond(REDIS, "--token-file=" + write_token())
+    try:
+        def get(h):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/namespaces", headers=h)
+            try:
+                return urllib.request.urlopen(req, timeout=5).status
+            except urllib.error.HTTPError as e:
+                return e.code
+        assert get({}) == 401
+        assert get({"Authorization": "Bearer wrong"}) == 401
+        assert get({"Authorization": "Bearer tok-e2e"}) == 200
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).status == 200
+    finally:
+        services.stop(p)
+
+
+def write_token():
+    path = os.path.join(services.tempdir(), "token")
+    with open(path, "w") as f:
+        f.write("tok-e2e\n")
+    return path
+
+
+def test_clean_shutdown():
+    assert services.stop(PROC) == 0, open(LOG).read()
+    assert "msg=stopped" in open(LOG).read()
+
+
+run_tests("shim-kubectl", dict(globals()))
