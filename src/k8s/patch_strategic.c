@@ -1,0 +1,459 @@
+/* Strategic merge patch for built-in kinds.
+ *
+ * Kubernetes reads each list's patchStrategy/patchMergeKey from the Go struct
+ * tags (OpenAPI x-kubernetes-patch-*). We approximate that with a static table
+ * keyed by the list's field name and, where a name means different things,
+ * the name of the field holding the object ("ports" of a container merges by
+ * containerPort, "ports" of a Service spec by port). Lists not in the table are
+ * replaced, as Kubernetes replaces lists that have no patch strategy
+ * (tolerations, taints, args, command, ...).
+ *
+ * Merged list order follows the Kubernetes design "Preserve Order in
+ * Strategic Merge Patch": items of the live list that the patch does not
+ * mention come first, in live order; then the items the patch mentions, in
+ * the order of $setElementOrder/<list> if given, else of the patch list. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errmsg.h"
+#include "patch.h"
+
+#define SMP_DELETED 1 /* smp_map: the patch asked to delete this map */
+
+#define DIR_PATCH "$patch"
+#define DIR_RETAIN "$retainKeys"
+#define DIR_ORDER "$setElementOrder/"
+#define DIR_DELPRIM "$deleteFromPrimitiveList/"
+
+static const struct smp_field {
+    const char *field, *parent; /* parent NULL: any */
+    enum patch_list_strategy strategy;
+    const char *key;
+} smp_fields[] = {
+    {"containers", NULL, PATCH_LIST_MERGE_KEY, "name"},
+    {"initContainers", NULL, PATCH_LIST_MERGE_KEY, "name"},
+    {"ephemeralContainers", NULL, PATCH_LIST_MERGE_KEY, "name"},
+    {"env", NULL, PATCH_LIST_MERGE_KEY, "name"},
+    {"volumes", NULL, PATCH_LIST_MERGE_KEY, "name"},
+    {"imagePullSecrets", NULL, PATCH_LIST_MERGE_KEY, "name"},
+    {"volumeMounts", NULL, PATCH_LIST_MERGE_KEY, "mountPath"},
+    {"volumeDevices", NULL, PATCH_LIST_MERGE_KEY, "devicePath"},
+    {"ports", "containers", PATCH_LIST_MERGE_KEY, "containerPort"},
+    {"ports", "initContainers", PATCH_LIST_MERGE_KEY, "containerPort"},
+    {"ports", "ephemeralContainers", PATCH_LIST_MERGE_KEY, "containerPort"},
+    {"ports", "spec", PATCH_LIST_MERGE_KEY, "port"}, /* Service */
+    {"conditions", NULL, PATCH_LIST_MERGE_KEY, "type"},
+    {"addresses", "status", PATCH_LIST_MERGE_KEY, "type"}, /* Node */
+    {"hostAliases", NULL, PATCH_LIST_MERGE_KEY, "ip"},
+    {"topologySpreadConstraints", NULL, PATCH_LIST_MERGE_KEY, "topologyKey"},
+    {"resourceClaims", NULL, PATCH_LIST_MERGE_KEY, "name"},
+    {"schedulingGates", NULL, PATCH_LIST_MERGE_KEY, "name"},
+    {"podIPs", NULL, PATCH_LIST_MERGE_KEY, "ip"},
+    {"hostIPs", NULL, PATCH_LIST_MERGE_KEY, "ip"},
+    {"ownerReferences", "metadata", PATCH_LIST_MERGE_KEY, "uid"},
+    {"finalizers", "metadata", PATCH_LIST_MERGE_SCALAR, NULL},
+    {"podCIDRs", "spec", PATCH_LIST_MERGE_SCALAR, NULL}, /* Node */
+};
+
+enum patch_list_strategy patch_list_strategy(const char *parent, const char *field, const char **merge_key) {
+    if (merge_key) *merge_key = NULL;
+    for (size_t i = 0; field && i < sizeof smp_fields / sizeof smp_fields[0]; i++) {
+        const struct smp_field *f = &smp_fields[i];
+        if (strcmp(f->field, field) || (f->parent && (!parent || strcmp(f->parent, parent)))) continue;
+        if (merge_key) *merge_key = f->key;
+        return f->strategy;
+    }
+    return PATCH_LIST_REPLACE;
+}
+
+struct smp {
+    char *err;
+    size_t errlen;
+};
+
+static bool is_directive(const char *k) {
+    return !strcmp(k, DIR_PATCH) || !strcmp(k, DIR_RETAIN) || !strncmp(k, DIR_ORDER, strlen(DIR_ORDER)) ||
+           !strncmp(k, DIR_DELPRIM, strlen(DIR_DELPRIM));
+}
+
+static int smp_map(json_t *dst, const json_t *patch, const char *parent, int depth, struct smp *s);
+
+/* The identity of a list element: its merge key's value, or itself. */
+static const json_t *elem_id(const json_t *e, const char *key) { return key ? json_object_get(e, key) : e; }
+
+/* Position of the element whose identity equals id, or -1. */
+static long id_index(const json_t *list, const json_t *id, const char *key) {
+    for (size_t i = 0; id && i < json_array_size(list); i++)
+        if (patch_value_equal(elem_id(json_array_get(list, i), key), id)) return (long)i;
+    return -1;
+}
+
+/* Kubernetes' normalizeElementOrder: the merged list dst is split into the
+ * items named by `by` (the $setElementOrder list, else the patch list) and
+ * server-only items. Named items are ordered as in `by`; server-only items
+ * keep their order; the two are then interleaved by their positions in the
+ * live list `live` (mergeSortedSlice): a server-only item goes before the next
+ * named item only when both were in the live list and it came first there. */
+static int smp_reorder(json_t *dst, const json_t *by, const json_t *live, const char *key, struct smp *s) {
+    size_t n = json_array_size(dst);
+    if (n < 2) return 0;
+    json_t **named = malloc(n * sizeof *named), **server = malloc(n * sizeof *server);
+    long *rank = malloc(n * sizeof *rank);
+    if (!named || !server || !rank) {
+        free(named);
+        free(server);
+        free(rank);
+        return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+    }
+    size_t nn = 0, ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(dst, i);
+        long r = id_index(by, elem_id(e, key), key);
+        if (r < 0) {
+            server[ns++] = json_incref(e);
+            continue;
+        }
+        size_t j = nn++; /* insertion sort by rank keeps equal ranks stable */
+        while (j > 0 && rank[j - 1] > r) {
+            named[j] = named[j - 1];
+            rank[j] = rank[j - 1];
+            j--;
+        }
+        named[j] = json_incref(e);
+        rank[j] = r;
+    }
+    size_t i = 0, j = 0, k = 0;
+    int rc = 0;
+    while (k < n) {
+        json_t *pick;
+        if (i < ns && j < nn) {
+            long li = id_index(live, elem_id(server[i], key), key);
+            long ri = id_index(live, elem_id(named[j], key), key);
+            pick = (li >= 0 && ri >= 0 && li < ri) ? server[i++] : named[j++];
+        } else {
+            pick = i < ns ? server[i++] : named[j++];
+        }
+        if (json_array_set(dst, k++, pick)) rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+    }
+    for (i = 0; i < ns; i++) json_decref(server[i]);
+    for (j = 0; j < nn; j++) json_decref(named[j]);
+    free(named);
+    free(server);
+    free(rank);
+    return rc;
+}
+
+/* validatePatchWithSetOrderList: the patch list's items (directives aside)
+ * must appear in the $setElementOrder list, in the same relative order. */
+static int smp_check_order(const json_t *patch, const json_t *order, const char *field, const char *key,
+                           struct smp *s) {
+    size_t pi = 0, oi = 0, np = json_array_size(patch), no = json_array_size(order);
+    if (np == 0 || no == 0) return 0;
+    while (pi < np && oi < no) {
+        const json_t *e = json_array_get(patch, pi);
+        if (key && json_object_get(e, DIR_PATCH)) {
+            pi++;
+            continue;
+        }
+        if (patch_value_equal(elem_id(e, key), elem_id(json_array_get(order, oi), key))) pi++;
+        oi++;
+    }
+    while (key && pi < np && json_object_get(json_array_get(patch, pi), DIR_PATCH)) pi++;
+    if (pi < np)
+        return core_fail(s->err, s->errlen, -EINVAL,
+                         "the order in patch list \"%s\" doesn't match %s%s list", field, DIR_ORDER, field);
+    return 0;
+}
+
+/* Removes from dst every element equal to one in vals (scalar lists). */
+static void smp_delete_values(json_t *dst, const json_t *vals) {
+    for (size_t i = json_array_size(dst); i-- > 0;) {
+        for (size_t j = 0; j < json_array_size(vals); j++) {
+            if (patch_value_equal(json_array_get(dst, i), json_array_get(vals, j))) {
+                json_array_remove(dst, i);
+                break;
+            }
+        }
+    }
+}
+
+static int smp_list_scalars(json_t *dst, const json_t *patch, const json_t *order, const char *field,
+                            struct smp *s) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(patch, i, e) {
+        if (json_is_object(e) || json_is_array(e))
+            return core_fail(s->err, s->errlen, -EINVAL, "list \"%s\": cannot merge lists without merge key", field);
+    }
+    if (order && smp_check_order(patch, order, field, NULL, s)) return -EINVAL;
+    json_t *live = json_copy(dst);
+    if (!live) return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+    /* union: dst first, then new patch values, each value once */
+    for (i = 0; i < json_array_size(dst);) {
+        if (id_index(dst, json_array_get(dst, i), NULL) < (long)i) json_array_remove(dst, i);
+        else i++;
+    }
+    int rc = 0;
+    json_array_foreach(patch, i, e) {
+        if (id_index(dst, e, NULL) < 0 && json_array_append_new(dst, json_deep_copy(e))) {
+            rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+            break;
+        }
+    }
+    if (rc == 0) rc = smp_reorder(dst, order ? order : patch, live, NULL, s);
+    json_decref(live);
+    return rc;
+}
+
+static int smp_list_maps(json_t *dst, const json_t *patch, const json_t *order, const char *field,
+                         const char *key, int depth, struct smp *s) {
+    size_t i;
+    json_t *e;
+    bool replace = false;
+    if (order && smp_check_order(patch, order, field, key, s)) return -EINVAL;
+    json_t *live = json_copy(dst);
+    if (!live) return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+    int rc = 0;
+    json_array_foreach(patch, i, e) { /* special elements first, as Kubernetes does */
+        const json_t *d = json_object_get(e, DIR_PATCH);
+        if (!d) continue;
+        const char *dir = json_string_value(d);
+        if (dir && !strcmp(dir, "delete")) {
+            const json_t *kv = json_object_get(e, key);
+            if (!kv) {
+                rc = core_fail(s->err, s->errlen, -EINVAL,
+                               "list \"%s\": map does not contain declared merge key: %s", field, key);
+                break;
+            }
+            for (size_t j = json_array_size(dst); j-- > 0;)
+                if (patch_value_equal(json_object_get(json_array_get(dst, j), key), kv)) json_array_remove(dst, j);
+        } else if (dir && !strcmp(dir, "replace")) {
+            replace = true;
+        } else if (dir && !strcmp(dir, "merge")) {
+            rc = core_fail(s->err, s->errlen, -EINVAL,
+                           "list \"%s\": merging lists cannot yet be specified in the patch", field);
+            break;
+        } else {
+            rc = core_fail(s->err, s->errlen, -EINVAL,
+                           "list \"%s\": unknown patch type: %s", field, dir ? dir : "(not a string)");
+            break;
+        }
+    }
+    if (replace) json_array_clear(dst);
+    json_t *named = rc ? NULL : json_array(); /* patch elements other than directives */
+    if (!rc && !named) rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+    if (rc == 0) json_array_foreach(patch, i, e) {
+        if (json_object_get(e, DIR_PATCH)) continue;
+        const json_t *kv = json_object_get(e, key);
+        if (!kv) {
+            rc = core_fail(s->err, s->errlen, -EINVAL,
+                           "list \"%s\": map does not contain declared merge key: %s", field, key);
+            break;
+        }
+        long at = id_index(dst, kv, key);
+        json_t *slot = at >= 0 ? json_array_get(dst, (size_t)at) : json_object();
+        if (at < 0 && (!slot || json_array_append_new(dst, slot))) {
+            rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+            break;
+        }
+        if ((rc = smp_map(slot, e, field, depth + 1, s)) != 0) break;
+        if (json_array_append(named, e)) {
+            rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+            break;
+        }
+    }
+    if (rc == 0) rc = smp_reorder(dst, order ? order : named, replace ? dst : live, key, s);
+    json_decref(named);
+    json_decref(live);
+    return rc;
+}
+
+/* Merges list patch into dst (owned array) for list `field` whose holder is
+ * the value of `parent`; order is $setElementOrder/<field> or NULL. */
+static int smp_list(json_t *dst, const json_t *patch, const json_t *order, const char *field, const char *parent,
+                    int depth, struct smp *s) {
+    if (depth >= PATCH_MAX_DEPTH)
+        return core_fail(s->err, s->errlen, -E2BIG, "patch is nested deeper than %d levels", PATCH_MAX_DEPTH);
+    if (json_array_size(dst) > PATCH_MAX_LIST || json_array_size(patch) > PATCH_MAX_LIST ||
+        json_array_size(order) > PATCH_MAX_LIST)
+        return core_fail(s->err, s->errlen, -E2BIG, "list \"%s\" has more than %d elements", field, PATCH_MAX_LIST);
+    if (order && !json_is_array(order))
+        return core_fail(s->err, s->errlen, -EINVAL,
+                         "invalid patch format of setElementOrder list: %s%s must be a list", DIR_ORDER, field);
+    const char *key;
+    enum patch_list_strategy st = patch_list_strategy(parent, field, &key);
+    size_t nobj = 0, i;
+    json_t *e;
+    json_array_foreach(dst, i, e) nobj += json_is_object(e);
+    json_array_foreach(patch, i, e) nobj += json_is_object(e);
+    if (st == PATCH_LIST_MERGE_KEY && nobj > 0) {
+        if (nobj != json_array_size(dst) + json_array_size(patch))
+            return core_fail(s->err, s->errlen, -EINVAL, "list \"%s\": list element types are not identical", field);
+        json_array_foreach(order, i, e) {
+            if (!json_object_get(e, key))
+                return core_fail(s->err, s->errlen, -EINVAL,
+                                 "%s%s: map does not contain declared merge key: %s", DIR_ORDER, field, key);
+        }
+        return smp_list_maps(dst, patch, order, field, key, depth, s);
+    }
+    if (nobj > 0)
+        return core_fail(s->err, s->errlen, -EINVAL, "list \"%s\": cannot merge lists without merge key", field);
+    return smp_list_scalars(dst, patch, order, field, s);
+}
+
+/* The value for a key absent from dst (or of another type there): the patch
+ * value merged into an empty container, so directives and nulls inside it are
+ * applied rather than stored. Returns 0 with *out (NULL: store nothing). */
+static int smp_fresh(const json_t *pv, const json_t *order, const char *field, const char *parent, int depth,
+                     struct smp *s, json_t **out) {
+    *out = NULL;
+    int rc = 0;
+    if (json_is_object(pv)) {
+        json_t *m = json_object();
+        if (!m) return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+        rc = smp_map(m, pv, field, depth + 1, s);
+        if (rc == 0) *out = m;
+        else json_decref(m);
+        return rc == SMP_DELETED ? 0 : rc;
+    }
+    if (json_is_array(pv) && patch_list_strategy(parent, field, NULL) != PATCH_LIST_REPLACE) {
+        json_t *a = json_array();
+        if (!a) return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+        if ((rc = smp_list(a, pv, order, field, parent, depth + 1, s)) != 0) json_decref(a);
+        else *out = a;
+        return rc;
+    }
+    if (!(*out = json_deep_copy(pv))) return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+    return 0;
+}
+
+static bool str_in(const json_t *list, const char *k) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        if (!strcmp(json_string_value(e), k)) return true;
+    }
+    return false;
+}
+
+/* applyRetainKeysDirective: every field the patch sets must be listed; the
+ * fields of dst not listed are cleared before the merge. */
+static int smp_retain(json_t *dst, const json_t *keys, const json_t *patch, struct smp *s) {
+    size_t i;
+    json_t *e;
+    if (!json_is_array(keys))
+        return core_fail(s->err, s->errlen, -EINVAL, "invalid patch format of retainKeys: not a list");
+    json_array_foreach(keys, i, e) {
+        if (!json_is_string(e))
+            return core_fail(s->err, s->errlen, -EINVAL,
+                             "invalid patch format of retainKeys: not a list of strings");
+    }
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach((json_t *)patch, k, v) {
+        if (json_is_null(v) || is_directive(k)) continue;
+        if (!str_in(keys, k))
+            return core_fail(s->err, s->errlen, -EINVAL,
+                             "invalid patch format of retainKeys: field \"%s\" is not retained", k);
+    }
+    json_object_foreach_safe(dst, tmp, k, v) {
+        if (!str_in(keys, k)) json_object_del(dst, k);
+    }
+    return 0;
+}
+
+/* Merges patch (an object) into dst (an owned object) in place; parent names
+ * the field whose value dst is. Returns 0, SMP_DELETED or a negative code. */
+static int smp_map(json_t *dst, const json_t *patch, const char *parent, int depth, struct smp *s) {
+    if (depth >= PATCH_MAX_DEPTH)
+        return core_fail(s->err, s->errlen, -E2BIG, "patch is nested deeper than %d levels", PATCH_MAX_DEPTH);
+    const json_t *d = json_object_get(patch, DIR_PATCH);
+    if (d) {
+        const char *dir = json_string_value(d);
+        if (dir && !strcmp(dir, "delete")) return SMP_DELETED;
+        if (!dir || strcmp(dir, "replace"))
+            return core_fail(s->err, s->errlen, -EINVAL,
+                             "unknown patch type: %s in map \"%s\"", dir ? dir : "(not a string)", parent);
+        json_object_clear(dst);
+    }
+    const json_t *rk = json_object_get(patch, DIR_RETAIN);
+    int rc;
+    if (rk && (rc = smp_retain(dst, rk, patch, s))) return rc;
+    const char *k;
+    json_t *pv;
+    json_object_foreach((json_t *)patch, k, pv) {
+        if (strncmp(k, DIR_DELPRIM, strlen(DIR_DELPRIM))) continue;
+        if (!json_is_array(pv)) return core_fail(s->err, s->errlen, -EINVAL, "%s must be a list", k);
+        json_t *cur = json_object_get(dst, k + strlen(DIR_DELPRIM));
+        if (json_is_array(cur)) smp_delete_values(cur, pv);
+    }
+    json_object_foreach((json_t *)patch, k, pv) {
+        if (is_directive(k)) continue;
+        if (json_is_null(pv)) {
+            json_object_del(dst, k);
+            continue;
+        }
+        char okey[sizeof DIR_ORDER + 256];
+        const json_t *order = NULL;
+        if (strlen(k) < 256) {
+            snprintf(okey, sizeof okey, "%s%s", DIR_ORDER, k);
+            order = json_object_get(patch, okey);
+        }
+        json_t *cur = json_object_get(dst, k);
+        if (json_is_object(cur) && json_is_object(pv)) {
+            rc = smp_map(cur, pv, k, depth + 1, s);
+            if (rc == SMP_DELETED) {
+                json_object_del(dst, k);
+                rc = 0;
+            }
+        } else if (json_is_array(cur) && json_is_array(pv) &&
+                   patch_list_strategy(parent, k, NULL) != PATCH_LIST_REPLACE) {
+            rc = smp_list(cur, pv, order, k, parent, depth + 1, s);
+        } else {
+            json_t *v;
+            rc = smp_fresh(pv, order, k, parent, depth, s, &v);
+            if (rc == 0 && !v) json_object_del(dst, k);
+            else if (rc == 0 && json_object_set_new(dst, k, v))
+                rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+        }
+        if (rc) return rc;
+    }
+    json_object_foreach((json_t *)patch, k, pv) { /* $setElementOrder without a patch list: reorder only */
+        if (strncmp(k, DIR_ORDER, strlen(DIR_ORDER))) continue;
+        const char *field = k + strlen(DIR_ORDER);
+        json_t *cur = json_object_get(dst, field);
+        if (json_is_array(json_object_get(patch, field)) || !json_is_array(cur) ||
+            patch_list_strategy(parent, field, NULL) == PATCH_LIST_REPLACE)
+            continue;
+        json_t *empty = json_array();
+        rc = empty ? smp_list(cur, empty, pv, field, parent, depth + 1, s)
+                   : core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+        json_decref(empty);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int patch_strategic(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    struct smp s = {err, errlen};
+    if (!json_is_object(patch))
+        return core_fail(s.err, s.errlen, -EINVAL, "strategic merge patch must be a JSON object");
+    json_t *dst = json_is_object(target) ? json_deep_copy(target) : json_object();
+    if (!dst) return core_fail(s.err, s.errlen, -ENOMEM, "out of memory");
+    int rc = smp_map(dst, patch, "", 0, &s);
+    if (rc == SMP_DELETED) {
+        json_object_clear(dst);
+        rc = 0;
+    }
+    if (rc) {
+        json_decref(dst);
+        return rc;
+    }
+    *out = dst;
+    return 0;
+}
