@@ -2,12 +2,16 @@
 #include "shim.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
-#define VERBS "create", "delete", "get", "list", "update"
+#include "patch.h"
+#include "selector.h"
+
+#define VERBS "create", "delete", "get", "list", "patch", "update"
 #define AGGREGATED_CT "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 #define MAX_SEGMENTS 8
 
@@ -80,7 +84,7 @@ static void store_error(struct shim *s, struct http_response *resp, int rc, cons
 
 /* ---- discovery ---- */
 
-static json_t *verbs_json(void) { return json_pack("[sssss]", VERBS); }
+static json_t *verbs_json(void) { return json_pack("[ssssss]", VERBS); }
 
 static bool wants_aggregated(const struct http_request *req) {
     return strstr(req->accept, "as=APIGroupDiscoveryList") != NULL;
@@ -369,23 +373,69 @@ static void do_get(struct shim *s, const struct shim_resource *r, const char *ns
     else shim_json(resp, 200, with_type(r, out));
 }
 
+/* Selectors from the query; false after an error reply. */
+static bool parse_selectors(const struct shim_resource *r, const struct http_request *req, struct labelsel **ls,
+                            struct fieldsel **fs, struct http_response *resp) {
+    char err[512];
+    const char *l = http_req_arg(req, "labelSelector"), *f = http_req_arg(req, "fieldSelector");
+    *ls = NULL;
+    *fs = NULL;
+    if (l && l[0] && labelsel_parse(l, ls, err, sizeof err)) {
+        shim_status(resp, 400, "BadRequest", NULL, "unable to parse requirement: %s", err);
+        return false;
+    }
+    if (f && f[0] && fieldsel_parse(r->plural, f, fs, err, sizeof err)) {
+        shim_status(resp, 400, "BadRequest", NULL, "%s", err);
+        labelsel_free(*ls);
+        *ls = NULL;
+        return false;
+    }
+    return true;
+}
+
+static bool selected(const struct labelsel *ls, const struct fieldsel *fs, const json_t *obj) {
+    if (ls && !labelsel_match(ls, json_object_get(json_object_get(obj, "metadata"), "labels"))) return false;
+    return !fs || fieldsel_match(fs, obj);
+}
+
+/* With selectors, store pages are filtered until `limit` items matched (a
+ * page may then hold up to one store page more than limit) or the list ends. */
 static void do_list(struct shim *s, const struct shim_resource *r, const char *ns, const struct http_request *req,
                     struct http_response *resp) {
     if (http_req_arg_bool(req, "watch")) {
         shim_status(resp, 405, "MethodNotAllowed", details(r, NULL), "watch is not supported by this server yet");
         return;
     }
-    const char *ls = http_req_arg(req, "labelSelector"), *fs = http_req_arg(req, "fieldSelector");
-    if ((ls && ls[0]) || (fs && fs[0])) {
-        shim_status(resp, 400, "BadRequest", NULL, "label and field selectors are not supported by this server yet");
-        return;
-    }
+    struct labelsel *ls;
+    struct fieldsel *fs;
+    if (!parse_selectors(r, req, &ls, &fs, resp)) return;
     const char *lim = http_req_arg(req, "limit"), *cont = http_req_arg(req, "continue");
     long long limit = lim ? atoll(lim) : 0;
     if (limit < 0) limit = 0;
-    struct store_list l = {0};
-    int rc = store_list(s->st, r->store_key, r->namespaced ? ns : "", (size_t)limit, cont, &l);
+    json_t *items = json_array();
+    uint64_t list_rv = 0, remaining = 0;
+    char *token = cont && cont[0] ? strdup(cont) : NULL;
+    int rc = 0;
+    for (int pages = 0; pages < 100000; pages++) {
+        struct store_list l = {0};
+        rc = store_list(s->st, r->store_key, r->namespaced ? ns : "", (size_t)limit, token, &l);
+        free(token);
+        token = NULL;
+        if (rc) break;
+        if (!pages) list_rv = l.resource_version;
+        size_t i;
+        json_t *it;
+        json_array_foreach(l.items, i, it) if (selected(ls, fs, it)) json_array_append(items, with_type(r, it));
+        token = l.continue_token;
+        l.continue_token = NULL;
+        remaining = l.remaining;
+        store_list_free(&l);
+        if (!token || (limit && json_array_size(items) >= (size_t)limit)) break;
+    }
+    labelsel_free(ls);
+    fieldsel_free(fs);
     if (rc) {
+        json_decref(items);
         if (rc == -ESTALE)
             shim_status(resp, 410, "Expired", NULL, "The provided continue parameter is too old to display a "
                         "consistent list result. You can start a new list without the continue parameter.");
@@ -393,20 +443,96 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
         return;
     }
     char rv[32], av[300], kind[128];
-    snprintf(rv, sizeof rv, "%llu", (unsigned long long)l.resource_version);
+    snprintf(rv, sizeof rv, "%llu", (unsigned long long)list_rv);
     snprintf(kind, sizeof kind, "%sList", r->kind);
     json_t *md = json_pack("{s:s}", "resourceVersion", rv);
-    if (l.continue_token) {
-        json_object_set_new(md, "continue", json_string(l.continue_token));
-        json_object_set_new(md, "remainingItemCount", json_integer((json_int_t)l.remaining));
+    if (token) {
+        json_object_set_new(md, "continue", json_string(token));
+        if (!http_req_arg(req, "labelSelector") && !http_req_arg(req, "fieldSelector"))
+            json_object_set_new(md, "remainingItemCount", json_integer((json_int_t)remaining));
+        free(token);
     }
-    size_t i;
-    json_t *it;
-    json_array_foreach(l.items, i, it) with_type(r, it);
-    json_t *list = json_pack("{s:s, s:s, s:o, s:O}", "kind", kind, "apiVersion", api_version_of(r, av, sizeof av),
-                             "metadata", md, "items", l.items);
-    store_list_free(&l);
-    shim_json(resp, 200, list);
+    shim_json(resp, 200, json_pack("{s:s, s:s, s:o, s:o}", "kind", kind, "apiVersion",
+                                   api_version_of(r, av, sizeof av), "metadata", md, "items", items));
+}
+
+/* PATCH: read, apply, write back with the read resourceVersion; a concurrent
+ * write is retried a few times, as kube-apiserver does. apply-patch (server-
+ * side apply) creates a missing object and otherwise merges (no managedFields). */
+static void do_patch(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                     const struct http_request *req, struct http_response *resp) {
+    const char *ct = req->content_type;
+    int (*apply)(const json_t *, const json_t *, json_t **, char *, size_t) = NULL;
+    bool server_side_apply = false;
+    if (!strncmp(ct, "application/merge-patch+json", 28)) apply = patch_merge;
+    else if (!strncmp(ct, "application/json-patch+json", 27)) apply = patch_json;
+    else if (!strncmp(ct, "application/strategic-merge-patch+json", 38)) apply = patch_strategic;
+    else if (!strncmp(ct, "application/apply-patch+yaml", 28)) apply = patch_merge, server_side_apply = true;
+    if (!apply) {
+        shim_status(resp, 415, "UnsupportedMediaType", NULL,
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, "
+                    "application/strategic-merge-patch+json, application/apply-patch+yaml");
+        return;
+    }
+    json_error_t je;
+    json_t *patch = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!patch) {
+        shim_status(resp, 400, "BadRequest", NULL, "the patch could not be decoded: %s", je.text);
+        return;
+    }
+    const char *ns_ = r->namespaced ? ns : "";
+    for (int attempt = 0; attempt < 5; attempt++) {
+        json_t *cur = NULL, *next = NULL, *out = NULL;
+        int rc = store_get(s->st, r->store_key, ns_, name, &cur);
+        if (rc == -ENOENT && server_side_apply) {
+            json_decref(patch);
+            struct http_request creq = *req;
+            creq.content_type = "application/json";
+            do_create(s, r, ns, &creq, resp);
+            return;
+        }
+        if (rc) {
+            store_error(s, resp, rc, r, name);
+            break;
+        }
+        char err[512] = "";
+        rc = apply(cur, patch, &next, err, sizeof err);
+        if (rc) {
+            json_decref(cur);
+            if (rc == -EINVAL) shim_status(resp, 400, "BadRequest", NULL, "%s", err);
+            else if (rc == -E2BIG) shim_status(resp, 413, "RequestEntityTooLarge", NULL, "%s", err);
+            else {
+                /* Invalid names the Kind, and kubectl prints the causes */
+                json_t *d = json_pack("{s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "name", name, "group", r->group, "kind",
+                                      r->kind, "causes", "reason", "FieldValueInvalid", "message", err, "field",
+                                      "patch");
+                shim_status(resp, 422, "Invalid", d, "%s \"%s\" is invalid: patch: %s", r->kind, name, err);
+            }
+            break;
+        }
+        json_t *md = json_object_get(next, "metadata");
+        const char *nname = json_string_value(json_object_get(md, "name"));
+        if (!json_is_object(next) || !json_is_object(md) || !nname || strcmp(nname, name) != 0) {
+            shim_status(resp, 422, "Invalid", details(r, name), "%s \"%s\" is invalid: metadata.name: the patch "
+                        "must not change or remove the name", r->kind, name);
+            json_decref(cur);
+            json_decref(next);
+            break;
+        }
+        /* compare-and-set on what was read, unless the patch set a resourceVersion itself */
+        const char *prv = json_string_value(json_object_get(json_object_get(patch, "metadata"), "resourceVersion"));
+        if (!prv) json_object_set(md, "resourceVersion", json_object_get(json_object_get(cur, "metadata"), "resourceVersion"));
+        with_type(r, next);
+        rc = store_update(s->st, r->store_key, ns_, next, &out, NULL);
+        json_decref(cur);
+        json_decref(next);
+        if (rc == STORE_ECONFLICT && !prv && attempt < 4) continue;
+        if (rc) store_error(s, resp, rc, r, name);
+        else shim_json(resp, 200, with_type(r, out));
+        break;
+    }
+    json_decref(patch);
 }
 
 /* ---- routing ---- */
@@ -464,6 +590,10 @@ static void route_resource(struct shim *s, const char *group, const char *versio
     case HTTP_DELETE:
         if (coll) break;
         do_delete(s, r, ns, name, req, resp);
+        return;
+    case HTTP_PATCH:
+        if (coll) break;
+        do_patch(s, r, ns, name, req, resp);
         return;
     default:
         break;

@@ -140,6 +140,67 @@ def test_generate_name_and_pagination():
     assert pages >= 3 and len(names) == len(set(names)) and sum(n.startswith("gen-") for n in names) == 5
 
 
+POD = """apiVersion: v1
+kind: Pod
+metadata: {name: web-1, namespace: default, labels: {app: web, tier: front}}
+spec:
+  nodeName: node-a
+  containers:
+  - {name: app, image: nginx, env: [{name: A, value: "1"}, {name: B, value: "2"}]}
+  - {name: sidecar, image: envoy}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db-1, namespace: default, labels: {app: db}}
+spec:
+  containers: [{name: db, image: postgres}]
+"""
+
+
+def test_label_patch_and_selectors():
+    rc, out, err = kubectl("create", "-f", "-", "--validate=false", stdin=POD)
+    assert rc == 0, err
+    rc, out, err = kubectl("label", "pod", "db-1", "tier=back")
+    assert rc == 0 and "labeled" in out, err
+    rc, out, err = kubectl("get", "pods", "-l", "tier in (front,back),app!=cache", "-o", "name")
+    assert rc == 0 and sorted(out.split()) == ["pod/db-1", "pod/web-1"], (out, err)
+    rc, out, err = kubectl("get", "pods", "-l", "app=web", "-o", "name")
+    assert out.split() == ["pod/web-1"], (out, err)
+    rc, out, err = kubectl("get", "pods", "--field-selector", "spec.nodeName=node-a", "-o", "name")
+    assert rc == 0 and out.split() == ["pod/web-1"], (out, err)
+    rc, out, err = kubectl("get", "pods", "--field-selector", "spec.nodeName=", "-o", "name")
+    assert out.split() == ["pod/db-1"], (out, err)  # unbound pods
+    rc, out, err = kubectl("get", "pods", "--field-selector", "spec.bogus=1")
+    assert rc != 0 and "field label not supported: spec.bogus" in err, err
+    rc, out, err = kubectl("get", "pods", "-l", "app in (a")
+    assert rc != 0, err
+    # strategic merge: one env entry of one container, by merge key
+    rc, out, err = kubectl("patch", "pod", "web-1", "--type", "strategic", "-p",
+                           '{"spec":{"containers":[{"name":"app","env":[{"name":"B","value":"3"}]}]}}')
+    assert rc == 0, err
+    pod = json.loads(kubectl("get", "pod", "web-1", "-o", "json")[1])
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["app", "sidecar"]
+    assert {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]} == {"A": "1", "B": "3"}
+    rc, out, err = kubectl("patch", "pod", "web-1", "--type", "merge", "-p", '{"metadata":{"annotations":{"x":"y"}}}')
+    assert rc == 0, err
+    rc, out, err = kubectl("patch", "pod", "web-1", "--type", "json", "-p",
+                           '[{"op":"test","path":"/metadata/annotations/x","value":"y"},'
+                           '{"op":"remove","path":"/spec/containers/1"}]')
+    assert rc == 0, err
+    pod = json.loads(kubectl("get", "pod", "web-1", "-o", "json")[1])
+    assert pod["metadata"]["annotations"] == {"x": "y"} and len(pod["spec"]["containers"]) == 1
+    rc, out, err = kubectl("patch", "pod", "web-1", "--type", "json", "-p",
+                           '[{"op":"test","path":"/metadata/annotations/x","value":"nope"}]')
+    assert rc != 0 and 'The Pod "web-1" is invalid' in err and "patch:" in err, err
+    st, _, b = http("PATCH", "/api/v1/namespaces/default/pods/web-1", {"a": 1}, ctype="text/plain")
+    assert st == 415 and b["reason"] == "UnsupportedMediaType", b
+    st, _, b = http("PATCH", "/api/v1/namespaces/default/pods/web-1", {"metadata": {"name": "other"}},
+                    ctype="application/merge-patch+json")
+    assert st == 422, b
+    st, _, b = http("PATCH", "/api/v1/namespaces/default/pods/nope", {}, ctype="application/merge-patch+json")
+    assert st == 404 and b["message"] == 'pods "nope" not found', b
+
+
 def test_token_auth_when_configured():
     p, port, _ = services.start_pelotond(REDIS, "--token-file=" + write_token())
     try:
