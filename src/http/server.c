@@ -18,6 +18,21 @@ struct http_server {
     bool stopping;
 };
 
+struct chunk {
+    struct chunk *next;
+    size_t len;                /* bytes of data, after the framing room */
+    unsigned char buf[];       /* LWS_PRE + 16 bytes of room, then data, then "\r\n" */
+};
+
+struct http_stream {
+    struct lws *wsi;
+    struct chunk *head, *tail;
+    size_t buffered, max_buffer;
+    bool ended, closing, final_sent;
+    http_stream_close_fn on_close;
+    void *ud;
+};
+
 /* Per-connection state; reset at each request (keep-alive reuses it). */
 struct http_conn {
     char *path;
@@ -34,9 +49,29 @@ struct http_conn {
     unsigned char *out; /* LWS_PRE headroom + body */
     size_t out_len, out_sent;
     bool close_after;
+    struct http_stream *stream;
 };
 
+static void stream_free(struct http_stream *st) {
+    while (st->head) {
+        struct chunk *c = st->head;
+        st->head = c->next;
+        free(c);
+    }
+    free(st);
+}
+
+/* Ends a stream's life: tell its owner once, then free it. */
+static void stream_closed(struct http_conn *c) {
+    struct http_stream *st = c->stream;
+    if (!st) return;
+    c->stream = NULL;
+    if (st->on_close) st->on_close(st->ud);
+    stream_free(st);
+}
+
 static void conn_reset(struct http_conn *c) {
+    stream_closed(c);
     free(c->path);
     free(c->args_buf);
     free(c->body);
@@ -165,9 +200,14 @@ static int dispatch(struct lws *wsi, struct http_conn *c) {
         .authorization = c->authorization,
         .body = c->body ? c->body : "",
         .body_len = c->body_len,
+        .conn = wsi,
     };
     struct http_response resp = {.status = 200, .content_type = "application/json"};
     s->cfg.handler(s->cfg.ud, &req, &resp);
+    if (c->stream) { /* the handler opened a stream: headers are out, data comes later */
+        free(resp.body);
+        return 0;
+    }
     return respond(wsi, c, resp.status, resp.content_type ? resp.content_type : "application/json", resp.body,
                    resp.body ? resp.body_len : 0);
 }
@@ -221,6 +261,94 @@ static int on_request(struct lws *wsi, struct http_conn *c) {
     return dispatch(wsi, c);
 }
 
+/* One chunk per writeable callback (lws allows one write each). */
+static int stream_writeable(struct lws *wsi, struct http_conn *c) {
+    struct http_stream *st = c->stream;
+    if (st->closing) return -1;
+    struct chunk *ch = st->head;
+    if (ch) {
+        /* frame "<hex>\r\n<data>\r\n" in place: the hex goes just before the data */
+        char hex[20];
+        int hl = snprintf(hex, sizeof hex, "%zx\r\n", ch->len);
+        unsigned char *data = ch->buf + LWS_PRE + 16;
+        unsigned char *start = data - hl;
+        memcpy(start, hex, (size_t)hl);
+        size_t n = (size_t)hl + ch->len + 2;
+        if (lws_write(wsi, start, n, LWS_WRITE_HTTP) != (int)n) return -1;
+        st->head = ch->next;
+        if (!st->head) st->tail = NULL;
+        st->buffered -= ch->len;
+        free(ch);
+        if (st->head || st->ended) lws_callback_on_writable(wsi);
+        return 0;
+    }
+    if (st->ended && !st->final_sent) {
+        unsigned char buf[LWS_PRE + 8];
+        memcpy(buf + LWS_PRE, "0\r\n\r\n", 5);
+        st->final_sent = true;
+        if (lws_write(wsi, buf + LWS_PRE, 5, LWS_WRITE_HTTP_FINAL) != 5) return -1;
+        stream_closed(c);
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+    }
+    return 0;
+}
+
+struct http_stream *http_stream_start(const struct http_request *req, int status, const char *content_type,
+                                      size_t max_buffer, http_stream_close_fn on_close, void *ud) {
+    struct lws *wsi = req->conn;
+    struct http_conn *c = lws_wsi_user(wsi);
+    if (!c || c->stream) return NULL;
+    struct http_stream *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    unsigned char buf[LWS_PRE + 512], *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
+    if (lws_add_http_header_status(wsi, (unsigned int)status, &p, end) ||
+        lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, (const unsigned char *)content_type,
+                                     (int)strlen(content_type), &p, end) ||
+        lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING, (const unsigned char *)"chunked", 7, &p,
+                                     end) ||
+        lws_finalize_write_http_header(wsi, start, &p, end)) {
+        free(st);
+        return NULL;
+    }
+    lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0); /* a watch may idle for long */
+    st->wsi = wsi;
+    st->max_buffer = max_buffer ? max_buffer : (16u << 20);
+    st->on_close = on_close;
+    st->ud = ud;
+    c->stream = st;
+    return st;
+}
+
+int http_stream_write(struct http_stream *st, const char *data, size_t len) {
+    if (st->closing || st->ended) return -EPIPE;
+    if (len == 0) return 0;
+    if (st->buffered + len > st->max_buffer) { /* slow consumer: close, it will re-list */
+        st->closing = true;
+        lws_callback_on_writable(st->wsi);
+        return -ENOBUFS;
+    }
+    struct chunk *ch = malloc(sizeof *ch + LWS_PRE + 16 + len + 2);
+    if (!ch) return -ENOMEM;
+    ch->next = NULL;
+    ch->len = len;
+    memcpy(ch->buf + LWS_PRE + 16, data, len);
+    memcpy(ch->buf + LWS_PRE + 16 + len, "\r\n", 2);
+    if (st->tail) st->tail->next = ch;
+    else st->head = ch;
+    st->tail = ch;
+    st->buffered += len;
+    lws_callback_on_writable(st->wsi);
+    return 0;
+}
+
+void http_stream_end(struct http_stream *st) {
+    if (st->ended) return;
+    st->ended = true;
+    lws_callback_on_writable(st->wsi);
+}
+
+size_t http_stream_buffered(const struct http_stream *st) { return st->buffered; }
+
 static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
     struct http_conn *c = user;
     switch (reason) {
@@ -238,6 +366,7 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
         c->body[c->body_len] = 0;
         return dispatch(wsi, c);
     case LWS_CALLBACK_HTTP_WRITEABLE: {
+        if (c->stream) return stream_writeable(wsi, c);
         if (!c->out || c->out_sent >= c->out_len) return 0;
         size_t n = c->out_len - c->out_sent;
         if (n > WRITE_CHUNK) n = WRITE_CHUNK;

@@ -6,8 +6,9 @@
  * a larger Content-Length gets 413 before the body is read) and handed to the
  * handler on the loop thread. The handler fills a response: status, content
  * type and a body it allocates with malloc; the server frees the body after
- * sending. Keep-alive is kept unless the client asks otherwise. Streaming
- * responses (watch) are not part of this layer yet.
+ * sending. Keep-alive is kept unless the client asks otherwise. A handler
+ * may instead open a stream (chunked transfer encoding on HTTP/1.1) and feed
+ * it later from the loop thread: see http_stream_start.
  *
  * Ownership: http_server_start returns a server. To end it: http_server_stop
  * on the loop thread (closes the listener and connections), keep running the
@@ -36,6 +37,7 @@ struct http_request {
     const char *content_type, *accept, *authorization; /* "" when absent */
     const char *body;        /* NUL-terminated copy; body_len excludes the NUL */
     size_t body_len;
+    void *conn;              /* the connection, for http_stream_start */
 };
 
 struct http_response {
@@ -64,6 +66,26 @@ int http_server_port(const struct http_server *s);
 void http_server_stop(struct http_server *s);
 /* Completes the teardown and frees the server, after the loop has run dry. */
 void http_server_free(struct http_server *s);
+
+/* ---- streaming responses (watch) ----
+ * Inside a handler, http_stream_start sends the status line and headers with
+ * Transfer-Encoding: chunked, lifts the idle timeout, and returns a stream the
+ * caller keeps (the handler then leaves resp untouched). Later, on the loop
+ * thread, http_stream_write queues data (sent in order, one chunk per write)
+ * and http_stream_end finishes the response (the connection stays usable).
+ * At most max_buffer bytes may wait unsent: past that the stream is closed
+ * (a slow consumer must re-list) and http_stream_write returns -ENOBUFS.
+ * on_close(ud) is called exactly once when the stream is over for any reason
+ * (ended and flushed, client gone, overflow, server stopped); the stream
+ * pointer is invalid after it. */
+struct http_stream;
+typedef void (*http_stream_close_fn)(void *ud);
+
+struct http_stream *http_stream_start(const struct http_request *req, int status, const char *content_type,
+                                      size_t max_buffer, http_stream_close_fn on_close, void *ud);
+int http_stream_write(struct http_stream *st, const char *data, size_t len);
+void http_stream_end(struct http_stream *st);
+size_t http_stream_buffered(const struct http_stream *st);
 
 #define HTTP_MAX_ARGS 64
 

@@ -1,6 +1,7 @@
 /* The HTTP layer against a real client (libcurl) over loopback: the server
  * runs on its own libuv loop in a thread; the test thread is the client. */
 #include <curl/curl.h>
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "test.h"
 
 struct srv {
+    int stream_closes;
     uv_loop_t loop;
     uv_async_t stop;
     struct http_server *http;
@@ -17,6 +19,11 @@ struct srv {
     int port;
     int requests;
 };
+
+static void stream_closed_cb(void *ud) {
+    struct srv *s = ud;
+    s->stream_closes++;
+}
 
 /* Echoes the request as JSON; paths pick special behaviour. */
 static void echo_handler(void *ud, const struct http_request *req, struct http_response *resp) {
@@ -34,6 +41,27 @@ static void echo_handler(void *ud, const struct http_request *req, struct http_r
     json_object_set_new(o, "authorization", json_string(req->authorization));
     json_object_set_new(o, "bodyLen", json_integer((json_int_t)req->body_len));
     json_object_set_new(o, "body", json_stringn(req->body, req->body_len));
+    if (!strcmp(req->path, "/stream")) { /* three chunks and the end, queued at once */
+        json_decref(o);
+        struct http_stream *st = http_stream_start(req, 200, "application/json", 0, stream_closed_cb, s);
+        if (!st) { resp->status = 500; return; }
+        for (int i = 0; i < 3; i++) {
+            char line[64];
+            int n = snprintf(line, sizeof line, "{\"n\":%d}\n", i);
+            http_stream_write(st, line, (size_t)n);
+        }
+        http_stream_end(st);
+        return;
+    }
+    if (!strcmp(req->path, "/overflow")) { /* a buffer of 16 bytes cannot take 40 */
+        json_decref(o);
+        struct http_stream *st = http_stream_start(req, 200, "application/json", 16, stream_closed_cb, s);
+        if (!st) { resp->status = 500; return; }
+        int rc1 = http_stream_write(st, "0123456789", 10);
+        int rc2 = http_stream_write(st, "0123456789abcdefghijklmnopqrstuvwxyz0123", 40);
+        if (rc1 != 0 || rc2 != -ENOBUFS) s->stream_closes += 100; /* makes the test fail */
+        return;
+    }
     if (!strcmp(req->path, "/missing")) resp->status = 404;
     if (!strcmp(req->path, "/empty")) {
         resp->status = 204;
@@ -253,4 +281,28 @@ TEST(http_chunked_request_body_refused) {
     free(b.p);
     curl_easy_cleanup(c);
     srv_stop(&s);
+}
+
+TEST(http_stream_chunks_end_and_keepalive) {
+    struct srv s;
+    REQUIRE(srv_start(&s, 0) == 0);
+    CURL *c = curl_easy_init();
+    struct buf b = {0};
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/stream", s.port);
+    CHECK_I64(req(c, "GET", url, NULL, 0, NULL, &b), 200);
+    CHECK_STR(b.p, "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n");
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/after", s.port);
+    CHECK_I64(req(c, "GET", url, NULL, 0, NULL, &b), 200); /* same connection still usable */
+    long nc = -1;
+    curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &nc);
+    CHECK_I64(nc, 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/overflow", s.port);
+    CHECK(req(c, "GET", url, NULL, 0, NULL, &b) != 200 || b.n < 50); /* cut short, not delivered whole */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/after", s.port);
+    CHECK_I64(req(c, "GET", url, NULL, 0, NULL, &b), 200); /* the server goes on */
+    free(b.p);
+    curl_easy_cleanup(c);
+    srv_stop(&s);
+    CHECK_I64(s.stream_closes, 2); /* once per stream, whatever ended it */
 }
