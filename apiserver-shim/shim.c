@@ -18,6 +18,7 @@
 struct shim {
     struct store *st;
     char *token;
+    struct watch_hub *hub;
 };
 
 struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
@@ -28,11 +29,13 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
         free(s);
         return NULL;
     }
+    s->hub = watch_hub_new(st, cfg);
     return s;
 }
 
 void shim_free(struct shim *s) {
     if (!s) return;
+    watch_hub_free(s->hub);
     free(s->token);
     free(s);
 }
@@ -179,7 +182,7 @@ static const char *api_version_of(const struct shim_resource *r, char *buf, size
 }
 
 /* The store keeps what it was given; answers carry kind and apiVersion. */
-static json_t *with_type(const struct shim_resource *r, json_t *obj) {
+json_t *shim_with_type(const struct shim_resource *r, json_t *obj) {
     char av[300];
     json_object_set_new(obj, "kind", json_string(r->kind));
     json_object_set_new(obj, "apiVersion", json_string(api_version_of(r, av, sizeof av)));
@@ -243,7 +246,7 @@ static json_t *read_body(const struct shim_resource *r, const struct http_reques
         json_decref(obj);
         return NULL;
     }
-    return with_type(r, obj);
+    return shim_with_type(r, obj);
 }
 
 static void generate_name(json_t *md) {
@@ -282,7 +285,10 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
     json_t *out = NULL;
     int rc = store_create(s->st, r->store_key, r->namespaced ? ns : "", obj, &out);
     if (rc) store_error(s, resp, rc, r, name);
-    else shim_json(resp, 201, with_type(r, out));
+    else {
+        shim_json(resp, 201, shim_with_type(r, out));
+        watch_kick(s->hub);
+    }
     json_decref(obj);
 }
 
@@ -300,7 +306,10 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
     json_t *out = NULL;
     int rc = store_update(s->st, r->store_key, r->namespaced ? ns : "", obj, &out, NULL);
     if (rc) store_error(s, resp, rc, r, name);
-    else shim_json(resp, 200, with_type(r, out));
+    else {
+        shim_json(resp, 200, shim_with_type(r, out));
+        watch_kick(s->hub);
+    }
     json_decref(obj);
 }
 
@@ -361,7 +370,10 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
     int deleted = 0;
     int rc = store_delete(s->st, r->store_key, r->namespaced ? ns : "", name, &opts, &out, &deleted);
     if (rc) store_error(s, resp, rc, r, name);
-    else shim_json(resp, 200, with_type(r, out));
+    else {
+        shim_json(resp, 200, shim_with_type(r, out));
+        watch_kick(s->hub);
+    }
     json_decref(body);
 }
 
@@ -370,7 +382,7 @@ static void do_get(struct shim *s, const struct shim_resource *r, const char *ns
     json_t *out = NULL;
     int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
     if (rc) store_error(s, resp, rc, r, name);
-    else shim_json(resp, 200, with_type(r, out));
+    else shim_json(resp, 200, shim_with_type(r, out));
 }
 
 /* Selectors from the query; false after an error reply. */
@@ -402,13 +414,13 @@ static bool selected(const struct labelsel *ls, const struct fieldsel *fs, const
  * page may then hold up to one store page more than limit) or the list ends. */
 static void do_list(struct shim *s, const struct shim_resource *r, const char *ns, const struct http_request *req,
                     struct http_response *resp) {
-    if (http_req_arg_bool(req, "watch")) {
-        shim_status(resp, 405, "MethodNotAllowed", details(r, NULL), "watch is not supported by this server yet");
-        return;
-    }
     struct labelsel *ls;
     struct fieldsel *fs;
     if (!parse_selectors(r, req, &ls, &fs, resp)) return;
+    if (http_req_arg_bool(req, "watch")) {
+        watch_start(s->hub, r, ns, ls, fs, req, resp);
+        return;
+    }
     const char *lim = http_req_arg(req, "limit"), *cont = http_req_arg(req, "continue");
     long long limit = lim ? atoll(lim) : 0;
     if (limit < 0) limit = 0;
@@ -425,7 +437,7 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
         if (!pages) list_rv = l.resource_version;
         size_t i;
         json_t *it;
-        json_array_foreach(l.items, i, it) if (selected(ls, fs, it)) json_array_append(items, with_type(r, it));
+        json_array_foreach(l.items, i, it) if (selected(ls, fs, it)) json_array_append(items, shim_with_type(r, it));
         token = l.continue_token;
         l.continue_token = NULL;
         remaining = l.remaining;
@@ -523,13 +535,16 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
         /* compare-and-set on what was read, unless the patch set a resourceVersion itself */
         const char *prv = json_string_value(json_object_get(json_object_get(patch, "metadata"), "resourceVersion"));
         if (!prv) json_object_set(md, "resourceVersion", json_object_get(json_object_get(cur, "metadata"), "resourceVersion"));
-        with_type(r, next);
+        shim_with_type(r, next);
         rc = store_update(s->st, r->store_key, ns_, next, &out, NULL);
         json_decref(cur);
         json_decref(next);
         if (rc == STORE_ECONFLICT && !prv && attempt < 4) continue;
         if (rc) store_error(s, resp, rc, r, name);
-        else shim_json(resp, 200, with_type(r, out));
+        else {
+            shim_json(resp, 200, shim_with_type(r, out));
+            watch_kick(s->hub);
+        }
         break;
     }
     json_decref(patch);

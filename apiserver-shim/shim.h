@@ -17,13 +17,18 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "selector.h"
 #include "server.h"
 #include "store.h"
 
 struct shim;
 
 struct shim_config {
-    const char *token; /* bearer token required on API paths; NULL or "" = no auth */
+    const char *token;      /* bearer token required on API paths; NULL or "" = no auth */
+    uv_loop_t *loop;        /* for watch; NULL: watch requests are refused */
+    unsigned poll_ms;       /* watch: how often the history is read; default 20 */
+    unsigned bookmark_ms;   /* watch: BOOKMARK interval when asked for; default 10,000 */
+    size_t max_buffer;      /* watch: bytes a watcher may have unsent; default 64 MiB */
 };
 
 struct shim *shim_new(struct store *st, const struct shim_config *cfg);
@@ -56,5 +61,18 @@ void shim_status(struct http_response *resp, int code, const char *reason, json_
     __attribute__((format(printf, 5, 6)));
 /* resp gets obj as JSON with status code; obj is stolen. */
 void shim_json(struct http_response *resp, int code, json_t *obj);
+
+/* Sets kind and apiVersion on obj (borrowed) and returns it. */
+json_t *shim_with_type(const struct shim_resource *r, json_t *obj);
+
+/* ---- watch (shim_watch.c) ---- */
+struct watch_hub;
+struct watch_hub *watch_hub_new(struct store *st, const struct shim_config *cfg);
+void watch_hub_free(struct watch_hub *h); /* after the HTTP server is gone */
+/* Serves GET ...?watch=true. Takes ownership of ls and fs (may be NULL). */
+void watch_start(struct watch_hub *h, const struct shim_resource *r, const char *ns, struct labelsel *ls,
+                 struct fieldsel *fs, const struct http_request *req, struct http_response *resp);
+/* A write happened: read the history soon. */
+void watch_kick(struct watch_hub *h);
 
 #endif

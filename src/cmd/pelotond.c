@@ -4,7 +4,8 @@
  * are refused by name.
  *
  *   pelotond [--roles=apiserver] [--bind=127.0.0.1] [--port=6080] [--port-file=F]
- *            [--redis=127.0.0.1:6379] [--token-file=F]
+ *            [--redis=127.0.0.1:6379] [--token-file=F] [--history-max=10000]
+ *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000]
  *
  * SIGINT or SIGTERM stops it cleanly. Logs are one line per event, key=value. */
 #include <errno.h>
@@ -50,7 +51,8 @@ static char *read_token(const char *path) {
 
 static int usage(void) {
     fprintf(stderr, "usage: pelotond [--roles=apiserver] [--bind=ADDR] [--port=N] [--port-file=F] "
-                    "[--redis=HOST:PORT] [--token-file=F]\n");
+                    "[--redis=HOST:PORT] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
+                    "[--watch-bookmark-ms=N]\n");
     return 2;
 }
 
@@ -58,6 +60,8 @@ int main(int argc, char **argv) {
     const char *bind = "127.0.0.1", *roles = "apiserver", *redis = "127.0.0.1:6379", *token_file = NULL,
                *port_file = NULL;
     int port = 6080;
+    long history_max = 0;
+    unsigned poll_ms = 0, bookmark_ms = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = opt(argv[i], "--roles"))) roles = v;
@@ -66,6 +70,9 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--port-file"))) port_file = v;
         else if ((v = opt(argv[i], "--redis"))) redis = v;
         else if ((v = opt(argv[i], "--token-file"))) token_file = v;
+        else if ((v = opt(argv[i], "--history-max"))) history_max = atol(v);
+        else if ((v = opt(argv[i], "--watch-poll-ms"))) poll_ms = (unsigned)atoi(v);
+        else if ((v = opt(argv[i], "--watch-bookmark-ms"))) bookmark_ms = (unsigned)atoi(v);
         else return usage();
     }
     if (strcmp(roles, "apiserver") != 0) {
@@ -84,12 +91,16 @@ int main(int argc, char **argv) {
     }
 
     struct store *st;
-    if (store_open(host, atoi(colon + 1), NULL, &st)) {
+    struct store_options so;
+    store_options_init(&so);
+    if (history_max > 0) so.history_max = history_max;
+    if (store_open(host, atoi(colon + 1), &so, &st)) {
         fprintf(stderr, "pelotond: cannot reach redis at %s\n", redis);
         free(token);
         return 1;
     }
-    struct shim_config scfg = {.token = token};
+    struct daemon d = {.loop = uv_default_loop()};
+    struct shim_config scfg = {.token = token, .loop = d.loop, .poll_ms = poll_ms, .bookmark_ms = bookmark_ms};
     struct shim *shim = shim_new(st, &scfg);
     char err[512];
     if (!shim || shim_bootstrap(shim, err, sizeof err)) {
@@ -99,7 +110,6 @@ int main(int argc, char **argv) {
         free(token);
         return 1;
     }
-    struct daemon d = {.loop = uv_default_loop()};
     struct http_server_config hcfg = {.bind_addr = bind, .port = port, .handler = shim_handle, .ud = shim};
     if (http_server_start(d.loop, &hcfg, &d.http, err, sizeof err)) {
         fprintf(stderr, "pelotond: %s\n", err);
@@ -125,8 +135,9 @@ int main(int argc, char **argv) {
     }
     uv_run(d.loop, UV_RUN_DEFAULT);
     http_server_free(d.http);
+    shim_free(shim);                /* closes the watch timer ... */
+    uv_run(d.loop, UV_RUN_DEFAULT); /* ... which finishes on this turn */
     uv_loop_close(d.loop);
-    shim_free(shim);
     store_close(st);
     free(token);
     fprintf(stderr, "level=info msg=stopped\n");

@@ -107,8 +107,8 @@ def test_errors_are_status():
     assert st == 404 and b["message"] == 'namespaces "nope" not found', b
     st, _, b = http("GET", "/api/v1/namespaces/default/widgets")
     assert st == 404 and b["reason"] == "NotFound", b
-    st, _, b = http("GET", "/api/v1/namespaces/default/configmaps?watch=true")
-    assert st == 405, b
+    st, _, b = http("PUT", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "x"}})
+    assert st == 405 and b["reason"] == "MethodNotAllowed", b  # no PUT on a collection
     st, _, b = http("POST", "/api/v1/namespaces/default/configmaps", b"x" * (4 << 20))
     assert st == 413 and b["reason"] == "RequestEntityTooLarge", b
     # stale resourceVersion on update: Conflict
