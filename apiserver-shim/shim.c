@@ -263,7 +263,7 @@ static void generate_name(json_t *md) {
 }
 
 static void do_create(struct shim *s, const struct shim_resource *r, const char *ns,
-                      const struct http_request *req, struct http_response *resp) {
+                      const struct http_request *req, struct http_response *resp, bool dry) {
     if (r->namespaced && !namespace_exists(s, ns, resp)) return;
     json_t *obj = read_body(r, req, ns, resp);
     if (!obj) return;
@@ -283,7 +283,16 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
     if (!strcmp(r->plural, "namespaces") && !json_object_get(obj, "status"))
         json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
     json_t *out = NULL;
-    int rc = store_create(s->st, r->store_key, r->namespaced ? ns : "", obj, &out);
+    int rc;
+    if (dry) { /* everything but the write: AlreadyExists still applies */
+        rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
+        json_decref(out);
+        out = NULL;
+        if (rc == 0) rc = -EEXIST;
+        else if (rc == -ENOENT) rc = 0, out = json_incref(obj);
+    } else {
+        rc = store_create(s->st, r->store_key, r->namespaced ? ns : "", obj, &out);
+    }
     if (rc) store_error(s, resp, rc, r, name);
     else {
         shim_json(resp, 201, shim_with_type(r, out));
@@ -293,7 +302,7 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
 }
 
 static void do_update(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
-                      const struct http_request *req, struct http_response *resp) {
+                      const struct http_request *req, struct http_response *resp, bool dry) {
     json_t *obj = read_body(r, req, ns, resp);
     if (!obj) return;
     const char *bname = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
@@ -304,7 +313,18 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
         return;
     }
     json_t *out = NULL;
-    int rc = store_update(s->st, r->store_key, r->namespaced ? ns : "", obj, &out, NULL);
+    int rc;
+    if (dry) { /* the update's checks without the write */
+        rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
+        const char *want = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+        const char *have = json_string_value(json_object_get(json_object_get(out, "metadata"), "resourceVersion"));
+        json_decref(out);
+        out = NULL;
+        if (!rc && want && want[0] && (!have || strcmp(want, have))) rc = STORE_ECONFLICT;
+        if (!rc) out = json_incref(obj);
+    } else {
+        rc = store_update(s->st, r->store_key, r->namespaced ? ns : "", obj, &out, NULL);
+    }
     if (rc) store_error(s, resp, rc, r, name);
     else {
         shim_json(resp, 200, shim_with_type(r, out));
@@ -335,7 +355,7 @@ static int delete_namespace_contents(struct shim *s, const char *ns) {
 }
 
 static void do_delete(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
-                      const struct http_request *req, struct http_response *resp) {
+                      const struct http_request *req, struct http_response *resp, bool dry) {
     struct store_delete_opts opts = {.grace_period_seconds = -1};
     json_t *body = NULL;
     if (req->body_len) {
@@ -352,9 +372,28 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
         opts.resource_version = json_string_value(json_object_get(pre, "resourceVersion"));
         json_t *g = json_object_get(body, "gracePeriodSeconds");
         if (json_is_integer(g)) opts.grace_period_seconds = json_integer_value(g);
+        /* kubectl delete sends its dry run in DeleteOptions, not the query */
+        size_t i;
+        json_t *d;
+        json_array_foreach(json_object_get(body, "dryRun"), i, d) {
+            if (json_is_string(d) && !strcmp(json_string_value(d), "All")) dry = true;
+            else {
+                shim_status(resp, 400, "BadRequest", NULL, "unsupported dryRun value in DeleteOptions (All)");
+                json_decref(body);
+                return;
+            }
+        }
     }
     const char *gp = http_req_arg(req, "gracePeriodSeconds");
     if (gp) opts.grace_period_seconds = atoll(gp);
+    if (dry) {
+        json_t *cur = NULL;
+        int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &cur);
+        if (rc) store_error(s, resp, rc, r, name);
+        else shim_json(resp, 200, shim_with_type(r, cur));
+        json_decref(body);
+        return;
+    }
     if (!strcmp(r->plural, "namespaces")) {
         json_t *o = NULL;
         int rc = store_get(s->st, "namespaces", "", name, &o);
@@ -472,7 +511,7 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
  * write is retried a few times, as kube-apiserver does. apply-patch (server-
  * side apply) creates a missing object and otherwise merges (no managedFields). */
 static void do_patch(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
-                     const struct http_request *req, struct http_response *resp) {
+                     const struct http_request *req, struct http_response *resp, bool dry) {
     const char *ct = req->content_type;
     int (*apply)(const json_t *, const json_t *, json_t **, char *, size_t) = NULL;
     bool server_side_apply = false;
@@ -501,7 +540,7 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
             json_decref(patch);
             struct http_request creq = *req;
             creq.content_type = "application/json";
-            do_create(s, r, ns, &creq, resp);
+            do_create(s, r, ns, &creq, resp, dry);
             return;
         }
         if (rc) {
@@ -536,6 +575,11 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
         const char *prv = json_string_value(json_object_get(json_object_get(patch, "metadata"), "resourceVersion"));
         if (!prv) json_object_set(md, "resourceVersion", json_object_get(json_object_get(cur, "metadata"), "resourceVersion"));
         shim_with_type(r, next);
+        if (dry) { /* the patched object, not written */
+            json_decref(cur);
+            shim_json(resp, 200, next);
+            break;
+        }
         rc = store_update(s->st, r->store_key, ns_, next, &out, NULL);
         json_decref(cur);
         json_decref(next);
@@ -585,6 +629,12 @@ static void route_resource(struct shim *s, const char *group, const char *versio
     const struct shim_resource *r = find_resource(group, version, plural);
     if (!r || (ns[0] && !r->namespaced)) goto notfound;
     bool coll = name == NULL;
+    const char *dr = http_req_arg(req, "dryRun");
+    bool dry = dr && !strcmp(dr, "All");
+    if (dr && !dry) {
+        shim_status(resp, 400, "BadRequest", NULL, "unsupported dryRun value \"%s\" (All)", dr);
+        return;
+    }
     switch (req->method) {
     case HTTP_GET:
         if (coll) do_list(s, r, ns, req, resp);
@@ -596,19 +646,19 @@ static void route_resource(struct shim *s, const char *group, const char *versio
             shim_status(resp, 400, "BadRequest", NULL, "a namespace is required to create %s", r->plural);
             return;
         }
-        do_create(s, r, ns, req, resp);
+        do_create(s, r, ns, req, resp, dry);
         return;
     case HTTP_PUT:
         if (coll) break;
-        do_update(s, r, ns, name, req, resp);
+        do_update(s, r, ns, name, req, resp, dry);
         return;
     case HTTP_DELETE:
         if (coll) break;
-        do_delete(s, r, ns, name, req, resp);
+        do_delete(s, r, ns, name, req, resp, dry);
         return;
     case HTTP_PATCH:
         if (coll) break;
-        do_patch(s, r, ns, name, req, resp);
+        do_patch(s, r, ns, name, req, resp, dry);
         return;
     default:
         break;
@@ -635,6 +685,10 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
     }
     if (!authorized(s, req)) {
         shim_status(resp, 401, "Unauthorized", NULL, "Unauthorized");
+        return;
+    }
+    if (!strncmp(p, "/openapi/", 9)) {
+        if (!shim_openapi(p, resp)) shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
         return;
     }
     char path[2048];

@@ -65,6 +65,9 @@ void shim_json(struct http_response *resp, int code, json_t *obj);
 /* Sets kind and apiVersion on obj (borrowed) and returns it. */
 json_t *shim_with_type(const struct shim_resource *r, json_t *obj);
 
+/* Serves the OpenAPI paths; false when path is not one (shim_openapi.c). */
+bool shim_openapi(const char *path, struct http_response *resp);
+
 /* ---- watch (shim_watch.c) ---- */
 struct watch_hub;
 struct watch_hub *watch_hub_new(struct store *st, const struct shim_config *cfg);

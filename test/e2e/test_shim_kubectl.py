@@ -201,6 +201,45 @@ def test_label_patch_and_selectors():
     assert st == 404 and b["message"] == 'pods "nope" not found', b
 
 
+APPLY = """apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config, namespace: default}
+data: {mode: "%s"}
+"""
+
+
+def get_cm(name):
+    return json.loads(kubectl("get", "cm", name, "-o", "json")[1])
+
+
+def test_apply_openapi_and_dry_run():
+    st, ctype, idx = http("GET", "/openapi/v3")
+    assert st == 200 and "api/v1" in idx["paths"] and "apis/coordination.k8s.io/v1" in idx["paths"], idx
+    rc, out, err = kubectl("apply", "-f", "-", stdin=APPLY % "a")  # validation on: needs OpenAPI
+    assert rc == 0 and "configmap/app-config created" in out, err
+    rc, out, err = kubectl("apply", "-f", "-", stdin=APPLY % "b")
+    assert rc == 0 and "configmap/app-config configured" in out, err
+    cm = get_cm("app-config")
+    assert cm["data"] == {"mode": "b"}
+    assert '"mode":"b"' in cm["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+    rc, out, err = kubectl("apply", "--server-side", "-f", "-", stdin=APPLY % "c")
+    assert rc == 0 and "serverside-applied" in out, err
+    before = get_cm("app-config")
+    rc, out, err = kubectl("diff", "-f", "-", stdin=APPLY % "d")  # dryRun=All: shows, never writes
+    assert rc == 1 and "-  mode: c" in out and "+  mode: d" in out, (out, err)
+    rc, out, err = kubectl("apply", "--dry-run=server", "-f", "-", stdin=APPLY % "e")
+    assert rc == 0, err
+    rc, out, err = kubectl("create", "--dry-run=server", "-f", "-", stdin=APPLY.replace("app-config", "never"))
+    assert rc == 0, err
+    after = get_cm("app-config")
+    assert after["data"] == {"mode": "c"} and after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert kubectl("get", "cm", "never")[0] != 0
+    rc, out, err = kubectl("delete", "--dry-run=server", "cm", "app-config")
+    assert rc == 0 and get_cm("app-config")["metadata"]["uid"] == after["metadata"]["uid"], err
+    st, _, b = http("DELETE", "/api/v1/namespaces/default/configmaps/app-config?dryRun=Some")
+    assert st == 400, b
+
+
 def test_token_auth_when_configured():
     p, port, _ = services.start_pelotond(REDIS, "--token-file=" + write_token())
     try:
