@@ -98,8 +98,9 @@ test: deps bin/peloton-sim build/asan/unit build/asan/peloton-sim $(FUZZ_TARGETS
       $(if $(INTEG_SRC),build/asan/integ) $(if $(SHIM_SRC),build/asan/pelotond)
 	@test/run.sh
 
-bench: deps $(BENCH_BIN)
+bench: deps $(BENCH_BIN) $(if $(SHIM_SRC),bin/pelotond)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+	@for b in bench/*.py; do [ -e "$$b" ] || continue; echo "== $$b"; python3 $$b || exit 1; done
 
 # Until the daemon exists: the offline simulator on the examples.
 run: build

@@ -43,10 +43,11 @@ def tempdir():
     return d
 
 
-def start_redis():
+def start_redis(fsync="always"):
+    """A private redis-server with AOF; fsync "always" (tests) or "everysec"."""
     d, port = tempdir(), free_port()
     p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                          "--appendonly", "yes", "--appendfsync", "always", "--dir", d, "--daemonize", "no"],
+                          "--appendonly", "yes", "--appendfsync", fsync, "--dir", d, "--daemonize", "no"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _procs.append(p)
 
