@@ -15,12 +15,6 @@
 #define AGGREGATED_CT "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 #define MAX_SEGMENTS 8
 
-struct shim {
-    struct store *st;
-    char *token;
-    struct watch_hub *hub;
-};
-
 struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
     struct shim *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -61,7 +55,7 @@ static json_t *details(const struct shim_resource *r, const char *name) {
 }
 
 /* A store error as the Status Kubernetes would send for it. */
-static void store_error(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
+void shim_store_error(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
                         const char *name) {
     char q[300];
     qualified(r, q, sizeof q);
@@ -154,6 +148,17 @@ static void api_resource_list(struct http_response *resp, const char *group, con
         json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s, s:o, s:o}", "name", r->plural, "singularName",
                                               r->singular, "namespaced", r->namespaced, "kind", r->kind, "verbs",
                                               verbs_json(), "shortNames", sn));
+        char sub[128];
+        if (shim_has_status(r)) {
+            snprintf(sub, sizeof sub, "%s/status", r->plural);
+            json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s, s:[sss]}", "name", sub, "singularName", "",
+                                                  "namespaced", r->namespaced, "kind", r->kind, "verbs", "get",
+                                                  "patch", "update"));
+        }
+        if (!strcmp(r->plural, "pods"))
+            json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s, s:[s]}", "name", "pods/binding",
+                                                  "singularName", "", "namespaced", 1, "kind", "Binding", "verbs",
+                                                  "create"));
     }
     if (json_array_size(list) == 0) {
         json_decref(list);
@@ -282,6 +287,7 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
     }
     if (!strcmp(r->plural, "namespaces") && !json_object_get(obj, "status"))
         json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
+    if (!strcmp(r->plural, "pods")) shim_pod_defaults(obj);
     json_t *out = NULL;
     int rc;
     if (dry) { /* everything but the write: AlreadyExists still applies */
@@ -293,7 +299,7 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
     } else {
         rc = store_create(s->st, r->store_key, r->namespaced ? ns : "", obj, &out);
     }
-    if (rc) store_error(s, resp, rc, r, name);
+    if (rc) shim_store_error(s, resp, rc, r, name);
     else {
         shim_json(resp, 201, shim_with_type(r, out));
         watch_kick(s->hub);
@@ -312,6 +318,10 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
         json_decref(obj);
         return;
     }
+    if (shim_has_status(r) && shim_keep_status(s, r, ns, name, obj, resp)) {
+        json_decref(obj);
+        return;
+    }
     json_t *out = NULL;
     int rc;
     if (dry) { /* the update's checks without the write */
@@ -325,7 +335,7 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
     } else {
         rc = store_update(s->st, r->store_key, r->namespaced ? ns : "", obj, &out, NULL);
     }
-    if (rc) store_error(s, resp, rc, r, name);
+    if (rc) shim_store_error(s, resp, rc, r, name);
     else {
         shim_json(resp, 200, shim_with_type(r, out));
         watch_kick(s->hub);
@@ -389,7 +399,7 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
     if (dry) {
         json_t *cur = NULL;
         int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &cur);
-        if (rc) store_error(s, resp, rc, r, name);
+        if (rc) shim_store_error(s, resp, rc, r, name);
         else shim_json(resp, 200, shim_with_type(r, cur));
         json_decref(body);
         return;
@@ -400,7 +410,7 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
         json_decref(o);
         if (!rc) rc = delete_namespace_contents(s, name);
         if (rc) {
-            store_error(s, resp, rc, r, name);
+            shim_store_error(s, resp, rc, r, name);
             json_decref(body);
             return;
         }
@@ -408,7 +418,7 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
     json_t *out = NULL;
     int deleted = 0;
     int rc = store_delete(s->st, r->store_key, r->namespaced ? ns : "", name, &opts, &out, &deleted);
-    if (rc) store_error(s, resp, rc, r, name);
+    if (rc) shim_store_error(s, resp, rc, r, name);
     else {
         shim_json(resp, 200, shim_with_type(r, out));
         watch_kick(s->hub);
@@ -420,7 +430,7 @@ static void do_get(struct shim *s, const struct shim_resource *r, const char *ns
                    struct http_response *resp) {
     json_t *out = NULL;
     int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
-    if (rc) store_error(s, resp, rc, r, name);
+    if (rc) shim_store_error(s, resp, rc, r, name);
     else shim_json(resp, 200, shim_with_type(r, out));
 }
 
@@ -490,7 +500,7 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
         if (rc == -ESTALE)
             shim_status(resp, 410, "Expired", NULL, "The provided continue parameter is too old to display a "
                         "consistent list result. You can start a new list without the continue parameter.");
-        else store_error(s, resp, rc, r, "");
+        else shim_store_error(s, resp, rc, r, "");
         return;
     }
     char rv[32], av[300], kind[128];
@@ -507,31 +517,40 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
                                    api_version_of(r, av, sizeof av), "metadata", md, "items", items));
 }
 
-/* PATCH: read, apply, write back with the read resourceVersion; a concurrent
- * write is retried a few times, as kube-apiserver does. apply-patch (server-
- * side apply) creates a missing object and otherwise merges (no managedFields). */
-static void do_patch(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
-                     const struct http_request *req, struct http_response *resp, bool dry) {
+shim_patch_fn shim_patch_parse(const struct http_request *req, json_t **patch, bool *server_side_apply,
+                               struct http_response *resp) {
     const char *ct = req->content_type;
-    int (*apply)(const json_t *, const json_t *, json_t **, char *, size_t) = NULL;
-    bool server_side_apply = false;
+    shim_patch_fn apply = NULL;
+    *server_side_apply = false;
     if (!strncmp(ct, "application/merge-patch+json", 28)) apply = patch_merge;
     else if (!strncmp(ct, "application/json-patch+json", 27)) apply = patch_json;
     else if (!strncmp(ct, "application/strategic-merge-patch+json", 38)) apply = patch_strategic;
-    else if (!strncmp(ct, "application/apply-patch+yaml", 28)) apply = patch_merge, server_side_apply = true;
+    else if (!strncmp(ct, "application/apply-patch+yaml", 28)) apply = patch_merge, *server_side_apply = true;
     if (!apply) {
         shim_status(resp, 415, "UnsupportedMediaType", NULL,
                     "the body of the request was in an unknown format - accepted media types include: "
                     "application/json-patch+json, application/merge-patch+json, "
                     "application/strategic-merge-patch+json, application/apply-patch+yaml");
-        return;
+        return NULL;
     }
     json_error_t je;
-    json_t *patch = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
-    if (!patch) {
+    *patch = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!*patch) {
         shim_status(resp, 400, "BadRequest", NULL, "the patch could not be decoded: %s", je.text);
-        return;
+        return NULL;
     }
+    return apply;
+}
+
+/* PATCH: read, apply, write back with the read resourceVersion; a concurrent
+ * write is retried a few times, as kube-apiserver does. apply-patch (server-
+ * side apply) creates a missing object and otherwise merges (no managedFields). */
+static void do_patch(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                     const struct http_request *req, struct http_response *resp, bool dry) {
+    bool server_side_apply = false;
+    json_t *patch = NULL;
+    shim_patch_fn apply = shim_patch_parse(req, &patch, &server_side_apply, resp);
+    if (!apply) return;
     const char *ns_ = r->namespaced ? ns : "";
     for (int attempt = 0; attempt < 5; attempt++) {
         json_t *cur = NULL, *next = NULL, *out = NULL;
@@ -544,7 +563,7 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
             return;
         }
         if (rc) {
-            store_error(s, resp, rc, r, name);
+            shim_store_error(s, resp, rc, r, name);
             break;
         }
         char err[512] = "";
@@ -571,6 +590,9 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
             json_decref(next);
             break;
         }
+        if (shim_has_status(r)) /* the main resource does not write status */
+            json_object_set(next, "status", json_object_get(cur, "status") ? json_object_get(cur, "status") : json_null());
+        if (json_is_null(json_object_get(next, "status"))) json_object_del(next, "status");
         /* compare-and-set on what was read, unless the patch set a resourceVersion itself */
         const char *prv = json_string_value(json_object_get(json_object_get(patch, "metadata"), "resourceVersion"));
         if (!prv) json_object_set(md, "resourceVersion", json_object_get(json_object_get(cur, "metadata"), "resourceVersion"));
@@ -584,7 +606,7 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
         json_decref(cur);
         json_decref(next);
         if (rc == STORE_ECONFLICT && !prv && attempt < 4) continue;
-        if (rc) store_error(s, resp, rc, r, name);
+        if (rc) shim_store_error(s, resp, rc, r, name);
         else {
             shim_json(resp, 200, shim_with_type(r, out));
             watch_kick(s->hub);
@@ -615,19 +637,35 @@ static void route_resource(struct shim *s, const char *group, const char *versio
                            const struct http_request *req, struct http_response *resp) {
     /* seg: [namespaces, NS, plural, name?] or [plural, name?] */
     const char *ns = "", *plural = NULL, *name = NULL;
+    const char *sub = NULL;
     if (n >= 3 && !strcmp(seg[0], "namespaces")) {
         ns = seg[1];
         plural = seg[2];
         name = n >= 4 ? seg[3] : NULL;
-        if (n > 4) goto notfound; /* subresources come later */
-    } else if (n >= 1 && n <= 2) {
+        sub = n == 5 ? seg[4] : NULL;
+        if (n > 5) goto notfound;
+    } else if (n >= 1 && n <= 3) {
         plural = seg[0];
-        name = n == 2 ? seg[1] : NULL;
+        name = n >= 2 ? seg[1] : NULL;
+        sub = n == 3 ? seg[2] : NULL;
     } else {
         goto notfound;
     }
+    if (!group[0] && !strcmp(plural, "bindings") && ns[0] && !name && req->method == HTTP_POST) {
+        shim_pod_binding(s, ns, NULL, req, resp); /* the legacy route: the pod is named in the body */
+        return;
+    }
     const struct shim_resource *r = find_resource(group, version, plural);
     if (!r || (ns[0] && !r->namespaced)) goto notfound;
+    if (sub) {
+        if (!strcmp(sub, "binding") && !strcmp(r->plural, "pods") && req->method == HTTP_POST)
+            shim_pod_binding(s, ns, name, req, resp);
+        else if (!strcmp(sub, "status") && shim_has_status(r))
+            shim_status_subresource(s, r, ns, name, req, resp);
+        else
+            goto notfound;
+        return;
+    }
     bool coll = name == NULL;
     const char *dr = http_req_arg(req, "dryRun");
     bool dry = dr && !strcmp(dr, "All");

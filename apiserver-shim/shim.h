@@ -21,14 +21,20 @@
 #include "server.h"
 #include "store.h"
 
-struct shim;
-
 struct shim_config {
     const char *token;      /* bearer token required on API paths; NULL or "" = no auth */
     uv_loop_t *loop;        /* for watch; NULL: watch requests are refused */
     unsigned poll_ms;       /* watch: how often the history is read; default 20 */
     unsigned bookmark_ms;   /* watch: BOOKMARK interval when asked for; default 10,000 */
     size_t max_buffer;      /* watch: bytes a watcher may have unsent; default 64 MiB */
+};
+
+struct watch_hub;
+
+struct shim {
+    struct store *st;
+    char *token;
+    struct watch_hub *hub;
 };
 
 struct shim *shim_new(struct store *st, const struct shim_config *cfg);
@@ -64,6 +70,30 @@ void shim_json(struct http_response *resp, int code, json_t *obj);
 
 /* Sets kind and apiVersion on obj (borrowed) and returns it. */
 json_t *shim_with_type(const struct shim_resource *r, json_t *obj);
+
+/* A store error as the Status Kubernetes would send for it. */
+void shim_store_error(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
+                      const char *name);
+
+/* The patch function for the request's content type, with the parsed patch
+ * in *patch (the caller frees it); NULL after an error reply (415, 400). */
+typedef int (*shim_patch_fn)(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen);
+shim_patch_fn shim_patch_parse(const struct http_request *req, json_t **patch, bool *server_side_apply,
+                               struct http_response *resp);
+
+/* ---- pods and status subresources (shim_pods.c) ---- */
+bool shim_has_status(const struct shim_resource *r); /* pods, nodes, namespaces */
+void shim_pod_defaults(json_t *pod);
+/* Copies the stored object's status into obj (main-resource writes leave
+ * status alone). Returns non-zero after an error reply. */
+int shim_keep_status(struct shim *s, const struct shim_resource *r, const char *ns, const char *name, json_t *obj,
+                     struct http_response *resp);
+/* POST pods/NAME/binding, or the legacy POST namespaces/NS/bindings (name NULL: from the body). */
+void shim_pod_binding(struct shim *s, const char *ns, const char *name, const struct http_request *req,
+                      struct http_response *resp);
+/* GET, PUT and PATCH of KIND/NAME/status: only status changes. */
+void shim_status_subresource(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                             const struct http_request *req, struct http_response *resp);
 
 /* Serves the OpenAPI paths; false when path is not one (shim_openapi.c). */
 bool shim_openapi(const char *path, struct http_response *resp);

@@ -7,6 +7,7 @@ PKGS=(
   build-essential pkg-config
   libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libcurl4-openssl-dev libjansson-dev libssl-dev
   libprotobuf-c-dev protobuf-c-compiler libhiredis-dev redis-server libyaml-dev
+  python3-kubernetes
 )
 
 missing=()

@@ -40,7 +40,9 @@ for t in quantity doc continue selector patch; do
 done
 for t in test/e2e/test_*.py; do
   [ -e "$t" ] || continue
-  run_suite "$(basename "$t" .py)" python3 "$t"
+  # a test may name its interpreter (Debian's python3 has python3-kubernetes)
+  interp=$(head -n 1 "$t" | sed -n 's/^#!//p')
+  run_suite "$(basename "$t" .py)" ${interp:-python3} "$t"
 done
 
 echo "$total_pass passed, $total_fail failed"

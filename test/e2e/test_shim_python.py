@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""End-to-end: the real Python Kubernetes client (Debian's python3-kubernetes
+22.6, so /usr/bin/python3) against pelotond's apiserver role and redis-server."""
+import threading
+
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+import services
+from simlib import run_tests
+
+REDIS = services.start_redis()
+PROC, PORT, LOG = services.start_pelotond(REDIS)
+cfg = client.Configuration()
+cfg.host = f"http://127.0.0.1:{PORT}"
+API = client.CoreV1Api(client.ApiClient(cfg))
+
+
+def expect_api_error(fn, status, reason):
+    try:
+        fn()
+    except ApiException as e:
+        body = e.body.decode() if isinstance(e.body, bytes) else e.body
+        assert e.status == status and reason in body, (e.status, body)
+        return
+    raise AssertionError("no error")
+
+
+def test_list_create_and_already_exists():
+    names = [n.metadata.name for n in API.list_namespace().items]
+    assert "default" in names and "kube-system" in names
+    cm = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="py-1", labels={"app": "py"}), data={"k": "v"})
+    made = API.create_namespaced_config_map("default", cm)
+    assert made.metadata.uid and made.metadata.resource_version
+    expect_api_error(lambda: API.create_namespaced_config_map("default", cm), 409, "AlreadyExists")
+    expect_api_error(lambda: API.read_namespaced_config_map("nope", "default"), 404, "NotFound")
+    got = API.list_namespaced_config_map("default", label_selector="app=py")
+    assert [c.metadata.name for c in got.items] == ["py-1"]
+
+
+def test_watch_with_timeout():
+    rv = API.list_namespaced_config_map("default").metadata.resource_version
+    threading.Timer(0.3, lambda: API.create_namespaced_config_map(
+        "default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="py-w")))).start()
+    seen = []
+    for ev in watch.Watch().stream(API.list_namespaced_config_map, "default", resource_version=rv,
+                                   timeout_seconds=2):
+        seen.append((ev["type"], ev["object"].metadata.name))
+    assert ("ADDED", "py-w") in seen, seen
+
+
+def test_pod_binding_and_status():
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="py-pod"),
+                       spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]))
+    made = API.create_namespaced_pod("default", pod)
+    assert made.status.phase == "Pending" and made.spec.scheduler_name == "default-scheduler"
+    body = client.V1Binding(metadata=client.V1ObjectMeta(name="py-pod"),
+                            target=client.V1ObjectReference(kind="Node", name="node-1"))
+    r = API.create_namespaced_pod_binding("py-pod", "default", body, _preload_content=False)
+    assert r.status == 201
+    got = API.read_namespaced_pod("py-pod", "default")
+    assert got.spec.node_name == "node-1"
+    assert [(c.type, c.status) for c in got.status.conditions] == [("PodScheduled", "True")]
+    expect_api_error(lambda: API.create_namespaced_pod_binding("py-pod", "default", body, _preload_content=False),
+                     409, "already assigned to node")
+    # the status subresource changes status only; the main resource leaves it alone
+    API.patch_namespaced_pod_status("py-pod", "default", {"status": {"phase": "Running"}})
+    API.patch_namespaced_pod("py-pod", "default", {"status": {"phase": "Failed"}, "metadata": {"labels": {"a": "b"}}})
+    got = API.read_namespaced_pod("py-pod", "default")
+    assert got.status.phase == "Running" and got.metadata.labels == {"a": "b"}, got.status.phase
+
+
+def test_legacy_bindings_route():
+    API.create_namespaced_pod("default", client.V1Pod(
+        metadata=client.V1ObjectMeta(name="py-pod-2"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")])))
+    body = client.V1Binding(metadata=client.V1ObjectMeta(name="py-pod-2"),
+                            target=client.V1ObjectReference(kind="Node", name="node-2"))
+    r = API.create_namespaced_binding("default", body, _preload_content=False)
+    assert r.status == 201
+    assert API.read_namespaced_pod("py-pod-2", "default").spec.node_name == "node-2"
+
+
+run_tests("shim-python", dict(globals()))
