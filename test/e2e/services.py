@@ -43,9 +43,10 @@ def tempdir():
     return d
 
 
-def start_redis(fsync="always"):
-    """A private redis-server with AOF; fsync "always" (tests) or "everysec"."""
-    d, port = tempdir(), free_port()
+def start_redis(fsync="always", d=None, port=None):
+    """A private redis-server with AOF; fsync "always" (tests) or "everysec".
+    Pass d and port to restart one on its old data."""
+    d, port = d or tempdir(), port or free_port()
     p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                           "--appendonly", "yes", "--appendfsync", fsync, "--dir", d, "--daemonize", "no"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -56,6 +57,7 @@ def start_redis(fsync="always"):
             s.sendall(b"PING\r\n")
             return s.recv(16).startswith(b"+PONG")
     wait_for(ping, what="redis-server")
+    start_redis.last = (p, d, port)
     return port
 
 
