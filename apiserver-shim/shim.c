@@ -427,11 +427,15 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
 }
 
 static void do_get(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
-                   struct http_response *resp) {
+                   const struct http_request *req, struct http_response *resp) {
     json_t *out = NULL;
     int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
     if (rc) shim_store_error(s, resp, rc, r, name);
-    else shim_json(resp, 200, shim_with_type(r, out));
+    else if (shim_wants_table(req)) {
+        json_t *one = json_pack("[o]", out);
+        shim_json(resp, 200, shim_table(r, one, NULL, NULL));
+        json_decref(one);
+    } else shim_json(resp, 200, shim_with_type(r, out));
 }
 
 /* Selectors from the query; false after an error reply. */
@@ -512,6 +516,13 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
         if (!http_req_arg(req, "labelSelector") && !http_req_arg(req, "fieldSelector"))
             json_object_set_new(md, "remainingItemCount", json_integer((json_int_t)remaining));
         free(token);
+    }
+    if (shim_wants_table(req)) { /* kubectl get: columns computed here */
+        json_t *t = shim_table(r, items, rv, json_string_value(json_object_get(md, "continue")));
+        json_decref(md);
+        json_decref(items);
+        shim_json(resp, 200, t);
+        return;
     }
     shim_json(resp, 200, json_pack("{s:s, s:s, s:o, s:o}", "kind", kind, "apiVersion",
                                    api_version_of(r, av, sizeof av), "metadata", md, "items", items));
@@ -676,7 +687,7 @@ static void route_resource(struct shim *s, const char *group, const char *versio
     switch (req->method) {
     case HTTP_GET:
         if (coll) do_list(s, r, ns, req, resp);
-        else do_get(s, r, ns, name, resp);
+        else do_get(s, r, ns, name, req, resp);
         return;
     case HTTP_POST:
         if (!coll) break;

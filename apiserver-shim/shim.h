@@ -95,6 +95,11 @@ void shim_pod_binding(struct shim *s, const char *ns, const char *name, const st
 void shim_status_subresource(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                              const struct http_request *req, struct http_response *resp);
 
+/* ---- Table output for kubectl get (shim_table.c) ---- */
+bool shim_wants_table(const struct http_request *req);
+/* A meta.k8s.io/v1 Table of items (borrowed); rv and cont may be NULL. */
+json_t *shim_table(const struct shim_resource *r, const json_t *items, const char *rv, const char *cont);
+
 /* Serves the OpenAPI paths; false when path is not one (shim_openapi.c). */
 bool shim_openapi(const char *path, struct http_response *resp);
 

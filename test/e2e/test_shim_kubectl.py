@@ -240,6 +240,48 @@ def test_apply_openapi_and_dry_run():
     assert st == 400, b
 
 
+TABLE_OBJS = """apiVersion: v1
+kind: Pod
+metadata: {name: tbl-1, namespace: default, labels: {app: tbl}}
+spec: {containers: [{name: a, image: nginx}, {name: b, image: envoy}]}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: tbl-cfg, namespace: default}
+data: {a: "1", b: "2"}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: tbl-node}
+status: {conditions: [{type: Ready, status: "True"}], nodeInfo: {kubeletVersion: v1.32.0}}
+"""
+
+
+def table(*args):
+    rc, out, err = kubectl("get", *args)
+    assert rc == 0, err
+    lines = [l.split() for l in out.splitlines()]
+    return lines[0], {l[0]: l for l in lines[1:]}
+
+
+def test_table_columns():
+    rc, out, err = kubectl("apply", "-f", "-", stdin=TABLE_OBJS)
+    assert rc == 0, err
+    head, rows = table("pods", "-l", "app=tbl")
+    assert head == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], head
+    assert rows["tbl-1"][1:4] == ["0/2", "Pending", "0"], rows
+    head, rows = table("pods", "-l", "app=tbl", "-o", "wide", "--show-labels")
+    assert "NODE" in head and rows["tbl-1"][-1] == "app=tbl", (head, rows)
+    head, rows = table("cm", "tbl-cfg")
+    assert head == ["NAME", "DATA", "AGE"] and rows["tbl-cfg"][1] == "2", rows
+    head, rows = table("nodes")
+    assert head == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"] and rows["tbl-node"][1] == "Ready", rows
+    assert rows["tbl-node"][4] == "v1.32.0"
+    st, ctype, t = http("GET", "/api/v1/namespaces/default/pods", headers={
+        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"})
+    assert t["kind"] == "Table" and t["rows"][0]["object"]["kind"] == "PartialObjectMetadata", t
+
+
 def test_token_auth_when_configured():
     p, port, _ = services.start_pelotond(REDIS, "--token-file=" + write_token())
     try:

@@ -1,0 +1,205 @@
+/* Table responses (meta.k8s.io/v1) for `kubectl get`: the columns
+ * kube-apiserver prints for the built-ins this shim serves, computed from the
+ * stored objects. Rows carry PartialObjectMetadata (labels for -L and
+ * --show-labels). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "shim.h"
+
+bool shim_wants_table(const struct http_request *req) {
+    return strstr(req->accept, "as=Table") && strstr(req->accept, "g=meta.k8s.io");
+}
+
+/* Kubernetes' short human durations: 45s, 3m20s, 15m, 5h30m, 20h, 3d4h, 30d, 2y. */
+static void human_age(const json_t *obj, char *out, size_t len) {
+    const char *ts = json_string_value(json_object_get(json_object_get(obj, "metadata"), "creationTimestamp"));
+    struct tm tm = {0};
+    if (!ts || !strptime(ts, "%Y-%m-%dT%H:%M:%SZ", &tm)) {
+        snprintf(out, len, "<unknown>");
+        return;
+    }
+    long long s = (long long)(time(NULL) - timegm(&tm));
+    if (s < 0) s = 0;
+    long long m = s / 60, h = s / 3600, d = s / 86400;
+    if (s < 120) snprintf(out, len, "%llds", s);
+    else if (m < 10) snprintf(out, len, "%lldm%llds", m, s % 60);
+    else if (h < 3) snprintf(out, len, "%lldm", m);
+    else if (h < 8) snprintf(out, len, "%lldh%lldm", h, m % 60);
+    else if (h < 48) snprintf(out, len, "%lldh", h);
+    else if (d < 8) snprintf(out, len, "%lldd%lldh", d, h % 24);
+    else if (d < 730) snprintf(out, len, "%lldd", d);
+    else snprintf(out, len, "%lldy", d / 365);
+}
+
+static const char *str_at(const json_t *o, const char *a, const char *b) {
+    json_t *x = json_object_get(o, a);
+    const char *v = json_string_value(b ? json_object_get(x, b) : x);
+    return v ? v : "";
+}
+
+struct column {
+    const char *name, *type, *format;
+    int priority; /* 1: only with -o wide */
+};
+
+static json_t *columns_json(const struct column *c, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:i}", "name", c[i].name, "type", c[i].type,
+                                           "format", c[i].format, "description", "", "priority", c[i].priority));
+    return a;
+}
+
+static const struct column pod_cols[] = {{"Name", "string", "name", 0},  {"Ready", "string", "", 0},
+                                         {"Status", "string", "", 0},    {"Restarts", "string", "", 0},
+                                         {"Age", "string", "", 0},       {"IP", "string", "", 1},
+                                         {"Node", "string", "", 1},      {"Nominated Node", "string", "", 1}};
+static const struct column node_cols[] = {{"Name", "string", "name", 0}, {"Status", "string", "", 0},
+                                          {"Roles", "string", "", 0},    {"Age", "string", "", 0},
+                                          {"Version", "string", "", 0},  {"Internal-IP", "string", "", 1}};
+static const struct column ns_cols[] = {{"Name", "string", "name", 0}, {"Status", "string", "", 0},
+                                        {"Age", "string", "", 0}};
+static const struct column cm_cols[] = {{"Name", "string", "name", 0}, {"Data", "integer", "", 0},
+                                        {"Age", "string", "", 0}};
+static const struct column secret_cols[] = {{"Name", "string", "name", 0}, {"Type", "string", "", 0},
+                                            {"Data", "integer", "", 0},    {"Age", "string", "", 0}};
+static const struct column svc_cols[] = {{"Name", "string", "name", 0},       {"Type", "string", "", 0},
+                                         {"Cluster-IP", "string", "", 0},     {"External-IP", "string", "", 0},
+                                         {"Port(s)", "string", "", 0},        {"Age", "string", "", 0}};
+static const struct column event_cols[] = {{"Last Seen", "string", "", 0}, {"Type", "string", "", 0},
+                                           {"Reason", "string", "", 0},    {"Object", "string", "", 0},
+                                           {"Message", "string", "", 0}};
+static const struct column lease_cols[] = {{"Name", "string", "name", 0}, {"Holder", "string", "", 0},
+                                           {"Age", "string", "", 0}};
+static const struct column plain_cols[] = {{"Name", "string", "name", 0}, {"Age", "string", "", 0}};
+
+static json_t *pod_cells(const json_t *o, const char *name, const char *age) {
+    json_t *spec = json_object_get(o, "spec"), *st = json_object_get(o, "status");
+    size_t total = json_array_size(json_object_get(spec, "containers")), ready = 0;
+    long long restarts = 0;
+    size_t i;
+    json_t *cs;
+    json_array_foreach(json_object_get(st, "containerStatuses"), i, cs) {
+        if (json_is_true(json_object_get(cs, "ready"))) ready++;
+        restarts += json_integer_value(json_object_get(cs, "restartCount"));
+    }
+    char rd[32], rs[32];
+    snprintf(rd, sizeof rd, "%zu/%zu", ready, total);
+    snprintf(rs, sizeof rs, "%lld", restarts);
+    const char *phase = str_at(o, "status", "phase"), *reason = str_at(o, "status", "reason");
+    const char *status = reason[0] ? reason : phase[0] ? phase : "Unknown";
+    if (json_object_get(json_object_get(o, "metadata"), "deletionTimestamp")) status = "Terminating";
+    const char *ip = str_at(o, "status", "podIP"), *node = str_at(o, "spec", "nodeName"),
+               *nom = str_at(o, "status", "nominatedNodeName");
+    return json_pack("[sssssss s]", name, rd, status, rs, age, ip[0] ? ip : "<none>", node[0] ? node : "<none>",
+                     nom[0] ? nom : "<none>");
+}
+
+static json_t *node_cells(const json_t *o, const char *name, const char *age) {
+    const char *ready = "Unknown";
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(o, "status"), "conditions"), i, c) {
+        if (!strcmp(str_at(c, "type", NULL), "Ready"))
+            ready = !strcmp(str_at(c, "status", NULL), "True") ? "Ready" : "NotReady";
+    }
+    char status[64];
+    snprintf(status, sizeof status, "%s%s", ready,
+             json_is_true(json_object_get(json_object_get(o, "spec"), "unschedulable")) ? ",SchedulingDisabled" : "");
+    const char *ver = str_at(json_object_get(o, "status"), "nodeInfo", "kubeletVersion");
+    const char *ip = "<none>";
+    json_array_foreach(json_object_get(json_object_get(o, "status"), "addresses"), i, c) {
+        if (!strcmp(str_at(c, "type", NULL), "InternalIP")) ip = str_at(c, "address", NULL);
+    }
+    return json_pack("[ssssss]", name, status, "<none>", age, ver[0] ? ver : "", ip);
+}
+
+static json_t *service_cells(const json_t *o, const char *name, const char *age) {
+    json_t *spec = json_object_get(o, "spec");
+    char ports[256] = "";
+    size_t i, off = 0;
+    json_t *p;
+    json_array_foreach(json_object_get(spec, "ports"), i, p) {
+        const char *proto = str_at(p, "protocol", NULL);
+        off += (size_t)snprintf(ports + off, off < sizeof ports ? sizeof ports - off : 0, "%s%" JSON_INTEGER_FORMAT "/%s",
+                                i ? "," : "", json_integer_value(json_object_get(p, "port")), proto[0] ? proto : "TCP");
+        if (off >= sizeof ports) break;
+    }
+    const char *type = str_at(o, "spec", "type"), *cip = str_at(o, "spec", "clusterIP");
+    return json_pack("[ssssss]", name, type[0] ? type : "ClusterIP", cip[0] ? cip : "<none>", "<none>",
+                     ports[0] ? ports : "<none>", age);
+}
+
+static json_t *event_cells(const json_t *o, const char *age) {
+    json_t *io = json_object_get(o, "involvedObject");
+    char obj[300];
+    const char *kind = str_at(io, "kind", NULL);
+    char lower[64];
+    size_t k = 0;
+    for (; kind[k] && k < sizeof lower - 1; k++) lower[k] = (char)(kind[k] >= 'A' && kind[k] <= 'Z' ? kind[k] + 32 : kind[k]);
+    lower[k] = 0;
+    snprintf(obj, sizeof obj, "%s/%s", lower, str_at(io, "name", NULL));
+    return json_pack("[sssss]", age, str_at(o, "type", NULL), str_at(o, "reason", NULL), obj,
+                     str_at(o, "message", NULL));
+}
+
+static json_t *row_cells(const struct shim_resource *r, const json_t *o) {
+    char age[32];
+    human_age(o, age, sizeof age);
+    const char *name = str_at(o, "metadata", "name");
+    const char *p = r->plural;
+    if (!strcmp(p, "pods")) return pod_cells(o, name, age);
+    if (!strcmp(p, "nodes")) return node_cells(o, name, age);
+    if (!strcmp(p, "namespaces")) {
+        const char *ph = str_at(o, "status", "phase");
+        return json_pack("[sss]", name, ph[0] ? ph : "Active", age);
+    }
+    if (!strcmp(p, "configmaps") || !strcmp(p, "secrets")) {
+        size_t n = json_object_size(json_object_get(o, "data")) + json_object_size(json_object_get(o, "binaryData"));
+        if (!strcmp(p, "configmaps")) return json_pack("[sis]", name, (int)n, age);
+        const char *t = str_at(o, "type", NULL);
+        return json_pack("[ssis]", name, t[0] ? t : "Opaque", (int)n, age);
+    }
+    if (!strcmp(p, "services")) return service_cells(o, name, age);
+    if (!strcmp(p, "events")) return event_cells(o, age);
+    if (!strcmp(p, "leases")) {
+        const char *h = str_at(o, "spec", "holderIdentity");
+        return json_pack("[sss]", name, h, age);
+    }
+    return json_pack("[ss]", name, age);
+}
+
+static json_t *columns_for(const struct shim_resource *r) {
+#define COLS(a) columns_json(a, (int)(sizeof a / sizeof a[0]))
+    const char *p = r->plural;
+    if (!strcmp(p, "pods")) return COLS(pod_cols);
+    if (!strcmp(p, "nodes")) return COLS(node_cols);
+    if (!strcmp(p, "namespaces")) return COLS(ns_cols);
+    if (!strcmp(p, "configmaps")) return COLS(cm_cols);
+    if (!strcmp(p, "secrets")) return COLS(secret_cols);
+    if (!strcmp(p, "services")) return COLS(svc_cols);
+    if (!strcmp(p, "events")) return COLS(event_cols);
+    if (!strcmp(p, "leases")) return COLS(lease_cols);
+    return COLS(plain_cols);
+#undef COLS
+}
+
+json_t *shim_table(const struct shim_resource *r, const json_t *items, const char *rv, const char *cont) {
+    json_t *rows = json_array();
+    size_t i;
+    json_t *o;
+    json_array_foreach(items, i, o) {
+        json_t *md = json_object_get(o, "metadata");
+        json_t *partial = json_pack("{s:s, s:s, s:O}", "kind", "PartialObjectMetadata", "apiVersion", "meta.k8s.io/v1",
+                                    "metadata", md ? md : json_object());
+        json_array_append_new(rows, json_pack("{s:o, s:o}", "cells", row_cells(r, o), "object", partial));
+    }
+    json_t *meta = json_object();
+    if (rv) json_object_set_new(meta, "resourceVersion", json_string(rv));
+    if (cont) json_object_set_new(meta, "continue", json_string(cont));
+    return json_pack("{s:s, s:s, s:o, s:o, s:o}", "kind", "Table", "apiVersion", "meta.k8s.io/v1", "metadata", meta,
+                     "columnDefinitions", columns_for(r), "rows", rows);
+}
