@@ -396,6 +396,25 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
     }
     const char *gp = http_req_arg(req, "gracePeriodSeconds");
     if (gp) opts.grace_period_seconds = atoll(gp);
+    if (!strcmp(r->plural, "pods")) {
+        /* a pod on a node waits for the node to confirm (the kubelet's final
+         * DELETE with gracePeriodSeconds=0); an unbound pod goes at once */
+        json_t *cur = NULL;
+        if (store_get(s->st, "pods", ns, name, &cur) == 0) {
+            json_t *spec = json_object_get(cur, "spec");
+            const char *node = json_string_value(json_object_get(spec, "nodeName"));
+            if (node && node[0]) {
+                opts.graceful = 1;
+                if (opts.grace_period_seconds < 0) {
+                    json_t *t = json_object_get(spec, "terminationGracePeriodSeconds");
+                    opts.grace_period_seconds = json_is_integer(t) ? json_integer_value(t) : 30;
+                }
+            }
+        }
+        json_decref(cur);
+    } else {
+        opts.grace_period_seconds = -1; /* only pods have grace periods */
+    }
     if (dry) {
         json_t *cur = NULL;
         int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &cur);

@@ -111,11 +111,13 @@ struct store_delete_opts {
     const char *uid;              /* precondition, NULL or "" = none */
     const char *resource_version; /* precondition, NULL or "" = none */
     int64_t grace_period_seconds; /* < 0: not given */
+    int graceful; /* mark for deletion (deletionTimestamp) even without finalizers, unless
+                     grace_period_seconds is 0; a later delete with 0 removes it */
 };
 
-/* Deletes the object. Without finalizers it is removed (DELETED event, *out is
- * its final state with the deletion's resourceVersion, *deleted = 1). With
- * finalizers it gets deletionTimestamp (now + grace period) and, if given,
+/* Deletes the object. Without finalizers (and not graceful) it is removed
+ * (DELETED event, *out is its final state with the deletion's resourceVersion,
+ * *deleted = 1). With finalizers, or opts->graceful, it gets deletionTimestamp (now + grace period) and, if given,
  * deletionGracePeriodSeconds, generation + 1, and stays (MODIFIED event,
  * *deleted = 0); deleting it again changes nothing. opts may be NULL. */
 int store_delete(struct store *s, const char *resource, const char *ns, const char *name,

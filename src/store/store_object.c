@@ -1,6 +1,7 @@
 /* Validation of keys and objects, and the metadata rules of create, update and
  * delete, as pure JSON transformations (no I/O besides the clock and
  * getrandom), shared by the sync and the future async connection paths. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -273,7 +274,11 @@ int store_prepare_update(const char *res, const char *ns, const json_t *cur, con
         goto oom;
     }
     *unchanged = json_equal(c, cur);
-    *del = json_object_get(curmeta, "deletionTimestamp") && !has_finalizers(c);
+    /* As kube-apiserver: an update removes a deleting object once it has no
+     * finalizers left, unless it is in a grace period (a pod waiting for its
+     * node: the final DELETE with gracePeriodSeconds=0 removes it). */
+    json_int_t graceleft = json_integer_value(json_object_get(curmeta, "deletionGracePeriodSeconds"));
+    *del = json_object_get(curmeta, "deletionTimestamp") && !has_finalizers(c) && graceleft == 0;
     *out = c;
     return 0;
 oom:
@@ -285,8 +290,9 @@ int store_prepare_delete(const char *res, const json_t *cur, const struct store_
                          json_t **out, int *del, char *err, size_t errlen) {
     (void)res;
     int64_t grace = o ? o->grace_period_seconds : -1;
+    bool graceful = o && o->graceful && grace != 0;
     *out = NULL;
-    *del = !has_finalizers(cur);
+    *del = !has_finalizers(cur) && !graceful;
     const json_t *curmeta = json_object_get(cur, "metadata");
     if (!*del && json_object_get(curmeta, "deletionTimestamp")) return 0;
     json_t *c = json_deep_copy(cur);

@@ -70,6 +70,29 @@ def test_pod_binding_and_status():
     assert got.status.phase == "Running" and got.metadata.labels == {"a": "b"}, got.status.phase
 
 
+def test_graceful_pod_deletion():
+    def new_pod(name, node=None):
+        API.create_namespaced_pod("default", client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")],
+                                  termination_grace_period_seconds=20)))
+        if node:
+            API.create_namespaced_pod_binding(name, "default", client.V1Binding(
+                metadata=client.V1ObjectMeta(name=name), target=client.V1ObjectReference(kind="Node", name=node)),
+                _preload_content=False)
+    new_pod("gone-at-once")  # not bound: deleted immediately
+    API.delete_namespaced_pod("gone-at-once", "default")
+    expect_api_error(lambda: API.read_namespaced_pod("gone-at-once", "default"), 404, "NotFound")
+    new_pod("graceful", node="node-1")
+    API.delete_namespaced_pod("graceful", "default")
+    p = API.read_namespaced_pod("graceful", "default")  # still there, terminating
+    assert p.metadata.deletion_timestamp is not None and p.metadata.deletion_grace_period_seconds == 20
+    API.patch_namespaced_pod_status("graceful", "default", {"status": {"phase": "Succeeded"}})
+    assert API.read_namespaced_pod("graceful", "default").status.phase == "Succeeded"  # status writes keep it
+    API.delete_namespaced_pod("graceful", "default", grace_period_seconds=0)  # the node confirms
+    expect_api_error(lambda: API.read_namespaced_pod("graceful", "default"), 404, "NotFound")
+
+
 def test_legacy_bindings_route():
     API.create_namespaced_pod("default", client.V1Pod(
         metadata=client.V1ObjectMeta(name="py-pod-2"),

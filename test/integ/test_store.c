@@ -445,27 +445,36 @@ static void body_finalizers(struct redis_fixture *f) {
     REQUIRE_I64(store_update(s, "pods", "default", keep, &u, &deleted), 0);
     CHECK_I64(deleted, 0);
     CHECK_STR(meta_s(u, "deletionTimestamp"), meta_s(d, "deletionTimestamp"));
-    /* emptying finalizers removes it */
+    /* emptying finalizers during the grace period keeps it (kube-apiserver
+     * deletes on update only when deletionGracePeriodSeconds is 0) ... */
     json_t *clear = json_deep_copy(u);
     set_meta(clear, "finalizers", json_array());
-    json_t *fin = NULL;
-    REQUIRE_I64(store_update(s, "pods", "default", clear, &fin, &deleted), 0);
+    json_t *cleared = NULL, *fin = NULL;
+    REQUIRE_I64(store_update(s, "pods", "default", clear, &cleared, &deleted), 0);
+    CHECK_I64(deleted, 0);
+    REQUIRE_I64(store_get(s, "pods", "default", "fin", &g), 0);
+    json_decref(g);
+    /* ... and the final delete with gracePeriodSeconds=0 removes it */
+    struct store_delete_opts now = {.grace_period_seconds = 0};
+    REQUIRE_I64(store_delete(s, "pods", "default", "fin", &now, &fin, &deleted), 0);
     CHECK_I64(deleted, 1);
-    CHECK(rv_of(fin) > rv_of(u));
+    CHECK(rv_of(fin) > rv_of(cleared));
     CHECK_I64(store_get(s, "pods", "default", "fin", &g), -ENOENT);
-    /* history: ADDED, MODIFIED (mark), MODIFIED (finalizers), DELETED */
+    /* history: ADDED, MODIFIED (mark), MODIFIED (finalizers), MODIFIED (cleared), DELETED */
     struct store_history h;
     REQUIRE_I64(store_history_after(s, "pods", "default", 0, 100, &h), 0);
-    REQUIRE_I64(h.n, 4);
+    REQUIRE_I64(h.n, 5);
     CHECK_I64(h.events[0].type, STORE_ADDED);
     CHECK_I64(h.events[1].type, STORE_MODIFIED);
     CHECK_I64(h.events[2].type, STORE_MODIFIED);
-    CHECK_I64(h.events[3].type, STORE_DELETED);
-    CHECK_I64(h.events[3].resource_version, rv_of(fin));
-    CHECK(json_equal(h.events[3].object, fin));
-    CHECK_I64(json_array_size(json_object_get(json_object_get(h.events[3].object, "metadata"),
+    CHECK_I64(h.events[3].type, STORE_MODIFIED);
+    CHECK_I64(h.events[4].type, STORE_DELETED);
+    CHECK_I64(h.events[4].resource_version, rv_of(fin));
+    CHECK(json_equal(h.events[4].object, fin));
+    CHECK_I64(json_array_size(json_object_get(json_object_get(h.events[4].object, "metadata"),
                                               "finalizers")), 0);
     store_history_free(&h);
+    json_decref(cleared);
     json_decref(fin);
     json_decref(clear);
     json_decref(keep);
@@ -476,6 +485,56 @@ static void body_finalizers(struct redis_fixture *f) {
     json_decref(p);
 }
 TEST(store_finalizers) { with_fixture(NULL, body_finalizers); }
+
+/* Without a grace period (most resources), emptying finalizers removes the object. */
+static void body_finalizers_no_grace(struct redis_fixture *f) {
+    struct store *s = f->store;
+    json_t *p = pod("fin0", "x"), *d = NULL, *fin = NULL, *g = NULL;
+    set_meta(p, "finalizers", json_pack("[s]", "example.com/keep"));
+    REQUIRE_I64(store_create(s, "pods", "default", p, NULL), 0);
+    int deleted = -1;
+    REQUIRE_I64(store_delete(s, "pods", "default", "fin0", NULL, &d, &deleted), 0);
+    CHECK_I64(deleted, 0);
+    json_t *clear = json_deep_copy(d);
+    set_meta(clear, "finalizers", json_array());
+    REQUIRE_I64(store_update(s, "pods", "default", clear, &fin, &deleted), 0);
+    CHECK_I64(deleted, 1);
+    CHECK_I64(store_get(s, "pods", "default", "fin0", &g), -ENOENT);
+    json_decref(clear);
+    json_decref(fin);
+    json_decref(d);
+    json_decref(p);
+}
+TEST(store_finalizers_no_grace) { with_fixture(NULL, body_finalizers_no_grace); }
+
+/* Graceful deletion (a bound pod): marked without finalizers, kept through
+ * updates, removed by the final delete with gracePeriodSeconds=0. */
+static void body_graceful(struct redis_fixture *f) {
+    struct store *s = f->store;
+    json_t *p = pod("gr", "x"), *d = NULL, *u = NULL, *fin = NULL, *g = NULL;
+    REQUIRE_I64(store_create(s, "pods", "default", p, NULL), 0);
+    struct store_delete_opts gopt = {.grace_period_seconds = 30, .graceful = 1};
+    int deleted = -1;
+    REQUIRE_I64(store_delete(s, "pods", "default", "gr", &gopt, &d, &deleted), 0);
+    CHECK_I64(deleted, 0);
+    CHECK(meta_s(d, "deletionTimestamp") != NULL);
+    json_t *st = json_deep_copy(d); /* a kubelet's status update while terminating */
+    json_object_set_new(st, "status", json_pack("{s:s}", "phase", "Succeeded"));
+    REQUIRE_I64(store_update(s, "pods", "default", st, &u, &deleted), 0);
+    CHECK_I64(deleted, 0);
+    REQUIRE_I64(store_get(s, "pods", "default", "gr", &g), 0);
+    json_decref(g);
+    struct store_delete_opts now = {.grace_period_seconds = 0, .graceful = 1};
+    REQUIRE_I64(store_delete(s, "pods", "default", "gr", &now, &fin, &deleted), 0);
+    CHECK_I64(deleted, 1);
+    CHECK_I64(store_get(s, "pods", "default", "gr", &g), -ENOENT);
+    json_decref(st);
+    json_decref(u);
+    json_decref(fin);
+    json_decref(d);
+    json_decref(p);
+}
+TEST(store_graceful_delete) { with_fixture(NULL, body_graceful); }
 
 static void body_delete_preconditions(struct redis_fixture *f) {
     struct store *s = f->store;
