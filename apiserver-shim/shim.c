@@ -79,6 +79,17 @@ void shim_store_error(struct shim *s, struct http_response *resp, int rc, const 
     }
 }
 
+void shim_reply_written(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
+                        const char *name, int code, json_t *out) {
+    if (rc) {
+        json_decref(out);
+        shim_store_error(s, resp, rc, r, name);
+        return;
+    }
+    shim_json(resp, code, shim_with_type(r, out));
+    watch_kick(s->hub);
+}
+
 /* ---- discovery ---- */
 
 static json_t *verbs_json(void) { return json_pack("[ssssss]", VERBS); }
@@ -299,11 +310,7 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
     } else {
         rc = store_create(s->st, r->store_key, r->namespaced ? ns : "", obj, &out);
     }
-    if (rc) shim_store_error(s, resp, rc, r, name);
-    else {
-        shim_json(resp, 201, shim_with_type(r, out));
-        watch_kick(s->hub);
-    }
+    shim_reply_written(s, resp, rc, r, name, 201, out);
     json_decref(obj);
 }
 
@@ -335,11 +342,7 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
     } else {
         rc = store_update(s->st, r->store_key, r->namespaced ? ns : "", obj, &out, NULL);
     }
-    if (rc) shim_store_error(s, resp, rc, r, name);
-    else {
-        shim_json(resp, 200, shim_with_type(r, out));
-        watch_kick(s->hub);
-    }
+    shim_reply_written(s, resp, rc, r, name, 200, out);
     json_decref(obj);
 }
 
@@ -437,11 +440,7 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
     json_t *out = NULL;
     int deleted = 0;
     int rc = store_delete(s->st, r->store_key, r->namespaced ? ns : "", name, &opts, &out, &deleted);
-    if (rc) shim_store_error(s, resp, rc, r, name);
-    else {
-        shim_json(resp, 200, shim_with_type(r, out));
-        watch_kick(s->hub);
-    }
+    shim_reply_written(s, resp, rc, r, name, 200, out);
     json_decref(body);
 }
 
@@ -636,11 +635,7 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
         json_decref(cur);
         json_decref(next);
         if (rc == STORE_ECONFLICT && !prv && attempt < 4) continue;
-        if (rc) shim_store_error(s, resp, rc, r, name);
-        else {
-            shim_json(resp, 200, shim_with_type(r, out));
-            watch_kick(s->hub);
-        }
+        shim_reply_written(s, resp, rc, r, name, 200, out);
         break;
     }
     json_decref(patch);

@@ -81,6 +81,11 @@ typedef int (*shim_patch_fn)(const json_t *target, const json_t *patch, json_t *
 shim_patch_fn shim_patch_parse(const struct http_request *req, json_t **patch, bool *server_side_apply,
                                struct http_response *resp);
 
+/* The reply to a write: the written object (stolen) with code, and watchers
+ * woken; or, when rc is an error, its Status. */
+void shim_reply_written(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
+                        const char *name, int code, json_t *out);
+
 /* ---- pods and status subresources (shim_pods.c) ---- */
 bool shim_has_status(const struct shim_resource *r); /* pods, nodes, namespaces */
 void shim_pod_defaults(json_t *pod);

@@ -213,11 +213,7 @@ void shim_status_subresource(struct shim *s, const struct shim_resource *r, cons
         rc = store_update(s->st, r->store_key, ns_, cur, &out, NULL); /* CAS on what was read */
         json_decref(cur);
         if (rc == STORE_ECONFLICT && attempt + 1 < CAS_ATTEMPTS) continue;
-        if (rc) shim_store_error(s, resp, rc, r, name);
-        else {
-            shim_json(resp, 200, shim_with_type(r, out));
-            watch_kick(s->hub);
-        }
+        shim_reply_written(s, resp, rc, r, name, 200, out);
         break;
     }
     json_decref(patch);
