@@ -44,7 +44,8 @@ struct http_conn {
     char content_type[256], accept[1024], authorization[HTTP_MAX_HEADER];
     char *body;
     size_t body_len, body_expected;
-    bool discard; /* reading an oversized body only to answer 413 after it */
+    bool discard;    /* reading an oversized body only to answer 413 after it */
+    bool dispatched; /* the handler ran; lws may still report an empty body's completion */
     /* response */
     unsigned char *out; /* LWS_PRE headroom + body */
     size_t out_len, out_sent;
@@ -188,6 +189,7 @@ static void drain_socket(struct lws *wsi) {
 
 static int dispatch(struct lws *wsi, struct http_conn *c) {
     struct http_server *s = lws_context_user(lws_get_context(wsi));
+    c->dispatched = true;
     struct http_request req = {
         .method = c->method,
         .method_name = c->method_name,
@@ -355,12 +357,14 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
     case LWS_CALLBACK_HTTP:
         return on_request(wsi, c);
     case LWS_CALLBACK_HTTP_BODY:
-        if (c->discard) return 0;
+        /* "Content-Length: 0": lws reports an empty body after the request was answered */
+        if (c->discard || c->dispatched) return 0;
         if (!c->body || c->body_len + len > c->body_expected) return -1;
         memcpy(c->body + c->body_len, in, len);
         c->body_len += len;
         return 0;
     case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        if (c->dispatched) return 0; /* "Content-Length: 0": answered already */
         if (c->discard) return respond_too_large(wsi, c);
         if (!c->body) return -1;
         c->body[c->body_len] = 0;

@@ -237,6 +237,11 @@ TEST(http_methods_and_bodies) {
     free(huge);
     /* the server keeps serving */
     CHECK_I64(req(c, "GET", url, NULL, 0, NULL, &b), 200);
+    /* an empty body (Content-Length: 0) gets the whole reply */
+    CHECK_I64(req(c, "POST", url, "", 0, h, &b), 200);
+    json_t *e = json_loads(b.p ? b.p : "", 0, NULL);
+    CHECK(e && json_integer_value(json_object_get(e, "bodyLen")) == 0);
+    json_decref(e);
     curl_slist_free_all(h);
     free(b.p);
     curl_easy_cleanup(c);
