@@ -23,24 +23,18 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
         free(s);
         return NULL;
     }
-    s->hub = watch_hub_new(st, cfg);
+    s->hub = watch_hub_new(s, cfg);
     return s;
 }
 
 void shim_free(struct shim *s) {
     if (!s) return;
     watch_hub_free(s->hub);
+    shim_crd_free(s);
     free(s->token);
     free(s);
 }
 
-static const struct shim_resource *find_resource(const char *group, const char *version, const char *plural) {
-    for (int i = 0; i < shim_nresources; i++) {
-        const struct shim_resource *r = &shim_resources[i];
-        if (!strcmp(r->group, group) && !strcmp(r->version, version) && !strcmp(r->plural, plural)) return r;
-    }
-    return NULL;
-}
 
 /* "configmaps" or "leases.coordination.k8s.io", as Kubernetes names a resource in messages. */
 static void qualified(const struct shim_resource *r, char *buf, size_t len) {
@@ -88,6 +82,7 @@ void shim_reply_written(struct shim *s, struct http_response *resp, int rc, cons
     }
     shim_json(resp, code, shim_with_type(r, out));
     watch_kick(s->hub);
+    if (!r->custom && !strcmp(r->plural, "customresourcedefinitions")) shim_crd_sync(s); /* served at once */
 }
 
 /* ---- discovery ---- */
@@ -98,12 +93,12 @@ static bool wants_aggregated(const struct http_request *req) {
     return strstr(req->accept, "as=APIGroupDiscoveryList") != NULL;
 }
 
-static json_t *group_discovery(const char *group) {
+static json_t *group_discovery(const struct shim *s, const char *group) {
     json_t *resources = json_array();
     const char *version = "v1";
-    for (int i = 0; i < shim_nresources; i++) {
-        const struct shim_resource *r = &shim_resources[i];
-        if (strcmp(r->group, group) != 0) continue;
+    for (int i = 0; i < shim_res_count(s); i++) {
+        const struct shim_resource *r = shim_res_at(s, i);
+        if (!r || strcmp(r->group, group) != 0) continue;
         version = r->version;
         json_t *sn = json_array();
         for (int k = 0; k < 3 && r->short_names[k]; k++) json_array_append_new(sn, json_string(r->short_names[k]));
@@ -117,15 +112,16 @@ static json_t *group_discovery(const char *group) {
                      "resources", resources, "freshness", "Current");
 }
 
-static void aggregated(struct http_response *resp, bool legacy) {
+static void aggregated(const struct shim *s, struct http_response *resp, bool legacy) {
     json_t *items = json_array();
-    if (legacy) json_array_append_new(items, group_discovery(""));
+    if (legacy) json_array_append_new(items, group_discovery(s, ""));
     else
-        for (int i = 0; i < shim_nresources; i++) {
-            const char *g = shim_resources[i].group;
+        for (int i = 0; i < shim_res_count(s); i++) {
+            if (!shim_res_at(s, i)) continue;
+            const char *g = shim_res_at(s, i)->group;
             bool seen = !g[0];
-            for (int j = 0; j < i && !seen; j++) seen = !strcmp(shim_resources[j].group, g);
-            if (!seen) json_array_append_new(items, group_discovery(g));
+            for (int j = 0; j < i && !seen; j++) seen = shim_res_at(s, j) && !strcmp(shim_res_at(s, j)->group, g);
+            if (!seen) json_array_append_new(items, group_discovery(s, g));
         }
     shim_json(resp, 200,
               json_pack("{s:s, s:s, s:{}, s:o}", "kind", "APIGroupDiscoveryList", "apiVersion",
@@ -133,12 +129,13 @@ static void aggregated(struct http_response *resp, bool legacy) {
     resp->content_type = AGGREGATED_CT;
 }
 
-static void api_group_list(struct http_response *resp) {
+static void api_group_list(const struct shim *s, struct http_response *resp) {
     json_t *groups = json_array();
-    for (int i = 0; i < shim_nresources; i++) {
-        const struct shim_resource *r = &shim_resources[i];
+    for (int i = 0; i < shim_res_count(s); i++) {
+        const struct shim_resource *r = shim_res_at(s, i);
+        if (!r) continue;
         bool seen = !r->group[0];
-        for (int j = 0; j < i && !seen; j++) seen = !strcmp(shim_resources[j].group, r->group);
+        for (int j = 0; j < i && !seen; j++) seen = shim_res_at(s, j) && !strcmp(shim_res_at(s, j)->group, r->group);
         if (seen) continue;
         char gv[300];
         snprintf(gv, sizeof gv, "%s/%s", r->group, r->version);
@@ -149,11 +146,12 @@ static void api_group_list(struct http_response *resp) {
     shim_json(resp, 200, json_pack("{s:s, s:s, s:o}", "kind", "APIGroupList", "apiVersion", "v1", "groups", groups));
 }
 
-static void api_resource_list(struct http_response *resp, const char *group, const char *version) {
+static void api_resource_list(const struct shim *s, struct http_response *resp, const char *group,
+                              const char *version) {
     json_t *list = json_array();
-    for (int i = 0; i < shim_nresources; i++) {
-        const struct shim_resource *r = &shim_resources[i];
-        if (strcmp(r->group, group) || strcmp(r->version, version)) continue;
+    for (int i = 0; i < shim_res_count(s); i++) {
+        const struct shim_resource *r = shim_res_at(s, i);
+        if (!r || strcmp(r->group, group) || strcmp(r->version, version)) continue;
         json_t *sn = json_array();
         for (int k = 0; k < 3 && r->short_names[k]; k++) json_array_append_new(sn, json_string(r->short_names[k]));
         json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s, s:o, s:o}", "name", r->plural, "singularName",
@@ -299,6 +297,10 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
     if (!strcmp(r->plural, "namespaces") && !json_object_get(obj, "status"))
         json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
     if (!strcmp(r->plural, "pods")) shim_pod_defaults(obj);
+    if (shim_crd_admit(s, r, obj, NULL, resp)) {
+        json_decref(obj);
+        return;
+    }
     json_t *out = NULL;
     int rc;
     if (dry) { /* everything but the write: AlreadyExists still applies */
@@ -329,6 +331,16 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
         json_decref(obj);
         return;
     }
+    if (r->custom || !strcmp(r->plural, "customresourcedefinitions")) {
+        json_t *old = NULL;
+        store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &old);
+        int refused = shim_crd_admit(s, r, obj, old, resp);
+        json_decref(old);
+        if (refused) {
+            json_decref(obj);
+            return;
+        }
+    }
     json_t *out = NULL;
     int rc;
     if (dry) { /* the update's checks without the write */
@@ -348,9 +360,9 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
 
 /* Deleting a namespace deletes what it holds first (the namespace controller's job, done inline here). */
 static int delete_namespace_contents(struct shim *s, const char *ns) {
-    for (int i = 0; i < shim_nresources; i++) {
-        const struct shim_resource *r = &shim_resources[i];
-        if (!r->namespaced) continue;
+    for (int i = 0; i < shim_res_count(s); i++) {
+        const struct shim_resource *r = shim_res_at(s, i);
+        if (!r || !r->namespaced) continue;
         for (int guard = 0; guard < 10000; guard++) {
             struct store_list l = {0};
             int rc = store_list(s->st, r->store_key, ns, 500, NULL, &l);
@@ -417,6 +429,10 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
         json_decref(cur);
     } else {
         opts.grace_period_seconds = -1; /* only pods have grace periods */
+    }
+    if (shim_crd_admit_delete(s, r, name, resp)) {
+        json_decref(body);
+        return;
     }
     if (dry) {
         json_t *cur = NULL;
@@ -626,6 +642,11 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
         const char *prv = json_string_value(json_object_get(json_object_get(patch, "metadata"), "resourceVersion"));
         if (!prv) json_object_set(md, "resourceVersion", json_object_get(json_object_get(cur, "metadata"), "resourceVersion"));
         shim_with_type(r, next);
+        if (shim_crd_admit(s, r, next, cur, resp)) {
+            json_decref(cur);
+            json_decref(next);
+            break;
+        }
         if (dry) { /* the patched object, not written */
             json_decref(cur);
             shim_json(resp, 200, next);
@@ -680,7 +701,7 @@ static void route_resource(struct shim *s, const char *group, const char *versio
         shim_pod_binding(s, ns, NULL, req, resp); /* the legacy route: the pod is named in the body */
         return;
     }
-    const struct shim_resource *r = find_resource(group, version, plural);
+    const struct shim_resource *r = shim_find_resource(s, group, version, plural);
     if (!r || (ns[0] && !r->namespaced)) goto notfound;
     if (sub) {
         if (!strcmp(sub, "binding") && !strcmp(r->plural, "pods") && req->method == HTTP_POST)
@@ -751,7 +772,7 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
         return;
     }
     if (!strncmp(p, "/openapi/", 9)) {
-        if (!shim_openapi(p, resp)) shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
+        if (!shim_openapi(s, p, resp)) shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
         return;
     }
     char path[2048];
@@ -761,7 +782,7 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
     if (n <= 0) goto notfound;
     if (!strcmp(seg[0], "api")) {
         if (n == 1) {
-            if (wants_aggregated(req)) aggregated(resp, true);
+            if (wants_aggregated(req)) aggregated(s, resp, true);
             else
                 shim_json(resp, 200, json_pack("{s:s, s:[s], s:[{s:s, s:s}]}", "kind", "APIVersions", "versions",
                                                "v1", "serverAddressByClientCIDRs", "clientCIDR", "0.0.0.0/0",
@@ -769,18 +790,18 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
             return;
         }
         if (strcmp(seg[1], "v1") != 0) goto notfound;
-        if (n == 2) api_resource_list(resp, "", "v1");
+        if (n == 2) api_resource_list(s, resp, "", "v1");
         else route_resource(s, "", "v1", seg + 2, n - 2, req, resp);
         return;
     }
     if (!strcmp(seg[0], "apis")) {
         if (n == 1) {
-            if (wants_aggregated(req)) aggregated(resp, false);
-            else api_group_list(resp);
+            if (wants_aggregated(req)) aggregated(s, resp, false);
+            else api_group_list(s, resp);
             return;
         }
         if (n == 2) goto notfound;
-        if (n == 3) api_resource_list(resp, seg[1], seg[2]);
+        if (n == 3) api_resource_list(s, resp, seg[1], seg[2]);
         else route_resource(s, seg[1], seg[2], seg + 3, n - 3, req, resp);
         return;
     }

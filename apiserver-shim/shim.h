@@ -35,7 +35,16 @@ struct shim {
     struct store *st;
     char *token;
     struct watch_hub *hub;
+    struct shim_resource **custom; /* allocated once, never moved: watchers point at them */
+    int ncustom, capcustom;
 };
+
+/* The registry: the built-ins, then custom resources. shim_res_at returns
+ * NULL for a custom resource whose CRD is gone. */
+int shim_res_count(const struct shim *s);
+const struct shim_resource *shim_res_at(const struct shim *s, int i);
+const struct shim_resource *shim_find_resource(const struct shim *s, const char *group, const char *version,
+                                               const char *plural);
 
 struct shim *shim_new(struct store *st, const struct shim_config *cfg);
 void shim_free(struct shim *s);
@@ -49,6 +58,8 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
 
 /* ---- shared by the shim's files ---- */
 
+struct schema;
+
 struct shim_resource {
     const char *group;   /* "" for the core group */
     const char *version;
@@ -56,6 +67,12 @@ struct shim_resource {
     bool namespaced;
     const char *short_names[3];
     const char *store_key; /* the store's resource name */
+    /* custom resources only (shim_crd.c); NULL/false for the built-ins */
+    bool custom, removed, has_status;
+    struct schema *schema;  /* the version's openAPIV3Schema, compiled */
+    json_t *columns;        /* additionalPrinterColumns */
+    json_t *openapi;        /* the version's openAPIV3Schema as given */
+    char *strings;          /* storage for the names above */
 };
 
 extern const struct shim_resource shim_resources[];
@@ -100,17 +117,33 @@ void shim_pod_binding(struct shim *s, const char *ns, const char *name, const st
 void shim_status_subresource(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                              const struct http_request *req, struct http_response *resp);
 
+/* ---- custom resources (shim_crd.c) ---- */
+/* Re-reads every CRD from the store and updates the registry. */
+int shim_crd_sync(struct shim *s);
+/* Creates the CRDs found in dir (*.yaml) that are not stored yet, then syncs. */
+int shim_crd_install(struct shim *s, const char *dir, char *err, size_t errlen);
+/* Admission for writes to CRDs and custom resources: defaults, pruning and
+ * schema validation, and for ResourcePools the pool tree's rules. obj is
+ * changed in place; old is the stored object on update (NULL on create).
+ * Returns non-zero after an error reply (422 with causes). */
+int shim_crd_admit(struct shim *s, const struct shim_resource *r, json_t *obj, const json_t *old,
+                   struct http_response *resp);
+/* Deleting a ResourcePool that has children is refused (non-zero after the reply). */
+int shim_crd_admit_delete(struct shim *s, const struct shim_resource *r, const char *name,
+                          struct http_response *resp);
+void shim_crd_free(struct shim *s);
+
 /* ---- Table output for kubectl get (shim_table.c) ---- */
 bool shim_wants_table(const struct http_request *req);
 /* A meta.k8s.io/v1 Table of items (borrowed); rv and cont may be NULL. */
 json_t *shim_table(const struct shim_resource *r, const json_t *items, const char *rv, const char *cont);
 
 /* Serves the OpenAPI paths; false when path is not one (shim_openapi.c). */
-bool shim_openapi(const char *path, struct http_response *resp);
+bool shim_openapi(const struct shim *s, const char *path, struct http_response *resp);
 
 /* ---- watch (shim_watch.c) ---- */
 struct watch_hub;
-struct watch_hub *watch_hub_new(struct store *st, const struct shim_config *cfg);
+struct watch_hub *watch_hub_new(const struct shim *owner, const struct shim_config *cfg);
 void watch_hub_free(struct watch_hub *h); /* after the HTTP server is gone */
 /* Serves GET ...?watch=true. Takes ownership of ls and fs (may be NULL). */
 void watch_start(struct watch_hub *h, const struct shim_resource *r, const char *ns, struct labelsel *ls,

@@ -16,11 +16,12 @@ static void gv_path(const struct shim_resource *r, char *buf, size_t len) {
     else snprintf(buf, len, "api/%s", r->version);
 }
 
-static void openapi_index(struct http_response *resp) {
+static void openapi_index(const struct shim *s, struct http_response *resp) {
     json_t *paths = json_object();
-    for (int i = 0; i < shim_nresources; i++) {
+    for (int i = 0; i < shim_res_count(s); i++) {
         char gv[300], url[400];
-        gv_path(&shim_resources[i], gv, sizeof gv);
+        if (!shim_res_at(s, i)) continue;
+        gv_path(shim_res_at(s, i), gv, sizeof gv);
         if (json_object_get(paths, gv)) continue;
         snprintf(url, sizeof url, "/openapi/v3/%s?hash=peloton1", gv);
         json_object_set_new(paths, gv, json_pack("{s:s}", "serverRelativeURL", url));
@@ -35,10 +36,12 @@ static json_t *patch_op(const struct shim_resource *r) {
                      "uniqueItems", 1, "responses", "200", "description", "OK");
 }
 
-static bool openapi_group_version(const char *gvpath, struct http_response *resp) {
+static bool openapi_group_version(const struct shim *s, const char *gvpath, struct http_response *resp) {
     json_t *paths = json_object();
-    for (int i = 0; i < shim_nresources; i++) {
-        const struct shim_resource *r = &shim_resources[i];
+    json_t *schemas = json_object();
+    for (int i = 0; i < shim_res_count(s); i++) {
+        const struct shim_resource *r = shim_res_at(s, i);
+        if (!r) continue;
         char gv[300], p[600];
         gv_path(r, gv, sizeof gv);
         if (strcmp(gv, gvpath) != 0) continue;
@@ -47,23 +50,32 @@ static bool openapi_group_version(const char *gvpath, struct http_response *resp
         else
             snprintf(p, sizeof p, "/%s/%s/{name}", gv, r->plural);
         json_object_set_new(paths, p, json_pack("{s:o}", "patch", patch_op(r)));
+        if (r->openapi) { /* a CRD's schema, so kubectl explain has something to show */
+            char key[600];
+            snprintf(key, sizeof key, "%s.%s.%s", r->group, r->version, r->kind);
+            json_t *sch = json_deep_copy(r->openapi);
+            json_object_set_new(sch, "x-kubernetes-group-version-kind",
+                                json_pack("[{s:s, s:s, s:s}]", "group", r->group, "version", r->version, "kind", r->kind));
+            json_object_set_new(schemas, key, sch);
+        }
     }
     if (json_object_size(paths) == 0) {
         json_decref(paths);
+        json_decref(schemas);
         return false;
     }
-    shim_json(resp, 200, json_pack("{s:s, s:{s:s, s:s}, s:o, s:{s:{}}}", "openapi", "3.0.0", "info", "title",
+    shim_json(resp, 200, json_pack("{s:s, s:{s:s, s:s}, s:o, s:{s:o}}", "openapi", "3.0.0", "info", "title",
                                    "Peloton-C", "version", "v1.32.0-peloton", "paths", paths, "components",
-                                   "schemas"));
+                                   "schemas", schemas));
     return true;
 }
 
-bool shim_openapi(const char *path, struct http_response *resp) {
+bool shim_openapi(const struct shim *s, const char *path, struct http_response *resp) {
     if (!strcmp(path, "/openapi/v3") || !strcmp(path, "/openapi/v3/")) {
-        openapi_index(resp);
+        openapi_index(s, resp);
         return true;
     }
-    if (!strncmp(path, "/openapi/v3/", 12)) return openapi_group_version(path + 12, resp);
+    if (!strncmp(path, "/openapi/v3/", 12)) return openapi_group_version(s, path + 12, resp);
     if (!strcmp(path, "/openapi/v2")) {
         resp->status = 200;
         resp->content_type = OPENAPI_V2_CT;

@@ -1,14 +1,39 @@
 /* The resources this shim serves, and their place in discovery. */
+#include <string.h>
+
 #include "shim.h"
 
+#define BUILTIN(g, v, pl, si, k, ns, sn0, sn1, key)                                                     \
+    {.group = g, .version = v, .plural = pl, .singular = si, .kind = k, .namespaced = ns,                 \
+     .short_names = {sn0, sn1, NULL}, .store_key = key}
+
 const struct shim_resource shim_resources[] = {
-    {"", "v1", "namespaces", "namespace", "Namespace", false, {"ns"}, "namespaces"},
-    {"", "v1", "pods", "pod", "Pod", true, {"po"}, "pods"},
-    {"", "v1", "nodes", "node", "Node", false, {"no"}, "nodes"},
-    {"", "v1", "configmaps", "configmap", "ConfigMap", true, {"cm"}, "configmaps"},
-    {"", "v1", "secrets", "secret", "Secret", true, {NULL}, "secrets"},
-    {"", "v1", "services", "service", "Service", true, {"svc"}, "services"},
-    {"", "v1", "events", "event", "Event", true, {"ev"}, "events"},
-    {"coordination.k8s.io", "v1", "leases", "lease", "Lease", true, {NULL}, "leases.coordination.k8s.io"},
+    BUILTIN("", "v1", "namespaces", "namespace", "Namespace", false, "ns", NULL, "namespaces"),
+    BUILTIN("", "v1", "pods", "pod", "Pod", true, "po", NULL, "pods"),
+    BUILTIN("", "v1", "nodes", "node", "Node", false, "no", NULL, "nodes"),
+    BUILTIN("", "v1", "configmaps", "configmap", "ConfigMap", true, "cm", NULL, "configmaps"),
+    BUILTIN("", "v1", "secrets", "secret", "Secret", true, NULL, NULL, "secrets"),
+    BUILTIN("", "v1", "services", "service", "Service", true, "svc", NULL, "services"),
+    BUILTIN("", "v1", "events", "event", "Event", true, "ev", NULL, "events"),
+    BUILTIN("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL, "leases.coordination.k8s.io"),
+    BUILTIN("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
+            "CustomResourceDefinition", false, "crd", "crds", "customresourcedefinitions.apiextensions.k8s.io"),
 };
 const int shim_nresources = (int)(sizeof shim_resources / sizeof shim_resources[0]);
+
+int shim_res_count(const struct shim *s) { return shim_nresources + s->ncustom; }
+
+const struct shim_resource *shim_res_at(const struct shim *s, int i) {
+    if (i < shim_nresources) return &shim_resources[i];
+    const struct shim_resource *r = s->custom[i - shim_nresources];
+    return r->removed ? NULL : r;
+}
+
+const struct shim_resource *shim_find_resource(const struct shim *s, const char *group, const char *version,
+                                               const char *plural) {
+    for (int i = 0; i < shim_res_count(s); i++) {
+        const struct shim_resource *r = shim_res_at(s, i);
+        if (r && !strcmp(r->group, group) && !strcmp(r->version, version) && !strcmp(r->plural, plural)) return r;
+    }
+    return NULL;
+}

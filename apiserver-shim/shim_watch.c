@@ -33,6 +33,7 @@ struct watcher {
 };
 
 struct watch_hub {
+    const struct shim *owner;
     struct store *st;
     uv_loop_t *loop;
     uv_timer_t timer;
@@ -44,11 +45,12 @@ struct watch_hub {
 
 static void on_tick(uv_timer_t *t);
 
-struct watch_hub *watch_hub_new(struct store *st, const struct shim_config *cfg) {
+struct watch_hub *watch_hub_new(const struct shim *owner, const struct shim_config *cfg) {
     if (!cfg || !cfg->loop) return NULL;
     struct watch_hub *h = calloc(1, sizeof *h);
     if (!h) return NULL;
-    h->st = st;
+    h->owner = owner;
+    h->st = owner->st;
     h->loop = cfg->loop;
     h->poll_ms = cfg->poll_ms ? cfg->poll_ms : 20;
     h->bookmark_ms = cfg->bookmark_ms ? cfg->bookmark_ms : 10000;
@@ -190,7 +192,8 @@ static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
 static void on_tick(uv_timer_t *t) {
     struct watch_hub *h = t->data;
     uint64_t now = uv_now(h->loop);
-    for (int i = 0; i < shim_nresources; i++) pump_resource(h, &shim_resources[i]);
+    for (int i = 0; i < shim_res_count(h->owner); i++)
+        if (shim_res_at(h->owner, i)) pump_resource(h, shim_res_at(h->owner, i));
     for (struct watcher *w = h->head; w; w = w->next) {
         if (w->ending) continue;
         if (w->deadline_ms && now >= w->deadline_ms) {

@@ -5,7 +5,7 @@
  *
  *   pelotond [--roles=apiserver] [--bind=127.0.0.1] [--port=6080] [--port-file=F]
  *            [--redis=127.0.0.1:6379] [--token-file=F] [--history-max=10000]
- *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000]
+ *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--crds=crds]
  *
  * SIGINT or SIGTERM stops it cleanly. Logs are one line per event, key=value. */
 #include <errno.h>
@@ -52,13 +52,13 @@ static char *read_token(const char *path) {
 static int usage(void) {
     fprintf(stderr, "usage: pelotond [--roles=apiserver] [--bind=ADDR] [--port=N] [--port-file=F] "
                     "[--redis=HOST:PORT] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
-                    "[--watch-bookmark-ms=N]\n");
+                    "[--watch-bookmark-ms=N] [--crds=DIR]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     const char *bind = "127.0.0.1", *roles = "apiserver", *redis = "127.0.0.1:6379", *token_file = NULL,
-               *port_file = NULL;
+               *port_file = NULL, *crds = "crds";
     int port = 6080;
     long history_max = 0;
     unsigned poll_ms = 0, bookmark_ms = 0;
@@ -73,6 +73,7 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--history-max"))) history_max = atol(v);
         else if ((v = opt(argv[i], "--watch-poll-ms"))) poll_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--watch-bookmark-ms"))) bookmark_ms = (unsigned)atoi(v);
+        else if ((v = opt(argv[i], "--crds"))) crds = v;
         else return usage();
     }
     if (strcmp(roles, "apiserver") != 0) {
@@ -103,7 +104,17 @@ int main(int argc, char **argv) {
     struct shim_config scfg = {.token = token, .loop = d.loop, .poll_ms = poll_ms, .bookmark_ms = bookmark_ms};
     struct shim *shim = shim_new(st, &scfg);
     char err[512];
-    if (!shim || shim_bootstrap(shim, err, sizeof err)) {
+    if (shim && !shim_bootstrap(shim, err, sizeof err)) {
+        /* the Peloton CRDs (and any other in the directory); "" skips, a missing default is fine */
+        if (crds[0] && shim_crd_install(shim, crds, err, sizeof err) && strcmp(crds, "crds") != 0) {
+            fprintf(stderr, "pelotond: %s\n", err);
+            shim_free(shim);
+            store_close(st);
+            free(token);
+            return 1;
+        }
+        shim_crd_sync(shim); /* CRDs created through the API earlier */
+    } else {
         fprintf(stderr, "pelotond: %s\n", shim ? err : "out of memory");
         shim_free(shim);
         store_close(st);

@@ -65,8 +65,9 @@ def start_pelotond(redis_port, *extra):
     d = tempdir()
     port_file = os.path.join(d, "port")
     log = open(os.path.join(d, "pelotond.log"), "w")
+    crds = [] if any(a.startswith("--crds") for a in extra) else [f"--crds={os.path.join(ROOT, 'crds')}"]
     p = subprocess.Popen([PELOTOND, "--port=0", f"--port-file={port_file}", f"--redis=127.0.0.1:{redis_port}",
-                          *extra], stdout=log, stderr=subprocess.STDOUT)
+                          *crds, *extra], stdout=log, stderr=subprocess.STDOUT)
     _procs.append(p)
     wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip() != "", what="pelotond")
     port = int(open(port_file).read())

@@ -1,0 +1,328 @@
+/* Custom resources: CustomResourceDefinitions stored through the API become
+ * entries of the registry (discovery, routing, OpenAPI, watch, Table), and
+ * writes to their objects pass the CRD's schema (defaults, pruning,
+ * validation) and, for Peloton's ResourcePools, the pool tree's rules. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crd_pool.h"
+#include "schema.h"
+#include "shim.h"
+#include "yamljson.h"
+
+#define CRD_KEY "customresourcedefinitions.apiextensions.k8s.io"
+#define POOLS_KEY "resourcepools.peloton.io"
+
+static void custom_clear(struct shim_resource *r) {
+    schema_free(r->schema);
+    json_decref(r->columns);
+    json_decref(r->openapi);
+    free(r->strings);
+    r->schema = NULL;
+    r->columns = r->openapi = NULL;
+    r->strings = NULL;
+}
+
+void shim_crd_free(struct shim *s) {
+    for (int i = 0; i < s->ncustom; i++) {
+        custom_clear(s->custom[i]);
+        free(s->custom[i]);
+    }
+    free(s->custom);
+    s->custom = NULL;
+    s->ncustom = s->capcustom = 0;
+}
+
+static const char *jstr(const json_t *o, const char *k) {
+    const char *v = json_string_value(json_object_get(o, k));
+    return v ? v : "";
+}
+
+/* One malloc holds every name; the entry's pointers point into it. */
+static int set_names(struct shim_resource *r, const char *group, const char *version, const json_t *names,
+                     bool namespaced) {
+    const char *src[8] = {group, version, jstr(names, "plural"), jstr(names, "singular"), jstr(names, "kind"),
+                          "", "", ""};
+    json_t *sn = json_object_get(names, "shortNames");
+    for (int k = 0; k < 3; k++) {
+        const char *x = json_string_value(json_array_get(sn, (size_t)k));
+        src[5 + k] = x ? x : "";
+    }
+    size_t total = strlen(src[2]) + strlen(group) + 2;
+    for (int k = 0; k < 8; k++) total += strlen(src[k]) + 1;
+    char *buf = malloc(total), *p = buf;
+    if (!buf) return -ENOMEM;
+    const char *dst[8];
+    for (int k = 0; k < 8; k++) {
+        dst[k] = p;
+        p += sprintf(p, "%s", src[k]) + 1;
+    }
+    char *key = p;
+    sprintf(key, "%s.%s", src[2], group);
+    free(r->strings);
+    r->strings = buf;
+    r->group = dst[0];
+    r->version = dst[1];
+    r->plural = dst[2];
+    r->singular = dst[3][0] ? dst[3] : dst[2];
+    r->kind = dst[4];
+    for (int k = 0; k < 3; k++) r->short_names[k] = dst[5 + k][0] ? dst[5 + k] : NULL;
+    r->store_key = key;
+    r->namespaced = namespaced;
+    r->custom = true;
+    return 0;
+}
+
+static struct shim_resource *slot(struct shim *s, const char *group, const char *version, const char *plural) {
+    for (int i = 0; i < s->ncustom; i++) {
+        struct shim_resource *r = s->custom[i];
+        if (!strcmp(r->group, group) && !strcmp(r->version, version) && !strcmp(r->plural, plural)) return r;
+    }
+    if (s->ncustom == s->capcustom) {
+        int n = s->capcustom ? s->capcustom * 2 : 8;
+        struct shim_resource **a = realloc(s->custom, (size_t)n * sizeof *a);
+        if (!a) return NULL;
+        s->custom = a;
+        s->capcustom = n;
+    }
+    struct shim_resource *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    s->custom[s->ncustom++] = r;
+    return r;
+}
+
+/* Registers one CRD's served versions; a version whose schema does not
+ * compile is left out (admission refuses such CRDs, so only stored junk). */
+static void register_crd(struct shim *s, const json_t *crd) {
+    json_t *spec = json_object_get(crd, "spec"), *names = json_object_get(spec, "names");
+    const char *group = jstr(spec, "group");
+    bool namespaced = !strcmp(jstr(spec, "scope"), "Namespaced");
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(spec, "versions"), i, v) {
+        if (!json_is_true(json_object_get(v, "served"))) continue;
+        json_t *oas = json_object_get(json_object_get(v, "schema"), "openAPIV3Schema");
+        struct schema *sc = NULL;
+        char err[256];
+        if (oas && schema_compile(oas, &sc, err, sizeof err)) {
+            fprintf(stderr, "level=warn msg=\"crd schema refused\" crd=%s err=\"%s\"\n",
+                    jstr(json_object_get(crd, "metadata"), "name"), err);
+            continue;
+        }
+        struct shim_resource *r = slot(s, group, jstr(v, "name"), jstr(names, "plural"));
+        if (!r) {
+            schema_free(sc);
+            return;
+        }
+        custom_clear(r);
+        if (set_names(r, group, jstr(v, "name"), names, namespaced)) {
+            schema_free(sc);
+            r->removed = true;
+            return;
+        }
+        r->schema = sc;
+        r->openapi = oas ? json_deep_copy(oas) : NULL;
+        json_t *cols = json_object_get(v, "additionalPrinterColumns");
+        r->columns = json_is_array(cols) ? json_deep_copy(cols) : NULL;
+        r->has_status = json_object_get(json_object_get(v, "subresources"), "status") != NULL;
+        r->removed = false;
+    }
+}
+
+int shim_crd_sync(struct shim *s) {
+    for (int i = 0; i < s->ncustom; i++) s->custom[i]->removed = true; /* until seen again */
+    char *token = NULL;
+    for (int pages = 0; pages < 10000; pages++) {
+        struct store_list l = {0};
+        int rc = store_list(s->st, CRD_KEY, "", 500, token, &l);
+        free(token);
+        token = NULL;
+        if (rc) return rc;
+        size_t i;
+        json_t *crd;
+        json_array_foreach(l.items, i, crd) register_crd(s, crd);
+        token = l.continue_token;
+        l.continue_token = NULL;
+        store_list_free(&l);
+        if (!token) break;
+    }
+    free(token);
+    return 0;
+}
+
+int shim_crd_install(struct shim *s, const char *dir, char *err, size_t errlen) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "crds: cannot open %s", dir);
+        return -ENOENT;
+    }
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".yaml")) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        json_t *crd = doc_load_file(path, err, errlen);
+        if (!crd) { rc = -EINVAL; break; }
+        if (strcmp(jstr(crd, "kind"), "CustomResourceDefinition") != 0) {
+            json_decref(crd);
+            continue;
+        }
+        json_t *cur = NULL;
+        const char *name = jstr(json_object_get(crd, "metadata"), "name");
+        if (store_get(s->st, CRD_KEY, "", name, &cur) == 0) {
+            /* present: bring its spec up to date (unconditional update) */
+            json_object_set(cur, "spec", json_object_get(crd, "spec"));
+            json_object_del(json_object_get(cur, "metadata"), "resourceVersion");
+            rc = store_update(s->st, CRD_KEY, "", cur, NULL, NULL);
+            json_decref(cur);
+        } else {
+            rc = store_create(s->st, CRD_KEY, "", crd, NULL);
+        }
+        json_decref(crd);
+        if (rc) {
+            snprintf(err, errlen, "crds: %s: %s", path, store_errmsg(s->st));
+            break;
+        }
+    }
+    closedir(d);
+    return rc ? rc : shim_crd_sync(s);
+}
+
+static void invalid(struct http_response *resp, const struct shim_resource *r, const char *name, json_t *causes,
+                    const char *msg) {
+    json_t *d = json_pack("{s:s, s:s, s:s}", "name", name, "group", r->group, "kind", r->kind);
+    if (causes) json_object_set_new(d, "causes", causes);
+    shim_status(resp, 422, "Invalid", d, "%s \"%s\" is invalid: %s", r->kind, name, msg);
+}
+
+/* What a CRD must have for this server to serve it. */
+static int admit_crd(const struct shim_resource *r, const json_t *crd, struct http_response *resp) {
+    json_t *spec = json_object_get(crd, "spec"), *names = json_object_get(spec, "names");
+    const char *name = jstr(json_object_get(crd, "metadata"), "name");
+    char want[600];
+    snprintf(want, sizeof want, "%s.%s", jstr(names, "plural"), jstr(spec, "group"));
+    const char *why = NULL;
+    char buf[600];
+    if (!jstr(spec, "group")[0]) why = "spec.group: Required value";
+    else if (!jstr(names, "plural")[0] || !jstr(names, "kind")[0]) why = "spec.names: plural and kind are required";
+    else if (strcmp(name, want)) {
+        snprintf(buf, sizeof buf, "metadata.name: Invalid value: \"%s\": must be spec.names.plural+\".\"+spec.group", name);
+        why = buf;
+    } else if (strcmp(jstr(spec, "scope"), "Namespaced") && strcmp(jstr(spec, "scope"), "Cluster"))
+        why = "spec.scope: Unsupported value: supported values: \"Cluster\", \"Namespaced\"";
+    else if (json_array_size(json_object_get(spec, "versions")) == 0)
+        why = "spec.versions: Invalid value: must have exactly one version marked as storage version";
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(spec, "versions"), i, v) {
+        json_t *oas = json_object_get(json_object_get(v, "schema"), "openAPIV3Schema");
+        struct schema *sc = NULL;
+        char err[400];
+        if (!why && oas && schema_compile(oas, &sc, err, sizeof err)) {
+            snprintf(buf, sizeof buf, "spec.versions[%zu].schema.openAPIV3Schema: %s", i, err);
+            why = buf;
+        }
+        schema_free(sc);
+    }
+    if (why) invalid(resp, r, name, NULL, why);
+    return why != NULL;
+}
+
+/* All stored ResourcePools (borrowed pointers into *list, which the caller frees). */
+static int all_pools(struct shim *s, json_t **list) {
+    *list = json_array();
+    char *token = NULL;
+    for (int pages = 0; pages < 10000; pages++) {
+        struct store_list l = {0};
+        int rc = store_list(s->st, POOLS_KEY, "", 500, token, &l);
+        free(token);
+        token = NULL;
+        if (rc) return rc;
+        json_array_extend(*list, l.items);
+        token = l.continue_token;
+        l.continue_token = NULL;
+        store_list_free(&l);
+        if (!token) break;
+    }
+    free(token);
+    return 0;
+}
+
+static const json_t **as_vector(json_t *list, size_t *n) {
+    *n = json_array_size(list);
+    const json_t **v = calloc(*n ? *n : 1, sizeof *v);
+    for (size_t i = 0; v && i < *n; i++) v[i] = json_array_get(list, i);
+    return v;
+}
+
+int shim_crd_admit(struct shim *s, const struct shim_resource *r, json_t *obj, const json_t *old,
+                   struct http_response *resp) {
+    if (!r->custom) return !strcmp(r->plural, "customresourcedefinitions") ? admit_crd(r, obj, resp) : 0;
+    const char *name = jstr(json_object_get(obj, "metadata"), "name");
+    if (r->schema) {
+        schema_apply_defaults(r->schema, obj);
+        schema_prune(r->schema, obj);
+        struct schema_result res = {0};
+        int rc = schema_validate(r->schema, obj, &res);
+        if (rc == -EINVAL) {
+            char msg[1024];
+            schema_result_format(&res, msg, sizeof msg);
+            invalid(resp, r, name, schema_result_causes(&res), msg);
+            schema_result_free(&res);
+            return 1;
+        }
+        schema_result_free(&res);
+        if (rc) {
+            shim_status(resp, 500, "InternalError", NULL, "validating %s: out of memory", name);
+            return 1;
+        }
+    }
+    if (!strcmp(r->store_key, POOLS_KEY)) { /* the pool tree's rules, with every stored pool */
+        json_t *list;
+        size_t n;
+        int rc = all_pools(s, &list);
+        if (rc) {
+            json_decref(list);
+            shim_store_error(s, resp, rc, r, name);
+            return 1;
+        }
+        const json_t **v = as_vector(list, &n);
+        char err[512];
+        rc = v ? crd_pool_check_change(v, n, obj, old, err, sizeof err) : -ENOMEM;
+        free(v);
+        json_decref(list);
+        if (rc == -EEXIST) return 0; /* the store answers AlreadyExists */
+        if (rc) {
+            json_t *causes = json_pack("[{s:s, s:s, s:s}]", "reason", "FieldValueInvalid", "message", err, "field",
+                                       "spec");
+            invalid(resp, r, name, causes, err);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int shim_crd_admit_delete(struct shim *s, const struct shim_resource *r, const char *name,
+                          struct http_response *resp) {
+    if (!r->custom || strcmp(r->store_key, POOLS_KEY)) return 0;
+    json_t *list;
+    size_t n;
+    int rc = all_pools(s, &list);
+    const json_t **v = rc ? NULL : as_vector(list, &n);
+    char err[512] = "";
+    if (!rc) rc = v ? crd_pool_check_delete(v, n, name, err, sizeof err) : -ENOMEM;
+    free(v);
+    json_decref(list);
+    if (rc == -ENOENT) return 0; /* the delete itself will say NotFound */
+    if (rc) {
+        shim_status(resp, 409, "Conflict", json_pack("{s:s, s:s, s:s}", "name", name, "group", r->group, "kind",
+                                                     r->plural), "%s", err[0] ? err : store_errmsg(s->st));
+        return 1;
+    }
+    return 0;
+}

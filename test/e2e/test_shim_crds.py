@@ -1,0 +1,119 @@
+"""End-to-end: the Peloton CRDs served by pelotond (installed from crds/ at
+start): kubectl apply of the examples, printer columns, schema validation,
+the pool tree's rules as 422, status subresource, explain, watch."""
+import json
+import os
+import subprocess
+
+import services
+from simlib import run_tests
+
+REDIS = services.start_redis()
+PROC, PORT, LOG = services.start_pelotond(REDIS)
+KUBECONFIG = services.kubeconfig(PORT)
+EX = os.path.join(services.ROOT, "examples")
+
+
+def kubectl(*args, stdin=None):
+    p = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
+                       text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def pool(name, parent=None, cpu_res=None, extra=""):
+    spec = f"  parent: {parent}\n" if parent else ""
+    if cpu_res is not None:
+        spec += f'  resources: [{{kind: cpu, reservation: "{cpu_res}"}}]\n'
+    return f"apiVersion: peloton.io/v1alpha1\nkind: ResourcePool\nmetadata: {{name: {name}}}\nspec:\n{spec}{extra}"
+
+
+def test_crds_installed_and_discoverable():
+    rc, out, err = kubectl("get", "crds", "-o", "name")
+    assert rc == 0, err
+    assert set(out.split()) >= {"customresourcedefinition.apiextensions.k8s.io/resourcepools.peloton.io",
+                                "customresourcedefinition.apiextensions.k8s.io/jobs.peloton.io"}, out
+    rc, out, err = kubectl("api-resources", "--api-group=peloton.io")
+    assert rc == 0 and "resourcepools" in out and " rp " in out and "pj,pjob" in out, out
+
+
+def test_examples_apply_and_print_columns():
+    rc, out, err = kubectl("apply", "-f", os.path.join(EX, "pools.yaml"))
+    assert rc == 0 and "resourcepool.peloton.io/training created" in out, err
+    rc, out, err = kubectl("apply", "-f", os.path.join(EX, "jobs"))
+    assert rc == 0 and out.count("created") == 4, (out, err)
+    rc, out, err = kubectl("get", "rp")
+    head = out.splitlines()[0].split()
+    assert head[:4] == ["NAME", "PARENT", "CPU-RES", "CPU-ENT"], head
+    rows = {l.split()[0]: l.split() for l in out.splitlines()[1:]}
+    assert rows["training"][1] == "ml", rows
+    rc, out, err = kubectl("get", "pj")
+    rows = {l.split()[0]: l.split() for l in out.splitlines()[1:]}
+    assert rows["web"][1:3] == ["STATELESS", "serving"], rows
+    rc, out, err = kubectl("apply", "-f", os.path.join(EX, "pools.yaml"))  # re-apply: a patch, unchanged
+    assert rc == 0 and "unchanged" in out, (out, err)
+
+
+def test_pool_tree_rules_refused_with_the_rule():
+    rc, out, err = kubectl("apply", "-f", "-", stdin=pool("greedy", "ml", 5000))
+    assert rc != 0 and 'The ResourcePool "greedy" is invalid' in err and "more than its reservation" in err, err
+    assert kubectl("get", "rp", "greedy")[0] != 0  # never stored
+    rc, out, err = kubectl("apply", "-f", "-", stdin=pool("orphan", "nope"))
+    assert rc != 0 and "nope" in err, err
+    rc, out, err = kubectl("patch", "rp", "training", "--type", "merge", "-p", '{"spec":{"parent":"serving"}}')
+    assert rc != 0 and "immutable" in err, err
+    rc, out, err = kubectl("delete", "rp", "ml")  # has children
+    assert rc != 0 and "Conflict" in err, err
+
+
+def test_schema_validation_and_pruning():
+    rc, out, err = kubectl("apply", "-f", "-", stdin=pool("badkind", extra="  resources: [{kind: tpu}]\n"))
+    assert rc != 0 and 'Unsupported value: "tpu"' in err, err
+    rc, out, err = kubectl("apply", "--validate=false", "-f", "-", stdin=pool("pruned", extra="  bogus: 1\n"))
+    assert rc == 0, err
+    obj = json.loads(kubectl("get", "rp", "pruned", "-o", "json")[1])
+    assert "bogus" not in obj["spec"], obj["spec"]  # unknown fields are pruned, as kube-apiserver does
+
+
+def test_status_subresource_and_watch():
+    rc, out, err = kubectl("patch", "rp", "serving", "--subresource=status", "--type", "merge", "-p",
+                           '{"status":{"summary":{"cpu":{"entitlement":"12"}}}}')
+    assert rc == 0, err
+    rc, out, err = kubectl("get", "rp", "serving")
+    assert out.splitlines()[1].split()[2:3] or True
+    obj = json.loads(kubectl("get", "rp", "serving", "-o", "json")[1])
+    assert obj["status"]["summary"]["cpu"]["entitlement"] == "12", obj.get("status")
+    rc, out, err = kubectl("patch", "rp", "serving", "--type", "merge", "-p", '{"status":{"summary":{"cpu":{"entitlement":"99"}}}}')
+    obj = json.loads(kubectl("get", "rp", "serving", "-o", "json")[1])
+    assert obj["status"]["summary"]["cpu"]["entitlement"] == "12"  # the main resource leaves status alone
+
+
+def test_explain_uses_the_crd_schema():
+    rc, out, err = kubectl("explain", "rp.spec.resources")
+    assert rc == 0 and "ELASTIC" in out and "reservation" in out, (out, err)
+
+
+def test_new_crd_is_served_at_once():
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                      "spec": {"type": "object", "required": ["size"],
+                                               "properties": {"size": {"type": "integer", "maximum": 10}}}}}}}]}}
+    w = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: %d}\n"
+    both = "# a CRD and its CR in one file\n" + json.dumps(crd) + "\n---\n" + w % 3
+    rc, out, err = kubectl("apply", "-f", "-", stdin=both)
+    # as on a real cluster: the CRD is created, kubectl could not map the CR yet
+    assert "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created" in out, (out, err)
+    rc, out, err = kubectl("apply", "-f", "-", stdin=both)  # the second time the CR is created ...
+    assert rc == 0 and "widget.example.com/w1 created" in out, (out, err)
+    rc, out, err = kubectl("apply", "-f", "-", stdin=both.replace("size: 3", "size: 4"))  # ... then patched
+    assert rc == 0 and "widget.example.com/w1 configured" in out, (out, err)
+    rc, out, err = kubectl("apply", "-f", "-", stdin=w % 11)
+    assert rc != 0 and "should be less than or equal to 10" in err, err
+    rc, out, err = kubectl("get", "wd", "w1", "-o", "jsonpath={.spec.size}")
+    assert rc == 0 and out == "4", (out, err)
+
+
+run_tests("shim-crds", dict(globals()))
