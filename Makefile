@@ -4,9 +4,9 @@
 CC       ?= cc
 CSTD     := -std=c17 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-PKGS     := jansson yaml-0.1 hiredis libuv libwebsockets libcurl
+PKGS     := jansson yaml-0.1 hiredis libuv libwebsockets libcurl openssl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lhiredis -luv -lwebsockets -lcurl)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lhiredis -luv -lwebsockets -lcurl -lssl -lcrypto)
 INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Iapiserver-shim $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)

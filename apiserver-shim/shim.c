@@ -23,6 +23,7 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
         free(s);
         return NULL;
     }
+    s->token_on_plain = cfg && cfg->token_on_plain;
     s->hub = watch_hub_new(s, cfg);
     return s;
 }
@@ -674,7 +675,7 @@ static int split_path(char *path, char **seg, int max) {
 }
 
 static bool authorized(const struct shim *s, const struct http_request *req) {
-    if (!s->token) return true;
+    if (!s->token || (!req->secure && !s->token_on_plain)) return true;
     const char *a = req->authorization;
     return !strncmp(a, "Bearer ", 7) && !strcmp(a + 7, s->token);
 }

@@ -22,7 +22,8 @@
 #include "store.h"
 
 struct shim_config {
-    const char *token;      /* bearer token required on API paths; NULL or "" = no auth */
+    const char *token;      /* bearer token required on API paths over TLS; NULL or "" = no auth */
+    bool token_on_plain;    /* require it on plain HTTP too (kubectl sends tokens only over TLS) */
     uv_loop_t *loop;        /* for watch; NULL: watch requests are refused */
     unsigned poll_ms;       /* watch: how often the history is read; default 20 */
     unsigned bookmark_ms;   /* watch: BOOKMARK interval when asked for; default 10,000 */
@@ -34,6 +35,7 @@ struct watch_hub;
 struct shim {
     struct store *st;
     char *token;
+    bool token_on_plain;
     struct watch_hub *hub;
     struct shim_resource **custom; /* allocated once, never moved: watchers point at them */
     int ncustom, capcustom;

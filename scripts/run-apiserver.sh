@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=$(mktemp -d /tmp/peloton-run.XXXXXX)
 API_PORT=${API_PORT:-6080}
+TLS_PORT=${TLS_PORT:-6443}
+TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 REDIS_PORT=${REDIS_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
 
 cleanup() {
@@ -19,7 +21,9 @@ redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly yes --
 RD_PID=$!
 for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
 
-bin/pelotond --port="$API_PORT" --redis="127.0.0.1:$REDIS_PORT" &
+echo "$TOKEN" >"$DIR/token"
+bin/pelotond --port="$API_PORT" --tls-port="$TLS_PORT" --tls-dir="$DIR/tls" --token-file="$DIR/token" \
+  --redis="127.0.0.1:$REDIS_PORT" &
 PD_PID=$!
 cat >"$DIR/kubeconfig" <<KC
 apiVersion: v1
@@ -29,9 +33,20 @@ users: [{name: local, user: {}}]
 contexts: [{name: peloton, context: {cluster: peloton, user: local}}]
 current-context: peloton
 KC
+for _ in $(seq 100); do [ -s "$DIR/tls/apiserver.crt" ] && break; sleep 0.05; done
+cat >"$DIR/kubeconfig-tls" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: peloton, cluster: {server: "https://127.0.0.1:$TLS_PORT", certificate-authority-data: $(base64 -w0 "$DIR/tls/apiserver.crt")}}]
+users: [{name: admin, user: {token: $TOKEN}}]
+contexts: [{name: peloton, context: {cluster: peloton, user: admin}}]
+current-context: peloton
+KC
 echo
-echo "Peloton-C API server on http://127.0.0.1:$API_PORT (redis on 127.0.0.1:$REDIS_PORT). Try:"
-echo "  export KUBECONFIG=$DIR/kubeconfig"
+echo "Peloton-C API server: http://127.0.0.1:$API_PORT (local, no auth) and https://127.0.0.1:$TLS_PORT"
+echo "(HTTP/2, token), redis on 127.0.0.1:$REDIS_PORT. Try:"
+echo "  export KUBECONFIG=$DIR/kubeconfig        # or $DIR/kubeconfig-tls"
 echo "  kubectl get namespaces"
+echo "  kubectl apply -f examples/pools.yaml && kubectl get rp"
 echo "Ctrl-C stops both."
 wait "$PD_PID"

@@ -6,6 +6,12 @@
  *   pelotond [--roles=apiserver] [--bind=127.0.0.1] [--port=6080] [--port-file=F]
  *            [--redis=127.0.0.1:6379] [--token-file=F] [--history-max=10000]
  *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--crds=crds]
+ *            [--tls-port=N] [--tls-dir=.peloton-tls]
+ *
+ * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
+ * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
+ * made on first start in --tls-dir; with TLS on, the token (if any) is
+ * required there and the loopback plain port stays open.
  *
  * SIGINT or SIGTERM stops it cleanly. Logs are one line per event, key=value. */
 #include <errno.h>
@@ -13,22 +19,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "server.h"
 #include "shim.h"
 #include "store.h"
+#include "tlscert.h"
 
 struct daemon {
     uv_loop_t *loop;
     uv_signal_t sigint, sigterm;
-    struct http_server *http;
+    struct http_server *http, *https;
 };
 
 static void on_signal(uv_signal_t *h, int signum) {
     struct daemon *d = h->data;
     fprintf(stderr, "level=info msg=stopping signal=%d\n", signum);
     http_server_stop(d->http);
+    http_server_stop(d->https);
     uv_close((uv_handle_t *)&d->sigint, NULL);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
 }
@@ -52,13 +61,14 @@ static char *read_token(const char *path) {
 static int usage(void) {
     fprintf(stderr, "usage: pelotond [--roles=apiserver] [--bind=ADDR] [--port=N] [--port-file=F] "
                     "[--redis=HOST:PORT] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
-                    "[--watch-bookmark-ms=N] [--crds=DIR]\n");
+                    "[--watch-bookmark-ms=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     const char *bind = "127.0.0.1", *roles = "apiserver", *redis = "127.0.0.1:6379", *token_file = NULL,
-               *port_file = NULL, *crds = "crds";
+               *port_file = NULL, *crds = "crds", *tls_dir = ".peloton-tls";
+    int tls_port = -1;
     int port = 6080;
     long history_max = 0;
     unsigned poll_ms = 0, bookmark_ms = 0;
@@ -74,6 +84,8 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--watch-poll-ms"))) poll_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--watch-bookmark-ms"))) bookmark_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--crds"))) crds = v;
+        else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
+        else if ((v = opt(argv[i], "--tls-dir"))) tls_dir = v;
         else return usage();
     }
     if (strcmp(roles, "apiserver") != 0) {
@@ -101,7 +113,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     struct daemon d = {.loop = uv_default_loop()};
-    struct shim_config scfg = {.token = token, .loop = d.loop, .poll_ms = poll_ms, .bookmark_ms = bookmark_ms};
+    struct shim_config scfg = {.token = token, .token_on_plain = tls_port < 0, .loop = d.loop, .poll_ms = poll_ms,
+                               .bookmark_ms = bookmark_ms};
     struct shim *shim = shim_new(st, &scfg);
     char err[512];
     if (shim && !shim_bootstrap(shim, err, sizeof err)) {
@@ -121,7 +134,24 @@ int main(int argc, char **argv) {
         free(token);
         return 1;
     }
-    struct http_server_config hcfg = {.bind_addr = bind, .port = port, .handler = shim_handle, .ud = shim};
+    /* the plain port is for local use: loopback only, whatever --bind says */
+    struct http_server_config hcfg = {.bind_addr = "127.0.0.1", .port = port, .handler = shim_handle, .ud = shim};
+    char cert[4096], key[4096];
+    if (tls_port >= 0) {
+        mkdir(tls_dir, 0700);
+        snprintf(cert, sizeof cert, "%s/apiserver.crt", tls_dir);
+        snprintf(key, sizeof key, "%s/apiserver.key", tls_dir);
+        struct http_server_config tcfg = {.bind_addr = bind, .port = tls_port, .handler = shim_handle, .ud = shim,
+                                          .tls_cert = cert, .tls_key = key};
+        if (tls_cert_ensure(cert, key, err, sizeof err) ||
+            http_server_start(d.loop, &tcfg, &d.https, err, sizeof err)) {
+            fprintf(stderr, "pelotond: %s\n", err);
+            shim_free(shim);
+            store_close(st);
+            free(token);
+            return 1;
+        }
+    }
     if (http_server_start(d.loop, &hcfg, &d.http, err, sizeof err)) {
         fprintf(stderr, "pelotond: %s\n", err);
         shim_free(shim);
@@ -135,17 +165,22 @@ int main(int argc, char **argv) {
     uv_signal_start(&d.sigint, on_signal, SIGINT);
     uv_signal_start(&d.sigterm, on_signal, SIGTERM);
     int actual = http_server_port(d.http);
-    fprintf(stderr, "level=info msg=serving api=http://%s:%d redis=%s auth=%s\n", bind, actual, redis,
-            token ? "token" : "none");
-    if (port_file) {
+    fprintf(stderr, "level=info msg=serving api=http://127.0.0.1:%d redis=%s auth=%s\n", actual, redis,
+            token && tls_port < 0 ? "token" : "none");
+    if (d.https)
+        fprintf(stderr, "level=info msg=serving api=https://%s:%d cert=%s auth=%s\n", bind,
+                http_server_port(d.https), cert, token ? "token" : "none");
+    if (port_file) { /* "PLAIN [TLS]" */
         FILE *f = fopen(port_file, "w");
         if (f) {
-            fprintf(f, "%d\n", actual);
+            if (d.https) fprintf(f, "%d %d\n", actual, http_server_port(d.https));
+            else fprintf(f, "%d\n", actual);
             fclose(f);
         }
     }
     uv_run(d.loop, UV_RUN_DEFAULT);
     http_server_free(d.http);
+    http_server_free(d.https);
     shim_free(shim);                /* closes the watch timer ... */
     uv_run(d.loop, UV_RUN_DEFAULT); /* ... which finishes on this turn */
     uv_loop_close(d.loop);

@@ -29,6 +29,7 @@ struct http_stream {
     struct chunk *head, *tail;
     size_t buffered, max_buffer;
     bool ended, closing, final_sent;
+    bool h2; /* HTTP/2 frames the data itself: no chunked encoding */
     http_stream_close_fn on_close;
     void *ud;
 };
@@ -181,6 +182,7 @@ static int respond_too_large(struct lws *wsi, struct http_conn *c) {
  * client already sent: closing with unread bytes makes TCP reset the
  * connection, and the client would lose the error reply. Bounded. */
 static void drain_socket(struct lws *wsi) {
+    if (lws_is_ssl(wsi) || lws_get_network_wsi(wsi) != wsi) return; /* never raw reads under TLS or h2 */
     int fd = lws_get_socket_fd(wsi);
     char buf[4096];
     for (int i = 0; fd >= 0 && i < 256; i++)
@@ -203,6 +205,7 @@ static int dispatch(struct lws *wsi, struct http_conn *c) {
         .body = c->body ? c->body : "",
         .body_len = c->body_len,
         .conn = wsi,
+        .secure = lws_is_ssl(lws_get_network_wsi(wsi)) != 0,
     };
     struct http_response resp = {.status = 200, .content_type = "application/json"};
     s->cfg.handler(s->cfg.ud, &req, &resp);
@@ -268,6 +271,16 @@ static int stream_writeable(struct lws *wsi, struct http_conn *c) {
     struct http_stream *st = c->stream;
     if (st->closing) return -1;
     struct chunk *ch = st->head;
+    if (ch && st->h2) { /* raw data: HTTP/2 frames it */
+        unsigned char *data = ch->buf + LWS_PRE + 16;
+        if (lws_write(wsi, data, ch->len, LWS_WRITE_HTTP) != (int)ch->len) return -1;
+        st->head = ch->next;
+        if (!st->head) st->tail = NULL;
+        st->buffered -= ch->len;
+        free(ch);
+        if (st->head || st->ended) lws_callback_on_writable(wsi);
+        return 0;
+    }
     if (ch) {
         /* frame "<hex>\r\n<data>\r\n" in place: the hex goes just before the data */
         char hex[20];
@@ -287,8 +300,9 @@ static int stream_writeable(struct lws *wsi, struct http_conn *c) {
     if (st->ended && !st->final_sent) {
         unsigned char buf[LWS_PRE + 8];
         memcpy(buf + LWS_PRE, "0\r\n\r\n", 5);
+        size_t n = st->h2 ? 0 : 5; /* h2: an empty final frame ends the stream */
         st->final_sent = true;
-        if (lws_write(wsi, buf + LWS_PRE, 5, LWS_WRITE_HTTP_FINAL) != 5) return -1;
+        if (lws_write(wsi, buf + LWS_PRE, n, LWS_WRITE_HTTP_FINAL) != (int)n) return -1;
         stream_closed(c);
         return lws_http_transaction_completed(wsi) ? -1 : 0;
     }
@@ -303,11 +317,12 @@ struct http_stream *http_stream_start(const struct http_request *req, int status
     struct http_stream *st = calloc(1, sizeof *st);
     if (!st) return NULL;
     unsigned char buf[LWS_PRE + 512], *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
+    st->h2 = lws_get_network_wsi(wsi) != wsi; /* a stream inside an h2 connection */
     if (lws_add_http_header_status(wsi, (unsigned int)status, &p, end) ||
         lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, (const unsigned char *)content_type,
                                      (int)strlen(content_type), &p, end) ||
-        lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING, (const unsigned char *)"chunked", 7, &p,
-                                     end) ||
+        (!st->h2 && lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING,
+                                                 (const unsigned char *)"chunked", 7, &p, end)) ||
         lws_finalize_write_http_header(wsi, start, &p, end)) {
         free(st);
         return NULL;
@@ -427,6 +442,12 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
     info.max_http_header_data = 16384;
     info.timeout_secs = 30;
     info.pcontext = &s->ctx;
+    if (cfg->tls_cert && cfg->tls_key) {
+        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+        info.ssl_cert_filepath = cfg->tls_cert;
+        info.ssl_private_key_filepath = cfg->tls_key;
+        info.alpn = "h2,http/1.1";
+    }
     s->ctx = lws_create_context(&info);
     if (!s->ctx) {
         snprintf(err, errlen, "http: cannot listen on %s:%d", s->cfg.bind_addr, cfg->port);

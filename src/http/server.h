@@ -38,6 +38,7 @@ struct http_request {
     const char *body;        /* NUL-terminated copy; body_len excludes the NUL */
     size_t body_len;
     void *conn;              /* the connection, for http_stream_start */
+    bool secure;             /* arrived over TLS (HTTP/1.1 or HTTP/2) */
 };
 
 struct http_response {
@@ -55,6 +56,7 @@ struct http_server_config {
     size_t max_body;       /* default HTTP_DEFAULT_MAX_BODY */
     http_handler_fn handler;
     void *ud;
+    const char *tls_cert, *tls_key; /* PEM paths: serve TLS, HTTP/2 by ALPN; NULL = plain HTTP/1.1 */
 };
 
 struct http_server;

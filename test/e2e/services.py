@@ -70,7 +70,9 @@ def start_pelotond(redis_port, *extra):
                           *crds, *extra], stdout=log, stderr=subprocess.STDOUT)
     _procs.append(p)
     wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip() != "", what="pelotond")
-    port = int(open(port_file).read())
+    ports = [int(x) for x in open(port_file).read().split()]
+    port = ports[0]
+    start_pelotond.tls_port = ports[1] if len(ports) > 1 else None
     wait_for(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read() == b"ok",
              what="pelotond /healthz")
     return p, port, os.path.join(d, "pelotond.log")
