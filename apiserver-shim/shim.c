@@ -11,7 +11,7 @@
 #include "patch.h"
 #include "selector.h"
 
-#define VERBS "create", "delete", "get", "list", "patch", "update"
+#define VERBS "create", "delete", "deletecollection", "get", "list", "patch", "update"
 #define AGGREGATED_CT "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 #define MAX_SEGMENTS 8
 
@@ -88,7 +88,7 @@ void shim_reply_written(struct shim *s, struct http_response *resp, int rc, cons
 
 /* ---- discovery ---- */
 
-static json_t *verbs_json(void) { return json_pack("[ssssss]", VERBS); }
+static json_t *verbs_json(void) { return json_pack("[sssssss]", VERBS); }
 
 static bool wants_aggregated(const struct http_request *req) {
     return strstr(req->accept, "as=APIGroupDiscoveryList") != NULL;
@@ -595,6 +595,13 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
                      const struct http_request *req, struct http_response *resp, bool dry) {
     bool server_side_apply = false;
     json_t *patch = NULL;
+    if (r->custom && !strncmp(req->content_type, "application/strategic-merge-patch+json", 38)) {
+        /* custom resources have no merge keys: kube-apiserver refuses it the same way */
+        shim_status(resp, 415, "UnsupportedMediaType", NULL,
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml");
+        return;
+    }
     shim_patch_fn apply = shim_patch_parse(req, &patch, &server_side_apply, resp);
     if (!apply) return;
     const char *ns_ = r->namespaced ? ns : "";
@@ -661,6 +668,53 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
         break;
     }
     json_decref(patch);
+}
+
+/* DELETE on a collection: every object that matches the selectors, one by
+ * one (graceful pods are marked, as for single deletes); the reply lists them. */
+static void do_delete_collection(struct shim *s, const struct shim_resource *r, const char *ns,
+                                 const struct http_request *req, struct http_response *resp, bool dry) {
+    struct labelsel *ls;
+    struct fieldsel *fs;
+    if (!parse_selectors(r, req, &ls, &fs, resp)) return;
+    json_t *gone = json_array();
+    char *token = NULL;
+    int rc = 0;
+    for (int pages = 0; pages < 100000 && !rc; pages++) {
+        struct store_list l = {0};
+        rc = store_list(s->st, r->store_key, r->namespaced ? ns : "", 500, token, &l);
+        free(token);
+        token = NULL;
+        if (rc) break;
+        size_t i;
+        json_t *it;
+        json_array_foreach(l.items, i, it) {
+            if (!selected(ls, fs, it)) continue;
+            const char *n = json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
+            const char *ins = json_string_value(json_object_get(json_object_get(it, "metadata"), "namespace"));
+            json_t *out = NULL;
+            if (dry) out = json_incref(it);
+            else if (store_delete(s->st, r->store_key, ins ? ins : "", n, NULL, &out, NULL) != 0) continue;
+            json_array_append_new(gone, shim_with_type(r, out));
+        }
+        token = l.continue_token;
+        l.continue_token = NULL;
+        store_list_free(&l);
+        if (!token) break;
+    }
+    free(token);
+    labelsel_free(ls);
+    fieldsel_free(fs);
+    if (rc) {
+        json_decref(gone);
+        shim_store_error(s, resp, rc, r, "");
+        return;
+    }
+    char av[300], kind[128];
+    snprintf(kind, sizeof kind, "%sList", r->kind);
+    shim_json(resp, 200, json_pack("{s:s, s:s, s:{}, s:o}", "kind", kind, "apiVersion",
+                                   api_version_of(r, av, sizeof av), "metadata", "items", gone));
+    watch_kick(s->hub);
 }
 
 /* ---- routing ---- */
@@ -738,8 +792,8 @@ static void route_resource(struct shim *s, const char *group, const char *versio
         do_update(s, r, ns, name, req, resp, dry);
         return;
     case HTTP_DELETE:
-        if (coll) break;
-        do_delete(s, r, ns, name, req, resp, dry);
+        if (coll) do_delete_collection(s, r, ns, req, resp, dry);
+        else do_delete(s, r, ns, name, req, resp, dry);
         return;
     case HTTP_PATCH:
         if (coll) break;

@@ -6,7 +6,7 @@
  *   pelotond [--roles=apiserver] [--bind=127.0.0.1] [--port=6080] [--port-file=F]
  *            [--redis=127.0.0.1:6379] [--token-file=F] [--history-max=10000]
  *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--crds=crds]
- *            [--tls-port=N] [--tls-dir=.peloton-tls]
+ *            [--tls-port=N] [--tls-dir=.peloton-tls] [--tls-cert=PEM --tls-key=PEM]
  *
  * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
  * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
@@ -61,13 +61,14 @@ static char *read_token(const char *path) {
 static int usage(void) {
     fprintf(stderr, "usage: pelotond [--roles=apiserver] [--bind=ADDR] [--port=N] [--port-file=F] "
                     "[--redis=HOST:PORT] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
-                    "[--watch-bookmark-ms=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR]\n");
+                    "[--watch-bookmark-ms=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
+                    "[--tls-cert=PEM --tls-key=PEM]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     const char *bind = "127.0.0.1", *roles = "apiserver", *redis = "127.0.0.1:6379", *token_file = NULL,
-               *port_file = NULL, *crds = "crds", *tls_dir = ".peloton-tls";
+               *port_file = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL, *tls_key = NULL;
     int tls_port = -1;
     int port = 6080;
     long history_max = 0;
@@ -86,6 +87,8 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--crds"))) crds = v;
         else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-dir"))) tls_dir = v;
+        else if ((v = opt(argv[i], "--tls-cert"))) tls_cert = v;
+        else if ((v = opt(argv[i], "--tls-key"))) tls_key = v;
         else return usage();
     }
     if (strcmp(roles, "apiserver") != 0) {
@@ -138,12 +141,20 @@ int main(int argc, char **argv) {
     struct http_server_config hcfg = {.bind_addr = "127.0.0.1", .port = port, .handler = shim_handle, .ud = shim};
     char cert[4096], key[4096];
     if (tls_port >= 0) {
+        if ((tls_cert != NULL) != (tls_key != NULL)) {
+            fprintf(stderr, "pelotond: --tls-cert and --tls-key go together\n");
+            shim_free(shim);
+            store_close(st);
+            free(token);
+            return 2;
+        }
         mkdir(tls_dir, 0700);
-        snprintf(cert, sizeof cert, "%s/apiserver.crt", tls_dir);
-        snprintf(key, sizeof key, "%s/apiserver.key", tls_dir);
+        /* the operator's certificate, or a self-signed one made on first start */
+        snprintf(cert, sizeof cert, tls_cert ? "%s" : "%s/apiserver.crt", tls_cert ? tls_cert : tls_dir);
+        snprintf(key, sizeof key, tls_key ? "%s" : "%s/apiserver.key", tls_key ? tls_key : tls_dir);
         struct http_server_config tcfg = {.bind_addr = bind, .port = tls_port, .handler = shim_handle, .ud = shim,
                                           .tls_cert = cert, .tls_key = key};
-        if (tls_cert_ensure(cert, key, err, sizeof err) ||
+        if ((!tls_cert && tls_cert_ensure(cert, key, err, sizeof err)) ||
             http_server_start(d.loop, &tcfg, &d.https, err, sizeof err)) {
             fprintf(stderr, "pelotond: %s\n", err);
             shim_free(shim);

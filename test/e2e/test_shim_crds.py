@@ -87,6 +87,36 @@ def test_status_subresource_and_watch():
     assert obj["status"]["summary"]["cpu"]["entitlement"] == "12"  # the main resource leaves status alone
 
 
+def test_strategic_merge_on_custom_resource_is_415():
+    rc, out, err = kubectl("patch", "rp", "serving", "--type", "strategic", "-p", '{"spec":{"policy":"PriorityFIFO"}}')
+    assert rc != 0 and "strategic-merge-patch+json is not supported by" in err, err  # kubectl words the 415
+
+
+def test_describe_and_edit():
+    rc, out, err = kubectl("describe", "rp", "training")
+    assert rc == 0 and "Name:" in out and "training" in out, (out, err)
+    env = dict(os.environ, KUBE_EDITOR="sed -i 's/share: 2/share: 3/'")
+    p = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", "edit", "rp", "training"], capture_output=True,
+                       text=True, timeout=60, env=env)
+    assert p.returncode == 0 and "edited" in p.stdout, (p.stdout, p.stderr)
+    obj = json.loads(kubectl("get", "rp", "training", "-o", "json")[1])
+    assert any(r.get("share") == 3 for r in obj["spec"]["resources"]), obj["spec"]
+
+
+def test_delete_collection_with_selector():
+    for i in range(3):
+        kubectl("apply", "-f", "-", stdin=f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: dc-{i}, labels: {{batch: x}}}}\n")
+    kubectl("apply", "-f", "-", stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: dc-keep}\n")
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+    c.request("DELETE", "/api/v1/namespaces/default/configmaps?labelSelector=batch%3Dx")
+    r = c.getresponse()
+    body = json.loads(r.read())
+    assert r.status == 200 and sorted(i["metadata"]["name"] for i in body["items"]) == ["dc-0", "dc-1", "dc-2"], body
+    rc, out, err = kubectl("get", "cm", "-o", "name")
+    assert "configmap/dc-keep" in out and "dc-0" not in out, out
+
+
 def test_explain_uses_the_crd_schema():
     rc, out, err = kubectl("explain", "rp.spec.resources")
     assert rc == 0 and "ELASTIC" in out and "reservation" in out, (out, err)

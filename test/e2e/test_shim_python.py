@@ -93,6 +93,24 @@ def test_graceful_pod_deletion():
     expect_api_error(lambda: API.read_namespaced_pod("graceful", "default"), 404, "NotFound")
 
 
+def test_custom_objects():
+    co = client.CustomObjectsApi(client.ApiClient(cfg))
+    pool = {"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "metadata": {"name": "py-org"},
+            "spec": {"resources": [{"kind": "cpu", "reservation": "10"}]}}
+    made = co.create_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools", pool)
+    assert made["metadata"]["uid"]
+    got = co.list_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools")
+    assert "py-org" in [i["metadata"]["name"] for i in got["items"]]
+    job = {"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": "py-job"},
+           "spec": {"type": "BATCH", "resourcePool": "py-org", "instanceCount": 2,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+    co.create_namespaced_custom_object("peloton.io", "v1alpha1", "default", "jobs", job)
+    assert co.get_namespaced_custom_object("peloton.io", "v1alpha1", "default", "jobs", "py-job")["spec"]["instanceCount"] == 2
+    bad = dict(pool, metadata={"name": "py-bad"}, spec={"resources": [{"kind": "cpu", "reservation": "5", "limit": "1"}]})
+    expect_api_error(lambda: co.create_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools", bad),
+                     422, "exceeds its limit")
+
+
 def test_legacy_bindings_route():
     API.create_namespaced_pod("default", client.V1Pod(
         metadata=client.V1ObjectMeta(name="py-pod-2"),

@@ -80,6 +80,19 @@ def test_plain_port_stays_loopback_and_open():
     assert curl(f"http://127.0.0.1:{PORT}/api/v1/namespaces")[1] == "200"
 
 
+def test_operators_certificate():
+    key = os.path.join(D, "tls", "apiserver.key")
+    p, port, log = services.start_pelotond(REDIS, "--tls-port=0", f"--tls-cert={CERT}", f"--tls-key={key}")
+    try:
+        tport = services.start_pelotond.tls_port
+        assert curl(f"https://127.0.0.1:{tport}/healthz") == ["2", "200"]
+    finally:
+        services.stop(p)
+    r = subprocess.run([services.PELOTOND, "--tls-port=0", f"--tls-cert={CERT}", f"--redis=127.0.0.1:{REDIS}"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "go together" in r.stderr, r.stderr
+
+
 def test_clean_shutdown():
     assert services.stop(PROC) == 0, open(LOG).read()[-2000:]
 
