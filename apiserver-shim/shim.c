@@ -86,6 +86,29 @@ void shim_reply_written(struct shim *s, struct http_response *resp, int rc, cons
     if (!r->custom && !strcmp(r->plural, "customresourcedefinitions")) shim_crd_sync(s); /* served at once */
 }
 
+int shim_each(struct shim *s, const char *key, const char *ns, uint64_t *rv, int (*fn)(void *ud, json_t *obj),
+              void *ud) {
+    char *token = NULL;
+    int rc = 0, stop = 0;
+    for (int pages = 0; pages < 100000 && !stop; pages++) {
+        struct store_list l = {0};
+        rc = store_list(s->st, key, ns, 500, token, &l);
+        free(token);
+        token = NULL;
+        if (rc) break;
+        if (!pages && rv) *rv = l.resource_version;
+        size_t i;
+        json_t *it;
+        json_array_foreach(l.items, i, it) if (!stop) stop = fn(ud, it);
+        token = l.continue_token;
+        l.continue_token = NULL;
+        store_list_free(&l);
+        if (!token) break;
+    }
+    free(token);
+    return rc;
+}
+
 /* ---- discovery ---- */
 
 static json_t *verbs_json(void) { return json_pack("[sssssss]", VERBS); }
@@ -672,48 +695,48 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
 
 /* DELETE on a collection: every object that matches the selectors, one by
  * one (graceful pods are marked, as for single deletes); the reply lists them. */
-static void do_delete_collection(struct shim *s, const struct shim_resource *r, const char *ns,
-                                 const struct http_request *req, struct http_response *resp, bool dry) {
+struct delete_each {
+    struct shim *s;
+    const struct shim_resource *r;
     struct labelsel *ls;
     struct fieldsel *fs;
-    if (!parse_selectors(r, req, &ls, &fs, resp)) return;
-    json_t *gone = json_array();
-    char *token = NULL;
-    int rc = 0;
-    for (int pages = 0; pages < 100000 && !rc; pages++) {
-        struct store_list l = {0};
-        rc = store_list(s->st, r->store_key, r->namespaced ? ns : "", 500, token, &l);
-        free(token);
-        token = NULL;
-        if (rc) break;
-        size_t i;
-        json_t *it;
-        json_array_foreach(l.items, i, it) {
-            if (!selected(ls, fs, it)) continue;
-            const char *n = json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
-            const char *ins = json_string_value(json_object_get(json_object_get(it, "metadata"), "namespace"));
-            json_t *out = NULL;
-            if (dry) out = json_incref(it);
-            else if (store_delete(s->st, r->store_key, ins ? ins : "", n, NULL, &out, NULL) != 0) continue;
-            json_array_append_new(gone, shim_with_type(r, out));
-        }
-        token = l.continue_token;
-        l.continue_token = NULL;
-        store_list_free(&l);
-        if (!token) break;
+    bool dry;
+    json_t *gone;
+};
+
+static int delete_one(void *ud, json_t *it) {
+    struct delete_each *d = ud;
+    if (!selected(d->ls, d->fs, it)) return 0;
+    const char *n = json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
+    const char *ins = json_string_value(json_object_get(json_object_get(it, "metadata"), "namespace"));
+    json_t *out = NULL;
+    if (d->dry) out = json_incref(it);
+    else if (store_delete(d->s->st, d->r->store_key, ins ? ins : "", n, NULL, &out, NULL) != 0) return 0;
+    json_array_append_new(d->gone, shim_with_type(d->r, out));
+    return 0;
+}
+
+/* DELETE on a collection: every object that matches the selectors, one by
+ * one; the reply lists them. */
+static void do_delete_collection(struct shim *s, const struct shim_resource *r, const char *ns,
+                                 const struct http_request *req, struct http_response *resp, bool dry) {
+    struct delete_each d = {.s = s, .r = r, .dry = dry, .gone = json_array()};
+    if (!parse_selectors(r, req, &d.ls, &d.fs, resp)) {
+        json_decref(d.gone);
+        return;
     }
-    free(token);
-    labelsel_free(ls);
-    fieldsel_free(fs);
+    int rc = shim_each(s, r->store_key, r->namespaced ? ns : "", NULL, delete_one, &d);
+    labelsel_free(d.ls);
+    fieldsel_free(d.fs);
     if (rc) {
-        json_decref(gone);
+        json_decref(d.gone);
         shim_store_error(s, resp, rc, r, "");
         return;
     }
     char av[300], kind[128];
     snprintf(kind, sizeof kind, "%sList", r->kind);
     shim_json(resp, 200, json_pack("{s:s, s:s, s:{}, s:o}", "kind", kind, "apiVersion",
-                                   api_version_of(r, av, sizeof av), "metadata", "items", gone));
+                                   api_version_of(r, av, sizeof av), "metadata", "items", d.gone));
     watch_kick(s->hub);
 }
 

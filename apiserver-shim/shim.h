@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "selector.h"
 #include "server.h"
@@ -90,6 +91,12 @@ void shim_json(struct http_response *resp, int code, json_t *obj);
 /* Sets kind and apiVersion on obj (borrowed) and returns it. */
 json_t *shim_with_type(const struct shim_resource *r, json_t *obj);
 
+/* Calls fn for every stored object of key in ns ("" = all), page by page
+ * (pages show current objects); *rv (may be NULL) gets the first page's list
+ * resourceVersion. Stops early when fn returns non-zero. 0 or a store error. */
+int shim_each(struct shim *s, const char *key, const char *ns, uint64_t *rv, int (*fn)(void *ud, json_t *obj),
+              void *ud);
+
 /* A store error as the Status Kubernetes would send for it. */
 void shim_store_error(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
                       const char *name);
@@ -145,7 +152,7 @@ bool shim_openapi(const struct shim *s, const char *path, struct http_response *
 
 /* ---- watch (shim_watch.c) ---- */
 struct watch_hub;
-struct watch_hub *watch_hub_new(const struct shim *owner, const struct shim_config *cfg);
+struct watch_hub *watch_hub_new(struct shim *owner, const struct shim_config *cfg);
 void watch_hub_free(struct watch_hub *h); /* after the HTTP server is gone */
 /* Serves GET ...?watch=true. Takes ownership of ls and fs (may be NULL). */
 void watch_start(struct watch_hub *h, const struct shim_resource *r, const char *ns, struct labelsel *ls,

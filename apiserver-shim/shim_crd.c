@@ -132,25 +132,14 @@ static void register_crd(struct shim *s, const json_t *crd) {
     }
 }
 
+static int register_each(void *ud, json_t *crd) {
+    register_crd(ud, crd);
+    return 0;
+}
+
 int shim_crd_sync(struct shim *s) {
     for (int i = 0; i < s->ncustom; i++) s->custom[i]->removed = true; /* until seen again */
-    char *token = NULL;
-    for (int pages = 0; pages < 10000; pages++) {
-        struct store_list l = {0};
-        int rc = store_list(s->st, CRD_KEY, "", 500, token, &l);
-        free(token);
-        token = NULL;
-        if (rc) return rc;
-        size_t i;
-        json_t *crd;
-        json_array_foreach(l.items, i, crd) register_crd(s, crd);
-        token = l.continue_token;
-        l.continue_token = NULL;
-        store_list_free(&l);
-        if (!token) break;
-    }
-    free(token);
-    return 0;
+    return shim_each(s, CRD_KEY, "", NULL, register_each, s);
 }
 
 int shim_crd_install(struct shim *s, const char *dir, char *err, size_t errlen) {
@@ -233,24 +222,15 @@ static int admit_crd(const struct shim_resource *r, const json_t *crd, struct ht
     return why != NULL;
 }
 
-/* All stored ResourcePools (borrowed pointers into *list, which the caller frees). */
+static int append_each(void *ud, json_t *obj) {
+    json_array_append(ud, obj);
+    return 0;
+}
+
+/* All stored ResourcePools, in *list (the caller frees it). */
 static int all_pools(struct shim *s, json_t **list) {
     *list = json_array();
-    char *token = NULL;
-    for (int pages = 0; pages < 10000; pages++) {
-        struct store_list l = {0};
-        int rc = store_list(s->st, POOLS_KEY, "", 500, token, &l);
-        free(token);
-        token = NULL;
-        if (rc) return rc;
-        json_array_extend(*list, l.items);
-        token = l.continue_token;
-        l.continue_token = NULL;
-        store_list_free(&l);
-        if (!token) break;
-    }
-    free(token);
-    return 0;
+    return shim_each(s, POOLS_KEY, "", NULL, append_each, *list);
 }
 
 static const json_t **as_vector(json_t *list, size_t *n) {

@@ -33,7 +33,7 @@ struct watcher {
 };
 
 struct watch_hub {
-    const struct shim *owner;
+    struct shim *owner; /* its store connection is used for reads */
     struct store *st;
     uv_loop_t *loop;
     uv_timer_t timer;
@@ -45,7 +45,7 @@ struct watch_hub {
 
 static void on_tick(uv_timer_t *t);
 
-struct watch_hub *watch_hub_new(const struct shim *owner, const struct shim_config *cfg) {
+struct watch_hub *watch_hub_new(struct shim *owner, const struct shim_config *cfg) {
     if (!cfg || !cfg->loop) return NULL;
     struct watch_hub *h = calloc(1, sizeof *h);
     if (!h) return NULL;
@@ -208,29 +208,16 @@ static void on_tick(uv_timer_t *t) {
     }
 }
 
+static int initial_each(void *ud, json_t *it) {
+    struct watcher *w = ud;
+    const char *ns = json_string_value(json_object_get(json_object_get(it, "metadata"), "namespace"));
+    if (wants(w, ns ? ns : "", it)) send_event(w, "ADDED", shim_with_type(w->r, it));
+    return 0;
+}
+
 /* Initial ADDED events for a watch without a resourceVersion: the current list. */
 static int send_initial(struct watch_hub *h, struct watcher *w) {
-    char *token = NULL;
-    for (int pages = 0; pages < 100000; pages++) {
-        struct store_list l = {0};
-        int rc = store_list(h->st, w->r->store_key, w->ns, 500, token, &l);
-        free(token);
-        token = NULL;
-        if (rc) return rc;
-        if (!pages) w->rv = l.resource_version;
-        size_t i;
-        json_t *it;
-        json_array_foreach(l.items, i, it) {
-            const char *ns = json_string_value(json_object_get(json_object_get(it, "metadata"), "namespace"));
-            if (wants(w, ns ? ns : "", it)) send_event(w, "ADDED", shim_with_type(w->r, it));
-        }
-        token = l.continue_token;
-        l.continue_token = NULL;
-        store_list_free(&l);
-        if (!token) break;
-    }
-    free(token);
-    return 0;
+    return shim_each(h->owner, w->r->store_key, w->ns, &w->rv, initial_each, w);
 }
 
 void watch_start(struct watch_hub *h, const struct shim_resource *r, const char *ns, struct labelsel *ls,

@@ -271,24 +271,18 @@ static int stream_writeable(struct lws *wsi, struct http_conn *c) {
     struct http_stream *st = c->stream;
     if (st->closing) return -1;
     struct chunk *ch = st->head;
-    if (ch && st->h2) { /* raw data: HTTP/2 frames it */
-        unsigned char *data = ch->buf + LWS_PRE + 16;
-        if (lws_write(wsi, data, ch->len, LWS_WRITE_HTTP) != (int)ch->len) return -1;
-        st->head = ch->next;
-        if (!st->head) st->tail = NULL;
-        st->buffered -= ch->len;
-        free(ch);
-        if (st->head || st->ended) lws_callback_on_writable(wsi);
-        return 0;
-    }
     if (ch) {
-        /* frame "<hex>\r\n<data>\r\n" in place: the hex goes just before the data */
-        char hex[20];
-        int hl = snprintf(hex, sizeof hex, "%zx\r\n", ch->len);
-        unsigned char *data = ch->buf + LWS_PRE + 16;
-        unsigned char *start = data - hl;
-        memcpy(start, hex, (size_t)hl);
-        size_t n = (size_t)hl + ch->len + 2;
+        /* h2 frames the data itself; on h1 frame "<hex>\r\n<data>\r\n" in place,
+         * the hex just before the data (the chunk keeps room for it) */
+        unsigned char *data = ch->buf + LWS_PRE + 16, *start = data;
+        size_t n = ch->len;
+        if (!st->h2) {
+            char hex[20];
+            int hl = snprintf(hex, sizeof hex, "%zx\r\n", ch->len);
+            start = data - hl;
+            memcpy(start, hex, (size_t)hl);
+            n = (size_t)hl + ch->len + 2;
+        }
         if (lws_write(wsi, start, n, LWS_WRITE_HTTP) != (int)n) return -1;
         st->head = ch->next;
         if (!st->head) st->tail = NULL;
