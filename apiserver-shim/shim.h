@@ -126,6 +126,14 @@ void shim_pod_binding(struct shim *s, const char *ns, const char *name, const st
 void shim_status_subresource(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                              const struct http_request *req, struct http_response *resp);
 
+/* ---- discovery (shim_discovery.c) ---- */
+bool shim_disc_wants_aggregated(const struct http_request *req);
+void shim_disc_aggregated(const struct shim *s, struct http_response *resp, bool legacy);
+void shim_disc_group_list(const struct shim *s, struct http_response *resp);
+void shim_disc_resource_list(const struct shim *s, struct http_response *resp, const char *group,
+                             const char *version);
+void shim_disc_version(struct http_response *resp);
+
 /* ---- custom resources (shim_crd.c) ---- */
 /* Re-reads every CRD from the store and updates the registry. */
 int shim_crd_sync(struct shim *s);
