@@ -10,6 +10,10 @@ PKGS=(
   python3-kubernetes
 )
 
+# kubectl for the e2e tests: the machine image ships one (package "kubectl");
+# Debian's kubernetes-client (kubectl 1.20) conflicts with it, so only when none is on PATH.
+command -v kubectl >/dev/null 2>&1 || PKGS+=(kubernetes-client)
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
