@@ -7,7 +7,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
 PKGS     := jansson yaml-0.1 hiredis libuv libwebsockets libcurl openssl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lhiredis -luv -lwebsockets -lcurl -lssl -lcrypto)
-INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Iapiserver-shim $(PKG_CFLAGS)
+INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Iapiserver-shim -Ibuild/gen $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)
 ASAN_CFLAGS := $(CSTD) $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -68,6 +68,15 @@ build/asan/test/integ/%.o: ASAN_CFLAGS += -Itest/unit
 build/asan/integ: $(INTEG_OBJ) $(ASAN_OBJ)
 	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
+# The built-ins' OpenAPI schemas (a readable JSON file) embedded as a C string.
+build/gen/builtin_schemas.h: apiserver-shim/builtin-schemas.json
+	@mkdir -p $(dir $@)
+	@{ echo '/* generated from $< by the Makefile: do not edit */'; \
+	   echo 'static const char builtin_schemas_json[] ='; \
+	   sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' $<; echo ';'; } > $@
+
+build/rel/apiserver-shim/shim_openapi.o build/asan/apiserver-shim/shim_openapi.o: build/gen/builtin_schemas.h
+
 build/rel/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) -MMD -MP -c -o $@ $<
@@ -85,9 +94,9 @@ build/bench/%: bench/%.c bench/bench.h $(REL_OBJ)
 build/asan/fuzz-%: fuzz/fuzz_%.c fuzz/replay.c $(ASAN_OBJ)
 	$(CC) $(ASAN_CFLAGS) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-build/fuzz/fuzz-%: fuzz/fuzz_%.c $(LIB_SRC)
+build/fuzz/fuzz-%: fuzz/fuzz_%.c $(LIB_SRC) build/gen/builtin_schemas.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $(INC) -o $@ $^ $(PKG_LIBS) -lm
+	$(FUZZ_CC) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $(INC) -o $@ $(filter %.c,$^) $(PKG_LIBS) -lm
 
 fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz-%)
 	@for t in $(FUZZ_TARGETS); do mkdir -p build/fuzz/corpus-$$t; \

@@ -1,12 +1,13 @@
 /* OpenAPI as far as kubectl needs it to apply: /openapi/v3 lists a document
  * per group-version; each declares, for every kind served, the PATCH
  * operation with its group-version-kind and the fieldValidation parameter, so
- * kubectl knows the server takes field validation. /openapi/v2 is an empty
- * protobuf document (kubectl 1.20 asks it). Schemas (kubectl explain) come
- * with the CRDs. */
+ * kubectl knows the server takes field validation, and each kind's schema
+ * (the CRD's, or for the built-ins builtin-schemas.json) for kubectl explain.
+ * /openapi/v2 is an empty protobuf document (kubectl 1.20 asks it). */
 #include <stdio.h>
 #include <string.h>
 
+#include "builtin_schemas.h"
 #include "shim.h"
 
 #define OPENAPI_V2_CT "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
@@ -38,7 +39,7 @@ static json_t *patch_op(const struct shim_resource *r) {
 
 static bool openapi_group_version(const struct shim *s, const char *gvpath, struct http_response *resp) {
     json_t *paths = json_object();
-    json_t *schemas = json_object();
+    json_t *schemas = json_object(), *builtins = NULL;
     for (int i = 0; i < shim_res_count(s); i++) {
         const struct shim_resource *r = shim_res_at(s, i);
         if (!r) continue;
@@ -50,15 +51,22 @@ static bool openapi_group_version(const struct shim *s, const char *gvpath, stru
         else
             snprintf(p, sizeof p, "/%s/%s/{name}", gv, r->plural);
         json_object_set_new(paths, p, json_pack("{s:o}", "patch", patch_op(r)));
-        if (r->openapi) { /* a CRD's schema, so kubectl explain has something to show */
+        json_t *own = NULL;
+        if (!r->custom) { /* the built-ins' schemas, embedded from builtin-schemas.json */
+            if (!builtins) builtins = json_loads(builtin_schemas_json, 0, NULL);
+            own = json_object_get(json_object_get(json_object_get(builtins, r->group), r->version), r->kind);
+        }
+        const json_t *schema = r->openapi ? r->openapi : own;
+        if (schema) { /* so kubectl explain has something to show */
             char key[600];
-            snprintf(key, sizeof key, "%s.%s.%s", r->group, r->version, r->kind);
-            json_t *sch = json_deep_copy(r->openapi);
+            snprintf(key, sizeof key, "%s.%s.%s", r->group[0] ? r->group : "core", r->version, r->kind);
+            json_t *sch = json_deep_copy(schema);
             json_object_set_new(sch, "x-kubernetes-group-version-kind",
                                 json_pack("[{s:s, s:s, s:s}]", "group", r->group, "version", r->version, "kind", r->kind));
             json_object_set_new(schemas, key, sch);
         }
     }
+    json_decref(builtins);
     if (json_object_size(paths) == 0) {
         json_decref(paths);
         json_decref(schemas);

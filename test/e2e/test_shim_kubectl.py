@@ -282,6 +282,15 @@ def test_table_columns():
     assert t["kind"] == "Table" and t["rows"][0]["object"]["kind"] == "PartialObjectMetadata", t
 
 
+def test_explain_builtins():
+    rc, out, err = kubectl("explain", "pod.spec.containers.resources")
+    assert rc == 0 and "requests" in out and "limits" in out, (out, err)
+    rc, out, err = kubectl("explain", "node.spec.taints.effect")
+    assert rc == 0 and "NoExecute" in out, (out, err)
+    rc, out, err = kubectl("explain", "pod.spec.nosuchfield")
+    assert rc != 0, out
+
+
 def test_token_auth_when_configured():
     p, port, _ = services.start_pelotond(REDIS, "--token-file=" + write_token())
     try:
