@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #define WRITE_CHUNK 65536
+#define H2_WRITE_MAX 16384 /* HTTP/2's default largest frame: lws does not split a larger write */
 #define DRAIN_MAX (64u << 20) /* an oversized body is read and dropped up to this, then 413 */
 
 struct http_server {
@@ -21,6 +22,7 @@ struct http_server {
 struct chunk {
     struct chunk *next;
     size_t len;                /* bytes of data, after the framing room */
+    size_t off;                /* bytes already sent (HTTP/2 sends big chunks in pieces) */
     unsigned char buf[];       /* LWS_PRE + 16 bytes of room, then data, then "\r\n" */
 };
 
@@ -30,6 +32,7 @@ struct http_stream {
     size_t buffered, max_buffer;
     bool ended, closing, final_sent;
     bool h2; /* HTTP/2 frames the data itself: no chunked encoding */
+    bool ws; /* a websocket: one text message per write */
     http_stream_close_fn on_close;
     void *ud;
 };
@@ -46,6 +49,7 @@ struct http_conn {
     char *body;
     size_t body_len, body_expected;
     bool discard;    /* reading an oversized body only to answer 413 after it */
+    bool ws;         /* an upgraded websocket connection */
     bool dispatched; /* the handler ran; lws may still report an empty body's completion */
     /* response */
     unsigned char *out; /* LWS_PRE headroom + body */
@@ -271,12 +275,40 @@ static int stream_writeable(struct lws *wsi, struct http_conn *c) {
     struct http_stream *st = c->stream;
     if (st->closing) return -1;
     struct chunk *ch = st->head;
+    if (st->ws) { /* one text message per chunk; the end closes the socket */
+        if (!ch) return st->ended ? -1 : 0;
+        unsigned char *data = ch->buf + LWS_PRE + 16;
+        if (lws_write(wsi, data, ch->len, LWS_WRITE_TEXT) != (int)ch->len) return -1;
+        st->head = ch->next;
+        if (!st->head) st->tail = NULL;
+        st->buffered -= ch->len;
+        free(ch);
+        if (st->head || st->ended) lws_callback_on_writable(wsi);
+        return 0;
+    }
+    if (ch && st->h2) { /* h2 frames the data itself, at most one frame's worth per write */
+        size_t n = ch->len - ch->off;
+        if (n > H2_WRITE_MAX) n = H2_WRITE_MAX;
+        unsigned char *data = ch->buf + LWS_PRE + 16 + ch->off; /* what was sent is lws' headroom now */
+        if (lws_write(wsi, data, n, LWS_WRITE_HTTP) != (int)n) return -1;
+        ch->off += n;
+        if (ch->off < ch->len) {
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+        st->head = ch->next;
+        if (!st->head) st->tail = NULL;
+        st->buffered -= ch->len;
+        free(ch);
+        if (st->head || st->ended) lws_callback_on_writable(wsi);
+        return 0;
+    }
     if (ch) {
-        /* h2 frames the data itself; on h1 frame "<hex>\r\n<data>\r\n" in place,
-         * the hex just before the data (the chunk keeps room for it) */
+        /* on h1 frame "<hex>\r\n<data>\r\n" in place, the hex just before
+         * the data (the chunk keeps room for it) */
         unsigned char *data = ch->buf + LWS_PRE + 16, *start = data;
         size_t n = ch->len;
-        if (!st->h2) {
+        {
             char hex[20];
             int hl = snprintf(hex, sizeof hex, "%zx\r\n", ch->len);
             start = data - hl;
@@ -312,12 +344,13 @@ struct http_stream *http_stream_start(const struct http_request *req, int status
     if (!st) return NULL;
     unsigned char buf[LWS_PRE + 512], *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
     st->h2 = lws_get_network_wsi(wsi) != wsi; /* a stream inside an h2 connection */
-    if (lws_add_http_header_status(wsi, (unsigned int)status, &p, end) ||
+    st->ws = c->ws; /* the upgrade was the response: no headers to send */
+    if (!st->ws && (lws_add_http_header_status(wsi, (unsigned int)status, &p, end) ||
         lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, (const unsigned char *)content_type,
                                      (int)strlen(content_type), &p, end) ||
         (!st->h2 && lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING,
                                                  (const unsigned char *)"chunked", 7, &p, end)) ||
-        lws_finalize_write_http_header(wsi, start, &p, end)) {
+        lws_finalize_write_http_header(wsi, start, &p, end))) {
         free(st);
         return NULL;
     }
@@ -342,6 +375,7 @@ int http_stream_write(struct http_stream *st, const char *data, size_t len) {
     if (!ch) return -ENOMEM;
     ch->next = NULL;
     ch->len = len;
+    ch->off = 0;
     memcpy(ch->buf + LWS_PRE + 16, data, len);
     memcpy(ch->buf + LWS_PRE + 16 + len, "\r\n", 2);
     if (st->tail) st->tail->next = ch;
@@ -360,9 +394,55 @@ void http_stream_end(struct http_stream *st) {
 
 size_t http_stream_buffered(const struct http_stream *st) { return st->buffered; }
 
+/* A websocket upgrade (watch over websocket, as browsers use it): the
+ * request is the upgrade's GET; a handler that streams gets one text message
+ * per event. Anything else is answered with one message, then closed. */
+static int on_ws_established(struct lws *wsi, struct http_conn *c) {
+    conn_reset(c);
+    c->ws = true;
+    c->method = HTTP_GET;
+    c->method_name = "GET";
+    char uri[2048];
+    if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) < 0) return -1;
+    c->path = strdup(uri);
+    if (!c->path || read_args(wsi, c)) return -1;
+    copy_hdr(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, c->authorization, sizeof c->authorization);
+    struct http_server *s = lws_context_user(lws_get_context(wsi));
+    struct http_request req = {.method = HTTP_GET, .method_name = "GET", .path = c->path, .nargs = c->nargs,
+                               .arg_keys = c->keys, .arg_values = c->vals, .content_type = "", .accept = "",
+                               .authorization = c->authorization, .body = "", .conn = wsi,
+                               .secure = lws_is_ssl(lws_get_network_wsi(wsi)) != 0};
+    struct http_response resp = {.status = 200, .content_type = "application/json"};
+    c->dispatched = true;
+    s->cfg.handler(s->cfg.ud, &req, &resp);
+    if (c->stream) {
+        free(resp.body);
+        return 0;
+    }
+    /* not a stream (an error, or a plain object): one message, then close */
+    struct http_stream *st = http_stream_start(&req, resp.status, "application/json", 0, NULL, NULL);
+    if (!st) {
+        free(resp.body);
+        return -1;
+    }
+    if (resp.body) http_stream_write(st, resp.body, resp.body_len);
+    free(resp.body);
+    http_stream_end(st);
+    return 0;
+}
+
 static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
     struct http_conn *c = user;
     switch (reason) {
+    case LWS_CALLBACK_ESTABLISHED:
+        return on_ws_established(wsi, c);
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        return c->stream ? stream_writeable(wsi, c) : 0;
+    case LWS_CALLBACK_RECEIVE:
+        return 0; /* a watch has nothing to hear from the client */
+    case LWS_CALLBACK_CLOSED:
+        conn_reset(c);
+        return 0;
     case LWS_CALLBACK_HTTP:
         return on_request(wsi, c);
     case LWS_CALLBACK_HTTP_BODY:
@@ -382,7 +462,8 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
         if (c->stream) return stream_writeable(wsi, c);
         if (!c->out || c->out_sent >= c->out_len) return 0;
         size_t n = c->out_len - c->out_sent;
-        if (n > WRITE_CHUNK) n = WRITE_CHUNK;
+        size_t most = lws_get_network_wsi(wsi) != wsi ? H2_WRITE_MAX : WRITE_CHUNK;
+        if (n > most) n = most;
         bool last = c->out_sent + n == c->out_len;
         /* lws needs LWS_PRE bytes of headroom before what it writes: shift the
          * window over the already-sent bytes, which are no longer needed */

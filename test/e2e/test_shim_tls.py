@@ -76,6 +76,24 @@ def test_watch_over_http2():
     assert any(l.split()[:2] == ["ADDED", "t2"] for l in out.splitlines()), (out, err)
 
 
+def test_objects_larger_than_one_http2_frame():
+    big = "x" * 60000  # HTTP/2 frames hold 16 KiB: responses and events must be split
+    w = subprocess.Popen(["kubectl", f"--kubeconfig={kubeconfig('tls-tok')}", "get", "cm", "-w", "--output-watch-events"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        rc, out, err = kubectl("tls-tok", "create", "-f", "-",
+                               stdin=f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big}}\ndata: {{k: {big}}}\n")
+        assert rc == 0, err
+        time.sleep(1.0)
+    finally:
+        w.terminate()
+        out, err = w.communicate(timeout=10)
+    assert any(l.split()[:2] == ["ADDED", "big"] for l in out.splitlines()), (out, err)
+    rc, out, err = kubectl("tls-tok", "get", "cm", "big", "-o", "jsonpath={.data.k}")
+    assert rc == 0 and out == big, (len(out), err)
+
+
 def test_plain_port_stays_loopback_and_open():
     assert curl(f"http://127.0.0.1:{PORT}/api/v1/namespaces")[1] == "200"
 

@@ -149,6 +149,22 @@ def test_kubectl_get_watch():
     assert [l[0] for l in lines] == ["ADDED", "MODIFIED", "DELETED"], (out, err)
 
 
+def test_watch_over_websocket():
+    from wsclient import WebSocket
+    w = WebSocket(PORT, NS + f"?watch=true&resourceVersion={current_rv()}&labelSelector=ws%3Dyes")
+    assert w.status == 101, w.status_line
+    call("POST", NS, cm("ws-no", {"ws": "no"}))
+    call("POST", NS, cm("ws-yes", {"ws": "yes"}))
+    ev = json.loads(w.message())  # one event per text message
+    assert ev["type"] == "ADDED" and ev["object"]["metadata"]["name"] == "ws-yes", ev
+    w.close()
+    bad = WebSocket(PORT, "/api/v1/namespaces/default/widgets?watch=true")
+    st = json.loads(bad.message())
+    assert bad.status == 101 and st["kind"] == "Status" and st["code"] == 404, st
+    assert bad.message() is None  # then closed
+    bad.close()
+
+
 def test_watch_errors():
     st, b = call("GET", NS + "?watch=true&resourceVersion=abc")
     assert st == 400 and b["reason"] == "BadRequest", b
