@@ -515,6 +515,9 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
     info.foreign_loops = s->loops;
     info.user = s;
     info.max_http_header_data = 16384;
+    /* lws 4.1 stages each HTTP/2 frame in this buffer: it must hold a whole
+     * frame (H2_WRITE_MAX) or h2 writes come back short */
+    info.pt_serv_buf_size = H2_WRITE_MAX + LWS_PRE + 4096;
     info.timeout_secs = 30;
     info.pcontext = &s->ctx;
     if (cfg->tls_cert && cfg->tls_key) {
