@@ -49,6 +49,8 @@ def test_examples_apply_and_print_columns():
     rc, out, err = kubectl("get", "pj")
     rows = {l.split()[0]: l.split() for l in out.splitlines()[1:]}
     assert rows["web"][1:3] == ["STATELESS", "serving"], rows
+    rc, out, err = kubectl("get", "pj", "web", "-o", "yaml")
+    assert rc == 0 and "kind: Job" in out and "type: STATELESS" in out, (out, err)
     rc, out, err = kubectl("apply", "-f", os.path.join(EX, "pools.yaml"))  # re-apply: a patch, unchanged
     assert rc == 0 and "unchanged" in out, (out, err)
 
@@ -68,6 +70,10 @@ def test_pool_tree_rules_refused_with_the_rule():
 def test_schema_validation_and_pruning():
     rc, out, err = kubectl("apply", "-f", "-", stdin=pool("badkind", extra="  resources: [{kind: tpu}]\n"))
     assert rc != 0 and 'Unsupported value: "tpu"' in err, err
+    rc, out, err = kubectl("apply", "-f", "-", stdin=pool("badq", extra='  resources: [{kind: cpu, reservation: "12xyz"}]\n'))
+    assert rc != 0 and 'is invalid' in err and "reservation" in err, err  # a malformed quantity
+    rc, out, err = kubectl("apply", "-f", "-", stdin=pool("negq", extra='  resources: [{kind: cpu, reservation: "-3"}]\n'))
+    assert rc != 0 and 'is invalid' in err, err
     rc, out, err = kubectl("apply", "--validate=false", "-f", "-", stdin=pool("pruned", extra="  bogus: 1\n"))
     assert rc == 0, err
     obj = json.loads(kubectl("get", "rp", "pruned", "-o", "json")[1])
