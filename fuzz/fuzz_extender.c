@@ -1,0 +1,101 @@
+/* Fuzz target: the input is one JSON document, run through all three
+ * extender decoders (ExtenderArgs, ExtenderBindingArgs,
+ * ExtenderPreemptionArgs); what decodes is encoded back into every reply.
+ * Checks that the body is left untouched, that a failure leaves *out NULL with
+ * a message, that a filter result only names request nodes, and that a
+ * preemption result decodes again to the nodes that had victims. */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "extender.h"
+
+static void check_failure(int rc, const void *out, const char *err) {
+    if (rc != 0 && (out != NULL || err[0] == 0)) abort();
+}
+
+static void run_args(const json_t *body) {
+    char err[256] = "";
+    struct extender_args *a = NULL;
+    int rc = extender_decode_args(body, &a, err, sizeof err);
+    check_failure(rc, a, err);
+    if (rc) return;
+    size_t n = a->nnodes;
+    struct extender_node_verdict *v = calloc(n ? n : 1, sizeof *v);
+    struct extender_host_priority *p = calloc(n ? n : 1, sizeof *p);
+    if (!v || !p) abort();
+    for (size_t i = 0; i < n; i++) {
+        v[i] = (struct extender_node_verdict){a->names[n - 1 - i], (enum extender_verdict)(i % 3), "reason"};
+        p[i] = (struct extender_host_priority){a->names[i], (int64_t)i - 3};
+    }
+    json_t *out;
+    if (extender_filter_result(a, v, n, &out, err, sizeof err) != 0) abort();
+    json_t *pass = a->node_cache ? json_object_get(out, "NodeNames")
+                                 : json_object_get(json_object_get(out, "Nodes"), "items");
+    size_t i;
+    json_t *e;
+    json_array_foreach(pass, i, e) {
+        const char *name = a->node_cache ? json_string_value(e)
+                                         : json_string_value(json_object_get(json_object_get(e, "metadata"), "name"));
+        if (extender_args_find(a, name) < 0) abort();
+    }
+    json_decref(out);
+    if (extender_priority_list(a, p, n, &out, err, sizeof err) != 0) abort();
+    json_array_foreach(out, i, e) {
+        json_int_t s = json_integer_value(json_object_get(e, "Score"));
+        if (s < EXTENDER_MIN_PRIORITY || s > EXTENDER_MAX_PRIORITY) abort();
+    }
+    json_decref(out);
+    free(v);
+    free(p);
+    extender_args_free(a);
+}
+
+static void run_binding(const json_t *body) {
+    char err[256] = "";
+    struct extender_binding_args *b = NULL;
+    int rc = extender_decode_binding_args(body, &b, err, sizeof err);
+    check_failure(rc, b, err);
+    json_t *out;
+    if (extender_binding_result(rc ? err : NULL, &out) != 0) abort();
+    json_decref(out);
+    if (extender_error_reply(EXTENDER_FILTER, err, &out) != 0) abort();
+    json_decref(out);
+    extender_binding_args_free(b);
+}
+
+static void run_preemption(const json_t *body) {
+    char err[256] = "";
+    struct extender_preemption_args *a = NULL;
+    int rc = extender_decode_preemption_args(body, &a, err, sizeof err);
+    check_failure(rc, a, err);
+    if (rc) return;
+    json_t *out;
+    if (extender_preemption_result(a, a->nodes, a->nnodes, &out, err, sizeof err) != 0) abort();
+    if (json_object_set_new(out, "Pod", json_object()) != 0) abort();
+    struct extender_preemption_args *again = NULL;
+    if (extender_decode_preemption_args(out, &again, err, sizeof err) != 0) abort();
+    for (size_t i = 0; i < a->nnodes; i++) {
+        long pos = extender_preemption_find(again, a->nodes[i].node);
+        if ((a->nodes[i].npods == 0) != (pos < 0)) abort();
+        if (pos >= 0 && again->nodes[pos].npods != a->nodes[i].npods) abort();
+    }
+    extender_preemption_args_free(again);
+    json_decref(out);
+    extender_preemption_args_free(a);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    json_t *body = json_loadb((const char *)data, size, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+    if (!body) return 0;
+    json_t *copy = json_deep_copy(body);
+    run_args(body);
+    run_binding(body);
+    run_preemption(body);
+    if (!json_equal(body, copy)) abort();
+    json_decref(copy);
+    json_decref(body);
+    return 0;
+}

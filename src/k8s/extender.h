@@ -1,0 +1,145 @@
+/* The kube-scheduler extender wire format (k8s.io/kube-scheduler/extender/v1)
+ * as pure functions on jansson values: decoders for the three request bodies
+ * and encoders for the four replies. No I/O, no global mutable state.
+ *
+ * Keys: the extender types have no JSON tags, so their keys are Go field names
+ * and Go matches them case-insensitively (Unicode simple folding: "NodeNames",
+ * "nodenames", "NODENAMES" are one field; so are "Pods" and "Pod\u017f").
+ * Decoders do the same; unknown keys are ignored as Go ignores them; two keys
+ * that fold to one field are refused (-EINVAL). JSON null reads as absent
+ * (Go has no omitempty here). Embedded Kubernetes objects (Pod, the NodeList
+ * and its items) keep their own camelCase JSON and are kept as references.
+ * Encoders write the exact PascalCase spelling.
+ *
+ * Ownership: request bodies are borrowed and never modified. A decoder's
+ * *out is a new struct the caller frees with the matching *_free (NULL-safe);
+ * its json_t members are new references released by that free. An encoder's
+ * *out is a new value the caller frees with json_decref; it may share
+ * (reference) Node objects with the args it was built from. On failure *out is
+ * NULL and err holds one line naming the field, e.g.
+ * "ExtenderArgs.NodeNames[3]: expected a string, got integer".
+ * Errors: -EINVAL malformed input, -E2BIG a limit below, -ENOMEM. */
+#ifndef PELOTON_K8S_EXTENDER_H
+#define PELOTON_K8S_EXTENDER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EXTENDER_MIN_PRIORITY 0          /* MinExtenderPriority */
+#define EXTENDER_MAX_PRIORITY 10         /* MaxExtenderPriority */
+#define EXTENDER_MAX_NODES 100000        /* nodes (or node names) in one request or reply */
+#define EXTENDER_MAX_NAME 253            /* bytes of a node name, pod name, namespace or UID */
+#define EXTENDER_MAX_VICTIMS 10000       /* victim pods on one node */
+#define EXTENDER_MAX_VICTIMS_TOTAL 1000000 /* victim pods in one preemption request */
+#define EXTENDER_MAX_DEPTH 64            /* nesting of an embedded Pod or Node object */
+#define EXTENDER_MAX_REASON 1024         /* bytes of a failure reason or Error text */
+
+enum extender_verb { EXTENDER_FILTER, EXTENDER_PRIORITIZE, EXTENDER_PREEMPT, EXTENDER_BIND };
+
+/* ExtenderArgs: the body of filter and prioritize. Exactly one of Nodes
+ * (a v1.NodeList) and NodeNames (nodeCacheCapable) must be non-null. */
+struct extender_args {
+    json_t *pod;        /* the Pod object */
+    bool node_cache;    /* NodeNames was sent (nodeCacheCapable); else Nodes */
+    size_t nnodes;
+    char **names;       /* nnodes node names in request order, unique */
+    json_t *items;      /* Nodes mode: the Node objects, an array parallel to names; NULL in NodeNames mode */
+    json_t *index;      /* private: name -> position */
+};
+
+int extender_decode_args(const json_t *body, struct extender_args **out, char *err, size_t errlen);
+void extender_args_free(struct extender_args *a);
+
+/* ExtenderBindingArgs. PodName, PodNamespace and Node are required; PodUID
+ * may be "" (the Binding then carries no UID precondition). */
+struct extender_binding_args {
+    char *pod_name, *pod_namespace, *pod_uid, *node;
+};
+
+int extender_decode_binding_args(const json_t *body, struct extender_binding_args **out, char *err, size_t errlen);
+void extender_binding_args_free(struct extender_binding_args *a);
+
+/* One node's victims, from NodeNameToVictims (pods set) or
+ * NodeNameToMetaVictims (pods NULL); also the input of
+ * extender_preemption_result, which reads node, npods, uids and
+ * num_pdb_violations only. */
+struct extender_victims {
+    char *node;
+    size_t npods;
+    char **uids;                /* each victim's UID: MetaPod.UID or the Pod's metadata.uid (non-empty) */
+    json_t *pods;               /* NodeNameToVictims: the Pod objects, parallel to uids; else NULL */
+    int64_t num_pdb_violations; /* >= 0 */
+};
+
+/* ExtenderPreemptionArgs: Pod plus exactly one non-null map of the two. */
+struct extender_preemption_args {
+    json_t *pod;
+    bool meta;          /* NodeNameToMetaVictims was sent (nodeCacheCapable) */
+    size_t nnodes;
+    struct extender_victims *nodes; /* in the body's key order */
+    json_t *index;      /* private: node -> position */
+};
+
+int extender_decode_preemption_args(const json_t *body, struct extender_preemption_args **out, char *err,
+                                    size_t errlen);
+void extender_preemption_args_free(struct extender_preemption_args *a);
+
+/* Position of a node in decoded args, or -1. */
+long extender_args_find(const struct extender_args *a, const char *node);
+long extender_preemption_find(const struct extender_preemption_args *a, const char *node);
+
+/* ---- replies ---- */
+
+enum extender_verdict {
+    EXTENDER_PASS,
+    EXTENDER_FAIL,              /* FailedNodes: preemption may help */
+    EXTENDER_FAIL_UNRESOLVABLE, /* FailedAndUnresolvableNodes: preemption will not help */
+};
+
+struct extender_node_verdict {
+    const char *node;
+    enum extender_verdict verdict;
+    const char *reason; /* FAIL*: the reason shown to users; NULL reads as "" */
+};
+
+/* ExtenderFilterResult for args: passing nodes go to NodeNames (node_cache)
+ * or to Nodes as a NodeList of the request's own Node objects (otherwise), in
+ * request order; the other list is null. Every verdict must name a node of
+ * the request, at most once (-EINVAL otherwise). A node with no verdict is
+ * dropped without a reason (kube-scheduler removes it). Error is "". */
+int extender_filter_result(const struct extender_args *args, const struct extender_node_verdict *v, size_t nv,
+                           json_t **out, char *err, size_t errlen);
+
+struct extender_host_priority {
+    const char *host;
+    int64_t score; /* clamped to EXTENDER_MIN_PRIORITY..EXTENDER_MAX_PRIORITY */
+};
+
+/* HostPriorityList: a bare array of {"Host","Score"} in the given order.
+ * args may be NULL; when given, every host must be one of its nodes. A host
+ * listed twice is refused (kube-scheduler would add both scores). */
+int extender_priority_list(const struct extender_args *args, const struct extender_host_priority *p, size_t n,
+                           json_t **out, char *err, size_t errlen);
+
+/* ExtenderBindingResult {"Error": error}; error NULL or "" is success. */
+int extender_binding_result(const char *error, json_t **out);
+
+/* ExtenderPreemptionResult {"NodeNameToMetaVictims": {...}}. Nodes with no
+ * victims are dropped (kube-scheduler refuses them); a node listed twice is
+ * refused. in may be NULL; when given, every node must be a candidate of in. */
+int extender_preemption_result(const struct extender_preemption_args *in, const struct extender_victims *v, size_t n,
+                               json_t **out, char *err, size_t errlen);
+
+/* The reply to a request the extender cannot serve (msg: the decoder's err).
+ * filter: an ExtenderFilterResult with null lists and Error = msg; bind: an
+ * ExtenderBindingResult with Error = msg; both are sent with HTTP 200 and
+ * fail the scheduling cycle (unless the extender is ignorable).
+ * prioritize and preempt have no Error field: returns -ENOTSUP and *out NULL;
+ * the caller answers HTTP 400 with msg as a text body (any status but 200
+ * is an error to kube-scheduler, which ignores prioritize errors). An empty
+ * msg is replaced by "extender error" so that the reply is never a success. */
+int extender_error_reply(enum extender_verb verb, const char *msg, json_t **out);
+
+#endif
