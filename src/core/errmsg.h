@@ -10,4 +10,9 @@
 
 int core_fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* The same, prefixed with the object the message is about, as Kubernetes
+ * names one: `resource "name": message` (name cut at 253 characters). */
+int core_fail_about(char *err, size_t errlen, int code, const char *resource, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
 #endif

@@ -1,7 +1,6 @@
 #include "crd_job.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,15 +9,7 @@
 
 #define MSG_MAX 512
 
-__attribute__((format(printf, 5, 6))) static int job_fail(char *err, size_t errlen, int code, const char *name,
-                                                           const char *fmt, ...) {
-    char msg[MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return core_fail(err, errlen, code, CRD_JOB_RESOURCE " \"%.253s\": %s", name ? name : "", msg);
-}
+#define job_fail(err, errlen, code, name, ...) core_fail_about(err, errlen, code, CRD_JOB_RESOURCE, name, __VA_ARGS__)
 
 static int known_keys(const json_t *obj, const char *const *allowed, const char *name, const char *where, char *err,
                       size_t errlen) {

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,16 +13,7 @@
 #define SHARE_MAX_WEIGHT 1000000.0
 #define MSG_MAX 512
 
-/* A message prefixed with the pool's Kubernetes name. */
-__attribute__((format(printf, 5, 6))) static int pool_fail(char *err, size_t errlen, int code, const char *name,
-                                                            const char *fmt, ...) {
-    char msg[MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return core_fail(err, errlen, code, CRD_POOL_RESOURCE " \"%.253s\": %s", name ? name : "", msg);
-}
+#define pool_fail(err, errlen, code, name, ...) core_fail_about(err, errlen, code, CRD_POOL_RESOURCE, name, __VA_ARGS__)
 
 /* Re-labels a core message "pool /org/team1: ..." as the Kubernetes object's
  * "resourcepools.peloton.io \"team1\": ..."; other core messages keep their

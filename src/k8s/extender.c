@@ -8,23 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsontype.h"
 #include "errmsg.h"
 #include "extender.h"
 
 /* ---- helpers ---- */
-
-static const char *type_name(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
-    case JSON_INTEGER: return "integer";
-    case JSON_REAL: return "number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "boolean";
-    default: return "null";
-    }
-}
 
 /* Go's encoding/json field match: equal under Unicode simple case folding.
  * Field names are ASCII letters; the only non-ASCII members of their folding
@@ -108,7 +96,7 @@ static int take_name(const json_t *v, const char *what, bool allow_empty, char *
         return (*out = strdup("")) ? 0 : -ENOMEM;
     }
     if (!json_is_string(v))
-        return core_fail(err, errlen, -EINVAL, "%s: expected a string, got %s", what, type_name(v));
+        return core_fail(err, errlen, -EINVAL, "%s: expected a string, got %s", what, json_type_name(v));
     int rc = check_name(json_string_value(v), json_string_length(v), what, allow_empty, err, errlen);
     if (rc) return rc;
     return (*out = strdup(json_string_value(v))) ? 0 : -ENOMEM;
@@ -117,7 +105,7 @@ static int take_name(const json_t *v, const char *what, bool allow_empty, char *
 static int take_pod(json_t *v, const char *what, json_t **out, char *err, size_t errlen) {
     if (!v) return core_fail(err, errlen, -EINVAL, "%s: missing (null or absent)", what);
     if (!json_is_object(v))
-        return core_fail(err, errlen, -EINVAL, "%s: expected a Pod object, got %s", what, type_name(v));
+        return core_fail(err, errlen, -EINVAL, "%s: expected a Pod object, got %s", what, json_type_name(v));
     if (!depth_ok(v, EXTENDER_MAX_DEPTH))
         return core_fail(err, errlen, -E2BIG, "%s: nested deeper than %d levels", what, EXTENDER_MAX_DEPTH);
     *out = json_incref(v);
@@ -167,7 +155,7 @@ void extender_args_free(struct extender_args *a) {
 static int decode_node_names(struct extender_args *a, const json_t *list, char *err, size_t errlen) {
     if (!json_is_array(list))
         return core_fail(err, errlen, -EINVAL, "ExtenderArgs.NodeNames: expected an array of strings or null, got %s",
-                         type_name(list));
+                         json_type_name(list));
     size_t n = json_array_size(list);
     if (n > EXTENDER_MAX_NODES)
         return core_fail(err, errlen, -E2BIG, "ExtenderArgs.NodeNames: %zu names, more than %d", n, EXTENDER_MAX_NODES);
@@ -186,14 +174,14 @@ static int decode_node_names(struct extender_args *a, const json_t *list, char *
 static int decode_node_list(struct extender_args *a, const json_t *list, char *err, size_t errlen) {
     if (!json_is_object(list))
         return core_fail(err, errlen, -EINVAL, "ExtenderArgs.Nodes: expected a NodeList object or null, got %s",
-                         type_name(list));
+                         json_type_name(list));
     json_t *items = json_object_get(list, "items");
     if (!items || json_is_null(items)) {
         a->items = json_array();
         if (!a->items) return -ENOMEM;
     } else if (!json_is_array(items)) {
         return core_fail(err, errlen, -EINVAL, "ExtenderArgs.Nodes.items: expected an array or null, got %s",
-                         type_name(items));
+                         json_type_name(items));
     } else {
         a->items = json_incref(items);
     }
@@ -206,13 +194,13 @@ static int decode_node_list(struct extender_args *a, const json_t *list, char *e
         json_t *node = json_array_get(a->items, i);
         snprintf(what, sizeof what, "ExtenderArgs.Nodes.items[%zu]", i);
         if (!json_is_object(node))
-            return core_fail(err, errlen, -EINVAL, "%s: expected a Node object, got %s", what, type_name(node));
+            return core_fail(err, errlen, -EINVAL, "%s: expected a Node object, got %s", what, json_type_name(node));
         if (!depth_ok(node, EXTENDER_MAX_DEPTH))
             return core_fail(err, errlen, -E2BIG, "%s: nested deeper than %d levels", what, EXTENDER_MAX_DEPTH);
         json_t *md = json_object_get(node, "metadata");
         if (!json_is_object(md))
             return core_fail(err, errlen, -EINVAL, "%s.metadata: expected an object, got %s", what,
-                             md ? type_name(md) : "nothing");
+                             md ? json_type_name(md) : "nothing");
         snprintf(what, sizeof what, "ExtenderArgs.Nodes.items[%zu].metadata.name", i);
         int rc = take_name(json_object_get(md, "name"), what, false, &a->names[i], err, errlen);
         if (rc) return rc;
@@ -226,7 +214,7 @@ int extender_decode_args(const json_t *body, struct extender_args **out, char *e
     *out = NULL;
     if (!json_is_object(body))
         return core_fail(err, errlen, -EINVAL, "ExtenderArgs: expected an object, got %s",
-                         body ? type_name(body) : "nothing");
+                         body ? json_type_name(body) : "nothing");
     json_t *f[3];
     int rc = get_fields(body, "ExtenderArgs", ARGS_FIELDS, 3, f, err, errlen);
     if (rc) return rc;
@@ -273,7 +261,7 @@ int extender_decode_binding_args(const json_t *body, struct extender_binding_arg
     *out = NULL;
     if (!json_is_object(body))
         return core_fail(err, errlen, -EINVAL, "ExtenderBindingArgs: expected an object, got %s",
-                         body ? type_name(body) : "nothing");
+                         body ? json_type_name(body) : "nothing");
     json_t *f[4];
     int rc = get_fields(body, "ExtenderBindingArgs", BIND_FIELDS, 4, f, err, errlen);
     if (rc) return rc;
@@ -319,14 +307,14 @@ static int decode_victims(struct extender_victims *v, const json_t *val, bool me
     snprintf(what, sizeof what, "ExtenderPreemptionArgs.%s[\"%.64s\"]", map, v->node);
     if (!val) return 0;
     if (!json_is_object(val))
-        return core_fail(err, errlen, -EINVAL, "%s: expected an object or null, got %s", what, type_name(val));
+        return core_fail(err, errlen, -EINVAL, "%s: expected an object or null, got %s", what, json_type_name(val));
     json_t *f[2];
     int rc = get_fields(val, what, VICTIMS_FIELDS, 2, f, err, errlen);
     if (rc) return rc;
     if (f[1]) {
         if (!json_is_integer(f[1]))
             return core_fail(err, errlen, -EINVAL, "%s.NumPDBViolations: expected an integer, got %s", what,
-                             type_name(f[1]));
+                             json_type_name(f[1]));
         v->num_pdb_violations = (int64_t)json_integer_value(f[1]);
         if (v->num_pdb_violations < 0)
             return core_fail(err, errlen, -EINVAL, "%s.NumPDBViolations: negative (%lld)", what,
@@ -334,7 +322,7 @@ static int decode_victims(struct extender_victims *v, const json_t *val, bool me
     }
     if (!f[0]) return 0;
     if (!json_is_array(f[0]))
-        return core_fail(err, errlen, -EINVAL, "%s.Pods: expected an array or null, got %s", what, type_name(f[0]));
+        return core_fail(err, errlen, -EINVAL, "%s.Pods: expected an array or null, got %s", what, json_type_name(f[0]));
     size_t n = json_array_size(f[0]);
     if (n > EXTENDER_MAX_VICTIMS)
         return core_fail(err, errlen, -E2BIG, "%s.Pods: %zu victims, more than %d", what, n, EXTENDER_MAX_VICTIMS);
@@ -348,7 +336,7 @@ static int decode_victims(struct extender_victims *v, const json_t *val, bool me
         snprintf(pw, sizeof pw, "%s.Pods[%zu]", what, i);
         if (!json_is_object(p))
             return core_fail(err, errlen, -EINVAL, "%s: expected %s object, got %s", pw, meta ? "a MetaPod" : "a Pod",
-                             type_name(p));
+                             json_type_name(p));
         if (meta) {
             if ((rc = get_fields(p, pw, METAPOD_FIELDS, 1, &uid, err, errlen))) return rc;
             snprintf(pw, sizeof pw, "%s.Pods[%zu].UID", what, i);
@@ -371,7 +359,7 @@ int extender_decode_preemption_args(const json_t *body, struct extender_preempti
     *out = NULL;
     if (!json_is_object(body))
         return core_fail(err, errlen, -EINVAL, "ExtenderPreemptionArgs: expected an object, got %s",
-                         body ? type_name(body) : "nothing");
+                         body ? json_type_name(body) : "nothing");
     json_t *f[3];
     int rc = get_fields(body, "ExtenderPreemptionArgs", PREEMPT_FIELDS, 3, f, err, errlen);
     if (rc) return rc;
@@ -387,7 +375,7 @@ int extender_decode_preemption_args(const json_t *body, struct extender_preempti
     json_t *m = meta ? f[2] : f[1];
     if (!json_is_object(m))
         return core_fail(err, errlen, -EINVAL, "ExtenderPreemptionArgs.%s: expected an object or null, got %s", map,
-                         type_name(m));
+                         json_type_name(m));
     size_t n = json_object_size(m);
     if (n > EXTENDER_MAX_NODES)
         return core_fail(err, errlen, -E2BIG, "ExtenderPreemptionArgs.%s: %zu nodes, more than %d", map, n,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsontype.h"
 #include "patch.h"
 #include "schema_int.h"
 
@@ -206,19 +207,6 @@ static void show_value(const json_t *v, char *buf) {
         else snprintf(buf, VALUE_BUF, "%s", s);
         free(s);
     }
-    }
-}
-
-static const char *kind_of(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
-    case JSON_INTEGER: return "integer";
-    case JSON_REAL: return "number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "boolean";
-    default: return "null";
     }
 }
 
@@ -465,7 +453,7 @@ static bool check_meta_field(struct vctx *c, const char *key, const json_t *val)
     if (!str && strcmp(key, "metadata") != 0) return false;
     if (str ? !json_is_string(val) : !json_is_object(val)) {
         size_t mark = push_key(c, key);
-        type_error(c, str ? "string" : "object", kind_of(val));
+        type_error(c, str ? "string" : "object", json_type_name(val));
         pop(c, mark);
     }
     return true;
@@ -552,7 +540,7 @@ static void check(struct vctx *c, const struct schema_node *n, const json_t *v, 
     }
     unsigned want = n->int_or_string ? SCHEMA_T_INTEGER | SCHEMA_T_STRING : n->types;
     if (want && !type_ok(want, v)) {
-        type_error(c, type_name(n), kind_of(v));
+        type_error(c, type_name(n), json_type_name(v));
         return;
     }
     if (n->format && !format_ok(n, v)) {
