@@ -366,6 +366,60 @@ int store_get(struct store *s, const char *resource, const char *ns, const char 
     return rc ? rc : get_obj(s, resource, ns, name, out);
 }
 
+/* Builds the object to write from the stored one: *next NULL means nothing
+ * to write (the stored object is the answer); *del asks the script to remove it. */
+typedef int (*prepare_fn)(const void *ctx, const char *resource, const char *ns, const json_t *cur, json_t **next,
+                          int *del, char *err, size_t errlen);
+
+/* Read, check preconditions, prepare, then compare-and-set on the read
+ * resourceVersion; a lost race is retried unless the caller named a
+ * resourceVersion (then it is a Conflict). */
+static int cas_write(struct store *s, const char *resource, const char *ns, const char *name, const char *uid,
+                     const char *rv, prepare_fn prepare, const void *ctx, json_t **out, int *deleted) {
+    int rc = 0;
+    for (int attempt = 0; attempt < STORE_CAS_ATTEMPTS; attempt++) {
+        json_t *cur = NULL, *next = NULL;
+        int del = 0;
+        if ((rc = get_obj(s, resource, ns, name, &cur))) return rc;
+        rc = store_check_preconditions(resource, cur, uid, rv, s->err, sizeof s->err);
+        if (!rc) rc = prepare(ctx, resource, ns, cur, &next, &del, s->err, sizeof s->err);
+        if (!rc && !next) {
+            if (out) *out = cur;
+            else json_decref(cur);
+            return 0;
+        }
+        if (!rc) rc = write_obj(s, resource, ns, name, next, store_meta_str(cur, "resourceVersion"), del);
+        json_decref(cur);
+        if (!rc) {
+            if (deleted) *deleted = del;
+            if (out) *out = next;
+            else json_decref(next);
+            return 0;
+        }
+        json_decref(next);
+        if (rc != STORE_ECONFLICT || (rv && rv[0])) return rc;
+    }
+    return rc;
+}
+
+static int prepare_update(const void *obj, const char *resource, const char *ns, const json_t *cur, json_t **next,
+                          int *del, char *err, size_t errlen) {
+    int unchanged = 0;
+    int rc = store_prepare_update(resource, ns, cur, obj, next, &unchanged, del, err, errlen);
+    if (!rc && unchanged) { /* an update that changes nothing writes nothing */
+        json_decref(*next);
+        *next = NULL;
+    }
+    return rc;
+}
+
+static int prepare_delete(const void *opts, const char *resource, const char *ns, const json_t *cur, json_t **next,
+                          int *del, char *err, size_t errlen) {
+    (void)ns;
+    /* *next NULL: already marked for deletion, nothing to write */
+    return store_prepare_delete(resource, cur, opts, next, del, err, errlen);
+}
+
 int store_update(struct store *s, const char *resource, const char *ns, const json_t *obj,
                  json_t **out, int *deleted) {
     const char *name = store_meta_str(obj, "name");
@@ -380,67 +434,18 @@ int store_update(struct store *s, const char *resource, const char *ns, const js
     if (urv && urv[0] && (store_parse_rv(urv, &ok), !ok))
         return fail(s, -EINVAL, "metadata.resourceVersion: Invalid value: must be a decimal "
                                 "resourceVersion");
-    for (int attempt = 0; attempt < STORE_CAS_ATTEMPTS; attempt++) {
-        json_t *cur = NULL, *next = NULL;
-        int unchanged = 0, del = 0;
-        if ((rc = get_obj(s, resource, ns, name, &cur))) return rc;
-        rc = store_check_preconditions(resource, cur, uuid, urv, s->err, sizeof s->err);
-        if (!rc) rc = store_prepare_update(resource, ns, cur, obj, &next, &unchanged, &del, s->err,
-                                           sizeof s->err);
-        if (!rc && unchanged) {
-            json_decref(next);
-            if (out) *out = cur;
-            else json_decref(cur);
-            return 0;
-        }
-        if (!rc) rc = write_obj(s, resource, ns, name, next, store_meta_str(cur, "resourceVersion"),
-                                del);
-        json_decref(cur);
-        if (!rc) {
-            if (deleted) *deleted = del;
-            if (out) *out = next;
-            else json_decref(next);
-            return 0;
-        }
-        json_decref(next);
-        if (rc != STORE_ECONFLICT || (urv && urv[0])) return rc;
-    }
-    return rc;
+    return cas_write(s, resource, ns, name, uuid, urv, prepare_update, obj, out, deleted);
 }
 
 int store_delete(struct store *s, const char *resource, const char *ns, const char *name,
                  const struct store_delete_opts *opts, json_t **out, int *deleted) {
     int rc;
-    const char *prv = opts ? opts->resource_version : NULL;
     if (out) *out = NULL;
     if (deleted) *deleted = 0;
     s->err[0] = '\0';
     if ((rc = store_validate_key(resource, ns, name, s->err, sizeof s->err))) return rc;
-    for (int attempt = 0; attempt < STORE_CAS_ATTEMPTS; attempt++) {
-        json_t *cur = NULL, *next = NULL;
-        int del = 0;
-        if ((rc = get_obj(s, resource, ns, name, &cur))) return rc;
-        rc = store_check_preconditions(resource, cur, opts ? opts->uid : NULL, prv, s->err,
-                                       sizeof s->err);
-        if (!rc) rc = store_prepare_delete(resource, cur, opts, &next, &del, s->err, sizeof s->err);
-        if (!rc && !next) { /* already marked for deletion: nothing to write */
-            if (out) *out = cur;
-            else json_decref(cur);
-            return 0;
-        }
-        if (!rc) rc = write_obj(s, resource, ns, name, next, store_meta_str(cur, "resourceVersion"),
-                                del);
-        json_decref(cur);
-        if (!rc) {
-            if (deleted) *deleted = del;
-            if (out) *out = next;
-            else json_decref(next);
-            return 0;
-        }
-        json_decref(next);
-        if (rc != STORE_ECONFLICT || (prv && prv[0])) return rc;
-    }
-    return rc;
+    return cas_write(s, resource, ns, name, opts ? opts->uid : NULL, opts ? opts->resource_version : NULL,
+                     prepare_delete, opts, out, deleted);
 }
 
 /* Validates a resource and an optional namespace (list and history scopes). */
