@@ -270,58 +270,51 @@ static int on_request(struct lws *wsi, struct http_conn *c) {
     return dispatch(wsi, c);
 }
 
-/* One chunk per writeable callback (lws allows one write each). */
+/* The head chunk went out whole: drop it, and ask for more if any is due. */
+static int chunk_sent(struct lws *wsi, struct http_stream *st) {
+    struct chunk *ch = st->head;
+    st->head = ch->next;
+    if (!st->head) st->tail = NULL;
+    st->buffered -= ch->len;
+    free(ch);
+    if (st->head || st->ended) lws_callback_on_writable(wsi);
+    return 0;
+}
+
+/* One chunk (or one frame's worth of it) per writeable callback: lws allows
+ * one write each. */
 static int stream_writeable(struct lws *wsi, struct http_conn *c) {
     struct http_stream *st = c->stream;
     if (st->closing) return -1;
     struct chunk *ch = st->head;
+    unsigned char *data = ch ? ch->buf + LWS_PRE + 16 : NULL;
     if (st->ws) { /* one text message per chunk; the end closes the socket */
         if (!ch) return st->ended ? -1 : 0;
-        unsigned char *data = ch->buf + LWS_PRE + 16;
         if (lws_write(wsi, data, ch->len, LWS_WRITE_TEXT) != (int)ch->len) return -1;
-        st->head = ch->next;
-        if (!st->head) st->tail = NULL;
-        st->buffered -= ch->len;
-        free(ch);
-        if (st->head || st->ended) lws_callback_on_writable(wsi);
-        return 0;
+        return chunk_sent(wsi, st);
     }
     if (ch && st->h2) { /* h2 frames the data itself, at most one frame's worth per write */
         size_t n = ch->len - ch->off;
         if (n > H2_WRITE_MAX) n = H2_WRITE_MAX;
-        unsigned char *data = ch->buf + LWS_PRE + 16 + ch->off; /* what was sent is lws' headroom now */
-        if (lws_write(wsi, data, n, LWS_WRITE_HTTP) != (int)n) return -1;
+        /* what was sent already is lws' headroom now */
+        if (lws_write(wsi, data + ch->off, n, LWS_WRITE_HTTP) != (int)n) return -1;
         ch->off += n;
         if (ch->off < ch->len) {
             lws_callback_on_writable(wsi);
             return 0;
         }
-        st->head = ch->next;
-        if (!st->head) st->tail = NULL;
-        st->buffered -= ch->len;
-        free(ch);
-        if (st->head || st->ended) lws_callback_on_writable(wsi);
-        return 0;
+        return chunk_sent(wsi, st);
     }
     if (ch) {
-        /* on h1 frame "<hex>\r\n<data>\r\n" in place, the hex just before
-         * the data (the chunk keeps room for it) */
-        unsigned char *data = ch->buf + LWS_PRE + 16, *start = data;
-        size_t n = ch->len;
-        {
-            char hex[20];
-            int hl = snprintf(hex, sizeof hex, "%zx\r\n", ch->len);
-            start = data - hl;
-            memcpy(start, hex, (size_t)hl);
-            n = (size_t)hl + ch->len + 2;
-        }
+        /* h1: frame "<hex>\r\n<data>\r\n" in place, the hex just before the
+         * data (the chunk keeps room for it) */
+        char hex[20];
+        int hl = snprintf(hex, sizeof hex, "%zx\r\n", ch->len);
+        unsigned char *start = data - hl;
+        memcpy(start, hex, (size_t)hl);
+        size_t n = (size_t)hl + ch->len + 2;
         if (lws_write(wsi, start, n, LWS_WRITE_HTTP) != (int)n) return -1;
-        st->head = ch->next;
-        if (!st->head) st->tail = NULL;
-        st->buffered -= ch->len;
-        free(ch);
-        if (st->head || st->ended) lws_callback_on_writable(wsi);
-        return 0;
+        return chunk_sent(wsi, st);
     }
     if (st->ended && !st->final_sent) {
         unsigned char buf[LWS_PRE + 8];

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "crd_common.h"
 #include "errmsg.h"
 #include "respool.h"
 
@@ -11,17 +12,8 @@
 
 #define job_fail(err, errlen, code, name, ...) core_fail_about(err, errlen, code, CRD_JOB_RESOURCE, name, __VA_ARGS__)
 
-static int known_keys(const json_t *obj, const char *const *allowed, const char *name, const char *where, char *err,
-                      size_t errlen) {
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        size_t i = 0;
-        while (allowed[i] && strcmp(allowed[i], key) != 0) i++;
-        if (!allowed[i]) return job_fail(err, errlen, -EINVAL, name, "%s.%.64s: unknown field", where, key);
-    }
-    return 0;
-}
+#define known_keys(obj, allowed, name, where, err, errlen) \
+    crd_known_keys(obj, allowed, CRD_JOB_RESOURCE, name, where, err, errlen)
 
 /* An optional object member of obj; absent or null gives NULL. */
 static int opt_object(const json_t *obj, const char *key, const char *name, const char *where, const json_t **out,

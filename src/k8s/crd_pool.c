@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crd_common.h"
 #include "errmsg.h"
 #include "quantity.h"
 
@@ -40,17 +41,8 @@ static const char *raw_parent(const json_t *cr) {
     return norm_parent(json_string_value(json_object_get(json_object_get(cr, "spec"), "parent")));
 }
 
-static int known_keys(const json_t *obj, const char *const *allowed, const char *name, const char *where, char *err,
-                      size_t errlen) {
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        size_t i = 0;
-        while (allowed[i] && strcmp(allowed[i], key) != 0) i++;
-        if (!allowed[i]) return pool_fail(err, errlen, -EINVAL, name, "%s.%.64s: unknown field", where, key);
-    }
-    return 0;
-}
+#define known_keys(obj, allowed, name, where, err, errlen) \
+    crd_known_keys(obj, allowed, CRD_POOL_RESOURCE, name, where, err, errlen)
 
 /* A quantity: a Kubernetes quantity string or a non-negative integer (whole
  * units: cores for cpu and gpu, bytes for memory and disk). */
