@@ -7,7 +7,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
 PKGS     := jansson yaml-0.1 hiredis libuv libwebsockets libcurl openssl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lhiredis -luv -lwebsockets -lcurl -lssl -lcrypto)
-INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Iapiserver-shim -Ibuild/gen $(PKG_CFLAGS)
+INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Ibuild/gen $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)
 ASAN_CFLAGS := $(CSTD) $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -21,7 +21,15 @@ K8S_SRC  := $(wildcard src/k8s/*.c)
 STORE_SRC := $(wildcard src/store/*.c)
 HTTP_SRC := $(wildcard src/http/*.c)
 SHIM_SRC := $(wildcard apiserver-shim/*.c)
-LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC) $(K8S_SRC) $(STORE_SRC) $(HTTP_SRC) $(SHIM_SRC)
+KCLIENT_SRC := $(wildcard src/kclient/*.c)
+MODEL_SRC := $(wildcard src/model/*.c)
+# pelotond's controllers (resmgr, placement, jobmgr, hostmgr), clients of the API.
+CTL_SRC  := $(wildcard src/ctl/*.c)
+# scheduler-extender/main.c is the peloton-extender binary's main; the rest is library.
+EXT_SRC  := $(filter-out scheduler-extender/main.c,$(wildcard scheduler-extender/*.c))
+HOSTMGR_SRC := $(wildcard kubelet-hostmgr/*.c)
+LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC) $(K8S_SRC) $(STORE_SRC) $(HTTP_SRC) $(SHIM_SRC) \
+            $(KCLIENT_SRC) $(MODEL_SRC) $(CTL_SRC) $(EXT_SRC) $(HOSTMGR_SRC)
 UNIT_SRC := $(wildcard test/unit/*.c)
 # Integration tests: C tests against real services (redis-server), started and
 # stopped by the tests themselves on loopback. They share the unit harness.
@@ -44,7 +52,27 @@ all: build
 deps:
 	@scripts/deps.sh
 
-build: deps bin/peloton-sim $(if $(SHIM_SRC),bin/pelotond)
+# Binaries: pelotond (the daemon), peloton-sim (offline), kubelet-sim (a
+# simulated Kubelet fleet), peloton-extender (the kube-scheduler extender).
+BINS := bin/peloton-sim bin/pelotond $(if $(wildcard src/cmd/kubelet_sim.c),bin/kubelet-sim) \
+        $(if $(wildcard scheduler-extender/main.c),bin/peloton-extender)
+ASAN_BINS := $(BINS:bin/%=build/asan/%)
+
+build: deps $(BINS)
+
+bin/kubelet-sim: build/rel/src/cmd/kubelet_sim.o $(REL_OBJ)
+	@mkdir -p bin
+	$(CC) -o $@ $^ $(PKG_LIBS) -lm
+
+bin/peloton-extender: build/rel/scheduler-extender/main.o $(REL_OBJ)
+	@mkdir -p bin
+	$(CC) -o $@ $^ $(PKG_LIBS) -lm
+
+build/asan/kubelet-sim: build/asan/src/cmd/kubelet_sim.o $(ASAN_OBJ)
+	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+build/asan/peloton-extender: build/asan/scheduler-extender/main.o $(ASAN_OBJ)
+	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 bin/peloton-sim: build/rel/src/cmd/peloton_sim.o $(REL_OBJ)
 	@mkdir -p bin
@@ -103,11 +131,11 @@ fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz-%)
 	  build/fuzz/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 build/fuzz/corpus-$$t fuzz/corpus/$$t || exit 1; done
 
 # Every suite prints "N passed, N failed"; test/run.sh sums them into the last line.
-test: deps bin/peloton-sim build/asan/unit build/asan/peloton-sim $(FUZZ_TARGETS:%=build/asan/fuzz-%) \
-      $(if $(INTEG_SRC),build/asan/integ) $(if $(SHIM_SRC),build/asan/pelotond)
+test: deps $(BINS) build/asan/unit $(ASAN_BINS) $(FUZZ_TARGETS:%=build/asan/fuzz-%) \
+      $(if $(INTEG_SRC),build/asan/integ)
 	@test/run.sh
 
-bench: deps $(BENCH_BIN) $(if $(SHIM_SRC),bin/pelotond)
+bench: deps $(BENCH_BIN) $(BINS)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 	@for b in bench/*.py; do [ -e "$$b" ] || continue; echo "== $$b"; python3 $$b || exit 1; done
 

@@ -334,3 +334,100 @@ int place_failure_format(const struct place_failure *f, char *buf, size_t len) {
     }
     return (int)w;
 }
+
+/* ---- per-host verdicts and scores (the extender's filter and prioritize) ---- */
+
+static int compile_one(struct place_engine *e, const struct place_task *t, const char *job, struct ctask **ct,
+                       uint32_t *jid) {
+    const char *j = job ? job : "";
+    *jid = host_str_intern(e->f, j, strlen(j));
+    if (!*jid) return -ENOMEM;
+    place_arena_reset(&e->arena);
+    *ct = place_arena_alloc(&e->arena, sizeof **ct);
+    if (!*ct) return -ENOMEM;
+    return place_task_compile(e, t, *ct);
+}
+
+int place_check_hosts(struct place_engine *e, const struct place_task *t, const char *job, const uint32_t *hosts,
+                      uint32_t n, uint8_t *reasons) {
+    struct ctask *ct;
+    uint32_t jid;
+    int rc = compile_one(e, t, job, &ct, &jid);
+    if (rc) return rc;
+    for (uint32_t i = 0; i < n; i++)
+        if (hosts[i] >= e->f->nhosts) return -EINVAL;
+    for (uint32_t i = 0; i < n; i++) reasons[i] = (uint8_t)place_check(e, ct, hosts[i]);
+    return 0;
+}
+
+/* Utilisation after placing req, in tenths (0..10), cpu and memory averaged
+ * over the kinds the host has. */
+static int64_t fullness_after(const struct host *h, struct resvec req) {
+    int64_t sum = 0, kinds = 0;
+    static const enum res_kind ks[] = {RES_CPU, RES_MEMORY};
+    for (size_t i = 0; i < 2; i++) {
+        int64_t cap = h->allocatable.v[ks[i]];
+        if (cap <= 0) continue;
+        int64_t used = h->allocated.v[ks[i]] + req.v[ks[i]];
+        if (used > cap) used = cap;
+        sum += (int64_t)((__int128)used * 1000 / cap);
+        kinds++;
+    }
+    return kinds ? sum / kinds : 0; /* 0..1000 */
+}
+
+int place_score_hosts(struct place_engine *e, const struct place_task *t, const char *job,
+                      enum place_strategy strategy, const uint32_t *hosts, uint32_t n, int64_t *scores) {
+    if ((unsigned)strategy > PLACE_LEAST_LOADED) return -EINVAL;
+    struct ctask *ct;
+    uint32_t jid;
+    int rc = compile_one(e, t, job, &ct, &jid);
+    if (rc) return rc;
+    for (uint32_t i = 0; i < n; i++)
+        if (hosts[i] >= e->f->nhosts) return -EINVAL;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct host *h = &e->f->hosts[hosts[i]];
+        if (!resvec_le(ct->req, host_free(h))) {
+            scores[i] = 0;
+            continue;
+        }
+        int64_t full = fullness_after(h, ct->req); /* 0..1000 */
+        switch (strategy) {
+        case PLACE_PACK:
+            scores[i] = (full + 50) / 100;
+            break;
+        case PLACE_LEAST_LOADED:
+            scores[i] = (1000 - full + 50) / 100;
+            break;
+        case PLACE_SPREAD_JOB: {
+            uint32_t same = host_count_get(&e->f->jobs, host_count_key(hosts[i], jid));
+            /* fewest tasks of the job first; emptiness breaks ties inside a step */
+            int64_t s = 10 - (int64_t)same * 2 - (full >= 500 ? 1 : 0);
+            scores[i] = s < 0 ? 0 : s;
+            break;
+        }
+        }
+        if (scores[i] > 10) scores[i] = 10;
+    }
+    return 0;
+}
+
+int place_gang_undo(struct place_engine *e, const struct place_gang *g, const uint32_t *hosts) {
+    if (!g->ntasks || !g->tasks) return -EINVAL;
+    for (uint32_t i = 0; i < g->ntasks; i++)
+        if (hosts[i] >= e->f->nhosts) return -EINVAL;
+    const char *job = g->job ? g->job : g->id ? g->id : "";
+    uint32_t jid = host_str_intern(e->f, job, strlen(job));
+    if (!jid) return -ENOMEM;
+    place_arena_reset(&e->arena);
+    struct ctask *ct = place_arena_alloc(&e->arena, (size_t)g->ntasks * sizeof *ct);
+    if (!ct) return -ENOMEM;
+    for (uint32_t i = 0; i < g->ntasks; i++) {
+        int rc = place_task_compile(e, &g->tasks[i], &ct[i]);
+        if (rc) return rc;
+    }
+    for (uint32_t i = 0; i < g->ntasks; i++) apply(e, hosts[i], &ct[i], jid, -1);
+    if (e->st.gangs_placed) e->st.gangs_placed--;
+    e->st.tasks_placed -= e->st.tasks_placed >= g->ntasks ? g->ntasks : e->st.tasks_placed;
+    return 0;
+}

@@ -181,6 +181,22 @@ void place_round_free(struct place_round *r);
  * keeping the index consistent. -EINVAL for a bad index or negative value. */
 int place_host_set_allocated(struct place_engine *e, uint32_t idx, struct resvec allocated);
 
+/* Per-host verdicts for one task (the extender's filter): reasons[i] gets the
+ * first filter rejecting hosts[i] (PR_NONE: it passes), as place_gang would
+ * judge it for a gang of job `job` (NULL: none). -EINVAL (bad task or host
+ * index), -ENOMEM. */
+int place_check_hosts(struct place_engine *e, const struct place_task *t, const char *job, const uint32_t *hosts,
+                      uint32_t n, uint8_t *reasons);
+/* Scores 0..10 for one task on each of hosts (the extender's prioritize), by
+ * strategy: PACK favours the host the task leaves fullest (cpu and memory
+ * utilisation after placing, averaged), LEAST_LOADED the emptiest, SPREAD_JOB
+ * the host with the fewest tasks of the job (10 with none, minus one per
+ * task, ties by emptiness). A host the task does not fit scores 0. */
+int place_score_hosts(struct place_engine *e, const struct place_task *t, const char *job,
+                      enum place_strategy strategy, const uint32_t *hosts, uint32_t n, int64_t *scores);
+/* Undoes a successful place_gang of g onto hosts (the same arrays): the
+ * resources and counts go back exactly. */
+int place_gang_undo(struct place_engine *e, const struct place_gang *g, const uint32_t *hosts);
 /* "insufficient cpu", "taint", ... */
 const char *place_reason_name(enum place_reason r);
 /* "0/5000 hosts: 4000 insufficient cpu, 1000 taint": reasons by count desc,

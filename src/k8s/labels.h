@@ -1,0 +1,38 @@
+/* The labels and annotations through which Kubernetes objects talk to
+ * Peloton (docs/architecture.md, "Conventions"). Shared by pelotond's roles,
+ * the extender, kubelet-sim and the tests, so that each name is spelled once.
+ *
+ * Pods:
+ *   label peloton.io/resource-pool   the leaf pool (metadata.name of a ResourcePool)
+ *   label peloton.io/gang            gang id: pods with the same id (in one
+ *                                    namespace) are admitted and placed all or nothing
+ *   label peloton.io/gang-size       the gang's size (decimal, >= 1)
+ *   label peloton.io/job             the Job (jobs.peloton.io) the pod is an instance of
+ *   label peloton.io/instance        its instance id (decimal)
+ *   annotation peloton.io/priority   decimal, >= 0 (else spec.priority, else 0)
+ *   annotation peloton.io/preemptible "false" makes the pod non-preemptible
+ *                                    (admitted only within its pool's reservation)
+ *   annotation peloton.io/revocable  "true": revocable (slack) work
+ *   annotation peloton.io/placement-strategy PACK | SPREAD_JOB | LEAST_LOADED
+ * Namespaces:
+ *   annotation peloton.io/resource-pool  the pool of the namespace's pods
+ *                                        that have no pool label */
+#ifndef PELOTON_K8S_LABELS_H
+#define PELOTON_K8S_LABELS_H
+
+#define PL_POOL "peloton.io/resource-pool"
+#define PL_GANG "peloton.io/gang"
+#define PL_GANG_SIZE "peloton.io/gang-size"
+#define PL_JOB "peloton.io/job"
+#define PL_INSTANCE "peloton.io/instance"
+#define PA_PRIORITY "peloton.io/priority"
+#define PA_PREEMPTIBLE "peloton.io/preemptible"
+#define PA_REVOCABLE "peloton.io/revocable"
+#define PA_STRATEGY "peloton.io/placement-strategy"
+
+/* The scheduler name pods ask for to be scheduled by pelotond. */
+#define PELOTON_SCHEDULER "peloton"
+/* The extended resource name of GPUs. */
+#define PELOTON_GPU_RESOURCE "nvidia.com/gpu"
+
+#endif

@@ -1,0 +1,136 @@
+/* A Kubernetes API client on the process's libuv loop (libcurl multi), used
+ * by every controller, the host manager, kubelet-sim and the extender, so the
+ * same code runs against the shim or a real kube-apiserver.
+ *
+ * Configuration comes from a kubeconfig (current or named context: server,
+ * certificate-authority[-data], client-certificate[-data]/client-key[-data],
+ * token / tokenFile, insecure-skip-tls-verify, namespace), from the in-cluster
+ * service account (KUBERNETES_SERVICE_HOST/PORT and
+ * /var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt,namespace}), or
+ * from a URL and a token file.
+ *
+ * Requests are asynchronous: the callback runs on the loop, exactly once per
+ * request (also when the client is freed: status 0, error "cancelled").
+ * Watches stream events one JSON line at a time; an informer keeps a cache of
+ * one collection by list + watch and re-lists after 410 Gone or a broken
+ * stream (bounded backoff), reporting the difference as add/update/delete.
+ *
+ * Ownership: json_t values handed to callbacks are borrowed for the call (take
+ * a reference to keep them). Bodies passed in are borrowed. Strings are
+ * copied. Not thread-safe: one loop, one thread. Errors are negative errno
+ * codes with one line in err (may be NULL). */
+#ifndef PELOTON_KCLIENT_H
+#define PELOTON_KCLIENT_H
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define KC_BODY_MAX (64u << 20)  /* largest response body buffered, bytes */
+#define KC_LINE_MAX (16u << 20)  /* largest watch event line, bytes */
+#define KC_MAX_CONNS 16          /* parallel connections to the server */
+
+struct kc_config {
+    char *server;                /* "https://host:port" or "http://host:port", no trailing slash */
+    char *token;                 /* bearer token, or NULL */
+    char *ca_file, *ca_data;     /* PEM path / PEM bytes (decoded from *-data), or NULL */
+    char *cert_file, *cert_data; /* client certificate */
+    char *key_file, *key_data;   /* client key */
+    bool insecure;               /* skip TLS verification */
+    char *namespace;             /* the context's namespace, "default" when unset */
+    long timeout_ms;             /* per request (not watches); 0 = 30 s */
+};
+
+/* kubeconfig at path (NULL: $KUBECONFIG, else ~/.kube/config); context NULL =
+ * current-context. */
+int kc_config_load(const char *path, const char *context, struct kc_config *out, char *err, size_t errlen);
+/* The in-cluster service account. -ENOENT when not running in a pod. */
+int kc_config_in_cluster(struct kc_config *out, char *err, size_t errlen);
+/* The same with the service-account directory given (tests). */
+int kc_config_in_cluster_at(const char *sa_dir, struct kc_config *out, char *err, size_t errlen);
+/* A server URL and an optional file holding a bearer token. */
+int kc_config_from_url(const char *url, const char *token_file, struct kc_config *out, char *err, size_t errlen);
+void kc_config_free(struct kc_config *c);
+
+struct kclient;
+struct kclient *kclient_new(uv_loop_t *loop, const struct kc_config *cfg, char *err, size_t errlen);
+/* Cancels what is in flight (callbacks run with status 0), stops watches and
+ * informers still attached (their end callbacks are not called), frees. */
+void kclient_free(struct kclient *c);
+const struct kc_config *kclient_config(const struct kclient *c);
+
+struct kc_response {
+    long status;        /* HTTP status; 0 = transport error or cancelled */
+    json_t *body;       /* the parsed JSON body, or NULL (not JSON, empty) */
+    const char *raw;    /* the body bytes (NUL-terminated), "" when none */
+    size_t rawlen;
+    const char *error;  /* transport error, or the Status message for a non-2xx reply; NULL on 2xx */
+    const char *reason; /* the Status reason ("NotFound", "Conflict", ...) for a non-2xx reply, else NULL */
+};
+typedef void (*kc_done_fn)(void *ud, const struct kc_response *r);
+
+/* method "GET", "POST", "PUT", "PATCH", "DELETE"; path with its query
+ * ("/api/v1/namespaces/default/pods?limit=500"); body NULL or any JSON;
+ * content_type NULL = "application/json" (PATCH: pass the patch type, e.g.
+ * "application/merge-patch+json"). done may be NULL (fire and forget). */
+int kclient_request(struct kclient *c, const char *method, const char *path, const json_t *body,
+                    const char *content_type, kc_done_fn done, void *ud);
+/* The same, blocking, on a private handle (tools, tests, start-up). *body_out
+ * (optional) gets the parsed body (json_decref). Returns the HTTP status, or
+ * a negative errno on transport failure. */
+long kclient_request_sync(struct kclient *c, const char *method, const char *path, const json_t *body,
+                          const char *content_type, json_t **body_out, char *err, size_t errlen);
+/* Requests started and not yet completed. */
+size_t kclient_inflight(const struct kclient *c);
+
+/* ---- watch ---- */
+struct kc_watch;
+/* type: "ADDED", "MODIFIED", "DELETED", "BOOKMARK" or "ERROR" (object is
+ * then a Status; a 410 shows as code 410). */
+typedef void (*kc_event_fn)(void *ud, const char *type, json_t *object);
+/* The stream ended: status is the HTTP status of the watch (200 when a
+ * started stream ended or broke), error a line when it broke. The watch is
+ * freed after this returns. */
+typedef void (*kc_watch_end_fn)(void *ud, long status, const char *error);
+/* GET path?watch=1&allowWatchBookmarks=true&resourceVersion=rv&<query>;
+ * query may be NULL ("labelSelector=a%3Db&fieldSelector=..."), rv NULL or ""
+ * for "from now". */
+struct kc_watch *kclient_watch(struct kclient *c, const char *path, const char *query, const char *rv,
+                               kc_event_fn on_event, kc_watch_end_fn on_end, void *ud);
+/* Stops and frees a watch; on_end is not called. */
+void kc_watch_stop(struct kc_watch *w);
+
+/* ---- informer ---- */
+struct kc_informer_handlers {
+    void (*on_add)(void *ud, json_t *obj);
+    void (*on_update)(void *ud, json_t *old, json_t *obj);
+    void (*on_delete)(void *ud, json_t *obj);
+    void (*on_synced)(void *ud); /* after the first complete list (once) */
+};
+struct kc_informer;
+/* path: a collection ("/api/v1/pods", "/apis/peloton.io/v1alpha1/resourcepools");
+ * query as for kclient_watch (also applied to the list). Lists in pages of
+ * 500, then watches from the list's resourceVersion; on 410 or a broken
+ * stream re-lists (backoff 100 ms doubling to 5 s) and reports the difference.
+ * NULL on allocation failure. */
+struct kc_informer *kc_informer_new(struct kclient *c, const char *path, const char *query,
+                                    const struct kc_informer_handlers *h, void *ud);
+int kc_informer_start(struct kc_informer *inf);
+bool kc_informer_synced(const struct kc_informer *inf);
+/* The cached object (borrowed; valid until the next event), or NULL. ns is
+ * "" for cluster-scoped objects. */
+json_t *kc_informer_get(const struct kc_informer *inf, const char *ns, const char *name);
+size_t kc_informer_count(const struct kc_informer *inf);
+/* Calls fn for every cached object; stops when fn returns non-zero. */
+void kc_informer_foreach(const struct kc_informer *inf, int (*fn)(void *ud, json_t *obj), void *ud);
+/* The resourceVersion last seen (list or event), "" before the first list. */
+const char *kc_informer_rv(const struct kc_informer *inf);
+/* Complete lists so far (1 after the first sync; each re-list adds one). */
+unsigned kc_informer_lists(const struct kc_informer *inf);
+void kc_informer_free(struct kc_informer *inf);
+
+/* URL-escapes s into out (snprintf semantics) for paths and queries. */
+int kc_escape(const char *s, char *out, size_t len);
+
+#endif

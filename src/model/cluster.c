@@ -1,0 +1,687 @@
+/* The cluster model (cluster.h). */
+#include "cluster.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crd_pool.h"
+#include "entitle.h"
+#include "k8sparse.h"
+#include "labels.h"
+#include "quantity.h"
+#include "strmap.h"
+
+struct cm_node {
+    char *name;
+    json_t *obj;
+    char *sig; /* what placement sees, serialised: a change here rebuilds the fleet */
+    bool ready, unschedulable, down;
+};
+
+struct cm_gang {
+    struct cm_pod **v;
+    size_t n, cap;
+};
+
+struct cluster {
+    struct cm_options opt;
+    char *default_pool;
+    struct strmap nodes, ns_pool, pools, pods, uids, gangs;
+    bool pools_dirty, nodes_dirty, pods_dirty, entitle_dirty;
+    char *pool_error;
+    uint64_t gen;
+    struct respool_tree *tree;
+    struct host_fleet *fleet;
+    struct place_engine *engine;
+    struct cm_pod **host_head; /* per host index */
+    uint32_t nhosts;
+    struct resvec capacity;
+};
+
+void cm_options_default(struct cm_options *o) {
+    memset(o, 0, sizeof *o);
+    o->count_pending = true;
+    place_options_default(&o->place);
+}
+
+static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
+
+struct cluster *cluster_new(const struct cm_options *o) {
+    struct cluster *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    if (o) c->opt = *o;
+    else cm_options_default(&c->opt);
+    if (c->opt.default_pool && c->opt.default_pool[0]) c->default_pool = strdup(c->opt.default_pool);
+    c->opt.default_pool = c->default_pool;
+    c->tree = respool_tree_new();
+    c->fleet = host_fleet_new();
+    c->engine = c->fleet ? place_engine_new(c->fleet, &c->opt.place) : NULL;
+    if (!c->tree || !c->engine) {
+        cluster_free(c);
+        return NULL;
+    }
+    c->pools_dirty = c->nodes_dirty = c->entitle_dirty = true;
+    return c;
+}
+
+static void pod_free(struct cm_pod *p) {
+    if (!p) return;
+    json_decref(p->obj);
+    free(p->ns);
+    free(p->name);
+    free(p->uid);
+    free(p->key);
+    free(p->pool);
+    free(p->node);
+    free(p);
+}
+
+void cluster_free(struct cluster *c) {
+    if (!c) return;
+    size_t pos = 0;
+    void *v;
+    while (strmap_next(&c->pods, &pos, NULL, &v)) pod_free(v);
+    pos = 0;
+    while (strmap_next(&c->nodes, &pos, NULL, &v)) {
+        struct cm_node *n = v;
+        json_decref(n->obj);
+        free(n->name);
+        free(n->sig);
+        free(n);
+    }
+    pos = 0;
+    while (strmap_next(&c->ns_pool, &pos, NULL, &v)) free(v);
+    pos = 0;
+    while (strmap_next(&c->pools, &pos, NULL, &v)) json_decref(v);
+    pos = 0;
+    while (strmap_next(&c->gangs, &pos, NULL, &v)) {
+        free(((struct cm_gang *)v)->v);
+        free(v);
+    }
+    strmap_free(&c->nodes);
+    strmap_free(&c->ns_pool);
+    strmap_free(&c->pools);
+    strmap_free(&c->pods);
+    strmap_free(&c->uids);
+    strmap_free(&c->gangs);
+    place_engine_free(c->engine);
+    host_fleet_free(c->fleet);
+    if (c->tree) respool_tree_free(c->tree);
+    free(c->host_head);
+    free(c->pool_error);
+    free(c->default_pool);
+    free(c);
+}
+
+/* ---- counting pods against pools and hosts ---- */
+
+static struct respool *leaf_of(struct cluster *c, const char *name) {
+    if (!name) return NULL;
+    struct respool *p = crd_pool_find(c->tree, name);
+    return p && respool_is_leaf(p) ? p : NULL;
+}
+
+static void host_set(struct cluster *c, uint32_t h, struct resvec alloc) {
+    place_host_set_allocated(c->engine, h, resvec_clamp0(alloc));
+}
+
+static void job_count(struct cluster *c, const struct cm_pod *p, uint32_t h, int delta) {
+    const char *job = p->info.job ? p->info.job : p->info.gang ? p->info.gang : p->name;
+    uint32_t id = host_str_intern(c->fleet, job, strlen(job));
+    if (id) host_count_add(&c->fleet->jobs, host_count_key(h, id), delta);
+}
+
+static void uncount(struct cluster *c, struct cm_pod *p) {
+    if (!p->counted_) return;
+    if (p->pool_) {
+        if (p->counted_ == 1) usage_sub(&p->pool_->alloc, p->counted_flags_, p->counted_req_);
+        else usage_sub(&p->pool_->pending, p->counted_flags_, p->counted_req_);
+    }
+    if (p->host_ != HOST_NONE && p->host_ < c->nhosts) {
+        struct host *h = &c->fleet->hosts[p->host_];
+        host_set(c, p->host_, resvec_sub(h->allocated, p->counted_req_));
+        job_count(c, p, p->host_, -1);
+        struct cm_pod **pp = &c->host_head[p->host_];
+        while (*pp && *pp != p) pp = &(*pp)->hnext_;
+        if (*pp) *pp = p->hnext_;
+    }
+    p->counted_ = 0;
+    p->pool_ = NULL;
+    p->host_ = HOST_NONE;
+    p->hnext_ = NULL;
+    c->entitle_dirty = true;
+    c->gen++;
+}
+
+static void count(struct cluster *c, struct cm_pod *p) {
+    if (p->counted_ || p->bad || p->info.terminal) return;
+    struct respool *leaf = leaf_of(c, p->pool);
+    bool bound = p->node != NULL || p->admitted;
+    if (!bound && (!c->opt.count_pending || !leaf || p->info.deleting)) return;
+    p->counted_ = bound ? 1 : 2;
+    p->counted_req_ = p->info.req;
+    p->counted_flags_ = p->info.flags;
+    p->pool_ = leaf;
+    if (leaf) usage_add(bound ? &leaf->alloc : &leaf->pending, p->info.flags, p->info.req);
+    p->host_ = HOST_NONE;
+    if (p->node) {
+        uint32_t h = host_fleet_find(c->fleet, p->node);
+        if (h != HOST_NONE && h < c->nhosts) {
+            p->host_ = h;
+            host_set(c, h, resvec_add(c->fleet->hosts[h].allocated, p->info.req));
+            job_count(c, p, h, 1);
+            p->hnext_ = c->host_head[h];
+            c->host_head[h] = p;
+        }
+    }
+    c->entitle_dirty = true;
+    c->gen++;
+}
+
+/* ---- namespaces and pools ---- */
+
+static void resolve_pool(struct cluster *c, struct cm_pod *p) {
+    const char *name = p->info.pool;
+    if (!name || !name[0]) name = strmap_get(&c->ns_pool, p->ns);
+    if (!name || !name[0]) name = c->default_pool;
+    free(p->pool);
+    p->pool = xstrdup(name);
+}
+
+int cluster_ns_set(struct cluster *c, json_t *ns) {
+    json_t *md = json_object_get(ns, "metadata");
+    const char *name = json_string_value(json_object_get(md, "name"));
+    if (!name) return -EINVAL;
+    const char *pool = json_string_value(json_object_get(json_object_get(md, "annotations"), PL_POOL));
+    const char *cur = strmap_get(&c->ns_pool, name);
+    if ((cur ? cur : "")[0] == 0 && !pool) return 0;
+    if (cur && pool && !strcmp(cur, pool)) return 0;
+    char *v = strdup(pool ? pool : "");
+    void *old = NULL;
+    if (!v || strmap_put(&c->ns_pool, name, v, &old)) {
+        free(v);
+        return -ENOMEM;
+    }
+    free(old);
+    c->pods_dirty = true;
+    return 0;
+}
+
+void cluster_ns_del(struct cluster *c, const char *name) {
+    char *v = strmap_del(&c->ns_pool, name);
+    if (v) {
+        free(v);
+        c->pods_dirty = true;
+    }
+}
+
+int cluster_pool_set(struct cluster *c, json_t *pool) {
+    const char *name = json_string_value(json_object_get(json_object_get(pool, "metadata"), "name"));
+    if (!name) return -EINVAL;
+    json_t *old = strmap_get(&c->pools, name);
+    if (old && json_equal(json_object_get(old, "spec"), json_object_get(pool, "spec"))) {
+        json_incref(pool);
+        strmap_put(&c->pools, name, pool, NULL);
+        json_decref(old);
+        return 0; /* a status write: nothing the tree depends on */
+    }
+    json_incref(pool);
+    if (strmap_put(&c->pools, name, pool, NULL)) {
+        json_decref(pool);
+        return -ENOMEM;
+    }
+    json_decref(old);
+    c->pools_dirty = true;
+    return 0;
+}
+
+void cluster_pool_del(struct cluster *c, const char *name) {
+    json_t *v = strmap_del(&c->pools, name);
+    if (v) {
+        json_decref(v);
+        c->pools_dirty = true;
+    }
+}
+
+/* ---- nodes ---- */
+
+static int64_t node_q(json_t *list, const char *key, enum res_kind k) {
+    json_t *v = json_object_get(list, key);
+    const char *s = json_string_value(v);
+    char buf[64];
+    if (!s && json_is_integer(v)) {
+        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+        s = buf;
+    }
+    int64_t q = 0;
+    if (!s || quantity_parse_kind(k, s, &q, NULL, 0) || q < 0) return 0;
+    return q;
+}
+
+static bool node_ready(json_t *node) {
+    json_t *conds = json_object_get(json_object_get(node, "status"), "conditions"), *cd;
+    size_t i;
+    json_array_foreach(conds, i, cd) {
+        const char *t = json_string_value(json_object_get(cd, "type"));
+        if (t && !strcmp(t, "Ready")) {
+            const char *s = json_string_value(json_object_get(cd, "status"));
+            return s && !strcmp(s, "True");
+        }
+    }
+    return false;
+}
+
+int cluster_node_set(struct cluster *c, json_t *node) {
+    const char *name = json_string_value(json_object_get(json_object_get(node, "metadata"), "name"));
+    if (!name || !name[0]) return -EINVAL;
+    json_t *st = json_object_get(node, "status"), *spec = json_object_get(node, "spec");
+    bool ready = node_ready(node), unsched = json_is_true(json_object_get(spec, "unschedulable"));
+    json_t *sigv = json_pack("{s:O?, s:O?, s:O?, s:b, s:b}", "l",
+                             json_object_get(json_object_get(node, "metadata"), "labels"), "t",
+                             json_object_get(spec, "taints"), "a", json_object_get(st, "allocatable"), "r", ready,
+                             "u", unsched);
+    char *sig = sigv ? json_dumps(sigv, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    json_decref(sigv);
+    if (!sig) return -ENOMEM;
+    struct cm_node *n = strmap_get(&c->nodes, name);
+    if (!n) {
+        n = calloc(1, sizeof *n);
+        if (!n || !(n->name = strdup(name)) || strmap_put(&c->nodes, name, n, NULL)) {
+            if (n) free(n->name);
+            free(n);
+            free(sig);
+            return -ENOMEM;
+        }
+        c->nodes_dirty = true;
+    } else if (strcmp(n->sig, sig)) {
+        c->nodes_dirty = true;
+    }
+    free(n->sig);
+    n->sig = sig;
+    json_incref(node);
+    json_decref(n->obj);
+    n->obj = node;
+    n->ready = ready;
+    n->unschedulable = unsched;
+    return 0;
+}
+
+void cluster_node_del(struct cluster *c, const char *name) {
+    struct cm_node *n = strmap_del(&c->nodes, name);
+    if (!n) return;
+    json_decref(n->obj);
+    free(n->name);
+    free(n->sig);
+    free(n);
+    c->nodes_dirty = true;
+}
+
+void cluster_node_down(struct cluster *c, const char *name, bool down) {
+    struct cm_node *n = strmap_get(&c->nodes, name);
+    if (n && n->down != down) {
+        n->down = down;
+        c->nodes_dirty = true;
+    }
+}
+
+/* ---- pods ---- */
+
+static void gang_key(char *buf, size_t len, const char *ns, const char *gang) { snprintf(buf, len, "%s/%s", ns, gang); }
+
+static void gang_remove(struct cluster *c, struct cm_pod *p) {
+    if (!p->info.gang) return;
+    char k[600];
+    gang_key(k, sizeof k, p->ns, p->info.gang);
+    struct cm_gang *g = strmap_get(&c->gangs, k);
+    if (!g) return;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->v[i] == p) {
+            g->v[i] = g->v[--g->n];
+            break;
+        }
+    if (!g->n) {
+        strmap_del(&c->gangs, k);
+        free(g->v);
+        free(g);
+    }
+}
+
+static int gang_add(struct cluster *c, struct cm_pod *p) {
+    if (!p->info.gang) return 0;
+    char k[600];
+    gang_key(k, sizeof k, p->ns, p->info.gang);
+    struct cm_gang *g = strmap_get(&c->gangs, k);
+    if (!g) {
+        if (!(g = calloc(1, sizeof *g)) || strmap_put(&c->gangs, k, g, NULL)) {
+            free(g);
+            return -ENOMEM;
+        }
+    }
+    if (g->n == g->cap) {
+        size_t nc = g->cap ? g->cap * 2 : 4;
+        struct cm_pod **v = realloc(g->v, nc * sizeof *v);
+        if (!v) return -ENOMEM;
+        g->v = v;
+        g->cap = nc;
+    }
+    g->v[g->n++] = p;
+    return 0;
+}
+
+int cluster_pod_set(struct cluster *c, json_t *pod) {
+    json_t *md = json_object_get(pod, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace")),
+               *name = json_string_value(json_object_get(md, "name")),
+               *uid = json_string_value(json_object_get(md, "uid"));
+    if (!ns || !name) return -EINVAL;
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    struct cm_pod *p = strmap_get(&c->pods, key);
+    if (!p) {
+        p = calloc(1, sizeof *p);
+        if (!p || !(p->ns = strdup(ns)) || !(p->name = strdup(name)) || !(p->key = strdup(key)) ||
+            strmap_put(&c->pods, key, p, NULL)) {
+            pod_free(p);
+            return -ENOMEM;
+        }
+        p->host_ = HOST_NONE;
+    } else {
+        uncount(c, p);
+        gang_remove(c, p);
+        if (p->uid) strmap_del(&c->uids, p->uid);
+    }
+    json_incref(pod);
+    json_decref(p->obj);
+    p->obj = pod;
+    free(p->uid);
+    p->uid = xstrdup(uid);
+    if (p->uid) strmap_put(&c->uids, p->uid, p, NULL);
+    char err[256];
+    p->bad = pod_info_decode(pod, &p->info, err, sizeof err) != 0;
+    if (p->bad) {
+        memset(&p->info, 0, sizeof p->info);
+        p->info.gang_size = 1;
+    }
+    if (p->info.node) { /* the object says where it is: that replaces any assumption */
+        free(p->node);
+        p->node = strdup(p->info.node);
+        p->assumed = false;
+    } else if (!p->assumed) {
+        free(p->node);
+        p->node = NULL;
+    }
+    if (p->info.terminal) p->admitted = false;
+    resolve_pool(c, p);
+    gang_add(c, p);
+    count(c, p);
+    return 0;
+}
+
+void cluster_pod_del(struct cluster *c, const char *ns, const char *name) {
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    struct cm_pod *p = strmap_del(&c->pods, key);
+    if (!p) return;
+    uncount(c, p);
+    gang_remove(c, p);
+    if (p->uid) strmap_del(&c->uids, p->uid);
+    pod_free(p);
+}
+
+int cluster_assume(struct cluster *c, const char *ns, const char *name, const char *node) {
+    struct cm_pod *p = cluster_pod(c, ns, name);
+    if (!p || !strmap_get(&c->nodes, node)) return -ENOENT;
+    if (p->node && !strcmp(p->node, node)) return 0;
+    uncount(c, p);
+    free(p->node);
+    p->node = strdup(node);
+    p->assumed = true;
+    count(c, p);
+    return p->node ? 0 : -ENOMEM;
+}
+
+void cluster_forget(struct cluster *c, const char *ns, const char *name) {
+    struct cm_pod *p = cluster_pod(c, ns, name);
+    if (!p || !p->assumed) return;
+    uncount(c, p);
+    free(p->node);
+    p->node = NULL;
+    p->assumed = false;
+    count(c, p);
+}
+
+void cluster_admit(struct cluster *c, struct cm_pod *p, bool admitted) {
+    if (p->admitted == admitted) return;
+    uncount(c, p);
+    p->admitted = admitted;
+    count(c, p);
+}
+
+/* ---- refresh ---- */
+
+static void uncount_all(struct cluster *c) {
+    size_t pos = 0;
+    void *v;
+    while (strmap_next(&c->pods, &pos, NULL, &v)) uncount(c, v);
+}
+
+static void count_all(struct cluster *c, bool resolve) {
+    size_t pos = 0;
+    void *v;
+    while (strmap_next(&c->pods, &pos, NULL, &v)) {
+        if (resolve) resolve_pool(c, v);
+        count(c, v);
+    }
+}
+
+static int rebuild_pools(struct cluster *c) {
+    size_t n = strmap_count(&c->pools), pos = 0, i = 0;
+    const json_t **v = calloc(n ? n : 1, sizeof *v);
+    if (!v) return -ENOMEM;
+    void *x;
+    while (strmap_next(&c->pools, &pos, NULL, &x)) v[i++] = x;
+    struct respool_tree *t = NULL;
+    char err[512];
+    int rc = crd_pool_build_tree((const json_t *const *)v, n, &t, err, sizeof err);
+    free(v);
+    free(c->pool_error);
+    c->pool_error = NULL;
+    if (rc) {
+        c->pool_error = strdup(err);
+        return rc == -ENOMEM ? rc : 0; /* keep the previous tree */
+    }
+    respool_tree_free(c->tree);
+    c->tree = t;
+    return 0;
+}
+
+static int rebuild_fleet(struct cluster *c) {
+    struct host_fleet *f = host_fleet_new();
+    if (!f) return -ENOMEM;
+    size_t pos = 0;
+    void *v;
+    int rc = 0;
+    struct resvec cap = resvec_zero();
+    while (!rc && strmap_next(&c->nodes, &pos, NULL, &v)) {
+        struct cm_node *n = v;
+        struct kp_mem m = {.lenient = true};
+        char err[256];
+        json_t *st = json_object_get(n->obj, "status"), *al = json_object_get(st, "allocatable");
+        if (!al) al = json_object_get(st, "capacity");
+        struct host_spec s = {.name = n->name, .backend = HOST_KUBELET};
+        s.allocatable.v[RES_CPU] = node_q(al, "cpu", RES_CPU);
+        s.allocatable.v[RES_MEMORY] = node_q(al, "memory", RES_MEMORY);
+        s.allocatable.v[RES_DISK] = node_q(al, "ephemeral-storage", RES_DISK);
+        s.allocatable.v[RES_GPU] = node_q(al, PELOTON_GPU_RESOURCE, RES_GPU);
+        struct host_kv *labels = NULL;
+        struct host_taint_spec *taints = NULL;
+        if (kp_kv_map(json_object_get(json_object_get(n->obj, "metadata"), "labels"), "labels", &m, &labels,
+                      &s.nlabels, err, sizeof err))
+            s.nlabels = 0, labels = NULL;
+        if (kp_taints(json_object_get(json_object_get(n->obj, "spec"), "taints"), "taints", &m, &taints, &s.ntaints,
+                      err, sizeof err))
+            s.ntaints = 0, taints = NULL;
+        s.labels = labels;
+        s.taints = taints;
+        s.unschedulable = n->unschedulable;
+        s.draining = !n->ready || n->down;
+        rc = host_fleet_add(f, &s, NULL);
+        if (rc == -EINVAL) { /* a node the core cannot take (too many labels): keep it out */
+            s.nlabels = 0;
+            s.ntaints = 0;
+            rc = host_fleet_add(f, &s, NULL);
+        }
+        if (!rc && !s.unschedulable && !s.draining) cap = resvec_add(cap, s.allocatable);
+        kp_free_all(&m);
+    }
+    struct place_engine *e = rc ? NULL : place_engine_new(f, &c->opt.place);
+    struct cm_pod **heads = rc ? NULL : calloc(f->nhosts ? f->nhosts : 1, sizeof *heads);
+    if (!e || !heads) {
+        place_engine_free(e);
+        host_fleet_free(f);
+        free(heads);
+        return rc ? rc : -ENOMEM;
+    }
+    place_engine_free(c->engine);
+    host_fleet_free(c->fleet);
+    free(c->host_head);
+    c->fleet = f;
+    c->engine = e;
+    c->host_head = heads;
+    c->nhosts = f->nhosts;
+    c->capacity = cap;
+    return 0;
+}
+
+int cluster_refresh(struct cluster *c) {
+    int rc = 0;
+    if (c->pools_dirty || c->nodes_dirty || c->pods_dirty) {
+        uncount_all(c);
+        if (c->pools_dirty && (rc = rebuild_pools(c))) return rc;
+        if (c->nodes_dirty && (rc = rebuild_fleet(c))) {
+            count_all(c, false);
+            return rc;
+        }
+        count_all(c, c->pods_dirty);
+        c->pools_dirty = c->nodes_dirty = c->pods_dirty = false;
+        c->entitle_dirty = true;
+        c->gen++;
+    }
+    if (c->entitle_dirty) {
+        /* slack: cpu no work holds (Peloton uses measured idle; we have requests only) */
+        int64_t used = 0;
+        for (uint32_t i = 0; i < c->nhosts; i++)
+            if (!(c->fleet->hosts[i].flags & (HOST_UNSCHEDULABLE | HOST_DRAINING)))
+                used += c->fleet->hosts[i].allocated.v[RES_CPU];
+        int64_t slack = c->capacity.v[RES_CPU] - used;
+        if ((rc = respool_entitle(c->tree, c->capacity, slack > 0 ? slack : 0))) return rc;
+        c->entitle_dirty = false;
+    }
+    return 0;
+}
+
+const char *cluster_pool_error(const struct cluster *c) { return c->pool_error; }
+uint64_t cluster_generation(const struct cluster *c) { return c->gen; }
+struct respool_tree *cluster_tree(struct cluster *c) { return c->tree; }
+struct host_fleet *cluster_fleet(struct cluster *c) { return c->fleet; }
+struct place_engine *cluster_engine(struct cluster *c) { return c->engine; }
+struct resvec cluster_capacity(const struct cluster *c) { return c->capacity; }
+size_t cluster_node_count(const struct cluster *c) { return strmap_count(&c->nodes); }
+size_t cluster_pod_count(const struct cluster *c) { return strmap_count(&c->pods); }
+
+struct cm_pod *cluster_pod(const struct cluster *c, const char *ns, const char *name) {
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    return strmap_get(&c->pods, key);
+}
+
+struct cm_pod *cluster_pod_by_uid(const struct cluster *c, const char *uid) { return strmap_get(&c->uids, uid); }
+
+void cluster_foreach_pod(const struct cluster *c, int (*fn)(void *ud, struct cm_pod *p), void *ud) {
+    size_t pos = 0;
+    void *v;
+    while (strmap_next(&c->pods, &pos, NULL, &v))
+        if (fn(ud, v)) return;
+}
+
+struct cm_pod *cluster_host_first(const struct cluster *c, uint32_t host) {
+    return host < c->nhosts ? c->host_head[host] : NULL;
+}
+
+struct respool *cluster_pod_pool(struct cluster *c, const struct cm_pod *p) { return leaf_of(c, p->pool); }
+
+const char *cluster_pod_pool_problem(struct cluster *c, const struct cm_pod *p, char *buf, size_t len) {
+    if (!p->pool) return NULL;
+    struct respool *r = crd_pool_find(c->tree, p->pool);
+    if (!r) snprintf(buf, len, "resource pool \"%s\" not found", p->pool);
+    else if (!respool_is_leaf(r)) snprintf(buf, len, "resource pool \"%s\" is not a leaf pool", p->pool);
+    else return NULL;
+    return buf;
+}
+
+size_t cluster_gang_members(const struct cluster *c, const char *ns, const char *gang, struct cm_pod **out,
+                            size_t cap) {
+    char k[600];
+    gang_key(k, sizeof k, ns, gang);
+    struct cm_gang *g = strmap_get(&c->gangs, k);
+    size_t n = 0;
+    if (!g) return 0;
+    for (size_t i = 0; i < g->n; i++) {
+        if (g->v[i]->info.terminal) continue;
+        if (n < cap) out[n] = g->v[i];
+        n++;
+    }
+    return n;
+}
+
+/* ---- admission ---- */
+
+static void fmt_q(enum res_kind k, int64_t v, char *buf, size_t len) {
+    if (v >= RES_UNLIMITED) snprintf(buf, len, "unlimited");
+    else quantity_format(k, v, buf, len);
+}
+
+static int fail(char *why, size_t len, const struct respool *pool, enum res_kind k, const char *rule, int64_t limit,
+                int64_t alloc, int64_t demand) {
+    char a[48], b[48], d[48];
+    fmt_q(k, limit, a, sizeof a);
+    fmt_q(k, alloc, b, sizeof b);
+    fmt_q(k, demand, d, sizeof d);
+    if (why) snprintf(why, len, "pool %s: %s %s %s < allocation %s + %s", pool->name, res_kind_name(k), rule, a, b, d);
+    return -ENOSPC;
+}
+
+int cluster_admit_check(struct cluster *c, const struct cm_pod *p, struct resvec demand, char *why, size_t len,
+                        bool *resolvable) {
+    if (resolvable) *resolvable = true;
+    if (!p->pool) return 0;
+    struct respool *leaf = leaf_of(c, p->pool);
+    if (!leaf) {
+        if (resolvable) *resolvable = false;
+        if (why) cluster_pod_pool_problem(c, p, why, len);
+        return -ENOSPC;
+    }
+    struct usage u = leaf->alloc;
+    if (p->counted_ == 1 && p->pool_ == leaf) usage_sub(&u, p->counted_flags_, p->counted_req_);
+    unsigned fl = p->info.flags;
+    struct resvec ns = usage_nonslack(&u);
+    for (int k = 0; k < RES_NKINDS; k++) {
+        int64_t d = demand.v[k];
+        if (d <= 0) continue;
+        if (!(fl & WF_PREEMPTIBLE) && u.c[UC_NONPREEMPT].v[k] + d > leaf->cfg.res[k].reservation) {
+            if (resolvable) *resolvable = false;
+            return fail(why, len, leaf, k, "reservation", leaf->cfg.res[k].reservation, u.c[UC_NONPREEMPT].v[k], d);
+        }
+        if (fl & WF_REVOCABLE) {
+            if (u.c[UC_REVOCABLE].v[k] + d > leaf->slack_entitlement.v[k])
+                return fail(why, len, leaf, k, "slack entitlement", leaf->slack_entitlement.v[k],
+                            u.c[UC_REVOCABLE].v[k], d);
+        } else if (ns.v[k] + d > leaf->entitlement.v[k]) {
+            if (resolvable && d > respool_effective_limit(leaf, k)) *resolvable = false;
+            return fail(why, len, leaf, k, "entitlement", leaf->entitlement.v[k], ns.v[k], d);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,139 @@
+/* The cluster model: Kubernetes objects (Nodes, Namespaces, ResourcePools,
+ * Pods) in the core's terms, fed by informers and shared by pelotond's
+ * resource manager and placement roles and by the scheduler extender.
+ *
+ * Feeding: call the *_set functions from informer add/update handlers and the
+ * *_del functions from delete handlers. They only record the change; derived
+ * state is brought up to date by cluster_refresh, which rebuilds the pool tree
+ * when pools changed (crd_pool_build_tree; a set of pools that breaks a tree
+ * rule keeps the previous tree and sets cluster_pool_error), rebuilds the host
+ * fleet and placement engine when nodes changed, and keeps per-host
+ * allocation and per-pool allocation (and, with count_pending, pending demand)
+ * in step with the pods incrementally, then recomputes entitlement.
+ *
+ * A pod's pool: its label peloton.io/resource-pool, else its namespace's
+ * annotation peloton.io/resource-pool, else options.default_pool (NULL or "":
+ * the pod is unmanaged: no pool, no admission). A pod counts against its
+ * pool's allocation (and its node's) from the moment it is bound (spec.nodeName
+ * set, or assumed by cluster_assume) until it is terminal (Succeeded, Failed)
+ * or deleted, or from cluster_admit. Terminating pods (deletionTimestamp set)
+ * still count.
+ *
+ * Hosts: a Node is schedulable when it is Ready (condition Ready=True) and
+ * not spec.unschedulable and not marked down by cluster_node_down; other nodes
+ * stay in the fleet with the HOST_UNSCHEDULABLE flag (their pods still count).
+ * Capacity for entitlement is the allocatable sum of schedulable nodes.
+ *
+ * Ownership: json_t arguments are borrowed; the model takes references. All
+ * pointers returned (pods, pools, fleet, engine) are valid until the next
+ * *_set / *_del / cluster_refresh call. Not thread-safe. Errors are negative
+ * errno codes. */
+#ifndef PELOTON_MODEL_CLUSTER_H
+#define PELOTON_MODEL_CLUSTER_H
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "host.h"
+#include "place.h"
+#include "podspec.h"
+#include "respool.h"
+
+struct cm_options {
+    const char *default_pool; /* pool of pods with none of their own; NULL/"" = unmanaged */
+    bool count_pending;       /* unbound, non-terminal managed pods add to their pool's pending demand */
+    struct place_options place;
+};
+void cm_options_default(struct cm_options *o);
+
+struct cm_pod {
+    char *ns, *name, *uid, *key; /* key: "ns/name" */
+    json_t *obj;                 /* the latest object (the model's reference) */
+    struct pod_info info;        /* decoded from obj; strings borrowed from obj */
+    char *pool;                  /* resolved pool name, NULL = unmanaged */
+    char *node;                  /* bound or assumed node, NULL = unbound */
+    bool assumed;                /* node set by cluster_assume, not yet seen in the object */
+    bool admitted;               /* cluster_admit: counts as allocation before it is bound */
+    bool bad;                    /* obj could not be decoded (info zeroed; never counted) */
+    /* Private to the model. */
+    uint32_t host_;              /* host index the pod is counted on, or HOST_NONE */
+    struct respool *pool_;       /* leaf it is counted in, or NULL */
+    unsigned counted_;           /* 1 = alloc, 2 = pending */
+    struct resvec counted_req_;
+    unsigned counted_flags_;
+    struct cm_pod *hnext_;       /* next pod counted on the same host */
+};
+
+struct cluster;
+struct cluster *cluster_new(const struct cm_options *o);
+void cluster_free(struct cluster *c);
+
+int cluster_node_set(struct cluster *c, json_t *node);
+void cluster_node_del(struct cluster *c, const char *name);
+/* Marks a node down or up (the host manager's lease check): a down node is
+ * unschedulable and left out of capacity. */
+void cluster_node_down(struct cluster *c, const char *name, bool down);
+int cluster_ns_set(struct cluster *c, json_t *ns);
+void cluster_ns_del(struct cluster *c, const char *name);
+int cluster_pool_set(struct cluster *c, json_t *pool);
+void cluster_pool_del(struct cluster *c, const char *name);
+int cluster_pod_set(struct cluster *c, json_t *pod);
+void cluster_pod_del(struct cluster *c, const char *ns, const char *name);
+/* Counts pod ns/name as bound to node now (a Binding was posted and the watch
+ * has not reported it yet). -ENOENT: unknown pod or node. */
+int cluster_assume(struct cluster *c, const char *ns, const char *name, const char *node);
+/* Takes an assumption back (the Binding failed). */
+void cluster_forget(struct cluster *c, const char *ns, const char *name);
+
+/* Marks an unbound pod admitted (pelotond's resource manager): it counts in
+ * its pool's allocation instead of its pending demand until it is bound, ends
+ * or is un-admitted. */
+void cluster_admit(struct cluster *c, struct cm_pod *p, bool admitted);
+
+/* Brings the derived state up to date (see above). 0, or -ENOMEM. */
+int cluster_refresh(struct cluster *c);
+/* Why the latest set of ResourcePools was not taken (NULL when it was). */
+const char *cluster_pool_error(const struct cluster *c);
+/* Bumped whenever the derived state changes (pools, nodes or pod counts). */
+uint64_t cluster_generation(const struct cluster *c);
+
+struct respool_tree *cluster_tree(struct cluster *c);
+struct host_fleet *cluster_fleet(struct cluster *c);
+struct place_engine *cluster_engine(struct cluster *c);
+struct resvec cluster_capacity(const struct cluster *c);
+size_t cluster_node_count(const struct cluster *c);
+size_t cluster_pod_count(const struct cluster *c);
+
+/* Pods by key ("ns", "name") or UID; NULL when unknown. */
+struct cm_pod *cluster_pod(const struct cluster *c, const char *ns, const char *name);
+struct cm_pod *cluster_pod_by_uid(const struct cluster *c, const char *uid);
+/* Every pod; stops when fn returns non-zero. */
+void cluster_foreach_pod(const struct cluster *c, int (*fn)(void *ud, struct cm_pod *p), void *ud);
+/* The pods counted on host idx (bound or assumed, not terminal), linked by
+ * cluster_host_next. */
+struct cm_pod *cluster_host_first(const struct cluster *c, uint32_t host);
+static inline struct cm_pod *cluster_host_next(const struct cm_pod *p) { return p->hnext_; }
+/* The leaf pool pod p is counted in (or would be), or NULL (unmanaged, or its
+ * pool is unknown or not a leaf: see cluster_pod_pool_problem). */
+struct respool *cluster_pod_pool(struct cluster *c, const struct cm_pod *p);
+/* One line on why a managed pod has no usable pool ("resource pool \"x\" not
+ * found", "... is not a leaf"), or NULL. */
+const char *cluster_pod_pool_problem(struct cluster *c, const struct cm_pod *p, char *buf, size_t len);
+/* The pods of gang `gang` in namespace ns (not terminal), up to cap into
+ * out; returns how many there are. */
+size_t cluster_gang_members(const struct cluster *c, const char *ns, const char *gang, struct cm_pod **out,
+                            size_t cap);
+
+/* Admission of demand for pod p's pool, with p's flags (notes/peloton.md):
+ * non-preemptible work within the reservation, preemptible within the
+ * entitlement, revocable within the slack entitlement, comparing only the
+ * kinds demand asks for. The pod's own counted allocation is not counted
+ * twice (a pod already counted as pending is fine). 0 = admissible; -ENOSPC
+ * with a line in why naming the pool, the rule, the kind and the numbers
+ * ("pool team1: cpu entitlement 4 < allocation 3 + 2"); *resolvable (may be
+ * NULL) says whether preemption could help (false for the reservation rule
+ * and for demand above the pool's limit). Unmanaged pods: 0. */
+int cluster_admit_check(struct cluster *c, const struct cm_pod *p, struct resvec demand, char *why, size_t len,
+                        bool *resolvable);
+
+#endif

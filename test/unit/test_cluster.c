@@ -1,0 +1,271 @@
+/* The cluster model and pod decoding: Kubernetes objects in, core state out. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "cluster.h"
+#include "podspec.h"
+#include "strmap.h"
+#include "test.h"
+
+static json_t *J(const char *s) {
+    json_error_t e;
+    json_t *v = json_loads(s, 0, &e);
+    if (!v) fprintf(stderr, "bad test json: %s: %s\n", e.text, s);
+    return v;
+}
+
+static json_t *node(const char *name, const char *cpu, const char *mem, bool ready) {
+    return json_pack("{s:s, s:{s:s, s:{s:s}}, s:{s:{s:s, s:s, s:s}, s:[{s:s, s:s}]}}", "kind", "Node", "metadata",
+                     "name", name, "labels", "zone", "a", "status", "allocatable", "cpu", cpu, "memory", mem, "pods",
+                     "110", "conditions", "type", "Ready", "status", ready ? "True" : "False");
+}
+
+static json_t *pool(const char *name, const char *parent, const char *res_cpu, const char *lim_cpu) {
+    return json_pack("{s:s, s:{s:s}, s:{s:s, s:[{s:s, s:s, s:s, s:i}]}}", "kind", "ResourcePool", "metadata", "name",
+                     name, "spec", "parent", parent, "resources", "kind", "cpu", "reservation", res_cpu, "limit",
+                     lim_cpu, "share", 1);
+}
+
+static json_t *pod(const char *ns, const char *name, const char *pool_name, const char *cpu, const char *node_name) {
+    json_t *p = json_pack("{s:s, s:{s:s, s:s, s:s, s:{}}, s:{s:[{s:s, s:{s:{s:s}}}]}}", "kind", "Pod", "metadata",
+                          "name", name, "namespace", ns, "uid", name, "labels", "spec", "containers", "name", "c",
+                          "resources", "requests", "cpu", cpu);
+    if (pool_name)
+        json_object_set_new(json_object_get(json_object_get(p, "metadata"), "labels"), "peloton.io/resource-pool",
+                            json_string(pool_name));
+    if (node_name) json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string(node_name));
+    return p;
+}
+
+static void feed(struct cluster *c, json_t *v, int (*fn)(struct cluster *, json_t *)) {
+    CHECK_I64(fn(c, v), 0);
+    json_decref(v);
+}
+
+TEST(podspec_requests_init_containers_and_overhead) {
+    json_t *p = J("{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"annotations\":{\"peloton.io/priority\":\"7\","
+                  "\"peloton.io/preemptible\":\"false\"},\"labels\":{\"peloton.io/gang\":\"g\",\"peloton.io/gang-size\":"
+                  "\"4\"}},\"spec\":{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"500m\",\"memory\":\"1Gi\"}}},"
+                  "{\"resources\":{\"limits\":{\"cpu\":\"1\",\"nvidia.com/gpu\":\"1\"}}}],\"initContainers\":[{\"resources"
+                  "\":{\"requests\":{\"cpu\":\"2\"}}}],\"overhead\":{\"cpu\":\"100m\"},\"nodeSelector\":{\"zone\":\"a\"},"
+                  "\"tolerations\":[{\"operator\":\"Exists\"}],\"priority\":3}}");
+    REQUIRE(p);
+    struct pod_info in;
+    char err[256] = "";
+    REQUIRE_I64(pod_info_decode(p, &in, err, sizeof err), 0);
+    CHECK_I64(in.req.v[RES_CPU], 2100); /* max(0.5 + 1, 2) + 0.1 */
+    CHECK_I64(in.req.v[RES_MEMORY], 1 << 30);
+    CHECK_I64(in.req.v[RES_GPU], 1000);
+    CHECK_I64(in.priority, 7); /* the annotation wins over spec.priority */
+    CHECK(!(in.flags & WF_PREEMPTIBLE));
+    CHECK_STR(in.gang, "g");
+    CHECK_I64(in.gang_size, 4);
+    CHECK_STR(in.scheduler, "default-scheduler");
+    struct pod_task t;
+    REQUIRE_I64(pod_task_build(p, &in, &t, err, sizeof err), 0);
+    CHECK_I64(t.t.nselector, 1);
+    CHECK_I64(t.t.ntols, 1);
+    CHECK_I64(t.t.nlabels, 2);
+    pod_task_free(&t);
+    json_decref(p);
+}
+
+TEST(podspec_errors_name_the_field) {
+    const char *bad[][2] = {
+        {"{\"metadata\":{},\"spec\":{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"lots\"}}}]}}",
+         "spec.containers[0].resources.requests.cpu"},
+        {"{\"metadata\":{\"labels\":{\"peloton.io/gang\":\"g\"}},\"spec\":{}}", "gang-size"},
+        {"{\"metadata\":{\"annotations\":{\"peloton.io/priority\":\"-1\"}},\"spec\":{}}", "peloton.io/priority"},
+        {"{\"metadata\":{\"annotations\":{\"peloton.io/placement-strategy\":\"RANDOM\"}},\"spec\":{}}", "RANDOM"},
+        {"[]", "pod"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *p = J(bad[i][0]);
+        struct pod_info in;
+        char err[256] = "";
+        CHECK_I64(pod_info_decode(p, &in, err, sizeof err), -EINVAL);
+        CHECK_HAS(err, bad[i][1]);
+        json_decref(p);
+    }
+}
+
+TEST(cluster_counts_pods_on_pools_and_hosts) {
+    struct cm_options o;
+    cm_options_default(&o);
+    struct cluster *c = cluster_new(&o);
+    REQUIRE(c);
+    feed(c, node("n1", "4", "8Gi", true), cluster_node_set);
+    feed(c, node("n2", "4", "8Gi", true), cluster_node_set);
+    feed(c, node("n3", "4", "8Gi", false), cluster_node_set);
+    feed(c, pool("org", "", "8", "8"), cluster_pool_set);
+    feed(c, pool("a", "org", "2", "8"), cluster_pool_set);
+    feed(c, pool("b", "org", "2", "8"), cluster_pool_set);
+    feed(c, pod("d", "p1", "a", "1", "n1"), cluster_pod_set);
+    feed(c, pod("d", "p2", "a", "3", NULL), cluster_pod_set);
+    feed(c, pod("d", "p3", NULL, "1", "n2"), cluster_pod_set); /* unmanaged: counts on the host only */
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK(!cluster_pool_error(c));
+    CHECK_I64(cluster_capacity(c).v[RES_CPU], 8000); /* n3 is not Ready */
+    struct host_fleet *f = cluster_fleet(c);
+    uint32_t h1 = host_fleet_find(f, "n1"), h2 = host_fleet_find(f, "n2"), h3 = host_fleet_find(f, "n3");
+    CHECK_I64(f->hosts[h1].allocated.v[RES_CPU], 1000);
+    CHECK_I64(f->hosts[h2].allocated.v[RES_CPU], 1000);
+    CHECK(f->hosts[h3].flags & HOST_DRAINING);
+    struct respool *a = cluster_pod_pool(c, cluster_pod(c, "d", "p1"));
+    REQUIRE(a);
+    CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 1000);
+    CHECK_I64(usage_nonslack(&a->pending).v[RES_CPU], 3000);
+    /* a's demand is 4 cpu and b has none: a gets its demand, then the 4 left
+     * are shared by share between a and b (both below their limits) */
+    CHECK_I64(a->entitlement.v[RES_CPU], 6000);
+
+    /* p2 bound: pending moves to allocation */
+    feed(c, pod("d", "p2", "a", "3", "n2"), cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK_I64(usage_nonslack(&a->pending).v[RES_CPU], 0);
+    CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 4000);
+    CHECK_I64(f->hosts[h2].allocated.v[RES_CPU], 4000);
+    int on2 = 0;
+    for (struct cm_pod *p = cluster_host_first(c, h2); p; p = cluster_host_next(p)) on2++;
+    CHECK_I64(on2, 2);
+
+    /* terminal pods stop counting; deleted pods too */
+    json_t *done = pod("d", "p1", "a", "1", "n1");
+    json_object_set_new(done, "status", json_pack("{s:s}", "phase", "Succeeded"));
+    feed(c, done, cluster_pod_set);
+    cluster_pod_del(c, "d", "p3");
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK_I64(f->hosts[h1].allocated.v[RES_CPU], 0);
+    CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 3000);
+    CHECK(!cluster_pod(c, "d", "p3"));
+    cluster_free(c);
+}
+
+TEST(cluster_admission_reasons) {
+    struct cm_options o;
+    cm_options_default(&o);
+    struct cluster *c = cluster_new(&o);
+    REQUIRE(c);
+    feed(c, node("n1", "8", "8Gi", true), cluster_node_set);
+    feed(c, pool("a", "", "2", "4"), cluster_pool_set);
+    feed(c, pool("b", "", "4", "8"), cluster_pool_set);
+    feed(c, pod("d", "run", "a", "3", "n1"), cluster_pod_set);
+    feed(c, pod("d", "b1", "b", "4", NULL), cluster_pod_set);
+    json_t *np = pod("d", "np", "a", "1", NULL);
+    json_object_set_new(json_object_get(np, "metadata"), "annotations",
+                        json_pack("{s:s}", "peloton.io/preemptible", "false"));
+    feed(c, np, cluster_pod_set);
+    feed(c, pod("d", "big", "a", "5", NULL), cluster_pod_set);
+    feed(c, pod("d", "lost", "nosuch", "1", NULL), cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    char why[256];
+    bool res;
+    struct cm_pod *p = cluster_pod(c, "d", "big");
+    /* a is at its limit (4): 3 + 5 > 4, and 5 > limit: preemption cannot help */
+    CHECK_I64(cluster_admit_check(c, p, p->info.req, why, sizeof why, &res), -ENOSPC);
+    CHECK_HAS(why, "pool a: cpu entitlement");
+    CHECK(!res);
+    p = cluster_pod(c, "d", "np");
+    CHECK_I64(cluster_admit_check(c, p, p->info.req, why, sizeof why, &res), 0); /* 0 + 1 <= reservation 2 */
+    cluster_admit(c, p, true);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    struct resvec two = {{2000, 0, 0, 0}}, three = {{3000, 0, 0, 0}};
+    /* its own 1 is not counted twice: 0 + 2 <= reservation 2, but 3 + 2 > entitlement 4 */
+    CHECK_I64(cluster_admit_check(c, p, two, why, sizeof why, &res), -ENOSPC);
+    CHECK_HAS(why, "pool a: cpu entitlement 4 < allocation 3 + 2");
+    CHECK(res);
+    CHECK_I64(cluster_admit_check(c, p, three, why, sizeof why, &res), -ENOSPC);
+    CHECK_HAS(why, "pool a: cpu reservation 2 < allocation 0 + 3");
+    CHECK(!res); /* preemption never makes room for non-preemptible work beyond the reservation */
+    p = cluster_pod(c, "d", "lost");
+    CHECK_I64(cluster_admit_check(c, p, p->info.req, why, sizeof why, &res), -ENOSPC);
+    CHECK_HAS(why, "resource pool \"nosuch\" not found");
+    CHECK(!res);
+    p = cluster_pod(c, "d", "b1");
+    CHECK_I64(cluster_admit_check(c, p, p->info.req, why, sizeof why, &res), 0);
+    cluster_free(c);
+}
+
+TEST(cluster_namespace_pool_default_pool_and_bad_tree) {
+    struct cm_options o;
+    cm_options_default(&o);
+    o.default_pool = "dflt";
+    struct cluster *c = cluster_new(&o);
+    REQUIRE(c);
+    feed(c, pool("dflt", "", "0", "8"), cluster_pool_set);
+    feed(c, pool("t", "", "0", "8"), cluster_pool_set);
+    feed(c, pod("ns1", "p", NULL, "1", NULL), cluster_pod_set);
+    feed(c, pod("ns2", "q", NULL, "1", NULL), cluster_pod_set);
+    feed(c, J("{\"metadata\":{\"name\":\"ns1\",\"annotations\":{\"peloton.io/resource-pool\":\"t\"}}}"),
+         cluster_ns_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK_STR(cluster_pod(c, "ns1", "p")->pool, "t");
+    CHECK_STR(cluster_pod(c, "ns2", "q")->pool, "dflt");
+    /* a child whose limit exceeds its parent's: refused, the old tree stays */
+    feed(c, pool("kid", "t", "0", "9"), cluster_pool_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK(cluster_pool_error(c) != NULL);
+    CHECK(cluster_pod_pool(c, cluster_pod(c, "ns1", "p")) != NULL);
+    cluster_pool_del(c, "kid");
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK(cluster_pool_error(c) == NULL);
+    cluster_free(c);
+}
+
+TEST(place_check_and_score_hosts) {
+    struct cm_options o;
+    cm_options_default(&o);
+    struct cluster *c = cluster_new(&o);
+    REQUIRE(c);
+    feed(c, node("n1", "4", "8Gi", true), cluster_node_set);
+    feed(c, node("n2", "4", "8Gi", true), cluster_node_set);
+    feed(c, pod("d", "x", NULL, "3", "n1"), cluster_pod_set);
+    feed(c, pod("d", "y", NULL, "2", NULL), cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    struct host_fleet *f = cluster_fleet(c);
+    uint32_t hosts[2] = {host_fleet_find(f, "n1"), host_fleet_find(f, "n2")};
+    struct cm_pod *p = cluster_pod(c, "d", "y");
+    struct pod_task t;
+    char err[128];
+    REQUIRE_I64(pod_task_build(p->obj, &p->info, &t, err, sizeof err), 0);
+    uint8_t why[2];
+    REQUIRE_I64(place_check_hosts(cluster_engine(c), &t.t, "j", hosts, 2, why), 0);
+    CHECK_I64(why[0], PR_INSUFFICIENT_CPU);
+    CHECK_I64(why[1], PR_NONE);
+    int64_t sc[2];
+    REQUIRE_I64(place_score_hosts(cluster_engine(c), &t.t, "j", PLACE_PACK, hosts, 2, sc), 0);
+    CHECK_I64(sc[0], 0); /* does not fit */
+    CHECK(sc[1] > 0 && sc[1] <= 10);
+    /* a trial gang placement and its undo leave the hosts as they were */
+    struct place_gang g = {.id = "g", .strategy = PLACE_PACK, .tasks = &t.t, .ntasks = 1};
+    uint32_t at;
+    struct place_failure fl;
+    REQUIRE_I64(place_gang(cluster_engine(c), &g, &at, &fl), 0);
+    CHECK_I64(f->hosts[hosts[1]].allocated.v[RES_CPU], 2000);
+    REQUIRE_I64(place_gang_undo(cluster_engine(c), &g, &at), 0);
+    CHECK_I64(f->hosts[hosts[1]].allocated.v[RES_CPU], 0);
+    pod_task_free(&t);
+    cluster_free(c);
+}
+
+TEST(strmap_put_get_delete_grow) {
+    struct strmap m = {0};
+    char k[32];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(k, sizeof k, "k%d", i);
+        REQUIRE_I64(strmap_put(&m, k, (void *)(intptr_t)(i + 1), NULL), 0);
+    }
+    for (int i = 0; i < 5000; i += 2) {
+        snprintf(k, sizeof k, "k%d", i);
+        CHECK_I64((intptr_t)strmap_del(&m, k), i + 1);
+    }
+    CHECK_I64(strmap_count(&m), 2500);
+    for (int i = 0; i < 5000; i++) {
+        snprintf(k, sizeof k, "k%d", i);
+        CHECK_I64((intptr_t)strmap_get(&m, k), i % 2 ? i + 1 : 0);
+    }
+    size_t pos = 0, n = 0;
+    while (strmap_next(&m, &pos, NULL, NULL)) n++;
+    CHECK_I64(n, 2500);
+    strmap_free(&m);
+}
