@@ -55,8 +55,12 @@ void kc_config_free(struct kc_config *c);
 
 struct kclient;
 struct kclient *kclient_new(uv_loop_t *loop, const struct kc_config *cfg, char *err, size_t errlen);
-/* Cancels what is in flight (callbacks run with status 0), stops watches and
- * informers still attached (their end callbacks are not called), frees. */
+/* Cancels what is in flight (callbacks run with status 0, error "cancelled";
+ * requests started from those callbacks are refused), stops and frees the
+ * watches and informers still attached (their end callbacks are not called;
+ * their pointers are dead afterwards), frees. May be called from inside any
+ * of the client's callbacks: it then completes when that callback returns.
+ * Run the loop once more before uv_loop_close (handles close asynchronously). */
 void kclient_free(struct kclient *c);
 const struct kc_config *kclient_config(const struct kclient *c);
 
@@ -76,9 +80,10 @@ typedef void (*kc_done_fn)(void *ud, const struct kc_response *r);
  * "application/merge-patch+json"). done may be NULL (fire and forget). */
 int kclient_request(struct kclient *c, const char *method, const char *path, const json_t *body,
                     const char *content_type, kc_done_fn done, void *ud);
-/* The same, blocking, on a private handle (tools, tests, start-up). *body_out
- * (optional) gets the parsed body (json_decref). Returns the HTTP status, or
- * a negative errno on transport failure. */
+/* The same, blocking, on a private handle (tools, tests, start-up; also safe
+ * inside callbacks). *body_out (optional) gets the parsed body (json_decref).
+ * Returns the HTTP status, or a negative errno on transport failure; err gets
+ * the transport error or "Reason: message" for a non-2xx reply. */
 long kclient_request_sync(struct kclient *c, const char *method, const char *path, const json_t *body,
                           const char *content_type, json_t **body_out, char *err, size_t errlen);
 /* Requests started and not yet completed. */
@@ -98,7 +103,8 @@ typedef void (*kc_watch_end_fn)(void *ud, long status, const char *error);
  * for "from now". */
 struct kc_watch *kclient_watch(struct kclient *c, const char *path, const char *query, const char *rv,
                                kc_event_fn on_event, kc_watch_end_fn on_end, void *ud);
-/* Stops and frees a watch; on_end is not called. */
+/* Stops and frees a watch; on_end is not called. Safe inside on_event (no
+ * further events are delivered); a no-op inside on_end. */
 void kc_watch_stop(struct kc_watch *w);
 
 /* ---- informer ---- */
@@ -128,6 +134,8 @@ void kc_informer_foreach(const struct kc_informer *inf, int (*fn)(void *ud, json
 const char *kc_informer_rv(const struct kc_informer *inf);
 /* Complete lists so far (1 after the first sync; each re-list adds one). */
 unsigned kc_informer_lists(const struct kc_informer *inf);
+/* Safe inside the informer's own handlers (the free completes when the
+ * handler returns). Not needed after kclient_free, which frees it. */
 void kc_informer_free(struct kc_informer *inf);
 
 /* URL-escapes s into out (snprintf semantics) for paths and queries. */

@@ -1,0 +1,77 @@
+/* Internals shared by kclient.c, kwatch.c and informer.c; not for users.
+ *
+ * Two curl multi handles share the loop: one for requests (at most
+ * KC_MAX_CONNS connections, the rest queue inside curl) and one for watches
+ * (a connection each on HTTP/1.1, so long streams never starve requests).
+ * User callbacks never run inside a curl callback: watch bytes are buffered
+ * by the write callback and dispatched after curl_multi_socket_action
+ * returns, so handlers may start requests and stop watches freely.
+ *
+ * Re-entrancy: every entry from the loop brackets its work with
+ * kc__enter/kc__leave; frees asked for while depth > 0 (kclient_free, a
+ * watch stopped from its own handler) happen in kc__leave at depth 0. */
+#ifndef PELOTON_KCLIENT_INT_H
+#define PELOTON_KCLIENT_INT_H
+#include <curl/curl.h>
+
+#include "kclient.h"
+
+#define KC_ERRBODY_MAX (64u << 10) /* body kept from a failed watch, for its Status */
+#define KC_MAX_H2_STREAMS 16       /* concurrent streams per HTTP/2 connection */
+
+enum kc_xfer_kind { KC_XFER_REQ, KC_XFER_WATCH };
+/* The first member of every transfer; CURLOPT_PRIVATE points at it. */
+struct kc_xfer {
+    enum kc_xfer_kind kind;
+    void (*on_done)(struct kc_xfer *x, CURLcode rc); /* after curl_multi_remove_handle */
+};
+
+struct kc_multi;
+struct kc_req;
+
+struct kclient {
+    uv_loop_t *loop;
+    struct kc_config cfg;
+    struct kc_multi *reqm, *watchm;
+    struct kc_req *reqs;              /* in flight, doubly linked */
+    size_t inflight;
+    struct kc_watch *watches;         /* live, doubly linked */
+    struct kc_watch *dead;            /* stopped, freed at depth 0 */
+    struct kc_informer *informers;    /* doubly linked */
+    CURL *sync;                       /* kclient_request_sync's handle */
+    int depth;
+    bool freeing, free_pending;
+};
+
+void kc__enter(struct kclient *c);
+void kc__leave(struct kclient *c);
+
+/* An easy handle with the URL, TLS, auth and common headers set; *hdrs
+ * receives the header list (the caller frees it after the transfer).
+ * watch: no overall timeout, TCP keep-alive. */
+CURL *kc__easy_new(struct kclient *c, const char *method, const char *path, const char *content_type,
+                   bool has_body, bool watch, struct curl_slist **hdrs, char *errbuf);
+/* Apply the common options to an existing handle (kc__easy_new uses it). */
+int kc__easy_setup(struct kclient *c, CURL *e, const char *method, const char *path, const char *content_type,
+                   bool has_body, bool watch, struct curl_slist **hdrs, char *errbuf);
+int kc__multi_add(struct kc_multi *m, CURL *e);
+void kc__multi_remove(struct kc_multi *m, CURL *e);
+
+/* The message and reason of a non-2xx reply (borrowed from body, or static). */
+void kc__status_error(long status, json_t *body, const char **msg, const char **reason);
+
+/* An async request whose completion can be abandoned (the callback is then
+ * never called): what informers use for their lists. */
+struct kc_req *kc__request(struct kclient *c, const char *method, const char *path, const json_t *body,
+                           const char *content_type, kc_done_fn done, void *ud, int *rc);
+void kc__request_abandon(struct kc_req *r);
+
+/* kwatch.c */
+void kc__watch_flush_all(struct kclient *c);  /* dispatch buffered lines */
+void kc__watch_destroy_all(struct kclient *c); /* kclient_free: stop every watch, no callbacks */
+void kc__watch_reap(struct kclient *c);        /* free the dead list */
+
+/* informer.c */
+void kc__informer_destroy_all(struct kclient *c);
+
+#endif

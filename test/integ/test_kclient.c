@@ -1,0 +1,1575 @@
+/* kclient against the project's real API server: a private redis-server and
+ * build/asan/pelotond on loopback, started and reaped by each test. The
+ * client runs on a private uv loop; every wait has a deadline. A second group
+ * of tests uses a scripted HTTP server (src/http) on the same loop to send
+ * watch streams cut at awkward places and over-long bodies. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kclient.h"
+#include "redis_fixture.h"
+#include "server.h"
+#include "test.h"
+
+#define PELOTOND_BIN "build/asan/pelotond"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- the API server: redis + pelotond ---- */
+
+struct apisrv {
+    struct redis_fixture rf;
+    pid_t pid;
+    int port, tls_port;
+    char dir[64];
+    char url[64];
+};
+
+static int pelotond_spawn_try(struct apisrv *s, int port, const char *extra, int attempt) {
+    char portarg[32], portfile[128], redis[64], log[128];
+    snprintf(portarg, sizeof portarg, "--port=%d", port);
+    snprintf(portfile, sizeof portfile, "%s/port", s->dir);
+    snprintf(log, sizeof log, "%s/pelotond.log", s->dir);
+    snprintf(redis, sizeof redis, "--redis=127.0.0.1:%d", s->rf.proc.port);
+    char pfarg[160];
+    snprintf(pfarg, sizeof pfarg, "--port-file=%s", portfile);
+    unlink(portfile);
+    pid_t pid = fork();
+    if (pid < 0) return -errno;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+        char *argv[16] = {PELOTOND_BIN, portarg, pfarg, redis, "--crds=", "--watch-poll-ms=5"};
+        int argc = 6;
+        char extras[512];
+        snprintf(extras, sizeof extras, "%s", extra ? extra : "");
+        for (char *sv, *t = strtok_r(extras, " ", &sv); t && argc < 15; t = strtok_r(NULL, " ", &sv)) argv[argc++] = t;
+        argv[argc] = NULL;
+        execv(PELOTOND_BIN, argv);
+        fprintf(stderr, "exec %s: %s\n", PELOTOND_BIN, strerror(errno));
+        _exit(127);
+    }
+    s->pid = pid;
+    double end = now_ms() + 20000;
+    while (now_ms() < end) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            s->pid = 0;
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && attempt < 20) { /* being relinked: try again */
+                usleep(500000);
+                return pelotond_spawn_try(s, port, extra, attempt + 1);
+            }
+            fprintf(stderr, "pelotond exited early (see %s)\n", log);
+            return -ECHILD;
+        }
+        FILE *f = fopen(portfile, "r");
+        if (f) {
+            int p = 0, tp = 0;
+            int n = fscanf(f, "%d %d", &p, &tp);
+            fclose(f);
+            if (n >= 1 && p > 0 && (n == 2 || !extra || !strstr(extra, "--tls-port"))) {
+                s->tls_port = tp;
+                s->port = p;
+                snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", p);
+                return 0;
+            }
+        }
+        usleep(20000);
+    }
+    return -ETIMEDOUT;
+}
+
+static int pelotond_spawn(struct apisrv *s, int port, const char *extra) {
+    return pelotond_spawn_try(s, port, extra, 0);
+}
+
+static void pelotond_kill(struct apisrv *s, int sig) {
+    if (s->pid <= 0) return;
+    kill(s->pid, sig);
+    double end = now_ms() + 5000;
+    int st;
+    while (now_ms() < end) {
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            s->pid = 0;
+            return;
+        }
+        usleep(10000);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, &st, 0);
+    s->pid = 0;
+}
+
+static int apisrv_start(struct apisrv *s, const char *extra) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "/tmp/kclient-test-XXXXXX");
+    if (!mkdtemp(s->dir)) return -errno;
+    char p[128], ex[512];
+    snprintf(p, sizeof p, "%s/token", s->dir);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs("test-token\n", f);
+        fclose(f);
+    }
+    size_t n = 0; /* "@" in extra stands for the directory */
+    for (const char *c = extra ? extra : ""; *c && n + 64 < sizeof ex; c++) {
+        if (*c == '@') n += (size_t)snprintf(ex + n, sizeof ex - n, "%s", s->dir);
+        else ex[n++] = *c;
+    }
+    ex[n] = 0;
+    int rc = redis_fixture_start(&s->rf, NULL);
+    if (rc) return rc;
+    rc = pelotond_spawn(s, 0, extra ? ex : NULL);
+    if (rc) redis_fixture_stop(&s->rf);
+    return rc;
+}
+
+static void apisrv_stop(struct apisrv *s) {
+    pelotond_kill(s, SIGTERM);
+    redis_fixture_stop(&s->rf);
+    char p[128];
+    snprintf(p, sizeof p, "%s/port", s->dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/pelotond.log", s->dir);
+    if (!getenv("KCLIENT_TEST_KEEP_LOGS")) unlink(p);
+    const char *more[] = {"token", "kubeconfig", "tls/apiserver.crt", "tls/apiserver.key", "tls"};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", s->dir, more[i]);
+        if (unlink(p)) rmdir(p);
+    }
+    rmdir(s->dir);
+}
+
+/* ---- the loop ---- */
+
+struct env {
+    uv_loop_t loop;
+    uv_timer_t deadline;
+    bool expired;
+    struct kclient *c;
+};
+
+static void on_deadline(uv_timer_t *t) {
+    struct env *e = t->data;
+    e->expired = true;
+}
+
+static int env_init(struct env *e, const char *url) {
+    memset(e, 0, sizeof *e);
+    uv_loop_init(&e->loop);
+    uv_timer_init(&e->loop, &e->deadline);
+    e->deadline.data = e;
+    struct kc_config cfg = {0};
+    char err[256];
+    if (kc_config_from_url(url, NULL, &cfg, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "config: %s", err);
+        return -1;
+    }
+    e->c = kclient_new(&e->loop, &cfg, err, sizeof err);
+    kc_config_free(&cfg);
+    if (!e->c) {
+        test_fail(__FILE__, __LINE__, "kclient_new: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void close_any(uv_handle_t *h, void *arg) {
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void env_done(struct env *e) {
+    kclient_free(e->c);
+    e->c = NULL;
+    uv_close((uv_handle_t *)&e->deadline, NULL);
+    for (int i = 0; i < 100 && uv_loop_close(&e->loop) == UV_EBUSY; i++) {
+        if (i == 50) { /* the client left a handle open */
+            test_fail(__FILE__, __LINE__, "handles still open after kclient_free");
+            uv_walk(&e->loop, close_any, NULL);
+        }
+        uv_run(&e->loop, UV_RUN_NOWAIT);
+    }
+}
+
+static int count_fds(void) {
+    int n = 0;
+    for (int fd = 0; fd < 4096; fd++) n += fcntl(fd, F_GETFD) != -1;
+    return n;
+}
+
+typedef bool (*pred_fn)(void *arg);
+
+/* Runs the loop until pred holds or ms pass; true when it held. */
+static bool run_until(struct env *e, pred_fn pred, void *arg, unsigned ms) {
+    e->expired = false;
+    uv_timer_start(&e->deadline, on_deadline, ms, 0);
+    while (!pred(arg) && !e->expired) uv_run(&e->loop, UV_RUN_ONCE);
+    uv_timer_stop(&e->deadline);
+    return pred(arg);
+}
+
+static bool int_reached(void *arg) { return ((int *)arg)[0] >= ((int *)arg)[1]; }
+
+/* Runs the loop for ms regardless. */
+static void run_for(struct env *e, unsigned ms) {
+    int never[2] = {0, 1};
+    run_until(e, int_reached, never, ms);
+}
+
+/* ---- request helpers ---- */
+
+struct box {
+    int done;
+    long status;
+    json_t *body;
+    char reason[64], error[256];
+};
+
+static void box_cb(void *ud, const struct kc_response *r) {
+    struct box *b = ud;
+    b->done++;
+    b->status = r->status;
+    json_decref(b->body);
+    b->body = json_incref(r->body);
+    snprintf(b->reason, sizeof b->reason, "%s", r->reason ? r->reason : "");
+    snprintf(b->error, sizeof b->error, "%s", r->error ? r->error : "");
+}
+
+static bool box_done(void *arg) { return ((struct box *)arg)->done > 0; }
+
+/* One async request, waited for (5 s); the status (-1 on timeout). */
+static long call(struct env *e, struct box *b, const char *method, const char *path, json_t *body,
+                 const char *ctype) {
+    b->done = 0;
+    if (kclient_request(e->c, method, path, body, ctype, box_cb, b)) return -2;
+    if (!run_until(e, box_done, b, 5000)) return -1;
+    return b->status;
+}
+
+static json_t *pod(const char *name, const char *label) {
+    return json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1", "kind", "Pod",
+                     "metadata", "name", name, "labels", "app", label, "spec", "containers", "name", "c", "image",
+                     "busybox");
+}
+
+/* Creates n pods name-0..n-1 with up to 64 requests in flight. */
+struct bulk {
+    int done, target, failed;
+};
+static void bulk_cb(void *ud, const struct kc_response *r) {
+    struct bulk *b = ud;
+    b->done++;
+    if (r->status != 201) b->failed++;
+}
+static bool bulk_done(void *arg) {
+    struct bulk *b = arg;
+    return b->done >= b->target;
+}
+
+static int create_pods(struct env *e, const char *prefix, int n) {
+    struct bulk b = {0, 0, 0};
+    char name[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s-%d", prefix, i);
+        json_t *p = pod(name, "bulk");
+        int rc = kclient_request(e->c, "POST", "/api/v1/namespaces/default/pods", p, NULL, bulk_cb, &b);
+        json_decref(p);
+        if (rc) return rc;
+        b.target++;
+        double end = now_ms() + 20000;
+        while (b.target - b.done >= 64 && now_ms() < end) uv_run(&e->loop, UV_RUN_ONCE);
+    }
+    if (!run_until(e, bulk_done, &b, 60000)) return -ETIMEDOUT;
+    return b.failed ? -EIO : 0;
+}
+
+/* ---- CRUD, errors, sync ---- */
+
+TEST(kclient_crud_pods) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    struct box b = {0};
+    json_t *p = pod("web-1", "web");
+    CHECK_I64(call(&e, &b, "POST", "/api/v1/namespaces/default/pods", p, NULL), 201);
+    json_decref(p);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(b.body, "metadata"), "name")), "web-1");
+    CHECK(b.error[0] == 0);
+
+    CHECK_I64(call(&e, &b, "GET", "/api/v1/namespaces/default/pods/web-1", NULL, NULL), 200);
+    CHECK_STR(json_string_value(json_object_get(b.body, "kind")), "Pod");
+
+    CHECK_I64(call(&e, &b, "GET", "/api/v1/namespaces/default/pods?limit=500", NULL, NULL), 200);
+    CHECK_I64(json_array_size(json_object_get(b.body, "items")), 1);
+
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "tier", "front");
+    CHECK_I64(call(&e, &b, "PATCH", "/api/v1/namespaces/default/pods/web-1", patch, "application/merge-patch+json"),
+              200);
+    json_decref(patch);
+    json_t *labels = json_object_get(json_object_get(b.body, "metadata"), "labels");
+    CHECK_STR(json_string_value(json_object_get(labels, "tier")), "front");
+    CHECK_STR(json_string_value(json_object_get(labels, "app")), "web");
+
+    /* a conflicting create */
+    p = pod("web-1", "web");
+    CHECK_I64(call(&e, &b, "POST", "/api/v1/namespaces/default/pods", p, NULL), 409);
+    json_decref(p);
+    CHECK_STR(b.reason, "AlreadyExists");
+
+    CHECK_I64(call(&e, &b, "DELETE", "/api/v1/namespaces/default/pods/web-1", NULL, NULL), 200);
+    CHECK_I64(call(&e, &b, "GET", "/api/v1/namespaces/default/pods/web-1", NULL, NULL), 404);
+    CHECK_STR(b.reason, "NotFound");
+    CHECK_HAS(b.error, "not found");
+    CHECK(b.body != NULL);
+
+    /* a path that is not a path fails at once, without a callback */
+    CHECK(kclient_request(e.c, "GET", "api/v1/pods", NULL, NULL, box_cb, &b) < 0);
+    CHECK_I64(kclient_inflight(e.c), 0);
+    json_decref(b.body);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+TEST(kclient_sync_requests) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    char err[256];
+    json_t *out = NULL;
+    json_t *p = pod("sync-1", "s");
+    CHECK_I64(kclient_request_sync(e.c, "POST", "/api/v1/namespaces/default/pods", p, NULL, &out, err, sizeof err),
+              201);
+    json_decref(p);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(out, "metadata"), "namespace")), "default");
+    json_decref(out);
+    for (int i = 0; i < 20; i++) /* keep-alive on the private handle */
+        CHECK_I64(kclient_request_sync(e.c, "GET", "/api/v1/namespaces/default/pods/sync-1", NULL, NULL, NULL, err,
+                                       sizeof err),
+                  200);
+    CHECK_I64(kclient_request_sync(e.c, "GET", "/api/v1/namespaces/default/pods/nope", NULL, NULL, &out, err,
+                                   sizeof err),
+              404);
+    CHECK_HAS(err, "NotFound");
+    CHECK_STR(json_string_value(json_object_get(out, "reason")), "NotFound");
+    json_decref(out);
+    CHECK_I64(kclient_request_sync(e.c, "GET", "/healthz", NULL, NULL, &out, err, sizeof err), 200);
+    CHECK(out == NULL); /* "ok" is not JSON */
+    env_done(&e);
+    /* a server that is gone: a transport error, negative */
+    pelotond_kill(&s, SIGKILL);
+    CHECK(env_init(&e, s.url) == 0);
+    CHECK(kclient_request_sync(e.c, "GET", "/healthz", NULL, NULL, NULL, err, sizeof err) < 0);
+    struct box b = {0};
+    CHECK_I64(call(&e, &b, "GET", "/healthz", NULL, NULL), 0);
+    CHECK(b.error[0] != 0);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* ---- watch ---- */
+
+struct wrec {
+    struct kc_watch *w;
+    char types[16][16];
+    int n;
+    int bookmarks;
+    int ends;
+    long end_status;
+    bool stop_on_delete;
+    int want[2];
+};
+
+static void wrec_event(void *ud, const char *type, json_t *obj) {
+    struct wrec *r = ud;
+    if (!strcmp(type, "BOOKMARK")) {
+        r->bookmarks++;
+        return;
+    }
+    if (r->n < 16) snprintf(r->types[r->n], sizeof r->types[0], "%s", type);
+    r->n++;
+    r->want[0] = r->n;
+    if (r->stop_on_delete && !strcmp(type, "DELETED")) {
+        kc_watch_stop(r->w); /* from inside the handler */
+        r->w = NULL;
+    }
+}
+
+static void wrec_end(void *ud, long status, const char *error) {
+    struct wrec *r = ud;
+    r->ends++;
+    r->end_status = status;
+    r->w = NULL;
+}
+
+TEST(kclient_watch_sees_changes) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    struct box b = {0};
+    CHECK_I64(call(&e, &b, "GET", "/api/v1/namespaces/default/pods", NULL, NULL), 200);
+    const char *rv = json_string_value(json_object_get(json_object_get(b.body, "metadata"), "resourceVersion"));
+    char rvbuf[32];
+    snprintf(rvbuf, sizeof rvbuf, "%s", rv ? rv : "");
+    struct wrec r = {.stop_on_delete = true, .want = {0, 3}};
+    r.w = kclient_watch(e.c, "/api/v1/namespaces/default/pods", "labelSelector=app%3Dw", rvbuf, wrec_event, wrec_end,
+                        &r);
+    REQUIRE(r.w);
+    json_t *p = pod("w-1", "w");
+    CHECK_I64(call(&e, &b, "POST", "/api/v1/namespaces/default/pods", p, NULL), 201);
+    json_decref(p);
+    p = pod("other", "x"); /* filtered out by the selector */
+    CHECK_I64(call(&e, &b, "POST", "/api/v1/namespaces/default/pods", p, NULL), 201);
+    json_decref(p);
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", "a", "b");
+    CHECK_I64(call(&e, &b, "PATCH", "/api/v1/namespaces/default/pods/w-1", patch, "application/merge-patch+json"), 200);
+    json_decref(patch);
+    CHECK_I64(call(&e, &b, "DELETE", "/api/v1/namespaces/default/pods/w-1", NULL, NULL), 200);
+    CHECK(run_until(&e, int_reached, r.want, 5000));
+    CHECK_I64(r.n, 3);
+    CHECK_STR(r.types[0], "ADDED");
+    CHECK_STR(r.types[1], "MODIFIED");
+    CHECK_STR(r.types[2], "DELETED");
+    CHECK(r.w == NULL);
+    CHECK_I64(r.ends, 0); /* stopped, so no end callback */
+    run_for(&e, 50);
+    CHECK_I64(r.n, 3);
+    json_decref(b.body);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+TEST(kclient_watch_too_old_and_server_gone) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, "--history-max=20") == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    REQUIRE(create_pods(&e, "old", 40) == 0);
+    /* from a resourceVersion older than the history: an ERROR event 410, then the end */
+    struct wrec r = {.want = {0, 1}};
+    r.w = kclient_watch(e.c, "/api/v1/namespaces/default/pods", NULL, "2", wrec_event, wrec_end, &r);
+    REQUIRE(r.w);
+    double t0 = now_ms();
+    while (!r.ends && now_ms() - t0 < 5000) uv_run(&e.loop, UV_RUN_ONCE);
+    CHECK_I64(r.ends, 1);
+    CHECK(r.n >= 1);
+    CHECK_STR(r.types[0], "ERROR");
+    /* a live watch, then the server dies: the end callback, once */
+    struct wrec r2 = {.want = {0, 1}};
+    r2.w = kclient_watch(e.c, "/api/v1/namespaces/default/pods", NULL, NULL, wrec_event, wrec_end, &r2);
+    REQUIRE(r2.w);
+    run_for(&e, 300);
+    pelotond_kill(&s, SIGKILL);
+    t0 = now_ms();
+    while (!r2.ends && now_ms() - t0 < 5000) uv_run(&e.loop, UV_RUN_ONCE);
+    CHECK_I64(r2.ends, 1);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* ---- informers ---- */
+
+struct irec {
+    struct kc_informer *inf;
+    struct env *e;
+    int adds, updates, deletes, synced;
+    int mutate_on_sync;    /* sync requests made from on_synced */
+    bool check_borrowed;
+};
+
+static void irec_add(void *ud, json_t *obj) {
+    struct irec *r = ud;
+    r->adds++;
+    if (r->check_borrowed) { /* the cache holds what the handler sees */
+        json_t *md = json_object_get(obj, "metadata");
+        json_t *c = kc_informer_get(r->inf, json_string_value(json_object_get(md, "namespace")),
+                                    json_string_value(json_object_get(md, "name")));
+        if (c != obj) r->adds += 1000000;
+    }
+}
+static void irec_update(void *ud, json_t *old, json_t *obj) {
+    struct irec *r = ud;
+    r->updates++;
+    if (!json_object_get(old, "metadata")) r->updates += 1000000; /* old must stay valid */
+}
+static void irec_delete(void *ud, json_t *obj) { ((struct irec *)ud)->deletes++; }
+
+static void irec_synced(void *ud) {
+    struct irec *r = ud;
+    r->synced++;
+    char err[256], path[128];
+    /* move the history past the list's resourceVersion before the watch starts: it will get 410 */
+    for (int i = 0; i < r->mutate_on_sync; i++) {
+        json_t *p = pod("", "late");
+        char name[32];
+        snprintf(name, sizeof name, "late-%d", i);
+        json_object_set_new(json_object_get(p, "metadata"), "name", json_string(name));
+        if (kclient_request_sync(r->e->c, "POST", "/api/v1/namespaces/default/pods", p, NULL, NULL, err, sizeof err) !=
+            201)
+            r->synced += 1000;
+        json_decref(p);
+    }
+    if (r->mutate_on_sync) {
+        for (int i = 0; i < 3; i++) { /* and delete and change some listed ones */
+            snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/pre-%d", i);
+            kclient_request_sync(r->e->c, "DELETE", path, NULL, NULL, NULL, err, sizeof err);
+            snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/pre-%d", 10 + i);
+            json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "x", "y");
+            kclient_request_sync(r->e->c, "PATCH", path, patch, "application/merge-patch+json", NULL, err, sizeof err);
+            json_decref(patch);
+        }
+    }
+}
+
+struct match {
+    struct env *e;
+    struct kc_informer *inf;
+    bool equal;
+};
+
+/* True when the cache holds exactly the server's pods, at the same versions. */
+static bool cache_matches(struct env *e, struct kc_informer *inf) {
+    json_t *out = NULL;
+    char err[256];
+    if (kclient_request_sync(e->c, "GET", "/api/v1/namespaces/default/pods", NULL, NULL, &out, err, sizeof err) != 200)
+        return false;
+    json_t *items = json_object_get(out, "items"), *it;
+    size_t i;
+    bool ok = json_array_size(items) == kc_informer_count(inf);
+    json_array_foreach(items, i, it) {
+        json_t *md = json_object_get(it, "metadata");
+        json_t *c = kc_informer_get(inf, "default", json_string_value(json_object_get(md, "name")));
+        const char *crv = json_string_value(json_object_get(json_object_get(c, "metadata"), "resourceVersion"));
+        const char *srv = json_string_value(json_object_get(md, "resourceVersion"));
+        if (!c || !crv || !srv || strcmp(crv, srv)) ok = false;
+    }
+    json_decref(out);
+    return ok;
+}
+
+static bool match_pred(void *arg) {
+    struct match *m = arg;
+    return cache_matches(m->e, m->inf);
+}
+
+static bool synced_pred(void *arg) { return kc_informer_synced(arg); }
+
+struct counts {
+    struct irec *r;
+    int adds, updates, deletes;
+};
+static bool counts_pred(void *arg) {
+    struct counts *c = arg;
+    return c->r->adds >= c->adds && c->r->updates >= c->updates && c->r->deletes >= c->deletes;
+}
+
+static int count_cb(void *ud, json_t *obj) {
+    (*(int *)ud)++;
+    return 0;
+}
+
+TEST(kclient_informer_pages_and_follows) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    double t0 = now_ms();
+    CHECK(create_pods(&e, "pre", 1200) == 0);
+    double dt = now_ms() - t0;
+    fprintf(stderr, "  kclient: 1200 creates in %.0f ms (%.0f/s, asan pelotond)\n", dt, 1200 / (dt / 1e3));
+    struct irec r = {.e = &e, .check_borrowed = true};
+    struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
+    r.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &r);
+    REQUIRE(r.inf);
+    CHECK_STR(kc_informer_rv(r.inf), "");
+    CHECK(!kc_informer_synced(r.inf));
+    CHECK_I64(kc_informer_start(r.inf), 0);
+    CHECK(kc_informer_start(r.inf) < 0);
+    CHECK(run_until(&e, synced_pred, r.inf, 20000));
+    CHECK_I64(r.synced, 1);
+    CHECK_I64(r.adds, 1200);
+    CHECK_I64(kc_informer_count(r.inf), 1200);
+    CHECK_I64(kc_informer_lists(r.inf), 1);
+    CHECK(kc_informer_rv(r.inf)[0] != 0);
+    int n = 0;
+    kc_informer_foreach(r.inf, count_cb, &n);
+    CHECK_I64(n, 1200);
+    CHECK(kc_informer_get(r.inf, "default", "pre-1199") != NULL);
+    CHECK(kc_informer_get(r.inf, "default", "pre-1200") == NULL);
+    CHECK(cache_matches(&e, r.inf));
+
+    /* follow: 5 creates, 3 updates, 4 deletes */
+    struct box b = {0};
+    for (int i = 0; i < 5; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "new-%d", i);
+        json_t *p = pod(name, "n");
+        CHECK_I64(call(&e, &b, "POST", "/api/v1/namespaces/default/pods", p, NULL), 201);
+        json_decref(p);
+    }
+    for (int i = 0; i < 3; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/pre-%d", 100 + i);
+        json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "v", "2");
+        CHECK_I64(call(&e, &b, "PATCH", path, patch, "application/merge-patch+json"), 200);
+        json_decref(patch);
+    }
+    for (int i = 0; i < 4; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/pre-%d", 200 + i);
+        CHECK_I64(call(&e, &b, "DELETE", path, NULL, NULL), 200);
+    }
+    struct counts want = {&r, 1205, 3, 4};
+    CHECK(run_until(&e, counts_pred, &want, 10000));
+    run_for(&e, 100);
+    CHECK_I64(r.adds, 1205);
+    CHECK_I64(r.updates, 3);
+    CHECK_I64(r.deletes, 4);
+    CHECK_I64(kc_informer_count(r.inf), 1201);
+    json_t *md = json_object_get(kc_informer_get(r.inf, "default", "pre-100"), "metadata");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(md, "labels"), "v")), "2");
+    CHECK(cache_matches(&e, r.inf));
+    CHECK_I64(kc_informer_lists(r.inf), 1);
+    json_decref(b.body);
+    kc_informer_free(r.inf);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+TEST(kclient_informer_relists_after_410) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, "--history-max=50") == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    REQUIRE(create_pods(&e, "pre", 30) == 0);
+    struct irec r = {.e = &e, .mutate_on_sync = 80};
+    struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
+    r.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &r);
+    REQUIRE(r.inf);
+    CHECK_I64(kc_informer_start(r.inf), 0);
+    CHECK(run_until(&e, synced_pred, r.inf, 10000));
+    /* the watch from the list's version gets 410, the informer re-lists and reports the difference */
+    struct counts want = {&r, 30 + 80, 3, 3};
+    CHECK(run_until(&e, counts_pred, &want, 10000));
+    CHECK_I64(r.synced, 1);
+    CHECK(kc_informer_lists(r.inf) >= 2);
+    CHECK_I64(r.adds, 110);
+    CHECK_I64(r.deletes, 3);
+    CHECK_I64(r.updates, 3);
+    struct match m = {&e, r.inf, false};
+    CHECK(run_until(&e, match_pred, &m, 5000));
+    CHECK_I64(kc_informer_count(r.inf), 107);
+
+    /* a broken stream: pelotond dies and comes back on the same port; changes made meanwhile show up */
+    unsigned lists = kc_informer_lists(r.inf);
+    int port = s.port;
+    pelotond_kill(&s, SIGKILL);
+    run_for(&e, 300);
+    CHECK(pelotond_spawn(&s, port, "--history-max=50") == 0);
+    char err[256];
+    CHECK_I64(kclient_request_sync(e.c, "DELETE", "/api/v1/namespaces/default/pods/pre-20", NULL, NULL, NULL, err,
+                                   sizeof err),
+              200);
+    json_t *p = pod("after-restart", "r");
+    CHECK_I64(kclient_request_sync(e.c, "POST", "/api/v1/namespaces/default/pods", p, NULL, NULL, err, sizeof err),
+              201);
+    json_decref(p);
+    CHECK(run_until(&e, match_pred, &m, 15000));
+    CHECK(kc_informer_lists(r.inf) > lists);
+    CHECK(kc_informer_get(r.inf, "default", "after-restart") != NULL);
+    CHECK(kc_informer_get(r.inf, "default", "pre-20") == NULL);
+    kc_informer_free(r.inf);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* ---- concurrency and teardown ---- */
+
+TEST(kclient_200_concurrent_requests) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    uv_loop_t warm; /* libuv opens its process-wide signal pipe with the first loop */
+    uv_loop_init(&warm);
+    uv_loop_close(&warm);
+    int fds_before = count_fds();
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    struct box b = {0};
+    json_t *p = pod("c-1", "c");
+    CHECK_I64(call(&e, &b, "POST", "/api/v1/namespaces/default/pods", p, NULL), 201);
+    json_decref(p);
+    json_decref(b.body);
+    struct bulk k = {0, 200, 0};
+    struct box boxes[200];
+    memset(boxes, 0, sizeof boxes);
+    double t0 = now_ms();
+    for (int round = 0; round < 5; round++) {
+        memset(&k, 0, sizeof k);
+        k.target = 200;
+        for (int i = 0; i < 200; i++) {
+            boxes[i].done = 0;
+            CHECK(kclient_request(e.c, "GET", "/api/v1/namespaces/default/pods/c-1", NULL, NULL, box_cb, &boxes[i]) == 0);
+        }
+        CHECK_I64(kclient_inflight(e.c), 200);
+        int want[2] = {0, 200};
+        double end = now_ms() + 20000;
+        while (now_ms() < end) {
+            want[0] = 0;
+            for (int i = 0; i < 200; i++) want[0] += boxes[i].done;
+            if (want[0] >= 200) break;
+            uv_run(&e.loop, UV_RUN_ONCE);
+        }
+        CHECK_I64(want[0], 200);
+    }
+    double dt = now_ms() - t0;
+    fprintf(stderr, "  kclient: 1000 GETs, 200 in flight: %.0f ms (%.0f req/s, asan client and server)\n", dt,
+            1000 / (dt / 1e3));
+    int ok = 0;
+    for (int i = 0; i < 200; i++) {
+        ok += boxes[i].done == 1 && boxes[i].status == 200;
+        json_decref(boxes[i].body);
+    }
+    CHECK_I64(ok, 200);
+    CHECK_I64(kclient_inflight(e.c), 0);
+    CHECK(count_fds() > fds_before); /* keep-alive connections stay open ... */
+    env_done(&e);
+    CHECK_I64(count_fds(), fds_before); /* ... until the client goes */
+    apisrv_stop(&s);
+}
+
+struct cancel_rec {
+    int calls[300];
+    int cancelled;
+    int other;
+};
+struct cancel_ud {
+    struct cancel_rec *rec;
+    int i;
+    struct kclient *c;
+};
+static void cancel_cb(void *ud, const struct kc_response *r) {
+    struct cancel_ud *u = ud;
+    u->rec->calls[u->i]++;
+    if (r->status == 0 && r->error && !strcmp(r->error, "cancelled")) {
+        u->rec->cancelled++;
+        /* a new request from a cancel callback is refused, not queued */
+        if (kclient_request(u->c, "GET", "/healthz", NULL, NULL, NULL, NULL) == 0) u->rec->other += 1000;
+    } else {
+        u->rec->other++;
+    }
+}
+
+static void ignore_event(void *ud, const char *type, json_t *obj) {}
+static void count_end(void *ud, long status, const char *error) { (*(int *)ud)++; }
+
+TEST(kclient_free_cancels_in_flight) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    static struct cancel_rec rec;
+    static struct cancel_ud uds[300];
+    memset(&rec, 0, sizeof rec);
+    for (int i = 0; i < 300; i++) {
+        uds[i] = (struct cancel_ud){&rec, i, e.c};
+        CHECK(kclient_request(e.c, "GET", "/api/v1/namespaces/default/pods", NULL, NULL, cancel_cb, &uds[i]) == 0);
+    }
+    int ends = 0;
+    CHECK(kclient_watch(e.c, "/api/v1/pods", NULL, NULL, ignore_event, count_end, &ends) != NULL);
+    struct irec r = {.e = &e};
+    struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
+    r.inf = kc_informer_new(e.c, "/api/v1/pods", NULL, &h, &r);
+    REQUIRE(r.inf);
+    CHECK_I64(kc_informer_start(r.inf), 0);
+    double t0 = now_ms(); /* until some complete; most are still in flight */
+    while (rec.other < 1 && now_ms() - t0 < 5000) uv_run(&e.loop, UV_RUN_ONCE);
+    CHECK(rec.other >= 1);
+    kclient_free(e.c); /* informer and watch go with it */
+    e.c = NULL;
+    int once = 0;
+    for (int i = 0; i < 300; i++) once += rec.calls[i] == 1;
+    CHECK_I64(once, 300);
+    CHECK_I64(rec.cancelled + rec.other, 300);
+    CHECK(rec.cancelled > 0);
+    CHECK_I64(ends, 0);
+    fprintf(stderr, "  kclient: free with 300 in flight: %d completed, %d cancelled\n", rec.other, rec.cancelled);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* kclient_free from inside a callback: deferred until the callback returns. */
+static void free_in_cb(void *ud, const struct kc_response *r) {
+    struct env *e = ud;
+    kclient_free(e->c);
+    e->c = NULL;
+}
+
+TEST(kclient_free_from_callback) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    static struct cancel_rec rec;
+    static struct cancel_ud uds[20];
+    memset(&rec, 0, sizeof rec);
+    CHECK(kclient_request(e.c, "GET", "/healthz", NULL, NULL, free_in_cb, &e) == 0);
+    for (int i = 0; i < 20; i++) {
+        uds[i] = (struct cancel_ud){&rec, i, e.c};
+        CHECK(kclient_request(e.c, "GET", "/api/v1/pods", NULL, NULL, cancel_cb, &uds[i]) == 0);
+    }
+    double t0 = now_ms();
+    while (e.c && now_ms() - t0 < 5000) uv_run(&e.loop, UV_RUN_ONCE);
+    CHECK(e.c == NULL);
+    int once = 0;
+    for (int i = 0; i < 20; i++) once += rec.calls[i] == 1;
+    CHECK_I64(once, 20);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* ---- a scripted server on the client's loop ---- */
+
+struct fake {
+    struct http_server *http;
+    int port;
+    char url[64];
+    struct http_stream *st;
+    uv_timer_t tick;
+    const char *script;  /* the stream's bytes, sent in pieces */
+    size_t off, len;
+    int piece;
+};
+
+static const char SPLIT_SCRIPT[] =
+    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"1\"}}}\n"
+    "\r\n"
+    "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"},\"s\":\"x\\ny\"}}\r\n"
+    "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"3\"}}}\n"
+    "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"4\"}}}\n"
+    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"last-without-newline\"}}}";
+
+static void fake_stream_closed(void *ud) { ((struct fake *)ud)->st = NULL; }
+
+static void fake_tick(uv_timer_t *t) {
+    struct fake *f = t->data;
+    if (!f->st) {
+        uv_timer_stop(t);
+        return;
+    }
+    static const size_t sizes[] = {1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67};
+    size_t n = sizes[f->piece++ % (sizeof sizes / sizeof sizes[0])];
+    if (n > f->len - f->off) n = f->len - f->off;
+    http_stream_write(f->st, f->script + f->off, n);
+    f->off += n;
+    if (f->off == f->len) {
+        http_stream_end(f->st);
+        uv_timer_stop(t);
+    }
+}
+
+static void fake_handler(void *ud, const struct http_request *req, struct http_response *resp) {
+    struct fake *f = ud;
+    if (!strcmp(req->path, "/split")) { /* events cut at every odd place, one piece per 1 ms */
+        f->st = http_stream_start(req, 200, "application/json", 0, fake_stream_closed, f);
+        f->script = SPLIT_SCRIPT;
+        f->len = sizeof SPLIT_SCRIPT - 1;
+        f->off = 0;
+        f->piece = 0;
+        uv_timer_start(&f->tick, fake_tick, 1, 1);
+        return;
+    }
+    if (!strcmp(req->path, "/many")) { /* ten events in one chunk */
+        f->st = http_stream_start(req, 200, "application/json", 0, fake_stream_closed, f);
+        char buf[2048];
+        size_t n = 0;
+        for (int i = 0; i < 10; i++)
+            n += (size_t)snprintf(buf + n, sizeof buf - n,
+                                  "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"m%d\"}}}\n", i);
+        http_stream_write(f->st, buf, n);
+        return; /* left open */
+    }
+    if (!strcmp(req->path, "/bigline")) { /* one line past KC_LINE_MAX */
+        f->st = http_stream_start(req, 200, "application/json", 64u << 20, fake_stream_closed, f);
+        const char *ok = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"fine\"}}}\n";
+        http_stream_write(f->st, ok, strlen(ok));
+        size_t chunk = 1u << 20;
+        char *x = malloc(chunk);
+        memset(x, 'x', chunk);
+        for (size_t sent = 0; sent <= KC_LINE_MAX; sent += chunk) http_stream_write(f->st, x, chunk);
+        free(x);
+        return;
+    }
+    if (!strcmp(req->path, "/badline")) {
+        f->st = http_stream_start(req, 200, "application/json", 0, fake_stream_closed, f);
+        http_stream_write(f->st, "{\"type\":\"ADDED\"}\n", 17);
+        return;
+    }
+    if (!strcmp(req->path, "/gone")) {
+        resp->status = 410;
+        resp->body = strdup("{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"too old resource version\","
+                            "\"reason\":\"Expired\",\"code\":410}");
+        resp->body_len = strlen(resp->body);
+        return;
+    }
+    if (!strcmp(req->path, "/huge")) { /* past KC_BODY_MAX */
+        resp->body_len = KC_BODY_MAX + 1;
+        resp->body = malloc(resp->body_len);
+        memset(resp->body, ' ', resp->body_len);
+        resp->content_type = "text/plain";
+        return;
+    }
+    if (!strcmp(req->path, "/text")) {
+        resp->body = strdup("hello");
+        resp->body_len = 5;
+        resp->content_type = "text/plain";
+        return;
+    }
+    if (!strcmp(req->path, "/teapot")) { /* an error that is not a Status */
+        resp->status = 503;
+        resp->body = strdup("busy");
+        resp->body_len = 4;
+        resp->content_type = "text/plain";
+        return;
+    }
+    resp->status = 404;
+}
+
+static int fake_start(struct env *e, struct fake *f) {
+    memset(f, 0, sizeof *f);
+    struct http_server_config cfg = {.bind_addr = "127.0.0.1", .port = 0, .handler = fake_handler, .ud = f};
+    char err[256];
+    memset(e, 0, sizeof *e);
+    uv_loop_init(&e->loop);
+    uv_timer_init(&e->loop, &e->deadline);
+    e->deadline.data = e;
+    if (http_server_start(&e->loop, &cfg, &f->http, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "fake server: %s", err);
+        return -1;
+    }
+    f->port = http_server_port(f->http);
+    snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d", f->port);
+    uv_timer_init(&e->loop, &f->tick);
+    f->tick.data = f;
+    struct kc_config kc = {0};
+    if (kc_config_from_url(f->url, NULL, &kc, err, sizeof err)) return -1;
+    e->c = kclient_new(&e->loop, &kc, err, sizeof err);
+    kc_config_free(&kc);
+    return e->c ? 0 : -1;
+}
+
+static void fake_stop(struct env *e, struct fake *f) {
+    kclient_free(e->c);
+    e->c = NULL;
+    uv_close((uv_handle_t *)&f->tick, NULL);
+    http_server_stop(f->http);
+    for (int i = 0; i < 50; i++) uv_run(&e->loop, UV_RUN_NOWAIT);
+    http_server_free(f->http);
+    env_done(e);
+}
+
+struct names {
+    char seen[16][48];
+    char types[16][16];
+    int n, ends, stop_after;
+    long status;
+    char error[128];
+    struct kc_watch *w;
+};
+
+static void names_event(void *ud, const char *type, json_t *obj) {
+    struct names *r = ud;
+    if (r->n < 16) {
+        const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+        snprintf(r->seen[r->n], sizeof r->seen[0], "%s", name ? name : "");
+        snprintf(r->types[r->n], sizeof r->types[0], "%s", type);
+    }
+    r->n++;
+    if (r->stop_after && r->n == r->stop_after) {
+        kc_watch_stop(r->w);
+        kc_watch_stop(r->w); /* twice: harmless while the free is deferred */
+        r->w = NULL;
+    }
+}
+
+static void names_end(void *ud, long status, const char *error) {
+    struct names *r = ud;
+    r->ends++;
+    r->status = status;
+    snprintf(r->error, sizeof r->error, "%s", error ? error : "");
+    r->w = NULL;
+}
+
+static bool names_ended(void *arg) { return ((struct names *)arg)->ends > 0; }
+
+TEST(kclient_watch_split_lines) {
+    struct env e;
+    struct fake f;
+    if (fake_start(&e, &f)) {
+        fake_stop(&e, &f);
+        return;
+    }
+    struct names r = {0};
+    r.w = kclient_watch(e.c, "/split", NULL, "7", names_event, names_end, &r);
+    REQUIRE(r.w);
+    CHECK(run_until(&e, names_ended, &r, 10000));
+    CHECK_I64(r.n, 5);
+    CHECK_STR(r.types[0], "ADDED");
+    CHECK_STR(r.types[1], "MODIFIED");
+    CHECK_STR(r.types[2], "BOOKMARK");
+    CHECK_STR(r.types[3], "DELETED");
+    CHECK_STR(r.seen[3], "a");
+    CHECK_STR(r.seen[4], "last-without-newline");
+    CHECK_I64(r.status, 200);
+    CHECK_STR(r.error, "");
+    fake_stop(&e, &f);
+}
+
+TEST(kclient_watch_stop_inside_handler) {
+    struct env e;
+    struct fake f;
+    if (fake_start(&e, &f)) {
+        fake_stop(&e, &f);
+        return;
+    }
+    struct names r = {.stop_after = 2};
+    r.w = kclient_watch(e.c, "/many", NULL, NULL, names_event, names_end, &r);
+    REQUIRE(r.w);
+    double t0 = now_ms();
+    while (r.n < 2 && now_ms() - t0 < 5000) uv_run(&e.loop, UV_RUN_ONCE);
+    run_for(&e, 50);
+    CHECK_I64(r.n, 2); /* the other eight in the same chunk are not delivered */
+    CHECK_I64(r.ends, 0);
+    /* a watch left open is stopped by kclient_free, without its end callback */
+    struct names r2 = {0};
+    r2.w = kclient_watch(e.c, "/many", NULL, NULL, names_event, names_end, &r2);
+    t0 = now_ms();
+    while (r2.n < 10 && now_ms() - t0 < 5000) uv_run(&e.loop, UV_RUN_ONCE);
+    CHECK_I64(r2.n, 10);
+    fake_stop(&e, &f);
+    CHECK_I64(r2.ends, 0);
+}
+
+TEST(kclient_watch_errors) {
+    struct env e;
+    struct fake f;
+    if (fake_start(&e, &f)) {
+        fake_stop(&e, &f);
+        return;
+    }
+    struct names r = {0};
+    r.w = kclient_watch(e.c, "/gone", NULL, "1", names_event, names_end, &r);
+    CHECK(run_until(&e, names_ended, &r, 5000));
+    CHECK_I64(r.status, 410);
+    CHECK_HAS(r.error, "too old");
+    CHECK_I64(r.n, 0);
+
+    struct names r2 = {0};
+    r2.w = kclient_watch(e.c, "/bigline", NULL, NULL, names_event, names_end, &r2);
+    CHECK(run_until(&e, names_ended, &r2, 20000));
+    CHECK_I64(r2.n, 1); /* the line before the long one */
+    CHECK_I64(r2.status, 200);
+    CHECK_HAS(r2.error, "KC_LINE_MAX");
+
+    struct names r3 = {0};
+    r3.w = kclient_watch(e.c, "/badline", NULL, NULL, names_event, names_end, &r3);
+    CHECK(run_until(&e, names_ended, &r3, 5000));
+    CHECK_I64(r3.n, 0);
+    CHECK_HAS(r3.error, "malformed");
+    fake_stop(&e, &f);
+}
+
+TEST(kclient_bodies_non_json_and_too_big) {
+    struct env e;
+    struct fake f;
+    if (fake_start(&e, &f)) {
+        fake_stop(&e, &f);
+        return;
+    }
+    struct box b = {0};
+    CHECK_I64(call(&e, &b, "GET", "/text", NULL, NULL), 200);
+    CHECK(b.body == NULL);
+    CHECK_STR(b.error, "");
+    CHECK_I64(call(&e, &b, "GET", "/teapot", NULL, NULL), 503);
+    CHECK_STR(b.reason, "ServiceUnavailable");
+    b.done = 0;
+    CHECK(kclient_request(e.c, "GET", "/huge", NULL, NULL, box_cb, &b) == 0);
+    CHECK(run_until(&e, box_done, &b, 30000));
+    CHECK_I64(b.status, 0);
+    CHECK_HAS(b.error, "KC_BODY_MAX");
+    fake_stop(&e, &f);
+}
+
+/* ---- TLS (HTTP/2 by ALPN), bearer token, CA from a file or memory ---- */
+
+static struct kclient *tls_client(struct env *e, const char *url, const char *ca_file, const char *ca_data,
+                                  const char *token, bool insecure) {
+    struct kc_config cfg = {.server = (char *)url, .ca_file = (char *)ca_file, .ca_data = (char *)ca_data,
+                            .token = (char *)token, .insecure = insecure};
+    char err[256];
+    struct kclient *c = kclient_new(&e->loop, &cfg, err, sizeof err);
+    if (!c) test_fail(__FILE__, __LINE__, "kclient_new: %s", err);
+    return c;
+}
+
+TEST(kclient_tls_token_and_h2) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, "--tls-port=0 --tls-dir=@/tls --token-file=@/token") == 0);
+    struct env e;
+    char url[64], ca[128], err[256];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d", s.tls_port);
+    snprintf(ca, sizeof ca, "%s/tls/apiserver.crt", s.dir);
+    if (env_init(&e, url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    struct box b = {0};
+    /* no CA: verification fails, a transport error */
+    CHECK_I64(call(&e, &b, "GET", "/api/v1/namespaces/default/pods", NULL, NULL), 0);
+    CHECK(b.error[0] != 0);
+    kclient_free(e.c);
+
+    /* the CA file, no token: 401 */
+    e.c = tls_client(&e, url, ca, NULL, NULL, false);
+    REQUIRE(e.c);
+    CHECK_I64(call(&e, &b, "GET", "/api/v1/namespaces/default/pods", NULL, NULL), 401);
+    CHECK_STR(b.reason, "Unauthorized");
+    kclient_free(e.c);
+
+    /* insecure + token */
+    e.c = tls_client(&e, url, NULL, NULL, "test-token", true);
+    REQUIRE(e.c);
+    CHECK_I64(call(&e, &b, "GET", "/api/v1/namespaces/default/pods", NULL, NULL), 200);
+    kclient_free(e.c);
+
+    /* the CA in memory + token: requests, a watch and 200 concurrent GETs share HTTP/2 */
+    FILE *f = fopen(ca, "r");
+    REQUIRE(f);
+    static char pem[16384];
+    size_t n = fread(pem, 1, sizeof pem - 1, f);
+    fclose(f);
+    pem[n] = 0;
+    e.c = tls_client(&e, url, NULL, pem, "test-token", false);
+    REQUIRE(e.c);
+    struct wrec r = {.want = {0, 1}};
+    r.w = kclient_watch(e.c, "/api/v1/namespaces/default/pods", NULL, NULL, wrec_event, wrec_end, &r);
+    REQUIRE(r.w);
+    run_for(&e, 200);
+    json_t *p = pod("tls-1", "t");
+    CHECK_I64(call(&e, &b, "POST", "/api/v1/namespaces/default/pods", p, NULL), 201);
+    json_decref(p);
+    CHECK(run_until(&e, int_reached, r.want, 5000));
+    CHECK_STR(r.types[0], "ADDED");
+    static struct box boxes[200];
+    memset(boxes, 0, sizeof boxes);
+    double t0 = now_ms();
+    for (int i = 0; i < 200; i++)
+        CHECK(kclient_request(e.c, "GET", "/api/v1/namespaces/default/pods/tls-1", NULL, NULL, box_cb, &boxes[i]) == 0);
+    int done = 0;
+    while (done < 200 && now_ms() - t0 < 20000) {
+        uv_run(&e.loop, UV_RUN_ONCE);
+        done = 0;
+        for (int i = 0; i < 200; i++) done += boxes[i].done;
+    }
+    fprintf(stderr, "  kclient: 200 GETs over TLS: %.0f ms\n", now_ms() - t0);
+    int ok = 0;
+    for (int i = 0; i < 200; i++) {
+        ok += boxes[i].status == 200;
+        if (boxes[i].status != 200 && ok + 5 > i)
+            fprintf(stderr, "  request %d: status %ld error %s\n", i, boxes[i].status, boxes[i].error);
+        json_decref(boxes[i].body);
+    }
+    CHECK_I64(ok, 200);
+    CHECK_I64(kclient_request_sync(e.c, "GET", "/api/v1/namespaces/default/pods/tls-1", NULL, NULL, NULL, err,
+                                   sizeof err),
+              200);
+    json_decref(b.body);
+    env_done(&e);
+
+    /* a kubeconfig with a relative CA path and a tokenFile */
+    char kpath[128];
+    snprintf(kpath, sizeof kpath, "%s/kubeconfig", s.dir);
+    f = fopen(kpath, "w");
+    REQUIRE(f);
+    fprintf(f,
+            "clusters: [{name: t, cluster: {server: '%s', certificate-authority: tls/apiserver.crt}}]\n"
+            "users: [{name: u, user: {tokenFile: token}}]\n"
+            "contexts: [{name: c, context: {cluster: t, user: u, namespace: default}}]\n"
+            "current-context: c\n",
+            url);
+    fclose(f);
+    struct kc_config cfg;
+    REQUIRE(kc_config_load(kpath, NULL, &cfg, err, sizeof err) == 0);
+    uv_loop_init(&e.loop);
+    uv_timer_init(&e.loop, &e.deadline);
+    e.deadline.data = &e;
+    e.c = kclient_new(&e.loop, &cfg, err, sizeof err);
+    kc_config_free(&cfg);
+    REQUIRE(e.c);
+    CHECK_I64(kclient_request_sync(e.c, "GET", "/api/v1/namespaces/default/pods/tls-1", NULL, NULL, NULL, err,
+                                   sizeof err),
+              200);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* ---- handlers that act: requests, frees, bookmarks ---- */
+
+struct actor {
+    struct env *e;
+    struct kc_informer *inf;
+    int adds, got, free_at, freed_client_at;
+    bool freed;
+};
+
+static void actor_got(void *ud, const struct kc_response *r) {
+    struct actor *a = ud;
+    if (r->status == 200) a->got++;
+}
+
+static void actor_add(void *ud, json_t *obj) {
+    struct actor *a = ud;
+    a->adds++;
+    if (a->freed) a->adds += 1000; /* no calls after a free */
+    char path[160];
+    const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s", name ? name : "x");
+    kclient_request(a->e->c, "GET", path, NULL, NULL, actor_got, a); /* a request from a handler */
+    if (a->adds == a->free_at) {
+        kc_informer_free(a->inf);
+        kc_informer_free(a->inf); /* twice: harmless while deferred */
+        a->freed = true;
+    }
+    if (a->adds == a->freed_client_at) {
+        kclient_free(a->e->c);
+        a->e->c = NULL;
+        a->freed = true;
+    }
+}
+
+static bool actor_got_all(void *arg) {
+    struct actor *a = arg;
+    return a->got >= a->adds && a->adds > 0;
+}
+
+TEST(kclient_informer_handlers_act) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    REQUIRE(create_pods(&e, "act", 10) == 0);
+    /* handlers start requests */
+    struct actor a = {.e = &e};
+    struct kc_informer_handlers h = {.on_add = actor_add};
+    a.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &a);
+    REQUIRE(a.inf);
+    CHECK_I64(kc_informer_start(a.inf), 0);
+    CHECK(run_until(&e, actor_got_all, &a, 10000));
+    CHECK_I64(a.adds, 10);
+    CHECK_I64(a.got, 10);
+    kc_informer_free(a.inf);
+
+    /* a handler frees its informer on the third add */
+    struct actor b = {.e = &e, .free_at = 3};
+    b.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &b);
+    REQUIRE(b.inf);
+    CHECK_I64(kc_informer_start(b.inf), 0);
+    double t0 = now_ms();
+    while (!b.freed && now_ms() - t0 < 5000) uv_run(&e.loop, UV_RUN_ONCE);
+    run_for(&e, 200);
+    CHECK_I64(b.adds, 3);
+
+    /* a handler frees the whole client on the fifth add */
+    struct actor c = {.e = &e, .freed_client_at = 5};
+    c.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &c);
+    REQUIRE(c.inf);
+    CHECK_I64(kc_informer_start(c.inf), 0);
+    t0 = now_ms();
+    while (e.c && now_ms() - t0 < 5000) uv_run(&e.loop, UV_RUN_ONCE);
+    CHECK(e.c == NULL);
+    CHECK_I64(c.adds, 5);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+struct rvwait {
+    struct kc_informer *inf;
+    char want[32];
+};
+static bool rv_reached(void *arg) {
+    struct rvwait *w = arg;
+    return !strcmp(kc_informer_rv(w->inf), w->want);
+}
+
+TEST(kclient_informer_bookmarks_move_rv) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, "--watch-bookmark-ms=100") == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    struct irec r = {.e = &e};
+    struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
+    r.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", "labelSelector=app%3Dnone", &h, &r);
+    REQUIRE(r.inf);
+    CHECK_I64(kc_informer_start(r.inf), 0);
+    CHECK(run_until(&e, synced_pred, r.inf, 10000));
+    /* writes outside the selector move the global resourceVersion; only bookmarks tell this informer */
+    struct box b = {0};
+    json_t *p = pod("elsewhere", "e");
+    CHECK_I64(call(&e, &b, "POST", "/api/v1/namespaces/default/pods", p, NULL), 201);
+    json_decref(p);
+    struct rvwait w = {.inf = r.inf};
+    snprintf(w.want, sizeof w.want, "%s",
+             json_string_value(json_object_get(json_object_get(b.body, "metadata"), "resourceVersion")));
+    CHECK(run_until(&e, rv_reached, &w, 5000));
+    CHECK_STR(kc_informer_rv(r.inf), w.want);
+    CHECK_I64(r.adds, 0);
+    CHECK_I64(kc_informer_count(r.inf), 0);
+    json_decref(b.body);
+    kc_informer_free(r.inf);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+TEST(kclient_watch_server_timeout_and_rewatch) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    /* the server ends a watch after timeoutSeconds: a clean end */
+    struct wrec r = {.want = {0, 1}};
+    r.w = kclient_watch(e.c, "/api/v1/namespaces/default/pods", "timeoutSeconds=1", NULL, wrec_event, wrec_end, &r);
+    REQUIRE(r.w);
+    double t0 = now_ms();
+    while (!r.ends && now_ms() - t0 < 5000) uv_run(&e.loop, UV_RUN_ONCE);
+    CHECK_I64(r.ends, 1);
+    CHECK_I64(r.end_status, 200);
+    /* an informer whose watches end every second re-watches without listing again */
+    struct irec ir = {.e = &e};
+    struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
+    ir.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", "timeoutSeconds=1", &h, &ir);
+    REQUIRE(ir.inf);
+    CHECK_I64(kc_informer_start(ir.inf), 0);
+    CHECK(run_until(&e, synced_pred, ir.inf, 10000));
+    run_for(&e, 2500);
+    struct box b = {0};
+    json_t *p = pod("late", "l");
+    CHECK_I64(call(&e, &b, "POST", "/api/v1/namespaces/default/pods", p, NULL), 201);
+    json_decref(p);
+    json_decref(b.body);
+    struct counts want = {&ir, 1, 0, 0};
+    CHECK(run_until(&e, counts_pred, &want, 5000));
+    CHECK_I64(kc_informer_lists(ir.inf), 1);
+    kc_informer_free(ir.inf);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* ---- convergence under bursts that outrun a short history ---- */
+
+struct shadow {
+    json_t *m; /* name -> resourceVersion, as the handlers told it */
+    int bad;   /* an add for a known key, an update or delete for an unknown one */
+    int adds, updates, deletes;
+};
+
+static const char *md_str(json_t *obj, const char *k) {
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), k));
+}
+
+static void sh_add(void *ud, json_t *obj) {
+    struct shadow *s = ud;
+    s->adds++;
+    if (json_object_get(s->m, md_str(obj, "name"))) s->bad++;
+    json_object_set_new(s->m, md_str(obj, "name"), json_string(md_str(obj, "resourceVersion")));
+}
+static void sh_update(void *ud, json_t *old, json_t *obj) {
+    struct shadow *s = ud;
+    s->updates++;
+    if (!json_object_get(s->m, md_str(obj, "name"))) s->bad++;
+    if (!strcmp(md_str(old, "resourceVersion"), md_str(obj, "resourceVersion"))) s->bad++;
+    json_object_set_new(s->m, md_str(obj, "name"), json_string(md_str(obj, "resourceVersion")));
+}
+static void sh_delete(void *ud, json_t *obj) {
+    struct shadow *s = ud;
+    s->deletes++;
+    if (json_object_del(s->m, md_str(obj, "name"))) s->bad++;
+}
+
+struct conv {
+    struct env *e;
+    struct kc_informer *inf;
+    struct shadow *sh;
+};
+
+/* The cache and the handlers' shadow both equal the server's list. */
+static bool converged(void *arg) {
+    struct conv *c = arg;
+    if (!cache_matches(c->e, c->inf)) return false;
+    if (json_object_size(c->sh->m) != kc_informer_count(c->inf)) return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(c->sh->m, k, v) {
+        json_t *o = kc_informer_get(c->inf, "default", k);
+        if (!o || strcmp(md_str(o, "resourceVersion"), json_string_value(v))) return false;
+    }
+    return true;
+}
+
+TEST(kclient_informer_converges_under_bursts) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, "--history-max=20 --watch-poll-ms=50") == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    struct shadow sh = {.m = json_object()};
+    struct kc_informer_handlers h = {sh_add, sh_update, sh_delete, NULL};
+    struct kc_informer *inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &sh);
+    REQUIRE(inf);
+    CHECK_I64(kc_informer_start(inf), 0);
+    CHECK(run_until(&e, synced_pred, inf, 10000));
+    uint64_t seed = 42;
+    char err[256], path[128], name[32];
+    json_t *del = json_pack("{s:s}", "propagationPolicy", "Background");
+    for (int burst = 0; burst < 6; burst++) {
+        /* the loop is blocked while the burst runs; every other burst runs against a restarted server
+         * (the stream broke: the informer re-lists and reports the difference) */
+        int ops = burst % 2 ? 5 : 60;
+        if (burst % 2 == 0 && burst > 0) {
+            int port = s.port;
+            pelotond_kill(&s, SIGKILL);
+            if (pelotond_spawn(&s, port, "--history-max=20 --watch-poll-ms=50")) {
+                test_fail(__FILE__, __LINE__, "pelotond did not come back on port %d", port);
+                break;
+            }
+        }
+        for (int i = 0; i < ops; i++) {
+            snprintf(name, sizeof name, "p%d", (int)test_range(&seed, 0, 39));
+            snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s", name);
+            int op = (int)test_range(&seed, 0, 2);
+            if (op == 0) {
+                json_t *p = pod(name, "b");
+                kclient_request_sync(e.c, "POST", "/api/v1/namespaces/default/pods", p, NULL, NULL, err, sizeof err);
+                json_decref(p);
+            } else if (op == 1) {
+                json_t *patch = json_pack("{s:{s:{s:I}}}", "metadata", "annotations", "n", (json_int_t)i);
+                json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"), "n",
+                                    json_sprintf("%d-%d", burst, i));
+                kclient_request_sync(e.c, "PATCH", path, patch, "application/merge-patch+json", NULL, err, sizeof err);
+                json_decref(patch);
+            } else {
+                kclient_request_sync(e.c, "DELETE", path, del, NULL, NULL, err, sizeof err);
+            }
+        }
+        struct conv c = {&e, inf, &sh};
+        CHECK(run_until(&e, converged, &c, 15000));
+    }
+    json_decref(del);
+    CHECK_I64(sh.bad, 0);
+    CHECK(kc_informer_lists(inf) >= 2); /* the bursts forced re-lists */
+    fprintf(stderr, "  kclient: bursts: %u lists, %d adds, %d updates, %d deletes, %zu cached\n",
+            kc_informer_lists(inf), sh.adds, sh.updates, sh.deletes, kc_informer_count(inf));
+    kc_informer_free(inf);
+    json_decref(sh.m);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* Watches have their own connections: twenty of them do not starve requests
+ * (KC_MAX_CONNS is 16). */
+TEST(kclient_watches_do_not_starve_requests) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    static struct wrec recs[20];
+    memset(recs, 0, sizeof recs);
+    for (int i = 0; i < 20; i++) {
+        recs[i].want[1] = 1;
+        recs[i].w = kclient_watch(e.c, "/api/v1/namespaces/default/pods", NULL, NULL, wrec_event, wrec_end, &recs[i]);
+        CHECK(recs[i].w != NULL);
+    }
+    run_for(&e, 300);
+    struct box b = {0};
+    json_t *p = pod("starve", "s");
+    CHECK_I64(call(&e, &b, "POST", "/api/v1/namespaces/default/pods", p, NULL), 201);
+    json_decref(p);
+    CHECK_I64(call(&e, &b, "GET", "/api/v1/namespaces/default/pods/starve", NULL, NULL), 200);
+    double t0 = now_ms();
+    int seen = 0;
+    while (seen < 20 && now_ms() - t0 < 5000) {
+        uv_run(&e.loop, UV_RUN_ONCE);
+        seen = 0;
+        for (int i = 0; i < 20; i++) seen += recs[i].n >= 1;
+    }
+    CHECK_I64(seen, 20); /* every watch saw the create */
+    for (int i = 0; i < 10; i++) kc_watch_stop(recs[i].w); /* half stopped here, half by kclient_free */
+    json_decref(b.body);
+    /* bad configurations fail at once with a message */
+    char err[256] = "";
+    struct kc_config bad = {.server = "ftp://127.0.0.1:1"};
+    CHECK(kclient_new(&e.loop, &bad, err, sizeof err) == NULL);
+    CHECK_HAS(err, "ftp://");
+    bad.server = NULL;
+    CHECK(kclient_new(&e.loop, &bad, err, sizeof err) == NULL);
+    env_done(&e);
+    apisrv_stop(&s);
+}
