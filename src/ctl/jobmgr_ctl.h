@@ -1,0 +1,125 @@
+/* jobmgr's controller state, shared by jobmgr.c (informers, events, the
+ * request queue, the tick) and jobmgr_sync.c (one job's reconcile). Not for
+ * users: the public interface is jobmgr.h.
+ *
+ * Model: per Job a record per instance (struct jm_inst), kept from the pod
+ * informer's events (the pod of the current run) and from what the job
+ * manager itself did (creates, kills, restarts). The records are the
+ * struct task inputs of job_reconcile and update_plan. Pods to remove (older
+ * runs, instances no longer wanted, pods of a deleted Job) wait in the job's
+ * garbage list until the pod informer reports them gone.
+ *
+ * Ownership: the jobmgr owns every job, record and string here; requests
+ * name their job by key (never by pointer), so a job may be freed while its
+ * requests are in flight. */
+#ifndef PELOTON_CTL_JOBMGR_CTL_H
+#define PELOTON_CTL_JOBMGR_CTL_H
+#include <stdarg.h>
+
+#include "jobmgr.h"
+#include "jobmgr_int.h"
+
+struct jm_inst {
+    bool used;                /* the instance has a record */
+    uint32_t run, version, failures, lost;
+    enum task_state state;
+    int64_t since_ms;
+    char *pod;                /* name of the current run's pod (set at create), or NULL */
+    bool present;             /* that pod is in the informer's cache */
+    bool bound;               /* it has spec.nodeName */
+    bool deleting;            /* it has a deletionTimestamp */
+    bool creating;            /* create sent, pod not yet seen */
+    bool create_inflight;
+    int64_t create_ms;        /* when the create was sent */
+    bool kill;                /* this run is to end (KILL or an update's restart) */
+    bool kill_sent;
+    bool restart_pending;     /* an update wants a new run at restart_version once this one ends */
+    uint32_t restart_version;
+    char *host, *last_host;   /* node of the current run; node of the latest placed run */
+    char *pin;                /* DAEMON: the node the instance belongs to */
+};
+
+struct jm_garbage {
+    char *name;
+    bool grace0;  /* nothing runs (terminal, unbound, node gone): no grace period */
+    bool sent;
+};
+
+struct jm_job {
+    struct jm_job *hnext;     /* hash chain */
+    struct jm_job *dnext;     /* dirty list */
+    bool dirty;
+    char *key, *ns, *name, *uid;
+    struct jm_inst *inst;     /* indexed by instance id */
+    uint32_t ninst;
+    struct jm_garbage *garbage;
+    size_t ngarbage, capgarbage;
+    json_t *gindex;           /* garbage name -> index */
+    /* template versions (docs/lifecycle.md, "The jobmgr role") */
+    bool loaded;
+    uint32_t stable;          /* the version new runs use outside an update */
+    json_t *stable_tpl;       /* its template */
+    uint32_t update_to;       /* the latest update's target version (0: none) */
+    struct update *u;         /* the update in progress, or NULL */
+    struct jm_update_status ust;
+    bool persist, persist_inflight; /* the Job's annotations need writing */
+    char *status_sent;        /* the status last patched (JSON), NULL: none yet */
+    bool status_inflight;
+    char *last_err;           /* the last decode error logged */
+};
+
+enum jm_req_kind { JM_RQ_CREATE, JM_RQ_KILL, JM_RQ_GARBAGE, JM_RQ_STATUS, JM_RQ_ANNOTATE };
+
+struct jm_req {
+    struct jm_req *next;
+    struct jobmgr *jm;
+    enum jm_req_kind kind;
+    const char *method, *ct;
+    char *path;
+    json_t *body;
+    char *key, *pod;
+    uint32_t instance, run;
+};
+
+struct jobmgr {
+    uv_loop_t *loop;
+    struct kclient *kc;
+    struct jobmgr_options o;
+    struct kc_informer *jobs, *pods, *nodes;
+    uv_timer_t tick, resync;
+    int open_handles;
+    bool stopping, tick_armed;
+    struct jm_job **buckets;
+    size_t nbuckets, njobs;
+    struct jm_job *dirty;
+    struct jm_req *qhead, *qtail;
+    size_t inflight, queued;
+    struct jobmgr_stats stats;
+};
+
+/* jobmgr.c */
+void jm_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int64_t jm_now_ms(const struct jobmgr *jm);
+struct jm_job *jm_job_find(struct jobmgr *jm, const char *ns, const char *name);
+void jm_job_free(struct jobmgr *jm, struct jm_job *job); /* unlinks it from the map */
+void jm_mark_dirty(struct jobmgr *jm, struct jm_job *job);
+/* Queues a write; takes path and body. NULL key/pod allowed. */
+void jm_send(struct jobmgr *jm, enum jm_req_kind kind, const char *method, char *path, json_t *body, const char *ct,
+             const struct jm_job *job, const char *pod, uint32_t instance, uint32_t run);
+bool jm_node_exists(const struct jobmgr *jm, const char *node);
+bool jm_node_ready(const struct jobmgr *jm, const char *node); /* exists, Ready not False/Unknown */
+
+/* jobmgr_sync.c */
+void jm_set_str(char **dst, const char *v); /* replaces *dst by a copy of v (NULL: none); no-op when equal */
+struct jm_inst *jm_inst_get(struct jm_job *job, uint32_t instance); /* grows; NULL on ENOMEM */
+void jm_inst_clear(struct jm_inst *r);
+void jm_set_state(struct jobmgr *jm, struct jm_inst *r, enum task_state s);
+void jm_garbage_add(struct jm_job *job, const char *name, bool grace0);
+bool jm_garbage_remove(struct jm_job *job, const char *name);
+struct jm_garbage *jm_garbage_find(struct jm_job *job, const char *name);
+/* One job's reconcile; may free the job (returns true then). */
+bool jm_sync_job(struct jobmgr *jm, struct jm_job *job);
+/* Request completions. */
+void jm_req_done(struct jobmgr *jm, struct jm_job *job, const struct jm_req *q, long status, const char *error);
+
+#endif

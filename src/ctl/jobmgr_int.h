@@ -1,0 +1,101 @@
+/* jobmgr internals: the pure pieces (pod object for an instance, pod phase ->
+ * task state, template versions, DAEMON node eligibility, the Job status
+ * object) that jobmgr.c drives and test/unit/test_jobmgr.c checks. No I/O.
+ *
+ * Ownership: json_t inputs are borrowed; jm_pod_build and jm_status_build
+ * return new references (json_decref). Strings in struct jm_pod_view point
+ * into the pod and live as long as it is unchanged. */
+#ifndef PELOTON_CTL_JOBMGR_INT_H
+#define PELOTON_CTL_JOBMGR_INT_H
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crd_job.h"
+#include "job.h"
+#include "task.h"
+#include "update.h"
+
+#define JM_API_VERSION "peloton.io/v1alpha1"
+#define JM_JOBS_PATH "/apis/peloton.io/v1alpha1"
+
+/* Pod annotations written by the job manager (besides labels.h's). */
+#define JM_A_CONFIG_VERSION "peloton.io/config-version" /* template version (pods and the Job) */
+#define JM_A_RUN "peloton.io/run"                       /* run id of the instance, 1 first */
+#define JM_A_FAILURES "peloton.io/failures"             /* failed runs counted before this run */
+#define JM_A_LOST "peloton.io/lost"                     /* lost runs before this run */
+#define JM_A_DAEMON_NODE "peloton.io/daemon-node"       /* DAEMON: the node the instance belongs to */
+#define JM_A_HOST_HINT "peloton.io/host-hint"           /* STATEFUL: the previous node, preferred */
+/* Job annotations written by the job manager (its durable bookkeeping). */
+#define JM_A_APPLIED_TEMPLATE "peloton.io/applied-template" /* JSON of the template at config-version */
+#define JM_A_UPDATE_TO "peloton.io/update-to"               /* version of the latest rolling update */
+#define JM_A_UPDATE_STATE "peloton.io/update-state"         /* its state (update_state_name) */
+
+#define JM_HOSTNAME_LABEL "kubernetes.io/hostname"
+#define JM_MAX_INSTANCE (1u << 20) /* pods labelled beyond this are ignored */
+
+/* A decimal uint32 (digits only, no sign, at most 10 of them), or -1. */
+int64_t jm_parse_u32(const char *s);
+
+/* Version of a template: FNV-1a 32 of its canonical JSON (sorted keys,
+ * compact); never 0. NULL gives 1. */
+uint32_t jm_template_version(const json_t *tpl);
+
+/* "<job>-<instance>" for run 1, "<job>-<instance>-<run>" after. */
+int jm_pod_name(char *out, size_t len, const char *job, uint32_t instance, uint32_t run);
+
+struct jm_pod_params {
+    const char *job, *ns, *uid;   /* the Job's name, namespace, uid */
+    const char *pool;             /* spec.resourcePool */
+    enum job_type type;
+    uint32_t instance, run, version, failures, lost;
+    uint32_t gang, gang_size;     /* gang labels only when gang_size > 1 */
+    const char *host;             /* DAEMON: the node (required); STATEFUL: previous node (preferred) */
+    const char *scheduler;        /* spec.schedulerName */
+    const struct crd_job_extra *x;/* SLA: priority, preemptible, revocable */
+};
+
+/* The Pod for one run of an instance from the template (a PodTemplateSpec):
+ * labels and annotations of template.metadata plus Peloton's, the owner
+ * reference, template.spec with schedulerName and restartPolicy Never, and the
+ * node affinity for DAEMON (required) or STATEFUL (preferred). NULL with err
+ * when the template is not an object with a spec object, or on ENOMEM. */
+json_t *jm_pod_build(const json_t *tpl, const struct jm_pod_params *p, char *err, size_t errlen);
+
+/* What the job manager reads back from one of its pods. */
+struct jm_pod_view {
+    const char *name, *job, *node, *pin;
+    const char *owner_uid; /* uid of the controller ownerReference to a peloton.io Job, or NULL */
+    uint32_t instance, run, version, failures, lost;
+    bool deleting;       /* metadata.deletionTimestamp */
+    bool bound;          /* spec.nodeName set */
+    enum task_state state;
+};
+/* -EINVAL when the pod has no name, no peloton.io/job label or no valid
+ * peloton.io/instance label (< JM_MAX_INSTANCE). */
+int jm_pod_parse(const json_t *pod, struct jm_pod_view *v);
+
+/* Pod phase -> task state: Succeeded SUCCEEDED, Failed FAILED; otherwise
+ * node_gone (bound to a node that no longer exists) or phase Unknown LOST,
+ * deletionTimestamp KILLING, Running RUNNING, Pending bound LAUNCHED,
+ * Pending unbound PENDING. */
+enum task_state jm_pod_state(const json_t *pod, bool node_gone);
+
+/* Whether a DAEMON with this pod spec (template.spec, may be NULL) gets an
+ * instance on node: not spec.unschedulable, Ready not False/Unknown (no
+ * conditions counts as ready), every NoSchedule/NoExecute taint tolerated,
+ * nodeSelector matched by the node's labels. */
+bool jm_node_eligible(const json_t *node, const json_t *pod_spec);
+
+/* Update progress for the status condition. */
+struct jm_update_status {
+    enum update_state state; /* UPDATE_INVALID: no update ever ran */
+    uint32_t from, to, done, failed, count;
+};
+/* {state, taskStats, conditions: [{type: Update, ...}] (only with an update)}. */
+json_t *jm_status_build(enum job_state state, const struct job_counts *counts, const struct jm_update_status *u);
+/* Whether the Job's current status already says what desired says. */
+bool jm_status_same(const json_t *current, const json_t *desired);
+
+#endif

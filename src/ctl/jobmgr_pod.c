@@ -1,0 +1,297 @@
+/* The job manager's pure pieces (jobmgr_int.h): pods for instances, pod
+ * state, template versions, DAEMON node eligibility, Job status. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobmgr_int.h"
+#include "labels.h"
+
+uint32_t jm_template_version(const json_t *tpl) {
+    if (!tpl) return 1;
+    char *s = json_dumps(tpl, JSON_COMPACT | JSON_SORT_KEYS);
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        h ^= *p;
+        h *= 16777619u;
+    }
+    free(s);
+    return h ? h : 1;
+}
+
+int jm_pod_name(char *out, size_t len, const char *job, uint32_t instance, uint32_t run) {
+    int n = run <= 1 ? snprintf(out, len, "%s-%" PRIu32, job, instance)
+                     : snprintf(out, len, "%s-%" PRIu32 "-%" PRIu32, job, instance, run);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int put_str(json_t *o, const char *k, const char *v) { return json_object_set_new(o, k, json_string(v)); }
+
+static int put_u32(json_t *o, const char *k, uint32_t v) {
+    char b[16];
+    snprintf(b, sizeof b, "%" PRIu32, v);
+    return put_str(o, k, b);
+}
+
+/* A copy of the string members of src (template labels or annotations). */
+static json_t *string_map(const json_t *src) {
+    json_t *out = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)src, k, v) if (out && json_is_string(v)) json_object_set(out, k, v);
+    return out;
+}
+
+static json_t *hostname_term(const char *host) {
+    return json_pack("{s:[{s:s, s:s, s:[s]}]}", "matchExpressions", "key", JM_HOSTNAME_LABEL, "operator", "In",
+                     "values", host);
+}
+
+static json_t *child(json_t *o, const char *k, bool array) {
+    json_t *c = json_object_get(o, k);
+    if (array ? !json_is_array(c) : !json_is_object(c)) {
+        c = array ? json_array() : json_object();
+        json_object_set_new(o, k, c);
+    }
+    return c;
+}
+
+/* DAEMON: every required term also requires the node (terms are ORed, so the
+ * requirement goes into each); no terms: one term with just the node. */
+static void pin_required(json_t *spec, const char *host) {
+    json_t *na = child(child(spec, "affinity", false), "nodeAffinity", false);
+    json_t *req = child(na, "requiredDuringSchedulingIgnoredDuringExecution", false);
+    json_t *terms = child(req, "nodeSelectorTerms", true);
+    json_t *expr = json_pack("{s:s, s:s, s:[s]}", "key", JM_HOSTNAME_LABEL, "operator", "In", "values", host);
+    if (json_array_size(terms) == 0) {
+        json_t *t = json_object();
+        json_object_set_new(t, "matchExpressions", json_array());
+        json_array_append_new(terms, t);
+    }
+    size_t i;
+    json_t *t;
+    json_array_foreach(terms, i, t) {
+        if (!json_is_object(t)) continue;
+        json_array_append(child(t, "matchExpressions", true), expr);
+    }
+    json_decref(expr);
+}
+
+/* STATEFUL: the previous node, preferred with the highest weight. */
+static void prefer_host(json_t *spec, const char *host) {
+    json_t *na = child(child(spec, "affinity", false), "nodeAffinity", false);
+    json_t *pref = child(na, "preferredDuringSchedulingIgnoredDuringExecution", true);
+    json_array_append_new(pref, json_pack("{s:i, s:o}", "weight", 100, "preference", hostname_term(host)));
+}
+
+json_t *jm_pod_build(const json_t *tpl, const struct jm_pod_params *p, char *err, size_t errlen) {
+    const json_t *tspec = json_object_get(tpl, "spec");
+    const json_t *tmd = json_object_get(tpl, "metadata");
+    if (!json_is_object(tpl) || !json_is_object(tspec)) {
+        snprintf(err, errlen, "job %s/%s: spec.template.spec: expected an object", p->ns, p->job);
+        return NULL;
+    }
+    char name[512];
+    if (jm_pod_name(name, sizeof name, p->job, p->instance, p->run)) {
+        snprintf(err, errlen, "job %s/%s: pod name too long", p->ns, p->job);
+        return NULL;
+    }
+    json_t *labels = string_map(json_object_get(tmd, "labels"));
+    json_t *ann = string_map(json_object_get(tmd, "annotations"));
+    json_t *spec = json_deep_copy(tspec);
+    json_t *pod = json_object();
+    json_t *md = json_object();
+    if (!labels || !ann || !spec || !pod || !md) goto nomem;
+    int bad = put_str(labels, PL_JOB, p->job);
+    bad |= put_u32(labels, PL_INSTANCE, p->instance);
+    if (p->pool) bad |= put_str(labels, PL_POOL, p->pool);
+    if (p->gang_size > 1) {
+        char g[600];
+        snprintf(g, sizeof g, "%s-gang-%" PRIu32, p->job, p->gang);
+        bad |= put_str(labels, PL_GANG, g);
+        bad |= put_u32(labels, PL_GANG_SIZE, p->gang_size);
+    }
+    if (p->x) {
+        bad |= put_u32(ann, PA_PRIORITY, p->x->priority);
+        bad |= put_str(ann, PA_PREEMPTIBLE, p->x->preemptible || p->x->revocable ? "true" : "false");
+        bad |= put_str(ann, PA_REVOCABLE, p->x->revocable ? "true" : "false");
+    }
+    bad |= put_u32(ann, JM_A_CONFIG_VERSION, p->version);
+    bad |= put_u32(ann, JM_A_RUN, p->run ? p->run : 1);
+    bad |= put_u32(ann, JM_A_FAILURES, p->failures);
+    bad |= put_u32(ann, JM_A_LOST, p->lost);
+    if (p->host && p->type == JOB_DAEMON) {
+        bad |= put_str(ann, JM_A_DAEMON_NODE, p->host);
+        pin_required(spec, p->host);
+    } else if (p->host && p->type == JOB_STATEFUL) {
+        bad |= put_str(ann, JM_A_HOST_HINT, p->host);
+        prefer_host(spec, p->host);
+    }
+    bad |= put_str(spec, "schedulerName", p->scheduler ? p->scheduler : PELOTON_SCHEDULER);
+    bad |= put_str(spec, "restartPolicy", "Never");
+    json_object_del(spec, "nodeName"); /* the scheduler binds it */
+
+    bad |= put_str(md, "name", name);
+    bad |= put_str(md, "namespace", p->ns);
+    bad |= json_object_set_new(md, "labels", labels);
+    bad |= json_object_set_new(md, "annotations", ann);
+    labels = ann = NULL;
+    bad |= json_object_set_new(md, "ownerReferences",
+                               json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", JM_API_VERSION, "kind",
+                                         "Job", "name", p->job, "uid", p->uid ? p->uid : "", "controller", 1,
+                                         "blockOwnerDeletion", 1));
+    bad |= put_str(pod, "apiVersion", "v1");
+    bad |= put_str(pod, "kind", "Pod");
+    bad |= json_object_set_new(pod, "metadata", md);
+    bad |= json_object_set_new(pod, "spec", spec);
+    if (bad) {
+        json_decref(pod);
+        snprintf(err, errlen, "job %s/%s: out of memory", p->ns, p->job);
+        return NULL;
+    }
+    return pod;
+nomem:
+    json_decref(labels);
+    json_decref(ann);
+    json_decref(spec);
+    json_decref(pod);
+    json_decref(md);
+    snprintf(err, errlen, "job %s/%s: out of memory", p->ns, p->job);
+    return NULL;
+}
+
+int64_t jm_parse_u32(const char *s) {
+    if (!s || !*s || strlen(s) > 10) return -1;
+    int64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        v = v * 10 + (*p - '0');
+    }
+    return v > UINT32_MAX ? -1 : v;
+}
+
+static const char *str_at(const json_t *o, const char *a, const char *b) {
+    const json_t *x = json_object_get(o, a);
+    return json_string_value(b ? json_object_get(x, b) : x);
+}
+
+enum task_state jm_pod_state(const json_t *pod, bool node_gone) {
+    const char *phase = str_at(pod, "status", "phase");
+    const char *node = str_at(pod, "spec", "nodeName");
+    bool bound = node && node[0];
+    if (phase && !strcmp(phase, "Succeeded")) return TASK_SUCCEEDED;
+    if (phase && !strcmp(phase, "Failed")) return TASK_FAILED;
+    if ((bound && node_gone) || (phase && !strcmp(phase, "Unknown"))) return TASK_LOST;
+    if (str_at(pod, "metadata", "deletionTimestamp")) return TASK_KILLING;
+    if (phase && !strcmp(phase, "Running")) return TASK_RUNNING;
+    return bound ? TASK_LAUNCHED : TASK_PENDING;
+}
+
+int jm_pod_parse(const json_t *pod, struct jm_pod_view *v) {
+    memset(v, 0, sizeof *v);
+    const json_t *md = json_object_get(pod, "metadata");
+    const json_t *labels = json_object_get(md, "labels"), *ann = json_object_get(md, "annotations");
+    v->name = json_string_value(json_object_get(md, "name"));
+    v->job = json_string_value(json_object_get(labels, PL_JOB));
+    int64_t inst = jm_parse_u32(json_string_value(json_object_get(labels, PL_INSTANCE)));
+    if (!v->name || !v->job || !v->job[0] || inst < 0 || inst >= JM_MAX_INSTANCE) return -EINVAL;
+    v->instance = (uint32_t)inst;
+    int64_t x;
+    v->run = (x = jm_parse_u32(json_string_value(json_object_get(ann, JM_A_RUN)))) > 0 ? (uint32_t)x : 1;
+    v->version = (x = jm_parse_u32(json_string_value(json_object_get(ann, JM_A_CONFIG_VERSION)))) > 0 ? (uint32_t)x : 0;
+    v->failures = (x = jm_parse_u32(json_string_value(json_object_get(ann, JM_A_FAILURES)))) > 0 ? (uint32_t)x : 0;
+    v->lost = (x = jm_parse_u32(json_string_value(json_object_get(ann, JM_A_LOST)))) > 0 ? (uint32_t)x : 0;
+    v->pin = json_string_value(json_object_get(ann, JM_A_DAEMON_NODE));
+    v->node = str_at(pod, "spec", "nodeName");
+    if (v->node && !v->node[0]) v->node = NULL;
+    v->bound = v->node != NULL;
+    v->deleting = json_object_get(md, "deletionTimestamp") != NULL;
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(md, "ownerReferences"), i, o) {
+        const char *kind = json_string_value(json_object_get(o, "kind"));
+        const char *av = json_string_value(json_object_get(o, "apiVersion"));
+        if (json_is_true(json_object_get(o, "controller")) && kind && !strcmp(kind, "Job") && av &&
+            !strncmp(av, "peloton.io/", 11)) /* not a batch/v1 Job */
+            v->owner_uid = json_string_value(json_object_get(o, "uid"));
+    }
+    v->state = jm_pod_state(pod, false);
+    return 0;
+}
+
+static bool str_eq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
+
+static bool tolerated(const json_t *taint, const json_t *tolerations) {
+    const char *key = json_string_value(json_object_get(taint, "key"));
+    const char *val = json_string_value(json_object_get(taint, "value"));
+    const char *eff = json_string_value(json_object_get(taint, "effect"));
+    size_t i;
+    json_t *t;
+    json_array_foreach(tolerations, i, t) {
+        const char *tk = json_string_value(json_object_get(t, "key"));
+        const char *op = json_string_value(json_object_get(t, "operator"));
+        const char *tv = json_string_value(json_object_get(t, "value"));
+        const char *te = json_string_value(json_object_get(t, "effect"));
+        if (te && te[0] && !str_eq(te, eff)) continue;
+        if (op && !strcmp(op, "Exists")) {
+            if (!tk || !tk[0] || str_eq(tk, key)) return true;
+        } else if (str_eq(tk, key) && str_eq(tv, val)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool jm_node_eligible(const json_t *node, const json_t *pod_spec) {
+    const json_t *spec = json_object_get(node, "spec");
+    if (json_is_true(json_object_get(spec, "unschedulable"))) return false;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c) {
+        const char *type = json_string_value(json_object_get(c, "type"));
+        const char *st = json_string_value(json_object_get(c, "status"));
+        if (type && !strcmp(type, "Ready") && !str_eq(st, "True")) return false;
+    }
+    const json_t *tols = json_object_get(pod_spec, "tolerations");
+    json_array_foreach(json_object_get(spec, "taints"), i, c) {
+        const char *eff = json_string_value(json_object_get(c, "effect"));
+        if (eff && !strcmp(eff, "PreferNoSchedule")) continue;
+        if (!tolerated(c, tols)) return false;
+    }
+    const json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)json_object_get(pod_spec, "nodeSelector"), k, v) {
+        const char *have = json_string_value(json_object_get(labels, k));
+        if (!have || !json_is_string(v) || strcmp(have, json_string_value(v))) return false;
+    }
+    return true;
+}
+
+json_t *jm_status_build(enum job_state state, const struct job_counts *counts, const struct jm_update_status *u) {
+    json_t *st = crd_job_status(state, counts);
+    if (!st || !u || u->state == UPDATE_INVALID) return st;
+    const char *cs = u->state == UPDATE_SUCCEEDED                                   ? "True"
+                     : update_state_terminal(u->state) || u->state == UPDATE_FAILED ? "False"
+                                                                                     : "Unknown";
+    char msg[256];
+    snprintf(msg, sizeof msg, "template version %" PRIu32 " -> %" PRIu32 ": %" PRIu32 "/%" PRIu32 " done, %" PRIu32
+             " failed", u->from, u->to, u->done, u->count, u->failed);
+    json_t *cond = json_pack("[{s:s, s:s, s:s, s:s}]", "type", "Update", "status", cs, "reason",
+                             update_state_name(u->state), "message", msg);
+    if (!cond || json_object_set_new(st, "conditions", cond)) {
+        json_decref(st);
+        return NULL;
+    }
+    return st;
+}
+
+bool jm_status_same(const json_t *current, const json_t *desired) {
+    if (!json_is_object(current)) return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)desired, k, v) if (!json_equal(json_object_get(current, k), v)) return false;
+    return true;
+}

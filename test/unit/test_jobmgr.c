@@ -1,0 +1,396 @@
+/* jobmgr's pure pieces: the pod built for an instance, pod phase -> task
+ * state, template versions, DAEMON node eligibility, the status object. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+
+#include "jobmgr_int.h"
+#include "labels.h"
+#include "podspec.h"
+#include "test.h"
+
+static json_t *load(const char *s) {
+    json_error_t e;
+    json_t *j = json_loads(s, 0, &e);
+    if (!j) fprintf(stderr, "bad JSON in test: %s\n", e.text);
+    return j;
+}
+
+static const char *TPL =
+    "{\"metadata\": {\"labels\": {\"app\": \"web\", \"n\": 3}, \"annotations\": {\"team\": \"ml\"}},"
+    " \"spec\": {\"restartPolicy\": \"Always\", \"nodeName\": \"sneaky\","
+    "          \"containers\": [{\"name\": \"c\", \"image\": \"busybox\"}]}}";
+
+static const char *lab(const json_t *pod, const char *k) {
+    return json_string_value(json_object_get(json_object_get(json_object_get(pod, "metadata"), "labels"), k));
+}
+static const char *ann(const json_t *pod, const char *k) {
+    return json_string_value(json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), k));
+}
+static const char *spec_s(const json_t *pod, const char *k) {
+    return json_string_value(json_object_get(json_object_get(pod, "spec"), k));
+}
+
+static struct jm_pod_params params(enum job_type type, uint32_t instance, uint32_t run) {
+    static struct crd_job_extra x = {.priority = 7, .preemptible = true, .revocable = false};
+    return (struct jm_pod_params){.job = "train", .ns = "ml", .uid = "u-1", .pool = "p1", .type = type,
+                                  .instance = instance, .run = run, .version = 42, .failures = 1, .lost = 2,
+                                  .gang = instance, .gang_size = 1, .scheduler = NULL, .x = &x};
+}
+
+TEST(jobmgr_pod_name_runs) {
+    char b[64];
+    CHECK_I64(jm_pod_name(b, sizeof b, "train", 2, 1), 0);
+    CHECK_STR(b, "train-2");
+    CHECK_I64(jm_pod_name(b, sizeof b, "train", 2, 0), 0);
+    CHECK_STR(b, "train-2");
+    CHECK_I64(jm_pod_name(b, sizeof b, "train", 2, 3), 0);
+    CHECK_STR(b, "train-2-3");
+    CHECK_I64(jm_pod_name(b, 6, "train", 2, 3), -ENAMETOOLONG);
+}
+
+TEST(jobmgr_pod_build_batch) {
+    json_t *tpl = load(TPL);
+    char *before = json_dumps(tpl, JSON_SORT_KEYS);
+    struct jm_pod_params p = params(JOB_BATCH, 2, 1);
+    char err[256] = "";
+    json_t *pod = jm_pod_build(tpl, &p, err, sizeof err);
+    REQUIRE(pod);
+    const json_t *md = json_object_get(pod, "metadata");
+    CHECK_STR(json_string_value(json_object_get(pod, "kind")), "Pod");
+    CHECK_STR(json_string_value(json_object_get(md, "name")), "train-2");
+    CHECK_STR(json_string_value(json_object_get(md, "namespace")), "ml");
+    CHECK_STR(lab(pod, "app"), "web");
+    CHECK(!lab(pod, "n")); /* not a string: dropped */
+    CHECK_STR(lab(pod, PL_JOB), "train");
+    CHECK_STR(lab(pod, PL_INSTANCE), "2");
+    CHECK_STR(lab(pod, PL_POOL), "p1");
+    CHECK(!lab(pod, PL_GANG));
+    CHECK(!lab(pod, PL_GANG_SIZE));
+    CHECK_STR(ann(pod, "team"), "ml");
+    CHECK_STR(ann(pod, PA_PRIORITY), "7");
+    CHECK_STR(ann(pod, PA_PREEMPTIBLE), "true");
+    CHECK_STR(ann(pod, PA_REVOCABLE), "false");
+    CHECK_STR(ann(pod, JM_A_CONFIG_VERSION), "42");
+    CHECK_STR(ann(pod, JM_A_RUN), "1");
+    CHECK_STR(ann(pod, JM_A_FAILURES), "1");
+    CHECK_STR(ann(pod, JM_A_LOST), "2");
+    CHECK(!ann(pod, JM_A_DAEMON_NODE));
+    const json_t *ow = json_array_get(json_object_get(md, "ownerReferences"), 0);
+    CHECK_I64(json_array_size(json_object_get(md, "ownerReferences")), 1);
+    CHECK_STR(json_string_value(json_object_get(ow, "apiVersion")), "peloton.io/v1alpha1");
+    CHECK_STR(json_string_value(json_object_get(ow, "kind")), "Job");
+    CHECK_STR(json_string_value(json_object_get(ow, "name")), "train");
+    CHECK_STR(json_string_value(json_object_get(ow, "uid")), "u-1");
+    CHECK(json_is_true(json_object_get(ow, "controller")));
+    CHECK(json_is_true(json_object_get(ow, "blockOwnerDeletion")));
+    CHECK_STR(spec_s(pod, "schedulerName"), "peloton");
+    CHECK_STR(spec_s(pod, "restartPolicy"), "Never");
+    CHECK(!spec_s(pod, "nodeName"));
+    CHECK(!json_object_get(json_object_get(pod, "spec"), "affinity"));
+    CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(json_object_get(pod, "spec"),
+                                                                               "containers"), 0), "image")),
+              "busybox");
+    char *after = json_dumps(tpl, JSON_SORT_KEYS);
+    CHECK_STR(after, before); /* the template is not touched */
+    free(before);
+    free(after);
+    json_decref(pod);
+    json_decref(tpl);
+}
+
+TEST(jobmgr_pod_build_gang_and_scheduler) {
+    json_t *tpl = load(TPL);
+    struct jm_pod_params p = params(JOB_BATCH, 1, 4);
+    p.gang = 0;
+    p.gang_size = 3;
+    p.scheduler = "other";
+    struct crd_job_extra x = {.priority = 0, .preemptible = true, .revocable = true};
+    p.x = &x;
+    char err[256];
+    json_t *pod = jm_pod_build(tpl, &p, err, sizeof err);
+    REQUIRE(pod);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")), "train-1-4");
+    CHECK_STR(lab(pod, PL_GANG), "train-gang-0");
+    CHECK_STR(lab(pod, PL_GANG_SIZE), "3");
+    CHECK_STR(ann(pod, PA_REVOCABLE), "true");
+    CHECK_STR(ann(pod, PA_PREEMPTIBLE), "true");
+    CHECK_STR(ann(pod, JM_A_RUN), "4");
+    CHECK_STR(spec_s(pod, "schedulerName"), "other");
+    json_decref(pod);
+    json_decref(tpl);
+}
+
+static const json_t *expr0(const json_t *term) {
+    return json_array_get(json_object_get(term, "matchExpressions"), 0);
+}
+
+TEST(jobmgr_pod_build_daemon_pinned) {
+    json_t *tpl = load(TPL);
+    struct jm_pod_params p = params(JOB_DAEMON, 0, 1);
+    p.host = "node-a";
+    char err[256];
+    json_t *pod = jm_pod_build(tpl, &p, err, sizeof err);
+    REQUIRE(pod);
+    CHECK_STR(ann(pod, JM_A_DAEMON_NODE), "node-a");
+    const json_t *terms = json_object_get(
+        json_object_get(json_object_get(json_object_get(json_object_get(pod, "spec"), "affinity"), "nodeAffinity"),
+                        "requiredDuringSchedulingIgnoredDuringExecution"),
+        "nodeSelectorTerms");
+    REQUIRE(json_array_size(terms) == 1);
+    const json_t *e = expr0(json_array_get(terms, 0));
+    CHECK_STR(json_string_value(json_object_get(e, "key")), JM_HOSTNAME_LABEL);
+    CHECK_STR(json_string_value(json_object_get(e, "operator")), "In");
+    CHECK_STR(json_string_value(json_array_get(json_object_get(e, "values"), 0)), "node-a");
+    json_decref(pod);
+    json_decref(tpl);
+
+    /* the template's own terms each get the node requirement (terms are ORed) */
+    tpl = load("{\"spec\": {\"containers\": [{\"name\": \"c\"}], \"affinity\": {\"nodeAffinity\": "
+               "{\"requiredDuringSchedulingIgnoredDuringExecution\": {\"nodeSelectorTerms\": ["
+               "{\"matchExpressions\": [{\"key\": \"zone\", \"operator\": \"In\", \"values\": [\"a\"]}]},"
+               "{\"matchExpressions\": [{\"key\": \"zone\", \"operator\": \"In\", \"values\": [\"b\"]}]}]}}}}}");
+    pod = jm_pod_build(tpl, &p, err, sizeof err);
+    REQUIRE(pod);
+    terms = json_object_get(
+        json_object_get(json_object_get(json_object_get(json_object_get(pod, "spec"), "affinity"), "nodeAffinity"),
+                        "requiredDuringSchedulingIgnoredDuringExecution"),
+        "nodeSelectorTerms");
+    REQUIRE(json_array_size(terms) == 2);
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *ex = json_object_get(json_array_get(terms, i), "matchExpressions");
+        CHECK_I64(json_array_size(ex), 2);
+        CHECK_STR(json_string_value(json_object_get(json_array_get(ex, 1), "key")), JM_HOSTNAME_LABEL);
+    }
+    json_decref(pod);
+    json_decref(tpl);
+}
+
+TEST(jobmgr_pod_build_stateful_hint) {
+    json_t *tpl = load(TPL);
+    struct jm_pod_params p = params(JOB_STATEFUL, 3, 2);
+    p.host = "node-b";
+    char err[256];
+    json_t *pod = jm_pod_build(tpl, &p, err, sizeof err);
+    REQUIRE(pod);
+    CHECK_STR(ann(pod, JM_A_HOST_HINT), "node-b");
+    const json_t *na = json_object_get(json_object_get(json_object_get(pod, "spec"), "affinity"), "nodeAffinity");
+    CHECK(!json_object_get(na, "requiredDuringSchedulingIgnoredDuringExecution"));
+    const json_t *pref = json_array_get(json_object_get(na, "preferredDuringSchedulingIgnoredDuringExecution"), 0);
+    CHECK_I64(json_integer_value(json_object_get(pref, "weight")), 100);
+    const json_t *e = expr0(json_object_get(pref, "preference"));
+    CHECK_STR(json_string_value(json_array_get(json_object_get(e, "values"), 0)), "node-b");
+    json_decref(pod);
+    json_decref(tpl);
+}
+
+TEST(jobmgr_pod_build_rejects_bad_template) {
+    json_t *tpl = load("{\"spec\": 3}");
+    struct jm_pod_params p = params(JOB_BATCH, 0, 1);
+    char err[256] = "";
+    CHECK(jm_pod_build(tpl, &p, err, sizeof err) == NULL);
+    CHECK_HAS(err, "spec.template.spec");
+    json_decref(tpl);
+}
+
+TEST(jobmgr_pod_parse_roundtrip) {
+    json_t *tpl = load(TPL);
+    struct jm_pod_params p = params(JOB_DAEMON, 5, 3);
+    p.host = "n9";
+    char err[256];
+    json_t *pod = jm_pod_build(tpl, &p, err, sizeof err);
+    REQUIRE(pod);
+    struct jm_pod_view v;
+    REQUIRE(jm_pod_parse(pod, &v) == 0);
+    CHECK_STR(v.name, "train-5-3");
+    CHECK_STR(v.job, "train");
+    CHECK_STR(v.owner_uid, "u-1");
+    CHECK_STR(v.pin, "n9");
+    CHECK_I64(v.instance, 5);
+    CHECK_I64(v.run, 3);
+    CHECK_I64(v.version, 42);
+    CHECK_I64(v.failures, 1);
+    CHECK_I64(v.lost, 2);
+    CHECK(!v.bound);
+    CHECK(!v.deleting);
+    CHECK_I64(v.state, TASK_PENDING);
+    /* a bad instance label is not a job pod */
+    json_object_set_new(json_object_get(json_object_get(pod, "metadata"), "labels"), PL_INSTANCE, json_string("-1"));
+    CHECK_I64(jm_pod_parse(pod, &v), -EINVAL);
+    json_object_set_new(json_object_get(json_object_get(pod, "metadata"), "labels"), PL_INSTANCE,
+                        json_string("99999999"));
+    CHECK_I64(jm_pod_parse(pod, &v), -EINVAL);
+    json_decref(pod);
+    json_decref(tpl);
+}
+
+static enum task_state state_of(const char *phase, const char *node, bool deleting, bool node_gone) {
+    json_t *pod = json_pack("{s:{}, s:{}, s:{}}", "metadata", "spec", "status");
+    if (phase) json_object_set_new(json_object_get(pod, "status"), "phase", json_string(phase));
+    if (node) json_object_set_new(json_object_get(pod, "spec"), "nodeName", json_string(node));
+    if (deleting)
+        json_object_set_new(json_object_get(pod, "metadata"), "deletionTimestamp", json_string("2026-01-01T00:00:00Z"));
+    enum task_state s = jm_pod_state(pod, node_gone);
+    json_decref(pod);
+    return s;
+}
+
+TEST(jobmgr_pod_phase_to_task_state) {
+    CHECK_I64(state_of("Pending", NULL, false, false), TASK_PENDING);
+    CHECK_I64(state_of(NULL, NULL, false, false), TASK_PENDING);
+    CHECK_I64(state_of("Pending", "n1", false, false), TASK_LAUNCHED);
+    CHECK_I64(state_of("Running", "n1", false, false), TASK_RUNNING);
+    CHECK_I64(state_of("Succeeded", "n1", false, false), TASK_SUCCEEDED);
+    CHECK_I64(state_of("Failed", "n1", false, false), TASK_FAILED);
+    CHECK_I64(state_of("Unknown", "n1", false, false), TASK_LOST);
+    CHECK_I64(state_of("Running", "n1", false, true), TASK_LOST);   /* node gone */
+    CHECK_I64(state_of("Pending", NULL, false, true), TASK_PENDING); /* unbound: no node to lose */
+    CHECK_I64(state_of("Running", "n1", true, false), TASK_KILLING);
+    CHECK_I64(state_of("Succeeded", "n1", true, true), TASK_SUCCEEDED); /* terminal wins */
+    CHECK_I64(state_of("Failed", "n1", true, false), TASK_FAILED);
+}
+
+TEST(jobmgr_template_version) {
+    json_t *a = load("{\"spec\": {\"containers\": [{\"name\": \"c\", \"image\": \"v1\"}]}, \"metadata\": {}}");
+    json_t *b = load("{\"metadata\": {}, \"spec\": {\"containers\": [{\"image\": \"v1\", \"name\": \"c\"}]}}");
+    json_t *c = load("{\"metadata\": {}, \"spec\": {\"containers\": [{\"image\": \"v2\", \"name\": \"c\"}]}}");
+    CHECK(jm_template_version(a) != 0);
+    CHECK_I64(jm_template_version(a), jm_template_version(b)); /* key order does not matter */
+    CHECK(jm_template_version(a) != jm_template_version(c));
+    CHECK_I64(jm_template_version(NULL), 1);
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+}
+
+TEST(jobmgr_daemon_node_eligibility) {
+    json_t *ready = load("{\"metadata\": {\"name\": \"n1\", \"labels\": {\"disk\": \"ssd\"}},"
+                         " \"status\": {\"conditions\": [{\"type\": \"Ready\", \"status\": \"True\"}]}}");
+    json_t *notready = load("{\"metadata\": {\"name\": \"n2\"},"
+                            " \"status\": {\"conditions\": [{\"type\": \"Ready\", \"status\": \"Unknown\"}]}}");
+    json_t *bare = load("{\"metadata\": {\"name\": \"n3\"}}");
+    json_t *cordoned = load("{\"metadata\": {\"name\": \"n4\"}, \"spec\": {\"unschedulable\": true}}");
+    json_t *tainted = load("{\"metadata\": {\"name\": \"n5\"}, \"spec\": {\"taints\": ["
+                           "{\"key\": \"gpu\", \"value\": \"yes\", \"effect\": \"NoSchedule\"}]}}");
+    json_t *soft = load("{\"metadata\": {\"name\": \"n6\"}, \"spec\": {\"taints\": ["
+                        "{\"key\": \"x\", \"effect\": \"PreferNoSchedule\"}]}}");
+    CHECK(jm_node_eligible(ready, NULL));
+    CHECK(!jm_node_eligible(notready, NULL));
+    CHECK(jm_node_eligible(bare, NULL)); /* no conditions yet: ready */
+    CHECK(!jm_node_eligible(cordoned, NULL));
+    CHECK(!jm_node_eligible(tainted, NULL));
+    CHECK(jm_node_eligible(soft, NULL));
+    json_t *tol = load("{\"tolerations\": [{\"key\": \"gpu\", \"operator\": \"Exists\"}]}");
+    json_t *tol_eq = load("{\"tolerations\": [{\"key\": \"gpu\", \"operator\": \"Equal\", \"value\": \"no\"}]}");
+    CHECK(jm_node_eligible(tainted, tol));
+    CHECK(!jm_node_eligible(tainted, tol_eq));
+    json_t *sel = load("{\"nodeSelector\": {\"disk\": \"ssd\"}}");
+    CHECK(jm_node_eligible(ready, sel));
+    CHECK(!jm_node_eligible(bare, sel));
+    json_decref(ready);
+    json_decref(notready);
+    json_decref(bare);
+    json_decref(cordoned);
+    json_decref(tainted);
+    json_decref(soft);
+    json_decref(tol);
+    json_decref(tol_eq);
+    json_decref(sel);
+}
+
+TEST(jobmgr_status_object) {
+    struct job_counts c = {0};
+    c.n[TASK_RUNNING] = 2;
+    c.n[TASK_SUCCEEDED] = 1;
+    c.total = 3;
+    json_t *st = jm_status_build(JOB_RUNNING, &c, NULL);
+    REQUIRE(st);
+    CHECK_STR(json_string_value(json_object_get(st, "state")), "RUNNING");
+    CHECK_I64(json_integer_value(json_object_get(json_object_get(st, "taskStats"), "RUNNING")), 2);
+    CHECK_I64(json_integer_value(json_object_get(json_object_get(st, "taskStats"), "FAILED")), 0);
+    CHECK(!json_object_get(st, "conditions"));
+    struct jm_update_status u = {UPDATE_ROLLING_FORWARD, 1, 2, 1, 0, 3};
+    json_t *su = jm_status_build(JOB_RUNNING, &c, &u);
+    REQUIRE(su);
+    const json_t *cond = json_array_get(json_object_get(su, "conditions"), 0);
+    CHECK_STR(json_string_value(json_object_get(cond, "type")), "Update");
+    CHECK_STR(json_string_value(json_object_get(cond, "status")), "Unknown");
+    CHECK_STR(json_string_value(json_object_get(cond, "reason")), "ROLLING_FORWARD");
+    CHECK_HAS(json_string_value(json_object_get(cond, "message")), "1/3 done");
+    u.state = UPDATE_ROLLED_BACK;
+    json_t *sr = jm_status_build(JOB_RUNNING, &c, &u);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(sr, "conditions"), 0), "status")),
+              "False");
+    /* the current status has more fields (observedGeneration): still the same */
+    json_t *cur = json_deep_copy(st);
+    json_object_set_new(cur, "observedGeneration", json_integer(4));
+    CHECK(jm_status_same(cur, st));
+    CHECK(!jm_status_same(cur, su));
+    CHECK(!jm_status_same(NULL, st));
+    json_decref(cur);
+    json_decref(st);
+    json_decref(su);
+    json_decref(sr);
+}
+
+/* The pods jobmgr makes are what the rest of Peloton reads (podspec.h). */
+TEST(jobmgr_pods_decode_for_placement) {
+    json_t *tpl = load("{\"spec\": {\"containers\": [{\"name\": \"c\", \"resources\": {\"requests\": "
+                       "{\"cpu\": \"500m\", \"memory\": \"64Mi\"}}}]}}");
+    enum job_type types[] = {JOB_BATCH, JOB_DAEMON, JOB_STATEFUL};
+    for (size_t k = 0; k < 3; k++) {
+        struct jm_pod_params p = params(types[k], 1, 2);
+        p.gang = 0;
+        p.gang_size = 2;
+        p.host = types[k] == JOB_BATCH ? NULL : "node-a";
+        char err[256] = "";
+        json_t *pod = jm_pod_build(tpl, &p, err, sizeof err);
+        REQUIRE(pod);
+        struct pod_info info;
+        int rc = pod_info_decode(pod, &info, err, sizeof err);
+        CHECK_I64(rc, 0);
+        if (rc) fprintf(stderr, "  pod_info_decode: %s\n", err);
+        if (!rc) {
+            CHECK_STR(info.pool, "p1");
+            CHECK_STR(info.gang, "train-gang-0");
+            CHECK_I64(info.gang_size, 2);
+            CHECK_STR(info.job, "train");
+            CHECK_I64(info.priority, 7);
+            CHECK_STR(info.scheduler, "peloton");
+            CHECK_I64(info.req.v[RES_CPU], 500);
+            struct pod_task pt;
+            rc = pod_task_build(pod, &info, &pt, err, sizeof err);
+            CHECK_I64(rc, 0);
+            if (rc) fprintf(stderr, "  pod_task_build: %s\n", err);
+            if (!rc) {
+                CHECK_I64(pt.t.nterms, types[k] == JOB_DAEMON ? 1 : 0);
+                pod_task_free(&pt);
+            }
+        }
+        json_decref(pod);
+    }
+    json_decref(tpl);
+}
+
+TEST(jobmgr_pod_parse_owner_must_be_peloton_job) {
+    json_t *pod = load("{\"metadata\": {\"name\": \"x-0\", \"labels\": {\"peloton.io/job\": \"x\","
+                       " \"peloton.io/instance\": \"0\"}, \"ownerReferences\": [{\"apiVersion\": \"batch/v1\","
+                       " \"kind\": \"Job\", \"name\": \"x\", \"uid\": \"u\", \"controller\": true}]}}");
+    struct jm_pod_view v;
+    REQUIRE(jm_pod_parse(pod, &v) == 0);
+    CHECK(v.owner_uid == NULL);
+    CHECK_I64(v.run, 1); /* no annotation: the first run */
+    json_decref(pod);
+}
+
+TEST(jobmgr_parse_u32_strict) {
+    CHECK_I64(jm_parse_u32("0"), 0);
+    CHECK_I64(jm_parse_u32("4294967295"), 4294967295LL);
+    CHECK_I64(jm_parse_u32("4294967296"), -1);
+    CHECK_I64(jm_parse_u32("99999999999"), -1);
+    CHECK_I64(jm_parse_u32("-1"), -1);
+    CHECK_I64(jm_parse_u32("+1"), -1);
+    CHECK_I64(jm_parse_u32("1x"), -1);
+    CHECK_I64(jm_parse_u32(""), -1);
+    CHECK_I64(jm_parse_u32(NULL), -1);
+}
