@@ -1,52 +1,51 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317  # functions run from traps and pl_wait
 # Starts a private redis-server and pelotond (the apiserver role) on loopback,
 # writes a kubeconfig, prints how to use it, and stops both on Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 DIR=$(mktemp -d /tmp/peloton-run.XXXXXX)
 API_PORT=${API_PORT:-6080}
 TLS_PORT=${TLS_PORT:-6443}
 TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-REDIS_PORT=${REDIS_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
+RD_PID="" PD_PID="" STOPPING=0
 
 cleanup() {
-  [ -n "${PD_PID:-}" ] && kill "$PD_PID" 2>/dev/null && wait "$PD_PID" 2>/dev/null || true
-  [ -n "${RD_PID:-}" ] && kill "$RD_PID" 2>/dev/null && wait "$RD_PID" 2>/dev/null || true
+  local rc=$?
+  [ "$STOPPING" = 1 ] && return
+  STOPPING=1
+  trap '' INT TERM
+  pl_stop pelotond "$PD_PID"
+  pl_stop redis-server "$RD_PID"
   rm -rf "$DIR"
+  exit "$rc"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly yes --dir "$DIR" \
-  --daemonize no >"$DIR/redis.log" 2>&1 &
-RD_PID=$!
-for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
+pl_start_redis "$DIR"
+RD_PID=$PL_REDIS_PID
 
 echo "$TOKEN" >"$DIR/token"
-bin/pelotond --port="$API_PORT" --tls-port="$TLS_PORT" --tls-dir="$DIR/tls" --token-file="$DIR/token" \
-  --redis="127.0.0.1:$REDIS_PORT" &
+setsid bin/pelotond --roles=apiserver --port="$API_PORT" --tls-port="$TLS_PORT" --tls-dir="$DIR/tls" \
+  --token-file="$DIR/token" --redis="$PL_REDIS_ADDR" &
 PD_PID=$!
-cat >"$DIR/kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters: [{name: peloton, cluster: {server: "http://127.0.0.1:$API_PORT"}}]
-users: [{name: local, user: {}}]
-contexts: [{name: peloton, context: {cluster: peloton, user: local}}]
-current-context: peloton
-KC
-for _ in $(seq 100); do [ -s "$DIR/tls/apiserver.crt" ] && break; sleep 0.05; done
-cat >"$DIR/kubeconfig-tls" <<KC
-apiVersion: v1
-kind: Config
-clusters: [{name: peloton, cluster: {server: "https://127.0.0.1:$TLS_PORT", certificate-authority-data: $(base64 -w0 "$DIR/tls/apiserver.crt")}}]
-users: [{name: admin, user: {token: $TOKEN}}]
-contexts: [{name: peloton, context: {cluster: peloton, user: admin}}]
-current-context: peloton
-KC
+pl_write_kubeconfig "$DIR/kubeconfig" "http://127.0.0.1:$API_PORT"
+pl_wait "pelotond's TLS certificate" 10 "$PD_PID" "the terminal" test -s "$DIR/tls/apiserver.crt"
+pl_write_kubeconfig "$DIR/kubeconfig-tls" "https://127.0.0.1:$TLS_PORT" "$TOKEN" "$DIR/tls/apiserver.crt"
+pl_wait "pelotond at http://127.0.0.1:$API_PORT" 10 "$PD_PID" "the terminal" \
+  pl_http_ok "http://127.0.0.1:$API_PORT/healthz"
 echo
 echo "Peloton-C API server: http://127.0.0.1:$API_PORT (local, no auth) and https://127.0.0.1:$TLS_PORT"
-echo "(HTTP/2, token), redis on 127.0.0.1:$REDIS_PORT. Try:"
+echo "(HTTP/2, token), redis on $PL_REDIS_ADDR. Try:"
 echo "  export KUBECONFIG=$DIR/kubeconfig        # or $DIR/kubeconfig-tls"
 echo "  kubectl get namespaces"
 echo "  kubectl apply -f examples/pools.yaml && kubectl get rp"
 echo "Ctrl-C stops both."
+set +e
 wait "$PD_PID"
+rc=$?
+echo "pelotond exited (status $rc)" >&2
+exit "$rc"

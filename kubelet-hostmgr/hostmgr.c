@@ -1,0 +1,836 @@
+/* The host manager, kubelet driver (hostmgr.h).
+ *
+ * State: one struct hm_node per node name (created by a Node or by a pod
+ * bound to a name not seen yet), holding the set of pods bound to it (an
+ * index kept by the pods informer's handlers) and where its write-back stands.
+ * The check timer decides up/down; pump() then starts the writes that are
+ * still missing, within max_inflight. Each completion kicks pump() again
+ * through a zero timer, so a large node drains as fast as the server answers.
+ *
+ * Writes are operations (struct hm_op) on a list owned by the hostmgr. An op
+ * whose request is in flight is owned by that request: hostmgr_stop only
+ * detaches it (op->h = NULL) and the callback frees it. A pod op stays in
+ * pod_ops after a failure (until its retry time) and after its delete (until
+ * the pod leaves the informer's cache), so each pod gets one Event and one
+ * delete however late the watch reports it gone. */
+#include "hostmgr.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctl.h"
+#include "errmsg.h"
+#include "strmap.h"
+
+#define NODES_PATH "/api/v1/nodes"
+#define LEASES_PATH "/apis/coordination.k8s.io/v1/namespaces/" HOSTMGR_LEASE_NS "/leases"
+#define PODS_PATH "/api/v1/pods"
+#define MERGE_PATCH "application/merge-patch+json"
+#define NAME_MAX_LEN 253 /* longer names are not Kubernetes names: ignored (bounds the paths built) */
+
+struct hm_node {
+    char *name;
+    struct strmap pods;   /* "ns/name" of the pods bound here; values unused */
+    int64_t appeared_ms;  /* wall clock when the Node was first seen */
+    bool has_node;        /* a Node object exists (else only pods name it) */
+    bool down;            /* the verdict of the last check */
+    bool busy;            /* a node write in flight */
+    bool cond_ok, taint_ok, marked; /* since going down: Ready patched, taint added, one attempt done */
+    bool untaint_ok;      /* since going up: the taint is gone */
+    unsigned fails;
+    int64_t retry_at_ms;
+};
+
+enum hm_op_kind { OP_COND, OP_TAINT, OP_UNTAINT, OP_POD };
+
+struct hm_op {
+    struct hm_op *prev, *next;
+    struct hostmgr *h;    /* NULL once the hostmgr is gone */
+    enum hm_op_kind kind;
+    bool inflight;
+    bool cond_on_node;    /* OP_COND: the status subresource said 404, patch the node */
+    bool event_posted;    /* OP_POD */
+    bool deleted;         /* OP_POD: done; kept until the pod leaves the cache */
+    unsigned fails;
+    int64_t retry_at_ms;
+    char *node;           /* node name */
+    char *key, *ns, *name, *uid; /* OP_POD: the pod */
+};
+
+struct hostmgr {
+    uv_loop_t *loop;
+    struct kclient *kc;
+    struct hostmgr_options o;
+    struct kc_informer *nodes, *leases, *pods;
+    uv_timer_t *tick, *kick; /* heap: freed by their close callbacks */
+    struct strmap byname;    /* node name -> struct hm_node */
+    struct strmap pod_ops;   /* "ns/name" -> struct hm_op (OP_POD) */
+    struct hm_op *ops;       /* every op, in flight or parked */
+    uint32_t inflight;
+    bool checked;            /* the first check ran (verdicts exist) */
+};
+
+/* ---- time and the verdict (pure) ---- */
+
+static bool digits(const char *s, int n, int *out) {
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant). */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int days_in_month(int y, int m) {
+    static const int dm[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m == 2 && leap ? 29 : dm[m - 1];
+}
+
+int hostmgr_parse_microtime(const char *s, int64_t *ms) {
+    int y, mo, d, hh, mi, ss;
+    if (!s || strnlen(s, 64) >= 64 || strlen(s) < 20) return -EINVAL;
+    if (!digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' || !digits(s + 8, 2, &d) ||
+        (s[10] != 'T' && s[10] != 't') || !digits(s + 11, 2, &hh) || s[13] != ':' || !digits(s + 14, 2, &mi) ||
+        s[16] != ':' || !digits(s + 17, 2, &ss))
+        return -EINVAL;
+    if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || hh > 23 || mi > 59 || ss > 60) return -EINVAL;
+    const char *p = s + 19;
+    int64_t frac_ms = 0;
+    if (*p == '.') {
+        p++;
+        int n = 0, scale = 100;
+        while (*p >= '0' && *p <= '9') {
+            if (n >= 9) return -EINVAL; /* at most nanoseconds */
+            if (scale) {
+                frac_ms += (*p - '0') * scale;
+                scale /= 10;
+            }
+            n++;
+            p++;
+        }
+        if (!n) return -EINVAL;
+    }
+    int64_t off_s = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om;
+        if (!digits(p + 1, 2, &oh) || p[3] != ':' || !digits(p + 4, 2, &om) || oh > 23 || om > 59) return -EINVAL;
+        off_s = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
+        p += 6;
+    } else {
+        return -EINVAL;
+    }
+    if (*p) return -EINVAL;
+    int64_t secs = days_from_civil(y, mo, d) * 86400 + hh * 3600 + mi * 60 + ss - off_s;
+    *ms = secs * 1000 + frac_ms;
+    return 0;
+}
+
+void hostmgr_format_time(int64_t ms, bool micro, char out[32]) {
+    int64_t secs = ms >= 0 ? ms / 1000 : (ms - 999) / 1000;
+    time_t t = (time_t)secs;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (micro) snprintf(out + n, 32 - n, ".%06" PRId64 "Z", (ms - secs * 1000) * 1000);
+    else snprintf(out + n, 32 - n, "Z");
+}
+
+bool hostmgr_lease_lapsed(int64_t renew_ms, int64_t duration_s, int64_t now_ms, int64_t grace_ms) {
+    return now_ms > renew_ms + duration_s * 1000 + grace_ms;
+}
+
+bool hostmgr_node_is_down(const json_t *lease, int64_t appeared_ms, int64_t now_ms, const struct hostmgr_options *o) {
+    json_t *spec = json_object_get(lease, "spec");
+    int64_t renew;
+    if (!spec || hostmgr_parse_microtime(json_string_value(json_object_get(spec, "renewTime")), &renew))
+        return now_ms > appeared_ms + (int64_t)o->no_lease_ms;
+    json_t *dur = json_object_get(spec, "leaseDurationSeconds");
+    int64_t d = json_is_integer(dur) && json_integer_value(dur) > 0 ? json_integer_value(dur)
+                                                                    : HOSTMGR_DEFAULT_LEASE_SECONDS;
+    if (d > 366 * 86400) d = 366 * 86400; /* keep the sum far from overflow */
+    return hostmgr_lease_lapsed(renew, d, now_ms, o->grace_ms);
+}
+
+void hostmgr_options_default(struct hostmgr_options *o) {
+    o->check_ms = 1000;
+    o->grace_ms = 0;
+    o->no_lease_ms = 80000;
+    o->max_inflight = 32;
+    o->retry_max_ms = 30000;
+}
+
+/* ---- small helpers ---- */
+
+static int64_t wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char *md_str(const json_t *obj, const char *key) {
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
+}
+
+static const char *pod_node(const json_t *pod) {
+    return json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+}
+
+static bool pod_terminal(const json_t *pod) {
+    const char *ph = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+    return ph && (!strcmp(ph, "Succeeded") || !strcmp(ph, "Failed"));
+}
+
+static bool is_our_taint(const json_t *t) {
+    const char *k = json_string_value(json_object_get(t, "key"));
+    const char *e = json_string_value(json_object_get(t, "effect"));
+    return k && e && !strcmp(k, HOSTMGR_TAINT_UNREACHABLE) && !strcmp(e, "NoExecute");
+}
+
+static bool has_our_taint(const json_t *node) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(json_object_get(node, "spec"), "taints"), i, t) if (is_our_taint(t)) return true;
+    return false;
+}
+
+static const char *ready_status(const json_t *node) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c) {
+        const char *type = json_string_value(json_object_get(c, "type"));
+        if (type && !strcmp(type, "Ready")) return json_string_value(json_object_get(c, "status"));
+    }
+    return NULL;
+}
+
+/* The next backoff after fails failures: check_ms doubling, at most retry_max_ms. */
+static int64_t backoff_ms(const struct hostmgr *h, unsigned fails) {
+    int64_t b = h->o.check_ms;
+    for (unsigned i = 1; i < fails && b < h->o.retry_max_ms; i++) b *= 2;
+    return b > h->o.retry_max_ms ? h->o.retry_max_ms : b;
+}
+
+static void kick(struct hostmgr *h);
+
+/* ---- the node index ---- */
+
+static struct hm_node *node_get(struct hostmgr *h, const char *name, bool create) {
+    struct hm_node *n = strmap_get(&h->byname, name);
+    if (n || !create) return n;
+    n = calloc(1, sizeof *n);
+    if (!n || !(n->name = strdup(name))) {
+        free(n);
+        return NULL;
+    }
+    if (strmap_put(&h->byname, name, n, NULL)) {
+        free(n->name);
+        free(n);
+        return NULL;
+    }
+    return n;
+}
+
+static void node_free(struct hm_node *n) {
+    strmap_free(&n->pods);
+    free(n->name);
+    free(n);
+}
+
+/* Drops an entry that neither a Node nor a pod needs any more. */
+static void node_maybe_drop(struct hostmgr *h, struct hm_node *n) {
+    if (n->has_node || strmap_count(&n->pods) || n->busy) return;
+    strmap_del(&h->byname, n->name);
+    node_free(n);
+}
+
+static void on_node_add(void *ud, json_t *obj) {
+    struct hostmgr *h = ud;
+    const char *name = md_str(obj, "name");
+    if (!name || strlen(name) > NAME_MAX_LEN) return; /* not a valid name: ignored */
+    struct hm_node *n = node_get(h, name, true);
+    if (!n || n->has_node) return;
+    n->has_node = true;
+    n->appeared_ms = wall_ms();
+}
+
+static void on_node_update(void *ud, json_t *old, json_t *obj) { on_node_add(ud, obj); }
+
+static void on_node_delete(void *ud, json_t *obj) {
+    struct hostmgr *h = ud;
+    const char *name = md_str(obj, "name");
+    struct hm_node *n = name ? node_get(h, name, false) : NULL;
+    if (!n) return;
+    n->has_node = false;
+    node_maybe_drop(h, n);
+}
+
+static void pod_key(const json_t *pod, char *key, size_t len) {
+    const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name");
+    snprintf(key, len, "%s/%s", ns ? ns : "", name ? name : "");
+}
+
+static void pod_index(struct hostmgr *h, const json_t *pod, bool add) {
+    const char *node = pod_node(pod);
+    char key[2 * NAME_MAX_LEN + 2];
+    const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name");
+    if (!node || !node[0] || strlen(node) > NAME_MAX_LEN || !name || strlen(name) > NAME_MAX_LEN ||
+        (ns && strlen(ns) > NAME_MAX_LEN))
+        return; /* not valid names: ignored */
+    pod_key(pod, key, sizeof key);
+    struct hm_node *n = node_get(h, node, add);
+    if (!n) return;
+    if (add) {
+        if (strmap_put(&n->pods, key, n, NULL))
+            fprintf(stderr, "level=error msg=\"hostmgr: out of memory indexing a pod\" pod=%s\n", key);
+    } else {
+        strmap_del(&n->pods, key);
+        node_maybe_drop(h, n);
+    }
+}
+
+static void on_pod_add(void *ud, json_t *obj) { pod_index(ud, obj, true); }
+
+static void on_pod_update(void *ud, json_t *old, json_t *obj) {
+    const char *a = pod_node(old), *b = pod_node(obj);
+    if (a && (!b || strcmp(a, b))) pod_index(ud, old, false);
+    pod_index(ud, obj, true);
+}
+
+static void on_pod_delete(void *ud, json_t *obj) { pod_index(ud, obj, false); }
+
+static void on_synced(void *ud) { kick(ud); }
+
+/* ---- operations ---- */
+
+static struct hm_op *op_new(struct hostmgr *h, enum hm_op_kind kind, const char *node) {
+    struct hm_op *op = calloc(1, sizeof *op);
+    if (!op || !(op->node = strdup(node))) {
+        free(op);
+        return NULL;
+    }
+    op->h = h;
+    op->kind = kind;
+    op->next = h->ops;
+    if (h->ops) h->ops->prev = op;
+    h->ops = op;
+    return op;
+}
+
+static void op_free(struct hm_op *op) {
+    struct hostmgr *h = op->h;
+    if (h) {
+        if (op->prev) op->prev->next = op->next;
+        else h->ops = op->next;
+        if (op->next) op->next->prev = op->prev;
+        if (op->kind == OP_POD && op->key && strmap_get(&h->pod_ops, op->key) == op) strmap_del(&h->pod_ops, op->key);
+    }
+    free(op->node);
+    free(op->key);
+    free(op->ns);
+    free(op->name);
+    free(op->uid);
+    free(op);
+}
+
+/* Sends op's request; false when it could not be started (op not in flight). */
+static bool op_send(struct hm_op *op, const char *method, const char *path, json_t *body, const char *ctype,
+                    kc_done_fn done) {
+    struct hostmgr *h = op->h;
+    int rc = kclient_request(h->kc, method, path, body, ctype, done, op);
+    json_decref(body);
+    if (rc) {
+        fprintf(stderr, "level=warn msg=\"hostmgr: request not started\" method=%s path=%s error=%d\n", method, path,
+                rc);
+        return false;
+    }
+    op->inflight = true;
+    h->inflight++;
+    return true;
+}
+
+/* Bookkeeping when a request of op completed; false when the hostmgr is gone
+ * (op freed). */
+static bool op_landed(struct hm_op *op) {
+    if (!op->h) {
+        op_free(op);
+        return false;
+    }
+    op->inflight = false;
+    op->h->inflight--;
+    return true;
+}
+
+static bool ok2xx(long s) { return s >= 200 && s < 300; }
+
+/* ---- node writes: Ready=Unknown, then the taint; or the taint's removal ---- */
+
+static void node_write_done(struct hostmgr *h, struct hm_op *op, bool ok, long status, const char *error) {
+    struct hm_node *n = node_get(h, op->node, false);
+    if (n) {
+        n->busy = false;
+        if (ok) {
+            n->fails = 0;
+        } else {
+            n->fails++;
+            n->retry_at_ms = wall_ms() + backoff_ms(h, n->fails);
+            fprintf(stderr, "level=warn msg=\"hostmgr: node write failed\" node=%s op=%s status=%ld error=\"%s\"\n",
+                    op->node, op->kind == OP_UNTAINT ? "untaint" : op->kind == OP_TAINT ? "taint" : "ready-unknown",
+                    status, error ? error : "");
+        }
+        if (op->kind != OP_UNTAINT) n->marked = true;
+        node_maybe_drop(h, n);
+    }
+    op_free(op);
+    kick(h);
+}
+
+/* The taints list of node with ours added (add) or removed; NULL when it
+ * would not change. */
+static json_t *taints_with(const json_t *node, bool add) {
+    json_t *cur = json_object_get(json_object_get(node, "spec"), "taints");
+    json_t *out = json_array();
+    bool found = false;
+    size_t i;
+    json_t *t;
+    json_array_foreach(cur, i, t) {
+        if (is_our_taint(t)) {
+            found = true;
+            if (!add) continue;
+        }
+        json_array_append(out, t);
+    }
+    if (found == add) {
+        json_decref(out);
+        return NULL;
+    }
+    if (add) {
+        char ts[32];
+        hostmgr_format_time(wall_ms(), false, ts);
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "key", HOSTMGR_TAINT_UNREACHABLE, "effect",
+                                             "NoExecute", "timeAdded", ts));
+    }
+    return out;
+}
+
+/* A merge patch of spec.taints with the node's resourceVersion as precondition. */
+static json_t *taint_patch(const json_t *node, json_t *taints) {
+    json_t *p = json_pack("{s:{}, s:{s:o}}", "metadata", "spec", "taints",
+                          json_array_size(taints) ? taints : (json_decref(taints), json_null()));
+    const char *rv = md_str(node, "resourceVersion");
+    if (p && rv) json_object_set_new(json_object_get(p, "metadata"), "resourceVersion", json_string(rv));
+    return p;
+}
+
+static void on_taint_done(void *ud, const struct kc_response *r) {
+    struct hm_op *op = ud;
+    if (!op_landed(op)) return;
+    struct hostmgr *h = op->h;
+    struct hm_node *n = node_get(h, op->node, false);
+    bool ok = ok2xx(r->status) || r->status == 404; /* a Node that is gone needs nothing */
+    if (n && ok2xx(r->status)) {
+        if (op->kind == OP_TAINT) n->taint_ok = true;
+        else n->untaint_ok = true;
+    }
+    node_write_done(h, op, ok, r->status, r->error);
+}
+
+/* Starts the taint write of op (OP_TAINT or OP_UNTAINT) from the node as
+ * given (a reply or the cache); finishes op when there is nothing to do. */
+static void taint_step(struct hostmgr *h, struct hm_op *op, const json_t *node) {
+    struct hm_node *n = node_get(h, op->node, false);
+    json_t *taints = node ? taints_with(node, op->kind == OP_TAINT) : NULL;
+    if (!taints) { /* already as wanted */
+        if (n && node) {
+            if (op->kind == OP_TAINT) n->taint_ok = true;
+            else n->untaint_ok = true;
+        }
+        node_write_done(h, op, node != NULL, 0, node ? NULL : "no such node");
+        return;
+    }
+    char path[sizeof NODES_PATH + 3 * NAME_MAX_LEN + 8];
+    int len = snprintf(path, sizeof path, "%s/", NODES_PATH);
+    kc_escape(op->node, path + len, sizeof path - (size_t)len);
+    if (!op_send(op, "PATCH", path, taint_patch(node, taints), MERGE_PATCH, on_taint_done))
+        node_write_done(h, op, false, 0, "request not started");
+}
+
+/* The conditions of node with Ready set to Unknown (the others kept). */
+static json_t *conditions_unknown(const json_t *node) {
+    json_t *out = json_array();
+    char now[32];
+    hostmgr_format_time(wall_ms(), false, now);
+    bool found = false;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c) {
+        const char *type = json_string_value(json_object_get(c, "type"));
+        if (!type || strcmp(type, "Ready") || !json_is_object(c)) {
+            json_array_append(out, c);
+            continue;
+        }
+        found = true;
+        json_t *nc = json_deep_copy(c);
+        const char *was = json_string_value(json_object_get(c, "status"));
+        json_object_set_new(nc, "status", json_string("Unknown"));
+        json_object_set_new(nc, "reason", json_string("NodeStatusUnknown"));
+        json_object_set_new(nc, "message", json_string("Kubelet stopped posting node status (lease expired)"));
+        if (!was || strcmp(was, "Unknown")) json_object_set_new(nc, "lastTransitionTime", json_string(now));
+        json_array_append_new(out, nc);
+    }
+    if (!found)
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "Ready", "status", "Unknown",
+                                             "reason", "NodeStatusUnknown", "message",
+                                             "Kubelet stopped posting node status (lease expired)",
+                                             "lastTransitionTime", now));
+    return out;
+}
+
+static void cond_send(struct hostmgr *h, struct hm_op *op, const json_t *node);
+
+static void on_cond_done(void *ud, const struct kc_response *r) {
+    struct hm_op *op = ud;
+    if (!op_landed(op)) return;
+    struct hostmgr *h = op->h;
+    struct hm_node *n = node_get(h, op->node, false);
+    if (r->status == 404 && !op->cond_on_node && n && n->has_node) {
+        /* a server without the status subresource: patch the node itself */
+        op->cond_on_node = true;
+        cond_send(h, op, kc_informer_get(h->nodes, "", op->node));
+        return;
+    }
+    if (!ok2xx(r->status)) {
+        node_write_done(h, op, r->status == 404, r->status, r->error);
+        return;
+    }
+    if (n) n->cond_ok = true;
+    if (n && !n->down) { /* came back meanwhile: the next check decides */
+        node_write_done(h, op, true, r->status, NULL);
+        return;
+    }
+    /* the reply is the node as it is now: its resourceVersion and taints */
+    op->kind = OP_TAINT;
+    taint_step(h, op, json_is_object(r->body) && md_str(r->body, "name") ? r->body
+                                                                           : kc_informer_get(h->nodes, "", op->node));
+}
+
+static void cond_send(struct hostmgr *h, struct hm_op *op, const json_t *node) {
+    if (!node) {
+        node_write_done(h, op, true, 404, NULL);
+        return;
+    }
+    json_t *p = json_pack("{s:{}, s:{s:o}}", "metadata", "status", "conditions", conditions_unknown(node));
+    const char *rv = md_str(node, "resourceVersion");
+    if (p && rv) json_object_set_new(json_object_get(p, "metadata"), "resourceVersion", json_string(rv));
+    char path[sizeof NODES_PATH + 3 * NAME_MAX_LEN + 16];
+    int len = snprintf(path, sizeof path, "%s/", NODES_PATH);
+    len += kc_escape(op->node, path + len, sizeof path - (size_t)len);
+    if (!op->cond_on_node) snprintf(path + len, sizeof path - (size_t)len, "/status");
+    if (!op_send(op, "PATCH", path, p, MERGE_PATCH, on_cond_done)) node_write_done(h, op, false, 0, "not started");
+}
+
+/* Starts the write-back a down node still needs (Ready, then the taint). */
+static void node_mark(struct hostmgr *h, struct hm_node *n, const json_t *node) {
+    bool need_cond = !n->cond_ok && !(ready_status(node) && !strcmp(ready_status(node), "Unknown"));
+    if (!need_cond) n->cond_ok = true;
+    if (!need_cond && (n->taint_ok || has_our_taint(node))) {
+        n->taint_ok = n->marked = true;
+        return;
+    }
+    struct hm_op *op = op_new(h, need_cond ? OP_COND : OP_TAINT, n->name);
+    if (!op) return;
+    n->busy = true;
+    if (need_cond) cond_send(h, op, node);
+    else taint_step(h, op, node);
+}
+
+static void node_unmark(struct hostmgr *h, struct hm_node *n, const json_t *node) {
+    if (!has_our_taint(node)) {
+        n->untaint_ok = true;
+        return;
+    }
+    struct hm_op *op = op_new(h, OP_UNTAINT, n->name);
+    if (!op) return;
+    n->busy = true;
+    taint_step(h, op, node);
+}
+
+/* ---- pod writes: a NodeLost Event (fire and forget), then the DELETE ---- */
+
+static void pod_op_failed(struct hostmgr *h, struct hm_op *op, long status, const char *what, const char *error) {
+    op->fails++;
+    op->retry_at_ms = wall_ms() + backoff_ms(h, op->fails);
+    fprintf(stderr, "level=warn msg=\"hostmgr: lost pod write failed\" pod=%s node=%s op=%s status=%ld error=\"%s\"\n",
+            op->key, op->node, what, status, error ? error : "");
+}
+
+static void on_pod_deleted(void *ud, const struct kc_response *r) {
+    struct hm_op *op = ud;
+    if (!op_landed(op)) return;
+    struct hostmgr *h = op->h;
+    /* 404: already gone; 409: the uid precondition failed, a new pod of that name */
+    if (ok2xx(r->status) || r->status == 404 || r->status == 409) op->deleted = true;
+    else pod_op_failed(h, op, r->status, "delete", r->error);
+    kick(h);
+}
+
+static void pod_delete(struct hostmgr *h, struct hm_op *op) {
+    char path[64 + 6 * NAME_MAX_LEN];
+    int len = snprintf(path, sizeof path, "/api/v1/namespaces/");
+    len += kc_escape(op->ns, path + len, sizeof path - (size_t)len);
+    len += snprintf(path + len, sizeof path - (size_t)len, "/pods/");
+    kc_escape(op->name, path + len, sizeof path - (size_t)len);
+    json_t *body = json_pack("{s:s, s:s, s:i}", "kind", "DeleteOptions", "apiVersion", "v1", "gracePeriodSeconds", 0);
+    if (op->uid) json_object_set_new(body, "preconditions", json_pack("{s:s}", "uid", op->uid));
+    if (!op_send(op, "DELETE", path, body, NULL, on_pod_deleted)) pod_op_failed(h, op, 0, "delete", "not started");
+}
+
+/* Starts (or resumes) the loss of one pod of a down node. */
+static void pod_lose(struct hostmgr *h, struct hm_node *n, const char *key, const json_t *pod, int64_t now) {
+    struct hm_op *op = strmap_get(&h->pod_ops, key);
+    const char *uid = md_str(pod, "uid");
+    if (op && op->uid && uid && strcmp(op->uid, uid) && !op->inflight) { /* a new pod under the old name */
+        op_free(op);
+        op = NULL;
+    }
+    if (op && (op->inflight || op->deleted || now < op->retry_at_ms)) return;
+    if (!op) {
+        op = op_new(h, OP_POD, n->name);
+        if (!op) return;
+        op->key = strdup(key);
+        op->ns = strdup(md_str(pod, "namespace") ? md_str(pod, "namespace") : "default");
+        op->name = strdup(md_str(pod, "name"));
+        op->uid = uid ? strdup(uid) : NULL;
+        if (!op->key || !op->ns || !op->name || (uid && !op->uid) || strmap_put(&h->pod_ops, key, op, NULL)) {
+            op_free(op);
+            return;
+        }
+        fprintf(stderr, "level=info msg=\"hostmgr: pod lost\" pod=%s node=%s\n", key, n->name);
+    }
+    if (!op->event_posted) { /* once per pod, even when the delete is retried */
+        ctl_pod_event(h->kc, HOSTMGR_COMPONENT, op->ns, op->name, op->uid, "Warning", "NodeLost",
+                      "Node %s is down (lease expired): pod %s/%s is lost and deleted", op->node, op->ns, op->name);
+        op->event_posted = true;
+    }
+    pod_delete(h, op);
+}
+
+/* ---- the checks ---- */
+
+static void check_node(struct hostmgr *h, struct hm_node *n, int64_t now) {
+    json_t *lease = kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name);
+    bool down = hostmgr_node_is_down(lease, n->appeared_ms, now, &h->o);
+    if (down == n->down) return;
+    n->down = down;
+    n->cond_ok = n->taint_ok = n->marked = n->untaint_ok = false;
+    n->fails = 0;
+    n->retry_at_ms = 0;
+    if (down) {
+        const char *renew = json_string_value(json_object_get(json_object_get(lease, "spec"), "renewTime"));
+        fprintf(stderr, "level=warn msg=\"hostmgr: node down\" node=%s reason=%s renewTime=%s pods=%zu\n", n->name,
+                lease ? "lease-expired" : "no-lease", renew ? renew : "none", strmap_count(&n->pods));
+    } else {
+        fprintf(stderr, "level=info msg=\"hostmgr: node up\" node=%s reason=lease-renewed\n", n->name);
+    }
+}
+
+static bool all_synced(const struct hostmgr *h) {
+    return kc_informer_synced(h->nodes) && kc_informer_synced(h->leases) && kc_informer_synced(h->pods);
+}
+
+/* Decides every known node's verdict. */
+static void check_all(struct hostmgr *h) {
+    int64_t now = wall_ms();
+    size_t pos = 0;
+    const char *name;
+    void *v;
+    while (strmap_next(&h->byname, &pos, &name, &v)) {
+        struct hm_node *n = v;
+        if (n->has_node) check_node(h, n, now);
+    }
+    h->checked = true;
+}
+
+/* Starts the writes still missing, within max_inflight. Nothing before the
+ * informers are synced and the first check has given every node a verdict. */
+static void pump(struct hostmgr *h) {
+    if (!all_synced(h)) return;
+    if (!h->checked) check_all(h);
+    int64_t now = wall_ms();
+    size_t pos = 0;
+    const char *name;
+    void *v;
+    while (strmap_next(&h->byname, &pos, &name, &v) && h->inflight < h->o.max_inflight) {
+        struct hm_node *n = v;
+        if (!n->has_node) continue;
+        json_t *node = kc_informer_get(h->nodes, "", n->name);
+        if (!node) continue;
+        bool retry_ok = now >= n->retry_at_ms;
+        if (n->down) {
+            if (!n->busy && retry_ok && (!n->cond_ok || !n->taint_ok)) node_mark(h, n, node);
+            if (!n->marked) continue;
+            size_t pp = 0;
+            const char *key;
+            void *unused;
+            while (strmap_next(&n->pods, &pp, &key, &unused) && h->inflight < h->o.max_inflight) {
+                const char *slash = strchr(key, '/');
+                char ns[NAME_MAX_LEN + 1];
+                snprintf(ns, sizeof ns, "%.*s", slash ? (int)(slash - key) : 0, key);
+                json_t *pod = kc_informer_get(h->pods, ns, slash ? slash + 1 : key);
+                if (!pod || pod_terminal(pod)) continue;
+                pod_lose(h, n, key, pod, now);
+            }
+        } else if (!n->busy && retry_ok && !n->untaint_ok) {
+            node_unmark(h, n, node);
+        }
+    }
+    /* parked or finished pod ops whose pod went away, or is no longer on a down node */
+    pos = 0;
+    while (strmap_next(&h->pod_ops, &pos, &name, &v)) {
+        struct hm_op *op = v;
+        if (op->inflight) continue;
+        const char *slash = strchr(op->key, '/');
+        json_t *pod = slash ? kc_informer_get(h->pods, op->ns, slash + 1) : NULL;
+        struct hm_node *n = node_get(h, op->node, false);
+        const char *uid = md_str(pod, "uid");
+        if (!pod || pod_terminal(pod) || !n || !n->down || (uid && op->uid && strcmp(uid, op->uid))) op_free(op);
+    }
+}
+
+static void on_kick(uv_timer_t *t) { pump(t->data); }
+
+static void kick(struct hostmgr *h) {
+    if (!uv_is_active((uv_handle_t *)h->kick)) uv_timer_start(h->kick, on_kick, 0, 0);
+}
+
+static void on_tick(uv_timer_t *t) {
+    struct hostmgr *h = t->data;
+    if (!all_synced(h)) return;
+    check_all(h);
+    pump(h);
+}
+
+/* ---- the public part ---- */
+
+static void timer_closed(uv_handle_t *t) { free(t); }
+
+static uv_timer_t *timer_new(uv_loop_t *loop, void *data) {
+    uv_timer_t *t = malloc(sizeof *t);
+    if (!t) return NULL;
+    uv_timer_init(loop, t);
+    t->data = data;
+    return t;
+}
+
+struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct hostmgr_options *o, char *err,
+                              size_t errlen) {
+    if (!loop || !kc) {
+        core_fail(err, errlen, -EINVAL, "hostmgr: a loop and a client are required");
+        return NULL;
+    }
+    struct hostmgr *h = calloc(1, sizeof *h);
+    if (!h) {
+        core_fail(err, errlen, -ENOMEM, "hostmgr: out of memory");
+        return NULL;
+    }
+    h->loop = loop;
+    h->kc = kc;
+    struct hostmgr_options d;
+    hostmgr_options_default(&d);
+    h->o = o ? *o : d;
+    if (!h->o.check_ms) h->o.check_ms = d.check_ms;
+    if (!h->o.max_inflight) h->o.max_inflight = d.max_inflight;
+    if (!h->o.retry_max_ms) h->o.retry_max_ms = d.retry_max_ms;
+    if (!h->o.no_lease_ms) h->o.no_lease_ms = d.no_lease_ms;
+    struct kc_informer_handlers nh = {on_node_add, on_node_update, on_node_delete, on_synced};
+    struct kc_informer_handlers lh = {NULL, NULL, NULL, on_synced};
+    struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
+    char q[64], sel[32];
+    kc_escape("spec.nodeName!=", sel, sizeof sel);
+    snprintf(q, sizeof q, "fieldSelector=%s", sel);
+    h->nodes = kc_informer_new(kc, NODES_PATH, NULL, &nh, h);
+    h->leases = kc_informer_new(kc, LEASES_PATH, NULL, &lh, h);
+    h->pods = kc_informer_new(kc, PODS_PATH, q, &ph, h);
+    h->tick = timer_new(loop, h);
+    h->kick = timer_new(loop, h);
+    int rc = -ENOMEM;
+    if (h->nodes && h->leases && h->pods && h->tick && h->kick) {
+        rc = kc_informer_start(h->nodes);
+        if (!rc) rc = kc_informer_start(h->leases);
+        if (!rc) rc = kc_informer_start(h->pods);
+    }
+    if (rc) {
+        core_fail(err, errlen, rc, "hostmgr: cannot start the informers: %s", strerror(-rc));
+        hostmgr_stop(h);
+        return NULL;
+    }
+    uv_timer_start(h->tick, on_tick, h->o.check_ms, h->o.check_ms);
+    fprintf(stderr, "level=info msg=\"hostmgr: started\" check_ms=%u grace_ms=%u no_lease_ms=%u\n", h->o.check_ms,
+            h->o.grace_ms, h->o.no_lease_ms);
+    return h;
+}
+
+void hostmgr_stop(struct hostmgr *h) {
+    if (!h) return;
+    kc_informer_free(h->nodes);
+    kc_informer_free(h->leases);
+    kc_informer_free(h->pods);
+    uv_timer_t *timers[2] = {h->tick, h->kick};
+    for (int i = 0; i < 2; i++) {
+        if (!timers[i]) continue;
+        uv_timer_stop(timers[i]);
+        uv_close((uv_handle_t *)timers[i], timer_closed);
+    }
+    while (h->ops) { /* detach: an op in flight is freed by its callback */
+        struct hm_op *op = h->ops;
+        h->ops = op->next;
+        op->h = NULL;
+        op->prev = op->next = NULL;
+        if (!op->inflight) op_free(op);
+    }
+    strmap_free(&h->pod_ops);
+    size_t pos = 0;
+    const char *name;
+    void *v;
+    while (strmap_next(&h->byname, &pos, &name, &v)) node_free(v);
+    strmap_free(&h->byname);
+    free(h);
+}
+
+bool hostmgr_node_down(const struct hostmgr *h, const char *name) {
+    struct hm_node *n = h && name ? strmap_get(&h->byname, name) : NULL;
+    return n && n->has_node && n->down;
+}
+
+size_t hostmgr_node_count(const struct hostmgr *h, size_t *down) {
+    size_t total = 0, nd = 0;
+    if (h) {
+        size_t pos = 0;
+        const char *name;
+        void *v;
+        while (strmap_next(&h->byname, &pos, &name, &v)) {
+            const struct hm_node *n = v;
+            total += n->has_node;
+            nd += n->has_node && n->down;
+        }
+    }
+    if (down) *down = nd;
+    return total;
+}

@@ -1,0 +1,93 @@
+# shellcheck shell=bash
+# Shared by scripts/run.sh and scripts/run-apiserver.sh (source it; bash).
+# Everything listens on loopback. Every wait is bounded and fails with a line
+# naming what did not come up and where its log is. Children are started in
+# their own session (setsid) so that Ctrl-C reaches only the script, which
+# then stops them in order with pl_stop.
+
+# A free TCP port on 127.0.0.1.
+pl_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+pl_die() {
+  echo "error: $*" >&2
+  exit 1
+}
+
+# pl_wait WHAT SECONDS PID LOG CMD...: runs CMD every 50 ms until it succeeds;
+# fails when PID (may be "") exits first or SECONDS pass.
+pl_wait() {
+  local what=$1 secs=$2 pid=$3 log=$4
+  shift 4
+  local tries=$((secs * 20)) i
+  for ((i = 0; i < tries; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      echo "error: $what exited while starting; its log ($log) ends with:" >&2
+      tail -n 20 "$log" >&2 2>/dev/null || true
+      return 1
+    fi
+    sleep 0.05
+  done
+  echo "error: $what did not come up in ${secs}s; see $log" >&2
+  return 1
+}
+
+# pl_start_redis DIR: a private redis-server (AOF, no RDB) on a free port in
+# DIR. Sets PL_REDIS_PID and PL_REDIS_ADDR (REDIS_PORT chooses the port).
+pl_start_redis() {
+  local dir=$1 port=${REDIS_PORT:-$(pl_free_port)}
+  command -v redis-server >/dev/null || pl_die "redis-server is not installed (make deps)"
+  setsid redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes --dir "$dir" \
+    --daemonize no >"$dir/redis.log" 2>&1 &
+  PL_REDIS_PID=$!
+  PL_REDIS_ADDR=127.0.0.1:$port
+  pl_wait "redis-server on $PL_REDIS_ADDR" 10 "$PL_REDIS_PID" "$dir/redis.log" \
+    redis-cli -h 127.0.0.1 -p "$port" ping
+}
+
+# pl_redis_reachable HOST:PORT
+pl_redis_reachable() {
+  redis-cli -h "${1%:*}" -p "${1##*:}" ping 2>/dev/null | grep -q PONG
+}
+
+# pl_write_kubeconfig FILE SERVER [TOKEN [CA_FILE]]
+pl_write_kubeconfig() {
+  local file=$1 server=$2 token=${3:-} ca=${4:-} cluster user
+  cluster="server: \"$server\""
+  [ -n "$ca" ] && cluster="$cluster, certificate-authority-data: $(base64 -w0 "$ca")"
+  user="{}"
+  [ -n "$token" ] && user="{token: $token}"
+  cat >"$file" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: peloton, cluster: {$cluster}}]
+users: [{name: local, user: $user}]
+contexts: [{name: peloton, context: {cluster: peloton, user: local}}]
+current-context: peloton
+KC
+}
+
+# pl_http_ok URL: the URL answers 200.
+pl_http_ok() {
+  curl -fsS -m 2 -o /dev/null "$1"
+}
+
+# pl_stop NAME PID [SECONDS]: SIGTERM, wait up to SECONDS (10), then SIGKILL;
+# reaps the child. Quiet when PID is empty or already gone.
+pl_stop() {
+  local name=$1 pid=$2 secs=${3:-10} i
+  [ -n "$pid" ] || return 0
+  if kill -TERM "$pid" 2>/dev/null; then
+    for ((i = 0; i < secs * 20; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "warning: $name (pid $pid) did not stop in ${secs}s; killing it" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  wait "$pid" 2>/dev/null || true
+}

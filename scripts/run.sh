@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # functions run from traps and pl_wait
+# `make run`: a whole Peloton-C on loopback. Starts a private redis-server
+# (unless PELOTON_REDIS=host:port names one), pelotond with all its roles and
+# kubelet-sim with a small fleet, writes a kubeconfig, prints how to use it,
+# and on Ctrl-C (or TERM) stops kubelet-sim, pelotond and redis in that order.
+#
+# Environment: NODES (4) simulated nodes; PELOTON_REDIS host:port of a redis
+# to use; API_PORT (0 = any free port); ROLES (pelotond's --roles, default all);
+# PELOTOND_ARGS / KSIM_ARGS extra flags; PELOTON_STATE_DIR to keep the state
+# (redis data, logs, kubeconfig) in a directory of your choice (kept on exit).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+NODES=${NODES:-4}
+API_PORT=${API_PORT:-0}
+for b in bin/pelotond bin/kubelet-sim; do
+  [ -x "$b" ] || pl_die "$b is missing: run make build"
+done
+command -v curl >/dev/null || pl_die "curl is not installed (make deps)"
+
+if [ -n "${PELOTON_STATE_DIR:-}" ]; then
+  DIR=$PELOTON_STATE_DIR
+  mkdir -p "$DIR"
+  KEEP_DIR=1
+else
+  DIR=$(mktemp -d /tmp/peloton-run.XXXXXX)
+  KEEP_DIR=0
+fi
+RD_PID="" PD_PID="" KS_PID="" STOPPING=0
+
+cleanup() {
+  local rc=$?
+  [ "$STOPPING" = 1 ] && return
+  STOPPING=1
+  trap '' INT TERM
+  [ -n "$KS_PID$PD_PID$RD_PID" ] && echo "stopping..." >&2
+  pl_stop kubelet-sim "$KS_PID"
+  pl_stop pelotond "$PD_PID"
+  pl_stop redis-server "$RD_PID"
+  if [ "$rc" != 0 ] && [ "$rc" != 130 ] && [ "$rc" != 143 ]; then
+    echo "logs kept in $DIR" >&2
+  elif [ "$KEEP_DIR" = 0 ]; then
+    rm -rf "$DIR"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- redis
+if [ -n "${PELOTON_REDIS:-}" ]; then
+  REDIS=$PELOTON_REDIS
+  pl_redis_reachable "$REDIS" || pl_die "PELOTON_REDIS=$REDIS does not answer PING"
+else
+  pl_start_redis "$DIR"
+  RD_PID=$PL_REDIS_PID
+  REDIS=$PL_REDIS_ADDR
+fi
+
+# ---- pelotond
+rm -f "$DIR/port"
+# shellcheck disable=SC2086
+setsid bin/pelotond --redis="$REDIS" --port="$API_PORT" --port-file="$DIR/port" --crds=crds \
+  ${ROLES:+--roles=$ROLES} ${PELOTOND_ARGS:-} >"$DIR/pelotond.log" 2>&1 &
+PD_PID=$!
+pl_wait "pelotond (port file)" 30 "$PD_PID" "$DIR/pelotond.log" test -s "$DIR/port"
+PORT=$(awk '{print $1; exit}' "$DIR/port")
+SERVER=http://127.0.0.1:$PORT
+pl_wait "pelotond at $SERVER/healthz" 30 "$PD_PID" "$DIR/pelotond.log" pl_http_ok "$SERVER/healthz"
+pl_write_kubeconfig "$DIR/kubeconfig" "$SERVER"
+
+# ---- kubelet-sim
+# shellcheck disable=SC2086
+setsid bin/kubelet-sim --kubeconfig="$DIR/kubeconfig" --nodes="$NODES" --cpu=8 --memory=32Gi \
+  ${KSIM_ARGS:-} >"$DIR/kubelet-sim.log" 2>&1 &
+KS_PID=$!
+nodes_registered() {
+  [ "$(curl -fsS -m 2 "$SERVER/api/v1/nodes" |
+    python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')" -ge "$NODES" ]
+}
+pl_wait "kubelet-sim ($NODES nodes)" 60 "$KS_PID" "$DIR/kubelet-sim.log" nodes_registered
+
+cat <<EOF
+
+Peloton-C is running: API server $SERVER (local, no auth), redis $REDIS,
+$NODES simulated nodes. Logs and state: $DIR
+Try:
+  export KUBECONFIG=$DIR/kubeconfig
+  kubectl get nodes
+  kubectl apply -f examples/pools.yaml && kubectl get rp
+Ctrl-C stops kubelet-sim, pelotond and redis.
+EOF
+
+# Until Ctrl-C, or until one of them exits on its own.
+set +e
+wait -n $KS_PID $PD_PID $RD_PID
+rc=$?
+for p in "$KS_PID:kubelet-sim" "$PD_PID:pelotond" "$RD_PID:redis-server"; do
+  pid=${p%%:*}
+  if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+    echo "error: ${p#*:} exited (status $rc); see $DIR" >&2
+    break
+  fi
+done
+exit 1

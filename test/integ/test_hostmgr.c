@@ -1,0 +1,492 @@
+/* hostmgr against the project's real API server: a private redis-server and
+ * build/asan/pelotond --roles=apiserver on loopback, started and reaped by
+ * the test. The host manager runs on a private uv loop; the test's own reads
+ * and writes are synchronous requests (kclient_request_sync) between turns of
+ * the loop. Every wait has a deadline. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hostmgr.h"
+#include "kclient.h"
+#include "redis_fixture.h"
+#include "test.h"
+
+#define HM_PELOTOND "build/asan/pelotond"
+#define MERGE "application/merge-patch+json"
+
+static double mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int64_t wall_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- the API server ---- */
+
+struct hm_srv {
+    struct redis_fixture rf;
+    pid_t pid;
+    char dir[64], url[64], log[128];
+};
+
+static void hm_srv_stop(struct hm_srv *s) {
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        int st;
+        double end = mono_ms() + 5000;
+        while (waitpid(s->pid, &st, WNOHANG) != s->pid) {
+            if (mono_ms() > end) {
+                kill(s->pid, SIGKILL);
+                waitpid(s->pid, &st, 0);
+                break;
+            }
+            usleep(10000);
+        }
+        s->pid = 0;
+    }
+    redis_fixture_stop(&s->rf);
+    char p[128];
+    snprintf(p, sizeof p, "%s/port", s->dir);
+    unlink(p);
+    if (!getenv("HOSTMGR_TEST_KEEP_LOGS")) unlink(s->log);
+    rmdir(s->dir);
+}
+
+static int hm_srv_start(struct hm_srv *s) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "/tmp/hostmgr-test-XXXXXX");
+    if (!mkdtemp(s->dir)) return -errno;
+    snprintf(s->log, sizeof s->log, "%s/pelotond.log", s->dir);
+    int rc = redis_fixture_start(&s->rf, NULL);
+    if (rc) {
+        rmdir(s->dir);
+        return rc;
+    }
+    char portfile[128], pfarg[160], redis[64];
+    snprintf(portfile, sizeof portfile, "%s/port", s->dir);
+    snprintf(pfarg, sizeof pfarg, "--port-file=%s", portfile);
+    snprintf(redis, sizeof redis, "--redis=127.0.0.1:%d", s->rf.proc.port);
+    pid_t pid = fork();
+    if (pid < 0) {
+        rc = -errno;
+        hm_srv_stop(s);
+        return rc;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+        execl(HM_PELOTOND, HM_PELOTOND, "--roles=apiserver", "--port=0", pfarg, redis, "--crds=", "--watch-poll-ms=5",
+              (char *)NULL);
+        _exit(127);
+    }
+    s->pid = pid;
+    double end = mono_ms() + 20000;
+    while (mono_ms() < end) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            s->pid = 0;
+            fprintf(stderr, "pelotond exited early (see %s)\n", s->log);
+            setenv("HOSTMGR_TEST_KEEP_LOGS", "1", 1);
+            hm_srv_stop(s);
+            return -ECHILD;
+        }
+        FILE *f = fopen(portfile, "r");
+        int port = 0;
+        if (f) {
+            if (fscanf(f, "%d", &port) != 1) port = 0;
+            fclose(f);
+        }
+        if (port > 0) {
+            snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", port);
+            return 0;
+        }
+        usleep(20000);
+    }
+    hm_srv_stop(s);
+    return -ETIMEDOUT;
+}
+
+/* ---- the loop and the client ---- */
+
+struct hm_env {
+    uv_loop_t loop;
+    uv_timer_t wake;
+    struct kclient *c;
+};
+
+static void on_wake(uv_timer_t *t) { (void)t; }
+
+static int hm_env_init(struct hm_env *e, const char *url) {
+    memset(e, 0, sizeof *e);
+    uv_loop_init(&e->loop);
+    uv_timer_init(&e->loop, &e->wake);
+    struct kc_config cfg = {0};
+    char err[256];
+    if (kc_config_from_url(url, NULL, &cfg, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "config: %s", err);
+        return -1;
+    }
+    e->c = kclient_new(&e->loop, &cfg, err, sizeof err);
+    kc_config_free(&cfg);
+    if (!e->c) {
+        test_fail(__FILE__, __LINE__, "kclient_new: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void close_any(uv_handle_t *h, void *arg) {
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void hm_env_done(struct hm_env *e) {
+    kclient_free(e->c);
+    e->c = NULL;
+    uv_close((uv_handle_t *)&e->wake, NULL);
+    for (int i = 0; i < 100 && uv_loop_close(&e->loop) == UV_EBUSY; i++) {
+        if (i == 50) uv_walk(&e->loop, close_any, NULL);
+        uv_run(&e->loop, UV_RUN_NOWAIT);
+    }
+}
+
+/* Runs the loop for ms. */
+static void hm_run_for(struct hm_env *e, unsigned ms) {
+    double end = mono_ms() + ms;
+    while (mono_ms() < end) {
+        uv_timer_start(&e->wake, on_wake, (uint64_t)(end - mono_ms()) + 1, 0);
+        uv_run(&e->loop, UV_RUN_ONCE);
+    }
+    uv_timer_stop(&e->wake);
+}
+
+/* A synchronous request; the status. *out (optional) gets the body. */
+static long req(struct hm_env *e, const char *method, const char *path, json_t *body, const char *ctype,
+                json_t **out) {
+    char err[256];
+    long st = kclient_request_sync(e->c, method, path, body, ctype, out, err, sizeof err);
+    json_decref(body);
+    return st;
+}
+
+/* ---- objects ---- */
+
+static long make_node(struct hm_env *e, const char *name) {
+    json_t *n = json_pack("{s:s, s:s, s:{s:s}, s:{}}", "apiVersion", "v1", "kind", "Node", "metadata", "name", name,
+                          "spec");
+    long st = req(e, "POST", "/api/v1/nodes", n, NULL, NULL);
+    if (st != 201) return st;
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/nodes/%s/status", name);
+    json_t *s = json_pack("{s:{s:{s:s, s:s}, s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}}", "status", "allocatable", "cpu",
+                          "8", "memory", "32Gi", "conditions", "type", "MemoryPressure", "status", "False", "reason",
+                          "KubeletHasSufficientMemory", "type", "Ready", "status", "True", "reason", "KubeletReady");
+    return req(e, "PATCH", path, s, MERGE, NULL);
+}
+
+static void microtime_now(char out[32]) { hostmgr_format_time(wall_now_ms(), true, out); }
+
+/* Creates (create) or renews node's lease; renew NULL = now. */
+static long put_lease(struct hm_env *e, const char *node, int duration, bool create, const char *renew) {
+    char ts[32], path[160];
+    microtime_now(ts);
+    if (renew) snprintf(ts, sizeof ts, "%s", renew);
+    if (create) {
+        json_t *l = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:i, s:s}}", "apiVersion", "coordination.k8s.io/v1",
+                              "kind", "Lease", "metadata", "name", node, "namespace", HOSTMGR_LEASE_NS, "spec",
+                              "holderIdentity", node, "leaseDurationSeconds", duration, "renewTime", ts);
+        return req(e, "POST", "/apis/coordination.k8s.io/v1/namespaces/" HOSTMGR_LEASE_NS "/leases", l, NULL, NULL);
+    }
+    snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/" HOSTMGR_LEASE_NS "/leases/%s", node);
+    return req(e, "PATCH", path, json_pack("{s:{s:s}}", "spec", "renewTime", ts), MERGE, NULL);
+}
+
+static long make_bound_pod(struct hm_env *e, const char *name, const char *node) {
+    json_t *p = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1", "kind", "Pod", "metadata",
+                          "name", name, "spec", "containers", "name", "c", "image", "busybox");
+    long st = req(e, "POST", "/api/v1/namespaces/default/pods", p, NULL, NULL);
+    if (st != 201) return st;
+    char path[160];
+    snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s/binding", name);
+    json_t *b = json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s}}", "apiVersion", "v1", "kind", "Binding", "metadata",
+                          "name", name, "target", "kind", "Node", "name", node);
+    return req(e, "POST", path, b, NULL, NULL);
+}
+
+/* What the test looks at on a node. */
+struct node_view {
+    long status;
+    char ready[16], reason[64];
+    bool taint, memory_pressure_kept;
+};
+
+static void view_node(struct hm_env *e, const char *name, struct node_view *v) {
+    memset(v, 0, sizeof *v);
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/nodes/%s", name);
+    json_t *n = NULL;
+    v->status = req(e, "GET", path, NULL, NULL, &n);
+    size_t i;
+    json_t *x;
+    json_array_foreach(json_object_get(json_object_get(n, "status"), "conditions"), i, x) {
+        const char *type = json_string_value(json_object_get(x, "type"));
+        const char *st = json_string_value(json_object_get(x, "status"));
+        const char *reason = json_string_value(json_object_get(x, "reason"));
+        if (type && !strcmp(type, "Ready")) {
+            snprintf(v->ready, sizeof v->ready, "%s", st ? st : "");
+            snprintf(v->reason, sizeof v->reason, "%s", reason ? reason : "");
+        }
+        if (type && !strcmp(type, "MemoryPressure") && st && !strcmp(st, "False")) v->memory_pressure_kept = true;
+    }
+    json_array_foreach(json_object_get(json_object_get(n, "spec"), "taints"), i, x) {
+        const char *k = json_string_value(json_object_get(x, "key"));
+        const char *eff = json_string_value(json_object_get(x, "effect"));
+        if (k && eff && !strcmp(k, HOSTMGR_TAINT_UNREACHABLE) && !strcmp(eff, "NoExecute")) v->taint = true;
+    }
+    json_decref(n);
+}
+
+static bool pod_exists(struct hm_env *e, const char *name) {
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s", name);
+    return req(e, "GET", path, NULL, NULL, NULL) == 200;
+}
+
+/* NodeLost Events in default; the number, and whether each names node. */
+static int lost_events(struct hm_env *e, const char *node, bool *all_right) {
+    json_t *l = NULL;
+    *all_right = true;
+    if (req(e, "GET", "/api/v1/namespaces/default/events", NULL, NULL, &l) != 200) {
+        json_decref(l);
+        return -1;
+    }
+    int n = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(json_object_get(l, "items"), i, ev) {
+        const char *reason = json_string_value(json_object_get(ev, "reason"));
+        if (!reason || strcmp(reason, "NodeLost")) continue;
+        n++;
+        const char *type = json_string_value(json_object_get(ev, "type"));
+        const char *msg = json_string_value(json_object_get(ev, "message"));
+        const char *comp = json_string_value(json_object_get(json_object_get(ev, "source"), "component"));
+        const char *kind = json_string_value(json_object_get(json_object_get(ev, "involvedObject"), "kind"));
+        const char *uid = json_string_value(json_object_get(json_object_get(ev, "involvedObject"), "uid"));
+        if (!type || strcmp(type, "Warning") || !msg || !strstr(msg, node) || !comp || strcmp(comp, HOSTMGR_COMPONENT) ||
+            !kind || strcmp(kind, "Pod") || !uid || !uid[0])
+            *all_right = false;
+    }
+    json_decref(l);
+    return n;
+}
+
+/* ---- the tests ---- */
+
+/* The API server and a client on a fresh loop; false (failure recorded) when
+ * either cannot start. */
+static bool hm_begin(struct hm_srv *s, struct hm_env *e) {
+    int rc = hm_srv_start(s);
+    if (rc) {
+        test_fail(__FILE__, __LINE__, "API server: %s", strerror(-rc));
+        return false;
+    }
+    if (hm_env_init(e, s->url)) {
+        hm_srv_stop(s);
+        return false;
+    }
+    return true;
+}
+
+TEST(hostmgr_lapsed_lease_loses_pods) {
+    struct hm_srv s;
+    struct hm_env e;
+    if (!hm_begin(&s, &e)) return;
+    /* n1: leased for 2 s and then left to lapse; n2: leased for an hour; n3: never leased */
+    CHECK_I64(make_node(&e, "n1"), 200);
+    CHECK_I64(make_node(&e, "n2"), 200);
+    CHECK_I64(make_node(&e, "n3"), 200);
+    CHECK_I64(put_lease(&e, "n1", 2, true, NULL), 201);
+    CHECK_I64(put_lease(&e, "n2", 3600, true, NULL), 201);
+    CHECK_I64(make_bound_pod(&e, "p1", "n1"), 201);
+    CHECK_I64(make_bound_pod(&e, "p2", "n1"), 201);
+    CHECK_I64(make_bound_pod(&e, "q1", "n2"), 201);
+
+    struct hostmgr_options o;
+    hostmgr_options_default(&o);
+    o.check_ms = 100;
+    o.no_lease_ms = 1500;
+    char err[256] = "";
+    struct hostmgr *h = hostmgr_start(&e.loop, e.c, &o, err, sizeof err);
+    if (!h) test_fail(__FILE__, __LINE__, "hostmgr_start: %s", err);
+    if (!h) goto out;
+
+    /* at first everything is up */
+    hm_run_for(&e, 500);
+    CHECK(!hostmgr_node_down(h, "n1"));
+    CHECK(!hostmgr_node_down(h, "n2"));
+    CHECK(!hostmgr_node_down(h, "nope"));
+    size_t down = 9;
+    CHECK_I64(hostmgr_node_count(h, &down), 3);
+    CHECK_I64(down, 0);
+
+    /* n1's lease lapses 2 s after its renewal, n3 is down 1.5 s after it appeared */
+    double t0 = mono_ms(), end = t0 + 8000;
+    struct node_view v = {0};
+    bool events_right = false;
+    int events = 0;
+    bool done = false;
+    while (!done && mono_ms() < end) {
+        hm_run_for(&e, 100);
+        view_node(&e, "n1", &v);
+        events = lost_events(&e, "n1", &events_right);
+        done = hostmgr_node_down(h, "n1") && !strcmp(v.ready, "Unknown") && v.taint && !pod_exists(&e, "p1") &&
+               !pod_exists(&e, "p2") && events == 2;
+    }
+    CHECK(done);
+    if (done) fprintf(stderr, "  n1 lost in %.0f ms after its lease was renewed\n", mono_ms() - t0 + 500);
+    CHECK(hostmgr_node_down(h, "n1"));
+    CHECK_STR(v.ready, "Unknown");
+    CHECK_STR(v.reason, "NodeStatusUnknown");
+    CHECK(v.memory_pressure_kept);
+    CHECK(v.taint);
+    CHECK(!pod_exists(&e, "p1"));
+    CHECK(!pod_exists(&e, "p2"));
+    CHECK_I64(events, 2);
+    CHECK(events_right);
+    /* n2 and its pod are untouched; n3 (no lease) is down too */
+    CHECK(!hostmgr_node_down(h, "n2"));
+    CHECK(pod_exists(&e, "q1"));
+    view_node(&e, "n2", &v);
+    CHECK_STR(v.ready, "True");
+    CHECK(!v.taint);
+    CHECK(hostmgr_node_down(h, "n3"));
+    CHECK_I64(hostmgr_node_count(h, &down), 3);
+    CHECK_I64(down, 2);
+
+    /* idempotent: nothing more happens while it stays down */
+    hm_run_for(&e, 600);
+    CHECK_I64(lost_events(&e, "n1", &events_right), 2);
+    view_node(&e, "n1", &v);
+    CHECK(v.taint);
+
+    /* a pod bound to the down node later is lost too */
+    CHECK_I64(make_bound_pod(&e, "p3", "n1"), 201);
+    done = false;
+    end = mono_ms() + 5000;
+    while (!done && mono_ms() < end) {
+        hm_run_for(&e, 100);
+        done = !pod_exists(&e, "p3");
+    }
+    CHECK(done);
+
+    /* the kubelet comes back: its lease is fresh, the taint goes */
+    CHECK_I64(put_lease(&e, "n1", 2, false, NULL), 200);
+    done = false;
+    end = mono_ms() + 5000;
+    while (!done && mono_ms() < end) {
+        put_lease(&e, "n1", 2, false, NULL); /* keep renewing, as a kubelet does */
+        hm_run_for(&e, 100);
+        view_node(&e, "n1", &v);
+        done = !hostmgr_node_down(h, "n1") && !v.taint && v.status == 200;
+    }
+    CHECK(done);
+    CHECK(!v.taint);
+    CHECK(!hostmgr_node_down(h, "n1"));
+    CHECK_I64(lost_events(&e, "n1", &events_right), 3);
+
+    hostmgr_stop(h);
+    hm_run_for(&e, 50);
+out:
+    hm_env_done(&e);
+    hm_srv_stop(&s);
+}
+
+TEST(hostmgr_start_rejects_nonsense) {
+    char err[128] = "";
+    CHECK(hostmgr_start(NULL, NULL, NULL, err, sizeof err) == NULL);
+    CHECK_HAS(err, "required");
+}
+
+static int count_pods(struct hm_env *e) {
+    json_t *l = NULL;
+    int n = -1;
+    if (req(e, "GET", "/api/v1/namespaces/default/pods", NULL, NULL, &l) == 200)
+        n = (int)json_array_size(json_object_get(l, "items"));
+    json_decref(l);
+    return n;
+}
+
+/* Stopped with writes in flight (their callbacks land after the stop), then a
+ * second host manager finishes the job; the node's lease lapsed long ago. */
+TEST(hostmgr_stop_midway_and_resume) {
+    struct hm_srv s;
+    struct hm_env e;
+    if (!hm_begin(&s, &e)) return;
+    CHECK_I64(make_node(&e, "old"), 200);
+    CHECK_I64(put_lease(&e, "old", 40, true, "2020-01-01T00:00:00.000000Z"), 201);
+    enum { NPODS = 40 };
+    char name[32];
+    for (int i = 0; i < NPODS; i++) {
+        snprintf(name, sizeof name, "w-%d", i);
+        CHECK_I64(make_bound_pod(&e, name, "old"), 201);
+    }
+    REQUIRE_I64(count_pods(&e), NPODS);
+
+    struct hostmgr_options o;
+    hostmgr_options_default(&o);
+    o.check_ms = 50;
+    o.max_inflight = 3;
+    char err[256] = "";
+    struct hostmgr *h = hostmgr_start(&e.loop, e.c, &o, err, sizeof err);
+    if (!h) test_fail(__FILE__, __LINE__, "hostmgr_start: %s", err);
+    if (!h) goto out;
+    double end = mono_ms() + 8000;
+    int left = NPODS;
+    while (left == NPODS && mono_ms() < end) {
+        uv_run(&e.loop, UV_RUN_ONCE);
+        left = count_pods(&e);
+    }
+    CHECK(left < NPODS && left > 0);
+    CHECK(hostmgr_node_down(h, "old"));
+    CHECK(kclient_inflight(e.c) > 0);
+    hostmgr_stop(h); /* with requests in flight */
+    hm_run_for(&e, 300);
+    int after_stop = count_pods(&e);
+    hm_run_for(&e, 300);
+    CHECK_I64(count_pods(&e), after_stop); /* nothing more once the answers are in */
+
+    h = hostmgr_start(&e.loop, e.c, &o, err, sizeof err);
+    REQUIRE(h);
+    end = mono_ms() + 15000;
+    while (count_pods(&e) != 0 && mono_ms() < end) hm_run_for(&e, 100);
+    CHECK_I64(count_pods(&e), 0);
+    struct node_view v;
+    view_node(&e, "old", &v);
+    CHECK_STR(v.ready, "Unknown");
+    CHECK(v.taint);
+    bool right;
+    int events = lost_events(&e, "old", &right);
+    CHECK(events >= NPODS && events <= NPODS + 3); /* once per pod, but for those in flight at the stop */
+    CHECK(right);
+    hostmgr_stop(h);
+    hm_run_for(&e, 50);
+out:
+    hm_env_done(&e);
+    hm_srv_stop(&s);
+}
