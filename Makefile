@@ -46,7 +46,7 @@ FUZZ_TARGETS := quantity doc continue selector patch schema extender
 FUZZ_SECONDS ?= 30
 FUZZ_CC ?= clang-14
 
-.PHONY: all deps build test unit e2e bench run run-apiserver clean fuzz
+.PHONY: all deps build test unit e2e bench run run-sim run-apiserver clean fuzz
 all: build
 
 deps:
@@ -139,8 +139,13 @@ bench: deps $(BENCH_BIN) $(BINS)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 	@for b in bench/*.py; do [ -e "$$b" ] || continue; echo "== $$b"; python3 $$b || exit 1; done
 
-# Until the daemon exists: the offline simulator on the examples.
+# redis-server, pelotond (every role) and kubelet-sim with a small fleet; prints
+# the kubectl command to use; Ctrl-C stops all of it (docs/quickstart.md).
 run: build
+	scripts/run.sh
+
+# The offline simulator on the examples.
+run-sim: build
 	bin/peloton-sim entitlement examples/sim/blog.yaml
 	bin/peloton-sim plan examples/sim/plan.yaml
 	bin/peloton-sim place examples/sim/place.yaml

@@ -1,9 +1,19 @@
-/* pelotond: the Peloton-C daemon. Today it runs the apiserver role: the
- * Kubernetes API (apiserver-shim) over HTTP on loopback, backed by Redis.
- * The other roles (resmgr, placement, jobmgr, hostmgr) are not built yet and
- * are refused by name.
+/* pelotond: the Peloton-C daemon, one binary with roles (docs/architecture.md):
+ *   apiserver  the Kubernetes API (apiserver-shim) over HTTP, backed by Redis
+ *   resmgr     pools, entitlement, admission, preemption (leader by Redis lease)
+ *   placement  ready gangs -> hosts -> Bindings (several may run at once)
+ *   jobmgr     Job objects -> Pods, restarts, rolling updates
+ *   hostmgr    host inventory, lease checks: a lapsed node's tasks are LOST
+ * All roles run in one process by default (--roles=all); --roles= picks some,
+ * so that they can be split across processes sharing Redis. The controller
+ * roles are clients of a Kubernetes API: the in-process apiserver, or
+ * --server=URL [--token-file] / --kubeconfig=F. They run on their own thread
+ * and loop, so the API server's loop never waits for them.
  *
- *   pelotond [--roles=apiserver] [--bind=127.0.0.1] [--port=6080] [--port-file=F]
+ *   pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr]
+ *            [--server=URL | --kubeconfig=F] [--default-pool=NAME]
+ *            [--scheduler-default=true|false]
+ *            [--bind=127.0.0.1] [--port=6080] [--port-file=F]
  *            [--redis=127.0.0.1:6379] [--token-file=F] [--history-max=10000]
  *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--crds=crds]
  *            [--tls-port=N] [--tls-dir=.peloton-tls] [--tls-cert=PEM --tls-key=PEM]
@@ -22,24 +32,139 @@
 #include <sys/stat.h>
 #include <uv.h>
 
+#include "ctl.h"
+#include "hostmgr.h"
+#include "jobmgr.h"
+#include "kclient.h"
 #include "server.h"
 #include "shim.h"
 #include "store.h"
 #include "tlscert.h"
 
+enum { ROLE_API = 1, ROLE_RESMGR = 2, ROLE_PLACEMENT = 4, ROLE_JOBMGR = 8, ROLE_HOSTMGR = 16, ROLE_ALL = 31 };
+
+/* The controller roles: their own thread, loop, API client and Redis connection. */
+struct controllers {
+    unsigned roles;
+    uv_thread_t thread;
+    uv_loop_t loop;
+    uv_async_t stop;
+    struct kc_config kcfg;
+    const char *redis_addr, *default_pool;
+    bool serve_default;
+    struct kclient *kc;
+    redisContext *redis;
+    struct resmgr *resmgr;
+    struct placement *placement;
+    struct jobmgr *jobmgr;
+    struct hostmgr *hostmgr;
+    int rc;
+};
+
 struct daemon {
     uv_loop_t *loop;
     uv_signal_t sigint, sigterm;
     struct http_server *http, *https;
+    struct controllers *ctl;
 };
+
+static void ctl_stop_roles(uv_async_t *a) {
+    struct controllers *c = a->data;
+    resmgr_stop(c->resmgr);
+    placement_stop(c->placement);
+    jobmgr_stop(c->jobmgr);
+    hostmgr_stop(c->hostmgr);
+    c->resmgr = NULL;
+    c->placement = NULL;
+    c->jobmgr = NULL;
+    c->hostmgr = NULL;
+    if (c->kc) kclient_free(c->kc); /* cancels what is in flight */
+    c->kc = NULL;
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void ctl_main(void *arg) {
+    struct controllers *c = arg;
+    char err[512];
+    struct ctl_env env = {.loop = &c->loop, .identity = "pelotond"};
+    if (!(c->redis = ctl_redis_connect(c->redis_addr, err, sizeof err)) ||
+        !(c->kc = kclient_new(&c->loop, &c->kcfg, err, sizeof err))) {
+        fprintf(stderr, "pelotond: controllers: %s\n", err);
+        c->rc = 1;
+        uv_run(&c->loop, UV_RUN_DEFAULT); /* until stopped */
+        if (c->redis) redisFree(c->redis);
+        return;
+    }
+    env.kc = c->kc;
+    env.redis = c->redis;
+    struct resmgr_options ro;
+    resmgr_options_default(&ro);
+    ro.default_pool = c->default_pool;
+    ro.serve_default_scheduler = c->serve_default;
+    struct jobmgr_options jo;
+    jobmgr_options_default(&jo);
+    struct hostmgr_options ho;
+    hostmgr_options_default(&ho);
+    if (((c->roles & ROLE_RESMGR) && !(c->resmgr = resmgr_start(&env, &ro, err, sizeof err))) ||
+        ((c->roles & ROLE_PLACEMENT) && !(c->placement = placement_start(&env, NULL, err, sizeof err))) ||
+        ((c->roles & ROLE_JOBMGR) && !(c->jobmgr = jobmgr_start(&c->loop, c->kc, &jo, err, sizeof err))) ||
+        ((c->roles & ROLE_HOSTMGR) && !(c->hostmgr = hostmgr_start(&c->loop, c->kc, &ho, err, sizeof err)))) {
+        fprintf(stderr, "pelotond: %s\n", err);
+        c->rc = 1;
+        ctl_stop_roles(&c->stop);
+    } else {
+        fprintf(stderr, "level=info msg=\"controllers running\" api=%s redis=%s\n", c->kcfg.server, c->redis_addr);
+    }
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+    redisFree(c->redis);
+}
+
+static int ctl_start(struct controllers *c) {
+    if (uv_loop_init(&c->loop) || uv_async_init(&c->loop, &c->stop, ctl_stop_roles)) return -1;
+    c->stop.data = c;
+    return uv_thread_create(&c->thread, ctl_main, c);
+}
+
+static void ctl_join(struct controllers *c) {
+    uv_async_send(&c->stop);
+    uv_thread_join(&c->thread);
+    uv_loop_close(&c->loop);
+}
 
 static void on_signal(uv_signal_t *h, int signum) {
     struct daemon *d = h->data;
     fprintf(stderr, "level=info msg=stopping signal=%d\n", signum);
-    http_server_stop(d->http);
-    http_server_stop(d->https);
+    if (d->ctl) { /* controllers first: they are clients of the API server */
+        ctl_join(d->ctl);
+        d->ctl = NULL;
+    }
+    if (d->http) http_server_stop(d->http);
+    if (d->https) http_server_stop(d->https);
     uv_close((uv_handle_t *)&d->sigint, NULL);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
+}
+
+static unsigned parse_roles(const char *s) {
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"all", ROLE_ALL},        {"apiserver", ROLE_API}, {"resmgr", ROLE_RESMGR},
+                 {"placement", ROLE_PLACEMENT}, {"jobmgr", ROLE_JOBMGR}, {"hostmgr", ROLE_HOSTMGR}};
+    unsigned roles = 0;
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        unsigned bit = 0;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strlen(names[i].name) == n && !strncmp(s, names[i].name, n)) bit = names[i].bit;
+        if (!bit) {
+            fprintf(stderr, "pelotond: unknown role \"%.*s\" (apiserver, resmgr, placement, jobmgr, hostmgr, all)\n",
+                    (int)n, s);
+            return 0;
+        }
+        roles |= bit;
+        s += n + (s[n] == ',');
+    }
+    return roles;
 }
 
 static const char *opt(const char *arg, const char *name) {
@@ -58,8 +183,46 @@ static char *read_token(const char *path) {
     return n ? strdup(buf) : NULL;
 }
 
+static int usage(void);
+
+/* Controller roles without the API server in this process: a client of the
+ * one at --server or in --kubeconfig. */
+static int run_controllers_only(unsigned roles, const char *server, const char *kubeconfig, const char *token_file,
+                                const char *redis, const char *default_pool, bool serve_default) {
+    struct controllers c = {.roles = roles, .redis_addr = redis, .default_pool = default_pool,
+                            .serve_default = serve_default};
+    char err[512];
+    if (!server && !kubeconfig) {
+        fprintf(stderr, "pelotond: roles without apiserver need --server=URL or --kubeconfig=F\n");
+        return 2;
+    }
+    if (server ? kc_config_from_url(server, token_file, &c.kcfg, err, sizeof err)
+               : kc_config_load(kubeconfig, NULL, &c.kcfg, err, sizeof err)) {
+        fprintf(stderr, "pelotond: %s\n", err);
+        return 1;
+    }
+    struct daemon d = {.loop = uv_default_loop(), .ctl = &c};
+    if (ctl_start(&c)) {
+        kc_config_free(&c.kcfg);
+        return 1;
+    }
+    uv_signal_init(d.loop, &d.sigint);
+    uv_signal_init(d.loop, &d.sigterm);
+    d.sigint.data = d.sigterm.data = &d;
+    uv_signal_start(&d.sigint, on_signal, SIGINT);
+    uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+    uv_run(d.loop, UV_RUN_DEFAULT);
+    if (d.ctl) ctl_join(d.ctl);
+    uv_loop_close(d.loop);
+    kc_config_free(&c.kcfg);
+    fprintf(stderr, "level=info msg=stopped\n");
+    return c.rc;
+}
+
 static int usage(void) {
-    fprintf(stderr, "usage: pelotond [--roles=apiserver] [--bind=ADDR] [--port=N] [--port-file=F] "
+    fprintf(stderr, "usage: pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr] "
+                    "[--server=URL | --kubeconfig=F] [--default-pool=NAME] [--scheduler-default=true|false] "
+                    "[--bind=ADDR] [--port=N] [--port-file=F] "
                     "[--redis=HOST:PORT] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
                     "[--watch-bookmark-ms=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--tls-cert=PEM --tls-key=PEM]\n");
@@ -67,7 +230,8 @@ static int usage(void) {
 }
 
 int main(int argc, char **argv) {
-    const char *bind = "127.0.0.1", *roles = "apiserver", *redis = "127.0.0.1:6379", *token_file = NULL,
+    const char *server = NULL, *kubeconfig = NULL, *default_pool = NULL, *sched_default = "true";
+    const char *bind = "127.0.0.1", *roles = "all", *redis = "127.0.0.1:6379", *token_file = NULL,
                *port_file = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL, *tls_key = NULL;
     int tls_port = -1;
     int port = 6080;
@@ -76,6 +240,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = opt(argv[i], "--roles"))) roles = v;
+        else if ((v = opt(argv[i], "--server"))) server = v;
+        else if ((v = opt(argv[i], "--kubeconfig"))) kubeconfig = v;
+        else if ((v = opt(argv[i], "--default-pool"))) default_pool = v;
+        else if ((v = opt(argv[i], "--scheduler-default"))) sched_default = v;
         else if ((v = opt(argv[i], "--bind"))) bind = v;
         else if ((v = opt(argv[i], "--port"))) port = atoi(v);
         else if ((v = opt(argv[i], "--port-file"))) port_file = v;
@@ -91,10 +259,10 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--tls-key"))) tls_key = v;
         else return usage();
     }
-    if (strcmp(roles, "apiserver") != 0) {
-        fprintf(stderr, "pelotond: roles \"%s\": only the apiserver role is built so far\n", roles);
-        return 2;
-    }
+    unsigned role_bits = parse_roles(roles);
+    if (!role_bits) return usage();
+    if (!(role_bits & ROLE_API)) return run_controllers_only(role_bits, server, kubeconfig, token_file, redis,
+                                                             default_pool, strcmp(sched_default, "false") != 0);
     char host[256];
     const char *colon = strrchr(redis, ':');
     if (!colon || (size_t)(colon - redis) >= sizeof host) return usage();
@@ -189,7 +357,25 @@ int main(int argc, char **argv) {
             fclose(f);
         }
     }
+    struct controllers ctl = {.roles = role_bits & ~(unsigned)ROLE_API, .redis_addr = redis,
+                              .default_pool = default_pool, .serve_default = strcmp(sched_default, "false") != 0};
+    if (ctl.roles) {
+        char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", actual);
+        if (kc_config_from_url(url, NULL, &ctl.kcfg, err, sizeof err)) {
+            fprintf(stderr, "pelotond: %s\n", err);
+            return 1;
+        }
+        if (token) ctl.kcfg.token = strdup(token);
+        if (ctl_start(&ctl)) {
+            fprintf(stderr, "pelotond: cannot start the controller thread\n");
+            return 1;
+        }
+        d.ctl = &ctl;
+    }
     uv_run(d.loop, UV_RUN_DEFAULT);
+    if (d.ctl) ctl_join(d.ctl);
+    if (ctl.roles) kc_config_free(&ctl.kcfg);
     http_server_free(d.http);
     http_server_free(d.https);
     shim_free(shim);                /* closes the watch timer ... */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
 #include "crd_pool.h"
 #include "entitle.h"
 #include "k8sparse.h"
@@ -36,6 +37,8 @@ struct cluster {
     struct host_fleet *fleet;
     struct place_engine *engine;
     struct cm_pod **host_head; /* per host index */
+    struct resvec *host_alloc; /* per host: what its pods request */
+    uint32_t *host_pods, *host_max_pods; /* per host: pods counted, allocatable "pods" (0 = no limit) */
     uint32_t nhosts;
     struct resvec capacity;
 };
@@ -108,8 +111,14 @@ void cluster_free(struct cluster *c) {
     strmap_free(&c->gangs);
     place_engine_free(c->engine);
     host_fleet_free(c->fleet);
-    if (c->tree) respool_tree_free(c->tree);
+    if (c->tree) {
+        admit_tree_release(c->tree);
+        respool_tree_free(c->tree);
+    }
     free(c->host_head);
+    free(c->host_alloc);
+    free(c->host_pods);
+    free(c->host_max_pods);
     free(c->pool_error);
     free(c->default_pool);
     free(c);
@@ -123,8 +132,16 @@ static struct respool *leaf_of(struct cluster *c, const char *name) {
     return p && respool_is_leaf(p) ? p : NULL;
 }
 
-static void host_set(struct cluster *c, uint32_t h, struct resvec alloc) {
-    place_host_set_allocated(c->engine, h, resvec_clamp0(alloc));
+/* The engine sees a host at its pod limit as full: the core has no pod-count
+ * resource, and a Kubelet refuses a pod beyond it (OutOfpods). */
+static void host_sync(struct cluster *c, uint32_t h) {
+    struct resvec a = resvec_clamp0(c->host_alloc[h]);
+    if (c->host_max_pods[h] && c->host_pods[h] >= c->host_max_pods[h]) {
+        const struct resvec *cap = &c->fleet->hosts[h].allocatable;
+        if (a.v[RES_CPU] < cap->v[RES_CPU]) a.v[RES_CPU] = cap->v[RES_CPU];
+        if (a.v[RES_MEMORY] < cap->v[RES_MEMORY]) a.v[RES_MEMORY] = cap->v[RES_MEMORY];
+    }
+    place_host_set_allocated(c->engine, h, a);
 }
 
 static void job_count(struct cluster *c, const struct cm_pod *p, uint32_t h, int delta) {
@@ -140,17 +157,18 @@ static void uncount(struct cluster *c, struct cm_pod *p) {
         else usage_sub(&p->pool_->pending, p->counted_flags_, p->counted_req_);
     }
     if (p->host_ != HOST_NONE && p->host_ < c->nhosts) {
-        struct host *h = &c->fleet->hosts[p->host_];
-        host_set(c, p->host_, resvec_sub(h->allocated, p->counted_req_));
+        c->host_alloc[p->host_] = resvec_sub(c->host_alloc[p->host_], p->counted_req_);
+        c->host_pods[p->host_]--;
+        host_sync(c, p->host_);
         job_count(c, p, p->host_, -1);
-        struct cm_pod **pp = &c->host_head[p->host_];
-        while (*pp && *pp != p) pp = &(*pp)->hnext_;
-        if (*pp) *pp = p->hnext_;
+        if (p->hprev_) p->hprev_->hnext_ = p->hnext_;
+        else c->host_head[p->host_] = p->hnext_;
+        if (p->hnext_) p->hnext_->hprev_ = p->hprev_;
     }
     p->counted_ = 0;
     p->pool_ = NULL;
     p->host_ = HOST_NONE;
-    p->hnext_ = NULL;
+    p->hnext_ = p->hprev_ = NULL;
     c->entitle_dirty = true;
     c->gen++;
 }
@@ -170,9 +188,13 @@ static void count(struct cluster *c, struct cm_pod *p) {
         uint32_t h = host_fleet_find(c->fleet, p->node);
         if (h != HOST_NONE && h < c->nhosts) {
             p->host_ = h;
-            host_set(c, h, resvec_add(c->fleet->hosts[h].allocated, p->info.req));
+            c->host_alloc[h] = resvec_add(c->host_alloc[h], p->info.req);
+            c->host_pods[h]++;
+            host_sync(c, h);
             job_count(c, p, h, 1);
+            p->hprev_ = NULL;
             p->hnext_ = c->host_head[h];
+            if (p->hnext_) p->hnext_->hprev_ = p;
             c->host_head[h] = p;
         }
     }
@@ -492,6 +514,7 @@ static int rebuild_pools(struct cluster *c) {
         c->pool_error = strdup(err);
         return rc == -ENOMEM ? rc : 0; /* keep the previous tree */
     }
+    admit_tree_release(c->tree); /* a user of admission re-queues on a new tree */
     respool_tree_free(c->tree);
     c->tree = t;
     return 0;
@@ -537,19 +560,39 @@ static int rebuild_fleet(struct cluster *c) {
         kp_free_all(&m);
     }
     struct place_engine *e = rc ? NULL : place_engine_new(f, &c->opt.place);
-    struct cm_pod **heads = rc ? NULL : calloc(f->nhosts ? f->nhosts : 1, sizeof *heads);
-    if (!e || !heads) {
+    size_t nh = f->nhosts ? f->nhosts : 1;
+    struct cm_pod **heads = rc ? NULL : calloc(nh, sizeof *heads);
+    struct resvec *ha = rc ? NULL : calloc(nh, sizeof *ha);
+    uint32_t *hp = rc ? NULL : calloc(nh, sizeof *hp), *hm = rc ? NULL : calloc(nh, sizeof *hm);
+    if (!e || !heads || !ha || !hp || !hm) {
         place_engine_free(e);
         host_fleet_free(f);
         free(heads);
+        free(ha);
+        free(hp);
+        free(hm);
         return rc ? rc : -ENOMEM;
+    }
+    pos = 0;
+    while (strmap_next(&c->nodes, &pos, NULL, &v)) {
+        struct cm_node *n = v;
+        uint32_t h = host_fleet_find(f, n->name);
+        json_t *al = json_object_get(json_object_get(n->obj, "status"), "allocatable");
+        const char *mp = json_string_value(json_object_get(al, "pods"));
+        if (h != HOST_NONE && mp) hm[h] = (uint32_t)strtoul(mp, NULL, 10);
     }
     place_engine_free(c->engine);
     host_fleet_free(c->fleet);
     free(c->host_head);
+    free(c->host_alloc);
+    free(c->host_pods);
+    free(c->host_max_pods);
     c->fleet = f;
     c->engine = e;
     c->host_head = heads;
+    c->host_alloc = ha;
+    c->host_pods = hp;
+    c->host_max_pods = hm;
     c->nhosts = f->nhosts;
     c->capacity = cap;
     return 0;
@@ -580,6 +623,11 @@ int cluster_refresh(struct cluster *c) {
         c->entitle_dirty = false;
     }
     return 0;
+}
+
+void cluster_invalidate(struct cluster *c) {
+    c->entitle_dirty = true;
+    c->gen++;
 }
 
 const char *cluster_pool_error(const struct cluster *c) { return c->pool_error; }

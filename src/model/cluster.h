@@ -61,7 +61,7 @@ struct cm_pod {
     unsigned counted_;           /* 1 = alloc, 2 = pending */
     struct resvec counted_req_;
     unsigned counted_flags_;
-    struct cm_pod *hnext_;       /* next pod counted on the same host */
+    struct cm_pod *hnext_, *hprev_; /* pods counted on the same host */
 };
 
 struct cluster;
@@ -92,6 +92,11 @@ void cluster_admit(struct cluster *c, struct cm_pod *p, bool admitted);
 
 /* Brings the derived state up to date (see above). 0, or -ENOMEM. */
 int cluster_refresh(struct cluster *c);
+/* Pending demand changed outside the model (admission queues on the tree's
+ * leaves): the next cluster_refresh recomputes entitlement. A user of
+ * admit.c on cluster_tree must re-queue its gangs when the tree pointer
+ * changes (the old tree's queues are released). */
+void cluster_invalidate(struct cluster *c);
 /* Why the latest set of ResourcePools was not taken (NULL when it was). */
 const char *cluster_pool_error(const struct cluster *c);
 /* Bumped whenever the derived state changes (pools, nodes or pod counts). */

@@ -66,8 +66,10 @@ def start_pelotond(redis_port, *extra):
     port_file = os.path.join(d, "port")
     log = open(os.path.join(d, "pelotond.log"), "w")
     crds = [] if any(a.startswith("--crds") for a in extra) else [f"--crds={os.path.join(ROOT, 'crds')}"]
+    # the API server alone unless the test asks for roles (pelotond's default is all of them)
+    roles = [] if any(a.startswith("--roles") for a in extra) else ["--roles=apiserver"]
     p = subprocess.Popen([PELOTOND, "--port=0", f"--port-file={port_file}", f"--redis=127.0.0.1:{redis_port}",
-                          *crds, *extra], stdout=log, stderr=subprocess.STDOUT)
+                          *roles, *crds, *extra], stdout=log, stderr=subprocess.STDOUT)
     _procs.append(p)
     wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip() != "", what="pelotond")
     ports = [int(x) for x in open(port_file).read().split()]

@@ -269,3 +269,32 @@ TEST(strmap_put_get_delete_grow) {
     CHECK_I64(n, 2500);
     strmap_free(&m);
 }
+
+TEST(cluster_host_at_its_pod_limit_takes_no_more) {
+    struct cm_options o;
+    cm_options_default(&o);
+    struct cluster *c = cluster_new(&o);
+    REQUIRE(c);
+    json_t *n = node("n1", "64", "64Gi", true);
+    json_object_set_new(json_object_get(json_object_get(n, "status"), "allocatable"), "pods", json_string("2"));
+    feed(c, n, cluster_node_set);
+    feed(c, pod("d", "a", NULL, "100m", "n1"), cluster_pod_set);
+    feed(c, pod("d", "new", NULL, "100m", NULL), cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    uint32_t h = host_fleet_find(cluster_fleet(c), "n1");
+    struct cm_pod *p = cluster_pod(c, "d", "new");
+    struct pod_task t;
+    char err[128];
+    uint8_t why;
+    REQUIRE_I64(pod_task_build(p->obj, &p->info, &t, err, sizeof err), 0);
+    REQUIRE_I64(place_check_hosts(cluster_engine(c), &t.t, NULL, &h, 1, &why), 0);
+    CHECK_I64(why, PR_NONE); /* one of two pod slots used */
+    feed(c, pod("d", "b", NULL, "100m", "n1"), cluster_pod_set);
+    REQUIRE_I64(place_check_hosts(cluster_engine(c), &t.t, NULL, &h, 1, &why), 0);
+    CHECK_I64(why, PR_INSUFFICIENT_CPU); /* both used: the host reads as full */
+    cluster_pod_del(c, "d", "a");
+    REQUIRE_I64(place_check_hosts(cluster_engine(c), &t.t, NULL, &h, 1, &why), 0);
+    CHECK_I64(why, PR_NONE);
+    pod_task_free(&t);
+    cluster_free(c);
+}

@@ -1,0 +1,75 @@
+/* pelotond's controller roles (docs/architecture.md): what they share and
+ * how they start. Each role is a client of the Kubernetes API (kclient) and
+ * of Redis (the task queues), on one libuv loop; several roles may share a
+ * loop, a client and a Redis connection, or run in separate processes.
+ *
+ * Redis keys (prefix peloton:):
+ *   resmgr:leader   the resource manager's lease (SET NX PX), value = holder id
+ *   resmgr:epoch    fencing token: incremented by each new leader
+ *   pending:<pool>  ZSET of gang keys waiting for admission, by priority then FIFO
+ *   ready           LIST of admitted gang keys, popped by placement engines
+ *   retry           ZSET of gang keys placement could not place, by due time (ms)
+ *   gang:<key>      HASH: ns, pods (JSON array of names), pool, epoch, attempts
+ * A gang key is "<namespace>/<gang label>" or, for a pod alone, "<namespace>/pod:<name>". */
+#ifndef PELOTON_CTL_H
+#define PELOTON_CTL_H
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "kclient.h"
+
+#define CTL_KEY_LEADER "peloton:resmgr:leader"
+#define CTL_KEY_EPOCH "peloton:resmgr:epoch"
+#define CTL_KEY_PENDING "peloton:pending:"
+#define CTL_KEY_READY "peloton:ready"
+#define CTL_KEY_RETRY "peloton:retry"
+#define CTL_KEY_GANG "peloton:gang:"
+
+struct ctl_env {
+    uv_loop_t *loop;
+    struct kclient *kc;
+    redisContext *redis; /* synchronous, loopback; commands are pipelined per round */
+    const char *identity; /* this process, for leases and Events */
+};
+
+/* Connects to host:port (a string "host:port"); NULL with err. */
+redisContext *ctl_redis_connect(const char *addr, char *err, size_t errlen);
+/* Runs a command; returns the reply (freeReplyObject) or NULL with a log line. */
+redisReply *ctl_redis(redisContext *r, const char *fmt, ...);
+
+/* Posts a v1 Event about a pod (reason, type "Normal"/"Warning", message). Fire and forget. */
+void ctl_pod_event(struct kclient *kc, const char *component, const char *ns, const char *pod, const char *uid,
+                   const char *type, const char *reason, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+
+/* ---- resmgr ---- */
+struct resmgr_options {
+    const char *default_pool;       /* pool for pods without one; NULL = unmanaged */
+    bool serve_default_scheduler;   /* also schedule pods asking for default-scheduler */
+    uint32_t round_ms;              /* admission round period while work waits; default 20 */
+    uint32_t lease_ms;              /* leader lease; default 10000 */
+    uint32_t preempt_ms;            /* preemption check period; default 1000 */
+    uint32_t status_ms;             /* pool status write period; default 1000 */
+    uint32_t over_checks;           /* consecutive over-entitlement checks before preempting; default 3 */
+};
+void resmgr_options_default(struct resmgr_options *o);
+struct resmgr;
+struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_options *o, char *err, size_t errlen);
+void resmgr_stop(struct resmgr *r);
+bool resmgr_is_leader(const struct resmgr *r);
+
+/* ---- placement ---- */
+struct placement_options {
+    uint32_t batch;     /* gangs popped per round; default 512 */
+    uint32_t tick_ms;   /* idle poll period; default 10 */
+    uint32_t max_inflight; /* bindings in flight; default 512 */
+};
+void placement_options_default(struct placement_options *o);
+struct placement;
+struct placement *placement_start(const struct ctl_env *env, const struct placement_options *o, char *err,
+                                  size_t errlen);
+void placement_stop(struct placement *p);
+
+#endif

@@ -1,0 +1,285 @@
+/* placement: the placement role (ctl.h, docs/architecture.md).
+ *
+ * Pops admitted gangs from the Redis ready queue in batches (LPOP is atomic,
+ * so several placement engines can run at once, each gang going to one),
+ * places each gang all or nothing with the core against its own view of the
+ * hosts (Nodes and bound Pods through informers), and binds every member
+ * through the binding subresource. A gang that does not fit goes to the
+ * retry queue with a backoff and an Event on each member saying why
+ * ("0/5000 nodes: 4000 insufficient cpu, 1000 taint"). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster.h"
+#include "ctl.h"
+#include "labels.h"
+#include "podspec.h"
+
+#define PL_COMPONENT "peloton-placement"
+#define PL_GANG_MAX 100000
+#define PL_MISSING_MAX 50 /* attempts while a member is not yet in the cache */
+
+struct placement {
+    struct ctl_env env;
+    struct placement_options o;
+    struct cluster *cm;
+    struct kc_informer *pods, *nodes;
+    uv_timer_t tick, retry;
+    int timers_open;
+    size_t inflight;
+    uint64_t placed, unplaceable;
+    bool stopping;
+};
+
+struct bind_ctx {
+    struct placement *p;
+    char *ns, *name, *node, *gang;
+};
+
+void placement_options_default(struct placement_options *o) {
+    o->batch = 512;
+    o->tick_ms = 10;
+    o->max_inflight = 512;
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char *obj_name(json_t *obj) {
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+}
+static void on_pod_add(void *ud, json_t *obj) { cluster_pod_set(((struct placement *)ud)->cm, obj); }
+static void on_pod_update(void *ud, json_t *old, json_t *obj) { on_pod_add(ud, obj); }
+static void on_pod_delete(void *ud, json_t *obj) {
+    json_t *md = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace"));
+    if (ns && obj_name(obj)) cluster_pod_del(((struct placement *)ud)->cm, ns, obj_name(obj));
+}
+static void on_node_add(void *ud, json_t *obj) { cluster_node_set(((struct placement *)ud)->cm, obj); }
+static void on_node_update(void *ud, json_t *old, json_t *obj) { on_node_add(ud, obj); }
+static void on_node_delete(void *ud, json_t *obj) {
+    if (obj_name(obj)) cluster_node_del(((struct placement *)ud)->cm, obj_name(obj));
+}
+
+static void retry_later(struct placement *p, const char *key, int64_t delay_ms) {
+    freeReplyObject(ctl_redis(p->env.redis, "ZADD %s %lld %s", CTL_KEY_RETRY, (long long)(now_ms() + delay_ms), key));
+}
+
+static void bind_ctx_free(struct bind_ctx *b) {
+    free(b->ns);
+    free(b->name);
+    free(b->node);
+    free(b->gang);
+    free(b);
+}
+
+static void on_bound(void *ud, const struct kc_response *res) {
+    struct bind_ctx *b = ud;
+    struct placement *p = b->p;
+    p->inflight--;
+    if (p->stopping) { /* the role is gone: the last reply frees it */
+        bind_ctx_free(b);
+        if (!p->inflight && !p->timers_open) free(p);
+        return;
+    }
+    if (res->status >= 200 && res->status < 300) {
+        p->placed++;
+    } else {
+        /* already bound elsewhere (409) or gone (404): nothing to retry; else try the gang again */
+        cluster_forget(p->cm, b->ns, b->name);
+        if (res->status != 409 && res->status != 404) {
+            fprintf(stderr, "level=warn msg=\"placement: bind %s/%s to %s: %ld %s\"\n", b->ns, b->name, b->node,
+                    res->status, res->error ? res->error : "");
+            retry_later(p, b->gang, 200);
+        }
+    }
+    bind_ctx_free(b);
+}
+
+static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, const char *node) {
+    struct bind_ctx *b = calloc(1, sizeof *b);
+    if (!b || !(b->ns = strdup(pod->ns)) || !(b->name = strdup(pod->name)) || !(b->node = strdup(node)) ||
+        !(b->gang = strdup(gang))) {
+        if (b) bind_ctx_free(b);
+        return;
+    }
+    b->p = p;
+    char path[600];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", pod->ns, pod->name);
+    json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s?}, s:{s:s, s:s, s:s}}", "apiVersion", "v1", "kind", "Binding",
+                             "metadata", "name", pod->name, "uid", pod->uid, "target", "apiVersion", "v1", "kind",
+                             "Node", "name", node);
+    cluster_assume(p->cm, pod->ns, pod->name, node);
+    p->inflight++;
+    if (!body || kclient_request(p->env.kc, "POST", path, body, NULL, on_bound, b)) {
+        p->inflight--;
+        cluster_forget(p->cm, pod->ns, pod->name);
+        bind_ctx_free(b);
+    }
+    json_decref(body);
+}
+
+/* One gang from the ready queue. */
+static void place_one(struct placement *p, const char *key, struct cm_pod **pods, struct pod_task *tasks,
+                      struct place_task *pt, uint32_t *hosts) {
+    redisReply *h = ctl_redis(p->env.redis, "HMGET %s%s ns pods attempts", CTL_KEY_GANG, key);
+    if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 3 || h->element[0]->type != REDIS_REPLY_STRING ||
+        h->element[1]->type != REDIS_REPLY_STRING) {
+        freeReplyObject(h); /* gone: its pods ended or were bound; nothing to do */
+        return;
+    }
+    const char *ns = h->element[0]->str;
+    long attempts = h->element[2]->type == REDIS_REPLY_STRING ? atol(h->element[2]->str) : 0;
+    json_t *names = json_loads(h->element[1]->str, 0, NULL);
+    size_t n = 0, missing = 0, i;
+    json_t *nm;
+    json_array_foreach(names, i, nm) {
+        const char *s = json_string_value(nm);
+        struct cm_pod *pod = s ? cluster_pod(p->cm, ns, s) : NULL;
+        if (!pod) {
+            missing++;
+            continue;
+        }
+        if (pod->node || pod->info.terminal || pod->info.deleting || pod->bad || n >= PL_GANG_MAX) continue;
+        pods[n++] = pod;
+    }
+    json_decref(names);
+    if (missing && attempts < PL_MISSING_MAX) { /* the cache lags the resource manager: look again soon */
+        freeReplyObject(ctl_redis(p->env.redis, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key));
+        retry_later(p, key, 50);
+        freeReplyObject(h);
+        return;
+    }
+    uint32_t nt = 0;
+    char err[256];
+    for (size_t j = 0; j < n; j++) {
+        if (pod_task_build(pods[j]->obj, &pods[j]->info, &tasks[nt], err, sizeof err)) continue;
+        pt[nt] = tasks[nt].t;
+        pods[nt] = pods[j];
+        nt++;
+    }
+    if (nt) {
+        struct place_gang g = {.id = key,
+                               .job = pods[0]->info.job ? pods[0]->info.job : pods[0]->info.gang,
+                               .strategy = pods[0]->info.strategy,
+                               .tasks = pt,
+                               .ntasks = nt};
+        struct place_failure fail;
+        int rc = place_gang(cluster_engine(p->cm), &g, hosts, &fail);
+        if (rc == 0) {
+            /* the engine counted them; the model counts them again on assume: take the engine's back */
+            place_gang_undo(cluster_engine(p->cm), &g, hosts);
+            for (uint32_t j = 0; j < nt; j++) bind_pod(p, key, pods[j], host_name(cluster_fleet(p->cm), hosts[j]));
+        } else {
+            char why[512];
+            if (rc == -ENOSPC) {
+                place_failure_format(&fail, why, sizeof why);
+                char *hs = strstr(why, " hosts");
+                if (hs) memcpy(hs, " nodes", 6); /* Kubernetes words */
+            } else {
+                snprintf(why, sizeof why, "cannot place: %s", strerror(-rc));
+            }
+            p->unplaceable++;
+            if (attempts == 0 || attempts % 10 == 0)
+                for (uint32_t j = 0; j < nt; j++)
+                    ctl_pod_event(p->env.kc, PL_COMPONENT, pods[j]->ns, pods[j]->name, pods[j]->uid, "Warning",
+                                  "FailedScheduling", "%s%s", why, nt > 1 ? " (gang: all or nothing)" : "");
+            freeReplyObject(ctl_redis(p->env.redis, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key));
+            int64_t backoff = 100;
+            for (long a = 0; a < attempts && backoff < 5000; a++) backoff *= 2;
+            retry_later(p, key, backoff > 5000 ? 5000 : backoff);
+        }
+    }
+    for (uint32_t j = 0; j < nt; j++) pod_task_free(&tasks[j]);
+    freeReplyObject(h);
+}
+
+static void on_tick(uv_timer_t *t) {
+    struct placement *p = t->data;
+    if (!kc_informer_synced(p->pods) || !kc_informer_synced(p->nodes) || p->inflight >= p->o.max_inflight) return;
+    if (cluster_refresh(p->cm)) return;
+    redisReply *rep = ctl_redis(p->env.redis, "LPOP %s %u", CTL_KEY_READY, p->o.batch);
+    if (!rep || rep->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(rep);
+        return;
+    }
+    static struct cm_pod *pods[PL_GANG_MAX];
+    static struct pod_task tasks[PL_GANG_MAX];
+    static struct place_task pt[PL_GANG_MAX];
+    static uint32_t hosts[PL_GANG_MAX];
+    for (size_t i = 0; i < rep->elements; i++) place_one(p, rep->element[i]->str, pods, tasks, pt, hosts);
+    freeReplyObject(rep);
+}
+
+static void on_retry(uv_timer_t *t) {
+    struct placement *p = t->data;
+    freeReplyObject(ctl_redis(p->env.redis, "EVAL %s 2 %s %s %lld",
+                              "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1024) "
+                              "for _, k in ipairs(due) do redis.call('ZREM', KEYS[1], k) "
+                              "redis.call('RPUSH', KEYS[2], k) end return #due",
+                              CTL_KEY_RETRY, CTL_KEY_READY, (long long)now_ms()));
+}
+
+struct placement *placement_start(const struct ctl_env *env, const struct placement_options *o, char *err,
+                                  size_t errlen) {
+    struct placement *p = calloc(1, sizeof *p);
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    p->env = *env;
+    placement_options_default(&p->o);
+    if (o) {
+        if (o->batch) p->o.batch = o->batch;
+        if (o->tick_ms) p->o.tick_ms = o->tick_ms;
+        if (o->max_inflight) p->o.max_inflight = o->max_inflight;
+    }
+    struct cm_options co;
+    cm_options_default(&co);
+    co.count_pending = false;
+    p->cm = cluster_new(&co);
+    static const struct kc_informer_handlers hp = {on_pod_add, on_pod_update, on_pod_delete, NULL},
+                                             hn = {on_node_add, on_node_update, on_node_delete, NULL};
+    if (p->cm) {
+        p->pods = kc_informer_new(env->kc, "/api/v1/pods", NULL, &hp, p);
+        p->nodes = kc_informer_new(env->kc, "/api/v1/nodes", NULL, &hn, p);
+    }
+    if (!p->cm || !p->pods || !p->nodes || kc_informer_start(p->pods) || kc_informer_start(p->nodes)) {
+        snprintf(err, errlen, "placement: cannot start");
+        placement_stop(p);
+        return NULL;
+    }
+    uv_timer_init(env->loop, &p->tick);
+    uv_timer_init(env->loop, &p->retry);
+    p->tick.data = p->retry.data = p;
+    p->timers_open = 2;
+    uv_timer_start(&p->tick, on_tick, p->o.tick_ms, p->o.tick_ms);
+    uv_timer_start(&p->retry, on_retry, 100, 100);
+    return p;
+}
+
+static void on_closed(uv_handle_t *h) {
+    struct placement *p = h->data;
+    if (--p->timers_open == 0 && !p->inflight) free(p);
+}
+
+void placement_stop(struct placement *p) {
+    if (!p) return;
+    p->stopping = true;
+    kc_informer_free(p->pods);
+    kc_informer_free(p->nodes);
+    cluster_free(p->cm);
+    p->cm = NULL;
+    if (!p->timers_open) {
+        if (!p->inflight) free(p);
+        return;
+    }
+    uv_close((uv_handle_t *)&p->tick, on_closed);
+    uv_close((uv_handle_t *)&p->retry, on_closed);
+}

@@ -1,0 +1,621 @@
+/* resmgr: the resource manager role (ctl.h, docs/architecture.md).
+ *
+ * The leader (a Redis lease with a fencing token) keeps the cluster model
+ * (pools, nodes, pods through informers), turns unbound pods that ask for
+ * Peloton into gangs, queues them per pool in priority order (admit.c, mirrored
+ * in Redis ZSETs), admits them against entitlement each round and pushes the
+ * admitted gangs to the Redis ready queue for placement. It plans preemption
+ * (preempt.c) and evicts the victims, and writes each pool's entitlement,
+ * allocation and demand into its status. A new leader rebuilds everything from
+ * the API and Redis: bound pods are allocation, gangs already in the ready or
+ * retry queue stay admitted, every other unbound pod is pending. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admit.h"
+#include "cluster.h"
+#include "crd_pool.h"
+#include "ctl.h"
+#include "labels.h"
+#include "preempt.h"
+#include "strmap.h"
+
+#define RM_COMPONENT "peloton-resmgr"
+#define RM_ROUND_CAP 4096
+#define RM_GANG_MAX 100000
+
+enum rg_state { RG_WAIT = 0, RG_QUEUED, RG_ADMITTED };
+
+struct rm_gang {
+    char *key, *ns, *label; /* label: the gang label, NULL for a pod alone */
+    struct gang g;
+    enum rg_state st;
+    char *pool;             /* the leaf's name while queued or admitted */
+    bool told;              /* an Event said why it cannot queue */
+};
+
+struct resmgr {
+    struct ctl_env env;
+    struct resmgr_options o;
+    struct cluster *cm;
+    struct kc_informer *pods, *nodes, *pools, *nss;
+    struct strmap gangs, dirty, evicting;
+    uv_timer_t round_t, lease_t, preempt_t, status_t;
+    int timers_open;
+    bool leader, recovered;
+    long long epoch;
+    char id[96];
+    struct respool_tree *last_tree;
+    struct preempt_state ps;
+    json_t *sent; /* pool name -> last status written */
+    uint64_t admitted_total;
+};
+
+void resmgr_options_default(struct resmgr_options *o) {
+    memset(o, 0, sizeof *o);
+    o->serve_default_scheduler = true;
+    o->round_ms = 20;
+    o->lease_ms = 10000;
+    o->preempt_ms = 1000;
+    o->status_ms = 1000;
+    o->over_checks = 3;
+}
+
+static bool eligible(const struct resmgr *r, const struct cm_pod *p) {
+    if (p->bad || p->node || p->info.terminal || p->info.deleting) return false;
+    if (!strcmp(p->info.scheduler, PELOTON_SCHEDULER)) return true;
+    return r->o.serve_default_scheduler && !strcmp(p->info.scheduler, "default-scheduler");
+}
+
+static void gang_key_of(const char *ns, const char *name, const char *gang, char *out, size_t len) {
+    if (gang) snprintf(out, len, "%s/%s", ns, gang);
+    else snprintf(out, len, "%s/pod:%s", ns, name);
+}
+
+static void mark(struct resmgr *r, const char *key) { strmap_put(&r->dirty, key, (void *)1, NULL); }
+
+static void mark_obj(struct resmgr *r, json_t *obj) {
+    json_t *md = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace")),
+               *name = json_string_value(json_object_get(md, "name")),
+               *gang = json_string_value(json_object_get(json_object_get(md, "labels"), PL_GANG));
+    if (!ns || !name) return;
+    char key[600];
+    gang_key_of(ns, name, gang && gang[0] ? gang : NULL, key, sizeof key);
+    mark(r, key);
+}
+
+static void gang_free(struct rm_gang *g) {
+    if (!g) return;
+    free(g->key);
+    free(g->ns);
+    free(g->label);
+    free(g->pool);
+    free(g);
+}
+
+static void gang_drop(struct resmgr *r, struct rm_gang *g) {
+    if (g->st == RG_QUEUED) admit_remove(&g->g);
+    if (r->leader) {
+        if (g->pool) freeReplyObject(ctl_redis(r->env.redis, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key));
+        freeReplyObject(ctl_redis(r->env.redis, "DEL %s%s", CTL_KEY_GANG, g->key));
+    }
+    strmap_del(&r->gangs, g->key);
+    gang_free(g);
+}
+
+/* ---- informer handlers ---- */
+
+static void on_pod_add(void *ud, json_t *obj) {
+    struct resmgr *r = ud;
+    cluster_pod_set(r->cm, obj);
+    mark_obj(r, obj);
+}
+static void on_pod_update(void *ud, json_t *old, json_t *obj) {
+    struct resmgr *r = ud;
+    cluster_pod_set(r->cm, obj);
+    mark_obj(r, old);
+    mark_obj(r, obj);
+}
+static void on_pod_delete(void *ud, json_t *obj) {
+    struct resmgr *r = ud;
+    json_t *md = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace")),
+               *name = json_string_value(json_object_get(md, "name"));
+    mark_obj(r, obj);
+    if (ns && name) {
+        char key[600];
+        snprintf(key, sizeof key, "%s/%s", ns, name);
+        strmap_del(&r->evicting, key);
+        cluster_pod_del(r->cm, ns, name);
+    }
+}
+static const char *obj_name(json_t *obj) {
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+}
+static void on_node_add(void *ud, json_t *obj) { cluster_node_set(((struct resmgr *)ud)->cm, obj); }
+static void on_node_update(void *ud, json_t *old, json_t *obj) { on_node_add(ud, obj); }
+static void on_node_delete(void *ud, json_t *obj) {
+    if (obj_name(obj)) cluster_node_del(((struct resmgr *)ud)->cm, obj_name(obj));
+}
+static void on_pool_add(void *ud, json_t *obj) { cluster_pool_set(((struct resmgr *)ud)->cm, obj); }
+static void on_pool_update(void *ud, json_t *old, json_t *obj) { on_pool_add(ud, obj); }
+static void on_pool_delete(void *ud, json_t *obj) {
+    if (obj_name(obj)) cluster_pool_del(((struct resmgr *)ud)->cm, obj_name(obj));
+}
+static void on_ns_add(void *ud, json_t *obj) { cluster_ns_set(((struct resmgr *)ud)->cm, obj); }
+static void on_ns_update(void *ud, json_t *old, json_t *obj) { on_ns_add(ud, obj); }
+static void on_ns_delete(void *ud, json_t *obj) {
+    if (obj_name(obj)) cluster_ns_del(((struct resmgr *)ud)->cm, obj_name(obj));
+}
+
+static bool synced(const struct resmgr *r) {
+    return kc_informer_synced(r->pods) && kc_informer_synced(r->nodes) && kc_informer_synced(r->pools) &&
+           kc_informer_synced(r->nss);
+}
+
+/* ---- gangs ---- */
+
+static struct rm_gang *gang_get(struct resmgr *r, const char *key, const char *ns, const char *label) {
+    struct rm_gang *g = strmap_get(&r->gangs, key);
+    if (g) return g;
+    if (!(g = calloc(1, sizeof *g)) || !(g->key = strdup(key)) || !(g->ns = strdup(ns)) ||
+        (label && !(g->label = strdup(label))) || strmap_put(&r->gangs, key, g, NULL)) {
+        gang_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* The gang's live members: pods of the gang label in ns, or the single pod. */
+static size_t members(struct resmgr *r, const char *key, struct cm_pod **out, size_t cap, const char **ns_out,
+                      const char **label_out, char *nsbuf, size_t nslen) {
+    const char *slash = strchr(key, '/');
+    if (!slash || (size_t)(slash - key) >= nslen) return 0;
+    memcpy(nsbuf, key, (size_t)(slash - key));
+    nsbuf[slash - key] = 0;
+    *ns_out = nsbuf;
+    if (!strncmp(slash + 1, "pod:", 4)) {
+        *label_out = NULL;
+        struct cm_pod *p = cluster_pod(r->cm, nsbuf, slash + 5);
+        if (!p || p->info.terminal) return 0;
+        out[0] = p;
+        return 1;
+    }
+    *label_out = slash + 1;
+    return cluster_gang_members(r->cm, nsbuf, slash + 1, out, cap);
+}
+
+static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf) {
+    char nsbuf[256];
+    const char *ns = NULL, *label = NULL;
+    size_t n = members(r, key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
+    if (n > RM_GANG_MAX) n = RM_GANG_MAX;
+    struct rm_gang *g = strmap_get(&r->gangs, key);
+    size_t nel = 0, nbound = 0, nadm = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (buf[i]->node) nbound++;
+        else if (eligible(r, buf[i])) {
+            buf[nel++] = buf[i]; /* compact: eligible first (bound ones are counted only) */
+            if (buf[i]->admitted) nadm++;
+        }
+    }
+    if (g && g->st == RG_ADMITTED) {
+        if (nadm == 0) gang_drop(r, g); /* every member bound, ended or gone: placement is done */
+        return;
+    }
+    uint32_t size = nel ? buf[0]->info.gang_size : 1;
+    if (nel < size || nel == 0) { /* incomplete (or nothing to do) */
+        if (g && (g->st == RG_QUEUED || nel == 0)) gang_drop(r, g);
+        return;
+    }
+    if (g && g->st == RG_QUEUED) {
+        /* membership unchanged and still queued: nothing to do; otherwise re-queue */
+        if (g->g.ntasks == (uint32_t)size) return;
+        admit_remove(&g->g);
+        g->st = RG_WAIT;
+    }
+    if (!(g = gang_get(r, key, ns, label))) return;
+    struct cm_pod *p0 = buf[0];
+    struct respool *leaf = cluster_pod_pool(r->cm, p0);
+    struct resvec demand = resvec_zero();
+    uint32_t prio = 0;
+    for (uint32_t i = 0; i < size; i++) {
+        demand = resvec_add(demand, buf[i]->info.req);
+        if (buf[i]->info.priority > prio) prio = buf[i]->info.priority;
+    }
+    if (!leaf) {
+        char why[300];
+        if (!p0->pool) { /* unmanaged: no admission, straight to placement */
+            for (uint32_t i = 0; i < size; i++) cluster_admit(r->cm, buf[i], true);
+            g->st = RG_ADMITTED;
+            json_t *names = json_array();
+            for (uint32_t i = 0; i < size; i++) json_array_append_new(names, json_string(buf[i]->name));
+            char *s = json_dumps(names, JSON_COMPACT);
+            json_decref(names);
+            freeReplyObject(ctl_redis(r->env.redis, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, key,
+                                      ns, s ? s : "[]", "", r->epoch));
+            freeReplyObject(ctl_redis(r->env.redis, "RPUSH %s %s", CTL_KEY_READY, key));
+            free(s);
+            return;
+        }
+        if (!g->told) {
+            ctl_pod_event(r->env.kc, RM_COMPONENT, p0->ns, p0->name, p0->uid, "Warning", "FailedScheduling", "%s",
+                          cluster_pod_pool_problem(r->cm, p0, why, sizeof why) ? why : "no resource pool");
+            g->told = true;
+        }
+        return;
+    }
+    admit_gang_init(&g->g, g->key, prio, p0->info.flags, size, demand);
+    g->g.data = g;
+    char err[256];
+    if (admit_enqueue(leaf, &g->g, err, sizeof err)) {
+        if (!g->told) {
+            ctl_pod_event(r->env.kc, RM_COMPONENT, p0->ns, p0->name, p0->uid, "Warning", "FailedScheduling", "%s",
+                          err);
+            g->told = true;
+        }
+        return;
+    }
+    g->st = RG_QUEUED;
+    free(g->pool);
+    g->pool = strdup(leaf->name);
+    /* priority first (higher first), then FIFO: a lower score pops first */
+    double score = -(double)prio * 1e12 + (double)g->g.seq;
+    freeReplyObject(ctl_redis(r->env.redis, "ZADD %s%s %.0f %s", CTL_KEY_PENDING, leaf->name, score, key));
+}
+
+/* After a new tree (pools changed), every queue is gone: queue again. */
+static void requeue_all(struct resmgr *r) {
+    size_t pos = 0;
+    void *v;
+    const char *k;
+    while (strmap_next(&r->gangs, &pos, &k, &v)) {
+        struct rm_gang *g = v;
+        if (g->st == RG_QUEUED) g->st = RG_WAIT; /* its queue was released with the old tree */
+        if (g->st == RG_WAIT) mark(r, k);
+    }
+}
+
+static void admit_pass(struct resmgr *r) {
+    static struct gang *out[RM_ROUND_CAP];
+    struct respool_tree *t = cluster_tree(r->cm);
+    size_t n = admit_round(t, out, RM_ROUND_CAP);
+    if (!n) return;
+    static struct cm_pod *buf[RM_GANG_MAX];
+    for (size_t i = 0; i < n; i++) {
+        struct rm_gang *g = out[i]->data;
+        admit_release(out[i]->pool, out[i]->flags, out[i]->demand); /* the model keeps the allocation */
+        char nsbuf[256];
+        const char *ns, *label;
+        size_t m = members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
+        json_t *names = json_array();
+        uint32_t took = 0;
+        for (size_t j = 0; j < m && took < out[i]->ntasks; j++)
+            if (eligible(r, buf[j])) {
+                cluster_admit(r->cm, buf[j], true);
+                json_array_append_new(names, json_string(buf[j]->name));
+                took++;
+            }
+        g->st = RG_ADMITTED;
+        char *s = json_dumps(names, JSON_COMPACT);
+        json_decref(names);
+        redisAppendCommand(r->env.redis, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
+        redisAppendCommand(r->env.redis, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, g->key, g->ns,
+                           s ? s : "[]", g->pool, r->epoch);
+        redisAppendCommand(r->env.redis, "RPUSH %s %s", CTL_KEY_READY, g->key);
+        free(s);
+    }
+    for (size_t i = 0; i < n * 3; i++) {
+        void *rep = NULL;
+        if (redisGetReply(r->env.redis, &rep) != REDIS_OK) {
+            fprintf(stderr, "level=error msg=\"redis: %s\"\n", r->env.redis->errstr);
+            break;
+        }
+        freeReplyObject(rep);
+    }
+    r->admitted_total += n;
+    cluster_invalidate(r->cm);
+}
+
+/* A new leader: gangs in the ready and retry queues were admitted by the
+ * previous one; their unbound members stay admitted. */
+static void recover(struct resmgr *r) {
+    redisReply *ready = ctl_redis(r->env.redis, "LRANGE %s 0 -1", CTL_KEY_READY);
+    redisReply *retry = ctl_redis(r->env.redis, "ZRANGE %s 0 -1", CTL_KEY_RETRY);
+    redisReply *lists[2] = {ready, retry};
+    size_t n = 0;
+    for (int l = 0; l < 2; l++) {
+        if (!lists[l] || lists[l]->type != REDIS_REPLY_ARRAY) continue;
+        for (size_t i = 0; i < lists[l]->elements; i++) {
+            const char *key = lists[l]->element[i]->str;
+            redisReply *pods = ctl_redis(r->env.redis, "HGET %s%s pods", CTL_KEY_GANG, key);
+            redisReply *ns = ctl_redis(r->env.redis, "HGET %s%s ns", CTL_KEY_GANG, key);
+            json_t *names = pods && pods->type == REDIS_REPLY_STRING ? json_loads(pods->str, 0, NULL) : NULL;
+            if (ns && ns->type == REDIS_REPLY_STRING && json_is_array(names)) {
+                const char *slash = strchr(key, '/');
+                struct rm_gang *g =
+                    gang_get(r, key, ns->str, slash && strncmp(slash + 1, "pod:", 4) ? slash + 1 : NULL);
+                size_t j;
+                json_t *nm;
+                if (g) g->st = RG_ADMITTED;
+                json_array_foreach(names, j, nm) {
+                    struct cm_pod *p = cluster_pod(r->cm, ns->str, json_string_value(nm) ? json_string_value(nm) : "");
+                    if (p && eligible(r, p)) cluster_admit(r->cm, p, true);
+                }
+                n++;
+            }
+            json_decref(names);
+            freeReplyObject(pods);
+            freeReplyObject(ns);
+        }
+    }
+    freeReplyObject(ready);
+    freeReplyObject(retry);
+    /* pending queues are rebuilt from the pods */
+    redisReply *keys = ctl_redis(r->env.redis, "KEYS %s*", CTL_KEY_PENDING);
+    if (keys && keys->type == REDIS_REPLY_ARRAY)
+        for (size_t i = 0; i < keys->elements; i++) freeReplyObject(ctl_redis(r->env.redis, "DEL %s", keys->element[i]->str));
+    freeReplyObject(keys);
+    fprintf(stderr, "level=info msg=\"resmgr: leader\" epoch=%lld recovered_gangs=%zu\n", r->epoch, n);
+}
+
+static int mark_each(void *ud, json_t *obj) {
+    mark_obj(ud, obj);
+    return 0;
+}
+
+static void on_round(uv_timer_t *t) {
+    struct resmgr *r = t->data;
+    if (!r->leader || !synced(r)) return;
+    if (!r->recovered) {
+        cluster_refresh(r->cm);
+        recover(r);
+        kc_informer_foreach(r->pods, mark_each, r);
+        r->recovered = true;
+    }
+    if (cluster_refresh(r->cm)) return;
+    if (cluster_tree(r->cm) != r->last_tree) {
+        r->last_tree = cluster_tree(r->cm);
+        requeue_all(r);
+    }
+    if (strmap_count(&r->dirty)) {
+        static struct cm_pod *buf[RM_GANG_MAX];
+        struct strmap d = r->dirty;
+        memset(&r->dirty, 0, sizeof r->dirty);
+        size_t pos = 0;
+        const char *k;
+        while (strmap_next(&d, &pos, &k, NULL)) process_gang(r, k, buf);
+        strmap_free(&d);
+        cluster_invalidate(r->cm);
+        cluster_refresh(r->cm);
+    }
+    admit_pass(r);
+}
+
+/* ---- preemption ---- */
+
+struct collect {
+    struct resmgr *r;
+    struct preempt_task *t;
+    struct cm_pod **p;
+    size_t n, cap;
+};
+
+static int collect_one(void *ud, struct cm_pod *p) {
+    struct collect *c = ud;
+    if (c->n == c->cap || !p->node || p->info.terminal || p->bad) return 0;
+    struct respool *leaf = cluster_pod_pool(c->r->cm, p);
+    if (!leaf) return 0;
+    struct preempt_task *t = &c->t[c->n];
+    t->id = p->key;
+    t->pool = leaf;
+    t->res = p->info.req;
+    t->priority = p->info.priority;
+    t->flags = p->info.flags;
+    t->state = strmap_get(&c->r->evicting, p->key) || p->info.deleting ? TASK_PREEMPTING
+               : p->info.phase == POD_RUNNING                            ? TASK_RUNNING
+                                                                         : TASK_LAUNCHED;
+    t->start_ms = p->info.created_ms;
+    c->p[c->n++] = p;
+    return 0;
+}
+
+static void on_preempt(uv_timer_t *tm) {
+    struct resmgr *r = tm->data;
+    if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
+    size_t cap = cluster_pod_count(r->cm);
+    struct collect c = {r, calloc(cap ? cap : 1, sizeof *c.t), calloc(cap ? cap : 1, sizeof *c.p), 0, cap};
+    struct preempt_plan plan = {0};
+    char err[256];
+    if (!c.t || !c.p) goto out;
+    cluster_foreach_pod(r->cm, collect_one, &c);
+    if (preempt_plan(&r->ps, cluster_tree(r->cm), c.t, c.n, &plan, err, sizeof err)) {
+        fprintf(stderr, "level=error msg=\"resmgr: preemption: %s\"\n", err);
+        goto out;
+    }
+    for (size_t i = 0; i < plan.n; i++) {
+        const struct preempt_victim *v = &plan.v[i];
+        struct cm_pod *p = c.p[v->task];
+        char why[400], path[600];
+        preempt_victim_format(v, why, sizeof why);
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
+        kclient_request(r->env.kc, "DELETE", path, NULL, NULL, NULL, NULL); /* graceful: the pod's own grace period */
+        strmap_put(&r->evicting, p->key, (void *)1, NULL);
+        ctl_pod_event(r->env.kc, RM_COMPONENT, p->ns, p->name, p->uid, "Warning", "Preempted", "%s", why);
+        if (v->gang_id) { /* the other side: the gang that needs the room */
+            struct rm_gang *g = strmap_get(&r->gangs, v->gang_id);
+            static struct cm_pod *buf[RM_GANG_MAX];
+            char nsbuf[256];
+            const char *ns, *label;
+            if (g && members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf))
+                ctl_pod_event(r->env.kc, RM_COMPONENT, buf[0]->ns, buf[0]->name, buf[0]->uid, "Normal", "Preempting",
+                              "preempting %s/%s: %s", p->ns, p->name, why);
+        }
+        fprintf(stderr, "level=info msg=\"resmgr: preempt\" pod=%s reason=\"%s\"\n", p->key, why);
+    }
+out:
+    preempt_plan_free(&plan);
+    free(c.t);
+    free(c.p);
+}
+
+/* ---- pool status ---- */
+
+static void on_status(uv_timer_t *tm) {
+    struct resmgr *r = tm->data;
+    if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
+    size_t n;
+    struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
+    for (size_t i = 0; all && i < n; i++) {
+        struct respool *p = all[i];
+        if (!p->parent) continue;
+        json_t *st = crd_pool_status(p);
+        if (!st) continue;
+        json_t *prev = json_object_get(r->sent, p->name);
+        if (prev && json_equal(prev, st)) {
+            json_decref(st);
+            continue;
+        }
+        char path[512];
+        snprintf(path, sizeof path, "/apis/peloton.io/v1alpha1/resourcepools/%s/status", p->name);
+        json_t *body = json_pack("{s:O}", "status", st);
+        kclient_request(r->env.kc, "PATCH", path, body, "application/merge-patch+json", NULL, NULL);
+        json_decref(body);
+        json_object_set_new(r->sent, p->name, st);
+    }
+}
+
+/* ---- the lease ---- */
+
+static void on_lease(uv_timer_t *tm) {
+    struct resmgr *r = tm->data;
+    redisContext *rc = r->env.redis;
+    if (r->leader) {
+        redisReply *rep = ctl_redis(rc,
+                                    "EVAL %s 1 %s %s %u",
+                                    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+                                    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end",
+                                    CTL_KEY_LEADER, r->id, r->o.lease_ms);
+        bool ok = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+        freeReplyObject(rep);
+        if (!ok) {
+            fprintf(stderr, "level=warn msg=\"resmgr: lost the lease\" epoch=%lld\n", r->epoch);
+            r->leader = false; /* stop acting; a later acquisition rebuilds from scratch */
+            r->recovered = false;
+        }
+        return;
+    }
+    redisReply *rep = ctl_redis(rc, "SET %s %s NX PX %u", CTL_KEY_LEADER, r->id, r->o.lease_ms);
+    bool got = rep && rep->type == REDIS_REPLY_STATUS;
+    freeReplyObject(rep);
+    if (!got) return;
+    rep = ctl_redis(rc, "INCR %s", CTL_KEY_EPOCH);
+    r->epoch = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
+    freeReplyObject(rep);
+    /* state from an earlier term is not trusted: rebuild */
+    size_t pos = 0;
+    void *v;
+    while (strmap_next(&r->gangs, &pos, NULL, &v)) {
+        struct rm_gang *g = v;
+        if (g->st == RG_QUEUED) admit_remove(&g->g);
+        gang_free(g);
+    }
+    strmap_free(&r->gangs);
+    r->leader = true;
+    r->recovered = false;
+}
+
+/* ---- start and stop ---- */
+
+struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_options *o, char *err, size_t errlen) {
+    struct resmgr *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    r->env = *env;
+    if (o) r->o = *o;
+    else resmgr_options_default(&r->o);
+    snprintf(r->id, sizeof r->id, "%s-%ld-%d", env->identity ? env->identity : "pelotond", (long)time(NULL),
+             (int)getpid());
+    struct cm_options co;
+    cm_options_default(&co);
+    co.default_pool = r->o.default_pool;
+    co.count_pending = false; /* pending demand lives in the admission queues */
+    struct preempt_config pc;
+    preempt_config_default(&pc);
+    pc.over_checks = r->o.over_checks ? r->o.over_checks : 3;
+    r->cm = cluster_new(&co);
+    r->sent = json_object();
+    if (!r->cm || !r->sent || preempt_state_init(&r->ps, &pc)) {
+        snprintf(err, errlen, "out of memory");
+        resmgr_stop(r);
+        return NULL;
+    }
+    static const struct kc_informer_handlers hp = {on_pod_add, on_pod_update, on_pod_delete, NULL},
+                                             hn = {on_node_add, on_node_update, on_node_delete, NULL},
+                                             hr = {on_pool_add, on_pool_update, on_pool_delete, NULL},
+                                             hs = {on_ns_add, on_ns_update, on_ns_delete, NULL};
+    r->pods = kc_informer_new(env->kc, "/api/v1/pods", NULL, &hp, r);
+    r->nodes = kc_informer_new(env->kc, "/api/v1/nodes", NULL, &hn, r);
+    r->pools = kc_informer_new(env->kc, "/apis/peloton.io/v1alpha1/resourcepools", NULL, &hr, r);
+    r->nss = kc_informer_new(env->kc, "/api/v1/namespaces", NULL, &hs, r);
+    if (!r->pods || !r->nodes || !r->pools || !r->nss || kc_informer_start(r->pods) ||
+        kc_informer_start(r->nodes) || kc_informer_start(r->pools) || kc_informer_start(r->nss)) {
+        snprintf(err, errlen, "resmgr: cannot start informers");
+        resmgr_stop(r);
+        return NULL;
+    }
+    uv_timer_t *ts[4] = {&r->round_t, &r->lease_t, &r->preempt_t, &r->status_t};
+    for (int i = 0; i < 4; i++) {
+        uv_timer_init(env->loop, ts[i]);
+        ts[i]->data = r;
+        r->timers_open++;
+    }
+    uv_timer_start(&r->lease_t, on_lease, 0, r->o.lease_ms / 3 ? r->o.lease_ms / 3 : 1);
+    uv_timer_start(&r->round_t, on_round, r->o.round_ms, r->o.round_ms ? r->o.round_ms : 20);
+    uv_timer_start(&r->preempt_t, on_preempt, r->o.preempt_ms, r->o.preempt_ms ? r->o.preempt_ms : 1000);
+    uv_timer_start(&r->status_t, on_status, r->o.status_ms, r->o.status_ms ? r->o.status_ms : 1000);
+    return r;
+}
+
+bool resmgr_is_leader(const struct resmgr *r) { return r && r->leader; }
+
+static void on_closed(uv_handle_t *h) {
+    struct resmgr *r = h->data;
+    if (--r->timers_open == 0) free(r);
+}
+
+void resmgr_stop(struct resmgr *r) {
+    if (!r) return;
+    if (r->leader) /* hand over at once rather than after the lease runs out */
+        freeReplyObject(ctl_redis(r->env.redis,
+                                  "EVAL %s 1 %s %s",
+                                  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) "
+                                  "else return 0 end",
+                                  CTL_KEY_LEADER, r->id));
+    kc_informer_free(r->pods);
+    kc_informer_free(r->nodes);
+    kc_informer_free(r->pools);
+    kc_informer_free(r->nss);
+    size_t pos = 0;
+    void *v;
+    while (strmap_next(&r->gangs, &pos, NULL, &v)) gang_free(v);
+    strmap_free(&r->gangs);
+    strmap_free(&r->dirty);
+    strmap_free(&r->evicting);
+    cluster_free(r->cm); /* releases the admission queues */
+    preempt_state_free(&r->ps);
+    json_decref(r->sent);
+    if (!r->timers_open) {
+        free(r);
+        return;
+    }
+    uv_timer_t *ts[4] = {&r->round_t, &r->lease_t, &r->preempt_t, &r->status_t};
+    for (int i = 0; i < 4; i++) uv_close((uv_handle_t *)ts[i], on_closed);
+}

@@ -1,0 +1,193 @@
+#!/usr/bin/python3
+"""End-to-end: pelotond with every role (apiserver, resmgr, placement, jobmgr,
+hostmgr) on a real redis-server, scheduling onto kubelet-sim's simulated
+Kubelets, driven with real kubectl. Pools, borrowing and giving back by
+preemption, gangs, reservations for non-preemptible work, priority preemption
+inside a pool, kill -9 recovery."""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import services
+from simlib import run_tests
+
+KSIM = os.environ.get("KUBELET_SIM", os.path.join(services.ROOT, "build", "asan", "kubelet-sim"))
+REDIS = services.start_redis()
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all")
+KUBECONFIG = services.kubeconfig(PORT)
+RUN = "kubelet-sim.peloton.io/run-seconds"
+
+
+def kubectl(*args, stdin=None, check=True):
+    r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
+                       text=True, timeout=60)
+    if check and r.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr}")
+    return r.stdout
+
+
+def apply(objs):
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+
+
+def start_ksim(nodes, prefix, cpu="8"):
+    d = tempfile.mkdtemp(prefix="ksim-")
+    out = os.path.join(d, "ksim.log")
+    p = subprocess.Popen([KSIM, f"--kubeconfig={KUBECONFIG}", f"--nodes={nodes}", f"--name-prefix={prefix}",
+                          f"--cpu={cpu}", "--memory=32Gi"],
+                         stdout=open(out, "w"), stderr=subprocess.STDOUT)
+    services._procs.append(p)
+    services.wait_for(lambda: "nodes registered" in open(out).read(), timeout=30, what="kubelet-sim")
+    return p
+
+
+def pool(name, cpu_res, cpu_lim, parent=None):
+    spec = {"resources": [{"kind": "cpu", "reservation": str(cpu_res), "limit": str(cpu_lim), "share": 1}]}
+    if parent:
+        spec["parent"] = parent
+    return {"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "metadata": {"name": name}, "spec": spec}
+
+
+def pod(name, pool_name, cpu, ns="default", run=None, labels=None, ann=None, prio=None):
+    md = {"name": name, "namespace": ns, "labels": {"peloton.io/resource-pool": pool_name, **(labels or {})},
+          "annotations": dict(ann or {})}
+    if run is not None:
+        md["annotations"][RUN] = str(run)
+    if prio is not None:
+        md["annotations"]["peloton.io/priority"] = str(prio)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md,
+            "spec": {"schedulerName": "peloton", "restartPolicy": "Never",
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": str(cpu)}}}]}}
+
+
+def pods(selector):
+    out = kubectl("get", "pods", "-l", selector, "-o", "json")
+    return json.loads(out)["items"]
+
+
+def phases(selector):
+    res = {}
+    for p in pods(selector):
+        ph = p.get("status", {}).get("phase", "Pending")
+        if p["metadata"].get("deletionTimestamp"):
+            ph = "Terminating"
+        res[ph] = res.get(ph, 0) + 1
+    return res
+
+
+def wait_until(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last})")
+
+
+def events_for(name):
+    out = kubectl("get", "events", "-o", "json")
+    return [e for e in json.loads(out)["items"] if e.get("involvedObject", {}).get("name") == name]
+
+
+KS = start_ksim(4, "n-")  # 4 nodes x 8 cpu = 32 cpu
+
+
+def test_pod_in_a_pool_runs_and_completes():
+    apply([pool("solo", 4, 32), pod("solo-1", "solo", 1, run=1, labels={"t": "solo"})])
+    wait_until(lambda: phases("t=solo").get("Succeeded") == 1, 20, "solo-1 to succeed")
+    p = pods("t=solo")[0]
+    assert p["spec"]["nodeName"].startswith("n-")
+    kubectl("delete", "pods", "-l", "t=solo", "--wait=false")
+
+
+def test_gang_of_8_waits_until_complete_then_all_run():
+    apply([pool("gangs", 0, 32)])
+    g = {"t": "gang", "peloton.io/gang": "g8", "peloton.io/gang-size": "8"}
+    apply([pod(f"g8-{i}", "gangs", 1, labels=g) for i in range(7)])
+    time.sleep(2)
+    assert all(not p["spec"].get("nodeName") for p in pods("t=gang")), "an incomplete gang got a node"
+    apply([pod("g8-7", "gangs", 1, labels=g)])
+    wait_until(lambda: phases("t=gang").get("Running") == 8, 30, "all 8 gang members running")
+    kubectl("delete", "pods", "-l", "t=gang", "--wait=false")
+    wait_until(lambda: not pods("t=gang"), 30, "gang pods gone")
+
+
+def test_gang_too_big_waits_for_room_all_or_nothing():
+    apply([pool("big", 0, 32)])
+    apply([pod(f"blk-{i}", "big", 7, labels={"t": "blk"}) for i in range(4)])  # 28 of 32 cpu
+    wait_until(lambda: phases("t=blk").get("Running") == 4, 30, "blockers running")
+    g = {"t": "gbig", "peloton.io/gang": "gbig", "peloton.io/gang-size": "4"}
+    apply([pod(f"gbig-{i}", "big", 2, labels=g) for i in range(4)])  # 8 cpu: 4 free in 1-cpu pieces
+    time.sleep(3)
+    assert all(not p["spec"].get("nodeName") for p in pods("t=gbig")), "part of a gang was placed"
+    assert phases("t=blk").get("Running") == 4, "the blockers keep running (the pool is within its entitlement)"
+    kubectl("delete", "pods", "-l", "t=blk", "--wait=false")
+    wait_until(lambda: phases("t=gbig").get("Running") == 4, 40, "the gang running once room is free")
+    kubectl("delete", "pods", "-l", "t=gbig", "--wait=false")
+    wait_until(lambda: not pods("t=gbig") and not pods("t=blk"), 30, "pods gone")
+
+
+def test_non_preemptible_work_stays_within_reservation():
+    apply([pool("np", 4, 32)])
+    ann = {"peloton.io/preemptible": "false"}
+    apply([pod(f"np-{i}", "np", 2, labels={"t": "np"}, ann=ann) for i in range(3)])
+    wait_until(lambda: phases("t=np").get("Running") == 2, 30, "two non-preemptible pods running")
+    time.sleep(2)
+    assert phases("t=np").get("Running") == 2, phases("t=np")
+    assert [p for p in pods("t=np") if not p["spec"].get("nodeName")], "the third should wait"
+    kubectl("delete", "pods", "-l", "t=np", "--wait=false")
+    wait_until(lambda: not pods("t=np"), 30, "np pods gone")
+
+
+def test_two_teams_borrow_and_give_back_by_preemption():
+    apply([pool("org", 32, 32), pool("team-a", 16, 32, "org"), pool("team-b", 16, 32, "org")])
+    apply([pod(f"a-{i}", "team-a", 4, labels={"t": "a"}) for i in range(8)])
+    # team-b is idle: team-a borrows everything
+    wait_until(lambda: phases("t=a").get("Running") == 8, 40, "team-a borrowing all 32 cpu")
+    apply([pod(f"b-{i}", "team-b", 4, labels={"t": "b"}) for i in range(4)])
+    # entitlement becomes 16/16: team-a gives back 16 cpu by preemption, team-b runs 4 pods
+    wait_until(lambda: phases("t=b").get("Running") == 4, 60, "team-b running after preemption")
+    wait_until(lambda: len(pods("t=a")) == 4, 30, "team-a down to its entitlement")
+    assert phases("t=a").get("Running") == 4
+    victims = [e for e in json.loads(kubectl("get", "events", "-o", "json"))["items"] if e["reason"] == "Preempted"]
+    assert len(victims) >= 4 and all(v["involvedObject"]["name"].startswith("a-") for v in victims), victims
+    st = json.loads(kubectl("get", "resourcepool", "team-a", "-o", "json"))["status"]
+    assert st["entitlement"]["cpu"] == "16", st
+    kubectl("delete", "pods", "-l", "t in (a,b)", "--wait=false")
+    wait_until(lambda: not pods("t in (a,b)"), 40, "team pods gone")
+
+
+def test_priority_preemption_inside_a_pool():
+    apply([pool("prio", 0, 8)])
+    apply([pod(f"lo-{i}", "prio", 2, labels={"t": "lo"}, prio=1) for i in range(4)])
+    wait_until(lambda: phases("t=lo").get("Running") == 4, 30, "low priority pods filling the pool")
+    apply([pod("hi-0", "prio", 2, labels={"t": "hi"}, prio=10)])
+    wait_until(lambda: phases("t=hi").get("Running") == 1, 40, "the high priority pod running")
+    assert len(pods("t=lo")) == 3, phases("t=lo")
+    kubectl("delete", "pods", "-l", "t in (lo,hi)", "--wait=false")
+    wait_until(lambda: not pods("t in (lo,hi)"), 30, "prio pods gone")
+
+
+def test_kill_9_recovery_runs_every_pod_once():
+    global PROC
+    apply([pool("rec", 0, 32)])
+    apply([pod(f"rec-{i}", "rec", 1, run=2, labels={"t": "rec"}) for i in range(30)])
+    time.sleep(0.3)
+    PROC.send_signal(signal.SIGKILL)
+    PROC.wait(timeout=10)
+    services._procs.remove(PROC)
+    PROC, port, _ = services.start_pelotond(REDIS, "--roles=all", f"--port={PORT}")
+    assert port == PORT
+    wait_until(lambda: phases("t=rec").get("Succeeded") == 30, 90, "all 30 pods succeeding after kill -9")
+    for p in pods("t=rec"):  # each ran once: one node, one start
+        cs = p["status"]["containerStatuses"][0]
+        assert cs["restartCount"] == 0 and p["spec"]["nodeName"]
+    kubectl("delete", "pods", "-l", "t=rec", "--wait=false")
+
+
+run_tests("test_pelotond", dict(globals()))
