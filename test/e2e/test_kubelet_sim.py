@@ -93,7 +93,13 @@ def phase_is(name, phase):
 
 
 def renew_time(node):
-    return COORD.read_namespaced_lease(node, "kube-node-lease").spec.renew_time
+    """The lease's renewTime, or None while the lease does not exist yet."""
+    try:
+        return COORD.read_namespaced_lease(node, "kube-node-lease").spec.renew_time
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        return None
 
 
 def test_nodes_registered():
