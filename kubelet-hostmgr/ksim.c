@@ -491,7 +491,6 @@ struct ksim {
     struct kwrite *qhead, *qtail;
     size_t queued, inflight;
     struct kc_informer *pods_inf, *nodes_inf;
-    struct kclient *kc_nodes; /* the node informer's own client: see start_running */
     uint32_t next_ip;
     void (*on_registered)(void *, int);
     void *reg_ud;
@@ -1004,10 +1003,16 @@ static uint32_t ip_alloc(struct ksim *s) {
     return (10u << 24) | (s->next_ip & 0xffffff);
 }
 
+static void pod_exit(struct ksim *s, struct kpod *p);
+
 static void pod_run(struct ksim *s, struct kpod *p) {
     p->state = PS_RUNNING;
     p->started_at = wall_s();
     s->st.running++;
+    if (p->run_ms == 0) { /* exits at once: its first report already shows it terminated, as a real kubelet's does */
+        pod_exit(s, p);
+        return;
+    }
     if (p->run_ms >= 0) heap_set(s, &p->t, uv_now(s->loop) + (uint64_t)p->run_ms);
     pod_report(s, p);
 }
@@ -1276,12 +1281,7 @@ static void start_running(struct ksim *s) {
                                                    .on_delete = pods_delete};
     static const struct kc_informer_handlers nh = {.on_add = nodes_add, .on_update = nodes_update,
                                                    .on_delete = nodes_delete};
-    /* A second watch on one kclient never starts (the watch multi waits to
-     * multiplex over HTTP/1.1: reported), so the node watch has its own client. */
-    char err[256] = "";
-    s->kc_nodes = kclient_new(s->loop, kclient_config(s->kc), err, sizeof err);
-    if (!s->kc_nodes) klog(s, "level=error msg=\"node watch client: %s\"", err);
-    s->nodes_inf = s->kc_nodes ? kc_informer_new(s->kc_nodes, "/api/v1/nodes", NULL, &nh, s) : NULL;
+    s->nodes_inf = kc_informer_new(s->kc, "/api/v1/nodes", NULL, &nh, s);
     s->pods_inf = kc_informer_new(s->kc, "/api/v1/pods", "fieldSelector=spec.nodeName%21%3D", &ph, s);
     if (!s->nodes_inf || !s->pods_inf || kc_informer_start(s->nodes_inf) || kc_informer_start(s->pods_inf))
         klog(s, "level=error msg=\"cannot start the informers\"");
@@ -1604,8 +1604,6 @@ void ksim_shutdown(struct ksim *s, void (*done)(void *ud), void *ud) {
     kc_informer_free(s->pods_inf);
     kc_informer_free(s->nodes_inf);
     s->pods_inf = s->nodes_inf = NULL;
-    kclient_free(s->kc_nodes);
-    s->kc_nodes = NULL;
     uv_timer_stop(&s->timer);
     uv_timer_stop(&s->stats_timer);
     drop_pending(s);
@@ -1633,7 +1631,6 @@ void ksim_free(struct ksim *s) {
     if (!s) return;
     kc_informer_free(s->pods_inf);
     kc_informer_free(s->nodes_inf);
-    kclient_free(s->kc_nodes);
     drop_pending(s);
     for (size_t b = 0; b < s->nbuckets; b++)
         for (struct kpod *p = s->buckets[b], *nx; p; p = nx) {

@@ -364,6 +364,30 @@ static void recover(struct resmgr *r) {
     fprintf(stderr, "level=info msg=\"resmgr: leader\" epoch=%lld recovered_gangs=%zu\n", r->epoch, n);
 }
 
+/* A gang left waiting at the head of a queue gets one Event saying which rule
+ * holds it ("pool /a/b: cpu entitlement 4 < allocation 3 + gang 2"). */
+static void tell_waiting(struct resmgr *r) {
+    size_t n;
+    struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
+    static struct cm_pod *buf[RM_GANG_MAX];
+    for (size_t i = 0; all && i < n; i++) {
+        if (!respool_is_leaf(all[i]) || !all[i]->admit) continue;
+        for (int q = 0; q < ADMIT_NQUEUES; q++) {
+            struct gang *h = admit_head(all[i], (enum admit_queue)q);
+            struct rm_gang *g = h ? h->data : NULL;
+            if (!g || g->told || h->why.check == ADMIT_CHECK_NONE) continue;
+            char why[300], nsbuf[256];
+            const char *ns, *label;
+            admit_why_format(h, why, sizeof why);
+            size_t m = members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
+            for (size_t j = 0; j < m && j < 8; j++) /* a gang's first members; the rest say the same */
+                ctl_pod_event(r->env.kc, RM_COMPONENT, buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning",
+                              "FailedScheduling", "waiting for admission: %s", why);
+            g->told = true;
+        }
+    }
+}
+
 static int mark_each(void *ud, json_t *obj) {
     mark_obj(ud, obj);
     return 0;
@@ -395,6 +419,7 @@ static void on_round(uv_timer_t *t) {
         cluster_refresh(r->cm);
     }
     admit_pass(r);
+    tell_waiting(r);
 }
 
 /* ---- preemption ---- */

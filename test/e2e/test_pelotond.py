@@ -97,7 +97,15 @@ def events_for(name):
 KS = start_ksim(4, "n-")  # 4 nodes x 8 cpu = 32 cpu
 
 
+def clean():
+    """Each test starts from an empty default namespace: no Jobs, no pods."""
+    kubectl("delete", "jobs.peloton.io", "--all", "--wait=false")
+    kubectl("delete", "pods", "--all", "--wait=false")
+    wait_until(lambda: not json.loads(kubectl("get", "pods", "-o", "json"))["items"], 60, "an empty namespace")
+
+
 def test_pod_in_a_pool_runs_and_completes():
+    clean()
     apply([pool("solo", 4, 32), pod("solo-1", "solo", 1, run=1, labels={"t": "solo"})])
     wait_until(lambda: phases("t=solo").get("Succeeded") == 1, 20, "solo-1 to succeed")
     p = pods("t=solo")[0]
@@ -106,6 +114,7 @@ def test_pod_in_a_pool_runs_and_completes():
 
 
 def test_gang_of_8_waits_until_complete_then_all_run():
+    clean()
     apply([pool("gangs", 0, 32)])
     g = {"t": "gang", "peloton.io/gang": "g8", "peloton.io/gang-size": "8"}
     apply([pod(f"g8-{i}", "gangs", 1, labels=g) for i in range(7)])
@@ -118,6 +127,7 @@ def test_gang_of_8_waits_until_complete_then_all_run():
 
 
 def test_gang_too_big_waits_for_room_all_or_nothing():
+    clean()
     apply([pool("big", 0, 32)])
     apply([pod(f"blk-{i}", "big", 7, labels={"t": "blk"}) for i in range(4)])  # 28 of 32 cpu
     wait_until(lambda: phases("t=blk").get("Running") == 4, 30, "blockers running")
@@ -133,18 +143,24 @@ def test_gang_too_big_waits_for_room_all_or_nothing():
 
 
 def test_non_preemptible_work_stays_within_reservation():
+    clean()
     apply([pool("np", 4, 32)])
     ann = {"peloton.io/preemptible": "false"}
     apply([pod(f"np-{i}", "np", 2, labels={"t": "np"}, ann=ann) for i in range(3)])
     wait_until(lambda: phases("t=np").get("Running") == 2, 30, "two non-preemptible pods running")
     time.sleep(2)
     assert phases("t=np").get("Running") == 2, phases("t=np")
-    assert [p for p in pods("t=np") if not p["spec"].get("nodeName")], "the third should wait"
+    waiting = [p["metadata"]["name"] for p in pods("t=np") if not p["spec"].get("nodeName")]
+    assert len(waiting) == 1, "the third should wait"
+    ev = wait_until(lambda: [e["message"] for e in events_for(waiting[0]) if e["reason"] == "FailedScheduling"], 10,
+                    "an Event saying why it waits")
+    assert "pool /np: cpu reservation 4 < non-preemptible allocation 4 + gang 2" in ev[0], ev
     kubectl("delete", "pods", "-l", "t=np", "--wait=false")
     wait_until(lambda: not pods("t=np"), 30, "np pods gone")
 
 
 def test_two_teams_borrow_and_give_back_by_preemption():
+    clean()
     apply([pool("org", 32, 32), pool("team-a", 16, 32, "org"), pool("team-b", 16, 32, "org")])
     apply([pod(f"a-{i}", "team-a", 4, labels={"t": "a"}) for i in range(8)])
     # team-b is idle: team-a borrows everything
@@ -163,6 +179,7 @@ def test_two_teams_borrow_and_give_back_by_preemption():
 
 
 def test_priority_preemption_inside_a_pool():
+    clean()
     apply([pool("prio", 0, 8)])
     apply([pod(f"lo-{i}", "prio", 2, labels={"t": "lo"}, prio=1) for i in range(4)])
     wait_until(lambda: phases("t=lo").get("Running") == 4, 30, "low priority pods filling the pool")
@@ -175,6 +192,7 @@ def test_priority_preemption_inside_a_pool():
 
 def test_kill_9_recovery_runs_every_pod_once():
     global PROC
+    clean()
     apply([pool("rec", 0, 32)])
     apply([pod(f"rec-{i}", "rec", 1, run=2, labels={"t": "rec"}) for i in range(30)])
     time.sleep(0.3)
@@ -188,6 +206,93 @@ def test_kill_9_recovery_runs_every_pod_once():
         cs = p["status"]["containerStatuses"][0]
         assert cs["restartCount"] == 0 and p["spec"]["nodeName"]
     kubectl("delete", "pods", "-l", "t=rec", "--wait=false")
+
+
+def job(name, typ, n, pool_name, run=None, exit_code=None, cpu="500m", extra=None):
+    ann = {}
+    if run is not None:
+        ann[RUN] = str(run)
+    if exit_code is not None:
+        ann["kubelet-sim.peloton.io/exit-code"] = str(exit_code)
+    spec = {"type": typ, "resourcePool": pool_name,
+            "template": {"metadata": {"labels": {"t": name}, "annotations": ann},
+                         "spec": {"containers": [{"name": "c", "image": "x",
+                                                  "resources": {"requests": {"cpu": cpu}}}]}}}
+    if typ != "DAEMON":
+        spec["instanceCount"] = n
+    spec.update(extra or {})
+    return {"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+
+
+def job_status(name):
+    return json.loads(kubectl("get", "jobs.peloton.io", name, "-o", "json")).get("status", {})
+
+
+def test_batch_job_completes():
+    clean()
+    apply([pool("jobs", 4, 32), job("train", "BATCH", 3, "jobs", run=1)])
+    st = wait_until(lambda: (lambda s: s if s.get("state") == "SUCCEEDED" else None)(job_status("train")), 60,
+                    "the BATCH job SUCCEEDED")
+    assert st["taskStats"]["SUCCEEDED"] == 3, st
+    names = sorted(p["metadata"]["name"] for p in pods("peloton.io/job=train"))
+    assert names == ["train-0", "train-1", "train-2"], names
+    kubectl("delete", "jobs.peloton.io", "train")
+    wait_until(lambda: not pods("peloton.io/job=train"), 30, "the job's pods deleted with it")
+
+
+def test_daemon_job_follows_nodes():
+    clean()
+    apply([pool("daemons", 4, 64), job("agent", "DAEMON", 0, "daemons", cpu="100m")])
+    wait_until(lambda: phases("peloton.io/job=agent").get("Running") == 4, 60, "one daemon pod per node")
+    nodes = {p["spec"]["nodeName"] for p in pods("peloton.io/job=agent")}
+    assert len(nodes) == 4, nodes
+    extra = start_ksim(2, "d-")
+    wait_until(lambda: phases("peloton.io/job=agent").get("Running") == 6, 60, "daemon pods on the new nodes")
+    services.stop(extra)
+    kubectl("delete", "node", "d-0", "d-1")
+    wait_until(lambda: len(pods("peloton.io/job=agent")) == 4, 60, "daemon pods gone with their nodes")
+    kubectl("delete", "jobs.peloton.io", "agent")
+    wait_until(lambda: not pods("peloton.io/job=agent"), 30, "daemon pods deleted")
+
+
+def test_stateless_job_survives_the_loss_of_a_node():
+    clean()
+    lone = start_ksim(1, "lone-")  # the job's instances are steered to this node by a node selector first
+    apply([pool("svc", 4, 32), job("web", "STATELESS", 2, "svc", cpu="1")])
+    wait_until(lambda: phases("peloton.io/job=web").get("Running") == 2, 60, "web running")
+    before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods("peloton.io/job=web")}
+    victim_node = next(iter(before.values()))
+    services.stop(lone) if victim_node == "lone-0" else None
+    # take the node of the first instance away: its pods are lost and run again elsewhere
+    kubectl("delete", "node", victim_node)
+    wait_until(lambda: (lambda ps: len(ps) == 2 and all(p.get("status", {}).get("phase") == "Running" and
+                                                       p["spec"].get("nodeName") != victim_node for p in ps))(
+        pods("peloton.io/job=web")), 90, "both instances running away from the lost node")
+    if victim_node != "lone-0":
+        services.stop(lone)
+        kubectl("delete", "node", "lone-0", check=False)
+    kubectl("delete", "jobs.peloton.io", "web")
+    wait_until(lambda: not pods("peloton.io/job=web"), 30, "web pods deleted")
+
+
+def test_rolling_update_to_a_failing_template_rolls_back():
+    clean()
+    upd = {"updateStrategy": {"batchSize": 1, "maxFailureInstances": 1, "rollbackOnFailure": True}}
+    apply([pool("upd", 4, 32), job("api", "STATELESS", 3, "upd", cpu="500m", extra=upd)])
+    wait_until(lambda: phases("peloton.io/job=api").get("Running") == 3, 60, "api running")
+    bad = job("api", "STATELESS", 3, "upd", cpu="500m", run=0, exit_code=1, extra=upd)  # fails on start
+    apply([bad])
+    def rolled_back():
+        st = job_status("api")
+        conds = [c for c in st.get("conditions", []) if c.get("type") == "Update"]
+        return conds and conds[0].get("reason") == "ROLLED_BACK" and conds[0]
+    cond = wait_until(rolled_back, 120, "the update rolled back")
+    wait_until(lambda: phases("peloton.io/job=api").get("Running") == 3, 60, "api back to 3 running")
+    for p in pods("peloton.io/job=api"):
+        if p.get("status", {}).get("phase") == "Running":
+            assert RUN not in p["metadata"].get("annotations", {}), "a running pod has the failing template"
+    kubectl("delete", "jobs.peloton.io", "api")
+    wait_until(lambda: not pods("peloton.io/job=api"), 30, "api pods deleted")
 
 
 run_tests("test_pelotond", dict(globals()))
