@@ -294,11 +294,16 @@ static void adopt(struct jobmgr *jm, struct jm_inst *r, const struct jm_pod_view
     r->present = true;
     r->bound = v->bound;
     r->deleting = v->deleting;
+    r->preempted = v->preempted;
     r->creating = false;
     jm_set_str(&r->host, v->node);
     if (v->node) jm_set_str(&r->last_host, v->node);
     if (v->pin) jm_set_str(&r->pin, v->pin);
-    jm_set_state(jm, r, v->state);
+    enum task_state st = v->state;
+    /* a preemption victim's containers end (the kubelet reports Failed or
+     * Succeeded as they stop): that is its preemption kill, not a failure */
+    if (v->preempted && task_state_terminal(st)) st = TASK_KILLED;
+    jm_set_state(jm, r, st);
 }
 
 static void pod_apply(struct jobmgr *jm, json_t *pod) {
@@ -347,7 +352,9 @@ static void pod_gone(struct jobmgr *jm, json_t *pod) {
     r->kill_sent = false;
     free(r->pod);
     r->pod = NULL;
-    if (!task_state_terminal(r->state)) jm_set_state(jm, r, r->kill ? TASK_KILLED : TASK_LOST);
+    /* a preemption victim ends KILLED (run again unless killOnPreempt); anything
+     * else that vanished under us is LOST (at least once) */
+    if (!task_state_terminal(r->state)) jm_set_state(jm, r, r->kill || r->preempted ? TASK_KILLED : TASK_LOST);
 }
 
 static void count_event(void *ud) { ((struct jobmgr *)ud)->stats.events++; }

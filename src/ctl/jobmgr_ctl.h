@@ -32,6 +32,7 @@ struct jm_inst {
     bool create_inflight;
     int64_t create_ms;        /* when the create was sent */
     bool kill;                /* this run is to end (KILL or an update's restart) */
+    bool preempted;           /* this run was chosen as a preemption victim */
     bool kill_sent;
     bool restart_pending;     /* an update wants a new run at restart_version once this one ends */
     uint32_t restart_version;

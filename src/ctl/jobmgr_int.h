@@ -70,6 +70,7 @@ struct jm_pod_view {
     uint32_t instance, run, version, failures, lost;
     bool deleting;       /* metadata.deletionTimestamp */
     bool bound;          /* spec.nodeName set */
+    bool preempted;      /* annotation peloton.io/preempted: a preemption victim */
     enum task_state state;
 };
 /* -EINVAL when the pod has no name, no peloton.io/job label or no valid

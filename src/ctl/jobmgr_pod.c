@@ -203,6 +203,7 @@ int jm_pod_parse(const json_t *pod, struct jm_pod_view *v) {
     v->version = (x = jm_parse_u32(json_string_value(json_object_get(ann, JM_A_CONFIG_VERSION)))) > 0 ? (uint32_t)x : 0;
     v->failures = (x = jm_parse_u32(json_string_value(json_object_get(ann, JM_A_FAILURES)))) > 0 ? (uint32_t)x : 0;
     v->lost = (x = jm_parse_u32(json_string_value(json_object_get(ann, JM_A_LOST)))) > 0 ? (uint32_t)x : 0;
+    v->preempted = json_object_get(ann, PA_PREEMPTED) != NULL;
     v->pin = json_string_value(json_object_get(ann, JM_A_DAEMON_NODE));
     v->node = str_at(pod, "spec", "nodeName");
     if (v->node && !v->node[0]) v->node = NULL;

@@ -308,6 +308,7 @@ static void task_of(const struct jm_job *job, const struct jm_inst *r, uint32_t 
     t->state_since_ms = r->since_ms;
     t->failures = r->failures;
     t->lost = r->lost;
+    t->preempted = r->preempted;
     t->config_version = r->version;
     t->desired_version = r->restart_pending ? r->restart_version : cur;
     t->held = r->restart_pending || (job->u && i < job->u->count && update_holds(job->u, i));

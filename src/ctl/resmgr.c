@@ -450,6 +450,32 @@ static int collect_one(void *ud, struct cm_pod *p) {
     return 0;
 }
 
+struct evict_ctx {
+    struct kclient *kc;
+    char path[600];
+};
+
+static void on_marked(void *ud, const struct kc_response *res) {
+    struct evict_ctx *e = ud;
+    /* 0: cancelled (shutting down); 404: already gone */
+    if (res->status != 0 && res->status != 404)
+        kclient_request(e->kc, "DELETE", e->path, NULL, NULL, NULL, NULL); /* graceful: the pod's own period */
+    free(e);
+}
+
+/* Marks the victim (its job manager applies killOnPreempt by it), then
+ * deletes it gracefully once the mark is stored. */
+static void evict(struct resmgr *r, const struct cm_pod *p, const char *why) {
+    struct evict_ctx *e = calloc(1, sizeof *e);
+    if (!e) return;
+    e->kc = r->env.kc;
+    snprintf(e->path, sizeof e->path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", PA_PREEMPTED, why);
+    if (!patch || kclient_request(r->env.kc, "PATCH", e->path, patch, "application/merge-patch+json", on_marked, e))
+        free(e);
+    json_decref(patch);
+}
+
 static void on_preempt(uv_timer_t *tm) {
     struct resmgr *r = tm->data;
     if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
@@ -466,10 +492,9 @@ static void on_preempt(uv_timer_t *tm) {
     for (size_t i = 0; i < plan.n; i++) {
         const struct preempt_victim *v = &plan.v[i];
         struct cm_pod *p = c.p[v->task];
-        char why[400], path[600];
+        char why[400];
         preempt_victim_format(v, why, sizeof why);
-        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
-        kclient_request(r->env.kc, "DELETE", path, NULL, NULL, NULL, NULL); /* graceful: the pod's own grace period */
+        evict(r, p, why);
         strmap_put(&r->evicting, p->key, (void *)1, NULL);
         ctl_pod_event(r->env.kc, RM_COMPONENT, p->ns, p->name, p->uid, "Warning", "Preempted", "%s", why);
         if (v->gang_id) { /* the other side: the gang that needs the room */

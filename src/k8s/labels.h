@@ -14,6 +14,7 @@
  *                                    (admitted only within its pool's reservation)
  *   annotation peloton.io/revocable  "true": revocable (slack) work
  *   annotation peloton.io/placement-strategy PACK | SPREAD_JOB | LEAST_LOADED
+ *   annotation peloton.io/preempted  set on a preemption victim (why) before it is deleted
  * Namespaces:
  *   annotation peloton.io/resource-pool  the pool of the namespace's pods
  *                                        that have no pool label */
@@ -29,6 +30,9 @@
 #define PA_PREEMPTIBLE "peloton.io/preemptible"
 #define PA_REVOCABLE "peloton.io/revocable"
 #define PA_STRATEGY "peloton.io/placement-strategy"
+/* Set by the resource manager on a preemption victim before its graceful
+ * delete (value: why), so the job manager applies killOnPreempt. */
+#define PA_PREEMPTED "peloton.io/preempted"
 
 /* The scheduler name pods ask for to be scheduled by pelotond. */
 #define PELOTON_SCHEDULER "peloton"

@@ -295,4 +295,28 @@ def test_rolling_update_to_a_failing_template_rolls_back():
     wait_until(lambda: not pods("peloton.io/job=api"), 30, "api pods deleted")
 
 
+def test_preempted_job_instances_follow_kill_on_preempt():
+    clean()
+    sla = {"sla": {"priority": 1, "preemptible": True}}
+    apply([pool("kp", 0, 4),
+           job("keep", "STATELESS", 2, "kp", cpu="1", extra=dict(sla)),
+           job("drop", "STATELESS", 2, "kp", cpu="1", extra={**sla, "preemptionPolicy": {"killOnPreempt": True}})])
+    wait_until(lambda: phases("peloton.io/job in (keep,drop)").get("Running") == 4, 60, "4 low-priority instances")
+    # four higher-priority pods need the whole pool: every low-priority instance is preempted
+    apply([pod(f"vip-{i}", "kp", 1, labels={"t": "vip"}, prio=10) for i in range(4)])
+    wait_until(lambda: phases("t=vip").get("Running") == 4, 90, "four high-priority pods running")
+    # killOnPreempt: drop's instances stay KILLED; keep's are queued again as new runs
+    wait_until(lambda: job_status("drop").get("taskStats", {}).get("KILLED") == 2, 30, "drop's instances KILLED")
+    def keep_requeued():
+        ps = [p for p in pods("peloton.io/job=keep") if not p["metadata"].get("deletionTimestamp")]
+        return len(ps) == 2 and all(p["metadata"]["name"].count("-") == 2 for p in ps) and ps
+    wait_until(keep_requeued, 30, "keep's instances queued again as new runs")
+    time.sleep(2)
+    assert not [p for p in pods("peloton.io/job=drop") if not p["metadata"].get("deletionTimestamp")], \
+        "a killOnPreempt instance was run again"
+    reasons = [e["message"] for e in json.loads(kubectl("get", "events", "-o", "json"))["items"]
+               if e["reason"] == "Preempted" and e["involvedObject"]["name"].startswith(("keep", "drop"))]
+    assert len(reasons) == 4 and all("priority 10" in m for m in reasons), reasons
+
+
 run_tests("test_pelotond", dict(globals()))
