@@ -144,6 +144,15 @@ static void on_signal(uv_signal_t *h, int signum) {
     uv_close((uv_handle_t *)&d->sigterm, NULL);
 }
 
+/* SIGINT and SIGTERM stop the daemon cleanly (on_signal). */
+static void signals_start(struct daemon *d) {
+    uv_signal_init(d->loop, &d->sigint);
+    uv_signal_init(d->loop, &d->sigterm);
+    d->sigint.data = d->sigterm.data = d;
+    uv_signal_start(&d->sigint, on_signal, SIGINT);
+    uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+}
+
 static unsigned parse_roles(const char *s) {
     static const struct {
         const char *name;
@@ -206,11 +215,7 @@ static int run_controllers_only(unsigned roles, const char *server, const char *
         kc_config_free(&c.kcfg);
         return 1;
     }
-    uv_signal_init(d.loop, &d.sigint);
-    uv_signal_init(d.loop, &d.sigterm);
-    d.sigint.data = d.sigterm.data = &d;
-    uv_signal_start(&d.sigint, on_signal, SIGINT);
-    uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+    signals_start(&d);
     uv_run(d.loop, UV_RUN_DEFAULT);
     if (d.ctl) ctl_join(d.ctl);
     uv_loop_close(d.loop);
@@ -338,11 +343,7 @@ int main(int argc, char **argv) {
         free(token);
         return 1;
     }
-    uv_signal_init(d.loop, &d.sigint);
-    uv_signal_init(d.loop, &d.sigterm);
-    d.sigint.data = d.sigterm.data = &d;
-    uv_signal_start(&d.sigint, on_signal, SIGINT);
-    uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+    signals_start(&d);
     int actual = http_server_port(d.http);
     fprintf(stderr, "level=info msg=serving api=http://127.0.0.1:%d redis=%s auth=%s\n", actual, redis,
             token && tls_port < 0 ? "token" : "none");

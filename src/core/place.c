@@ -211,13 +211,12 @@ static uint32_t scan_failure(struct place_engine *e, const struct ctask *c, uint
     return found;
 }
 
-int place_gang(struct place_engine *e, const struct place_gang *g, uint32_t *hosts,
-               struct place_failure *fail) {
-    struct host_fleet *f = e->f;
-    if (!g->ntasks || !g->tasks || (unsigned)g->strategy > PLACE_LEAST_LOADED) return -EINVAL;
+/* Compiles every task of g into the engine's arena; *jid gets the id of the
+ * gang's job (its id when it names none). */
+static int compile_gang(struct place_engine *e, const struct place_gang *g, struct ctask **out, uint32_t *jid) {
     const char *job = g->job ? g->job : g->id ? g->id : "";
-    uint32_t jid = host_str_intern(f, job, strlen(job));
-    if (!jid) return -ENOMEM;
+    *jid = host_str_intern(e->f, job, strlen(job));
+    if (!*jid) return -ENOMEM;
     place_arena_reset(&e->arena);
     struct ctask *ct = place_arena_alloc(&e->arena, (size_t)g->ntasks * sizeof *ct);
     if (!ct) return -ENOMEM;
@@ -225,7 +224,17 @@ int place_gang(struct place_engine *e, const struct place_gang *g, uint32_t *hos
         int rc = place_task_compile(e, &g->tasks[i], &ct[i]);
         if (rc) return rc;
     }
-    int rc = 0;
+    *out = ct;
+    return 0;
+}
+
+int place_gang(struct place_engine *e, const struct place_gang *g, uint32_t *hosts,
+               struct place_failure *fail) {
+    if (!g->ntasks || !g->tasks || (unsigned)g->strategy > PLACE_LEAST_LOADED) return -EINVAL;
+    struct ctask *ct;
+    uint32_t jid;
+    int rc = compile_gang(e, g, &ct, &jid);
+    if (rc) return rc;
     uint32_t i;
     for (i = 0; i < g->ntasks; i++) {
         uint32_t h = choose(e, &ct[i], jid, g->strategy);
@@ -339,13 +348,8 @@ int place_failure_format(const struct place_failure *f, char *buf, size_t len) {
 
 static int compile_one(struct place_engine *e, const struct place_task *t, const char *job, struct ctask **ct,
                        uint32_t *jid) {
-    const char *j = job ? job : "";
-    *jid = host_str_intern(e->f, j, strlen(j));
-    if (!*jid) return -ENOMEM;
-    place_arena_reset(&e->arena);
-    *ct = place_arena_alloc(&e->arena, sizeof **ct);
-    if (!*ct) return -ENOMEM;
-    return place_task_compile(e, t, *ct);
+    const struct place_gang g = {.job = job ? job : "", .tasks = t, .ntasks = 1};
+    return compile_gang(e, &g, ct, jid);
 }
 
 int place_check_hosts(struct place_engine *e, const struct place_task *t, const char *job, const uint32_t *hosts,
@@ -416,16 +420,10 @@ int place_gang_undo(struct place_engine *e, const struct place_gang *g, const ui
     if (!g->ntasks || !g->tasks) return -EINVAL;
     for (uint32_t i = 0; i < g->ntasks; i++)
         if (hosts[i] >= e->f->nhosts) return -EINVAL;
-    const char *job = g->job ? g->job : g->id ? g->id : "";
-    uint32_t jid = host_str_intern(e->f, job, strlen(job));
-    if (!jid) return -ENOMEM;
-    place_arena_reset(&e->arena);
-    struct ctask *ct = place_arena_alloc(&e->arena, (size_t)g->ntasks * sizeof *ct);
-    if (!ct) return -ENOMEM;
-    for (uint32_t i = 0; i < g->ntasks; i++) {
-        int rc = place_task_compile(e, &g->tasks[i], &ct[i]);
-        if (rc) return rc;
-    }
+    struct ctask *ct;
+    uint32_t jid;
+    int rc = compile_gang(e, g, &ct, &jid);
+    if (rc) return rc;
     for (uint32_t i = 0; i < g->ntasks; i++) apply(e, hosts[i], &ct[i], jid, -1);
     if (e->st.gangs_placed) e->st.gangs_placed--;
     e->st.tasks_placed -= e->st.tasks_placed >= g->ntasks ? g->ntasks : e->st.tasks_placed;

@@ -15,6 +15,7 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PELOTOND = os.environ.get("PELOTOND", os.path.join(ROOT, "build", "asan", "pelotond"))
+KUBELET_SIM = os.environ.get("KUBELET_SIM", os.path.join(ROOT, "build", "asan", "kubelet-sim"))
 _procs = []
 _dirs = []
 
@@ -35,6 +36,32 @@ def wait_for(check, timeout=10.0, what="service"):
             pass
         time.sleep(0.05)
     raise TimeoutError(f"{what} did not come up in {timeout}s")
+
+
+def wait_until(check, timeout=15.0, what="condition", every=0.1):
+    """Polls check() until it returns something true (returned) or the time is up (AssertionError)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def start_kubelet_sim(kubeconfig_path, *flags, expect=None):
+    """kubelet-sim against the API in kubeconfig_path; returns (process, stderr path) once
+    it says it registered `expect` nodes (any number when None)."""
+    d = tempdir()
+    out, err = os.path.join(d, "ksim.out"), os.path.join(d, "ksim.err")
+    p = subprocess.Popen([KUBELET_SIM, f"--kubeconfig={kubeconfig_path}", *flags], stdout=open(out, "w"),
+                         stderr=open(err, "w"))
+    _procs.append(p)  # stop_all stops it if a test fails first
+    line = f"kubelet-sim: {expect} nodes registered" if expect is not None else "nodes registered"
+    wait_until(lambda: line in open(out).read() or p.poll() is not None, 30, "kubelet-sim to register")
+    assert p.poll() is None, open(err).read()
+    return p, err
 
 
 def tempdir():

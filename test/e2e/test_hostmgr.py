@@ -5,7 +5,6 @@ stops renewing its lease goes NotReady (Ready=Unknown), gets the unreachable
 taint, and its pods are deleted with a NodeLost Event; when the kubelet comes
 back the taint goes. Checked with the Python client and kubectl. Every wait is
 bounded; every process is stopped."""
-import os
 import subprocess
 import sys
 import time
@@ -15,7 +14,6 @@ from kubernetes import client
 import services
 from simlib import run_tests
 
-KSIM = os.environ.get("KUBELET_SIM", os.path.join(services.ROOT, "build", "asan", "kubelet-sim"))
 DOWN = "kubelet-sim.peloton.io/down"
 TAINT = "node.kubernetes.io/unreachable"
 
@@ -27,27 +25,12 @@ cfg.host = f"http://127.0.0.1:{PORT}"
 API = client.CoreV1Api(client.ApiClient(cfg))
 
 
-def wait_until(check, timeout=20.0, what="condition", every=0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+wait_until = services.wait_until
 
 
-def start_ksim(*flags, expect):
-    d = services.tempdir()
-    out, err = os.path.join(d, "ksim.out"), os.path.join(d, "ksim.err")
-    p = subprocess.Popen([KSIM, f"--kubeconfig={KUBECONFIG}", *flags], stdout=open(out, "w"),
-                         stderr=open(err, "w"))
-    services._procs.append(p)  # stop_all stops it if a test fails first
-    line = f"kubelet-sim: {expect} nodes registered"
-    wait_until(lambda: line in open(out).read() or p.poll() is not None, 30, "kubelet-sim to register")
-    assert p.poll() is None, open(err).read()
-    return p, err
+
+def start_ksim(*flags, expect=None):
+    return services.start_kubelet_sim(KUBECONFIG, *flags, expect=expect)
 
 
 SIM, SIM_ERR = start_ksim("--nodes=3", "--name-prefix=hm-", "--lease-seconds=3", "--renew-seconds=1",

@@ -2,7 +2,6 @@
 """End-to-end: kubelet-sim (build/asan/kubelet-sim) against pelotond's API
 server and redis-server, checked with kubectl and the Python client (Debian's
 python3-kubernetes). Every wait is bounded; every process is stopped."""
-import os
 import signal
 import subprocess
 import time
@@ -13,7 +12,6 @@ from kubernetes.client.rest import ApiException
 import services
 from simlib import run_tests
 
-KSIM = os.environ.get("KUBELET_SIM", os.path.join(services.ROOT, "build", "asan", "kubelet-sim"))
 ANN = "kubelet-sim.peloton.io/"
 
 REDIS = services.start_redis()
@@ -25,27 +23,12 @@ API = client.CoreV1Api(client.ApiClient(cfg))
 COORD = client.CoordinationV1Api(client.ApiClient(cfg))
 
 
-def wait_until(check, timeout=15.0, what="condition", every=0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+wait_until = services.wait_until
+
 
 
 def start_ksim(*flags, expect=None):
-    d = services.tempdir()
-    out, err = os.path.join(d, "ksim.out"), os.path.join(d, "ksim.err")
-    p = subprocess.Popen([KSIM, f"--kubeconfig={KUBECONFIG}", *flags], stdout=open(out, "w"),
-                         stderr=open(err, "w"))
-    services._procs.append(p)  # stop_all stops it if a test fails first
-    line = f"kubelet-sim: {expect} nodes registered"
-    wait_until(lambda: line in open(out).read() or p.poll() is not None, 30, "kubelet-sim to register")
-    assert p.poll() is None, open(err).read()
-    return p, err
+    return services.start_kubelet_sim(KUBECONFIG, *flags, expect=expect)
 
 
 SIM, SIM_ERR = start_ksim("--nodes=4", "--name-prefix=ksim-", "--cpu=2", "--memory=4Gi", "--pods=20",

@@ -5,16 +5,13 @@ Kubelets, driven with real kubectl. Pools, borrowing and giving back by
 preemption, gangs, reservations for non-preemptible work, priority preemption
 inside a pool, kill -9 recovery."""
 import json
-import os
 import signal
 import subprocess
-import tempfile
 import time
 
 import services
 from simlib import run_tests
 
-KSIM = os.environ.get("KUBELET_SIM", os.path.join(services.ROOT, "build", "asan", "kubelet-sim"))
 REDIS = services.start_redis()
 PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all")
 KUBECONFIG = services.kubeconfig(PORT)
@@ -34,14 +31,8 @@ def apply(objs):
 
 
 def start_ksim(nodes, prefix, cpu="8"):
-    d = tempfile.mkdtemp(prefix="ksim-")
-    out = os.path.join(d, "ksim.log")
-    p = subprocess.Popen([KSIM, f"--kubeconfig={KUBECONFIG}", f"--nodes={nodes}", f"--name-prefix={prefix}",
-                          f"--cpu={cpu}", "--memory=32Gi"],
-                         stdout=open(out, "w"), stderr=subprocess.STDOUT)
-    services._procs.append(p)
-    services.wait_for(lambda: "nodes registered" in open(out).read(), timeout=30, what="kubelet-sim")
-    return p
+    return services.start_kubelet_sim(KUBECONFIG, f"--nodes={nodes}", f"--name-prefix={prefix}", f"--cpu={cpu}",
+                                      "--memory=32Gi", expect=nodes)[0]
 
 
 def pool(name, cpu_res, cpu_lim, parent=None):
@@ -78,15 +69,7 @@ def phases(selector):
     return res
 
 
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last})")
+wait_until = services.wait_until
 
 
 def events_for(name):
