@@ -364,20 +364,23 @@ int place_check_hosts(struct place_engine *e, const struct place_task *t, const 
     return 0;
 }
 
-/* Utilisation after placing req, in tenths (0..10), cpu and memory averaged
- * over the kinds the host has. */
+/* Utilisation after placing req, in thousandths (0..1000), cpu and memory
+ * averaged over the kinds the host has. Double arithmetic: exact enough for a
+ * 0..10 score and several times cheaper than 128-bit integer division, which
+ * showed at 5,000 hosts per extender call. */
 static int64_t fullness_after(const struct host *h, struct resvec req) {
-    int64_t sum = 0, kinds = 0;
+    double sum = 0;
+    int kinds = 0;
     static const enum res_kind ks[] = {RES_CPU, RES_MEMORY};
     for (size_t i = 0; i < 2; i++) {
         int64_t cap = h->allocatable.v[ks[i]];
         if (cap <= 0) continue;
         int64_t used = h->allocated.v[ks[i]] + req.v[ks[i]];
         if (used > cap) used = cap;
-        sum += (int64_t)((__int128)used * 1000 / cap);
+        sum += (double)used / (double)cap;
         kinds++;
     }
-    return kinds ? sum / kinds : 0; /* 0..1000 */
+    return kinds ? (int64_t)(sum * 1000.0 / kinds) : 0;
 }
 
 int place_score_hosts(struct place_engine *e, const struct place_task *t, const char *job,
