@@ -3,7 +3,12 @@
  * ExtenderPreemptionArgs); what decodes is encoded back into every reply.
  * Checks that the body is left untouched, that a failure leaves *out NULL with
  * a message, that a filter result only names request nodes, and that a
- * preemption result decodes again to the nodes that had victims. */
+ * preemption result decodes again to the nodes that had victims.
+ * Differential: the raw bytes also go through the fast path
+ * (extender_scan_args), which must either leave them to the jansson path or
+ * decode exactly what it decodes; its text replies must be the bytes
+ * json_dumps writes for the json_t replies. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -86,8 +91,72 @@ static void run_preemption(const json_t *body) {
     extender_preemption_args_free(a);
 }
 
+/* The text encoders on the scanned names against the json_t encoders. */
+static void compare_replies(const struct extender_args *a, const struct extender_scan *s) {
+    static const char *const reasons[] = {"insufficient cpu", "", "quote \" ctl \x01 \xc3\xa9"};
+    size_t n = s->nnodes;
+    struct extender_node_verdict *nv = calloc(n ? n : 1, sizeof *nv);
+    struct extender_name_verdict *v = calloc(n ? n : 1, sizeof *v);
+    struct extender_host_priority *p = calloc(n ? n : 1, sizeof *p);
+    int64_t *sc = calloc(n ? n : 1, sizeof *sc);
+    if (!nv || !v || !p || !sc) abort();
+    for (size_t i = 0; i < n; i++) {
+        v[i] = (struct extender_name_verdict){(enum extender_verdict)(i % 3), reasons[(i / 3) % 3]};
+        nv[i] = (struct extender_node_verdict){a->names[i], v[i].verdict, v[i].reason};
+        sc[i] = (int64_t)(i % 13) - 1;
+        p[i] = (struct extender_host_priority){a->names[i], sc[i]};
+    }
+    char err[256] = "";
+    json_t *out;
+    struct extender_buf b = {0};
+    if (extender_filter_result(a, nv, n, &out, err, sizeof err) != 0) abort();
+    if (extender_filter_result_buf(s->names, v, n, &b, err, sizeof err) != 0) abort();
+    char *want = json_dumps(out, JSON_COMPACT);
+    if (!want || strlen(want) != b.len || memcmp(want, b.data, b.len) != 0) abort();
+    free(want);
+    json_decref(out);
+    if (extender_priority_list(NULL, p, n, &out, err, sizeof err) != 0) abort();
+    if (extender_priority_list_buf(s->names, sc, n, &b, err, sizeof err) != 0) abort();
+    want = json_dumps(out, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!want || strlen(want) != b.len || memcmp(want, b.data, b.len) != 0) abort();
+    free(want);
+    json_decref(out);
+    extender_buf_free(&b);
+    free(nv);
+    free(v);
+    free(p);
+    free(sc);
+}
+
+static void run_scan(const uint8_t *data, size_t size) {
+    struct extender_scan s = {0};
+    int rc = extender_scan_args((const char *)data, size, &s);
+    if (rc == -EAGAIN) {
+        if (s.pod || s.nnodes) abort();
+        extender_scan_free(&s);
+        return;
+    }
+    if (rc != 0) abort();
+    /* what the server does when the scan leaves it: the result must be the same */
+    json_t *b = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
+    struct extender_args *a = NULL;
+    char err[256] = "";
+    if (!b || extender_decode_args(b, &a, err, sizeof err) != 0) abort();
+    if (!a->node_cache || a->nnodes != s.nnodes || !json_equal(a->pod, s.pod)) abort();
+    for (size_t i = 0; i < s.nnodes; i++) {
+        size_t len = strlen(a->names[i]);
+        if (s.names[i].len != len || memcmp(s.names[i].s, a->names[i], len) != 0) abort();
+        if (extender_scan_find(&s, a->names[i], len) != (long)i) abort();
+    }
+    compare_replies(a, &s);
+    extender_args_free(a);
+    json_decref(b);
+    extender_scan_free(&s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    run_scan(data, size);
     json_t *body = json_loadb((const char *)data, size, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
     if (!body) return 0;
     json_t *copy = json_deep_copy(body);

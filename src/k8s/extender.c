@@ -2,7 +2,8 @@
  * Decoders read a fixed shape a few levels deep and never recurse into the
  * embedded Kubernetes objects except to bound their depth; names are copied,
  * objects are kept as references. A jansson object serves as the name index
- * (name -> position) for duplicate detection and O(1) membership checks. */
+ * (name -> position) for duplicate detection and O(1) membership checks.
+ * The fast path for NodeNames requests is in extender_fast.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,13 +12,14 @@
 #include "jsontype.h"
 #include "errmsg.h"
 #include "extender.h"
+#include "extender_int.h"
 
 /* ---- helpers ---- */
 
 /* Go's encoding/json field match: equal under Unicode simple case folding.
  * Field names are ASCII letters; the only non-ASCII members of their folding
  * orbits are U+212A KELVIN SIGN (k) and U+017F LATIN SMALL LETTER LONG S (s). */
-static bool key_is(const char *key, const char *name) {
+bool key_is(const char *key, const char *name) {
     const char *k = key;
     for (const char *n = name; *n; n++) {
         char c = *n >= 'A' && *n <= 'Z' ? (char)(*n - 'A' + 'a') : *n;
@@ -60,7 +62,7 @@ static int get_fields(const json_t *obj, const char *type, const char *const *na
 
 /* True when v nests no deeper than left levels of objects and arrays.
  * The recursion stops at left == 0, so it is bounded by EXTENDER_MAX_DEPTH. */
-static bool depth_ok(const json_t *v, int left) {
+bool depth_ok(const json_t *v, int left) {
     if (json_is_object(v)) {
         if (left == 0) return false;
         const char *k;
@@ -79,13 +81,13 @@ static bool depth_ok(const json_t *v, int left) {
     return true;
 }
 
-/* Validates a name (non-empty unless allow_empty, at most EXTENDER_MAX_NAME
- * bytes, no NUL) and returns a copy in *out. */
-static int check_name(const char *s, size_t len, const char *what, bool allow_empty, char *err, size_t errlen) {
+/* Validates a name of len bytes (non-empty unless allow_empty, at most
+ * EXTENDER_MAX_NAME bytes, no NUL); s need not be NUL-terminated. */
+int check_name(const char *s, size_t len, const char *what, bool allow_empty, char *err, size_t errlen) {
     if (len == 0 && !allow_empty) return core_fail(err, errlen, -EINVAL, "%s: must not be empty", what);
     if (len > EXTENDER_MAX_NAME)
         return core_fail(err, errlen, -E2BIG, "%s: %zu bytes, longer than %d", what, len, EXTENDER_MAX_NAME);
-    if (strlen(s) != len) return core_fail(err, errlen, -EINVAL, "%s: contains a NUL byte", what);
+    if (memchr(s, '\0', len)) return core_fail(err, errlen, -EINVAL, "%s: contains a NUL byte", what);
     return 0;
 }
 

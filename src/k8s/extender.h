@@ -142,4 +142,92 @@ int extender_preemption_result(const struct extender_preemption_args *in, const 
  * msg is replaced by "extender error" so that the reply is never a success. */
 int extender_error_reply(enum extender_verb verb, const char *msg, json_t **out);
 
+/* ---- the fast path: NodeNames requests, replies written as text ----
+ * kube-scheduler with nodeCacheCapable sends {"Pod":{...},"Nodes":null,
+ * "NodeNames":[...]} with thousands of names. The scan below reads that
+ * shape straight from the body's bytes: the names become byte ranges into
+ * the body (or into a scratch buffer when a name has escapes), only the Pod
+ * goes through jansson. The encoders write the replies' JSON text directly.
+ * Results equal the jansson path's: the same decoded request, the same
+ * bytes as json_dumps(JSON_COMPACT) of the json_t encoders' replies. */
+
+/* A name as a byte range, not NUL-terminated. */
+struct extender_name {
+    const char *s;
+    size_t len;
+};
+
+/* A request decoded by extender_scan_args, and the buffers it reuses.
+ * Zero-initialise it; reuse it for every request (its buffers grow to the
+ * largest request and are kept); extender_scan_free at the end. */
+struct extender_scan {
+    json_t *pod;                 /* the Pod object; owned, released by the next scan, reset or free */
+    size_t nnodes;
+    struct extender_name *names; /* nnodes names in request order, unique, non-empty, valid UTF-8, no NUL */
+    uint64_t *hashes;            /* extender_name_hash of each name (for the caller's own name maps) */
+    /* private */
+    size_t cap_;
+    char *scratch_;              /* decoded names that had escapes */
+    size_t scratch_cap_;
+    uint64_t *slots_;            /* hash set of the names: high half of the hash, index + 1 (0 = empty) */
+    size_t nslots_, slots_cap_;  /* in use (a power of two), allocated */
+};
+
+/* Decodes an ExtenderArgs body in NodeNames mode from its bytes. Handles
+ * exactly the common shape: a top-level object whose keys are Pod, NodeNames
+ * and optionally Nodes (any case, Go's folding: the keys decoders match), Pod
+ * an object, Nodes null, NodeNames an array of strings; any whitespace; the
+ * JSON as json_loadb(JSON_REJECT_DUPLICATES) accepts it; the decoder's
+ * limits. Anything else (Nodes mode, unknown or repeated keys, other types,
+ * malformed JSON, a limit passed) returns -EAGAIN and leaves the decision to
+ * json_loadb + extender_decode_args, which give the error message: the scan
+ * never refuses what the jansson path accepts, nor accepts what it refuses.
+ * On 0, s->names point into body (borrowed: keep it alive) or into s's
+ * scratch, valid until the next scan, reset or free. -ENOMEM. */
+int extender_scan_args(const char *body, size_t len, struct extender_scan *s);
+/* Position of a name in the last scan, or -1. */
+long extender_scan_find(const struct extender_scan *s, const char *name, size_t len);
+/* The hash the scan's name set uses (eight bytes at a time; the same on
+ * every byte order): for callers' own name maps. */
+uint64_t extender_name_hash(const char *s, size_t len);
+/* Releases the Pod and forgets the names; keeps the buffers. */
+void extender_scan_reset(struct extender_scan *s);
+/* Releases everything (s itself is the caller's); s is zeroed. */
+void extender_scan_free(struct extender_scan *s);
+
+/* A growable text buffer the encoders write into. data is malloc'd,
+ * NUL-terminated after len bytes (len excludes the NUL). Zero-initialise;
+ * free with extender_buf_free, or take data over (free()) and zero it. */
+struct extender_buf {
+    char *data;
+    size_t len, cap;
+};
+void extender_buf_free(struct extender_buf *b);
+
+/* One node's verdict, for the node at the same position in names. */
+struct extender_name_verdict {
+    enum extender_verdict verdict;
+    const char *reason; /* FAIL*: NULL reads as "" */
+};
+
+/* ExtenderFilterResult (NodeNames mode) as JSON text in out (replacing its
+ * content): the bytes json_dumps(JSON_COMPACT) writes for
+ * extender_filter_result with node_cache args of these names and the
+ * verdicts v[i] for names[i], in order. names are a request's (the scan's):
+ * unique, so no duplicate check is made; a name that is not valid UTF-8 is
+ * refused. Errors as extender_filter_result's: an unknown verdict, a reason
+ * over EXTENDER_MAX_REASON bytes or not valid UTF-8 (-EINVAL / -E2BIG, err
+ * names the verdict's index); -ENOMEM. On error out->len is 0. */
+int extender_filter_result_buf(const struct extender_name *names, const struct extender_name_verdict *v, size_t n,
+                               struct extender_buf *out, char *err, size_t errlen);
+
+/* HostPriorityList as JSON text in out (replacing its content): the bytes of
+ * extender_priority_list(NULL, ...) for hosts[i] with scores[i], clamped.
+ * Each host is checked as there (non-empty, at most EXTENDER_MAX_NAME bytes,
+ * no NUL, valid UTF-8), except for repeats: hosts must be distinct, as a
+ * request's names are (extender_scan_args refused repeats), so no per-call
+ * set is built. On error out->len is 0. */
+int extender_priority_list_buf(const struct extender_name *hosts, const int64_t *scores, size_t n,
+                               struct extender_buf *out, char *err, size_t errlen);
+
 #endif

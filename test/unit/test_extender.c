@@ -795,3 +795,355 @@ TEST(extender_malformed_never_crash) {
     CHECK(decoded > 100);
     CHECK(refused > 100);
 }
+
+/* ---- the fast path: extender_scan_args and the text encoders ---- */
+
+/* Runs body through both decoders. The scan either leaves it to the jansson
+ * path (-EAGAIN) or decodes exactly what that path decodes. Returns the
+ * scan's rc; *jansson_rc gets the jansson path's (parse failure: -1000). */
+static int scan_vs_jansson(const char *body, size_t len, int *jansson_rc, int line) {
+    struct extender_scan s = {0};
+    int rc = extender_scan_args(body, len, &s);
+    json_t *b = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+    struct extender_args *a = NULL;
+    char err[256] = "";
+    *jansson_rc = b ? extender_decode_args(b, &a, err, sizeof err) : -1000;
+    if (rc != 0 && rc != -EAGAIN) test_fail(__FILE__, line, "scan rc %d", rc);
+    if (rc == 0) {
+        if (*jansson_rc != 0 || !a->node_cache) {
+            test_fail(__FILE__, line, "scan decoded what the jansson path refuses (%d %s): %.200s", *jansson_rc, err,
+                      body);
+        } else if (s.nnodes != a->nnodes || !json_equal(s.pod, a->pod)) {
+            test_fail(__FILE__, line, "scan: %zu names (jansson %zu) or a different pod", s.nnodes, a->nnodes);
+        } else {
+            for (size_t i = 0; i < s.nnodes; i++) {
+                if (s.names[i].len != strlen(a->names[i]) || memcmp(s.names[i].s, a->names[i], s.names[i].len) != 0)
+                    test_fail(__FILE__, line, "name %zu: \"%.*s\" != \"%s\"", i, (int)s.names[i].len, s.names[i].s,
+                              a->names[i]);
+                if (extender_scan_find(&s, a->names[i], strlen(a->names[i])) != (long)i)
+                    test_fail(__FILE__, line, "find name %zu", i);
+                if (s.hashes[i] != extender_name_hash(a->names[i], strlen(a->names[i])))
+                    test_fail(__FILE__, line, "hash of name %zu", i);
+            }
+        }
+    }
+    extender_args_free(a);
+    json_decref(b);
+    extender_scan_free(&s);
+    return rc;
+}
+
+TEST(extender_scan_takes_the_common_shapes) {
+    static const char *const bodies[] = {
+        "{\"Pod\":" POD_JSON ",\"Nodes\":null,\"NodeNames\":[\"n1\",\"n2\",\"n3\"]}",
+        "{\"Pod\":" POD_JSON ",\"NodeNames\":[\"n1\"]}",
+        "{\"NodeNames\":[\"n1\",\"n2\"],\"Nodes\":null,\"Pod\":" POD_JSON "}",
+        "{\"pod\":" POD_JSON ",\"nodes\":null,\"nodenames\":[\"a\",\"b\"]}",
+        "{\"POD\":" POD_JSON ",\"NODES\":null,\"NODENAMES\":[\"a\",\"b\"]}",
+        "{\"Pod\":" POD_JSON ",\"NodeName\\u017f\":[\"a\",\"b\"]}",   /* U+017F folds to s */
+        "{\"Pod\":" POD_JSON ",\"NodeName\xc5\xbf\":[\"a\"]}",         /* the same, raw UTF-8 */
+        "{\"\\u0050od\":" POD_JSON ",\"NodeNames\":[\"a\"]}",          /* an escaped key */
+        "{\"Pod\":" POD_JSON ",\"Nodes\":null,\"NodeNames\":[]}",     /* empty list */
+        " \t\r\n{ \"Pod\" : " POD_JSON " , \"Nodes\" : null , \"NodeNames\" : [ \"a\" , \"b\" ] } \n",
+        /* escapes and unicode in names */
+        "{\"Pod\":{},\"NodeNames\":[\"n\\\"q\",\"back\\\\slash\",\"sl\\/ash\",\"ctl\\b\\f\\n\\r\\t\",\"\\u00e9t\\u00E9\"]}",
+        "{\"Pod\":{},\"NodeNames\":[\"\\ud83d\\ude00\",\"\xf0\x9f\x98\x80x\",\"\xe2\x82\xac\",\"caf\xc3\xa9\",\"\\u0001\"]}",
+        "{\"Pod\":{},\"NodeNames\":[\"plain\",\"\\u0041\",\"A\\u0042\",\"ABC\"]}",
+        "{\"Pod\":{\"metadata\":{\"name\":\"x\",\"a\":[1,2.5,-3e2,true,false,null,\"}]\\\"\"]}},\"NodeNames\":[\"n\"]}",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        int jrc;
+        int rc = scan_vs_jansson(bodies[i], strlen(bodies[i]), &jrc, __LINE__);
+        if (rc != 0) test_fail(__FILE__, __LINE__, "body %zu: not taken by the scan (rc %d, jansson %d)", i, rc, jrc);
+    }
+    /* a name of exactly EXTENDER_MAX_NAME bytes is taken; one more is left to jansson (E2BIG) */
+    char body[700], name[EXTENDER_MAX_NAME + 2];
+    memset(name, 'n', sizeof name);
+    name[EXTENDER_MAX_NAME] = 0;
+    snprintf(body, sizeof body, "{\"Pod\":{},\"NodeNames\":[\"%s\"]}", name);
+    int jrc;
+    CHECK_I64(scan_vs_jansson(body, strlen(body), &jrc, __LINE__), 0);
+    name[EXTENDER_MAX_NAME] = 'n';
+    name[EXTENDER_MAX_NAME + 1] = 0;
+    snprintf(body, sizeof body, "{\"Pod\":{},\"NodeNames\":[\"%s\"]}", name);
+    CHECK_I64(scan_vs_jansson(body, strlen(body), &jrc, __LINE__), -EAGAIN);
+    CHECK_I64(jrc, -E2BIG);
+}
+
+/* What the scan leaves to the jansson path, which refuses (a 400 with an
+ * Error, as before) or, for the shapes it does not handle, decodes. */
+TEST(extender_scan_leaves_the_rest_to_jansson) {
+    struct {
+        const char *body;
+        bool jansson_ok;
+    } cases[] = {
+        {"{\"Pod\":{},\"Nodes\":{\"items\":[]},\"NodeNames\":null}", true},   /* Nodes mode */
+        {"{\"Pod\":{},\"NodeNames\":[\"a\"],\"Other\":1}", true},              /* unknown key */
+        {"{\"Pod\":{},\"NodeNames\":[\"a\"],\"nodenames\":[\"b\"]}", false},   /* folded twice */
+        {"{\"Pod\":{},\"NodeNames\":[\"a\"],\"NodeNames\":[\"b\"]}", false},   /* duplicate key */
+        {"{\"Pod\":{},\"NodeNames\":[\"a\",\"a\"]}", false},                   /* duplicate name */
+        {"{\"Pod\":{},\"NodeNames\":[\"\\u0061\",\"a\"]}", false},             /* duplicate once decoded */
+        {"{\"Pod\":{},\"NodeNames\":[\"\"]}", false},                          /* empty name */
+        {"{\"Pod\":{},\"NodeNames\":[\"a\\u0000b\"]}", false},                 /* NUL */
+        {"{\"Pod\":{},\"NodeNames\":[\"\\ud800\"]}", false},                   /* lone surrogate */
+        {"{\"Pod\":{},\"NodeNames\":[\"\\udc00x\"]}", false},
+        {"{\"Pod\":{},\"NodeNames\":[\"\\ud800\\u0041\"]}", false},
+        {"{\"Pod\":{},\"NodeNames\":[\"\\x\"]}", false},                       /* bad escape */
+        {"{\"Pod\":{},\"NodeNames\":[\"\\u12\"]}", false},
+        {"{\"Pod\":{},\"NodeNames\":[\"a\x01\"]}", false},                     /* raw control byte */
+        {"{\"Pod\":{},\"NodeNames\":[\"\xff\"]}", false},                      /* invalid UTF-8 */
+        {"{\"Pod\":{},\"NodeNames\":[\"\xc0\xaf\"]}", false},                  /* overlong */
+        {"{\"Pod\":{},\"NodeNames\":[\"\xed\xa0\x80\"]}", false},              /* UTF-8 surrogate */
+        {"{\"Pod\":{},\"NodeNames\":[1]}", false},
+        {"{\"Pod\":{},\"NodeNames\":[null]}", false},
+        {"{\"Pod\":{},\"NodeNames\":\"a\"}", false},
+        {"{\"Pod\":{},\"NodeNames\":null}", false},
+        {"{\"Pod\":null,\"NodeNames\":[\"a\"]}", false},
+        {"{\"Pod\":[],\"NodeNames\":[\"a\"]}", false},
+        {"{\"NodeNames\":[\"a\"]}", false},
+        {"{\"Pod\":{}}", false},
+        {"{\"Pod\":{},\"Nodes\":null}", false},
+        {"{\"Pod\":{\"a\":1,\"a\":2},\"NodeNames\":[\"a\"]}", false},          /* duplicate key in the Pod */
+        {"{\"Pod\":{\"a\":},\"NodeNames\":[\"a\"]}", false},
+        {"{\"Pod\":{\"a\":\"\\q\"},\"NodeNames\":[\"a\"]}", false},
+        {"{\"Pod\":{\"a\":[}],\"NodeNames\":[\"a\"]}", false},
+        {"{\"Pod\":{},\"NodeNames\":[\"a\"]} x", false},                       /* trailing garbage */
+        {"{\"Pod\":{},\"NodeNames\":[\"a\"]}{}", false},
+        {"{\"Pod\":{},\"NodeNames\":[\"a\",]}", false},
+        {"{\"Pod\":{},\"NodeNames\":[\"a\"],}", false},
+        {"{\"Pod\":{},\"NodeNames\":[\"a\"]", false},                          /* truncated */
+        {"{\"Pod\":{},\"NodeNames\":[\"a", false},
+        {"{\"Pod\":{},\"Nodes\":nul,\"NodeNames\":[\"a\"]}", false},
+        {"{\"Pod\":{},\"Nodes\":nullx,\"NodeNames\":[\"a\"]}", false},
+        {"", false},
+        {"[]", false},
+        {"{}", false},
+        {"\xef\xbb\xbf{\"Pod\":{},\"NodeNames\":[\"a\"]}", false},             /* a BOM */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int jrc;
+        int rc = scan_vs_jansson(cases[i].body, strlen(cases[i].body), &jrc, __LINE__);
+        if (rc != -EAGAIN || (jrc == 0) != cases[i].jansson_ok)
+            test_fail(__FILE__, __LINE__, "case %zu %s: scan %d, jansson %d", i, cases[i].body, rc, jrc);
+    }
+    /* a NUL byte inside the body's length */
+    static const char nul[] = "{\"Pod\":{},\"NodeNames\":[\"a\0b\"]}";
+    int jrc;
+    CHECK_I64(scan_vs_jansson(nul, sizeof nul - 1, &jrc, __LINE__), -EAGAIN);
+    CHECK(jrc != 0);
+    /* a Pod nested deeper than the decoder takes */
+    char deep[512] = "{\"Pod\":";
+    for (int i = 0; i < EXTENDER_MAX_DEPTH + 2; i++) strcat(deep, "{\"a\":");
+    strcat(deep, "1");
+    for (int i = 0; i < EXTENDER_MAX_DEPTH + 2; i++) strcat(deep, "}");
+    strcat(deep, ",\"NodeNames\":[\"a\"]}");
+    CHECK_I64(scan_vs_jansson(deep, strlen(deep), &jrc, __LINE__), -EAGAIN);
+    CHECK_I64(jrc, -E2BIG);
+}
+
+/* One scan struct reused: a big request, an escaped one, then small ones. */
+TEST(extender_scan_reuse) {
+    struct extender_scan s = {0};
+    size_t cap = 64 + 20 * 3000;
+    char *body = malloc(cap);
+    REQUIRE(body);
+    size_t len = (size_t)snprintf(body, cap, "{\"Pod\":{},\"NodeNames\":[");
+    for (int i = 0; i < 3000; i++) len += (size_t)snprintf(body + len, cap - len, "%s\"n\\u00e9-%d\"", i ? "," : "", i);
+    len += (size_t)snprintf(body + len, cap - len, "]}");
+    REQUIRE_I64(extender_scan_args(body, len, &s), 0);
+    CHECK_I64(s.nnodes, 3000);
+    CHECK(s.names[2999].len == strlen("n\xc3\xa9-2999") && !memcmp(s.names[2999].s, "n\xc3\xa9-2999", s.names[2999].len));
+    CHECK_I64(extender_scan_find(&s, "n\xc3\xa9-17", strlen("n\xc3\xa9-17")), 17);
+    CHECK_I64(extender_scan_find(&s, "n-17", 4), -1);
+    static const char small[] = "{\"Pod\":{},\"NodeNames\":[\"x\",\"y\"]}";
+    REQUIRE_I64(extender_scan_args(small, sizeof small - 1, &s), 0);
+    CHECK_I64(s.nnodes, 2);
+    CHECK_I64(extender_scan_find(&s, "y", 1), 1);
+    CHECK_I64(extender_scan_args("{", 1, &s), -EAGAIN);
+    CHECK(s.pod == NULL && s.nnodes == 0);
+    CHECK_I64(extender_scan_find(&s, "y", 1), -1);
+    extender_scan_free(&s);
+    free(body);
+}
+
+/* The text encoders against json_dumps of the json_t encoders. */
+static void check_filter_same(const char *const *names, const struct extender_name_verdict *v, size_t n, int line) {
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(list, json_string(names[i]));
+    json_t *body = json_pack("{s:{}, s:o}", "Pod", "NodeNames", list);
+    struct extender_args *a = NULL;
+    char err[256] = "", err2[256] = "";
+    if (extender_decode_args(body, &a, err, sizeof err)) {
+        test_fail(__FILE__, line, "decode: %s", err);
+        json_decref(body);
+        return;
+    }
+    struct extender_node_verdict *nv = calloc(n ? n : 1, sizeof *nv);
+    struct extender_name *nm = calloc(n ? n : 1, sizeof *nm);
+    for (size_t i = 0; i < n; i++) {
+        nv[i] = (struct extender_node_verdict){names[i], v[i].verdict, v[i].reason};
+        nm[i] = (struct extender_name){names[i], strlen(names[i])};
+    }
+    json_t *out = NULL;
+    int rc = extender_filter_result(a, nv, n, &out, err, sizeof err);
+    struct extender_buf b = {0};
+    int rc2 = extender_filter_result_buf(nm, v, n, &b, err2, sizeof err2);
+    char *want = out ? json_dumps(out, JSON_COMPACT) : NULL;
+    if (rc != rc2 || (rc && strcmp(err, err2) != 0))
+        test_fail(__FILE__, line, "filter: rc %d \"%s\" vs text rc %d \"%s\"", rc, err, rc2, err2);
+    else if (!rc && (!want || b.len != strlen(want) || strcmp(b.data, want) != 0))
+        test_fail(__FILE__, line, "filter:\n    json %s\n    text %s", want ? want : "(null)", b.data ? b.data : "(null)");
+    else if (rc && b.len != 0)
+        test_fail(__FILE__, line, "filter: text left on error");
+    free(want);
+    json_decref(out);
+    extender_buf_free(&b);
+    /* prioritize on the same names */
+    int64_t *sc = calloc(n ? n : 1, sizeof *sc);
+    struct extender_host_priority *p = calloc(n ? n : 1, sizeof *p);
+    for (size_t i = 0; i < n; i++) {
+        sc[i] = (int64_t)(i * 7 % 15) - 2;
+        p[i] = (struct extender_host_priority){names[i], sc[i]};
+    }
+    rc = extender_priority_list(NULL, p, n, &out, err, sizeof err);
+    rc2 = extender_priority_list_buf(nm, sc, n, &b, err2, sizeof err2);
+    want = out ? json_dumps(out, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    if (rc != rc2 || (rc && strcmp(err, err2) != 0))
+        test_fail(__FILE__, line, "priority: rc %d \"%s\" vs text rc %d \"%s\"", rc, err, rc2, err2);
+    else if (!rc && (!want || strcmp(b.data, want) != 0))
+        test_fail(__FILE__, line, "priority:\n    json %s\n    text %s", want ? want : "(null)", b.data ? b.data : "");
+    free(want);
+    json_decref(out);
+    extender_buf_free(&b);
+    free(sc);
+    free(p);
+    free(nv);
+    free(nm);
+    extender_args_free(a);
+    json_decref(body);
+}
+
+TEST(extender_text_encoders_match_jansson) {
+    static const char *const names[] = {"n1", "n\"2", "back\\slash", "ctl\x01\x1f\b\f\n\r\t", "caf\xc3\xa9",
+                                        "\xf0\x9f\x98\x80", "sl/ash", "del\x7f", "\xe2\x82\xac-euro", "long-node-name-0001"};
+    const size_t n = sizeof names / sizeof names[0];
+    static const char *const reasons[] = {"insufficient cpu", "", NULL, "quote \" and \\ and \n",
+                                          "unicode \xc3\xa9\xf0\x9f\x98\x80", "ctl \x01"};
+    struct extender_name_verdict v[sizeof names / sizeof names[0]];
+    uint64_t seed = 7;
+    for (int round = 0; round < 300; round++) {
+        size_t k = (size_t)test_range(&seed, 0, (int64_t)n);
+        for (size_t i = 0; i < k; i++)
+            v[i] = (struct extender_name_verdict){(enum extender_verdict)test_range(&seed, 0, 2),
+                                                  reasons[test_rand(&seed) % 6]};
+        check_filter_same(names, v, k, __LINE__);
+    }
+    /* errors: the same code and message */
+    char big[EXTENDER_MAX_REASON + 2];
+    memset(big, 'r', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    struct extender_name_verdict bad[3] = {{EXTENDER_PASS, NULL}, {EXTENDER_FAIL, "ok"}, {EXTENDER_FAIL, "\xff"}};
+    check_filter_same(names, bad, 3, __LINE__);
+    bad[2] = (struct extender_name_verdict){EXTENDER_FAIL_UNRESOLVABLE, big};
+    check_filter_same(names, bad, 3, __LINE__);
+    bad[1] = (struct extender_name_verdict){(enum extender_verdict)9, NULL};
+    check_filter_same(names, bad, 3, __LINE__);
+    /* a host the priority list refuses */
+    char err[256] = "";
+    struct extender_buf b = {0};
+    int64_t sc[2] = {1, 2};
+    struct extender_name h[2] = {{"a", 1}, {"\xff", 1}};
+    CHECK_I64(extender_priority_list_buf(h, sc, 2, &b, err, sizeof err), -EINVAL);
+    CHECK_HAS(err, "priority 1: Host: node name is not valid UTF-8");
+    h[1] = (struct extender_name){"a\0b", 3};
+    CHECK_I64(extender_priority_list_buf(h, sc, 2, &b, err, sizeof err), -EINVAL);
+    CHECK_HAS(err, "priority 1: Host: contains a NUL byte");
+    h[1] = (struct extender_name){"\xff\0", 2}; /* the NUL is reported first, as extender_priority_list does */
+    CHECK_I64(extender_priority_list_buf(h, sc, 2, &b, err, sizeof err), -EINVAL);
+    CHECK_HAS(err, "priority 1: Host: contains a NUL byte");
+    h[1] = (struct extender_name){"", 0};
+    CHECK_I64(extender_priority_list_buf(h, sc, 2, &b, err, sizeof err), -EINVAL);
+    CHECK_HAS(err, "priority 1: Host: must not be empty");
+    h[1] = (struct extender_name){NULL, 0};
+    CHECK_I64(extender_priority_list_buf(h, sc, 2, &b, err, sizeof err), -EINVAL);
+    CHECK_HAS(err, "priority 1: Host: no node name");
+    CHECK_I64(b.len, 0);
+    /* a reused buffer is replaced, not appended to */
+    h[1] = (struct extender_name){"b", 1};
+    REQUIRE_I64(extender_priority_list_buf(h, sc, 2, &b, err, sizeof err), 0);
+    REQUIRE_I64(extender_priority_list_buf(h, sc, 1, &b, err, sizeof err), 0);
+    CHECK_STR(b.data, "[{\"Host\":\"a\",\"Score\":1}]");
+    REQUIRE_I64(extender_priority_list_buf(NULL, NULL, 0, &b, err, sizeof err), 0);
+    CHECK_STR(b.data, "[]");
+    extender_buf_free(&b);
+}
+
+/* Random bodies of the common shape (random key case and order, escapes,
+ * unicode, whitespace): the scan takes them and agrees with jansson. */
+TEST(extender_scan_property) {
+    static const char *const pieces[] = {"a", "B", "-", ".", "\\u00e9", "\xc3\xa9", "\\\"", "\\\\", "\\/", "\\n",
+                                         "\\ud83d\\ude00", "\xf0\x9f\x98\x80", "\\u0001", "z9"};
+    static const char *const ws[] = {"", " ", "\n", "\t ", "\r\n"};
+    uint64_t seed = 2024;
+    char *body = malloc(65536);
+    REQUIRE(body);
+    int taken = 0;
+    for (int round = 0; round < 400; round++) {
+        size_t len = 0;
+        char key[3][16];
+        random_case(key[0], "Pod", &seed);
+        random_case(key[1], "Nodes", &seed);
+        random_case(key[2], "NodeNames", &seed);
+        int order = (int)test_range(&seed, 0, 5);
+        static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+        bool with_nodes = test_rand(&seed) % 2;
+        len += (size_t)sprintf(body + len, "%s{", ws[test_rand(&seed) % 5]);
+        bool first = true;
+        for (int f = 0; f < 3; f++) {
+            int k = perms[order][f];
+            if (k == 1 && !with_nodes) continue;
+            len += (size_t)sprintf(body + len, "%s%s\"%s\"%s:%s", first ? "" : ",", ws[test_rand(&seed) % 5], key[k],
+                                   ws[test_rand(&seed) % 5], ws[test_rand(&seed) % 5]);
+            first = false;
+            if (k == 0) len += (size_t)sprintf(body + len, "%s", POD_JSON);
+            else if (k == 1) len += (size_t)sprintf(body + len, "null");
+            else {
+                int n = (int)test_range(&seed, 0, 30);
+                len += (size_t)sprintf(body + len, "[");
+                for (int i = 0; i < n; i++) {
+                    len += (size_t)sprintf(body + len, "%s%s\"", i ? "," : "", ws[test_rand(&seed) % 5]);
+                    int np = (int)test_range(&seed, 1, 4);
+                    for (int j = 0; j < np; j++) len += (size_t)sprintf(body + len, "%s", pieces[test_rand(&seed) % 14]);
+                    len += (size_t)sprintf(body + len, "%d\"", i);
+                }
+                len += (size_t)sprintf(body + len, "%s]", ws[test_rand(&seed) % 5]);
+            }
+        }
+        len += (size_t)sprintf(body + len, "}%s", ws[test_rand(&seed) % 5]);
+        int jrc;
+        int rc = scan_vs_jansson(body, len, &jrc, __LINE__);
+        taken += rc == 0;
+        if (rc != 0) test_fail(__FILE__, __LINE__, "round %d: not taken (%d, jansson %d): %s", round, rc, jrc, body);
+    }
+    CHECK(taken == 400);
+    /* mutations of those bodies: the scan never decodes what jansson refuses */
+    for (int round = 0; round < 20000; round++) {
+        const char *src = "{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"Nodes\":null,\"NodeNames\":[\"n1\",\"n\\u00e92\","
+                          "\"\\ud83d\\ude00\"]}";
+        size_t len = strlen(src);
+        memcpy(body, src, len + 1);
+        static const char alphabet[] = "{}[]:,\"\\u0dDe9aA \x01\xc3\xa9\xff";
+        int muts = (int)test_range(&seed, 1, 3);
+        for (int m = 0; m < muts && len > 1; m++) {
+            size_t pos = (size_t)test_range(&seed, 0, (int64_t)len - 1);
+            switch (test_rand(&seed) % 3) {
+            case 0: body[pos] = alphabet[test_rand(&seed) % (sizeof alphabet - 1)]; break;
+            case 1: memmove(body + pos, body + pos + 1, len - pos); len--; break;
+            default: len = pos; break;
+            }
+        }
+        int jrc;
+        scan_vs_jansson(body, len, &jrc, __LINE__);
+    }
+    free(body);
+}

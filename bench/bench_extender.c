@@ -1,0 +1,348 @@
+/* The scheduler extender's latency and throughput (issue "scheduler-
+ * extender": filter + prioritize p99 <= 1 ms at 5,000 nodes with
+ * nodeCacheCapable). In process, one cycle = what the HTTP handler does for
+ * kube-scheduler's two calls: NodeNames bodies through the fast path
+ * (scan the body, filter resp. prioritize, write the reply text), Nodes
+ * bodies through jansson (parse, decode, handler, encode, dump). Then the same over HTTP on loopback (the server
+ * on its own loop thread, a libcurl client with keep-alive) for requests/s.
+ * Prints figures; never fails on speed. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "extender_srv.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void set_new(struct ext_core *x, const char *kind, json_t *obj) {
+    if (!obj || ext_core_set(x, kind, obj)) {
+        fprintf(stderr, "bench_extender: cannot set a %s\n", kind);
+        exit(1);
+    }
+    json_decref(obj);
+}
+
+static json_t *pod_obj(const char *name, const char *pool, int64_t milli, const char *node) {
+    char cpu[32];
+    snprintf(cpu, sizeof cpu, "%" PRId64 "m", milli);
+    json_t *p = json_pack("{s:{s:s, s:s, s:s, s:{s:s}}, s:{s:s, s:[{s:s, s:{s:{s:s, s:s}}}]}, s:{s:s}}", "metadata",
+                          "name", name, "namespace", "default", "uid", name, "labels", "peloton.io/resource-pool", pool,
+                          "spec", "schedulerName", "default-scheduler", "containers", "name", "c", "resources",
+                          "requests", "cpu", cpu, "memory", "1Gi", "status", "phase", node ? "Running" : "Pending");
+    if (node) json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string(node));
+    return p;
+}
+
+/* n nodes of 32 cores / 128 GiB in 10 zones. */
+static json_t *make_nodes(uint32_t n) {
+    json_t *items = json_array();
+    char name[64], zone[16];
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "node-%05u", i);
+        snprintf(zone, sizeof zone, "z%u", i % 10);
+        json_array_append_new(items, json_pack("{s:{s:s, s:{s:s, s:s}}, s:{}, s:{s:{s:s, s:s, s:s}, s:[{s:s, s:s}]}}",
+                                               "metadata", "name", name, "labels", "topology.kubernetes.io/zone", zone,
+                                               "kubernetes.io/hostname", name, "spec", "status", "allocatable", "cpu",
+                                               "32", "memory", "128Gi", "pods", "110", "conditions", "type", "Ready",
+                                               "status", "True"));
+    }
+    return items;
+}
+
+/* The nodes, two pools, 4 running pods per node (about 30% used) and the
+ * pending pod the requests are about. */
+static void feed(struct ext_core *x, json_t *items) {
+    uint32_t n = (uint32_t)json_array_size(items);
+    for (uint32_t i = 0; i < n; i++)
+        if (ext_core_set(x, "Node", json_array_get(items, i))) exit(1);
+    set_new(x, "ResourcePool", json_pack("{s:{s:s}, s:{s:[{s:s, s:s, s:s}]}}", "metadata", "name", "batch", "spec",
+                                         "resources", "kind", "cpu", "reservation", "1000", "limit", "200000"));
+    set_new(x, "ResourcePool", json_pack("{s:{s:s}, s:{s:[{s:s, s:s, s:s}]}}", "metadata", "name", "services",
+                                         "spec", "resources", "kind", "cpu", "reservation", "1000", "limit", "200000"));
+    for (uint32_t i = 0; i < 4 * n; i++) {
+        char name[64], node[64];
+        snprintf(name, sizeof name, "run-%06u", i);
+        snprintf(node, sizeof node, "node-%05u", (uint32_t)(bench_rand(&rng) % n));
+        set_new(x, "Pod", pod_obj(name, i % 2 ? "batch" : "services", 500 + (int64_t)(bench_rand(&rng) % 4000), node));
+    }
+    set_new(x, "Pod", pod_obj("pending", "batch", 2000, NULL));
+    if (ext_core_refresh(x)) exit(1);
+}
+
+static struct ext_core *build(uint32_t n, json_t **nodes_out) {
+    struct ext_core *x = ext_core_new(NULL);
+    *nodes_out = make_nodes(n);
+    feed(x, *nodes_out);
+    return x;
+}
+
+static char *body_for(json_t *items, bool node_cache) {
+    json_t *pod = pod_obj("pending", "batch", 2000, NULL), *body;
+    if (node_cache) {
+        json_t *names = json_array();
+        for (size_t i = 0; i < json_array_size(items); i++)
+            json_array_append_new(names, json_string(json_string_value(json_object_get(
+                                             json_object_get(json_array_get(items, i), "metadata"), "name"))));
+        body = json_pack("{s:o, s:n, s:o}", "Pod", pod, "Nodes", "NodeNames", names);
+    } else {
+        body = json_pack("{s:o, s:{s:O}, s:n}", "Pod", pod, "Nodes", "items", items, "NodeNames");
+    }
+    char *s = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    return s;
+}
+
+/* What the HTTP handler keeps across requests: the fast path's scan and
+ * reply buffers. */
+struct cycle {
+    struct ext_core *x;
+    struct extender_scan scan;
+    struct extender_buf reply;
+};
+
+/* One call through the jansson path (Nodes mode, or anything the scan leaves
+ * to it); returns the reply's length. */
+static size_t slow_call(struct ext_core *x, const char *body, size_t len, bool prioritize, uint64_t now) {
+    json_error_t jerr;
+    json_t *b = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr), *out = NULL;
+    struct extender_args *a = NULL;
+    char err[256];
+    if (!b || extender_decode_args(b, &a, err, sizeof err)) exit(1);
+    int rc = prioritize ? ext_prioritize(x, a, &out, err, sizeof err) : ext_filter(x, a, now, &out);
+    if (rc) exit(1);
+    char *s = json_dumps(out, JSON_COMPACT);
+    size_t n = strlen(s);
+    free(s);
+    json_decref(out);
+    extender_args_free(a);
+    json_decref(b);
+    return n;
+}
+
+/* One call as the HTTP handler makes it (ext_http.c serve_fast, else the
+ * jansson path); the reply text is handed over and freed, as the HTTP layer
+ * frees it. Returns the reply's length. */
+static size_t one_call(struct cycle *c, const char *body, size_t len, bool prioritize, uint64_t now) {
+    if (extender_scan_args(body, len, &c->scan)) return slow_call(c->x, body, len, prioritize, now);
+    char err[256];
+    int rc = prioritize ? ext_prioritize_scan(c->x, &c->scan, &c->reply, err, sizeof err)
+                        : ext_filter_scan(c->x, &c->scan, now, &c->reply);
+    if (rc) exit(1);
+    size_t n = c->reply.len;
+    extender_scan_reset(&c->scan);
+    free(c->reply.data); /* handed to the HTTP layer, which frees it after sending */
+    c->reply = (struct extender_buf){0};
+    return n;
+}
+
+/* Where a cycle's time goes (means over iters), on the fast path: scan the
+ * body, then the handler with its text encoder (filter; prioritize). Then
+ * the jansson path's stages on the same body, for comparison. */
+static void stages(struct cycle *c, const char *body, size_t len, uint32_t n, int iters) {
+    double t[8] = {0};
+    for (int i = 0; i < iters; i++) {
+        for (int v = 0; v < 2; v++) {
+            uint64_t a = bench_now_ns();
+            if (extender_scan_args(body, len, &c->scan)) exit(1);
+            uint64_t b1 = bench_now_ns();
+            char err[256];
+            if (v ? ext_prioritize_scan(c->x, &c->scan, &c->reply, err, sizeof err) : ext_filter_scan(c->x, &c->scan, 0, &c->reply))
+                exit(1);
+            uint64_t d = bench_now_ns();
+            extender_scan_reset(&c->scan);
+            t[0] += (double)(b1 - a) / 2;
+            t[1 + v] += (double)(d - b1);
+        }
+        for (int v = 0; v < 2; v++) {
+            uint64_t a = bench_now_ns();
+            json_error_t jerr;
+            json_t *b = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr), *out = NULL;
+            uint64_t b1 = bench_now_ns();
+            struct extender_args *ar = NULL;
+            char err[256];
+            if (!b || extender_decode_args(b, &ar, err, sizeof err)) exit(1);
+            uint64_t cc = bench_now_ns();
+            if (v ? ext_prioritize(c->x, ar, &out, err, sizeof err) : ext_filter(c->x, ar, 0, &out)) exit(1);
+            uint64_t d = bench_now_ns();
+            char *txt = json_dumps(out, JSON_COMPACT);
+            uint64_t e = bench_now_ns();
+            free(txt);
+            json_decref(out);
+            extender_args_free(ar);
+            json_decref(b);
+            t[3] += (double)(b1 - a) / 2;
+            t[4] += (double)(cc - b1) / 2;
+            t[5 + v] += (double)(d - cc);
+            t[7] += (double)(e - d) / 2;
+        }
+    }
+    static const char *const what[] = {"scan body (fast path)", "filter handler+text", "prioritize handler+text",
+                                       "jansson path: parse body", "jansson path: decode args",
+                                       "jansson path: filter+encode", "jansson path: prioritize+encode",
+                                       "jansson path: dump reply"};
+    char name[96];
+    for (int k = 0; k < 8; k++) {
+        snprintf(name, sizeof name, "extender %u nodes: %s", n, what[k]);
+        bench_report(name, t[k] / iters / 1e3, "us/call", NULL);
+    }
+}
+
+static void in_process(uint32_t n, bool node_cache, int iters) {
+    json_t *items;
+    struct cycle c = {0};
+    c.x = build(n, &items);
+    char *body = body_for(items, node_cache);
+    size_t len = strlen(body);
+    uint64_t *lat = malloc((size_t)iters * sizeof *lat), *lf = malloc((size_t)iters * sizeof *lf);
+    for (int i = 0; i < 20; i++) one_call(&c, body, len, i & 1, 0); /* warm */
+    uint64_t t0 = bench_now_ns();
+    for (int i = 0; i < iters; i++) {
+        uint64_t a = bench_now_ns();
+        one_call(&c, body, len, false, 0);
+        uint64_t b = bench_now_ns();
+        one_call(&c, body, len, true, 0);
+        lat[i] = bench_now_ns() - a;
+        lf[i] = b - a;
+    }
+    double secs = (double)(bench_now_ns() - t0) / 1e9;
+    qsort(lat, (size_t)iters, sizeof *lat, cmp_u64);
+    qsort(lf, (size_t)iters, sizeof *lf, cmp_u64);
+    char name[96];
+    const char *mode = node_cache ? "NodeNames" : "Nodes";
+    snprintf(name, sizeof name, "extender %u nodes %s filter+prio p50", n, mode);
+    bench_report(name, (double)lat[iters / 2] / 1e3, "us", NULL);
+    snprintf(name, sizeof name, "extender %u nodes %s filter+prio p99", n, mode);
+    bench_report(name, (double)lat[iters * 99 / 100] / 1e3, "us", node_cache ? "<= 1000" : NULL);
+    snprintf(name, sizeof name, "extender %u nodes %s filter p99", n, mode);
+    bench_report(name, (double)lf[iters * 99 / 100] / 1e3, "us", NULL);
+    snprintf(name, sizeof name, "extender %u nodes %s cycles/s (1 core)", n, mode);
+    bench_report(name, iters / secs, "cycles/s", NULL);
+    if (node_cache) stages(&c, body, len, n, iters / 4 ? iters / 4 : 1);
+    free(lat);
+    free(lf);
+    free(body);
+    json_decref(items);
+    extender_scan_free(&c.scan);
+    extender_buf_free(&c.reply);
+    ext_core_free(c.x);
+}
+
+/* ---- over HTTP ---- */
+
+struct srv_thread {
+    uv_loop_t loop;
+    uv_async_t stop;
+    struct extender_srv *srv;
+};
+
+static void on_stop(uv_async_t *h) {
+    struct srv_thread *t = h->data;
+    extender_srv_stop(t->srv);
+    uv_close((uv_handle_t *)h, NULL);
+}
+
+static void *run_loop(void *arg) {
+    struct srv_thread *t = arg;
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static size_t sink(char *p, size_t s, size_t n, void *ud) {
+    *(size_t *)ud += s * n;
+    return s * n;
+}
+
+static void over_http(uint32_t n, int iters) {
+    json_t *items = make_nodes(n);
+    struct srv_thread t;
+    uv_loop_init(&t.loop);
+    struct ext_srv_options o;
+    ext_srv_options_default(&o);
+    o.port = 0;
+    char err[256];
+    if (extender_srv_start(&t.loop, NULL, &o, &t.srv, err, sizeof err)) {
+        fprintf(stderr, "bench_extender: %s\n", err);
+        exit(1);
+    }
+    feed(extender_srv_core(t.srv), items); /* before the loop thread starts */
+    extender_srv_set_synced(t.srv);
+    uv_async_init(&t.loop, &t.stop, on_stop);
+    t.stop.data = &t;
+    pthread_t th;
+    pthread_create(&th, NULL, run_loop, &t);
+
+    char *body = body_for(items, true);
+    char url[2][128];
+    snprintf(url[0], sizeof url[0], "http://127.0.0.1:%d/peloton/filter", extender_srv_port(t.srv));
+    snprintf(url[1], sizeof url[1], "http://127.0.0.1:%d/peloton/prioritize", extender_srv_port(t.srv));
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    size_t got = 0;
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &got);
+    uint64_t *lat = malloc((size_t)iters * sizeof *lat);
+    int bad = 0;
+    uint64_t t0 = bench_now_ns();
+    for (int i = 0; i < iters; i++) {
+        uint64_t a = bench_now_ns();
+        for (int v = 0; v < 2; v++) {
+            long code = 0;
+            curl_easy_setopt(c, CURLOPT_URL, url[v]);
+            if (curl_easy_perform(c) != CURLE_OK ||
+                (curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code), code != 200))
+                bad++;
+        }
+        lat[i] = bench_now_ns() - a;
+    }
+    double secs = (double)(bench_now_ns() - t0) / 1e9;
+    qsort(lat, (size_t)iters, sizeof *lat, cmp_u64);
+    char name[96];
+    snprintf(name, sizeof name, "extender HTTP %u nodes NodeNames cycle p50", n);
+    bench_report(name, (double)lat[iters / 2] / 1e3, "us", NULL);
+    snprintf(name, sizeof name, "extender HTTP %u nodes NodeNames cycle p99", n);
+    bench_report(name, (double)lat[iters * 99 / 100] / 1e3, "us", NULL);
+    snprintf(name, sizeof name, "extender HTTP %u nodes requests/s (1 client)", n);
+    bench_report(name, 2.0 * iters / secs, "req/s", NULL);
+    if (bad) fprintf(stderr, "bench_extender: %d requests failed\n", bad);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    uv_async_send(&t.stop);
+    pthread_join(th, NULL);
+    uv_run(&t.loop, UV_RUN_DEFAULT);
+    extender_srv_free(t.srv);
+    uv_run(&t.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&t.loop);
+    free(lat);
+    free(body);
+    json_decref(items);
+}
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (getenv("BENCH_QUICK")) { /* a smoke run (valgrind, sanitizers) */
+        in_process(200, true, 20);
+        in_process(200, false, 5);
+        over_http(200, 20);
+        curl_global_cleanup();
+        return 0;
+    }
+    in_process(1000, true, 2000);
+    in_process(5000, true, 500);
+    in_process(1000, false, 200);
+    in_process(5000, false, 50);
+    over_http(1000, 1000);
+    over_http(5000, 300);
+    curl_global_cleanup();
+    return 0;
+}

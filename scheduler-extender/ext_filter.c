@@ -1,0 +1,592 @@
+/* filter and prioritize: the pool's admission (entitlement, reservation for
+ * non-preemptible work, whole gangs) for the pod, then the core's per-node
+ * filters and scores. No I/O; O(request nodes) with a warm model. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ext_int.h"
+
+static int error_reply(const char *msg, json_t **out) {
+    return extender_error_reply(EXTENDER_FILTER, msg, out) ? -ENOMEM : 0;
+}
+
+/* The same Error reply as text in out. */
+static int error_reply_buf(const char *msg, struct extender_buf *out) {
+    json_t *v = NULL;
+    char *text = error_reply(msg, &v) ? NULL : json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    out->len = 0;
+    if (!text) return -ENOMEM;
+    size_t len = strlen(text);
+    if (len >= out->cap) {
+        char *d = realloc(out->data, len + 1);
+        if (!d) {
+            free(text);
+            return -ENOMEM;
+        }
+        out->data = d;
+        out->cap = len + 1;
+    }
+    memcpy(out->data, text, len + 1);
+    out->len = len;
+    free(text);
+    return 0;
+}
+
+/* Filters that preemption cannot change; resource shortfalls it can. */
+static enum extender_verdict reason_verdict(enum place_reason r) {
+    return r >= PR_INSUFFICIENT_CPU && r <= PR_INSUFFICIENT_GPU ? EXTENDER_FAIL : EXTENDER_FAIL_UNRESOLVABLE;
+}
+
+void ext_nodemap_free(struct ext_nodemap *m) {
+    free(m->slots);
+    free(m->names);
+    memset(m, 0, sizeof *m);
+}
+
+/* (Re)builds the map for fleet f when the nodes changed since it was built.
+ * Only called on a refreshed model (x->dirty false): the fleet is rebuilt
+ * only when nodes change, and every change of nodes bumps x->nodes_gen. */
+static bool nodemap_ready(struct ext_core *x, const struct host_fleet *f) {
+    struct ext_nodemap *m = &x->nodemap;
+    if (m->valid && m->nodes_gen == x->nodes_gen && m->fleet == f && m->nhosts == f->nhosts) return true;
+    m->valid = false;
+    size_t want = 16, bytes = 0;
+    while (want < (size_t)f->nhosts + f->nhosts / 2) want *= 2;
+    for (uint32_t i = 0; i < f->nhosts; i++) {
+        size_t len = strlen(host_name(f, i));
+        if (len > EXT_NODESLOT_INLINE) bytes += len;
+    }
+    if (bytes > UINT32_MAX) return false;
+    if (want > m->slots_cap) {
+        free(m->slots);
+        m->slots_cap = 0;
+        if (!(m->slots = malloc(want * sizeof *m->slots))) return false;
+        m->slots_cap = want;
+    }
+    if (bytes + 1 > m->names_cap) {
+        free(m->names);
+        m->names_cap = 0;
+        if (!(m->names = malloc(bytes + 1))) return false;
+        m->names_cap = bytes + 1;
+    }
+    memset(m->slots, 0, want * sizeof *m->slots);
+    m->nslots = want;
+    size_t mask = want - 1, off = 0;
+    for (uint32_t i = 0; i < f->nhosts; i++) {
+        const char *name = host_name(f, i);
+        size_t len = strlen(name);
+        uint64_t h = extender_name_hash(name, len);
+        size_t j = (size_t)h & mask;
+        while (m->slots[j].len) j = (j + 1) & mask;
+        struct ext_nodeslot *e = &m->slots[j];
+        *e = (struct ext_nodeslot){(uint32_t)(h >> 32), i, (uint32_t)off, (uint16_t)len, {0}};
+        if (len <= EXT_NODESLOT_INLINE) {
+            memcpy(e->name, name, len);
+        } else {
+            memcpy(m->names + off, name, len);
+            off += len;
+        }
+    }
+    m->nodes_gen = x->nodes_gen;
+    m->fleet = f;
+    m->nhosts = f->nhosts;
+    m->valid = true;
+    return true;
+}
+
+/* Node names are short: the first eight bytes compared inline. */
+static inline bool same_bytes(const char *a, const char *b, size_t len) {
+    if (len >= 8) {
+        uint64_t x, y;
+        memcpy(&x, a + len - 8, 8);
+        memcpy(&y, b + len - 8, 8);
+        if (x != y) return false;
+        if (len <= 16) {
+            memcpy(&x, a, 8);
+            memcpy(&y, b, 8);
+            return x == y;
+        }
+    }
+    return memcmp(a, b, len) == 0;
+}
+
+/* h: extender_name_hash of the name. */
+static inline uint32_t nodemap_find(const struct ext_nodemap *m, const struct extender_name *nm, uint64_t h) {
+    size_t mask = m->nslots - 1;
+    for (size_t j = (size_t)h & mask; m->slots[j].len; j = (j + 1) & mask) {
+        const struct ext_nodeslot *e = &m->slots[j];
+        if (e->hash == (uint32_t)(h >> 32) && e->len == nm->len &&
+            same_bytes(nm->len <= EXT_NODESLOT_INLINE ? e->name : m->names + e->off, nm->s, nm->len))
+            return e->host;
+    }
+    return HOST_NONE;
+}
+
+/* Host index of every request node in the model's fleet (HOST_NONE: unknown),
+ * as host_fleet_find, for names that are byte ranges. hashes: each name's
+ * extender_name_hash when the scan computed them, or NULL. */
+static void lookup_hosts(struct ext_core *x, const struct extender_name *names, const uint64_t *hashes, size_t n,
+                         uint32_t *hosts) {
+    const struct host_fleet *f = cluster_fleet(x->cm);
+    if (f && !x->dirty && nodemap_ready(x, f)) {
+        const struct ext_nodemap *m = &x->nodemap;
+        if (!hashes) {
+            for (size_t i = 0; i < n; i++) hosts[i] = nodemap_find(m, &names[i], extender_name_hash(names[i].s, names[i].len));
+            return;
+        }
+        /* the slots a few names ahead are fetched while this one is looked up */
+        size_t mask = m->nslots - 1;
+        for (size_t i = 0; i < n; i++) {
+            if (i + 8 < n) __builtin_prefetch(&m->slots[(size_t)hashes[i + 8] & mask]);
+            hosts[i] = nodemap_find(m, &names[i], hashes[i]);
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++) { /* out of memory for the map: the fleet's own lookup */
+        uint32_t id = f ? host_str_find(f, names[i].s, names[i].len) : 0;
+        uint32_t v = id ? host_count_get(&f->byname, id) : 0;
+        hosts[i] = v ? v - 1 : HOST_NONE;
+    }
+}
+
+static bool name_is(const struct extender_name *nm, const char *s) {
+    return s && strlen(s) == nm->len && memcmp(nm->s, s, nm->len) == 0;
+}
+
+/* Sizes the core's per-request arrays for n nodes (they are kept and reused:
+ * a warm extender allocates nothing per request that grows with the nodes). */
+static int scratch_reserve(struct ext_scratch *sc, size_t n) {
+    if (n <= sc->cap && sc->v) return 0;
+    size_t cap = sc->cap ? sc->cap : 64;
+    while (cap < n) cap *= 2;
+#define GROW(f)                                                       \
+    do {                                                              \
+        void *p_ = realloc(sc->f, cap * sizeof *sc->f);               \
+        if (!p_) return -ENOMEM;                                      \
+        sc->f = p_;                                                   \
+    } while (0)
+    GROW(hosts);
+    GROW(known);
+    GROW(reasons);
+    GROW(scores);
+    GROW(full);
+    GROW(v);
+    GROW(names);
+    GROW(own);
+#undef GROW
+    sc->cap = cap;
+    return 0;
+}
+
+void ext_scratch_free(struct ext_scratch *sc) {
+    free(sc->hosts);
+    free(sc->known);
+    free(sc->reasons);
+    free(sc->scores);
+    free(sc->full);
+    free(sc->v);
+    free(sc->names);
+    free(sc->own);
+    extender_buf_free(&sc->arena);
+    memset(sc, 0, sizeof *sc);
+}
+
+/* The args' names as byte ranges, in the scratch. */
+static const struct extender_name *args_names(struct ext_core *x, const struct extender_args *a) {
+    if (scratch_reserve(&x->sc, a->nnodes)) return NULL;
+    for (size_t i = 0; i < a->nnodes; i++) x->sc.names[i] = (struct extender_name){a->names[i], strlen(a->names[i])};
+    return x->sc.names;
+}
+
+/* A reason made for one node, kept in the arena until the reply is written;
+ * own[i] holds its offset + 1 (the arena may move while it grows). */
+static int own_reason(struct ext_scratch *sc, size_t i, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int own_reason(struct ext_scratch *sc, size_t i, const char *fmt, ...) {
+    struct extender_buf *b = &sc->arena;
+    for (size_t room = 128;; room *= 2) {
+        if (b->cap - b->len < room) {
+            size_t cap = b->cap ? b->cap : 4096;
+            while (cap - b->len < room) cap *= 2;
+            char *d = realloc(b->data, cap);
+            if (!d) return -ENOMEM;
+            b->data = d;
+            b->cap = cap;
+        }
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (k < 0) return -EINVAL;
+        if ((size_t)k < b->cap - b->len) {
+            sc->own[i] = (uint32_t)(b->len + 1);
+            b->len += (size_t)k + 1;
+            return 0;
+        }
+        room = (size_t)k + 1;
+    }
+}
+
+/* Admits the gang of p as a whole, or says why not. On success *planned is
+ * the node the trial placement chose for p (may be NULL when p was not in
+ * the plan). -EAGAIN: not admitted (why, *resolvable). */
+static int gang_admit(struct ext_core *x, struct cm_pod *p, uint64_t now_ms, const char **planned, char *why,
+                      size_t len, bool *resolvable) {
+    const char *gang = p->info.gang;
+    *planned = NULL;
+    struct ext_gang *g = ext_gang_find(x, p->ns, gang, now_ms);
+    if (g) {
+        /* admitted together already: members are not judged one by one again */
+        if ((*planned = ext_gang_node(g, p->name))) return 0;
+        ext_gang_drop(x, g); /* p joined after the plan (a replaced pod): plan again */
+    }
+    /* no more members than pods can exist: a bogus gang size allocates nothing large */
+    size_t cap = (size_t)p->info.gang_size, npods = cluster_pod_count(x->cm);
+    if (cap > npods) cap = npods;
+    cap += 8;
+    struct cm_pod **m = malloc(cap * sizeof *m);
+    if (!m) goto nomem;
+    size_t nm = cluster_gang_members(x->cm, p->ns, gang, m, cap);
+    if (nm > cap) {
+        struct cm_pod **m2 = realloc(m, nm * sizeof *m);
+        if (!m2) goto nomem;
+        m = m2;
+        cap = nm;
+        nm = cluster_gang_members(x->cm, p->ns, gang, m, cap);
+    }
+    if (nm < p->info.gang_size) {
+        snprintf(why, len, "gang %s: %zu of %u pods exist; held until the whole gang is created", gang, nm,
+                 p->info.gang_size);
+        *resolvable = false;
+        free(m);
+        return -EAGAIN;
+    }
+    /* the members still to place, and their demand */
+    size_t nu = 0;
+    struct resvec demand = resvec_zero();
+    for (size_t i = 0; i < nm; i++)
+        if (!m[i]->node && !m[i]->bad) {
+            m[nu++] = m[i];
+            demand = resvec_add(demand, m[i]->info.req);
+        }
+    char w[EXTENDER_MAX_REASON - 128];
+    bool res = true;
+    if (cluster_admit_check(x->cm, p, demand, w, sizeof w, &res)) {
+        snprintf(why, len, "gang %s (%zu pods to place): %s", gang, nu, w);
+        *resolvable = res;
+        free(m);
+        return -EAGAIN;
+    }
+    struct pod_task *pt = calloc(nu ? nu : 1, sizeof *pt);
+    struct place_task *tasks = calloc(nu ? nu : 1, sizeof *tasks);
+    uint32_t *hosts = calloc(nu ? nu : 1, sizeof *hosts);
+    int rc = pt && tasks && hosts ? 0 : -ENOMEM;
+    size_t built = 0;
+    while (!rc && built < nu) {
+        rc = pod_task_build(m[built]->obj, &m[built]->info, &pt[built], w, sizeof w);
+        if (!rc) {
+            tasks[built] = pt[built].t;
+            built++;
+        } else if (rc != -ENOMEM) {
+            snprintf(why, len, "gang %s: pod %s: %s", gang, m[built]->name, w);
+            *resolvable = false;
+        }
+    }
+    if (!rc) {
+        struct place_gang pg = {.id = gang, .job = ext_pod_job(p), .strategy = ext_pod_strategy(x, p),
+                                .tasks = tasks, .ntasks = (uint32_t)nu};
+        struct place_failure fail;
+        struct place_engine *e = cluster_engine(x->cm);
+        rc = e ? place_gang(e, &pg, hosts, &fail) : -ENOSPC;
+        if (rc == -ENOSPC) {
+            if (e) place_failure_format(&fail, w, sizeof w);
+            else snprintf(w, sizeof w, "no nodes");
+            snprintf(why, len, "gang %s: its %zu pods do not fit together: %s", gang, nu, w);
+            *resolvable = true;
+        } else if (rc == -EINVAL) {
+            snprintf(why, len, "gang %s: a member's placement constraints are invalid", gang);
+            *resolvable = false;
+        } else if (!rc) {
+            const struct host_fleet *f = cluster_fleet(x->cm);
+            g = ext_gang_add(x, p->ns, gang, (uint32_t)nu, now_ms);
+            for (size_t i = 0; g && i < nu; i++) {
+                g->pods[i] = strdup(m[i]->name);
+                g->nodes[i] = strdup(host_name(f, hosts[i]));
+                g->req[i] = m[i]->info.req;
+                if (!g->pods[i] || !g->nodes[i]) {
+                    ext_gang_drop(x, g);
+                    g = NULL;
+                }
+            }
+            place_gang_undo(e, &pg, hosts); /* a trial: the binds will count the pods */
+            if (!g) rc = -ENOMEM;
+            else *planned = ext_gang_node(g, p->name);
+        }
+    }
+    for (size_t i = 0; pt && i < built; i++) pod_task_free(&pt[i]);
+    free(pt);
+    free(tasks);
+    free(hosts);
+    free(m);
+    if (rc == -ENOMEM) goto nomem_free;
+    if (rc) {
+        if (rc != -ENOSPC && rc != -EINVAL && !why[0]) snprintf(why, len, "gang %s: cannot be placed", gang);
+        return -EAGAIN;
+    }
+    return 0;
+nomem:
+    free(m);
+nomem_free:
+    snprintf(why, len, "out of memory");
+    *resolvable = false;
+    return -EAGAIN;
+}
+
+/* Capacity held for admitted gangs' members not yet bound, by host: a pod
+ * outside the gang must not take a planned node from under it (kube-scheduler
+ * binds the members one cycle at a time). */
+struct held {
+    uint32_t host;
+    struct resvec req;
+    const char *gang;
+};
+
+static int held_cmp(const void *a, const void *b) {
+    const struct held *x = a, *y = b;
+    return x->host < y->host ? -1 : x->host > y->host;
+}
+
+/* The holds of every admitted gang but (ns, own) (may be NULL), sorted by host. */
+static struct held *collect_held(struct ext_core *x, const char *ns, const char *own, size_t *n) {
+    const struct host_fleet *f = cluster_fleet(x->cm);
+    size_t cap = 0, k = 0;
+    for (const struct ext_gang *g = x->gangs; g; g = g->next) cap += g->n;
+    *n = 0;
+    if (!cap || !f) return NULL;
+    struct held *h = malloc(cap * sizeof *h);
+    if (!h) return NULL;
+    for (const struct ext_gang *g = x->gangs; g; g = g->next) {
+        if (own && !strcmp(g->ns, ns) && !strcmp(g->id, own)) continue;
+        for (uint32_t i = 0; i < g->n; i++) {
+            uint32_t idx = g->nodes[i] ? host_fleet_find(f, g->nodes[i]) : HOST_NONE;
+            if (idx != HOST_NONE) h[k++] = (struct held){idx, g->req[i], g->id};
+        }
+    }
+    qsort(h, k, sizeof *h, held_cmp);
+    *n = k;
+    return h;
+}
+
+/* PR_NONE when req still fits on host after the holds there, else the
+ * resource it lacks; *gang names a gang holding it. */
+static enum place_reason held_fit(struct ext_core *x, const struct held *h, size_t nh, uint32_t host,
+                                  struct resvec req, const char **gang) {
+    size_t lo = 0, hi = nh;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (h[mid].host < host) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == nh || h[lo].host != host) return PR_NONE;
+    struct resvec free_ = host_free(&cluster_fleet(x->cm)->hosts[host]);
+    for (size_t i = lo; i < nh && h[i].host == host; i++) {
+        free_ = resvec_sub(free_, h[i].req);
+        *gang = h[i].gang;
+    }
+    int k = resvec_first_over(req, free_);
+    return k < 0 ? PR_NONE : (enum place_reason)(PR_INSUFFICIENT_CPU + k);
+}
+
+/* The verdict of every request node into x->sc.v[0..n), reasons borrowed
+ * from static strings, x->sc.why or x->sc.arena (valid until the next
+ * request). 1: the pod itself cannot be judged (x->sc.err says why: the reply
+ * is an Error); -ENOMEM. */
+static int judge(struct ext_core *x, json_t *pod, const struct extender_name *names, const uint64_t *hashes, size_t n,
+                 uint64_t now_ms) {
+    struct ext_scratch *sc = &x->sc;
+    x->st.filters++;
+    sc->arena.len = 0;
+    struct cm_pod *p = ext_pod_for(x, pod, sc->err, sizeof sc->err);
+    if (!p) return 1;
+    if (scratch_reserve(sc, n)) return -ENOMEM;
+    struct extender_name_verdict *v = sc->v;
+    uint32_t *hosts = sc->hosts, *known = sc->known;
+    uint8_t *reasons = sc->reasons;
+    char *why = sc->why, *err = sc->err;
+    size_t whylen = sizeof sc->why, errlen = sizeof sc->err;
+    why[0] = '\0';
+    int rc = 0;
+
+    /* the pod as a whole: its pool, its gang, its pool's admission */
+    bool resolvable = true, pod_fails = false;
+    const char *planned = NULL;
+    if (cluster_pod_pool_problem(x->cm, p, why, whylen)) {
+        pod_fails = true;
+        resolvable = false;
+    } else if (p->info.gang && p->info.gang_size > 1) {
+        ext_gangs_expire(x, now_ms);
+        pod_fails = gang_admit(x, p, now_ms, &planned, why, whylen, &resolvable) != 0;
+    } else if (cluster_admit_check(x->cm, p, p->info.req, why, whylen, &resolvable)) {
+        pod_fails = true;
+    }
+    if (pod_fails) {
+        for (size_t i = 0; i < n; i++)
+            v[i] = (struct extender_name_verdict){resolvable ? EXTENDER_FAIL : EXTENDER_FAIL_UNRESOLVABLE, why};
+        return 0;
+    }
+    lookup_hosts(x, names, hashes, n, hosts);
+    uint32_t nk = 0;
+    for (size_t i = 0; i < n; i++)
+        if (hosts[i] != HOST_NONE) known[nk++] = hosts[i];
+    struct pod_task pt;
+    if (pod_task_build(p->obj, &p->info, &pt, err, errlen)) {
+        for (size_t i = 0; i < n; i++) v[i] = (struct extender_name_verdict){EXTENDER_FAIL_UNRESOLVABLE, err};
+        return 0;
+    }
+    struct place_engine *e = cluster_engine(x->cm);
+    rc = nk && e ? place_check_hosts(e, &pt.t, ext_pod_job(p), known, nk, reasons) : 0;
+    pod_task_free(&pt);
+    if (rc == -EINVAL) { /* a constraint the engine refuses (too deep, bad operator) */
+        snprintf(err, errlen, "the pod's placement constraints are invalid");
+        for (uint32_t k = 0; k < nk; k++) reasons[k] = PR_LABEL_CONSTRAINT;
+        rc = 0;
+    }
+    if (rc) return rc;
+    size_t nheld = 0;
+    struct held *held = x->gangs ? collect_held(x, p->ns, p->info.gang, &nheld) : NULL;
+    /* an admitted gang member goes to its planned node while it still fits there */
+    bool planned_ok = false;
+    for (size_t i = 0, k = 0; planned && i < n; i++) {
+        if (hosts[i] == HOST_NONE) continue;
+        if (reasons[k] == PR_NONE && name_is(&names[i], planned)) planned_ok = true;
+        k++;
+    }
+    if (planned_ok) snprintf(why, whylen, "gang %s: this pod is planned on node %s", p->info.gang, planned);
+    bool owned = false;
+    for (size_t i = 0, k = 0; i < n; i++) {
+        sc->own[i] = 0;
+        if (hosts[i] == HOST_NONE) {
+            if ((rc = own_reason(sc, i, "node %.*s not in the extender's cache", (int)names[i].len, names[i].s)))
+                break;
+            v[i] = (struct extender_name_verdict){EXTENDER_FAIL_UNRESOLVABLE, NULL};
+            owned = true;
+            continue;
+        }
+        enum place_reason r = reasons[k++];
+        const char *holder = NULL;
+        if (r == PR_NONE && nheld) r = held_fit(x, held, nheld, hosts[i], p->info.req, &holder);
+        if (holder && r != PR_NONE) {
+            if ((rc = own_reason(sc, i, "%s: held for gang %s", place_reason_name(r), holder))) break;
+            v[i] = (struct extender_name_verdict){EXTENDER_FAIL, NULL};
+            owned = true;
+        } else if (r != PR_NONE)
+            v[i] = (struct extender_name_verdict){reason_verdict(r), place_reason_name(r)};
+        else if (planned_ok && !name_is(&names[i], planned))
+            v[i] = (struct extender_name_verdict){EXTENDER_FAIL, why};
+        else
+            v[i] = (struct extender_name_verdict){EXTENDER_PASS, NULL};
+    }
+    free(held);
+    if (rc) return rc;
+    for (size_t i = 0; owned && i < n; i++)
+        if (sc->own[i]) v[i].reason = sc->arena.data + sc->own[i] - 1;
+    return 0;
+}
+
+/* Scores of every request node into x->sc.full[0..n) (0 for nodes the model
+ * does not know). -EINVAL and err: the pod cannot be judged; -ENOMEM. */
+static int score(struct ext_core *x, json_t *pod, const struct extender_name *names, const uint64_t *hashes, size_t n,
+                 char *err, size_t errlen) {
+    struct ext_scratch *sc = &x->sc;
+    x->st.prioritizes++;
+    struct cm_pod *p = ext_pod_for(x, pod, err, errlen);
+    if (!p) return -EINVAL;
+    if (scratch_reserve(sc, n)) return -ENOMEM;
+    uint32_t *hosts = sc->hosts, *known = sc->known;
+    lookup_hosts(x, names, hashes, n, hosts);
+    uint32_t nk = 0;
+    for (size_t i = 0; i < n; i++)
+        if (hosts[i] != HOST_NONE) known[nk++] = hosts[i];
+    struct pod_task pt;
+    int rc = pod_task_build(p->obj, &p->info, &pt, err, errlen);
+    if (rc) return rc;
+    struct place_engine *e = cluster_engine(x->cm);
+    rc = nk && e ? place_score_hosts(e, &pt.t, ext_pod_job(p), ext_pod_strategy(x, p), known, nk, sc->scores) : 0;
+    pod_task_free(&pt);
+    if (rc) {
+        snprintf(err, errlen, "scoring failed: %s", strerror(-rc));
+        return rc;
+    }
+    for (size_t i = 0, k = 0; i < n; i++) sc->full[i] = hosts[i] == HOST_NONE ? 0 : sc->scores[k++];
+    return 0;
+}
+
+/* The pod may have come from the request itself: each entry point lets it
+ * leave the model again (ext_pod_release). */
+
+int ext_filter(struct ext_core *x, const struct extender_args *a, uint64_t now_ms, json_t **out) {
+    *out = NULL;
+    char err[EXTENDER_MAX_REASON];
+    const struct extender_name *names = args_names(x, a);
+    int rc = names ? judge(x, a->pod, names, NULL, a->nnodes, now_ms) : -ENOMEM;
+    if (rc == 1) {
+        rc = error_reply(x->sc.err, out);
+    } else if (!rc) {
+        struct extender_node_verdict *nv = malloc((a->nnodes ? a->nnodes : 1) * sizeof *nv);
+        if (!nv) rc = -ENOMEM;
+        for (size_t i = 0; nv && i < a->nnodes; i++)
+            nv[i] = (struct extender_node_verdict){a->names[i], x->sc.v[i].verdict, x->sc.v[i].reason};
+        if (nv) rc = extender_filter_result(a, nv, a->nnodes, out, err, sizeof err);
+        if (rc && rc != -ENOMEM) rc = error_reply(err, out);
+        free(nv);
+    }
+    if (rc == -ENOMEM && !*out) rc = error_reply("out of memory", out);
+    ext_pod_release(x);
+    return rc;
+}
+
+int ext_filter_scan(struct ext_core *x, const struct extender_scan *a, uint64_t now_ms, struct extender_buf *out) {
+    char err[EXTENDER_MAX_REASON];
+    const struct extender_name *names = a->names;
+    size_t n = a->nnodes;
+    int rc = judge(x, a->pod, names, a->hashes, n, now_ms);
+    if (rc == 1) {
+        rc = error_reply_buf(x->sc.err, out);
+    } else if (!rc) {
+        rc = extender_filter_result_buf(names, x->sc.v, n, out, err, sizeof err);
+        if (rc && rc != -ENOMEM) rc = error_reply_buf(err, out);
+    }
+    if (rc == -ENOMEM) rc = error_reply_buf("out of memory", out);
+    ext_pod_release(x);
+    return rc;
+}
+
+int ext_prioritize(struct ext_core *x, const struct extender_args *a, json_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    const struct extender_name *names = args_names(x, a);
+    int rc = names ? score(x, a->pod, names, NULL, a->nnodes, err, errlen) : -ENOMEM;
+    if (!rc) {
+        struct extender_host_priority *pr = malloc((a->nnodes ? a->nnodes : 1) * sizeof *pr);
+        if (!pr) rc = -ENOMEM;
+        for (size_t i = 0; pr && i < a->nnodes; i++) pr[i] = (struct extender_host_priority){a->names[i], x->sc.full[i]};
+        /* hosts are the request's own: skip the check */
+        if (pr) rc = extender_priority_list(NULL, pr, a->nnodes, out, err, errlen);
+        free(pr);
+    }
+    if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
+    ext_pod_release(x);
+    return rc;
+}
+
+int ext_prioritize_scan(struct ext_core *x, const struct extender_scan *a, struct extender_buf *out, char *err,
+                        size_t errlen) {
+    out->len = 0;
+    int rc = score(x, a->pod, a->names, a->hashes, a->nnodes, err, errlen);
+    if (!rc) rc = extender_priority_list_buf(a->names, x->sc.full, a->nnodes, out, err, errlen);
+    if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
+    ext_pod_release(x);
+    return rc;
+}

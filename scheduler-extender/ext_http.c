@@ -1,0 +1,481 @@
+/* The extender's HTTP(S) face and its feeding: routes <prefix>/<verb> to the
+ * handlers, answers bind after the API server has answered (a deferred
+ * reply on a stream), and keeps the model fed by informers on Nodes,
+ * Namespaces, ResourcePools, Pods and Jobs.
+ *
+ * Status codes: 200 for every answer kube-scheduler should read (a filter or
+ * bind Error included, as upstream's extenders do); 400 with a JSON Error for
+ * a body that is not JSON or not the verb's shape (and for prioritize and
+ * preempt errors, which have no Error field); 404 for an unknown verb; 405
+ * for another method than POST; 413 (from the HTTP layer) for a body over
+ * max_body; 503 for prioritize/preempt before the caches have synced. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ext_int.h"
+#include "kclient.h"
+#include "server.h"
+
+enum { FEED_NODE, FEED_NS, FEED_POOL, FEED_POD, FEED_JOB, NFEEDS };
+static const char *const feed_kind[NFEEDS] = {"Node", "Namespace", "ResourcePool", "Pod", "Job"};
+static const char *const feed_path[NFEEDS] = {"/api/v1/nodes", "/api/v1/namespaces",
+                                              "/apis/peloton.io/v1alpha1/resourcepools", "/api/v1/pods",
+                                              "/apis/peloton.io/v1alpha1/jobs"};
+
+struct extender_srv;
+struct feed {
+    struct extender_srv *s;
+    int i;
+    struct kc_informer *inf;
+    bool synced;
+};
+
+struct bind_op {
+    struct extender_srv *s; /* NULL once the server is freed */
+    struct http_stream *st; /* NULL once the client's stream is over */
+    struct extender_binding_args *b;
+    char *conflict;         /* the 409's message, while the pod is read back */
+    int refs;
+    bool answered;
+    struct bind_op *prev, *next;
+};
+
+struct extender_srv {
+    uv_loop_t *loop;
+    struct kclient *kc;
+    struct ext_core *core;
+    char *prefix;
+    size_t max_body;
+    struct http_server *http;
+    struct feed feeds[NFEEDS];
+    bool forced_ready;
+    struct bind_op *ops;
+    struct extender_scan scan; /* the fast path's decoded request; its buffers are reused */
+    struct extender_buf reply; /* the fast path's reply text, handed to the HTTP layer */
+};
+
+void ext_srv_options_default(struct ext_srv_options *o) {
+    memset(o, 0, sizeof *o);
+    o->bind_addr = "127.0.0.1";
+    o->port = EXT_DEFAULT_PORT;
+    o->prefix = EXT_DEFAULT_PREFIX;
+    o->max_body = EXT_DEFAULT_MAX_BODY;
+    ext_core_options_default(&o->core);
+}
+
+bool extender_srv_ready(const struct extender_srv *s) {
+    if (s->forced_ready) return true;
+    for (int i = 0; i < NFEEDS; i++)
+        if (i != FEED_JOB && !s->feeds[i].synced) return false; /* job types only refine the strategy */
+    return true;
+}
+
+void extender_srv_set_synced(struct extender_srv *s) { s->forced_ready = true; }
+struct ext_core *extender_srv_core(struct extender_srv *s) { return s->core; }
+int extender_srv_port(const struct extender_srv *s) { return http_server_port(s->http); }
+
+/* ---- replies ---- */
+
+static void reply_json(struct http_response *resp, int status, json_t *v) {
+    resp->status = status;
+    resp->content_type = "application/json";
+    resp->body = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    resp->body_len = resp->body ? strlen(resp->body) : 0;
+    if (v && !resp->body) resp->status = 500;
+    json_decref(v);
+}
+
+/* Hands b's text to the HTTP layer, which frees it after sending: no copy;
+ * b starts empty again (the encoders size it in one allocation). */
+static void reply_buf(struct http_response *resp, int status, struct extender_buf *b) {
+    resp->status = status;
+    resp->content_type = "application/json";
+    resp->body = b->data;
+    resp->body_len = b->len;
+    *b = (struct extender_buf){0};
+}
+
+/* {"Error": msg} with status; filter and bind get their full result shape. */
+static void reply_error(struct http_response *resp, int status, enum extender_verb verb, const char *msg) {
+    json_t *v = NULL;
+    if ((verb == EXTENDER_FILTER || verb == EXTENDER_BIND) && !extender_error_reply(verb, msg, &v)) {
+        reply_json(resp, status, v);
+        return;
+    }
+    reply_json(resp, status, json_pack("{s:s}", "Error", msg && msg[0] ? msg : "extender error"));
+}
+
+/* ---- bind: POST the Binding, answer when the API server has ---- */
+
+static void op_unref(struct bind_op *op) {
+    if (--op->refs > 0) return;
+    if (op->s) {
+        if (op->prev) op->prev->next = op->next;
+        else op->s->ops = op->next;
+        if (op->next) op->next->prev = op->prev;
+    }
+    extender_binding_args_free(op->b);
+    free(op->conflict);
+    free(op);
+}
+
+static void op_finish(struct bind_op *op, const char *error) {
+    if (op->answered) return;
+    op->answered = true;
+    const struct extender_binding_args *b = op->b;
+    if (op->s) {
+        struct ext_core *x = op->s->core;
+        if (!error) ext_bind_commit(x, b);
+        else x->st.bind_errors++;
+    }
+    fprintf(stderr, "level=%s msg=bind pod=%s/%s node=%s%s%s%s\n", error ? "warn" : "info", b->pod_namespace,
+            b->pod_name, b->node, error ? " error=\"" : "", error ? error : "", error ? "\"" : "");
+    if (!op->st) return;
+    json_t *v = NULL;
+    char *text = NULL;
+    if (!extender_binding_result(error, &v) && v) text = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    v = NULL;
+    /* a message the encoder refuses (too long, not UTF-8): the error reply cuts it */
+    if (!text && error && !extender_error_reply(EXTENDER_BIND, error, &v) && v) text = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    if (text) http_stream_write(op->st, text, strlen(text));
+    free(text);
+    http_stream_end(op->st);
+}
+
+static void op_stream_closed(void *ud) {
+    struct bind_op *op = ud;
+    op->st = NULL;
+    op_unref(op);
+}
+
+static void op_read_back(void *ud, const struct kc_response *r) {
+    struct bind_op *op = ud;
+    const json_t *pod = r->status == 200 ? r->body : NULL;
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    const char *uid = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+    /* the pod is on that node already (an earlier bind whose reply was lost): success */
+    if (node && !strcmp(node, op->b->node) && (!op->b->pod_uid[0] || (uid && !strcmp(uid, op->b->pod_uid))))
+        op_finish(op, NULL);
+    else
+        op_finish(op, op->conflict ? op->conflict : "binding conflict");
+    op_unref(op);
+}
+
+static void op_posted(void *ud, const struct kc_response *r) {
+    struct bind_op *op = ud;
+    char msg[EXTENDER_MAX_REASON];
+    if (r->status >= 200 && r->status < 300) {
+        op_finish(op, NULL);
+    } else if (r->status == 409 && op->s && op->s->kc) {
+        snprintf(msg, sizeof msg, "binding pod %s/%s to node %s: %s", op->b->pod_namespace, op->b->pod_name,
+                 op->b->node, r->error ? r->error : "conflict");
+        op->conflict = strdup(msg);
+        char ns[3 * EXTENDER_MAX_NAME + 1], name[3 * EXTENDER_MAX_NAME + 1], path[2 * sizeof ns + 64];
+        kc_escape(op->b->pod_namespace, ns, sizeof ns);
+        kc_escape(op->b->pod_name, name, sizeof name);
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+        if (!kclient_request(op->s->kc, "GET", path, NULL, NULL, op_read_back, op)) return; /* keeps the ref */
+        op_finish(op, op->conflict ? op->conflict : "binding conflict");
+    } else {
+        snprintf(msg, sizeof msg, "binding pod %s/%s to node %s: %s%s%ld", op->b->pod_namespace, op->b->pod_name,
+                 op->b->node, r->error ? r->error : "", r->error ? " (HTTP " : "HTTP ", r->status);
+        if (r->error) strncat(msg, ")", sizeof msg - strlen(msg) - 1);
+        op_finish(op, msg);
+    }
+    op_unref(op);
+}
+
+static void serve_bind(struct extender_srv *s, const struct http_request *req, struct http_response *resp,
+                       json_t *body) {
+    struct extender_binding_args *b;
+    char err[EXTENDER_MAX_REASON];
+    if (extender_decode_binding_args(body, &b, err, sizeof err)) {
+        reply_error(resp, 400, EXTENDER_BIND, err);
+        return;
+    }
+    switch (ext_bind_decide(s->core, b, err, sizeof err)) {
+    case EXT_BIND_OK: {
+        json_t *v = NULL;
+        fprintf(stderr, "level=info msg=bind pod=%s/%s node=%s already=true\n", b->pod_namespace, b->pod_name,
+                b->node);
+        extender_binding_args_free(b);
+        extender_binding_result(NULL, &v);
+        reply_json(resp, 200, v);
+        return;
+    }
+    case EXT_BIND_ERROR:
+        s->core->st.bind_errors++;
+        extender_binding_args_free(b);
+        reply_error(resp, 200, EXTENDER_BIND, err);
+        return;
+    case EXT_BIND_POST:
+        break;
+    }
+    if (!s->kc) {
+        extender_binding_args_free(b);
+        reply_error(resp, 200, EXTENDER_BIND, "the extender has no API server client");
+        return;
+    }
+    struct bind_op *op = calloc(1, sizeof *op);
+    json_t *binding = ext_binding_body(b);
+    if (!op || !binding) {
+        free(op);
+        json_decref(binding);
+        extender_binding_args_free(b);
+        reply_error(resp, 500, EXTENDER_BIND, "out of memory");
+        return;
+    }
+    op->s = s;
+    op->b = b;
+    op->st = http_stream_start(req, 200, "application/json", 1u << 16, op_stream_closed, op);
+    if (!op->st) {
+        free(op);
+        json_decref(binding);
+        extender_binding_args_free(b);
+        reply_error(resp, 500, EXTENDER_BIND, "cannot defer the reply");
+        return;
+    }
+    op->refs = 1; /* the stream's */
+    op->next = s->ops;
+    if (s->ops) s->ops->prev = op;
+    s->ops = op;
+    char ns[3 * EXTENDER_MAX_NAME + 1], name[3 * EXTENDER_MAX_NAME + 1], path[2 * sizeof ns + 64];
+    kc_escape(b->pod_namespace, ns, sizeof ns);
+    kc_escape(b->pod_name, name, sizeof name);
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", ns, name);
+    op->refs++; /* the request's */
+    if (kclient_request(s->kc, "POST", path, binding, NULL, op_posted, op)) {
+        op->refs--;
+        op_finish(op, "cannot reach the API server");
+    }
+    json_decref(binding);
+}
+
+/* ---- routes ---- */
+
+/* filter and prioritize of a NodeNames request (kube-scheduler with
+ * nodeCacheCapable: the common case) without building a jansson value per
+ * node: extender_scan_args reads the body, the *_scan handlers write the
+ * reply text. false: the body is not that common shape (Nodes mode, odd keys,
+ * malformed): the jansson path serves it, with its error messages. The replies
+ * are byte for byte the jansson path's. */
+static bool serve_fast(struct extender_srv *s, enum extender_verb v, const struct http_request *req,
+                       struct http_response *resp) {
+    if (extender_scan_args(req->body, req->body_len, &s->scan)) return false;
+    const struct extender_scan *a = &s->scan;
+    bool ready = extender_srv_ready(s);
+    char err[EXTENDER_MAX_REASON];
+    int rc;
+    if (v == EXTENDER_FILTER) {
+        if (!ready) reply_error(resp, 200, v, "extender cache not synced");
+        else if (ext_filter_scan(s->core, a, uv_now(s->loop), &s->reply))
+            reply_error(resp, 500, v, "out of memory");
+        else reply_buf(resp, 200, &s->reply);
+    } else {
+        if (!ready) reply_error(resp, 503, v, "extender cache not synced");
+        else if ((rc = ext_prioritize_scan(s->core, a, &s->reply, err, sizeof err)))
+            reply_error(resp, rc == -ENOMEM ? 500 : 400, v, err);
+        else reply_buf(resp, 200, &s->reply);
+    }
+    extender_scan_reset(&s->scan);
+    return true;
+}
+
+static void serve_healthz(struct extender_srv *s, struct http_response *resp) {
+    struct ext_stats st;
+    ext_core_stats(s->core, &st);
+    json_t *synced = json_object();
+    for (int i = 0; i < NFEEDS; i++) json_object_set_new(synced, feed_kind[i], json_boolean(s->feeds[i].synced));
+    const char *perr = cluster_pool_error(ext_core_cluster(s->core));
+    bool ready = extender_srv_ready(s);
+    reply_json(resp, ready ? 200 : 503,
+               json_pack("{s:b, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s?}", "ready", ready, "synced", synced,
+                         "nodes", (json_int_t)st.nodes, "pods", (json_int_t)st.pods, "filters",
+                         (json_int_t)st.filters, "binds", (json_int_t)st.binds, "bindErrors",
+                         (json_int_t)st.bind_errors, "gangsAdmitted", (json_int_t)st.gangs_admitted, "gangsHeld",
+                         (json_int_t)st.gangs_held, "poolError", perr));
+}
+
+static void handle(void *ud, const struct http_request *req, struct http_response *resp) {
+    struct extender_srv *s = ud;
+    const char *path = req->path;
+    size_t pl = strlen(s->prefix);
+    const char *verb = NULL;
+    if (!strncmp(path, s->prefix, pl) && path[pl] == '/') verb = path + pl + 1;
+    if (!strcmp(path, "/healthz") || (verb && !strcmp(verb, "healthz"))) {
+        if (req->method != HTTP_GET && req->method != HTTP_HEAD) reply_error(resp, 405, EXTENDER_PRIORITIZE,
+                                                                              "healthz: use GET");
+        else serve_healthz(s, resp);
+        return;
+    }
+    enum extender_verb v;
+    if (!verb) {
+        reply_error(resp, 404, EXTENDER_PRIORITIZE, "not found: the extender serves POST <prefix>/<verb>");
+        return;
+    }
+    if (!strcmp(verb, "filter")) v = EXTENDER_FILTER;
+    else if (!strcmp(verb, "prioritize")) v = EXTENDER_PRIORITIZE;
+    else if (!strcmp(verb, "preempt")) v = EXTENDER_PREEMPT;
+    else if (!strcmp(verb, "bind")) v = EXTENDER_BIND;
+    else {
+        char msg[128];
+        snprintf(msg, sizeof msg, "unknown verb \"%.60s\": filter, prioritize, preempt and bind are served", verb);
+        reply_error(resp, 404, EXTENDER_PRIORITIZE, msg);
+        return;
+    }
+    if (req->method != HTTP_POST) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%s: method %s not allowed; use POST", verb, req->method_name);
+        reply_error(resp, 405, v, msg);
+        return;
+    }
+    if ((v == EXTENDER_FILTER || v == EXTENDER_PRIORITIZE) && serve_fast(s, v, req, resp)) return;
+    json_error_t jerr;
+    json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!body) {
+        char msg[EXTENDER_MAX_REASON];
+        snprintf(msg, sizeof msg, "the body is not JSON: %s (line %d, column %d)", jerr.text, jerr.line, jerr.column);
+        for (char *c = msg; *c; c++) /* jansson may quote the offending bytes: keep the reply valid UTF-8 */
+            if ((unsigned char)*c >= 0x80 || (unsigned char)*c < 0x20) *c = '?';
+        reply_error(resp, 400, v, msg);
+        return;
+    }
+    char err[EXTENDER_MAX_REASON];
+    json_t *out = NULL;
+    bool ready = extender_srv_ready(s);
+    switch (v) {
+    case EXTENDER_FILTER: {
+        struct extender_args *a = NULL;
+        if (extender_decode_args(body, &a, err, sizeof err)) reply_error(resp, 400, v, err);
+        else if (!ready) reply_error(resp, 200, v, "extender cache not synced");
+        else if (ext_filter(s->core, a, uv_now(s->loop), &out)) reply_error(resp, 500, v, "out of memory");
+        else reply_json(resp, 200, out);
+        extender_args_free(a);
+        break;
+    }
+    case EXTENDER_PRIORITIZE: {
+        struct extender_args *a = NULL;
+        int rc;
+        if (extender_decode_args(body, &a, err, sizeof err)) reply_error(resp, 400, v, err);
+        else if (!ready) reply_error(resp, 503, v, "extender cache not synced");
+        else if ((rc = ext_prioritize(s->core, a, &out, err, sizeof err)))
+            reply_error(resp, rc == -ENOMEM ? 500 : 400, v, err);
+        else reply_json(resp, 200, out);
+        extender_args_free(a);
+        break;
+    }
+    case EXTENDER_PREEMPT: {
+        struct extender_preemption_args *a = NULL;
+        int rc;
+        if (extender_decode_preemption_args(body, &a, err, sizeof err)) reply_error(resp, 400, v, err);
+        else if (!ready) reply_error(resp, 503, v, "extender cache not synced");
+        else if ((rc = ext_preempt(s->core, a, &out, err, sizeof err)))
+            reply_error(resp, rc == -ENOMEM ? 500 : 400, v, err);
+        else reply_json(resp, 200, out);
+        extender_preemption_args_free(a);
+        break;
+    }
+    case EXTENDER_BIND:
+        serve_bind(s, req, resp, body);
+        break;
+    }
+    json_decref(body);
+}
+
+/* ---- feeding ---- */
+
+static void feed_add(void *ud, json_t *obj) {
+    struct feed *f = ud;
+    int rc = ext_core_set(f->s->core, feed_kind[f->i], obj);
+    if (rc && rc != -EINVAL)
+        fprintf(stderr, "level=warn msg=\"cannot take object\" kind=%s name=%s/%s rc=%d\n", feed_kind[f->i],
+                ext_obj_ns(obj), ext_obj_name(obj) ? ext_obj_name(obj) : "", rc);
+}
+static void feed_update(void *ud, json_t *old, json_t *obj) { feed_add(ud, obj); }
+static void feed_delete(void *ud, json_t *obj) {
+    struct feed *f = ud;
+    ext_core_del(f->s->core, feed_kind[f->i], obj);
+}
+static void feed_synced(void *ud) {
+    struct feed *f = ud;
+    f->synced = true;
+    fprintf(stderr, "level=info msg=synced kind=%s count=%zu ready=%s\n", feed_kind[f->i], kc_informer_count(f->inf),
+            extender_srv_ready(f->s) ? "true" : "false");
+}
+
+int extender_srv_start(uv_loop_t *loop, struct kclient *kc, const struct ext_srv_options *o,
+                       struct extender_srv **out, char *err, size_t errlen) {
+    *out = NULL;
+    struct ext_srv_options d;
+    if (!o) {
+        ext_srv_options_default(&d);
+        o = &d;
+    }
+    struct extender_srv *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    s->loop = loop;
+    s->kc = kc;
+    const char *prefix = o->prefix ? o->prefix : EXT_DEFAULT_PREFIX;
+    size_t plen = strlen(prefix);
+    while (plen && prefix[plen - 1] == '/') plen--; /* kube-scheduler strips it too */
+    s->prefix = strndup(prefix, plen);
+    s->core = ext_core_new(&o->core);
+    if (!s->prefix || !s->core) {
+        extender_srv_free(s);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    if (s->prefix[0] && s->prefix[0] != '/') {
+        extender_srv_free(s);
+        snprintf(err, errlen, "prefix \"%s\": must start with /", prefix);
+        return -EINVAL;
+    }
+    s->max_body = o->max_body ? o->max_body : EXT_DEFAULT_MAX_BODY;
+    struct http_server_config hc = {.bind_addr = o->bind_addr ? o->bind_addr : "127.0.0.1", .port = o->port,
+                                    .max_body = s->max_body, .handler = handle, .ud = s,
+                                    .tls_cert = o->tls_cert, .tls_key = o->tls_key};
+    int rc = http_server_start(loop, &hc, &s->http, err, errlen);
+    if (rc) {
+        extender_srv_free(s);
+        return rc;
+    }
+    static const struct kc_informer_handlers h = {feed_add, feed_update, feed_delete, feed_synced};
+    for (int i = 0; kc && i < NFEEDS; i++) {
+        s->feeds[i] = (struct feed){.s = s, .i = i};
+        s->feeds[i].inf = kc_informer_new(kc, feed_path[i], NULL, &h, &s->feeds[i]);
+        if (!s->feeds[i].inf || (rc = kc_informer_start(s->feeds[i].inf))) {
+            snprintf(err, errlen, "cannot start the %s informer", feed_kind[i]);
+            extender_srv_stop(s);
+            *out = s; /* the caller runs the loop dry and frees */
+            return rc ? rc : -ENOMEM;
+        }
+    }
+    *out = s;
+    return 0;
+}
+
+void extender_srv_stop(struct extender_srv *s) {
+    if (!s) return;
+    for (int i = 0; i < NFEEDS; i++) {
+        kc_informer_free(s->feeds[i].inf);
+        s->feeds[i].inf = NULL;
+    }
+    if (s->http) http_server_stop(s->http);
+}
+
+void extender_srv_free(struct extender_srv *s) {
+    if (!s) return;
+    for (int i = 0; i < NFEEDS; i++) kc_informer_free(s->feeds[i].inf);
+    /* binds still waiting for the API server finish when the client cancels them */
+    for (struct bind_op *op = s->ops; op; op = op->next) op->s = NULL;
+    if (s->http) http_server_free(s->http);
+    ext_core_free(s->core);
+    extender_scan_free(&s->scan);
+    extender_buf_free(&s->reply);
+    free(s->prefix);
+    free(s);
+}

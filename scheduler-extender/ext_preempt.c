@@ -1,0 +1,228 @@
+/* preempt: Peloton's victims on each candidate node (notes/peloton.md,
+ * "Preemption"), as MetaVictims. kube-scheduler proposes victims by pod
+ * priority alone; the extender replaces them:
+ *   1. preemptible pods of other pools that are over their entitlement
+ *      (revocable first, lowest priority, newest first), only while their pool
+ *      is still over and they free a kind the node is short of;
+ *   2. strictly lower-priority preemptible pods of the preemptor's own pool
+ *      (same order); when the preemptor's pool is at its entitlement these are
+ *      the only victims that make room in the pool, so they come first until
+ *      the pool's shortfall is covered.
+ * Non-preemptible pods are never victims. A node where no such set makes room
+ * is dropped; then the victims not needed are given back (latest first). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ext_int.h"
+
+struct cand {
+    struct cm_pod *q;
+    struct respool *pool;
+    int cls; /* 1: pool over entitlement, 2: own pool, lower priority */
+    bool taken;
+};
+
+static int cand_cmp(const void *pa, const void *pb) {
+    const struct cand *a = pa, *b = pb;
+    if (a->cls != b->cls) return a->cls - b->cls;
+    bool ra = a->q->info.flags & WF_REVOCABLE, rb = b->q->info.flags & WF_REVOCABLE;
+    if (ra != rb) return ra ? -1 : 1;
+    if (a->q->info.priority != b->q->info.priority) return a->q->info.priority < b->q->info.priority ? -1 : 1;
+    if (a->q->info.created_ms != b->q->info.created_ms) return a->q->info.created_ms > b->q->info.created_ms ? -1 : 1;
+    return strcmp(a->q->key, b->q->key);
+}
+
+/* How far pool is over its entitlement for work with these flags (0s when not). */
+static struct resvec pool_over(const struct respool *pool, unsigned flags) {
+    if (flags & WF_REVOCABLE) return resvec_clamp0(resvec_sub(pool->alloc.c[UC_REVOCABLE], pool->slack_entitlement));
+    return resvec_clamp0(resvec_sub(usage_nonslack(&pool->alloc), pool->entitlement));
+}
+
+static bool helps(struct resvec v, struct resvec need) {
+    for (int k = 0; k < RES_NKINDS; k++)
+        if (need.v[k] > 0 && v.v[k] > 0) return true;
+    return false;
+}
+
+struct plan {
+    struct resvec req, free, short_pool;
+    struct cand *c;
+    size_t n;
+};
+
+static bool satisfied(const struct plan *pl) {
+    struct resvec node = pl->free, pool = resvec_zero();
+    for (size_t i = 0; i < pl->n; i++) {
+        if (!pl->c[i].taken) continue;
+        node = resvec_add(node, pl->c[i].q->info.req);
+        if (pl->c[i].cls == 2) pool = resvec_add(pool, pl->c[i].q->info.req);
+    }
+    return resvec_le(pl->req, node) && resvec_le(pl->short_pool, pool);
+}
+
+/* What the node and the pool still lack with the victims taken so far. */
+static void still_short(const struct plan *pl, struct resvec *node, struct resvec *pool) {
+    struct resvec fn = pl->free, fp = resvec_zero();
+    for (size_t i = 0; i < pl->n; i++) {
+        if (!pl->c[i].taken) continue;
+        fn = resvec_add(fn, pl->c[i].q->info.req);
+        if (pl->c[i].cls == 2) fp = resvec_add(fp, pl->c[i].q->info.req);
+    }
+    *node = resvec_clamp0(resvec_sub(pl->req, fn));
+    *pool = resvec_clamp0(resvec_sub(pl->short_pool, fp));
+}
+
+/* Is candidate i's pool still over in a kind i would free, after the victims
+ * of that pool already taken? */
+static bool pool_still_over(const struct plan *pl, size_t i) {
+    const struct cand *ci = &pl->c[i];
+    struct resvec over = pool_over(ci->pool, ci->q->info.flags);
+    for (size_t j = 0; j < pl->n; j++)
+        if (pl->c[j].taken && pl->c[j].pool == ci->pool) over = resvec_sub(over, pl->c[j].q->info.req);
+    return helps(ci->q->info.req, over);
+}
+
+/* Greedy choice in Peloton's order; true when the preemptor then fits. */
+static bool choose(struct plan *pl) {
+    struct resvec sn, sp;
+    still_short(pl, &sn, &sp);
+    if (resvec_any_pos(sp)) /* the pool must shrink first: only its own work makes room in it */
+        for (size_t i = 0; i < pl->n && resvec_any_pos(sp); i++)
+            if (pl->c[i].cls == 2 && helps(pl->c[i].q->info.req, sp)) {
+                pl->c[i].taken = true;
+                still_short(pl, &sn, &sp);
+            }
+    for (int cls = 1; cls <= 2; cls++)
+        for (size_t i = 0; i < pl->n && resvec_any_pos(sn); i++) {
+            struct cand *ci = &pl->c[i];
+            if (ci->taken || ci->cls != cls || !helps(ci->q->info.req, sn)) continue;
+            if (cls == 1 && !pool_still_over(pl, i)) continue;
+            ci->taken = true;
+            still_short(pl, &sn, &sp);
+        }
+    if (!satisfied(pl)) return false;
+    for (size_t i = pl->n; i-- > 0;) { /* give back what is not needed, latest choice first */
+        if (!pl->c[i].taken) continue;
+        pl->c[i].taken = false;
+        if (!satisfied(pl)) pl->c[i].taken = true;
+    }
+    return true;
+}
+
+static int empty_result(const struct extender_preemption_args *a, json_t **out, char *err, size_t errlen) {
+    return extender_preemption_result(a, NULL, 0, out, err, errlen);
+}
+
+static int preempt_pod(struct ext_core *x, const struct extender_preemption_args *a, json_t **out, char *err,
+                size_t errlen) {
+    *out = NULL;
+    x->st.preempts++;
+    struct cm_pod *p = ext_pod_for(x, a->pod, err, errlen);
+    if (!p) return -EINVAL;
+    char why[EXTENDER_MAX_REASON];
+    if (cluster_pod_pool_problem(x->cm, p, why, sizeof why)) return empty_result(a, out, err, errlen);
+    struct plan pl = {.req = p->info.req};
+    struct respool *own = cluster_pod_pool(x->cm, p);
+    bool resolvable = true;
+    if (cluster_admit_check(x->cm, p, p->info.req, why, sizeof why, &resolvable)) {
+        /* the pool refuses the pod: only its own lower-priority work can make room */
+        if (!resolvable || !own) return empty_result(a, out, err, errlen);
+        struct resvec have = (p->info.flags & WF_REVOCABLE) ? own->alloc.c[UC_REVOCABLE] : usage_nonslack(&own->alloc);
+        struct resvec ent = (p->info.flags & WF_REVOCABLE) ? own->slack_entitlement : own->entitlement;
+        pl.short_pool = resvec_clamp0(resvec_sub(resvec_add(have, p->info.req), ent));
+        for (int k = 0; k < RES_NKINDS; k++)
+            if (p->info.req.v[k] <= 0) pl.short_pool.v[k] = 0;
+        if (!resvec_any_pos(pl.short_pool)) return empty_result(a, out, err, errlen);
+    }
+    struct place_engine *e = cluster_engine(x->cm);
+    const struct host_fleet *f = cluster_fleet(x->cm);
+    if (!e || !f) return empty_result(a, out, err, errlen);
+    struct pod_task pt;
+    int rc = pod_task_build(p->obj, &p->info, &pt, err, errlen);
+    if (rc) return rc;
+    struct extender_victims *v = calloc(a->nnodes ? a->nnodes : 1, sizeof *v);
+    const char **uids = NULL;
+    size_t ccap = 64;
+    pl.c = malloc(ccap * sizeof *pl.c);
+    size_t nv = 0, nuids = 0, ucap = 0;
+    rc = v && pl.c ? 0 : -ENOMEM;
+    /* first pass: choose per node into a flat uid list; second: point into it */
+    size_t *first = calloc(a->nnodes ? a->nnodes : 1, sizeof *first), *count = calloc(a->nnodes ? a->nnodes : 1,
+                                                                                       sizeof *count);
+    if (!first || !count) rc = -ENOMEM;
+    for (size_t i = 0; !rc && i < a->nnodes; i++) {
+        const char *node = a->nodes[i].node;
+        uint32_t idx = host_fleet_find(f, node);
+        if (idx == HOST_NONE) continue;
+        uint8_t r;
+        if ((rc = place_check_hosts(e, &pt.t, ext_pod_job(p), &idx, 1, &r))) break;
+        if (r < PR_INSUFFICIENT_CPU) continue; /* a filter no victim changes */
+        pl.n = 0;
+        pl.free = host_free(&f->hosts[idx]);
+        for (struct cm_pod *q = cluster_host_first(x->cm, idx); q; q = cluster_host_next(q)) {
+            if (q == p || q->bad || q->info.terminal || q->info.deleting || !q->uid || !q->uid[0] ||
+                !(q->info.flags & WF_PREEMPTIBLE))
+                continue;
+            struct respool *qp = cluster_pod_pool(x->cm, q);
+            int cls = 0;
+            if (qp && qp != own && resvec_any_pos(pool_over(qp, q->info.flags))) cls = 1;
+            else if (qp == own && q->info.priority < p->info.priority) cls = 2;
+            if (!cls) continue;
+            if (pl.n == ccap) {
+                struct cand *c2 = realloc(pl.c, 2 * ccap * sizeof *pl.c);
+                if (!c2) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                pl.c = c2;
+                ccap *= 2;
+            }
+            pl.c[pl.n++] = (struct cand){q, qp, cls, false};
+        }
+        if (rc) break;
+        qsort(pl.c, pl.n, sizeof *pl.c, cand_cmp);
+        if (!choose(&pl)) continue;
+        first[nv] = nuids;
+        for (size_t j = 0; j < pl.n; j++) {
+            if (!pl.c[j].taken) continue;
+            if (nuids == ucap) {
+                size_t nc = ucap ? 2 * ucap : 64;
+                const char **u2 = realloc(uids, nc * sizeof *uids);
+                if (!u2) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                uids = u2;
+                ucap = nc;
+            }
+            uids[nuids++] = pl.c[j].q->uid;
+        }
+        count[nv] = nuids - first[nv];
+        v[nv].node = (char *)node;
+        v[nv].num_pdb_violations = a->nodes[i].num_pdb_violations;
+        nv++;
+    }
+    for (size_t i = 0; !rc && i < nv; i++) {
+        v[i].npods = count[i];
+        v[i].uids = count[i] ? (char **)(uids + first[i]) : NULL;
+    }
+    if (!rc) rc = extender_preemption_result(a, v, nv, out, err, errlen);
+    if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
+    pod_task_free(&pt);
+    free(first);
+    free(count);
+    free(uids);
+    free(pl.c);
+    free(v);
+    return rc;
+}
+
+/* The pod may have come from the request itself: it leaves the model again. */
+int ext_preempt(struct ext_core *x, const struct extender_preemption_args *a, json_t **out, char *err,
+                size_t errlen) {
+    int rc = preempt_pod(x, a, out, err, errlen);
+    ext_pod_release(x);
+    return rc;
+}

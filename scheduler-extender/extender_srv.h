@@ -1,0 +1,129 @@
+/* The kube-scheduler extender: filter, prioritize, preempt and bind that
+ * enforce Peloton pool entitlements for clusters that keep kube-scheduler
+ * (docs/extender.md, wire format in src/k8s/extender.h).
+ *
+ * Two layers:
+ * - struct ext_core: the policy, without I/O. It owns a cluster model
+ *   (src/model/cluster.h) fed with Nodes, Namespaces, ResourcePools, Pods and
+ *   Jobs, the table of admitted gangs, and the job types. The ext_* handlers
+ *   take decoded wire args and return a reply (jansson), so tests and
+ *   benchmarks call them in process.
+ * - struct extender_srv: the HTTP(S) server (src/http/server.h) with the
+ *   routes <prefix>/{filter,prioritize,preempt,bind} and /healthz, the
+ *   informers that feed the core (src/kclient/kclient.h), and the Binding
+ *   POST. pelotond can run it as a role: extender_srv_start on its loop.
+ *
+ * Ownership: json_t arguments are borrowed. A reply in *out is new
+ * (json_decref). Strings in options are borrowed for the call and copied.
+ * Not thread-safe: one loop, one thread. Errors are negative errno codes with
+ * one line in err. */
+#ifndef PELOTON_EXTENDER_SRV_H
+#define PELOTON_EXTENDER_SRV_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "extender.h"
+
+#define EXT_DEFAULT_PREFIX "/peloton"
+#define EXT_DEFAULT_PORT 8888
+#define EXT_DEFAULT_MAX_BODY (32u << 20) /* a NodeList of ~10,000 nodes when not nodeCacheCapable */
+#define EXT_DEFAULT_GANG_TTL_MS 30000    /* how long an admitted gang's plan holds */
+
+struct ext_core_options {
+    const char *default_pool; /* pool of pods with neither label nor namespace annotation; NULL = unmanaged */
+    uint32_t gang_ttl_ms;     /* 0 = EXT_DEFAULT_GANG_TTL_MS */
+};
+void ext_core_options_default(struct ext_core_options *o);
+
+struct ext_core;
+struct cluster;
+
+struct ext_core *ext_core_new(const struct ext_core_options *o);
+void ext_core_free(struct ext_core *x);
+/* The model, for feeding (cluster_*_set / _del) in tests; call
+ * ext_core_changed after feeding it directly. */
+struct cluster *ext_core_cluster(struct ext_core *x);
+void ext_core_changed(struct ext_core *x);
+
+/* Informer-shaped feeding: kind is "Node", "Namespace", "ResourcePool",
+ * "Pod" or "Job". set takes the whole object; del the deleted object. */
+int ext_core_set(struct ext_core *x, const char *kind, json_t *obj);
+void ext_core_del(struct ext_core *x, const char *kind, json_t *obj);
+
+/* Brings the model up to date if anything changed (handlers call it). */
+int ext_core_refresh(struct ext_core *x);
+
+/* ---- handlers (no I/O) ----
+ * filter: *out is an ExtenderFilterResult, always (an Error reply when the
+ * pod cannot be judged). now_ms is a monotonic clock for the gang plans'
+ * TTL. */
+int ext_filter(struct ext_core *x, const struct extender_args *a, uint64_t now_ms, json_t **out);
+/* prioritize: *out is a HostPriorityList; on error (-EINVAL: the pod cannot
+ * be decoded) *out is NULL and err says why (the caller answers 400). */
+int ext_prioritize(struct ext_core *x, const struct extender_args *a, json_t **out, char *err, size_t errlen);
+/* The fast path (NodeNames mode, src/k8s/extender.h): the request as
+ * extender_scan_args decoded it (borrowed), the reply written as JSON text to
+ * out (replacing its content). The bytes are those json_dumps(JSON_COMPACT)
+ * writes for ext_filter's (resp. ext_prioritize's) reply to the same request,
+ * the errors theirs. */
+int ext_filter_scan(struct ext_core *x, const struct extender_scan *a, uint64_t now_ms, struct extender_buf *out);
+int ext_prioritize_scan(struct ext_core *x, const struct extender_scan *a, struct extender_buf *out, char *err,
+                        size_t errlen);
+/* preempt: *out is an ExtenderPreemptionResult (MetaVictims) or NULL with
+ * err on error. */
+int ext_preempt(struct ext_core *x, const struct extender_preemption_args *a, json_t **out, char *err,
+                size_t errlen);
+
+/* bind, split around the API call. ext_bind_decide: EXT_BIND_OK (already
+ * bound to that node: answer success without a call), EXT_BIND_ERROR (why
+ * says it: bound elsewhere, or a UID mismatch), EXT_BIND_POST (post the
+ * Binding, then ext_bind_commit on success). */
+enum ext_bind_decision { EXT_BIND_OK = 0, EXT_BIND_ERROR, EXT_BIND_POST };
+enum ext_bind_decision ext_bind_decide(struct ext_core *x, const struct extender_binding_args *b, char *why,
+                                       size_t len);
+/* The Binding body for b (new value). */
+json_t *ext_binding_body(const struct extender_binding_args *b);
+/* Records the allocation (cluster_assume) and consumes a gang member's plan. */
+void ext_bind_commit(struct ext_core *x, const struct extender_binding_args *b);
+
+/* Counters, for /healthz and the benchmark. */
+struct ext_stats {
+    uint64_t filters, prioritizes, preempts, binds, bind_errors, gangs_admitted;
+    size_t nodes, pods, gangs_held;
+};
+void ext_core_stats(const struct ext_core *x, struct ext_stats *out);
+
+/* ---- the server ---- */
+struct kclient;
+
+struct ext_srv_options {
+    const char *bind_addr; /* default 127.0.0.1 */
+    int port;              /* 0 = any free port (extender_srv_port) */
+    const char *prefix;    /* default EXT_DEFAULT_PREFIX; "" serves /filter etc. */
+    size_t max_body;       /* default EXT_DEFAULT_MAX_BODY; larger bodies get 413 */
+    const char *tls_cert, *tls_key; /* PEM paths: HTTPS */
+    struct ext_core_options core;
+};
+void ext_srv_options_default(struct ext_srv_options *o);
+
+struct extender_srv;
+/* Starts serving on loop. kc (borrowed, must outlive the server) feeds the
+ * model through informers and posts Bindings; kc NULL leaves feeding to the
+ * caller (extender_srv_core, then extender_srv_set_synced) and answers bind
+ * with an Error. */
+int extender_srv_start(uv_loop_t *loop, struct kclient *kc, const struct ext_srv_options *o,
+                       struct extender_srv **out, char *err, size_t errlen);
+int extender_srv_port(const struct extender_srv *s);
+struct ext_core *extender_srv_core(struct extender_srv *s);
+void extender_srv_set_synced(struct extender_srv *s);
+bool extender_srv_ready(const struct extender_srv *s);
+/* Stops informers and the listener (loop thread); then run the loop until it
+ * has no more work and call extender_srv_free. */
+void extender_srv_stop(struct extender_srv *s);
+void extender_srv_free(struct extender_srv *s);
+
+#endif
