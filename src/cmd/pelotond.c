@@ -4,6 +4,9 @@
  *   placement  ready gangs -> hosts -> Bindings (several may run at once)
  *   jobmgr     Job objects -> Pods, restarts, rolling updates
  *   hostmgr    host inventory, lease checks: a lapsed node's tasks are LOST
+ *   extender   the kube-scheduler extender (scheduler-extender/), for clusters
+ *              that keep kube-scheduler: not part of "all"; usually alone with
+ *              --kubeconfig pointing at the real cluster
  * All roles run in one process by default (--roles=all); --roles= picks some,
  * so that they can be split across processes sharing Redis. The controller
  * roles are clients of a Kubernetes API: the in-process apiserver, or
@@ -33,6 +36,7 @@
 #include <uv.h>
 
 #include "ctl.h"
+#include "extender_srv.h"
 #include "hostmgr.h"
 #include "jobmgr.h"
 #include "kclient.h"
@@ -41,7 +45,8 @@
 #include "store.h"
 #include "tlscert.h"
 
-enum { ROLE_API = 1, ROLE_RESMGR = 2, ROLE_PLACEMENT = 4, ROLE_JOBMGR = 8, ROLE_HOSTMGR = 16, ROLE_ALL = 31 };
+enum { ROLE_API = 1, ROLE_RESMGR = 2, ROLE_PLACEMENT = 4, ROLE_JOBMGR = 8, ROLE_HOSTMGR = 16, ROLE_ALL = 31,
+       ROLE_EXTENDER = 32 };
 
 /* The controller roles: their own thread, loop, API client and Redis connection. */
 struct controllers {
@@ -58,6 +63,9 @@ struct controllers {
     struct placement *placement;
     struct jobmgr *jobmgr;
     struct hostmgr *hostmgr;
+    struct extender_srv *extender;
+    int extender_port;
+    const char *extender_prefix;
     int rc;
 };
 
@@ -74,6 +82,7 @@ static void ctl_stop_roles(uv_async_t *a) {
     placement_stop(c->placement);
     jobmgr_stop(c->jobmgr);
     hostmgr_stop(c->hostmgr);
+    if (c->extender) extender_srv_stop(c->extender); /* freed once the loop is done */
     c->resmgr = NULL;
     c->placement = NULL;
     c->jobmgr = NULL;
@@ -83,11 +92,24 @@ static void ctl_stop_roles(uv_async_t *a) {
     uv_close((uv_handle_t *)a, NULL);
 }
 
+static int start_extender(struct controllers *c, char *err, size_t errlen) {
+    struct ext_srv_options eo;
+    ext_srv_options_default(&eo);
+    eo.port = c->extender_port;
+    if (c->extender_prefix) eo.prefix = c->extender_prefix;
+    eo.core.default_pool = c->default_pool;
+    if (extender_srv_start(&c->loop, c->kc, &eo, &c->extender, err, errlen)) return -1;
+    fprintf(stderr, "level=info msg=\"extender serving\" url=http://127.0.0.1:%d%s\n",
+            extender_srv_port(c->extender), eo.prefix);
+    return 0;
+}
+
 static void ctl_main(void *arg) {
     struct controllers *c = arg;
     char err[512];
     struct ctl_env env = {.loop = &c->loop, .identity = "pelotond"};
-    if (!(c->redis = ctl_redis_connect(c->redis_addr, err, sizeof err)) ||
+    bool need_redis = (c->roles & (ROLE_RESMGR | ROLE_PLACEMENT)) != 0; /* the task queues */
+    if ((need_redis && !(c->redis = ctl_redis_connect(c->redis_addr, err, sizeof err))) ||
         !(c->kc = kclient_new(&c->loop, &c->kcfg, err, sizeof err))) {
         fprintf(stderr, "pelotond: controllers: %s\n", err);
         c->rc = 1;
@@ -108,7 +130,8 @@ static void ctl_main(void *arg) {
     if (((c->roles & ROLE_RESMGR) && !(c->resmgr = resmgr_start(&env, &ro, err, sizeof err))) ||
         ((c->roles & ROLE_PLACEMENT) && !(c->placement = placement_start(&env, NULL, err, sizeof err))) ||
         ((c->roles & ROLE_JOBMGR) && !(c->jobmgr = jobmgr_start(&c->loop, c->kc, &jo, err, sizeof err))) ||
-        ((c->roles & ROLE_HOSTMGR) && !(c->hostmgr = hostmgr_start(&c->loop, c->kc, &ho, err, sizeof err)))) {
+        ((c->roles & ROLE_HOSTMGR) && !(c->hostmgr = hostmgr_start(&c->loop, c->kc, &ho, err, sizeof err))) ||
+        ((c->roles & ROLE_EXTENDER) && start_extender(c, err, sizeof err))) {
         fprintf(stderr, "pelotond: %s\n", err);
         c->rc = 1;
         ctl_stop_roles(&c->stop);
@@ -116,7 +139,8 @@ static void ctl_main(void *arg) {
         fprintf(stderr, "level=info msg=\"controllers running\" api=%s redis=%s\n", c->kcfg.server, c->redis_addr);
     }
     uv_run(&c->loop, UV_RUN_DEFAULT);
-    redisFree(c->redis);
+    extender_srv_free(c->extender);
+    if (c->redis) redisFree(c->redis);
 }
 
 static int ctl_start(struct controllers *c) {
@@ -158,7 +182,8 @@ static unsigned parse_roles(const char *s) {
         const char *name;
         unsigned bit;
     } names[] = {{"all", ROLE_ALL},        {"apiserver", ROLE_API}, {"resmgr", ROLE_RESMGR},
-                 {"placement", ROLE_PLACEMENT}, {"jobmgr", ROLE_JOBMGR}, {"hostmgr", ROLE_HOSTMGR}};
+                 {"placement", ROLE_PLACEMENT}, {"jobmgr", ROLE_JOBMGR}, {"hostmgr", ROLE_HOSTMGR},
+                 {"extender", ROLE_EXTENDER}};
     unsigned roles = 0;
     while (*s) {
         size_t n = strcspn(s, ",");
@@ -166,7 +191,7 @@ static unsigned parse_roles(const char *s) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (strlen(names[i].name) == n && !strncmp(s, names[i].name, n)) bit = names[i].bit;
         if (!bit) {
-            fprintf(stderr, "pelotond: unknown role \"%.*s\" (apiserver, resmgr, placement, jobmgr, hostmgr, all)\n",
+            fprintf(stderr, "pelotond: unknown role \"%.*s\" (apiserver, resmgr, placement, jobmgr, hostmgr, extender, all)\n",
                     (int)n, s);
             return 0;
         }
@@ -196,10 +221,9 @@ static int usage(void);
 
 /* Controller roles without the API server in this process: a client of the
  * one at --server or in --kubeconfig. */
-static int run_controllers_only(unsigned roles, const char *server, const char *kubeconfig, const char *token_file,
-                                const char *redis, const char *default_pool, bool serve_default) {
-    struct controllers c = {.roles = roles, .redis_addr = redis, .default_pool = default_pool,
-                            .serve_default = serve_default};
+static int run_controllers_only(struct controllers *cp, const char *server, const char *kubeconfig,
+                                const char *token_file) {
+    struct controllers c = *cp;
     char err[512];
     if (!server && !kubeconfig) {
         fprintf(stderr, "pelotond: roles without apiserver need --server=URL or --kubeconfig=F\n");
@@ -225,7 +249,8 @@ static int run_controllers_only(unsigned roles, const char *server, const char *
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr] "
+    fprintf(stderr, "usage: pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr,extender] "
+                    "[--extender-port=8888] [--extender-prefix=/peloton] "
                     "[--server=URL | --kubeconfig=F] [--default-pool=NAME] [--scheduler-default=true|false] "
                     "[--bind=ADDR] [--port=N] [--port-file=F] "
                     "[--redis=HOST:PORT] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
@@ -236,6 +261,8 @@ static int usage(void) {
 
 int main(int argc, char **argv) {
     const char *server = NULL, *kubeconfig = NULL, *default_pool = NULL, *sched_default = "true";
+    const char *ext_prefix = NULL;
+    int ext_port = EXT_DEFAULT_PORT;
     const char *bind = "127.0.0.1", *roles = "all", *redis = "127.0.0.1:6379", *token_file = NULL,
                *port_file = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL, *tls_key = NULL;
     int tls_port = -1;
@@ -249,6 +276,8 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--kubeconfig"))) kubeconfig = v;
         else if ((v = opt(argv[i], "--default-pool"))) default_pool = v;
         else if ((v = opt(argv[i], "--scheduler-default"))) sched_default = v;
+        else if ((v = opt(argv[i], "--extender-port"))) ext_port = atoi(v);
+        else if ((v = opt(argv[i], "--extender-prefix"))) ext_prefix = v;
         else if ((v = opt(argv[i], "--bind"))) bind = v;
         else if ((v = opt(argv[i], "--port"))) port = atoi(v);
         else if ((v = opt(argv[i], "--port-file"))) port_file = v;
@@ -266,8 +295,10 @@ int main(int argc, char **argv) {
     }
     unsigned role_bits = parse_roles(roles);
     if (!role_bits) return usage();
-    if (!(role_bits & ROLE_API)) return run_controllers_only(role_bits, server, kubeconfig, token_file, redis,
-                                                             default_pool, strcmp(sched_default, "false") != 0);
+    struct controllers ctl = {.roles = role_bits & ~(unsigned)ROLE_API, .redis_addr = redis,
+                              .default_pool = default_pool, .serve_default = strcmp(sched_default, "false") != 0,
+                              .extender_port = ext_port, .extender_prefix = ext_prefix};
+    if (!(role_bits & ROLE_API)) return run_controllers_only(&ctl, server, kubeconfig, token_file);
     char host[256];
     const char *colon = strrchr(redis, ':');
     if (!colon || (size_t)(colon - redis) >= sizeof host) return usage();
@@ -358,8 +389,6 @@ int main(int argc, char **argv) {
             fclose(f);
         }
     }
-    struct controllers ctl = {.roles = role_bits & ~(unsigned)ROLE_API, .redis_addr = redis,
-                              .default_pool = default_pool, .serve_default = strcmp(sched_default, "false") != 0};
     if (ctl.roles) {
         char url[64];
         snprintf(url, sizeof url, "http://127.0.0.1:%d", actual);

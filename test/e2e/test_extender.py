@@ -455,6 +455,29 @@ def test_https_and_prefix():
         delete_pods("team-a")
 
 
+def test_pelotond_runs_the_extender_as_a_role():
+    """The same binary serves both deployments: pelotond --roles=extender, a client
+    of the API server (here the shim), filters like peloton-extender does."""
+    port = services.free_port()
+    d = services.tempdir()
+    log = os.path.join(d, "role.log")
+    p = subprocess.Popen([services.PELOTOND, "--roles=extender", f"--kubeconfig={KUBECONFIG}",
+                          f"--extender-port={port}"], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    services._procs.append(p)
+    try:
+        # connection refused until it listens: services.wait_for treats OSError as "not yet"
+        services.wait_for(lambda: p.poll() is not None or (lambda r: r[0] == 200 and r[1]["ready"])(healthz(port)),
+                          timeout=20, what="the extender role")
+        assert p.poll() is None, open(log).read()[-2000:]
+        pod = make_pod("team-a", "role")
+        e = Extender(f"http://127.0.0.1:{port}/peloton")
+        passing, _, _ = e.filter(pod, node_objs())
+        assert len(passing) == 4, passing
+    finally:
+        assert services.stop(p) == 0, open(log).read()[-2000:]
+        delete_pods("team-a")
+
+
 def test_exit_clean_under_asan():
     assert EXT.poll() is None, open(EXT_LOG).read()[-3000:]
     assert services.stop(EXT) == 0, open(EXT_LOG).read()[-3000:]
