@@ -1,23 +1,16 @@
 /* hostmgr against the project's real API server: a private redis-server and
- * build/asan/pelotond --roles=apiserver on loopback, started and reaped by
- * the test. The host manager runs on a private uv loop; the test's own reads
- * and writes are synchronous requests (kclient_request_sync) between turns of
- * the loop. Every wait has a deadline. */
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
+ * pelotond --roles=apiserver on loopback (apisrv_fixture.h), started and
+ * reaped by the test. The host manager runs on a private uv loop; the test's
+ * own reads and writes are synchronous requests (kclient_request_sync) between
+ * turns of the loop. Every wait has a deadline. */
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "apisrv_fixture.h"
 #include "hostmgr.h"
 #include "kclient.h"
-#include "redis_fixture.h"
 #include "test.h"
 
-#define HM_PELOTOND "build/asan/pelotond"
 #define MERGE "application/merge-patch+json"
 
 static double mono_ms(void) {
@@ -30,97 +23,6 @@ static int64_t wall_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ---- the API server ---- */
-
-struct hm_srv {
-    struct redis_fixture rf;
-    pid_t pid;
-    char dir[64], url[64], log[128];
-};
-
-static void hm_srv_stop(struct hm_srv *s) {
-    if (s->pid > 0) {
-        kill(s->pid, SIGTERM);
-        int st;
-        double end = mono_ms() + 5000;
-        while (waitpid(s->pid, &st, WNOHANG) != s->pid) {
-            if (mono_ms() > end) {
-                kill(s->pid, SIGKILL);
-                waitpid(s->pid, &st, 0);
-                break;
-            }
-            usleep(10000);
-        }
-        s->pid = 0;
-    }
-    redis_fixture_stop(&s->rf);
-    char p[128];
-    snprintf(p, sizeof p, "%s/port", s->dir);
-    unlink(p);
-    if (!getenv("HOSTMGR_TEST_KEEP_LOGS")) unlink(s->log);
-    rmdir(s->dir);
-}
-
-static int hm_srv_start(struct hm_srv *s) {
-    memset(s, 0, sizeof *s);
-    snprintf(s->dir, sizeof s->dir, "/tmp/hostmgr-test-XXXXXX");
-    if (!mkdtemp(s->dir)) return -errno;
-    snprintf(s->log, sizeof s->log, "%s/pelotond.log", s->dir);
-    int rc = redis_fixture_start(&s->rf, NULL);
-    if (rc) {
-        rmdir(s->dir);
-        return rc;
-    }
-    char portfile[128], pfarg[160], redis[64];
-    snprintf(portfile, sizeof portfile, "%s/port", s->dir);
-    snprintf(pfarg, sizeof pfarg, "--port-file=%s", portfile);
-    snprintf(redis, sizeof redis, "--redis=127.0.0.1:%d", s->rf.proc.port);
-    pid_t pid = fork();
-    if (pid < 0) {
-        rc = -errno;
-        hm_srv_stop(s);
-        return rc;
-    }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
-        execl(HM_PELOTOND, HM_PELOTOND, "--roles=apiserver", "--port=0", pfarg, redis, "--crds=", "--watch-poll-ms=5",
-              (char *)NULL);
-        _exit(127);
-    }
-    s->pid = pid;
-    double end = mono_ms() + 20000;
-    while (mono_ms() < end) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            s->pid = 0;
-            fprintf(stderr, "pelotond exited early (see %s)\n", s->log);
-            setenv("HOSTMGR_TEST_KEEP_LOGS", "1", 1);
-            hm_srv_stop(s);
-            return -ECHILD;
-        }
-        FILE *f = fopen(portfile, "r");
-        int port = 0;
-        if (f) {
-            if (fscanf(f, "%d", &port) != 1) port = 0;
-            fclose(f);
-        }
-        if (port > 0) {
-            snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", port);
-            return 0;
-        }
-        usleep(20000);
-    }
-    hm_srv_stop(s);
-    return -ETIMEDOUT;
 }
 
 /* ---- the loop and the client ---- */
@@ -300,21 +202,21 @@ static int lost_events(struct hm_env *e, const char *node, bool *all_right) {
 
 /* The API server and a client on a fresh loop; false (failure recorded) when
  * either cannot start. */
-static bool hm_begin(struct hm_srv *s, struct hm_env *e) {
-    int rc = hm_srv_start(s);
+static bool hm_begin(struct apisrv *s, struct hm_env *e) {
+    int rc = apisrv_start(s, NULL);
     if (rc) {
         test_fail(__FILE__, __LINE__, "API server: %s", strerror(-rc));
         return false;
     }
     if (hm_env_init(e, s->url)) {
-        hm_srv_stop(s);
+        apisrv_stop(s);
         return false;
     }
     return true;
 }
 
 TEST(hostmgr_lapsed_lease_loses_pods) {
-    struct hm_srv s;
+    struct apisrv s;
     struct hm_env e;
     if (!hm_begin(&s, &e)) return;
     /* n1: leased for 2 s and then left to lapse; n2: leased for an hour; n3: never leased */
@@ -414,7 +316,7 @@ TEST(hostmgr_lapsed_lease_loses_pods) {
     hm_run_for(&e, 50);
 out:
     hm_env_done(&e);
-    hm_srv_stop(&s);
+    apisrv_stop(&s);
 }
 
 TEST(hostmgr_start_rejects_nonsense) {
@@ -435,7 +337,7 @@ static int count_pods(struct hm_env *e) {
 /* Stopped with writes in flight (their callbacks land after the stop), then a
  * second host manager finishes the job; the node's lease lapsed long ago. */
 TEST(hostmgr_stop_midway_and_resume) {
-    struct hm_srv s;
+    struct apisrv s;
     struct hm_env e;
     if (!hm_begin(&s, &e)) return;
     CHECK_I64(make_node(&e, "old"), 200);
@@ -488,5 +390,5 @@ TEST(hostmgr_stop_midway_and_resume) {
     hm_run_for(&e, 50);
 out:
     hm_env_done(&e);
-    hm_srv_stop(&s);
+    apisrv_stop(&s);
 }

@@ -1,38 +1,28 @@
 /* The job manager against the real API server: a private redis-server,
- * build/asan/pelotond (the apiserver role) on loopback, jobmgr_start on a
+ * pelotond (the apiserver role, apisrv_fixture.h) on loopback, jobmgr_start on a
  * libuv loop in this process, and the test itself as scheduler and kubelet
  * (binding pods, writing their status, confirming graceful deletes).
  * Every wait is bounded; the server and redis are stopped on every path. */
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <uv.h>
 
+#include "apisrv_fixture.h"
 #include "jobmgr.h"
 #include "jobmgr_int.h"
 #include "kclient.h"
 #include "labels.h"
-#include "redis_fixture.h"
 #include "test.h"
 
-#define PELOTOND_DEFAULT "build/asan/pelotond"
 #define WAIT_MS 20000
 #define NS "default"
 #define JOBS "/apis/peloton.io/v1alpha1/namespaces/" NS "/jobs"
 #define PODS "/api/v1/namespaces/" NS "/pods"
 
 struct env {
-    struct redis_fixture redis;
-    pid_t api;
-    char dir[64];
-    int port;
+    struct apisrv srv;
     uv_loop_t loop;
     uv_timer_t wake;
     struct kclient *kc;
@@ -42,74 +32,6 @@ struct env {
     const char *live[4];         /* ... over these nodes */
     int nlive;
 };
-
-/* ---- processes ---- */
-
-static void stop_api(struct env *e);
-
-static int start_api(struct env *e) {
-    char port_file[128], log[128], redis[64];
-    snprintf(port_file, sizeof port_file, "%s/port", e->dir);
-    snprintf(log, sizeof log, "%s/pelotond.log", e->dir);
-    snprintf(redis, sizeof redis, "--redis=127.0.0.1:%d", e->redis.proc.port);
-    char pf[160];
-    snprintf(pf, sizeof pf, "--port-file=%s", port_file);
-    pid_t pid = fork();
-    if (pid < 0) return -errno;
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        const char *bin = getenv("PELOTOND") ? getenv("PELOTOND") : PELOTOND_DEFAULT;
-        execl(bin, bin, "--roles=apiserver", "--port=0", pf, redis, "--crds=crds", (char *)NULL);
-        _exit(127);
-    }
-    e->api = pid;
-    for (int i = 0; i < 1000; i++) { /* 10 s */
-        FILE *f = fopen(port_file, "r");
-        if (f) {
-            int p = 0;
-            int ok = fscanf(f, "%d", &p) == 1 && p > 0;
-            fclose(f);
-            if (ok) {
-                e->port = p;
-                return 0;
-            }
-        }
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            e->api = 0;
-            fprintf(stderr, "pelotond exited early (status %d), its log:\n", status);
-            FILE *lf = fopen(log, "r");
-            char line[512];
-            for (int k = 0; lf && k < 20 && fgets(line, sizeof line, lf); k++) fprintf(stderr, "  | %s", line);
-            if (lf) fclose(lf);
-            return -ECHILD;
-        }
-        usleep(10000);
-    }
-    stop_api(e);
-    return -ETIMEDOUT;
-}
-
-static void stop_api(struct env *e) {
-    if (e->api <= 0) return;
-    kill(e->api, SIGTERM);
-    for (int i = 0; i < 500; i++) { /* 5 s, then SIGKILL */
-        if (waitpid(e->api, NULL, WNOHANG) == e->api) {
-            e->api = 0;
-            return;
-        }
-        usleep(10000);
-    }
-    kill(e->api, SIGKILL);
-    waitpid(e->api, NULL, 0);
-    e->api = 0;
-}
 
 static void on_wake(uv_timer_t *t) { (void)t; }
 
@@ -124,16 +46,7 @@ static void env_stop(struct env *e) {
         uv_loop_close(&e->loop);
         e->up = false;
     }
-    stop_api(e);
-    redis_fixture_stop(&e->redis);
-    if (e->dir[0]) {
-        char p[160];
-        snprintf(p, sizeof p, "%s/port", e->dir);
-        unlink(p);
-        snprintf(p, sizeof p, "%s/pelotond.log", e->dir);
-        if (!getenv("KEEP_LOGS")) unlink(p);
-        rmdir(e->dir);
-    }
+    apisrv_stop(&e->srv);
 }
 
 static long api(struct env *e, const char *method, const char *path, const char *body, const char *ct,
@@ -141,25 +54,17 @@ static long api(struct env *e, const char *method, const char *path, const char 
 
 static int env_start(struct env *e) {
     memset(e, 0, sizeof *e);
-    snprintf(e->dir, sizeof e->dir, "/tmp/jobmgr-integ-XXXXXX");
-    if (!mkdtemp(e->dir)) {
-        e->dir[0] = 0;
-        return -errno;
-    }
-    int rc = redis_fixture_start(&e->redis, NULL);
+    int rc = apisrv_start(&e->srv, "--crds=crds"); /* the Job CRD */
     if (rc) return rc;
-    /* a second try: the binary may be being relinked by a concurrent build */
-    if ((rc = start_api(e)) && (usleep(1000000), rc = start_api(e))) return rc;
     e->live[0] = "n1";
     e->live[1] = "n2";
     e->nlive = 2;
     uv_loop_init(&e->loop);
     uv_timer_init(&e->loop, &e->wake);
     e->up = true;
-    char url[64], err[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", e->port);
+    char err[256];
     struct kc_config cfg;
-    if ((rc = kc_config_from_url(url, NULL, &cfg, err, sizeof err))) {
+    if ((rc = kc_config_from_url(e->srv.url, NULL, &cfg, err, sizeof err))) {
         fprintf(stderr, "kc_config_from_url: %s\n", err);
         return rc;
     }

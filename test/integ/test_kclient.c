@@ -1,160 +1,23 @@
 /* kclient against the project's real API server: a private redis-server and
- * build/asan/pelotond on loopback, started and reaped by each test. The
+ * pelotond on loopback (apisrv_fixture.h), started and reaped by each test. The
  * client runs on a private uv loop; every wait has a deadline. A second group
  * of tests uses a scripted HTTP server (src/http) on the same loop to send
  * watch streams cut at awkward places and over-long bodies. */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "apisrv_fixture.h"
 #include "kclient.h"
-#include "redis_fixture.h"
 #include "server.h"
 #include "test.h"
-
-#define PELOTOND_BIN "build/asan/pelotond"
 
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* ---- the API server: redis + pelotond ---- */
-
-struct apisrv {
-    struct redis_fixture rf;
-    pid_t pid;
-    int port, tls_port;
-    char dir[64];
-    char url[64];
-};
-
-static int pelotond_spawn_try(struct apisrv *s, int port, const char *extra, int attempt) {
-    char portarg[32], portfile[128], redis[64], log[128];
-    snprintf(portarg, sizeof portarg, "--port=%d", port);
-    snprintf(portfile, sizeof portfile, "%s/port", s->dir);
-    snprintf(log, sizeof log, "%s/pelotond.log", s->dir);
-    snprintf(redis, sizeof redis, "--redis=127.0.0.1:%d", s->rf.proc.port);
-    char pfarg[160];
-    snprintf(pfarg, sizeof pfarg, "--port-file=%s", portfile);
-    unlink(portfile);
-    pid_t pid = fork();
-    if (pid < 0) return -errno;
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
-        char *argv[16] = {PELOTOND_BIN, portarg, pfarg, redis, "--crds=", "--watch-poll-ms=5"};
-        int argc = 6;
-        char extras[512];
-        snprintf(extras, sizeof extras, "%s", extra ? extra : "");
-        for (char *sv, *t = strtok_r(extras, " ", &sv); t && argc < 15; t = strtok_r(NULL, " ", &sv)) argv[argc++] = t;
-        argv[argc] = NULL;
-        execv(PELOTOND_BIN, argv);
-        fprintf(stderr, "exec %s: %s\n", PELOTOND_BIN, strerror(errno));
-        _exit(127);
-    }
-    s->pid = pid;
-    double end = now_ms() + 20000;
-    while (now_ms() < end) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            s->pid = 0;
-            if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && attempt < 20) { /* being relinked: try again */
-                usleep(500000);
-                return pelotond_spawn_try(s, port, extra, attempt + 1);
-            }
-            fprintf(stderr, "pelotond exited early (see %s)\n", log);
-            return -ECHILD;
-        }
-        FILE *f = fopen(portfile, "r");
-        if (f) {
-            int p = 0, tp = 0;
-            int n = fscanf(f, "%d %d", &p, &tp);
-            fclose(f);
-            if (n >= 1 && p > 0 && (n == 2 || !extra || !strstr(extra, "--tls-port"))) {
-                s->tls_port = tp;
-                s->port = p;
-                snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", p);
-                return 0;
-            }
-        }
-        usleep(20000);
-    }
-    return -ETIMEDOUT;
-}
-
-static int pelotond_spawn(struct apisrv *s, int port, const char *extra) {
-    return pelotond_spawn_try(s, port, extra, 0);
-}
-
-static void pelotond_kill(struct apisrv *s, int sig) {
-    if (s->pid <= 0) return;
-    kill(s->pid, sig);
-    double end = now_ms() + 5000;
-    int st;
-    while (now_ms() < end) {
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
-            s->pid = 0;
-            return;
-        }
-        usleep(10000);
-    }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, &st, 0);
-    s->pid = 0;
-}
-
-static int apisrv_start(struct apisrv *s, const char *extra) {
-    memset(s, 0, sizeof *s);
-    snprintf(s->dir, sizeof s->dir, "/tmp/kclient-test-XXXXXX");
-    if (!mkdtemp(s->dir)) return -errno;
-    char p[128], ex[512];
-    snprintf(p, sizeof p, "%s/token", s->dir);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fputs("test-token\n", f);
-        fclose(f);
-    }
-    size_t n = 0; /* "@" in extra stands for the directory */
-    for (const char *c = extra ? extra : ""; *c && n + 64 < sizeof ex; c++) {
-        if (*c == '@') n += (size_t)snprintf(ex + n, sizeof ex - n, "%s", s->dir);
-        else ex[n++] = *c;
-    }
-    ex[n] = 0;
-    int rc = redis_fixture_start(&s->rf, NULL);
-    if (rc) return rc;
-    rc = pelotond_spawn(s, 0, extra ? ex : NULL);
-    if (rc) redis_fixture_stop(&s->rf);
-    return rc;
-}
-
-static void apisrv_stop(struct apisrv *s) {
-    pelotond_kill(s, SIGTERM);
-    redis_fixture_stop(&s->rf);
-    char p[128];
-    snprintf(p, sizeof p, "%s/port", s->dir);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/pelotond.log", s->dir);
-    if (!getenv("KCLIENT_TEST_KEEP_LOGS")) unlink(p);
-    const char *more[] = {"token", "kubeconfig", "tls/apiserver.crt", "tls/apiserver.key", "tls"};
-    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", s->dir, more[i]);
-        if (unlink(p)) rmdir(p);
-    }
-    rmdir(s->dir);
 }
 
 /* ---- the loop ---- */
@@ -381,7 +244,7 @@ TEST(kclient_sync_requests) {
     CHECK(out == NULL); /* "ok" is not JSON */
     env_done(&e);
     /* a server that is gone: a transport error, negative */
-    pelotond_kill(&s, SIGKILL);
+    apisrv_kill(&s, SIGKILL);
     CHECK(env_init(&e, s.url) == 0);
     CHECK(kclient_request_sync(e.c, "GET", "/healthz", NULL, NULL, NULL, err, sizeof err) < 0);
     struct box b = {0};
@@ -490,7 +353,7 @@ TEST(kclient_watch_too_old_and_server_gone) {
     r2.w = kclient_watch(e.c, "/api/v1/namespaces/default/pods", NULL, NULL, wrec_event, wrec_end, &r2);
     REQUIRE(r2.w);
     run_for(&e, 300);
-    pelotond_kill(&s, SIGKILL);
+    apisrv_kill(&s, SIGKILL);
     t0 = now_ms();
     while (!r2.ends && now_ms() - t0 < 5000) uv_run(&e.loop, UV_RUN_ONCE);
     CHECK_I64(r2.ends, 1);
@@ -700,9 +563,9 @@ TEST(kclient_informer_relists_after_410) {
     /* a broken stream: pelotond dies and comes back on the same port; changes made meanwhile show up */
     unsigned lists = kc_informer_lists(r.inf);
     int port = s.port;
-    pelotond_kill(&s, SIGKILL);
+    apisrv_kill(&s, SIGKILL);
     run_for(&e, 300);
-    CHECK(pelotond_spawn(&s, port, "--history-max=50") == 0);
+    CHECK(apisrv_spawn(&s, port, "--history-max=50") == 0);
     char err[256];
     CHECK_I64(kclient_request_sync(e.c, "DELETE", "/api/v1/namespaces/default/pods/pre-20", NULL, NULL, NULL, err,
                                    sizeof err),
@@ -1492,8 +1355,8 @@ TEST(kclient_informer_converges_under_bursts) {
         int ops = burst % 2 ? 5 : 60;
         if (burst % 2 == 0 && burst > 0) {
             int port = s.port;
-            pelotond_kill(&s, SIGKILL);
-            if (pelotond_spawn(&s, port, "--history-max=20 --watch-poll-ms=50")) {
+            apisrv_kill(&s, SIGKILL);
+            if (apisrv_spawn(&s, port, "--history-max=20 --watch-poll-ms=50")) {
                 test_fail(__FILE__, __LINE__, "pelotond did not come back on port %d", port);
                 break;
             }
