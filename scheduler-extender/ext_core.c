@@ -45,6 +45,7 @@ void ext_core_free(struct ext_core *x) {
     free(x->default_pool);
     ext_scratch_free(&x->sc);
     ext_nodemap_free(&x->nodemap);
+    free(x->memo.hosts);
     free(x);
 }
 

@@ -153,6 +153,41 @@ static void lookup_hosts(struct ext_core *x, const struct extender_name *names, 
     }
 }
 
+/* lookup_hosts through the memo: the same names (by their 64-bit hashes, in
+ * order, and the same count) against the same nodes give the same hosts, so
+ * a prioritize that follows its filter with the same nodes skips the lookups. */
+static void lookup_hosts_memo(struct ext_core *x, const struct extender_name *names, const uint64_t *hashes, size_t n,
+                              uint32_t *hosts) {
+    if (!hashes || x->dirty) {
+        lookup_hosts(x, names, hashes, n, hosts);
+        return;
+    }
+    uint64_t d = 0x9e3779b97f4a7c15ull ^ n;
+    for (size_t i = 0; i < n; i++) d = (d ^ hashes[i]) * 0xff51afd7ed558ccdull + i;
+    const void *fleet = cluster_fleet(x->cm);
+    if (x->memo.valid && x->memo.fleet == fleet && x->memo.nodes_gen == x->nodes_gen && x->memo.n == n &&
+        x->memo.digest == d) {
+        memcpy(hosts, x->memo.hosts, n * sizeof *hosts);
+        return;
+    }
+    lookup_hosts(x, names, hashes, n, hosts);
+    if (n > x->memo.cap) {
+        uint32_t *m = realloc(x->memo.hosts, n * sizeof *m);
+        if (!m) {
+            x->memo.valid = false;
+            return;
+        }
+        x->memo.hosts = m;
+        x->memo.cap = n;
+    }
+    memcpy(x->memo.hosts, hosts, n * sizeof *hosts);
+    x->memo.valid = true;
+    x->memo.fleet = fleet;
+    x->memo.nodes_gen = x->nodes_gen;
+    x->memo.n = n;
+    x->memo.digest = d;
+}
+
 static bool name_is(const struct extender_name *nm, const char *s) {
     return s && strlen(s) == nm->len && memcmp(nm->s, s, nm->len) == 0;
 }
@@ -437,7 +472,7 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
             v[i] = (struct extender_name_verdict){resolvable ? EXTENDER_FAIL : EXTENDER_FAIL_UNRESOLVABLE, why};
         return 0;
     }
-    lookup_hosts(x, names, hashes, n, hosts);
+    lookup_hosts_memo(x, names, hashes, n, hosts);
     uint32_t nk = 0;
     for (size_t i = 0; i < n; i++)
         if (hosts[i] != HOST_NONE) known[nk++] = hosts[i];
@@ -506,7 +541,7 @@ static int score(struct ext_core *x, json_t *pod, const struct extender_name *na
     if (!p) return -EINVAL;
     if (scratch_reserve(sc, n)) return -ENOMEM;
     uint32_t *hosts = sc->hosts, *known = sc->known;
-    lookup_hosts(x, names, hashes, n, hosts);
+    lookup_hosts_memo(x, names, hashes, n, hosts);
     uint32_t nk = 0;
     for (size_t i = 0; i < n; i++)
         if (hosts[i] != HOST_NONE) known[nk++] = hosts[i];

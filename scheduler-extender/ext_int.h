@@ -73,6 +73,15 @@ struct ext_core {
     struct ext_scratch sc;
     uint64_t nodes_gen;        /* bumped on every change of the nodes (and ext_core_changed) */
     struct ext_nodemap nodemap;
+    /* The last fast-path lookup (names -> hosts), kept for the next call with
+     * the same names: kube-scheduler's prioritize follows its filter. */
+    struct {
+        bool valid;
+        const void *fleet; /* the model's fleet the hosts index */
+        uint64_t nodes_gen, digest;
+        size_t n, cap;
+        uint32_t *hosts;
+    } memo;
 };
 
 /* The model's pod for a Pod object of a request: the cached one, or the
