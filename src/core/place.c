@@ -352,18 +352,6 @@ static int compile_one(struct place_engine *e, const struct place_task *t, const
     return compile_gang(e, &g, ct, jid);
 }
 
-int place_check_hosts(struct place_engine *e, const struct place_task *t, const char *job, const uint32_t *hosts,
-                      uint32_t n, uint8_t *reasons) {
-    struct ctask *ct;
-    uint32_t jid;
-    int rc = compile_one(e, t, job, &ct, &jid);
-    if (rc) return rc;
-    for (uint32_t i = 0; i < n; i++)
-        if (hosts[i] >= e->f->nhosts) return -EINVAL;
-    for (uint32_t i = 0; i < n; i++) reasons[i] = (uint8_t)place_check(e, ct, hosts[i]);
-    return 0;
-}
-
 /* Utilisation after placing req, in thousandths (0..1000), cpu and memory
  * averaged over the kinds the host has. Double arithmetic: exact enough for a
  * 0..10 score and several times cheaper than 128-bit integer division, which
@@ -380,43 +368,93 @@ static int64_t fullness_after(const struct host *h, struct resvec req) {
         sum += (double)used / (double)cap;
         kinds++;
     }
-    return kinds ? (int64_t)(sum * 1000.0 / kinds) : 0;
+    /* sum * 1000 / kinds, without a division: halving is exact in binary */
+    return kinds == 2 ? (int64_t)(sum * 500.0) : kinds ? (int64_t)(sum * 1000.0) : 0;
+}
+
+/* The 0..10 score of task c (job jid) on host idx by strategy (place.h). */
+static int64_t host_score(const struct place_engine *e, const struct ctask *c, uint32_t jid,
+                          enum place_strategy strategy, uint32_t idx) {
+    const struct host *h = &e->f->hosts[idx];
+    if (place_fit_over(h, &c->req) >= 0) return 0;
+    int64_t full = fullness_after(h, c->req), s = 0; /* 0..1000 */
+    switch (strategy) {
+    case PLACE_PACK:
+        s = (full + 50) / 100;
+        break;
+    case PLACE_LEAST_LOADED:
+        s = (1000 - full + 50) / 100;
+        break;
+    case PLACE_SPREAD_JOB: {
+        uint32_t same = host_count_get(&e->f->jobs, host_count_key(idx, jid));
+        /* fewest tasks of the job first; emptiness breaks ties inside a step */
+        s = 10 - (int64_t)same * 2 - (full >= 500 ? 1 : 0);
+        break;
+    }
+    }
+    return s < 0 ? 0 : s > 10 ? 10 : s;
+}
+
+/* The one loop behind place_check_hosts, place_score_hosts and
+ * place_judge_hosts: reasons and scores (either may be NULL) for hosts,
+ * each host's record read once and fetched a few hosts ahead (the hosts of a
+ * request are in no useful order: every record is a cache miss otherwise).
+ * HOST_NONE entries get PR_NONE and 0; other indices are checked already. */
+static void judge_hosts(const struct place_engine *e, const struct ctask *c, uint32_t jid,
+                        enum place_strategy strategy, const uint32_t *hosts, uint32_t n, uint8_t *reasons,
+                        int64_t *scores) {
+    const struct host *H = e->f->hosts;
+    for (uint32_t i = 0; i < n; i++) {
+        if (i + 8 < n && hosts[i + 8] != HOST_NONE) {
+            const char *ahead = (const char *)&H[hosts[i + 8]];
+            __builtin_prefetch(ahead);
+            __builtin_prefetch(ahead + sizeof *H - 1);
+        }
+        uint32_t idx = hosts[i];
+        if (reasons) reasons[i] = idx == HOST_NONE ? PR_NONE : (uint8_t)place_check(e, c, idx);
+        if (scores) scores[i] = idx == HOST_NONE ? 0 : host_score(e, c, jid, strategy, idx);
+    }
+}
+
+/* Compiles t for the per-host calls; -EINVAL for a host index out of range
+ * (HOST_NONE only where none_ok) or a bad strategy. */
+static int per_host_begin(struct place_engine *e, const struct place_task *t, const char *job,
+                          enum place_strategy strategy, const uint32_t *hosts, uint32_t n, bool none_ok,
+                          struct ctask **ct, uint32_t *jid) {
+    if ((unsigned)strategy > PLACE_LEAST_LOADED) return -EINVAL;
+    int rc = compile_one(e, t, job, ct, jid);
+    if (rc) return rc;
+    for (uint32_t i = 0; i < n; i++)
+        if (hosts[i] >= e->f->nhosts && !(none_ok && hosts[i] == HOST_NONE)) return -EINVAL;
+    return 0;
+}
+
+int place_check_hosts(struct place_engine *e, const struct place_task *t, const char *job, const uint32_t *hosts,
+                      uint32_t n, uint8_t *reasons) {
+    struct ctask *ct;
+    uint32_t jid;
+    int rc = per_host_begin(e, t, job, PLACE_PACK, hosts, n, false, &ct, &jid);
+    if (!rc) judge_hosts(e, ct, jid, PLACE_PACK, hosts, n, reasons, NULL);
+    return rc;
 }
 
 int place_score_hosts(struct place_engine *e, const struct place_task *t, const char *job,
                       enum place_strategy strategy, const uint32_t *hosts, uint32_t n, int64_t *scores) {
-    if ((unsigned)strategy > PLACE_LEAST_LOADED) return -EINVAL;
     struct ctask *ct;
     uint32_t jid;
-    int rc = compile_one(e, t, job, &ct, &jid);
-    if (rc) return rc;
-    for (uint32_t i = 0; i < n; i++)
-        if (hosts[i] >= e->f->nhosts) return -EINVAL;
-    for (uint32_t i = 0; i < n; i++) {
-        const struct host *h = &e->f->hosts[hosts[i]];
-        if (!resvec_le(ct->req, host_free(h))) {
-            scores[i] = 0;
-            continue;
-        }
-        int64_t full = fullness_after(h, ct->req); /* 0..1000 */
-        switch (strategy) {
-        case PLACE_PACK:
-            scores[i] = (full + 50) / 100;
-            break;
-        case PLACE_LEAST_LOADED:
-            scores[i] = (1000 - full + 50) / 100;
-            break;
-        case PLACE_SPREAD_JOB: {
-            uint32_t same = host_count_get(&e->f->jobs, host_count_key(hosts[i], jid));
-            /* fewest tasks of the job first; emptiness breaks ties inside a step */
-            int64_t s = 10 - (int64_t)same * 2 - (full >= 500 ? 1 : 0);
-            scores[i] = s < 0 ? 0 : s;
-            break;
-        }
-        }
-        if (scores[i] > 10) scores[i] = 10;
-    }
-    return 0;
+    int rc = per_host_begin(e, t, job, strategy, hosts, n, false, &ct, &jid);
+    if (!rc) judge_hosts(e, ct, jid, strategy, hosts, n, NULL, scores);
+    return rc;
+}
+
+int place_judge_hosts(struct place_engine *e, const struct place_task *t, const char *job,
+                      enum place_strategy strategy, const uint32_t *hosts, uint32_t n, uint8_t *reasons,
+                      int64_t *scores) {
+    struct ctask *ct;
+    uint32_t jid;
+    int rc = per_host_begin(e, t, job, strategy, hosts, n, true, &ct, &jid);
+    if (!rc) judge_hosts(e, ct, jid, strategy, hosts, n, reasons, scores);
+    return rc;
 }
 
 int place_gang_undo(struct place_engine *e, const struct place_gang *g, const uint32_t *hosts) {

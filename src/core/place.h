@@ -194,6 +194,14 @@ int place_check_hosts(struct place_engine *e, const struct place_task *t, const 
  * task, ties by emptiness). A host the task does not fit scores 0. */
 int place_score_hosts(struct place_engine *e, const struct place_task *t, const char *job,
                       enum place_strategy strategy, const uint32_t *hosts, uint32_t n, int64_t *scores);
+/* Both of the above in one pass, each host's record read once (the
+ * extender's filter scores the hosts it checks, for the prioritize that
+ * follows): reasons[i] and scores[i] are the values place_check_hosts and
+ * place_score_hosts give for hosts[i]. A HOST_NONE entry is skipped
+ * (PR_NONE, 0). -EINVAL (bad task, strategy or host index), -ENOMEM. */
+int place_judge_hosts(struct place_engine *e, const struct place_task *t, const char *job,
+                      enum place_strategy strategy, const uint32_t *hosts, uint32_t n, uint8_t *reasons,
+                      int64_t *scores);
 /* Undoes a successful place_gang of g onto hosts (the same arrays): the
  * resources and counts go back exactly. */
 int place_gang_undo(struct place_engine *e, const struct place_gang *g, const uint32_t *hosts);

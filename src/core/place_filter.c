@@ -297,8 +297,6 @@ enum place_reason place_check(const struct place_engine *e, const struct ctask *
     if (c->nterms && !affinity_match(f, idx, c)) return PR_NODE_AFFINITY;
     if ((h->flags & HOST_BLOCK_TAINT) && !taints_ok(f, idx, c)) return PR_TAINT;
     if (c->cons && !cons_eval(f, idx, c->cons)) return PR_LABEL_CONSTRAINT;
-    struct resvec fr = host_free(h);
-    for (int k = 0; k < RES_NKINDS; k++)
-        if (c->req.v[k] > fr.v[k]) return (enum place_reason)(PR_INSUFFICIENT_CPU + k);
-    return PR_NONE;
+    int k = place_fit_over(h, &c->req);
+    return k < 0 ? PR_NONE : (enum place_reason)(PR_INSUFFICIENT_CPU + k);
 }

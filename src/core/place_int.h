@@ -111,6 +111,16 @@ struct place_engine {
     uint32_t kexcl; /* string id of peloton/exclusive */
 };
 
+/* The first kind in which req exceeds host h's free resources (as
+ * host_free computes them), or -1 when it fits. Kind by kind, without the
+ * vector temporaries of host_free and resvec_le: in the per-host loops those
+ * went through the stack in pieces the loads could not forward from. */
+static inline int place_fit_over(const struct host *h, const struct resvec *req) {
+    for (int k = 0; k < RES_NKINDS; k++)
+        if (req->v[k] > res_sub(h->allocatable.v[k], h->allocated.v[k])) return k;
+    return -1;
+}
+
 /* Compiles t into the engine's arena. -EINVAL, -ENOMEM. */
 int place_task_compile(struct place_engine *e, const struct place_task *t, struct ctask *out);
 /* The first filter rejecting host idx for task c (job: the gang's job id), or PR_NONE. */

@@ -248,3 +248,75 @@ TEST(place_prop_deterministic) {
         CHECK(a != run_digest(seed + 100)); /* the digest does see the decisions */
     }
 }
+
+/* The scores of place.h, written out plainly (host_free, resvec_le, the
+ * division by the kinds counted): what place_score_hosts must give. */
+static int64_t ref_score(const struct host_fleet *f, uint32_t h, struct resvec req, uint32_t same,
+                         enum place_strategy s) {
+    const struct host *x = &f->hosts[h];
+    if (!resvec_le(req, host_free(x))) return 0;
+    double sum = 0;
+    int kinds = 0;
+    for (int k = RES_CPU; k <= RES_MEMORY; k++) {
+        if (x->allocatable.v[k] <= 0) continue;
+        int64_t used = x->allocated.v[k] + req.v[k];
+        if (used > x->allocatable.v[k]) used = x->allocatable.v[k];
+        sum += (double)used / (double)x->allocatable.v[k];
+        kinds++;
+    }
+    int64_t full = kinds ? (int64_t)(sum * 1000.0 / kinds) : 0, r;
+    if (s == PLACE_PACK) r = (full + 50) / 100;
+    else if (s == PLACE_LEAST_LOADED) r = (1000 - full + 50) / 100;
+    else r = 10 - (int64_t)same * 2 - (full >= 500 ? 1 : 0);
+    return r < 0 ? 0 : r > 10 ? 10 : r;
+}
+
+TEST(place_prop_judge_is_check_and_score) {
+    uint64_t seed = 0x70d6e;
+    for (int round = 0; round < 8; round++) {
+        struct host_fleet *f = random_fleet(&seed, 200, true);
+        struct place_engine *e = place_engine_new(f, NULL);
+        REQUIRE(e);
+        /* some tasks of job "j" on some hosts, for SPREAD_JOB */
+        for (int i = 0; i < 60; i++) host_fleet_add_task(f, (uint32_t)test_range(&seed, 0, 199), "j", NULL, 0);
+        uint32_t jid = host_str_find(f, "j", 1);
+        for (int k = 0; k < 40; k++) {
+            struct host_kv sel;
+            struct place_toleration tol;
+            struct place_task t = random_task(&seed, true, &sel, &tol);
+            uint32_t n = (uint32_t)test_range(&seed, 0, 300), hosts[300], known[300], nk = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                hosts[i] = test_range(&seed, 0, 9) == 0 ? HOST_NONE : (uint32_t)test_range(&seed, 0, 199);
+                if (hosts[i] != HOST_NONE) known[nk++] = hosts[i];
+            }
+            enum place_strategy s = (enum place_strategy)test_range(&seed, 0, 2);
+            uint8_t why[300], why2[300];
+            int64_t sc[300], sc2[300];
+            REQUIRE_I64(place_judge_hosts(e, &t, "j", s, hosts, n, why, sc), 0);
+            REQUIRE_I64(place_check_hosts(e, &t, "j", known, nk, why2), 0);
+            REQUIRE_I64(place_score_hosts(e, &t, "j", s, known, nk, sc2), 0);
+            for (uint32_t i = 0, j = 0; i < n; i++) {
+                if (hosts[i] == HOST_NONE) {
+                    CHECK(why[i] == PR_NONE && sc[i] == 0);
+                    continue;
+                }
+                uint32_t same = host_count_get(&f->jobs, host_count_key(hosts[i], jid));
+                CHECK_I64(why[i], why2[j]);
+                CHECK_I64(sc[i], sc2[j]);
+                CHECK_I64(sc[i], ref_score(f, hosts[i], t.req, same, s));
+                int over = resvec_first_over(t.req, host_free(&f->hosts[hosts[i]]));
+                if (why[i] >= PR_INSUFFICIENT_CPU && why[i] != PR_NONE) CHECK_I64(why[i], PR_INSUFFICIENT_CPU + over);
+                if (why[i] == PR_NONE) CHECK_I64(over, -1);
+                j++;
+            }
+        }
+        uint32_t bad[2] = {0, 200};
+        uint8_t why[2];
+        int64_t sc[2];
+        struct place_task t = {0};
+        CHECK_I64(place_judge_hosts(e, &t, NULL, PLACE_PACK, bad, 2, why, sc), -EINVAL);
+        CHECK_I64(place_judge_hosts(e, &t, NULL, (enum place_strategy)7, bad, 1, why, sc), -EINVAL);
+        place_engine_free(e);
+        host_fleet_free(f);
+    }
+}
