@@ -33,12 +33,16 @@ struct cluster {
     bool pools_dirty, nodes_dirty, pods_dirty, entitle_dirty;
     char *pool_error;
     uint64_t gen;
+    uint64_t pod_versions; /* the last cm_pod.version given */
+    uint64_t fleet_gen;    /* fleet rebuilds */
+    uint64_t host_stamps;  /* the last host_gen value given */
     struct respool_tree *tree;
     struct host_fleet *fleet;
     struct place_engine *engine;
     struct cm_pod **host_head; /* per host index */
     struct resvec *host_alloc; /* per host: what its pods request */
     uint32_t *host_pods, *host_max_pods; /* per host: pods counted, allocatable "pods" (0 = no limit) */
+    uint64_t *host_gen;        /* per host: stamped whenever what is counted on it changes */
     uint32_t nhosts;
     struct resvec capacity;
 };
@@ -119,6 +123,7 @@ void cluster_free(struct cluster *c) {
     free(c->host_alloc);
     free(c->host_pods);
     free(c->host_max_pods);
+    free(c->host_gen);
     free(c->pool_error);
     free(c->default_pool);
     free(c);
@@ -135,6 +140,7 @@ static struct respool *leaf_of(struct cluster *c, const char *name) {
 /* The engine sees a host at its pod limit as full: the core has no pod-count
  * resource, and a Kubelet refuses a pod beyond it (OutOfpods). */
 static void host_sync(struct cluster *c, uint32_t h) {
+    c->host_gen[h] = ++c->host_stamps; /* its allocation, and (the callers') its job counts */
     struct resvec a = resvec_clamp0(c->host_alloc[h]);
     if (c->host_max_pods[h] && c->host_pods[h] >= c->host_max_pods[h]) {
         const struct resvec *cap = &c->fleet->hosts[h].allocatable;
@@ -417,6 +423,7 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
     json_incref(pod);
     json_decref(p->obj);
     p->obj = pod;
+    p->version = ++c->pod_versions;
     free(p->uid);
     p->uid = xstrdup(uid);
     if (p->uid) strmap_put(&c->uids, p->uid, p, NULL);
@@ -564,15 +571,19 @@ static int rebuild_fleet(struct cluster *c) {
     struct cm_pod **heads = rc ? NULL : calloc(nh, sizeof *heads);
     struct resvec *ha = rc ? NULL : calloc(nh, sizeof *ha);
     uint32_t *hp = rc ? NULL : calloc(nh, sizeof *hp), *hm = rc ? NULL : calloc(nh, sizeof *hm);
-    if (!e || !heads || !ha || !hp || !hm) {
+    uint64_t *hg = rc ? NULL : malloc(nh * sizeof *hg);
+    if (!e || !heads || !ha || !hp || !hm || !hg) {
         place_engine_free(e);
         host_fleet_free(f);
         free(heads);
         free(ha);
         free(hp);
         free(hm);
+        free(hg);
         return rc ? rc : -ENOMEM;
     }
+    uint64_t stamp = ++c->host_stamps;
+    for (size_t i = 0; i < nh; i++) hg[i] = stamp;
     pos = 0;
     while (strmap_next(&c->nodes, &pos, NULL, &v)) {
         struct cm_node *n = v;
@@ -587,12 +598,15 @@ static int rebuild_fleet(struct cluster *c) {
     free(c->host_alloc);
     free(c->host_pods);
     free(c->host_max_pods);
+    free(c->host_gen);
     c->fleet = f;
     c->engine = e;
     c->host_head = heads;
     c->host_alloc = ha;
     c->host_pods = hp;
     c->host_max_pods = hm;
+    c->host_gen = hg;
+    c->fleet_gen++;
     c->nhosts = f->nhosts;
     c->capacity = cap;
     return 0;
@@ -632,6 +646,8 @@ void cluster_invalidate(struct cluster *c) {
 
 const char *cluster_pool_error(const struct cluster *c) { return c->pool_error; }
 uint64_t cluster_generation(const struct cluster *c) { return c->gen; }
+uint64_t cluster_fleet_generation(const struct cluster *c) { return c->fleet_gen; }
+const uint64_t *cluster_host_generations(const struct cluster *c) { return c->host_gen; }
 struct respool_tree *cluster_tree(struct cluster *c) { return c->tree; }
 struct host_fleet *cluster_fleet(struct cluster *c) { return c->fleet; }
 struct place_engine *cluster_engine(struct cluster *c) { return c->engine; }

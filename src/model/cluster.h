@@ -55,6 +55,8 @@ struct cm_pod {
     bool assumed;                /* node set by cluster_assume, not yet seen in the object */
     bool admitted;               /* cluster_admit: counts as allocation before it is bound */
     bool bad;                    /* obj could not be decoded (info zeroed; never counted) */
+    uint64_t version;            /* set from a model-wide counter whenever obj is set: the same version is
+                                  * the same pod with the same object (for callers' memos) */
     /* Private to the model. */
     uint32_t host_;              /* host index the pod is counted on, or HOST_NONE */
     struct respool *pool_;       /* leaf it is counted in, or NULL */
@@ -101,6 +103,17 @@ void cluster_invalidate(struct cluster *c);
 const char *cluster_pool_error(const struct cluster *c);
 /* Bumped whenever the derived state changes (pools, nodes or pod counts). */
 uint64_t cluster_generation(const struct cluster *c);
+/* Bumped whenever the fleet is rebuilt (a node added, removed, or changed in
+ * what placement sees: labels, taints, allocatable, readiness): host indices
+ * and node names mean the same while it stays. 0 before the first refresh. */
+uint64_t cluster_fleet_generation(const struct cluster *c);
+/* Per host index of the current fleet: a stamp that changes (to a value it
+ * never had, never 0) whenever what the model counts on the host changes
+ * (its allocated vector, its pods' job counts) and when the fleet is
+ * rebuilt; a host whose stamp is unchanged scores and fits as before. Trial
+ * placements on cluster_engine that are undone exactly (place_gang_undo)
+ * are not seen. NULL before the first refresh; valid until the next. */
+const uint64_t *cluster_host_generations(const struct cluster *c);
 
 struct respool_tree *cluster_tree(struct cluster *c);
 struct host_fleet *cluster_fleet(struct cluster *c);

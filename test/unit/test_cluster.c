@@ -298,3 +298,66 @@ TEST(cluster_host_at_its_pod_limit_takes_no_more) {
     pod_task_free(&t);
     cluster_free(c);
 }
+
+/* The generations callers key their memos on (cluster.h). */
+TEST(cluster_generations_for_memos) {
+    struct cm_options o;
+    cm_options_default(&o);
+    struct cluster *c = cluster_new(&o);
+    REQUIRE(c);
+    CHECK_I64(cluster_fleet_generation(c), 0);
+    feed(c, node("n1", "4", "8Gi", true), cluster_node_set);
+    feed(c, node("n2", "4", "8Gi", true), cluster_node_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    uint64_t fg = cluster_fleet_generation(c);
+    CHECK(fg > 0);
+    uint32_t h1 = host_fleet_find(cluster_fleet(c), "n1"), h2 = host_fleet_find(cluster_fleet(c), "n2");
+    const uint64_t *g = cluster_host_generations(c);
+    REQUIRE(g);
+    uint64_t g1 = g[h1], g2 = g[h2];
+    CHECK(g1 && g2);
+    /* a pod bound to n1: n1's stamp changes, n2's does not */
+    feed(c, pod("d", "a", NULL, "1", "n1"), cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    g = cluster_host_generations(c);
+    CHECK(g[h1] != g1);
+    CHECK_I64(g[h2], g2);
+    g1 = g[h1];
+    /* a pending pod counts on no host; an assumption on n2 does */
+    feed(c, pod("d", "b", NULL, "1", NULL), cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    g = cluster_host_generations(c);
+    CHECK_I64(g[h1], g1);
+    CHECK_I64(g[h2], g2);
+    REQUIRE_I64(cluster_assume(c, "d", "b", "n2"), 0);
+    CHECK(g[h2] != g2);
+    g2 = g[h2];
+    cluster_forget(c, "d", "b");
+    CHECK(g[h2] != g2);
+    g2 = g[h2];
+    /* the same node object again changes nothing placement sees: the same fleet and stamps */
+    feed(c, node("n1", "4", "8Gi", true), cluster_node_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK_I64(cluster_fleet_generation(c), fg);
+    g = cluster_host_generations(c);
+    CHECK_I64(g[h1], g1);
+    /* a label does: a new fleet, every stamp new */
+    json_t *n = node("n1", "4", "8Gi", true);
+    json_object_set_new(json_object_get(json_object_get(n, "metadata"), "labels"), "zone", json_string("b"));
+    feed(c, n, cluster_node_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK(cluster_fleet_generation(c) > fg);
+    g = cluster_host_generations(c);
+    h1 = host_fleet_find(cluster_fleet(c), "n1");
+    h2 = host_fleet_find(cluster_fleet(c), "n2");
+    CHECK(g[h1] != g1 && g[h2] != g2 && g[h1] && g[h2]);
+    /* a pod's version: new with every object, never shared between pods */
+    struct cm_pod *a = cluster_pod(c, "d", "a"), *b = cluster_pod(c, "d", "b");
+    REQUIRE(a && b);
+    uint64_t va = a->version;
+    CHECK(va && b->version && va != b->version);
+    feed(c, pod("d", "a", NULL, "2", "n1"), cluster_pod_set);
+    CHECK(cluster_pod(c, "d", "a")->version > va);
+    CHECK(cluster_pod(c, "d", "a")->version > b->version);
+    cluster_free(c);
+}
