@@ -6,7 +6,9 @@
  * preemption result decodes again to the nodes that had victims.
  * Differential: the raw bytes also go through the fast path
  * (extender_scan_args), which must either leave them to the jansson path or
- * decode exactly what it decodes; its text replies must be the bytes
+ * decode exactly what it decodes (and say where the Pod and the NodeNames
+ * array stand in the body); its text replies, for any names and for the
+ * scan's own (compact runs copied from the body), must be the bytes
  * json_dumps writes for the json_t replies. */
 #include <errno.h>
 #include <jansson.h>
@@ -115,10 +117,23 @@ static void compare_replies(const struct extender_args *a, const struct extender
     if (!want || strlen(want) != b.len || memcmp(want, b.data, b.len) != 0) abort();
     free(want);
     json_decref(out);
+    /* the scan's own encoders: the same bytes, and the passing names' span */
+    struct extender_span pass;
+    if (extender_filter_result(a, nv, n, &out, err, sizeof err) != 0) abort();
+    if (extender_filter_result_scan(s, v, &b, &pass, err, sizeof err) != 0) abort();
+    want = json_dumps(out, JSON_COMPACT);
+    char *wpass = json_dumps(json_object_get(out, "NodeNames"), JSON_COMPACT);
+    if (!want || !wpass || strlen(want) != b.len || memcmp(want, b.data, b.len) != 0) abort();
+    if (pass.len != strlen(wpass) || pass.off + pass.len > b.len || memcmp(b.data + pass.off, wpass, pass.len)) abort();
+    free(want);
+    free(wpass);
+    json_decref(out);
     if (extender_priority_list(NULL, p, n, &out, err, sizeof err) != 0) abort();
-    if (extender_priority_list_buf(s->names, sc, n, &b, err, sizeof err) != 0) abort();
     want = json_dumps(out, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (extender_priority_list_buf(s->names, sc, n, &b, err, sizeof err) != 0) abort();
     if (!want || strlen(want) != b.len || memcmp(want, b.data, b.len) != 0) abort();
+    if (extender_priority_list_scan(s, sc, &b, err, sizeof err) != 0) abort();
+    if (strlen(want) != b.len || memcmp(want, b.data, b.len) != 0) abort();
     free(want);
     json_decref(out);
     extender_buf_free(&b);
@@ -143,6 +158,11 @@ static void run_scan(const uint8_t *data, size_t size) {
     char err[256] = "";
     if (!b || extender_decode_args(b, &a, err, sizeof err) != 0) abort();
     if (!a->node_cache || a->nnodes != s.nnodes || !json_equal(a->pod, s.pod)) abort();
+    /* the request's own text: the Pod and the NodeNames array */
+    json_t *pod = json_loadb(s.pod_text, s.pod_len, 0, NULL), *names = json_loadb(s.names_text, s.names_len, 0, NULL);
+    if (!json_equal(pod, a->pod) || json_array_size(names) != s.nnodes) abort();
+    json_decref(pod);
+    json_decref(names);
     for (size_t i = 0; i < s.nnodes; i++) {
         size_t len = strlen(a->names[i]);
         if (s.names[i].len != len || memcmp(s.names[i].s, a->names[i], len) != 0) abort();

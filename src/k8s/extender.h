@@ -165,6 +165,14 @@ struct extender_scan {
     size_t nnodes;
     struct extender_name *names; /* nnodes names in request order, unique, non-empty, valid UTF-8, no NUL */
     uint64_t *hashes;            /* extender_name_hash of each name (for the caller's own name maps) */
+    /* The request's own text, in body (callers' memos compare it byte for
+     * byte: equal text, equal request): the Pod object, and the NodeNames
+     * array from "[" to "]". compact: that array is "[" + each name written
+     * as the text encoders write it (no escapes) + "," between them + "]",
+     * no white space: names[i].s - 1 is name i's opening quote. */
+    const char *pod_text, *names_text;
+    size_t pod_len, names_len;
+    bool compact;
     /* private */
     size_t cap_;
     char *scratch_;              /* decoded names that had escapes */
@@ -221,6 +229,19 @@ struct extender_name_verdict {
 int extender_filter_result_buf(const struct extender_name *names, const struct extender_name_verdict *v, size_t n,
                                struct extender_buf *out, char *err, size_t errlen);
 
+/* Where a part of a reply stands in its text: out->data + off, len bytes. */
+struct extender_span {
+    size_t off, len;
+};
+
+/* extender_filter_result_buf for the names of scan s (v[i] for
+ * s->names[i]). The names are a scan's, so they are not checked again; a
+ * compact scan's runs of passing names are copied from the body's text.
+ * pass (may be NULL) gets where the passing names' array stands in out:
+ * "[...]", the NodeNames text of a request for exactly those names. */
+int extender_filter_result_scan(const struct extender_scan *s, const struct extender_name_verdict *v,
+                                struct extender_buf *out, struct extender_span *pass, char *err, size_t errlen);
+
 /* HostPriorityList as JSON text in out (replacing its content): the bytes of
  * extender_priority_list(NULL, ...) for hosts[i] with scores[i], clamped.
  * Each host is checked as there (non-empty, at most EXTENDER_MAX_NAME bytes,
@@ -229,5 +250,9 @@ int extender_filter_result_buf(const struct extender_name *names, const struct e
  * set is built. On error out->len is 0. */
 int extender_priority_list_buf(const struct extender_name *hosts, const int64_t *scores, size_t n,
                                struct extender_buf *out, char *err, size_t errlen);
+/* extender_priority_list_buf for the names of scan s (scores[i] for
+ * s->names[i]), which a scan has checked already. */
+int extender_priority_list_scan(const struct extender_scan *s, const int64_t *scores, struct extender_buf *out,
+                                char *err, size_t errlen);
 
 #endif

@@ -336,10 +336,11 @@ long extender_scan_find(const struct extender_scan *s, const char *name, size_t 
 /* The NodeNames array at *pp: names into s (escaped ones decoded into the
  * scratch, *used bytes of it taken so far); *pp moves past the array. */
 static int scan_names(struct extender_scan *s, const char **pp, const char *end, size_t *used) {
-    const char *p = *pp;
+    const char *p = *pp, *text = p;
     if (*p != '[') return -EAGAIN; /* null (an error unless Nodes is set) or another type */
     p = skip_ws(p + 1, end);
     size_t n = 0;
+    bool compact = p == text + 1; /* and stays so while every separator is one byte and nothing is escaped */
     if (p < end && *p == ']') {
         p++;
     } else {
@@ -378,16 +379,22 @@ static int scan_names(struct extender_scan *s, const char **pp, const char *end,
             s->hashes[n] = hashed ? h : extender_name_hash(nm.s, nm.len);
             s->names[n++] = nm;
             p = skip_ws(q + 1, end);
+            compact = compact && !esc && p == q + 1;
             if (p == end) return -EAGAIN;
             if (*p == ']') {
                 p++;
                 break;
             }
             if (*p != ',') return -EAGAIN;
+            const char *comma = p;
             p = skip_ws(p + 1, end);
+            compact = compact && p == comma + 1;
         }
     }
     s->nnodes = n;
+    s->names_text = text;
+    s->names_len = (size_t)(p - text);
+    s->compact = compact;
     *pp = p;
     return scan_index(s);
 }
@@ -444,6 +451,8 @@ static int scan_body(const char *body, size_t len, struct extender_scan *s) {
         return -EAGAIN;
     }
     s->pod = pod;
+    s->pod_text = pod0;
+    s->pod_len = (size_t)(pod1 - pod0);
     return 0;
 }
 
@@ -464,6 +473,9 @@ void extender_scan_reset(struct extender_scan *s) {
     s->pod = NULL;
     s->nnodes = 0;
     s->nslots_ = 0;
+    s->pod_text = s->names_text = NULL;
+    s->pod_len = s->names_len = 0;
+    s->compact = false;
 }
 
 void extender_scan_free(struct extender_scan *s) {
@@ -565,6 +577,31 @@ static char *put_string(char *d, const char *s, size_t len, bool *nul) {
 
 #define PUT_LIT(d, lit) (memcpy((d), (lit), sizeof(lit) - 1), (d) += sizeof(lit) - 1)
 
+/* The passing names of a compact scan (extender_scan.compact) as an array:
+ * each run of passing names is one copy of the body's text for it. */
+static int pass_runs(struct extender_buf *b, const struct extender_name *names, const struct extender_name_verdict *v,
+                     size_t n) {
+    bool first = true;
+    b->data[b->len++] = '[';
+    for (size_t i = 0; i < n;) {
+        if (v[i].verdict != EXTENDER_PASS) {
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < n && v[j].verdict == EXTENDER_PASS) j++;
+        const char *from = names[i].s - 1, *to = names[j - 1].s + names[j - 1].len + 1; /* the quotes */
+        if (buf_reserve(b, (size_t)(to - from) + 2)) return -ENOMEM;
+        if (!first) b->data[b->len++] = ',';
+        first = false;
+        memcpy(b->data + b->len, from, (size_t)(to - from));
+        b->len += (size_t)(to - from);
+        i = j;
+    }
+    b->data[b->len++] = ']';
+    return 0;
+}
+
 /* One section of the filter result: the names with verdict `which`, as an
  * array (PASS) or as an object name -> reason (reasons checked already). A
  * run of one reason pointer is escaped once and copied after. */
@@ -607,18 +644,23 @@ static int filter_section(struct extender_buf *b, const struct extender_name *na
     return 0;
 }
 
-int extender_filter_result_buf(const struct extender_name *names, const struct extender_name_verdict *v, size_t n,
-                               struct extender_buf *out, char *err, size_t errlen) {
+/* The filter result for names (compact: a compact scan's, see pass_runs);
+ * pass (may be NULL) gets where the passing names' array stands. */
+static int filter_result(const struct extender_name *names, const struct extender_name_verdict *v, size_t n,
+                         bool compact, struct extender_buf *out, struct extender_span *pass, char *err,
+                         size_t errlen) {
     out->len = 0;
     if (n && (!names || !v)) return core_fail(err, errlen, -EINVAL, "filter result: no verdicts");
-    /* the checks in verdict order, as extender_filter_result makes them; and a size to start with */
-    size_t need = 128;
+    /* the checks in verdict order, as extender_filter_result makes them; a
+     * size to start with; and which sections have names at all */
+    size_t need = 128, count[3] = {0, 0, 0};
     const char *last = NULL;
     size_t last_len = 0;
     for (size_t i = 0; i < n; i++) {
         if (v[i].verdict != EXTENDER_PASS && v[i].verdict != EXTENDER_FAIL &&
             v[i].verdict != EXTENDER_FAIL_UNRESOLVABLE)
             return core_fail(err, errlen, -EINVAL, "filter verdict %zu: unknown verdict %d", i, (int)v[i].verdict);
+        count[v[i].verdict]++;
         need += names[i].len + 3;
         if (v[i].verdict == EXTENDER_PASS) continue;
         const char *r = v[i].reason ? v[i].reason : "";
@@ -641,20 +683,28 @@ int extender_filter_result_buf(const struct extender_name *names, const struct e
     /* Go's field order: Nodes, NodeNames, FailedNodes, FailedAndUnresolvableNodes, Error */
     static const char head[] = "{\"Nodes\":null,\"NodeNames\":", failed[] = ",\"FailedNodes\":",
                       unres[] = ",\"FailedAndUnresolvableNodes\":", tail[] = ",\"Error\":\"\"}";
+    static const char *const label[3] = {NULL, failed, unres};
+    static const size_t label_len[3] = {0, sizeof failed - 1, sizeof unres - 1};
     if (!rc) {
         memcpy(out->data, head, sizeof head - 1);
         out->len = sizeof head - 1;
-        rc = filter_section(out, names, v, n, EXTENDER_PASS, err, errlen);
     }
-    if (!rc && !(rc = buf_reserve(out, sizeof failed))) {
-        memcpy(out->data + out->len, failed, sizeof failed - 1);
-        out->len += sizeof failed - 1;
-        rc = filter_section(out, names, v, n, EXTENDER_FAIL, err, errlen);
-    }
-    if (!rc && !(rc = buf_reserve(out, sizeof unres))) {
-        memcpy(out->data + out->len, unres, sizeof unres - 1);
-        out->len += sizeof unres - 1;
-        rc = filter_section(out, names, v, n, EXTENDER_FAIL_UNRESOLVABLE, err, errlen);
+    for (int w = EXTENDER_PASS; !rc && w <= EXTENDER_FAIL_UNRESOLVABLE; w++) {
+        if (w != EXTENDER_PASS && (rc = buf_reserve(out, label_len[w] + 2))) break;
+        if (w != EXTENDER_PASS) {
+            memcpy(out->data + out->len, label[w], label_len[w]);
+            out->len += label_len[w];
+        }
+        size_t at = out->len;
+        if (!count[w]) { /* nothing to look for */
+            memcpy(out->data + out->len, w == EXTENDER_PASS ? "[]" : "{}", 2);
+            out->len += 2;
+        } else if (w == EXTENDER_PASS && compact) {
+            rc = pass_runs(out, names, v, n);
+        } else {
+            rc = filter_section(out, names, v, n, (enum extender_verdict)w, err, errlen);
+        }
+        if (w == EXTENDER_PASS && pass) *pass = (struct extender_span){at, out->len - at};
     }
     if (!rc && !(rc = buf_reserve(out, sizeof tail))) {
         memcpy(out->data + out->len, tail, sizeof tail); /* with the NUL */
@@ -665,6 +715,26 @@ int extender_filter_result_buf(const struct extender_name *names, const struct e
         if (rc == -ENOMEM) core_fail(err, errlen, -ENOMEM, "filter result: out of memory");
     }
     return rc;
+}
+
+int extender_filter_result_buf(const struct extender_name *names, const struct extender_name_verdict *v, size_t n,
+                               struct extender_buf *out, char *err, size_t errlen) {
+    return filter_result(names, v, n, false, out, NULL, err, errlen);
+}
+
+int extender_filter_result_scan(const struct extender_scan *s, const struct extender_name_verdict *v,
+                                struct extender_buf *out, struct extender_span *pass, char *err, size_t errlen) {
+    return filter_result(s->names, v, s->nnodes, s->compact, out, pass, err, errlen);
+}
+
+/* A score, clamped, and the entry's closing brace. */
+static inline char *put_score(char *d, int64_t v) {
+    if (v < EXTENDER_MIN_PRIORITY) v = EXTENDER_MIN_PRIORITY;
+    if (v > EXTENDER_MAX_PRIORITY) v = EXTENDER_MAX_PRIORITY;
+    if (v >= 10) *d++ = (char)('0' + v / 10);
+    *d++ = (char)('0' + v % 10);
+    *d++ = '}';
+    return d;
 }
 
 int extender_priority_list_buf(const struct extender_name *hosts, const int64_t *scores, size_t n,
@@ -705,12 +775,40 @@ int extender_priority_list_buf(const struct extender_name *hosts, const int64_t 
             return rc ? rc : core_fail(err, errlen, -EINVAL, "%s: node name is not valid UTF-8", what);
         }
         PUT_LIT(d, ",\"Score\":");
-        int64_t s = scores[i];
-        if (s < EXTENDER_MIN_PRIORITY) s = EXTENDER_MIN_PRIORITY;
-        if (s > EXTENDER_MAX_PRIORITY) s = EXTENDER_MAX_PRIORITY;
-        if (s >= 10) *d++ = (char)('0' + s / 10);
-        *d++ = (char)('0' + s % 10);
-        *d++ = '}';
+        d = put_score(d, scores[i]);
+    }
+    *d++ = ']';
+    *d = '\0';
+    out->len = (size_t)(d - out->data);
+    return 0;
+}
+
+int extender_priority_list_scan(const struct extender_scan *s, const int64_t *scores, struct extender_buf *out,
+                                char *err, size_t errlen) {
+    size_t n = s->nnodes;
+    const struct extender_name *hosts = s->names;
+    out->len = 0;
+    if (n && !scores) return core_fail(err, errlen, -EINVAL, "priority list: no entries");
+    /* a compact scan's names go out as they came in; others are escaped */
+    size_t need = 3;
+    for (size_t i = 0; i < n; i++) need += (s->compact ? 1 : 6) * hosts[i].len + sizeof "{\"Host\":\"\",\"Score\":10},";
+    if (buf_reserve(out, need)) return core_fail(err, errlen, -ENOMEM, "priority list: out of memory");
+    char *d = out->data;
+    *d++ = '[';
+    for (size_t i = 0; i < n; i++) {
+        const struct extender_name *h = &hosts[i];
+        if (i) *d++ = ',';
+        if (s->compact) {
+            PUT_LIT(d, "{\"Host\":\"");
+            copy_short(d, h->s, h->len);
+            d += h->len;
+            PUT_LIT(d, "\",\"Score\":");
+        } else {
+            PUT_LIT(d, "{\"Host\":");
+            d = put_string(d, h->s, h->len, NULL); /* the scan took only valid names */
+            PUT_LIT(d, ",\"Score\":");
+        }
+        d = put_score(d, scores[i]);
     }
     *d++ = ']';
     *d = '\0';

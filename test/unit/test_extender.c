@@ -798,6 +798,82 @@ TEST(extender_malformed_never_crash) {
 
 /* ---- the fast path: extender_scan_args and the text encoders ---- */
 
+/* What a scan says of its own text (pod_text, names_text, compact), and its
+ * encoders against the json_t ones on its names: the filter result (with the
+ * passing names' span) and the priority list. */
+static void check_scan_text(const struct extender_scan *s, const struct extender_args *a, int line) {
+    json_t *pod = s->pod_text ? json_loadb(s->pod_text, s->pod_len, 0, NULL) : NULL;
+    if (!pod || !json_equal(pod, a->pod)) test_fail(__FILE__, line, "pod_text is not the Pod");
+    json_decref(pod);
+    json_t *names = s->names_text ? json_loadb(s->names_text, s->names_len, 0, NULL) : NULL;
+    if (!json_is_array(names) || json_array_size(names) != a->nnodes)
+        test_fail(__FILE__, line, "names_text is not the NodeNames array");
+    for (size_t i = 0; i < json_array_size(names); i++)
+        if (strcmp(json_string_value(json_array_get(names, i)), a->names[i]))
+            test_fail(__FILE__, line, "names_text: name %zu", i);
+    json_decref(names);
+    /* compact: the text is the names as they are, quoted, joined by commas */
+    struct extender_buf canon = {0};
+    size_t cap = 3;
+    for (size_t i = 0; i < a->nnodes; i++) cap += strlen(a->names[i]) + 3;
+    canon.data = malloc(cap);
+    canon.data[canon.len++] = '[';
+    for (size_t i = 0; i < a->nnodes; i++)
+        canon.len += (size_t)sprintf(canon.data + canon.len, "%s\"%s\"", i ? "," : "", a->names[i]);
+    canon.data[canon.len++] = ']';
+    bool same = canon.len == s->names_len && memcmp(canon.data, s->names_text, canon.len) == 0;
+    if (s->compact != same) test_fail(__FILE__, line, "compact %d, but the text is %s canonical", s->compact, same ? "" : "not");
+    extender_buf_free(&canon);
+    /* the encoders for scanned names */
+    size_t n = s->nnodes;
+    struct extender_node_verdict *nv = calloc(n ? n : 1, sizeof *nv);
+    struct extender_name_verdict *v = calloc(n ? n : 1, sizeof *v);
+    struct extender_host_priority *p = calloc(n ? n : 1, sizeof *p);
+    int64_t *sc = calloc(n ? n : 1, sizeof *sc);
+    for (size_t i = 0; i < n; i++) {
+        /* runs of passing names, broken now and then */
+        enum extender_verdict w = (i * 7 + n) % 5 == 0 ? EXTENDER_FAIL : (i * 3) % 11 == 1 ? EXTENDER_FAIL_UNRESOLVABLE
+                                                                                         : EXTENDER_PASS;
+        v[i] = (struct extender_name_verdict){w, w == EXTENDER_PASS ? NULL : "why \"not\""};
+        nv[i] = (struct extender_node_verdict){a->names[i], v[i].verdict, v[i].reason};
+        sc[i] = (int64_t)(i % 14) - 2;
+        p[i] = (struct extender_host_priority){a->names[i], sc[i]};
+    }
+    char err[256];
+    json_t *out = NULL;
+    struct extender_buf b = {0};
+    struct extender_span pass = {0, 0};
+    if (extender_filter_result(a, nv, n, &out, err, sizeof err) ||
+        extender_filter_result_scan(s, v, &b, &pass, err, sizeof err)) {
+        test_fail(__FILE__, line, "filter result: %s", err);
+    } else {
+        char *want = json_dumps(out, JSON_COMPACT), *wpass = json_dumps(json_object_get(out, "NodeNames"), JSON_COMPACT);
+        if (strcmp(want, b.data) || b.len != strlen(want))
+            test_fail(__FILE__, line, "filter result:\n    json %s\n    text %s", want, b.data);
+        if (pass.len != strlen(wpass) || pass.off + pass.len > b.len || memcmp(b.data + pass.off, wpass, pass.len))
+            test_fail(__FILE__, line, "the passing names' span");
+        free(want);
+        free(wpass);
+    }
+    json_decref(out);
+    out = NULL;
+    if (extender_priority_list(NULL, p, n, &out, err, sizeof err) ||
+        extender_priority_list_scan(s, sc, &b, err, sizeof err)) {
+        test_fail(__FILE__, line, "priority list: %s", err);
+    } else {
+        char *want = json_dumps(out, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (strcmp(want, b.data) || b.len != strlen(want))
+            test_fail(__FILE__, line, "priority list:\n    json %s\n    text %s", want, b.data);
+        free(want);
+    }
+    json_decref(out);
+    extender_buf_free(&b);
+    free(nv);
+    free(v);
+    free(p);
+    free(sc);
+}
+
 /* Runs body through both decoders. The scan either leaves it to the jansson
  * path (-EAGAIN) or decodes exactly what that path decodes. Returns the
  * scan's rc; *jansson_rc gets the jansson path's (parse failure: -1000). */
@@ -825,6 +901,7 @@ static int scan_vs_jansson(const char *body, size_t len, int *jansson_rc, int li
                 if (s.hashes[i] != extender_name_hash(a->names[i], strlen(a->names[i])))
                     test_fail(__FILE__, line, "hash of name %zu", i);
             }
+            check_scan_text(&s, a, line);
         }
     }
     extender_args_free(a);
