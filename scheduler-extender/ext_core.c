@@ -44,16 +44,12 @@ void ext_core_free(struct ext_core *x) {
     json_decref(x->jobs);
     free(x->default_pool);
     ext_scratch_free(&x->sc);
-    ext_nodemap_free(&x->nodemap);
-    free(x->memo.hosts);
+    ext_memo_free(&x->memo);
     free(x);
 }
 
 struct cluster *ext_core_cluster(struct ext_core *x) { return x->cm; }
-void ext_core_changed(struct ext_core *x) {
-    x->dirty = true;
-    x->nodes_gen++; /* the caller may have changed nodes */
-}
+void ext_core_changed(struct ext_core *x) { x->dirty = true; }
 
 int ext_core_refresh(struct ext_core *x) {
     if (!x->dirty) return 0;
@@ -93,10 +89,7 @@ static int job_key(const json_t *obj, char *key, size_t len) {
 
 int ext_core_set(struct ext_core *x, const char *kind, json_t *obj) {
     int rc;
-    if (!strcmp(kind, "Node")) {
-        rc = cluster_node_set(x->cm, obj);
-        x->nodes_gen++;
-    }
+    if (!strcmp(kind, "Node")) rc = cluster_node_set(x->cm, obj);
     else if (!strcmp(kind, "Namespace")) rc = cluster_ns_set(x->cm, obj);
     else if (!strcmp(kind, "ResourcePool")) rc = cluster_pool_set(x->cm, obj);
     else if (!strcmp(kind, "Pod")) rc = cluster_pod_set(x->cm, obj);
@@ -115,10 +108,7 @@ int ext_core_set(struct ext_core *x, const char *kind, json_t *obj) {
 void ext_core_del(struct ext_core *x, const char *kind, json_t *obj) {
     const char *name = ext_obj_name(obj);
     if (!name) return;
-    if (!strcmp(kind, "Node")) {
-        cluster_node_del(x->cm, name);
-        x->nodes_gen++;
-    }
+    if (!strcmp(kind, "Node")) cluster_node_del(x->cm, name);
     else if (!strcmp(kind, "Namespace")) cluster_ns_del(x->cm, name);
     else if (!strcmp(kind, "ResourcePool")) cluster_pool_del(x->cm, name);
     else if (!strcmp(kind, "Pod")) cluster_pod_del(x->cm, ext_obj_ns(obj), name);

@@ -41,153 +41,6 @@ static enum extender_verdict reason_verdict(enum place_reason r) {
     return r >= PR_INSUFFICIENT_CPU && r <= PR_INSUFFICIENT_GPU ? EXTENDER_FAIL : EXTENDER_FAIL_UNRESOLVABLE;
 }
 
-void ext_nodemap_free(struct ext_nodemap *m) {
-    free(m->slots);
-    free(m->names);
-    memset(m, 0, sizeof *m);
-}
-
-/* (Re)builds the map for fleet f when the nodes changed since it was built.
- * Only called on a refreshed model (x->dirty false): the fleet is rebuilt
- * only when nodes change, and every change of nodes bumps x->nodes_gen. */
-static bool nodemap_ready(struct ext_core *x, const struct host_fleet *f) {
-    struct ext_nodemap *m = &x->nodemap;
-    if (m->valid && m->nodes_gen == x->nodes_gen && m->fleet == f && m->nhosts == f->nhosts) return true;
-    m->valid = false;
-    size_t want = 16, bytes = 0;
-    while (want < (size_t)f->nhosts + f->nhosts / 2) want *= 2;
-    for (uint32_t i = 0; i < f->nhosts; i++) {
-        size_t len = strlen(host_name(f, i));
-        if (len > EXT_NODESLOT_INLINE) bytes += len;
-    }
-    if (bytes > UINT32_MAX) return false;
-    if (want > m->slots_cap) {
-        free(m->slots);
-        m->slots_cap = 0;
-        if (!(m->slots = malloc(want * sizeof *m->slots))) return false;
-        m->slots_cap = want;
-    }
-    if (bytes + 1 > m->names_cap) {
-        free(m->names);
-        m->names_cap = 0;
-        if (!(m->names = malloc(bytes + 1))) return false;
-        m->names_cap = bytes + 1;
-    }
-    memset(m->slots, 0, want * sizeof *m->slots);
-    m->nslots = want;
-    size_t mask = want - 1, off = 0;
-    for (uint32_t i = 0; i < f->nhosts; i++) {
-        const char *name = host_name(f, i);
-        size_t len = strlen(name);
-        uint64_t h = extender_name_hash(name, len);
-        size_t j = (size_t)h & mask;
-        while (m->slots[j].len) j = (j + 1) & mask;
-        struct ext_nodeslot *e = &m->slots[j];
-        *e = (struct ext_nodeslot){(uint32_t)(h >> 32), i, (uint32_t)off, (uint16_t)len, {0}};
-        if (len <= EXT_NODESLOT_INLINE) {
-            memcpy(e->name, name, len);
-        } else {
-            memcpy(m->names + off, name, len);
-            off += len;
-        }
-    }
-    m->nodes_gen = x->nodes_gen;
-    m->fleet = f;
-    m->nhosts = f->nhosts;
-    m->valid = true;
-    return true;
-}
-
-/* Node names are short: the first eight bytes compared inline. */
-static inline bool same_bytes(const char *a, const char *b, size_t len) {
-    if (len >= 8) {
-        uint64_t x, y;
-        memcpy(&x, a + len - 8, 8);
-        memcpy(&y, b + len - 8, 8);
-        if (x != y) return false;
-        if (len <= 16) {
-            memcpy(&x, a, 8);
-            memcpy(&y, b, 8);
-            return x == y;
-        }
-    }
-    return memcmp(a, b, len) == 0;
-}
-
-/* h: extender_name_hash of the name. */
-static inline uint32_t nodemap_find(const struct ext_nodemap *m, const struct extender_name *nm, uint64_t h) {
-    size_t mask = m->nslots - 1;
-    for (size_t j = (size_t)h & mask; m->slots[j].len; j = (j + 1) & mask) {
-        const struct ext_nodeslot *e = &m->slots[j];
-        if (e->hash == (uint32_t)(h >> 32) && e->len == nm->len &&
-            same_bytes(nm->len <= EXT_NODESLOT_INLINE ? e->name : m->names + e->off, nm->s, nm->len))
-            return e->host;
-    }
-    return HOST_NONE;
-}
-
-/* Host index of every request node in the model's fleet (HOST_NONE: unknown),
- * as host_fleet_find, for names that are byte ranges. hashes: each name's
- * extender_name_hash when the scan computed them, or NULL. */
-static void lookup_hosts(struct ext_core *x, const struct extender_name *names, const uint64_t *hashes, size_t n,
-                         uint32_t *hosts) {
-    const struct host_fleet *f = cluster_fleet(x->cm);
-    if (f && !x->dirty && nodemap_ready(x, f)) {
-        const struct ext_nodemap *m = &x->nodemap;
-        if (!hashes) {
-            for (size_t i = 0; i < n; i++) hosts[i] = nodemap_find(m, &names[i], extender_name_hash(names[i].s, names[i].len));
-            return;
-        }
-        /* the slots a few names ahead are fetched while this one is looked up */
-        size_t mask = m->nslots - 1;
-        for (size_t i = 0; i < n; i++) {
-            if (i + 8 < n) __builtin_prefetch(&m->slots[(size_t)hashes[i + 8] & mask]);
-            hosts[i] = nodemap_find(m, &names[i], hashes[i]);
-        }
-        return;
-    }
-    for (size_t i = 0; i < n; i++) { /* out of memory for the map: the fleet's own lookup */
-        uint32_t id = f ? host_str_find(f, names[i].s, names[i].len) : 0;
-        uint32_t v = id ? host_count_get(&f->byname, id) : 0;
-        hosts[i] = v ? v - 1 : HOST_NONE;
-    }
-}
-
-/* lookup_hosts through the memo: the same names (by their 64-bit hashes, in
- * order, and the same count) against the same nodes give the same hosts, so
- * a prioritize that follows its filter with the same nodes skips the lookups. */
-static void lookup_hosts_memo(struct ext_core *x, const struct extender_name *names, const uint64_t *hashes, size_t n,
-                              uint32_t *hosts) {
-    if (!hashes || x->dirty) {
-        lookup_hosts(x, names, hashes, n, hosts);
-        return;
-    }
-    uint64_t d = 0x9e3779b97f4a7c15ull ^ n;
-    for (size_t i = 0; i < n; i++) d = (d ^ hashes[i]) * 0xff51afd7ed558ccdull + i;
-    const void *fleet = cluster_fleet(x->cm);
-    if (x->memo.valid && x->memo.fleet == fleet && x->memo.nodes_gen == x->nodes_gen && x->memo.n == n &&
-        x->memo.digest == d) {
-        memcpy(hosts, x->memo.hosts, n * sizeof *hosts);
-        return;
-    }
-    lookup_hosts(x, names, hashes, n, hosts);
-    if (n > x->memo.cap) {
-        uint32_t *m = realloc(x->memo.hosts, n * sizeof *m);
-        if (!m) {
-            x->memo.valid = false;
-            return;
-        }
-        x->memo.hosts = m;
-        x->memo.cap = n;
-    }
-    memcpy(x->memo.hosts, hosts, n * sizeof *hosts);
-    x->memo.valid = true;
-    x->memo.fleet = fleet;
-    x->memo.nodes_gen = x->nodes_gen;
-    x->memo.n = n;
-    x->memo.digest = d;
-}
-
 static bool name_is(const struct extender_name *nm, const char *s) {
     return s && strlen(s) == nm->len && memcmp(nm->s, s, nm->len) == 0;
 }
@@ -206,6 +59,7 @@ static int scratch_reserve(struct ext_scratch *sc, size_t n) {
     } while (0)
     GROW(hosts);
     GROW(known);
+    GROW(at);
     GROW(reasons);
     GROW(scores);
     GROW(full);
@@ -220,6 +74,7 @@ static int scratch_reserve(struct ext_scratch *sc, size_t n) {
 void ext_scratch_free(struct ext_scratch *sc) {
     free(sc->hosts);
     free(sc->known);
+    free(sc->at);
     free(sc->reasons);
     free(sc->scores);
     free(sc->full);
@@ -437,18 +292,21 @@ static enum place_reason held_fit(struct ext_core *x, const struct held *h, size
 
 /* The verdict of every request node into x->sc.v[0..n), reasons borrowed
  * from static strings, x->sc.why or x->sc.arena (valid until the next
- * request). 1: the pod itself cannot be judged (x->sc.err says why: the reply
- * is an Error); -ENOMEM. */
-static int judge(struct ext_core *x, json_t *pod, const struct extender_name *names, const uint64_t *hashes, size_t n,
-                 uint64_t now_ms) {
+ * request); the passing nodes' hosts into x->sc.known[0..*npass). scan: the
+ * fast path's request (its names, hashes and text), whose hosts and scores
+ * go through the memo; NULL on the jansson path. 1: the pod itself cannot be
+ * judged (x->sc.err says why: the reply is an Error); -ENOMEM. */
+static int judge(struct ext_core *x, json_t *pod, const struct extender_name *names, const struct extender_scan *scan,
+                 size_t n, uint64_t now_ms, size_t *npass) {
     struct ext_scratch *sc = &x->sc;
     x->st.filters++;
     sc->arena.len = 0;
+    *npass = 0;
     struct cm_pod *p = ext_pod_for(x, pod, sc->err, sizeof sc->err);
     if (!p) return 1;
     if (scratch_reserve(sc, n)) return -ENOMEM;
     struct extender_name_verdict *v = sc->v;
-    uint32_t *hosts = sc->hosts, *known = sc->known;
+    uint32_t *hosts = sc->hosts;
     uint8_t *reasons = sc->reasons;
     char *why = sc->why, *err = sc->err;
     size_t whylen = sizeof sc->why, errlen = sizeof sc->err;
@@ -472,21 +330,22 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
             v[i] = (struct extender_name_verdict){resolvable ? EXTENDER_FAIL : EXTENDER_FAIL_UNRESOLVABLE, why};
         return 0;
     }
-    lookup_hosts_memo(x, names, hashes, n, hosts);
-    uint32_t nk = 0;
-    for (size_t i = 0; i < n; i++)
-        if (hosts[i] != HOST_NONE) known[nk++] = hosts[i];
+    if (scan) ext_memo_hosts(x, scan, true, hosts);
+    else ext_lookup_hosts(x, names, NULL, n, hosts);
     struct pod_task pt;
     if (pod_task_build(p->obj, &p->info, &pt, err, errlen)) {
         for (size_t i = 0; i < n; i++) v[i] = (struct extender_name_verdict){EXTENDER_FAIL_UNRESOLVABLE, err};
         return 0;
     }
+    /* each node checked and scored in one pass: prioritize follows with the nodes that pass */
     struct place_engine *e = cluster_engine(x->cm);
-    rc = nk && e ? place_check_hosts(e, &pt.t, ext_pod_job(p), known, nk, reasons) : 0;
+    enum place_strategy strategy = ext_pod_strategy(x, p);
+    rc = n && e ? place_judge_hosts(e, &pt.t, ext_pod_job(p), strategy, hosts, (uint32_t)n, reasons, sc->scores) : 0;
     pod_task_free(&pt);
+    if (!rc && n) ext_memo_scores_put(x, scan, p, strategy, hosts, sc->scores, n);
     if (rc == -EINVAL) { /* a constraint the engine refuses (too deep, bad operator) */
         snprintf(err, errlen, "the pod's placement constraints are invalid");
-        for (uint32_t k = 0; k < nk; k++) reasons[k] = PR_LABEL_CONSTRAINT;
+        memset(reasons, PR_LABEL_CONSTRAINT, n);
         rc = 0;
     }
     if (rc) return rc;
@@ -494,14 +353,11 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
     struct held *held = x->gangs ? collect_held(x, p->ns, p->info.gang, &nheld) : NULL;
     /* an admitted gang member goes to its planned node while it still fits there */
     bool planned_ok = false;
-    for (size_t i = 0, k = 0; planned && i < n; i++) {
-        if (hosts[i] == HOST_NONE) continue;
-        if (reasons[k] == PR_NONE && name_is(&names[i], planned)) planned_ok = true;
-        k++;
-    }
+    for (size_t i = 0; planned && i < n; i++)
+        if (hosts[i] != HOST_NONE && reasons[i] == PR_NONE && name_is(&names[i], planned)) planned_ok = true;
     if (planned_ok) snprintf(why, whylen, "gang %s: this pod is planned on node %s", p->info.gang, planned);
     bool owned = false;
-    for (size_t i = 0, k = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         sc->own[i] = 0;
         if (hosts[i] == HOST_NONE) {
             if ((rc = own_reason(sc, i, "node %.*s not in the extender's cache", (int)names[i].len, names[i].s)))
@@ -510,19 +366,21 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
             owned = true;
             continue;
         }
-        enum place_reason r = reasons[k++];
+        enum place_reason r = reasons[i];
         const char *holder = NULL;
         if (r == PR_NONE && nheld) r = held_fit(x, held, nheld, hosts[i], p->info.req, &holder);
         if (holder && r != PR_NONE) {
             if ((rc = own_reason(sc, i, "%s: held for gang %s", place_reason_name(r), holder))) break;
             v[i] = (struct extender_name_verdict){EXTENDER_FAIL, NULL};
             owned = true;
-        } else if (r != PR_NONE)
+        } else if (r != PR_NONE) {
             v[i] = (struct extender_name_verdict){reason_verdict(r), place_reason_name(r)};
-        else if (planned_ok && !name_is(&names[i], planned))
+        } else if (planned_ok && !name_is(&names[i], planned)) {
             v[i] = (struct extender_name_verdict){EXTENDER_FAIL, why};
-        else
+        } else {
             v[i] = (struct extender_name_verdict){EXTENDER_PASS, NULL};
+            sc->known[(*npass)++] = hosts[i];
+        }
     }
     free(held);
     if (rc) return rc;
@@ -532,30 +390,36 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
 }
 
 /* Scores of every request node into x->sc.full[0..n) (0 for nodes the model
- * does not know). -EINVAL and err: the pod cannot be judged; -ENOMEM. */
-static int score(struct ext_core *x, json_t *pod, const struct extender_name *names, const uint64_t *hashes, size_t n,
-                 char *err, size_t errlen) {
+ * does not know). scan as for judge: the filter's scores are taken where the
+ * memo holds them for this pod and host, the rest are scored. -EINVAL and
+ * err: the pod cannot be judged; -ENOMEM. */
+static int score(struct ext_core *x, json_t *pod, const struct extender_name *names, const struct extender_scan *scan,
+                 size_t n, char *err, size_t errlen) {
     struct ext_scratch *sc = &x->sc;
     x->st.prioritizes++;
     struct cm_pod *p = ext_pod_for(x, pod, err, errlen);
     if (!p) return -EINVAL;
     if (scratch_reserve(sc, n)) return -ENOMEM;
-    uint32_t *hosts = sc->hosts, *known = sc->known;
-    lookup_hosts_memo(x, names, hashes, n, hosts);
-    uint32_t nk = 0;
-    for (size_t i = 0; i < n; i++)
-        if (hosts[i] != HOST_NONE) known[nk++] = hosts[i];
+    uint32_t *hosts = sc->hosts;
+    if (scan) ext_memo_hosts(x, scan, false, hosts);
+    else ext_lookup_hosts(x, names, NULL, n, hosts);
+    enum place_strategy strategy = ext_pod_strategy(x, p);
+    /* keyed: the filter scored this very pod object, so its task builds and compiles */
+    bool keyed = ext_memo_scores_keyed(x, scan, p, strategy);
+    size_t nk = ext_memo_scores_get(x, keyed, hosts, n, sc->full, sc->known, sc->at);
+    if (keyed && !nk) return 0;
     struct pod_task pt;
     int rc = pod_task_build(p->obj, &p->info, &pt, err, errlen);
     if (rc) return rc;
     struct place_engine *e = cluster_engine(x->cm);
-    rc = nk && e ? place_score_hosts(e, &pt.t, ext_pod_job(p), ext_pod_strategy(x, p), known, nk, sc->scores) : 0;
+    rc = nk && e ? place_score_hosts(e, &pt.t, ext_pod_job(p), strategy, sc->known, (uint32_t)nk, sc->scores) : 0;
     pod_task_free(&pt);
     if (rc) {
         snprintf(err, errlen, "scoring failed: %s", strerror(-rc));
         return rc;
     }
-    for (size_t i = 0, k = 0; i < n; i++) sc->full[i] = hosts[i] == HOST_NONE ? 0 : sc->scores[k++];
+    for (size_t k = 0; k < nk; k++) sc->full[sc->at[k]] = sc->scores[k];
+    ext_memo_scores_put(x, scan, p, strategy, sc->known, sc->scores, nk);
     return 0;
 }
 
@@ -565,8 +429,9 @@ static int score(struct ext_core *x, json_t *pod, const struct extender_name *na
 int ext_filter(struct ext_core *x, const struct extender_args *a, uint64_t now_ms, json_t **out) {
     *out = NULL;
     char err[EXTENDER_MAX_REASON];
+    size_t npass;
     const struct extender_name *names = args_names(x, a);
-    int rc = names ? judge(x, a->pod, names, NULL, a->nnodes, now_ms) : -ENOMEM;
+    int rc = names ? judge(x, a->pod, names, NULL, a->nnodes, now_ms, &npass) : -ENOMEM;
     if (rc == 1) {
         rc = error_reply(x->sc.err, out);
     } else if (!rc) {
@@ -585,14 +450,15 @@ int ext_filter(struct ext_core *x, const struct extender_args *a, uint64_t now_m
 
 int ext_filter_scan(struct ext_core *x, const struct extender_scan *a, uint64_t now_ms, struct extender_buf *out) {
     char err[EXTENDER_MAX_REASON];
-    const struct extender_name *names = a->names;
-    size_t n = a->nnodes;
-    int rc = judge(x, a->pod, names, a->hashes, n, now_ms);
+    size_t npass;
+    int rc = judge(x, a->pod, a->names, a, a->nnodes, now_ms, &npass);
     if (rc == 1) {
         rc = error_reply_buf(x->sc.err, out);
     } else if (!rc) {
-        rc = extender_filter_result_buf(names, x->sc.v, n, out, err, sizeof err);
-        if (rc && rc != -ENOMEM) rc = error_reply_buf(err, out);
+        struct extender_span pass;
+        rc = extender_filter_result_scan(a, x->sc.v, out, &pass, err, sizeof err);
+        if (!rc) ext_memo_pass(x, out->data + pass.off, pass.len, x->sc.known, npass);
+        else if (rc != -ENOMEM) rc = error_reply_buf(err, out);
     }
     if (rc == -ENOMEM) rc = error_reply_buf("out of memory", out);
     ext_pod_release(x);
@@ -619,8 +485,8 @@ int ext_prioritize(struct ext_core *x, const struct extender_args *a, json_t **o
 int ext_prioritize_scan(struct ext_core *x, const struct extender_scan *a, struct extender_buf *out, char *err,
                         size_t errlen) {
     out->len = 0;
-    int rc = score(x, a->pod, a->names, a->hashes, a->nnodes, err, errlen);
-    if (!rc) rc = extender_priority_list_buf(a->names, x->sc.full, a->nnodes, out, err, errlen);
+    int rc = score(x, a->pod, a->names, a, a->nnodes, err, errlen);
+    if (!rc) rc = extender_priority_list_scan(a, x->sc.full, out, err, errlen);
     if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
     ext_pod_release(x);
     return rc;

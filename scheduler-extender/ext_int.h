@@ -25,9 +25,10 @@ struct ext_gang {
 struct ext_scratch {
     size_t cap;                       /* entries of each array */
     uint32_t *hosts;                  /* host index of each request node, or HOST_NONE */
-    uint32_t *known;                  /* the known ones, compacted */
-    uint8_t *reasons;                 /* place_check_hosts' verdicts on known */
-    int64_t *scores;                  /* place_score_hosts' scores on known */
+    uint32_t *known;                  /* filter: the passing nodes' hosts; prioritize: hosts to score */
+    uint32_t *at;                     /* prioritize: the request position of each of known */
+    uint8_t *reasons;                 /* place_judge_hosts' verdicts, by request position */
+    int64_t *scores;                  /* place_*_hosts' scores */
     int64_t *full;                    /* the score of each request node */
     struct extender_name_verdict *v;  /* the verdict of each request node */
     struct extender_name *names;      /* the jansson path's names as byte ranges */
@@ -38,9 +39,27 @@ struct ext_scratch {
 };
 void ext_scratch_free(struct ext_scratch *sc);
 
-/* Node name -> host index of the model's fleet, built once per change of the
- * nodes (the fleet's own lookup takes two hash tables and a strncmp; this one
- * slot of 32 bytes, the name inside it unless it is long). */
+/* ---- ext_memo.c: node names to hosts, and what a request leaves for the next ----
+ *
+ * The name map: node name -> host index of the model's fleet, built once per
+ * fleet (the fleet's own lookup takes two hash tables and a strncmp; this one
+ * slot of 32 bytes, the name inside it unless it is long).
+ *
+ * The memo: kube-scheduler filters pod after pod against the same names and
+ * calls prioritize right after a pod's filter with the names that passed.
+ * So the extender keeps, for the fast path (NodeNames bodies):
+ * - names -> hosts for two NodeNames texts: the last filter request's and
+ *   the array of the names that passed it (the filter reply's NodeNames,
+ *   which is what Go writes for those names). A request whose NodeNames text
+ *   is byte for byte one of them takes its hosts without a lookup. Valid for
+ *   one fleet (cluster_fleet_generation).
+ * - the filter's scores (it scores every host it checks, in the same pass),
+ *   by host, each with the host's cluster_host_generations stamp, under a
+ *   key: the request's Pod text byte for byte, the model pod's version (the
+ *   same pod and object), the strategy, the fleet. prioritize takes a host's
+ *   score when the key and the host's stamp are unchanged, and scores the
+ *   rest; so a bind or a pod event on a host, a new object for the pod, a
+ *   Job that changes its strategy, or any node change, is scored afresh. */
 #define EXT_NODESLOT_INLINE 18 /* names up to this long live in the slot itself */
 struct ext_nodeslot {
     uint32_t hash;  /* high half of extender_name_hash */
@@ -51,15 +70,58 @@ struct ext_nodeslot {
 };
 struct ext_nodemap {
     bool valid;
-    uint64_t nodes_gen;             /* the core's nodes_gen it was built for */
-    const struct host_fleet *fleet; /* and the fleet */
-    uint32_t nhosts;
+    uint64_t fleet_gen;             /* cluster_fleet_generation it was built for */
     struct ext_nodeslot *slots;
     size_t nslots, slots_cap;       /* nslots a power of two */
     char *names;
     size_t names_cap;
 };
-void ext_nodemap_free(struct ext_nodemap *m);
+struct ext_memo_names {
+    bool valid;
+    struct extender_buf text;       /* a NodeNames array's text, "[" to "]" */
+    uint32_t *hosts;                /* the host of each of its names */
+    size_t n, cap;
+};
+struct ext_memo {
+    struct ext_nodemap map;
+    uint64_t fleet_gen;             /* of both names entries */
+    struct ext_memo_names req, pass;
+    /* the scores and their key */
+    bool scored;
+    uint64_t score_fleet_gen, pod_version;
+    enum place_strategy strategy;
+    struct extender_buf pod;        /* the request's Pod text */
+    uint32_t nhosts;                /* entries of stamp and score */
+    uint64_t *stamp;                /* by host: its generation when scored; 0 = not scored */
+    uint8_t *score;
+};
+void ext_memo_free(struct ext_memo *m);
+
+/* Host index of each name (HOST_NONE: not in the fleet), as host_fleet_find.
+ * hashes: the names' extender_name_hash, or NULL. */
+void ext_lookup_hosts(struct ext_core *x, const struct extender_name *names, const uint64_t *hashes, size_t n,
+                      uint32_t *hosts);
+/* ext_lookup_hosts for a scan's names, through the memo. remember: the names
+ * become the memo's request entry (filter does; prioritize does not, so that
+ * the next filter's names are still there). */
+void ext_memo_hosts(struct ext_core *x, const struct extender_scan *s, bool remember, uint32_t *hosts);
+/* The array text of the names that passed a filter (text, len bytes) and
+ * their hosts, for the prioritize that follows. */
+void ext_memo_pass(struct ext_core *x, const char *text, size_t len, const uint32_t *hosts, size_t n);
+/* Keeps scores[i] of hosts[i] (HOST_NONE entries skipped) for pod p (the
+ * model's pod of scan s's Pod) under strategy. A new key drops the old
+ * scores. */
+void ext_memo_scores_put(struct ext_core *x, const struct extender_scan *s, const struct cm_pod *p,
+                         enum place_strategy strategy, const uint32_t *hosts, const int64_t *scores, size_t n);
+/* Whether the memo's scores are for this key (see ext_memo_scores_put);
+ * s NULL: no. */
+bool ext_memo_scores_keyed(struct ext_core *x, const struct extender_scan *s, const struct cm_pod *p,
+                           enum place_strategy strategy);
+/* scores[i] for hosts[i] where the memo holds it (keyed: the key matched),
+ * 0 for HOST_NONE; the others' hosts go to miss[] and their positions to
+ * at[]. Returns how many missed. */
+size_t ext_memo_scores_get(struct ext_core *x, bool keyed, const uint32_t *hosts, size_t n, int64_t *scores,
+                           uint32_t *miss, uint32_t *at);
 
 struct ext_core {
     struct ext_core_options o;
@@ -71,17 +133,7 @@ struct ext_core {
     struct ext_stats st;
     char *adopted_ns, *adopted_name; /* the request's pod, taken into the model for this request */
     struct ext_scratch sc;
-    uint64_t nodes_gen;        /* bumped on every change of the nodes (and ext_core_changed) */
-    struct ext_nodemap nodemap;
-    /* The last fast-path lookup (names -> hosts), kept for the next call with
-     * the same names: kube-scheduler's prioritize follows its filter. */
-    struct {
-        bool valid;
-        const void *fleet; /* the model's fleet the hosts index */
-        uint64_t nodes_gen, digest;
-        size_t n, cap;
-        uint32_t *hosts;
-    } memo;
+    struct ext_memo memo;
 };
 
 /* The model's pod for a Pod object of a request: the cached one, or the

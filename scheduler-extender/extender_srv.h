@@ -93,6 +93,8 @@ void ext_bind_commit(struct ext_core *x, const struct extender_binding_args *b);
 /* Counters, for /healthz and the benchmark. */
 struct ext_stats {
     uint64_t filters, prioritizes, preempts, binds, bind_errors, gangs_admitted;
+    uint64_t names_reused;  /* NodeNames requests whose hosts came from the memo, not from lookups */
+    uint64_t scores_reused; /* nodes whose prioritize score came from their filter's pass */
     size_t nodes, pods, gangs_held;
 };
 void ext_core_stats(const struct ext_core *x, struct ext_stats *out);

@@ -694,3 +694,298 @@ TEST(ext_srv_fast_path_gang) {
     ext_core_free(x[0]);
     ext_core_free(x[1]);
 }
+
+/* ---- the memo: what a filter leaves for the prioritize that follows ---- */
+
+/* The fast path's reply to a NodeNames body of pod and names (the names as
+ * kube-scheduler writes them: compact JSON), or NULL; *rc gets the handler's
+ * return. */
+static char *fast_reply(struct ext_core *x, json_t *pod, json_t *names, bool prioritize, int *rc) {
+    json_t *body = json_pack("{s:O, s:n, s:O}", "Pod", pod, "Nodes", "NodeNames", names);
+    char *text = json_dumps(body, JSON_COMPACT), err[256] = "";
+    json_decref(body);
+    struct extender_scan s = {0};
+    struct extender_buf b = {0};
+    *rc = -EAGAIN;
+    if (text && extender_scan_args(text, strlen(text), &s) == 0)
+        *rc = prioritize ? ext_prioritize_scan(x, &s, &b, err, sizeof err) : ext_filter_scan(x, &s, 0, &b);
+    extender_scan_free(&s);
+    free(text);
+    if (*rc) extender_buf_free(&b);
+    return b.data;
+}
+
+/* The jansson path's prioritize of the same request: it never uses the
+ * memo, so it is what prioritize answers without one. */
+static char *plain_prioritize(struct ext_core *x, json_t *pod, json_t *names) {
+    json_t *body = json_pack("{s:O, s:n, s:O}", "Pod", pod, "Nodes", "NodeNames", names), *out = NULL;
+    struct extender_args *a = NULL;
+    char err[256], *text = NULL;
+    if (!extender_decode_args(body, &a, err, sizeof err) && !ext_prioritize(x, a, &out, err, sizeof err))
+        text = json_dumps(out, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(out);
+    extender_args_free(a);
+    json_decref(body);
+    return text;
+}
+
+static json_t *names_of(const char *const *nodes, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_string(nodes[i]));
+    return a;
+}
+
+/* kube-scheduler's cycle on the fast path: filter, then prioritize with the
+ * names that passed. The prioritize reply must be the memo-free one; returns
+ * how many node scores came from the filter (the memo's hits). */
+static uint64_t cycle_checked(struct ext_core *x, json_t *pod, json_t *names, void (*between)(struct ext_core *),
+                              int line) {
+    int rc;
+    char *f = fast_reply(x, pod, names, false, &rc);
+    json_t *r = f ? json_loads(f, 0, NULL) : NULL;
+    json_t *pass = json_incref(json_object_get(r, "NodeNames"));
+    if (!json_is_array(pass)) test_fail(__FILE__, line, "filter: %s", f ? f : "(no reply)");
+    free(f);
+    json_decref(r);
+    if (between) between(x);
+    struct ext_stats before, after;
+    ext_core_stats(x, &before);
+    char *got = fast_reply(x, pod, pass, true, &rc);
+    ext_core_stats(x, &after);
+    char *want = plain_prioritize(x, pod, pass);
+    if (!got || !want || strcmp(got, want))
+        test_fail(__FILE__, line, "prioritize:\n    without memo %s\n    fast         %s", want ? want : "(null)",
+                  got ? got : "(null)");
+    free(got);
+    free(want);
+    json_decref(pass);
+    return after.scores_reused - before.scores_reused;
+}
+
+/* The score of host in a prioritize reply text. */
+static int64_t score_of(const char *reply, const char *host) {
+    json_t *r = json_loads(reply ? reply : "", 0, NULL), *e;
+    size_t i;
+    int64_t s = -1;
+    json_array_foreach(r, i, e) if (!strcmp(json_string_value(json_object_get(e, "Host")), host)) s =
+        json_integer_value(json_object_get(e, "Score"));
+    json_decref(r);
+    return s;
+}
+
+static void bind_b0_on_n1(struct ext_core *x) { set_new(x, "Pod", pod_obj("b0", "team-b", "1", "n1", 0, 0)); }
+
+TEST(ext_srv_memo_prioritize_takes_the_filters_scores) {
+    struct ext_core *x = cluster4();
+    set_new(x, "Pod", pod_obj("b1", "team-b", "1500m", "n2", 0, 0)); /* n2 fails a 1-cpu pod */
+    json_t *pod = pod_obj("p", "team-a", "1", NULL, 0, 1);
+    set_new(x, "Pod", json_incref(pod));
+    json_t *names = names_of(ALL, 4);
+    struct ext_stats st0, st1;
+    ext_core_stats(x, &st0);
+    /* the three passing nodes' scores come from the filter, and their hosts too */
+    CHECK_I64(cycle_checked(x, pod, names, NULL, __LINE__), 3);
+    ext_core_stats(x, &st1);
+    CHECK_I64(st1.names_reused - st0.names_reused, 1);
+    /* the whole list again (a prioritize that names a node the filter failed) */
+    int rc;
+    uint64_t before = (ext_core_stats(x, &st0), st0.scores_reused);
+    char *got = fast_reply(x, pod, names, true, &rc), *want = plain_prioritize(x, pod, names);
+    CHECK_STR(got, want);
+    ext_core_stats(x, &st1);
+    CHECK_I64(st1.scores_reused - before, 4); /* the filter scored n2 as well */
+    free(got);
+    free(want);
+    json_decref(names);
+    json_decref(pod);
+    ext_core_free(x);
+}
+
+TEST(ext_srv_memo_a_bind_between_filter_and_prioritize) {
+    struct ext_core *x = cluster4();
+    json_t *pod = pod_obj("p", "team-a", "500m", NULL, 0, 1);
+    set_new(x, "Pod", json_incref(pod));
+    json_t *names = names_of(ALL, 4);
+    int rc;
+    char *old = fast_reply(x, pod, names, true, &rc);
+    /* another pod lands on n1: n1 is scored again, the others still come from the filter */
+    CHECK_I64(cycle_checked(x, pod, names, bind_b0_on_n1, __LINE__), 3);
+    char *now = fast_reply(x, pod, names, true, &rc);
+    CHECK(score_of(now, "n1") > score_of(old, "n1")); /* PACK: the fuller n1 */
+    CHECK_I64(score_of(now, "n2"), score_of(old, "n2"));
+    free(old);
+    free(now);
+    /* the extender's own bind (cluster_assume) does the same */
+    set_new(x, "Pod", pod_obj("b2", "team-b", "1", NULL, 0, 2));
+    struct extender_binding_args b = {.pod_name = "b2", .pod_namespace = "default", .pod_uid = "uid-b2",
+                                      .node = "n3"};
+    char why[256];
+    CHECK_I64(ext_bind_decide(x, &b, why, sizeof why), EXT_BIND_POST);
+    char *f = fast_reply(x, pod, names, false, &rc);
+    free(f);
+    ext_bind_commit(x, &b);
+    struct ext_stats s0, s1;
+    ext_core_stats(x, &s0);
+    char *got = fast_reply(x, pod, names, true, &rc), *want = plain_prioritize(x, pod, names);
+    ext_core_stats(x, &s1);
+    CHECK_STR(got, want);
+    CHECK_I64(s1.scores_reused - s0.scores_reused, 3);
+    free(got);
+    free(want);
+    json_decref(names);
+    json_decref(pod);
+    ext_core_free(x);
+}
+
+static json_t *g_other_pod; /* for the next hook */
+static void filter_other_pod(struct ext_core *x) {
+    int rc;
+    json_t *names = names_of(ALL, 4);
+    free(fast_reply(x, g_other_pod, names, false, &rc));
+    json_decref(names);
+}
+
+TEST(ext_srv_memo_never_shared_between_pods) {
+    struct ext_core *x = cluster4();
+    set_new(x, "Pod", pod_obj("b0", "team-b", "1", "n1", 0, 0));
+    json_t *a = pod_obj("a", "team-a", "500m", NULL, 0, 1), *b = pod_obj("b", "team-a", "1500m", NULL, 0, 2);
+    annotate(b, "annotations", "peloton.io/placement-strategy", "LEAST_LOADED");
+    set_new(x, "Pod", json_incref(a));
+    set_new(x, "Pod", json_incref(b));
+    json_t *names = names_of(ALL, 4);
+    int rc;
+    /* filter for a, prioritize for b: b is scored on its own */
+    free(fast_reply(x, a, names, false, &rc));
+    struct ext_stats s0, s1;
+    ext_core_stats(x, &s0);
+    char *got = fast_reply(x, b, names, true, &rc), *want = plain_prioritize(x, b, names);
+    ext_core_stats(x, &s1);
+    CHECK_STR(got, want);
+    CHECK_I64(s1.scores_reused - s0.scores_reused, 0);
+    free(got);
+    free(want);
+    /* a's filter, then b's filter, then a's prioritize: b's filter replaced the memo */
+    g_other_pod = b;
+    CHECK_I64(cycle_checked(x, a, names, filter_other_pod, __LINE__), 0);
+    /* the same name and uid, a new object (another request): not the old pod's scores */
+    json_t *a2 = pod_obj("a", "team-a", "1500m", NULL, 0, 1);
+    free(fast_reply(x, a, names, false, &rc));
+    ext_core_stats(x, &s0);
+    got = fast_reply(x, a2, names, true, &rc);
+    want = plain_prioritize(x, a2, names);
+    ext_core_stats(x, &s1);
+    CHECK_STR(got, want);
+    CHECK_I64(s1.scores_reused - s0.scores_reused, 0);
+    free(got);
+    free(want);
+    json_decref(a2);
+    json_decref(names);
+    json_decref(a);
+    json_decref(b);
+    ext_core_free(x);
+}
+
+static void relabel_n1_and_regrow_n2(struct ext_core *x) {
+    json_t *n1 = node_obj("n1", "2", "8Gi");
+    json_object_set_new(json_object_get(json_object_get(n1, "metadata"), "labels"), "zone", json_string("z9"));
+    set_new(x, "Node", n1);
+    set_new(x, "Node", node_obj("n2", "8", "8Gi")); /* allocatable: n2 is emptier now */
+}
+
+static void update_pod_p(struct ext_core *x) {
+    /* the informer delivers a new object of the pod: more cpu */
+    set_new(x, "Pod", pod_obj("p", "team-a", "1500m", NULL, 0, 1));
+}
+
+static void make_web_stateless(struct ext_core *x) {
+    set_new(x, "Job", json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}}", "apiVersion", "peloton.io/v1alpha1", "kind",
+                                "Job", "metadata", "name", "web", "namespace", "default", "spec", "type",
+                                "STATELESS"));
+}
+
+TEST(ext_srv_memo_invalidated_by_nodes_pod_and_strategy) {
+    struct ext_core *x = cluster4();
+    set_new(x, "Pod", pod_obj("b0", "team-b", "1", "n1", 0, 0));
+    json_t *pod = pod_obj("p", "team-a", "500m", NULL, 0, 1);
+    set_new(x, "Pod", json_incref(pod));
+    json_t *names = names_of(ALL, 4);
+    int rc;
+    char *old = fast_reply(x, pod, names, true, &rc);
+    /* a node's labels and another's allocatable change between the calls: the fleet is new, nothing is reused */
+    CHECK_I64(cycle_checked(x, pod, names, relabel_n1_and_regrow_n2, __LINE__), 0);
+    char *now = fast_reply(x, pod, names, true, &rc);
+    CHECK(score_of(now, "n2") < score_of(old, "n2"));
+    free(old);
+    free(now);
+    /* a node event that changes nothing placement sees keeps the fleet and the scores */
+    struct ext_stats s0, s1;
+    free(fast_reply(x, pod, names, false, &rc));
+    set_new(x, "Node", node_obj("n3", "2", "8Gi"));
+    ext_core_stats(x, &s0);
+    char *got = fast_reply(x, pod, names, true, &rc), *want = plain_prioritize(x, pod, names);
+    ext_core_stats(x, &s1);
+    CHECK_STR(got, want);
+    CHECK_I64(s1.scores_reused - s0.scores_reused, 4);
+    free(got);
+    free(want);
+    /* the pod's object changes under the same request text */
+    CHECK_I64(cycle_checked(x, pod, names, update_pod_p, __LINE__), 0);
+    /* its Job's type turns PACK into SPREAD_JOB between the calls */
+    json_t *web = pod_obj("web-1", "team-a", "500m", NULL, 0, 3);
+    annotate(web, "labels", "peloton.io/job", "web");
+    set_new(x, "Pod", json_incref(web));
+    json_t *run = pod_obj("web-0", "team-a", "500m", "n4", 0, 4);
+    annotate(run, "labels", "peloton.io/job", "web");
+    set_new(x, "Pod", run);
+    CHECK_I64(cycle_checked(x, web, names, make_web_stateless, __LINE__), 0);
+    /* and from then on the cycle reuses the filter's SPREAD_JOB scores */
+    CHECK_I64(cycle_checked(x, web, names, NULL, __LINE__), 4);
+    json_decref(web);
+    json_decref(names);
+    json_decref(pod);
+    ext_core_free(x);
+}
+
+TEST(ext_srv_memo_names_the_filter_did_not_see) {
+    struct ext_core *x = cluster4();
+    json_t *pod = pod_obj("p", "team-a", "500m", NULL, 0, 1);
+    set_new(x, "Pod", json_incref(pod));
+    static const char *const two[] = {"n1", "n2"}, *const other[] = {"n4", "nx", "n3", "n1", "n5", "n6"};
+    json_t *names = names_of(two, 2), *more = names_of(other, 6);
+    int rc;
+    free(fast_reply(x, pod, names, false, &rc));
+    struct ext_stats s0, s1;
+    ext_core_stats(x, &s0);
+    char *got = fast_reply(x, pod, more, true, &rc), *want = plain_prioritize(x, pod, more);
+    ext_core_stats(x, &s1);
+    CHECK_STR(got, want);
+    CHECK_I64(s1.scores_reused - s0.scores_reused, 1); /* n1; n3 and n4 are scored, nx, n5 and n6 are 0 */
+    CHECK_I64(s1.names_reused - s0.names_reused, 0);
+    free(got);
+    free(want);
+    /* nodes come and go between the calls: the fleet is new, names map to its hosts */
+    free(fast_reply(x, pod, more, false, &rc));
+    set_new(x, "Node", node_obj("nx", "4", "8Gi"));
+    set_new(x, "Node", node_obj("n5", "4", "8Gi"));
+    set_new(x, "Node", node_obj("n6", "4", "8Gi"));
+    json_t *n3 = node_obj("n3", "2", "8Gi");
+    ext_core_del(x, "Node", n3);
+    json_decref(n3);
+    ext_core_stats(x, &s0);
+    got = fast_reply(x, pod, more, true, &rc);
+    want = plain_prioritize(x, pod, more);
+    ext_core_stats(x, &s1);
+    CHECK_STR(got, want);
+    CHECK(score_of(got, "nx") > 0);
+    CHECK_I64(s1.scores_reused - s0.scores_reused, 0);
+    free(got);
+    free(want);
+    /* a pod the model does not know (taken from the request each time) is never reused */
+    json_t *stranger = pod_obj("stranger", "team-a", "500m", NULL, 0, 9);
+    CHECK_I64(cycle_checked(x, stranger, more, NULL, __LINE__), 0);
+    json_decref(stranger);
+    json_decref(names);
+    json_decref(more);
+    json_decref(pod);
+    ext_core_free(x);
+}
