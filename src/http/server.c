@@ -10,6 +10,9 @@
 #define WRITE_CHUNK 65536
 #define H2_WRITE_MAX 16384 /* HTTP/2's default largest frame: lws does not split a larger write */
 #define DRAIN_MAX (64u << 20) /* an oversized body is read and dropped up to this, then 413 */
+/* Stream writes share chunks of this size (a turn's watch events go out in
+ * one send); it stays under what lws sends in one go (pt_serv_buf_size). */
+#define STREAM_CHUNK 16384
 
 struct http_server {
     struct lws_context *ctx; /* set to NULL by lws when destruction completes */
@@ -22,8 +25,9 @@ struct http_server {
 struct chunk {
     struct chunk *next;
     size_t len;                /* bytes of data, after the framing room */
+    size_t cap;                /* room for data */
     size_t off;                /* bytes already sent (HTTP/2 sends big chunks in pieces) */
-    unsigned char buf[];       /* LWS_PRE + 16 bytes of room, then data, then "\r\n" */
+    unsigned char buf[];       /* LWS_PRE + 16 bytes of room, then data, then room for "\r\n" */
 };
 
 struct http_stream {
@@ -55,7 +59,16 @@ struct http_conn {
     unsigned char *out; /* LWS_PRE headroom + body */
     size_t out_len, out_sent;
     bool close_after;
+    bool hdr_pending;       /* a deferred HTTP/2 reply: headers go out on the next WRITEABLE */
+    int pend_status;
+    const char *pend_ctype;
     struct http_stream *stream;
+    struct http_deferred *deferred; /* the handler answers later */
+};
+
+struct http_deferred {
+    struct lws *wsi;
+    struct http_conn *c; /* NULL once the request's connection is gone */
 };
 
 static void stream_free(struct http_stream *st) {
@@ -78,6 +91,7 @@ static void stream_closed(struct http_conn *c) {
 
 static void conn_reset(struct http_conn *c) {
     stream_closed(c);
+    if (c->deferred) c->deferred->c = NULL; /* its owner answers into the void */
     free(c->path);
     free(c->args_buf);
     free(c->body);
@@ -162,6 +176,13 @@ static int respond(struct lws *wsi, struct http_conn *c, int status, const char 
         lws_write(wsi, c->out + LWS_PRE, c->out_len, LWS_WRITE_HTTP_FINAL);
         return -1;
     }
+    if (lws_get_network_wsi(wsi) == wsi && c->out_len <= WRITE_CHUNK) {
+        /* HTTP/1.1: the body follows the headers at once (lws keeps what the
+         * socket does not take), without a turn of the loop for WRITEABLE */
+        if (lws_write(wsi, c->out + LWS_PRE, c->out_len, LWS_WRITE_HTTP_FINAL) != (int)c->out_len) return -1;
+        c->out_sent = c->out_len;
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+    }
     lws_callback_on_writable(wsi);
     return 0;
 }
@@ -213,12 +234,61 @@ static int dispatch(struct lws *wsi, struct http_conn *c) {
     };
     struct http_response resp = {.status = 200, .content_type = "application/json"};
     s->cfg.handler(s->cfg.ud, &req, &resp);
-    if (c->stream) { /* the handler opened a stream: headers are out, data comes later */
+    if (c->stream || c->deferred) { /* a stream (headers are out) or a later answer */
         free(resp.body);
         return 0;
     }
     return respond(wsi, c, resp.status, resp.content_type ? resp.content_type : "application/json", resp.body,
                    resp.body ? resp.body_len : 0);
+}
+
+struct http_deferred *http_defer(const struct http_request *req) {
+    struct lws *wsi = req->conn;
+    struct http_conn *c = wsi ? lws_wsi_user(wsi) : NULL;
+    if (!c || c->ws || c->stream || c->deferred) return NULL;
+    struct http_deferred *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->wsi = wsi;
+    d->c = c;
+    c->deferred = d;
+    return d;
+}
+
+void http_undefer(struct http_deferred *d) {
+    if (d->c) d->c->deferred = NULL;
+    free(d);
+}
+
+void http_deferred_reply(struct http_deferred *d, struct http_response *resp) {
+    struct http_conn *c = d->c;
+    struct lws *wsi = d->wsi;
+    free(d);
+    if (!c) { /* the client is gone */
+        free(resp->body);
+        resp->body = NULL;
+        return;
+    }
+    c->deferred = NULL;
+    const char *ctype = resp->content_type ? resp->content_type : "application/json";
+    char *body = resp->body;
+    size_t len = body ? resp->body_len : 0;
+    resp->body = NULL;
+    if (lws_get_network_wsi(wsi) != wsi) {
+        /* HTTP/2: a stream writes only when lws says so, headers included */
+        c->out = malloc(LWS_PRE + len + 1);
+        if (c->out && len) memcpy(c->out + LWS_PRE, body, len);
+        free(body);
+        c->out_len = c->out ? len : 0;
+        c->out_sent = 0;
+        c->hdr_pending = true;
+        c->pend_status = c->out ? resp->status : 500;
+        c->pend_ctype = ctype;
+        lws_callback_on_writable(wsi);
+        return;
+    }
+    /* HTTP/1.1: outside lws' callbacks, so a failure closes the connection
+     * by timeout instead of a return code */
+    if (respond(wsi, c, resp->status, ctype, body, len)) lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
 }
 
 static int on_request(struct lws *wsi, struct http_conn *c) {
@@ -312,6 +382,7 @@ static int stream_writeable(struct lws *wsi, struct http_conn *c) {
         int hl = snprintf(hex, sizeof hex, "%zx\r\n", ch->len);
         unsigned char *start = data - hl;
         memcpy(start, hex, (size_t)hl);
+        memcpy(data + ch->len, "\r\n", 2);
         size_t n = (size_t)hl + ch->len + 2;
         if (lws_write(wsi, start, n, LWS_WRITE_HTTP) != (int)n) return -1;
         return chunk_sent(wsi, st);
@@ -364,14 +435,22 @@ int http_stream_write(struct http_stream *st, const char *data, size_t len) {
         lws_callback_on_writable(st->wsi);
         return -ENOBUFS;
     }
-    struct chunk *ch = malloc(sizeof *ch + LWS_PRE + 16 + len + 2);
+    struct chunk *t = st->tail;
+    if (t && !st->ws && t->cap - t->len >= len) { /* joins what waits to be sent */
+        memcpy(t->buf + LWS_PRE + 16 + t->len, data, len);
+        t->len += len;
+        st->buffered += len;
+        return 0; /* WRITEABLE was asked for when the chunk was queued */
+    }
+    size_t cap = st->ws || len >= STREAM_CHUNK ? len : STREAM_CHUNK;
+    struct chunk *ch = malloc(sizeof *ch + LWS_PRE + 16 + cap + 2);
     if (!ch) return -ENOMEM;
     ch->next = NULL;
     ch->len = len;
+    ch->cap = cap;
     ch->off = 0;
     memcpy(ch->buf + LWS_PRE + 16, data, len);
-    memcpy(ch->buf + LWS_PRE + 16 + len, "\r\n", 2);
-    if (st->tail) st->tail->next = ch;
+    if (t) t->next = ch;
     else st->head = ch;
     st->tail = ch;
     st->buffered += len;
@@ -453,6 +532,13 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
         return dispatch(wsi, c);
     case LWS_CALLBACK_HTTP_WRITEABLE: {
         if (c->stream) return stream_writeable(wsi, c);
+        if (c->hdr_pending) { /* a deferred HTTP/2 reply: its headers first */
+            c->hdr_pending = false;
+            if (write_headers(wsi, c, c->pend_status, c->pend_ctype)) return -1;
+            if (c->out_len == 0 || c->method == HTTP_HEAD) return lws_http_transaction_completed(wsi) ? -1 : 0;
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
         if (!c->out || c->out_sent >= c->out_len) return 0;
         size_t n = c->out_len - c->out_sent;
         size_t most = lws_get_network_wsi(wsi) != wsi ? H2_WRITE_MAX : WRITE_CHUNK;

@@ -73,8 +73,10 @@ void http_server_free(struct http_server *s);
  * Inside a handler, http_stream_start sends the status line and headers with
  * Transfer-Encoding: chunked, lifts the idle timeout, and returns a stream the
  * caller keeps (the handler then leaves resp untouched). Later, on the loop
- * thread, http_stream_write queues data (sent in order, one chunk per write)
+ * thread, http_stream_write queues data (sent in order)
  * and http_stream_end finishes the response (the connection stays usable).
+ * Writes made in one loop turn travel together (a watcher receives a turn's
+ * events in one send), except on a websocket: one message per write.
  * At most max_buffer bytes may wait unsent: past that the stream is closed
  * (a slow consumer must re-list) and http_stream_write returns -ENOBUFS.
  * on_close(ud) is called exactly once when the stream is over for any reason
@@ -88,6 +90,20 @@ struct http_stream *http_stream_start(const struct http_request *req, int status
 int http_stream_write(struct http_stream *st, const char *data, size_t len);
 void http_stream_end(struct http_stream *st);
 size_t http_stream_buffered(const struct http_stream *st);
+
+/* ---- deferred replies ----
+ * A handler whose answer needs I/O (an asynchronous store write) calls
+ * http_defer, leaves resp untouched and returns; later, on the loop thread,
+ * it answers with http_deferred_reply, which takes resp->body and frees the
+ * handle. If the client went away meanwhile the reply is dropped, but the
+ * handle must still be answered exactly once. NULL when the request cannot be
+ * deferred (a websocket connection, or out of memory): answer at once then. */
+struct http_deferred;
+struct http_deferred *http_defer(const struct http_request *req);
+void http_deferred_reply(struct http_deferred *d, struct http_response *resp);
+/* Inside the same handler call only: takes the deferral back (the handler
+ * then answers through resp as usual) and frees d. */
+void http_undefer(struct http_deferred *d);
 
 #define HTTP_MAX_ARGS 64
 
