@@ -20,8 +20,25 @@ struct store {
     int port;
     int connect_timeout_ms, command_timeout_ms;
     struct store_cfg cfg;
+    store_write_hook_fn hook;
+    void *hook_ud;
     char err[STORE_ERRMSG_MAX];
 };
+
+void store_set_write_hook(struct store *s, store_write_hook_fn fn, void *ud) {
+    s->hook = fn;
+    s->hook_ud = ud;
+}
+
+/* Reports a stored write to the hook, with its bytes. */
+static void report(struct store *s, const char *res, const char *ns, enum store_event_type type, uint64_t rv,
+                   const json_t *obj, const struct store_blob *b) {
+    if (!s->hook) return;
+    size_t len = 0;
+    char *json = store_blob_final(b, rv, &len);
+    s->hook(s->hook_ud, res, ns, type, rv, obj, json, len);
+    free(json);
+}
 
 void store_options_init(struct store_options *o) {
     memset(o, 0, sizeof *o);
@@ -41,6 +58,7 @@ const char *store_reason(int rc) {
     case -EEXIST: return "AlreadyExists";
     case -ENOENT: return "NotFound";
     case STORE_ECONFLICT: return "Conflict";
+    case STORE_NO_NAMESPACE: return "NotFound";
     case -ESTALE: return "Expired";
     case -EINVAL: return "Invalid";
     case -E2BIG: return "RequestEntityTooLarge";
@@ -54,6 +72,7 @@ int store_http_code(int rc) {
     case -EEXIST: return 409;
     case -ENOENT: return 404;
     case STORE_ECONFLICT: return 409;
+    case STORE_NO_NAMESPACE: return 404;
     case -ESTALE: return 410;
     case -EINVAL: return 422;
     case -E2BIG: return 413;
@@ -87,8 +106,11 @@ static int load_scripts(struct store *s) {
             if (r) freeReplyObject(r);
             return -EIO;
         }
-        memcpy(s->cfg.sha[i], r->str, 40);
-        s->cfg.sha[i][40] = '\0';
+        if (memcmp(s->cfg.sha[i], r->str, 40) != 0) { /* the async path names scripts by the same hash */
+            snprintf(s->err, sizeof s->err, "redis: script %d loaded as %.40s, expected %s", i, r->str, s->cfg.sha[i]);
+            freeReplyObject(r);
+            return -EIO;
+        }
         freeReplyObject(r);
     }
     return 0;
@@ -144,20 +166,18 @@ int store_open(const char *host, int port, const struct store_options *opt, stru
         store_options_init(&def);
         opt = &def;
     }
-    if (!host || strlen(host) >= sizeof((struct store *)0)->host || port <= 0 || port > 65535 ||
-        !opt->prefix || strlen(opt->prefix) >= STORE_PREFIX_MAX || opt->history_max < 1 ||
-        opt->max_object_bytes < 64)
+    if (!host || strlen(host) >= sizeof((struct store *)0)->host || port <= 0 || port > 65535)
         return -EINVAL;
     struct store *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
+    if (store_cfg_init(&s->cfg, opt)) {
+        free(s);
+        return -EINVAL;
+    }
     snprintf(s->host, sizeof s->host, "%s", host);
     s->port = port;
     s->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 2000;
     s->command_timeout_ms = opt->command_timeout_ms > 0 ? opt->command_timeout_ms : 10000;
-    snprintf(s->cfg.prefix, sizeof s->cfg.prefix, "%s", opt->prefix);
-    s->cfg.history_max = opt->history_max;
-    s->cfg.history_exact = opt->history_exact;
-    s->cfg.max_object_bytes = opt->max_object_bytes;
     int rc = ensure_conn(s);
     if (rc) {
         store_close(s);
@@ -171,12 +191,6 @@ void store_close(struct store *s) {
     if (!s) return;
     if (s->c) redisFree(s->c);
     free(s);
-}
-
-static void set_rv(json_t *obj, uint64_t rv) {
-    char buf[24];
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)rv);
-    json_object_set_new(json_object_get(obj, "metadata"), "resourceVersion", json_string(buf));
 }
 
 /* One compare-and-set (or create when expected_rv is NULL) of obj; on success
@@ -193,7 +207,10 @@ static int write_obj(struct store *s, const char *res, const char *ns, const cha
     if (r) {
         uint64_t rv = 0;
         rc = store_decode_write(r, res, name, &rv, s->err, sizeof s->err);
-        if (!rc) set_rv(obj, rv);
+        if (!rc) {
+            store_set_rv(obj, rv);
+            report(s, res, ns, !expected_rv ? STORE_ADDED : del ? STORE_DELETED : STORE_MODIFIED, rv, obj, &b);
+        }
         freeReplyObject(r);
     }
     store_cmd_free(&c);
@@ -293,8 +310,10 @@ int store_create_many(struct store *s, const char *resource, const char *ns,
         for (size_t j = 0; j < cnt; j++) {
             size_t i = idx[from + j];
             rcs[i] = drc ? drc : crc[j];
-            if (!rcs[i]) set_rv(prep[i], rvs[j]);
-            else if (rcs[i] == -EEXIST)
+            if (!rcs[i]) {
+                store_set_rv(prep[i], rvs[j]);
+                report(s, resource, ns, STORE_ADDED, rvs[j], prep[i], &blobs[i]);
+            } else if (rcs[i] == -EEXIST)
                 snprintf(s->err, sizeof s->err, "%s \"%s\" already exists", resource, names[from + j]);
         }
         cmds[k].argc = -cmds[k].argc; /* mark as answered */
@@ -310,7 +329,10 @@ int store_create_many(struct store *s, const char *resource, const char *ns,
         for (size_t j = 0; j < cnt; j++) {
             size_t i = idx[from + j];
             rcs[i] = drc ? drc : crc[j];
-            if (!rcs[i]) set_rv(prep[i], rvs[j]);
+            if (!rcs[i]) {
+                store_set_rv(prep[i], rvs[j]);
+                report(s, resource, ns, STORE_ADDED, rvs[j], prep[i], &blobs[i]);
+            }
         }
     }
     for (size_t i = 0; i < n && outs; i++) {
@@ -435,6 +457,43 @@ int store_update(struct store *s, const char *resource, const char *ns, const js
         return fail(s, -EINVAL, "metadata.resourceVersion: Invalid value: must be a decimal "
                                 "resourceVersion");
     return cas_write(s, resource, ns, name, uuid, urv, prepare_update, obj, out, deleted);
+}
+
+int store_modify(struct store *s, const char *resource, const char *ns, const char *name, store_modify_fn fn,
+                 void *fn_ud, json_t **out, int *deleted) {
+    int rc;
+    if (out) *out = NULL;
+    if (deleted) *deleted = 0;
+    s->err[0] = '\0';
+    if ((rc = store_validate_key(resource, ns, name, s->err, sizeof s->err))) return rc;
+    for (int attempt = 0; attempt < STORE_CAS_ATTEMPTS; attempt++) {
+        json_t *cur = NULL, *next = NULL, *shaped = NULL;
+        int unchanged = 0, del = 0, conditional = 0;
+        if ((rc = get_obj(s, resource, ns, name, &cur))) return rc;
+        rc = fn(fn_ud, cur, &next, s->err, sizeof s->err);
+        if (!rc && !next) rc = fail(s, -EINVAL, "no object to write");
+        if (!rc)
+            rc = store_shape_modify(resource, ns, name, cur, next, &shaped, &unchanged, &del, &conditional, s->err,
+                                    sizeof s->err);
+        json_decref(next);
+        if (!rc && unchanged) {
+            json_decref(shaped);
+            if (out) *out = cur;
+            else json_decref(cur);
+            return 0;
+        }
+        if (!rc) rc = write_obj(s, resource, ns, name, shaped, store_meta_str(cur, "resourceVersion"), del);
+        json_decref(cur);
+        if (!rc) {
+            if (deleted) *deleted = del;
+            if (out) *out = shaped;
+            else json_decref(shaped);
+            return 0;
+        }
+        json_decref(shaped);
+        if (rc != STORE_ECONFLICT || conditional) return rc;
+    }
+    return rc;
 }
 
 int store_delete(struct store *s, const char *resource, const char *ns, const char *name,

@@ -38,9 +38,12 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <uv.h>
 
 #define STORE_ECONFLICT (-EAGAIN)
+#define STORE_NO_NAMESPACE (-ENXIO) /* a create whose namespace does not exist (404) */
 
 #define STORE_MAX_OBJECT_BYTES (1536u * 1024u) /* etcd's default request limit */
 #define STORE_MAX_NAME 253                     /* DNS subdomain */
@@ -106,6 +109,16 @@ int store_get(struct store *s, const char *resource, const char *ns, const char 
  * then 1 and *out is the final state. */
 int store_update(struct store *s, const char *resource, const char *ns, const json_t *obj,
                  json_t **out, int *deleted);
+
+/* Read-modify-write: reads the stored object, calls fn(fn_ud, cur, &next,
+ * err, errlen) for the object the caller wants stored (a new reference, or a
+ * negative code with a message), and writes next with store_update's rules
+ * by compare-and-set on what was read. A lost race runs fn again on the newer
+ * object (at most 16 times) unless next carries a resourceVersion: then it is
+ * a Conflict. fn's code and message are returned as they are. */
+typedef int (*store_modify_fn)(void *fn_ud, const json_t *cur, json_t **next, char *err, size_t errlen);
+int store_modify(struct store *s, const char *resource, const char *ns, const char *name, store_modify_fn fn,
+                 void *fn_ud, json_t **out, int *deleted);
 
 struct store_delete_opts {
     const char *uid;              /* precondition, NULL or "" = none */
@@ -174,5 +187,58 @@ void store_history_free(struct store_history *h);
 int store_current_rv(struct store *s, uint64_t *rv);
 
 const char *store_event_type_name(enum store_event_type t);
+
+/* Every successful write through a store, synchronous or asynchronous, is
+ * reported to its hook once stored, before the call returns or its done runs:
+ * the change's resource, namespace, type and resourceVersion, the object as
+ * stored (borrowed) and its bytes (NULL when they could not be kept). One hook
+ * per store; NULL removes it. The watch hub uses it to fan events out from
+ * memory instead of reading them back from Redis. */
+typedef void (*store_write_hook_fn)(void *ud, const char *resource, const char *ns, enum store_event_type type,
+                                    uint64_t rv, const json_t *obj, const char *json, size_t len);
+void store_set_write_hook(struct store *s, store_write_hook_fn fn, void *ud);
+
+/* ---- asynchronous writes (store_async.c) ----
+ * A second connection for the hot write path, on the caller's libuv loop
+ * (hiredis async): commands are pipelined, so every write made in one turn
+ * of the loop reaches Redis in one send, and the loop never waits for a
+ * reply. Same scripts, rules and key schema as the synchronous calls above,
+ * and the two may be mixed (the compare-and-set keeps them consistent).
+ *
+ * Calls return 0 and later call done exactly once from the loop, or return a
+ * negative code (with a message in err) and never call it: bad input is
+ * refused at once, as libuv does. A lost connection fails what was in flight
+ * with -EIO (a write's outcome is then unknown); the next call reconnects. A
+ * reply overdue by more than command_timeout_ms drops the connection. */
+struct store_async;
+
+int store_async_open(uv_loop_t *loop, const char *host, int port, const struct store_options *opt,
+                     struct store_async **out);
+/* Fails what is in flight (-EIO, "closing"), then frees; run the loop once
+ * more afterwards (the connection's handles close asynchronously). */
+void store_async_close(struct store_async *a);
+size_t store_async_inflight(const struct store_async *a);
+void store_async_set_write_hook(struct store_async *a, store_write_hook_fn fn, void *ud);
+
+/* What a finished write hands to done; everything is borrowed for the call. */
+struct store_result {
+    int rc;                     /* 0 or a store code (store_reason, store_http_code) */
+    const char *err;            /* the message when rc != 0, else "" */
+    json_t *obj;                /* the object as stored now (rc 0): incref to keep it */
+    const char *json;           /* its stored bytes, when this call wrote (else NULL) */
+    size_t json_len;
+    uint64_t rv;                /* the write's resourceVersion (0: nothing was written) */
+    enum store_event_type type; /* what the write was, when rv != 0 */
+};
+typedef void (*store_done_fn)(void *ud, const struct store_result *r);
+
+/* store_create, asynchronously. ns_must_exist: refused with STORE_NO_NAMESPACE
+ * (404) unless the namespace object ns exists, checked atomically with the create. */
+int store_async_create(struct store_async *a, const char *resource, const char *ns, const json_t *obj,
+                       bool ns_must_exist, store_done_fn done, void *ud, char *err, size_t errlen);
+
+/* store_modify, asynchronously (the same fn contract). */
+int store_async_modify(struct store_async *a, const char *resource, const char *ns, const char *name,
+                       store_modify_fn fn, void *fn_ud, store_done_fn done, void *ud, char *err, size_t errlen);
 
 #endif

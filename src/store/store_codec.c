@@ -12,6 +12,8 @@
 
 #include "store_int.h"
 
+#include <openssl/evp.h>
+
 void store_cmd_free(struct store_cmd *c) {
     for (int i = 0; i < c->nowned; i++) free(c->owned[i]);
     free(c->owned);
@@ -103,6 +105,27 @@ void store_build_create(struct store_cmd *c, const struct store_cfg *cfg, const 
     push_write(c, cfg, res, ns, name, b);
 }
 
+void store_build_create_in_ns(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                              const char *ns, const char *name, const struct store_blob *b) {
+    cmd_start(c, cfg, STORE_SCRIPT_CREATE, 6);
+    /* the sixth key goes after the five of push_write: build them in order */
+    const char *p = cfg->prefix;
+    push_fmt(c, "%srv", p);
+    push_fmt(c, "%sobj:%s", p, res);
+    push_fmt(c, "%sidx:%s", p, res);
+    push_fmt(c, "%sev:%s", p, res);
+    push_fmt(c, "%sfloor:%s", p, res);
+    push_fmt(c, "%sobj:namespaces", p);
+    push_fmt(c, "%s/%s", ns, name);
+    push_str(c, name);
+    push_str(c, ns);
+    push_ref(c, b->json, b->head_len);
+    push_ref(c, b->tail, b->tail_len);
+    push_fmt(c, "%ld", cfg->history_max);
+    push_str(c, cfg->history_exact ? "=" : "~");
+    push_fmt(c, "o:/%s", ns);
+}
+
 void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                      const char *ns, const char *name, const char *expected_rv, int del,
                      const struct store_blob *b) {
@@ -187,6 +210,45 @@ void store_build_history(struct store_cmd *c, const struct store_cfg *cfg, const
     push_fmt(c, "%zu", max);
     push_str(c, ns);
     push_str(c, ns[0] ? "1" : "0");
+}
+
+char *store_blob_final(const struct store_blob *b, uint64_t rv, size_t *len) {
+    char rvs[24];
+    int rl = snprintf(rvs, sizeof rvs, "%llu", (unsigned long long)rv);
+    size_t n = b->head_len + (size_t)rl + b->tail_len;
+    char *out = malloc(n + 1);
+    if (!out) return NULL;
+    memcpy(out, b->json, b->head_len);
+    memcpy(out + b->head_len, rvs, (size_t)rl);
+    memcpy(out + b->head_len + rl, b->tail, b->tail_len);
+    out[n] = 0;
+    *len = n;
+    return out;
+}
+
+void store_set_rv(json_t *obj, uint64_t rv) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)rv);
+    json_object_set_new(json_object_get(obj, "metadata"), "resourceVersion", json_string(buf));
+}
+
+int store_cfg_init(struct store_cfg *cfg, const struct store_options *opt) {
+    if (!opt->prefix || strlen(opt->prefix) >= STORE_PREFIX_MAX || opt->history_max < 1 ||
+        opt->max_object_bytes < 64)
+        return -EINVAL;
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->prefix, sizeof cfg->prefix, "%s", opt->prefix);
+    cfg->history_max = opt->history_max;
+    cfg->history_exact = opt->history_exact;
+    cfg->max_object_bytes = opt->max_object_bytes;
+    for (int i = 0; i < STORE_NSCRIPTS; i++) { /* Redis names a script by the SHA-1 of its text */
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int mdlen = 0;
+        if (!EVP_Digest(store_scripts[i], strlen(store_scripts[i]), md, &mdlen, EVP_sha1(), NULL) || mdlen != 20)
+            return -EINVAL;
+        for (unsigned int k = 0; k < 20; k++) snprintf(cfg->sha[i] + 2 * k, 3, "%02x", md[k]);
+    }
+    return 0;
 }
 
 void store_blob_free(struct store_blob *b) {
@@ -288,6 +350,9 @@ int store_decode_write(const redisReply *r, const char *res, const char *name, u
     case STORE_R_NOTFOUND:
         snprintf(err, errlen, "%s \"%s\" not found", res, name);
         return -ENOENT;
+    case STORE_R_NO_NAMESPACE:
+        snprintf(err, errlen, "the namespace of %s \"%s\" does not exist", res, name);
+        return STORE_NO_NAMESPACE;
     case STORE_R_CONFLICT:
         snprintf(err, errlen, "Operation cannot be fulfilled on %s \"%s\": the object has been "
                  "modified; please apply your changes to the latest version and try again",

@@ -30,7 +30,7 @@ extern const char *const store_scripts[STORE_NSCRIPTS];
 
 /* Script reply codes (first element of every script reply). */
 enum { STORE_R_OK = 0, STORE_R_EXISTS = 1, STORE_R_CONFLICT = 2, STORE_R_NOTFOUND = 3,
-       STORE_R_EXPIRED = 4 };
+       STORE_R_EXPIRED = 4, STORE_R_NO_NAMESPACE = 5 };
 
 #define STORE_PREFIX_MAX 64
 #define STORE_ERRMSG_MAX 512
@@ -42,6 +42,10 @@ struct store_cfg {
     size_t max_object_bytes;
     char sha[STORE_NSCRIPTS][41]; /* "" until SCRIPT LOAD answered */
 };
+
+/* Checks opt and fills cfg (prefix, history, bounds, and each script's SHA-1
+ * as Redis names it, computed here). -EINVAL for bad options. */
+int store_cfg_init(struct store_cfg *cfg, const struct store_options *opt);
 
 struct store_cmd {
     int argc, cap;
@@ -75,6 +79,9 @@ int store_blob_encode(const struct store_cfg *cfg, json_t *obj, struct store_blo
 /* Builders. ns "" = cluster-scoped (or all namespaces for list/history). */
 void store_build_create(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                         const char *ns, const char *name, const struct store_blob *b);
+/* The same, refused (STORE_NO_NAMESPACE) unless namespace ns exists. */
+void store_build_create_in_ns(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                              const char *ns, const char *name, const struct store_blob *b);
 void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                      const char *ns, const char *name, const char *expected_rv, int del,
                      const struct store_blob *b);
@@ -115,6 +122,11 @@ char *store_continue_encode(const char *res, const char *ns, uint64_t rv, const 
 int store_continue_decode(const char *token, const char *res, const char *ns, uint64_t *rv,
                           char **start, char *err, size_t errlen);
 
+/* The stored bytes: b's head, rv in decimal, b's tail (malloc'ed, NUL-terminated). */
+char *store_blob_final(const struct store_blob *b, uint64_t rv, size_t *len);
+/* Sets metadata.resourceVersion of obj to rv in decimal. */
+void store_set_rv(json_t *obj, uint64_t rv);
+
 /* Validation and object shaping (store_object.c). */
 int store_validate_key(const char *res, const char *ns, const char *name, char *err,
                        size_t errlen);
@@ -137,5 +149,11 @@ int store_prepare_delete(const char *res, const json_t *cur, const struct store_
                          json_t **out, int *del, char *err, size_t errlen);
 int store_check_preconditions(const char *res, const json_t *cur, const char *uid,
                               const char *rv, char *err, size_t errlen);
+/* A modify function's object made ready to write over cur (stored): the name
+ * must be name's, its uid and resourceVersion preconditions must hold, then
+ * store_prepare_update's rules. *conditional = 1 when next named a
+ * resourceVersion (a lost race is then a Conflict, not a retry). */
+int store_shape_modify(const char *res, const char *ns, const char *name, const json_t *cur, const json_t *next,
+                       json_t **out, int *unchanged, int *del, int *conditional, char *err, size_t errlen);
 
 #endif

@@ -27,11 +27,13 @@
     "  end\n"                                                                      \
     "end\n"
 
-/* KEYS: rv obj idx ev floor
- * ARGV: member name ns head tail maxlen trim
- * -> {0, rv} | {1, existing rv} */
+/* KEYS: rv obj idx ev floor [nsobj]
+ * ARGV: member name ns head tail maxlen trim [nsfield]
+ * -> {0, rv} | {1, existing rv} | {5} (the namespace object nsfield of hash
+ * nsobj does not exist: checked only when both are given) */
 static const char lua_create[] =
     STORE_LUA_EMIT
+    "if KEYS[6] and redis.call('HEXISTS', KEYS[6], ARGV[8]) == 0 then return {5} end\n"
     "local cur = redis.call('HGET', KEYS[2], 'v:' .. ARGV[1])\n"
     "if cur then return {1, cur} end\n"
     "local rvs = string.format('%d', redis.call('INCR', KEYS[1]))\n"

@@ -316,3 +316,25 @@ oom:
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
 }
+
+int store_shape_modify(const char *res, const char *ns, const char *name, const json_t *cur, const json_t *next,
+                       json_t **out, int *unchanged, int *del, int *conditional, char *err, size_t errlen) {
+    *out = NULL;
+    *conditional = 0;
+    const char *nname = store_meta_str(next, "name");
+    if (!nname || strcmp(nname, name) != 0) {
+        snprintf(err, errlen, "the name of the object (%.253s) does not match the name being written (%s)",
+                 nname ? nname : "", name);
+        return -EINVAL;
+    }
+    const char *urv = store_meta_str(next, "resourceVersion");
+    int ok = 1;
+    if (urv && urv[0] && (store_parse_rv(urv, &ok), !ok)) {
+        snprintf(err, errlen, "metadata.resourceVersion: Invalid value: must be a decimal resourceVersion");
+        return -EINVAL;
+    }
+    *conditional = urv && urv[0];
+    int rc = store_check_preconditions(res, cur, store_meta_str(next, "uid"), urv, err, errlen);
+    if (rc) return rc;
+    return store_prepare_update(res, ns, cur, next, out, unchanged, del, err, errlen);
+}

@@ -1,0 +1,375 @@
+/* The store's hot write path on the caller's libuv loop: one hiredis async
+ * connection, pipelined. The commands, scripts and object shaping are the
+ * synchronous store's (store_codec.c, store_object.c); what is here is the
+ * connection and each operation's small state machine:
+ *
+ *   create:  [write] -> done
+ *   modify:  [get] -> fn -> shape -> [write] -> done, or on a lost race
+ *            (Conflict without a caller resourceVersion) [get] again
+ *
+ * Scripts are called by the SHA-1 computed in store_cfg_init; a NOSCRIPT
+ * reply (Redis restarted without its script cache) resends that command as
+ * EVAL, which caches it again. Replies come back in the order the commands
+ * were sent, so a turn's writes are answered in a turn's reads. */
+#include <errno.h>
+#include <hiredis/async.h>
+#include <hiredis/adapters/libuv.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_int.h"
+
+#define ASYNC_CAS_ATTEMPTS 16
+#define WATCHDOG_MS 500
+
+struct store_async {
+    uv_loop_t *loop;
+    char host[256];
+    int port;
+    int command_timeout_ms;
+    struct store_cfg cfg;
+    redisAsyncContext *ac; /* NULL while disconnected */
+    size_t inflight;       /* commands sent and not answered */
+    uint64_t progress_ms;  /* last reply, or when the pipe went from idle to busy */
+    uv_timer_t *watchdog;  /* freed by its close callback */
+    bool closing;
+    store_write_hook_fn hook;
+    void *hook_ud;
+};
+
+void store_async_set_write_hook(struct store_async *a, store_write_hook_fn fn, void *ud) {
+    a->hook = fn;
+    a->hook_ud = ud;
+}
+
+enum op_stage { ST_GET, ST_WRITE };
+
+struct op {
+    struct store_async *a;
+    enum op_stage stage;
+    bool modify, ns_check, evaled, conditional;
+    int attempts, del;
+    char *res, *ns, *name; /* in keys */
+    json_t *obj;           /* what is written (its resourceVersion a placeholder until answered) */
+    json_t *cur;           /* modify: what was read */
+    struct store_blob blob;
+    struct store_cmd cmd;  /* the command in flight, kept for a NOSCRIPT resend */
+    store_modify_fn fn;
+    void *fn_ud;
+    store_done_fn done;
+    void *ud;
+    char err[STORE_ERRMSG_MAX];
+    char keys[];
+};
+
+static void op_free(struct op *o) {
+    store_cmd_free(&o->cmd);
+    store_blob_free(&o->blob);
+    json_decref(o->obj);
+    json_decref(o->cur);
+    free(o);
+}
+
+/* Ends an operation: done runs once, then the operation is freed. */
+static void finish(struct op *o, int rc, const struct store_result *ok) {
+    struct store_result r = {.rc = rc, .err = rc ? o->err : ""};
+    if (!rc && ok) {
+        r = *ok;
+        r.rc = 0;
+        r.err = "";
+    }
+    o->done(o->ud, &r);
+    op_free(o);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status) {
+    struct store_async *a = ac->data;
+    if (a && a->ac == ac) a->ac = NULL; /* hiredis frees the context itself */
+}
+
+static void on_connect(const redisAsyncContext *ac, int status) {
+    struct store_async *a = ac->data;
+    if (status != REDIS_OK && a && a->ac == ac) a->ac = NULL; /* failed: hiredis frees it */
+}
+
+/* A connection, made when none is healthy: commands queue in hiredis while it connects. */
+static int ensure_conn(struct store_async *a, char *err, size_t errlen) {
+    if (a->ac) return 0;
+    redisAsyncContext *ac = redisAsyncConnect(a->host, a->port);
+    if (!ac || ac->err) {
+        snprintf(err, errlen, "redis: cannot connect to %s:%d: %s", a->host, a->port, ac ? ac->errstr : "out of memory");
+        if (ac) redisAsyncFree(ac);
+        return -EIO;
+    }
+    ac->data = a;
+    if (redisLibuvAttach(ac, a->loop) != REDIS_OK) {
+        snprintf(err, errlen, "redis: cannot attach the connection to the loop");
+        redisAsyncFree(ac);
+        return -EIO;
+    }
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    a->ac = ac;
+    return 0;
+}
+
+static void on_reply(redisAsyncContext *ac, void *reply, void *priv);
+
+/* Sends the operation's command; 0, or -EIO with o->err. */
+static int send_cmd(struct op *o) {
+    struct store_async *a = o->a;
+    if (o->cmd.oom) {
+        snprintf(o->err, sizeof o->err, "out of memory building a command");
+        return -ENOMEM;
+    }
+    if (a->closing) {
+        snprintf(o->err, sizeof o->err, "redis: the store is closing");
+        return -EIO;
+    }
+    int rc = ensure_conn(a, o->err, sizeof o->err);
+    if (rc) return rc;
+    if (redisAsyncCommandArgv(a->ac, on_reply, o, o->cmd.argc, o->cmd.argv, o->cmd.argvlen) != REDIS_OK) {
+        snprintf(o->err, sizeof o->err, "redis: %s", a->ac->errstr[0] ? a->ac->errstr : "cannot queue a command");
+        return -EIO;
+    }
+    if (a->inflight++ == 0) a->progress_ms = uv_now(a->loop);
+    return 0;
+}
+
+static int send_get(struct op *o) {
+    store_cmd_free(&o->cmd);
+    store_build_get(&o->cmd, &o->a->cfg, o->res, o->ns, o->name);
+    o->stage = ST_GET;
+    o->evaled = false;
+    return send_cmd(o);
+}
+
+/* Encodes o->obj and sends its create or compare-and-set. */
+static int send_write(struct op *o, const char *expected_rv) {
+    int rc = store_blob_encode(&o->a->cfg, o->obj, &o->blob, o->err, sizeof o->err);
+    if (rc) return rc;
+    store_cmd_free(&o->cmd);
+    if (expected_rv) store_build_cas(&o->cmd, &o->a->cfg, o->res, o->ns, o->name, expected_rv, o->del, &o->blob);
+    else if (o->ns_check) store_build_create_in_ns(&o->cmd, &o->a->cfg, o->res, o->ns, o->name, &o->blob);
+    else store_build_create(&o->cmd, &o->a->cfg, o->res, o->ns, o->name, &o->blob);
+    o->stage = ST_WRITE;
+    o->evaled = false;
+    return send_cmd(o);
+}
+
+/* modify: the object was read; ask the caller for the next one and write it. */
+static void modify_step(struct op *o, json_t *cur) {
+    json_t *next = NULL, *shaped = NULL;
+    int unchanged = 0, conditional = 0;
+    int rc = o->fn(o->fn_ud, cur, &next, o->err, sizeof o->err);
+    if (!rc && !next) {
+        snprintf(o->err, sizeof o->err, "no object to write");
+        rc = -EINVAL;
+    }
+    if (!rc)
+        rc = store_shape_modify(o->res, o->ns, o->name, cur, next, &shaped, &unchanged, &o->del, &conditional, o->err,
+                                sizeof o->err);
+    o->conditional = conditional;
+    json_decref(next);
+    o->cur = cur;
+    if (rc) {
+        finish(o, rc, NULL);
+        return;
+    }
+    if (unchanged) { /* nothing to write: the stored object is the answer */
+        json_decref(shaped);
+        struct store_result r = {.obj = cur};
+        finish(o, 0, &r);
+        return;
+    }
+    o->obj = shaped;
+    rc = send_write(o, store_meta_str(cur, "resourceVersion"));
+    if (rc) finish(o, rc, NULL);
+}
+
+static void written(struct op *o, uint64_t rv) {
+    store_set_rv(o->obj, rv);
+    size_t len = 0;
+    char *json = store_blob_final(&o->blob, rv, &len); /* NULL: answer with the object alone */
+    struct store_result r = {.obj = o->obj, .json = json, .json_len = json ? len : 0, .rv = rv,
+                             .type = !o->modify ? STORE_ADDED : o->del ? STORE_DELETED : STORE_MODIFIED};
+    if (o->a->hook) o->a->hook(o->a->hook_ud, o->res, o->ns, r.type, rv, o->obj, r.json, r.json_len);
+    finish(o, 0, &r);
+    free(json);
+}
+
+static void on_reply(redisAsyncContext *ac, void *reply, void *priv) {
+    struct op *o = priv;
+    struct store_async *a = o->a;
+    redisReply *r = reply;
+    a->inflight--;
+    a->progress_ms = uv_now(a->loop);
+    if (!r) {
+        snprintf(o->err, sizeof o->err, "redis: %s", a->closing ? "the store is closing" : "connection lost");
+        finish(o, -EIO, NULL);
+        return;
+    }
+    if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) && !o->evaled) {
+        store_cmd_as_eval(&o->cmd); /* EVAL caches the script again */
+        o->evaled = true;
+        int rc = send_cmd(o);
+        if (rc) finish(o, rc, NULL);
+        return;
+    }
+    if (o->stage == ST_GET) {
+        json_t *cur = NULL;
+        int rc = store_decode_get(r, &cur, o->err, sizeof o->err);
+        if (rc == -ENOENT) snprintf(o->err, sizeof o->err, "%s \"%s\" not found", o->res, o->name);
+        if (rc) {
+            finish(o, rc, NULL);
+            return;
+        }
+        modify_step(o, cur);
+        return;
+    }
+    uint64_t rv = 0;
+    int rc = store_decode_write(r, o->res, o->name, &rv, o->err, sizeof o->err);
+    if (rc == STORE_NO_NAMESPACE) snprintf(o->err, sizeof o->err, "namespaces \"%s\" not found", o->ns);
+    if (rc == STORE_ECONFLICT && o->modify && !o->conditional && ++o->attempts < ASYNC_CAS_ATTEMPTS) {
+        /* someone wrote in between: read the newer object and run fn on it */
+        json_decref(o->obj);
+        json_decref(o->cur);
+        o->obj = o->cur = NULL;
+        store_blob_free(&o->blob);
+        rc = send_get(o);
+        if (rc) finish(o, rc, NULL);
+        return;
+    }
+    if (rc) {
+        finish(o, rc, NULL);
+        return;
+    }
+    written(o, rv);
+}
+
+static void on_watchdog(uv_timer_t *t) {
+    struct store_async *a = t->data;
+    if (a->ac && a->inflight && uv_now(a->loop) - a->progress_ms > (uint64_t)a->command_timeout_ms) {
+        fprintf(stderr, "level=error msg=\"redis: no reply for %d ms; reconnecting\" inflight=%zu\n",
+                a->command_timeout_ms, a->inflight);
+        redisAsyncDisconnect(a->ac); /* fails what is in flight with -EIO */
+    }
+}
+
+static void watchdog_closed(uv_handle_t *h) { free(h); }
+
+int store_async_open(uv_loop_t *loop, const char *host, int port, const struct store_options *opt,
+                     struct store_async **out) {
+    struct store_options def;
+    *out = NULL;
+    if (!opt) {
+        store_options_init(&def);
+        opt = &def;
+    }
+    if (!loop || !host || strlen(host) >= sizeof((struct store_async *)0)->host || port <= 0 || port > 65535)
+        return -EINVAL;
+    struct store_async *a = calloc(1, sizeof *a);
+    if (!a) return -ENOMEM;
+    if (store_cfg_init(&a->cfg, opt)) {
+        free(a);
+        return -EINVAL;
+    }
+    a->loop = loop;
+    snprintf(a->host, sizeof a->host, "%s", host);
+    a->port = port;
+    a->command_timeout_ms = opt->command_timeout_ms > 0 ? opt->command_timeout_ms : 10000;
+    a->watchdog = malloc(sizeof *a->watchdog);
+    if (!a->watchdog) {
+        free(a);
+        return -ENOMEM;
+    }
+    uv_timer_init(loop, a->watchdog);
+    a->watchdog->data = a;
+    uv_timer_start(a->watchdog, on_watchdog, WATCHDOG_MS, WATCHDOG_MS);
+    uv_unref((uv_handle_t *)a->watchdog); /* the loop may end while it runs */
+    char err[STORE_ERRMSG_MAX];
+    if (ensure_conn(a, err, sizeof err)) {
+        fprintf(stderr, "level=warn msg=\"%s\"\n", err); /* the next write tries again */
+    }
+    *out = a;
+    return 0;
+}
+
+void store_async_close(struct store_async *a) {
+    if (!a) return;
+    a->closing = true;
+    if (a->ac) {
+        a->ac->data = NULL;
+        redisAsyncFree(a->ac); /* in-flight callbacks run now, with no reply */
+        a->ac = NULL;
+    }
+    uv_timer_stop(a->watchdog);
+    uv_close((uv_handle_t *)a->watchdog, watchdog_closed);
+    free(a);
+}
+
+size_t store_async_inflight(const struct store_async *a) { return a ? a->inflight : 0; }
+
+/* A new operation with copies of the key parts; NULL with err on bad input. */
+static struct op *op_new(struct store_async *a, const char *res, const char *ns, const char *name, store_done_fn done,
+                         void *ud, char *err, size_t errlen) {
+    if (!a || !done) {
+        snprintf(err, errlen, "no store");
+        return NULL;
+    }
+    if (store_validate_key(res, ns, name, err, errlen)) return NULL;
+    size_t lr = strlen(res) + 1, ln = strlen(ns) + 1, lm = strlen(name) + 1;
+    struct op *o = calloc(1, sizeof *o + lr + ln + lm);
+    if (!o) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    o->a = a;
+    o->res = memcpy(o->keys, res, lr);
+    o->ns = memcpy(o->keys + lr, ns, ln);
+    o->name = memcpy(o->keys + lr + ln, name, lm);
+    o->done = done;
+    o->ud = ud;
+    return o;
+}
+
+int store_async_create(struct store_async *a, const char *resource, const char *ns, const json_t *obj,
+                       bool ns_must_exist, store_done_fn done, void *ud, char *err, size_t errlen) {
+    json_t *prepared = NULL;
+    const char *name = NULL;
+    int rc = store_prepare_create(resource, ns, obj, &prepared, &name, err, errlen);
+    if (rc) return rc;
+    struct op *o = op_new(a, resource, ns, name, done, ud, err, errlen);
+    if (!o) {
+        json_decref(prepared);
+        return -EINVAL;
+    }
+    o->obj = prepared;
+    o->ns_check = ns_must_exist && ns[0];
+    rc = send_write(o, NULL);
+    if (rc) {
+        snprintf(err, errlen, "%s", o->err);
+        op_free(o);
+    }
+    return rc;
+}
+
+int store_async_modify(struct store_async *a, const char *resource, const char *ns, const char *name,
+                       store_modify_fn fn, void *fn_ud, store_done_fn done, void *ud, char *err, size_t errlen) {
+    if (!fn) {
+        snprintf(err, errlen, "no modify function");
+        return -EINVAL;
+    }
+    struct op *o = op_new(a, resource, ns, name, done, ud, err, errlen);
+    if (!o) return -EINVAL;
+    o->modify = true;
+    o->fn = fn;
+    o->fn_ud = fn_ud;
+    int rc = send_get(o);
+    if (rc) {
+        snprintf(err, errlen, "%s", o->err);
+        op_free(o);
+    }
+    return rc;
+}
