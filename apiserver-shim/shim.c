@@ -22,8 +22,15 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
         return NULL;
     }
     s->token_on_plain = cfg && cfg->token_on_plain;
+    s->astore = cfg ? cfg->astore : NULL;
     s->hub = watch_hub_new(s, cfg);
     return s;
+}
+
+void shim_detach_async(struct shim *s) {
+    if (!s) return;
+    s->astore = NULL;
+    watch_detach_async(s->hub);
 }
 
 void shim_free(struct shim *s) {
@@ -47,9 +54,13 @@ static json_t *details(const struct shim_resource *r, const char *name) {
     return d;
 }
 
-/* A store error as the Status Kubernetes would send for it. */
 void shim_store_error(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
-                        const char *name) {
+                      const char *name) {
+    shim_store_error_msg(resp, rc, r, name, store_errmsg(s->st));
+}
+
+void shim_store_error_msg(struct http_response *resp, int rc, const struct shim_resource *r, const char *name,
+                          const char *msg) {
     char q[300];
     qualified(r, q, sizeof q);
     int code = store_http_code(rc);
@@ -67,8 +78,12 @@ void shim_store_error(struct shim *s, struct http_response *resp, int rc, const 
                     "changes to the latest version and try again",
                     q, name);
         break;
+    case STORE_NO_NAMESPACE:
+        shim_status(resp, code, reason, json_pack("{s:s, s:s}", "name", msg, "kind", "namespaces"),
+                    "namespaces \"%s\" not found", msg);
+        break;
     default:
-        shim_status(resp, code, reason, details(r, name), "%s", store_errmsg(s->st));
+        shim_status(resp, code, reason, details(r, name), "%s", msg);
     }
 }
 
@@ -80,7 +95,6 @@ void shim_reply_written(struct shim *s, struct http_response *resp, int rc, cons
         return;
     }
     shim_json(resp, code, shim_with_type(r, out));
-    watch_kick(s->hub);
     if (!r->custom && !strcmp(r->plural, "customresourcedefinitions")) shim_crd_sync(s); /* served at once */
 }
 
@@ -113,6 +127,13 @@ static const char *api_version_of(const struct shim_resource *r, char *buf, size
     if (!r->group[0]) return r->version;
     snprintf(buf, len, "%s/%s", r->group, r->version);
     return buf;
+}
+
+bool shim_typed(const struct shim_resource *r, const json_t *obj) {
+    char av[300];
+    const char *k = json_string_value(json_object_get(obj, "kind"));
+    const char *v = json_string_value(json_object_get(obj, "apiVersion"));
+    return k && v && !strcmp(k, r->kind) && !strcmp(v, api_version_of(r, av, sizeof av));
 }
 
 /* The store keeps what it was given; answers carry kind and apiVersion. */
@@ -198,7 +219,6 @@ static void generate_name(json_t *md) {
 
 static void do_create(struct shim *s, const struct shim_resource *r, const char *ns,
                       const struct http_request *req, struct http_response *resp, bool dry) {
-    if (r->namespaced && !namespace_exists(s, ns, resp)) return;
     json_t *obj = read_body(r, req, ns, resp);
     if (!obj) return;
     json_t *md = json_object_get(obj, "metadata");
@@ -221,17 +241,21 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
         json_decref(obj);
         return;
     }
-    json_t *out = NULL;
-    int rc;
-    if (dry) { /* everything but the write: AlreadyExists still applies */
-        rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
-        json_decref(out);
-        out = NULL;
-        if (rc == 0) rc = -EEXIST;
-        else if (rc == -ENOENT) rc = 0, out = json_incref(obj);
-    } else {
-        rc = store_create(s->st, r->store_key, r->namespaced ? ns : "", obj, &out);
+    if (!dry) {
+        shim_write_create(s, r, ns, obj, req, resp);
+        json_decref(obj);
+        return;
     }
+    if (r->namespaced && !namespace_exists(s, ns, resp)) {
+        json_decref(obj);
+        return;
+    }
+    json_t *out = NULL; /* everything but the write: AlreadyExists still applies */
+    int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
+    json_decref(out);
+    out = NULL;
+    if (rc == 0) rc = -EEXIST;
+    else if (rc == -ENOENT) rc = 0, out = json_incref(obj);
     shim_reply_written(s, resp, rc, r, name, 201, out);
     json_decref(obj);
 }
@@ -245,6 +269,10 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
         shim_status(resp, 400, "BadRequest", NULL, "the name of the object (%s) does not match the name on the URL (%s)",
                     bname ? bname : "", name);
         json_decref(obj);
+        return;
+    }
+    if (!dry) {
+        shim_write_replace(s, r, ns, name, obj, req, resp);
         return;
     }
     if (shim_has_status(r) && shim_keep_status(s, r, ns, name, obj, resp)) {
@@ -261,19 +289,14 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
             return;
         }
     }
-    json_t *out = NULL;
-    int rc;
-    if (dry) { /* the update's checks without the write */
-        rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
-        const char *want = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
-        const char *have = json_string_value(json_object_get(json_object_get(out, "metadata"), "resourceVersion"));
-        json_decref(out);
-        out = NULL;
-        if (!rc && want && want[0] && (!have || strcmp(want, have))) rc = STORE_ECONFLICT;
-        if (!rc) out = json_incref(obj);
-    } else {
-        rc = store_update(s->st, r->store_key, r->namespaced ? ns : "", obj, &out, NULL);
-    }
+    json_t *out = NULL; /* the update's checks without the write */
+    int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
+    const char *want = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    const char *have = json_string_value(json_object_get(json_object_get(out, "metadata"), "resourceVersion"));
+    json_decref(out);
+    out = NULL;
+    if (!rc && want && want[0] && (!have || strcmp(want, have))) rc = STORE_ECONFLICT;
+    if (!rc) out = json_incref(obj);
     shim_reply_written(s, resp, rc, r, name, 200, out);
     json_decref(obj);
 }
@@ -507,9 +530,9 @@ shim_patch_fn shim_patch_parse(const struct http_request *req, json_t **patch, b
     return apply;
 }
 
-/* PATCH: read, apply, write back with the read resourceVersion; a concurrent
- * write is retried a few times, as kube-apiserver does. apply-patch (server-
- * side apply) creates a missing object and otherwise merges (no managedFields). */
+/* PATCH: the patch over the stored object (shim_write.c); apply-patch
+ * (server-side apply) creates a missing object and otherwise merges (no
+ * managedFields). */
 static void do_patch(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                      const struct http_request *req, struct http_response *resp, bool dry) {
     bool server_side_apply = false;
@@ -523,70 +546,24 @@ static void do_patch(struct shim *s, const struct shim_resource *r, const char *
     }
     shim_patch_fn apply = shim_patch_parse(req, &patch, &server_side_apply, resp);
     if (!apply) return;
-    const char *ns_ = r->namespaced ? ns : "";
-    for (int attempt = 0; attempt < 5; attempt++) {
-        json_t *cur = NULL, *next = NULL, *out = NULL;
-        int rc = store_get(s->st, r->store_key, ns_, name, &cur);
-        if (rc == -ENOENT && server_side_apply) {
+    if (server_side_apply) {
+        json_t *cur = NULL;
+        int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &cur);
+        json_decref(cur);
+        if (rc == -ENOENT) {
             json_decref(patch);
             struct http_request creq = *req;
             creq.content_type = "application/json";
             do_create(s, r, ns, &creq, resp, dry);
             return;
         }
-        if (rc) {
-            shim_store_error(s, resp, rc, r, name);
-            break;
-        }
-        char err[512] = "";
-        rc = apply(cur, patch, &next, err, sizeof err);
-        if (rc) {
-            json_decref(cur);
-            if (rc == -EINVAL) shim_status(resp, 400, "BadRequest", NULL, "%s", err);
-            else if (rc == -E2BIG) shim_status(resp, 413, "RequestEntityTooLarge", NULL, "%s", err);
-            else {
-                /* Invalid names the Kind, and kubectl prints the causes */
-                json_t *d = json_pack("{s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "name", name, "group", r->group, "kind",
-                                      r->kind, "causes", "reason", "FieldValueInvalid", "message", err, "field",
-                                      "patch");
-                shim_status(resp, 422, "Invalid", d, "%s \"%s\" is invalid: patch: %s", r->kind, name, err);
-            }
-            break;
-        }
-        json_t *md = json_object_get(next, "metadata");
-        const char *nname = json_string_value(json_object_get(md, "name"));
-        if (!json_is_object(next) || !json_is_object(md) || !nname || strcmp(nname, name) != 0) {
-            shim_status(resp, 422, "Invalid", details(r, name), "%s \"%s\" is invalid: metadata.name: the patch "
-                        "must not change or remove the name", r->kind, name);
-            json_decref(cur);
-            json_decref(next);
-            break;
-        }
-        if (shim_has_status(r)) /* the main resource does not write status */
-            json_object_set(next, "status", json_object_get(cur, "status") ? json_object_get(cur, "status") : json_null());
-        if (json_is_null(json_object_get(next, "status"))) json_object_del(next, "status");
-        /* compare-and-set on what was read, unless the patch set a resourceVersion itself */
-        const char *prv = json_string_value(json_object_get(json_object_get(patch, "metadata"), "resourceVersion"));
-        if (!prv) json_object_set(md, "resourceVersion", json_object_get(json_object_get(cur, "metadata"), "resourceVersion"));
-        shim_with_type(r, next);
-        if (shim_crd_admit(s, r, next, cur, resp)) {
-            json_decref(cur);
-            json_decref(next);
-            break;
-        }
-        if (dry) { /* the patched object, not written */
-            json_decref(cur);
-            shim_json(resp, 200, next);
-            break;
-        }
-        rc = store_update(s->st, r->store_key, ns_, next, &out, NULL);
-        json_decref(cur);
-        json_decref(next);
-        if (rc == STORE_ECONFLICT && !prv && attempt < 4) continue;
-        shim_reply_written(s, resp, rc, r, name, 200, out);
-        break;
     }
-    json_decref(patch);
+    if (dry) {
+        json_t *next = shim_patch_preview(s, r, ns, name, patch, apply, resp);
+        if (next) shim_json(resp, 200, next);
+        return;
+    }
+    shim_write_patch(s, r, ns, name, patch, apply, req, resp);
 }
 
 /* DELETE on a collection: every object that matches the selectors, one by
@@ -633,7 +610,6 @@ static void do_delete_collection(struct shim *s, const struct shim_resource *r, 
     snprintf(kind, sizeof kind, "%sList", r->kind);
     shim_json(resp, 200, json_pack("{s:s, s:s, s:{}, s:o}", "kind", kind, "apiVersion",
                                    api_version_of(r, av, sizeof av), "metadata", "items", d.gone));
-    watch_kick(s->hub);
 }
 
 /* ---- routing ---- */

@@ -8,9 +8,9 @@
  * OpenAPI, Table output, selectors, subresources and custom resources come
  * with the rest of the apiserver-shim issue.
  *
- * Ownership: shim_new borrows the store for the shim's lifetime; the caller
- * closes it after shim_free. The token is copied. Single-threaded: call
- * shim_handle from the loop thread only (the store connection is synchronous). */
+ * Ownership: shim_new borrows the stores (cfg->astore too) for the shim's
+ * lifetime; the caller closes them after shim_free. The token is copied.
+ * Single-threaded: call shim_handle from the loop thread only. */
 #ifndef PELOTON_SHIM_H
 #define PELOTON_SHIM_H
 
@@ -29,12 +29,14 @@ struct shim_config {
     unsigned poll_ms;       /* watch: how often the history is read; default 20 */
     unsigned bookmark_ms;   /* watch: BOOKMARK interval when asked for; default 10,000 */
     size_t max_buffer;      /* watch: bytes a watcher may have unsent; default 64 MiB */
+    struct store_async *astore; /* the asynchronous write connection; NULL: every write is synchronous */
 };
 
 struct watch_hub;
 
 struct shim {
     struct store *st;
+    struct store_async *astore; /* may be NULL: every write synchronous */
     char *token;
     bool token_on_plain;
     struct watch_hub *hub;
@@ -51,6 +53,9 @@ const struct shim_resource *shim_find_resource(const struct shim *s, const char 
 
 struct shim *shim_new(struct store *st, const struct shim_config *cfg);
 void shim_free(struct shim *s);
+/* Stops using the asynchronous store (before it is closed): writes from now
+ * on are synchronous. */
+void shim_detach_async(struct shim *s);
 
 /* Creates the namespaces every cluster has (default, kube-system,
  * kube-public, kube-node-lease) when absent. */
@@ -100,6 +105,12 @@ int shim_each(struct shim *s, const char *key, const char *ns, uint64_t *rv, int
 /* A store error as the Status Kubernetes would send for it. */
 void shim_store_error(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
                       const char *name);
+/* The same with the message given (the default case's text; for
+ * STORE_NO_NAMESPACE, the namespace's name). */
+void shim_store_error_msg(struct http_response *resp, int rc, const struct shim_resource *r, const char *name,
+                          const char *msg);
+/* True when obj carries r's kind and apiVersion (its stored bytes can be sent as they are). */
+bool shim_typed(const struct shim_resource *r, const json_t *obj);
 
 /* The patch function for the request's content type, with the parsed patch
  * in *patch (the caller frees it); NULL after an error reply (415, 400). */
@@ -111,6 +122,25 @@ shim_patch_fn shim_patch_parse(const struct http_request *req, json_t **patch, b
  * woken; or, when rc is an error, its Status. */
 void shim_reply_written(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
                         const char *name, int code, json_t *out);
+
+/* ---- writes (shim_write.c) ----
+ * Each answers through resp, or later (http_defer) when it runs on the
+ * asynchronous store connection. Bodies passed in are taken (obj of create is
+ * borrowed). */
+void shim_write_create(struct shim *s, const struct shim_resource *r, const char *ns, json_t *obj,
+                       const struct http_request *req, struct http_response *resp);
+void shim_write_replace(struct shim *s, const struct shim_resource *r, const char *ns, const char *name, json_t *obj,
+                        const struct http_request *req, struct http_response *resp);
+void shim_write_patch(struct shim *s, const struct shim_resource *r, const char *ns, const char *name, json_t *patch,
+                      shim_patch_fn apply, const struct http_request *req, struct http_response *resp);
+/* A dry-run patch: the object as it would be stored, or NULL after an error answer. */
+json_t *shim_patch_preview(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                           json_t *patch, shim_patch_fn apply, struct http_response *resp);
+/* GET-less writes of KIND/NAME/status (PUT or PATCH) and pods/NAME/binding. */
+void shim_write_status(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                       const struct http_request *req, struct http_response *resp);
+void shim_write_binding(struct shim *s, const struct shim_resource *pods, const char *ns, const char *name,
+                        json_t *binding, const char *node, const struct http_request *req, struct http_response *resp);
 
 /* ---- pods and status subresources (shim_pods.c) ---- */
 bool shim_has_status(const struct shim_resource *r); /* pods, nodes, namespaces */
@@ -167,5 +197,6 @@ void watch_start(struct watch_hub *h, const struct shim_resource *r, const char 
                  struct fieldsel *fs, const struct http_request *req, struct http_response *resp);
 /* A write happened: read the history soon. */
 void watch_kick(struct watch_hub *h);
+void watch_detach_async(struct watch_hub *h);
 
 #endif

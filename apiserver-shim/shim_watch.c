@@ -1,12 +1,29 @@
 /* Watch: newline-delimited JSON events over a chunked stream.
  *
- * Fan-out: all watchers of one resource share one read of its change history
- * per tick (store_history_after from the lowest resourceVersion any of them
- * has seen); each event's JSON line is built once and sent to every watcher
- * whose namespace and selectors it matches. A tick runs every poll_ms while
- * anyone watches, and at once after a write through this process (watch_kick).
- * A watcher that falls behind by more than max_buffer unsent bytes is closed
- * (the HTTP layer's bound) and re-lists, as a Kubernetes client does. */
+ * Events come from memory. Both store connections report every write they
+ * make (store_set_write_hook); the hub puts those changes in resourceVersion
+ * order and hands each one to the watchers that want it, building its JSON
+ * line once (from the stored bytes) for all of them. Versions are global and
+ * gapless (every write takes the next one), so the hub knows when it has
+ * them all up to W:
+ *
+ *   - a change numbered W + 1 is delivered at once, and W advances;
+ *   - a later one waits in a heap for the ones before it. Those are either
+ *     this process's writes still in flight (their replies come within a
+ *     moment) or writes by someone else sharing Redis (another API server).
+ *     A gap that outlives the in-flight writes, or GAP_WAIT_MS, is filled
+ *     by reading the watched resources' history from Redis (reconcile), and
+ *     so is a counter found above W while nothing is in flight.
+ *
+ * A watcher is live when it has seen everything of its resource up to
+ * max(W, every pending change): then memory serves it. Otherwise (it asked
+ * for an older resourceVersion, or it was live before a reconcile dropped
+ * it) it catches up by reading its resource's history from Redis, shared by
+ * the watchers at the same place, until it reaches that point.
+ *
+ * Lines are queued on the watchers' streams; the HTTP layer sends a turn's
+ * lines to a watcher in one write. A watcher that falls behind by more than
+ * max_buffer unsent bytes is closed and re-lists, as a Kubernetes client does. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,7 +33,9 @@
 #include "shim.h"
 
 #define HISTORY_BATCH 5000
-#define TICK_READS_MAX 64 /* history reads per resource per tick, so one tick stays bounded */
+#define TICK_READS_MAX 64       /* history reads per resource per tick, so one tick stays bounded */
+#define GAP_WAIT_MS 50          /* how long a gap may wait for in-flight writes */
+#define PENDING_MAX 200000      /* changes held behind a gap before the hub gives up on memory */
 
 struct watcher {
     struct watch_hub *hub;
@@ -28,22 +47,90 @@ struct watcher {
     uint64_t rv;          /* everything up to here was considered */
     uint64_t deadline_ms; /* 0: no timeout */
     uint64_t next_bookmark_ms;
-    bool bookmarks, ending;
+    bool bookmarks, ending, live;
     struct watcher *prev, *next;
+};
+
+/* A change known from a write through this process. */
+struct change {
+    uint64_t rv;
+    const struct shim_resource *r; /* NULL: a resource nobody here serves */
+    enum store_event_type type;
+    json_t *obj;                   /* for selectors; NULL when no watcher wanted it */
+    char *line;                    /* the event's JSON line; NULL as obj */
+    size_t len;
+    char ns[STORE_MAX_NAMESPACE + 1];
 };
 
 struct watch_hub {
     struct shim *owner; /* its store connection is used for reads */
     struct store *st;
+    struct store_async *astore; /* may be NULL */
     uv_loop_t *loop;
     uv_timer_t timer;
     bool timer_on;
     unsigned poll_ms, bookmark_ms;
     size_t max_buffer;
     struct watcher *head;
+    uint64_t w;                 /* every change up to here is delivered (or was nobody's) */
+    struct change *heap;        /* changes above w + 1, a min-heap by rv */
+    size_t nheap, capheap;
+    uint64_t top;               /* the highest rv noted */
+    uint64_t gap_since_ms;      /* when the heap's head first waited; 0: no gap */
 };
 
 static void on_tick(uv_timer_t *t);
+
+/* ---- the heap of changes waiting behind a gap ---- */
+
+static void change_free(struct change *c) {
+    json_decref(c->obj);
+    free(c->line);
+}
+
+static int heap_push(struct watch_hub *h, struct change *c) {
+    if (h->nheap == h->capheap) {
+        size_t nc = h->capheap ? h->capheap * 2 : 64;
+        struct change *n = realloc(h->heap, nc * sizeof *n);
+        if (!n) return -ENOMEM;
+        h->heap = n;
+        h->capheap = nc;
+    }
+    size_t i = h->nheap++;
+    while (i > 0 && h->heap[(i - 1) / 2].rv > c->rv) {
+        h->heap[i] = h->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->heap[i] = *c;
+    return 0;
+}
+
+static struct change heap_pop(struct watch_hub *h) {
+    struct change top = h->heap[0], last = h->heap[--h->nheap];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->nheap && h->heap[l].rv < last.rv) m = l;
+        if (r < h->nheap && h->heap[r].rv < (m == i ? last.rv : h->heap[m].rv)) m = r;
+        if (m == i) break;
+        h->heap[i] = h->heap[m];
+        i = m;
+    }
+    if (h->nheap) h->heap[i] = last;
+    return top;
+}
+
+static void heap_clear(struct watch_hub *h) {
+    while (h->nheap) {
+        struct change c = heap_pop(h);
+        change_free(&c);
+    }
+}
+
+/* ---- watchers ---- */
+
+static void write_hook(void *ud, const char *resource, const char *ns, enum store_event_type type, uint64_t rv,
+                       const json_t *obj, const char *json, size_t len);
 
 struct watch_hub *watch_hub_new(struct shim *owner, const struct shim_config *cfg) {
     if (!cfg || !cfg->loop) return NULL;
@@ -51,12 +138,17 @@ struct watch_hub *watch_hub_new(struct shim *owner, const struct shim_config *cf
     if (!h) return NULL;
     h->owner = owner;
     h->st = owner->st;
+    h->astore = cfg->astore;
     h->loop = cfg->loop;
     h->poll_ms = cfg->poll_ms ? cfg->poll_ms : 20;
     h->bookmark_ms = cfg->bookmark_ms ? cfg->bookmark_ms : 10000;
     h->max_buffer = cfg->max_buffer ? cfg->max_buffer : (64u << 20);
+    if (store_current_rv(h->st, &h->w)) h->w = 0; /* an unreachable Redis: the first reconcile settles it */
+    h->top = h->w;
     uv_timer_init(h->loop, &h->timer);
     h->timer.data = h;
+    store_set_write_hook(h->st, write_hook, h);
+    if (h->astore) store_async_set_write_hook(h->astore, write_hook, h);
     return h;
 }
 
@@ -77,14 +169,27 @@ static void watcher_unlink_free(struct watcher *w) {
 /* The HTTP layer says the stream is over: forget the watcher. */
 static void on_stream_closed(void *ud) { watcher_unlink_free(ud); }
 
-static void on_timer_closed(uv_handle_t *t) { free(t->data); }
+static void on_timer_closed(uv_handle_t *t) {
+    struct watch_hub *h = t->data;
+    free(h->heap);
+    free(h);
+}
 
 /* The timer handle must outlive uv_close: the hub is freed by the close
  * callback, on the loop's next turn (the caller runs the loop dry). */
 void watch_hub_free(struct watch_hub *h) {
     if (!h) return;
+    store_set_write_hook(h->st, NULL, NULL);
+    watch_detach_async(h);
     while (h->head) watcher_unlink_free(h->head); /* streams are gone with the server */
+    heap_clear(h);
     uv_close((uv_handle_t *)&h->timer, on_timer_closed);
+}
+
+void watch_detach_async(struct watch_hub *h) {
+    if (!h || !h->astore) return;
+    store_async_set_write_hook(h->astore, NULL, NULL);
+    h->astore = NULL;
 }
 
 void watch_kick(struct watch_hub *h) {
@@ -139,11 +244,127 @@ static const char *type_name(enum store_event_type t) {
     return t == STORE_ADDED ? "ADDED" : t == STORE_MODIFIED ? "MODIFIED" : "DELETED";
 }
 
-/* Reads a resource's history once for all its watchers. */
+/* The event's line: the stored bytes framed, when they carry the resource's
+ * kind and apiVersion (what the shim stores does); else encoded afresh. */
+static char *event_line(const struct shim_resource *r, enum store_event_type type, const json_t *obj,
+                        const char *json, size_t len, size_t *outlen) {
+    char av[300];
+    if (r->group[0]) snprintf(av, sizeof av, "%s/%s", r->group, r->version);
+    else snprintf(av, sizeof av, "%s", r->version);
+    const char *k = json_string_value(json_object_get(obj, "kind"));
+    const char *v = json_string_value(json_object_get(obj, "apiVersion"));
+    if (json && k && v && !strcmp(k, r->kind) && !strcmp(v, av)) {
+        const char *tn = type_name(type);
+        size_t tl = strlen(tn), n = 9 + tl + 11 + len + 2; /* {"type":"X","object":...}\n */
+        char *line = malloc(n + 1);
+        if (!line) return NULL;
+        char *p = line;
+        memcpy(p, "{\"type\":\"", 9), p += 9;
+        memcpy(p, tn, tl), p += tl;
+        memcpy(p, "\",\"object\":", 11), p += 11;
+        memcpy(p, json, len), p += len;
+        memcpy(p, "}\n", 2), p += 2;
+        *p = 0;
+        *outlen = n;
+        return line;
+    }
+    json_t *copy = json_deep_copy(obj);
+    json_t *ev = json_pack("{s:s, s:o}", "type", type_name(type), "object", shim_with_type(r, copy));
+    char *line = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    if (!line) return NULL;
+    size_t n = strlen(line);
+    line[n] = '\n';
+    *outlen = n + 1;
+    return line;
+}
+
+static bool has_live(const struct watch_hub *h, const struct shim_resource *r) {
+    for (const struct watcher *w = h->head; w; w = w->next)
+        if (w->r == r && w->live && !w->ending) return true;
+    return false;
+}
+
+/* Hands one change to the live watchers that want it. */
+static void deliver(struct watch_hub *h, const struct change *c) {
+    if (!c->r || !c->line) return;
+    for (struct watcher *w = h->head; w; w = w->next) {
+        if (w->r != c->r || !w->live || w->ending || c->rv <= w->rv || !wants(w, c->ns, c->obj)) continue;
+        send_line(w, c->line, c->len);
+    }
+}
+
+/* Everything up to w is delivered: live watchers have considered it. */
+static void settle_live(struct watch_hub *h) {
+    for (struct watcher *w = h->head; w; w = w->next)
+        if (w->live && w->rv < h->w) w->rv = h->w;
+}
+
+/* Delivers what has become contiguous. */
+static void drain(struct watch_hub *h) {
+    bool moved = false;
+    while (h->nheap && h->heap[0].rv <= h->w + 1) {
+        struct change c = heap_pop(h);
+        if (c.rv == h->w + 1) {
+            deliver(h, &c);
+            h->w = c.rv;
+            moved = true;
+        }
+        change_free(&c);
+    }
+    if (moved) settle_live(h);
+    h->gap_since_ms = h->nheap ? (h->gap_since_ms ? h->gap_since_ms : uv_now(h->loop)) : 0;
+}
+
+static const struct shim_resource *resource_by_key(const struct shim *s, const char *key) {
+    for (int i = 0; i < shim_res_count(s); i++) {
+        const struct shim_resource *r = shim_res_at(s, i);
+        if (r && !strcmp(r->store_key, key)) return r;
+    }
+    return NULL;
+}
+
+/* A write through this process's stores. */
+static void write_hook(void *ud, const char *resource, const char *ns, enum store_event_type type, uint64_t rv,
+                       const json_t *obj, const char *json, size_t len) {
+    struct watch_hub *h = ud;
+    if (rv <= h->w) return; /* a reconcile read it already */
+    if (rv > h->top) h->top = rv;
+    struct change c = {.rv = rv, .type = type};
+    c.r = resource_by_key(h->owner, resource);
+    if (c.r && has_live(h, c.r)) { /* the line is built once, for every watcher */
+        snprintf(c.ns, sizeof c.ns, "%s", ns);
+        c.obj = json_incref((json_t *)obj);
+        c.line = event_line(c.r, type, obj, json, len, &c.len);
+    }
+    if (h->nheap >= PENDING_MAX || heap_push(h, &c)) {
+        change_free(&c); /* the hub cannot hold more: live watchers fall back to Redis */
+        for (struct watcher *w = h->head; w; w = w->next) w->live = false;
+        heap_clear(h);
+        h->w = h->top;
+        h->gap_since_ms = 0;
+        watch_kick(h);
+        return;
+    }
+    drain(h);
+    if (h->nheap) watch_kick(h); /* a gap: the tick decides when to read Redis */
+}
+
+/* ---- reading Redis: watchers catching up, and gaps ---- */
+
+/* The watcher has read its resource's history up to rv: live once that
+ * reaches everything noted here. */
+static void caught_up(struct watch_hub *h, struct watcher *w, uint64_t rv) {
+    if (rv > w->rv) w->rv = rv;
+    uint64_t mark = h->w > h->top ? h->w : h->top;
+    if (w->rv >= mark) w->live = true;
+}
+
+/* Reads a resource's history once for all its watchers that are behind. */
 static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
     uint64_t from = UINT64_MAX;
     for (struct watcher *w = h->head; w; w = w->next)
-        if (w->r == r && !w->ending && w->rv < from) from = w->rv;
+        if (w->r == r && !w->ending && !w->live && w->rv < from) from = w->rv;
     if (from == UINT64_MAX) return;
     for (int reads = 0; reads < TICK_READS_MAX; reads++) {
         struct store_history hist = {0};
@@ -151,7 +372,7 @@ static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
         if (rc == -ESTALE) {
             /* someone is behind the retained history: settle each watcher on its own */
             for (struct watcher *w = h->head; w; w = w->next) {
-                if (w->r != r || w->ending) continue;
+                if (w->r != r || w->ending || w->live) continue;
                 struct store_history one = {0};
                 if (store_history_after(h->st, r->store_key, "", w->rv, 1, &one) == -ESTALE)
                     send_expired(w, store_errmsg(h->st));
@@ -165,33 +386,142 @@ static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
             char *line = NULL;
             size_t len = 0;
             for (struct watcher *w = h->head; w; w = w->next) {
-                if (w->r != r || w->ending || e->resource_version <= w->rv || !wants(w, e->ns, e->object)) continue;
-                if (!line) { /* built once, shared by every watcher it goes to */
-                    json_t *ev = json_pack("{s:s, s:O}", "type", type_name(e->type), "object",
-                                           shim_with_type(r, e->object));
-                    line = json_dumps(ev, JSON_COMPACT);
-                    json_decref(ev);
-                    if (!line) break;
-                    len = strlen(line);
-                    line[len++] = '\n';
-                }
+                if (w->r != r || w->ending || w->live || e->resource_version <= w->rv ||
+                    !wants(w, e->ns, e->object))
+                    continue;
+                if (!line && !(line = event_line(r, e->type, e->object, NULL, 0, &len))) break;
                 send_line(w, line, len);
             }
             free(line);
         }
-        uint64_t next = hist.next_rv;
+        uint64_t next = hist.more ? hist.next_rv : hist.current_rv; /* all of it, when nothing more follows */
         int more = hist.more;
         store_history_free(&hist);
         for (struct watcher *w = h->head; w; w = w->next)
-            if (w->r == r && w->rv < next) w->rv = next;
+            if (w->r == r && !w->live && !w->ending && w->rv < next) caught_up(h, w, next);
         if (!more || next <= from) break;
         from = next;
     }
 }
 
+/* A change read back from Redis, for the merge of a reconcile. */
+struct read_change {
+    uint64_t rv;
+    const struct shim_resource *r;
+    const struct store_event *e;
+};
+
+static int cmp_read(const void *a, const void *b) {
+    uint64_t x = ((const struct read_change *)a)->rv, y = ((const struct read_change *)b)->rv;
+    return x < y ? -1 : x > y;
+}
+
+/* Delivers a change read from Redis to the live watchers. */
+static void deliver_read(struct watch_hub *h, const struct read_change *rc) {
+    const struct store_event *e = rc->e;
+    struct change c = {.rv = rc->rv, .r = rc->r, .type = e->type, .obj = e->object};
+    snprintf(c.ns, sizeof c.ns, "%s", e->ns ? e->ns : "");
+    c.line = event_line(rc->r, e->type, e->object, NULL, 0, &c.len);
+    deliver(h, &c);
+    free(c.line);
+}
+
+/* Fills the gap above w from Redis: every change of the resources that live
+ * watchers follow, up to the lowest counter those reads saw, merged in order
+ * with what this process noted (a change both read and noted goes out once). */
+static void reconcile(struct watch_hub *h) {
+    uint64_t cap = UINT64_MAX;
+    struct store_history *hs = NULL;
+    const struct shim_resource **hr = NULL;
+    size_t nh = 0, caph = 0, total = 0;
+    bool failed = false;
+    for (int i = 0; i < shim_res_count(h->owner) && !failed; i++) {
+        const struct shim_resource *r = shim_res_at(h->owner, i);
+        if (!r || !has_live(h, r)) continue;
+        uint64_t from = h->w;
+        for (int reads = 0;; reads++) {
+            if (nh == caph) {
+                size_t nc = caph ? caph * 2 : 16;
+                struct store_history *n1 = realloc(hs, nc * sizeof *n1);
+                if (n1) hs = n1;
+                const struct shim_resource **n2 = n1 ? realloc(hr, nc * sizeof *n2) : NULL;
+                if (n2) hr = n2;
+                if (!n1 || !n2) {
+                    failed = true;
+                    break;
+                }
+                caph = nc;
+            }
+            struct store_history *hist = &hs[nh];
+            int rc = store_history_after(h->st, r->store_key, "", from, HISTORY_BATCH, hist);
+            if (rc == -ESTALE) { /* the gap is older than the history kept: these watchers re-list */
+                for (struct watcher *w = h->head; w; w = w->next)
+                    if (w->r == r && w->live && !w->ending) send_expired(w, store_errmsg(h->st));
+                break;
+            }
+            if (rc) {
+                failed = true;
+                break;
+            }
+            hr[nh++] = r;
+            total += hist->n;
+            if (!hist->more) {
+                if (hist->current_rv < cap) cap = hist->current_rv;
+                break;
+            }
+            if (reads + 1 >= TICK_READS_MAX || hist->next_rv <= from) {
+                if (hist->next_rv < cap) cap = hist->next_rv; /* the rest on the next tick */
+                break;
+            }
+            from = hist->next_rv;
+        }
+    }
+    if (!failed && cap == UINT64_MAX && store_current_rv(h->st, &cap)) failed = true; /* nobody live */
+    struct read_change *rd = !failed && total ? malloc(total * sizeof *rd) : NULL;
+    if (total && !rd) failed = true;
+    if (!failed) {
+        size_t nrd = 0;
+        for (size_t i = 0; i < nh; i++)
+            for (size_t j = 0; j < hs[i].n; j++) {
+                const struct store_event *e = &hs[i].events[j];
+                if (e->resource_version > h->w && e->resource_version <= cap)
+                    rd[nrd++] = (struct read_change){.rv = e->resource_version, .r = hr[i], .e = e};
+            }
+        qsort(rd, nrd, sizeof *rd, cmp_read);
+        size_t i = 0;
+        for (;;) {
+            uint64_t a = i < nrd ? rd[i].rv : UINT64_MAX;
+            uint64_t b = h->nheap && h->heap[0].rv <= cap ? h->heap[0].rv : UINT64_MAX;
+            if (a == UINT64_MAX && b == UINT64_MAX) break;
+            if (b <= a) {
+                struct change c = heap_pop(h);
+                if (c.rv > h->w) deliver(h, &c);
+                if (a == c.rv) i++; /* read and noted: once */
+                change_free(&c);
+            } else {
+                deliver_read(h, &rd[i++]);
+            }
+        }
+        if (cap > h->w) h->w = cap;
+        if (h->w > h->top) h->top = h->w;
+        settle_live(h);
+        drain(h);
+    }
+    free(rd);
+    for (size_t i = 0; i < nh; i++) store_history_free(&hs[i]);
+    free(hs);
+    free(hr);
+}
+
 static void on_tick(uv_timer_t *t) {
     struct watch_hub *h = t->data;
     uint64_t now = uv_now(h->loop);
+    bool inflight = h->astore && store_async_inflight(h->astore) > 0;
+    if (h->nheap && (!inflight || now - h->gap_since_ms >= GAP_WAIT_MS)) reconcile(h);
+    else if (!h->nheap && !inflight) { /* someone else may have written meanwhile */
+        uint64_t c = 0;
+        if (!store_current_rv(h->st, &c) && c > h->w) reconcile(h);
+    }
     for (int i = 0; i < shim_res_count(h->owner); i++)
         if (shim_res_at(h->owner, i)) pump_resource(h, shim_res_at(h->owner, i));
     for (struct watcher *w = h->head; w; w = w->next) {
@@ -280,11 +610,13 @@ void watch_start(struct watch_hub *h, const struct shim_resource *r, const char 
     h->head = w;
     if (from_now) {
         if (send_initial(h, w)) send_expired(w, store_errmsg(h->st));
+        caught_up(h, w, w->rv); /* the list is as new as Redis: live unless changes wait in the heap */
     } else {
         struct store_history one = {0};
         if (store_history_after(h->st, r->store_key, "", start_rv, 1, &one) == -ESTALE)
             send_expired(w, store_errmsg(h->st));
         store_history_free(&one);
+        caught_up(h, w, w->rv);
     }
     watch_kick(h);
 }

@@ -74,6 +74,8 @@ struct daemon {
     uv_signal_t sigint, sigterm;
     struct http_server *http, *https;
     struct controllers *ctl;
+    struct shim *shim;
+    struct store_async *ast;
 };
 
 static void ctl_stop_roles(uv_async_t *a) {
@@ -164,6 +166,11 @@ static void on_signal(uv_signal_t *h, int signum) {
     }
     if (d->http) http_server_stop(d->http);
     if (d->https) http_server_stop(d->https);
+    if (d->ast) { /* no request can come any more: the write connection goes too */
+        shim_detach_async(d->shim);
+        store_async_close(d->ast);
+        d->ast = NULL;
+    }
     uv_close((uv_handle_t *)&d->sigint, NULL);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
 }
@@ -320,8 +327,15 @@ int main(int argc, char **argv) {
         return 1;
     }
     struct daemon d = {.loop = uv_default_loop()};
+    struct store_async *ast = NULL; /* the pipelined connection for the hot writes */
+    if (store_async_open(d.loop, host, atoi(colon + 1), &so, &ast)) {
+        fprintf(stderr, "pelotond: cannot open the asynchronous redis connection to %s\n", redis);
+        store_close(st);
+        free(token);
+        return 1;
+    }
     struct shim_config scfg = {.token = token, .token_on_plain = tls_port < 0, .loop = d.loop, .poll_ms = poll_ms,
-                               .bookmark_ms = bookmark_ms};
+                               .bookmark_ms = bookmark_ms, .astore = ast};
     struct shim *shim = shim_new(st, &scfg);
     char err[512];
     if (shim && !shim_bootstrap(shim, err, sizeof err)) {
@@ -329,6 +343,7 @@ int main(int argc, char **argv) {
         if (crds[0] && shim_crd_install(shim, crds, err, sizeof err) && strcmp(crds, "crds") != 0) {
             fprintf(stderr, "pelotond: %s\n", err);
             shim_free(shim);
+            store_async_close(ast);
             store_close(st);
             free(token);
             return 1;
@@ -337,6 +352,7 @@ int main(int argc, char **argv) {
     } else {
         fprintf(stderr, "pelotond: %s\n", shim ? err : "out of memory");
         shim_free(shim);
+        store_async_close(ast);
         store_close(st);
         free(token);
         return 1;
@@ -348,6 +364,7 @@ int main(int argc, char **argv) {
         if ((tls_cert != NULL) != (tls_key != NULL)) {
             fprintf(stderr, "pelotond: --tls-cert and --tls-key go together\n");
             shim_free(shim);
+            store_async_close(ast);
             store_close(st);
             free(token);
             return 2;
@@ -362,6 +379,7 @@ int main(int argc, char **argv) {
             http_server_start(d.loop, &tcfg, &d.https, err, sizeof err)) {
             fprintf(stderr, "pelotond: %s\n", err);
             shim_free(shim);
+            store_async_close(ast);
             store_close(st);
             free(token);
             return 1;
@@ -370,10 +388,13 @@ int main(int argc, char **argv) {
     if (http_server_start(d.loop, &hcfg, &d.http, err, sizeof err)) {
         fprintf(stderr, "pelotond: %s\n", err);
         shim_free(shim);
+        store_async_close(ast);
         store_close(st);
         free(token);
         return 1;
     }
+    d.shim = shim;
+    d.ast = ast;
     signals_start(&d);
     int actual = http_server_port(d.http);
     fprintf(stderr, "level=info msg=serving api=http://127.0.0.1:%d redis=%s auth=%s\n", actual, redis,
@@ -409,6 +430,7 @@ int main(int argc, char **argv) {
     http_server_free(d.http);
     http_server_free(d.https);
     shim_free(shim);                /* closes the watch timer ... */
+    store_async_close(d.ast);       /* (closed on the signal already) */
     uv_run(d.loop, UV_RUN_DEFAULT); /* ... which finishes on this turn */
     uv_loop_close(d.loop);
     store_close(st);

@@ -1,0 +1,439 @@
+/* The shim's writes of existing objects and its creates, on the store's
+ * read-modify-write (store_modify). Each kind of write is one modify
+ * function over the stored object (replace, patch, status, binding); the
+ * same function runs on either store path:
+ *
+ *   - asynchronously (the store's pipelined connection) for the built-in
+ *     resources when pelotond has one: the handler defers its reply and the
+ *     loop goes on, so a turn's writes share one Redis round trip;
+ *   - synchronously otherwise, and always for CRDs and custom resources,
+ *     whose admission reads other objects (the pool tree) and must see the
+ *     store as it is when the write lands.
+ *
+ * A modify function may choose its own error answer (code, reason, details)
+ * or hand back a ready Status (CRD admission writes one). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shim.h"
+
+enum write_kind { WK_CREATE, WK_REPLACE, WK_PATCH, WK_STATUS, WK_BINDING };
+
+struct write_req {
+    struct shim *s;
+    const struct shim_resource *r;
+    enum write_kind kind;
+    char ns[STORE_MAX_NAMESPACE + 1], name[STORE_MAX_NAME + 1];
+    int code;            /* the answer's code on success */
+    json_t *body;        /* replace: the object; patch and status: the patch or object; binding: the Binding */
+    shim_patch_fn apply; /* patch, and status by PATCH */
+    const char *node;    /* binding: the target node (in body) */
+    struct http_deferred *d;
+    /* an error answer chosen by the modify function */
+    int err_code;
+    const char *err_reason;
+    json_t *err_details;
+    struct http_response made; /* a complete answer (CRD admission) when made.body is set */
+};
+
+static bool is_crd(const struct shim_resource *r) { return !r->custom && !strcmp(r->plural, "customresourcedefinitions"); }
+
+static void write_free(struct write_req *w) {
+    json_decref(w->body);
+    json_decref(w->err_details);
+    free(w->made.body);
+    free(w);
+}
+
+static int refuse(struct write_req *w, int code, const char *reason, json_t *details, int rc) {
+    w->err_code = code;
+    w->err_reason = reason;
+    json_decref(w->err_details);
+    w->err_details = details;
+    return rc;
+}
+
+/* CRD and custom-resource admission on the object about to be written; a
+ * refusal is a complete answer. */
+static int admit(struct write_req *w, json_t *next, const json_t *cur) {
+    if (!w->r->custom && !is_crd(w->r)) return 0;
+    struct http_response tmp = {.status = 200};
+    if (!shim_crd_admit(w->s, w->r, next, cur, &tmp)) return 0;
+    free(w->made.body);
+    w->made = tmp;
+    return -ECANCELED;
+}
+
+/* ---- the modify functions ---- */
+
+/* PUT: the caller's object, with status kept where a status subresource owns it. */
+static int replace_fn(void *ud, const json_t *cur, json_t **next, char *err, size_t errlen) {
+    struct write_req *w = ud;
+    json_t *n = json_deep_copy(w->body);
+    if (!n) return snprintf(err, errlen, "out of memory"), -ENOMEM;
+    if (shim_has_status(w->r)) {
+        json_t *st = json_object_get(cur, "status");
+        if (st) json_object_set(n, "status", st);
+        else json_object_del(n, "status");
+    }
+    int rc = admit(w, n, cur);
+    if (rc) {
+        json_decref(n);
+        return rc;
+    }
+    *next = n;
+    return 0;
+}
+
+/* PATCH: the patch over what is stored; a patch that names no
+ * resourceVersion applies to whatever is current (a lost race patches again). */
+static int patch_fn(void *ud, const json_t *cur, json_t **next, char *err, size_t errlen) {
+    struct write_req *w = ud;
+    const struct shim_resource *r = w->r;
+    json_t *n = NULL;
+    char msg[512] = "";
+    int rc = w->apply(cur, w->body, &n, msg, sizeof msg);
+    if (rc) {
+        if (rc == -EINVAL) return snprintf(err, errlen, "%s", msg), refuse(w, 400, "BadRequest", NULL, rc);
+        if (rc == -E2BIG) return snprintf(err, errlen, "%s", msg), refuse(w, 413, "RequestEntityTooLarge", NULL, rc);
+        /* Invalid names the Kind, and kubectl prints the causes */
+        json_t *d = json_pack("{s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "name", w->name, "group", r->group, "kind",
+                              r->kind, "causes", "reason", "FieldValueInvalid", "message", msg, "field", "patch");
+        snprintf(err, errlen, "%s \"%s\" is invalid: patch: %s", r->kind, w->name, msg);
+        return refuse(w, 422, "Invalid", d, -EINVAL);
+    }
+    json_t *md = json_object_get(n, "metadata");
+    const char *nname = json_string_value(json_object_get(md, "name"));
+    if (!json_is_object(n) || !json_is_object(md) || !nname || strcmp(nname, w->name) != 0) {
+        json_decref(n);
+        snprintf(err, errlen, "%s \"%s\" is invalid: metadata.name: the patch must not change or remove the name",
+                 r->kind, w->name);
+        return refuse(w, 422, "Invalid", json_pack("{s:s, s:s, s:s}", "group", r->group, "kind", r->plural, "name",
+                                                   w->name), -EINVAL);
+    }
+    if (shim_has_status(r)) /* the main resource does not write status */
+        json_object_set(n, "status", json_object_get(cur, "status") ? json_object_get(cur, "status") : json_null());
+    if (json_is_null(json_object_get(n, "status"))) json_object_del(n, "status");
+    if (!json_string_value(json_object_get(json_object_get(w->body, "metadata"), "resourceVersion")))
+        json_object_del(md, "resourceVersion");
+    shim_with_type(r, n);
+    rc = admit(w, n, cur);
+    if (rc) {
+        json_decref(n);
+        return rc;
+    }
+    *next = n;
+    return 0;
+}
+
+static const char *meta_str(const json_t *obj, const char *key) {
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
+}
+
+/* KIND/NAME/status: only status moves. A kubelet sends its pod's uid as a
+ * precondition, and its resourceVersion on PUT. */
+static int status_fn(void *ud, const json_t *cur, json_t **next, char *err, size_t errlen) {
+    struct write_req *w = ud;
+    const char *want_uid = meta_str(w->body, "uid"), *want_rv = w->apply ? NULL : meta_str(w->body, "resourceVersion");
+    const char *uid = meta_str(cur, "uid"), *rv = meta_str(cur, "resourceVersion");
+    if ((want_uid && want_uid[0] && strcmp(want_uid, uid ? uid : "")) ||
+        (want_rv && want_rv[0] && strcmp(want_rv, rv ? rv : ""))) {
+        snprintf(err, errlen, "the object has been modified");
+        return STORE_ECONFLICT;
+    }
+    json_t *n = NULL;
+    if (w->apply) {
+        char msg[512] = "";
+        int rc = w->apply(cur, w->body, &n, msg, sizeof msg);
+        if (rc == -EINVAL) return snprintf(err, errlen, "%s", msg), refuse(w, 400, "BadRequest", NULL, rc);
+        if (rc) {
+            snprintf(err, errlen, "%s \"%s\" is invalid: patch: %s", w->r->kind, w->name, msg);
+            return refuse(w, 422, "Invalid", NULL, rc);
+        }
+    } else {
+        n = json_incref(w->body);
+    }
+    json_t *c = json_deep_copy(cur);
+    json_t *st = json_object_get(n, "status");
+    if (c && st) json_object_set(c, "status", st);
+    json_decref(n);
+    if (!c) return snprintf(err, errlen, "out of memory"), -ENOMEM;
+    json_object_del(json_object_get(c, "metadata"), "resourceVersion"); /* checked above, on this very object */
+    *next = c;
+    return 0;
+}
+
+static void now_rfc3339(char out[32]) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Replaces (or adds) the pod condition of the same type. */
+static void set_condition(json_t *pod, const char *type, const char *status) {
+    json_t *st = json_object_get(pod, "status");
+    if (!json_is_object(st)) json_object_set_new(pod, "status", st = json_object());
+    json_t *conds = json_object_get(st, "conditions");
+    if (!json_is_array(conds)) json_object_set_new(st, "conditions", conds = json_array());
+    char ts[32];
+    now_rfc3339(ts);
+    json_t *c = json_pack("{s:s, s:s, s:n, s:s}", "type", type, "status", status, "lastProbeTime",
+                          "lastTransitionTime", ts);
+    size_t i;
+    json_t *x;
+    json_array_foreach(conds, i, x) if (json_is_string(json_object_get(x, "type")) &&
+                                        !strcmp(json_string_value(json_object_get(x, "type")), type)) {
+        json_array_set_new(conds, i, c);
+        return;
+    }
+    json_array_append_new(conds, c);
+}
+
+/* pods/NAME/binding: what a scheduler posts. A pod is bound once. */
+static int binding_fn(void *ud, const json_t *cur, json_t **next, char *err, size_t errlen) {
+    struct write_req *w = ud;
+    const char *uid = meta_str(w->body, "uid"), *cuid = meta_str(cur, "uid");
+    const char *cur_node = json_string_value(json_object_get(json_object_get(cur, "spec"), "nodeName"));
+    if (uid && uid[0] && strcmp(uid, cuid ? cuid : "")) {
+        snprintf(err, errlen, "Operation cannot be fulfilled on pods/binding \"%s\": the UID in the precondition does "
+                 "not match the pod", w->name);
+        return refuse(w, 409, "Conflict", NULL, STORE_ECONFLICT);
+    }
+    if (meta_str(cur, "deletionTimestamp")) {
+        snprintf(err, errlen, "Operation cannot be fulfilled on pods/binding \"%s\": pod %s is being deleted, cannot "
+                 "be assigned to a host", w->name, w->name);
+        return refuse(w, 409, "Conflict", NULL, STORE_ECONFLICT);
+    }
+    if (cur_node && cur_node[0]) {
+        snprintf(err, errlen, "Operation cannot be fulfilled on pods/binding \"%s\": pod %s is already assigned to "
+                 "node \"%s\"", w->name, w->name, cur_node);
+        return refuse(w, 409, "Conflict", NULL, STORE_ECONFLICT);
+    }
+    json_t *c = json_deep_copy(cur);
+    if (!c) return snprintf(err, errlen, "out of memory"), -ENOMEM;
+    json_t *spec = json_object_get(c, "spec");
+    if (!json_is_object(spec)) json_object_set_new(c, "spec", spec = json_object());
+    json_object_set_new(spec, "nodeName", json_string(w->node));
+    set_condition(c, "PodScheduled", "True");
+    json_object_del(json_object_get(c, "metadata"), "resourceVersion"); /* checked above, on this very object */
+    *next = c;
+    return 0;
+}
+
+static store_modify_fn modify_fn(enum write_kind k) {
+    switch (k) {
+    case WK_REPLACE: return replace_fn;
+    case WK_PATCH: return patch_fn;
+    case WK_STATUS: return status_fn;
+    case WK_BINDING: return binding_fn;
+    case WK_CREATE: break;
+    }
+    return NULL;
+}
+
+/* ---- answers ---- */
+
+#define BOUND_STATUS "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"code\":201}"
+
+/* The answer to a finished write: the object as stored (its bytes as they
+ * are when they carry kind and apiVersion), or the Status of the failure. */
+static void answer(struct write_req *w, int rc, const char *err, const json_t *obj, const char *json, size_t len,
+                   struct http_response *resp) {
+    if (rc == -ECANCELED && w->made.body) { /* a complete answer from admission */
+        *resp = w->made;
+        w->made.body = NULL;
+        return;
+    }
+    if (rc) {
+        if (w->err_code) {
+            shim_status(resp, w->err_code, w->err_reason, w->err_details, "%s", err);
+            w->err_details = NULL;
+        } else {
+            shim_store_error_msg(resp, rc, w->r, w->name, rc == STORE_NO_NAMESPACE ? w->ns : err);
+        }
+        return;
+    }
+    if (is_crd(w->r)) shim_crd_sync(w->s); /* a new or changed CRD is served at once */
+    if (w->kind == WK_BINDING) {
+        resp->status = 201;
+        resp->body = strdup(BOUND_STATUS);
+        resp->body_len = resp->body ? strlen(resp->body) : 0;
+        return;
+    }
+    if (json && shim_typed(w->r, obj) && (resp->body = malloc(len + 1))) {
+        memcpy(resp->body, json, len + 1);
+        resp->body_len = len;
+        resp->status = w->code;
+        resp->content_type = "application/json";
+        return;
+    }
+    shim_json(resp, w->code, shim_with_type(w->r, json_deep_copy(obj)));
+}
+
+static void on_written(void *ud, const struct store_result *res) {
+    struct write_req *w = ud;
+    struct http_response resp = {.status = 200, .content_type = "application/json"};
+    answer(w, res->rc, res->err, res->obj, res->json, res->json_len, &resp);
+    http_deferred_reply(w->d, &resp);
+    write_free(w);
+}
+
+/* Runs w: asynchronously when the store has the connection for it and the
+ * request can wait, else at once. Takes w. */
+static void run_write(struct write_req *w, json_t *create_obj, const struct http_request *req,
+                      struct http_response *resp) {
+    struct shim *s = w->s;
+    const struct shim_resource *r = w->r;
+    const char *ns = r->namespaced ? w->ns : "";
+    if (s->astore && !r->custom && !is_crd(r) && (w->d = http_defer(req))) {
+        char err[512];
+        int rc = w->kind == WK_CREATE
+                     ? store_async_create(s->astore, r->store_key, ns, create_obj, r->namespaced, on_written, w, err,
+                                          sizeof err)
+                     : store_async_modify(s->astore, r->store_key, ns, w->name, modify_fn(w->kind), w, on_written, w,
+                                          err, sizeof err);
+        if (!rc) return; /* on_written answers */
+        http_undefer(w->d);
+        answer(w, rc, err, NULL, NULL, 0, resp);
+        write_free(w);
+        return;
+    }
+    json_t *out = NULL;
+    int rc = w->kind == WK_CREATE ? store_create(s->st, r->store_key, ns, create_obj, &out)
+                                  : store_modify(s->st, r->store_key, ns, w->name, modify_fn(w->kind), w, &out, NULL);
+    answer(w, rc, rc == STORE_NO_NAMESPACE ? w->ns : store_errmsg(s->st), out, NULL, 0, resp);
+    json_decref(out);
+    write_free(w);
+}
+
+static struct write_req *write_new(struct shim *s, const struct shim_resource *r, enum write_kind kind,
+                                   const char *ns, const char *name, int code, json_t *body) {
+    struct write_req *w = calloc(1, sizeof *w);
+    if (!w) {
+        json_decref(body);
+        return NULL;
+    }
+    w->s = s;
+    w->r = r;
+    w->kind = kind;
+    w->code = code;
+    w->body = body;
+    snprintf(w->ns, sizeof w->ns, "%s", ns ? ns : "");
+    snprintf(w->name, sizeof w->name, "%s", name ? name : "");
+    return w;
+}
+
+/* ---- the entry points (shim.h) ---- */
+
+void shim_write_create(struct shim *s, const struct shim_resource *r, const char *ns, json_t *obj,
+                       const struct http_request *req, struct http_response *resp) {
+    const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    struct write_req *w = write_new(s, r, WK_CREATE, ns, name, 201, NULL);
+    if (!w) {
+        shim_status(resp, 500, "InternalError", NULL, "out of memory");
+        return;
+    }
+    if (r->namespaced && !(s->astore && !r->custom && !is_crd(r))) {
+        /* the synchronous path checks the namespace itself (the async create checks it atomically) */
+        json_t *o = NULL;
+        int rc = store_get(s->st, "namespaces", "", ns, &o);
+        json_decref(o);
+        if (rc) {
+            answer(w, rc == -ENOENT ? STORE_NO_NAMESPACE : rc, rc == -ENOENT ? ns : store_errmsg(s->st), NULL, NULL, 0,
+                   resp);
+            write_free(w);
+            return;
+        }
+    }
+    run_write(w, obj, req, resp);
+}
+
+void shim_write_replace(struct shim *s, const struct shim_resource *r, const char *ns, const char *name, json_t *obj,
+                        const struct http_request *req, struct http_response *resp) {
+    struct write_req *w = write_new(s, r, WK_REPLACE, ns, name, 200, obj);
+    if (!w) shim_status(resp, 500, "InternalError", NULL, "out of memory");
+    else run_write(w, NULL, req, resp);
+}
+
+void shim_write_patch(struct shim *s, const struct shim_resource *r, const char *ns, const char *name, json_t *patch,
+                      shim_patch_fn apply, const struct http_request *req, struct http_response *resp) {
+    struct write_req *w = write_new(s, r, WK_PATCH, ns, name, 200, patch);
+    if (!w) {
+        shim_status(resp, 500, "InternalError", NULL, "out of memory");
+        return;
+    }
+    w->apply = apply;
+    run_write(w, NULL, req, resp);
+}
+
+json_t *shim_patch_preview(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                           json_t *patch, shim_patch_fn apply, struct http_response *resp) {
+    json_t *cur = NULL, *next = NULL;
+    int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &cur);
+    if (rc) {
+        json_decref(patch);
+        shim_store_error(s, resp, rc, r, name);
+        return NULL;
+    }
+    struct write_req *w = write_new(s, r, WK_PATCH, ns, name, 200, patch);
+    if (!w) {
+        json_decref(cur);
+        shim_status(resp, 500, "InternalError", NULL, "out of memory");
+        return NULL;
+    }
+    w->apply = apply;
+    char err[512] = "";
+    rc = patch_fn(w, cur, &next, err, sizeof err);
+    if (!rc) { /* a dry run shows the object as it would be stored */
+        const char *crv = meta_str(cur, "resourceVersion");
+        if (crv && !meta_str(next, "resourceVersion"))
+            json_object_set_new(json_object_get(next, "metadata"), "resourceVersion", json_string(crv));
+    } else {
+        answer(w, rc, err, NULL, NULL, 0, resp);
+    }
+    json_decref(cur);
+    write_free(w);
+    return next;
+}
+
+void shim_write_status(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                       const struct http_request *req, struct http_response *resp) {
+    json_t *body = NULL;
+    shim_patch_fn apply = NULL;
+    if (req->method == HTTP_PATCH) {
+        bool ssa;
+        if (!(apply = shim_patch_parse(req, &body, &ssa, resp))) return;
+    } else {
+        json_error_t je;
+        body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+        if (!json_is_object(body)) {
+            shim_status(resp, 400, "BadRequest", NULL, "the body could not be decoded: %s",
+                        body ? "not a JSON object" : je.text);
+            json_decref(body);
+            return;
+        }
+    }
+    struct write_req *w = write_new(s, r, WK_STATUS, ns, name, 200, body);
+    if (!w) {
+        shim_status(resp, 500, "InternalError", NULL, "out of memory");
+        return;
+    }
+    w->apply = apply;
+    run_write(w, NULL, req, resp);
+}
+
+void shim_write_binding(struct shim *s, const struct shim_resource *pods, const char *ns, const char *name,
+                        json_t *binding, const char *node, const struct http_request *req,
+                        struct http_response *resp) {
+    struct write_req *w = write_new(s, pods, WK_BINDING, ns, name, 201, binding);
+    if (!w) {
+        shim_status(resp, 500, "InternalError", NULL, "out of memory");
+        return;
+    }
+    w->node = node; /* inside binding, which w keeps */
+    run_write(w, NULL, req, resp);
+}
