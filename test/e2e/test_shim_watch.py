@@ -174,6 +174,50 @@ def test_watch_errors():
     assert st == 400, b
 
 
+def test_writes_by_another_api_server_sharing_redis():
+    """Events from memory must not hide another writer: a second API server on
+    the same Redis writes in between this one's writes; both servers' watchers
+    see every change once, in resourceVersion order, the last (foreign) one too."""
+    other, oport, _ = services.start_pelotond(REDIS, "--history-max=40")
+
+    def via(port, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request(method, path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, json.loads(data)
+
+    path = "/api/v1/namespaces/default/configmaps"
+    st, first = via(PORT, "POST", path, cm("x-0"))
+    assert st == 201
+    rv0 = first["metadata"]["resourceVersion"]
+    ours = Watch(f"{path}?watch=true&resourceVersion={rv0}", timeout=10)
+    theirs_c = http.client.HTTPConnection("127.0.0.1", oport, timeout=10)
+    theirs_c.request("GET", f"{path}?watch=true&resourceVersion={rv0}")
+    theirs = theirs_c.getresponse()
+    names = [f"x-{i}" for i in range(1, 41)]
+    for i, n in enumerate(names):  # alternate servers; the last write is the other server's
+        assert via(oport if i % 2 else PORT, "POST", path, cm(n))[0] == 201
+    for label, read in (("ours", ours.next), ("theirs", lambda: json.loads(theirs.readline()))):
+        got, last_rv = [], int(rv0)
+        t0 = time.monotonic()
+        while len(got) < len(names):
+            ev = read()
+            assert ev is not None, (label, got)
+            name = ev["object"]["metadata"]["name"]
+            rv = int(ev["object"]["metadata"]["resourceVersion"])
+            assert rv > last_rv, (label, name, rv, last_rv)  # in order, none twice
+            last_rv = rv
+            if name.startswith("x-"):
+                got.append(name)
+        assert got == names, (label, got)
+        assert time.monotonic() - t0 < 5, label  # the trailing foreign write arrives promptly
+    ours.close()
+    theirs_c.close()
+    assert services.stop(other) == 0
+
+
 def test_clean_shutdown_with_open_watchers():
     ws = [Watch(NS + "?watch=true") for _ in range(3)]
     assert services.stop(PROC) == 0, open(LOG).read()
