@@ -372,11 +372,16 @@ static int64_t fullness_after(const struct host *h, struct resvec req) {
     return kinds == 2 ? (int64_t)(sum * 500.0) : kinds ? (int64_t)(sum * 1000.0) : 0;
 }
 
-/* The 0..10 score of task c (job jid) on host idx by strategy (place.h). */
+/* The 0..10 score of task c (job jid) on host idx by strategy (place.h).
+ * r: place_check's verdict on the host when known (it has the fit already
+ * unless another filter came first), else PR_NREASONS + 1. */
 static int64_t host_score(const struct place_engine *e, const struct ctask *c, uint32_t jid,
-                          enum place_strategy strategy, uint32_t idx) {
+                          enum place_strategy strategy, uint32_t idx, unsigned r) {
     const struct host *h = &e->f->hosts[idx];
-    if (place_fit_over(h, &c->req) >= 0) return 0;
+    bool fits = r == PR_NONE ? true
+                : r >= PR_INSUFFICIENT_CPU && r <= PR_INSUFFICIENT_GPU ? false
+                                                                        : place_fit_over(h, &c->req) < 0;
+    if (!fits) return 0;
     int64_t full = fullness_after(h, c->req), s = 0; /* 0..1000 */
     switch (strategy) {
     case PLACE_PACK:
@@ -411,8 +416,14 @@ static void judge_hosts(const struct place_engine *e, const struct ctask *c, uin
             __builtin_prefetch(ahead + sizeof *H - 1);
         }
         uint32_t idx = hosts[i];
-        if (reasons) reasons[i] = idx == HOST_NONE ? PR_NONE : (uint8_t)place_check(e, c, idx);
-        if (scores) scores[i] = idx == HOST_NONE ? 0 : host_score(e, c, jid, strategy, idx);
+        if (idx == HOST_NONE) {
+            if (reasons) reasons[i] = PR_NONE;
+            if (scores) scores[i] = 0;
+            continue;
+        }
+        unsigned r = reasons ? (unsigned)place_check(e, c, idx) : PR_NREASONS + 1;
+        if (reasons) reasons[i] = (uint8_t)r;
+        if (scores) scores[i] = host_score(e, c, jid, strategy, idx, r);
     }
 }
 
