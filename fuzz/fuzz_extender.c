@@ -169,6 +169,29 @@ static void run_scan(const uint8_t *data, size_t size) {
         if (extender_scan_find(&s, a->names[i], len) != (long)i) abort();
     }
     compare_replies(a, &s);
+    /* the names again with this scan's own array as the hint: the same scan */
+    if (s.compact) {
+        char *text = malloc(s.names_len + 1);
+        struct extender_name *nm = malloc((s.nnodes ? s.nnodes : 1) * sizeof *nm);
+        uint64_t *hs = malloc((s.nnodes ? s.nnodes : 1) * sizeof *hs);
+        if (!text || !nm || !hs) abort();
+        memcpy(text, s.names_text, s.names_len);
+        for (size_t i = 0; i < s.nnodes; i++) {
+            nm[i] = (struct extender_name){text + (s.names[i].s - s.names_text), s.names[i].len};
+            hs[i] = s.hashes[i];
+        }
+        struct extender_names_hint hint = {text, s.names_len, s.nnodes, nm, hs};
+        struct extender_scan t = {0};
+        if (extender_scan_args_hinted((const char *)data, size, &hint, &t) != 0) abort();
+        if (t.nnodes != s.nnodes || t.names != nm || !t.compact || !json_equal(t.pod, s.pod)) abort();
+        for (size_t i = 0; i < s.nnodes; i++)
+            if (extender_scan_find(&t, a->names[i], strlen(a->names[i])) != (long)i) abort();
+        compare_replies(a, &t);
+        extender_scan_free(&t);
+        free(text);
+        free(nm);
+        free(hs);
+    }
     extender_args_free(a);
     json_decref(b);
     extender_scan_free(&s);

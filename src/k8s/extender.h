@@ -163,8 +163,8 @@ struct extender_name {
 struct extender_scan {
     json_t *pod;                 /* the Pod object; owned, released by the next scan, reset or free */
     size_t nnodes;
-    struct extender_name *names; /* nnodes names in request order, unique, non-empty, valid UTF-8, no NUL */
-    uint64_t *hashes;            /* extender_name_hash of each name (for the caller's own name maps) */
+    const struct extender_name *names; /* nnodes names in request order, unique, non-empty, valid UTF-8, no NUL */
+    const uint64_t *hashes;      /* extender_name_hash of each name (for the caller's own name maps) */
     /* The request's own text, in body (callers' memos compare it byte for
      * byte: equal text, equal request): the Pod object, and the NodeNames
      * array from "[" to "]". compact: that array is "[" + each name written
@@ -174,6 +174,9 @@ struct extender_scan {
     size_t pod_len, names_len;
     bool compact;
     /* private */
+    struct extender_name *names_; /* the scan's own arrays (names, hashes point here unless hinted) */
+    uint64_t *hashes_;
+    bool hinted_;
     size_t cap_;
     char *scratch_;              /* decoded names that had escapes */
     size_t scratch_cap_;
@@ -193,6 +196,24 @@ struct extender_scan {
  * On 0, s->names point into body (borrowed: keep it alive) or into s's
  * scratch, valid until the next scan, reset or free. -ENOMEM. */
 int extender_scan_args(const char *body, size_t len, struct extender_scan *s);
+
+/* A NodeNames array a caller expects to see again, decoded once: its text
+ * ("[" to "]", compact as extender_scan.compact says), its n names (unique,
+ * as a scan takes them, each pointing into text) and their hashes. */
+struct extender_names_hint {
+    const char *text;
+    size_t len, n;
+    const struct extender_name *names;
+    const uint64_t *hashes;
+};
+/* extender_scan_args, but a body whose NodeNames array is byte for byte
+ * hint's text takes hint's names and hashes instead of reading them again
+ * (kube-scheduler sends prioritize the names that passed filter: the caller
+ * keeps them as a hint). The result is the same as without the hint, except
+ * that s->names and s->hashes point into the hint (keep it alive and
+ * unchanged while they are used). hint may be NULL. */
+int extender_scan_args_hinted(const char *body, size_t len, const struct extender_names_hint *hint,
+                              struct extender_scan *s);
 /* Position of a name in the last scan, or -1. */
 long extender_scan_find(const struct extender_scan *s, const char *name, size_t len);
 /* The hash the scan's name set uses (eight bytes at a time; the same on

@@ -322,6 +322,11 @@ static int scan_index(struct extender_scan *s) {
 }
 
 long extender_scan_find(const struct extender_scan *s, const char *name, size_t len) {
+    if (s && name && s->hinted_) { /* no set was built: the names one by one */
+        for (size_t i = 0; i < s->nnodes; i++)
+            if (s->names[i].len == len && memcmp(s->names[i].s, name, len) == 0) return (long)i;
+        return -1;
+    }
     if (!s || !name || !s->nslots_ || !s->nnodes) return -1;
     uint64_t h = extender_name_hash(name, len), hi = h & 0xffffffff00000000ull;
     size_t mask = s->nslots_ - 1;
@@ -335,9 +340,22 @@ long extender_scan_find(const struct extender_scan *s, const char *name, size_t 
 
 /* The NodeNames array at *pp: names into s (escaped ones decoded into the
  * scratch, *used bytes of it taken so far); *pp moves past the array. */
-static int scan_names(struct extender_scan *s, const char **pp, const char *end, size_t *used) {
+static int scan_names(struct extender_scan *s, const char **pp, const char *end, size_t *used,
+                      const struct extender_names_hint *hint) {
     const char *p = *pp, *text = p;
     if (*p != '[') return -EAGAIN; /* null (an error unless Nodes is set) or another type */
+    if (hint && hint->len <= (size_t)(end - p) && memcmp(p, hint->text, hint->len) == 0) {
+        /* the very array the hint decoded: a complete value, so the body's ends where the hint's does */
+        s->names = hint->names;
+        s->hashes = hint->hashes;
+        s->nnodes = hint->n;
+        s->names_text = text;
+        s->names_len = hint->len;
+        s->compact = true;
+        s->hinted_ = true;
+        *pp = p + hint->len;
+        return 0;
+    }
     p = skip_ws(p + 1, end);
     size_t n = 0;
     bool compact = p == text + 1; /* and stays so while every separator is one byte and nothing is escaped */
@@ -369,17 +387,22 @@ static int scan_names(struct extender_scan *s, const char **pp, const char *end,
             if (nm.len == 0 || nm.len > EXTENDER_MAX_NAME) return -EAGAIN;
             if (n == s->cap_) {
                 size_t cap = s->cap_ ? 2 * s->cap_ : 256;
-                struct extender_name *v = realloc(s->names, cap * sizeof *v);
-                if (v) s->names = v;
-                uint64_t *hv = v ? realloc(s->hashes, cap * sizeof *hv) : NULL;
+                struct extender_name *v = realloc(s->names_, cap * sizeof *v);
+                if (v) s->names = s->names_ = v;
+                uint64_t *hv = v ? realloc(s->hashes_, cap * sizeof *hv) : NULL;
                 if (!hv) return -ENOMEM;
-                s->hashes = hv;
+                s->hashes = s->hashes_ = hv;
                 s->cap_ = cap;
             }
-            s->hashes[n] = hashed ? h : extender_name_hash(nm.s, nm.len);
-            s->names[n++] = nm;
+            s->hashes_[n] = hashed ? h : extender_name_hash(nm.s, nm.len);
+            s->names_[n++] = nm;
+            compact = compact && !esc;
+            if (end - q > 2 && q[1] == ',' && q[2] == '"') { /* no white space: the next name at once */
+                p = q + 2;
+                continue;
+            }
             p = skip_ws(q + 1, end);
-            compact = compact && !esc && p == q + 1;
+            compact = compact && p == q + 1;
             if (p == end) return -EAGAIN;
             if (*p == ']') {
                 p++;
@@ -392,6 +415,8 @@ static int scan_names(struct extender_scan *s, const char **pp, const char *end,
         }
     }
     s->nnodes = n;
+    s->names = s->names_;
+    s->hashes = s->hashes_;
     s->names_text = text;
     s->names_len = (size_t)(p - text);
     s->compact = compact;
@@ -401,7 +426,7 @@ static int scan_names(struct extender_scan *s, const char **pp, const char *end,
 
 enum { SCAN_POD, SCAN_NODES, SCAN_NAMES };
 
-static int scan_body(const char *body, size_t len, struct extender_scan *s) {
+static int scan_body(const char *body, size_t len, const struct extender_names_hint *hint, struct extender_scan *s) {
     const char *p = body, *end = body + len, *pod0 = NULL, *pod1 = NULL;
     bool seen[3] = {false, false, false};
     size_t used = 0;
@@ -434,7 +459,7 @@ static int scan_body(const char *body, size_t len, struct extender_scan *s) {
             if (end - p < 4 || memcmp(p, "null", 4) != 0) return -EAGAIN; /* Nodes mode */
             p += 4;
         } else {
-            int rc = scan_names(s, &p, end, &used);
+            int rc = scan_names(s, &p, end, &used, hint);
             if (rc) return rc;
         }
         p = skip_ws(p, end);
@@ -456,16 +481,21 @@ static int scan_body(const char *body, size_t len, struct extender_scan *s) {
     return 0;
 }
 
-int extender_scan_args(const char *body, size_t len, struct extender_scan *s) {
+int extender_scan_args_hinted(const char *body, size_t len, const struct extender_names_hint *hint,
+                              struct extender_scan *s) {
     extender_scan_reset(s);
     if (s->scratch_cap_ > SCAN_SCRATCH_KEEP) {
         free(s->scratch_);
         s->scratch_ = NULL;
         s->scratch_cap_ = 0;
     }
-    int rc = body ? scan_body(body, len, s) : -EAGAIN;
+    int rc = body ? scan_body(body, len, hint, s) : -EAGAIN;
     if (rc) extender_scan_reset(s);
     return rc;
+}
+
+int extender_scan_args(const char *body, size_t len, struct extender_scan *s) {
+    return extender_scan_args_hinted(body, len, NULL, s);
 }
 
 void extender_scan_reset(struct extender_scan *s) {
@@ -476,13 +506,16 @@ void extender_scan_reset(struct extender_scan *s) {
     s->pod_text = s->names_text = NULL;
     s->pod_len = s->names_len = 0;
     s->compact = false;
+    s->names = s->names_;
+    s->hashes = s->hashes_;
+    s->hinted_ = false;
 }
 
 void extender_scan_free(struct extender_scan *s) {
     if (!s) return;
     extender_scan_reset(s);
-    free(s->names);
-    free(s->hashes);
+    free(s->names_);
+    free(s->hashes_);
     free(s->scratch_);
     free(s->slots_);
     memset(s, 0, sizeof *s);

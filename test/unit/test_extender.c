@@ -1224,3 +1224,51 @@ TEST(extender_scan_property) {
     }
     free(body);
 }
+
+/* A hint (a NodeNames array decoded once) gives the scan of a body with that
+ * very array the same result; any other array is read as before. */
+TEST(extender_scan_hint_gives_the_same_scan) {
+    static const char *const bodies[] = {
+        "{\"Pod\":" POD_JSON ",\"Nodes\":null,\"NodeNames\":[\"n1\",\"n2\",\"caf\xc3\xa9\"]}",
+        "{\"NodeNames\":[\"n1\",\"n2\",\"caf\xc3\xa9\"],\"Pod\":" POD_JSON "}",
+        "{\"Pod\":" POD_JSON ",\"NodeNames\":[\"n1\",\"n2\",\"caf\xc3\xa9\"] }",
+        "{\"Pod\":" POD_JSON ",\"NodeNames\":[\"n1\",\"n2\"]}",                 /* a prefix of the names */
+        "{\"Pod\":" POD_JSON ",\"NodeNames\":[\"n1\",\"n2\",\"caf\\u00e9\"]}",  /* the same names, other text */
+        "{\"Pod\":" POD_JSON ",\"NodeNames\":[\"n1\",\"n2\",\"caf\xc3\xa9\"],\"NodeNames\":[]}",
+        "{\"Pod\":" POD_JSON ",\"NodeNames\":[\"n1\",\"n2\",\"caf\xc3\xa9\",\"n1\"]}", /* a repeat after the hint's text */
+        "{\"Pod\":" POD_JSON ",\"NodeNames\":[]}",
+    };
+    /* the hint: the array of the first body, decoded by a scan, in memory of its own */
+    struct extender_scan h = {0};
+    REQUIRE_I64(extender_scan_args(bodies[0], strlen(bodies[0]), &h), 0);
+    REQUIRE(h.compact);
+    char *text = malloc(h.names_len);
+    memcpy(text, h.names_text, h.names_len);
+    struct extender_name names[3];
+    for (size_t i = 0; i < 3; i++) names[i] = (struct extender_name){text + (h.names[i].s - h.names_text), h.names[i].len};
+    struct extender_names_hint hint = {text, h.names_len, 3, names, h.hashes};
+    for (size_t b = 0; b < sizeof bodies / sizeof bodies[0]; b++) {
+        struct extender_scan s = {0}, t = {0};
+        int rc = extender_scan_args(bodies[b], strlen(bodies[b]), &s);
+        int rc2 = extender_scan_args_hinted(bodies[b], strlen(bodies[b]), &hint, &t);
+        CHECK_I64(rc2, rc);
+        if (!rc && !rc2) {
+            CHECK_I64(t.nnodes, s.nnodes);
+            CHECK(t.compact == s.compact);
+            CHECK(t.names_text == s.names_text && t.names_len == s.names_len);
+            CHECK(t.pod_text == s.pod_text && t.pod_len == s.pod_len && json_equal(t.pod, s.pod));
+            for (size_t i = 0; i < s.nnodes && i < t.nnodes; i++) {
+                CHECK(t.names[i].len == s.names[i].len && !memcmp(t.names[i].s, s.names[i].s, s.names[i].len));
+                CHECK(t.hashes[i] == s.hashes[i]);
+                CHECK_I64(extender_scan_find(&t, s.names[i].s, s.names[i].len), (long)i);
+            }
+            CHECK_I64(extender_scan_find(&t, "n3", 2), -1);
+            if (b < 3) CHECK(t.names == names); /* taken from the hint */
+            else CHECK(t.names != names);
+        }
+        extender_scan_free(&s);
+        extender_scan_free(&t);
+    }
+    free(text);
+    extender_scan_free(&h);
+}
