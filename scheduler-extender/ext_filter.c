@@ -292,7 +292,7 @@ static enum place_reason held_fit(struct ext_core *x, const struct held *h, size
 
 /* The verdict of every request node into x->sc.v[0..n), reasons borrowed
  * from static strings, x->sc.why or x->sc.arena (valid until the next
- * request); the passing nodes' hosts into x->sc.known[0..*npass). scan: the
+ * request); the passing nodes' positions into x->sc.at[0..*npass). scan: the
  * fast path's request (its names, hashes and text), whose hosts and scores
  * go through the memo; NULL on the jansson path. 1: the pod itself cannot be
  * judged (x->sc.err says why: the reply is an Error); -ENOMEM. */
@@ -379,7 +379,7 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
             v[i] = (struct extender_name_verdict){EXTENDER_FAIL, why};
         } else {
             v[i] = (struct extender_name_verdict){EXTENDER_PASS, NULL};
-            sc->known[(*npass)++] = hosts[i];
+            sc->at[(*npass)++] = (uint32_t)i;
         }
     }
     free(held);
@@ -457,7 +457,7 @@ int ext_filter_scan(struct ext_core *x, const struct extender_scan *a, uint64_t 
     } else if (!rc) {
         struct extender_span pass;
         rc = extender_filter_result_scan(a, x->sc.v, out, &pass, err, sizeof err);
-        if (!rc) ext_memo_pass(x, out->data + pass.off, pass.len, x->sc.known, npass);
+        if (!rc) ext_memo_pass(x, out->data + pass.off, pass.len, a, x->sc.hosts, x->sc.at, npass);
         else if (rc != -ENOMEM) rc = error_reply_buf(err, out);
     }
     if (rc == -ENOMEM) rc = error_reply_buf("out of memory", out);

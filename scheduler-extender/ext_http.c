@@ -265,7 +265,9 @@ static void serve_bind(struct extender_srv *s, const struct http_request *req, s
  * are byte for byte the jansson path's. */
 static bool serve_fast(struct extender_srv *s, enum extender_verb v, const struct http_request *req,
                        struct http_response *resp) {
-    if (extender_scan_args(req->body, req->body_len, &s->scan)) return false;
+    struct extender_names_hint hint;
+    bool hinted = ext_core_names_hint(s->core, &hint); /* a prioritize sends the names its filter passed */
+    if (extender_scan_args_hinted(req->body, req->body_len, hinted ? &hint : NULL, &s->scan)) return false;
     const struct extender_scan *a = &s->scan;
     bool ready = extender_srv_ready(s);
     char err[EXTENDER_MAX_REASON];

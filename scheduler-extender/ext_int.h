@@ -25,8 +25,8 @@ struct ext_gang {
 struct ext_scratch {
     size_t cap;                       /* entries of each array */
     uint32_t *hosts;                  /* host index of each request node, or HOST_NONE */
-    uint32_t *known;                  /* filter: the passing nodes' hosts; prioritize: hosts to score */
-    uint32_t *at;                     /* prioritize: the request position of each of known */
+    uint32_t *known;                  /* prioritize: the hosts to score */
+    uint32_t *at;                     /* filter: the passing nodes' positions; prioritize: those of known */
     uint8_t *reasons;                 /* place_judge_hosts' verdicts, by request position */
     int64_t *scores;                  /* place_*_hosts' scores */
     int64_t *full;                    /* the score of each request node */
@@ -81,11 +81,14 @@ struct ext_memo_names {
     struct extender_buf text;       /* a NodeNames array's text, "[" to "]" */
     uint32_t *hosts;                /* the host of each of its names */
     size_t n, cap;
+    bool hint;                      /* names and hashes hold the decoded text (a compact one) */
+    struct extender_name *names;    /* into text */
+    uint64_t *hashes;
 };
 struct ext_memo {
     struct ext_nodemap map;
     uint64_t fleet_gen;             /* of both names entries */
-    struct ext_memo_names req, pass;
+    struct ext_memo_names req, pass; /* pass is also the scan's hint */
     /* the scores and their key */
     bool scored;
     uint64_t score_fleet_gen, pod_version;
@@ -105,9 +108,12 @@ void ext_lookup_hosts(struct ext_core *x, const struct extender_name *names, con
  * become the memo's request entry (filter does; prioritize does not, so that
  * the next filter's names are still there). */
 void ext_memo_hosts(struct ext_core *x, const struct extender_scan *s, bool remember, uint32_t *hosts);
-/* The array text of the names that passed a filter (text, len bytes) and
- * their hosts, for the prioritize that follows. */
-void ext_memo_pass(struct ext_core *x, const char *text, size_t len, const uint32_t *hosts, size_t n);
+/* The array text of the names that passed the filter of scan s (text, len
+ * bytes: the reply's) and their positions in s (at[0..n)), whose hosts are
+ * hosts[at[k]], for the prioritize that follows; when s is compact, the
+ * names decoded too, for the scan of that prioritize (ext_core_names_hint). */
+void ext_memo_pass(struct ext_core *x, const char *text, size_t len, const struct extender_scan *s,
+                   const uint32_t *hosts, const uint32_t *at, size_t n);
 /* Keeps scores[i] of hosts[i] (HOST_NONE entries skipped) for pod p (the
  * model's pod of scan s's Pod) under strategy. A new key drops the old
  * scores. */

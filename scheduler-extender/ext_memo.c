@@ -111,9 +111,9 @@ static bool same_text(const struct extender_buf *b, const char *text, size_t len
     return b->len == len && memcmp(b->data, text, len) == 0;
 }
 
-/* Room for len bytes of text and n hosts in e; false (e invalid) without. */
+/* Room for len bytes of text and n names in e; false (e invalid) without. */
 static bool names_reserve(struct ext_memo_names *e, size_t len, size_t n) {
-    e->valid = false;
+    e->valid = e->hint = false;
     if (len + 1 > e->text.cap) {
         char *d = realloc(e->text.data, len + 1);
         if (!d) return false;
@@ -122,8 +122,12 @@ static bool names_reserve(struct ext_memo_names *e, size_t len, size_t n) {
     }
     if (n > e->cap) {
         uint32_t *h = realloc(e->hosts, n * sizeof *h);
-        if (!h) return false;
-        e->hosts = h;
+        if (h) e->hosts = h;
+        struct extender_name *nm = h ? realloc(e->names, n * sizeof *nm) : NULL;
+        if (nm) e->names = nm;
+        uint64_t *hs = nm ? realloc(e->hashes, n * sizeof *hs) : NULL;
+        if (!hs) return false;
+        e->hashes = hs;
         e->cap = n;
     }
     return true;
@@ -166,11 +170,40 @@ void ext_memo_hosts(struct ext_core *x, const struct extender_scan *s, bool reme
         names_set(&m->req, s->names_text, s->names_len, hosts, n);
 }
 
-void ext_memo_pass(struct ext_core *x, const char *text, size_t len, const uint32_t *hosts, size_t n) {
+void ext_memo_pass(struct ext_core *x, const char *text, size_t len, const struct extender_scan *s,
+                   const uint32_t *hosts, const uint32_t *at, size_t n) {
+    struct ext_memo_names *e = &x->memo.pass;
     names_fleet(x);
     if (x->dirty) return;
-    if (x->memo.pass.valid && same_text(&x->memo.pass.text, text, len)) return;
-    names_set(&x->memo.pass, text, len, hosts, n);
+    if (e->valid && same_text(&e->text, text, len)) return;
+    /* a compact scan's passing names are the text's names as they are:
+     * "[" then each quoted, comma after comma. s may have been read with
+     * this very entry as its hint (s->names == e->names): the passing names
+     * are a subsequence of it (at[k] >= k), so writing entry k after reading
+     * entry at[k] never overwrites one still to be read. */
+    bool hint = s->compact;
+    if (!names_reserve(e, len, n)) return;
+    memcpy(e->text.data, text, len);
+    e->text.len = len;
+    size_t off = 2;
+    for (size_t k = 0; k < n; k++) {
+        const struct extender_name *nm = &s->names[at[k]];
+        e->hosts[k] = hosts[at[k]];
+        if (!hint) continue;
+        e->names[k] = (struct extender_name){e->text.data + off, nm->len};
+        e->hashes[k] = s->hashes[at[k]];
+        off += nm->len + 3;
+    }
+    e->n = n;
+    e->hint = hint;
+    e->valid = true;
+}
+
+bool ext_core_names_hint(struct ext_core *x, struct extender_names_hint *out) {
+    const struct ext_memo_names *e = &x->memo.pass;
+    if (!e->valid || !e->hint) return false;
+    *out = (struct extender_names_hint){e->text.data, e->text.len, e->n, e->names, e->hashes};
+    return true;
 }
 
 bool ext_memo_scores_keyed(struct ext_core *x, const struct extender_scan *s, const struct cm_pod *p,
@@ -245,6 +278,10 @@ void ext_memo_free(struct ext_memo *m) {
     extender_buf_free(&m->pass.text);
     free(m->req.hosts);
     free(m->pass.hosts);
+    free(m->req.names);
+    free(m->pass.names);
+    free(m->req.hashes);
+    free(m->pass.hashes);
     extender_buf_free(&m->pod);
     free(m->stamp);
     free(m->score);

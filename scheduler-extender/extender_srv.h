@@ -73,6 +73,11 @@ int ext_prioritize(struct ext_core *x, const struct extender_args *a, json_t **o
 int ext_filter_scan(struct ext_core *x, const struct extender_scan *a, uint64_t now_ms, struct extender_buf *out);
 int ext_prioritize_scan(struct ext_core *x, const struct extender_scan *a, struct extender_buf *out, char *err,
                         size_t errlen);
+/* The names that passed the last filter, decoded, as a hint for the scan of
+ * the next request (extender_scan_args_hinted): kube-scheduler's prioritize
+ * sends exactly those. false when there is none. Valid until the next
+ * filter or change of the nodes. */
+bool ext_core_names_hint(struct ext_core *x, struct extender_names_hint *out);
 /* preempt: *out is an ExtenderPreemptionResult (MetaVictims) or NULL with
  * err on error. */
 int ext_preempt(struct ext_core *x, const struct extender_preemption_args *a, json_t **out, char *err,

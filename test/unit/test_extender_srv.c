@@ -706,8 +706,10 @@ static char *fast_reply(struct ext_core *x, json_t *pod, json_t *names, bool pri
     json_decref(body);
     struct extender_scan s = {0};
     struct extender_buf b = {0};
+    struct extender_names_hint hint; /* as the HTTP handler reads a body */
+    bool hinted = ext_core_names_hint(x, &hint);
     *rc = -EAGAIN;
-    if (text && extender_scan_args(text, strlen(text), &s) == 0)
+    if (text && extender_scan_args_hinted(text, strlen(text), hinted ? &hint : NULL, &s) == 0)
         *rc = prioritize ? ext_prioritize_scan(x, &s, &b, err, sizeof err) : ext_filter_scan(x, &s, 0, &b);
     extender_scan_free(&s);
     free(text);
