@@ -18,6 +18,10 @@
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
+/* The varying cycles: NVARY pods, each against the names in another order,
+ * so that no cycle's filter meets the text or the pod of the one before. */
+#define NVARY 16
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -75,6 +79,11 @@ static void feed(struct ext_core *x, json_t *items) {
         set_new(x, "Pod", pod_obj(name, i % 2 ? "batch" : "services", 500 + (int64_t)(bench_rand(&rng) % 4000), node));
     }
     set_new(x, "Pod", pod_obj("pending", "batch", 2000, NULL));
+    for (int i = 0; i < NVARY; i++) { /* the pods of the varying cycles */
+        char name[32];
+        snprintf(name, sizeof name, "pending-%d", i);
+        set_new(x, "Pod", pod_obj(name, i % 2 ? "batch" : "services", 1000 + 250 * i, NULL));
+    }
     if (ext_core_refresh(x)) exit(1);
 }
 
@@ -85,19 +94,45 @@ static struct ext_core *build(uint32_t n, json_t **nodes_out) {
     return x;
 }
 
-static char *body_for(json_t *items, bool node_cache) {
-    json_t *pod = pod_obj("pending", "batch", 2000, NULL), *body;
+/* A request body for the pending pod (vary >= 0: pod pending-<vary>, and
+ * the names rotated by vary / NVARY of the list, as kube-scheduler starts
+ * each cycle's node list where the last one stopped). */
+static char *body_for(json_t *items, bool node_cache, int vary) {
+    char pname[32] = "pending";
+    if (vary >= 0) snprintf(pname, sizeof pname, "pending-%d", vary);
+    json_t *pod = vary >= 0 ? pod_obj(pname, vary % 2 ? "batch" : "services", 1000 + 250 * vary, NULL)
+                            : pod_obj(pname, "batch", 2000, NULL),
+           *body;
     if (node_cache) {
         json_t *names = json_array();
-        for (size_t i = 0; i < json_array_size(items); i++)
+        size_t n = json_array_size(items), off = vary > 0 ? n * (size_t)vary / NVARY : 0;
+        for (size_t i = 0; i < n; i++)
             json_array_append_new(names, json_string(json_string_value(json_object_get(
-                                             json_object_get(json_array_get(items, i), "metadata"), "name"))));
+                                             json_object_get(json_array_get(items, (i + off) % n), "metadata"), "name"))));
         body = json_pack("{s:o, s:n, s:o}", "Pod", pod, "Nodes", "NodeNames", names);
     } else {
         body = json_pack("{s:o, s:{s:O}, s:n}", "Pod", pod, "Nodes", "items", items, "NodeNames");
     }
     char *s = json_dumps(body, JSON_COMPACT);
     json_decref(body);
+    return s;
+}
+
+/* The prioritize body kube-scheduler sends after the filter of body: the
+ * same Pod, and the names that passed (in NodeNames mode; in Nodes mode the
+ * body itself). Made once, before the timed loop (the model does not change
+ * in it). */
+static char *prio_body_for(struct ext_core *x, const char *body, bool node_cache) {
+    if (!node_cache) return strdup(body);
+    json_t *b = json_loads(body, 0, NULL), *out = NULL;
+    struct extender_args *a = NULL;
+    char err[256];
+    if (!b || extender_decode_args(b, &a, err, sizeof err) || ext_filter(x, a, 0, &out)) exit(1);
+    json_object_set(b, "NodeNames", json_object_get(out, "NodeNames"));
+    char *s = json_dumps(b, JSON_COMPACT);
+    json_decref(out);
+    extender_args_free(a);
+    json_decref(b);
     return s;
 }
 
@@ -132,7 +167,10 @@ static size_t slow_call(struct ext_core *x, const char *body, size_t len, bool p
  * jansson path); the reply text is handed over and freed, as the HTTP layer
  * frees it. Returns the reply's length. */
 static size_t one_call(struct cycle *c, const char *body, size_t len, bool prioritize, uint64_t now) {
-    if (extender_scan_args(body, len, &c->scan)) return slow_call(c->x, body, len, prioritize, now);
+    struct extender_names_hint hint;
+    bool hinted = ext_core_names_hint(c->x, &hint);
+    if (extender_scan_args_hinted(body, len, hinted ? &hint : NULL, &c->scan))
+        return slow_call(c->x, body, len, prioritize, now);
     char err[256];
     int rc = prioritize ? ext_prioritize_scan(c->x, &c->scan, &c->reply, err, sizeof err)
                         : ext_filter_scan(c->x, &c->scan, now, &c->reply);
@@ -145,22 +183,25 @@ static size_t one_call(struct cycle *c, const char *body, size_t len, bool prior
 }
 
 /* Where a cycle's time goes (means over iters), on the fast path: scan the
- * body, then the handler with its text encoder (filter; prioritize). Then
- * the jansson path's stages on the same body, for comparison. */
+ * body (with the core's hint, as the HTTP handler does), then the handler
+ * with its text encoder, for filter and for prioritize. Then the jansson
+ * path's stages on the same body, for comparison. */
 static void stages(struct cycle *c, const char *body, size_t len, uint32_t n, int iters) {
-    double t[8] = {0};
+    double t[9] = {0};
     for (int i = 0; i < iters; i++) {
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < 2; v++) { /* as one_call: the scan with the core's hint */
+            struct extender_names_hint hint;
+            bool hinted = ext_core_names_hint(c->x, &hint);
             uint64_t a = bench_now_ns();
-            if (extender_scan_args(body, len, &c->scan)) exit(1);
+            if (extender_scan_args_hinted(body, len, hinted ? &hint : NULL, &c->scan)) exit(1);
             uint64_t b1 = bench_now_ns();
             char err[256];
             if (v ? ext_prioritize_scan(c->x, &c->scan, &c->reply, err, sizeof err) : ext_filter_scan(c->x, &c->scan, 0, &c->reply))
                 exit(1);
             uint64_t d = bench_now_ns();
             extender_scan_reset(&c->scan);
-            t[0] += (double)(b1 - a) / 2;
-            t[1 + v] += (double)(d - b1);
+            t[2 * v] += (double)(b1 - a);
+            t[2 * v + 1] += (double)(d - b1);
         }
         for (int v = 0; v < 2; v++) {
             uint64_t a = bench_now_ns();
@@ -179,37 +220,50 @@ static void stages(struct cycle *c, const char *body, size_t len, uint32_t n, in
             json_decref(out);
             extender_args_free(ar);
             json_decref(b);
-            t[3] += (double)(b1 - a) / 2;
-            t[4] += (double)(cc - b1) / 2;
-            t[5 + v] += (double)(d - cc);
-            t[7] += (double)(e - d) / 2;
+            t[4] += (double)(b1 - a) / 2;
+            t[5] += (double)(cc - b1) / 2;
+            t[6 + v] += (double)(d - cc);
+            t[8] += (double)(e - d) / 2;
         }
     }
-    static const char *const what[] = {"scan body (fast path)", "filter handler+text", "prioritize handler+text",
-                                       "jansson path: parse body", "jansson path: decode args",
-                                       "jansson path: filter+encode", "jansson path: prioritize+encode",
-                                       "jansson path: dump reply"};
+    static const char *const what[] = {"filter: scan body", "filter: handler+text", "prioritize: scan body (hint)",
+                                       "prioritize: handler+text", "jansson path: parse body",
+                                       "jansson path: decode args", "jansson path: filter+encode",
+                                       "jansson path: prioritize+encode", "jansson path: dump reply"};
     char name[96];
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < 9; k++) {
         snprintf(name, sizeof name, "extender %u nodes: %s", n, what[k]);
         bench_report(name, t[k] / iters / 1e3, "us/call", NULL);
     }
 }
 
-static void in_process(uint32_t n, bool node_cache, int iters) {
+/* vary: each cycle another pod and another order of the names (NVARY
+ * bodies in turn); else every call sends the same body. */
+static void in_process(uint32_t n, bool node_cache, int iters, bool vary) {
     json_t *items;
     struct cycle c = {0};
     c.x = build(n, &items);
-    char *body = body_for(items, node_cache);
-    size_t len = strlen(body);
+    char *body[NVARY], *prio[NVARY];
+    size_t len[NVARY], plen[NVARY];
+    int nb = vary ? NVARY : 1;
+    for (int k = 0; k < nb; k++) {
+        body[k] = body_for(items, node_cache, vary ? k : -1);
+        len[k] = strlen(body[k]);
+        prio[k] = prio_body_for(c.x, body[k], node_cache);
+        plen[k] = strlen(prio[k]);
+    }
     uint64_t *lat = malloc((size_t)iters * sizeof *lat), *lf = malloc((size_t)iters * sizeof *lf);
-    for (int i = 0; i < 20; i++) one_call(&c, body, len, i & 1, 0); /* warm */
+    for (int i = 0; i < 20; i++) { /* warm */
+        one_call(&c, body[i % nb], len[i % nb], false, 0);
+        one_call(&c, prio[i % nb], plen[i % nb], true, 0);
+    }
     uint64_t t0 = bench_now_ns();
     for (int i = 0; i < iters; i++) {
+        int k = i % nb;
         uint64_t a = bench_now_ns();
-        one_call(&c, body, len, false, 0);
+        one_call(&c, body[k], len[k], false, 0);
         uint64_t b = bench_now_ns();
-        one_call(&c, body, len, true, 0);
+        one_call(&c, prio[k], plen[k], true, 0);
         lat[i] = bench_now_ns() - a;
         lf[i] = b - a;
     }
@@ -217,7 +271,7 @@ static void in_process(uint32_t n, bool node_cache, int iters) {
     qsort(lat, (size_t)iters, sizeof *lat, cmp_u64);
     qsort(lf, (size_t)iters, sizeof *lf, cmp_u64);
     char name[96];
-    const char *mode = node_cache ? "NodeNames" : "Nodes";
+    const char *mode = node_cache ? (vary ? "NodeNames varying" : "NodeNames") : "Nodes";
     snprintf(name, sizeof name, "extender %u nodes %s filter+prio p50", n, mode);
     bench_report(name, (double)lat[iters / 2] / 1e3, "us", NULL);
     snprintf(name, sizeof name, "extender %u nodes %s filter+prio p99", n, mode);
@@ -226,10 +280,13 @@ static void in_process(uint32_t n, bool node_cache, int iters) {
     bench_report(name, (double)lf[iters * 99 / 100] / 1e3, "us", NULL);
     snprintf(name, sizeof name, "extender %u nodes %s cycles/s (1 core)", n, mode);
     bench_report(name, iters / secs, "cycles/s", NULL);
-    if (node_cache) stages(&c, body, len, n, iters / 4 ? iters / 4 : 1);
+    if (node_cache && !vary) stages(&c, body[0], len[0], n, iters / 4 ? iters / 4 : 1);
     free(lat);
     free(lf);
-    free(body);
+    for (int k = 0; k < nb; k++) {
+        free(body[k]);
+        free(prio[k]);
+    }
     json_decref(items);
     extender_scan_free(&c.scan);
     extender_buf_free(&c.reply);
@@ -261,7 +318,7 @@ static size_t sink(char *p, size_t s, size_t n, void *ud) {
     return s * n;
 }
 
-static void over_http(uint32_t n, int iters) {
+static void over_http(uint32_t n, int iters, bool vary) {
     json_t *items = make_nodes(n);
     struct srv_thread t;
     uv_loop_init(&t.loop);
@@ -274,13 +331,18 @@ static void over_http(uint32_t n, int iters) {
         exit(1);
     }
     feed(extender_srv_core(t.srv), items); /* before the loop thread starts */
+    char *body[NVARY][2];
+    int nb = vary ? NVARY : 1;
+    for (int k = 0; k < nb; k++) { /* the same: the core is the loop thread's once it runs */
+        body[k][0] = body_for(items, true, vary ? k : -1);
+        body[k][1] = prio_body_for(extender_srv_core(t.srv), body[k][0], true);
+    }
     extender_srv_set_synced(t.srv);
     uv_async_init(&t.loop, &t.stop, on_stop);
     t.stop.data = &t;
     pthread_t th;
     pthread_create(&th, NULL, run_loop, &t);
 
-    char *body = body_for(items, true);
     char url[2][128];
     snprintf(url[0], sizeof url[0], "http://127.0.0.1:%d/peloton/filter", extender_srv_port(t.srv));
     snprintf(url[1], sizeof url[1], "http://127.0.0.1:%d/peloton/prioritize", extender_srv_port(t.srv));
@@ -288,7 +350,6 @@ static void over_http(uint32_t n, int iters) {
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     size_t got = 0;
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &got);
     uint64_t *lat = malloc((size_t)iters * sizeof *lat);
@@ -298,6 +359,7 @@ static void over_http(uint32_t n, int iters) {
         uint64_t a = bench_now_ns();
         for (int v = 0; v < 2; v++) {
             long code = 0;
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, body[i % nb][v]);
             curl_easy_setopt(c, CURLOPT_URL, url[v]);
             if (curl_easy_perform(c) != CURLE_OK ||
                 (curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code), code != 200))
@@ -308,11 +370,12 @@ static void over_http(uint32_t n, int iters) {
     double secs = (double)(bench_now_ns() - t0) / 1e9;
     qsort(lat, (size_t)iters, sizeof *lat, cmp_u64);
     char name[96];
-    snprintf(name, sizeof name, "extender HTTP %u nodes NodeNames cycle p50", n);
+    const char *mode = vary ? "NodeNames varying" : "NodeNames";
+    snprintf(name, sizeof name, "extender HTTP %u nodes %s cycle p50", n, mode);
     bench_report(name, (double)lat[iters / 2] / 1e3, "us", NULL);
-    snprintf(name, sizeof name, "extender HTTP %u nodes NodeNames cycle p99", n);
+    snprintf(name, sizeof name, "extender HTTP %u nodes %s cycle p99", n, mode);
     bench_report(name, (double)lat[iters * 99 / 100] / 1e3, "us", NULL);
-    snprintf(name, sizeof name, "extender HTTP %u nodes requests/s (1 client)", n);
+    snprintf(name, sizeof name, "extender HTTP %u nodes %s req/s (1 client)", n, mode);
     bench_report(name, 2.0 * iters / secs, "req/s", NULL);
     if (bad) fprintf(stderr, "bench_extender: %d requests failed\n", bad);
     curl_slist_free_all(h);
@@ -324,25 +387,46 @@ static void over_http(uint32_t n, int iters) {
     uv_run(&t.loop, UV_RUN_DEFAULT);
     uv_loop_close(&t.loop);
     free(lat);
-    free(body);
+    for (int k = 0; k < nb; k++) {
+        free(body[k][0]);
+        free(body[k][1]);
+    }
     json_decref(items);
 }
 
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (getenv("BENCH_QUICK")) { /* a smoke run (valgrind, sanitizers) */
-        in_process(200, true, 20);
-        in_process(200, false, 5);
-        over_http(200, 20);
+        in_process(200, true, 20, false);
+        in_process(200, true, 20, true);
+        in_process(200, false, 5, false);
+        over_http(200, 20, false);
+        over_http(200, 20, true);
         curl_global_cleanup();
         return 0;
     }
-    in_process(1000, true, 2000);
-    in_process(5000, true, 500);
-    in_process(1000, false, 200);
-    in_process(5000, false, 50);
-    over_http(1000, 1000);
-    over_http(5000, 300);
+    /* BENCH_EXTENDER_ONLY=names|nodes|http runs one part (profiling);
+     * BENCH_EXTENDER_REPEAT=N runs N times the iterations. NodeNames runs
+     * twice: every call the same body, then varying (another pod and order
+     * of the names each cycle, so that only prioritize can reuse anything). */
+    const char *only = getenv("BENCH_EXTENDER_ONLY"), *rep = getenv("BENCH_EXTENDER_REPEAT");
+    int r = rep && atoi(rep) > 0 ? atoi(rep) : 1;
+    if (!only || !strcmp(only, "names")) {
+        in_process(1000, true, 2000 * r, false);
+        in_process(5000, true, 500 * r, false);
+        in_process(1000, true, 2000 * r, true);
+        in_process(5000, true, 500 * r, true);
+    }
+    if (!only || !strcmp(only, "nodes")) {
+        in_process(1000, false, 200 * r, false);
+        in_process(5000, false, 50 * r, false);
+    }
+    if (!only || !strcmp(only, "http")) {
+        over_http(1000, 1000 * r, false);
+        over_http(5000, 300 * r, false);
+        over_http(1000, 1000 * r, true);
+        over_http(5000, 300 * r, true);
+    }
     curl_global_cleanup();
     return 0;
 }
