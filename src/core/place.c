@@ -427,45 +427,35 @@ static void judge_hosts(const struct place_engine *e, const struct ctask *c, uin
     }
 }
 
-/* Compiles t for the per-host calls; -EINVAL for a host index out of range
+/* Compiles t and runs judge_hosts; -EINVAL for a host index out of range
  * (HOST_NONE only where none_ok) or a bad strategy. */
-static int per_host_begin(struct place_engine *e, const struct place_task *t, const char *job,
-                          enum place_strategy strategy, const uint32_t *hosts, uint32_t n, bool none_ok,
-                          struct ctask **ct, uint32_t *jid) {
+static int per_host(struct place_engine *e, const struct place_task *t, const char *job, enum place_strategy strategy,
+                    const uint32_t *hosts, uint32_t n, bool none_ok, uint8_t *reasons, int64_t *scores) {
     if ((unsigned)strategy > PLACE_LEAST_LOADED) return -EINVAL;
-    int rc = compile_one(e, t, job, ct, jid);
+    struct ctask *ct;
+    uint32_t jid;
+    int rc = compile_one(e, t, job, &ct, &jid);
     if (rc) return rc;
     for (uint32_t i = 0; i < n; i++)
         if (hosts[i] >= e->f->nhosts && !(none_ok && hosts[i] == HOST_NONE)) return -EINVAL;
+    judge_hosts(e, ct, jid, strategy, hosts, n, reasons, scores);
     return 0;
 }
 
 int place_check_hosts(struct place_engine *e, const struct place_task *t, const char *job, const uint32_t *hosts,
                       uint32_t n, uint8_t *reasons) {
-    struct ctask *ct;
-    uint32_t jid;
-    int rc = per_host_begin(e, t, job, PLACE_PACK, hosts, n, false, &ct, &jid);
-    if (!rc) judge_hosts(e, ct, jid, PLACE_PACK, hosts, n, reasons, NULL);
-    return rc;
+    return per_host(e, t, job, PLACE_PACK, hosts, n, false, reasons, NULL);
 }
 
 int place_score_hosts(struct place_engine *e, const struct place_task *t, const char *job,
                       enum place_strategy strategy, const uint32_t *hosts, uint32_t n, int64_t *scores) {
-    struct ctask *ct;
-    uint32_t jid;
-    int rc = per_host_begin(e, t, job, strategy, hosts, n, false, &ct, &jid);
-    if (!rc) judge_hosts(e, ct, jid, strategy, hosts, n, NULL, scores);
-    return rc;
+    return per_host(e, t, job, strategy, hosts, n, false, NULL, scores);
 }
 
 int place_judge_hosts(struct place_engine *e, const struct place_task *t, const char *job,
                       enum place_strategy strategy, const uint32_t *hosts, uint32_t n, uint8_t *reasons,
                       int64_t *scores) {
-    struct ctask *ct;
-    uint32_t jid;
-    int rc = per_host_begin(e, t, job, strategy, hosts, n, true, &ct, &jid);
-    if (!rc) judge_hosts(e, ct, jid, strategy, hosts, n, reasons, scores);
-    return rc;
+    return per_host(e, t, job, strategy, hosts, n, true, reasons, scores);
 }
 
 int place_gang_undo(struct place_engine *e, const struct place_gang *g, const uint32_t *hosts) {

@@ -737,9 +737,33 @@ static json_t *names_of(const char *const *nodes, size_t n) {
     return a;
 }
 
-/* kube-scheduler's cycle on the fast path: filter, then prioritize with the
- * names that passed. The prioritize reply must be the memo-free one; returns
- * how many node scores came from the filter (the memo's hits). */
+/* prioritize of pod and names on the fast path, which must answer what the
+ * memo-free path answers; returns how many node scores came from a filter
+ * (the memo's hits). *reply (may be NULL) gets the reply text. */
+static uint64_t prioritize_checked(struct ext_core *x, json_t *pod, json_t *names, char **reply, int line) {
+    struct ext_stats before, after;
+    int rc;
+    ext_core_stats(x, &before);
+    char *got = fast_reply(x, pod, names, true, &rc);
+    ext_core_stats(x, &after);
+    char *want = plain_prioritize(x, pod, names);
+    if (!got || !want || strcmp(got, want))
+        test_fail(__FILE__, line, "prioritize:\n    without memo %s\n    fast         %s", want ? want : "(null)",
+                  got ? got : "(null)");
+    free(want);
+    if (reply) *reply = got;
+    else free(got);
+    return after.scores_reused - before.scores_reused;
+}
+
+static void filter_only(struct ext_core *x, json_t *pod, json_t *names) {
+    int rc;
+    free(fast_reply(x, pod, names, false, &rc));
+}
+
+/* kube-scheduler's cycle on the fast path: filter, then (after between, if
+ * given) prioritize with the names that passed; returns prioritize_checked's
+ * count. */
 static uint64_t cycle_checked(struct ext_core *x, json_t *pod, json_t *names, void (*between)(struct ext_core *),
                               int line) {
     int rc;
@@ -750,18 +774,9 @@ static uint64_t cycle_checked(struct ext_core *x, json_t *pod, json_t *names, vo
     free(f);
     json_decref(r);
     if (between) between(x);
-    struct ext_stats before, after;
-    ext_core_stats(x, &before);
-    char *got = fast_reply(x, pod, pass, true, &rc);
-    ext_core_stats(x, &after);
-    char *want = plain_prioritize(x, pod, pass);
-    if (!got || !want || strcmp(got, want))
-        test_fail(__FILE__, line, "prioritize:\n    without memo %s\n    fast         %s", want ? want : "(null)",
-                  got ? got : "(null)");
-    free(got);
-    free(want);
+    uint64_t reused = prioritize_checked(x, pod, pass, NULL, line);
     json_decref(pass);
-    return after.scores_reused - before.scores_reused;
+    return reused;
 }
 
 /* The score of host in a prioritize reply text. */
@@ -789,15 +804,8 @@ TEST(ext_srv_memo_prioritize_takes_the_filters_scores) {
     CHECK_I64(cycle_checked(x, pod, names, NULL, __LINE__), 3);
     ext_core_stats(x, &st1);
     CHECK_I64(st1.names_reused - st0.names_reused, 1);
-    /* the whole list again (a prioritize that names a node the filter failed) */
-    int rc;
-    uint64_t before = (ext_core_stats(x, &st0), st0.scores_reused);
-    char *got = fast_reply(x, pod, names, true, &rc), *want = plain_prioritize(x, pod, names);
-    CHECK_STR(got, want);
-    ext_core_stats(x, &st1);
-    CHECK_I64(st1.scores_reused - before, 4); /* the filter scored n2 as well */
-    free(got);
-    free(want);
+    /* the whole list again (a prioritize that names a node the filter failed): it scored n2 as well */
+    CHECK_I64(prioritize_checked(x, pod, names, NULL, __LINE__), 4);
     json_decref(names);
     json_decref(pod);
     ext_core_free(x);
@@ -808,11 +816,11 @@ TEST(ext_srv_memo_a_bind_between_filter_and_prioritize) {
     json_t *pod = pod_obj("p", "team-a", "500m", NULL, 0, 1);
     set_new(x, "Pod", json_incref(pod));
     json_t *names = names_of(ALL, 4);
-    int rc;
-    char *old = fast_reply(x, pod, names, true, &rc);
+    char *old, *now;
+    prioritize_checked(x, pod, names, &old, __LINE__);
     /* another pod lands on n1: n1 is scored again, the others still come from the filter */
     CHECK_I64(cycle_checked(x, pod, names, bind_b0_on_n1, __LINE__), 3);
-    char *now = fast_reply(x, pod, names, true, &rc);
+    prioritize_checked(x, pod, names, &now, __LINE__);
     CHECK(score_of(now, "n1") > score_of(old, "n1")); /* PACK: the fuller n1 */
     CHECK_I64(score_of(now, "n2"), score_of(old, "n2"));
     free(old);
@@ -823,17 +831,9 @@ TEST(ext_srv_memo_a_bind_between_filter_and_prioritize) {
                                       .node = "n3"};
     char why[256];
     CHECK_I64(ext_bind_decide(x, &b, why, sizeof why), EXT_BIND_POST);
-    char *f = fast_reply(x, pod, names, false, &rc);
-    free(f);
+    filter_only(x, pod, names);
     ext_bind_commit(x, &b);
-    struct ext_stats s0, s1;
-    ext_core_stats(x, &s0);
-    char *got = fast_reply(x, pod, names, true, &rc), *want = plain_prioritize(x, pod, names);
-    ext_core_stats(x, &s1);
-    CHECK_STR(got, want);
-    CHECK_I64(s1.scores_reused - s0.scores_reused, 3);
-    free(got);
-    free(want);
+    CHECK_I64(prioritize_checked(x, pod, names, NULL, __LINE__), 3);
     json_decref(names);
     json_decref(pod);
     ext_core_free(x);
@@ -841,9 +841,8 @@ TEST(ext_srv_memo_a_bind_between_filter_and_prioritize) {
 
 static json_t *g_other_pod; /* for the next hook */
 static void filter_other_pod(struct ext_core *x) {
-    int rc;
     json_t *names = names_of(ALL, 4);
-    free(fast_reply(x, g_other_pod, names, false, &rc));
+    filter_only(x, g_other_pod, names);
     json_decref(names);
 }
 
@@ -855,31 +854,16 @@ TEST(ext_srv_memo_never_shared_between_pods) {
     set_new(x, "Pod", json_incref(a));
     set_new(x, "Pod", json_incref(b));
     json_t *names = names_of(ALL, 4);
-    int rc;
     /* filter for a, prioritize for b: b is scored on its own */
-    free(fast_reply(x, a, names, false, &rc));
-    struct ext_stats s0, s1;
-    ext_core_stats(x, &s0);
-    char *got = fast_reply(x, b, names, true, &rc), *want = plain_prioritize(x, b, names);
-    ext_core_stats(x, &s1);
-    CHECK_STR(got, want);
-    CHECK_I64(s1.scores_reused - s0.scores_reused, 0);
-    free(got);
-    free(want);
+    filter_only(x, a, names);
+    CHECK_I64(prioritize_checked(x, b, names, NULL, __LINE__), 0);
     /* a's filter, then b's filter, then a's prioritize: b's filter replaced the memo */
     g_other_pod = b;
     CHECK_I64(cycle_checked(x, a, names, filter_other_pod, __LINE__), 0);
     /* the same name and uid, a new object (another request): not the old pod's scores */
     json_t *a2 = pod_obj("a", "team-a", "1500m", NULL, 0, 1);
-    free(fast_reply(x, a, names, false, &rc));
-    ext_core_stats(x, &s0);
-    got = fast_reply(x, a2, names, true, &rc);
-    want = plain_prioritize(x, a2, names);
-    ext_core_stats(x, &s1);
-    CHECK_STR(got, want);
-    CHECK_I64(s1.scores_reused - s0.scores_reused, 0);
-    free(got);
-    free(want);
+    filter_only(x, a, names);
+    CHECK_I64(prioritize_checked(x, a2, names, NULL, __LINE__), 0);
     json_decref(a2);
     json_decref(names);
     json_decref(a);
@@ -911,25 +895,18 @@ TEST(ext_srv_memo_invalidated_by_nodes_pod_and_strategy) {
     json_t *pod = pod_obj("p", "team-a", "500m", NULL, 0, 1);
     set_new(x, "Pod", json_incref(pod));
     json_t *names = names_of(ALL, 4);
-    int rc;
-    char *old = fast_reply(x, pod, names, true, &rc);
+    char *old, *now;
+    prioritize_checked(x, pod, names, &old, __LINE__);
     /* a node's labels and another's allocatable change between the calls: the fleet is new, nothing is reused */
     CHECK_I64(cycle_checked(x, pod, names, relabel_n1_and_regrow_n2, __LINE__), 0);
-    char *now = fast_reply(x, pod, names, true, &rc);
+    prioritize_checked(x, pod, names, &now, __LINE__);
     CHECK(score_of(now, "n2") < score_of(old, "n2"));
     free(old);
     free(now);
     /* a node event that changes nothing placement sees keeps the fleet and the scores */
-    struct ext_stats s0, s1;
-    free(fast_reply(x, pod, names, false, &rc));
+    filter_only(x, pod, names);
     set_new(x, "Node", node_obj("n3", "2", "8Gi"));
-    ext_core_stats(x, &s0);
-    char *got = fast_reply(x, pod, names, true, &rc), *want = plain_prioritize(x, pod, names);
-    ext_core_stats(x, &s1);
-    CHECK_STR(got, want);
-    CHECK_I64(s1.scores_reused - s0.scores_reused, 4);
-    free(got);
-    free(want);
+    CHECK_I64(prioritize_checked(x, pod, names, NULL, __LINE__), 4);
     /* the pod's object changes under the same request text */
     CHECK_I64(cycle_checked(x, pod, names, update_pod_p, __LINE__), 0);
     /* its Job's type turns PACK into SPREAD_JOB between the calls */
@@ -954,34 +931,24 @@ TEST(ext_srv_memo_names_the_filter_did_not_see) {
     set_new(x, "Pod", json_incref(pod));
     static const char *const two[] = {"n1", "n2"}, *const other[] = {"n4", "nx", "n3", "n1", "n5", "n6"};
     json_t *names = names_of(two, 2), *more = names_of(other, 6);
-    int rc;
-    free(fast_reply(x, pod, names, false, &rc));
+    filter_only(x, pod, names);
     struct ext_stats s0, s1;
     ext_core_stats(x, &s0);
-    char *got = fast_reply(x, pod, more, true, &rc), *want = plain_prioritize(x, pod, more);
+    CHECK_I64(prioritize_checked(x, pod, more, NULL, __LINE__), 1); /* n1; n3 and n4 are scored, nx, n5, n6 0 */
     ext_core_stats(x, &s1);
-    CHECK_STR(got, want);
-    CHECK_I64(s1.scores_reused - s0.scores_reused, 1); /* n1; n3 and n4 are scored, nx, n5 and n6 are 0 */
     CHECK_I64(s1.names_reused - s0.names_reused, 0);
-    free(got);
-    free(want);
     /* nodes come and go between the calls: the fleet is new, names map to its hosts */
-    free(fast_reply(x, pod, more, false, &rc));
+    filter_only(x, pod, more);
     set_new(x, "Node", node_obj("nx", "4", "8Gi"));
     set_new(x, "Node", node_obj("n5", "4", "8Gi"));
     set_new(x, "Node", node_obj("n6", "4", "8Gi"));
     json_t *n3 = node_obj("n3", "2", "8Gi");
     ext_core_del(x, "Node", n3);
     json_decref(n3);
-    ext_core_stats(x, &s0);
-    got = fast_reply(x, pod, more, true, &rc);
-    want = plain_prioritize(x, pod, more);
-    ext_core_stats(x, &s1);
-    CHECK_STR(got, want);
+    char *got;
+    CHECK_I64(prioritize_checked(x, pod, more, &got, __LINE__), 0);
     CHECK(score_of(got, "nx") > 0);
-    CHECK_I64(s1.scores_reused - s0.scores_reused, 0);
     free(got);
-    free(want);
     /* a pod the model does not know (taken from the request each time) is never reused */
     json_t *stranger = pod_obj("stranger", "team-a", "500m", NULL, 0, 9);
     CHECK_I64(cycle_checked(x, stranger, more, NULL, __LINE__), 0);
