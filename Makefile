@@ -7,6 +7,11 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
 PKGS     := jansson yaml-0.1 hiredis libuv libwebsockets libcurl openssl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lhiredis -luv -lwebsockets -lcurl -lssl -lcrypto)
+# Release binaries and benchmarks use jemalloc: the daemons allocate and free
+# many small JSON values per request across two threads, where glibc's arenas
+# kept trimming and regrowing (docs/benchmarks.md). The ASan builds keep the
+# sanitizer's allocator.
+REL_LIBS := $(PKG_LIBS) $(shell pkg-config --libs jemalloc 2>/dev/null || echo -ljemalloc)
 INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Ibuild/gen $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)
@@ -62,11 +67,11 @@ build: deps $(BINS)
 
 bin/kubelet-sim: build/rel/src/cmd/kubelet_sim.o $(REL_OBJ)
 	@mkdir -p bin
-	$(CC) -o $@ $^ $(PKG_LIBS) -lm
+	$(CC) -o $@ $^ $(REL_LIBS) -lm
 
 bin/peloton-extender: build/rel/scheduler-extender/main.o $(REL_OBJ)
 	@mkdir -p bin
-	$(CC) -o $@ $^ $(PKG_LIBS) -lm
+	$(CC) -o $@ $^ $(REL_LIBS) -lm
 
 build/asan/kubelet-sim: build/asan/src/cmd/kubelet_sim.o $(ASAN_OBJ)
 	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
@@ -76,11 +81,11 @@ build/asan/peloton-extender: build/asan/scheduler-extender/main.o $(ASAN_OBJ)
 
 bin/peloton-sim: build/rel/src/cmd/peloton_sim.o $(REL_OBJ)
 	@mkdir -p bin
-	$(CC) -o $@ $^ $(PKG_LIBS) -lm
+	$(CC) -o $@ $^ $(REL_LIBS) -lm
 
 bin/pelotond: build/rel/src/cmd/pelotond.o $(REL_OBJ)
 	@mkdir -p bin
-	$(CC) -o $@ $^ $(PKG_LIBS) -lm
+	$(CC) -o $@ $^ $(REL_LIBS) -lm
 
 build/asan/pelotond: build/asan/src/cmd/pelotond.o $(ASAN_OBJ)
 	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
@@ -115,7 +120,7 @@ build/asan/%.o: %.c
 
 build/bench/%: bench/%.c bench/bench.h $(REL_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_CFLAGS) -Ibench -o $@ $< $(REL_OBJ) $(PKG_LIBS) -lm
+	$(CC) $(REL_CFLAGS) -Ibench -o $@ $< $(REL_OBJ) $(REL_LIBS) -lm
 
 # Fuzz targets: a replay-and-mutate smoke run under ASan in `make test`,
 # coverage-guided libFuzzer runs (clang) under `make fuzz`.

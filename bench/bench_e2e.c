@@ -121,6 +121,24 @@ static void on_deadline(uv_timer_t *t) {
     uv_stop(r->loop);
 }
 
+/* BENCH_E2E_REDIS_STATS: what Redis did per pod Running (INFO commandstats). */
+static void redis_stats(int port, int pods) {
+    redisContext *c = redisConnect("127.0.0.1", port);
+    redisReply *rep = c && !c->err ? redisCommand(c, "INFO commandstats") : NULL;
+    if (rep && rep->type == REDIS_REPLY_STRING && pods > 0) {
+        printf("redis per pod Running (%d pods): command calls/pod usec/call usec/pod\n", pods);
+        for (char *line = strtok(rep->str, "\r\n"); line; line = strtok(NULL, "\r\n")) {
+            char name[64];
+            long long calls = 0;
+            double usec = 0, per = 0;
+            if (sscanf(line, "cmdstat_%63[^:]:calls=%lld,usec=%lf,usec_per_call=%lf", name, &calls, &usec, &per) == 4)
+                printf("  %-14s %8.2f %8.2f %8.2f\n", name, (double)calls / pods, per, usec / pods);
+        }
+    }
+    if (rep) freeReplyObject(rep);
+    if (c) redisFree(c);
+}
+
 static int one_run(int nodes, int pods) {
     struct redis_proc rp = {0};
     if (redis_proc_start(&rp, "everysec")) {
@@ -198,6 +216,7 @@ static int one_run(int nodes, int pods) {
     if (r.timed_out || r.create_errs)
         printf("bench e2e %d nodes: %d of %d Running, %d create errors%s\n", nodes, r.running, pods, r.create_errs,
                r.timed_out ? " (timed out)" : "");
+    if (getenv("BENCH_E2E_REDIS_STATS")) redis_stats(rp.port, r.running);
     kc_informer_free(w);
     uv_close((uv_handle_t *)&r.deadline, NULL);
     kclient_free(r.kc);

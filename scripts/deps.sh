@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   build-essential pkg-config
   libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libcurl4-openssl-dev libjansson-dev libssl-dev
-  libprotobuf-c-dev protobuf-c-compiler libhiredis-dev redis-server libyaml-dev
+  libprotobuf-c-dev protobuf-c-compiler libhiredis-dev redis-server libyaml-dev libjemalloc-dev
   python3-kubernetes
 )
 
