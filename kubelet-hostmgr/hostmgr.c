@@ -762,12 +762,11 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
     struct kc_informer_handlers nh = {on_node_add, on_node_update, on_node_delete, on_synced};
     struct kc_informer_handlers lh = {NULL, NULL, NULL, on_synced};
     struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
-    char q[64], sel[32];
-    kc_escape("spec.nodeName!=", sel, sizeof sel);
-    snprintf(q, sizeof q, "fieldSelector=%s", sel);
+    /* all pods, unbound ones ignored by the handlers: in pelotond the feed
+     * is the one resmgr and placement follow (kclient shares it) */
     h->nodes = kc_informer_new(kc, NODES_PATH, NULL, &nh, h);
     h->leases = kc_informer_new(kc, LEASES_PATH, NULL, &lh, h);
-    h->pods = kc_informer_new(kc, PODS_PATH, q, &ph, h);
+    h->pods = kc_informer_new(kc, PODS_PATH, NULL, &ph, h);
     h->tick = timer_new(loop, h);
     h->kick = timer_new(loop, h);
     int rc = -ENOMEM;

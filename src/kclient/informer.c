@@ -6,8 +6,12 @@
  * ended cleanly (watches ask for timeoutSeconds 300-600) is re-watched from
  * the last resourceVersion after the same backoff.
  *
- * The cache is a jansson object keyed "ns/name". Handlers may free the
- * informer (the free waits until the handler returns: busy counter). */
+ * Informers of one client on the same path and query share one feed: one
+ * list, one watch, one cache (a jansson object keyed "ns/name"), each event
+ * decoded once and handed to every subscriber in the order they were made. A
+ * subscriber started after the feed synced gets the cache as adds, then its
+ * own on_synced. Handlers may free any informer (the free of a feed busy in
+ * a handler waits until the handler returns: busy counter). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,11 +24,21 @@
 #define KC_BACKOFF_MAX_MS 5000
 #define KC_WATCH_TIMEOUT_S 300 /* watches last 300-600 s (timeoutSeconds), then resume */
 
+struct kc_feed;
+
+/* What a user holds: a subscription to a feed. */
 struct kc_informer {
-    struct kclient *c;
-    char *path, *query;
+    struct kc_feed *f;
     struct kc_informer_handlers h;
     void *ud;
+    bool started, synced;
+    bool dead; /* freed while its feed was busy: unlinked when the feed is idle */
+    struct kc_informer *next;
+};
+
+struct kc_feed {
+    struct kclient *c;
+    char *path, *query;
     json_t *cache;          /* "ns/name" -> object */
     json_t *fresh;          /* the list being gathered */
     char *rv;
@@ -36,21 +50,22 @@ struct kc_informer {
     uint64_t watch_started; /* uv_now at the last watch start */
     bool started, synced, relist_next;
     int busy;
-    bool free_pending;
-    struct kc_informer *prev, *next;
+    bool free_pending;      /* no subscriber is left: freed when not busy */
+    struct kc_informer *subs;
+    struct kc_feed *prev, *next;
 };
 
-static void list_page(struct kc_informer *inf, const char *cont);
-static void start_watch(struct kc_informer *inf);
+static void list_page(struct kc_feed *f, const char *cont);
+static void start_watch(struct kc_feed *f);
 
 static void timer_closed(uv_handle_t *h) { free(h); }
 
-static void set_rv(struct kc_informer *inf, const char *rv) {
-    if (!rv || !*rv || !strcmp(rv, inf->rv)) return;
+static void set_rv(struct kc_feed *f, const char *rv) {
+    if (!rv || !*rv || !strcmp(rv, f->rv)) return;
     char *n = strdup(rv);
     if (!n) return;
-    free(inf->rv);
-    inf->rv = n;
+    free(f->rv);
+    f->rv = n;
 }
 
 static const char *obj_rv(json_t *obj) {
@@ -67,256 +82,339 @@ static bool obj_key(json_t *obj, char *key, size_t len) {
     return n > 0 && (size_t)n < len;
 }
 
-static void really_free(struct kc_informer *inf) {
-    struct kclient *c = inf->c;
-    if (inf->prev) inf->prev->next = inf->next;
-    else if (c->informers == inf) c->informers = inf->next;
-    if (inf->next) inf->next->prev = inf->prev;
-    kc_watch_stop(inf->watch);
-    kc__request_abandon(inf->req);
-    uv_timer_stop(inf->timer);
-    uv_close((uv_handle_t *)inf->timer, timer_closed);
-    json_decref(inf->cache);
-    json_decref(inf->fresh);
-    free(inf->rv);
-    free(inf->path);
-    free(inf->query);
-    free(inf);
+static void really_free(struct kc_feed *f) {
+    struct kclient *c = f->c;
+    if (f->prev) f->prev->next = f->next;
+    else if (c->feeds == f) c->feeds = f->next;
+    if (f->next) f->next->prev = f->prev;
+    kc_watch_stop(f->watch);
+    kc__request_abandon(f->req);
+    uv_timer_stop(f->timer);
+    uv_close((uv_handle_t *)f->timer, timer_closed);
+    while (f->subs) {
+        struct kc_informer *s = f->subs;
+        f->subs = s->next;
+        free(s);
+    }
+    json_decref(f->cache);
+    json_decref(f->fresh);
+    free(f->rv);
+    free(f->path);
+    free(f->query);
+    free(f);
 }
 
-/* Leaves a handler section; true when the informer is gone. */
-static bool unbusy(struct kc_informer *inf) {
-    if (--inf->busy > 0 || !inf->free_pending) return inf->free_pending;
-    really_free(inf);
+/* Unlinks subscribers freed during a handler; frees the feed when none is left. */
+static void reap(struct kc_feed *f) {
+    for (struct kc_informer **p = &f->subs; *p;) {
+        struct kc_informer *s = *p;
+        if (s->dead) {
+            *p = s->next;
+            free(s);
+        } else {
+            p = &s->next;
+        }
+    }
+    if (!f->subs) f->free_pending = true;
+}
+
+/* Leaves a handler section; true when the feed is gone. */
+static bool unbusy(struct kc_feed *f) {
+    if (--f->busy > 0) return f->free_pending;
+    reap(f);
+    if (!f->free_pending) return false;
+    really_free(f);
     return true;
 }
 
+/* Stop delivering: the feed, or the whole client, is going. */
+static bool stopping(const struct kc_feed *f) { return f->free_pending || f->c->free_pending; }
+
+#define EACH_LIVE(f, s)                                                                                                \
+    for (struct kc_informer *s = (f)->subs; s && !stopping(f); s = s->next)                                            \
+        if (s->started && !s->dead)
+
+static void emit_add(struct kc_feed *f, json_t *obj) {
+    EACH_LIVE(f, s) if (s->h.on_add) s->h.on_add(s->ud, obj);
+}
+
+static void emit_update(struct kc_feed *f, json_t *old, json_t *obj) {
+    EACH_LIVE(f, s) if (s->h.on_update) s->h.on_update(s->ud, old, obj);
+}
+
+static void emit_delete(struct kc_feed *f, json_t *obj) {
+    EACH_LIVE(f, s) if (s->h.on_delete) s->h.on_delete(s->ud, obj);
+}
+
+static void emit_synced(struct kc_feed *f) {
+    EACH_LIVE(f, s) {
+        if (s->synced) continue;
+        s->synced = true;
+        if (s->h.on_synced) s->h.on_synced(s->ud);
+    }
+}
+
 static void on_timer(uv_timer_t *t) {
-    struct kc_informer *inf = t->data;
-    struct kclient *c = inf->c;
+    struct kc_feed *f = t->data;
+    struct kclient *c = f->c;
     kc__enter(c);
-    if (inf->relist_next) list_page(inf, NULL);
-    else start_watch(inf);
+    if (f->relist_next) list_page(f, NULL);
+    else start_watch(f);
     kc__leave(c);
 }
 
-static void schedule(struct kc_informer *inf, bool relist) {
-    if (inf->free_pending) return;
-    inf->relist_next = relist;
-    uv_timer_start(inf->timer, on_timer, inf->backoff_ms, 0);
-    inf->backoff_ms = inf->backoff_ms * 2 > KC_BACKOFF_MAX_MS ? KC_BACKOFF_MAX_MS : inf->backoff_ms * 2;
+static void schedule(struct kc_feed *f, bool relist) {
+    if (f->free_pending) return;
+    f->relist_next = relist;
+    uv_timer_start(f->timer, on_timer, f->backoff_ms, 0);
+    f->backoff_ms = f->backoff_ms * 2 > KC_BACKOFF_MAX_MS ? KC_BACKOFF_MAX_MS : f->backoff_ms * 2;
 }
 
 /* ---- the diff after a complete list ---- */
 
-static void apply_list(struct kc_informer *inf) {
-    json_t *fresh = inf->fresh;
-    inf->fresh = NULL;
+static void apply_list(struct kc_feed *f) {
+    json_t *fresh = f->fresh;
+    f->fresh = NULL;
     const char *key;
     json_t *obj, *tmp;
-    inf->busy++;
+    f->busy++;
     json_object_foreach(fresh, key, obj) {
-        json_t *old = json_object_get(inf->cache, key);
+        json_t *old = json_object_get(f->cache, key);
         if (!old) {
-            json_object_set(inf->cache, key, obj);
-            if (inf->h.on_add) inf->h.on_add(inf->ud, obj);
+            json_object_set(f->cache, key, obj);
+            emit_add(f, obj);
         } else {
             const char *a = obj_rv(old), *b = obj_rv(obj);
             if (a && b && !strcmp(a, b)) continue;
             json_incref(old);
-            json_object_set(inf->cache, key, obj);
-            if (inf->h.on_update) inf->h.on_update(inf->ud, old, obj);
+            json_object_set(f->cache, key, obj);
+            emit_update(f, old, obj);
             json_decref(old);
         }
-        if (inf->free_pending || inf->c->free_pending) goto out;
+        if (stopping(f)) goto out;
     }
-    json_object_foreach_safe(inf->cache, tmp, key, obj) {
+    json_object_foreach_safe(f->cache, tmp, key, obj) {
         if (json_object_get(fresh, key)) continue;
         json_incref(obj);
-        json_object_del(inf->cache, key);
-        if (inf->h.on_delete) inf->h.on_delete(inf->ud, obj);
+        json_object_del(f->cache, key);
+        emit_delete(f, obj);
         json_decref(obj);
-        if (inf->free_pending || inf->c->free_pending) goto out;
+        if (stopping(f)) goto out;
     }
-    if (!inf->synced && !inf->c->free_pending) {
-        inf->synced = true;
-        if (inf->h.on_synced) inf->h.on_synced(inf->ud);
-    }
+    f->synced = true;
+    emit_synced(f);
 out:
     json_decref(fresh);
-    if (unbusy(inf)) return;
-    start_watch(inf);
+    if (unbusy(f)) return;
+    start_watch(f);
 }
 
 static void on_list(void *ud, const struct kc_response *r) {
-    struct kc_informer *inf = ud;
-    inf->req = NULL;
+    struct kc_feed *f = ud;
+    f->req = NULL;
     json_t *items = json_object_get(r->body, "items");
     if (r->status != 200 || !json_is_array(items)) {
-        fprintf(stderr, "level=warn msg=\"informer list failed\" path=%s status=%ld error=\"%s\"\n", inf->path,
+        fprintf(stderr, "level=warn msg=\"informer list failed\" path=%s status=%ld error=\"%s\"\n", f->path,
                 r->status, r->error ? r->error : "not a list");
-        json_decref(inf->fresh);
-        inf->fresh = NULL;
-        schedule(inf, true);
+        json_decref(f->fresh);
+        f->fresh = NULL;
+        schedule(f, true);
         return;
     }
     size_t i;
     json_t *obj;
     char key[1024];
     json_array_foreach(items, i, obj) {
-        if (obj_key(obj, key, sizeof key)) json_object_set(inf->fresh, key, obj);
+        if (obj_key(obj, key, sizeof key)) json_object_set(f->fresh, key, obj);
     }
     json_t *md = json_object_get(r->body, "metadata");
     const char *cont = json_string_value(json_object_get(md, "continue"));
     if (cont && *cont) {
-        list_page(inf, cont);
+        list_page(f, cont);
         return;
     }
-    set_rv(inf, json_string_value(json_object_get(md, "resourceVersion")));
-    inf->lists++; /* the backoff stays: a server whose watches fail at once must not be listed 10 times a second */
-    apply_list(inf);
+    set_rv(f, json_string_value(json_object_get(md, "resourceVersion")));
+    f->lists++; /* the backoff stays: a server whose watches fail at once must not be listed 10 times a second */
+    apply_list(f);
 }
 
-static void list_page(struct kc_informer *inf, const char *cont) {
+static void list_page(struct kc_feed *f, const char *cont) {
     if (!cont) {
-        json_decref(inf->fresh);
-        inf->fresh = json_object();
-        if (!inf->fresh) {
-            schedule(inf, true);
+        json_decref(f->fresh);
+        f->fresh = json_object();
+        if (!f->fresh) {
+            schedule(f, true);
             return;
         }
     }
     size_t clen = cont ? strlen(cont) : 0;
-    size_t cap = strlen(inf->path) + (inf->query ? strlen(inf->query) : 0) + 3 * clen + 64;
+    size_t cap = strlen(f->path) + (f->query ? strlen(f->query) : 0) + 3 * clen + 64;
     char *p = malloc(cap);
     if (!p) {
-        schedule(inf, true);
+        schedule(f, true);
         return;
     }
-    int n = snprintf(p, cap, "%s%climit=%d", inf->path, strchr(inf->path, '?') ? '&' : '?', KC_INFORMER_PAGE);
+    int n = snprintf(p, cap, "%s%climit=%d", f->path, strchr(f->path, '?') ? '&' : '?', KC_INFORMER_PAGE);
     if (clen) {
         n += snprintf(p + n, cap - (size_t)n, "&continue=");
         n += kc_escape(cont, p + n, cap - (size_t)n);
     }
-    if (inf->query && *inf->query) snprintf(p + n, cap - (size_t)n, "&%s", inf->query);
+    if (f->query && *f->query) snprintf(p + n, cap - (size_t)n, "&%s", f->query);
     int rc;
-    inf->req = kc__request(inf->c, "GET", p, NULL, NULL, on_list, inf, &rc);
+    f->req = kc__request(f->c, "GET", p, NULL, NULL, on_list, f, &rc);
     free(p);
-    if (!inf->req && rc != -ECANCELED) schedule(inf, true);
+    if (!f->req && rc != -ECANCELED) schedule(f, true);
 }
 
 /* ---- the watch ---- */
 
 static void on_event(void *ud, const char *type, json_t *obj) {
-    struct kc_informer *inf = ud;
+    struct kc_feed *f = ud;
     char key[1024];
     if (!strcmp(type, "ERROR")) {
         json_int_t code = json_integer_value(json_object_get(obj, "code"));
-        fprintf(stderr, "level=info msg=\"informer watch error, re-listing\" path=%s code=%lld\n", inf->path,
+        fprintf(stderr, "level=info msg=\"informer watch error, re-listing\" path=%s code=%lld\n", f->path,
                 (long long)code);
-        kc_watch_stop(inf->watch);
-        inf->watch = NULL;
-        schedule(inf, true);
+        kc_watch_stop(f->watch);
+        f->watch = NULL;
+        schedule(f, true);
         return;
     }
-    set_rv(inf, obj_rv(obj));
-    inf->backoff_ms = KC_BACKOFF_MIN_MS;
+    set_rv(f, obj_rv(obj));
+    f->backoff_ms = KC_BACKOFF_MIN_MS;
     if (!strcmp(type, "BOOKMARK") || !obj_key(obj, key, sizeof key)) return;
-    json_t *old = json_object_get(inf->cache, key);
-    inf->busy++;
+    json_t *old = json_object_get(f->cache, key);
+    f->busy++;
     if (!strcmp(type, "DELETED")) {
         if (old) {
             json_incref(old);
-            json_object_del(inf->cache, key);
-            if (inf->h.on_delete) inf->h.on_delete(inf->ud, obj);
+            json_object_del(f->cache, key);
+            emit_delete(f, obj);
             json_decref(old);
         }
     } else if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED")) {
         if (!old) {
-            json_object_set(inf->cache, key, obj);
-            if (inf->h.on_add) inf->h.on_add(inf->ud, obj);
+            json_object_set(f->cache, key, obj);
+            emit_add(f, obj);
         } else {
             const char *a = obj_rv(old), *b = obj_rv(obj);
             if (!a || !b || strcmp(a, b)) {
                 json_incref(old);
-                json_object_set(inf->cache, key, obj);
-                if (inf->h.on_update) inf->h.on_update(inf->ud, old, obj);
+                json_object_set(f->cache, key, obj);
+                emit_update(f, old, obj);
                 json_decref(old);
             }
         }
     }
-    unbusy(inf);
+    unbusy(f);
 }
 
 static void on_watch_end(void *ud, long status, const char *error) {
-    struct kc_informer *inf = ud;
-    inf->watch = NULL;
-    if (uv_now(inf->c->loop) - inf->watch_started >= 1000) inf->backoff_ms = KC_BACKOFF_MIN_MS; /* it was healthy */
+    struct kc_feed *f = ud;
+    f->watch = NULL;
+    if (uv_now(f->c->loop) - f->watch_started >= 1000) f->backoff_ms = KC_BACKOFF_MIN_MS; /* it was healthy */
     if (status == 200 && !error) { /* the server closed the stream: resume from rv */
-        schedule(inf, false);
+        schedule(f, false);
         return;
     }
-    fprintf(stderr, "level=info msg=\"informer watch ended, re-listing\" path=%s status=%ld error=\"%s\"\n",
-            inf->path, status, error ? error : "");
-    schedule(inf, true);
+    fprintf(stderr, "level=info msg=\"informer watch ended, re-listing\" path=%s status=%ld error=\"%s\"\n", f->path,
+            status, error ? error : "");
+    schedule(f, true);
 }
 
-static void start_watch(struct kc_informer *inf) {
-    if (inf->free_pending) return;
+static void start_watch(struct kc_feed *f) {
+    if (f->free_pending) return;
     /* like client-go: the server ends the watch after 5-10 minutes, so a
      * silently dead connection cannot hold the informer forever */
     unsigned secs = KC_WATCH_TIMEOUT_S + (unsigned)(uv_hrtime() % KC_WATCH_TIMEOUT_S);
-    size_t cap = (inf->query ? strlen(inf->query) : 0) + 32;
+    size_t cap = (f->query ? strlen(f->query) : 0) + 32;
     char *q = malloc(cap);
     if (q) {
-        snprintf(q, cap, "%s%stimeoutSeconds=%u", inf->query ? inf->query : "", inf->query && *inf->query ? "&" : "",
-                 secs);
-        inf->watch = kclient_watch(inf->c, inf->path, q, inf->rv, on_event, on_watch_end, inf);
-        inf->watch_started = uv_now(inf->c->loop);
+        snprintf(q, cap, "%s%stimeoutSeconds=%u", f->query ? f->query : "", f->query && *f->query ? "&" : "", secs);
+        f->watch = kclient_watch(f->c, f->path, q, f->rv, on_event, on_watch_end, f);
+        f->watch_started = uv_now(f->c->loop);
         free(q);
     }
-    if (!inf->watch && !inf->c->freeing && !inf->c->free_pending) schedule(inf, true);
+    if (!f->watch && !f->c->freeing && !f->c->free_pending) schedule(f, true);
 }
 
 /* ---- the public part ---- */
 
+static bool same(const char *a, const char *b) { return (!a || !*a) ? (!b || !*b) : (b && !strcmp(a, b)); }
+
+static struct kc_feed *feed_new(struct kclient *c, const char *path, const char *query) {
+    struct kc_feed *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->c = c;
+    f->path = strdup(path);
+    f->query = query ? strdup(query) : NULL;
+    f->rv = strdup("");
+    f->cache = json_object();
+    f->timer = malloc(sizeof *f->timer);
+    f->backoff_ms = KC_BACKOFF_MIN_MS;
+    if (!f->path || (query && !f->query) || !f->rv || !f->cache || !f->timer) {
+        free(f->path);
+        free(f->query);
+        free(f->rv);
+        json_decref(f->cache);
+        free(f->timer);
+        free(f);
+        return NULL;
+    }
+    uv_timer_init(c->loop, f->timer);
+    f->timer->data = f;
+    f->next = c->feeds;
+    if (c->feeds) c->feeds->prev = f;
+    c->feeds = f;
+    return f;
+}
+
 struct kc_informer *kc_informer_new(struct kclient *c, const char *path, const char *query,
                                     const struct kc_informer_handlers *h, void *ud) {
     if (!c || !path || path[0] != '/') return NULL;
-    struct kc_informer *inf = calloc(1, sizeof *inf);
-    if (!inf) return NULL;
-    inf->c = c;
-    inf->ud = ud;
-    if (h) inf->h = *h;
-    inf->path = strdup(path);
-    inf->query = query ? strdup(query) : NULL;
-    inf->rv = strdup("");
-    inf->cache = json_object();
-    inf->timer = malloc(sizeof *inf->timer);
-    inf->backoff_ms = KC_BACKOFF_MIN_MS;
-    if (!inf->path || (query && !inf->query) || !inf->rv || !inf->cache || !inf->timer) {
-        free(inf->path);
-        free(inf->query);
-        free(inf->rv);
-        json_decref(inf->cache);
-        free(inf->timer);
-        free(inf);
+    struct kc_feed *f = c->feeds;
+    while (f && (f->free_pending || strcmp(f->path, path) || !same(f->query, query))) f = f->next;
+    bool made = !f;
+    if (made && !(f = feed_new(c, path, query))) return NULL;
+    struct kc_informer *s = calloc(1, sizeof *s);
+    if (!s) {
+        if (made) really_free(f);
         return NULL;
     }
-    uv_timer_init(c->loop, inf->timer);
-    inf->timer->data = inf;
-    inf->next = c->informers;
-    if (c->informers) c->informers->prev = inf;
-    c->informers = inf;
-    return inf;
+    s->f = f;
+    s->ud = ud;
+    if (h) s->h = *h;
+    struct kc_informer **tail = &f->subs; /* handlers run in the order informers were made */
+    while (*tail) tail = &(*tail)->next;
+    *tail = s;
+    return s;
 }
 
 int kc_informer_start(struct kc_informer *inf) {
-    if (!inf || inf->free_pending) return -EINVAL;
+    if (!inf || inf->dead) return -EINVAL;
     if (inf->started) return -EALREADY;
-    if (inf->c->freeing || inf->c->free_pending) return -ECANCELED;
+    struct kc_feed *f = inf->f;
+    if (f->c->freeing || f->c->free_pending) return -ECANCELED;
     inf->started = true;
-    list_page(inf, NULL);
+    if (!f->started) {
+        f->started = true;
+        list_page(f, NULL);
+        return 0;
+    }
+    if (!f->synced) return 0; /* the first list will tell it everything */
+    /* a late subscriber: what the feed holds, then its own synced */
+    f->busy++;
+    const char *key;
+    json_t *obj;
+    json_object_foreach(f->cache, key, obj) {
+        if (inf->dead || stopping(f)) break;
+        if (inf->h.on_add) inf->h.on_add(inf->ud, obj);
+    }
+    if (!inf->dead && !stopping(f)) {
+        inf->synced = true;
+        if (inf->h.on_synced) inf->h.on_synced(inf->ud);
+    }
+    unbusy(f);
     return 0;
 }
 
@@ -327,37 +425,45 @@ json_t *kc_informer_get(const struct kc_informer *inf, const char *ns, const cha
     if (!inf || !name) return NULL;
     int n = snprintf(key, sizeof key, "%s/%s", ns ? ns : "", name);
     if (n < 0 || (size_t)n >= sizeof key) return NULL;
-    return json_object_get(inf->cache, key);
+    return json_object_get(inf->f->cache, key);
 }
 
-size_t kc_informer_count(const struct kc_informer *inf) { return inf ? json_object_size(inf->cache) : 0; }
+size_t kc_informer_count(const struct kc_informer *inf) { return inf ? json_object_size(inf->f->cache) : 0; }
 
 void kc_informer_foreach(const struct kc_informer *inf, int (*fn)(void *ud, json_t *obj), void *ud) {
     const char *key;
     json_t *obj;
     if (!inf) return;
-    json_object_foreach(inf->cache, key, obj) {
+    json_object_foreach(inf->f->cache, key, obj) {
         if (fn(ud, obj)) return;
     }
 }
 
-const char *kc_informer_rv(const struct kc_informer *inf) { return inf ? inf->rv : ""; }
-unsigned kc_informer_lists(const struct kc_informer *inf) { return inf ? inf->lists : 0; }
+const char *kc_informer_rv(const struct kc_informer *inf) { return inf ? inf->f->rv : ""; }
+unsigned kc_informer_lists(const struct kc_informer *inf) { return inf ? inf->f->lists : 0; }
 
 void kc_informer_free(struct kc_informer *inf) {
-    if (!inf || inf->free_pending) return;
-    if (inf->busy) { /* inside one of its handlers: stop now, free on the way out */
-        inf->free_pending = true;
-        kc_watch_stop(inf->watch);
-        inf->watch = NULL;
-        kc__request_abandon(inf->req);
-        inf->req = NULL;
-        uv_timer_stop(inf->timer);
+    if (!inf || inf->dead) return;
+    struct kc_feed *f = inf->f;
+    inf->dead = true;
+    if (f->busy) { /* inside a handler of this feed: unlinked on the way out */
+        bool last = true;
+        for (struct kc_informer *s = f->subs; s; s = s->next)
+            if (!s->dead) last = false;
+        if (last) { /* stop the feed now; free it when the handler returns */
+            f->free_pending = true;
+            kc_watch_stop(f->watch);
+            f->watch = NULL;
+            kc__request_abandon(f->req);
+            f->req = NULL;
+            uv_timer_stop(f->timer);
+        }
         return;
     }
-    really_free(inf);
+    reap(f);
+    if (f->free_pending) really_free(f);
 }
 
 void kc__informer_destroy_all(struct kclient *c) {
-    while (c->informers) really_free(c->informers);
+    while (c->feeds) really_free(c->feeds);
 }

@@ -14,6 +14,9 @@
  * Watches stream events one JSON line at a time; an informer keeps a cache of
  * one collection by list + watch and re-lists after 410 Gone or a broken
  * stream (bounded backoff), reporting the difference as add/update/delete.
+ * Informers of one client on the same path and query share that list, watch
+ * and cache (each event is decoded once for all of them); objects handed to
+ * handlers are shared too, so handlers must not change them.
  *
  * Ownership: json_t values handed to callbacks are borrowed for the call (take
  * a reference to keep them). Bodies passed in are borrowed. Strings are
@@ -119,7 +122,10 @@ struct kc_informer;
  * query as for kclient_watch (also applied to the list). Lists in pages of
  * 500, then watches from the list's resourceVersion; on 410 or a broken
  * stream re-lists (backoff 100 ms doubling to 5 s) and reports the difference.
- * NULL on allocation failure. */
+ * An informer on a path and query another informer of the client already
+ * follows joins it: started after that one synced, it gets the cache as adds,
+ * then on_synced. Handlers of informers sharing a feed run in the order the
+ * informers were made. NULL on allocation failure. */
 struct kc_informer *kc_informer_new(struct kclient *c, const char *path, const char *query,
                                     const struct kc_informer_handlers *h, void *ud);
 int kc_informer_start(struct kc_informer *inf);

@@ -28,6 +28,7 @@ struct kc_xfer {
 
 struct kc_multi;
 struct kc_req;
+struct kc_feed;
 
 struct kclient {
     uv_loop_t *loop;
@@ -37,7 +38,7 @@ struct kclient {
     size_t inflight;
     struct kc_watch *watches;         /* live, doubly linked */
     struct kc_watch *dead;            /* stopped, freed at depth 0 */
-    struct kc_informer *informers;    /* doubly linked */
+    struct kc_feed *feeds;            /* informers' shared list+watch feeds, doubly linked */
     CURL *sync;                       /* kclient_request_sync's handle */
     int depth;
     bool freeing, free_pending;

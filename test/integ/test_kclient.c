@@ -533,6 +533,119 @@ TEST(kclient_informer_pages_and_follows) {
     apisrv_stop(&s);
 }
 
+/* ---- informers sharing a feed ---- */
+
+struct sub {
+    const char *tag;
+    char *log;            /* shared: handler calls in order, one letter each */
+    int adds, updates, deletes, synced;
+    struct kc_informer *self;
+    bool free_on_update;  /* frees itself inside its on_update */
+};
+
+static void sub_log(struct sub *x) {
+    size_t n = strlen(x->log);
+    if (n < 4000) x->log[n] = x->tag[0], x->log[n + 1] = 0;
+}
+static void sub_add(void *ud, json_t *obj) { ((struct sub *)ud)->adds++, sub_log(ud); }
+static void sub_update(void *ud, json_t *old, json_t *obj) {
+    struct sub *x = ud;
+    x->updates++;
+    sub_log(x);
+    if (x->free_on_update) {
+        kc_informer_free(x->self);
+        x->self = NULL;
+        x->free_on_update = false;
+    }
+}
+static void sub_delete(void *ud, json_t *obj) { ((struct sub *)ud)->deletes++, sub_log(ud); }
+static void sub_synced(void *ud) { ((struct sub *)ud)->synced++; }
+static bool both_synced(void *arg) {
+    struct sub **x = arg;
+    return x[0]->synced && x[1]->synced && x[2]->synced;
+}
+static bool sub_counts(void *arg) {
+    struct sub *x = arg;
+    return x->adds >= 21 && x->deletes >= 1;
+}
+
+TEST(kclient_informers_share_a_feed) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    CHECK(create_pods(&e, "sh", 20) == 0);
+    char log[4096] = "";
+    struct sub a = {.tag = "a", .log = log}, b = {.tag = "b", .log = log}, c = {.tag = "c", .log = log},
+               d = {.tag = "d", .log = log};
+    struct kc_informer_handlers h = {sub_add, sub_update, sub_delete, sub_synced};
+    const char *path = "/api/v1/namespaces/default/pods";
+    a.self = kc_informer_new(e.c, path, NULL, &h, &a);
+    b.self = kc_informer_new(e.c, path, NULL, &h, &b);
+    c.self = kc_informer_new(e.c, path, "labelSelector=app%3Dbulk", &h, &c); /* another query: its own feed */
+    REQUIRE(a.self && b.self && c.self);
+    CHECK_I64(kc_informer_start(b.self), 0); /* the feed starts with its first started subscriber */
+    CHECK_I64(kc_informer_start(a.self), 0);
+    CHECK_I64(kc_informer_start(c.self), 0);
+    struct sub *three[] = {&a, &b, &c};
+    REQUIRE(run_until(&e, both_synced, three, 20000));
+    CHECK_I64(a.adds, 20);
+    CHECK_I64(b.adds, 20);
+    CHECK_I64(c.adds, 20);
+    CHECK_I64(a.synced + b.synced + c.synced, 3);
+    /* one cache: both see the very same objects; the other query keeps its own */
+    json_t *pa = kc_informer_get(a.self, "default", "sh-3"), *pb = kc_informer_get(b.self, "default", "sh-3");
+    CHECK(pa && pa == pb);
+    CHECK(kc_informer_get(c.self, "default", "sh-3") != pa);
+    /* handlers of a shared feed run in the order the informers were made: a, then b, for each object */
+    char ab[4096];
+    size_t nab = 0;
+    for (const char *p = log; *p; p++)
+        if (*p != 'c') ab[nab++] = *p;
+    ab[nab] = 0;
+    CHECK_I64(nab, 40);
+    for (size_t i = 0; i + 1 < nab; i += 2) CHECK(ab[i] == 'a' && ab[i + 1] == 'b');
+    /* a late subscriber gets the cache, then its own synced, at start */
+    d.self = kc_informer_new(e.c, path, NULL, &h, &d);
+    REQUIRE(d.self);
+    CHECK_I64(kc_informer_start(d.self), 0);
+    CHECK_I64(d.adds, 20);
+    CHECK_I64(d.synced, 1);
+    CHECK(kc_informer_synced(d.self));
+    /* b frees itself inside its first update; a and d go on */
+    b.free_on_update = true;
+    struct box bx = {0};
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "v", "2");
+    CHECK_I64(call(&e, &bx, "PATCH", "/api/v1/namespaces/default/pods/sh-1", patch, "application/merge-patch+json"),
+              200);
+    json_decref(patch);
+    CHECK(create_pods(&e, "late", 1) == 0);
+    CHECK_I64(call(&e, &bx, "DELETE", "/api/v1/namespaces/default/pods/sh-2", NULL, NULL), 200);
+    CHECK(run_until(&e, sub_counts, &d, 10000));
+    run_for(&e, 100);
+    CHECK_I64(a.adds, 21);
+    CHECK_I64(a.updates, 1);
+    CHECK_I64(a.deletes, 1);
+    CHECK_I64(d.adds, 21);
+    CHECK_I64(d.updates, 1);
+    CHECK_I64(d.deletes, 1);
+    CHECK_I64(b.updates, 1); /* the one it freed itself in */
+    CHECK_I64(b.adds, 20);
+    CHECK_I64(b.deletes, 0);
+    CHECK(b.self == NULL);
+    CHECK_I64(kc_informer_count(a.self), 20);
+    json_decref(bx.body);
+    kc_informer_free(a.self);
+    kc_informer_free(d.self); /* the last subscriber: the feed goes with it */
+    kc_informer_free(c.self);
+    run_for(&e, 50);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
 TEST(kclient_informer_relists_after_410) {
     struct apisrv s;
     REQUIRE(apisrv_start(&s, "--history-max=50") == 0);
