@@ -3,11 +3,12 @@
  * nodes; and the Redis task-queue operations per second.
  *
  * Starts its own redis-server (redis_proc), bin/pelotond and bin/kubelet-sim
- * on loopback, creates pods through the API (kclient, many in flight) into a
- * pool, and counts them Running through a watch. Figures only; no timing
+ * on loopback, creates pods through the API (raw HTTP/1.1, 64 in flight) into
+ * a pool, and counts them Running through a watch of Running pods. Figures only; no timing
  * asserts. BENCH_E2E_PODS (default 5000) sets the pods per run. */
 #include <errno.h>
 #include <fcntl.h>
+#include <strings.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,16 +23,18 @@
 #include "kclient.h"
 #include "redis_proc.h"
 
-#define INFLIGHT 256
+struct lconn;
 
 struct run {
     uv_loop_t *loop;
     struct kclient *kc;
+    int port;
     int total, created, create_errs, running, inflight, next;
     uint64_t t0, t_created, t_done;
     char *seen; /* per pod: counted Running */
     uv_timer_t deadline;
     bool timed_out;
+    struct lconn *conns;
 };
 
 static pid_t spawn(char *const argv[], const char *log) {
@@ -70,32 +73,119 @@ static bool file_has(const char *path, const char *needle) {
     return strstr(buf, needle) != NULL;
 }
 
+/* The load: pods created over raw keep-alive HTTP/1.1 connections, one
+ * request in flight on each (as libcurl does), bodies formatted with
+ * snprintf. A lean client keeps the machine's two cores for the system under
+ * test; the requests are what kubectl or client-go would send. */
+#define LOADER_CONNS 64
+
+struct lconn {
+    struct run *r;
+    uv_tcp_t tcp;
+    uv_connect_t connect;
+    uv_write_t wr;
+    char req[1024];
+    char in[65536];
+    size_t inlen;
+    bool busy;
+};
+
 static void create_more(struct run *r);
 
-static void on_created(void *ud, const struct kc_response *res) {
-    struct run *r = ud;
+static void lconn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+    struct lconn *c = h->data;
+    buf->base = c->in + c->inlen;
+    buf->len = sizeof c->in - c->inlen - 1;
+}
+
+/* One whole response in c->in: its status, or 0 when more must come. */
+static int lconn_response(struct lconn *c, size_t *used) {
+    c->in[c->inlen] = 0;
+    char *end = strstr(c->in, "\r\n\r\n");
+    if (!end) return 0;
+    int status = 0;
+    if (sscanf(c->in, "HTTP/1.1 %d", &status) != 1) status = -1;
+    size_t clen = 0;
+    for (char *h = strstr(c->in, "\r\n"); h && h < end; h = strstr(h + 2, "\r\n"))
+        if (!strncasecmp(h + 2, "content-length:", 15)) clen = strtoul(h + 17, NULL, 10);
+    size_t total = (size_t)(end + 4 - c->in) + clen;
+    if (c->inlen < total) return 0;
+    *used = total;
+    return status;
+}
+
+static void lconn_send(struct lconn *c);
+
+static void lconn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+    struct lconn *c = s->data;
+    struct run *r = c->r;
+    if (n < 0) { /* the server went away: what was in flight failed */
+        if (c->busy) r->inflight--, r->create_errs++, c->busy = false;
+        uv_close((uv_handle_t *)&c->tcp, NULL);
+        return;
+    }
+    c->inlen += (size_t)n;
+    size_t used = 0;
+    int status = lconn_response(c, &used);
+    if (!status) return;
+    memmove(c->in, c->in + used, c->inlen - used);
+    c->inlen -= used;
+    c->busy = false;
     r->inflight--;
-    if (res->status == 201) r->created++;
+    if (status == 201) r->created++;
     else r->create_errs++;
     if (r->created + r->create_errs == r->total) r->t_created = bench_now_ns();
-    create_more(r);
+    lconn_send(c);
+}
+
+static void lconn_written(uv_write_t *w, int status) {}
+
+/* Sends the next create on c, if any is left. */
+static void lconn_send(struct lconn *c) {
+    struct run *r = c->r;
+    if (r->next >= r->total) return;
+    char body[512];
+    int bl = snprintf(body, sizeof body,
+                      "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p%d\",\"labels\":"
+                      "{\"peloton.io/resource-pool\":\"bench\"}},\"spec\":{\"schedulerName\":\"peloton\","
+                      "\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"c\",\"image\":\"x\","
+                      "\"resources\":{\"requests\":{\"cpu\":\"100m\",\"memory\":\"64Mi\"}}}]}}",
+                      r->next++);
+    int n = snprintf(c->req, sizeof c->req,
+                     "POST /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                     bl, body);
+    uv_buf_t b = uv_buf_init(c->req, (unsigned)n);
+    c->busy = true;
+    r->inflight++;
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, lconn_written)) {
+        c->busy = false;
+        r->inflight--;
+        r->create_errs++;
+    }
+}
+
+static void lconn_connected(uv_connect_t *req, int status) {
+    struct lconn *c = req->data;
+    if (status) {
+        fprintf(stderr, "bench_e2e: loader connect: %s\n", uv_strerror(status));
+        return;
+    }
+    uv_read_start((uv_stream_t *)&c->tcp, lconn_alloc, lconn_read);
+    lconn_send(c);
 }
 
 static void create_more(struct run *r) {
-    while (r->inflight < INFLIGHT && r->next < r->total) {
-        char name[64];
-        snprintf(name, sizeof name, "p%d", r->next++);
-        json_t *pod = json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:s, s:s, s:[{s:s, s:s, s:{s:{s:s, s:s}}}]}}",
-                                "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "labels",
-                                "peloton.io/resource-pool", "bench", "spec", "schedulerName", "peloton",
-                                "restartPolicy", "Never", "containers", "name", "c", "image", "x", "resources",
-                                "requests", "cpu", "100m", "memory", "64Mi");
-        r->inflight++;
-        if (kclient_request(r->kc, "POST", "/api/v1/namespaces/default/pods", pod, NULL, on_created, r)) {
-            r->inflight--;
-            r->create_errs++;
-        }
-        json_decref(pod);
+    struct sockaddr_in addr;
+    uv_ip4_addr("127.0.0.1", r->port, &addr);
+    for (int i = 0; i < LOADER_CONNS; i++) {
+        struct lconn *c = &r->conns[i];
+        c->r = r;
+        uv_tcp_init(r->loop, &c->tcp);
+        uv_tcp_nodelay(&c->tcp, 1);
+        c->tcp.data = c;
+        c->connect.data = c;
+        uv_tcp_connect(&c->connect, &c->tcp, (const struct sockaddr *)&addr, lconn_connected);
     }
 }
 
@@ -179,13 +269,14 @@ static int one_run(int nodes, int pods) {
     for (int i = 0; i < 1200 && !file_has(log2, "nodes registered"); i++) usleep(50000);
     double reg_s = (double)(bench_now_ns() - t_reg) / 1e9;
 
-    struct run r = {.loop = uv_default_loop(), .total = pods};
+    struct run r = {.loop = uv_default_loop(), .total = pods, .port = port};
     r.seen = calloc((size_t)pods, 1);
+    r.conns = calloc(LOADER_CONNS, sizeof *r.conns);
     struct kc_config cfg;
     char err[256], url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     int rc = -1;
-    if (!r.seen || kc_config_from_url(url, NULL, &cfg, err, sizeof err)) goto out;
+    if (!r.seen || !r.conns || kc_config_from_url(url, NULL, &cfg, err, sizeof err)) goto out;
     r.kc = kclient_new(r.loop, &cfg, err, sizeof err);
     if (!r.kc) goto out_cfg;
     json_t *pool = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:i}]}}", "apiVersion",
@@ -195,7 +286,9 @@ static int one_run(int nodes, int pods) {
     json_decref(pool);
     sleep(2); /* the controllers see the pool and the nodes */
     static const struct kc_informer_handlers h = {on_pod, on_pod_update, NULL, NULL};
-    struct kc_informer *w = kc_informer_new(r.kc, "/api/v1/namespaces/default/pods", NULL, &h, &r);
+    /* only Running pods: one event each for the benchmark to read */
+    struct kc_informer *w =
+        kc_informer_new(r.kc, "/api/v1/namespaces/default/pods", "fieldSelector=status.phase%3DRunning", &h, &r);
     if (!w || kc_informer_start(w)) goto out_cfg;
     uv_timer_init(r.loop, &r.deadline);
     r.deadline.data = &r;
@@ -218,6 +311,8 @@ static int one_run(int nodes, int pods) {
                r.timed_out ? " (timed out)" : "");
     if (getenv("BENCH_E2E_REDIS_STATS")) redis_stats(rp.port, r.running);
     kc_informer_free(w);
+    for (int i = 0; i < LOADER_CONNS; i++)
+        if (r.conns[i].r && !uv_is_closing((uv_handle_t *)&r.conns[i].tcp)) uv_close((uv_handle_t *)&r.conns[i].tcp, NULL);
     uv_close((uv_handle_t *)&r.deadline, NULL);
     kclient_free(r.kc);
     uv_run(r.loop, UV_RUN_DEFAULT);
@@ -226,6 +321,7 @@ out_cfg:
     kc_config_free(&cfg);
 out:
     free(r.seen);
+    free(r.conns);
     stop(ks);
     stop(pd);
     redis_proc_destroy(&rp);
