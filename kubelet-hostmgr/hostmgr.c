@@ -527,8 +527,8 @@ static void on_cond_done(void *ud, const struct kc_response *r) {
     }
     /* the reply is the node as it is now: its resourceVersion and taints */
     op->kind = OP_TAINT;
-    taint_step(h, op, json_is_object(r->body) && md_str(r->body, "name") ? r->body
-                                                                           : kc_informer_get(h->nodes, "", op->node));
+    json_t *now = kc_response_body(r);
+    taint_step(h, op, json_is_object(now) && md_str(now, "name") ? now : kc_informer_get(h->nodes, "", op->node));
 }
 
 static void cond_send(struct hostmgr *h, struct hm_op *op, const json_t *node) {

@@ -1363,7 +1363,7 @@ static void maybe_stopped(struct ksim *s);
 
 /* A 404 from a missing route (no details), as opposed to a missing object. */
 static bool route_missing(const struct kc_response *r) {
-    return r->status == 404 && !json_object_get(json_object_get(r->body, "details"), "name");
+    return r->status == 404 && !json_object_get(json_object_get(kc_response_body(r), "details"), "name");
 }
 
 /* What a finished write leads to; queues follow-ups but does not send. */
@@ -1437,7 +1437,7 @@ static void complete(struct kwrite *w, const struct kc_response *r) {
         }
         /* a real apiserver drops status on create: write it then; a server
          * that kept it (the shim) saves the write */
-        if (w->kind == W_NODE_CREATE && json_array_size(json_object_get(json_object_get(r->body, "status"), "conditions"))) {
+        if (w->kind == W_NODE_CREATE && json_array_size(json_object_get(json_object_get(kc_response_body(r), "status"), "conditions"))) {
             if (n->down) {
                 reg_finish(s, w->node, true);
                 break;

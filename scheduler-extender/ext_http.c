@@ -154,7 +154,7 @@ static void op_stream_closed(void *ud) {
 
 static void op_read_back(void *ud, const struct kc_response *r) {
     struct bind_op *op = ud;
-    const json_t *pod = r->status == 200 ? r->body : NULL;
+    const json_t *pod = r->status == 200 ? kc_response_body(r) : NULL;
     const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
     const char *uid = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
     /* the pod is on that node already (an earlier bind whose reply was lost): success */

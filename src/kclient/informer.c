@@ -212,7 +212,7 @@ out:
 static void on_list(void *ud, const struct kc_response *r) {
     struct kc_feed *f = ud;
     f->req = NULL;
-    json_t *items = json_object_get(r->body, "items");
+    json_t *items = json_object_get(kc_response_body(r), "items");
     if (r->status != 200 || !json_is_array(items)) {
         fprintf(stderr, "level=warn msg=\"informer list failed\" path=%s status=%ld error=\"%s\"\n", f->path,
                 r->status, r->error ? r->error : "not a list");
@@ -227,7 +227,7 @@ static void on_list(void *ud, const struct kc_response *r) {
     json_array_foreach(items, i, obj) {
         if (obj_key(obj, key, sizeof key)) json_object_set(f->fresh, key, obj);
     }
-    json_t *md = json_object_get(r->body, "metadata");
+    json_t *md = json_object_get(kc_response_body(r), "metadata");
     const char *cont = json_string_value(json_object_get(md, "continue"));
     if (cont && *cont) {
         list_page(f, cont);

@@ -493,8 +493,15 @@ static void fill_response(struct kc_response *resp, CURL *e, CURLcode rc, bool t
         resp->error = too_big ? "response body exceeds KC_BODY_MAX" : errbuf && *errbuf ? errbuf : curl_easy_strerror(rc);
         return;
     }
-    if (len) resp->body = json_loadb(buf, len, 0, NULL);
-    if (status < 200 || status > 299) kc__status_error(status, resp->body, &resp->error, &resp->reason);
+    if (status < 200 || status > 299) { /* the Status says why */
+        if (len) resp->body = json_loadb(buf, len, 0, NULL);
+        kc__status_error(status, resp->body, &resp->error, &resp->reason);
+    }
+}
+
+json_t *kc_response_body(const struct kc_response *r) {
+    if (!r->body && r->rawlen) ((struct kc_response *)r)->body = json_loadb(r->raw, r->rawlen, 0, NULL);
+    return r->body;
 }
 
 static void req_done(struct kc_xfer *x, CURLcode rc) {
@@ -625,7 +632,7 @@ long kclient_request_sync(struct kclient *c, const char *method, const char *pat
     } else if (resp.error) {
         if (err && errlen) snprintf(err, errlen, "%s: %s", resp.reason, resp.error);
     }
-    if (body_out) *body_out = resp.body;
+    if (body_out) *body_out = kc_response_body(&resp);
     else json_decref(resp.body);
     curl_easy_setopt(c->sync, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(c->sync, CURLOPT_ERRORBUFFER, NULL);

@@ -70,13 +70,17 @@ const struct kc_config *kclient_config(const struct kclient *c);
 
 struct kc_response {
     long status;        /* HTTP status; 0 = transport error or cancelled */
-    json_t *body;       /* the parsed JSON body, or NULL (not JSON, empty) */
+    json_t *body;       /* private: read it with kc_response_body */
     const char *raw;    /* the body bytes (NUL-terminated), "" when none */
     size_t rawlen;
     const char *error;  /* transport error, or the Status message for a non-2xx reply; NULL on 2xx */
     const char *reason; /* the Status reason ("NotFound", "Conflict", ...) for a non-2xx reply, else NULL */
 };
 typedef void (*kc_done_fn)(void *ud, const struct kc_response *r);
+/* The body parsed as JSON, or NULL (not JSON, empty). Parsed on the first
+ * call (most callers of a write want the status alone, and a pod is kilobytes
+ * of JSON); borrowed for the callback, incref to keep it. */
+json_t *kc_response_body(const struct kc_response *r);
 
 /* method "GET", "POST", "PUT", "PATCH", "DELETE"; path with its query
  * ("/api/v1/namespaces/default/pods?limit=500"); body NULL or any JSON;

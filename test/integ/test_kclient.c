@@ -110,7 +110,7 @@ static void box_cb(void *ud, const struct kc_response *r) {
     b->done++;
     b->status = r->status;
     json_decref(b->body);
-    b->body = json_incref(r->body);
+    b->body = json_incref(kc_response_body(r));
     snprintf(b->reason, sizeof b->reason, "%s", r->reason ? r->reason : "");
     snprintf(b->error, sizeof b->error, "%s", r->error ? r->error : "");
 }
