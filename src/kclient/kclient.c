@@ -5,13 +5,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kclient_int.h"
 
+/* One poll handle per socket, for the socket's life (curl's close-socket
+ * callback ends it), not per transfer: libuv checks a descriptor with an
+ * epoll add and delete when a handle is made, and re-registers it on every
+ * uv_poll_start. So events are changed only when they differ, and a socket
+ * curl lets go of between transfers (a kept-alive connection back in its
+ * pool) stays registered until it shows activity curl did not ask for. */
 struct kc_sock {
     uv_poll_t poll;
     curl_socket_t fd;
     struct kc_multi *m;
+    int polling; /* the uv events registered now */
+    int wanted;  /* what curl asked for; 0: not in a transfer */
     struct kc_sock *prev, *next;
 };
 
@@ -20,6 +29,8 @@ struct kc_multi {
     CURLM *multi;
     uv_timer_t *timer;     /* separately allocated: freed by its close callback */
     struct kc_sock *socks; /* live poll handles */
+    struct kc_sock **byfd; /* socket -> its handle */
+    size_t nfd;
 };
 
 struct kc_req {
@@ -108,12 +119,19 @@ static void sock_release(struct kc_multi *m, struct kc_sock *ks) {
     if (ks->prev) ks->prev->next = ks->next;
     else m->socks = ks->next;
     if (ks->next) ks->next->prev = ks->prev;
+    if ((size_t)ks->fd < m->nfd && m->byfd[ks->fd] == ks) m->byfd[ks->fd] = NULL;
     uv_poll_stop(&ks->poll);
     uv_close((uv_handle_t *)&ks->poll, sock_closed);
 }
 
+static void sock_want(struct kc_sock *ks, int ev);
+
 static void on_poll(uv_poll_t *h, int status, int events) {
     struct kc_sock *ks = h->data;
+    if (!ks->wanted) { /* between transfers: the peer closed or spoke; curl finds out at reuse */
+        sock_want(ks, 0);
+        return;
+    }
     int flags = 0;
     if (status < 0) flags = CURL_CSELECT_ERR;
     else {
@@ -123,36 +141,66 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     multi_drive(ks->m, ks->fd, flags);
 }
 
+/* Registers ev with the loop, only when it differs from what is registered. */
+static void sock_want(struct kc_sock *ks, int ev) {
+    if (ev == ks->polling) return;
+    if (ev) uv_poll_start(&ks->poll, ev, on_poll);
+    else uv_poll_stop(&ks->poll);
+    ks->polling = ev;
+}
+
+static struct kc_sock *sock_for(struct kc_multi *m, curl_socket_t fd) {
+    if (fd < 0) return NULL;
+    if ((size_t)fd >= m->nfd) {
+        size_t n = m->nfd ? m->nfd : 64;
+        while (n <= (size_t)fd) n *= 2;
+        struct kc_sock **t = realloc(m->byfd, n * sizeof *t);
+        if (!t) return NULL;
+        memset(t + m->nfd, 0, (n - m->nfd) * sizeof *t);
+        m->byfd = t;
+        m->nfd = n;
+    }
+    struct kc_sock *ks = m->byfd[fd];
+    if (ks) return ks;
+    ks = calloc(1, sizeof *ks);
+    if (!ks) return NULL;
+    if (uv_poll_init_socket(m->c->loop, &ks->poll, fd)) {
+        free(ks);
+        return NULL;
+    }
+    ks->poll.data = ks;
+    ks->fd = fd;
+    ks->m = m;
+    ks->next = m->socks;
+    if (m->socks) m->socks->prev = ks;
+    m->socks = ks;
+    m->byfd[fd] = ks;
+    return ks;
+}
+
 static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp) {
     struct kc_multi *m = userp;
-    struct kc_sock *ks = socketp;
-    if (what == CURL_POLL_REMOVE) {
-        if (ks) {
-            curl_multi_assign(m->multi, fd, NULL);
-            sock_release(m, ks);
-        }
+    if (what == CURL_POLL_REMOVE) { /* kept registered: the next transfer on it likely wants the same */
+        struct kc_sock *ks = (size_t)fd < m->nfd ? m->byfd[fd] : NULL;
+        if (ks) ks->wanted = 0;
         return 0;
     }
-    if (!ks) {
-        ks = calloc(1, sizeof *ks);
-        if (!ks) return -1;
-        if (uv_poll_init_socket(m->c->loop, &ks->poll, fd)) {
-            free(ks);
-            return -1;
-        }
-        ks->poll.data = ks;
-        ks->fd = fd;
-        ks->m = m;
-        ks->next = m->socks;
-        if (m->socks) m->socks->prev = ks;
-        m->socks = ks;
-        curl_multi_assign(m->multi, fd, ks);
-    }
+    struct kc_sock *ks = sock_for(m, fd);
+    if (!ks) return -1;
     int ev = 0;
     if (what & CURL_POLL_IN) ev |= UV_READABLE;
     if (what & CURL_POLL_OUT) ev |= UV_WRITABLE;
-    uv_poll_start(&ks->poll, ev, on_poll);
+    ks->wanted = ev;
+    sock_want(ks, ev);
     return 0;
+}
+
+/* curl closes a socket: its handle goes first (the number may come back at once). */
+static int on_close_socket(void *clientp, curl_socket_t fd) {
+    struct kc_multi *m = clientp;
+    struct kc_sock *ks = fd >= 0 && (size_t)fd < m->nfd ? m->byfd[fd] : NULL;
+    if (ks) sock_release(m, ks);
+    return close(fd);
 }
 
 static void on_timer(uv_timer_t *t) {
@@ -224,14 +272,18 @@ static struct kc_multi *multi_new(struct kclient *c, long max_conns) {
 
 static void multi_free(struct kc_multi *m) {
     if (!m) return;
-    curl_multi_cleanup(m->multi); /* may report CURL_POLL_REMOVE for its sockets */
+    curl_multi_cleanup(m->multi); /* closes its connections: on_close_socket */
     while (m->socks) sock_release(m, m->socks);
     uv_timer_stop(m->timer);
     uv_close((uv_handle_t *)m->timer, timer_closed);
+    free(m->byfd);
     free(m);
 }
 
 int kc__multi_add(struct kc_multi *m, CURL *e) {
+    /* a connection keeps the callback of the transfer that opened it */
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, m);
     return curl_multi_add_handle(m->multi, e) == CURLM_OK ? 0 : -ENOMEM;
 }
 
