@@ -10,10 +10,16 @@
  * Scripts are called by the SHA-1 computed in store_cfg_init; a NOSCRIPT
  * reply (Redis restarted without its script cache) resends that command as
  * EVAL, which caches it again. Replies come back in the order the commands
- * were sent, so a turn's writes are answered in a turn's reads. */
+ * were sent, so a turn's writes are answered in a turn's reads.
+ *
+ * The connection's loop glue is ours, not hiredis' libuv adapter: that one
+ * re-registers the socket for every command (libuv turns each uv_poll_start
+ * into an epoll delete and add). Here the socket is registered for reading
+ * once, and the commands of a loop turn are written in one write() after the
+ * turn's I/O (a uv_check handle); the socket is polled for writing only while
+ * a write is blocked or the connection is being made. */
 #include <errno.h>
 #include <hiredis/async.h>
-#include <hiredis/adapters/libuv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +89,118 @@ static void finish(struct op *o, int rc, const struct store_result *ok) {
     op_free(o);
 }
 
+/* ---- the connection on the loop ---- */
+
+struct conn_ev {
+    redisAsyncContext *ac;
+    uv_poll_t poll;
+    uv_check_t flush;
+    int polling;     /* uv events registered now */
+    bool reading;    /* hiredis wants to read */
+    bool writing;    /* hiredis has output waiting */
+    bool blocked;    /* ... which the socket did not take, or the connect is not done */
+    bool connected;
+    int closing;     /* handles whose close has not completed */
+};
+
+static void ev_on_poll(uv_poll_t *h, int status, int events);
+
+/* Registers what the state asks for, only when it changed. */
+static void ev_update(struct conn_ev *e) {
+    int want = (e->reading ? UV_READABLE : 0) | (e->writing && e->blocked ? UV_WRITABLE : 0);
+    if (want == e->polling) return;
+    if (want) uv_poll_start(&e->poll, want, ev_on_poll);
+    else uv_poll_stop(&e->poll);
+    e->polling = want;
+}
+
+/* After the turn's I/O: write what the turn queued, in one go. */
+static void ev_on_flush(uv_check_t *h) {
+    struct conn_ev *e = h->data;
+    uv_check_stop(&e->flush);
+    if (!e->writing || e->blocked) return;
+    redisAsyncHandleWrite(e->ac); /* delWrite when all of it went */
+    if (e->writing) { /* the socket is full: wait until it takes more */
+        e->blocked = true;
+        ev_update(e);
+    }
+}
+
+static void ev_on_poll(uv_poll_t *h, int status, int events) {
+    struct conn_ev *e = h->data;
+    if (status < 0 || (events & UV_WRITABLE)) {
+        if (!e->connected) e->connected = true; /* hiredis completes the connect on this write event */
+        e->blocked = false;
+        redisAsyncHandleWrite(e->ac); /* may free the context (a failed connect): e with it */
+        return;
+    }
+    if (events & UV_READABLE) redisAsyncHandleRead(e->ac);
+}
+
+static void ev_add_read(void *p) {
+    struct conn_ev *e = p;
+    e->reading = true;
+    ev_update(e);
+}
+
+static void ev_del_read(void *p) {
+    struct conn_ev *e = p;
+    e->reading = false;
+    ev_update(e);
+}
+
+static void ev_add_write(void *p) {
+    struct conn_ev *e = p;
+    e->writing = true;
+    if (!e->connected) { /* the first write event completes the connect */
+        e->blocked = true;
+        ev_update(e);
+        return;
+    }
+    if (!e->blocked) uv_check_start(&e->flush, ev_on_flush);
+}
+
+static void ev_del_write(void *p) {
+    struct conn_ev *e = p;
+    e->writing = false;
+    e->blocked = false;
+    uv_check_stop(&e->flush);
+    ev_update(e);
+}
+
+static void ev_closed(uv_handle_t *h) {
+    struct conn_ev *e = h->data;
+    if (--e->closing == 0) free(e);
+}
+
+static void ev_cleanup(void *p) {
+    struct conn_ev *e = p;
+    e->ac->ev.data = NULL;
+    uv_check_stop(&e->flush);
+    e->closing = 2;
+    uv_close((uv_handle_t *)&e->poll, ev_closed);
+    uv_close((uv_handle_t *)&e->flush, ev_closed);
+}
+
+static int ev_attach(redisAsyncContext *ac, uv_loop_t *loop) {
+    struct conn_ev *e = calloc(1, sizeof *e);
+    if (!e) return -ENOMEM;
+    e->ac = ac;
+    if (uv_poll_init_socket(loop, &e->poll, ac->c.fd)) {
+        free(e);
+        return -EIO;
+    }
+    uv_check_init(loop, &e->flush);
+    e->poll.data = e->flush.data = e;
+    ac->ev.data = e;
+    ac->ev.addRead = ev_add_read;
+    ac->ev.delRead = ev_del_read;
+    ac->ev.addWrite = ev_add_write;
+    ac->ev.delWrite = ev_del_write;
+    ac->ev.cleanup = ev_cleanup;
+    return 0;
+}
+
 static void on_disconnect(const redisAsyncContext *ac, int status) {
     struct store_async *a = ac->data;
     if (a && a->ac == ac) a->ac = NULL; /* hiredis frees the context itself */
@@ -103,7 +221,7 @@ static int ensure_conn(struct store_async *a, char *err, size_t errlen) {
         return -EIO;
     }
     ac->data = a;
-    if (redisLibuvAttach(ac, a->loop) != REDIS_OK) {
+    if (ev_attach(ac, a->loop)) {
         snprintf(err, errlen, "redis: cannot attach the connection to the loop");
         redisAsyncFree(ac);
         return -EIO;
