@@ -58,7 +58,7 @@ struct controllers {
     const char *redis_addr, *default_pool;
     bool serve_default;
     struct kclient *kc;
-    redisContext *redis;
+    struct ctl_db *db;
     struct resmgr *resmgr;
     struct placement *placement;
     struct jobmgr *jobmgr;
@@ -111,16 +111,17 @@ static void ctl_main(void *arg) {
     char err[512];
     struct ctl_env env = {.loop = &c->loop, .identity = "pelotond"};
     bool need_redis = (c->roles & (ROLE_RESMGR | ROLE_PLACEMENT)) != 0; /* the task queues */
-    if ((need_redis && !(c->redis = ctl_redis_connect(c->redis_addr, err, sizeof err))) ||
+    if ((need_redis && !(c->db = ctl_db_open(&c->loop, c->redis_addr, err, sizeof err))) ||
         !(c->kc = kclient_new(&c->loop, &c->kcfg, err, sizeof err))) {
         fprintf(stderr, "pelotond: controllers: %s\n", err);
         c->rc = 1;
         uv_run(&c->loop, UV_RUN_DEFAULT); /* until stopped */
-        if (c->redis) redisFree(c->redis);
+        ctl_db_close(c->db);
+        uv_run(&c->loop, UV_RUN_DEFAULT);
         return;
     }
     env.kc = c->kc;
-    env.redis = c->redis;
+    env.db = c->db;
     struct resmgr_options ro;
     resmgr_options_default(&ro);
     ro.default_pool = c->default_pool;
@@ -142,7 +143,8 @@ static void ctl_main(void *arg) {
     }
     uv_run(&c->loop, UV_RUN_DEFAULT);
     extender_srv_free(c->extender);
-    if (c->redis) redisFree(c->redis);
+    ctl_db_close(c->db);            /* what the roles deferred reaches Redis */
+    uv_run(&c->loop, UV_RUN_DEFAULT); /* its handle closes */
 }
 
 static int ctl_start(struct controllers *c) {

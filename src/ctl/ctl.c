@@ -8,7 +8,20 @@
 #include <sys/time.h>
 #include <time.h>
 
-redisContext *ctl_redis_connect(const char *addr, char *err, size_t errlen) {
+static void log_reply_error(redisContext *c, redisReply *rep) {
+    if (!rep) fprintf(stderr, "level=error msg=\"redis: %s\"\n", c->errstr[0] ? c->errstr : "no reply");
+    else if (rep->type == REDIS_REPLY_ERROR) fprintf(stderr, "level=error msg=\"redis: %s\"\n", rep->str);
+}
+
+static void on_flush(uv_check_t *h) {
+    struct ctl_db *db = h->data;
+    uv_check_stop(h);
+    ctl_redis_settle(db);
+}
+
+static void flush_closed(uv_handle_t *h) { free(h); }
+
+struct ctl_db *ctl_db_open(uv_loop_t *loop, const char *addr, char *err, size_t errlen) {
     char host[256];
     const char *colon = strrchr(addr, ':');
     if (!colon || (size_t)(colon - addr) >= sizeof host) {
@@ -26,21 +39,83 @@ redisContext *ctl_redis_connect(const char *addr, char *err, size_t errlen) {
     }
     tv.tv_sec = 5;
     redisSetTimeout(r, tv);
-    return r;
-}
-
-redisReply *ctl_redis(redisContext *r, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *rep = redisvCommand(r, fmt, ap);
-    va_end(ap);
-    if (!rep) {
-        fprintf(stderr, "level=error msg=\"redis: %s\"\n", r->errstr);
+    struct ctl_db *db = calloc(1, sizeof *db);
+    uv_check_t *flush = malloc(sizeof *flush);
+    if (!db || !flush) {
+        snprintf(err, errlen, "out of memory");
+        free(db);
+        free(flush);
+        redisFree(r);
         return NULL;
     }
-    if (rep->type == REDIS_REPLY_ERROR) {
-        fprintf(stderr, "level=error msg=\"redis: %s\"\n", rep->str);
+    db->c = r;
+    db->flush = flush;
+    uv_check_init(loop, flush);
+    flush->data = db;
+    return db;
+}
+
+void ctl_db_close(struct ctl_db *db) {
+    if (!db) return;
+    ctl_redis_settle(db);
+    uv_check_stop(db->flush);
+    uv_close((uv_handle_t *)db->flush, flush_closed);
+    redisFree(db->c);
+    free(db);
+}
+
+void ctl_redis_settle(struct ctl_db *db) {
+    while (db->deferred) {
+        void *rep = NULL;
+        db->deferred--;
+        if (redisGetReply(db->c, &rep) != REDIS_OK) { /* the connection is gone: nothing more will come */
+            log_reply_error(db->c, NULL);
+            db->deferred = 0;
+            break;
+        }
+        if (((redisReply *)rep)->type == REDIS_REPLY_ERROR) log_reply_error(db->c, rep);
         freeReplyObject(rep);
+    }
+}
+
+redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...) {
+    ctl_redis_settle(db);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(db->c, fmt, ap);
+    va_end(ap);
+    if (!rep || rep->type == REDIS_REPLY_ERROR) {
+        log_reply_error(db->c, rep);
+        freeReplyObject(rep);
+        return NULL;
+    }
+    return rep;
+}
+
+void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = redisvAppendCommand(db->c, fmt, ap);
+    va_end(ap);
+    if (rc != REDIS_OK) {
+        log_reply_error(db->c, NULL);
+        return;
+    }
+    if (db->deferred++ == 0) uv_check_start(db->flush, on_flush);
+}
+
+void ctl_redis_append(struct ctl_db *db, const char *fmt, ...) {
+    ctl_redis_settle(db);
+    va_list ap;
+    va_start(ap, fmt);
+    if (redisvAppendCommand(db->c, fmt, ap) != REDIS_OK) log_reply_error(db->c, NULL);
+    va_end(ap);
+}
+
+redisReply *ctl_redis_reply(struct ctl_db *db) {
+    void *rep = NULL;
+    if (redisGetReply(db->c, &rep) != REDIS_OK) {
+        log_reply_error(db->c, NULL);
         return NULL;
     }
     return rep;

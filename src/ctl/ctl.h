@@ -28,17 +28,39 @@
 #define CTL_KEY_RETRY "peloton:retry"
 #define CTL_KEY_GANG "peloton:gang:"
 
+/* The roles' Redis connection: synchronous hiredis on the roles' loop. A
+ * write nobody waits on is deferred (ctl_redis_defer): queued, then sent with
+ * the turn's other deferred writes and their replies read once, after the
+ * turn's I/O (a uv_check handle): one round trip per turn instead of one per
+ * command. A call that wants its reply first settles what is deferred, so
+ * commands reach Redis in the order they were made. */
+struct ctl_db {
+    redisContext *c;
+    unsigned deferred;  /* commands queued whose replies are unread */
+    uv_check_t *flush;  /* freed by its close callback */
+};
+
 struct ctl_env {
     uv_loop_t *loop;
     struct kclient *kc;
-    redisContext *redis; /* synchronous, loopback; commands are pipelined per round */
+    struct ctl_db *db;
     const char *identity; /* this process, for leases and Events */
 };
 
 /* Connects to host:port (a string "host:port"); NULL with err. */
-redisContext *ctl_redis_connect(const char *addr, char *err, size_t errlen);
+struct ctl_db *ctl_db_open(uv_loop_t *loop, const char *addr, char *err, size_t errlen);
+/* Settles what is deferred, closes; run the loop once more (a handle closes). */
+void ctl_db_close(struct ctl_db *db);
 /* Runs a command; returns the reply (freeReplyObject) or NULL with a log line. */
-redisReply *ctl_redis(redisContext *r, const char *fmt, ...);
+redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...);
+/* Queues a write whose reply only matters when it is an error (logged). */
+void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...);
+/* A pipeline of reads: append n commands, then take n replies in order (each
+ * freeReplyObject'd; NULL after a transport error, logged). */
+void ctl_redis_append(struct ctl_db *db, const char *fmt, ...);
+redisReply *ctl_redis_reply(struct ctl_db *db);
+/* Sends what is deferred and reads its replies. */
+void ctl_redis_settle(struct ctl_db *db);
 
 /* Posts a v1 Event about a pod (reason, type "Normal"/"Warning", message). Fire and forget. */
 void ctl_pod_event(struct kclient *kc, const char *component, const char *ns, const char *pod, const char *uid,

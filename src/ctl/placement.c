@@ -68,7 +68,7 @@ static void on_node_delete(void *ud, json_t *obj) {
 }
 
 static void retry_later(struct placement *p, const char *key, int64_t delay_ms) {
-    freeReplyObject(ctl_redis(p->env.redis, "ZADD %s %lld %s", CTL_KEY_RETRY, (long long)(now_ms() + delay_ms), key));
+    ctl_redis_defer(p->env.db, "ZADD %s %lld %s", CTL_KEY_RETRY, (long long)(now_ms() + delay_ms), key);
 }
 
 static void bind_ctx_free(struct bind_ctx *b) {
@@ -125,10 +125,9 @@ static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, 
     json_decref(body);
 }
 
-/* One gang from the ready queue. */
-static void place_one(struct placement *p, const char *key, struct cm_pod **pods, struct pod_task *tasks,
-                      struct place_task *pt, uint32_t *hosts) {
-    redisReply *h = ctl_redis(p->env.redis, "HMGET %s%s ns pods attempts", CTL_KEY_GANG, key);
+/* One gang from the ready queue; h is its record (HMGET ns pods attempts), taken. */
+static void place_one(struct placement *p, const char *key, redisReply *h, struct cm_pod **pods,
+                      struct pod_task *tasks, struct place_task *pt, uint32_t *hosts) {
     if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 3 || h->element[0]->type != REDIS_REPLY_STRING ||
         h->element[1]->type != REDIS_REPLY_STRING) {
         freeReplyObject(h); /* gone: its pods ended or were bound; nothing to do */
@@ -151,7 +150,7 @@ static void place_one(struct placement *p, const char *key, struct cm_pod **pods
     }
     json_decref(names);
     if (missing && attempts < PL_MISSING_MAX) { /* the cache lags the resource manager: look again soon */
-        freeReplyObject(ctl_redis(p->env.redis, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key));
+        ctl_redis_defer(p->env.db, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key);
         retry_later(p, key, 50);
         freeReplyObject(h);
         return;
@@ -190,7 +189,7 @@ static void place_one(struct placement *p, const char *key, struct cm_pod **pods
                 for (uint32_t j = 0; j < nt; j++)
                     ctl_pod_event(p->env.kc, PL_COMPONENT, pods[j]->ns, pods[j]->name, pods[j]->uid, "Warning",
                                   "FailedScheduling", "%s%s", why, nt > 1 ? " (gang: all or nothing)" : "");
-            freeReplyObject(ctl_redis(p->env.redis, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key));
+            ctl_redis_defer(p->env.db, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key);
             int64_t backoff = 100;
             for (long a = 0; a < attempts && backoff < 5000; a++) backoff *= 2;
             retry_later(p, key, backoff > 5000 ? 5000 : backoff);
@@ -204,7 +203,7 @@ static void on_tick(uv_timer_t *t) {
     struct placement *p = t->data;
     if (!kc_informer_synced(p->pods) || !kc_informer_synced(p->nodes) || p->inflight >= p->o.max_inflight) return;
     if (cluster_refresh(p->cm)) return;
-    redisReply *rep = ctl_redis(p->env.redis, "LPOP %s %u", CTL_KEY_READY, p->o.batch);
+    redisReply *rep = ctl_redis(p->env.db, "LPOP %s %u", CTL_KEY_READY, p->o.batch);
     if (!rep || rep->type != REDIS_REPLY_ARRAY) {
         freeReplyObject(rep);
         return;
@@ -213,13 +212,23 @@ static void on_tick(uv_timer_t *t) {
     static struct pod_task tasks[PL_GANG_MAX];
     static struct place_task pt[PL_GANG_MAX];
     static uint32_t hosts[PL_GANG_MAX];
-    for (size_t i = 0; i < rep->elements; i++) place_one(p, rep->element[i]->str, pods, tasks, pt, hosts);
+    /* the gangs' records in one round trip, then each gang */
+    redisReply **recs = calloc(rep->elements ? rep->elements : 1, sizeof *recs);
+    if (!recs) {
+        freeReplyObject(rep);
+        return;
+    }
+    for (size_t i = 0; i < rep->elements; i++)
+        ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts", CTL_KEY_GANG, rep->element[i]->str);
+    for (size_t i = 0; i < rep->elements; i++) recs[i] = ctl_redis_reply(p->env.db);
+    for (size_t i = 0; i < rep->elements; i++) place_one(p, rep->element[i]->str, recs[i], pods, tasks, pt, hosts);
+    free(recs);
     freeReplyObject(rep);
 }
 
 static void on_retry(uv_timer_t *t) {
     struct placement *p = t->data;
-    freeReplyObject(ctl_redis(p->env.redis, "EVAL %s 2 %s %s %lld",
+    freeReplyObject(ctl_redis(p->env.db, "EVAL %s 2 %s %s %lld",
                               "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1024) "
                               "for _, k in ipairs(due) do redis.call('ZREM', KEYS[1], k) "
                               "redis.call('RPUSH', KEYS[2], k) end return #due",

@@ -101,8 +101,8 @@ static void gang_free(struct rm_gang *g) {
 static void gang_drop(struct resmgr *r, struct rm_gang *g) {
     if (g->st == RG_QUEUED) admit_remove(&g->g);
     if (r->leader) {
-        if (g->pool) freeReplyObject(ctl_redis(r->env.redis, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key));
-        freeReplyObject(ctl_redis(r->env.redis, "DEL %s%s", CTL_KEY_GANG, g->key));
+        if (g->pool) ctl_redis_defer(r->env.db, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
+        ctl_redis_defer(r->env.db, "DEL %s%s", CTL_KEY_GANG, g->key);
     }
     strmap_del(&r->gangs, g->key);
     gang_free(g);
@@ -237,9 +237,9 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
             for (uint32_t i = 0; i < size; i++) json_array_append_new(names, json_string(buf[i]->name));
             char *s = json_dumps(names, JSON_COMPACT);
             json_decref(names);
-            freeReplyObject(ctl_redis(r->env.redis, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, key,
-                                      ns, s ? s : "[]", "", r->epoch));
-            freeReplyObject(ctl_redis(r->env.redis, "RPUSH %s %s", CTL_KEY_READY, key));
+            ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, key, ns,
+                            s ? s : "[]", "", r->epoch);
+            ctl_redis_defer(r->env.db, "RPUSH %s %s", CTL_KEY_READY, key);
             free(s);
             return;
         }
@@ -266,7 +266,7 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
     g->pool = strdup(leaf->name);
     /* priority first (higher first), then FIFO: a lower score pops first */
     double score = -(double)prio * 1e12 + (double)g->g.seq;
-    freeReplyObject(ctl_redis(r->env.redis, "ZADD %s%s %.0f %s", CTL_KEY_PENDING, leaf->name, score, key));
+    ctl_redis_defer(r->env.db, "ZADD %s%s %.0f %s", CTL_KEY_PENDING, leaf->name, score, key);
 }
 
 /* After a new tree (pools changed), every queue is gone: queue again. */
@@ -304,20 +304,13 @@ static void admit_pass(struct resmgr *r) {
         g->st = RG_ADMITTED;
         char *s = json_dumps(names, JSON_COMPACT);
         json_decref(names);
-        redisAppendCommand(r->env.redis, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
-        redisAppendCommand(r->env.redis, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, g->key, g->ns,
-                           s ? s : "[]", g->pool, r->epoch);
-        redisAppendCommand(r->env.redis, "RPUSH %s %s", CTL_KEY_READY, g->key);
+        ctl_redis_defer(r->env.db, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
+        ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, g->key, g->ns,
+                        s ? s : "[]", g->pool, r->epoch);
+        ctl_redis_defer(r->env.db, "RPUSH %s %s", CTL_KEY_READY, g->key);
         free(s);
     }
-    for (size_t i = 0; i < n * 3; i++) {
-        void *rep = NULL;
-        if (redisGetReply(r->env.redis, &rep) != REDIS_OK) {
-            fprintf(stderr, "level=error msg=\"redis: %s\"\n", r->env.redis->errstr);
-            break;
-        }
-        freeReplyObject(rep);
-    }
+    ctl_redis_settle(r->env.db); /* placement may pop them at once */
     r->admitted_total += n;
     cluster_invalidate(r->cm);
 }
@@ -325,16 +318,16 @@ static void admit_pass(struct resmgr *r) {
 /* A new leader: gangs in the ready and retry queues were admitted by the
  * previous one; their unbound members stay admitted. */
 static void recover(struct resmgr *r) {
-    redisReply *ready = ctl_redis(r->env.redis, "LRANGE %s 0 -1", CTL_KEY_READY);
-    redisReply *retry = ctl_redis(r->env.redis, "ZRANGE %s 0 -1", CTL_KEY_RETRY);
+    redisReply *ready = ctl_redis(r->env.db, "LRANGE %s 0 -1", CTL_KEY_READY);
+    redisReply *retry = ctl_redis(r->env.db, "ZRANGE %s 0 -1", CTL_KEY_RETRY);
     redisReply *lists[2] = {ready, retry};
     size_t n = 0;
     for (int l = 0; l < 2; l++) {
         if (!lists[l] || lists[l]->type != REDIS_REPLY_ARRAY) continue;
         for (size_t i = 0; i < lists[l]->elements; i++) {
             const char *key = lists[l]->element[i]->str;
-            redisReply *pods = ctl_redis(r->env.redis, "HGET %s%s pods", CTL_KEY_GANG, key);
-            redisReply *ns = ctl_redis(r->env.redis, "HGET %s%s ns", CTL_KEY_GANG, key);
+            redisReply *pods = ctl_redis(r->env.db, "HGET %s%s pods", CTL_KEY_GANG, key);
+            redisReply *ns = ctl_redis(r->env.db, "HGET %s%s ns", CTL_KEY_GANG, key);
             json_t *names = pods && pods->type == REDIS_REPLY_STRING ? json_loads(pods->str, 0, NULL) : NULL;
             if (ns && ns->type == REDIS_REPLY_STRING && json_is_array(names)) {
                 const char *slash = strchr(key, '/');
@@ -357,9 +350,9 @@ static void recover(struct resmgr *r) {
     freeReplyObject(ready);
     freeReplyObject(retry);
     /* pending queues are rebuilt from the pods */
-    redisReply *keys = ctl_redis(r->env.redis, "KEYS %s*", CTL_KEY_PENDING);
+    redisReply *keys = ctl_redis(r->env.db, "KEYS %s*", CTL_KEY_PENDING);
     if (keys && keys->type == REDIS_REPLY_ARRAY)
-        for (size_t i = 0; i < keys->elements; i++) freeReplyObject(ctl_redis(r->env.redis, "DEL %s", keys->element[i]->str));
+        for (size_t i = 0; i < keys->elements; i++) freeReplyObject(ctl_redis(r->env.db, "DEL %s", keys->element[i]->str));
     freeReplyObject(keys);
     fprintf(stderr, "level=info msg=\"resmgr: leader\" epoch=%lld recovered_gangs=%zu\n", r->epoch, n);
 }
@@ -544,7 +537,7 @@ static void on_status(uv_timer_t *tm) {
 
 static void on_lease(uv_timer_t *tm) {
     struct resmgr *r = tm->data;
-    redisContext *rc = r->env.redis;
+    struct ctl_db *rc = r->env.db;
     if (r->leader) {
         redisReply *rep = ctl_redis(rc,
                                     "EVAL %s 1 %s %s %u",
@@ -644,7 +637,7 @@ static void on_closed(uv_handle_t *h) {
 void resmgr_stop(struct resmgr *r) {
     if (!r) return;
     if (r->leader) /* hand over at once rather than after the lease runs out */
-        freeReplyObject(ctl_redis(r->env.redis,
+        freeReplyObject(ctl_redis(r->env.db,
                                   "EVAL %s 1 %s %s",
                                   "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) "
                                   "else return 0 end",
