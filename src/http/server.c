@@ -156,8 +156,34 @@ static int write_headers(struct lws *wsi, struct http_conn *c, int status, const
     return 0;
 }
 
+/* HTTP/1.1, a body of at most WRITE_CHUNK: status line, headers and body in
+ * one send (lws only frames headers on h1; the transaction's end resets its
+ * byte counts). Returns what respond returns. */
+static int respond_h1_one_send(struct lws *wsi, struct http_conn *c, int status, const char *ctype, char *body,
+                               size_t len) {
+    unsigned char *buf = malloc(LWS_PRE + 1024 + len);
+    if (!buf) {
+        free(body);
+        return -1;
+    }
+    unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + LWS_PRE + 1024 - 1;
+    int bad = lws_add_http_common_headers(wsi, (unsigned int)status, ctype, (lws_filepos_t)len, &p, end) ||
+              lws_finalize_http_header(wsi, &p, end);
+    if (!bad) {
+        if (len) memcpy(p, body, len);
+        size_t n = (size_t)(p - start) + len;
+        bad = lws_write(wsi, start, n, LWS_WRITE_HTTP_HEADERS) != (int)n;
+    }
+    free(body);
+    free(buf);
+    if (bad) return -1;
+    return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
 /* Sends a response whose body the server owns from now on (may be NULL). */
 static int respond(struct lws *wsi, struct http_conn *c, int status, const char *ctype, char *body, size_t len) {
+    if (lws_get_network_wsi(wsi) == wsi && !c->close_after && c->method != HTTP_HEAD && len <= WRITE_CHUNK)
+        return respond_h1_one_send(wsi, c, status, ctype, body, len);
     c->out = malloc(LWS_PRE + len + 1);
     if (!c->out) { free(body); return -1; }
     if (len) memcpy(c->out + LWS_PRE, body, len);
@@ -175,13 +201,6 @@ static int respond(struct lws *wsi, struct http_conn *c, int status, const char 
          * connection before a writeable callback comes */
         lws_write(wsi, c->out + LWS_PRE, c->out_len, LWS_WRITE_HTTP_FINAL);
         return -1;
-    }
-    if (lws_get_network_wsi(wsi) == wsi && c->out_len <= WRITE_CHUNK) {
-        /* HTTP/1.1: the body follows the headers at once (lws keeps what the
-         * socket does not take), without a turn of the loop for WRITEABLE */
-        if (lws_write(wsi, c->out + LWS_PRE, c->out_len, LWS_WRITE_HTTP_FINAL) != (int)c->out_len) return -1;
-        c->out_sent = c->out_len;
-        return lws_http_transaction_completed(wsi) ? -1 : 0;
     }
     lws_callback_on_writable(wsi);
     return 0;
