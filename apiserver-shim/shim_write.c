@@ -292,8 +292,8 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
     if (s->astore && !r->custom && !is_crd(r) && (w->d = http_defer(req))) {
         char err[512];
         int rc = w->kind == WK_CREATE
-                     ? store_async_create(s->astore, r->store_key, ns, create_obj, r->namespaced, on_written, w, err,
-                                          sizeof err)
+                     ? store_async_create(s->astore, r->store_key, ns, json_incref(create_obj), r->namespaced,
+                                          on_written, w, err, sizeof err)
                      : store_async_modify(s->astore, r->store_key, ns, w->name, modify_fn(w->kind), w, on_written, w,
                                           err, sizeof err);
         if (!rc) return; /* on_written answers */

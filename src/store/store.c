@@ -20,6 +20,7 @@ struct store {
     int port;
     int connect_timeout_ms, command_timeout_ms;
     struct store_cfg cfg;
+    struct store_rng rng;
     store_write_hook_fn hook;
     void *hook_ud;
     char err[STORE_ERRMSG_MAX];
@@ -199,7 +200,7 @@ static int write_obj(struct store *s, const char *res, const char *ns, const cha
                      json_t *obj, const char *expected_rv, int del) {
     struct store_blob b;
     struct store_cmd c;
-    int rc = store_blob_encode(&s->cfg, obj, &b, s->err, sizeof s->err);
+    int rc = store_blob_encode(&s->cfg, &s->rng, obj, &b, s->err, sizeof s->err);
     if (rc) return rc;
     if (expected_rv) store_build_cas(&c, &s->cfg, res, ns, name, expected_rv, del, &b);
     else store_build_create(&c, &s->cfg, res, ns, name, &b);
@@ -224,7 +225,7 @@ int store_create(struct store *s, const char *resource, const char *ns, const js
     const char *name;
     if (out) *out = NULL;
     s->err[0] = '\0';
-    int rc = store_prepare_create(resource, ns, obj, &c, &name, s->err, sizeof s->err);
+    int rc = store_prepare_create(&s->rng, resource, ns, obj, &c, &name, s->err, sizeof s->err);
     if (rc) return rc;
     rc = write_obj(s, resource, ns, name, c, NULL, 0);
     if (rc || !out) json_decref(c);
@@ -263,9 +264,9 @@ int store_create_many(struct store *s, const char *resource, const char *ns,
     }
     if ((rc = ensure_conn(s))) goto out;
     for (size_t i = 0; i < n; i++) {
-        rcs[i] = store_prepare_create(resource, ns, objs[i], &prep[i], &names[nvalid], err,
+        rcs[i] = store_prepare_create(&s->rng, resource, ns, objs[i], &prep[i], &names[nvalid], err,
                                       sizeof err);
-        if (!rcs[i]) rcs[i] = store_blob_encode(&s->cfg, prep[i], &blobs[i], err, sizeof err);
+        if (!rcs[i]) rcs[i] = store_blob_encode(&s->cfg, &s->rng, prep[i], &blobs[i], err, sizeof err);
         if (rcs[i]) {
             snprintf(s->err, sizeof s->err, "%s", err);
             continue;
@@ -475,7 +476,7 @@ int store_modify(struct store *s, const char *resource, const char *ns, const ch
         if (!rc)
             rc = store_shape_modify(resource, ns, name, cur, next, &shaped, &unchanged, &del, &conditional, s->err,
                                     sizeof s->err);
-        json_decref(next);
+        else json_decref(next);
         if (!rc && unchanged) {
             json_decref(shaped);
             if (out) *out = cur;

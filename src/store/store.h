@@ -232,9 +232,10 @@ struct store_result {
 };
 typedef void (*store_done_fn)(void *ud, const struct store_result *r);
 
-/* store_create, asynchronously. ns_must_exist: refused with STORE_NO_NAMESPACE
+/* store_create, asynchronously; obj is taken (shaped in place, not copied),
+ * also when the call fails. ns_must_exist: refused with STORE_NO_NAMESPACE
  * (404) unless the namespace object ns exists, checked atomically with the create. */
-int store_async_create(struct store_async *a, const char *resource, const char *ns, const json_t *obj,
+int store_async_create(struct store_async *a, const char *resource, const char *ns, json_t *obj,
                        bool ns_must_exist, store_done_fn done, void *ud, char *err, size_t errlen);
 
 /* store_modify, asynchronously (the same fn contract). */

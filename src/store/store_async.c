@@ -35,6 +35,7 @@ struct store_async {
     int port;
     int command_timeout_ms;
     struct store_cfg cfg;
+    struct store_rng rng;
     redisAsyncContext *ac; /* NULL while disconnected */
     size_t inflight;       /* commands sent and not answered */
     uint64_t progress_ms;  /* last reply, or when the pipe went from idle to busy */
@@ -265,7 +266,7 @@ static int send_get(struct op *o) {
 
 /* Encodes o->obj and sends its create or compare-and-set. */
 static int send_write(struct op *o, const char *expected_rv) {
-    int rc = store_blob_encode(&o->a->cfg, o->obj, &o->blob, o->err, sizeof o->err);
+    int rc = store_blob_encode(&o->a->cfg, &o->a->rng, o->obj, &o->blob, o->err, sizeof o->err);
     if (rc) return rc;
     store_cmd_free(&o->cmd);
     if (expected_rv) store_build_cas(&o->cmd, &o->a->cfg, o->res, o->ns, o->name, expected_rv, o->del, &o->blob);
@@ -288,8 +289,8 @@ static void modify_step(struct op *o, json_t *cur) {
     if (!rc)
         rc = store_shape_modify(o->res, o->ns, o->name, cur, next, &shaped, &unchanged, &o->del, &conditional, o->err,
                                 sizeof o->err);
+    else json_decref(next);
     o->conditional = conditional;
-    json_decref(next);
     o->cur = cur;
     if (rc) {
         finish(o, rc, NULL);
@@ -452,11 +453,16 @@ static struct op *op_new(struct store_async *a, const char *res, const char *ns,
     return o;
 }
 
-int store_async_create(struct store_async *a, const char *resource, const char *ns, const json_t *obj,
+int store_async_create(struct store_async *a, const char *resource, const char *ns, json_t *obj,
                        bool ns_must_exist, store_done_fn done, void *ud, char *err, size_t errlen) {
     json_t *prepared = NULL;
     const char *name = NULL;
-    int rc = store_prepare_create(resource, ns, obj, &prepared, &name, err, errlen);
+    if (!a) {
+        json_decref(obj);
+        snprintf(err, errlen, "no store");
+        return -EINVAL;
+    }
+    int rc = store_prepare_create_owned(&a->rng, resource, ns, obj, &prepared, &name, err, errlen);
     if (rc) return rc;
     struct op *o = op_new(a, resource, ns, name, done, ud, err, errlen);
     if (!o) {

@@ -57,10 +57,19 @@ static void push_str(struct store_cmd *c, const char *p) { push_ref(c, p, strlen
 
 __attribute__((format(printf, 2, 3)))
 static void push_fmt(struct store_cmd *c, const char *fmt, ...) {
-    char *s = NULL;
     va_list ap;
     va_start(ap, fmt);
-    int n = vasprintf(&s, fmt, ap);
+    size_t room = sizeof c->arena - c->arena_used;
+    int n = vsnprintf(c->arena + c->arena_used, room, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < room) { /* the common case: the command's own arena, no allocation */
+        push_ref(c, c->arena + c->arena_used, (size_t)n);
+        c->arena_used += (size_t)n + 1;
+        return;
+    }
+    char *s = NULL;
+    va_start(ap, fmt);
+    n = vasprintf(&s, fmt, ap);
     va_end(ap);
     if (n < 0 || c->oom || (c->nowned >= c->owned_cap && cmd_grow(c))) {
         if (n >= 0) free(s);
@@ -256,13 +265,13 @@ void store_blob_free(struct store_blob *b) {
     memset(b, 0, sizeof *b);
 }
 
-int store_blob_encode(const struct store_cfg *cfg, json_t *obj, struct store_blob *out,
+int store_blob_encode(const struct store_cfg *cfg, struct store_rng *rng, json_t *obj, struct store_blob *out,
                       char *err, size_t errlen) {
     json_t *meta = json_object_get(obj, "metadata");
     memset(out, 0, sizeof *out);
     for (int attempt = 0; attempt < 4; attempt++) {
         char uuid[37], tok[48];
-        if (store_uuid_v4(uuid)) {
+        if (store_uuid_v4(rng, uuid)) {
             snprintf(err, errlen, "getrandom failed");
             return -EIO;
         }

@@ -47,7 +47,11 @@ struct store_cfg {
  * as Redis names it, computed here). -EINVAL for bad options. */
 int store_cfg_init(struct store_cfg *cfg, const struct store_options *opt);
 
+#define STORE_CMD_ARENA 1024
+
 struct store_cmd {
+    char arena[STORE_CMD_ARENA];  /* formatted arguments (keys, numbers): argv points in */
+    size_t arena_used;
     int argc, cap;
     enum store_script script;     /* for the EVAL fallback */
     const char **argv;            /* argc entries (heap, grown on demand) */
@@ -70,10 +74,20 @@ struct store_blob {
 };
 void store_blob_free(struct store_blob *b);
 
+/* Randomness for uids and placeholders: the OS's, drawn 256 bytes at a
+ * time (one getrandom per many writes). One per connection, zeroed to start. */
+struct store_rng {
+    unsigned char buf[256];
+    size_t pos; /* bytes used; sizeof buf when empty (0 after zeroing: refilled first) */
+    int filled;
+};
+/* n (<= 256) random bytes; -EIO when the OS has none. */
+int store_rng_bytes(struct store_rng *g, unsigned char *out, size_t n);
+
 /* Serializes obj with a random placeholder as metadata.resourceVersion (left
  * in obj: the caller sets the final value after the write) and cuts it out;
  * -E2BIG when the object would exceed cfg->max_object_bytes. */
-int store_blob_encode(const struct store_cfg *cfg, json_t *obj, struct store_blob *out,
+int store_blob_encode(const struct store_cfg *cfg, struct store_rng *rng, json_t *obj, struct store_blob *out,
                       char *err, size_t errlen);
 
 /* Builders. ns "" = cluster-scoped (or all namespaces for list/history). */
@@ -130,14 +144,17 @@ void store_set_rv(json_t *obj, uint64_t rv);
 /* Validation and object shaping (store_object.c). */
 int store_validate_key(const char *res, const char *ns, const char *name, char *err,
                        size_t errlen);
-int store_uuid_v4(char out[37]);
+int store_uuid_v4(struct store_rng *rng, char out[37]);
 void store_rfc3339_now(char out[32], int64_t offset_seconds);
 uint64_t store_parse_rv(const char *s, int *ok);
 const char *store_meta_str(const json_t *obj, const char *field);
 
 /* Copy of obj ready for create, name in *name (borrowed from the copy). */
-int store_prepare_create(const char *res, const char *ns, const json_t *obj, json_t **out,
+int store_prepare_create(struct store_rng *rng, const char *res, const char *ns, const json_t *obj, json_t **out,
                          const char **name, char *err, size_t errlen);
+/* The same shaping done on obj itself, which the call takes (freed on error). */
+int store_prepare_create_owned(struct store_rng *rng, const char *res, const char *ns, json_t *obj, json_t **out,
+                               const char **name, char *err, size_t errlen);
 /* Shapes an update of cur (stored) by obj (user). *out new object (rv still
  * cur's), *unchanged = 1 when nothing would change, *del = 1 when the update
  * completes a pending deletion. */
@@ -153,7 +170,8 @@ int store_check_preconditions(const char *res, const json_t *cur, const char *ui
  * must be name's, its uid and resourceVersion preconditions must hold, then
  * store_prepare_update's rules. *conditional = 1 when next named a
  * resourceVersion (a lost race is then a Conflict, not a retry). */
-int store_shape_modify(const char *res, const char *ns, const char *name, const json_t *cur, const json_t *next,
+int store_shape_modify(const char *res, const char *ns, const char *name, const json_t *cur, json_t *next,
                        json_t **out, int *unchanged, int *del, int *conditional, char *err, size_t errlen);
+/* (store_shape_modify takes next: it is shaped in place, or freed on error.) */
 
 #endif

@@ -81,15 +81,28 @@ int store_validate_key(const char *res, const char *ns, const char *name, char *
     return check_subdomain("metadata.name", name, STORE_MAX_NAME, err, errlen);
 }
 
-int store_uuid_v4(char out[37]) {
-    unsigned char b[16];
-    size_t got = 0;
-    for (int tries = 0; got < sizeof b && tries < 8; tries++) {
-        ssize_t n = getrandom(b + got, sizeof b - got, 0);
-        if (n > 0) got += (size_t)n;
-        else if (n < 0 && errno != EINTR) break;
+int store_rng_bytes(struct store_rng *g, unsigned char *out, size_t n) {
+    if (n > sizeof g->buf) return -EINVAL;
+    if (!g->filled || g->pos + n > sizeof g->buf) {
+        size_t got = 0;
+        for (int tries = 0; got < sizeof g->buf && tries < 8; tries++) {
+            ssize_t k = getrandom(g->buf + got, sizeof g->buf - got, 0);
+            if (k > 0) got += (size_t)k;
+            else if (k < 0 && errno != EINTR) break;
+        }
+        if (got < sizeof g->buf) return -EIO;
+        g->pos = 0;
+        g->filled = 1;
     }
-    if (got < sizeof b) return -EIO;
+    memcpy(out, g->buf + g->pos, n);
+    memset(g->buf + g->pos, 0, n); /* used once */
+    g->pos += n;
+    return 0;
+}
+
+int store_uuid_v4(struct store_rng *rng, char out[37]) {
+    unsigned char b[16];
+    if (store_rng_bytes(rng, b, sizeof b)) return -EIO;
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
     static const char hex[] = "0123456789abcdef";
@@ -169,24 +182,38 @@ static int set_ns(json_t *meta, const char *ns) {
     return 0;
 }
 
-int store_prepare_create(const char *res, const char *ns, const json_t *obj, json_t **out,
+int store_prepare_create(struct store_rng *rng, const char *res, const char *ns, const json_t *obj, json_t **out,
                          const char **name, char *err, size_t errlen) {
-    int rc = check_shape(res, ns, obj, name, err, errlen);
+    const char *n0;
+    int rc = check_shape(res, ns, obj, &n0, err, errlen); /* before copying what may not be an object */
     if (rc) return rc;
-    const char *rv = store_meta_str(obj, "resourceVersion");
-    if (rv && rv[0]) {
+    json_t *c = json_deep_copy(obj);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    return store_prepare_create_owned(rng, res, ns, c, out, name, err, errlen);
+}
+
+int store_prepare_create_owned(struct store_rng *rng, const char *res, const char *ns, json_t *c, json_t **out,
+                               const char **name, char *err, size_t errlen) {
+    int rc = check_shape(res, ns, c, name, err, errlen);
+    const char *rv = rc ? NULL : store_meta_str(c, "resourceVersion");
+    if (!rc && rv && rv[0]) {
         snprintf(err, errlen, "metadata.resourceVersion: Invalid value: \"%.24s\": "
                  "resourceVersion should not be set on objects to be created", rv);
-        return -EINVAL;
+        rc = -EINVAL;
     }
     char uid[37], ts[32];
-    if (store_uuid_v4(uid)) {
+    if (!rc && store_uuid_v4(rng, uid)) {
         snprintf(err, errlen, "getrandom failed: %s", strerror(errno));
-        return -EIO;
+        rc = -EIO;
+    }
+    if (rc) {
+        json_decref(c);
+        return rc;
     }
     store_rfc3339_now(ts, 0);
-    json_t *c = json_deep_copy(obj);
-    if (!c) goto oom;
     json_t *meta = json_object_get(c, "metadata");
     json_object_del(meta, "deletionTimestamp");
     json_object_del(meta, "deletionGracePeriodSeconds");
@@ -252,13 +279,31 @@ int store_check_preconditions(const char *res, const json_t *cur, const char *ui
     return 0;
 }
 
+static int prepare_update_owned(const char *res, const char *ns, const json_t *cur, json_t *c, json_t **out,
+                                int *unchanged, int *del, char *err, size_t errlen);
+
 int store_prepare_update(const char *res, const char *ns, const json_t *cur, const json_t *obj,
                          json_t **out, int *unchanged, int *del, char *err, size_t errlen) {
     const char *name;
     int rc = check_shape(res, ns, obj, &name, err, errlen);
     if (rc) return rc;
     json_t *c = json_deep_copy(obj);
-    if (!c) goto oom;
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    return prepare_update_owned(res, ns, cur, c, out, unchanged, del, err, errlen);
+}
+
+/* store_prepare_update's shaping done on c itself (taken; freed on error). */
+static int prepare_update_owned(const char *res, const char *ns, const json_t *cur, json_t *c, json_t **out,
+                                int *unchanged, int *del, char *err, size_t errlen) {
+    const char *name;
+    int rc = check_shape(res, ns, c, &name, err, errlen);
+    if (rc) {
+        json_decref(c);
+        return rc;
+    }
     json_t *meta = json_object_get(c, "metadata");
     const json_t *curmeta = json_object_get(cur, "metadata");
     json_int_t gen = json_integer_value(json_object_get(curmeta, "generation"));
@@ -317,24 +362,29 @@ oom:
     return -ENOMEM;
 }
 
-int store_shape_modify(const char *res, const char *ns, const char *name, const json_t *cur, const json_t *next,
+int store_shape_modify(const char *res, const char *ns, const char *name, const json_t *cur, json_t *next,
                        json_t **out, int *unchanged, int *del, int *conditional, char *err, size_t errlen) {
     *out = NULL;
     *conditional = 0;
+    int rc = 0;
     const char *nname = store_meta_str(next, "name");
+    const char *urv = store_meta_str(next, "resourceVersion");
+    int ok = 1;
     if (!nname || strcmp(nname, name) != 0) {
         snprintf(err, errlen, "the name of the object (%.253s) does not match the name being written (%s)",
                  nname ? nname : "", name);
-        return -EINVAL;
-    }
-    const char *urv = store_meta_str(next, "resourceVersion");
-    int ok = 1;
-    if (urv && urv[0] && (store_parse_rv(urv, &ok), !ok)) {
+        rc = -EINVAL;
+    } else if (urv && urv[0] && (store_parse_rv(urv, &ok), !ok)) {
         snprintf(err, errlen, "metadata.resourceVersion: Invalid value: must be a decimal resourceVersion");
-        return -EINVAL;
+        rc = -EINVAL;
     }
-    *conditional = urv && urv[0];
-    int rc = store_check_preconditions(res, cur, store_meta_str(next, "uid"), urv, err, errlen);
-    if (rc) return rc;
-    return store_prepare_update(res, ns, cur, next, out, unchanged, del, err, errlen);
+    if (!rc) {
+        *conditional = urv && urv[0];
+        rc = store_check_preconditions(res, cur, store_meta_str(next, "uid"), urv, err, errlen);
+    }
+    if (rc) {
+        json_decref(next);
+        return rc;
+    }
+    return prepare_update_owned(res, ns, cur, next, out, unchanged, del, err, errlen);
 }

@@ -105,7 +105,7 @@ TEST(store_async_create_pipelined_in_order) {
     for (int i = 0; i < 300; i++) { /* all queued in one turn: one pipeline */
         snprintf(name, sizeof name, "p%d", i);
         json_t *p = pod(name);
-        CHECK_I64(store_async_create(e.a, "pods", "default", p, false, on_many, &m, err, sizeof err), 0);
+        CHECK_I64(store_async_create(e.a, "pods", "default", json_incref(p), false, on_many, &m, err, sizeof err), 0);
         json_decref(p);
     }
     CHECK_I64(store_async_inflight(e.a), 300);
@@ -120,7 +120,7 @@ TEST(store_async_create_pipelined_in_order) {
     json_decref(got);
     struct got g = {0};
     json_t *p = pod("p7");
-    CHECK_I64(store_async_create(e.a, "pods", "default", p, false, on_done, &g, err, sizeof err), 0);
+    CHECK_I64(store_async_create(e.a, "pods", "default", json_incref(p), false, on_done, &g, err, sizeof err), 0);
     json_decref(p);
     run_until(&e.loop, &g.calls, 1);
     CHECK_I64(g.rc, -EEXIST);
@@ -134,9 +134,7 @@ TEST(store_async_create_result_matches_stored) {
     struct got g = {0};
     char err[256];
     json_t *p = pod("a");
-    CHECK_I64(store_async_create(e.a, "pods", "default", p, false, on_done, &g, err, sizeof err), 0);
-    CHECK(json_object_get(json_object_get(p, "metadata"), "uid") == NULL); /* input untouched */
-    json_decref(p);
+    CHECK_I64(store_async_create(e.a, "pods", "default", p, false, on_done, &g, err, sizeof err), 0); /* taken */
     run_until(&e.loop, &g.calls, 1);
     REQUIRE_I64(g.rc, 0);
     CHECK_I64(g.type, STORE_ADDED);
@@ -162,8 +160,7 @@ TEST(store_async_create_namespace_guard) {
     WITH_ENV(e);
     struct got g = {0};
     char err[256];
-    json_t *p = pod("x");
-    CHECK_I64(store_async_create(e.a, "pods", "team-a", p, true, on_done, &g, err, sizeof err), 0);
+    CHECK_I64(store_async_create(e.a, "pods", "team-a", pod("x"), true, on_done, &g, err, sizeof err), 0);
     run_until(&e.loop, &g.calls, 1);
     CHECK_I64(g.rc, STORE_NO_NAMESPACE);
     CHECK_STR(g.err, "namespaces \"team-a\" not found");
@@ -174,11 +171,10 @@ TEST(store_async_create_namespace_guard) {
     json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata", "name", "team-a");
     REQUIRE_I64(store_create(e.f.store, "namespaces", "", ns, NULL), 0);
     json_decref(ns);
-    CHECK_I64(store_async_create(e.a, "pods", "team-a", p, true, on_done, &g, err, sizeof err), 0);
+    CHECK_I64(store_async_create(e.a, "pods", "team-a", pod("x"), true, on_done, &g, err, sizeof err), 0);
     run_until(&e.loop, &g.calls, 2);
     CHECK_I64(g.rc, 0);
     CHECK_I64(g.rv, 2);
-    json_decref(p);
     got_free(&g);
     env_stop(&e);
 }
@@ -188,12 +184,12 @@ TEST(store_async_bad_input_never_calls_back) {
     struct got g = {0};
     char err[256] = "";
     json_t *p = pod("Bad_Name");
-    CHECK(store_async_create(e.a, "pods", "default", p, false, on_done, &g, err, sizeof err) < 0);
+    CHECK(store_async_create(e.a, "pods", "default", json_incref(p), false, on_done, &g, err, sizeof err) < 0);
     CHECK(err[0] != 0);
     json_decref(p);
     p = json_pack("{s:s,s:{s:s,s:s}}", "kind", "Pod", "metadata", "name", "ok", "resourceVersion", "5");
     err[0] = 0;
-    CHECK_I64(store_async_create(e.a, "pods", "default", p, false, on_done, &g, err, sizeof err), -EINVAL);
+    CHECK_I64(store_async_create(e.a, "pods", "default", json_incref(p), false, on_done, &g, err, sizeof err), -EINVAL);
     CHECK_HAS(err, "resourceVersion should not be set");
     json_decref(p);
     CHECK(store_async_modify(e.a, "pods", "default", "ok", NULL, NULL, on_done, &g, err, sizeof err) < 0);
@@ -354,7 +350,7 @@ TEST(store_async_noscript_resends_as_eval) {
     struct got g = {0};
     char err[256];
     json_t *p = pod("after-flush");
-    REQUIRE_I64(store_async_create(e.a, "pods", "default", p, false, on_done, &g, err, sizeof err), 0);
+    REQUIRE_I64(store_async_create(e.a, "pods", "default", json_incref(p), false, on_done, &g, err, sizeof err), 0);
     json_decref(p);
     run_until(&e.loop, &g.calls, 1);
     CHECK_I64(g.rc, 0);
@@ -368,16 +364,15 @@ TEST(store_async_lost_connection_fails_then_reconnects) {
     struct got g = {0};
     char err[256];
     json_t *p = pod("before");
-    REQUIRE_I64(store_async_create(e.a, "pods", "default", p, false, on_done, &g, err, sizeof err), 0);
+    REQUIRE_I64(store_async_create(e.a, "pods", "default", json_incref(p), false, on_done, &g, err, sizeof err), 0);
     run_until(&e.loop, &g.calls, 1);
     CHECK_I64(g.rc, 0);
     json_decref(p);
     REQUIRE_I64(redis_fixture_crash_restart(&e.f), 0); /* the async connection is now dead */
     int seen = 0;
-    p = pod("during");
     for (int i = 0; i < 50 && !seen; i++) { /* the first write notices the loss; a later one reconnects */
         int before = g.calls;
-        if (store_async_create(e.a, "pods", "default", p, false, on_done, &g, err, sizeof err) == 0) {
+        if (store_async_create(e.a, "pods", "default", pod("during"), false, on_done, &g, err, sizeof err) == 0) {
             run_until(&e.loop, &g.calls, before + 1);
             if (g.rc == 0) seen = 1;
             else CHECK_I64(g.rc, -EIO);
@@ -386,7 +381,6 @@ TEST(store_async_lost_connection_fails_then_reconnects) {
         }
     }
     CHECK(seen);
-    json_decref(p);
     json_t *got = NULL;
     CHECK_I64(store_get(e.f.store, "pods", "default", "during", &got), 0);
     json_decref(got);
