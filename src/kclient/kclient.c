@@ -351,8 +351,19 @@ oom:
 const struct kc_config *kclient_config(const struct kclient *c) { return &c->cfg; }
 size_t kclient_inflight(const struct kclient *c) { return c->inflight; }
 
+/* A finished request's handle: kept for the next request when there is room. */
+static void easy_release(struct kclient *c, CURL *e) {
+    if (!e) return;
+    if (!c->freeing && c->nidle < KC_EASY_IDLE) {
+        curl_easy_reset(e); /* keeps its memory; the next setup sets every option again */
+        c->idle[c->nidle++] = e;
+    } else {
+        curl_easy_cleanup(e);
+    }
+}
+
 static void req_free(struct kc_req *r) {
-    if (r->easy) curl_easy_cleanup(r->easy);
+    easy_release(r->c, r->easy);
     curl_slist_free_all(r->hdrs);
     free(r->body);
     free(r->buf);
@@ -386,6 +397,11 @@ static void destroy(struct kclient *c) {
     multi_free(c->reqm);
     multi_free(c->watchm);
     if (c->sync) curl_easy_cleanup(c->sync);
+    while (c->nidle) curl_easy_cleanup(c->idle[--c->nidle]);
+    for (int i = 0; i < c->nhdrs; i++) {
+        free(c->hdrs[i].ctype);
+        curl_slist_free_all(c->hdrs[i].list);
+    }
     kc_config_free(&c->cfg);
     free(c);
     curl_global_cleanup();
@@ -466,6 +482,14 @@ int kc__easy_setup(struct kclient *c, CURL *e, const char *method, const char *p
     if (!strcmp(method, "GET")) curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     else curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
 
+    /* the same few lists serve every request: kept in the client */
+    const char *ct = has_body ? (content_type ? content_type : "application/json") : NULL;
+    for (int i = 0; i < c->nhdrs; i++)
+        if (ct ? (c->hdrs[i].ctype && !strcmp(c->hdrs[i].ctype, ct)) : !c->hdrs[i].ctype) {
+            curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->hdrs[i].list);
+            *hdrs = NULL;
+            return 0;
+        }
     struct curl_slist *h = NULL, *t;
     char line[256];
     if (!(t = curl_slist_append(h, "Accept: application/json"))) goto oom;
@@ -488,7 +512,15 @@ int kc__easy_setup(struct kclient *c, CURL *e, const char *method, const char *p
         h = t;
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
-    *hdrs = h;
+    char *ctcopy = ct ? strdup(ct) : NULL;
+    if (c->nhdrs < KC_HDR_LISTS && (!ct || ctcopy)) { /* kept for the next requests of this type */
+        c->hdrs[c->nhdrs].ctype = ctcopy;
+        c->hdrs[c->nhdrs++].list = h;
+        *hdrs = NULL;
+    } else {
+        free(ctcopy);
+        *hdrs = h; /* a rare content type: the caller frees it */
+    }
     return 0;
 oom:
     curl_slist_free_all(h);
@@ -497,7 +529,7 @@ oom:
 
 CURL *kc__easy_new(struct kclient *c, const char *method, const char *path, const char *content_type,
                    bool has_body, bool watch, struct curl_slist **hdrs, char *errbuf) {
-    CURL *e = curl_easy_init();
+    CURL *e = c->nidle ? c->idle[--c->nidle] : curl_easy_init();
     if (!e) return NULL;
     if (kc__easy_setup(c, e, method, path, content_type, has_body, watch, hdrs, errbuf)) {
         curl_easy_cleanup(e);

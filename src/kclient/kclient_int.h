@@ -18,6 +18,8 @@
 
 #define KC_ERRBODY_MAX (64u << 10) /* body kept from a failed watch, for its Status */
 #define KC_MAX_H2_STREAMS 16       /* concurrent streams per HTTP/2 connection */
+#define KC_EASY_IDLE 64            /* request handles kept for reuse (curl_easy_init zeroes kilobytes) */
+#define KC_HDR_LISTS 8             /* distinct header lists kept (one per content type) */
 
 enum kc_xfer_kind { KC_XFER_REQ, KC_XFER_WATCH };
 /* The first member of every transfer; CURLOPT_PRIVATE points at it. */
@@ -40,6 +42,13 @@ struct kclient {
     struct kc_watch *dead;            /* stopped, freed at depth 0 */
     struct kc_feed *feeds;            /* informers' shared list+watch feeds, doubly linked */
     CURL *sync;                       /* kclient_request_sync's handle */
+    CURL *idle[KC_EASY_IDLE];         /* finished request handles, reset and reused */
+    int nidle;
+    struct kc_hdrs {                  /* request header lists, built once per content type */
+        char *ctype;                  /* NULL: no body */
+        struct curl_slist *list;
+    } hdrs[KC_HDR_LISTS];
+    int nhdrs;
     int depth;
     bool freeing, free_pending;
 };
@@ -47,9 +56,10 @@ struct kclient {
 void kc__enter(struct kclient *c);
 void kc__leave(struct kclient *c);
 
-/* An easy handle with the URL, TLS, auth and common headers set; *hdrs
- * receives the header list (the caller frees it after the transfer).
- * watch: no overall timeout, TCP keep-alive. */
+/* An easy handle with the URL, TLS, auth and common headers set (a reused
+ * one when the client has one idle); *hdrs receives a header list the caller
+ * frees after the transfer, or NULL when the list is the client's (shared,
+ * freed with the client). watch: no overall timeout, TCP keep-alive. */
 CURL *kc__easy_new(struct kclient *c, const char *method, const char *path, const char *content_type,
                    bool has_body, bool watch, struct curl_slist **hdrs, char *errbuf);
 /* Apply the common options to an existing handle (kc__easy_new uses it). */
