@@ -215,17 +215,32 @@ static int on_timer_set(CURLM *multi, long timeout_ms, void *userp) {
     return 0;
 }
 
+/* Finished transfers: all their messages are read before any handle is
+ * removed, since curl_multi_remove_handle scans the unread messages (reading
+ * one and removing its handle each in turn is quadratic in a busy turn). */
 static void process_done(struct kc_multi *m) {
-    CURLMsg *msg;
-    int left;
-    while (!m->c->free_pending && (msg = curl_multi_info_read(m->multi, &left))) {
-        if (msg->msg != CURLMSG_DONE) continue;
-        CURL *e = msg->easy_handle;
-        CURLcode rc = msg->data.result;
-        struct kc_xfer *x = NULL;
-        curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&x);
-        curl_multi_remove_handle(m->multi, e);
-        if (x && x->on_done) x->on_done(x, rc);
+    enum { BATCH = 256 };
+    struct {
+        CURL *e;
+        CURLcode rc;
+    } done[BATCH];
+    for (;;) {
+        CURLMsg *msg;
+        int left, n = 0;
+        while (n < BATCH && (msg = curl_multi_info_read(m->multi, &left))) {
+            if (msg->msg != CURLMSG_DONE) continue;
+            done[n].e = msg->easy_handle;
+            done[n++].rc = msg->data.result;
+        }
+        if (!n) return;
+        for (int i = 0; i < n; i++) {
+            struct kc_xfer *x = NULL;
+            curl_easy_getinfo(done[i].e, CURLINFO_PRIVATE, (char **)&x);
+            if (m->c->free_pending) continue; /* destroy() removes and cancels what is left */
+            curl_multi_remove_handle(m->multi, done[i].e);
+            if (x && x->on_done) x->on_done(x, done[i].rc);
+        }
+        if (m->c->free_pending) return;
     }
 }
 
