@@ -111,6 +111,12 @@ typedef void (*kc_watch_end_fn)(void *ud, long status, const char *error);
  * for "from now". */
 struct kc_watch *kclient_watch(struct kclient *c, const char *path, const char *query, const char *rv,
                                kc_event_fn on_event, kc_watch_end_fn on_end, void *ud);
+/* The same watch handing each event line undecoded (bytes of one JSON
+ * object, without the newline; borrowed for the call), for consumers that
+ * read a field or two. The same rules as on_event. */
+typedef void (*kc_line_fn)(void *ud, const char *line, size_t len);
+struct kc_watch *kclient_watch_raw(struct kclient *c, const char *path, const char *query, const char *rv,
+                                   kc_line_fn on_line, kc_watch_end_fn on_end, void *ud);
 /* Stops and frees a watch; on_end is not called. Safe inside on_event (no
  * further events are delivered); a no-op inside on_end. */
 void kc_watch_stop(struct kc_watch *w);

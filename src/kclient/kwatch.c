@@ -18,6 +18,7 @@ struct kc_watch {
     CURL *easy;
     struct curl_slist *hdrs;
     kc_event_fn on_event;
+    kc_line_fn on_line; /* raw watches: lines undecoded */
     kc_watch_end_fn on_end;
     void *ud;
     char *buf;         /* bytes received, lines from start */
@@ -107,6 +108,11 @@ static bool blank(const char *p, size_t n) {
 /* One line: 0, or -EPROTO when it is not an event. */
 static int deliver(struct kc_watch *w, const char *line, size_t n) {
     if (blank(line, n)) return 0;
+    if (w->on_line) {
+        while (n && line[n - 1] == '\r') n--; /* CRLF-terminated lines come without their CR */
+        w->on_line(w->ud, line, n);
+        return 0;
+    }
     json_t *ev = json_loadb(line, n, 0, NULL);
     const char *type = json_string_value(json_object_get(ev, "type"));
     json_t *obj = json_object_get(ev, "object");
@@ -200,9 +206,9 @@ static void watch_done(struct kc_xfer *x, CURLcode rc) {
     json_decref(body);
 }
 
-struct kc_watch *kclient_watch(struct kclient *c, const char *path, const char *query, const char *rv,
-                               kc_event_fn on_event, kc_watch_end_fn on_end, void *ud) {
-    if (!c || c->freeing || c->free_pending || !path || path[0] != '/' || !on_event) return NULL;
+static struct kc_watch *watch_start(struct kclient *c, const char *path, const char *query, const char *rv,
+                                    kc_event_fn on_event, kc_line_fn on_line, kc_watch_end_fn on_end, void *ud) {
+    if (!c || c->freeing || c->free_pending || !path || path[0] != '/' || (!on_event && !on_line)) return NULL;
     size_t rvlen = rv ? strlen(rv) : 0;
     size_t cap = strlen(path) + (query ? strlen(query) : 0) + 3 * rvlen + 80;
     char *full = malloc(cap);
@@ -223,6 +229,7 @@ struct kc_watch *kclient_watch(struct kclient *c, const char *path, const char *
     w->x.on_done = watch_done;
     w->c = c;
     w->on_event = on_event;
+    w->on_line = on_line;
     w->on_end = on_end;
     w->ud = ud;
     w->easy = kc__easy_new(c, "GET", full, NULL, false, true, &w->hdrs, w->errbuf);
@@ -242,6 +249,16 @@ struct kc_watch *kclient_watch(struct kclient *c, const char *path, const char *
     if (c->watches) c->watches->prev = w;
     c->watches = w;
     return w;
+}
+
+struct kc_watch *kclient_watch(struct kclient *c, const char *path, const char *query, const char *rv,
+                               kc_event_fn on_event, kc_watch_end_fn on_end, void *ud) {
+    return watch_start(c, path, query, rv, on_event, NULL, on_end, ud);
+}
+
+struct kc_watch *kclient_watch_raw(struct kclient *c, const char *path, const char *query, const char *rv,
+                                   kc_line_fn on_line, kc_watch_end_fn on_end, void *ud) {
+    return watch_start(c, path, query, rv, NULL, on_line, on_end, ud);
 }
 
 void kc_watch_stop(struct kc_watch *w) {

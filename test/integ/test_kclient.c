@@ -1046,6 +1046,38 @@ TEST(kclient_watch_split_lines) {
     fake_stop(&e, &f);
 }
 
+struct raw_lines {
+    char lines[8][160];
+    int n, ends;
+};
+
+static void raw_line(void *ud, const char *line, size_t len) {
+    struct raw_lines *r = ud;
+    if (r->n < 8) snprintf(r->lines[r->n], sizeof r->lines[0], "%.*s", (int)len, line);
+    r->n++;
+}
+static void raw_end(void *ud, long status, const char *error) { ((struct raw_lines *)ud)->ends++; }
+static bool raw_ended(void *arg) { return ((struct raw_lines *)arg)->ends > 0; }
+
+TEST(kclient_watch_raw_lines) {
+    struct env e;
+    struct fake f;
+    if (fake_start(&e, &f)) {
+        fake_stop(&e, &f);
+        return;
+    }
+    struct raw_lines r = {0};
+    struct kc_watch *w = kclient_watch_raw(e.c, "/split", NULL, "7", raw_line, raw_end, &r);
+    REQUIRE(w);
+    CHECK(run_until(&e, raw_ended, &r, 10000));
+    CHECK_I64(r.n, 5); /* the blank line is no event */
+    CHECK_STR(r.lines[0], "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"1\"}}}");
+    CHECK_STR(r.lines[1],
+              "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"},\"s\":\"x\\ny\"}}");
+    CHECK_STR(r.lines[4], "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"last-without-newline\"}}}");
+    fake_stop(&e, &f);
+}
+
 TEST(kclient_watch_stop_inside_handler) {
     struct env e;
     struct fake f;
