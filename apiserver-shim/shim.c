@@ -10,6 +10,7 @@
 
 #include "patch.h"
 #include "selector.h"
+#include "jparse.h"
 
 #define MAX_SEGMENTS 8
 
@@ -170,7 +171,7 @@ static json_t *read_body(const struct shim_resource *r, const struct http_reques
         return NULL;
     }
     json_error_t je;
-    json_t *obj = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+    json_t *obj = jparse_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
     if (!obj || !json_is_object(obj)) {
         shim_status(resp, 400, "BadRequest", NULL, "the body of the request could not be decoded as a %s: %s",
                     r->kind, obj ? "not a JSON object" : je.text);
@@ -328,7 +329,7 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
     json_t *body = NULL;
     if (req->body_len) {
         json_error_t je;
-        body = json_loadb(req->body, req->body_len, 0, &je);
+        body = jparse_loadb(req->body, req->body_len, 0, &je);
         if (!json_is_object(body)) {
             shim_status(resp, 400, "BadRequest", NULL, "DeleteOptions could not be decoded: %s",
                         body ? "not a JSON object" : je.text);
@@ -522,7 +523,7 @@ shim_patch_fn shim_patch_parse(const struct http_request *req, json_t **patch, b
         return NULL;
     }
     json_error_t je;
-    *patch = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+    *patch = jparse_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
     if (!*patch) {
         shim_status(resp, 400, "BadRequest", NULL, "the patch could not be decoded: %s", je.text);
         return NULL;

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "shim.h"
+#include "jparse.h"
 
 enum write_kind { WK_CREATE, WK_REPLACE, WK_PATCH, WK_STATUS, WK_BINDING };
 
@@ -409,7 +410,7 @@ void shim_write_status(struct shim *s, const struct shim_resource *r, const char
         if (!(apply = shim_patch_parse(req, &body, &ssa, resp))) return;
     } else {
         json_error_t je;
-        body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+        body = jparse_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
         if (!json_is_object(body)) {
             shim_status(resp, 400, "BadRequest", NULL, "the body could not be decoded: %s",
                         body ? "not a JSON object" : je.text);

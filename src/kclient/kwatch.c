@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kclient_int.h"
+#include "jparse.h"
 
 enum kc_watch_state { KW_LIVE, KW_ENDING, KW_DEAD };
 
@@ -113,7 +114,7 @@ static int deliver(struct kc_watch *w, const char *line, size_t n) {
         w->on_line(w->ud, line, n);
         return 0;
     }
-    json_t *ev = json_loadb(line, n, 0, NULL);
+    json_t *ev = jparse_loadb(line, n, 0, NULL);
     const char *type = json_string_value(json_object_get(ev, "type"));
     json_t *obj = json_object_get(ev, "object");
     if (!type || !json_is_object(obj)) {

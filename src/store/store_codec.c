@@ -13,6 +13,7 @@
 #include "store_int.h"
 
 #include <openssl/evp.h>
+#include "jparse.h"
 
 void store_cmd_free(struct store_cmd *c) {
     for (int i = 0; i < c->nowned; i++) free(c->owned[i]);
@@ -378,7 +379,7 @@ int store_decode_get(const redisReply *r, json_t **out, char *err, size_t errlen
     if (r && r->type == REDIS_REPLY_NIL) return -ENOENT;
     if (!r || r->type != REDIS_REPLY_STRING) return store_reply_error(r, err, errlen);
     json_error_t je;
-    *out = json_loadb(r->str, r->len, 0, &je);
+    *out = jparse_loadb(r->str, r->len, 0, &je);
     if (!*out) {
         snprintf(err, errlen, "stored object is not valid JSON: %s", je.text);
         return -EIO;
@@ -438,7 +439,7 @@ int store_decode_list(const redisReply *r, int raw, struct store_list *out, char
             continue;
         }
         json_error_t je;
-        json_t *o = json_loadb(s, len, 0, &je);
+        json_t *o = jparse_loadb(s, len, 0, &je);
         if (!o) {
             snprintf(err, errlen, "stored object is not valid JSON: %s", je.text);
             store_list_free(out);
@@ -497,7 +498,7 @@ int store_decode_history(const redisReply *r, size_t max, struct store_history *
         e->ns = strdup(ns);
         e->name = strdup(name);
         json_error_t je;
-        e->object = json_loadb(obj, objlen, 0, &je);
+        e->object = jparse_loadb(obj, objlen, 0, &je);
         out->n++;
         if (!e->ns || !e->name || !e->object) goto oom;
     }
