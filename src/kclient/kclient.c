@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "kclient_int.h"
+#include "jparse.h"
 
 /* One poll handle per socket, for the socket's life (curl's close-socket
  * callback ends it), not per transfer: libuv checks a descriptor with an
@@ -44,7 +45,9 @@ struct kc_req {
     bool too_big;
     kc_done_fn done;
     void *ud;
+    bool waiting;          /* in the client's queue, not yet handed to curl */
     struct kc_req *prev, *next;
+    struct kc_req *qnext;  /* the queue */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -394,13 +397,37 @@ static void req_unlink(struct kc_req *r) {
     c->inflight--;
 }
 
+/* Requests go to curl only while it has a connection for them: more would
+ * wait in curl's pending list, which curl scans on every handle it removes
+ * (quadratic with a few hundred bindings in flight). The rest wait here, in
+ * order. */
+static void req_promote(struct kclient *c) {
+    while (c->waitq && c->active < KC_MAX_CONNS && !c->freeing && !c->free_pending) {
+        struct kc_req *r = c->waitq;
+        c->waitq = r->qnext;
+        if (!c->waitq) c->waitq_tail = NULL;
+        r->qnext = NULL;
+        r->waiting = false;
+        if (kc__multi_add(c->reqm, r->easy)) { /* out of memory: it fails now */
+            req_unlink(r);
+            if (r->done) {
+                struct kc_response resp = {.status = 0, .raw = "", .error = "cannot start the request"};
+                r->done(r->ud, &resp);
+            }
+            req_free(r);
+            continue;
+        }
+        c->active++;
+    }
+}
+
 static void destroy(struct kclient *c) {
     c->freeing = true;
     kc__informer_destroy_all(c);
     kc__watch_destroy_all(c);
     while (c->reqs) {
         struct kc_req *r = c->reqs;
-        kc__multi_remove(c->reqm, r->easy);
+        if (!r->waiting) kc__multi_remove(c->reqm, r->easy);
         req_unlink(r);
         if (r->done) {
             struct kc_response resp = {.status = 0, .raw = "", .error = "cancelled"};
@@ -593,18 +620,20 @@ static void fill_response(struct kc_response *resp, CURL *e, CURLcode rc, bool t
         return;
     }
     if (status < 200 || status > 299) { /* the Status says why */
-        if (len) resp->body = json_loadb(buf, len, 0, NULL);
+        if (len) resp->body = jparse_loadb(buf, len, 0, NULL);
         kc__status_error(status, resp->body, &resp->error, &resp->reason);
     }
 }
 
 json_t *kc_response_body(const struct kc_response *r) {
-    if (!r->body && r->rawlen) ((struct kc_response *)r)->body = json_loadb(r->raw, r->rawlen, 0, NULL);
+    if (!r->body && r->rawlen) ((struct kc_response *)r)->body = jparse_loadb(r->raw, r->rawlen, 0, NULL);
     return r->body;
 }
 
 static void req_done(struct kc_xfer *x, CURLcode rc) {
     struct kc_req *r = (struct kc_req *)x;
+    struct kclient *c = r->c;
+    c->active--;
     req_unlink(r);
     if (r->done) {
         struct kc_response resp;
@@ -613,6 +642,7 @@ static void req_done(struct kc_xfer *x, CURLcode rc) {
         json_decref(resp.body);
     }
     req_free(r);
+    req_promote(c);
 }
 
 struct kc_req *kc__request(struct kclient *c, const char *method, const char *path, const json_t *body,
@@ -645,7 +675,15 @@ struct kc_req *kc__request(struct kclient *c, const char *method, const char *pa
     curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, req_write);
     curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(r->easy, CURLOPT_PRIVATE, (char *)&r->x);
-    if (kc__multi_add(c->reqm, r->easy)) goto fail;
+    if (c->active < KC_MAX_CONNS && !c->waitq) {
+        if (kc__multi_add(c->reqm, r->easy)) goto fail;
+        c->active++;
+    } else { /* curl has as many as it has connections for: wait here */
+        r->waiting = true;
+        if (c->waitq_tail) c->waitq_tail->qnext = r;
+        else c->waitq = r;
+        c->waitq_tail = r;
+    }
     r->next = c->reqs;
     if (c->reqs) c->reqs->prev = r;
     c->reqs = r;

@@ -38,6 +38,8 @@ struct kclient {
     struct kc_multi *reqm, *watchm;
     struct kc_req *reqs;              /* in flight, doubly linked */
     size_t inflight;
+    size_t active;                    /* of those, handed to curl (at most KC_MAX_CONNS) */
+    struct kc_req *waitq, *waitq_tail; /* the others, in order */
     struct kc_watch *watches;         /* live, doubly linked */
     struct kc_watch *dead;            /* stopped, freed at depth 0 */
     struct kc_feed *feeds;            /* informers' shared list+watch feeds, doubly linked */
