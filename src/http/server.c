@@ -1,4 +1,5 @@
 #include "server.h"
+#include "http_int.h"
 
 #include <errno.h>
 #include <libwebsockets.h>
@@ -14,12 +15,17 @@
  * one send); it stays under what lws sends in one go (pt_serv_buf_size). */
 #define STREAM_CHUNK 16384
 
+struct http_stream;
+
 struct http_server {
+    struct h1_server *h1;    /* plain HTTP/1.1: h1.c serves it (the rest is unused) */
     struct lws_context *ctx; /* set to NULL by lws when destruction completes */
     struct http_server_config cfg;
     void *loops[1];
     int port;
     bool stopping;
+    uv_check_t *flush;        /* after the turn's I/O: write the dirty streams (freed by its close) */
+    struct http_stream *dirty; /* HTTP/1.1 streams with data to write, doubly linked */
 };
 
 struct chunk {
@@ -31,12 +37,16 @@ struct chunk {
 };
 
 struct http_stream {
+    struct http_tag tag; /* HTTP_BACKEND_LWS */
     struct lws *wsi;
+    struct http_server *srv;
     struct chunk *head, *tail;
     size_t buffered, max_buffer;
     bool ended, closing, final_sent;
     bool h2; /* HTTP/2 frames the data itself: no chunked encoding */
     bool ws; /* a websocket: one text message per write */
+    bool dirty;
+    struct http_stream *dprev, *dnext; /* the server's dirty list */
     http_stream_close_fn on_close;
     void *ud;
 };
@@ -67,11 +77,24 @@ struct http_conn {
 };
 
 struct http_deferred {
+    struct http_tag tag; /* HTTP_BACKEND_LWS */
     struct lws *wsi;
     struct http_conn *c; /* NULL once the request's connection is gone */
 };
 
+static void flush_closed(uv_handle_t *h) { free(h); }
+
+static void dirty_unlink(struct http_stream *st) {
+    if (!st->dirty) return;
+    if (st->dprev) st->dprev->dnext = st->dnext;
+    else st->srv->dirty = st->dnext;
+    if (st->dnext) st->dnext->dprev = st->dprev;
+    st->dprev = st->dnext = NULL;
+    st->dirty = false;
+}
+
 static void stream_free(struct http_stream *st) {
+    dirty_unlink(st);
     while (st->head) {
         struct chunk *c = st->head;
         st->head = c->next;
@@ -250,6 +273,7 @@ static int dispatch(struct lws *wsi, struct http_conn *c) {
         .body_len = c->body_len,
         .conn = wsi,
         .secure = lws_is_ssl(lws_get_network_wsi(wsi)) != 0,
+        .backend = HTTP_BACKEND_LWS,
     };
     struct http_response resp = {.status = 200, .content_type = "application/json"};
     s->cfg.handler(s->cfg.ud, &req, &resp);
@@ -262,11 +286,13 @@ static int dispatch(struct lws *wsi, struct http_conn *c) {
 }
 
 struct http_deferred *http_defer(const struct http_request *req) {
+    if (req->backend == HTTP_BACKEND_H1) return h1_defer(req);
     struct lws *wsi = req->conn;
     struct http_conn *c = wsi ? lws_wsi_user(wsi) : NULL;
     if (!c || c->ws || c->stream || c->deferred) return NULL;
     struct http_deferred *d = calloc(1, sizeof *d);
     if (!d) return NULL;
+    d->tag.backend = HTTP_BACKEND_LWS;
     d->wsi = wsi;
     d->c = c;
     c->deferred = d;
@@ -274,11 +300,19 @@ struct http_deferred *http_defer(const struct http_request *req) {
 }
 
 void http_undefer(struct http_deferred *d) {
+    if (((struct http_tag *)d)->backend == HTTP_BACKEND_H1) {
+        h1_undefer(d);
+        return;
+    }
     if (d->c) d->c->deferred = NULL;
     free(d);
 }
 
 void http_deferred_reply(struct http_deferred *d, struct http_response *resp) {
+    if (((struct http_tag *)d)->backend == HTTP_BACKEND_H1) {
+        h1_deferred_reply(d, resp);
+        return;
+    }
     struct http_conn *c = d->c;
     struct lws *wsi = d->wsi;
     free(d);
@@ -418,8 +452,52 @@ static int stream_writeable(struct lws *wsi, struct http_conn *c) {
     return 0;
 }
 
+/* HTTP/1.1 streams are written from here, after the turn's I/O, straight
+ * to the socket (lws keeps what it does not take and asks for WRITEABLE
+ * itself): waiting for WRITEABLE would add and remove the socket's write
+ * interest, and libuv turns each change into two epoll calls. */
+static void flush_dirty(uv_check_t *h) {
+    struct http_server *srv = h->data;
+    uv_check_stop(h);
+    while (srv->dirty) {
+        struct http_stream *st = srv->dirty;
+        dirty_unlink(st);
+        if (st->closing || st->ended) continue; /* WRITEABLE was asked for: it finishes there */
+        while (st->head) {
+            struct chunk *ch = st->head;
+            unsigned char *data = ch->buf + LWS_PRE + 16;
+            char hex[20];
+            int hl = snprintf(hex, sizeof hex, "%zx\r\n", ch->len);
+            unsigned char *start = data - hl;
+            memcpy(start, hex, (size_t)hl);
+            memcpy(data + ch->len, "\r\n", 2);
+            size_t n = (size_t)hl + ch->len + 2;
+            if (lws_write(st->wsi, start, n, LWS_WRITE_HTTP) != (int)n) { /* broken: close on WRITEABLE */
+                st->closing = true;
+                lws_callback_on_writable(st->wsi);
+                break;
+            }
+            st->head = ch->next;
+            if (!st->head) st->tail = NULL;
+            st->buffered -= ch->len;
+            free(ch);
+        }
+    }
+}
+
+static void mark_dirty(struct http_stream *st) {
+    if (st->dirty) return;
+    st->dirty = true;
+    st->dprev = NULL;
+    st->dnext = st->srv->dirty;
+    if (st->dnext) st->dnext->dprev = st;
+    st->srv->dirty = st;
+    uv_check_start(st->srv->flush, flush_dirty);
+}
+
 struct http_stream *http_stream_start(const struct http_request *req, int status, const char *content_type,
                                       size_t max_buffer, http_stream_close_fn on_close, void *ud) {
+    if (req->backend == HTTP_BACKEND_H1) return h1_stream_start(req, status, content_type, max_buffer, on_close, ud);
     struct lws *wsi = req->conn;
     struct http_conn *c = lws_wsi_user(wsi);
     if (!c || c->stream) return NULL;
@@ -438,7 +516,9 @@ struct http_stream *http_stream_start(const struct http_request *req, int status
         return NULL;
     }
     lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0); /* a watch may idle for long */
+    st->tag.backend = HTTP_BACKEND_LWS;
     st->wsi = wsi;
+    st->srv = lws_context_user(lws_get_context(wsi));
     st->max_buffer = max_buffer ? max_buffer : (16u << 20);
     st->on_close = on_close;
     st->ud = ud;
@@ -447,6 +527,7 @@ struct http_stream *http_stream_start(const struct http_request *req, int status
 }
 
 int http_stream_write(struct http_stream *st, const char *data, size_t len) {
+    if (st->tag.backend == HTTP_BACKEND_H1) return h1_stream_write(st, data, len);
     if (st->closing || st->ended) return -EPIPE;
     if (len == 0) return 0;
     if (st->buffered + len > st->max_buffer) { /* slow consumer: close, it will re-list */
@@ -459,7 +540,7 @@ int http_stream_write(struct http_stream *st, const char *data, size_t len) {
         memcpy(t->buf + LWS_PRE + 16 + t->len, data, len);
         t->len += len;
         st->buffered += len;
-        return 0; /* WRITEABLE was asked for when the chunk was queued */
+        return 0; /* its flush was arranged when the chunk was queued */
     }
     size_t cap = st->ws || len >= STREAM_CHUNK ? len : STREAM_CHUNK;
     struct chunk *ch = malloc(sizeof *ch + LWS_PRE + 16 + cap + 2);
@@ -473,17 +554,24 @@ int http_stream_write(struct http_stream *st, const char *data, size_t len) {
     else st->head = ch;
     st->tail = ch;
     st->buffered += len;
-    lws_callback_on_writable(st->wsi);
+    if (!st->h2 && !st->ws && st->srv->flush) mark_dirty(st);
+    else lws_callback_on_writable(st->wsi);
     return 0;
 }
 
 void http_stream_end(struct http_stream *st) {
+    if (st->tag.backend == HTTP_BACKEND_H1) {
+        h1_stream_end(st);
+        return;
+    }
     if (st->ended) return;
     st->ended = true;
     lws_callback_on_writable(st->wsi);
 }
 
-size_t http_stream_buffered(const struct http_stream *st) { return st->buffered; }
+size_t http_stream_buffered(const struct http_stream *st) {
+    return st->tag.backend == HTTP_BACKEND_H1 ? h1_stream_buffered(st) : st->buffered;
+}
 
 /* A websocket upgrade (watch over websocket, as browsers use it): the
  * request is the upgrade's GET; a handler that streams gets one text message
@@ -502,7 +590,7 @@ static int on_ws_established(struct lws *wsi, struct http_conn *c) {
     struct http_request req = {.method = HTTP_GET, .method_name = "GET", .path = c->path, .nargs = c->nargs,
                                .arg_keys = c->keys, .arg_values = c->vals, .content_type = "", .accept = "",
                                .authorization = c->authorization, .body = "", .conn = wsi,
-                               .secure = lws_is_ssl(lws_get_network_wsi(wsi)) != 0};
+                               .secure = lws_is_ssl(lws_get_network_wsi(wsi)) != 0, .backend = HTTP_BACKEND_LWS};
     struct http_response resp = {.status = 200, .content_type = "application/json"};
     c->dispatched = true;
     s->cfg.handler(s->cfg.ud, &req, &resp);
@@ -601,7 +689,24 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
     s->cfg = *cfg;
     if (!s->cfg.bind_addr) s->cfg.bind_addr = "127.0.0.1";
     if (!s->cfg.max_body) s->cfg.max_body = HTTP_DEFAULT_MAX_BODY;
+    if (!(cfg->tls_cert && cfg->tls_key)) { /* plain HTTP/1.1: served on libuv directly */
+        int rc = h1_server_start(loop, &s->cfg, &s->h1, err, errlen);
+        if (rc) {
+            free(s);
+            return rc;
+        }
+        s->port = h1_server_port(s->h1);
+        *out = s;
+        return 0;
+    }
     s->loops[0] = loop;
+    s->flush = malloc(sizeof *s->flush);
+    if (!s->flush) {
+        free(s);
+        return -ENOMEM;
+    }
+    uv_check_init(loop, s->flush);
+    s->flush->data = s;
 
     lws_set_log_level(LLL_ERR, NULL);
     struct lws_context_creation_info info;
@@ -627,6 +732,7 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
     s->ctx = lws_create_context(&info);
     if (!s->ctx) {
         snprintf(err, errlen, "http: cannot listen on %s:%d", s->cfg.bind_addr, cfg->port);
+        uv_close((uv_handle_t *)s->flush, flush_closed);
         free(s);
         return -EADDRINUSE;
     }
@@ -639,14 +745,33 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
 int http_server_port(const struct http_server *s) { return s->port; }
 
 void http_server_stop(struct http_server *s) {
+    if (s && s->h1) {
+        h1_server_stop(s->h1);
+        return;
+    }
     if (s && s->ctx && !s->stopping) {
         s->stopping = true;
-        lws_context_destroy(s->ctx);
+        lws_context_destroy(s->ctx); /* closes the streams: they leave the dirty list */
+    }
+    if (s && s->flush) {
+        uv_check_stop(s->flush);
+        uv_close((uv_handle_t *)s->flush, flush_closed);
+        s->flush = NULL;
     }
 }
 
 void http_server_free(struct http_server *s) {
     if (!s) return;
+    if (s->h1) {
+        h1_server_free(s->h1);
+        free(s);
+        return;
+    }
+    if (s->flush) { /* never stopped: close it now (the caller runs the loop once more) */
+        uv_check_stop(s->flush);
+        uv_close((uv_handle_t *)s->flush, flush_closed);
+        s->flush = NULL;
+    }
     /* with a foreign loop lws finishes in a second call, once the loop has
      * closed its handles; lws clears s->ctx when it is all done */
     if (s->ctx) {

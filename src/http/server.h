@@ -1,6 +1,7 @@
-/* A small HTTP/1.1 server on libwebsockets, driven by a libuv loop the caller
- * owns (one event loop per process, DESIGN.md). Used by the apiserver-shim and
- * the scheduler-extender.
+/* A small HTTP server driven by a libuv loop the caller owns (one event loop
+ * per process, DESIGN.md). Used by the apiserver-shim and the
+ * scheduler-extender. Plain HTTP/1.1 (and websocket upgrades) is served on
+ * libuv directly (h1.c); TLS, with HTTP/2 by ALPN, on libwebsockets.
  *
  * Each request is read whole (headers and a body of at most max_body bytes;
  * a larger Content-Length gets 413 before the body is read) and handed to the
@@ -39,6 +40,7 @@ struct http_request {
     size_t body_len;
     void *conn;              /* the connection, for http_stream_start */
     bool secure;             /* arrived over TLS (HTTP/1.1 or HTTP/2) */
+    int backend;             /* internal: which server serves the connection */
 };
 
 struct http_response {

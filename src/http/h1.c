@@ -1,0 +1,819 @@
+/* Plain HTTP/1.1 on libuv (http_int.h): the loopback port. Each connection
+ * is read with one uv_read_start for its life and answered with
+ * uv_try_write (uv_write only for what the socket does not take), so a
+ * request costs its recv and its send and nothing else; watch streams
+ * (chunked) and websockets are written once per loop turn, after the turn's
+ * I/O (a uv_check handle). Requests on a connection are served one after the
+ * other, pipelined ones included; while one is answered (a deferred reply, a
+ * stream) what follows waits, and reading stops once that passes
+ * H1_MAX_HEAD.
+ *
+ * What the connection does with each request, and why:
+ *   head over H1_MAX_HEAD or H1_MAX_HEADERS lines   431, then close
+ *   a malformed head                                400, then close
+ *   Transfer-Encoding (chunked bodies)              411, then close
+ *   Content-Length over H1_DRAIN_MAX                413, then close
+ *   Content-Length over max_body                    the body is read and dropped, then 413 (kept alive)
+ *   Upgrade: websocket (version 13, a key)          the handshake, then one text message per stream write
+ * A connection idle for H1_IDLE_MS between requests, or H1_HEAD_MS into a
+ * head, is closed. */
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http_int.h"
+
+#define H1_IDLE_MS 120000 /* keep-alive connections idle this long are closed */
+#define H1_HEAD_MS 30000  /* a head (or body) must arrive within this */
+#define H1_READ 65536     /* bytes asked for per read */
+#define H1_SWEEP_MS 1000
+
+enum h1_state {
+    S_HEAD,    /* reading a request head */
+    S_BODY,    /* reading its body */
+    S_DISCARD, /* reading an oversized body to drop it */
+    S_BUSY,    /* the handler answers later (deferred) */
+    S_STREAM,  /* a chunked response is open */
+    S_WS,      /* a websocket */
+    S_CLOSING,
+};
+
+struct h1_conn;
+
+struct http_stream {
+    struct http_tag tag; /* HTTP_BACKEND_H1 */
+    struct h1_conn *c;   /* NULL once the connection is gone or the stream ended */
+    size_t max_buffer;
+    size_t queued; /* payload bytes written and not yet all handed to the socket */
+    bool ended;
+    http_stream_close_fn on_close;
+    void *ud;
+    struct http_stream *rnext; /* the retired list */
+};
+
+struct http_deferred {
+    struct http_tag tag;
+    struct h1_conn *c; /* NULL once the connection is gone */
+};
+
+struct h1_server {
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    uv_check_t flush;
+    uv_timer_t sweep;
+    struct http_server_config cfg;
+    int port;
+    bool stopping;
+    struct h1_conn *conns;
+    struct h1_conn *flushq; /* connections to flush at the end of the turn */
+    struct http_stream *retired; /* streams over: their on_close comes at the end of the turn */
+    int open;               /* handles whose close has not completed */
+    bool free_asked;        /* h1_server_free came first: the last close frees */
+};
+
+struct h1_conn {
+    uv_tcp_t tcp;
+    struct h1_server *srv;
+    enum h1_state state;
+    char *in; /* bytes read and not yet used */
+    size_t inlen, incap;
+    struct h1_head head; /* the request being served: points into hbuf */
+    char *hbuf;
+    char *body;
+    size_t body_len, body_expected;
+    bool close_after;     /* close once the answer is out */
+    bool reading;         /* uv_read_start is on */
+    bool flush_queued;    /* on the server's list for the end of the turn */
+    uint64_t since_ms;    /* when the current phase (idle, head) began */
+    /* output: out[0..outlen) waits; wbuf is in uv_write's hands */
+    char *out;
+    size_t outlen, outcap;
+    char *wbuf;
+    size_t wlen;
+    uv_write_t wreq;
+    bool writing;
+    struct http_stream *stream;
+    struct http_deferred *deferred;
+    struct h1_conn *prev, *next;   /* all connections */
+    struct h1_conn *fnext;         /* flush list */
+};
+
+static void conn_close(struct h1_conn *c);
+static void serve(struct h1_conn *c);
+static void flush_out(struct h1_conn *c);
+
+/* ---- output ---- */
+
+static int out_append(struct h1_conn *c, const char *p, size_t n) {
+    if (c->outlen + n > c->outcap) {
+        size_t nc = c->outcap ? c->outcap : 4096;
+        while (nc < c->outlen + n) nc *= 2;
+        char *b = realloc(c->out, nc);
+        if (!b) return -ENOMEM;
+        c->out = b;
+        c->outcap = nc;
+    }
+    memcpy(c->out + c->outlen, p, n);
+    c->outlen += n;
+    return 0;
+}
+
+static void on_written(uv_write_t *w, int status) {
+    struct h1_conn *c = w->data;
+    c->writing = false;
+    if (c->stream && !c->outlen) c->stream->queued = 0;
+    free(c->wbuf);
+    c->wbuf = NULL;
+    c->wlen = 0;
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    flush_out(c);
+}
+
+/* Sends what waits: straight to the socket, the rest through uv_write. */
+static void flush_out(struct h1_conn *c) {
+    if (c->state == S_CLOSING || c->writing || !c->outlen) {
+        if (c->state != S_CLOSING && !c->writing && !c->outlen && c->close_after && c->state != S_STREAM &&
+            c->state != S_WS && c->state != S_BUSY)
+            conn_close(c); /* the answer is out: the connection was to end with it */
+        return;
+    }
+    uv_buf_t b = uv_buf_init(c->out, (unsigned)c->outlen);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n < 0 && n != UV_EAGAIN) {
+        conn_close(c);
+        return;
+    }
+    size_t sent = n > 0 ? (size_t)n : 0;
+    if (sent == c->outlen) {
+        c->outlen = 0;
+        if (c->stream) c->stream->queued = 0;
+        flush_out(c); /* nothing waits: maybe close */
+        return;
+    }
+    /* the socket is full: the rest goes through uv_write, which waits for it */
+    c->wbuf = c->out;
+    c->wlen = c->outlen;
+    memmove(c->wbuf, c->wbuf + sent, c->wlen - sent);
+    c->wlen -= sent;
+    c->out = NULL;
+    c->outlen = c->outcap = 0;
+    uv_buf_t rest = uv_buf_init(c->wbuf, (unsigned)c->wlen);
+    c->writing = true;
+    c->wreq.data = c;
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &rest, 1, on_written)) {
+        c->writing = false;
+        conn_close(c);
+    }
+}
+
+/* Streams are flushed once per turn, after its I/O. */
+/* Streams that ended or broke are told so here, never from inside the
+ * caller's own stream call (an owner frees itself in on_close). */
+static void run_retired(struct h1_server *s) {
+    while (s->retired) {
+        struct http_stream *st = s->retired;
+        s->retired = st->rnext;
+        if (st->on_close) st->on_close(st->ud);
+        free(st);
+    }
+}
+
+static void on_flush(uv_check_t *h) {
+    struct h1_server *s = h->data;
+    struct h1_conn *c = s->flushq;
+    s->flushq = NULL;
+    uv_check_stop(h);
+    while (c) {
+        struct h1_conn *n = c->fnext;
+        c->flush_queued = false;
+        c->fnext = NULL;
+        flush_out(c);
+        c = n;
+    }
+    run_retired(s);
+}
+
+/* The stream is over: detached now, its owner told at the end of the turn. */
+static void stream_retire(struct h1_server *s, struct http_stream *st) {
+    st->c = NULL;
+    st->ended = true;
+    st->rnext = s->retired;
+    s->retired = st;
+    if (!s->stopping) uv_check_start(&s->flush, on_flush);
+}
+
+static void schedule_flush(struct h1_conn *c) {
+    if (c->flush_queued) return;
+    c->flush_queued = true;
+    struct h1_server *s = c->srv;
+    c->fnext = s->flushq;
+    s->flushq = c;
+    uv_check_start(&s->flush, on_flush);
+}
+
+/* ---- responses ---- */
+
+static const char *reason_phrase(int code) {
+    switch (code) {
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 411: return "Length Required";
+    case 413: return "Request Entity Too Large";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Entity";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "";
+    }
+}
+
+/* The status line and headers of a response with a body of len bytes
+ * (len < 0: chunked), into out. */
+static int put_head(struct h1_conn *c, int status, const char *ctype, long long len) {
+    char h[512];
+    int n = snprintf(h, sizeof h, "HTTP/1.1 %d %s\r\ncontent-type: %s\r\n", status, reason_phrase(status),
+                     ctype ? ctype : "application/json");
+    if (len >= 0) n += snprintf(h + n, sizeof h - (size_t)n, "content-length: %lld\r\n", len);
+    else n += snprintf(h + n, sizeof h - (size_t)n, "transfer-encoding: chunked\r\n");
+    if (c->close_after) n += snprintf(h + n, sizeof h - (size_t)n, "connection: close\r\n");
+    else if (c->head.http10) n += snprintf(h + n, sizeof h - (size_t)n, "connection: keep-alive\r\n");
+    n += snprintf(h + n, sizeof h - (size_t)n, "\r\n");
+    if (n <= 0 || (size_t)n >= sizeof h) return -EINVAL;
+    return out_append(c, h, (size_t)n);
+}
+
+/* Sends a whole response (body taken) and goes on to the next request. */
+static void respond(struct h1_conn *c, int status, const char *ctype, char *body, size_t len) {
+    int rc = put_head(c, status, ctype, (long long)len);
+    if (!rc && len && c->head.method != HTTP_HEAD) rc = out_append(c, body, len);
+    free(body);
+    if (rc) {
+        conn_close(c);
+        return;
+    }
+    c->state = S_HEAD;
+    c->since_ms = uv_now(c->srv->loop);
+    flush_out(c); /* a closing connection closes here, once it is out */
+    if (c->state == S_HEAD && !c->close_after) serve(c); /* a pipelined request may wait in c->in */
+}
+
+static void respond_status(struct h1_conn *c, int code, const char *reason, const char *msg, bool close) {
+    char b[600];
+    int n = snprintf(b, sizeof b,
+                     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+                     "\"message\":\"%s\",\"reason\":\"%s\",\"code\":%d}",
+                     msg, reason, code);
+    if (close) c->close_after = true;
+    respond(c, code, "application/json", strdup(b), n > 0 ? (size_t)n : 0);
+}
+
+/* ---- websocket ---- */
+
+static int ws_accept_key(const char *key, char out[64]) {
+    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    char cat[256];
+    int n = snprintf(cat, sizeof cat, "%s%s", key, guid);
+    if (n <= 0 || (size_t)n >= sizeof cat) return -1;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    if (!EVP_Digest(cat, (size_t)n, md, &mdlen, EVP_sha1(), NULL) || mdlen != 20) return -1;
+    return EVP_EncodeBlock((unsigned char *)out, md, 20) == 28 ? 0 : -1;
+}
+
+/* One text (or close) frame from the server: unmasked. */
+static int ws_frame(struct h1_conn *c, int opcode, const char *p, size_t n) {
+    unsigned char h[10];
+    size_t hl = 2;
+    h[0] = (unsigned char)(0x80 | opcode);
+    if (n < 126) h[1] = (unsigned char)n;
+    else if (n <= 0xffff) h[1] = 126, h[2] = (unsigned char)(n >> 8), h[3] = (unsigned char)n, hl = 4;
+    else {
+        h[1] = 127;
+        for (int i = 0; i < 8; i++) h[2 + i] = (unsigned char)((uint64_t)n >> (56 - 8 * i));
+        hl = 10;
+    }
+    int rc = out_append(c, (const char *)h, hl);
+    return rc ? rc : n ? out_append(c, p, n) : 0;
+}
+
+/* Frames from the client: a close is answered and ends the connection, a
+ * ping gets its pong, the rest is read and dropped (a watch has nothing to
+ * hear). */
+static void ws_read(struct h1_conn *c) {
+    for (;;) {
+        const unsigned char *p = (const unsigned char *)c->in;
+        if (c->inlen < 2) return;
+        int opcode = p[0] & 0x0f;
+        bool masked = p[1] & 0x80;
+        uint64_t n = p[1] & 0x7f;
+        size_t hl = 2;
+        if (n == 126) {
+            if (c->inlen < 4) return;
+            n = (uint64_t)p[2] << 8 | p[3];
+            hl = 4;
+        } else if (n == 127) {
+            if (c->inlen < 10) return;
+            n = 0;
+            for (int i = 0; i < 8; i++) n = n << 8 | p[2 + i];
+            hl = 10;
+        }
+        if (!masked || n > H1_MAX_HEAD) { /* clients must mask; control and watch frames are small */
+            conn_close(c);
+            return;
+        }
+        if (c->inlen < hl + 4 + n) return;
+        const unsigned char *mask = p + hl;
+        unsigned char payload[128];
+        size_t keep = n < sizeof payload ? (size_t)n : sizeof payload;
+        for (size_t i = 0; i < keep; i++) payload[i] = p[hl + 4 + i] ^ mask[i & 3];
+        size_t used = hl + 4 + (size_t)n;
+        memmove(c->in, c->in + used, c->inlen - used);
+        c->inlen -= used;
+        if (opcode == 8) { /* close: echo, then end */
+            ws_frame(c, 8, (const char *)payload, keep < 2 ? keep : 2);
+            c->close_after = true;
+            c->state = S_HEAD; /* so the flush closes it */
+            if (c->stream) {
+                stream_retire(c->srv, c->stream);
+                c->stream = NULL;
+            }
+            flush_out(c);
+            return;
+        }
+        if (opcode == 9) ws_frame(c, 10, (const char *)payload, keep), schedule_flush(c);
+    }
+}
+
+/* ---- requests ---- */
+
+static void dispatch(struct h1_conn *c, bool ws) {
+    struct h1_server *s = c->srv;
+    struct h1_head *h = &c->head;
+    struct http_request req = {
+        .method = ws ? HTTP_GET : h->method,
+        .method_name = ws ? "GET" : h->method_name,
+        .path = h->path,
+        .nargs = h->nargs,
+        .arg_keys = h->keys,
+        .arg_values = h->vals,
+        .content_type = ws ? "" : h->content_type,
+        .accept = ws ? "" : h->accept,
+        .authorization = h->authorization,
+        .body = c->body ? c->body : "",
+        .body_len = c->body_len,
+        .conn = c,
+        .secure = false,
+        .backend = HTTP_BACKEND_H1,
+    };
+    struct http_response resp = {.status = 200, .content_type = "application/json"};
+    if (!ws) c->state = S_BUSY; /* until the handler says otherwise; a websocket stays one */
+    s->cfg.handler(s->cfg.ud, &req, &resp);
+    if (c->state == S_CLOSING) {
+        free(resp.body);
+        return;
+    }
+    if (c->stream || c->deferred) {
+        free(resp.body);
+        return;
+    }
+    if (ws) { /* not a stream: the answer as one message, then the end */
+        ws_frame(c, 1, resp.body ? resp.body : "", resp.body ? resp.body_len : 0);
+        free(resp.body);
+        ws_frame(c, 8, "\x03\xe8", 2);
+        c->close_after = true;
+        c->state = S_HEAD;
+        flush_out(c);
+        return;
+    }
+    respond(c, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0);
+}
+
+static bool has_token(const char *list, const char *tok) {
+    return list && strcasestr(list, tok) != NULL;
+}
+
+/* A websocket upgrade: the handshake, then the handler (a watch streams). */
+static void upgrade(struct h1_conn *c) {
+    struct h1_head *h = &c->head;
+    char accept[64];
+    if (!h->ws_key || !h->ws_version || strcmp(h->ws_version, "13") || ws_accept_key(h->ws_key, accept)) {
+        respond_status(c, 400, "BadRequest", "bad websocket upgrade", true);
+        return;
+    }
+    char resp[256];
+    int n = snprintf(resp, sizeof resp,
+                     "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+                     "sec-websocket-accept: %s\r\n\r\n",
+                     accept);
+    if (out_append(c, resp, (size_t)n)) {
+        conn_close(c);
+        return;
+    }
+    c->state = S_WS;
+    dispatch(c, true);
+    if (c->state != S_CLOSING) flush_out(c);
+}
+
+/* Serves what c->in holds: heads, bodies, pipelined requests. */
+static void serve(struct h1_conn *c) {
+    for (int guard = 0; guard < 1024 && c->state != S_CLOSING; guard++) {
+        if (c->state == S_WS) {
+            ws_read(c);
+            return;
+        }
+        if (c->state == S_BUSY || c->state == S_STREAM) return; /* the next request waits its turn */
+        if (c->state == S_BODY || c->state == S_DISCARD) {
+            size_t need = c->body_expected - c->body_len, take = c->inlen < need ? c->inlen : need;
+            if (c->state == S_BODY) memcpy(c->body + c->body_len, c->in, take);
+            c->body_len += take;
+            memmove(c->in, c->in + take, c->inlen - take);
+            c->inlen -= take;
+            if (c->body_len < c->body_expected) return;
+            if (c->state == S_DISCARD) {
+                char msg[128];
+                snprintf(msg, sizeof msg, "request entity too large: limit is %zu bytes", c->srv->cfg.max_body);
+                respond_status(c, 413, "RequestEntityTooLarge", msg, false);
+                continue;
+            }
+            c->body[c->body_len] = 0;
+            dispatch(c, false);
+            continue;
+        }
+        /* S_HEAD */
+        size_t end = h1_head_end(c->in, c->inlen);
+        if (!end) {
+            if (c->inlen > H1_MAX_HEAD) respond_status(c, 431, "RequestHeaderFieldsTooLarge", "request head too large", true);
+            return;
+        }
+        if (end > H1_MAX_HEAD) {
+            respond_status(c, 431, "RequestHeaderFieldsTooLarge", "request head too large", true);
+            return;
+        }
+        free(c->hbuf);
+        free(c->body);
+        c->body = NULL;
+        c->body_len = c->body_expected = 0;
+        c->hbuf = malloc(end + 1);
+        if (!c->hbuf) {
+            conn_close(c);
+            return;
+        }
+        memcpy(c->hbuf, c->in, end);
+        c->hbuf[end] = 0;
+        memmove(c->in, c->in + end, c->inlen - end);
+        c->inlen -= end;
+        c->since_ms = uv_now(c->srv->loop);
+        char err[160];
+        int code = h1_parse_head(c->hbuf, end, &c->head, err, sizeof err);
+        if (code) {
+            respond_status(c, code, code == 431 ? "RequestHeaderFieldsTooLarge" : "BadRequest", err, true);
+            return;
+        }
+        struct h1_head *h = &c->head;
+        c->close_after = !h->keep_alive;
+        if (h->upgrade && !strcasecmp(h->upgrade, "websocket") && has_token(h->connection, "upgrade") &&
+            h->method == HTTP_GET) {
+            upgrade(c);
+            return;
+        }
+        if (h->chunked) { /* no chunked request bodies: refused clearly */
+            respond_status(c, 411, "BadRequest", "chunked request bodies are not supported; send Content-Length",
+                           true);
+            return;
+        }
+        if (h->content_length > (long long)H1_DRAIN_MAX) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "request entity too large: limit is %zu bytes", c->srv->cfg.max_body);
+            respond_status(c, 413, "RequestEntityTooLarge", msg, true);
+            return;
+        }
+        if (h->expect && !strcasecmp(h->expect, "100-continue") && h->content_length > 0 &&
+            (size_t)h->content_length > c->inlen) {
+            static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            out_append(c, cont, sizeof cont - 1);
+            flush_out(c);
+        }
+        if (h->content_length > 0 && (size_t)h->content_length > c->srv->cfg.max_body) {
+            c->state = S_DISCARD;
+            c->body_expected = (size_t)h->content_length;
+            continue;
+        }
+        if (h->content_length > 0) {
+            c->body_expected = (size_t)h->content_length;
+            c->body = malloc(c->body_expected + 1);
+            if (!c->body) {
+                conn_close(c);
+                return;
+            }
+            c->state = S_BODY;
+            continue;
+        }
+        dispatch(c, false);
+    }
+}
+
+/* ---- the connection ---- */
+
+static void read_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+    struct h1_conn *c = h->data;
+    if (c->incap - c->inlen < H1_READ) {
+        size_t nc = c->incap ? c->incap : H1_READ;
+        while (nc - c->inlen < H1_READ) nc *= 2;
+        char *b = realloc(c->in, nc + 1);
+        if (!b) {
+            buf->base = NULL;
+            buf->len = 0;
+            return;
+        }
+        c->in = b;
+        c->incap = nc;
+    }
+    buf->base = c->in + c->inlen;
+    buf->len = c->incap - c->inlen;
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+    struct h1_conn *c = s->data;
+    if (n < 0) { /* the peer closed or the socket broke */
+        conn_close(c);
+        return;
+    }
+    if (n == 0) return;
+    c->inlen += (size_t)n;
+    if (c->state == S_HEAD && c->since_ms == 0) c->since_ms = uv_now(c->srv->loop);
+    serve(c);
+    /* while an answer is pending, what follows is not read past a bound */
+    if (c->state != S_CLOSING && (c->state == S_BUSY || c->state == S_STREAM) && c->inlen > H1_MAX_HEAD &&
+        c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+}
+
+static void resume_reading(struct h1_conn *c) {
+    if (c->state == S_CLOSING || c->reading) return;
+    if (uv_read_start((uv_stream_t *)&c->tcp, read_alloc, on_read)) {
+        conn_close(c);
+        return;
+    }
+    c->reading = true;
+}
+
+static void conn_freed(uv_handle_t *h) {
+    struct h1_conn *c = h->data;
+    free(c->in);
+    free(c->hbuf);
+    free(c->body);
+    free(c->out);
+    free(c->wbuf);
+    free(c);
+}
+
+static void conn_close(struct h1_conn *c) {
+    if (c->state == S_CLOSING) return;
+    c->state = S_CLOSING;
+    struct h1_server *s = c->srv;
+    if (c->prev) c->prev->next = c->next;
+    else s->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    if (c->flush_queued) { /* off the flush list */
+        struct h1_conn **p = &s->flushq;
+        while (*p && *p != c) p = &(*p)->fnext;
+        if (*p) *p = c->fnext;
+        c->flush_queued = false;
+    }
+    if (c->deferred) c->deferred->c = NULL; /* its owner answers into the void */
+    c->deferred = NULL;
+    if (c->stream) stream_retire(s, c->stream);
+    c->stream = NULL;
+    uv_close((uv_handle_t *)&c->tcp, conn_freed); /* cancels a pending write: its callback comes first */
+}
+
+static void on_connection(uv_stream_t *l, int status) {
+    struct h1_server *s = l->data;
+    if (status < 0 || s->stopping) return;
+    struct h1_conn *c = calloc(1, sizeof *c);
+    if (!c) return;
+    c->srv = s;
+    uv_tcp_init(s->loop, &c->tcp);
+    c->tcp.data = c;
+    if (uv_accept(l, (uv_stream_t *)&c->tcp)) {
+        uv_close((uv_handle_t *)&c->tcp, conn_freed);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    c->state = S_HEAD;
+    c->since_ms = uv_now(s->loop);
+    resume_reading(c);
+}
+
+/* Idle keep-alive connections and slow heads are closed. */
+static void on_sweep(uv_timer_t *t) {
+    struct h1_server *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    for (struct h1_conn *c = s->conns, *n; c; c = n) {
+        n = c->next;
+        bool idle = c->state == S_HEAD && c->inlen == 0;
+        bool reading = (c->state == S_HEAD && c->inlen) || c->state == S_BODY || c->state == S_DISCARD;
+        if ((idle && now - c->since_ms > H1_IDLE_MS) || (reading && now - c->since_ms > H1_HEAD_MS)) conn_close(c);
+    }
+}
+
+/* ---- streams and deferrals ---- */
+
+struct http_stream *h1_stream_start(const struct http_request *req, int status, const char *content_type,
+                                    size_t max_buffer, http_stream_close_fn on_close, void *ud) {
+    struct h1_conn *c = req->conn;
+    if (!c || c->state == S_CLOSING || c->stream || c->deferred) return NULL;
+    struct http_stream *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->tag.backend = HTTP_BACKEND_H1;
+    st->c = c;
+    st->max_buffer = max_buffer ? max_buffer : (16u << 20);
+    st->on_close = on_close;
+    st->ud = ud;
+    if (c->state != S_WS) {
+        if (put_head(c, status, content_type, -1)) {
+            free(st);
+            return NULL;
+        }
+        c->state = S_STREAM;
+    }
+    c->stream = st;
+    flush_out(c); /* the head (or the handshake) goes at once: a client sees the answer begin */
+    return st;
+}
+
+int h1_stream_write(struct http_stream *st, const char *data, size_t len) {
+    struct h1_conn *c = st->c;
+    if (!c || st->ended) return -EPIPE;
+    if (len == 0) return 0;
+    if (st->queued + len > st->max_buffer) { /* a slow consumer: closed, it will re-list */
+        conn_close(c);
+        return -ENOBUFS;
+    }
+    st->queued += len;
+    int rc;
+    if (c->state == S_WS) {
+        rc = ws_frame(c, 1, data, len);
+    } else {
+        char hex[24];
+        int hl = snprintf(hex, sizeof hex, "%zx\r\n", len);
+        rc = out_append(c, hex, (size_t)hl);
+        if (!rc) rc = out_append(c, data, len);
+        if (!rc) rc = out_append(c, "\r\n", 2);
+    }
+    if (rc) return rc;
+    schedule_flush(c);
+    return 0;
+}
+
+void h1_stream_end(struct http_stream *st) {
+    if (st->ended) return;
+    struct h1_conn *c = st->c;
+    if (!c) return;
+    c->stream = NULL;
+    stream_retire(c->srv, st);
+    if (c->state == S_WS) {
+        ws_frame(c, 8, "\x03\xe8", 2);
+        c->close_after = true;
+        c->state = S_HEAD;
+    } else {
+        out_append(c, "0\r\n\r\n", 5);
+        c->state = S_HEAD;
+        c->since_ms = uv_now(c->srv->loop);
+    }
+    flush_out(c);
+    if (c->state == S_HEAD && !c->close_after) {
+        resume_reading(c);
+        serve(c);
+    }
+}
+
+size_t h1_stream_buffered(const struct http_stream *st) { return st->c ? st->queued : 0; }
+
+struct http_deferred *h1_defer(const struct http_request *req) {
+    struct h1_conn *c = req->conn;
+    if (!c || c->state != S_BUSY || c->stream || c->deferred) return NULL;
+    struct http_deferred *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->tag.backend = HTTP_BACKEND_H1;
+    d->c = c;
+    c->deferred = d;
+    return d;
+}
+
+void h1_undefer(struct http_deferred *d) {
+    if (d->c) d->c->deferred = NULL;
+    free(d);
+}
+
+void h1_deferred_reply(struct http_deferred *d, struct http_response *resp) {
+    struct h1_conn *c = d->c;
+    free(d);
+    char *body = resp->body;
+    resp->body = NULL;
+    if (!c) { /* the client is gone */
+        free(body);
+        return;
+    }
+    c->deferred = NULL;
+    respond(c, resp->status, resp->content_type ? resp->content_type : "application/json", body,
+            body ? resp->body_len : 0);
+    resume_reading(c);
+}
+
+/* ---- the server ---- */
+
+/* The listener, flush and sweep handles live in the server: it goes after their closes. */
+static void handle_closed(uv_handle_t *h) {
+    struct h1_server *s = h->data;
+    if (--s->open == 0 && s->free_asked) free(s);
+}
+
+int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struct h1_server **out, char *err,
+                    size_t errlen) {
+    struct h1_server *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    s->loop = loop;
+    s->cfg = *cfg;
+    struct sockaddr_storage addr;
+    int rc = uv_ip4_addr(cfg->bind_addr, cfg->port, (struct sockaddr_in *)&addr);
+    if (rc) rc = uv_ip6_addr(cfg->bind_addr, cfg->port, (struct sockaddr_in6 *)&addr);
+    if (rc) {
+        snprintf(err, errlen, "http: bad address %s", cfg->bind_addr);
+        free(s);
+        return -EINVAL;
+    }
+    uv_tcp_init(loop, &s->listener);
+    s->listener.data = s;
+    if ((rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0)) ||
+        (rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection))) {
+        snprintf(err, errlen, "http: cannot listen on %s:%d: %s", cfg->bind_addr, cfg->port, uv_strerror(rc));
+        uv_close((uv_handle_t *)&s->listener, NULL);
+        uv_run(loop, UV_RUN_NOWAIT); /* the close completes: s may go */
+        free(s);
+        return -EADDRINUSE;
+    }
+    struct sockaddr_storage bound;
+    int blen = sizeof bound;
+    uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &blen);
+    s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    uv_check_init(loop, &s->flush);
+    s->flush.data = s;
+    uv_timer_init(loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_start(&s->sweep, on_sweep, H1_SWEEP_MS, H1_SWEEP_MS);
+    uv_unref((uv_handle_t *)&s->sweep);
+    s->open = 3;
+    *out = s;
+    return 0;
+}
+
+int h1_server_port(const struct h1_server *s) { return s->port; }
+
+void h1_server_stop(struct h1_server *s) {
+    if (!s || s->stopping) return;
+    s->stopping = true;
+    while (s->conns) conn_close(s->conns);
+    uv_check_stop(&s->flush);
+    s->flushq = NULL;
+    run_retired(s); /* the flush handle closes now: tell the owners here */
+    uv_timer_stop(&s->sweep);
+    s->listener.data = s->flush.data = s->sweep.data = s;
+    uv_close((uv_handle_t *)&s->listener, handle_closed);
+    uv_close((uv_handle_t *)&s->flush, handle_closed);
+    uv_close((uv_handle_t *)&s->sweep, handle_closed);
+}
+
+void h1_server_free(struct h1_server *s) {
+    if (!s) return;
+    if (!s->stopping) h1_server_stop(s);
+    if (s->open == 0) free(s); /* the loop ran the closes already */
+    else s->free_asked = true;  /* the last close frees it */
+}

@@ -1,0 +1,63 @@
+/* Internals of the HTTP layer shared by its two backends; not for users.
+ *
+ * server.c serves TLS (HTTP/1.1 and HTTP/2 by ALPN) on libwebsockets; h1.c
+ * serves plain HTTP/1.1 (and websocket upgrades) on libuv directly: the
+ * loopback port every controller and kubelet uses. The public functions of
+ * server.h dispatch on the backend a request, stream or deferral carries. */
+#ifndef PELOTON_HTTP_INT_H
+#define PELOTON_HTTP_INT_H
+
+#include "server.h"
+
+enum http_backend { HTTP_BACKEND_LWS = 1, HTTP_BACKEND_H1 = 2 };
+
+/* The first member of both backends' streams and deferrals. */
+struct http_tag {
+    enum http_backend backend;
+};
+
+#define H1_MAX_HEAD 16384     /* request line and headers, bytes */
+#define H1_MAX_HEADERS 100    /* header lines */
+#define H1_DRAIN_MAX (64u << 20) /* an oversized body is read and dropped up to this, then 413 */
+
+struct h1_server;
+int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struct h1_server **out, char *err,
+                    size_t errlen);
+int h1_server_port(const struct h1_server *s);
+/* Stops listening and closes every connection (their streams and deferrals end). */
+void h1_server_stop(struct h1_server *s);
+/* After the loop ran dry. */
+void h1_server_free(struct h1_server *s);
+
+struct http_stream *h1_stream_start(const struct http_request *req, int status, const char *content_type,
+                                    size_t max_buffer, http_stream_close_fn on_close, void *ud);
+int h1_stream_write(struct http_stream *st, const char *data, size_t len);
+void h1_stream_end(struct http_stream *st);
+size_t h1_stream_buffered(const struct http_stream *st);
+struct http_deferred *h1_defer(const struct http_request *req);
+void h1_deferred_reply(struct http_deferred *d, struct http_response *resp);
+void h1_undefer(struct http_deferred *d);
+
+/* Parsing, kept apart from the sockets for the fuzz target (h1_parse.c). */
+struct h1_head {
+    enum http_method method;
+    const char *method_name;
+    char *path;                 /* decoded, NUL-terminated, within the parse arena */
+    int nargs;
+    const char *keys[HTTP_MAX_ARGS], *vals[HTTP_MAX_ARGS];
+    const char *content_type, *accept, *authorization, *upgrade, *connection, *ws_key, *ws_version, *expect;
+    long long content_length;   /* -1: none */
+    bool chunked;               /* Transfer-Encoding given (not served) */
+    bool http10;
+    bool keep_alive;            /* as the version and Connection header say */
+};
+/* Parses a request head (request line and headers, ending with the empty
+ * line) of len bytes at buf, which it changes in place (names, values and
+ * the path are cut out of it). 0, or an HTTP status for the refusal (400,
+ * 431, 505) with a message in err. */
+int h1_parse_head(char *buf, size_t len, struct h1_head *h, char *err, size_t errlen);
+/* Where the head ends in buf[0..len): the offset just past the empty line, 0
+ * while incomplete. */
+size_t h1_head_end(const char *buf, size_t len);
+
+#endif
