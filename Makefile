@@ -12,6 +12,8 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -l
 # kept trimming and regrowing (docs/benchmarks.md). The ASan builds keep the
 # sanitizer's allocator.
 REL_LIBS := $(PKG_LIBS) $(shell pkg-config --libs jemalloc 2>/dev/null || echo -ljemalloc)
+# jemalloc's options (src/rel/malloc_conf.c), linked into release binaries only.
+REL_ALLOC := build/rel/src/rel/malloc_conf.o
 INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Ibuild/gen $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)
@@ -65,11 +67,11 @@ ASAN_BINS := $(BINS:bin/%=build/asan/%)
 
 build: deps $(BINS)
 
-bin/kubelet-sim: build/rel/src/cmd/kubelet_sim.o $(REL_OBJ)
+bin/kubelet-sim: build/rel/src/cmd/kubelet_sim.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin
 	$(CC) -o $@ $^ $(REL_LIBS) -lm
 
-bin/peloton-extender: build/rel/scheduler-extender/main.o $(REL_OBJ)
+bin/peloton-extender: build/rel/scheduler-extender/main.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin
 	$(CC) -o $@ $^ $(REL_LIBS) -lm
 
@@ -79,11 +81,11 @@ build/asan/kubelet-sim: build/asan/src/cmd/kubelet_sim.o $(ASAN_OBJ)
 build/asan/peloton-extender: build/asan/scheduler-extender/main.o $(ASAN_OBJ)
 	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-bin/peloton-sim: build/rel/src/cmd/peloton_sim.o $(REL_OBJ)
+bin/peloton-sim: build/rel/src/cmd/peloton_sim.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin
 	$(CC) -o $@ $^ $(REL_LIBS) -lm
 
-bin/pelotond: build/rel/src/cmd/pelotond.o $(REL_OBJ)
+bin/pelotond: build/rel/src/cmd/pelotond.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin
 	$(CC) -o $@ $^ $(REL_LIBS) -lm
 
@@ -118,9 +120,9 @@ build/asan/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ASAN_CFLAGS) -MMD -MP -c -o $@ $<
 
-build/bench/%: bench/%.c bench/bench.h $(REL_OBJ)
+build/bench/%: bench/%.c bench/bench.h $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_CFLAGS) -Ibench -o $@ $< $(REL_OBJ) $(REL_LIBS) -lm
+	$(CC) $(REL_CFLAGS) -Ibench -o $@ $< $(REL_OBJ) $(REL_ALLOC) $(REL_LIBS) -lm
 
 # Fuzz targets: a replay-and-mutate smoke run under ASan in `make test`,
 # coverage-guided libFuzzer runs (clang) under `make fuzz`.
