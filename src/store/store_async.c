@@ -43,6 +43,10 @@ struct store_async {
     bool closing;
     store_write_hook_fn hook;
     void *hook_ud;
+    /* writes of this turn, sent as one batch per resource from the idle handle */
+    struct op *wq_head, *wq_tail;
+    size_t wq_n;
+    uv_idle_t *batcher; /* freed by its close callback */
 };
 
 void store_async_set_write_hook(struct store_async *a, store_write_hook_fn fn, void *ud) {
@@ -66,8 +70,19 @@ struct op {
     void *fn_ud;
     store_done_fn done;
     void *ud;
+    char expected[24];     /* the compare-and-set's resourceVersion, "" for a create */
+    struct op *qnext;      /* the write queue */
     char err[STORE_ERRMSG_MAX];
     char keys[];
+};
+
+/* A batch of writes sent as one script call. */
+struct batch {
+    struct store_async *a;
+    struct store_cmd cmd; /* kept for a NOSCRIPT resend */
+    bool evaled;
+    size_t n;
+    struct op *ops[];
 };
 
 static void op_free(struct op *o) {
@@ -115,9 +130,12 @@ static void ev_update(struct conn_ev *e) {
     e->polling = want;
 }
 
+static void ev_flush_now(struct conn_ev *e);
+
 /* After the turn's I/O: write what the turn queued, in one go. */
-static void ev_on_flush(uv_check_t *h) {
-    struct conn_ev *e = h->data;
+static void ev_on_flush(uv_check_t *h) { ev_flush_now(h->data); }
+
+static void ev_flush_now(struct conn_ev *e) {
     uv_check_stop(&e->flush);
     if (!e->writing || e->blocked) return;
     redisAsyncHandleWrite(e->ac); /* delWrite when all of it went */
@@ -129,10 +147,22 @@ static void ev_on_flush(uv_check_t *h) {
 
 static void ev_on_poll(uv_poll_t *h, int status, int events) {
     struct conn_ev *e = h->data;
-    if (status < 0 || (events & UV_WRITABLE)) {
+    if (status < 0) { /* a socket error: libuv has stopped the handle already */
+        e->polling = 0;
+        if (!e->connected) { /* a failed connect: hiredis finds out on the write event */
+            e->connected = true;
+            e->blocked = false;
+            redisAsyncHandleWrite(e->ac);
+            return;
+        }
+        redisAsyncHandleRead(e->ac); /* the read fails: hiredis disconnects, failing what is in flight */
+        if (!e->closing) ev_update(e); /* still alive: watch it again */
+        return;
+    }
+    if (events & UV_WRITABLE) {
         if (!e->connected) e->connected = true; /* hiredis completes the connect on this write event */
         e->blocked = false;
-        redisAsyncHandleWrite(e->ac); /* may free the context (a failed connect): e with it */
+        redisAsyncHandleWrite(e->ac); /* may close the context: e goes with the close callbacks */
         return;
     }
     if (events & UV_READABLE) redisAsyncHandleRead(e->ac);
@@ -264,17 +294,25 @@ static int send_get(struct op *o) {
     return send_cmd(o);
 }
 
-/* Encodes o->obj and sends its create or compare-and-set. */
+static void on_batch(uv_idle_t *h);
+
+/* Encodes o->obj and queues its create or compare-and-set for this turn's batch. */
 static int send_write(struct op *o, const char *expected_rv) {
-    int rc = store_blob_encode(&o->a->cfg, &o->a->rng, o->obj, &o->blob, o->err, sizeof o->err);
+    struct store_async *a = o->a;
+    if (a->closing) {
+        snprintf(o->err, sizeof o->err, "redis: the store is closing");
+        return -EIO;
+    }
+    int rc = store_blob_encode(&a->cfg, &a->rng, o->obj, &o->blob, o->err, sizeof o->err);
     if (rc) return rc;
-    store_cmd_free(&o->cmd);
-    if (expected_rv) store_build_cas(&o->cmd, &o->a->cfg, o->res, o->ns, o->name, expected_rv, o->del, &o->blob);
-    else if (o->ns_check) store_build_create_in_ns(&o->cmd, &o->a->cfg, o->res, o->ns, o->name, &o->blob);
-    else store_build_create(&o->cmd, &o->a->cfg, o->res, o->ns, o->name, &o->blob);
+    snprintf(o->expected, sizeof o->expected, "%s", expected_rv ? expected_rv : "");
     o->stage = ST_WRITE;
-    o->evaled = false;
-    return send_cmd(o);
+    o->qnext = NULL;
+    if (a->wq_tail) a->wq_tail->qnext = o;
+    else a->wq_head = o;
+    a->wq_tail = o;
+    if (a->wq_n++ == 0) uv_idle_start(a->batcher, on_batch);
+    return 0;
 }
 
 /* modify: the object was read; ask the caller for the next one and write it. */
@@ -329,26 +367,20 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv) {
         finish(o, -EIO, NULL);
         return;
     }
-    if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) && !o->evaled) {
-        store_cmd_as_eval(&o->cmd); /* EVAL caches the script again */
-        o->evaled = true;
-        int rc = send_cmd(o);
-        if (rc) finish(o, rc, NULL);
+    /* a single command is a read (writes go in batches) */
+    json_t *cur = NULL;
+    int rc = store_decode_get(r, &cur, o->err, sizeof o->err);
+    if (rc == -ENOENT) snprintf(o->err, sizeof o->err, "%s \"%s\" not found", o->res, o->name);
+    if (rc) {
+        finish(o, rc, NULL);
         return;
     }
-    if (o->stage == ST_GET) {
-        json_t *cur = NULL;
-        int rc = store_decode_get(r, &cur, o->err, sizeof o->err);
-        if (rc == -ENOENT) snprintf(o->err, sizeof o->err, "%s \"%s\" not found", o->res, o->name);
-        if (rc) {
-            finish(o, rc, NULL);
-            return;
-        }
-        modify_step(o, cur);
-        return;
-    }
-    uint64_t rv = 0;
-    int rc = store_decode_write(r, o->res, o->name, &rv, o->err, sizeof o->err);
+    modify_step(o, cur);
+}
+
+static void write_done(struct op *o, int rc, uint64_t rv);
+/* A write's outcome: stored, a lost race to run again, or a failure. */
+static void write_done(struct op *o, int rc, uint64_t rv) {
     if (rc == STORE_NO_NAMESPACE) snprintf(o->err, sizeof o->err, "namespaces \"%s\" not found", o->ns);
     if (rc == STORE_ECONFLICT && o->modify && !o->conditional && ++o->attempts < ASYNC_CAS_ATTEMPTS) {
         /* someone wrote in between: read the newer object and run fn on it */
@@ -365,6 +397,106 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv) {
         return;
     }
     written(o, rv);
+}
+
+/* ---- batches ---- */
+
+static void batch_fail(struct batch *b, int rc, const char *msg) {
+    for (size_t i = 0; i < b->n; i++) {
+        snprintf(b->ops[i]->err, sizeof b->ops[i]->err, "%s", msg);
+        finish(b->ops[i], rc, NULL);
+    }
+    store_cmd_free(&b->cmd);
+    free(b);
+}
+
+static void on_batch_reply(redisAsyncContext *ac, void *reply, void *priv);
+
+static int batch_send(struct batch *b) {
+    struct store_async *a = b->a;
+    char err[STORE_ERRMSG_MAX];
+    if (b->cmd.oom) return -ENOMEM;
+    if (a->closing || ensure_conn(a, err, sizeof err)) return -EIO;
+    if (redisAsyncCommandArgv(a->ac, on_batch_reply, b, b->cmd.argc, b->cmd.argv, b->cmd.argvlen) != REDIS_OK)
+        return -EIO;
+    if (a->inflight++ == 0) a->progress_ms = uv_now(a->loop);
+    return 0;
+}
+
+static void on_batch_reply(redisAsyncContext *ac, void *reply, void *priv) {
+    struct batch *b = priv;
+    struct store_async *a = b->a;
+    redisReply *r = reply;
+    a->inflight--;
+    a->progress_ms = uv_now(a->loop);
+    if (!r) {
+        batch_fail(b, -EIO, a->closing ? "redis: the store is closing" : "redis: connection lost");
+        return;
+    }
+    if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) && !b->evaled) {
+        store_cmd_as_eval(&b->cmd); /* EVAL caches the script again */
+        b->evaled = true;
+        if (batch_send(b)) batch_fail(b, -EIO, "redis: cannot resend a batch");
+        return;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        struct op *o = b->ops[i];
+        uint64_t rv = 0;
+        int rc = store_decode_write_batch(r, i, o->res, o->name, &rv, o->err, sizeof o->err);
+        write_done(o, rc, rv);
+    }
+    store_cmd_free(&b->cmd);
+    free(b);
+}
+
+#define BATCH_MAX 256 /* writes per script call: bounds how long Redis runs one */
+
+/* The turn's writes: one script call per resource (BATCH_MAX at most),
+ * sent at once. */
+static void on_batch(uv_idle_t *h) {
+    struct store_async *a = h->data;
+    uv_idle_stop(h);
+    while (a->wq_head) {
+        /* the next resource's writes, in the order they were made */
+        const char *res = a->wq_head->res;
+        struct batch *b = malloc(sizeof *b + BATCH_MAX * sizeof b->ops[0]);
+        struct store_batch_write *w = malloc(BATCH_MAX * sizeof *w);
+        if (b) memset(b, 0, sizeof *b);
+        struct op **pp = &a->wq_head;
+        size_t n = 0;
+        while (*pp && n < BATCH_MAX) {
+            struct op *o = *pp;
+            if (strcmp(o->res, res)) { /* another resource's: its own batch */
+                pp = &o->qnext;
+                continue;
+            }
+            *pp = o->qnext; /* out of the queue */
+            a->wq_n--;
+            if (b && w) {
+                b->ops[n] = o;
+                w[n] = (struct store_batch_write){.op = !o->modify ? 'c' : o->del ? 'd' : 'p', .ns = o->ns,
+                                                  .name = o->name, .expected_rv = o->expected, .blob = &o->blob,
+                                                  .ns_check = o->ns_check};
+                n++;
+            } else {
+                snprintf(o->err, sizeof o->err, "out of memory");
+                finish(o, -ENOMEM, NULL);
+            }
+        }
+        a->wq_tail = NULL;
+        for (struct op *o = a->wq_head; o; o = o->qnext) a->wq_tail = o;
+        if (!b || !w || !n) {
+            free(b);
+            free(w);
+            continue;
+        }
+        b->a = a;
+        b->n = n;
+        store_build_write_batch(&b->cmd, &a->cfg, res, w, n);
+        free(w);
+        if (batch_send(b)) batch_fail(b, -EIO, "redis: cannot send a batch");
+    }
+    if (a->ac && a->ac->ev.data) ev_flush_now(a->ac->ev.data); /* out now: the loop may block next */
 }
 
 static void on_watchdog(uv_timer_t *t) {
@@ -407,6 +539,14 @@ int store_async_open(uv_loop_t *loop, const char *host, int port, const struct s
     a->watchdog->data = a;
     uv_timer_start(a->watchdog, on_watchdog, WATCHDOG_MS, WATCHDOG_MS);
     uv_unref((uv_handle_t *)a->watchdog); /* the loop may end while it runs */
+    a->batcher = malloc(sizeof *a->batcher);
+    if (!a->batcher) {
+        uv_close((uv_handle_t *)a->watchdog, watchdog_closed);
+        free(a);
+        return -ENOMEM;
+    }
+    uv_idle_init(loop, a->batcher);
+    a->batcher->data = a;
     char err[STORE_ERRMSG_MAX];
     if (ensure_conn(a, err, sizeof err)) {
         fprintf(stderr, "level=warn msg=\"%s\"\n", err); /* the next write tries again */
@@ -418,6 +558,16 @@ int store_async_open(uv_loop_t *loop, const char *host, int port, const struct s
 void store_async_close(struct store_async *a) {
     if (!a) return;
     a->closing = true;
+    while (a->wq_head) { /* queued, never sent */
+        struct op *o = a->wq_head;
+        a->wq_head = o->qnext;
+        snprintf(o->err, sizeof o->err, "redis: the store is closing");
+        finish(o, -EIO, NULL);
+    }
+    a->wq_tail = NULL;
+    a->wq_n = 0;
+    uv_idle_stop(a->batcher);
+    uv_close((uv_handle_t *)a->batcher, watchdog_closed);
     if (a->ac) {
         a->ac->data = NULL;
         redisAsyncFree(a->ac); /* in-flight callbacks run now, with no reply */
@@ -428,7 +578,7 @@ void store_async_close(struct store_async *a) {
     free(a);
 }
 
-size_t store_async_inflight(const struct store_async *a) { return a ? a->inflight : 0; }
+size_t store_async_inflight(const struct store_async *a) { return a ? a->inflight + a->wq_n : 0; }
 
 /* A new operation with copies of the key parts; NULL with err on bad input. */
 static struct op *op_new(struct store_async *a, const char *res, const char *ns, const char *name, store_done_fn done,

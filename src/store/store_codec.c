@@ -166,6 +166,42 @@ void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, 
     }
 }
 
+void store_build_write_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                             const struct store_batch_write *w, size_t n) {
+    const char *p = cfg->prefix;
+    cmd_start(c, cfg, STORE_SCRIPT_WRITE_BATCH, 6);
+    push_fmt(c, "%srv", p);
+    push_fmt(c, "%sobj:%s", p, res);
+    push_fmt(c, "%sidx:%s", p, res);
+    push_fmt(c, "%sev:%s", p, res);
+    push_fmt(c, "%sfloor:%s", p, res);
+    push_fmt(c, "%sobj:namespaces", p);
+    push_fmt(c, "%ld", cfg->history_max);
+    push_str(c, cfg->history_exact ? "=" : "~");
+    static const char ops[3][2] = {"c", "p", "d"};
+    for (size_t i = 0; i < n; i++) {
+        push_ref(c, ops[w[i].op == 'c' ? 0 : w[i].op == 'p' ? 1 : 2], 1);
+        push_fmt(c, "%s/%s", w[i].ns, w[i].name);
+        push_str(c, w[i].name);
+        push_str(c, w[i].ns);
+        push_ref(c, w[i].blob->json, w[i].blob->head_len);
+        push_ref(c, w[i].blob->tail, w[i].blob->tail_len);
+        push_str(c, w[i].expected_rv ? w[i].expected_rv : "");
+        push_ref(c, w[i].ns_check ? "1" : "0", 1);
+    }
+}
+
+int store_decode_write_batch(const redisReply *r, size_t i, const char *res, const char *name, uint64_t *rv,
+                             char *err, size_t errlen) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 * i + 2 ||
+        r->element[2 * i]->type != REDIS_REPLY_INTEGER)
+        return store_reply_error(r && r->type == REDIS_REPLY_ERROR ? r : NULL, err, errlen);
+    /* the pair reads as a single write's reply */
+    redisReply *pair[2] = {r->element[2 * i], r->element[2 * i + 1]};
+    redisReply one = {.type = REDIS_REPLY_ARRAY, .elements = 2, .element = pair};
+    return store_decode_write(&one, res, name, rv, err, errlen);
+}
+
 int store_decode_create_batch(const redisReply *r, size_t n, int *rcs, uint64_t *rvs, char *err,
                               size_t errlen) {
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != n)

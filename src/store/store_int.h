@@ -24,6 +24,7 @@ enum store_script {
     STORE_SCRIPT_LIST,
     STORE_SCRIPT_HISTORY,
     STORE_SCRIPT_CREATE_BATCH,
+    STORE_SCRIPT_WRITE_BATCH,
     STORE_NSCRIPTS
 };
 extern const char *const store_scripts[STORE_NSCRIPTS];
@@ -110,6 +111,20 @@ void store_build_current_rv(struct store_cmd *c, const struct store_cfg *cfg);
 void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                               const char *ns, const char *const *names,
                               const struct store_blob *const *blobs, size_t n);
+/* One write of a write batch (store_build_write_batch). */
+struct store_batch_write {
+    char op;              /* 'c' create, 'p' put, 'd' delete */
+    const char *ns, *name, *expected_rv; /* expected_rv: for p and d */
+    const struct store_blob *blob;
+    int ns_check;         /* c: refused unless the namespace exists */
+};
+/* The writes of one resource in one script call. */
+void store_build_write_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                             const struct store_batch_write *w, size_t n);
+/* Result i of a write batch's reply: 0 with *rv, or a store code with err. */
+int store_decode_write_batch(const redisReply *r, size_t i, const char *res, const char *name, uint64_t *rv,
+                             char *err, size_t errlen);
+
 /* Per-item results of a batch: rcs[i] 0 or -EEXIST, rvs[i] the new version. */
 int store_decode_create_batch(const redisReply *r, size_t n, int *rcs, uint64_t *rvs, char *err,
                               size_t errlen);

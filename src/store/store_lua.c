@@ -150,7 +150,45 @@ static const char lua_create_batch[] =
     "trim(KEYS[4], KEYS[5], ARGV[3], ARGV[2])\n"
     "return out\n";
 
+/* KEYS: rv obj idx ev floor nsobj
+ * ARGV: maxlen trim, then per write: op(c|p|d) member name ns head tail expected_rv nscheck(1|0)
+ * -> per write, in order, a pair: {0, rv} | {1, existing rv} | {2, current rv} | {3, ""} | {5, ""}
+ * The writes of a loop turn to one resource, in one call: each is the create
+ * (c) or compare-and-set (p: put, d: delete) the single scripts do, with its
+ * own outcome; the stream is trimmed once at the end. */
+static const char lua_write_batch[] =
+    STORE_LUA_EMIT
+    "local out = {}\n"
+    "for i = 3, #ARGV, 8 do\n"
+    "  local op, member, name, ns = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]\n"
+    "  local cur = redis.call('HGET', KEYS[2], 'v:' .. member)\n"
+    "  local code, val = 0, ''\n"
+    "  if op == 'c' then\n"
+    "    if ARGV[i + 7] == '1' and redis.call('HEXISTS', KEYS[6], 'o:/' .. ns) == 0 then code = 5\n"
+    "    elseif cur then code, val = 1, cur end\n"
+    "  elseif not cur then code = 3\n"
+    "  elseif cur ~= ARGV[i + 6] then code, val = 2, cur end\n"
+    "  if code == 0 then\n"
+    "    val = string.format('%d', redis.call('INCR', KEYS[1]))\n"
+    "    local obj = ARGV[i + 4] .. val .. ARGV[i + 5]\n"
+    "    if op == 'd' then\n"
+    "      emit(KEYS[4], 'DELETED', val, ns, name, obj)\n"
+    "      redis.call('HDEL', KEYS[2], 'o:' .. member, 'v:' .. member)\n"
+    "      redis.call('ZREM', KEYS[3], member)\n"
+    "    else\n"
+    "      emit(KEYS[4], op == 'c' and 'ADDED' or 'MODIFIED', val, ns, name, obj)\n"
+    "      redis.call('HSET', KEYS[2], 'o:' .. member, obj, 'v:' .. member, val)\n"
+    "      if op == 'c' then redis.call('ZADD', KEYS[3], 0, member) end\n"
+    "    end\n"
+    "  end\n"
+    "  out[#out + 1] = code\n"
+    "  out[#out + 1] = val\n"
+    "end\n"
+    "trim(KEYS[4], KEYS[5], ARGV[2], ARGV[1])\n"
+    "return out\n";
+
 const char *const store_scripts[STORE_NSCRIPTS] = {
+    [STORE_SCRIPT_WRITE_BATCH] = lua_write_batch,
     [STORE_SCRIPT_CREATE] = lua_create,
     [STORE_SCRIPT_CAS] = lua_cas,
     [STORE_SCRIPT_LIST] = lua_list,

@@ -374,6 +374,7 @@ TEST(store_async_lost_connection_fails_then_reconnects) {
         int before = g.calls;
         if (store_async_create(e.a, "pods", "default", pod("during"), false, on_done, &g, err, sizeof err) == 0) {
             run_until(&e.loop, &g.calls, before + 1);
+            REQUIRE(g.calls == before + 1); /* every write is answered, a lost connection too */
             if (g.rc == 0) seen = 1;
             else CHECK_I64(g.rc, -EIO);
         } else {
