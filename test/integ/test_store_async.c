@@ -388,3 +388,66 @@ TEST(store_async_lost_connection_fails_then_reconnects) {
     got_free(&g);
     env_stop(&e);
 }
+
+/* ---- batches ---- */
+
+static json_t *cm(const char *name) {
+    return json_pack("{s:s,s:s,s:{s:s},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap", "metadata", "name", name,
+                     "data", "k", "v");
+}
+
+TEST(store_async_batch_spans_resources) {
+    WITH_ENV(e);
+    struct got gp[5] = {0}, gc[5] = {0};
+    char err[256], name[16];
+    for (int i = 0; i < 5; i++) { /* one turn: pods and configmaps interleaved, two batches */
+        snprintf(name, sizeof name, "x%d", i);
+        CHECK_I64(store_async_create(e.a, "pods", "default", pod(name), false, on_done, &gp[i], err, sizeof err), 0);
+        CHECK_I64(store_async_create(e.a, "configmaps", "default", cm(name), false, on_done, &gc[i], err, sizeof err),
+                  0);
+    }
+    run_until(&e.loop, &gc[4].calls, 1);
+    uint64_t seen = 0;
+    for (int i = 0; i < 5; i++) {
+        CHECK_I64(gp[i].rc, 0);
+        CHECK_I64(gc[i].rc, 0);
+        snprintf(name, sizeof name, "x%d", i);
+        CHECK_STR(json_string_value(json_object_get(gp[i].obj, "kind")), "Pod");
+        CHECK_STR(json_string_value(json_object_get(gc[i].obj, "kind")), "ConfigMap");
+        CHECK_STR(json_string_value(json_object_get(json_object_get(gc[i].obj, "metadata"), "name")), name);
+        CHECK_I64(rv_of(gp[i].obj), gp[i].rv);
+        seen |= 1ull << gp[i].rv | 1ull << gc[i].rv;
+    }
+    CHECK_I64(seen, 0x7feull); /* ten writes, versions 1..10, each once */
+    json_t *got = NULL;
+    CHECK_I64(store_get(e.f.store, "configmaps", "default", "x3", &got), 0);
+    CHECK(json_equal(got, gc[3].json));
+    json_decref(got);
+    for (int i = 0; i < 5; i++) got_free(&gp[i]), got_free(&gc[i]);
+    env_stop(&e);
+}
+
+static int delete_first(void *ud, const json_t *cur, json_t **next, char *err, size_t errlen) {
+    struct fnctx *c = ud;
+    c->calls++;
+    if (store_delete(c->racer, "pods", "default", "gone", NULL, NULL, NULL)) c->calls += 100;
+    *next = json_deep_copy(cur);
+    json_object_del(json_object_get(*next, "metadata"), "resourceVersion");
+    json_object_set_new(*next, "status", json_pack("{s:s}", "phase", "Running"));
+    return 0;
+}
+
+TEST(store_async_batch_cas_of_a_deleted_object) {
+    WITH_ENV(e);
+    create_sync(&e, "gone", NULL);
+    struct fnctx c = {.racer = e.f.store};
+    struct got g = {0};
+    char err[256];
+    REQUIRE_I64(store_async_modify(e.a, "pods", "default", "gone", delete_first, &c, on_done, &g, err, sizeof err), 0);
+    run_until(&e.loop, &g.calls, 1);
+    CHECK_I64(c.calls, 1); /* gone between the read and the write: NotFound, not a retry */
+    CHECK_I64(g.rc, -ENOENT);
+    CHECK_HAS(g.err, "not found");
+    got_free(&g);
+    env_stop(&e);
+}
