@@ -308,7 +308,28 @@ static void redis_stats(int port, int pods) {
     if (c) redisFree(c);
 }
 
-static int one_run(int nodes, int pods) {
+/* The figures of a run, reported over several runs (median and spread). */
+enum { F_REG, F_CREATE, F_RUNNING, F_PELOTOND, F_API, F_CTL, F_KSIM, F_REDIS, F_LOAD, F_ALL, NFIGS };
+static const struct {
+    const char *name, *unit, *target;
+} figs[NFIGS] = {
+    [F_REG] = {"kubelet-sim registration", "s", ""},
+    [F_CREATE] = {"create (API)", "pods/s", ""},
+    [F_RUNNING] = {"create -> Running", "pods/s", "(target >= 5000)"},
+    [F_PELOTOND] = {"CPU per pod, pelotond", "us", ""},
+    [F_API] = {"CPU per pod, pelotond API", "us", ""},
+    [F_CTL] = {"CPU per pod, pelotond controllers", "us", ""},
+    [F_KSIM] = {"CPU per pod, kubelet-sim", "us", ""},
+    [F_REDIS] = {"CPU per pod, redis", "us", ""},
+    [F_LOAD] = {"CPU per pod, load + watch", "us", ""},
+    [F_ALL] = {"CPU per pod, all", "us", "(2 cores at 5000 pods/s: 400)"},
+};
+struct run_figs {
+    double v[NFIGS];
+    bool complete;
+};
+
+static int one_run(int nodes, int pods, struct run_figs *out) {
     struct redis_proc rp = {0};
     if (redis_proc_start(&rp, "everysec")) {
         fprintf(stderr, "bench_e2e: cannot start redis-server\n");
@@ -382,28 +403,20 @@ static int one_run(int nodes, int pods) {
     for (int i = 0; i < 4; i++) total += cpu[i] = cpu_us(who[i]) - cpu0[i];
     uint64_t end = r.t_done ? r.t_done : bench_now_ns();
     double secs = (double)(end - r.t0) / 1e9;
-    char name[96];
-    snprintf(name, sizeof name, "e2e kubelet-sim %d nodes: registration", nodes);
-    bench_report(name, reg_s, "s", "");
-    snprintf(name, sizeof name, "e2e %d nodes: create (API)", nodes);
-    bench_report(name, r.t_created ? r.created / ((double)(r.t_created - r.t0) / 1e9) : 0, "pods/s", "");
-    snprintf(name, sizeof name, "e2e %d nodes: create -> Running", nodes);
-    bench_report(name, r.running / secs, "pods/s", "(target >= 5000)");
-    if (r.running > 0) { /* where the machine's two cores went, per pod */
-        static const char *const names[4] = {"pelotond", "kubelet-sim", "redis", "load + watch"};
-        for (int i = 0; i < 4; i++) {
-            snprintf(name, sizeof name, "e2e %d nodes: CPU per pod, %s", nodes, names[i]);
-            bench_report(name, cpu[i] / r.running, "us", "");
-            if (i == 0) {
-                snprintf(name, sizeof name, "e2e %d nodes: CPU per pod, pelotond API", nodes);
-                bench_report(name, api / r.running, "us", "");
-                snprintf(name, sizeof name, "e2e %d nodes: CPU per pod, pelotond controllers", nodes);
-                bench_report(name, (cpu[0] - api) / r.running, "us", "");
-            }
-        }
-        snprintf(name, sizeof name, "e2e %d nodes: CPU per pod, all", nodes);
-        bench_report(name, total / r.running, "us", "(2 cores at 5000 pods/s: 400)");
+    /* the run's figures; main prints them over the runs */
+    out->v[F_REG] = reg_s;
+    out->v[F_CREATE] = r.t_created ? r.created / ((double)(r.t_created - r.t0) / 1e9) : 0;
+    out->v[F_RUNNING] = r.running / secs;
+    if (r.running > 0) {
+        out->v[F_PELOTOND] = cpu[0] / r.running;
+        out->v[F_API] = api / r.running;
+        out->v[F_CTL] = (cpu[0] - api) / r.running;
+        out->v[F_KSIM] = cpu[1] / r.running;
+        out->v[F_REDIS] = cpu[2] / r.running;
+        out->v[F_LOAD] = cpu[3] / r.running;
+        out->v[F_ALL] = total / r.running;
     }
+    out->complete = r.running == pods && !r.timed_out;
     if (r.timed_out || r.create_errs)
         printf("bench e2e %d nodes: %d of %d Running, %d create errors%s\n", nodes, r.running, pods, r.create_errs,
                r.timed_out ? " (timed out)" : "");
@@ -471,11 +484,33 @@ int main(void) {
     if (pods <= 0) pods = 5000;
     const char *nl = getenv("BENCH_E2E_NODES"); /* e.g. "100" for a quick look */
     queue_ops();
-    if (nl) {
-        one_run(atoi(nl), pods);
-    } else {
-        one_run(1000, pods);
-        one_run(5000, pods);
+    const char *rs = getenv("BENCH_E2E_RUNS");
+    int runs = rs ? atoi(rs) : 3;
+    if (runs < 1 || runs > 20) runs = 3;
+    int sizes[2] = {1000, 5000}, nsizes = 2;
+    if (nl) sizes[0] = atoi(nl), nsizes = 1;
+    for (int k = 0; k < nsizes; k++) {
+        struct run_figs f[20];
+        int ok = 0;
+        for (int i = 0; i < runs; i++) {
+            memset(&f[ok], 0, sizeof f[ok]);
+            if (one_run(sizes[k], pods, &f[ok]) == 0 && f[ok].complete) ok++;
+            else printf("bench e2e %d nodes: run %d incomplete\n", sizes[k], i + 1);
+        }
+        for (int j = 0; j < NFIGS && ok; j++) { /* the median, and the spread over the runs */
+            double v[20];
+            for (int i = 0; i < ok; i++) v[i] = f[i].v[j];
+            for (int a = 1; a < ok; a++)
+                for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+                    double t = v[b];
+                    v[b] = v[b - 1];
+                    v[b - 1] = t;
+                }
+            char name[128], target[96];
+            snprintf(name, sizeof name, "e2e %d nodes: %s", sizes[k], figs[j].name);
+            snprintf(target, sizeof target, "[%.4g-%.4g over %d runs] %s", v[0], v[ok - 1], ok, figs[j].target);
+            bench_report(name, v[ok / 2], figs[j].unit, target);
+        }
     }
     return 0;
 }
