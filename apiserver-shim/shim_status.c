@@ -4,12 +4,14 @@
 #include <string.h>
 
 #include "shim.h"
+#include "jparse.h"
 
 void shim_json(struct http_response *resp, int code, json_t *obj) {
     resp->status = code;
     resp->content_type = "application/json";
-    resp->body = json_dumps(obj, JSON_COMPACT);
-    resp->body_len = resp->body ? strlen(resp->body) : 0;
+    size_t len = 0;
+    resp->body = jdump(obj, JSON_COMPACT, &len);
+    resp->body_len = resp->body ? len : 0;
     json_decref(obj);
 }
 

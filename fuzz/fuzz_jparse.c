@@ -1,6 +1,7 @@
 /* Fuzz target: jparse against jansson. For each flag set, jparse_try and
  * json_loadb must accept the same inputs, and what they build must serialize
- * to the same bytes (types, order, values). */
+ * to the same bytes (types, order, values); jdump must write what json_dumps
+ * writes. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,8 +19,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (a) {
             char *sa = json_dumps(a, JSON_COMPACT | JSON_ENCODE_ANY), *sb = json_dumps(b, JSON_COMPACT | JSON_ENCODE_ANY);
             if (!sa || !sb || strcmp(sa, sb) || !json_equal(a, b)) abort();
+            /* jdump writes what json_dumps writes, with and without JSON_ENCODE_ANY */
+            size_t n = 0;
+            char *sc = jdump(a, JSON_COMPACT | JSON_ENCODE_ANY, &n);
+            if (!sc || strcmp(sa, sc) || n != strlen(sa)) abort();
+            char *sd = json_dumps(a, JSON_COMPACT), *se = jdump(a, JSON_COMPACT, NULL);
+            if (!sd != !se || (sd && strcmp(sd, se))) abort();
             free(sa);
             free(sb);
+            free(sc);
+            free(sd);
+            free(se);
         }
         json_decref(a);
         json_decref(b);

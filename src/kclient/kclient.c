@@ -663,7 +663,7 @@ struct kc_req *kc__request(struct kclient *c, const char *method, const char *pa
     r->c = c;
     r->done = done;
     r->ud = ud;
-    if (body && !(r->body = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY))) goto fail;
+    if (body && !(r->body = jdump(body, JSON_COMPACT | JSON_ENCODE_ANY, NULL))) goto fail;
     bool has_body = (body && strcmp(method, "GET") != 0) || !strcmp(method, "POST") || !strcmp(method, "PUT") ||
                     !strcmp(method, "PATCH");
     r->easy = kc__easy_new(c, method, path, content_type, has_body, false, &r->hdrs, r->errbuf);

@@ -319,12 +319,13 @@ int store_blob_encode(const struct store_cfg *cfg, struct store_rng *rng, json_t
             snprintf(err, errlen, "out of memory");
             return -ENOMEM;
         }
-        char *s = json_dumps(obj, JSON_COMPACT);
+        size_t len = 0;
+        char *s = jdump(obj, JSON_COMPACT, &len);
         if (!s) {
             snprintf(err, errlen, "out of memory serializing the object");
             return -ENOMEM;
         }
-        size_t len = strlen(s), toklen = strlen(tok);
+        size_t toklen = strlen(tok);
         if (len - toklen + 22 > cfg->max_object_bytes) {
             snprintf(err, errlen, "Request entity too large: the object is %zu bytes, "
                      "limit is %zu", len, cfg->max_object_bytes);

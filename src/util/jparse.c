@@ -27,8 +27,7 @@ static inline void ws(struct jp *j) {
     while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t')) j->p++;
 }
 
-/* Length of the UTF-8 sequence at p that jansson accepts (0: invalid). */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
+size_t jparse_utf8_len(const unsigned char *p, const unsigned char *end) {
     unsigned c = p[0];
     size_t n;
     uint32_t v;
@@ -91,7 +90,7 @@ static int string(struct jp *j, const char **s, size_t *n, char *stack, char **h
             p++;
             continue;
         }
-        size_t k = utf8_len(p, end);
+        size_t k = jparse_utf8_len(p, end);
         if (!k) return -1;
         p += k;
     }
@@ -115,7 +114,7 @@ static int string(struct jp *j, const char **s, size_t *n, char *stack, char **h
         }
         if (c < 0x20) return -1;
         if (c >= 0x80) {
-            size_t k = utf8_len(p, end);
+            size_t k = jparse_utf8_len(p, end);
             if (!k) return -1;
             memcpy(o + len, p, k);
             len += k;

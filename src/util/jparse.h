@@ -1,4 +1,4 @@
-/* jparse: json_loadb, faster. A parser over the bytes in memory (no stream
+/* jparse: json_loadb and json_dumps, faster. A parser over the bytes in memory (no stream
  * callbacks, ASCII runs of strings copied once) that builds the same jansson
  * values json_loadb builds, for the hot paths: watch events, request bodies,
  * stored objects.
@@ -22,5 +22,17 @@ json_t *jparse_loadb(const char *buf, size_t len, size_t flags, json_error_t *er
 /* The parser alone, without json_loadb behind it: NULL for whatever it
  * refuses (the fuzz target compares this with json_loadb). */
 json_t *jparse_try(const char *buf, size_t len, size_t flags);
+
+/* Length of the UTF-8 sequence at p (p < end) that jansson accepts: no
+ * overlong forms, surrogates or code points past U+10FFFF; 0 when invalid. */
+size_t jparse_utf8_len(const unsigned char *p, const unsigned char *end);
+
+/* json_dumps(v, flags), faster, for JSON_COMPACT with or without
+ * JSON_ENCODE_ANY (other flags: json_dumps is called): the same bytes
+ * (members in insertion order, jansson's escapes, reals formatted by jansson
+ * itself), NULL where it fails (invalid UTF-8 in a string, a scalar without
+ * JSON_ENCODE_ANY, nesting past JSON_PARSER_MAX_DEPTH). *len (may be NULL)
+ * gets the length. The caller frees the result (jdump.c). */
+char *jdump(const json_t *v, size_t flags, size_t *len);
 
 #endif
