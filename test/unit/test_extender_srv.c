@@ -790,14 +790,32 @@ static int64_t score_of(const char *reply, const char *host) {
     return s;
 }
 
+/* The memo tests' cluster: cluster4 with pod "p" of team-a asking for cpu
+ * (known to the model) and the names of its four nodes. */
+struct memo_case {
+    struct ext_core *x;
+    json_t *pod, *names;
+};
+
+static struct memo_case memo_case(const char *cpu) {
+    struct memo_case c = {cluster4(), pod_obj("p", "team-a", cpu, NULL, 0, 1), names_of(ALL, 4)};
+    set_new(c.x, "Pod", json_incref(c.pod));
+    return c;
+}
+
+static void memo_case_free(struct memo_case *c) {
+    json_decref(c->names);
+    json_decref(c->pod);
+    ext_core_free(c->x);
+}
+
 static void bind_b0_on_n1(struct ext_core *x) { set_new(x, "Pod", pod_obj("b0", "team-b", "1", "n1", 0, 0)); }
 
 TEST(ext_srv_memo_prioritize_takes_the_filters_scores) {
-    struct ext_core *x = cluster4();
+    struct memo_case c = memo_case("1");
+    struct ext_core *x = c.x;
+    json_t *pod = c.pod, *names = c.names;
     set_new(x, "Pod", pod_obj("b1", "team-b", "1500m", "n2", 0, 0)); /* n2 fails a 1-cpu pod */
-    json_t *pod = pod_obj("p", "team-a", "1", NULL, 0, 1);
-    set_new(x, "Pod", json_incref(pod));
-    json_t *names = names_of(ALL, 4);
     struct ext_stats st0, st1;
     ext_core_stats(x, &st0);
     /* the three passing nodes' scores come from the filter, and their hosts too */
@@ -806,16 +824,13 @@ TEST(ext_srv_memo_prioritize_takes_the_filters_scores) {
     CHECK_I64(st1.names_reused - st0.names_reused, 1);
     /* the whole list again (a prioritize that names a node the filter failed): it scored n2 as well */
     CHECK_I64(prioritize_checked(x, pod, names, NULL, __LINE__), 4);
-    json_decref(names);
-    json_decref(pod);
-    ext_core_free(x);
+    memo_case_free(&c);
 }
 
 TEST(ext_srv_memo_a_bind_between_filter_and_prioritize) {
-    struct ext_core *x = cluster4();
-    json_t *pod = pod_obj("p", "team-a", "500m", NULL, 0, 1);
-    set_new(x, "Pod", json_incref(pod));
-    json_t *names = names_of(ALL, 4);
+    struct memo_case c = memo_case("500m");
+    struct ext_core *x = c.x;
+    json_t *pod = c.pod, *names = c.names;
     char *old, *now;
     prioritize_checked(x, pod, names, &old, __LINE__);
     /* another pod lands on n1: n1 is scored again, the others still come from the filter */
@@ -834,9 +849,7 @@ TEST(ext_srv_memo_a_bind_between_filter_and_prioritize) {
     filter_only(x, pod, names);
     ext_bind_commit(x, &b);
     CHECK_I64(prioritize_checked(x, pod, names, NULL, __LINE__), 3);
-    json_decref(names);
-    json_decref(pod);
-    ext_core_free(x);
+    memo_case_free(&c);
 }
 
 static json_t *g_other_pod; /* for the next hook */
@@ -890,11 +903,10 @@ static void make_web_stateless(struct ext_core *x) {
 }
 
 TEST(ext_srv_memo_invalidated_by_nodes_pod_and_strategy) {
-    struct ext_core *x = cluster4();
+    struct memo_case c = memo_case("500m");
+    struct ext_core *x = c.x;
+    json_t *pod = c.pod, *names = c.names;
     set_new(x, "Pod", pod_obj("b0", "team-b", "1", "n1", 0, 0));
-    json_t *pod = pod_obj("p", "team-a", "500m", NULL, 0, 1);
-    set_new(x, "Pod", json_incref(pod));
-    json_t *names = names_of(ALL, 4);
     char *old, *now;
     prioritize_checked(x, pod, names, &old, __LINE__);
     /* a node's labels and another's allocatable change between the calls: the fleet is new, nothing is reused */
@@ -920,15 +932,13 @@ TEST(ext_srv_memo_invalidated_by_nodes_pod_and_strategy) {
     /* and from then on the cycle reuses the filter's SPREAD_JOB scores */
     CHECK_I64(cycle_checked(x, web, names, NULL, __LINE__), 4);
     json_decref(web);
-    json_decref(names);
-    json_decref(pod);
-    ext_core_free(x);
+    memo_case_free(&c);
 }
 
 TEST(ext_srv_memo_names_the_filter_did_not_see) {
-    struct ext_core *x = cluster4();
-    json_t *pod = pod_obj("p", "team-a", "500m", NULL, 0, 1);
-    set_new(x, "Pod", json_incref(pod));
+    struct memo_case c = memo_case("500m");
+    struct ext_core *x = c.x;
+    json_t *pod = c.pod;
     static const char *const two[] = {"n1", "n2"}, *const other[] = {"n4", "nx", "n3", "n1", "n5", "n6"};
     json_t *names = names_of(two, 2), *more = names_of(other, 6);
     filter_only(x, pod, names);
@@ -955,6 +965,5 @@ TEST(ext_srv_memo_names_the_filter_did_not_see) {
     json_decref(stranger);
     json_decref(names);
     json_decref(more);
-    json_decref(pod);
-    ext_core_free(x);
+    memo_case_free(&c);
 }
