@@ -9,12 +9,13 @@
  * the indexes and appends the change to the history stream. The key schema and
  * the scripts' contracts are in docs/store.md.
  *
- * Connection: synchronous hiredis for now (one struct store per thread; not
- * thread-safe). A call whose connection breaks fails with -EIO and is not
- * resent (a write's outcome is then unknown); the next call reconnects and
- * loads the scripts again. The async libuv path will send the same scripts with the same
- * argument layout: building arguments and decoding replies live in
- * store_codec.c, independent of any connection (see store_int.h).
+ * Connections: struct store is synchronous hiredis (one per thread; not
+ * thread-safe); struct store_async (below) pipelines on a libuv loop. A call
+ * whose connection breaks fails with -EIO and is not resent (a write's
+ * outcome is then unknown); the next call reconnects and loads the scripts
+ * again. Both send the same scripts with the same argument layout: building
+ * arguments and decoding replies live in store_codec.c, independent of any
+ * connection (see store_int.h).
  *
  * Errors: functions return 0 or a negative code and leave a one-line message
  * for store_errmsg():

@@ -3,8 +3,14 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "server.h"
@@ -23,6 +29,21 @@ struct srv {
 static void stream_closed_cb(void *ud) {
     struct srv *s = ud;
     s->stream_closes++;
+}
+
+/* A deferred reply, answered from a timer on the server's loop. */
+struct later {
+    uv_timer_t t;
+    struct http_deferred *d;
+};
+static void later_closed(uv_handle_t *h) { free(h->data); }
+static void later_fire(uv_timer_t *t) {
+    struct later *l = t->data;
+    struct http_response r = {.status = 200, .content_type = "text/plain"};
+    r.body = strdup("deferred");
+    r.body_len = strlen(r.body);
+    http_deferred_reply(l->d, &r);
+    uv_close((uv_handle_t *)&l->t, later_closed);
 }
 
 /* Echoes the request as JSON; paths pick special behaviour. */
@@ -60,6 +81,20 @@ static void echo_handler(void *ud, const struct http_request *req, struct http_r
         int rc1 = http_stream_write(st, "0123456789", 10);
         int rc2 = http_stream_write(st, "0123456789abcdefghijklmnopqrstuvwxyz0123", 40);
         if (rc1 != 0 || rc2 != -ENOBUFS) s->stream_closes += 100; /* makes the test fail */
+        return;
+    }
+    if (!strcmp(req->path, "/defer")) { /* answered 20 ms later from a timer */
+        json_decref(o);
+        struct later *l = calloc(1, sizeof *l);
+        l->d = http_defer(req);
+        if (!l->d) {
+            free(l);
+            resp->status = 500;
+            return;
+        }
+        uv_timer_init(&s->loop, &l->t);
+        l->t.data = l;
+        uv_timer_start(&l->t, later_fire, 20, 0);
         return;
     }
     if (!strcmp(req->path, "/missing")) resp->status = 404;
@@ -310,4 +345,227 @@ TEST(http_stream_chunks_end_and_keepalive) {
     curl_easy_cleanup(c);
     srv_stop(&s);
     CHECK_I64(s.stream_closes, 2); /* once per stream, whatever ended it */
+}
+
+/* ---- the plain HTTP/1.1 backend byte for byte, over a raw socket ---- */
+
+static int raw_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool raw_send(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0) return false;
+        p += w, n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Reads into b until it holds `want` occurrences of needle, the peer closes
+ * (*closed) or 5 s pass. */
+static void raw_read(int fd, struct buf *b, const char *needle, int want, bool *closed) {
+    if (closed) *closed = false;
+    for (int rounds = 0; rounds < 1000; rounds++) {
+        int have = 0;
+        for (const char *q = b->p; q && (q = strstr(q, needle)); q++) have++;
+        if (needle && have >= want) return;
+        char tmp[65536];
+        ssize_t r = recv(fd, tmp, sizeof tmp, 0);
+        if (r <= 0) {
+            if (closed) *closed = r == 0;
+            return;
+        }
+        on_data(tmp, 1, (size_t)r, b);
+    }
+}
+
+/* Whether the server closed fd (a read sees the end within 5 s). */
+static bool raw_closed(int fd) {
+    char tmp[4096];
+    for (int i = 0; i < 100; i++) {
+        ssize_t r = recv(fd, tmp, sizeof tmp, 0);
+        if (r == 0) return true;
+        if (r < 0) return false;
+    }
+    return false;
+}
+
+TEST(http_h1_pipelined_replies_keep_order_across_a_deferral) {
+    struct srv s;
+    REQUIRE(srv_start(&s, 0) == 0);
+    int fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    static const char three[] = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+                                "GET /defer HTTP/1.1\r\nHost: x\r\n\r\n"
+                                "GET /b HTTP/1.1\r\nHost: x\r\n\r\n";
+    CHECK(raw_send(fd, three, sizeof three - 1));
+    struct buf b = {0};
+    raw_read(fd, &b, "HTTP/1.1 200", 3, NULL);
+    REQUIRE(b.p);
+    const char *a = strstr(b.p, "\"path\":\"/a\""), *d = strstr(b.p, "deferred"), *c = strstr(b.p, "\"path\":\"/b\"");
+    CHECK(a && d && c && a < d && d < c); /* the deferred answer holds back the one behind it */
+    /* the connection stays usable afterwards */
+    free(b.p);
+    b = (struct buf){0};
+    CHECK(raw_send(fd, "GET /c HTTP/1.1\r\nHost: x\r\n\r\n", 28));
+    raw_read(fd, &b, "\"path\":\"/c\"", 1, NULL);
+    CHECK_HAS(b.p, "\"path\":\"/c\"");
+    free(b.p);
+    close(fd);
+    srv_stop(&s);
+    CHECK_I64(s.requests, 4);
+}
+
+TEST(http_h1_bad_heads_get_status_and_close) {
+    struct srv s;
+    REQUIRE(srv_start(&s, 0) == 0);
+    struct {
+        const char *what;
+        char *req;
+        const char *status, *reason;
+    } cases[4] = {
+        {"malformed request line", strdup("BLAH\r\n\r\n"), "HTTP/1.1 400", "BadRequest"},
+        {"Content-Length not a number", strdup("POST /x HTTP/1.1\r\nContent-Length: 1x\r\n\r\n"), "HTTP/1.1 400",
+         "BadRequest"},
+        {"head over 16 KiB", NULL, "HTTP/1.1 431", "RequestHeaderFieldsTooLarge"},
+        {"over 100 header lines", NULL, "HTTP/1.1 431", "RequestHeaderFieldsTooLarge"},
+    };
+    size_t n = 20000;
+    cases[2].req = malloc(n + 64);
+    int k = snprintf(cases[2].req, 64, "GET /x HTTP/1.1\r\nX-Big: ");
+    memset(cases[2].req + k, 'a', n);
+    strcpy(cases[2].req + k + n, "\r\n\r\n");
+    cases[3].req = malloc(120 * 16 + 64);
+    k = snprintf(cases[3].req, 64, "GET /x HTTP/1.1\r\n");
+    for (int i = 0; i < 120; i++) k += sprintf(cases[3].req + k, "X-H%03d: v\r\n", i);
+    strcpy(cases[3].req + k, "\r\n");
+    for (int i = 0; i < 4; i++) {
+        int fd = raw_connect(s.port);
+        REQUIRE(fd >= 0);
+        raw_send(fd, cases[i].req, strlen(cases[i].req));
+        struct buf b = {0};
+        bool closed = false;
+        raw_read(fd, &b, "\r\n\r\n{", 1, &closed);
+        raw_read(fd, &b, "}", 1, &closed);
+        if (!b.p || strncmp(b.p, cases[i].status, strlen(cases[i].status)))
+            test_fail(__FILE__, __LINE__, "%s: got %.60s", cases[i].what, b.p ? b.p : "(nothing)");
+        CHECK_HAS(b.p, cases[i].reason);
+        CHECK(closed || raw_closed(fd));
+        free(b.p);
+        free(cases[i].req);
+        close(fd);
+    }
+    srv_stop(&s);
+    CHECK_I64(s.requests, 0); /* the handler never saw them */
+}
+
+TEST(http_h1_expect_continue_and_oversized_body_keepalive) {
+    struct srv s;
+    REQUIRE(srv_start(&s, 1024) == 0);
+    int fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    /* 100-continue: the interim answer comes before the body is sent */
+    static const char head[] = "POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
+    CHECK(raw_send(fd, head, sizeof head - 1));
+    struct buf b = {0};
+    raw_read(fd, &b, "\r\n\r\n", 1, NULL);
+    CHECK_STR(b.p, "HTTP/1.1 100 Continue\r\n\r\n");
+    CHECK(raw_send(fd, "hello", 5));
+    raw_read(fd, &b, "\"bodyLen\":5", 1, NULL);
+    CHECK_HAS(b.p, "\"body\":\"hello\"");
+    free(b.p);
+    b = (struct buf){0};
+    /* a body over max_body is read and dropped: 413, and the pipelined request behind it is served */
+    char big[4096 + 256];
+    int k = snprintf(big, 256, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n");
+    memset(big + k, 'z', 4096);
+    CHECK(raw_send(fd, big, (size_t)k + 4096));
+    CHECK(raw_send(fd, "GET /after HTTP/1.1\r\nHost: x\r\n\r\n", 32));
+    raw_read(fd, &b, "\"path\":\"/after\"", 1, NULL);
+    REQUIRE(b.p);
+    CHECK(!strncmp(b.p, "HTTP/1.1 413", 12));
+    CHECK_HAS(b.p, "RequestEntityTooLarge");
+    CHECK_HAS(b.p, "\"path\":\"/after\"");
+    free(b.p);
+    close(fd);
+    srv_stop(&s);
+    CHECK_I64(s.requests, 2); /* /x with its body, /after; never the oversized one */
+}
+
+/* A server frame: opcode and payload; returns the bytes used, 0 when incomplete. */
+static size_t ws_parse(const unsigned char *p, size_t n, int *op, const unsigned char **pl, size_t *len) {
+    if (n < 2) return 0;
+    *op = p[0] & 0x0f;
+    size_t l = p[1] & 0x7f, hl = 2;
+    if (p[1] & 0x80) return 0; /* a server never masks */
+    if (l == 126) {
+        if (n < 4) return 0;
+        l = (size_t)p[2] << 8 | p[3], hl = 4;
+    }
+    if (n < hl + l) return 0;
+    *pl = p + hl, *len = l;
+    return hl + l;
+}
+
+TEST(http_h1_websocket_handshake_messages_and_close) {
+    struct srv s;
+    REQUIRE(srv_start(&s, 0) == 0);
+    int fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    /* RFC 6455's own example key and accept value */
+    static const char up[] = "GET /stream?watch=1 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+    CHECK(raw_send(fd, up, sizeof up - 1));
+    struct buf b = {0};
+    bool closed = false;
+    raw_read(fd, &b, "\x88\x02", 1, &closed); /* up to the close frame the stream's end sends */
+    REQUIRE(b.p);
+    CHECK(!strncmp(b.p, "HTTP/1.1 101", 12));
+    CHECK_HAS(b.p, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    const char *f = strstr(b.p, "\r\n\r\n");
+    REQUIRE(f);
+    const unsigned char *p = (const unsigned char *)f + 4, *end = (const unsigned char *)b.p + b.n;
+    int texts = 0, closes = 0;
+    char got[128] = "";
+    while (p < end) {
+        int op;
+        const unsigned char *pl;
+        size_t len, used = ws_parse(p, (size_t)(end - p), &op, &pl, &len);
+        if (!used) break;
+        if (op == 1) {
+            texts++;
+            strncat(got, (const char *)pl, len < 40 ? len : 40);
+        }
+        if (op == 8) closes++;
+        p += used;
+    }
+    CHECK_I64(texts, 3); /* one message per stream write */
+    CHECK_STR(got, "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n");
+    CHECK_I64(closes, 1);
+    free(b.p);
+    close(fd);
+
+    /* an upgrade without a key is refused; a version other than 13 too */
+    static const char bad[] = "GET /stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                              "Sec-WebSocket-Version: 13\r\n\r\n";
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    CHECK(raw_send(fd, bad, sizeof bad - 1));
+    b = (struct buf){0};
+    raw_read(fd, &b, "}", 1, NULL);
+    CHECK(b.p && !strncmp(b.p, "HTTP/1.1 400", 12));
+    free(b.p);
+    close(fd);
+    srv_stop(&s);
+    CHECK_I64(s.stream_closes, 1);
 }
