@@ -120,7 +120,7 @@ build/asan/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ASAN_CFLAGS) -MMD -MP -c -o $@ $<
 
-build/bench/%: bench/%.c bench/bench.h $(REL_OBJ) $(REL_ALLOC)
+build/bench/%: bench/%.c bench/bench.h bench/bench_proc.h $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) -Ibench -o $@ $< $(REL_OBJ) $(REL_ALLOC) $(REL_LIBS) -lm
 

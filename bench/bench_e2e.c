@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "bench.h"
+#include "bench_proc.h"
 #include "kclient.h"
 #include "redis_proc.h"
 
@@ -36,42 +37,6 @@ struct run {
     bool timed_out;
     struct lconn *conns;
 };
-
-static pid_t spawn(char *const argv[], const char *log) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-static void stop(pid_t pid) {
-    if (pid <= 0) return;
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 100; i++) {
-        if (waitpid(pid, NULL, WNOHANG) == pid) return;
-        usleep(50000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
-
-static bool file_has(const char *path, const char *needle) {
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return strstr(buf, needle) != NULL;
-}
 
 /* The load: pods created over raw keep-alive HTTP/1.1 connections, one
  * request in flight on each (as libcurl does), bodies formatted with
@@ -337,26 +302,11 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     }
     char dir[] = "/tmp/bench-e2e-XXXXXX";
     if (!mkdtemp(dir)) return -1;
-    char redis_arg[64], port_file[64], port_arg[96], log1[96], log2[96], server[64], nodes_arg[32];
-    snprintf(redis_arg, sizeof redis_arg, "--redis=127.0.0.1:%d", rp.port);
-    snprintf(port_file, sizeof port_file, "%s/port", dir);
-    snprintf(port_arg, sizeof port_arg, "--port-file=%s", port_file);
-    snprintf(log1, sizeof log1, "%s/pelotond.log", dir);
+    char log2[96], server[64], nodes_arg[32];
     snprintf(log2, sizeof log2, "%s/kubelet-sim.log", dir);
-    char *pargv[] = {"bin/pelotond", "--port=0", port_arg, redis_arg, "--crds=crds", "--roles=all", NULL};
-    pid_t pd = spawn(pargv, log1);
-    int port = 0;
-    for (int i = 0; i < 200 && !port; i++) {
-        FILE *f = fopen(port_file, "r");
-        if (f) {
-            if (fscanf(f, "%d", &port) != 1) port = 0;
-            fclose(f);
-        }
-        if (!port) usleep(50000);
-    }
+    pid_t pd = 0;
+    int port = bench_start_pelotond(dir, rp.port, "--roles=all", &pd);
     if (!port) {
-        fprintf(stderr, "bench_e2e: pelotond did not start (%s)\n", log1);
-        stop(pd);
         redis_proc_destroy(&rp);
         return -1;
     }
@@ -365,8 +315,8 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     char *kargv[] = {"bin/kubelet-sim", server, nodes_arg, "--cpu=64", "--memory=256Gi", "--pods=500", "--quiet",
                      NULL};
     uint64_t t_reg = bench_now_ns();
-    pid_t ks = spawn(kargv, log2);
-    for (int i = 0; i < 1200 && !file_has(log2, "nodes registered"); i++) usleep(50000);
+    pid_t ks = bench_spawn(kargv, log2);
+    for (int i = 0; i < 1200 && !bench_file_has(log2, "nodes registered"); i++) usleep(50000);
     double reg_s = (double)(bench_now_ns() - t_reg) / 1e9;
 
     struct run r = {.loop = uv_default_loop(), .total = pods, .port = port};
@@ -433,8 +383,8 @@ out_cfg:
 out:
     free(r.seen);
     free(r.conns);
-    stop(ks);
-    stop(pd);
+    bench_stop(ks);
+    bench_stop(pd);
     redis_proc_destroy(&rp);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -1,0 +1,83 @@
+/* Child processes for the benchmarks that run the real daemons (bench_e2e,
+ * bench_watch): start one with its output in a log, stop it, and start
+ * pelotond on a free loopback port. Header-only, like bench.h. */
+#ifndef PELOTON_BENCH_PROC_H
+#define PELOTON_BENCH_PROC_H
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* fork + exec argv[0] with stdout and stderr in log; the child dies with us. */
+static inline pid_t bench_spawn(char *const argv[], const char *log) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* SIGTERM, then SIGKILL after 5 s. */
+static inline void bench_stop(pid_t pid) {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 100; i++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid) return;
+        usleep(50000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* Whether the first 8 KiB of the file at path contain needle. */
+static inline bool bench_file_has(const char *path, const char *needle) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, needle) != NULL;
+}
+
+/* Starts bin/pelotond with roles (e.g. "--roles=all") against Redis on
+ * redis_port, logging into dir/pelotond.log; waits up to 10 s for its port.
+ * Returns the port (and *pid), or 0 after stopping what it started. */
+static inline int bench_start_pelotond(const char *dir, int redis_port, const char *roles, pid_t *pid) {
+    char redis_arg[64], port_file[256], port_arg[288], log[256];
+    snprintf(redis_arg, sizeof redis_arg, "--redis=127.0.0.1:%d", redis_port);
+    snprintf(port_file, sizeof port_file, "%s/port", dir);
+    snprintf(port_arg, sizeof port_arg, "--port-file=%s", port_file);
+    snprintf(log, sizeof log, "%s/pelotond.log", dir);
+    char *argv[] = {"bin/pelotond", "--port=0", port_arg, redis_arg, "--crds=crds", (char *)roles, NULL};
+    *pid = bench_spawn(argv, log);
+    int port = 0;
+    for (int i = 0; i < 200 && !port; i++) {
+        FILE *f = fopen(port_file, "r");
+        if (f) {
+            if (fscanf(f, "%d", &port) != 1) port = 0;
+            fclose(f);
+        }
+        if (!port) usleep(50000);
+    }
+    if (!port) {
+        fprintf(stderr, "bench: pelotond did not start (%s)\n", log);
+        bench_stop(*pid);
+        *pid = 0;
+    }
+    return port;
+}
+
+#endif
