@@ -353,22 +353,28 @@ void shim_write_create(struct shim *s, const struct shim_resource *r, const char
     run_write(w, obj, req, resp);
 }
 
-void shim_write_replace(struct shim *s, const struct shim_resource *r, const char *ns, const char *name, json_t *obj,
-                        const struct http_request *req, struct http_response *resp) {
-    struct write_req *w = write_new(s, r, WK_REPLACE, ns, name, 200, obj);
-    if (!w) shim_status(resp, 500, "InternalError", NULL, "out of memory");
-    else run_write(w, NULL, req, resp);
-}
-
-void shim_write_patch(struct shim *s, const struct shim_resource *r, const char *ns, const char *name, json_t *patch,
-                      shim_patch_fn apply, const struct http_request *req, struct http_response *resp) {
-    struct write_req *w = write_new(s, r, WK_PATCH, ns, name, 200, patch);
+/* A write of an existing object answered 200: body is the new object
+ * (replace) or the patch that apply applies (patch, status). Takes body. */
+static void start_update(struct shim *s, const struct shim_resource *r, enum write_kind kind, const char *ns,
+                         const char *name, json_t *body, shim_patch_fn apply, const struct http_request *req,
+                         struct http_response *resp) {
+    struct write_req *w = write_new(s, r, kind, ns, name, 200, body);
     if (!w) {
         shim_status(resp, 500, "InternalError", NULL, "out of memory");
         return;
     }
     w->apply = apply;
     run_write(w, NULL, req, resp);
+}
+
+void shim_write_replace(struct shim *s, const struct shim_resource *r, const char *ns, const char *name, json_t *obj,
+                        const struct http_request *req, struct http_response *resp) {
+    start_update(s, r, WK_REPLACE, ns, name, obj, NULL, req, resp);
+}
+
+void shim_write_patch(struct shim *s, const struct shim_resource *r, const char *ns, const char *name, json_t *patch,
+                      shim_patch_fn apply, const struct http_request *req, struct http_response *resp) {
+    start_update(s, r, WK_PATCH, ns, name, patch, apply, req, resp);
 }
 
 json_t *shim_patch_preview(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
@@ -418,13 +424,7 @@ void shim_write_status(struct shim *s, const struct shim_resource *r, const char
             return;
         }
     }
-    struct write_req *w = write_new(s, r, WK_STATUS, ns, name, 200, body);
-    if (!w) {
-        shim_status(resp, 500, "InternalError", NULL, "out of memory");
-        return;
-    }
-    w->apply = apply;
-    run_write(w, NULL, req, resp);
+    start_update(s, r, WK_STATUS, ns, name, body, apply, req, resp);
 }
 
 void shim_write_binding(struct shim *s, const struct shim_resource *pods, const char *ns, const char *name,

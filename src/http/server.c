@@ -404,6 +404,19 @@ static int chunk_sent(struct lws *wsi, struct http_stream *st) {
     return 0;
 }
 
+/* Frames a chunk for HTTP/1.1 chunked encoding in place, "<hex>\r\n<data>\r\n",
+ * the hex just before the data (the chunk keeps room for it). Returns where
+ * the framed bytes start; *n is their length. */
+static unsigned char *frame_h1_chunk(struct chunk *ch, size_t *n) {
+    unsigned char *data = ch->buf + LWS_PRE + 16;
+    char hex[20];
+    int hl = snprintf(hex, sizeof hex, "%zx\r\n", ch->len);
+    memcpy(data - hl, hex, (size_t)hl);
+    memcpy(data + ch->len, "\r\n", 2);
+    *n = (size_t)hl + ch->len + 2;
+    return data - hl;
+}
+
 /* One chunk (or one frame's worth of it) per writeable callback: lws allows
  * one write each. */
 static int stream_writeable(struct lws *wsi, struct http_conn *c) {
@@ -429,14 +442,8 @@ static int stream_writeable(struct lws *wsi, struct http_conn *c) {
         return chunk_sent(wsi, st);
     }
     if (ch) {
-        /* h1: frame "<hex>\r\n<data>\r\n" in place, the hex just before the
-         * data (the chunk keeps room for it) */
-        char hex[20];
-        int hl = snprintf(hex, sizeof hex, "%zx\r\n", ch->len);
-        unsigned char *start = data - hl;
-        memcpy(start, hex, (size_t)hl);
-        memcpy(data + ch->len, "\r\n", 2);
-        size_t n = (size_t)hl + ch->len + 2;
+        size_t n;
+        unsigned char *start = frame_h1_chunk(ch, &n);
         if (lws_write(wsi, start, n, LWS_WRITE_HTTP) != (int)n) return -1;
         return chunk_sent(wsi, st);
     }
@@ -465,13 +472,8 @@ static void flush_dirty(uv_check_t *h) {
         if (st->closing || st->ended) continue; /* WRITEABLE was asked for: it finishes there */
         while (st->head) {
             struct chunk *ch = st->head;
-            unsigned char *data = ch->buf + LWS_PRE + 16;
-            char hex[20];
-            int hl = snprintf(hex, sizeof hex, "%zx\r\n", ch->len);
-            unsigned char *start = data - hl;
-            memcpy(start, hex, (size_t)hl);
-            memcpy(data + ch->len, "\r\n", 2);
-            size_t n = (size_t)hl + ch->len + 2;
+            size_t n;
+            unsigned char *start = frame_h1_chunk(ch, &n);
             if (lws_write(st->wsi, start, n, LWS_WRITE_HTTP) != (int)n) { /* broken: close on WRITEABLE */
                 st->closing = true;
                 lws_callback_on_writable(st->wsi);

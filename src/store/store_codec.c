@@ -92,47 +92,47 @@ static void cmd_start(struct store_cmd *c, const struct store_cfg *cfg, enum sto
 
 /* KEYS rv obj idx ev floor and ARGV member name ns head tail maxlen trim:
  * the common prefix of create and cas. */
-static void push_write(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
-                       const char *ns, const char *name, const struct store_blob *b) {
+/* KEYS every write script starts with: the counter and the resource's
+ * hash, index, stream and floor. */
+static void push_res_keys(struct store_cmd *c, const struct store_cfg *cfg, const char *res) {
     const char *p = cfg->prefix;
     push_fmt(c, "%srv", p);
     push_fmt(c, "%sobj:%s", p, res);
     push_fmt(c, "%sidx:%s", p, res);
     push_fmt(c, "%sev:%s", p, res);
     push_fmt(c, "%sfloor:%s", p, res);
+}
+
+/* ARGV maxlen trim: how the stream is trimmed. */
+static void push_trim(struct store_cmd *c, const struct store_cfg *cfg) {
+    push_fmt(c, "%ld", cfg->history_max);
+    push_str(c, cfg->history_exact ? "=" : "~");
+}
+
+/* ARGV member name ns head tail maxlen trim of the single-object scripts. */
+static void push_write_args(struct store_cmd *c, const struct store_cfg *cfg, const char *ns, const char *name,
+                            const struct store_blob *b) {
     push_fmt(c, "%s/%s", ns, name);
     push_str(c, name);
     push_str(c, ns);
     push_ref(c, b->json, b->head_len);
     push_ref(c, b->tail, b->tail_len);
-    push_fmt(c, "%ld", cfg->history_max);
-    push_str(c, cfg->history_exact ? "=" : "~");
+    push_trim(c, cfg);
 }
 
 void store_build_create(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                         const char *ns, const char *name, const struct store_blob *b) {
     cmd_start(c, cfg, STORE_SCRIPT_CREATE, 5);
-    push_write(c, cfg, res, ns, name, b);
+    push_res_keys(c, cfg, res);
+    push_write_args(c, cfg, ns, name, b);
 }
 
 void store_build_create_in_ns(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                               const char *ns, const char *name, const struct store_blob *b) {
     cmd_start(c, cfg, STORE_SCRIPT_CREATE, 6);
-    /* the sixth key goes after the five of push_write: build them in order */
-    const char *p = cfg->prefix;
-    push_fmt(c, "%srv", p);
-    push_fmt(c, "%sobj:%s", p, res);
-    push_fmt(c, "%sidx:%s", p, res);
-    push_fmt(c, "%sev:%s", p, res);
-    push_fmt(c, "%sfloor:%s", p, res);
-    push_fmt(c, "%sobj:namespaces", p);
-    push_fmt(c, "%s/%s", ns, name);
-    push_str(c, name);
-    push_str(c, ns);
-    push_ref(c, b->json, b->head_len);
-    push_ref(c, b->tail, b->tail_len);
-    push_fmt(c, "%ld", cfg->history_max);
-    push_str(c, cfg->history_exact ? "=" : "~");
+    push_res_keys(c, cfg, res);
+    push_fmt(c, "%sobj:namespaces", cfg->prefix);
+    push_write_args(c, cfg, ns, name, b);
     push_fmt(c, "o:/%s", ns);
 }
 
@@ -140,7 +140,8 @@ void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const cha
                      const char *ns, const char *name, const char *expected_rv, int del,
                      const struct store_blob *b) {
     cmd_start(c, cfg, STORE_SCRIPT_CAS, 5);
-    push_write(c, cfg, res, ns, name, b);
+    push_res_keys(c, cfg, res);
+    push_write_args(c, cfg, ns, name, b);
     push_str(c, expected_rv);
     push_str(c, del ? "del" : "put");
 }
@@ -148,16 +149,10 @@ void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const cha
 void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                               const char *ns, const char *const *names,
                               const struct store_blob *const *blobs, size_t n) {
-    const char *p = cfg->prefix;
     cmd_start(c, cfg, STORE_SCRIPT_CREATE_BATCH, 5);
-    push_fmt(c, "%srv", p);
-    push_fmt(c, "%sobj:%s", p, res);
-    push_fmt(c, "%sidx:%s", p, res);
-    push_fmt(c, "%sev:%s", p, res);
-    push_fmt(c, "%sfloor:%s", p, res);
+    push_res_keys(c, cfg, res);
     push_str(c, ns);
-    push_fmt(c, "%ld", cfg->history_max);
-    push_str(c, cfg->history_exact ? "=" : "~");
+    push_trim(c, cfg);
     for (size_t i = 0; i < n; i++) {
         push_fmt(c, "%s/%s", ns, names[i]);
         push_str(c, names[i]);
@@ -168,16 +163,10 @@ void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, 
 
 void store_build_write_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                              const struct store_batch_write *w, size_t n) {
-    const char *p = cfg->prefix;
     cmd_start(c, cfg, STORE_SCRIPT_WRITE_BATCH, 6);
-    push_fmt(c, "%srv", p);
-    push_fmt(c, "%sobj:%s", p, res);
-    push_fmt(c, "%sidx:%s", p, res);
-    push_fmt(c, "%sev:%s", p, res);
-    push_fmt(c, "%sfloor:%s", p, res);
-    push_fmt(c, "%sobj:namespaces", p);
-    push_fmt(c, "%ld", cfg->history_max);
-    push_str(c, cfg->history_exact ? "=" : "~");
+    push_res_keys(c, cfg, res);
+    push_fmt(c, "%sobj:namespaces", cfg->prefix);
+    push_trim(c, cfg);
     static const char ops[3][2] = {"c", "p", "d"};
     for (size_t i = 0; i < n; i++) {
         push_ref(c, ops[w[i].op == 'c' ? 0 : w[i].op == 'p' ? 1 : 2], 1);
