@@ -97,12 +97,15 @@ struct h1_conn {
     bool writing;
     struct http_stream *stream;
     struct http_deferred *deferred;
+    bool serving;     /* serve() runs: an answer finished inside it leaves the next request to its loop */
+    bool handed_off;  /* the handler opened a stream or deferred: its answer is theirs, even if already over */
     struct h1_conn *prev, *next;   /* all connections */
     struct h1_conn *fnext;         /* flush list */
 };
 
 static void conn_close(struct h1_conn *c);
 static void serve(struct h1_conn *c);
+static void serve_loop(struct h1_conn *c);
 static void flush_out(struct h1_conn *c);
 
 /* ---- output ---- */
@@ -388,12 +391,9 @@ static void dispatch(struct h1_conn *c, bool ws) {
     };
     struct http_response resp = {.status = 200, .content_type = "application/json"};
     if (!ws) c->state = S_BUSY; /* until the handler says otherwise; a websocket stays one */
+    c->handed_off = false;
     s->cfg.handler(s->cfg.ud, &req, &resp);
-    if (c->state == S_CLOSING) {
-        free(resp.body);
-        return;
-    }
-    if (c->stream || c->deferred) {
+    if (c->state == S_CLOSING || c->handed_off) { /* a stream or deferral answers (it may be over already) */
         free(resp.body);
         return;
     }
@@ -435,8 +435,18 @@ static void upgrade(struct h1_conn *c) {
     if (c->state != S_CLOSING) flush_out(c);
 }
 
-/* Serves what c->in holds: heads, bodies, pipelined requests. */
+/* Serves what c->in holds: heads, bodies, pipelined requests. An answer
+ * completed while this runs (respond, a stream ended or a reply deferred
+ * inside its handler) calls serve again: that call returns at once and this
+ * loop takes the next request, so pipelined requests never nest. */
 static void serve(struct h1_conn *c) {
+    if (c->serving) return;
+    c->serving = true;
+    serve_loop(c);
+    c->serving = false;
+}
+
+static void serve_loop(struct h1_conn *c) {
     for (int guard = 0; guard < 1024 && c->state != S_CLOSING; guard++) {
         if (c->state == S_WS) {
             ws_read(c);
@@ -665,6 +675,7 @@ struct http_stream *h1_stream_start(const struct http_request *req, int status, 
         c->state = S_STREAM;
     }
     c->stream = st;
+    c->handed_off = true;
     flush_out(c); /* the head (or the handshake) goes at once: a client sees the answer begin */
     return st;
 }
@@ -725,11 +736,12 @@ struct http_deferred *h1_defer(const struct http_request *req) {
     d->tag.backend = HTTP_BACKEND_H1;
     d->c = c;
     c->deferred = d;
+    c->handed_off = true;
     return d;
 }
 
 void h1_undefer(struct http_deferred *d) {
-    if (d->c) d->c->deferred = NULL;
+    if (d->c) d->c->deferred = NULL, d->c->handed_off = false;
     free(d);
 }
 

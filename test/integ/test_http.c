@@ -426,6 +426,49 @@ TEST(http_h1_pipelined_replies_keep_order_across_a_deferral) {
     CHECK_I64(s.requests, 4);
 }
 
+/* A handler that opens a stream and ends it before returning has answered:
+ * nothing more may follow on the connection (an extra empty reply would be
+ * taken by the client as the answer to its next request). */
+TEST(http_h1_stream_ended_inside_its_handler_is_the_only_answer) {
+    struct srv s;
+    REQUIRE(srv_start(&s, 0) == 0);
+    int fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    static const char two[] = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n";
+    CHECK(raw_send(fd, two, sizeof two - 1));
+    struct buf b = {0};
+    raw_read(fd, &b, "\"path\":\"/after\"", 1, NULL);
+    REQUIRE(b.p);
+    int statuses = 0;
+    for (const char *q = b.p; (q = strstr(q, "HTTP/1.1 ")); q++) statuses++;
+    CHECK_I64(statuses, 2); /* the stream's and /after's, nothing between */
+    const char *end = strstr(b.p, "0\r\n\r\n"), *next = strstr(b.p, "\r\n0\r\n\r\nHTTP/1.1 200");
+    CHECK(end != NULL);
+    CHECK(next != NULL); /* /after's reply follows the stream's last chunk directly */
+    CHECK_HAS(b.p, "{\"n\":2}");
+    free(b.p);
+    /* the same one request at a time, the way a keep-alive client sends them */
+    for (int i = 0; i < 20; i++) {
+        b = (struct buf){0};
+        static const char st[] = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
+        CHECK(raw_send(fd, st, sizeof st - 1));
+        raw_read(fd, &b, "0\r\n\r\n", 1, NULL);
+        free(b.p);
+        b = (struct buf){0};
+        static const char af[] = "GET /after HTTP/1.1\r\nHost: x\r\n\r\n";
+        CHECK(raw_send(fd, af, sizeof af - 1));
+        raw_read(fd, &b, "\"path\"", 1, NULL);
+        if (!b.p || strncmp(b.p, "HTTP/1.1 200", 12) || !strstr(b.p, "\"path\":\"/after\"")) {
+            test_fail(__FILE__, __LINE__, "round %d: /after answered by %.80s", i, b.p ? b.p : "(nothing)");
+            free(b.p);
+            break;
+        }
+        free(b.p);
+    }
+    close(fd);
+    srv_stop(&s);
+}
+
 TEST(http_h1_bad_heads_get_status_and_close) {
     struct srv s;
     REQUIRE(srv_start(&s, 0) == 0);
