@@ -440,6 +440,7 @@ struct kpod {
     char *key;                  /* "ns/name" */
     char *uid;
     char *message;              /* admission refusal */
+    json_t *ctrs, *inits;       /* the containers' and init containers' names and images: [{name, image}] */
     const char *reason;         /* static */
     struct ksim_res req;
     int64_t start_ms, run_ms;
@@ -741,7 +742,7 @@ static json_t *container_statuses(struct kpod *p, const json_t *list, bool init,
     return out;
 }
 
-static json_t *pod_status_patch(struct ksim *s, struct kpod *p, const json_t *obj) {
+static json_t *pod_status_patch(struct ksim *s, struct kpod *p) {
     int64_t now = wall_s();
     json_t *st = json_object();
     json_t *patch = json_pack("{s:{s:s}, s:o}", "metadata", "uid", p->uid, "status", st);
@@ -769,7 +770,6 @@ static json_t *pod_status_patch(struct ksim *s, struct kpod *p, const json_t *ob
     cond_add(conds, "ContainersReady", ready ? "True" : "False", since,
              done ? "PodCompleted" : ready ? NULL : "ContainersNotReady");
     cond_add(conds, "PodScheduled", "True", p->start_time, NULL);
-    const json_t *spec = json_object_get(obj, "spec");
     json_object_set_new(st, "phase", json_string(phase));
     json_object_set_new(st, "conditions", conds);
     json_object_set_new(st, "hostIP", json_string(hip));
@@ -778,10 +778,9 @@ static json_t *pod_status_patch(struct ksim *s, struct kpod *p, const json_t *ob
     json_object_set_new(st, "podIPs", json_pack("[{s:s}]", "ip", pip));
     json_object_set_new(st, "startTime", json_string(ts));
     /* no qosClass: the apiserver sets it at create and refuses a change */
-    json_object_set_new(st, "containerStatuses", container_statuses(p, json_object_get(spec, "containers"), false, now));
-    if (json_array_size(json_object_get(spec, "initContainers")))
-        json_object_set_new(st, "initContainerStatuses",
-                            container_statuses(p, json_object_get(spec, "initContainers"), true, now));
+    json_object_set_new(st, "containerStatuses", container_statuses(p, p->ctrs, false, now));
+    if (json_array_size(p->inits))
+        json_object_set_new(st, "initContainerStatuses", container_statuses(p, p->inits, true, now));
     (void)s;
     return patch;
 }
@@ -878,17 +877,12 @@ static bool build(struct ksim *s, struct kwrite *w, const char **method, char *p
         struct kpod *p = w->pod;
         if (!p || n->down) return false; /* a down kubelet reports nothing; the flags stay for later */
         if (p->needs_status) {
-            const char *slash = strchr(p->key, '/');
-            char ns[256];
-            snprintf(ns, sizeof ns, "%.*s", (int)(slash - p->key), p->key);
-            const json_t *obj = s->pods_inf ? kc_informer_get(s->pods_inf, ns, slash + 1) : NULL;
-            if (!obj) return false; /* gone: the informer's delete will forget it */
             p->needs_status = false;
             w->is_delete = false;
             *method = "PATCH";
             *ct = "application/merge-patch+json";
             pod_path(p, path, plen, "/status");
-            *body = pod_status_patch(s, p, obj);
+            *body = pod_status_patch(s, p);
             return true;
         }
         if (p->state == PS_TERMINATING) p->state = PS_DELETING; /* final status written: now the delete */
@@ -1017,13 +1011,9 @@ static void pod_run(struct ksim *s, struct kpod *p) {
     pod_report(s, p);
 }
 
-static void pod_admit(struct ksim *s, struct kpod *p, const json_t *obj) {
-    char err[256] = "", msg[300];
+static void pod_admit(struct ksim *s, struct kpod *p) {
+    char msg[300];
     struct knode *n = &s->nodes[p->node];
-    if (ksim_pod_requests(obj, &p->req, err, sizeof err)) {
-        klog(s, "level=warn pod=%s msg=\"resources: %s\"", p->key, err);
-        p->req = (struct ksim_res){.pods = 1};
-    }
     p->start_time = wall_s();
     const char *reason = ksim_admit(&n->cap, &n->used, &p->req, msg, sizeof msg);
     if (reason) {
@@ -1114,6 +1104,15 @@ static void pod_delete_begin(struct ksim *s, struct kpod *p) {
     }
 }
 
+static void pod_free(struct kpod *p) {
+    free(p->key);
+    free(p->uid);
+    free(p->message);
+    json_decref(p->ctrs);
+    json_decref(p->inits);
+    free(p);
+}
+
 static void pod_forget(struct ksim *s, struct kpod *p) {
     heap_del(s, &p->t);
     if (p->w) p->w->pod = NULL;
@@ -1123,10 +1122,7 @@ static void pod_forget(struct ksim *s, struct kpod *p) {
     else n->pods = p->nnext;
     if (p->nnext) p->nnext->nprev = p->nprev;
     pod_hash_del(s, p);
-    free(p->key);
-    free(p->uid);
-    free(p->message);
-    free(p);
+    pod_free(p);
 }
 
 static uint32_t parse_ip(const char *s) {
@@ -1147,6 +1143,10 @@ static struct kpod *pod_new(struct ksim *s, const char *key, const char *uid, in
     struct ksim_pod_opts o;
     char err[200];
     if (ksim_pod_opts(obj, &o, err, sizeof err)) klog(s, "level=warn pod=%s msg=\"%s\"", key, err);
+    if (ksim_pod_requests(obj, &p->req, err, sizeof err)) { /* what admission and adoption count */
+        klog(s, "level=warn pod=%s msg=\"resources: %s\"", key, err);
+        p->req = (struct ksim_res){.pods = 1};
+    }
     p->start_ms = o.start_ms, p->run_ms = o.run_ms, p->exit_code = (int16_t)o.exit_code, p->restart = (uint8_t)o.restart;
     struct knode *n = &s->nodes[node];
     p->nnext = n->pods;
@@ -1166,8 +1166,6 @@ static void pod_adopt(struct ksim *s, struct kpod *p, const json_t *obj, const c
         p->exit_code = !strcmp(phase, "Failed");
         return;
     }
-    char err[200];
-    if (ksim_pod_requests(obj, &p->req, err, sizeof err)) p->req = (struct ksim_res){.pods = 1};
     struct ksim_res *u = &s->nodes[p->node].used;
     u->cpu += p->req.cpu, u->memory += p->req.memory, u->gpu += p->req.gpu, u->pods += 1;
     p->counted = true;
@@ -1177,6 +1175,50 @@ static void pod_adopt(struct ksim *s, struct kpod *p, const json_t *obj, const c
     p->restarts = (int32_t)json_integer_value(json_object_get(cs, "restartCount"));
     p->state = PS_RUNNING;
     if (p->run_ms >= 0) heap_set(s, &p->t, uv_now(s->loop) + (uint64_t)p->run_ms);
+}
+
+/* list (spec.containers or initContainers) as [{name, image}], or NULL when empty. */
+static json_t *names_images(const json_t *list) {
+    if (!json_array_size(list)) return NULL;
+    json_t *out = json_array();
+    size_t i;
+    const json_t *c;
+    json_array_foreach(list, i, c) {
+        const char *name = json_string_value(json_object_get(c, "name")),
+                   *image = json_string_value(json_object_get(c, "image"));
+        json_array_append_new(out, json_pack("{s:s, s:s}", "name", name ? name : "", "image", image ? image : ""));
+    }
+    return out;
+}
+
+/* Whether kept (from names_images) still says what list does. */
+static bool names_images_same(const json_t *kept, const json_t *list) {
+    if (json_array_size(kept) != json_array_size(list)) return false;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(list, i, c) {
+        const json_t *k = json_array_get(kept, i);
+        const char *name = json_string_value(json_object_get(c, "name")),
+                   *image = json_string_value(json_object_get(c, "image"));
+        if (strcmp(name ? name : "", json_string_value(json_object_get(k, "name"))) ||
+            strcmp(image ? image : "", json_string_value(json_object_get(k, "image"))))
+            return false;
+    }
+    return true;
+}
+
+/* The containers a status reports follow the spec (an image may change). */
+static void pod_containers(struct kpod *p, const json_t *obj) {
+    const json_t *spec = json_object_get(obj, "spec");
+    const json_t *c = json_object_get(spec, "containers"), *ic = json_object_get(spec, "initContainers");
+    if (!names_images_same(p->ctrs, c)) {
+        json_decref(p->ctrs);
+        p->ctrs = names_images(c);
+    }
+    if (!names_images_same(p->inits, ic)) {
+        json_decref(p->inits);
+        p->inits = names_images(ic);
+    }
 }
 
 static void pod_seen(struct ksim *s, json_t *obj) {
@@ -1193,15 +1235,17 @@ static void pod_seen(struct ksim *s, json_t *obj) {
         p = NULL;
     }
     bool deleting = json_is_string(json_object_get(md, "deletionTimestamp"));
-    if (!p) {
-        if (!(p = pod_new(s, key, uid, idx, obj))) {
-            klog(s, "level=error pod=%s msg=\"out of memory\"", key);
-            return;
-        }
+    bool fresh = !p;
+    if (fresh && !(p = pod_new(s, key, uid, idx, obj))) {
+        klog(s, "level=error pod=%s msg=\"out of memory\"", key);
+        return;
+    }
+    pod_containers(p, obj);
+    if (fresh) {
         const char *phase = json_string_value(json_object_get(json_object_get(obj, "status"), "phase"));
         if (phase && strcmp(phase, "Pending")) pod_adopt(s, p, obj, phase);
         else if (deleting || s->nodes[idx].down) p->state = PS_HELD; /* deleted before it ran, or a dead kubelet */
-        else pod_admit(s, p, obj);
+        else pod_admit(s, p);
     }
     if (deleting && !p->deleting) {
         p->deleting = true;
@@ -1236,11 +1280,7 @@ static void node_up(struct ksim *s, int i) {
     for (struct kpod *p = n->pods, *nx; p; p = nx) {
         nx = p->nnext;
         if (p->state == PS_HELD && !p->deleting) {
-            const char *slash = strchr(p->key, '/');
-            char ns[256];
-            snprintf(ns, sizeof ns, "%.*s", (int)(slash - p->key), p->key);
-            const json_t *obj = kc_informer_get(s->pods_inf, ns, slash + 1);
-            if (obj) pod_admit(s, p, obj);
+            pod_admit(s, p);
         } else if (p->deleting) {
             pod_delete_begin(s, p);
         }
@@ -1281,8 +1321,9 @@ static void start_running(struct ksim *s) {
                                                    .on_delete = pods_delete};
     static const struct kc_informer_handlers nh = {.on_add = nodes_add, .on_update = nodes_update,
                                                    .on_delete = nodes_delete};
-    s->nodes_inf = kc_informer_new(s->kc, "/api/v1/nodes", NULL, &nh, s);
-    s->pods_inf = kc_informer_new(s->kc, "/api/v1/pods", "fieldSelector=spec.nodeName%21%3D", &ph, s);
+    /* keys only: the pods and nodes keep what they need (a cached pod tree was 12 KB) */
+    s->nodes_inf = kc_informer_new_keys_only(s->kc, "/api/v1/nodes", NULL, &nh, s);
+    s->pods_inf = kc_informer_new_keys_only(s->kc, "/api/v1/pods", "fieldSelector=spec.nodeName%21%3D", &ph, s);
     if (!s->nodes_inf || !s->pods_inf || kc_informer_start(s->nodes_inf) || kc_informer_start(s->pods_inf))
         klog(s, "level=error msg=\"cannot start the informers\"");
     uint64_t now = uv_now(s->loop);
@@ -1636,10 +1677,7 @@ void ksim_free(struct ksim *s) {
         for (struct kpod *p = s->buckets[b], *nx; p; p = nx) {
             nx = p->hnext;
             if (p->w) p->w->pod = NULL;
-            free(p->key);
-            free(p->uid);
-            free(p->message);
-            free(p);
+            pod_free(p);
         }
     for (int i = 0; i < s->nnodes; i++) free(s->nodes[i].name);
     free(s->nodes);

@@ -11,7 +11,13 @@
  * decoded once and handed to every subscriber in the order they were made. A
  * subscriber started after the feed synced gets the cache as adds, then its
  * own on_synced. Handlers may free any informer (the free of a feed busy in
- * a handler waits until the handler returns: busy counter). */
+ * a handler waits until the handler returns: busy counter).
+ *
+ * A keys-only feed (kc_informer_new_keys_only) is never shared: its cache
+ * maps "ns/name" to the resourceVersion alone, so a subscriber that keeps
+ * its own state pays for one string per object instead of a whole tree
+ * (a pod's tree is 10-15 KB). Its updates come without the old object and
+ * the deletions a re-list finds come as a stub naming the object. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +55,7 @@ struct kc_feed {
     unsigned lists;         /* complete lists */
     uint64_t watch_started; /* uv_now at the last watch start */
     bool started, synced, relist_next;
+    bool keys_only;         /* cache values are resourceVersions (json strings), not objects */
     int busy;
     bool free_pending;      /* no subscriber is left: freed when not busy */
     struct kc_informer *subs;
@@ -70,6 +77,31 @@ static void set_rv(struct kc_feed *f, const char *rv) {
 
 static const char *obj_rv(json_t *obj) {
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+}
+
+/* What the cache keeps for obj (a new reference). */
+static json_t *cache_value(const struct kc_feed *f, json_t *obj) {
+    if (!f->keys_only) return json_incref(obj);
+    const char *rv = obj_rv(obj);
+    return json_string(rv ? rv : "");
+}
+
+/* The resourceVersion of a cache value. */
+static const char *cached_rv(const struct kc_feed *f, json_t *v) {
+    return f->keys_only ? json_string_value(v) : obj_rv(v);
+}
+
+/* The object a deletion found by a re-list reports: the cached one, or for
+ * a keys-only feed a stub with the key's namespace and name and the last
+ * resourceVersion seen (a new reference). */
+static json_t *deleted_object(const struct kc_feed *f, const char *key, json_t *v) {
+    if (!f->keys_only) return json_incref(v);
+    const char *slash = strchr(key, '/');
+    if (!slash) return NULL;
+    json_t *md = json_pack("{s:s%, s:s, s:s}", "namespace", key, (size_t)(slash - key), "name", slash + 1,
+                           "resourceVersion", json_string_value(v) ? json_string_value(v) : "");
+    if (md && slash == key) json_object_del(md, "namespace"); /* cluster-scoped */
+    return md ? json_pack("{s:o}", "metadata", md) : NULL;
 }
 
 /* "ns/name" into key; false when the object has no name. */
@@ -181,24 +213,24 @@ static void apply_list(struct kc_feed *f) {
     json_object_foreach(fresh, key, obj) {
         json_t *old = json_object_get(f->cache, key);
         if (!old) {
-            json_object_set(f->cache, key, obj);
+            json_object_set_new(f->cache, key, cache_value(f, obj));
             emit_add(f, obj);
         } else {
-            const char *a = obj_rv(old), *b = obj_rv(obj);
+            const char *a = cached_rv(f, old), *b = obj_rv(obj);
             if (a && b && !strcmp(a, b)) continue;
             json_incref(old);
-            json_object_set(f->cache, key, obj);
-            emit_update(f, old, obj);
+            json_object_set_new(f->cache, key, cache_value(f, obj));
+            emit_update(f, f->keys_only ? NULL : old, obj);
             json_decref(old);
         }
         if (stopping(f)) goto out;
     }
     json_object_foreach_safe(f->cache, tmp, key, obj) {
         if (json_object_get(fresh, key)) continue;
-        json_incref(obj);
+        json_t *gone = deleted_object(f, key, obj);
         json_object_del(f->cache, key);
-        emit_delete(f, obj);
-        json_decref(obj);
+        if (gone) emit_delete(f, gone);
+        json_decref(gone);
         if (stopping(f)) goto out;
     }
     f->synced = true;
@@ -294,14 +326,14 @@ static void on_event(void *ud, const char *type, json_t *obj) {
         }
     } else if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED")) {
         if (!old) {
-            json_object_set(f->cache, key, obj);
+            json_object_set_new(f->cache, key, cache_value(f, obj));
             emit_add(f, obj);
         } else {
-            const char *a = obj_rv(old), *b = obj_rv(obj);
+            const char *a = cached_rv(f, old), *b = obj_rv(obj);
             if (!a || !b || strcmp(a, b)) {
                 json_incref(old);
-                json_object_set(f->cache, key, obj);
-                emit_update(f, old, obj);
+                json_object_set_new(f->cache, key, cache_value(f, obj));
+                emit_update(f, f->keys_only ? NULL : old, obj);
                 json_decref(old);
             }
         }
@@ -369,13 +401,16 @@ static struct kc_feed *feed_new(struct kclient *c, const char *path, const char 
     return f;
 }
 
-struct kc_informer *kc_informer_new(struct kclient *c, const char *path, const char *query,
-                                    const struct kc_informer_handlers *h, void *ud) {
+static struct kc_informer *informer_new(struct kclient *c, const char *path, const char *query,
+                                        const struct kc_informer_handlers *h, void *ud, bool keys_only) {
     if (!c || !path || path[0] != '/') return NULL;
     struct kc_feed *f = c->feeds;
-    while (f && (f->free_pending || strcmp(f->path, path) || !same(f->query, query))) f = f->next;
+    while (!keys_only && f && (f->free_pending || f->keys_only || strcmp(f->path, path) || !same(f->query, query)))
+        f = f->next;
+    if (keys_only) f = NULL;
     bool made = !f;
     if (made && !(f = feed_new(c, path, query))) return NULL;
+    f->keys_only = keys_only;
     struct kc_informer *s = calloc(1, sizeof *s);
     if (!s) {
         if (made) really_free(f);
@@ -388,6 +423,16 @@ struct kc_informer *kc_informer_new(struct kclient *c, const char *path, const c
     while (*tail) tail = &(*tail)->next;
     *tail = s;
     return s;
+}
+
+struct kc_informer *kc_informer_new(struct kclient *c, const char *path, const char *query,
+                                    const struct kc_informer_handlers *h, void *ud) {
+    return informer_new(c, path, query, h, ud, false);
+}
+
+struct kc_informer *kc_informer_new_keys_only(struct kclient *c, const char *path, const char *query,
+                                              const struct kc_informer_handlers *h, void *ud) {
+    return informer_new(c, path, query, h, ud, true);
 }
 
 int kc_informer_start(struct kc_informer *inf) {
@@ -424,7 +469,7 @@ json_t *kc_informer_get(const struct kc_informer *inf, const char *ns, const cha
     char key[1024];
     if (!inf || !name) return NULL;
     int n = snprintf(key, sizeof key, "%s/%s", ns ? ns : "", name);
-    if (n < 0 || (size_t)n >= sizeof key) return NULL;
+    if (n < 0 || (size_t)n >= sizeof key || inf->f->keys_only) return NULL;
     return json_object_get(inf->f->cache, key);
 }
 
@@ -433,7 +478,7 @@ size_t kc_informer_count(const struct kc_informer *inf) { return inf ? json_obje
 void kc_informer_foreach(const struct kc_informer *inf, int (*fn)(void *ud, json_t *obj), void *ud) {
     const char *key;
     json_t *obj;
-    if (!inf) return;
+    if (!inf || inf->f->keys_only) return;
     json_object_foreach(inf->f->cache, key, obj) {
         if (fn(ud, obj)) return;
     }

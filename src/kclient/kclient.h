@@ -139,10 +139,17 @@ struct kc_informer;
  * informers were made. NULL on allocation failure. */
 struct kc_informer *kc_informer_new(struct kclient *c, const char *path, const char *query,
                                     const struct kc_informer_handlers *h, void *ud);
+/* The same, for a subscriber that keeps what it needs itself: a feed of its
+ * own whose cache holds each object's resourceVersion alone. on_update gets
+ * old == NULL; a deletion a re-list finds comes as an object with only
+ * metadata.namespace, name and resourceVersion; kc_informer_get returns NULL
+ * and kc_informer_foreach calls nothing. */
+struct kc_informer *kc_informer_new_keys_only(struct kclient *c, const char *path, const char *query,
+                                              const struct kc_informer_handlers *h, void *ud);
 int kc_informer_start(struct kc_informer *inf);
 bool kc_informer_synced(const struct kc_informer *inf);
-/* The cached object (borrowed; valid until the next event), or NULL. ns is
- * "" for cluster-scoped objects. */
+/* The cached object (borrowed; valid until the next event), or NULL (also
+ * for a keys-only informer). ns is "" for cluster-scoped objects. */
 json_t *kc_informer_get(const struct kc_informer *inf, const char *ns, const char *name);
 size_t kc_informer_count(const struct kc_informer *inf);
 /* Calls fn for every cached object; stops when fn returns non-zero. */

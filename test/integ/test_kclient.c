@@ -696,6 +696,90 @@ TEST(kclient_informer_relists_after_410) {
     apisrv_stop(&s);
 }
 
+struct krec {
+    struct irec r;
+    int old_given;       /* updates that came with an old object */
+    int stub_deletes;    /* deletions of pre-0..2 named by a stub in namespace default */
+};
+
+static void krec_update(void *ud, json_t *old, json_t *obj) {
+    struct krec *k = ud;
+    k->r.updates++;
+    if (old) k->old_given++;
+}
+static void krec_delete(void *ud, json_t *obj) {
+    struct krec *k = ud;
+    k->r.deletes++;
+    json_t *md = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace")),
+               *name = json_string_value(json_object_get(md, "name"));
+    if (ns && name && !strcmp(ns, "default") && !strncmp(name, "pre-", 4) &&
+        json_string_value(json_object_get(md, "resourceVersion")))
+        k->stub_deletes++;
+}
+static void krec_synced(void *ud) { irec_synced(&((struct krec *)ud)->r); }
+static void krec_add(void *ud, json_t *obj) { irec_add(&((struct krec *)ud)->r, obj); }
+
+TEST(kclient_informer_keys_only) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, "--history-max=50") == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    REQUIRE(create_pods(&e, "pre", 30) == 0);
+    const char *path = "/api/v1/namespaces/default/pods";
+    /* a full informer on the same path first: the keys-only one must not join its feed */
+    struct irec full = {.e = &e};
+    struct kc_informer_handlers hf = {irec_add, irec_update, irec_delete, NULL};
+    full.inf = kc_informer_new(e.c, path, NULL, &hf, &full);
+    struct krec k = {.r = {.e = &e, .mutate_on_sync = 80}};
+    struct kc_informer_handlers hk = {krec_add, krec_update, krec_delete, krec_synced};
+    k.r.inf = kc_informer_new_keys_only(e.c, path, NULL, &hk, &k);
+    REQUIRE(full.inf && k.r.inf);
+    CHECK_I64(kc_informer_start(full.inf), 0);
+    CHECK(run_until(&e, synced_pred, full.inf, 10000));
+    CHECK_I64(kc_informer_start(k.r.inf), 0);
+    CHECK(run_until(&e, synced_pred, k.r.inf, 10000));
+    /* its watch from the list's version gets 410; the re-list's difference names the deleted pods by stubs */
+    struct counts want = {&k.r, 30 + 80, 3, 3};
+    CHECK(run_until(&e, counts_pred, &want, 10000));
+    CHECK(kc_informer_lists(k.r.inf) >= 2);
+    CHECK_I64(k.r.adds, 110);
+    CHECK_I64(k.r.updates, 3);
+    CHECK_I64(k.r.deletes, 3);
+    CHECK_I64(k.old_given, 0);
+    CHECK_I64(k.stub_deletes, 3);
+    CHECK_I64(kc_informer_count(k.r.inf), 107);
+    CHECK(kc_informer_get(k.r.inf, "default", "pre-5") == NULL); /* no objects kept */
+    int n = 0;
+    kc_informer_foreach(k.r.inf, count_cb, &n);
+    CHECK_I64(n, 0);
+    /* the full informer saw the same changes and keeps the objects */
+    struct match m = {&e, full.inf, false};
+    CHECK(run_until(&e, match_pred, &m, 5000));
+    CHECK(kc_informer_get(full.inf, "default", "pre-5") != NULL);
+    /* watch events after the re-list: a change and a delete */
+    char err[256];
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "x", "z");
+    CHECK_I64(kclient_request_sync(e.c, "PATCH", "/api/v1/namespaces/default/pods/pre-6", patch,
+                                   "application/merge-patch+json", NULL, err, sizeof err),
+              200);
+    json_decref(patch);
+    CHECK_I64(kclient_request_sync(e.c, "DELETE", "/api/v1/namespaces/default/pods/pre-7", NULL, NULL, NULL, err,
+                                   sizeof err),
+              200);
+    struct counts more = {&k.r, 110, 4, 4};
+    CHECK(run_until(&e, counts_pred, &more, 5000));
+    CHECK_I64(k.old_given, 0);
+    CHECK_I64(kc_informer_count(k.r.inf), 106);
+    kc_informer_free(k.r.inf);
+    kc_informer_free(full.inf);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
 /* ---- concurrency and teardown ---- */
 
 TEST(kclient_200_concurrent_requests) {
