@@ -766,7 +766,7 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
      * is the one resmgr and placement follow (kclient shares it) */
     h->nodes = kc_informer_new(kc, NODES_PATH, NULL, &nh, h);
     h->leases = kc_informer_new(kc, LEASES_PATH, NULL, &lh, h);
-    h->pods = kc_informer_new(kc, PODS_PATH, NULL, &ph, h);
+    h->pods = kc_informer_new_opts(kc, PODS_PATH, NULL, &ctl_pods_slim, &ph, h);
     h->tick = timer_new(loop, h);
     h->kick = timer_new(loop, h);
     int rc = -ENOMEM;

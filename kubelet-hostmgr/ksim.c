@@ -1322,8 +1322,9 @@ static void start_running(struct ksim *s) {
     static const struct kc_informer_handlers nh = {.on_add = nodes_add, .on_update = nodes_update,
                                                    .on_delete = nodes_delete};
     /* keys only: the pods and nodes keep what they need (a cached pod tree was 12 KB) */
-    s->nodes_inf = kc_informer_new_keys_only(s->kc, "/api/v1/nodes", NULL, &nh, s);
-    s->pods_inf = kc_informer_new_keys_only(s->kc, "/api/v1/pods", "fieldSelector=spec.nodeName%21%3D", &ph, s);
+    static const struct kc_informer_opts keys_only = {.keys_only = true};
+    s->nodes_inf = kc_informer_new_opts(s->kc, "/api/v1/nodes", NULL, &keys_only, &nh, s);
+    s->pods_inf = kc_informer_new_opts(s->kc, "/api/v1/pods", "fieldSelector=spec.nodeName%21%3D", &keys_only, &ph, s);
     if (!s->nodes_inf || !s->pods_inf || kc_informer_start(s->nodes_inf) || kc_informer_start(s->pods_inf))
         klog(s, "level=error msg=\"cannot start the informers\"");
     uint64_t now = uv_now(s->loop);

@@ -8,6 +8,8 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "podspec.h"
+
 static void log_reply_error(redisContext *c, redisReply *rep) {
     if (!rep) fprintf(stderr, "level=error msg=\"redis: %s\"\n", c->errstr[0] ? c->errstr : "no reply");
     else if (rep->type == REDIS_REPLY_ERROR) fprintf(stderr, "level=error msg=\"redis: %s\"\n", rep->str);
@@ -120,6 +122,8 @@ redisReply *ctl_redis_reply(struct ctl_db *db) {
     }
     return rep;
 }
+
+const struct kc_informer_opts ctl_pods_slim = {.transform = pod_slim};
 
 void ctl_pod_event(struct kclient *kc, const char *component, const char *ns, const char *pod, const char *uid,
                    const char *type, const char *reason, const char *fmt, ...) {

@@ -256,7 +256,7 @@ struct placement *placement_start(const struct ctl_env *env, const struct placem
     static const struct kc_informer_handlers hp = {on_pod_add, on_pod_update, on_pod_delete, NULL},
                                              hn = {on_node_add, on_node_update, on_node_delete, NULL};
     if (p->cm) {
-        p->pods = kc_informer_new(env->kc, "/api/v1/pods", NULL, &hp, p);
+        p->pods = kc_informer_new_opts(env->kc, "/api/v1/pods", NULL, &ctl_pods_slim, &hp, p);
         p->nodes = kc_informer_new(env->kc, "/api/v1/nodes", NULL, &hn, p);
     }
     if (!p->cm || !p->pods || !p->nodes || kc_informer_start(p->pods) || kc_informer_start(p->nodes)) {

@@ -604,7 +604,7 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
                                              hn = {on_node_add, on_node_update, on_node_delete, NULL},
                                              hr = {on_pool_add, on_pool_update, on_pool_delete, NULL},
                                              hs = {on_ns_add, on_ns_update, on_ns_delete, NULL};
-    r->pods = kc_informer_new(env->kc, "/api/v1/pods", NULL, &hp, r);
+    r->pods = kc_informer_new_opts(env->kc, "/api/v1/pods", NULL, &ctl_pods_slim, &hp, r);
     r->nodes = kc_informer_new(env->kc, "/api/v1/nodes", NULL, &hn, r);
     r->pools = kc_informer_new(env->kc, "/apis/peloton.io/v1alpha1/resourcepools", NULL, &hr, r);
     r->nss = kc_informer_new(env->kc, "/api/v1/namespaces", NULL, &hs, r);

@@ -114,6 +114,33 @@ static int containers(const json_t *spec, const char *key, bool init, struct res
     return 0;
 }
 
+static void slim_containers(json_t *list) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c) {
+        if (!json_is_object(c)) continue;
+        const char *k;
+        json_t *v, *tmp;
+        json_object_foreach_safe(c, tmp, k, v) {
+            if (strcmp(k, "name") && strcmp(k, "resources")) json_object_del(c, k);
+        }
+    }
+}
+
+void pod_slim(json_t *pod) {
+    json_object_del(json_object_get(pod, "metadata"), "managedFields");
+    json_t *spec = json_object_get(pod, "spec");
+    slim_containers(json_object_get(spec, "containers"));
+    slim_containers(json_object_get(spec, "initContainers"));
+    json_t *st = json_object_get(pod, "status");
+    if (!json_is_object(st)) return;
+    const char *k;
+    json_t *v, *tmp;
+    json_object_foreach_safe(st, tmp, k, v) {
+        if (strcmp(k, "phase")) json_object_del(st, k);
+    }
+}
+
 int pod_strategy_parse(const char *s, enum place_strategy *out) {
     if (!s) return -EINVAL;
     if (!strcasecmp(s, "PACK")) *out = PLACE_PACK;

@@ -47,6 +47,12 @@ struct pod_task {
 int pod_task_build(const json_t *pod, const struct pod_info *info, struct pod_task *out, char *err, size_t errlen);
 void pod_task_free(struct pod_task *pt);
 
+/* Trims a pod in place to what pod_info_decode, pod_task_build and the
+ * controllers read (an informer transform): status keeps its phase only,
+ * containers and init containers their name and resources; managedFields
+ * go. A bound, running pod's tree shrinks by about half. */
+void pod_slim(json_t *pod);
+
 /* "PACK", "SPREAD_JOB", "LEAST_LOADED" (case-insensitive) to a strategy; -EINVAL otherwise. */
 int pod_strategy_parse(const char *s, enum place_strategy *out);
 

@@ -13,11 +13,13 @@
  * own on_synced. Handlers may free any informer (the free of a feed busy in
  * a handler waits until the handler returns: busy counter).
  *
- * A keys-only feed (kc_informer_new_keys_only) is never shared: its cache
- * maps "ns/name" to the resourceVersion alone, so a subscriber that keeps
- * its own state pays for one string per object instead of a whole tree
- * (a pod's tree is 10-15 KB). Its updates come without the old object and
- * the deletions a re-list finds come as a stub naming the object. */
+ * Options (kc_informer_new_opts): a keys-only feed is never shared: its
+ * cache maps "ns/name" to the resourceVersion alone, so a subscriber that
+ * keeps its own state pays for one string per object instead of a whole
+ * tree (a pod's tree is 10-15 KB). Its updates come without the old object
+ * and the deletions a re-list finds come as a stub naming the object. A
+ * transform trims every object (listed or watched) before it is cached or
+ * handed out; feeds are shared only by informers with the same transform. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +58,7 @@ struct kc_feed {
     uint64_t watch_started; /* uv_now at the last watch start */
     bool started, synced, relist_next;
     bool keys_only;         /* cache values are resourceVersions (json strings), not objects */
+    kc_transform_fn transform;
     int busy;
     bool free_pending;      /* no subscriber is left: freed when not busy */
     struct kc_informer *subs;
@@ -257,7 +260,9 @@ static void on_list(void *ud, const struct kc_response *r) {
     json_t *obj;
     char key[1024];
     json_array_foreach(items, i, obj) {
-        if (obj_key(obj, key, sizeof key)) json_object_set(f->fresh, key, obj);
+        if (!obj_key(obj, key, sizeof key)) continue;
+        if (f->transform) f->transform(obj);
+        json_object_set(f->fresh, key, obj);
     }
     json_t *md = json_object_get(kc_response_body(r), "metadata");
     const char *cont = json_string_value(json_object_get(md, "continue"));
@@ -315,6 +320,7 @@ static void on_event(void *ud, const char *type, json_t *obj) {
     set_rv(f, obj_rv(obj));
     f->backoff_ms = KC_BACKOFF_MIN_MS;
     if (!strcmp(type, "BOOKMARK") || !obj_key(obj, key, sizeof key)) return;
+    if (f->transform) f->transform(obj);
     json_t *old = json_object_get(f->cache, key);
     f->busy++;
     if (!strcmp(type, "DELETED")) {
@@ -401,16 +407,21 @@ static struct kc_feed *feed_new(struct kclient *c, const char *path, const char 
     return f;
 }
 
-static struct kc_informer *informer_new(struct kclient *c, const char *path, const char *query,
-                                        const struct kc_informer_handlers *h, void *ud, bool keys_only) {
+struct kc_informer *kc_informer_new_opts(struct kclient *c, const char *path, const char *query,
+                                         const struct kc_informer_opts *o, const struct kc_informer_handlers *h,
+                                         void *ud) {
     if (!c || !path || path[0] != '/') return NULL;
+    struct kc_informer_opts none = {0};
+    if (!o) o = &none;
     struct kc_feed *f = c->feeds;
-    while (!keys_only && f && (f->free_pending || f->keys_only || strcmp(f->path, path) || !same(f->query, query)))
+    while (f && (f->free_pending || f->keys_only || f->transform != o->transform || strcmp(f->path, path) ||
+                 !same(f->query, query)))
         f = f->next;
-    if (keys_only) f = NULL;
+    if (o->keys_only) f = NULL;
     bool made = !f;
     if (made && !(f = feed_new(c, path, query))) return NULL;
-    f->keys_only = keys_only;
+    f->keys_only = o->keys_only;
+    f->transform = o->transform;
     struct kc_informer *s = calloc(1, sizeof *s);
     if (!s) {
         if (made) really_free(f);
@@ -427,12 +438,7 @@ static struct kc_informer *informer_new(struct kclient *c, const char *path, con
 
 struct kc_informer *kc_informer_new(struct kclient *c, const char *path, const char *query,
                                     const struct kc_informer_handlers *h, void *ud) {
-    return informer_new(c, path, query, h, ud, false);
-}
-
-struct kc_informer *kc_informer_new_keys_only(struct kclient *c, const char *path, const char *query,
-                                              const struct kc_informer_handlers *h, void *ud) {
-    return informer_new(c, path, query, h, ud, true);
+    return kc_informer_new_opts(c, path, query, NULL, h, ud);
 }
 
 int kc_informer_start(struct kc_informer *inf) {

@@ -139,13 +139,23 @@ struct kc_informer;
  * informers were made. NULL on allocation failure. */
 struct kc_informer *kc_informer_new(struct kclient *c, const char *path, const char *query,
                                     const struct kc_informer_handlers *h, void *ud);
-/* The same, for a subscriber that keeps what it needs itself: a feed of its
- * own whose cache holds each object's resourceVersion alone. on_update gets
- * old == NULL; a deletion a re-list finds comes as an object with only
- * metadata.namespace, name and resourceVersion; kc_informer_get returns NULL
- * and kc_informer_foreach calls nothing. */
-struct kc_informer *kc_informer_new_keys_only(struct kclient *c, const char *path, const char *query,
-                                              const struct kc_informer_handlers *h, void *ud);
+/* Trims an object in place (drops what no subscriber reads). */
+typedef void (*kc_transform_fn)(json_t *obj);
+struct kc_informer_opts {
+    /* For a subscriber that keeps what it needs itself: a feed of its own
+     * whose cache holds each object's resourceVersion alone. on_update gets
+     * old == NULL; a deletion a re-list finds comes as an object with only
+     * metadata.namespace, name and resourceVersion; kc_informer_get returns
+     * NULL and kc_informer_foreach calls nothing. */
+    bool keys_only;
+    /* Called on every listed or watched object before it is cached or handed
+     * to a handler; informers share a feed only when their transforms match. */
+    kc_transform_fn transform;
+};
+/* kc_informer_new with options (o may be NULL). */
+struct kc_informer *kc_informer_new_opts(struct kclient *c, const char *path, const char *query,
+                                         const struct kc_informer_opts *o, const struct kc_informer_handlers *h,
+                                         void *ud);
 int kc_informer_start(struct kc_informer *inf);
 bool kc_informer_synced(const struct kc_informer *inf);
 /* The cached object (borrowed; valid until the next event), or NULL (also

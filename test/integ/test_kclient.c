@@ -736,7 +736,8 @@ TEST(kclient_informer_keys_only) {
     full.inf = kc_informer_new(e.c, path, NULL, &hf, &full);
     struct krec k = {.r = {.e = &e, .mutate_on_sync = 80}};
     struct kc_informer_handlers hk = {krec_add, krec_update, krec_delete, krec_synced};
-    k.r.inf = kc_informer_new_keys_only(e.c, path, NULL, &hk, &k);
+    struct kc_informer_opts ko = {.keys_only = true};
+    k.r.inf = kc_informer_new_opts(e.c, path, NULL, &ko, &hk, &k);
     REQUIRE(full.inf && k.r.inf);
     CHECK_I64(kc_informer_start(full.inf), 0);
     CHECK(run_until(&e, synced_pred, full.inf, 10000));

@@ -70,6 +70,72 @@ TEST(podspec_requests_init_containers_and_overhead) {
     json_decref(p);
 }
 
+/* pod_slim keeps what decoding reads: the same info and task before and after, from a smaller tree. */
+TEST(podspec_slim_keeps_what_decoding_reads) {
+    json_t *p = J("{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"uid\":\"u1\",\"creationTimestamp\":"
+                  "\"2026-11-25T10:00:00Z\",\"deletionTimestamp\":\"2026-11-25T10:05:00Z\",\"managedFields\":[{\"manager\":"
+                  "\"kubectl\"}],\"annotations\":{\"peloton.io/priority\":\"5\",\"peloton.io/placement-strategy\":\"PACK\"},"
+                  "\"labels\":{\"peloton.io/job\":\"j\",\"app\":\"a\"},\"ownerReferences\":[{\"kind\":\"Job\",\"name\":\"j\","
+                  "\"controller\":true}]},\"spec\":{\"schedulerName\":\"peloton\",\"nodeName\":\"n1\",\"priority\":2,"
+                  "\"containers\":[{\"name\":\"c\",\"image\":\"busybox\",\"command\":[\"sleep\",\"1\"],\"env\":[{\"name\":"
+                  "\"A\",\"value\":\"b\"}],\"resources\":{\"requests\":{\"cpu\":\"250m\",\"memory\":\"64Mi\"},\"limits\":{"
+                  "\"nvidia.com/gpu\":\"1\"}}}],\"initContainers\":[{\"name\":\"i\",\"image\":\"x\",\"resources\":{"
+                  "\"requests\":{\"cpu\":\"1\"}}}],\"nodeSelector\":{\"zone\":\"a\"},\"tolerations\":[{\"key\":\"k\","
+                  "\"operator\":\"Exists\"}],\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuring"
+                  "Execution\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\","
+                  "\"values\":[\"a\"]}]}]}}}},\"status\":{\"phase\":\"Running\",\"podIP\":\"10.0.0.1\",\"conditions\":[{"
+                  "\"type\":\"Ready\",\"status\":\"True\"}],\"containerStatuses\":[{\"name\":\"c\",\"ready\":true,\"state\":"
+                  "{\"running\":{}}}]}}");
+    REQUIRE(p);
+    struct pod_info a, b;
+    struct pod_task ta, tb;
+    char err[256] = "";
+    REQUIRE_I64(pod_info_decode(p, &a, err, sizeof err), 0);
+    REQUIRE_I64(pod_task_build(p, &a, &ta, err, sizeof err), 0);
+    char *before = json_dumps(p, JSON_COMPACT);
+    pod_slim(p);
+    char *after = json_dumps(p, JSON_COMPACT);
+    REQUIRE_I64(pod_info_decode(p, &b, err, sizeof err), 0);
+    REQUIRE_I64(pod_task_build(p, &b, &tb, err, sizeof err), 0);
+    for (int k = 0; k < RES_NKINDS; k++) CHECK_I64(a.req.v[k], b.req.v[k]);
+    CHECK_I64(a.req.v[RES_CPU], 1000); /* the init container's 1 CPU: resources survive */
+    CHECK_I64(b.priority, 5);
+    CHECK_I64(a.flags, b.flags);
+    CHECK_I64(a.strategy, b.strategy);
+    CHECK_STR(b.job, "j");
+    CHECK_STR(b.node, "n1");
+    CHECK_STR(b.scheduler, "peloton");
+    CHECK_I64(a.phase, b.phase);
+    CHECK(b.deleting && !b.terminal);
+    CHECK_I64(a.created_ms, b.created_ms);
+    CHECK(b.created_ms > 0);
+    CHECK_I64(ta.t.nselector, tb.t.nselector);
+    CHECK_I64(tb.t.nterms, 1);
+    CHECK_I64(tb.t.ntols, 1);
+    CHECK_I64(ta.t.nlabels, tb.t.nlabels);
+    /* what went: status but the phase, images, commands, env, managedFields */
+    CHECK_STR(json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Running");
+    CHECK_I64(json_object_size(json_object_get(p, "status")), 1);
+    json_t *c0 = json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0);
+    CHECK_I64(json_object_size(c0), 2);
+    CHECK_STR(json_string_value(json_object_get(c0, "name")), "c");
+    CHECK(!json_object_get(json_object_get(p, "metadata"), "managedFields"));
+    CHECK(strlen(after) < strlen(before));
+    pod_slim(p); /* twice is once */
+    char *again = json_dumps(p, JSON_COMPACT);
+    CHECK_STR(again, after);
+    json_t *odd = J("{\"metadata\":[],\"spec\":{\"containers\":[1,\"x\",null]},\"status\":\"up\"}");
+    pod_slim(odd); /* shapes that are wrong stay as they are: decoding reports them */
+    CHECK_I64(json_array_size(json_object_get(json_object_get(odd, "spec"), "containers")), 3);
+    json_decref(odd);
+    free(before);
+    free(after);
+    free(again);
+    pod_task_free(&ta);
+    pod_task_free(&tb);
+    json_decref(p);
+}
+
 TEST(podspec_errors_name_the_field) {
     const char *bad[][2] = {
         {"{\"metadata\":{},\"spec\":{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"lots\"}}}]}}",
