@@ -781,6 +781,74 @@ TEST(kclient_informer_keys_only) {
     apisrv_stop(&s);
 }
 
+static void drop_labels(json_t *obj) { json_object_del(json_object_get(obj, "metadata"), "labels"); }
+
+struct trec {
+    int adds, labelled, updates;
+};
+static void trec_add(void *ud, json_t *obj) {
+    struct trec *t = ud;
+    t->adds++;
+    if (json_object_get(json_object_get(obj, "metadata"), "labels")) t->labelled++;
+}
+static void trec_update(void *ud, json_t *old, json_t *obj) {
+    struct trec *t = ud;
+    t->updates++;
+    if (json_object_get(json_object_get(obj, "metadata"), "labels")) t->labelled++;
+}
+static bool trec_pred(void *arg) {
+    struct trec *t = arg;
+    return t[0].adds >= 5 && t[1].adds >= 5 && t[2].adds >= 5 && t[0].updates >= 1 && t[1].updates >= 1 &&
+           t[2].updates >= 1;
+}
+
+/* A transform trims every object before the cache and the handlers; only
+ * informers with the same transform share a feed. */
+TEST(kclient_informer_transform) {
+    struct apisrv s;
+    REQUIRE(apisrv_start(&s, NULL) == 0);
+    struct env e;
+    if (env_init(&e, s.url)) {
+        apisrv_stop(&s);
+        return;
+    }
+    REQUIRE(create_pods(&e, "t", 5) == 0);
+    const char *path = "/api/v1/namespaces/default/pods";
+    struct trec t[3] = {{0}};
+    struct kc_informer_handlers h = {trec_add, trec_update, NULL, NULL};
+    struct kc_informer_opts o = {.transform = drop_labels};
+    struct kc_informer *plain = kc_informer_new(e.c, path, NULL, &h, &t[0]);
+    struct kc_informer *a = kc_informer_new_opts(e.c, path, NULL, &o, &h, &t[1]);
+    struct kc_informer *b = kc_informer_new_opts(e.c, path, NULL, &o, &h, &t[2]);
+    REQUIRE(plain && a && b);
+    CHECK_I64(kc_informer_start(plain), 0);
+    CHECK_I64(kc_informer_start(a), 0);
+    CHECK(run_until(&e, synced_pred, a, 10000));
+    CHECK_I64(kc_informer_start(b), 0); /* late on a's feed: a's trimmed cache as adds */
+    CHECK(run_until(&e, synced_pred, b, 10000));
+    CHECK(run_until(&e, synced_pred, plain, 10000));
+    char err[256];
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "x", "y");
+    CHECK_I64(kclient_request_sync(e.c, "PATCH", "/api/v1/namespaces/default/pods/t-1", patch,
+                                   "application/merge-patch+json", NULL, err, sizeof err),
+              200);
+    json_decref(patch);
+    CHECK(run_until(&e, trec_pred, t, 5000));
+    CHECK_I64(t[0].labelled, t[0].adds + t[0].updates); /* the plain informer's own feed keeps labels */
+    CHECK_I64(t[1].labelled, 0);
+    CHECK_I64(t[2].labelled, 0);
+    json_t *got = kc_informer_get(a, "default", "t-1");
+    CHECK(got && !json_object_get(json_object_get(got, "metadata"), "labels"));
+    got = kc_informer_get(plain, "default", "t-1");
+    CHECK(got && json_object_get(json_object_get(got, "metadata"), "labels"));
+    CHECK(kc_informer_get(a, "default", "t-1") == kc_informer_get(b, "default", "t-1")); /* one feed */
+    kc_informer_free(a);
+    kc_informer_free(b);
+    kc_informer_free(plain);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
 /* ---- concurrency and teardown ---- */
 
 TEST(kclient_200_concurrent_requests) {
