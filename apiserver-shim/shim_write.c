@@ -130,6 +130,19 @@ static int patch_fn(void *ud, const json_t *cur, json_t **next, char *err, size_
     return 0;
 }
 
+/* cur copied one level deep, and its metadata (which the store writes
+ * fields of) too: what a write changes is replaced, never edited in place,
+ * so the rest is shared with cur instead of copied. NULL when out of memory. */
+static json_t *copy_shallow(const json_t *cur) {
+    json_t *c = json_copy((json_t *)cur);
+    json_t *md = json_copy(json_object_get(cur, "metadata"));
+    if (!c || (md && json_object_set_new(c, "metadata", md))) {
+        json_decref(c);
+        return NULL;
+    }
+    return c;
+}
+
 static const char *meta_str(const json_t *obj, const char *key) {
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
 }
@@ -157,7 +170,7 @@ static int status_fn(void *ud, const json_t *cur, json_t **next, char *err, size
     } else {
         n = json_incref(w->body);
     }
-    json_t *c = json_deep_copy(cur);
+    json_t *c = copy_shallow(cur);
     json_t *st = json_object_get(n, "status");
     if (c && st) json_object_set(c, "status", st);
     json_decref(n);
@@ -174,12 +187,13 @@ static void now_rfc3339(char out[32]) {
     strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* Replaces (or adds) the pod condition of the same type. */
+/* Replaces (or adds) the pod condition of the same type. The status and its
+ * conditions are copies (the pod may share them with the stored object). */
 static void set_condition(json_t *pod, const char *type, const char *status) {
     json_t *st = json_object_get(pod, "status");
-    if (!json_is_object(st)) json_object_set_new(pod, "status", st = json_object());
+    json_object_set_new(pod, "status", st = json_is_object(st) ? json_copy(st) : json_object());
     json_t *conds = json_object_get(st, "conditions");
-    if (!json_is_array(conds)) json_object_set_new(st, "conditions", conds = json_array());
+    json_object_set_new(st, "conditions", conds = json_is_array(conds) ? json_copy(conds) : json_array());
     char ts[32];
     now_rfc3339(ts);
     json_t *c = json_pack("{s:s, s:s, s:n, s:s}", "type", type, "status", status, "lastProbeTime",
@@ -214,10 +228,10 @@ static int binding_fn(void *ud, const json_t *cur, json_t **next, char *err, siz
                  "node \"%s\"", w->name, w->name, cur_node);
         return refuse(w, 409, "Conflict", NULL, STORE_ECONFLICT);
     }
-    json_t *c = json_deep_copy(cur);
+    json_t *c = copy_shallow(cur);
     if (!c) return snprintf(err, errlen, "out of memory"), -ENOMEM;
     json_t *spec = json_object_get(c, "spec");
-    if (!json_is_object(spec)) json_object_set_new(c, "spec", spec = json_object());
+    json_object_set_new(c, "spec", spec = json_is_object(spec) ? json_copy(spec) : json_object());
     json_object_set_new(spec, "nodeName", json_string(w->node));
     set_condition(c, "PodScheduled", "True");
     json_object_del(json_object_get(c, "metadata"), "resourceVersion"); /* checked above, on this very object */

@@ -116,7 +116,9 @@ int store_update(struct store *s, const char *resource, const char *ns, const js
  * negative code with a message), and writes next with store_update's rules
  * by compare-and-set on what was read. A lost race runs fn again on the newer
  * object (at most 16 times) unless next carries a resourceVersion: then it is
- * a Conflict. fn's code and message are returned as they are. */
+ * a Conflict. fn's code and message are returned as they are. next may share
+ * members with cur (a shallow copy) but not its metadata object, whose
+ * fields the store sets; neither is changed after fn returns. */
 typedef int (*store_modify_fn)(void *fn_ud, const json_t *cur, json_t **next, char *err, size_t errlen);
 int store_modify(struct store *s, const char *resource, const char *ns, const char *name, store_modify_fn fn,
                  void *fn_ud, json_t **out, int *deleted);
