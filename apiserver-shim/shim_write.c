@@ -20,6 +20,7 @@
 
 #include "shim.h"
 #include "jparse.h"
+#include "patch.h"
 
 enum write_kind { WK_CREATE, WK_REPLACE, WK_PATCH, WK_STATUS, WK_BINDING };
 
@@ -161,7 +162,17 @@ static int status_fn(void *ud, const json_t *cur, json_t **next, char *err, size
     json_t *n = NULL;
     if (w->apply) {
         char msg[512] = "";
-        int rc = w->apply(cur, w->body, &n, msg, sizeof msg);
+        /* Only status is taken from the patched object: a merge patch (plain
+         * or strategic) patches each key on its own, so it goes over the
+         * stored status alone instead of a copy of the whole object. */
+        json_t *only = NULL;
+        if (w->apply == patch_merge || w->apply == patch_strategic) {
+            json_t *cst = json_object_get(cur, "status");
+            only = cst ? json_pack("{s:O}", "status", cst) : json_object();
+            if (!only) return snprintf(err, errlen, "out of memory"), -ENOMEM;
+        }
+        int rc = w->apply(only ? only : cur, w->body, &n, msg, sizeof msg);
+        json_decref(only);
         if (rc == -EINVAL) return snprintf(err, errlen, "%s", msg), refuse(w, 400, "BadRequest", NULL, rc);
         if (rc) {
             snprintf(err, errlen, "%s \"%s\" is invalid: patch: %s", w->r->kind, w->name, msg);

@@ -68,6 +68,28 @@ def test_pod_binding_and_status():
     API.patch_namespaced_pod("py-pod", "default", {"status": {"phase": "Failed"}, "metadata": {"labels": {"a": "b"}}})
     got = API.read_namespaced_pod("py-pod", "default")
     assert got.status.phase == "Running" and got.metadata.labels == {"a": "b"}, got.status.phase
+    # a strategic merge patch of status merges conditions by type and leaves metadata and spec alone
+    rv = got.metadata.resource_version
+    API.patch_namespaced_pod_status("py-pod", "default", {
+        "metadata": {"labels": {"a": "changed"}}, "spec": {"nodeName": "elsewhere"},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}], "podIP": "10.1.2.3"}})
+    got = API.read_namespaced_pod("py-pod", "default")
+    assert sorted((c.type, c.status) for c in got.status.conditions) == [("PodScheduled", "True"), ("Ready", "True")]
+    assert got.status.pod_ip == "10.1.2.3" and got.status.phase == "Running"
+    assert got.metadata.labels == {"a": "b"} and got.spec.node_name == "node-1"
+    assert int(got.metadata.resource_version) > int(rv)
+    # a JSON merge patch replaces the list; null removes a field
+    API.api_client.call_api("/api/v1/namespaces/default/pods/py-pod/status", "PATCH",
+                            header_params={"Content-Type": "application/merge-patch+json", "Accept": "application/json"},
+                            body={"status": {"conditions": [{"type": "Ready", "status": "False"}], "podIP": None}},
+                            _preload_content=False)
+    got = API.read_namespaced_pod("py-pod", "default")
+    assert [(c.type, c.status) for c in got.status.conditions] == [("Ready", "False")]
+    assert got.status.pod_ip is None and got.status.phase == "Running"
+    # a status patch that changes nothing writes nothing
+    rv = got.metadata.resource_version
+    API.patch_namespaced_pod_status("py-pod", "default", {"status": {"phase": "Running"}})
+    assert API.read_namespaced_pod("py-pod", "default").metadata.resource_version == rv
 
 
 def test_graceful_pod_deletion():
