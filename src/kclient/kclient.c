@@ -46,6 +46,9 @@ struct kc_req {
     kc_done_fn done;
     void *ud;
     bool waiting;          /* in the client's queue, not yet handed to curl */
+    bool has_body;
+    char *spec;            /* waiting: method, path and content type ("" for none), each NUL-ended; its handle
+                            * is made when it starts, so a burst queued here holds no curl handles */
     struct kc_req *prev, *next;
     struct kc_req *qnext;  /* the queue */
     char errbuf[CURL_ERROR_SIZE];
@@ -385,7 +388,34 @@ static void req_free(struct kc_req *r) {
     curl_slist_free_all(r->hdrs);
     free(r->body);
     free(r->buf);
+    free(r->spec);
     free(r);
+}
+
+static size_t req_write(char *p, size_t sz, size_t n, void *ud);
+
+/* The request's curl handle, set up to send it. */
+static int req_easy(struct kclient *c, struct kc_req *r, const char *method, const char *path,
+                    const char *content_type) {
+    r->easy = kc__easy_new(c, method, path, content_type, r->has_body, false, &r->hdrs, r->errbuf);
+    if (!r->easy) return -ENOMEM;
+    if (r->has_body) {
+        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(r->body ? strlen(r->body) : 0));
+        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body ? r->body : "");
+    }
+    curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, req_write);
+    curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(r->easy, CURLOPT_PRIVATE, (char *)&r->x);
+    return 0;
+}
+
+/* A waiting request's handle from its saved method, path and content type. */
+static int req_easy_saved(struct kclient *c, struct kc_req *r) {
+    const char *method = r->spec, *path = method + strlen(method) + 1, *ct = path + strlen(path) + 1;
+    int rc = req_easy(c, r, method, path, *ct ? ct : NULL);
+    free(r->spec);
+    r->spec = NULL;
+    return rc;
 }
 
 static void req_unlink(struct kc_req *r) {
@@ -408,7 +438,7 @@ static void req_promote(struct kclient *c) {
         if (!c->waitq) c->waitq_tail = NULL;
         r->qnext = NULL;
         r->waiting = false;
-        if (kc__multi_add(c->reqm, r->easy)) { /* out of memory: it fails now */
+        if (req_easy_saved(c, r) || kc__multi_add(c->reqm, r->easy)) { /* out of memory: it fails now */
             req_unlink(r);
             if (r->done) {
                 struct kc_response resp = {.status = 0, .raw = "", .error = "cannot start the request"};
@@ -664,21 +694,17 @@ struct kc_req *kc__request(struct kclient *c, const char *method, const char *pa
     r->done = done;
     r->ud = ud;
     if (body && !(r->body = jdump(body, JSON_COMPACT | JSON_ENCODE_ANY, NULL))) goto fail;
-    bool has_body = (body && strcmp(method, "GET") != 0) || !strcmp(method, "POST") || !strcmp(method, "PUT") ||
-                    !strcmp(method, "PATCH");
-    r->easy = kc__easy_new(c, method, path, content_type, has_body, false, &r->hdrs, r->errbuf);
-    if (!r->easy) goto fail;
-    if (has_body) {
-        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(r->body ? strlen(r->body) : 0));
-        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body ? r->body : "");
-    }
-    curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, req_write);
-    curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(r->easy, CURLOPT_PRIVATE, (char *)&r->x);
+    r->has_body = (body && strcmp(method, "GET") != 0) || !strcmp(method, "POST") || !strcmp(method, "PUT") ||
+                  !strcmp(method, "PATCH");
     if (c->active < KC_MAX_CONNS && !c->waitq) {
-        if (kc__multi_add(c->reqm, r->easy)) goto fail;
+        if (req_easy(c, r, method, path, content_type) || kc__multi_add(c->reqm, r->easy)) goto fail;
         c->active++;
     } else { /* curl has as many as it has connections for: wait here */
+        size_t ml = strlen(method) + 1, pl = strlen(path) + 1, cl = content_type ? strlen(content_type) + 1 : 1;
+        if (!(r->spec = malloc(ml + pl + cl))) goto fail;
+        memcpy(r->spec, method, ml);
+        memcpy(r->spec + ml, path, pl);
+        memcpy(r->spec + ml + pl, content_type ? content_type : "", cl);
         r->waiting = true;
         if (c->waitq_tail) c->waitq_tail->qnext = r;
         else c->waitq = r;
