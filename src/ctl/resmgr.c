@@ -590,6 +590,7 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
     cm_options_default(&co);
     co.default_pool = r->o.default_pool;
     co.count_pending = false; /* pending demand lives in the admission queues */
+    co.no_engine = true;      /* resmgr admits and preempts; placement places */
     struct preempt_config pc;
     preempt_config_default(&pc);
     pc.over_checks = r->o.over_checks ? r->o.over_checks : 3;

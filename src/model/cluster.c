@@ -64,8 +64,8 @@ struct cluster *cluster_new(const struct cm_options *o) {
     c->opt.default_pool = c->default_pool;
     c->tree = respool_tree_new();
     c->fleet = host_fleet_new();
-    c->engine = c->fleet ? place_engine_new(c->fleet, &c->opt.place) : NULL;
-    if (!c->tree || !c->engine) {
+    c->engine = c->fleet && !c->opt.no_engine ? place_engine_new(c->fleet, &c->opt.place) : NULL;
+    if (!c->tree || !c->fleet || (!c->engine && !c->opt.no_engine)) {
         cluster_free(c);
         return NULL;
     }
@@ -137,20 +137,26 @@ static struct respool *leaf_of(struct cluster *c, const char *name) {
     return p && respool_is_leaf(p) ? p : NULL;
 }
 
-/* The engine sees a host at its pod limit as full: the core has no pod-count
- * resource, and a Kubelet refuses a pod beyond it (OutOfpods). */
-static void host_sync(struct cluster *c, uint32_t h) {
-    c->host_gen[h] = ++c->host_stamps; /* its allocation, and (the callers') its job counts */
+/* A host's allocation as placement and slack see it: a host at its pod
+ * limit is full (the core has no pod-count resource, and a Kubelet refuses a
+ * pod beyond it: OutOfpods). */
+static struct resvec host_used(const struct cluster *c, uint32_t h) {
     struct resvec a = resvec_clamp0(c->host_alloc[h]);
     if (c->host_max_pods[h] && c->host_pods[h] >= c->host_max_pods[h]) {
         const struct resvec *cap = &c->fleet->hosts[h].allocatable;
         if (a.v[RES_CPU] < cap->v[RES_CPU]) a.v[RES_CPU] = cap->v[RES_CPU];
         if (a.v[RES_MEMORY] < cap->v[RES_MEMORY]) a.v[RES_MEMORY] = cap->v[RES_MEMORY];
     }
-    place_host_set_allocated(c->engine, h, a);
+    return a;
+}
+
+static void host_sync(struct cluster *c, uint32_t h) {
+    c->host_gen[h] = ++c->host_stamps; /* its allocation, and (the callers') its job counts */
+    if (c->engine) place_host_set_allocated(c->engine, h, host_used(c, h));
 }
 
 static void job_count(struct cluster *c, const struct cm_pod *p, uint32_t h, int delta) {
+    if (c->opt.no_engine) return; /* only placement reads them */
     const char *job = p->info.job ? p->info.job : p->info.gang ? p->info.gang : p->name;
     uint32_t id = host_str_intern(c->fleet, job, strlen(job));
     if (id) host_count_add(&c->fleet->jobs, host_count_key(h, id), delta);
@@ -566,13 +572,13 @@ static int rebuild_fleet(struct cluster *c) {
         if (!rc && !s.unschedulable && !s.draining) cap = resvec_add(cap, s.allocatable);
         kp_free_all(&m);
     }
-    struct place_engine *e = rc ? NULL : place_engine_new(f, &c->opt.place);
+    struct place_engine *e = rc || c->opt.no_engine ? NULL : place_engine_new(f, &c->opt.place);
     size_t nh = f->nhosts ? f->nhosts : 1;
     struct cm_pod **heads = rc ? NULL : calloc(nh, sizeof *heads);
     struct resvec *ha = rc ? NULL : calloc(nh, sizeof *ha);
     uint32_t *hp = rc ? NULL : calloc(nh, sizeof *hp), *hm = rc ? NULL : calloc(nh, sizeof *hm);
     uint64_t *hg = rc ? NULL : malloc(nh * sizeof *hg);
-    if (!e || !heads || !ha || !hp || !hm || !hg) {
+    if ((!e && !c->opt.no_engine) || !heads || !ha || !hp || !hm || !hg) {
         place_engine_free(e);
         host_fleet_free(f);
         free(heads);
@@ -631,7 +637,7 @@ int cluster_refresh(struct cluster *c) {
         int64_t used = 0;
         for (uint32_t i = 0; i < c->nhosts; i++)
             if (!(c->fleet->hosts[i].flags & (HOST_UNSCHEDULABLE | HOST_DRAINING)))
-                used += c->fleet->hosts[i].allocated.v[RES_CPU];
+                used += host_used(c, i).v[RES_CPU];
         int64_t slack = c->capacity.v[RES_CPU] - used;
         if ((rc = respool_entitle(c->tree, c->capacity, slack > 0 ? slack : 0))) return rc;
         c->entitle_dirty = false;

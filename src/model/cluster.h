@@ -42,6 +42,8 @@
 struct cm_options {
     const char *default_pool; /* pool of pods with none of their own; NULL/"" = unmanaged */
     bool count_pending;       /* unbound, non-terminal managed pods add to their pool's pending demand */
+    bool no_engine;           /* a model that never places (resmgr): no placement engine and no per-host job
+                               * counts to keep up (cluster_engine is NULL) */
     struct place_options place;
 };
 void cm_options_default(struct cm_options *o);
@@ -117,7 +119,7 @@ const uint64_t *cluster_host_generations(const struct cluster *c);
 
 struct respool_tree *cluster_tree(struct cluster *c);
 struct host_fleet *cluster_fleet(struct cluster *c);
-struct place_engine *cluster_engine(struct cluster *c);
+struct place_engine *cluster_engine(struct cluster *c); /* NULL with no_engine */
 struct resvec cluster_capacity(const struct cluster *c);
 size_t cluster_node_count(const struct cluster *c);
 size_t cluster_pod_count(const struct cluster *c);

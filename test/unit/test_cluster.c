@@ -155,6 +155,64 @@ TEST(podspec_errors_name_the_field) {
     }
 }
 
+/* A model without the placement engine (resmgr's) counts and entitles
+ * exactly as one with it, slack included (a host at its pod limit is full). */
+TEST(cluster_without_engine_entitles_the_same) {
+    struct cm_options o, on;
+    cm_options_default(&o);
+    cm_options_default(&on);
+    on.no_engine = true;
+    struct cluster *m[2] = {cluster_new(&o), cluster_new(&on)};
+    REQUIRE(m[0] && m[1]);
+    CHECK(cluster_engine(m[0]) != NULL);
+    CHECK(cluster_engine(m[1]) == NULL);
+    for (int i = 0; i < 2; i++) {
+        struct cluster *c = m[i];
+        feed(c, node("n1", "8", "16Gi", true), cluster_node_set);
+        feed(c, node("n2", "8", "16Gi", true), cluster_node_set);
+        json_t *small = node("n3", "8", "16Gi", true); /* room for one pod */
+        json_object_set_new(json_object_get(json_object_get(small, "status"), "allocatable"), "pods", json_string("1"));
+        feed(c, small, cluster_node_set);
+        feed(c, pool("org", "", "12", "24"), cluster_pool_set);
+        feed(c, pool("a", "org", "4", "24"), cluster_pool_set);
+        feed(c, pool("b", "org", "4", "24"), cluster_pool_set);
+        feed(c, pod("d", "p1", "a", "2", "n1"), cluster_pod_set);
+        feed(c, pod("d", "p2", "b", "1", "n3"), cluster_pod_set); /* n3 is full by pod count */
+        feed(c, pod("d", "p3", "a", "3", NULL), cluster_pod_set);
+        feed(c, pod("d", "p4", NULL, "1", "n2"), cluster_pod_set);
+        json_t *rev = pod("d", "p5", "b", "20", NULL); /* revocable: runs on slack cpu */
+        json_object_set_new(json_object_get(rev, "metadata"), "annotations",
+                            json_pack("{s:s}", "peloton.io/revocable", "true"));
+        feed(c, rev, cluster_pod_set);
+        REQUIRE_I64(cluster_refresh(c), 0);
+        feed(c, pod("d", "p3", "a", "3", "n2"), cluster_pod_set); /* bound later */
+        cluster_pod_del(c, "d", "p4");
+        REQUIRE_I64(cluster_refresh(c), 0);
+    }
+    const char *names[] = {"p1", "p2", "p3", "p5"};
+    for (int k = 0; k < 4; k++) {
+        struct respool *x = cluster_pod_pool(m[0], cluster_pod(m[0], "d", names[k]));
+        struct respool *y = cluster_pod_pool(m[1], cluster_pod(m[1], "d", names[k]));
+        REQUIRE(x && y);
+        for (int r = 0; r < RES_NKINDS; r++) {
+            CHECK_I64(x->entitlement.v[r], y->entitlement.v[r]);
+            CHECK_I64(x->slack_entitlement.v[r], y->slack_entitlement.v[r]);
+            CHECK_I64(usage_nonslack(&x->alloc).v[r], usage_nonslack(&y->alloc).v[r]);
+        }
+    }
+    struct respool *a = cluster_pod_pool(m[1], cluster_pod(m[1], "d", "p1"));
+    CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 5000);
+    /* slack: 24 cpu less what is used (2 + 3 on n1 and n2, all 8 of the full n3) */
+    struct respool *b = cluster_pod_pool(m[1], cluster_pod(m[1], "d", "p5"));
+    CHECK_I64(b->slack_entitlement.v[RES_CPU], 11000);
+    uint32_t h2 = host_fleet_find(cluster_fleet(m[1]), "n2");
+    int on2 = 0;
+    for (struct cm_pod *p = cluster_host_first(m[1], h2); p; p = cluster_host_next(p)) on2++;
+    CHECK_I64(on2, 1); /* p3; p4 deleted */
+    cluster_free(m[0]);
+    cluster_free(m[1]);
+}
+
 TEST(cluster_counts_pods_on_pools_and_hosts) {
     struct cm_options o;
     cm_options_default(&o);
