@@ -163,16 +163,21 @@ static int create_pods(struct env *e, const char *prefix, int n) {
     return b.failed ? -EIO : 0;
 }
 
+/* A test's pelotond (apiserver role, with args) and client; returns from the
+ * test when either cannot start. */
+#define WITH_APISRV(s, e, args)                                                                                        \
+    struct apisrv s;                                                                                                   \
+    REQUIRE(apisrv_start(&s, args) == 0);                                                                              \
+    struct env e;                                                                                                      \
+    if (env_init(&e, s.url)) {                                                                                         \
+        apisrv_stop(&s);                                                                                               \
+        return;                                                                                                        \
+    }
+
 /* ---- CRUD, errors, sync ---- */
 
 TEST(kclient_crud_pods) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, NULL) == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, NULL);
     struct box b = {0};
     json_t *p = pod("web-1", "web");
     CHECK_I64(call(&e, &b, "POST", "/api/v1/namespaces/default/pods", p, NULL), 201);
@@ -215,13 +220,7 @@ TEST(kclient_crud_pods) {
 }
 
 TEST(kclient_sync_requests) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, NULL) == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, NULL);
     char err[256];
     json_t *out = NULL;
     json_t *p = pod("sync-1", "s");
@@ -290,13 +289,7 @@ static void wrec_end(void *ud, long status, const char *error) {
 }
 
 TEST(kclient_watch_sees_changes) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, NULL) == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, NULL);
     struct box b = {0};
     CHECK_I64(call(&e, &b, "GET", "/api/v1/namespaces/default/pods", NULL, NULL), 200);
     const char *rv = json_string_value(json_object_get(json_object_get(b.body, "metadata"), "resourceVersion"));
@@ -331,13 +324,7 @@ TEST(kclient_watch_sees_changes) {
 }
 
 TEST(kclient_watch_too_old_and_server_gone) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, "--history-max=20") == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, "--history-max=20");
     REQUIRE(create_pods(&e, "old", 40) == 0);
     /* from a resourceVersion older than the history: an ERROR event 410, then the end */
     struct wrec r = {.want = {0, 1}};
@@ -463,13 +450,7 @@ static int count_cb(void *ud, json_t *obj) {
 }
 
 TEST(kclient_informer_pages_and_follows) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, NULL) == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, NULL);
     double t0 = now_ms();
     CHECK(create_pods(&e, "pre", 1200) == 0);
     double dt = now_ms() - t0;
@@ -570,13 +551,7 @@ static bool sub_counts(void *arg) {
 }
 
 TEST(kclient_informers_share_a_feed) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, NULL) == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, NULL);
     CHECK(create_pods(&e, "sh", 20) == 0);
     char log[4096] = "";
     struct sub a = {.tag = "a", .log = log}, b = {.tag = "b", .log = log}, c = {.tag = "c", .log = log},
@@ -647,13 +622,7 @@ TEST(kclient_informers_share_a_feed) {
 }
 
 TEST(kclient_informer_relists_after_410) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, "--history-max=50") == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, "--history-max=50");
     REQUIRE(create_pods(&e, "pre", 30) == 0);
     struct irec r = {.e = &e, .mutate_on_sync = 80};
     struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
@@ -721,13 +690,7 @@ static void krec_synced(void *ud) { irec_synced(&((struct krec *)ud)->r); }
 static void krec_add(void *ud, json_t *obj) { irec_add(&((struct krec *)ud)->r, obj); }
 
 TEST(kclient_informer_keys_only) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, "--history-max=50") == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, "--history-max=50");
     REQUIRE(create_pods(&e, "pre", 30) == 0);
     const char *path = "/api/v1/namespaces/default/pods";
     /* a full informer on the same path first: the keys-only one must not join its feed */
@@ -805,13 +768,7 @@ static bool trec_pred(void *arg) {
 /* A transform trims every object before the cache and the handlers; only
  * informers with the same transform share a feed. */
 TEST(kclient_informer_transform) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, NULL) == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, NULL);
     REQUIRE(create_pods(&e, "t", 5) == 0);
     const char *path = "/api/v1/namespaces/default/pods";
     struct trec t[3] = {{0}};
@@ -932,13 +889,7 @@ static void ignore_event(void *ud, const char *type, json_t *obj) {}
 static void count_end(void *ud, long status, const char *error) { (*(int *)ud)++; }
 
 TEST(kclient_free_cancels_in_flight) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, NULL) == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, NULL);
     static struct cancel_rec rec;
     static struct cancel_ud uds[300];
     memset(&rec, 0, sizeof rec);
@@ -977,13 +928,7 @@ static void free_in_cb(void *ud, const struct kc_response *r) {
 }
 
 TEST(kclient_free_from_callback) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, NULL) == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, NULL);
     static struct cancel_rec rec;
     static struct cancel_ud uds[20];
     memset(&rec, 0, sizeof rec);
@@ -1459,13 +1404,7 @@ static bool actor_got_all(void *arg) {
 }
 
 TEST(kclient_informer_handlers_act) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, NULL) == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, NULL);
     REQUIRE(create_pods(&e, "act", 10) == 0);
     /* handlers start requests */
     struct actor a = {.e = &e};
@@ -1511,13 +1450,7 @@ static bool rv_reached(void *arg) {
 }
 
 TEST(kclient_informer_bookmarks_move_rv) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, "--watch-bookmark-ms=100") == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, "--watch-bookmark-ms=100");
     struct irec r = {.e = &e};
     struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
     r.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", "labelSelector=app%3Dnone", &h, &r);
@@ -1543,13 +1476,7 @@ TEST(kclient_informer_bookmarks_move_rv) {
 }
 
 TEST(kclient_watch_server_timeout_and_rewatch) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, NULL) == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, NULL);
     /* the server ends a watch after timeoutSeconds: a clean end */
     struct wrec r = {.want = {0, 1}};
     r.w = kclient_watch(e.c, "/api/v1/namespaces/default/pods", "timeoutSeconds=1", NULL, wrec_event, wrec_end, &r);
@@ -1631,13 +1558,7 @@ static bool converged(void *arg) {
 }
 
 TEST(kclient_informer_converges_under_bursts) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, "--history-max=20 --watch-poll-ms=50") == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, "--history-max=20 --watch-poll-ms=50");
     struct shadow sh = {.m = json_object()};
     struct kc_informer_handlers h = {sh_add, sh_update, sh_delete, NULL};
     struct kc_informer *inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &sh);
@@ -1694,13 +1615,7 @@ TEST(kclient_informer_converges_under_bursts) {
 /* Watches have their own connections: twenty of them do not starve requests
  * (KC_MAX_CONNS is 16). */
 TEST(kclient_watches_do_not_starve_requests) {
-    struct apisrv s;
-    REQUIRE(apisrv_start(&s, NULL) == 0);
-    struct env e;
-    if (env_init(&e, s.url)) {
-        apisrv_stop(&s);
-        return;
-    }
+    WITH_APISRV(s, e, NULL);
     static struct wrec recs[20];
     memset(recs, 0, sizeof recs);
     for (int i = 0; i < 20; i++) {
