@@ -32,6 +32,7 @@ struct run {
     int port;
     int total, created, create_errs, running, inflight, next;
     uint64_t t0, t_created, t_done;
+    uint64_t t_first, t10, t90; /* the first pod Running; 10% and 90% of them */
     char *seen; /* per pod: counted Running */
     uv_timer_t deadline;
     bool timed_out;
@@ -220,8 +221,13 @@ static void on_line(void *ud, const char *line, size_t n) {
     int i = atoi(name + 1);
     if (i < 0 || i >= r->total || r->seen[i]) return;
     r->seen[i] = 1;
-    if (++r->running == r->total) {
-        r->t_done = bench_now_ns();
+    ++r->running;
+    uint64_t now = bench_now_ns();
+    if (r->running == 1) r->t_first = now;
+    if (!r->t10 && r->running * 10 >= r->total) r->t10 = now;
+    if (!r->t90 && r->running * 10 >= r->total * 9) r->t90 = now;
+    if (r->running == r->total) {
+        r->t_done = now;
         uv_stop(r->loop);
     }
 }
@@ -274,13 +280,15 @@ static void redis_stats(int port, int pods) {
 }
 
 /* The figures of a run, reported over several runs (median and spread). */
-enum { F_REG, F_CREATE, F_RUNNING, F_PELOTOND, F_API, F_CTL, F_KSIM, F_REDIS, F_LOAD, F_ALL, NFIGS };
+enum { F_REG, F_CREATE, F_RUNNING, F_FIRST, F_STEADY, F_PELOTOND, F_API, F_CTL, F_KSIM, F_REDIS, F_LOAD, F_ALL, NFIGS };
 static const struct {
     const char *name, *unit, *target;
 } figs[NFIGS] = {
     [F_REG] = {"kubelet-sim registration", "s", ""},
     [F_CREATE] = {"create (API)", "pods/s", ""},
     [F_RUNNING] = {"create -> Running", "pods/s", "(target >= 5000)"},
+    [F_FIRST] = {"first pod Running after", "ms", ""},
+    [F_STEADY] = {"Running rate, 10% to 90% of the pods", "pods/s", "(the burst without its fill and drain)"},
     [F_PELOTOND] = {"CPU per pod, pelotond", "us", ""},
     [F_API] = {"CPU per pod, pelotond API", "us", ""},
     [F_CTL] = {"CPU per pod, pelotond controllers", "us", ""},
@@ -357,6 +365,8 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     out->v[F_REG] = reg_s;
     out->v[F_CREATE] = r.t_created ? r.created / ((double)(r.t_created - r.t0) / 1e9) : 0;
     out->v[F_RUNNING] = r.running / secs;
+    out->v[F_FIRST] = r.t_first ? (double)(r.t_first - r.t0) / 1e6 : 0;
+    out->v[F_STEADY] = r.t90 > r.t10 ? 0.8 * r.total / ((double)(r.t90 - r.t10) / 1e9) : 0;
     if (r.running > 0) {
         out->v[F_PELOTOND] = cpu[0] / r.running;
         out->v[F_API] = api / r.running;
