@@ -665,6 +665,16 @@ TEST(kclient_informer_relists_after_410) {
     apisrv_stop(&s);
 }
 
+/* Sets label x=value on default/name by a merge patch; the HTTP status. */
+static long label_pod(struct env *e, const char *name, const char *value) {
+    char err[256], path[128];
+    snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s", name);
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "x", value);
+    long st = kclient_request_sync(e->c, "PATCH", path, patch, "application/merge-patch+json", NULL, err, sizeof err);
+    json_decref(patch);
+    return st;
+}
+
 struct krec {
     struct irec r;
     int old_given;       /* updates that came with an old object */
@@ -726,11 +736,7 @@ TEST(kclient_informer_keys_only) {
     CHECK(kc_informer_get(full.inf, "default", "pre-5") != NULL);
     /* watch events after the re-list: a change and a delete */
     char err[256];
-    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "x", "z");
-    CHECK_I64(kclient_request_sync(e.c, "PATCH", "/api/v1/namespaces/default/pods/pre-6", patch,
-                                   "application/merge-patch+json", NULL, err, sizeof err),
-              200);
-    json_decref(patch);
+    CHECK_I64(label_pod(&e, "pre-6", "z"), 200);
     CHECK_I64(kclient_request_sync(e.c, "DELETE", "/api/v1/namespaces/default/pods/pre-7", NULL, NULL, NULL, err,
                                    sizeof err),
               200);
@@ -784,12 +790,7 @@ TEST(kclient_informer_transform) {
     CHECK_I64(kc_informer_start(b), 0); /* late on a's feed: a's trimmed cache as adds */
     CHECK(run_until(&e, synced_pred, b, 10000));
     CHECK(run_until(&e, synced_pred, plain, 10000));
-    char err[256];
-    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "x", "y");
-    CHECK_I64(kclient_request_sync(e.c, "PATCH", "/api/v1/namespaces/default/pods/t-1", patch,
-                                   "application/merge-patch+json", NULL, err, sizeof err),
-              200);
-    json_decref(patch);
+    CHECK_I64(label_pod(&e, "t-1", "y"), 200);
     CHECK(run_until(&e, trec_pred, t, 5000));
     CHECK_I64(t[0].labelled, t[0].adds + t[0].updates); /* the plain informer's own feed keeps labels */
     CHECK_I64(t[1].labelled, 0);
