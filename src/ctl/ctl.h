@@ -62,11 +62,11 @@ redisReply *ctl_redis_reply(struct ctl_db *db);
 /* Sends what is deferred and reads its replies. */
 void ctl_redis_settle(struct ctl_db *db);
 
-/* Posts a v1 Event about a pod (reason, type "Normal"/"Warning", message). Fire and forget. */
 /* The pod informers of resmgr, placement and hostmgr (one shared feed):
  * pods trimmed by pod_slim, since the model keeps every pod's tree. */
 extern const struct kc_informer_opts ctl_pods_slim;
 
+/* Posts a v1 Event about a pod (reason, type "Normal"/"Warning", message). Fire and forget. */
 void ctl_pod_event(struct kclient *kc, const char *component, const char *ns, const char *pod, const char *uid,
                    const char *type, const char *reason, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
 

@@ -205,6 +205,23 @@ static void schedule(struct kc_feed *f, bool relist) {
     f->backoff_ms = f->backoff_ms * 2 > KC_BACKOFF_MAX_MS ? KC_BACKOFF_MAX_MS : f->backoff_ms * 2;
 }
 
+/* obj as the cache's entry for key: an add, or an update when its
+ * resourceVersion moved (one that is missing counts as moved). */
+static void cache_put(struct kc_feed *f, const char *key, json_t *obj) {
+    json_t *old = json_object_get(f->cache, key);
+    if (!old) {
+        json_object_set_new(f->cache, key, cache_value(f, obj));
+        emit_add(f, obj);
+        return;
+    }
+    const char *a = cached_rv(f, old), *b = obj_rv(obj);
+    if (a && b && !strcmp(a, b)) return;
+    json_incref(old);
+    json_object_set_new(f->cache, key, cache_value(f, obj));
+    emit_update(f, f->keys_only ? NULL : old, obj);
+    json_decref(old);
+}
+
 /* ---- the diff after a complete list ---- */
 
 static void apply_list(struct kc_feed *f) {
@@ -214,18 +231,7 @@ static void apply_list(struct kc_feed *f) {
     json_t *obj, *tmp;
     f->busy++;
     json_object_foreach(fresh, key, obj) {
-        json_t *old = json_object_get(f->cache, key);
-        if (!old) {
-            json_object_set_new(f->cache, key, cache_value(f, obj));
-            emit_add(f, obj);
-        } else {
-            const char *a = cached_rv(f, old), *b = obj_rv(obj);
-            if (a && b && !strcmp(a, b)) continue;
-            json_incref(old);
-            json_object_set_new(f->cache, key, cache_value(f, obj));
-            emit_update(f, f->keys_only ? NULL : old, obj);
-            json_decref(old);
-        }
+        cache_put(f, key, obj);
         if (stopping(f)) goto out;
     }
     json_object_foreach_safe(f->cache, tmp, key, obj) {
@@ -321,9 +327,9 @@ static void on_event(void *ud, const char *type, json_t *obj) {
     f->backoff_ms = KC_BACKOFF_MIN_MS;
     if (!strcmp(type, "BOOKMARK") || !obj_key(obj, key, sizeof key)) return;
     if (f->transform) f->transform(obj);
-    json_t *old = json_object_get(f->cache, key);
     f->busy++;
     if (!strcmp(type, "DELETED")) {
+        json_t *old = json_object_get(f->cache, key);
         if (old) {
             json_incref(old);
             json_object_del(f->cache, key);
@@ -331,18 +337,7 @@ static void on_event(void *ud, const char *type, json_t *obj) {
             json_decref(old);
         }
     } else if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED")) {
-        if (!old) {
-            json_object_set_new(f->cache, key, cache_value(f, obj));
-            emit_add(f, obj);
-        } else {
-            const char *a = cached_rv(f, old), *b = obj_rv(obj);
-            if (!a || !b || strcmp(a, b)) {
-                json_incref(old);
-                json_object_set_new(f->cache, key, cache_value(f, obj));
-                emit_update(f, f->keys_only ? NULL : old, obj);
-                json_decref(old);
-            }
-        }
+        cache_put(f, key, obj);
     }
     unbusy(f);
 }
