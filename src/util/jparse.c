@@ -19,6 +19,11 @@ struct jp {
     const unsigned char *p, *end;
     size_t flags;
     int depth;
+    /* jparse_filtered: which members to build, and the path to where the reader is */
+    jparse_keep_fn keep;
+    void *keep_ud;
+    int pdepth; /* containers entered (may pass JPARSE_PATH_MAX; seg holds the first ones) */
+    struct jparse_seg seg[JPARSE_PATH_MAX];
 };
 
 static json_t *value(struct jp *j);
@@ -213,6 +218,32 @@ static json_t *number(struct jp *j) {
     return v;
 }
 
+static int skip(struct jp *j);
+
+/* A member's value, built when it is kept, else read and dropped. */
+static json_t *member(struct jp *j, const char *k, size_t kn, bool *dropped) {
+    *dropped = false;
+    if (!j->keep) return value(j);
+    if (j->pdepth <= JPARSE_PATH_MAX && !j->keep(j->keep_ud, j->seg, j->pdepth, k, kn)) {
+        *dropped = true;
+        return skip(j) ? NULL : json_null();
+    }
+    if (j->pdepth < JPARSE_PATH_MAX) j->seg[j->pdepth] = (struct jparse_seg){k, kn};
+    j->pdepth++;
+    json_t *v = value(j);
+    j->pdepth--;
+    return v;
+}
+
+static json_t *element(struct jp *j) {
+    if (!j->keep) return value(j);
+    if (j->pdepth < JPARSE_PATH_MAX) j->seg[j->pdepth] = (struct jparse_seg){NULL, 0};
+    j->pdepth++;
+    json_t *v = value(j);
+    j->pdepth--;
+    return v;
+}
+
 static json_t *object(struct jp *j) {
     json_t *o = json_object();
     if (!o) return NULL;
@@ -243,8 +274,9 @@ static json_t *object(struct jp *j) {
         }
         j->p++;
         ws(j);
-        json_t *v = value(j); /* nested values decode into their own frames' buffers: k stays */
-        if (!v || json_object_setn_new_nocheck(o, k, kn, v)) {
+        bool dropped;
+        json_t *v = member(j, k, kn, &dropped); /* nested values decode into their own frames' buffers: k stays */
+        if (!v || (!dropped && json_object_setn_new_nocheck(o, k, kn, v))) {
             free(heap);
             goto fail;
         }
@@ -274,7 +306,7 @@ static json_t *array(struct jp *j) {
         return a;
     }
     for (;;) {
-        json_t *v = value(j);
+        json_t *v = element(j);
         if (!v || json_array_append_new(a, v)) goto fail;
         ws(j);
         if (j->p >= j->end) goto fail;
@@ -323,6 +355,76 @@ static json_t *value(struct jp *j) {
     case 'n': return literal(j, "null", 4, json_null());
     default: return number(j);
     }
+}
+
+/* Reads one value without building it, refusing what value() refuses: 0, or
+ * -1. Members and elements inside a dropped value are not asked about. */
+static int skip(struct jp *j) {
+    if (j->p >= j->end) return -1;
+    unsigned char c = *j->p;
+    if (c == '"') {
+        char stack[JP_STACK_STR], *heap = NULL;
+        const char *s;
+        size_t n;
+        int rc = string(j, &s, &n, stack, &heap);
+        free(heap);
+        return rc;
+    }
+    if (c != '{' && c != '[') {
+        json_t *v = value(j); /* numbers and words: their checks are the builders' (singletons for words) */
+        if (!v) return -1;
+        json_decref(v);
+        return 0;
+    }
+    if (++j->depth > JSON_PARSER_MAX_DEPTH) return -1;
+    unsigned char close = c == '{' ? '}' : ']';
+    j->p++;
+    ws(j);
+    if (j->p < j->end && *j->p == close) {
+        j->p++;
+        j->depth--;
+        return 0;
+    }
+    for (;;) {
+        if (close == '}') {
+            if (j->p >= j->end || *j->p != '"' || skip(j)) return -1; /* the key: a string */
+            ws(j);
+            if (j->p >= j->end || *j->p != ':') return -1;
+            j->p++;
+            ws(j);
+        }
+        if (skip(j)) return -1;
+        ws(j);
+        if (j->p >= j->end) return -1;
+        if (*j->p == close) {
+            j->p++;
+            j->depth--;
+            return 0;
+        }
+        if (*j->p != ',') return -1;
+        j->p++;
+        ws(j);
+    }
+}
+
+json_t *jparse_filtered(const char *buf, size_t len, size_t flags, jparse_keep_fn keep, void *ud) {
+    if (!buf || (flags & ~(size_t)JSON_DECODE_ANY)) return NULL;
+    struct jp j = {.p = (const unsigned char *)buf,
+                   .end = (const unsigned char *)buf + len,
+                   .flags = flags,
+                   .keep = keep,
+                   .keep_ud = ud};
+    ws(&j);
+    json_t *v = NULL;
+    if (j.p < j.end && ((flags & JSON_DECODE_ANY) || *j.p == '{' || *j.p == '[')) {
+        v = value(&j);
+        ws(&j);
+        if (v && j.p != j.end) {
+            json_decref(v);
+            v = NULL;
+        }
+    }
+    return v;
 }
 
 json_t *jparse_try(const char *buf, size_t len, size_t flags) {

@@ -15,6 +15,7 @@
 #define PELOTON_JPARSE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 json_t *jparse_loadb(const char *buf, size_t len, size_t flags, json_error_t *error);
@@ -22,6 +23,26 @@ json_t *jparse_loadb(const char *buf, size_t len, size_t flags, json_error_t *er
 /* The parser alone, without json_loadb behind it: NULL for whatever it
  * refuses (the fuzz target compares this with json_loadb). */
 json_t *jparse_try(const char *buf, size_t len, size_t flags);
+
+/* jparse_filtered: one step of the path from the top value to an object
+ * member: an object member's key (not NUL-terminated), or key NULL for an
+ * array element. */
+struct jparse_seg {
+    const char *key;
+    size_t len;
+};
+#define JPARSE_PATH_MAX 16 /* members deeper than this are always built */
+/* Whether to build member key of the object at path (depth steps from the
+ * top value; path[i] for i < depth). */
+typedef bool (*jparse_keep_fn)(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len);
+
+/* jparse_try that builds only the object members keep keeps: the others are
+ * read, checked as json_loadb checks them, and left out (nothing inside a
+ * dropped member is asked about). The same input is refused as by
+ * jparse_try; the value equals jparse_try's with the dropped members
+ * deleted. Flags: 0 or JSON_DECODE_ANY (else NULL). NULL for what it refuses
+ * (no error message). */
+json_t *jparse_filtered(const char *buf, size_t len, size_t flags, jparse_keep_fn keep, void *ud);
 
 /* Length of the UTF-8 sequence at p (p < end) that jansson accepts: no
  * overlong forms, surrogates or code points past U+10FFFF; 0 when invalid. */
