@@ -59,6 +59,7 @@ struct kc_feed {
     bool started, synced, relist_next;
     bool keys_only;         /* cache values are resourceVersions (json strings), not objects */
     kc_transform_fn transform;
+    jparse_keep_fn keep;    /* members not decoded (kc_informer_opts) */
     int busy;
     bool free_pending;      /* no subscriber is left: freed when not busy */
     struct kc_informer *subs;
@@ -250,13 +251,29 @@ out:
     start_watch(f);
 }
 
+/* A filtered feed's filter over a list page: items[i]'s members go to keep. */
+static bool list_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
+    struct kc_feed *f = ud;
+    if (depth < 2 || !path[0].key || path[0].len != 5 || memcmp(path[0].key, "items", 5) || path[1].key) return true;
+    return f->keep(NULL, path + 2, depth - 2, key, len);
+}
+
+/* The feed's object filter, handed the path from the object (watch events). */
+static bool object_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
+    struct kc_feed *f = ud;
+    return f->keep(NULL, path, depth, key, len);
+}
+
 static void on_list(void *ud, const struct kc_response *r) {
     struct kc_feed *f = ud;
     f->req = NULL;
-    json_t *items = json_object_get(kc_response_body(r), "items");
+    json_t *page = f->keep && r->status == 200 ? jparse_filtered(r->raw, r->rawlen, 0, list_keep, f) : NULL;
+    json_t *body = page ? page : kc_response_body(r);
+    json_t *items = json_object_get(body, "items");
     if (r->status != 200 || !json_is_array(items)) {
         fprintf(stderr, "level=warn msg=\"informer list failed\" path=%s status=%ld error=\"%s\"\n", f->path,
                 r->status, r->error ? r->error : "not a list");
+        json_decref(page);
         json_decref(f->fresh);
         f->fresh = NULL;
         schedule(f, true);
@@ -270,13 +287,15 @@ static void on_list(void *ud, const struct kc_response *r) {
         if (f->transform) f->transform(obj);
         json_object_set(f->fresh, key, obj);
     }
-    json_t *md = json_object_get(kc_response_body(r), "metadata");
+    json_t *md = json_object_get(body, "metadata");
     const char *cont = json_string_value(json_object_get(md, "continue"));
     if (cont && *cont) {
         list_page(f, cont);
+        json_decref(page);
         return;
     }
     set_rv(f, json_string_value(json_object_get(md, "resourceVersion")));
+    json_decref(page);
     f->lists++; /* the backoff stays: a server whose watches fail at once must not be listed 10 times a second */
     apply_list(f);
 }
@@ -364,7 +383,8 @@ static void start_watch(struct kc_feed *f) {
     char *q = malloc(cap);
     if (q) {
         snprintf(q, cap, "%s%stimeoutSeconds=%u", f->query ? f->query : "", f->query && *f->query ? "&" : "", secs);
-        f->watch = kclient_watch(f->c, f->path, q, f->rv, on_event, on_watch_end, f);
+        f->watch = f->keep ? kclient_watch_filtered(f->c, f->path, q, f->rv, object_keep, f, on_event, on_watch_end, f)
+                           : kclient_watch(f->c, f->path, q, f->rv, on_event, on_watch_end, f);
         f->watch_started = uv_now(f->c->loop);
         free(q);
     }
@@ -409,7 +429,8 @@ struct kc_informer *kc_informer_new_opts(struct kclient *c, const char *path, co
     struct kc_informer_opts none = {0};
     if (!o) o = &none;
     struct kc_feed *f = c->feeds;
-    while (f && (f->free_pending || f->keys_only || f->transform != o->transform || strcmp(f->path, path) ||
+    while (f && (f->free_pending || f->keys_only || f->transform != o->transform || f->keep != o->keep ||
+                 strcmp(f->path, path) ||
                  !same(f->query, query)))
         f = f->next;
     if (o->keys_only) f = NULL;
@@ -417,6 +438,7 @@ struct kc_informer *kc_informer_new_opts(struct kclient *c, const char *path, co
     if (made && !(f = feed_new(c, path, query))) return NULL;
     f->keys_only = o->keys_only;
     f->transform = o->transform;
+    f->keep = o->keep;
     struct kc_informer *s = calloc(1, sizeof *s);
     if (!s) {
         if (made) really_free(f);

@@ -25,6 +25,8 @@
 #ifndef PELOTON_KCLIENT_H
 #define PELOTON_KCLIENT_H
 #include <jansson.h>
+
+#include "jparse.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -117,6 +119,12 @@ struct kc_watch *kclient_watch(struct kclient *c, const char *path, const char *
 typedef void (*kc_line_fn)(void *ud, const char *line, size_t len);
 struct kc_watch *kclient_watch_raw(struct kclient *c, const char *path, const char *query, const char *rv,
                                    kc_line_fn on_line, kc_watch_end_fn on_end, void *ud);
+/* kclient_watch that builds of each event's object only the members keep
+ * keeps (jparse_filtered; path is from the object itself), for consumers
+ * that read a few of them. keep_ud goes to keep. */
+struct kc_watch *kclient_watch_filtered(struct kclient *c, const char *path, const char *query, const char *rv,
+                                        jparse_keep_fn keep, void *keep_ud, kc_event_fn on_event,
+                                        kc_watch_end_fn on_end, void *ud);
 /* Stops and frees a watch; on_end is not called. Safe inside on_event (no
  * further events are delivered); a no-op inside on_end. */
 void kc_watch_stop(struct kc_watch *w);
@@ -151,6 +159,14 @@ struct kc_informer_opts {
     /* Called on every listed or watched object before it is cached or handed
      * to a handler; informers share a feed only when their transforms match. */
     kc_transform_fn transform;
+    /* Members to leave out while decoding listed and watched objects
+     * (jparse_filtered, called with ud NULL; the path is from the object
+     * itself). With a transform it must drop only what the transform drops,
+     * so that the objects are the same with or without it, for less work;
+     * without one, the handlers get the objects as keep leaves them (a
+     * keys-only feed needs metadata's namespace, name and resourceVersion).
+     * Feeds are shared only by informers with the same transform and keep. */
+    jparse_keep_fn keep;
 };
 /* kc_informer_new with options (o may be NULL). */
 struct kc_informer *kc_informer_new_opts(struct kclient *c, const char *path, const char *query,

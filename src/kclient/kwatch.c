@@ -20,6 +20,8 @@ struct kc_watch {
     struct curl_slist *hdrs;
     kc_event_fn on_event;
     kc_line_fn on_line; /* raw watches: lines undecoded */
+    jparse_keep_fn keep; /* filtered watches: the members of the object to build */
+    void *keep_ud;
     kc_watch_end_fn on_end;
     void *ud;
     char *buf;         /* bytes received, lines from start */
@@ -106,6 +108,14 @@ static bool blank(const char *p, size_t n) {
     return true;
 }
 
+/* A filtered watch's filter over a whole event line: the members of its
+ * object go to the consumer's, with the path from the object. */
+static bool event_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
+    struct kc_watch *w = ud;
+    if (depth < 1 || !path[0].key || path[0].len != 6 || memcmp(path[0].key, "object", 6)) return true;
+    return w->keep(w->keep_ud, path + 1, depth - 1, key, len);
+}
+
 /* One line: 0, or -EPROTO when it is not an event. */
 static int deliver(struct kc_watch *w, const char *line, size_t n) {
     if (blank(line, n)) return 0;
@@ -114,7 +124,7 @@ static int deliver(struct kc_watch *w, const char *line, size_t n) {
         w->on_line(w->ud, line, n);
         return 0;
     }
-    json_t *ev = jparse_loadb(line, n, 0, NULL);
+    json_t *ev = w->keep ? jparse_filtered(line, n, 0, event_keep, w) : jparse_loadb(line, n, 0, NULL);
     const char *type = json_string_value(json_object_get(ev, "type"));
     json_t *obj = json_object_get(ev, "object");
     if (!type || !json_is_object(obj)) {
@@ -255,6 +265,17 @@ static struct kc_watch *watch_start(struct kclient *c, const char *path, const c
 struct kc_watch *kclient_watch(struct kclient *c, const char *path, const char *query, const char *rv,
                                kc_event_fn on_event, kc_watch_end_fn on_end, void *ud) {
     return watch_start(c, path, query, rv, on_event, NULL, on_end, ud);
+}
+
+struct kc_watch *kclient_watch_filtered(struct kclient *c, const char *path, const char *query, const char *rv,
+                                        jparse_keep_fn keep, void *keep_ud, kc_event_fn on_event,
+                                        kc_watch_end_fn on_end, void *ud) {
+    struct kc_watch *w = watch_start(c, path, query, rv, on_event, NULL, on_end, ud);
+    if (w) {
+        w->keep = keep;
+        w->keep_ud = keep_ud;
+    }
+    return w;
 }
 
 struct kc_watch *kclient_watch_raw(struct kclient *c, const char *path, const char *query, const char *rv,

@@ -807,6 +807,63 @@ TEST(kclient_informer_transform) {
     apisrv_stop(&s);
 }
 
+/* keep: labels and status are never decoded, from the list or the watch */
+static bool keep_no_labels_status(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
+    (void)ud;
+    if (depth == 0) return !(len == 6 && !memcmp(key, "status", 6));
+    if (depth == 1 && path[0].key && path[0].len == 8 && !memcmp(path[0].key, "metadata", 8))
+        return !(len == 6 && !memcmp(key, "labels", 6));
+    return true;
+}
+static void trec_add_status(void *ud, json_t *obj) {
+    trec_add(ud, obj);
+    if (json_object_get(obj, "status")) ((struct trec *)ud)->labelled += 1000;
+}
+static void trec_update_status(void *ud, json_t *old, json_t *obj) {
+    trec_update(ud, old, obj);
+    if (json_object_get(obj, "status")) ((struct trec *)ud)->labelled += 1000;
+}
+
+/* A keep filter leaves members out as objects are decoded, listed or
+ * watched; informers share a feed only when their keep matches. */
+TEST(kclient_informer_keep) {
+    WITH_APISRV(s, e, NULL);
+    REQUIRE(create_pods(&e, "k", 5) == 0);
+    const char *path = "/api/v1/namespaces/default/pods";
+    struct trec t[3] = {{0}};
+    struct kc_informer_handlers h = {trec_add_status, trec_update_status, NULL, NULL};
+    struct kc_informer_opts o = {.keep = keep_no_labels_status};
+    struct kc_informer *plain = kc_informer_new(e.c, path, NULL, &h, &t[0]);
+    struct kc_informer *a = kc_informer_new_opts(e.c, path, NULL, &o, &h, &t[1]);
+    struct kc_informer *b = kc_informer_new_opts(e.c, path, NULL, &o, &h, &t[2]);
+    REQUIRE(plain && a && b);
+    CHECK_I64(kc_informer_start(plain), 0);
+    CHECK_I64(kc_informer_start(a), 0);
+    CHECK_I64(kc_informer_start(b), 0);
+    CHECK(run_until(&e, synced_pred, a, 10000));
+    CHECK(run_until(&e, synced_pred, b, 10000));
+    CHECK(run_until(&e, synced_pred, plain, 10000));
+    CHECK_I64(label_pod(&e, "k-1", "y"), 200);
+    CHECK(run_until(&e, trec_pred, t, 5000));
+    CHECK_I64(t[0].labelled, 1001 * (t[0].adds + t[0].updates)); /* the plain feed: labels and status */
+    CHECK_I64(t[1].labelled, 0);
+    CHECK_I64(t[2].labelled, 0);
+    json_t *got = kc_informer_get(a, "default", "k-1");
+    REQUIRE(got);
+    json_t *md = json_object_get(got, "metadata");
+    CHECK(!json_object_get(md, "labels") && !json_object_get(got, "status"));
+    CHECK_STR(json_string_value(json_object_get(md, "name")), "k-1");
+    CHECK(json_string_value(json_object_get(md, "resourceVersion")) != NULL);
+    CHECK(json_object_get(got, "spec") != NULL);
+    CHECK(kc_informer_get(a, "default", "k-1") == kc_informer_get(b, "default", "k-1")); /* one feed */
+    CHECK(kc_informer_get(plain, "default", "k-1") != kc_informer_get(a, "default", "k-1"));
+    kc_informer_free(a);
+    kc_informer_free(b);
+    kc_informer_free(plain);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
 /* ---- concurrency and teardown ---- */
 
 TEST(kclient_200_concurrent_requests) {
