@@ -63,7 +63,8 @@ redisReply *ctl_redis_reply(struct ctl_db *db);
 void ctl_redis_settle(struct ctl_db *db);
 
 /* The pod informers of resmgr, placement and hostmgr (one shared feed):
- * pods trimmed by pod_slim, since the model keeps every pod's tree. */
+ * pods trimmed by pod_slim, since the model keeps every pod's tree, and the
+ * members it drops not even built (pod_slim_keep). */
 extern const struct kc_informer_opts ctl_pods_slim;
 
 /* Posts a v1 Event about a pod (reason, type "Normal"/"Warning", message). Fire and forget. */

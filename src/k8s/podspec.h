@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "jparse.h"
 #include "place.h"
 #include "resource.h"
 
@@ -52,6 +53,11 @@ void pod_task_free(struct pod_task *pt);
  * containers and init containers their name and resources; managedFields
  * go. A bound, running pod's tree shrinks by about half. */
 void pod_slim(json_t *pod);
+/* The same trimming while the pod is decoded (a jparse_keep_fn over the
+ * path from the pod; ud unused): with it, jparse_filtered builds what
+ * pod_slim leaves of the pod, less whatever shape pod_slim leaves alone is
+ * also left alone here (status not an object, containers not objects). */
+bool pod_slim_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len);
 
 /* "PACK", "SPREAD_JOB", "LEAST_LOADED" (case-insensitive) to a strategy; -EINVAL otherwise. */
 int pod_strategy_parse(const char *s, enum place_strategy *out);
