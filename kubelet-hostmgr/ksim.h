@@ -99,6 +99,14 @@ struct ksim_res {
 /* Sum of containers' requests (a limit stands for a missing request), at
  * least each init container's, plus spec.overhead; pods = 1. 0 or -EINVAL. */
 int ksim_pod_requests(const json_t *pod, struct ksim_res *out, char *err, size_t errlen);
+/* What kubelet-sim reads of the pods and nodes it follows, as filters for
+ * their decoding (jparse_keep_fn, ud unused). Pods: metadata without
+ * managedFields; spec with containers and init containers cut to name,
+ * image and resources; status cut to phase, podIP and each container
+ * status's restartCount. Nodes: apiVersion, kind and metadata (without
+ * managedFields). */
+bool ksim_pod_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len);
+bool ksim_node_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len);
 /* Admission: NULL when req fits in cap - used, else the reason ("OutOfpods",
  * "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu") with the kubelet's message. */
 const char *ksim_admit(const struct ksim_res *cap, const struct ksim_res *used, const struct ksim_res *req, char *msg,

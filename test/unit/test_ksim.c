@@ -219,3 +219,58 @@ TEST(ksim_times_and_names) {
     CHECK_I64(ksim_node_index("sim-node-", 10, "sim-node-1x"), -1);
     CHECK_I64(ksim_node_index("sim-node-", 10, NULL), -1);
 }
+
+/* The decoding filters keep what kubelet-sim reads: the same options,
+ * requests, IP and restarts from the filtered pod, and a node's metadata. */
+TEST(ksim_decoding_filters_keep_what_is_read) {
+    const char *pod =
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"uid\":\"u\","
+        "\"resourceVersion\":\"7\",\"deletionTimestamp\":\"2026-11-25T10:00:00Z\",\"managedFields\":[{\"m\":1}],"
+        "\"annotations\":{\"kubelet-sim.peloton.io/run-seconds\":\"30\",\"kubelet-sim.peloton.io/exit-code\":\"3\"}},"
+        "\"spec\":{\"nodeName\":\"node-1\",\"restartPolicy\":\"Never\",\"overhead\":{\"cpu\":\"100m\"},"
+        "\"containers\":[{\"name\":\"a\",\"image\":\"busybox\",\"command\":[\"sh\"],\"terminationMessagePath\":\"/x\","
+        "\"resources\":{\"requests\":{\"cpu\":\"500m\",\"memory\":\"1Gi\"}}}],"
+        "\"initContainers\":[{\"name\":\"i\",\"image\":\"init\",\"env\":[],\"resources\":{\"requests\":{\"memory\":\"3Gi\"}}}]},"
+        "\"status\":{\"phase\":\"Running\",\"podIP\":\"10.1.2.3\",\"hostIP\":\"10.0.0.1\",\"conditions\":[{\"type\":\"Ready\"}],"
+        "\"containerStatuses\":[{\"name\":\"a\",\"restartCount\":4,\"state\":{\"running\":{}}}]}}";
+    json_t *full = json_loads(pod, 0, NULL), *slim = jparse_filtered(pod, strlen(pod), 0, ksim_pod_keep, NULL);
+    REQUIRE(full && slim);
+    struct ksim_pod_opts a, b;
+    struct ksim_res ra, rb;
+    char err[256] = "";
+    CHECK_I64(ksim_pod_opts(full, &a, err, sizeof err), 0);
+    CHECK_I64(ksim_pod_opts(slim, &b, err, sizeof err), 0);
+    CHECK_I64(a.run_ms, b.run_ms);
+    CHECK_I64(b.exit_code, 3);
+    CHECK(a.restart == b.restart && b.restart == KSIM_RESTART_NEVER);
+    REQUIRE(ksim_pod_requests(full, &ra, err, sizeof err) == 0);
+    REQUIRE(ksim_pod_requests(slim, &rb, err, sizeof err) == 0);
+    CHECK_I64(rb.cpu, 600);
+    CHECK_I64(ra.memory, rb.memory);
+    json_t *md = json_object_get(slim, "metadata"), *st = json_object_get(slim, "status");
+    CHECK_STR(json_string_value(json_object_get(md, "resourceVersion")), "7");
+    CHECK_STR(json_string_value(json_object_get(md, "uid")), "u");
+    CHECK(json_is_string(json_object_get(md, "deletionTimestamp")));
+    CHECK(!json_object_get(md, "managedFields"));
+    CHECK_STR(json_string_value(json_object_get(json_object_get(slim, "spec"), "nodeName")), "node-1");
+    CHECK_STR(json_string_value(json_object_get(st, "podIP")), "10.1.2.3");
+    CHECK_I64(json_object_size(st), 3); /* phase, podIP, containerStatuses */
+    json_t *cs = json_array_get(json_object_get(st, "containerStatuses"), 0);
+    CHECK_I64(json_integer_value(json_object_get(cs, "restartCount")), 4);
+    CHECK_I64(json_object_size(cs), 1);
+    json_t *c0 = json_array_get(json_object_get(json_object_get(slim, "spec"), "containers"), 0);
+    CHECK_STR(json_string_value(json_object_get(c0, "image")), "busybox");
+    CHECK_I64(json_object_size(c0), 3); /* name, image, resources */
+    json_decref(full);
+    json_decref(slim);
+
+    const char *node = "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"node-1\",\"resourceVersion\":\"9\","
+                       "\"annotations\":{\"kubelet-sim.peloton.io/down\":\"true\"}},\"spec\":{\"taints\":[]},"
+                       "\"status\":{\"capacity\":{\"cpu\":\"64\"},\"conditions\":[{\"type\":\"Ready\"}]}}";
+    json_t *n = jparse_filtered(node, strlen(node), 0, ksim_node_keep, NULL);
+    REQUIRE(n);
+    CHECK_I64(json_object_size(n), 3);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(n, "metadata"), "resourceVersion")), "9");
+    CHECK(json_object_get(json_object_get(json_object_get(n, "metadata"), "annotations"), "kubelet-sim.peloton.io/down"));
+    json_decref(n);
+}
