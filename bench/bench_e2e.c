@@ -261,6 +261,19 @@ static double cpu_us_of(pid_t pid, pid_t tid) {
 
 static double cpu_us(pid_t pid) { return cpu_us_of(pid, 0); }
 
+/* A process's peak resident memory so far (VmHWM), in MiB; 0 when unknown. */
+static double peak_rss_mib(pid_t pid) {
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    long kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+    fclose(f);
+    return (double)kib / 1024.0;
+}
+
 /* BENCH_E2E_REDIS_STATS: what Redis did per pod Running (INFO commandstats). */
 static void redis_stats(int port, int pods) {
     redisContext *c = redisConnect("127.0.0.1", port);
@@ -280,7 +293,10 @@ static void redis_stats(int port, int pods) {
 }
 
 /* The figures of a run, reported over several runs (median and spread). */
-enum { F_REG, F_CREATE, F_RUNNING, F_FIRST, F_STEADY, F_PELOTOND, F_API, F_CTL, F_KSIM, F_REDIS, F_LOAD, F_ALL, NFIGS };
+enum {
+    F_REG, F_CREATE, F_RUNNING, F_FIRST, F_STEADY, F_PELOTOND, F_API, F_CTL, F_KSIM, F_REDIS, F_LOAD, F_ALL,
+    F_RSS_PD, F_RSS_KSIM, F_RSS_REDIS, NFIGS
+};
 static const struct {
     const char *name, *unit, *target;
 } figs[NFIGS] = {
@@ -296,6 +312,9 @@ static const struct {
     [F_REDIS] = {"CPU per pod, redis", "us", ""},
     [F_LOAD] = {"CPU per pod, load + watch", "us", ""},
     [F_ALL] = {"CPU per pod, all", "us", "(2 cores at 5000 pods/s: 400)"},
+    [F_RSS_PD] = {"peak RSS, pelotond", "MiB", ""},
+    [F_RSS_KSIM] = {"peak RSS, kubelet-sim", "MiB", ""},
+    [F_RSS_REDIS] = {"peak RSS, redis", "MiB", ""},
 };
 struct run_figs {
     double v[NFIGS];
@@ -376,6 +395,9 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
         out->v[F_LOAD] = cpu[3] / r.running;
         out->v[F_ALL] = total / r.running;
     }
+    out->v[F_RSS_PD] = peak_rss_mib(pd);
+    out->v[F_RSS_KSIM] = peak_rss_mib(ks);
+    out->v[F_RSS_REDIS] = peak_rss_mib(rp.pid);
     out->complete = r.running == pods && !r.timed_out;
     if (r.timed_out || r.create_errs)
         printf("bench e2e %d nodes: %d of %d Running, %d create errors%s\n", nodes, r.running, pods, r.create_errs,
