@@ -216,10 +216,17 @@ static void count(struct cluster *c, struct cm_pod *p) {
 
 /* ---- namespaces and pools ---- */
 
-static void resolve_pool(struct cluster *c, struct cm_pod *p) {
-    const char *name = p->info.pool;
-    if (!name || !name[0]) name = strmap_get(&c->ns_pool, p->ns);
+/* The pool a pod in namespace ns belongs to: its label, else its
+ * namespace's pool, else the default. */
+static const char *pool_name(struct cluster *c, const char *ns, const char *label) {
+    const char *name = label;
+    if (!name || !name[0]) name = strmap_get(&c->ns_pool, ns);
     if (!name || !name[0]) name = c->default_pool;
+    return name;
+}
+
+static void resolve_pool(struct cluster *c, struct cm_pod *p) {
+    const char *name = pool_name(c, p->ns, p->info.pool);
     free(p->pool);
     p->pool = xstrdup(name);
 }
@@ -404,6 +411,31 @@ static int gang_add(struct cluster *c, struct cm_pod *p) {
     return 0;
 }
 
+/* Whether a counted pod, decoded anew as ni and to sit on node in pool,
+ * would be counted exactly as it is: then a new version of it (a status
+ * write, most often) leaves the pools', hosts' and placement's counts alone. */
+static bool counts_same(struct cluster *c, const struct cm_pod *p, const struct pod_info *ni, bool bad,
+                        const char *node, const char *pool) {
+    if (!p->counted_ || bad || ni->terminal) return false;
+    struct respool *leaf = leaf_of(c, pool);
+    bool bound = node != NULL || p->admitted;
+    if (!bound && (!c->opt.count_pending || !leaf || ni->deleting)) return false;
+    if ((bound ? 1u : 2u) != p->counted_ || leaf != p->pool_ || !resvec_eq(ni->req, p->counted_req_) ||
+        ni->flags != p->counted_flags_)
+        return false;
+    uint32_t h = HOST_NONE;
+    if (node) {
+        uint32_t f = host_fleet_find(c->fleet, node);
+        if (f != HOST_NONE && f < c->nhosts) h = f;
+    }
+    if (h != p->host_) return false;
+    if (h == HOST_NONE || c->opt.no_engine) return true;
+    /* job_count's name, before and after */
+    const char *was = p->info.job ? p->info.job : p->info.gang ? p->info.gang : p->name;
+    const char *now = ni->job ? ni->job : ni->gang ? ni->gang : p->name;
+    return !strcmp(was, now);
+}
+
 int cluster_pod_set(struct cluster *c, json_t *pod) {
     json_t *md = json_object_get(pod, "metadata");
     const char *ns = json_string_value(json_object_get(md, "namespace")),
@@ -413,7 +445,8 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
     char key[600];
     snprintf(key, sizeof key, "%s/%s", ns, name);
     struct cm_pod *p = strmap_get(&c->pods, key);
-    if (!p) {
+    bool fresh = !p;
+    if (fresh) {
         p = calloc(1, sizeof *p);
         if (!p || !(p->ns = strdup(ns)) || !(p->name = strdup(name)) || !(p->key = strdup(key)) ||
             strmap_put(&c->pods, key, p, NULL)) {
@@ -421,8 +454,19 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
             return -ENOMEM;
         }
         p->host_ = HOST_NONE;
-    } else {
-        uncount(c, p);
+    }
+    struct pod_info ni;
+    char err[256];
+    bool bad = pod_info_decode(pod, &ni, err, sizeof err) != 0;
+    if (bad) {
+        memset(&ni, 0, sizeof ni);
+        ni.gang_size = 1;
+    }
+    /* the object says where it is, which replaces any assumption */
+    const char *node = ni.node ? ni.node : p->assumed ? p->node : NULL;
+    bool keep = !fresh && counts_same(c, p, &ni, bad, node, pool_name(c, p->ns, ni.pool));
+    if (!fresh) { /* with the old object's info */
+        if (!keep) uncount(c, p);
         gang_remove(c, p);
         if (p->uid) strmap_del(&c->uids, p->uid);
     }
@@ -433,13 +477,9 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
     free(p->uid);
     p->uid = xstrdup(uid);
     if (p->uid) strmap_put(&c->uids, p->uid, p, NULL);
-    char err[256];
-    p->bad = pod_info_decode(pod, &p->info, err, sizeof err) != 0;
-    if (p->bad) {
-        memset(&p->info, 0, sizeof p->info);
-        p->info.gang_size = 1;
-    }
-    if (p->info.node) { /* the object says where it is: that replaces any assumption */
+    p->info = ni;
+    p->bad = bad;
+    if (p->info.node) {
         free(p->node);
         p->node = strdup(p->info.node);
         p->assumed = false;
@@ -450,7 +490,7 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
     if (p->info.terminal) p->admitted = false;
     resolve_pool(c, p);
     gang_add(c, p);
-    count(c, p);
+    if (!keep) count(c, p);
     return 0;
 }
 

@@ -495,3 +495,60 @@ TEST(cluster_generations_for_memos) {
     CHECK(cluster_pod(c, "d", "a")->version > b->version);
     cluster_free(c);
 }
+
+/* A new version of a counted pod that counts the same (a status write) leaves
+ * the counts and the host's stamp alone; one that counts differently (its
+ * job, requests, deletion or end) is counted again, exactly once. */
+TEST(cluster_status_write_keeps_counts) {
+    struct cm_options o;
+    cm_options_default(&o);
+    struct cluster *c = cluster_new(&o);
+    REQUIRE(c);
+    feed(c, node("n1", "4", "8Gi", true), cluster_node_set);
+    feed(c, pool("org", "", "8", "8"), cluster_pool_set);
+    feed(c, pool("a", "org", "2", "8"), cluster_pool_set);
+    feed(c, pod("d", "p1", "a", "1", "n1"), cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    struct host_fleet *f = cluster_fleet(c);
+    uint32_t h1 = host_fleet_find(f, "n1");
+    struct respool *a = cluster_pod_pool(c, cluster_pod(c, "d", "p1"));
+    REQUIRE(a);
+    uint64_t stamp = cluster_host_generations(c)[h1];
+    /* Running: the same counts, the same stamp, the new object and info */
+    json_t *run = pod("d", "p1", "a", "1", "n1");
+    json_object_set_new(run, "status", json_pack("{s:s}", "phase", "Running"));
+    feed(c, run, cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    struct cm_pod *p = cluster_pod(c, "d", "p1");
+    CHECK_I64(p->info.phase, POD_RUNNING);
+    CHECK_I64(cluster_host_generations(c)[h1], stamp);
+    CHECK_I64(f->hosts[h1].allocated.v[RES_CPU], 1000);
+    CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 1000);
+    int on1 = 0;
+    for (struct cm_pod *q = cluster_host_first(c, h1); q; q = cluster_host_next(q)) on1++;
+    CHECK_I64(on1, 1);
+    /* a job label: counted again (placement's per-job counts move), once */
+    json_t *job = pod("d", "p1", "a", "1", "n1");
+    json_object_set_new(json_object_get(json_object_get(job, "metadata"), "labels"), "peloton.io/job", json_string("j"));
+    feed(c, job, cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK(cluster_host_generations(c)[h1] != stamp);
+    CHECK_I64(f->hosts[h1].allocated.v[RES_CPU], 1000);
+    CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 1000);
+    stamp = cluster_host_generations(c)[h1];
+    /* more cpu: counted again with the new request */
+    feed(c, pod("d", "p1", "a", "2", "n1"), cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK(cluster_host_generations(c)[h1] != stamp);
+    CHECK_I64(f->hosts[h1].allocated.v[RES_CPU], 2000);
+    CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 2000);
+    /* Failed: no longer counted */
+    json_t *failed = pod("d", "p1", "a", "2", "n1");
+    json_object_set_new(failed, "status", json_pack("{s:s}", "phase", "Failed"));
+    feed(c, failed, cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK_I64(f->hosts[h1].allocated.v[RES_CPU], 0);
+    CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 0);
+    CHECK(!cluster_host_first(c, h1));
+    cluster_free(c);
+}
