@@ -15,8 +15,8 @@
  *   Content-Length over H1_DRAIN_MAX                413, then close
  *   Content-Length over max_body                    the body is read and dropped, then 413 (kept alive)
  *   Upgrade: websocket (version 13, a key)          the handshake, then one text message per stream write
- * A connection idle for H1_IDLE_MS between requests, or H1_HEAD_MS into a
- * head, is closed. */
+ * A connection idle for idle_timeout_ms (H1_IDLE_MS) between requests, or
+ * head_timeout_ms (H1_HEAD_MS) into a head or body, is closed. */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -29,7 +29,7 @@
 #define H1_IDLE_MS 120000 /* keep-alive connections idle this long are closed */
 #define H1_HEAD_MS 30000  /* a head (or body) must arrive within this */
 #define H1_READ 65536     /* bytes asked for per read */
-#define H1_SWEEP_MS 1000
+#define H1_SWEEP_MS 1000 /* the longest gap between timeout checks */
 
 enum h1_state {
     S_HEAD,    /* reading a request head */
@@ -650,7 +650,8 @@ static void on_sweep(uv_timer_t *t) {
         n = c->next;
         bool idle = c->state == S_HEAD && c->inlen == 0;
         bool reading = (c->state == S_HEAD && c->inlen) || c->state == S_BODY || c->state == S_DISCARD;
-        if ((idle && now - c->since_ms > H1_IDLE_MS) || (reading && now - c->since_ms > H1_HEAD_MS)) conn_close(c);
+        if ((idle && now - c->since_ms > s->cfg.idle_timeout_ms) || (reading && now - c->since_ms > s->cfg.head_timeout_ms))
+            conn_close(c);
     }
 }
 
@@ -774,6 +775,11 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     if (!s) return -ENOMEM;
     s->loop = loop;
     s->cfg = *cfg;
+    if (!s->cfg.idle_timeout_ms) s->cfg.idle_timeout_ms = H1_IDLE_MS;
+    if (!s->cfg.head_timeout_ms) s->cfg.head_timeout_ms = H1_HEAD_MS;
+    unsigned shorter = s->cfg.idle_timeout_ms < s->cfg.head_timeout_ms ? s->cfg.idle_timeout_ms : s->cfg.head_timeout_ms;
+    unsigned sweep = shorter / 10 < H1_SWEEP_MS ? shorter / 10 : H1_SWEEP_MS;
+    if (!sweep) sweep = 1;
     struct sockaddr_storage addr;
     int rc = uv_ip4_addr(cfg->bind_addr, cfg->port, (struct sockaddr_in *)&addr);
     if (rc) rc = uv_ip6_addr(cfg->bind_addr, cfg->port, (struct sockaddr_in6 *)&addr);
@@ -800,7 +806,7 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     s->flush.data = s;
     uv_timer_init(loop, &s->sweep);
     s->sweep.data = s;
-    uv_timer_start(&s->sweep, on_sweep, H1_SWEEP_MS, H1_SWEEP_MS);
+    uv_timer_start(&s->sweep, on_sweep, sweep, sweep);
     uv_unref((uv_handle_t *)&s->sweep);
     s->open = 3;
     *out = s;

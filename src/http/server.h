@@ -59,6 +59,12 @@ struct http_server_config {
     http_handler_fn handler;
     void *ud;
     const char *tls_cert, *tls_key; /* PEM paths: serve TLS, HTTP/2 by ALPN; NULL = plain HTTP/1.1 */
+    /* Plain HTTP/1.1 port: a keep-alive connection idle this long between
+     * requests is closed (0: 120 s), and a request head or body must arrive
+     * within head_timeout_ms of its start (0: 30 s; a slow client holds no
+     * connection forever). Checked every tenth of the shorter, at most once
+     * a second. Streams, websockets and deferred replies have no timeout. */
+    unsigned idle_timeout_ms, head_timeout_ms;
 };
 
 struct http_server;

@@ -18,6 +18,7 @@
 
 struct srv {
     int stream_closes;
+    struct http_stream *held; /* /hold's stream, left open */
     uv_loop_t loop;
     uv_async_t stop;
     struct http_server *http;
@@ -83,7 +84,14 @@ static void echo_handler(void *ud, const struct http_request *req, struct http_r
         if (rc1 != 0 || rc2 != -ENOBUFS) s->stream_closes += 100; /* makes the test fail */
         return;
     }
-    if (!strcmp(req->path, "/defer")) { /* answered 20 ms later from a timer */
+    if (!strcmp(req->path, "/hold")) { /* a stream that stays open, one line sent */
+        json_decref(o);
+        s->held = http_stream_start(req, 200, "application/json", 0, stream_closed_cb, s);
+        if (!s->held) { resp->status = 500; return; }
+        http_stream_write(s->held, "{\"held\":1}\n", 11);
+        return;
+    }
+    if (!strcmp(req->path, "/defer") || !strcmp(req->path, "/defer-long")) { /* answered 20 (600) ms later */
         json_decref(o);
         struct later *l = calloc(1, sizeof *l);
         l->d = http_defer(req);
@@ -94,7 +102,7 @@ static void echo_handler(void *ud, const struct http_request *req, struct http_r
         }
         uv_timer_init(&s->loop, &l->t);
         l->t.data = l;
-        uv_timer_start(&l->t, later_fire, 20, 0);
+        uv_timer_start(&l->t, later_fire, !strcmp(req->path, "/defer") ? 20 : 600, 0);
         return;
     }
     if (!strcmp(req->path, "/missing")) resp->status = 404;
@@ -129,11 +137,12 @@ static void *loop_thread(void *arg) {
     return NULL;
 }
 
-static int srv_start(struct srv *s, size_t max_body) {
+static int srv_start_timeouts(struct srv *s, size_t max_body, unsigned idle_ms, unsigned head_ms) {
     memset(s, 0, sizeof *s);
     uv_loop_init(&s->loop);
     struct http_server_config cfg = {.bind_addr = "127.0.0.1", .port = 0, .max_body = max_body,
-                                     .handler = echo_handler, .ud = s};
+                                     .handler = echo_handler, .ud = s, .idle_timeout_ms = idle_ms,
+                                     .head_timeout_ms = head_ms};
     char err[256];
     if (http_server_start(&s->loop, &cfg, &s->http, err, sizeof err)) {
         test_fail(__FILE__, __LINE__, "start: %s", err);
@@ -145,6 +154,8 @@ static int srv_start(struct srv *s, size_t max_body) {
     pthread_create(&s->thread, NULL, loop_thread, s);
     return 0;
 }
+
+static int srv_start(struct srv *s, size_t max_body) { return srv_start_timeouts(s, max_body, 0, 0); }
 
 static void srv_stop(struct srv *s) {
     uv_async_send(&s->stop);
@@ -371,6 +382,8 @@ static bool raw_send(int fd, const char *p, size_t n) {
     return true;
 }
 
+static bool raw_sends(int fd, const char *p) { return raw_send(fd, p, strlen(p)); }
+
 /* Reads into b until it holds `want` occurrences of needle, the peer closes
  * (*closed) or 5 s pass. */
 static void raw_read(int fd, struct buf *b, const char *needle, int want, bool *closed) {
@@ -424,6 +437,92 @@ TEST(http_h1_pipelined_replies_keep_order_across_a_deferral) {
     close(fd);
     srv_stop(&s);
     CHECK_I64(s.requests, 4);
+}
+
+static double ms_since(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* The idle and head timeouts (300 and 400 ms here): an idle keep-alive
+ * connection and a head or body that stalls are closed in time; a
+ * connection with an open stream or a reply on its way is not. */
+TEST(http_h1_idle_and_head_timeouts) {
+    struct srv s;
+    REQUIRE(srv_start_timeouts(&s, 0, 300, 400) == 0);
+    struct timespec t0;
+    /* idle after an answer: closed after about 300 ms, not before */
+    int fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    struct buf b = {0};
+    CHECK(raw_sends(fd, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"));
+    raw_read(fd, &b, "\"path\":\"/a\"", 1, NULL);
+    CHECK_HAS(b.p, "\"path\":\"/a\"");
+    free(b.p);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(raw_closed(fd));
+    double idle = ms_since(&t0);
+    CHECK(idle >= 250 && idle < 2000);
+    close(fd);
+    /* a connection that never sends anything is idle too */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(raw_closed(fd));
+    CHECK(ms_since(&t0) >= 250);
+    close(fd);
+    /* half a head, then nothing (a slow client): closed after about 400 ms */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(raw_sends(fd, "GET /slow HTTP/1.1\r\nHo"));
+    CHECK(raw_closed(fd));
+    double head = ms_since(&t0);
+    CHECK(head >= 350 && head < 2000);
+    close(fd);
+    /* a body that stops halfway: the same */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(raw_sends(fd, "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"));
+    CHECK(raw_closed(fd));
+    CHECK(ms_since(&t0) >= 350);
+    close(fd);
+    /* a reply deferred for 600 ms (past both timeouts) still arrives, and
+     * the connection serves the next request */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    b = (struct buf){0};
+    CHECK(raw_sends(fd, "GET /defer-long HTTP/1.1\r\nHost: x\r\n\r\n"));
+    bool closed = false;
+    raw_read(fd, &b, "deferred", 1, &closed);
+    CHECK(!closed);
+    CHECK_HAS(b.p, "deferred");
+    free(b.p);
+    b = (struct buf){0};
+    CHECK(raw_sends(fd, "GET /c HTTP/1.1\r\nHost: x\r\n\r\n"));
+    raw_read(fd, &b, "\"path\":\"/c\"", 1, NULL);
+    CHECK_HAS(b.p, "\"path\":\"/c\"");
+    free(b.p);
+    close(fd);
+    /* an open stream is not idle: still open after 3 idle timeouts */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    b = (struct buf){0};
+    CHECK(raw_sends(fd, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
+    raw_read(fd, &b, "held", 1, NULL);
+    CHECK_HAS(b.p, "held");
+    free(b.p);
+    struct timeval tv = {.tv_sec = 0, .tv_usec = 900 * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char tmp[256];
+    ssize_t r = recv(fd, tmp, sizeof tmp, 0);
+    CHECK(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)); /* nothing came, and no close */
+    CHECK_I64(s.stream_closes, 0);
+    close(fd);
+    srv_stop(&s);
+    CHECK_I64(s.stream_closes, 1); /* the held stream, when its client left or the server stopped */
 }
 
 /* A handler that opens a stream and ends it before returning has answered:
