@@ -6,6 +6,7 @@
  * on loopback, creates pods through the API (raw HTTP/1.1, 64 in flight) into
  * a pool, and counts them Running through a watch of Running pods. Figures only; no timing
  * asserts. BENCH_E2E_PODS (default 5000) sets the pods per run. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <strings.h>
@@ -266,6 +267,31 @@ static double cpu_us_of(pid_t pid, pid_t tid) {
 
 static double cpu_us(pid_t pid) { return cpu_us_of(pid, 0); }
 
+/* A process's context switches so far (every thread's, voluntary or not):
+ * a count, so unlike CPU time it does not move with the VM's speed. */
+static double ctx_switches(pid_t pid) {
+    char dir[64], path[384], line[128];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    double n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s/status", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        long long v;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1 ||
+                sscanf(line, "nonvoluntary_ctxt_switches: %lld", &v) == 1)
+                n += (double)v;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
 /* A process's peak resident memory so far (VmHWM), in MiB; 0 when unknown. */
 static double peak_rss_mib(pid_t pid) {
     char path[64], line[128];
@@ -300,7 +326,7 @@ static void redis_stats(int port, int pods) {
 /* The figures of a run, reported over several runs (median and spread). */
 enum {
     F_REG, F_CREATE, F_RUNNING, F_FIRST, F_STEADY, F_PELOTOND, F_API, F_CTL, F_KSIM, F_REDIS, F_LOAD, F_ALL,
-    F_RSS_PD, F_RSS_KSIM, F_RSS_REDIS, NFIGS
+    F_RSS_PD, F_RSS_KSIM, F_RSS_REDIS, F_CTX, NFIGS
 };
 static const struct {
     const char *name, *unit, *target;
@@ -320,6 +346,7 @@ static const struct {
     [F_RSS_PD] = {"peak RSS, pelotond", "MiB", ""},
     [F_RSS_KSIM] = {"peak RSS, kubelet-sim", "MiB", ""},
     [F_RSS_REDIS] = {"peak RSS, redis", "MiB", ""},
+    [F_CTX] = {"context switches per pod, all", "", ""},
 };
 struct run_figs {
     double v[NFIGS];
@@ -377,12 +404,15 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     usleep(200000);
     pid_t who[4] = {pd, ks, rp.pid, getpid()};
     double cpu0[4], api0 = cpu_us_of(pd, pd); /* pelotond's main thread serves the API */
-    for (int i = 0; i < 4; i++) cpu0[i] = cpu_us(who[i]);
+    double ctx0 = 0;
+    for (int i = 0; i < 4; i++) cpu0[i] = cpu_us(who[i]), ctx0 += ctx_switches(who[i]);
     r.t0 = bench_now_ns();
     create_more(&r);
     uv_run(r.loop, UV_RUN_DEFAULT);
     double cpu[4], total = 0, api = cpu_us_of(pd, pd) - api0;
     for (int i = 0; i < 4; i++) total += cpu[i] = cpu_us(who[i]) - cpu0[i];
+    double ctx = -ctx0;
+    for (int i = 0; i < 4; i++) ctx += ctx_switches(who[i]);
     uint64_t end = r.t_done ? r.t_done : bench_now_ns();
     double secs = (double)(end - r.t0) / 1e9;
     /* the run's figures; main prints them over the runs */
@@ -399,6 +429,7 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
         out->v[F_REDIS] = cpu[2] / r.running;
         out->v[F_LOAD] = cpu[3] / r.running;
         out->v[F_ALL] = total / r.running;
+        out->v[F_CTX] = ctx / r.running;
     }
     out->v[F_RSS_PD] = peak_rss_mib(pd);
     out->v[F_RSS_KSIM] = peak_rss_mib(ks);
