@@ -326,6 +326,7 @@ static int config_copy(struct kc_config *d, const struct kc_config *s) {
     d->key_data = dup_or_null(s->key_data);
     d->namespace = strdup(s->namespace && *s->namespace ? s->namespace : "default");
     d->insecure = s->insecure;
+    d->curl_requests = s->curl_requests;
     d->timeout_ms = s->timeout_ms > 0 ? s->timeout_ms : 30000;
     if (!d->server || !d->namespace || (s->token && !d->token) || (s->ca_file && !d->ca_file) ||
         (s->ca_data && !d->ca_data) || (s->cert_file && !d->cert_file) || (s->cert_data && !d->cert_data) ||
@@ -356,6 +357,9 @@ struct kclient *kclient_new(uv_loop_t *loop, const struct kc_config *cfg, char *
     c->reqm = multi_new(c, KC_MAX_CONNS);
     c->watchm = multi_new(c, 0);
     if (!c->reqm || !c->watchm) goto oom;
+    /* PELOTON_KCLIENT_CURL=1 is the switch back to libcurl for every request */
+    const char *force = getenv("PELOTON_KCLIENT_CURL");
+    if (!c->cfg.curl_requests && !(force && !strcmp(force, "1"))) c->h1 = kh1_new(c, c->cfg.server);
     return c;
 oom:
     set_err(err, errlen, "kclient: %sout of memory", NULL);
@@ -409,6 +413,15 @@ static int req_easy(struct kclient *c, struct kc_req *r, const char *method, con
     return 0;
 }
 
+/* A waiting request sent by kh1, from its saved method, path and content type. */
+static int req_h1_saved(struct kclient *c, struct kc_req *r) {
+    const char *method = r->spec, *path = method + strlen(method) + 1, *ct = path + strlen(path) + 1;
+    int rc = kh1_start(c->h1, r, method, path, *ct ? ct : NULL, r->body, r->has_body);
+    free(r->spec);
+    r->spec = NULL;
+    return rc;
+}
+
 /* A waiting request's handle from its saved method, path and content type. */
 static int req_easy_saved(struct kclient *c, struct kc_req *r) {
     const char *method = r->spec, *path = method + strlen(method) + 1, *ct = path + strlen(path) + 1;
@@ -438,7 +451,8 @@ static void req_promote(struct kclient *c) {
         if (!c->waitq) c->waitq_tail = NULL;
         r->qnext = NULL;
         r->waiting = false;
-        if (req_easy_saved(c, r) || kc__multi_add(c->reqm, r->easy)) { /* out of memory: it fails now */
+        if (c->h1 ? req_h1_saved(c, r) : req_easy_saved(c, r) || kc__multi_add(c->reqm, r->easy)) {
+            /* out of memory: it fails now */
             req_unlink(r);
             if (r->done) {
                 struct kc_response resp = {.status = 0, .raw = "", .error = "cannot start the request"};
@@ -455,9 +469,11 @@ static void destroy(struct kclient *c) {
     c->freeing = true;
     kc__informer_destroy_all(c);
     kc__watch_destroy_all(c);
+    kh1_free(c->h1); /* its connections go; their requests are cancelled below */
+    c->h1 = NULL;
     while (c->reqs) {
         struct kc_req *r = c->reqs;
-        if (!r->waiting) kc__multi_remove(c->reqm, r->easy);
+        if (!r->waiting && r->easy) kc__multi_remove(c->reqm, r->easy);
         req_unlink(r);
         if (r->done) {
             struct kc_response resp = {.status = 0, .raw = "", .error = "cancelled"};
@@ -675,6 +691,27 @@ static void req_done(struct kc_xfer *x, CURLcode rc) {
     req_promote(c);
 }
 
+void kc__h1_done(struct kc_req *r, long status, char *body, size_t len, const char *error) {
+    struct kclient *c = r->c;
+    c->active--;
+    req_unlink(r);
+    if (r->done) {
+        struct kc_response resp = {.status = status, .raw = body ? body : "", .rawlen = body ? len : 0};
+        if (status <= 0) {
+            resp.status = 0;
+            resp.error = error && *error ? error : "request failed";
+        } else if (status < 200 || status > 299) { /* the Status says why */
+            if (len) resp.body = jparse_loadb(body, len, 0, NULL);
+            kc__status_error(status, resp.body, &resp.error, &resp.reason);
+        }
+        r->done(r->ud, &resp);
+        json_decref(resp.body);
+    }
+    free(body);
+    req_free(r);
+    req_promote(c);
+}
+
 struct kc_req *kc__request(struct kclient *c, const char *method, const char *path, const json_t *body,
                            const char *content_type, kc_done_fn done, void *ud, int *rcp) {
     int rc = -EINVAL;
@@ -697,7 +734,9 @@ struct kc_req *kc__request(struct kclient *c, const char *method, const char *pa
     r->has_body = (body && strcmp(method, "GET") != 0) || !strcmp(method, "POST") || !strcmp(method, "PUT") ||
                   !strcmp(method, "PATCH");
     if (c->active < KC_MAX_CONNS && !c->waitq) {
-        if (req_easy(c, r, method, path, content_type) || kc__multi_add(c->reqm, r->easy)) goto fail;
+        if (c->h1 ? kh1_start(c->h1, r, method, path, content_type, r->body, r->has_body) != 0
+                  : req_easy(c, r, method, path, content_type) || kc__multi_add(c->reqm, r->easy))
+            goto fail;
         c->active++;
     } else { /* curl has as many as it has connections for: wait here */
         size_t ml = strlen(method) + 1, pl = strlen(path) + 1, cl = content_type ? strlen(content_type) + 1 : 1;

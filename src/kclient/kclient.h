@@ -46,6 +46,9 @@ struct kc_config {
     bool insecure;               /* skip TLS verification */
     char *namespace;             /* the context's namespace, "default" when unset */
     long timeout_ms;             /* per request (not watches); 0 = 30 s */
+    bool curl_requests;          /* requests to an http:// server through libcurl too (default: kclient's own
+                                  * HTTP/1.1 client, for a numeric address or localhost; watches always use libcurl;
+                                  * PELOTON_KCLIENT_CURL=1 in the environment does the same for every client) */
 };
 
 /* kubeconfig at path (NULL: $KUBECONFIG, else ~/.kube/config); context NULL =

@@ -31,11 +31,13 @@ struct kc_xfer {
 struct kc_multi;
 struct kc_req;
 struct kc_feed;
+struct kh1;
 
 struct kclient {
     uv_loop_t *loop;
     struct kc_config cfg;
     struct kc_multi *reqm, *watchm;
+    struct kh1 *h1;                   /* requests to a plain http:// server, without libcurl (kh1.c); NULL: libcurl */
     struct kc_req *reqs;              /* in flight, doubly linked */
     size_t inflight;
     size_t active;                    /* of those, handed to curl (at most KC_MAX_CONNS) */
@@ -78,6 +80,20 @@ void kc__status_error(long status, json_t *body, const char **msg, const char **
 struct kc_req *kc__request(struct kclient *c, const char *method, const char *path, const json_t *body,
                            const char *content_type, kc_done_fn done, void *ud, int *rc);
 void kc__request_abandon(struct kc_req *r);
+
+/* kh1.c: requests to a plain http:// server over HTTP/1.1 on the loop. NULL
+ * when the server is not http:// with a numeric address or localhost. */
+struct kh1 *kh1_new(struct kclient *c, const char *server);
+/* Closes every connection; no request is answered (kclient cancels them). */
+void kh1_free(struct kh1 *h);
+/* Sends r on an idle connection or a new one (at most KC_MAX_CONNS); body is
+ * NUL-terminated or NULL. 0, -ENOMEM, -EBUSY (no connection free) or -EIO.
+ * Its end comes through kc__h1_done, never from inside kh1_start. */
+int kh1_start(struct kh1 *h, struct kc_req *r, const char *method, const char *path, const char *ctype,
+              const char *body, bool has_body);
+/* kclient.c: r's answer (status > 0, body owned by the callee, "" when
+ * empty) or its failure (status 0, error). */
+void kc__h1_done(struct kc_req *r, long status, char *body, size_t len, const char *error);
 
 /* kwatch.c */
 void kc__watch_flush_all(struct kclient *c);  /* dispatch buffered lines */

@@ -1707,3 +1707,240 @@ TEST(kclient_watches_do_not_starve_requests) {
     env_done(&e);
     apisrv_stop(&s);
 }
+
+/* ---- kclient's own HTTP/1.1 client (kh1.c) against a raw server ----
+ * A server written on libuv sockets, on the client's loop, answers each
+ * path with bytes the src/http server never sends: chunks with extensions
+ * and trailers, an interim 100, a body cut into 1-byte sends, a body that
+ * runs to the end of the connection, Connection: close, a kept-alive
+ * connection closed under the next request, garbage, an oversized head,
+ * and no answer at all. */
+
+struct rawsrv {
+    uv_tcp_t lis;
+    int port, accepts, requests;
+};
+
+struct rawconn {
+    uv_tcp_t tcp;
+    struct rawsrv *s;
+    char in[8192];
+    size_t inlen;
+    bool close_next; /* the next request is met by a close, no answer */
+    uv_timer_t drip;
+    const char *drip_p;
+    size_t drip_off;
+};
+
+static void rawconn_freed(uv_handle_t *h) { free(h->data); }
+static void rawconn_closed(uv_handle_t *h) {
+    struct rawconn *rc = h->data;
+    uv_close((uv_handle_t *)&rc->drip, rawconn_freed);
+}
+static void rawconn_close(struct rawconn *rc) {
+    if (!uv_is_closing((uv_handle_t *)&rc->tcp)) uv_close((uv_handle_t *)&rc->tcp, rawconn_closed);
+}
+static void raw_put(struct rawconn *rc, const char *p, size_t n) {
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+    int w = uv_try_write((uv_stream_t *)&rc->tcp, &b, 1);
+    if (w != (int)n) test_fail(__FILE__, __LINE__, "raw server: short write %d of %zu", w, n);
+}
+static void raw_puts(struct rawconn *rc, const char *p) { raw_put(rc, p, strlen(p)); }
+
+static const char DRIP[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{\"drip\":1}";
+static void raw_drip(uv_timer_t *t) {
+    struct rawconn *rc = t->data;
+    raw_put(rc, rc->drip_p + rc->drip_off++, 1);
+    if (!rc->drip_p[rc->drip_off]) uv_timer_stop(t);
+}
+
+static void raw_answer(struct rawconn *rc, const char *method, const char *path) {
+    rc->s->requests++;
+    if (rc->close_next) { /* as a server whose idle timeout struck just as the request came */
+        rawconn_close(rc);
+        return;
+    }
+    bool head = !strcmp(method, "HEAD");
+    if (!strcmp(path, "/chunked")) {
+        raw_puts(rc, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "7;ext=1\r\n{\"a\":1,\r\n"
+                     "C\r\n\"b\":[1,2,3]}\r\n"
+                     "0\r\nX-Trailer: t\r\n\r\n");
+    } else if (!strcmp(path, "/drip")) { /* one byte a millisecond */
+        rc->drip_p = DRIP;
+        rc->drip_off = 0;
+        uv_timer_start(&rc->drip, raw_drip, 1, 1);
+    } else if (!strcmp(path, "/continue")) {
+        raw_puts(rc, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}");
+    } else if (!strcmp(path, "/nocontent")) {
+        raw_puts(rc, "HTTP/1.1 204 No Content\r\n\r\n");
+    } else if (!strcmp(path, "/close")) {
+        raw_puts(rc, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 14\r\n\r\n{\"close\":true}");
+        rawconn_close(rc);
+    } else if (!strcmp(path, "/eof")) {
+        raw_puts(rc, "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{\"eof\":true}");
+        rawconn_close(rc);
+    } else if (!strcmp(path, "/arm")) {
+        raw_puts(rc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+        rc->close_next = true;
+    } else if (!strcmp(path, "/garbage")) {
+        raw_puts(rc, "SPDY/9 what\r\n\r\n");
+    } else if (!strcmp(path, "/bighead")) {
+        static char big[80000];
+        size_t n = (size_t)snprintf(big, sizeof big, "HTTP/1.1 200 OK\r\nX-Big: ");
+        memset(big + n, 'x', 70000);
+        n += 70000;
+        n += (size_t)snprintf(big + n, sizeof big - n, "\r\nContent-Length: 2\r\n\r\n{}");
+        raw_put(rc, big, n);
+    } else if (!strcmp(path, "/hang")) {
+        /* no answer */
+    } else {
+        raw_puts(rc, head ? "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n"
+                          : "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"ok\":true}");
+    }
+}
+
+static void raw_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
+    struct rawconn *rc = h->data;
+    b->base = rc->in + rc->inlen;
+    b->len = sizeof rc->in - rc->inlen - 1;
+}
+
+static void raw_read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
+    struct rawconn *rc = st->data;
+    if (n < 0) {
+        rawconn_close(rc);
+        return;
+    }
+    rc->inlen += (size_t)n;
+    rc->in[rc->inlen] = 0;
+    char *end;
+    while (!uv_is_closing((uv_handle_t *)&rc->tcp) && (end = strstr(rc->in, "\r\n\r\n"))) {
+        size_t used = (size_t)(end + 4 - rc->in);
+        const char *cl = strcasestr(rc->in, "content-length:");
+        if (cl && cl < end) used += strtoul(cl + 15, NULL, 10);
+        if (used > rc->inlen) return;
+        char method[16] = "", path[256] = "";
+        sscanf(rc->in, "%15s %255s", method, path);
+        memmove(rc->in, rc->in + used, rc->inlen - used + 1);
+        rc->inlen -= used;
+        raw_answer(rc, method, path);
+    }
+}
+
+static void raw_accept(uv_stream_t *l, int status) {
+    struct rawsrv *s = l->data;
+    struct rawconn *rc = calloc(1, sizeof *rc);
+    rc->s = s;
+    uv_tcp_init(l->loop, &rc->tcp);
+    uv_timer_init(l->loop, &rc->drip);
+    rc->tcp.data = rc->drip.data = rc;
+    if (uv_accept(l, (uv_stream_t *)&rc->tcp)) {
+        rawconn_close(rc);
+        return;
+    }
+    s->accepts++;
+    uv_read_start((uv_stream_t *)&rc->tcp, raw_alloc, raw_read_cb);
+}
+
+static int rawsrv_start(uv_loop_t *loop, struct rawsrv *s) {
+    memset(s, 0, sizeof *s);
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", 0, &a);
+    uv_tcp_init(loop, &s->lis);
+    s->lis.data = s;
+    if (uv_tcp_bind(&s->lis, (struct sockaddr *)&a, 0) || uv_listen((uv_stream_t *)&s->lis, 64, raw_accept)) return -1;
+    struct sockaddr_in got;
+    int len = sizeof got;
+    uv_tcp_getsockname(&s->lis, (struct sockaddr *)&got, &len);
+    s->port = ntohs(got.sin_port);
+    return 0;
+}
+
+static void close_if_raw(uv_handle_t *h, void *arg) {
+    if (h->type == UV_TCP && !uv_is_closing(h) && h->data != arg) rawconn_close(h->data);
+}
+
+TEST(kclient_own_http1_client_reads_every_framing) {
+    unsetenv("PELOTON_KCLIENT_CURL"); /* this is kh1's test */
+    struct env e;
+    memset(&e, 0, sizeof e);
+    uv_loop_init(&e.loop);
+    uv_timer_init(&e.loop, &e.deadline);
+    e.deadline.data = &e;
+    struct rawsrv s;
+    REQUIRE(rawsrv_start(&e.loop, &s) == 0);
+    char url[64], err[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
+    struct kc_config cfg = {.server = url, .timeout_ms = 400};
+    e.c = kclient_new(&e.loop, &cfg, err, sizeof err);
+    REQUIRE(e.c);
+    struct box b = {0};
+    CHECK_I64(call(&e, &b, "GET", "/ok", NULL, NULL), 200);
+    CHECK(json_is_true(json_object_get(b.body, "ok")));
+    /* chunks with an extension and a trailer, on the same kept-alive connection */
+    CHECK_I64(call(&e, &b, "GET", "/chunked", NULL, NULL), 200);
+    CHECK_I64(json_array_size(json_object_get(b.body, "b")), 3);
+    CHECK_I64(json_integer_value(json_object_get(b.body, "a")), 1);
+    /* a head and body in 1-byte pieces */
+    CHECK_I64(call(&e, &b, "GET", "/drip", NULL, NULL), 200);
+    CHECK_I64(json_integer_value(json_object_get(b.body, "drip")), 1);
+    /* an interim 100, then the answer */
+    json_t *obj = json_pack("{s:s}", "x", "y");
+    CHECK_I64(call(&e, &b, "POST", "/continue", obj, NULL), 201);
+    json_decref(obj);
+    CHECK_I64(call(&e, &b, "DELETE", "/nocontent", NULL, NULL), 204);
+    CHECK(b.body == NULL);
+    CHECK_I64(call(&e, &b, "HEAD", "/ok", NULL, NULL), 200); /* a length, and no body after a HEAD */
+    CHECK(b.body == NULL);
+    CHECK_I64(call(&e, &b, "GET", "/ok", NULL, NULL), 200); /* and the connection is still in step */
+    CHECK_I64(s.accepts, 1);
+    /* Connection: close: the next request opens another connection */
+    CHECK_I64(call(&e, &b, "GET", "/close", NULL, NULL), 200);
+    CHECK(json_is_true(json_object_get(b.body, "close")));
+    CHECK_I64(call(&e, &b, "GET", "/ok", NULL, NULL), 200);
+    CHECK_I64(s.accepts, 2);
+    /* an HTTP/1.0 body that runs to the end of the connection */
+    CHECK_I64(call(&e, &b, "GET", "/eof", NULL, NULL), 200);
+    CHECK(json_is_true(json_object_get(b.body, "eof")));
+    /* a kept-alive connection the server closes under the next request: sent once more, on a new one */
+    CHECK_I64(call(&e, &b, "GET", "/arm", NULL, NULL), 200);
+    int before = s.accepts, reqs = s.requests;
+    CHECK_I64(call(&e, &b, "PATCH", "/ok", NULL, NULL), 200);
+    CHECK_I64(s.accepts, before + 1);
+    CHECK_I64(s.requests, reqs + 2);
+    /* what cannot be read is a transport error, and the connection goes */
+    CHECK_I64(call(&e, &b, "GET", "/garbage", NULL, NULL), 0);
+    CHECK_HAS(b.error, "malformed");
+    CHECK_I64(call(&e, &b, "GET", "/bighead", NULL, NULL), 0);
+    CHECK_HAS(b.error, "malformed");
+    /* no answer: the request's timeout (400 ms here) */
+    uint64_t t0 = uv_now(&e.loop);
+    CHECK_I64(call(&e, &b, "GET", "/hang", NULL, NULL), 0);
+    CHECK_HAS(b.error, "timed out");
+    CHECK(uv_now(&e.loop) - t0 >= 350);
+    /* a burst: every request answered, on at most KC_MAX_CONNS connections */
+    struct box many[150];
+    memset(many, 0, sizeof many);
+    before = s.accepts;
+    for (int i = 0; i < 150; i++) CHECK(kclient_request(e.c, "GET", "/ok", NULL, NULL, box_cb, &many[i]) == 0);
+    for (int spins = 0; spins < 5000; spins++) {
+        int done = 0;
+        for (int i = 0; i < 150; i++) done += many[i].done;
+        if (done == 150) break;
+        uv_run(&e.loop, UV_RUN_ONCE);
+    }
+    int ok = 0;
+    for (int i = 0; i < 150; i++) {
+        ok += many[i].status == 200;
+        json_decref(many[i].body);
+    }
+    CHECK_I64(ok, 150);
+    CHECK(s.accepts - before <= KC_MAX_CONNS);
+    json_decref(b.body);
+    kclient_free(e.c);
+    e.c = NULL;
+    uv_walk(&e.loop, close_if_raw, &s);
+    uv_close((uv_handle_t *)&s.lis, NULL);
+    env_done(&e);
+}
