@@ -1316,19 +1316,15 @@ static void nodes_delete(void *ud, json_t *obj) {
         klog(s, "level=warn node=%s msg=\"Node deleted from the API; its lease and pods carry on\"", name);
 }
 
-static bool seg_is(const struct jparse_seg *g, const char *k, size_t n) {
-    return g->key && g->len == n && !memcmp(g->key, k, n);
-}
-#define SEG_IS(g, lit) seg_is((g), lit, sizeof lit - 1)
 #define KEY_IS(lit) (len == sizeof lit - 1 && !memcmp(key, lit, len))
 
 bool ksim_pod_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     (void)ud;
-    if (depth == 1 && SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
-    if (depth == 1 && SEG_IS(&path[0], "status")) return KEY_IS("phase") || KEY_IS("podIP") || KEY_IS("containerStatuses");
-    if (depth == 3 && SEG_IS(&path[0], "status") && SEG_IS(&path[1], "containerStatuses") && !path[2].key)
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase") || KEY_IS("podIP") || KEY_IS("containerStatuses");
+    if (depth == 3 && JPARSE_SEG_IS(&path[0], "status") && JPARSE_SEG_IS(&path[1], "containerStatuses") && !path[2].key)
         return KEY_IS("restartCount");
-    if (depth == 3 && SEG_IS(&path[0], "spec") && (SEG_IS(&path[1], "containers") || SEG_IS(&path[1], "initContainers")) &&
+    if (depth == 3 && JPARSE_SEG_IS(&path[0], "spec") && (JPARSE_SEG_IS(&path[1], "containers") || JPARSE_SEG_IS(&path[1], "initContainers")) &&
         !path[2].key)
         return KEY_IS("name") || KEY_IS("image") || KEY_IS("resources");
     return true;
@@ -1337,7 +1333,7 @@ bool ksim_pod_keep(void *ud, const struct jparse_seg *path, int depth, const cha
 bool ksim_node_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     (void)ud;
     if (depth == 0) return KEY_IS("metadata") || KEY_IS("apiVersion") || KEY_IS("kind");
-    if (depth == 1 && SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
     return true;
 }
 

@@ -141,18 +141,13 @@ void pod_slim(json_t *pod) {
     }
 }
 
-static bool seg_is(const struct jparse_seg *s, const char *k, size_t n) {
-    return s->key && s->len == n && !memcmp(s->key, k, n);
-}
-
-#define SEG_IS(s, lit) seg_is((s), lit, sizeof lit - 1)
 #define KEY_IS(lit) (len == sizeof lit - 1 && !memcmp(key, lit, len))
 
 bool pod_slim_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     (void)ud;
-    if (depth == 1 && SEG_IS(&path[0], "status")) return KEY_IS("phase");
-    if (depth == 1 && SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
-    if (depth == 3 && SEG_IS(&path[0], "spec") && (SEG_IS(&path[1], "containers") || SEG_IS(&path[1], "initContainers")) &&
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
+    if (depth == 3 && JPARSE_SEG_IS(&path[0], "spec") && (JPARSE_SEG_IS(&path[1], "containers") || JPARSE_SEG_IS(&path[1], "initContainers")) &&
         !path[2].key)
         return KEY_IS("name") || KEY_IS("resources");
     return true;

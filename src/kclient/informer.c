@@ -254,7 +254,7 @@ out:
 /* A filtered feed's filter over a list page: items[i]'s members go to keep. */
 static bool list_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     struct kc_feed *f = ud;
-    if (depth < 2 || !path[0].key || path[0].len != 5 || memcmp(path[0].key, "items", 5) || path[1].key) return true;
+    if (depth < 2 || !JPARSE_SEG_IS(&path[0], "items") || path[1].key) return true;
     return f->keep(NULL, path + 2, depth - 2, key, len);
 }
 

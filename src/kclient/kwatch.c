@@ -112,7 +112,7 @@ static bool blank(const char *p, size_t n) {
  * object go to the consumer's, with the path from the object. */
 static bool event_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     struct kc_watch *w = ud;
-    if (depth < 1 || !path[0].key || path[0].len != 6 || memcmp(path[0].key, "object", 6)) return true;
+    if (depth < 1 || !JPARSE_SEG_IS(&path[0], "object")) return true;
     return w->keep(w->keep_ud, path + 1, depth - 1, key, len);
 }
 

@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 json_t *jparse_loadb(const char *buf, size_t len, size_t flags, json_error_t *error);
 
@@ -32,6 +33,12 @@ struct jparse_seg {
     size_t len;
 };
 #define JPARSE_PATH_MAX 16 /* members deeper than this are always built */
+/* Whether step s is the member named k (n bytes), for filters. */
+static inline bool jparse_seg_is(const struct jparse_seg *s, const char *k, size_t n) {
+    return s->key && s->len == n && !memcmp(s->key, k, n);
+}
+/* The same for a string literal. */
+#define JPARSE_SEG_IS(s, lit) jparse_seg_is((s), lit, sizeof lit - 1)
 /* Whether to build member key of the object at path (depth steps from the
  * top value; path[i] for i < depth). */
 typedef bool (*jparse_keep_fn)(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len);

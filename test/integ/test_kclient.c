@@ -811,7 +811,7 @@ TEST(kclient_informer_transform) {
 static bool keep_no_labels_status(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     (void)ud;
     if (depth == 0) return !(len == 6 && !memcmp(key, "status", 6));
-    if (depth == 1 && path[0].key && path[0].len == 8 && !memcmp(path[0].key, "metadata", 8))
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata"))
         return !(len == 6 && !memcmp(key, "labels", 6));
     return true;
 }

@@ -6,9 +6,7 @@
 #include "jparse.h"
 #include "test.h"
 
-static bool seg_is(const struct jparse_seg *s, const char *k) {
-    return k ? s->key && s->len == strlen(k) && !memcmp(s->key, k, s->len) : !s->key;
-}
+static bool seg_is(const struct jparse_seg *s, const char *k) { return k ? jparse_seg_is(s, k, strlen(k)) : !s->key; }
 
 static bool key_is(const char *key, size_t len, const char *k) { return len == strlen(k) && !memcmp(key, k, len); }
 
