@@ -79,7 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (a) {
                 struct jparse_seg path[JPARSE_PATH_MAX];
                 prune(a, path, 0);
-                char *sa = json_dumps(a, JSON_COMPACT | JSON_ENCODE_ANY), *sc = json_dumps(c, JSON_COMPACT | JSON_ENCODE_ANY);
+                char *sa = json_dumps(a, JSON_COMPACT | JSON_ENCODE_ANY);
+                char *sc = json_dumps(c, JSON_COMPACT | JSON_ENCODE_ANY);
                 if (!sa || !sc || strcmp(sa, sc)) abort();
                 free(sa);
                 free(sc);

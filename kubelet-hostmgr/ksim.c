@@ -1321,11 +1321,12 @@ static void nodes_delete(void *ud, json_t *obj) {
 bool ksim_pod_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     (void)ud;
     if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
-    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase") || KEY_IS("podIP") || KEY_IS("containerStatuses");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status"))
+        return KEY_IS("phase") || KEY_IS("podIP") || KEY_IS("containerStatuses");
     if (depth == 3 && JPARSE_SEG_IS(&path[0], "status") && JPARSE_SEG_IS(&path[1], "containerStatuses") && !path[2].key)
         return KEY_IS("restartCount");
-    if (depth == 3 && JPARSE_SEG_IS(&path[0], "spec") && (JPARSE_SEG_IS(&path[1], "containers") || JPARSE_SEG_IS(&path[1], "initContainers")) &&
-        !path[2].key)
+    if (depth == 3 && JPARSE_SEG_IS(&path[0], "spec") &&
+        (JPARSE_SEG_IS(&path[1], "containers") || JPARSE_SEG_IS(&path[1], "initContainers")) && !path[2].key)
         return KEY_IS("name") || KEY_IS("image") || KEY_IS("resources");
     return true;
 }

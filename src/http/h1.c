@@ -650,8 +650,8 @@ static void on_sweep(uv_timer_t *t) {
         n = c->next;
         bool idle = c->state == S_HEAD && c->inlen == 0;
         bool reading = (c->state == S_HEAD && c->inlen) || c->state == S_BODY || c->state == S_DISCARD;
-        if ((idle && now - c->since_ms > s->cfg.idle_timeout_ms) || (reading && now - c->since_ms > s->cfg.head_timeout_ms))
-            conn_close(c);
+        uint64_t age = now - c->since_ms;
+        if ((idle && age > s->cfg.idle_timeout_ms) || (reading && age > s->cfg.head_timeout_ms)) conn_close(c);
     }
 }
 
@@ -777,7 +777,8 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     s->cfg = *cfg;
     if (!s->cfg.idle_timeout_ms) s->cfg.idle_timeout_ms = H1_IDLE_MS;
     if (!s->cfg.head_timeout_ms) s->cfg.head_timeout_ms = H1_HEAD_MS;
-    unsigned shorter = s->cfg.idle_timeout_ms < s->cfg.head_timeout_ms ? s->cfg.idle_timeout_ms : s->cfg.head_timeout_ms;
+    unsigned shorter = s->cfg.idle_timeout_ms;
+    if (s->cfg.head_timeout_ms < shorter) shorter = s->cfg.head_timeout_ms;
     unsigned sweep = shorter / 10 < H1_SWEEP_MS ? shorter / 10 : H1_SWEEP_MS;
     if (!sweep) sweep = 1;
     struct sockaddr_storage addr;

@@ -147,8 +147,8 @@ bool pod_slim_keep(void *ud, const struct jparse_seg *path, int depth, const cha
     (void)ud;
     if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase");
     if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
-    if (depth == 3 && JPARSE_SEG_IS(&path[0], "spec") && (JPARSE_SEG_IS(&path[1], "containers") || JPARSE_SEG_IS(&path[1], "initContainers")) &&
-        !path[2].key)
+    if (depth == 3 && JPARSE_SEG_IS(&path[0], "spec") &&
+        (JPARSE_SEG_IS(&path[1], "containers") || JPARSE_SEG_IS(&path[1], "initContainers")) && !path[2].key)
         return KEY_IS("name") || KEY_IS("resources");
     return true;
 }

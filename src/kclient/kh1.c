@@ -321,8 +321,8 @@ static int format_request(struct kh1 *h, struct kh1_conn *k, const char *method,
     rc = rc ? rc : put(&o, &len, &cap, " ", 1);
     rc = rc ? rc : put(&o, &len, &cap, h->base, strlen(h->base));
     rc = rc ? rc : put(&o, &len, &cap, path, strlen(path));
-    int n = snprintf(line, sizeof line, " HTTP/1.1\r\nHost: %s\r\nUser-Agent: peloton-c-kclient/1\r\nAccept: application/json\r\n",
-                     h->host);
+    int n = snprintf(line, sizeof line,
+                     " HTTP/1.1\r\nHost: %s\r\nUser-Agent: peloton-c-kclient/1\r\nAccept: application/json\r\n", h->host);
     rc = rc ? rc : put(&o, &len, &cap, line, (size_t)n);
     if (has_body) {
         n = snprintf(line, sizeof line, "Content-Type: %.160s\r\nContent-Length: %zu\r\n",
@@ -515,7 +515,8 @@ static int advance(struct kh1_conn *k) {
             long long sz = 0;
             int digits = 0;
             for (char *q = k->in; q < nl && *q != ';' && *q != '\r'; q++, digits++) {
-                int d = *q >= '0' && *q <= '9' ? *q - '0' : (*q | 32) >= 'a' && (*q | 32) <= 'f' ? (*q | 32) - 'a' + 10 : -1;
+                int lc = *q | 32;
+                int d = *q >= '0' && *q <= '9' ? *q - '0' : lc >= 'a' && lc <= 'f' ? lc - 'a' + 10 : -1;
                 if (d < 0 || sz > (1LL << 40)) return -1;
                 sz = sz * 16 + d;
             }
