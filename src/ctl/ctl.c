@@ -2,6 +2,7 @@
 #include "ctl.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,10 +95,109 @@ redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...) {
     return rep;
 }
 
+/* ---- commands in Redis' wire format ---- */
+
+#define RESP_ARGS 64
+#define RESP_BYTES 4096
+
+struct resp_args {
+    char buf[RESP_BYTES];
+    size_t len;
+    size_t start[RESP_ARGS + 1];
+    int n;
+};
+
+static int arg_put(struct resp_args *a, const char *p, size_t n) {
+    if (a->len + n > sizeof a->buf) return -1;
+    memcpy(a->buf + a->len, p, n);
+    a->len += n;
+    return 0;
+}
+
+int ctl_resp_vformat(char *out, size_t cap, const char *fmt, va_list ap) {
+    struct resp_args a;
+    a.len = 0;
+    a.n = 0;
+    bool touched = false;
+    for (const char *c = fmt; *c; c++) {
+        if (*c == ' ') {
+            if (touched) {
+                if (a.n == RESP_ARGS) return -1;
+                a.start[++a.n] = a.len;
+                touched = false;
+            }
+            continue;
+        }
+        touched = true;
+        if (*c != '%' || !c[1]) {
+            if (arg_put(&a, c, 1)) return -1;
+            continue;
+        }
+        const char *spec = c + 1;
+        char num[64];
+        int k = -1;
+        if (*spec == '%') {
+            k = snprintf(num, sizeof num, "%%");
+        } else if (*spec == 's') {
+            const char *v = va_arg(ap, const char *);
+            if (!v || arg_put(&a, v, strlen(v))) return -1;
+        } else if (!strncmp(spec, "lld", 3)) {
+            k = snprintf(num, sizeof num, "%lld", va_arg(ap, long long)), spec += 2;
+        } else if (!strncmp(spec, "llu", 3)) {
+            k = snprintf(num, sizeof num, "%llu", va_arg(ap, unsigned long long)), spec += 2;
+        } else if (!strncmp(spec, "ld", 2)) {
+            k = snprintf(num, sizeof num, "%ld", va_arg(ap, long)), spec += 1;
+        } else if (!strncmp(spec, "lu", 2)) {
+            k = snprintf(num, sizeof num, "%lu", va_arg(ap, unsigned long)), spec += 1;
+        } else if (*spec == 'd' || *spec == 'i') {
+            k = snprintf(num, sizeof num, "%d", va_arg(ap, int));
+        } else if (*spec == 'u') {
+            k = snprintf(num, sizeof num, "%u", va_arg(ap, unsigned));
+        } else if (!strncmp(spec, ".0f", 3)) {
+            k = snprintf(num, sizeof num, "%.0f", va_arg(ap, double)), spec += 2;
+        } else {
+            return -1; /* a conversion this does not know: hiredis formats it */
+        }
+        if (k >= 0 && ((size_t)k >= sizeof num || arg_put(&a, num, (size_t)k))) return -1;
+        c = spec;
+    }
+    if (touched) {
+        if (a.n == RESP_ARGS) return -1;
+        a.start[++a.n] = a.len;
+    }
+    a.start[0] = 0;
+    int w = snprintf(out, cap, "*%d\r\n", a.n);
+    if (w < 0 || (size_t)w >= cap) return -1;
+    size_t len = (size_t)w;
+    for (int i = 0; i < a.n; i++) {
+        size_t n = a.start[i + 1] - a.start[i];
+        w = snprintf(out + len, cap - len, "$%zu\r\n", n);
+        if (w < 0 || (size_t)w >= cap - len || len + (size_t)w + n + 2 > cap) return -1;
+        len += (size_t)w;
+        memcpy(out + len, a.buf + a.start[i], n);
+        len += n;
+        memcpy(out + len, "\r\n", 2);
+        len += 2;
+    }
+    return (int)len;
+}
+
+/* Appends a command to db's output: formatted here when it can be (hiredis'
+ * own formatting was a tenth of the controllers' CPU), else by hiredis. */
+static int append_command(struct ctl_db *db, const char *fmt, va_list ap) {
+    char out[RESP_BYTES + 16 * RESP_ARGS];
+    va_list mine;
+    va_copy(mine, ap);
+    int n = ctl_resp_vformat(out, sizeof out, fmt, mine);
+    va_end(mine);
+    if (n > 0) return redisAppendFormattedCommand(db->c, out, (size_t)n);
+    return redisvAppendCommand(db->c, fmt, ap);
+}
+
 void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int rc = redisvAppendCommand(db->c, fmt, ap);
+    int rc = append_command(db, fmt, ap);
     va_end(ap);
     if (rc != REDIS_OK) {
         log_reply_error(db->c, NULL);
@@ -110,7 +210,7 @@ void ctl_redis_append(struct ctl_db *db, const char *fmt, ...) {
     ctl_redis_settle(db);
     va_list ap;
     va_start(ap, fmt);
-    if (redisvAppendCommand(db->c, fmt, ap) != REDIS_OK) log_reply_error(db->c, NULL);
+    if (append_command(db, fmt, ap) != REDIS_OK) log_reply_error(db->c, NULL);
     va_end(ap);
 }
 

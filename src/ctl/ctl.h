@@ -13,6 +13,7 @@
  * A gang key is "<namespace>/<gang label>" or, for a pod alone, "<namespace>/pod:<name>". */
 #ifndef PELOTON_CTL_H
 #define PELOTON_CTL_H
+#include <stdarg.h>
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -55,6 +56,13 @@ void ctl_db_close(struct ctl_db *db);
 redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...);
 /* Queues a write whose reply only matters when it is an error (logged). */
 void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...);
+/* A command in Redis' wire format (RESP) from a hiredis format, the bytes
+ * redisFormatCommand writes: the format's space-separated words are the
+ * arguments, a conversion appends to its word (a %s value may hold spaces).
+ * Knows %s %d %i %u %ld %lu %lld %llu %.0f and %%; its length, or -1
+ * for anything else, a NULL string or more than 64 arguments or 4 KiB (the
+ * callers then let hiredis format it). */
+int ctl_resp_vformat(char *out, size_t cap, const char *fmt, va_list ap);
 /* A pipeline of reads: append n commands, then take n replies in order (each
  * freeReplyObject'd; NULL after a transport error, logged). */
 void ctl_redis_append(struct ctl_db *db, const char *fmt, ...);
