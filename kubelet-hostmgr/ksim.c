@@ -688,71 +688,158 @@ static void pod_kick(struct ksim *s, struct kpod *p);
 
 /* ---- bodies ---- */
 
-static void cond_add(json_t *arr, const char *type, const char *status, int64_t since, const char *reason) {
+/* ---- the pod status patch, written as JSON text (building it as a tree
+ * and dumping it was a quarter of kubelet-sim's CPU) ---- */
+
+struct tb {
+    char *p;
+    size_t len, cap;
+    bool oom;
+};
+
+static void tb_put(struct tb *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 2048;
+        while (nc < b->len + n + 1) nc *= 2;
+        char *q = realloc(b->p, nc);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+static void tb_lit(struct tb *b, const char *s) { tb_put(b, s, strlen(s)); }
+
+/* s as a JSON string, quoted, escaped as jansson escapes it. */
+static void tb_str(struct tb *b, const char *s) {
+    tb_put(b, "\"", 1);
+    const char *run = s;
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
+        tb_put(b, run, (size_t)(s - run));
+        char e[8];
+        switch (ch) {
+        case '"': tb_put(b, "\\\"", 2); break;
+        case '\\': tb_put(b, "\\\\", 2); break;
+        case '\b': tb_put(b, "\\b", 2); break;
+        case '\f': tb_put(b, "\\f", 2); break;
+        case '\n': tb_put(b, "\\n", 2); break;
+        case '\r': tb_put(b, "\\r", 2); break;
+        case '\t': tb_put(b, "\\t", 2); break;
+        default: tb_put(b, e, (size_t)snprintf(e, sizeof e, "\\u%04X", ch));
+        }
+        run = s + 1;
+    }
+    tb_put(b, run, (size_t)(s - run));
+    tb_put(b, "\"", 1);
+}
+
+/* ,"key":"value" (key is trusted text) */
+static void tb_kv(struct tb *b, const char *key, const char *v) {
+    tb_put(b, ",\"", 2);
+    tb_lit(b, key);
+    tb_put(b, "\":", 2);
+    tb_str(b, v);
+}
+
+char *ksim_json_quote(const char *s) {
+    struct tb b = {0};
+    tb_str(&b, s);
+    return b.oom ? (free(b.p), NULL) : b.p;
+}
+
+static void tb_cond(struct tb *b, bool first, const char *type, const char *status, int64_t since, const char *reason) {
     char ts[32];
     ksim_rfc3339(since, ts);
-    json_t *c = json_pack("{s:s, s:s, s:n, s:s}", "type", type, "status", status, "lastProbeTime",
-                          "lastTransitionTime", ts);
-    if (reason) json_object_set_new(c, "reason", json_string(reason));
-    json_array_append_new(arr, c);
+    tb_lit(b, first ? "{\"type\":" : ",{\"type\":");
+    tb_str(b, type);
+    tb_kv(b, "status", status);
+    tb_lit(b, ",\"lastProbeTime\":null");
+    tb_kv(b, "lastTransitionTime", ts);
+    if (reason) tb_kv(b, "reason", reason);
+    tb_put(b, "}", 1);
 }
 
-static json_t *terminated(int code, int64_t started, int64_t finished) {
-    char a[32], b[32];
+static void tb_terminated(struct tb *b, int code, int64_t started, int64_t finished) {
+    char a[32], f[32], num[24];
     ksim_rfc3339(started, a);
-    ksim_rfc3339(finished, b);
-    return json_pack("{s:{s:i, s:s, s:s, s:s}}", "terminated", "exitCode", code, "reason", code ? "Error" : "Completed",
-                     "startedAt", a, "finishedAt", b);
+    ksim_rfc3339(finished, f);
+    snprintf(num, sizeof num, "%d", code);
+    tb_lit(b, "{\"terminated\":{\"exitCode\":");
+    tb_lit(b, num);
+    tb_kv(b, "reason", code ? "Error" : "Completed");
+    tb_kv(b, "startedAt", a);
+    tb_kv(b, "finishedAt", f);
+    tb_lit(b, "}}");
 }
 
-static json_t *container_statuses(struct kpod *p, const json_t *list, bool init, int64_t now) {
-    json_t *out = json_array();
+static void tb_container_statuses(struct tb *b, struct kpod *p, const json_t *list, bool init, int64_t now) {
     size_t i;
     const json_t *c;
-    char ts[32], id[96];
+    char ts[32], id[96], num[24];
+    tb_put(b, "[", 1);
     json_array_foreach(list, i, c) {
         const char *name = json_string_value(json_object_get(c, "name"));
         const char *image = json_string_value(json_object_get(c, "image"));
         snprintf(id, sizeof id, "kubelet-sim://%.36s-%zu-%d", p->uid, i, init ? 0 : p->restarts);
-        json_t *state, *last = json_object();
-        bool ready = false, started = false;
+        bool ready = !init && p->state == PS_RUNNING;
+        tb_lit(b, i ? ",{\"name\":" : "{\"name\":");
+        tb_str(b, name ? name : "");
+        tb_kv(b, "image", image ? image : "");
+        tb_lit(b, ",\"imageID\":\"\"");
+        tb_kv(b, "containerID", id);
+        tb_lit(b, ready ? ",\"ready\":true,\"started\":true" : ",\"ready\":false,\"started\":false");
+        snprintf(num, sizeof num, "%d", init ? 0 : p->restarts);
+        tb_lit(b, ",\"restartCount\":");
+        tb_lit(b, num);
+        tb_lit(b, ",\"state\":");
         if (init) {
-            state = terminated(0, p->start_time, p->start_time);
+            tb_terminated(b, 0, p->start_time, p->start_time);
         } else if (p->state == PS_RUNNING) {
             ksim_rfc3339(p->started_at, ts);
-            state = json_pack("{s:{s:s}}", "running", "startedAt", ts);
-            ready = started = true;
+            tb_lit(b, "{\"running\":{\"startedAt\":");
+            tb_str(b, ts);
+            tb_lit(b, "}}");
         } else if (p->state == PS_BACKOFF) {
-            state = json_pack("{s:{s:s, s:s}}", "waiting", "reason", "CrashLoopBackOff", "message",
-                              "back-off restarting failed container");
+            tb_lit(b, "{\"waiting\":{\"reason\":\"CrashLoopBackOff\",\"message\":"
+                      "\"back-off restarting failed container\"}}");
         } else if (p->state == PS_STARTING || p->state == PS_HELD) {
-            state = json_pack("{s:{s:s}}", "waiting", "reason", "ContainerCreating");
+            tb_lit(b, "{\"waiting\":{\"reason\":\"ContainerCreating\"}}");
         } else {
-            state = terminated(p->exit_code, p->started_at, p->finished_at ? p->finished_at : now);
+            tb_terminated(b, p->exit_code, p->started_at, p->finished_at ? p->finished_at : now);
         }
-        if (!init && p->has_last) {
-            json_decref(last);
-            last = terminated(p->last_exit, p->last_started, p->last_finished);
-        }
-        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:i, s:o, s:o}", "name", name ? name : "",
-                                             "image", image ? image : "", "imageID", "", "containerID", id, "ready",
-                                             ready, "started", started, "restartCount", init ? 0 : p->restarts,
-                                             "state", state, "lastState", last));
+        tb_lit(b, ",\"lastState\":");
+        if (!init && p->has_last) tb_terminated(b, p->last_exit, p->last_started, p->last_finished);
+        else tb_lit(b, "{}");
+        tb_put(b, "}", 1);
     }
-    return out;
+    tb_put(b, "]", 1);
 }
 
-static json_t *pod_status_patch(struct ksim *s, struct kpod *p) {
+/* The merge patch of a pod's status, as JSON text (malloc'd; NULL when out of memory). */
+static char *pod_status_patch(struct ksim *s, struct kpod *p, size_t *len) {
     int64_t now = wall_s();
-    json_t *st = json_object();
-    json_t *patch = json_pack("{s:{s:s}, s:o}", "metadata", "uid", p->uid, "status", st);
-    const char *phase = "Pending";
+    struct tb b = {0};
+    tb_lit(&b, "{\"metadata\":{\"uid\":");
+    tb_str(&b, p->uid);
+    tb_lit(&b, "},\"status\":{\"phase\":");
+    (void)s;
     if (p->state == PS_REJECTED) {
-        json_object_set_new(st, "phase", json_string("Failed"));
-        json_object_set_new(st, "reason", json_string(p->reason));
-        json_object_set_new(st, "message", json_string(p->message ? p->message : ""));
-        return patch;
+        tb_str(&b, "Failed");
+        tb_kv(&b, "reason", p->reason ? p->reason : "");
+        tb_kv(&b, "message", p->message ? p->message : "");
+        tb_lit(&b, "}}");
+        *len = b.len;
+        return b.oom ? (free(b.p), NULL) : b.p;
     }
+    const char *phase = "Pending";
     if (p->state == PS_RUNNING || p->state == PS_BACKOFF) phase = "Running";
     else if (p->state == PS_DONE || p->state == PS_TERMINATING || p->state == PS_DELETING)
         phase = p->exit_code ? "Failed" : "Succeeded";
@@ -763,26 +850,35 @@ static json_t *pod_status_patch(struct ksim *s, struct kpod *p) {
     bool ready = p->state == PS_RUNNING;
     bool done = !strcmp(phase, "Succeeded") || !strcmp(phase, "Failed");
     int64_t since = ready ? p->started_at : p->finished_at ? p->finished_at : p->start_time;
-    json_t *conds = json_array();
-    cond_add(conds, "PodReadyToStartContainers", done ? "False" : "True", since, NULL);
-    cond_add(conds, "Initialized", "True", p->start_time, done ? "PodCompleted" : NULL);
-    cond_add(conds, "Ready", ready ? "True" : "False", since, done ? "PodCompleted" : ready ? NULL : "ContainersNotReady");
-    cond_add(conds, "ContainersReady", ready ? "True" : "False", since,
-             done ? "PodCompleted" : ready ? NULL : "ContainersNotReady");
-    cond_add(conds, "PodScheduled", "True", p->start_time, NULL);
-    json_object_set_new(st, "phase", json_string(phase));
-    json_object_set_new(st, "conditions", conds);
-    json_object_set_new(st, "hostIP", json_string(hip));
-    json_object_set_new(st, "hostIPs", json_pack("[{s:s}]", "ip", hip));
-    json_object_set_new(st, "podIP", json_string(pip));
-    json_object_set_new(st, "podIPs", json_pack("[{s:s}]", "ip", pip));
-    json_object_set_new(st, "startTime", json_string(ts));
+    tb_str(&b, phase);
+    tb_lit(&b, ",\"conditions\":[");
+    tb_cond(&b, true, "PodReadyToStartContainers", done ? "False" : "True", since, NULL);
+    tb_cond(&b, false, "Initialized", "True", p->start_time, done ? "PodCompleted" : NULL);
+    tb_cond(&b, false, "Ready", ready ? "True" : "False", since,
+            done ? "PodCompleted" : ready ? NULL : "ContainersNotReady");
+    tb_cond(&b, false, "ContainersReady", ready ? "True" : "False", since,
+            done ? "PodCompleted" : ready ? NULL : "ContainersNotReady");
+    tb_cond(&b, false, "PodScheduled", "True", p->start_time, NULL);
+    tb_put(&b, "]", 1);
+    tb_kv(&b, "hostIP", hip);
+    tb_lit(&b, ",\"hostIPs\":[{\"ip\":");
+    tb_str(&b, hip);
+    tb_lit(&b, "}]");
+    tb_kv(&b, "podIP", pip);
+    tb_lit(&b, ",\"podIPs\":[{\"ip\":");
+    tb_str(&b, pip);
+    tb_lit(&b, "}]");
+    tb_kv(&b, "startTime", ts);
     /* no qosClass: the apiserver sets it at create and refuses a change */
-    json_object_set_new(st, "containerStatuses", container_statuses(p, p->ctrs, false, now));
-    if (json_array_size(p->inits))
-        json_object_set_new(st, "initContainerStatuses", container_statuses(p, p->inits, true, now));
-    (void)s;
-    return patch;
+    tb_lit(&b, ",\"containerStatuses\":");
+    tb_container_statuses(&b, p, p->ctrs, false, now);
+    if (json_array_size(p->inits)) {
+        tb_lit(&b, ",\"initContainerStatuses\":");
+        tb_container_statuses(&b, p, p->inits, true, now);
+    }
+    tb_lit(&b, "}}");
+    *len = b.len;
+    return b.oom ? (free(b.p), NULL) : b.p;
 }
 
 static json_t *res_map(struct ksim *s, const struct knode *n) {
@@ -869,10 +965,11 @@ static void pod_path(const struct kpod *p, char *out, size_t len, const char *su
 /* Builds the request at send time from the current state, so a pod's queued
  * changes coalesce into one write. Returns false when nothing is to be sent. */
 static bool build(struct ksim *s, struct kwrite *w, const char **method, char *path, size_t plen, json_t **body,
-                  const char **ct) {
+                  char **text, size_t *tlen, const char **ct) {
     struct knode *n = &s->nodes[w->node];
     *ct = NULL;
     *body = NULL;
+    *text = NULL;
     if (w->kind == W_POD) {
         struct kpod *p = w->pod;
         if (!p || n->down) return false; /* a down kubelet reports nothing; the flags stay for later */
@@ -882,7 +979,7 @@ static bool build(struct ksim *s, struct kwrite *w, const char **method, char *p
             *method = "PATCH";
             *ct = "application/merge-patch+json";
             pod_path(p, path, plen, "/status");
-            *body = pod_status_patch(s, p);
+            *text = pod_status_patch(s, p, tlen);
             return true;
         }
         if (p->state == PS_TERMINATING) p->state = PS_DELETING; /* final status written: now the delete */
@@ -951,12 +1048,16 @@ static void pump(struct ksim *s) {
         const char *method = NULL, *ct = NULL;
         char path[600];
         json_t *body = NULL;
-        if (!build(s, w, &method, path, sizeof path, &body, &ct)) {
+        char *text = NULL;
+        size_t tlen = 0;
+        if (!build(s, w, &method, path, sizeof path, &body, &text, &tlen, &ct)) {
             write_free(w);
             continue;
         }
-        int rc = kclient_request(s->kc, method, path, body, ct, on_write_done, w);
+        int rc = text ? kclient_request_text(s->kc, method, path, text, tlen, ct, on_write_done, w)
+                      : kclient_request(s->kc, method, path, body, ct, on_write_done, w);
         json_decref(body);
+        free(text);
         if (rc) { /* refused before sending: count it as a transport failure */
             s->inflight++;
             struct kc_response fake = {.status = 0, .raw = "", .error = "request not started"};

@@ -107,6 +107,10 @@ int ksim_pod_requests(const json_t *pod, struct ksim_res *out, char *err, size_t
  * managedFields). */
 bool ksim_pod_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len);
 bool ksim_node_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len);
+/* s as a quoted JSON string, escaped as jansson escapes it (malloc'd; NULL
+ * when out of memory): how kubelet-sim writes names and images into the
+ * status patches it builds as text. */
+char *ksim_json_quote(const char *s);
 /* Admission: NULL when req fits in cap - used, else the reason ("OutOfpods",
  * "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu") with the kubelet's message. */
 const char *ksim_admit(const struct ksim_res *cap, const struct ksim_res *used, const struct ksim_res *req, char *msg,

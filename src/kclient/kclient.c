@@ -712,8 +712,26 @@ void kc__h1_done(struct kc_req *r, long status, char *body, size_t len, const ch
     req_promote(c);
 }
 
+static struct kc_req *request(struct kclient *c, const char *method, const char *path, const json_t *body,
+                              const char *text, size_t tlen, const char *content_type, kc_done_fn done, void *ud,
+                              int *rcp);
+
 struct kc_req *kc__request(struct kclient *c, const char *method, const char *path, const json_t *body,
                            const char *content_type, kc_done_fn done, void *ud, int *rcp) {
+    return request(c, method, path, body, NULL, 0, content_type, done, ud, rcp);
+}
+
+int kclient_request_text(struct kclient *c, const char *method, const char *path, const char *body, size_t len,
+                         const char *content_type, kc_done_fn done, void *ud) {
+    int rc;
+    if (body && memchr(body, 0, len)) return -EINVAL; /* JSON text has no NUL byte */
+    request(c, method, path, NULL, body, len, content_type, done, ud, &rc);
+    return rc;
+}
+
+static struct kc_req *request(struct kclient *c, const char *method, const char *path, const json_t *body,
+                              const char *text, size_t tlen, const char *content_type, kc_done_fn done, void *ud,
+                              int *rcp) {
     int rc = -EINVAL;
     struct kc_req *r = NULL;
     if (!c) goto fail;
@@ -731,8 +749,13 @@ struct kc_req *kc__request(struct kclient *c, const char *method, const char *pa
     r->done = done;
     r->ud = ud;
     if (body && !(r->body = jdump(body, JSON_COMPACT | JSON_ENCODE_ANY, NULL))) goto fail;
-    r->has_body = (body && strcmp(method, "GET") != 0) || !strcmp(method, "POST") || !strcmp(method, "PUT") ||
-                  !strcmp(method, "PATCH");
+    if (text) {
+        if (!(r->body = malloc(tlen + 1))) goto fail;
+        memcpy(r->body, text, tlen);
+        r->body[tlen] = 0;
+    }
+    r->has_body = ((body || text) && strcmp(method, "GET") != 0) || !strcmp(method, "POST") ||
+                  !strcmp(method, "PUT") || !strcmp(method, "PATCH");
     if (c->active < KC_MAX_CONNS && !c->waitq) {
         if (c->h1 ? kh1_start(c->h1, r, method, path, content_type, r->body, r->has_body) != 0
                   : req_easy(c, r, method, path, content_type) || kc__multi_add(c->reqm, r->easy))

@@ -93,6 +93,11 @@ json_t *kc_response_body(const struct kc_response *r);
  * "application/merge-patch+json"). done may be NULL (fire and forget). */
 int kclient_request(struct kclient *c, const char *method, const char *path, const json_t *body,
                     const char *content_type, kc_done_fn done, void *ud);
+/* The same with the body as JSON text already written (len bytes, copied;
+ * NULL for none), for callers that build a body faster than a tree. -EINVAL
+ * for a NUL byte in it. */
+int kclient_request_text(struct kclient *c, const char *method, const char *path, const char *body, size_t len,
+                         const char *content_type, kc_done_fn done, void *ud);
 /* The same, blocking, on a private handle (tools, tests, start-up; also safe
  * inside callbacks). *body_out (optional) gets the parsed body (json_decref).
  * Returns the HTTP status, or a negative errno on transport failure; err gets

@@ -274,3 +274,20 @@ TEST(ksim_decoding_filters_keep_what_is_read) {
     CHECK(json_object_get(json_object_get(json_object_get(n, "metadata"), "annotations"), "kubelet-sim.peloton.io/down"));
     json_decref(n);
 }
+
+/* Names and images go into the text status patches quoted as jansson
+ * quotes them. */
+TEST(ksim_json_quote_matches_jansson) {
+    const char *cases[] = {"", "busybox:1.36", "a\"b\\c/d", "tab\there\nnew\rret\bback\fform", "\x01\x1f ctl",
+                           "caf\xc3\xa9 \xe2\x82\xac", "registry.example.com:5000/team/app@sha256:0f"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *mine = ksim_json_quote(cases[i]);
+        json_t *v = json_string(cases[i]);
+        char *theirs = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        REQUIRE(mine && theirs);
+        CHECK_STR(mine, theirs);
+        free(mine);
+        free(theirs);
+        json_decref(v);
+    }
+}
