@@ -698,47 +698,13 @@ struct tb {
 };
 
 static void tb_put(struct tb *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 2048;
-        while (nc < b->len + n + 1) nc *= 2;
-        char *q = realloc(b->p, nc);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
+    if (!b->oom && jdump_append(&b->p, &b->len, &b->cap, s, n)) b->oom = true;
 }
 static void tb_lit(struct tb *b, const char *s) { tb_put(b, s, strlen(s)); }
 
 /* s as a JSON string, quoted, escaped as jansson escapes it. */
 static void tb_str(struct tb *b, const char *s) {
-    tb_put(b, "\"", 1);
-    const char *run = s;
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
-        tb_put(b, run, (size_t)(s - run));
-        char e[8];
-        switch (ch) {
-        case '"': tb_put(b, "\\\"", 2); break;
-        case '\\': tb_put(b, "\\\\", 2); break;
-        case '\b': tb_put(b, "\\b", 2); break;
-        case '\f': tb_put(b, "\\f", 2); break;
-        case '\n': tb_put(b, "\\n", 2); break;
-        case '\r': tb_put(b, "\\r", 2); break;
-        case '\t': tb_put(b, "\\t", 2); break;
-        default: tb_put(b, e, (size_t)snprintf(e, sizeof e, "\\u%04X", ch));
-        }
-        run = s + 1;
-    }
-    tb_put(b, run, (size_t)(s - run));
-    tb_put(b, "\"", 1);
+    if (!b->oom && jdump_append_string(&b->p, &b->len, &b->cap, s, strlen(s))) b->oom = true;
 }
 
 /* ,"key":"value" (key is trusted text) */

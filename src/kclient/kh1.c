@@ -295,18 +295,7 @@ static void on_timeout(uv_timer_t *t) {
 }
 
 static int put(char **p, size_t *len, size_t *cap, const char *s, size_t n) {
-    if (*len + n + 1 > *cap) {
-        size_t nc = *cap ? *cap * 2 : 1024;
-        while (nc < *len + n + 1) nc *= 2;
-        char *b = realloc(*p, nc);
-        if (!b) return -ENOMEM;
-        *p = b;
-        *cap = nc;
-    }
-    memcpy(*p + *len, s, n);
-    *len += n;
-    (*p)[*len] = 0;
-    return 0;
+    return jdump_append(p, len, cap, s, n) ? -ENOMEM : 0;
 }
 
 /* The request's bytes: request line, headers, body. */

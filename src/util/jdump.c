@@ -28,6 +28,7 @@ static void grow(struct out *o, size_t n) {
 }
 
 static void put(struct out *o, const char *s, size_t n) {
+    if (!n) return;
     grow(o, n);
     if (o->bad) return;
     memcpy(o->p + o->len, s, n);
@@ -131,6 +132,31 @@ static void put_value(struct out *o, const json_t *v, int depth) {
     }
     }
     o->bad = 1;
+}
+
+int jdump_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
+    struct out o = {*buf, *len, *cap, 0};
+    put(&o, s, n);
+    put(&o, "", 1); /* kept NUL-terminated */
+    o.len--;
+    *buf = o.p, *cap = o.cap;
+    if (o.bad) return -1;
+    *len = o.len;
+    return 0;
+}
+
+int jdump_append_string(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
+    struct out o = {*buf, *len, *cap, 0};
+    put_string(&o, s, n);
+    put(&o, "", 1); /* kept NUL-terminated */
+    o.len--;
+    *buf = o.p, *cap = o.cap;
+    if (o.bad) {
+        if (*buf && *cap > *len) (*buf)[*len] = 0; /* as it was */
+        return -1;
+    }
+    *len = o.len;
+    return 0;
 }
 
 char *jdump(const json_t *v, size_t flags, size_t *len) {

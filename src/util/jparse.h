@@ -63,4 +63,12 @@ size_t jparse_utf8_len(const unsigned char *p, const unsigned char *end);
  * gets the length. The caller frees the result (jdump.c). */
 char *jdump(const json_t *v, size_t flags, size_t *len);
 
+/* Appends s (n bytes) to the growing buffer (*buf, *len, *cap: realloc'd
+ * as needed) as a quoted JSON string, escaped as jdump escapes it. 0, or -1
+ * when out of memory or s is not UTF-8 (*len then unchanged). For bodies
+ * written as text instead of built as trees. */
+int jdump_append_string(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
+/* The same for bytes as they are (JSON text the caller writes itself). */
+int jdump_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
+
 #endif

@@ -92,3 +92,26 @@ TEST(jparse_filtered_flags_and_scalars) {
     CHECK_STR(s, "{\"a\":3}");
     free(s);
 }
+
+/* Bodies written as text: appended pieces stay NUL-terminated, strings are
+ * quoted as json_dumps quotes them, and bad UTF-8 is refused without a trace. */
+TEST(jdump_append_builds_text_bodies) {
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    CHECK_I64(jdump_append(&buf, &len, &cap, "{\"name\":", 8), 0);
+    CHECK_I64(jdump_append_string(&buf, &len, &cap, "a\"b\\c\n\x01", 7), 0);
+    CHECK_I64(jdump_append(&buf, &len, &cap, "}", 1), 0);
+    REQUIRE(buf);
+    json_t *v = json_pack("{s:s}", "name", "a\"b\\c\n\x01");
+    char *want = json_dumps(v, JSON_COMPACT);
+    CHECK_STR(buf, want);
+    CHECK_I64(len, strlen(want));
+    CHECK_I64(jdump_append_string(&buf, &len, &cap, "\xc0\xaf", 2), -1);
+    CHECK_I64(len, strlen(want));
+    CHECK_STR(buf, want);
+    CHECK_I64(jdump_append(&buf, &len, &cap, "", 0), 0);
+    CHECK_I64(len, strlen(want));
+    free(want);
+    json_decref(v);
+    free(buf);
+}
