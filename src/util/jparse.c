@@ -407,19 +407,14 @@ static int skip(struct jp *j) {
     }
 }
 
-json_t *jparse_filtered(const char *buf, size_t len, size_t flags, jparse_keep_fn keep, void *ud) {
-    if (!buf || (flags & ~(size_t)JSON_DECODE_ANY)) return NULL;
-    struct jp j = {.p = (const unsigned char *)buf,
-                   .end = (const unsigned char *)buf + len,
-                   .flags = flags,
-                   .keep = keep,
-                   .keep_ud = ud};
-    ws(&j);
+/* The whole input as one value, with nothing but white space around it. */
+static json_t *document(struct jp *j) {
+    ws(j);
     json_t *v = NULL;
-    if (j.p < j.end && ((flags & JSON_DECODE_ANY) || *j.p == '{' || *j.p == '[')) {
-        v = value(&j);
-        ws(&j);
-        if (v && j.p != j.end) {
+    if (j->p < j->end && ((j->flags & JSON_DECODE_ANY) || *j->p == '{' || *j->p == '[')) {
+        v = value(j);
+        ws(j);
+        if (v && j->p != j->end) {
             json_decref(v);
             v = NULL;
         }
@@ -427,20 +422,20 @@ json_t *jparse_filtered(const char *buf, size_t len, size_t flags, jparse_keep_f
     return v;
 }
 
+json_t *jparse_filtered(const char *buf, size_t len, size_t flags, jparse_keep_fn keep, void *ud) {
+    if (!buf || (flags & ~(size_t)JSON_DECODE_ANY)) return NULL;
+    struct jp j = {.p = (const unsigned char *)buf,
+                   .end = (const unsigned char *)buf + len,
+                   .flags = flags,
+                   .keep = keep,
+                   .keep_ud = ud};
+    return document(&j);
+}
+
 json_t *jparse_try(const char *buf, size_t len, size_t flags) {
     if (!buf || (flags & ~(size_t)(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY))) return NULL;
     struct jp j = {.p = (const unsigned char *)buf, .end = (const unsigned char *)buf + len, .flags = flags};
-    ws(&j);
-    json_t *v = NULL;
-    if (j.p < j.end && ((flags & JSON_DECODE_ANY) || *j.p == '{' || *j.p == '[')) {
-        v = value(&j);
-        ws(&j);
-        if (v && j.p != j.end) {
-            json_decref(v);
-            v = NULL;
-        }
-    }
-    return v;
+    return document(&j);
 }
 
 json_t *jparse_loadb(const char *buf, size_t len, size_t flags, json_error_t *error) {
