@@ -302,20 +302,28 @@ static int put(char **p, size_t *len, size_t *cap, const char *s, size_t n) {
 static int format_request(struct kh1 *h, struct kh1_conn *k, const char *method, const char *path, const char *ctype,
                           const char *body, bool has_body) {
     const struct kc_config *cfg = &h->c->cfg;
+    /* what goes into the head is one token each: no line breaks, no spaces in the request line */
+    if (strpbrk(method, " \r\n") || strpbrk(path, " \r\n") || (ctype && strpbrk(ctype, "\r\n")) ||
+        (cfg->token && strpbrk(cfg->token, "\r\n")))
+        return -EINVAL;
     char *o = NULL;
     size_t len = 0, cap = 0;
-    char line[256];
+    char line[64];
     size_t blen = body ? strlen(body) : 0;
     int rc = put(&o, &len, &cap, method, strlen(method));
     rc = rc ? rc : put(&o, &len, &cap, " ", 1);
     rc = rc ? rc : put(&o, &len, &cap, h->base, strlen(h->base));
     rc = rc ? rc : put(&o, &len, &cap, path, strlen(path));
-    int n = snprintf(line, sizeof line,
-                     " HTTP/1.1\r\nHost: %s\r\nUser-Agent: peloton-c-kclient/1\r\nAccept: application/json\r\n", h->host);
-    rc = rc ? rc : put(&o, &len, &cap, line, (size_t)n);
+    static const char host[] = " HTTP/1.1\r\nHost: ";
+    static const char rest[] = "\r\nUser-Agent: peloton-c-kclient/1\r\nAccept: application/json\r\n";
+    rc = rc ? rc : put(&o, &len, &cap, host, sizeof host - 1);
+    rc = rc ? rc : put(&o, &len, &cap, h->host, strlen(h->host));
+    rc = rc ? rc : put(&o, &len, &cap, rest, sizeof rest - 1);
     if (has_body) {
-        n = snprintf(line, sizeof line, "Content-Type: %.160s\r\nContent-Length: %zu\r\n",
-                     ctype ? ctype : "application/json", blen);
+        const char *ct = ctype ? ctype : "application/json";
+        int n = snprintf(line, sizeof line, "\r\nContent-Length: %zu\r\n", blen);
+        rc = rc ? rc : put(&o, &len, &cap, "Content-Type: ", 14);
+        rc = rc ? rc : put(&o, &len, &cap, ct, strlen(ct));
         rc = rc ? rc : put(&o, &len, &cap, line, (size_t)n);
     }
     if (cfg->token && *cfg->token) {
@@ -362,7 +370,8 @@ int kh1_start(struct kh1 *h, struct kc_req *r, const char *method, const char *p
         k->timer->data = k;
         h->conns[h->nconns++] = k;
     }
-    if (format_request(h, k, method, path, ctype, body, has_body)) return -ENOMEM;
+    int frc = format_request(h, k, method, path, ctype, body, has_body);
+    if (frc) return frc;
     k->req = r;
     k->retried = false;
     uv_timer_start(k->timer, on_timeout, (uint64_t)h->c->cfg.timeout_ms, 0);

@@ -1914,6 +1914,10 @@ TEST(kclient_own_http1_client_reads_every_framing) {
     CHECK_HAS(b.error, "malformed");
     CHECK_I64(call(&e, &b, "GET", "/bighead", NULL, NULL), 0);
     CHECK_HAS(b.error, "malformed");
+    /* nothing that would split the head is sent */
+    CHECK(kclient_request(e.c, "GET", "/ok\r\nX-Injected: 1", NULL, NULL, box_cb, &b) != 0);
+    CHECK(kclient_request(e.c, "GET", "/ok HTTP/1.0", NULL, NULL, box_cb, &b) != 0);
+    CHECK(kclient_request(e.c, "PATCH", "/ok", NULL, "application/json\r\nX: 1", box_cb, &b) != 0);
     /* no answer: the request's timeout (400 ms here) */
     uint64_t t0 = uv_now(&e.loop);
     CHECK_I64(call(&e, &b, "GET", "/hang", NULL, NULL), 0);
