@@ -196,7 +196,7 @@ static void finish(struct kh1_conn *k, long status, const char *error) {
     k->out = NULL;
     k->outlen = 0;
     uv_timer_stop(k->timer);
-    if (status <= 0 || k->close_after) sock_drop(k);
+    if (status <= 0 || k->close_after || (k->s && k->s->wbuf)) sock_drop(k); /* wbuf: answered before all was sent */
     else k->served++;
     reset_answer(k);
     k->idle_since = uv_now(k->h->c->loop);
