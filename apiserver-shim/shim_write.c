@@ -171,7 +171,10 @@ static int status_fn(void *ud, const json_t *cur, json_t **next, char *err, size
             only = cst ? json_pack("{s:O}", "status", cst) : json_object();
             if (!only) return snprintf(err, errlen, "out of memory"), -ENOMEM;
         }
-        int rc = w->apply(only ? only : cur, w->body, &n, msg, sizeof msg);
+        /* a plain merge patch's values are shared, not copied: the status
+         * taken from it is encoded and stored, never edited (nor is the patch) */
+        int rc = w->apply == patch_merge ? patch_merge_sharing(only, w->body, &n, msg, sizeof msg)
+                                         : w->apply(only ? only : cur, w->body, &n, msg, sizeof msg);
         json_decref(only);
         if (rc == -EINVAL) return snprintf(err, errlen, "%s", msg), refuse(w, 400, "BadRequest", NULL, rc);
         if (rc) {

@@ -50,10 +50,11 @@ bool patch_value_equal(const json_t *a, const json_t *b) { return value_equal(a,
 
 /* ---- RFC 7386 ---- */
 
-/* Applies patch to *v (owned; NULL when absent), replacing *v as needed. */
-static int merge_apply(json_t **v, const json_t *patch, int depth, char *err, size_t errlen) {
+/* Applies patch to *v (owned; NULL when absent), replacing *v as needed;
+ * share: patch values that replace are taken by reference, not copied. */
+static int merge_apply(json_t **v, const json_t *patch, int depth, bool share, char *err, size_t errlen) {
     if (!json_is_object(patch)) {
-        json_t *c = json_deep_copy(patch);
+        json_t *c = share ? json_incref((json_t *)patch) : json_deep_copy(patch);
         if (!c) return -ENOMEM;
         json_decref(*v);
         *v = c;
@@ -73,7 +74,7 @@ static int merge_apply(json_t **v, const json_t *patch, int depth, char *err, si
             continue;
         }
         json_t *cur = json_incref(json_object_get(*v, k));
-        int rc = merge_apply(&cur, pv, depth + 1, err, errlen);
+        int rc = merge_apply(&cur, pv, depth + 1, share, err, errlen);
         if (rc == 0 && json_object_set_new(*v, k, cur) != 0) rc = -ENOMEM;
         else if (rc) json_decref(cur);
         if (rc) return rc;
@@ -81,12 +82,12 @@ static int merge_apply(json_t **v, const json_t *patch, int depth, char *err, si
     return 0;
 }
 
-int patch_merge(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen) {
+static int merge(const json_t *target, const json_t *patch, bool share, json_t **out, char *err, size_t errlen) {
     *out = NULL;
     if (!patch) return core_fail(err, errlen, -EINVAL, "merge patch is empty");
     json_t *v = target ? json_deep_copy(target) : NULL;
     if (target && !v) goto oom;
-    int rc = merge_apply(&v, patch, 0, err, errlen);
+    int rc = merge_apply(&v, patch, 0, share, err, errlen);
     if (rc) {
         json_decref(v);
         if (rc == -ENOMEM) goto oom;
@@ -96,6 +97,14 @@ int patch_merge(const json_t *target, const json_t *patch, json_t **out, char *e
     return 0;
 oom:
     return core_fail(err, errlen, -ENOMEM, "out of memory");
+}
+
+int patch_merge(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen) {
+    return merge(target, patch, false, out, err, errlen);
+}
+
+int patch_merge_sharing(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen) {
+    return merge(target, patch, true, out, err, errlen);
 }
 
 /* ---- RFC 6901 pointers ---- */

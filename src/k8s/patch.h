@@ -30,6 +30,11 @@
 /* RFC 7386: null deletes, objects merge recursively, anything else replaces.
  * target may be NULL (absent). */
 int patch_merge(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen);
+/* patch_merge whose result holds the patch's replacing values by reference
+ * instead of copies: for a caller that changes neither the patch nor those
+ * values while the result lives (the status subresource: the stored object's
+ * status is only encoded). The same result, for less work. */
+int patch_merge_sharing(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen);
 
 /* RFC 6902 with RFC 6901 pointers: patch is an array of operations applied in
  * order; the first failure aborts the whole patch. */

@@ -555,3 +555,33 @@ TEST(patch_property_strategic_equals_merge_on_plain_maps) {
         json_decref(m2);
     }
 }
+
+/* patch_merge_sharing: patch_merge's result, holding the patch's replacing
+ * values instead of copies; neither the target nor the patch changes. */
+TEST(patch_merge_sharing_same_result_shared_values) {
+    json_t *target = json_loads("{\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodScheduled\"}],"
+                                "\"gone\":1,\"deep\":{\"a\":1,\"b\":2}}}", 0, NULL);
+    json_t *patch = json_loads("{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\"},"
+                               "{\"type\":\"PodScheduled\"}],\"gone\":null,\"deep\":{\"b\":null,\"c\":[1]},"
+                               "\"new\":{\"x\":{\"y\":null,\"z\":\"w\"}}}}", 0, NULL);
+    REQUIRE(target && patch);
+    char *t0 = json_dumps(target, JSON_COMPACT | JSON_SORT_KEYS), *p0 = json_dumps(patch, JSON_COMPACT | JSON_SORT_KEYS);
+    json_t *a = NULL, *b = NULL;
+    char err[256];
+    REQUIRE(patch_merge(target, patch, &a, err, sizeof err) == 0);
+    REQUIRE(patch_merge_sharing(target, patch, &b, err, sizeof err) == 0);
+    CHECK(json_equal(a, b));
+    json_t *pc = json_object_get(json_object_get(patch, "status"), "conditions");
+    CHECK(json_object_get(json_object_get(b, "status"), "conditions") == pc);  /* shared */
+    CHECK(json_object_get(json_object_get(a, "status"), "conditions") != pc);  /* copied */
+    json_t *x = json_object_get(json_object_get(json_object_get(b, "status"), "new"), "x");
+    CHECK(x && !json_object_get(x, "y") && json_is_string(json_object_get(x, "z"))); /* nulls in new objects drop */
+    char *t1 = json_dumps(target, JSON_COMPACT | JSON_SORT_KEYS), *p1 = json_dumps(patch, JSON_COMPACT | JSON_SORT_KEYS);
+    CHECK_STR(t1, t0);
+    CHECK_STR(p1, p0);
+    free(t0), free(p0), free(t1), free(p1);
+    json_decref(a);
+    json_decref(b);
+    json_decref(target);
+    json_decref(patch);
+}
