@@ -27,7 +27,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (patch_merge(target, patch, &out, err, sizeof err) == 0) {
         if (patch_merge(out, patch, &again, err, sizeof err) != 0 || !json_equal(out, again)) abort();
         json_decref(again);
+        /* the sharing variant: the same result */
+        if (patch_merge_sharing(target, patch, &again, err, sizeof err) != 0 || !json_equal(out, again)) abort();
+        json_decref(again);
         json_decref(out);
+    } else if (patch_merge_sharing(target, patch, &again, err, sizeof err) == 0) {
+        abort(); /* and the same refusals */
     }
     if (patch_json(target, patch, &out, err, sizeof err) == 0) json_decref(out);
     if (patch_strategic(target, patch, &out, err, sizeof err) == 0) json_decref(out);
