@@ -114,6 +114,20 @@ static int arg_put(struct resp_args *a, const char *p, size_t n) {
     return 0;
 }
 
+/* "<mark><n>\r\n" at out (at most 24 bytes); its length. */
+static size_t put_count(char *out, char mark, size_t n) {
+    char digits[24];
+    size_t k = 0;
+    do digits[k++] = (char)('0' + n % 10);
+    while ((n /= 10) && k < sizeof digits);
+    size_t len = 0;
+    out[len++] = mark;
+    while (k) out[len++] = digits[--k];
+    out[len++] = '\r';
+    out[len++] = '\n';
+    return len;
+}
+
 int ctl_resp_vformat(char *out, size_t cap, const char *fmt, va_list ap) {
     struct resp_args a;
     a.len = 0;
@@ -166,14 +180,13 @@ int ctl_resp_vformat(char *out, size_t cap, const char *fmt, va_list ap) {
         a.start[++a.n] = a.len;
     }
     a.start[0] = 0;
-    int w = snprintf(out, cap, "*%d\r\n", a.n);
-    if (w < 0 || (size_t)w >= cap) return -1;
-    size_t len = (size_t)w;
+    size_t len = 0;
+    if (cap < 16) return -1;
+    len = put_count(out, '*', (size_t)a.n);
     for (int i = 0; i < a.n; i++) {
         size_t n = a.start[i + 1] - a.start[i];
-        w = snprintf(out + len, cap - len, "$%zu\r\n", n);
-        if (w < 0 || (size_t)w >= cap - len || len + (size_t)w + n + 2 > cap) return -1;
-        len += (size_t)w;
+        if (len + 24 + n + 2 > cap) return -1;
+        len += put_count(out + len, '$', n);
         memcpy(out + len, a.buf + a.start[i], n);
         len += n;
         memcpy(out + len, "\r\n", 2);
