@@ -258,12 +258,6 @@ static bool list_keep(void *ud, const struct jparse_seg *path, int depth, const 
     return f->keep(NULL, path + 2, depth - 2, key, len);
 }
 
-/* The feed's object filter, handed the path from the object (watch events). */
-static bool object_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
-    struct kc_feed *f = ud;
-    return f->keep(NULL, path, depth, key, len);
-}
-
 static void on_list(void *ud, const struct kc_response *r) {
     struct kc_feed *f = ud;
     f->req = NULL;
@@ -383,7 +377,7 @@ static void start_watch(struct kc_feed *f) {
     char *q = malloc(cap);
     if (q) {
         snprintf(q, cap, "%s%stimeoutSeconds=%u", f->query ? f->query : "", f->query && *f->query ? "&" : "", secs);
-        f->watch = f->keep ? kclient_watch_filtered(f->c, f->path, q, f->rv, object_keep, f, on_event, on_watch_end, f)
+        f->watch = f->keep ? kclient_watch_filtered(f->c, f->path, q, f->rv, f->keep, NULL, on_event, on_watch_end, f)
                            : kclient_watch(f->c, f->path, q, f->rv, on_event, on_watch_end, f);
         f->watch_started = uv_now(f->c->loop);
         free(q);

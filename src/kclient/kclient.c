@@ -413,19 +413,17 @@ static int req_easy(struct kclient *c, struct kc_req *r, const char *method, con
     return 0;
 }
 
-/* A waiting request sent by kh1, from its saved method, path and content type. */
-static int req_h1_saved(struct kclient *c, struct kc_req *r) {
-    const char *method = r->spec, *path = method + strlen(method) + 1, *ct = path + strlen(path) + 1;
-    int rc = kh1_start(c->h1, r, method, path, *ct ? ct : NULL, r->body, r->has_body);
-    free(r->spec);
-    r->spec = NULL;
-    return rc;
+/* Sends r: through kh1, or on a curl handle. Non-zero when it cannot start. */
+static int req_start(struct kclient *c, struct kc_req *r, const char *method, const char *path,
+                     const char *content_type) {
+    if (c->h1) return kh1_start(c->h1, r, method, path, content_type, r->body, r->has_body);
+    return req_easy(c, r, method, path, content_type) || kc__multi_add(c->reqm, r->easy);
 }
 
-/* A waiting request's handle from its saved method, path and content type. */
-static int req_easy_saved(struct kclient *c, struct kc_req *r) {
+/* A waiting request started from its saved method, path and content type. */
+static int req_start_saved(struct kclient *c, struct kc_req *r) {
     const char *method = r->spec, *path = method + strlen(method) + 1, *ct = path + strlen(path) + 1;
-    int rc = req_easy(c, r, method, path, *ct ? ct : NULL);
+    int rc = req_start(c, r, method, path, *ct ? ct : NULL);
     free(r->spec);
     r->spec = NULL;
     return rc;
@@ -451,8 +449,7 @@ static void req_promote(struct kclient *c) {
         if (!c->waitq) c->waitq_tail = NULL;
         r->qnext = NULL;
         r->waiting = false;
-        if (c->h1 ? req_h1_saved(c, r) : req_easy_saved(c, r) || kc__multi_add(c->reqm, r->easy)) {
-            /* out of memory: it fails now */
+        if (req_start_saved(c, r)) { /* out of memory: it fails now */
             req_unlink(r);
             if (r->done) {
                 struct kc_response resp = {.status = 0, .raw = "", .error = "cannot start the request"};
@@ -652,23 +649,32 @@ static size_t req_write(char *p, size_t sz, size_t n, void *ud) {
     return sink_append(&r->buf, &r->len, &r->cap, &r->too_big, p, sz * n);
 }
 
-static void fill_response(struct kc_response *resp, CURL *e, CURLcode rc, bool too_big, const char *errbuf,
-                          const char *buf, size_t len) {
-    long status = 0;
-    if (rc == CURLE_OK) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-    resp->status = status;
+/* An answer with its HTTP status, or a transport failure (error set;
+ * status 0), as the callback sees it, whichever way it came. */
+static void answer_fill(struct kc_response *resp, long status, const char *error, const char *buf, size_t len) {
+    resp->status = error ? 0 : status;
     resp->raw = buf ? buf : "";
     resp->rawlen = buf ? len : 0;
     resp->body = NULL;
     resp->error = resp->reason = NULL;
-    if (rc != CURLE_OK) {
-        resp->error = too_big ? "response body exceeds KC_BODY_MAX" : errbuf && *errbuf ? errbuf : curl_easy_strerror(rc);
+    if (error) {
+        resp->error = error;
         return;
     }
     if (status < 200 || status > 299) { /* the Status says why */
         if (len) resp->body = jparse_loadb(buf, len, 0, NULL);
         kc__status_error(status, resp->body, &resp->error, &resp->reason);
     }
+}
+
+static void fill_response(struct kc_response *resp, CURL *e, CURLcode rc, bool too_big, const char *errbuf,
+                          const char *buf, size_t len) {
+    long status = 0;
+    if (rc == CURLE_OK) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    const char *error = NULL;
+    if (rc != CURLE_OK)
+        error = too_big ? "response body exceeds KC_BODY_MAX" : errbuf && *errbuf ? errbuf : curl_easy_strerror(rc);
+    answer_fill(resp, status, error, buf, len);
 }
 
 json_t *kc_response_body(const struct kc_response *r) {
@@ -696,14 +702,8 @@ void kc__h1_done(struct kc_req *r, long status, char *body, size_t len, const ch
     c->active--;
     req_unlink(r);
     if (r->done) {
-        struct kc_response resp = {.status = status, .raw = body ? body : "", .rawlen = body ? len : 0};
-        if (status <= 0) {
-            resp.status = 0;
-            resp.error = error && *error ? error : "request failed";
-        } else if (status < 200 || status > 299) { /* the Status says why */
-            if (len) resp.body = jparse_loadb(body, len, 0, NULL);
-            kc__status_error(status, resp.body, &resp.error, &resp.reason);
-        }
+        struct kc_response resp;
+        answer_fill(&resp, status, status > 0 ? NULL : error && *error ? error : "request failed", body, len);
         r->done(r->ud, &resp);
         json_decref(resp.body);
     }
@@ -757,9 +757,7 @@ static struct kc_req *request(struct kclient *c, const char *method, const char 
     r->has_body = ((body || text) && strcmp(method, "GET") != 0) || !strcmp(method, "POST") ||
                   !strcmp(method, "PUT") || !strcmp(method, "PATCH");
     if (c->active < KC_MAX_CONNS && !c->waitq) {
-        if (c->h1 ? kh1_start(c->h1, r, method, path, content_type, r->body, r->has_body) != 0
-                  : req_easy(c, r, method, path, content_type) || kc__multi_add(c->reqm, r->easy))
-            goto fail;
+        if (req_start(c, r, method, path, content_type)) goto fail;
         c->active++;
     } else { /* curl has as many as it has connections for: wait here */
         size_t ml = strlen(method) + 1, pl = strlen(path) + 1, cl = content_type ? strlen(content_type) + 1 : 1;
