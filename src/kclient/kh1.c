@@ -67,7 +67,6 @@ struct kh1 {
     char *base;            /* path prefix from the server URL ("" when none) */
     struct kh1_conn *conns[KC_MAX_CONNS];
     int nconns;
-    bool freeing;
 };
 
 /* ---- setup ---- */
@@ -159,7 +158,6 @@ static void conn_free(struct kh1_conn *k) {
 
 void kh1_free(struct kh1 *h) {
     if (!h) return;
-    h->freeing = true;
     for (int i = 0; i < h->nconns; i++) conn_free(h->conns[i]);
     free(h->host);
     free(h->base);
@@ -479,6 +477,17 @@ static int body_put(struct kh1_conn *k, const char *p, size_t n) {
     return put(&k->body, &k->bodylen, &k->bodycap, p, n);
 }
 
+/* Moves what has come of the k->remaining body bytes (the body's or a
+ * chunk's) into the body: 0, or what body_put refuses with. */
+static int body_take(struct kh1_conn *k) {
+    size_t take = (size_t)k->remaining < k->inlen ? (size_t)k->remaining : k->inlen;
+    int rc = body_put(k, k->in, take);
+    if (rc) return rc;
+    consume(k, take);
+    k->remaining -= (long long)take;
+    return 0;
+}
+
 /* Moves what has come through the answer's phases: 1 when the answer is
  * complete, 0 when more must come, -1 on a malformed answer, -EFBIG or
  * -ENOMEM. */
@@ -500,12 +509,8 @@ static int advance(struct kh1_conn *k) {
             continue;
         }
         case P_LENGTH: {
-            size_t take = (size_t)k->remaining < k->inlen ? (size_t)k->remaining : k->inlen;
-            int rc = body_put(k, k->in, take);
-            if (rc) return rc;
-            consume(k, take);
-            k->remaining -= (long long)take;
-            return k->remaining == 0 ? 1 : 0;
+            int rc = body_take(k);
+            return rc ? rc : k->remaining == 0;
         }
         case P_CHUNK_SIZE: {
             char *nl = memchr(k->in, '\n', k->inlen);
@@ -525,12 +530,8 @@ static int advance(struct kh1_conn *k) {
             continue;
         }
         case P_CHUNK_DATA: {
-            size_t take = (size_t)k->remaining < k->inlen ? (size_t)k->remaining : k->inlen;
-            int rc = body_put(k, k->in, take);
-            if (rc) return rc;
-            consume(k, take);
-            k->remaining -= (long long)take;
-            if (k->remaining) return 0;
+            int rc = body_take(k);
+            if (rc || k->remaining) return rc;
             k->phase = P_CHUNK_CRLF;
             continue;
         }
