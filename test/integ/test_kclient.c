@@ -771,6 +771,16 @@ static bool trec_pred(void *arg) {
            t[2].updates >= 1;
 }
 
+/* A plain informer on path (recording into t[0]) and two with options o
+ * (t[1], t[2]): what the option tests compare. */
+static void informer_trio(struct env *e, const char *path, const struct kc_informer_handlers *h,
+                          const struct kc_informer_opts *o, struct trec t[3], struct kc_informer **plain,
+                          struct kc_informer **a, struct kc_informer **b) {
+    *plain = kc_informer_new(e->c, path, NULL, h, &t[0]);
+    *a = kc_informer_new_opts(e->c, path, NULL, o, h, &t[1]);
+    *b = kc_informer_new_opts(e->c, path, NULL, o, h, &t[2]);
+}
+
 /* A transform trims every object before the cache and the handlers; only
  * informers with the same transform share a feed. */
 TEST(kclient_informer_transform) {
@@ -780,9 +790,8 @@ TEST(kclient_informer_transform) {
     struct trec t[3] = {{0}};
     struct kc_informer_handlers h = {trec_add, trec_update, NULL, NULL};
     struct kc_informer_opts o = {.transform = drop_labels};
-    struct kc_informer *plain = kc_informer_new(e.c, path, NULL, &h, &t[0]);
-    struct kc_informer *a = kc_informer_new_opts(e.c, path, NULL, &o, &h, &t[1]);
-    struct kc_informer *b = kc_informer_new_opts(e.c, path, NULL, &o, &h, &t[2]);
+    struct kc_informer *plain, *a, *b;
+    informer_trio(&e, path, &h, &o, t, &plain, &a, &b);
     REQUIRE(plain && a && b);
     CHECK_I64(kc_informer_start(plain), 0);
     CHECK_I64(kc_informer_start(a), 0);
@@ -833,9 +842,8 @@ TEST(kclient_informer_keep) {
     struct trec t[3] = {{0}};
     struct kc_informer_handlers h = {trec_add_status, trec_update_status, NULL, NULL};
     struct kc_informer_opts o = {.keep = keep_no_labels_status};
-    struct kc_informer *plain = kc_informer_new(e.c, path, NULL, &h, &t[0]);
-    struct kc_informer *a = kc_informer_new_opts(e.c, path, NULL, &o, &h, &t[1]);
-    struct kc_informer *b = kc_informer_new_opts(e.c, path, NULL, &o, &h, &t[2]);
+    struct kc_informer *plain, *a, *b;
+    informer_trio(&e, path, &h, &o, t, &plain, &a, &b);
     REQUIRE(plain && a && b);
     CHECK_I64(kc_informer_start(plain), 0);
     CHECK_I64(kc_informer_start(a), 0);
