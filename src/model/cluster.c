@@ -155,9 +155,14 @@ static void host_sync(struct cluster *c, uint32_t h) {
     if (c->engine) place_host_set_allocated(c->engine, h, host_used(c, h));
 }
 
+/* The name job_count counts a pod under. */
+static const char *job_name(const struct cm_pod *p, const struct pod_info *info) {
+    return info->job ? info->job : info->gang ? info->gang : p->name;
+}
+
 static void job_count(struct cluster *c, const struct cm_pod *p, uint32_t h, int delta) {
     if (c->opt.no_engine) return; /* only placement reads them */
-    const char *job = p->info.job ? p->info.job : p->info.gang ? p->info.gang : p->name;
+    const char *job = job_name(p, &p->info);
     uint32_t id = host_str_intern(c->fleet, job, strlen(job));
     if (id) host_count_add(&c->fleet->jobs, host_count_key(h, id), delta);
 }
@@ -185,20 +190,38 @@ static void uncount(struct cluster *c, struct cm_pod *p) {
     c->gen++;
 }
 
+/* How a pod with this info, node and pool would count: 1 as allocation, 2
+ * as pending, 0 not at all; *leaf gets its leaf pool. */
+static unsigned count_class(struct cluster *c, const struct pod_info *info, bool bad, bool admitted, const char *node,
+                            const char *pool, struct respool **leaf) {
+    *leaf = leaf_of(c, pool);
+    if (bad || info->terminal) return 0;
+    bool bound = node != NULL || admitted;
+    if (!bound && (!c->opt.count_pending || !*leaf || info->deleting)) return 0;
+    return bound ? 1 : 2;
+}
+
+/* The host a pod on node counts on, or HOST_NONE. */
+static uint32_t count_host(const struct cluster *c, const char *node) {
+    uint32_t h = node ? host_fleet_find(c->fleet, node) : HOST_NONE;
+    return h != HOST_NONE && h < c->nhosts ? h : HOST_NONE;
+}
+
 static void count(struct cluster *c, struct cm_pod *p) {
-    if (p->counted_ || p->bad || p->info.terminal) return;
-    struct respool *leaf = leaf_of(c, p->pool);
-    bool bound = p->node != NULL || p->admitted;
-    if (!bound && (!c->opt.count_pending || !leaf || p->info.deleting)) return;
-    p->counted_ = bound ? 1 : 2;
+    if (p->counted_) return;
+    struct respool *leaf;
+    unsigned cls = count_class(c, &p->info, p->bad, p->admitted, p->node, p->pool, &leaf);
+    if (!cls) return;
+    bool bound = cls == 1;
+    p->counted_ = cls;
     p->counted_req_ = p->info.req;
     p->counted_flags_ = p->info.flags;
     p->pool_ = leaf;
     if (leaf) usage_add(bound ? &leaf->alloc : &leaf->pending, p->info.flags, p->info.req);
     p->host_ = HOST_NONE;
     if (p->node) {
-        uint32_t h = host_fleet_find(c->fleet, p->node);
-        if (h != HOST_NONE && h < c->nhosts) {
+        uint32_t h = count_host(c, p->node);
+        if (h != HOST_NONE) {
             p->host_ = h;
             c->host_alloc[h] = resvec_add(c->host_alloc[h], p->info.req);
             c->host_pods[h]++;
@@ -416,24 +439,13 @@ static int gang_add(struct cluster *c, struct cm_pod *p) {
  * write, most often) leaves the pools', hosts' and placement's counts alone. */
 static bool counts_same(struct cluster *c, const struct cm_pod *p, const struct pod_info *ni, bool bad,
                         const char *node, const char *pool) {
-    if (!p->counted_ || bad || ni->terminal) return false;
-    struct respool *leaf = leaf_of(c, pool);
-    bool bound = node != NULL || p->admitted;
-    if (!bound && (!c->opt.count_pending || !leaf || ni->deleting)) return false;
-    if ((bound ? 1u : 2u) != p->counted_ || leaf != p->pool_ || !resvec_eq(ni->req, p->counted_req_) ||
-        ni->flags != p->counted_flags_)
+    struct respool *leaf;
+    if (!p->counted_ || count_class(c, ni, bad, p->admitted, node, pool, &leaf) != p->counted_ || leaf != p->pool_ ||
+        !resvec_eq(ni->req, p->counted_req_) || ni->flags != p->counted_flags_)
         return false;
-    uint32_t h = HOST_NONE;
-    if (node) {
-        uint32_t f = host_fleet_find(c->fleet, node);
-        if (f != HOST_NONE && f < c->nhosts) h = f;
-    }
+    uint32_t h = count_host(c, node);
     if (h != p->host_) return false;
-    if (h == HOST_NONE || c->opt.no_engine) return true;
-    /* job_count's name, before and after */
-    const char *was = p->info.job ? p->info.job : p->info.gang ? p->info.gang : p->name;
-    const char *now = ni->job ? ni->job : ni->gang ? ni->gang : p->name;
-    return !strcmp(was, now);
+    return h == HOST_NONE || c->opt.no_engine || !strcmp(job_name(p, &p->info), job_name(p, ni));
 }
 
 int cluster_pod_set(struct cluster *c, json_t *pod) {
