@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "http_int.h"
 
@@ -62,6 +64,8 @@ struct http_deferred {
 struct h1_server {
     uv_loop_t *loop;
     uv_tcp_t listener;
+    uv_pipe_t ulistener; /* the Unix-domain socket, when cfg.unix_path is set */
+    bool has_unix;
     uv_check_t flush;
     uv_timer_t sweep;
     struct http_server_config cfg;
@@ -75,7 +79,12 @@ struct h1_server {
 };
 
 struct h1_conn {
-    uv_tcp_t tcp;
+    union { /* a TCP connection or one on the Unix-domain socket: both streams */
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+        uv_stream_t stream;
+        uv_handle_t handle;
+    } io;
     struct h1_server *srv;
     enum h1_state state;
     char *in; /* bytes read and not yet used */
@@ -147,7 +156,7 @@ static void flush_out(struct h1_conn *c) {
         return;
     }
     uv_buf_t b = uv_buf_init(c->out, (unsigned)c->outlen);
-    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    int n = uv_try_write(&c->io.stream, &b, 1);
     if (n < 0 && n != UV_EAGAIN) {
         conn_close(c);
         return;
@@ -169,7 +178,7 @@ static void flush_out(struct h1_conn *c) {
     uv_buf_t rest = uv_buf_init(c->wbuf, (unsigned)c->wlen);
     c->writing = true;
     c->wreq.data = c;
-    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &rest, 1, on_written)) {
+    if (uv_write(&c->wreq, &c->io.stream, &rest, 1, on_written)) {
         c->writing = false;
         conn_close(c);
     }
@@ -576,14 +585,14 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     /* while an answer is pending, what follows is not read past a bound */
     if (c->state != S_CLOSING && (c->state == S_BUSY || c->state == S_STREAM) && c->inlen > H1_MAX_HEAD &&
         c->reading) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        uv_read_stop(&c->io.stream);
         c->reading = false;
     }
 }
 
 static void resume_reading(struct h1_conn *c) {
     if (c->state == S_CLOSING || c->reading) return;
-    if (uv_read_start((uv_stream_t *)&c->tcp, read_alloc, on_read)) {
+    if (uv_read_start(&c->io.stream, read_alloc, on_read)) {
         conn_close(c);
         return;
     }
@@ -618,7 +627,7 @@ static void conn_close(struct h1_conn *c) {
     c->deferred = NULL;
     if (c->stream) stream_retire(s, c->stream);
     c->stream = NULL;
-    uv_close((uv_handle_t *)&c->tcp, conn_freed); /* cancels a pending write: its callback comes first */
+    uv_close(&c->io.handle, conn_freed); /* cancels a pending write: its callback comes first */
 }
 
 static void on_connection(uv_stream_t *l, int status) {
@@ -627,13 +636,15 @@ static void on_connection(uv_stream_t *l, int status) {
     struct h1_conn *c = calloc(1, sizeof *c);
     if (!c) return;
     c->srv = s;
-    uv_tcp_init(s->loop, &c->tcp);
-    c->tcp.data = c;
-    if (uv_accept(l, (uv_stream_t *)&c->tcp)) {
-        uv_close((uv_handle_t *)&c->tcp, conn_freed);
+    bool tcp = l->type == UV_TCP;
+    if (tcp) uv_tcp_init(s->loop, &c->io.tcp);
+    else uv_pipe_init(s->loop, &c->io.pipe, 0);
+    c->io.handle.data = c;
+    if (uv_accept(l, &c->io.stream)) {
+        uv_close(&c->io.handle, conn_freed);
         return;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
+    if (tcp) uv_tcp_nodelay(&c->io.tcp, 1);
     c->next = s->conns;
     if (s->conns) s->conns->prev = c;
     s->conns = c;
@@ -769,6 +780,35 @@ static void handle_closed(uv_handle_t *h) {
     if (--s->open == 0 && s->free_asked) free(s);
 }
 
+/* The Unix-domain listener at path: a socket file left by an earlier run is
+ * replaced (any other file is not), and only the owner may connect (0600:
+ * the socket file's mode is its access control). The path is the caller's
+ * and must outlive the server (kept in cfg). */
+static int listen_unix(struct h1_server *s, const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            snprintf(err, errlen, "http: %s exists and is not a socket", path);
+            return -EEXIST;
+        }
+        unlink(path);
+    }
+    uv_pipe_init(s->loop, &s->ulistener, 0);
+    s->ulistener.data = s;
+    int rc = uv_pipe_bind(&s->ulistener, path);
+    /* 0600 before listen: until then a connect is refused, so no one else gets in */
+    if (!rc && chmod(path, 0600)) rc = uv_translate_sys_error(errno);
+    if (!rc) rc = uv_listen((uv_stream_t *)&s->ulistener, 511, on_connection);
+    if (rc) {
+        snprintf(err, errlen, "http: cannot listen on %s: %s", path, uv_strerror(rc));
+        uv_close((uv_handle_t *)&s->ulistener, NULL);
+        uv_run(s->loop, UV_RUN_NOWAIT);
+        return rc == UV_EADDRINUSE ? -EADDRINUSE : -EINVAL;
+    }
+    s->has_unix = true;
+    return 0;
+}
+
 int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struct h1_server **out, char *err,
                     size_t errlen) {
     struct h1_server *s = calloc(1, sizeof *s);
@@ -803,13 +843,19 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     int blen = sizeof bound;
     uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &blen);
     s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    if (cfg->unix_path && (rc = listen_unix(s, cfg->unix_path, err, errlen))) {
+        uv_close((uv_handle_t *)&s->listener, NULL);
+        uv_run(loop, UV_RUN_NOWAIT);
+        free(s);
+        return rc;
+    }
     uv_check_init(loop, &s->flush);
     s->flush.data = s;
     uv_timer_init(loop, &s->sweep);
     s->sweep.data = s;
     uv_timer_start(&s->sweep, on_sweep, sweep, sweep);
     uv_unref((uv_handle_t *)&s->sweep);
-    s->open = 3;
+    s->open = 3 + s->has_unix;
     *out = s;
     return 0;
 }
@@ -826,6 +872,11 @@ void h1_server_stop(struct h1_server *s) {
     uv_timer_stop(&s->sweep);
     s->listener.data = s->flush.data = s->sweep.data = s;
     uv_close((uv_handle_t *)&s->listener, handle_closed);
+    if (s->has_unix) {
+        s->ulistener.data = s;
+        uv_close((uv_handle_t *)&s->ulistener, handle_closed);
+        unlink(s->cfg.unix_path);
+    }
     uv_close((uv_handle_t *)&s->flush, handle_closed);
     uv_close((uv_handle_t *)&s->sweep, handle_closed);
 }

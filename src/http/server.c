@@ -688,6 +688,11 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
     }
     struct http_server *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
+    if (cfg->unix_path && cfg->tls_cert) {
+        snprintf(err, errlen, "http: a Unix-domain socket is served with plain HTTP/1.1 only");
+        free(s);
+        return -EINVAL;
+    }
     s->cfg = *cfg;
     if (!s->cfg.bind_addr) s->cfg.bind_addr = "127.0.0.1";
     if (!s->cfg.max_body) s->cfg.max_body = HTTP_DEFAULT_MAX_BODY;

@@ -9,6 +9,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -137,15 +139,19 @@ static void *loop_thread(void *arg) {
     return NULL;
 }
 
-static int srv_start_timeouts(struct srv *s, size_t max_body, unsigned idle_ms, unsigned head_ms) {
+/* The echo server on cfg (bind address, handler and ud filled in); err, when
+ * given, takes a refusal's message instead of failing the test. */
+static int srv_start_cfg(struct srv *s, struct http_server_config cfg, char *err_out, size_t errlen) {
     memset(s, 0, sizeof *s);
     uv_loop_init(&s->loop);
-    struct http_server_config cfg = {.bind_addr = "127.0.0.1", .port = 0, .max_body = max_body,
-                                     .handler = echo_handler, .ud = s, .idle_timeout_ms = idle_ms,
-                                     .head_timeout_ms = head_ms};
+    cfg.bind_addr = "127.0.0.1";
+    cfg.handler = echo_handler;
+    cfg.ud = s;
     char err[256];
     if (http_server_start(&s->loop, &cfg, &s->http, err, sizeof err)) {
-        test_fail(__FILE__, __LINE__, "start: %s", err);
+        if (err_out) snprintf(err_out, errlen, "%s", err);
+        else test_fail(__FILE__, __LINE__, "start: %s", err);
+        uv_loop_close(&s->loop);
         return -1;
     }
     s->port = http_server_port(s->http);
@@ -153,6 +159,11 @@ static int srv_start_timeouts(struct srv *s, size_t max_body, unsigned idle_ms, 
     s->stop.data = s;
     pthread_create(&s->thread, NULL, loop_thread, s);
     return 0;
+}
+
+static int srv_start_timeouts(struct srv *s, size_t max_body, unsigned idle_ms, unsigned head_ms) {
+    struct http_server_config cfg = {.max_body = max_body, .idle_timeout_ms = idle_ms, .head_timeout_ms = head_ms};
+    return srv_start_cfg(s, cfg, NULL, 0);
 }
 
 static int srv_start(struct srv *s, size_t max_body) { return srv_start_timeouts(s, max_body, 0, 0); }
@@ -523,6 +534,98 @@ TEST(http_h1_idle_and_head_timeouts) {
     close(fd);
     srv_stop(&s);
     CHECK_I64(s.stream_closes, 1); /* the held stream, when its client left or the server stopped */
+}
+
+static int unix_connect(const char *path) {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The plain server on a Unix-domain socket as well as its TCP port: the
+ * same requests and answers (keep-alive, a deferred reply, a body through
+ * libcurl's unix-socket option), the file made 0600, a stale socket file
+ * replaced, any other file refused with a message, the file gone at stop. */
+TEST(http_h1_unix_socket) {
+    char dir[] = "/tmp/test-http-unix-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char path[128], plain[128], err[256] = "";
+    snprintf(path, sizeof path, "%s/api.sock", dir);
+    snprintf(plain, sizeof plain, "%s/not-a-socket", dir);
+    FILE *f = fopen(plain, "w");
+    REQUIRE(f != NULL);
+    fclose(f);
+    struct srv s;
+    struct http_server_config cfg = {.unix_path = plain};
+    CHECK(srv_start_cfg(&s, cfg, err, sizeof err) != 0);
+    CHECK_HAS(err, "not a socket");
+    struct stat st;
+    CHECK(stat(plain, &st) == 0 && S_ISREG(st.st_mode)); /* left alone */
+    /* TLS and a Unix socket do not go together */
+    cfg = (struct http_server_config){.unix_path = path, .tls_cert = "x.crt", .tls_key = "x.key"};
+    CHECK(srv_start_cfg(&s, cfg, err, sizeof err) != 0);
+    CHECK_HAS(err, "plain HTTP/1.1 only");
+
+    /* a stale socket file from a process that died without removing it */
+    int stale = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, path, strlen(path) + 1); /* path is under 64 bytes */
+    REQUIRE(bind(stale, (struct sockaddr *)&sa, sizeof sa) == 0);
+    close(stale);
+    CHECK(unix_connect(path) < 0); /* nobody listens there */
+    cfg = (struct http_server_config){.unix_path = path};
+    REQUIRE(srv_start_cfg(&s, cfg, NULL, 0) == 0);
+    CHECK(stat(path, &st) == 0 && S_ISSOCK(st.st_mode));
+    CHECK_I64(st.st_mode & 0777, 0600);
+
+    int fd = unix_connect(path);
+    REQUIRE(fd >= 0);
+    struct buf b = {0};
+    CHECK(raw_sends(fd, "GET /u1?x=1 HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    raw_read(fd, &b, "\"path\":\"/u1\"", 1, NULL);
+    CHECK_HAS(b.p, "HTTP/1.1 200");
+    CHECK_HAS(b.p, "\"path\":\"/u1\"");
+    free(b.p);
+    b = (struct buf){0};
+    CHECK(raw_sends(fd, "GET /defer HTTP/1.1\r\nHost: localhost\r\n\r\n")); /* answered later, same connection */
+    bool closed = false;
+    raw_read(fd, &b, "deferred", 1, &closed);
+    CHECK(!closed);
+    CHECK_HAS(b.p, "deferred");
+    free(b.p);
+    close(fd);
+
+    /* the TCP port serves alongside */
+    int tfd = raw_connect(s.port);
+    REQUIRE(tfd >= 0);
+    b = (struct buf){0};
+    CHECK(raw_sends(tfd, "GET /t HTTP/1.1\r\nHost: x\r\n\r\n"));
+    raw_read(tfd, &b, "\"path\":\"/t\"", 1, NULL);
+    CHECK_HAS(b.p, "\"path\":\"/t\"");
+    free(b.p);
+    close(tfd);
+
+    /* libcurl through the socket: a POST body comes back */
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, path);
+    struct buf out = {0};
+    const char *body = "{\"over\":\"unix\"}";
+    CHECK_I64(req(c, "POST", "http://localhost/echo", body, (long)strlen(body), NULL, &out), 200);
+    CHECK_HAS(out.p, "unix");
+    free(out.p);
+    curl_easy_cleanup(c);
+
+    srv_stop(&s);
+    CHECK(lstat(path, &st) != 0 && errno == ENOENT); /* removed at stop */
+    unlink(plain);
+    rmdir(dir);
 }
 
 /* A handler that opens a stream and ends it before returning has answered:
