@@ -325,12 +325,13 @@ static int config_copy(struct kc_config *d, const struct kc_config *s) {
     d->key_file = dup_or_null(s->key_file);
     d->key_data = dup_or_null(s->key_data);
     d->namespace = strdup(s->namespace && *s->namespace ? s->namespace : "default");
+    d->unix_socket = dup_or_null(s->unix_socket);
     d->insecure = s->insecure;
     d->curl_requests = s->curl_requests;
     d->timeout_ms = s->timeout_ms > 0 ? s->timeout_ms : 30000;
     if (!d->server || !d->namespace || (s->token && !d->token) || (s->ca_file && !d->ca_file) ||
         (s->ca_data && !d->ca_data) || (s->cert_file && !d->cert_file) || (s->cert_data && !d->cert_data) ||
-        (s->key_file && !d->key_file) || (s->key_data && !d->key_data))
+        (s->key_file && !d->key_file) || (s->key_data && !d->key_data) || (s->unix_socket && !d->unix_socket))
         return -ENOMEM;
     size_t n = strlen(d->server);
     while (n && d->server[n - 1] == '/') d->server[--n] = 0;
@@ -529,6 +530,7 @@ int kc__easy_setup(struct kclient *c, CURL *e, const char *method, const char *p
     curl_easy_setopt(e, CURLOPT_USERAGENT, "peloton-c-kclient/1");
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard_cb);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    if (cfg->unix_socket) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, cfg->unix_socket);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     /* wait for a connection to learn whether it multiplexes only where it can
      * (h2 by ALPN over TLS), and never for a watch: a transfer told to wait

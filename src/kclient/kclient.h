@@ -46,6 +46,10 @@ struct kc_config {
     bool insecure;               /* skip TLS verification */
     char *namespace;             /* the context's namespace, "default" when unset */
     long timeout_ms;             /* per request (not watches); 0 = 30 s */
+    char *unix_socket;           /* connect to this Unix-domain socket path instead of the URL's host and port (the
+                                  * URL's host is then the Host header alone; plain http:// only). A server URL
+                                  * "unix:///path" (or "unix:/path") given to kc_config_from_url sets it, with
+                                  * server "http://localhost". NULL: the URL's host. */
     bool curl_requests;          /* requests to an http:// server through libcurl too (default: kclient's own
                                   * HTTP/1.1 client, for a numeric address or localhost; watches always use libcurl;
                                   * PELOTON_KCLIENT_CURL=1 in the environment does the same for every client) */

@@ -30,6 +30,7 @@ void kc_config_free(struct kc_config *c) {
     free(c->key_file);
     free(c->key_data);
     free(c->namespace);
+    free(c->unix_socket);
     memset(c, 0, sizeof *c);
 }
 
@@ -277,13 +278,29 @@ int kc_config_in_cluster(struct kc_config *out, char *err, size_t errlen) {
     return kc_config_in_cluster_at(KC_SA_DIR, out, err, errlen);
 }
 
+/* sun_path holds 108 bytes with the terminating NUL */
+#define UNIX_PATH_MAX_LEN 108
+
+/* The absolute path of "unix:///path" or "unix:/path"; NULL for anything else. */
+static const char *unix_url_path(const char *url) {
+    if (strncmp(url, "unix:", 5)) return NULL;
+    const char *p = url + 5;
+    if (!strncmp(p, "//", 2)) p += 2; /* unix:// then the absolute path */
+    return p[0] == '/' ? p : NULL;
+}
+
 int kc_config_from_url(const char *url, const char *token_file, struct kc_config *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    if (!url || (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)))
-        return fail(err, errlen, -EINVAL, "kclient: \"%s\" is not an http(s) URL%s", url, NULL);
-    out->server = strdup(url);
+    const char *path = url ? unix_url_path(url) : NULL;
+    if (url && !strncmp(url, "unix:", 5) && (!path || !*path || strlen(path) >= UNIX_PATH_MAX_LEN))
+        return fail(err, errlen, -EINVAL, "kclient: \"%s\" is not unix:///ABSOLUTE-PATH (at most 107 bytes)%s", url,
+                    NULL);
+    if (!url || (!path && strncmp(url, "http://", 7) && strncmp(url, "https://", 8)))
+        return fail(err, errlen, -EINVAL, "kclient: \"%s\" is not an http(s) or unix:// URL%s", url, NULL);
+    out->server = strdup(path ? "http://localhost" : url);
     out->namespace = strdup("default");
-    if (!out->server || !out->namespace) {
+    if (path) out->unix_socket = strdup(path);
+    if (!out->server || !out->namespace || (path && !out->unix_socket)) {
         kc_config_free(out);
         return fail(err, errlen, -ENOMEM, "kclient: out of memory%s%s", NULL, NULL);
     }

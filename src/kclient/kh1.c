@@ -29,7 +29,12 @@
 enum kh1_phase { P_HEAD, P_LENGTH, P_CHUNK_SIZE, P_CHUNK_DATA, P_CHUNK_CRLF, P_TRAILER, P_EOF, P_NONE };
 
 struct kh1_sock {
-    uv_tcp_t tcp;
+    union { /* TCP, or the server's Unix-domain socket: both streams */
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+        uv_stream_t stream;
+        uv_handle_t handle;
+    } io;
     uv_connect_t creq;
     uv_write_t wreq;
     char *wbuf;            /* what uv_write still sends */
@@ -63,6 +68,7 @@ struct kh1_conn {
 struct kh1 {
     struct kclient *c;
     struct sockaddr_storage addr;
+    const char *unix_path; /* connect here instead (the client's config keeps the string) */
     char *host;            /* Host header value */
     char *base;            /* path prefix from the server URL ("" when none) */
     struct kh1_conn *conns[KC_MAX_CONNS];
@@ -101,14 +107,16 @@ struct kh1 *kh1_new(struct kclient *c, const char *server) {
     if (strcmp(host, "localhost") != 0) hints.ai_flags = AI_NUMERICHOST;
     else hints.ai_family = AF_INET; /* one address, no fallback here: the one servers bind by default */
     hints.ai_flags |= AI_NUMERICSERV;
-    if (getaddrinfo(host, port, &hints, &res) || !res) return NULL;
+    const char *unix_path = c->cfg.unix_socket; /* the URL then names the Host header alone */
+    if (!unix_path && (getaddrinfo(host, port, &hints, &res) || !res)) return NULL;
     struct kh1 *h = calloc(1, sizeof *h);
     if (!h) {
-        freeaddrinfo(res);
+        if (res) freeaddrinfo(res);
         return NULL;
     }
-    memcpy(&h->addr, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
+    if (res) memcpy(&h->addr, res->ai_addr, res->ai_addrlen);
+    if (res) freeaddrinfo(res);
+    h->unix_path = unix_path;
     h->c = c;
     h->host = malloc(alen + 1);
     h->base = strdup(slash ? slash : "");
@@ -141,7 +149,7 @@ static void sock_drop(struct kh1_conn *k) {
     k->connected = false;
     k->served = 0;
     s->k = NULL;
-    if (!uv_is_closing((uv_handle_t *)&s->tcp)) uv_close((uv_handle_t *)&s->tcp, sock_closed);
+    if (!uv_is_closing(&s->io.handle)) uv_close(&s->io.handle, sock_closed);
 }
 
 static void timer_closed(uv_handle_t *hd) { free(hd); }
@@ -226,7 +234,7 @@ static void on_written(uv_write_t *w, int status) {
 static int send_out(struct kh1_conn *k) {
     struct kh1_sock *s = k->s;
     uv_buf_t b = uv_buf_init(k->out, (unsigned)k->outlen);
-    int n = uv_try_write((uv_stream_t *)&s->tcp, &b, 1);
+    int n = uv_try_write(&s->io.stream, &b, 1);
     if (n < 0 && n != UV_EAGAIN) return n;
     size_t sent = n > 0 ? (size_t)n : 0;
     if (sent == k->outlen) return 0;
@@ -235,7 +243,7 @@ static int send_out(struct kh1_conn *k) {
     memcpy(s->wbuf, k->out + sent, rest);
     uv_buf_t rb = uv_buf_init(s->wbuf, (unsigned)rest);
     s->wreq.data = s;
-    return uv_write(&s->wreq, (uv_stream_t *)&s->tcp, &rb, 1, on_written);
+    return uv_write(&s->wreq, &s->io.stream, &rb, 1, on_written);
 }
 
 static void on_connected(uv_connect_t *cr, int status) {
@@ -247,12 +255,13 @@ static void on_connected(uv_connect_t *cr, int status) {
     int rc = status;
     if (!rc) {
         k->connected = true;
-        rc = uv_read_start((uv_stream_t *)&s->tcp, sock_alloc, on_sock_read);
+        rc = uv_read_start(&s->io.stream, sock_alloc, on_sock_read);
         if (!rc && k->req) rc = send_out(k);
     }
     if (rc && k->req) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "cannot connect to %s: %s", k->h->host, uv_strerror(rc));
+        char msg[192];
+        snprintf(msg, sizeof msg, "cannot connect to %s: %s", k->h->unix_path ? k->h->unix_path : k->h->host,
+                 uv_strerror(rc));
         fail(k, msg);
     } else if (rc) {
         sock_drop(k);
@@ -264,19 +273,24 @@ static void on_connected(uv_connect_t *cr, int status) {
 static int sock_open(struct kh1_conn *k) {
     struct kh1_sock *s = calloc(1, sizeof *s);
     if (!s) return UV_ENOMEM;
-    int rc = uv_tcp_init(k->h->c->loop, &s->tcp);
+    struct kh1 *h = k->h;
+    int rc = h->unix_path ? uv_pipe_init(h->c->loop, &s->io.pipe, 0) : uv_tcp_init(h->c->loop, &s->io.tcp);
     if (rc) {
         free(s);
         return rc;
     }
-    s->tcp.data = s;
+    s->io.handle.data = s;
     s->k = k;
     k->s = s;
     k->connected = false;
     k->served = 0;
-    uv_tcp_nodelay(&s->tcp, 1);
     s->creq.data = s;
-    rc = uv_tcp_connect(&s->creq, &s->tcp, (const struct sockaddr *)&k->h->addr, on_connected);
+    if (h->unix_path) {
+        uv_pipe_connect(&s->creq, &s->io.pipe, h->unix_path, on_connected); /* errors come to on_connected */
+        return 0;
+    }
+    uv_tcp_nodelay(&s->io.tcp, 1);
+    rc = uv_tcp_connect(&s->creq, &s->io.tcp, (const struct sockaddr *)&h->addr, on_connected);
     if (rc) sock_drop(k);
     return rc;
 }

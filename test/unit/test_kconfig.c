@@ -256,6 +256,24 @@ TEST(kconfig_env_and_url) {
     CHECK(c.token == NULL);
     kc_config_free(&c);
     CHECK(kc_config_from_url("127.0.0.1:1", NULL, &c, err, sizeof err) < 0);
+    /* a Unix-domain socket: the path to connect to, localhost for the Host header */
+    CHECK_I64(kc_config_from_url("unix:///run/peloton/api.sock", NULL, &c, err, sizeof err), 0);
+    CHECK_STR(c.server, "http://localhost");
+    CHECK_STR(c.unix_socket, "/run/peloton/api.sock");
+    kc_config_free(&c);
+    CHECK_I64(kc_config_from_url("unix:/tmp/a.sock", NULL, &c, err, sizeof err), 0);
+    CHECK_STR(c.unix_socket, "/tmp/a.sock");
+    kc_config_free(&c);
+    CHECK_I64(kc_config_from_url("http://h:1", NULL, &c, err, sizeof err), 0);
+    CHECK(c.unix_socket == NULL);
+    kc_config_free(&c);
+    err[0] = 0;
+    CHECK(kc_config_from_url("unix://relative.sock", NULL, &c, err, sizeof err) < 0);
+    CHECK_HAS(err, "unix:///ABSOLUTE-PATH");
+    CHECK(kc_config_from_url("unix:", NULL, &c, err, sizeof err) < 0);
+    char longp[160] = "unix:///";
+    memset(longp + 8, 'x', 120);
+    CHECK(kc_config_from_url(longp, NULL, &c, err, sizeof err) < 0); /* longer than sun_path */
     CHECK(kc_config_from_url("http://h:1", "/nonexistent/token", &c, err, sizeof err) < 0);
     CHECK_HAS(err, "/nonexistent/token");
     tdir_free(&d);
