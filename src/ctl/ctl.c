@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "podspec.h"
+#include "store.h"
 
 static void log_reply_error(redisContext *c, redisReply *rep) {
     if (!rep) fprintf(stderr, "level=error msg=\"redis: %s\"\n", c->errstr[0] ? c->errstr : "no reply");
@@ -26,15 +27,13 @@ static void flush_closed(uv_handle_t *h) { free(h); }
 
 struct ctl_db *ctl_db_open(uv_loop_t *loop, const char *addr, char *err, size_t errlen) {
     char host[256];
-    const char *colon = strrchr(addr, ':');
-    if (!colon || (size_t)(colon - addr) >= sizeof host) {
-        snprintf(err, errlen, "redis address \"%s\": expected host:port", addr);
+    int port;
+    if (store_parse_addr(addr, host, sizeof host, &port)) {
+        snprintf(err, errlen, "redis address \"%s\": expected host:port or unix:///path", addr);
         return NULL;
     }
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = 0;
     struct timeval tv = {2, 0};
-    redisContext *r = redisConnectWithTimeout(host, atoi(colon + 1), tv);
+    redisContext *r = host[0] == '/' ? redisConnectUnixWithTimeout(host, tv) : redisConnectWithTimeout(host, port, tv);
     if (!r || r->err) {
         snprintf(err, errlen, "redis %s: %s", addr, r ? r->errstr : "out of memory");
         if (r) redisFree(r);

@@ -63,7 +63,8 @@ static int spawn(struct redis_proc *p) {
         }
         char *argv[] = {"redis-server", "--save", "", "--appendonly", "yes",
                         "--appendfsync", p->appendfsync, "--dir", p->dir, "--port", port,
-                        "--bind", "127.0.0.1", "--daemonize", "no", "--logfile", "", NULL};
+                        "--bind", "127.0.0.1", "--unixsocket", p->unix_path, "--unixsocketperm", "700",
+                        "--daemonize", "no", "--logfile", "", NULL};
         execvp("redis-server", argv);
         _exit(127);
     }
@@ -114,6 +115,10 @@ int redis_proc_start(struct redis_proc *p, const char *appendfsync) {
         int e = errno;
         p->dir[0] = '\0';
         return -e;
+    }
+    if ((size_t)snprintf(p->unix_path, sizeof p->unix_path, "%s/redis.sock", p->dir) >= sizeof p->unix_path) {
+        redis_proc_destroy(p); /* TMPDIR too long for a socket path */
+        return -ENAMETOOLONG;
     }
     int rc = -EADDRINUSE;
     for (int i = 0; i < REDIS_PROC_PORT_TRIES && rc == -EADDRINUSE; i++) {

@@ -1,5 +1,5 @@
 /* A child redis-server for tests and benchmarks: loopback only, a fresh
- * mkdtemp data directory, AOF on (appendfsync "always" by default), no RDB
+ * mkdtemp data directory (its Unix-domain socket there too), AOF on (appendfsync "always" by default), no RDB
  * snapshots. Every wait is bounded (start: PING within 5 s; stop: SIGTERM,
  * then SIGKILL after 5 s). The child gets PR_SET_PDEATHSIG=SIGKILL, so it
  * dies with the process that started it even on a crash.
@@ -16,6 +16,7 @@ struct redis_proc {
     int port;             /* chosen at first start, kept across restarts */
     char dir[256];        /* data directory ("" before start / after destroy) */
     char appendfsync[16]; /* "always" (default), "everysec" or "no" */
+    char unix_path[108];  /* it listens on this Unix-domain socket too (dir/redis.sock, mode 0700) */
 };
 
 /* Creates the data directory, picks a free loopback port and starts the

@@ -121,9 +121,10 @@ static int load_scripts(struct store *s) {
 static int ensure_conn(struct store *s) {
     if (s->c && !s->c->err) return 0;
     if (s->c) redisFree(s->c);
-    s->c = redisConnectWithTimeout(s->host, s->port, ms_tv(s->connect_timeout_ms));
+    s->c = s->host[0] == '/' ? redisConnectUnixWithTimeout(s->host, ms_tv(s->connect_timeout_ms))
+                             : redisConnectWithTimeout(s->host, s->port, ms_tv(s->connect_timeout_ms));
     if (!s->c || s->c->err) {
-        snprintf(s->err, sizeof s->err, "redis: cannot connect to %s:%d: %s", s->host, s->port,
+        snprintf(s->err, sizeof s->err, "redis: cannot connect to %s (port %d): %s", s->host, s->port,
                  s->c ? s->c->errstr : "out of memory");
         return -EIO;
     }
@@ -167,7 +168,7 @@ int store_open(const char *host, int port, const struct store_options *opt, stru
         store_options_init(&def);
         opt = &def;
     }
-    if (!host || strlen(host) >= sizeof((struct store *)0)->host || port <= 0 || port > 65535)
+    if (!host || strlen(host) >= sizeof((struct store *)0)->host || (host[0] != '/' && (port <= 0 || port > 65535)))
         return -EINVAL;
     struct store *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
@@ -614,4 +615,26 @@ int store_current_rv(struct store *s, uint64_t *rv) {
     }
     store_cmd_free(&c);
     return rc;
+}
+
+int store_parse_addr(const char *addr, char *host, size_t hostlen, int *port) {
+    const char *path = NULL;
+    if (!strncmp(addr, "unix:", 5)) path = !strncmp(addr + 5, "//", 2) ? addr + 7 : addr + 5;
+    else if (addr[0] == '/') path = addr;
+    if (path) {
+        if (path[0] != '/' || strlen(path) >= hostlen || strlen(path) > 107) return -EINVAL;
+        strcpy(host, path);
+        *port = 0;
+        return 0;
+    }
+    const char *colon = strrchr(addr, ':');
+    char *end = NULL;
+    long p = colon ? strtol(colon + 1, &end, 10) : 0;
+    if (!colon || colon == addr || (size_t)(colon - addr) >= hostlen || !end || *end || end == colon + 1 || p <= 0 ||
+        p > 65535)
+        return -EINVAL;
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = 0;
+    *port = (int)p;
+    return 0;
 }

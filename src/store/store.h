@@ -69,9 +69,15 @@ void store_options_init(struct store_options *o);
 
 /* Connects to host:port (loopback or a trusted network), loads the scripts
  * (SCRIPT LOAD) and returns the store in *out. opt may be NULL (defaults).
- * On failure returns -EIO or -EINVAL and *out is NULL. */
+ * A host that starts with '/' is the path of Redis's Unix-domain socket
+ * (port unused). On failure returns -EIO or -EINVAL and *out is NULL. */
 int store_open(const char *host, int port, const struct store_options *opt, struct store **out);
 void store_close(struct store *s); /* NULL is fine */
+
+/* A Redis address as the daemons take it: "host:port", or a Unix-domain
+ * socket as "unix:///path", "unix:/path" or "/path" (host gets the path,
+ * *port 0). -EINVAL when it is neither or does not fit host (hostlen). */
+int store_parse_addr(const char *addr, char *host, size_t hostlen, int *port);
 
 /* The message of the last failed call on s ("" after a success). */
 const char *store_errmsg(const struct store *s);

@@ -245,9 +245,10 @@ static void on_connect(const redisAsyncContext *ac, int status) {
 /* A connection, made when none is healthy: commands queue in hiredis while it connects. */
 static int ensure_conn(struct store_async *a, char *err, size_t errlen) {
     if (a->ac) return 0;
-    redisAsyncContext *ac = redisAsyncConnect(a->host, a->port);
+    redisAsyncContext *ac = a->host[0] == '/' ? redisAsyncConnectUnix(a->host) : redisAsyncConnect(a->host, a->port);
     if (!ac || ac->err) {
-        snprintf(err, errlen, "redis: cannot connect to %s:%d: %s", a->host, a->port, ac ? ac->errstr : "out of memory");
+        snprintf(err, errlen, "redis: cannot connect to %s (port %d): %s", a->host, a->port,
+                 ac ? ac->errstr : "out of memory");
         if (ac) redisAsyncFree(ac);
         return -EIO;
     }
@@ -518,7 +519,7 @@ int store_async_open(uv_loop_t *loop, const char *host, int port, const struct s
         store_options_init(&def);
         opt = &def;
     }
-    if (!loop || !host || strlen(host) >= sizeof((struct store_async *)0)->host || port <= 0 || port > 65535)
+    if (!loop || !host || strlen(host) >= sizeof((struct store_async *)0)->host || (host[0] != '/' && (port <= 0 || port > 65535)))
         return -EINVAL;
     struct store_async *a = calloc(1, sizeof *a);
     if (!a) return -ENOMEM;

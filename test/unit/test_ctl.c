@@ -3,7 +3,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
+#include <errno.h>
 #include "ctl.h"
+#include "store.h"
 #include "test.h"
 
 static int mine(char *out, size_t cap, const char *fmt, ...) {
@@ -51,4 +53,29 @@ TEST(ctl_resp_format_refuses_what_it_does_not_know) {
     big[sizeof big - 1] = 0;
     char wide[8192];
     CHECK_I64(mine(wide, sizeof wide, "SET k %s", big), -1); /* past 4 KiB of arguments */
+}
+
+/* Redis addresses as pelotond's --redis takes them (store_parse_addr, used
+ * by the API server's store and the controllers' ctl_db_open). */
+TEST(ctl_redis_addresses) {
+    char host[64];
+    int port = -1;
+    CHECK_I64(store_parse_addr("127.0.0.1:6379", host, sizeof host, &port), 0);
+    CHECK_STR(host, "127.0.0.1");
+    CHECK_I64(port, 6379);
+    CHECK_I64(store_parse_addr("redis.local:7000", host, sizeof host, &port), 0);
+    CHECK_STR(host, "redis.local");
+    CHECK_I64(port, 7000);
+    CHECK_I64(store_parse_addr("unix:///run/redis/redis.sock", host, sizeof host, &port), 0);
+    CHECK_STR(host, "/run/redis/redis.sock");
+    CHECK_I64(port, 0);
+    CHECK_I64(store_parse_addr("unix:/tmp/r.sock", host, sizeof host, &port), 0);
+    CHECK_STR(host, "/tmp/r.sock");
+    CHECK_I64(store_parse_addr("/tmp/r.sock", host, sizeof host, &port), 0);
+    CHECK_STR(host, "/tmp/r.sock");
+    const char *bad[] = {"localhost", ":6379", "h:", "h:0", "h:65536", "h:12x", "unix://rel.sock", "unix:",
+                         "unix:///a/path/far/too/long/for/a/host/buffer/of/sixty/four/bytes/redis.sock"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (store_parse_addr(bad[i], host, sizeof host, &port) != -EINVAL)
+            test_fail(__FILE__, __LINE__, "\"%s\" accepted", bad[i]);
 }
