@@ -361,15 +361,25 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     }
     char dir[] = "/tmp/bench-e2e-XXXXXX";
     if (!mkdtemp(dir)) return -1;
-    char log2[96], server[64], nodes_arg[32];
+    char log2[96], server[128], nodes_arg[32], unix_arg[96];
     snprintf(log2, sizeof log2, "%s/kubelet-sim.log", dir);
+    /* the controllers and kubelet-sim, on pelotond's host, reach the API
+     * server through its Unix-domain socket, and pelotond reaches Redis
+     * through Redis's; the load (an outside client) comes over TCP.
+     * BENCH_E2E_TCP=1: everything over loopback TCP. */
+    bool tcp_only = getenv("BENCH_E2E_TCP") && !strcmp(getenv("BENCH_E2E_TCP"), "1");
+    snprintf(unix_arg, sizeof unix_arg, tcp_only ? "--roles=all" : "--unix-socket=%s/api.sock", dir);
+    char raddr[160];
+    if (tcp_only || getenv("BENCH_E2E_REDIS_TCP")) snprintf(raddr, sizeof raddr, "127.0.0.1:%d", rp.port);
+    else snprintf(raddr, sizeof raddr, "unix://%s", rp.unix_path);
     pid_t pd = 0;
-    int port = bench_start_pelotond(dir, rp.port, "--roles=all", &pd);
+    int port = bench_start_pelotond(dir, raddr, unix_arg, &pd);
     if (!port) {
         redis_proc_destroy(&rp);
         return -1;
     }
-    snprintf(server, sizeof server, "--server=http://127.0.0.1:%d", port);
+    if (tcp_only) snprintf(server, sizeof server, "--server=http://127.0.0.1:%d", port);
+    else snprintf(server, sizeof server, "--server=unix://%s/api.sock", dir);
     snprintf(nodes_arg, sizeof nodes_arg, "--nodes=%d", nodes);
     char *kargv[] = {"bin/kubelet-sim", server, nodes_arg, "--cpu=64", "--memory=256Gi", "--pods=500", "--quiet",
                      NULL};

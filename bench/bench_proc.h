@@ -55,9 +55,9 @@ static inline bool bench_file_has(const char *path, const char *needle) {
 /* Starts bin/pelotond with roles (e.g. "--roles=all") against Redis on
  * redis_port, logging into dir/pelotond.log; waits up to 10 s for its port.
  * Returns the port (and *pid), or 0 after stopping what it started. */
-static inline int bench_start_pelotond(const char *dir, int redis_port, const char *roles, pid_t *pid) {
-    char redis_arg[64], port_file[256], port_arg[288], log[256];
-    snprintf(redis_arg, sizeof redis_arg, "--redis=127.0.0.1:%d", redis_port);
+static inline int bench_start_pelotond(const char *dir, const char *redis_addr, const char *roles, pid_t *pid) {
+    char redis_arg[192], port_file[256], port_arg[288], log[256];
+    snprintf(redis_arg, sizeof redis_arg, "--redis=%s", redis_addr);
     snprintf(port_file, sizeof port_file, "%s/port", dir);
     snprintf(port_arg, sizeof port_arg, "--port-file=%s", port_file);
     snprintf(log, sizeof log, "%s/pelotond.log", dir);

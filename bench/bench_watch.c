@@ -240,7 +240,9 @@ int main(void) {
     }
     char dir[] = "/tmp/bench-watch-XXXXXX";
     pid_t pd = 0;
-    int port = mkdtemp(dir) ? bench_start_pelotond(dir, rp.port, "--roles=apiserver", &pd) : 0;
+    char raddr[32];
+    snprintf(raddr, sizeof raddr, "127.0.0.1:%d", rp.port);
+    int port = mkdtemp(dir) ? bench_start_pelotond(dir, raddr, "--roles=apiserver", &pd) : 0;
     if (port) {
         const char *only = getenv("BENCH_WATCH_N"); /* one watcher count (profiling) */
         const int counts[] = {1, 100, 1000, 5000};

@@ -35,12 +35,20 @@ pl_wait() {
 }
 
 # pl_start_redis DIR: a private redis-server (AOF, no RDB) on a free port in
-# DIR. Sets PL_REDIS_PID and PL_REDIS_ADDR (REDIS_PORT chooses the port).
+# DIR, and on the Unix-domain socket DIR/redis.sock (owner only) when that
+# path fits one. Sets PL_REDIS_PID, PL_REDIS_ADDR (REDIS_PORT chooses the
+# port) and PL_REDIS_UNIX (unix:///path, or "" when there is no socket).
 pl_start_redis() {
   local dir=$1 port=${REDIS_PORT:-$(pl_free_port)}
+  local unix=()
+  PL_REDIS_UNIX=""
+  if [ "${#dir}" -le 96 ]; then
+    unix=(--unixsocket "$dir/redis.sock" --unixsocketperm 700)
+    PL_REDIS_UNIX=unix://$dir/redis.sock
+  fi
   command -v redis-server >/dev/null || pl_die "redis-server is not installed (make deps)"
   setsid redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes --dir "$dir" \
-    --daemonize no >"$dir/redis.log" 2>&1 &
+    "${unix[@]}" --daemonize no >"$dir/redis.log" 2>&1 &
   PL_REDIS_PID=$!
   PL_REDIS_ADDR=127.0.0.1:$port
   pl_wait "redis-server on $PL_REDIS_ADDR" 10 "$PL_REDIS_PID" "$dir/redis.log" \

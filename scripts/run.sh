@@ -51,20 +51,27 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---- redis
+# pelotond reaches a private redis through its Unix-domain socket, and its
+# controllers and kubelet-sim reach the API server through pelotond's (the
+# same protocols, without the TCP/IP stack's cost per message); kubectl
+# comes over TCP. Skipped when DIR is too long for a socket path.
 if [ -n "${PELOTON_REDIS:-}" ]; then
-  REDIS=$PELOTON_REDIS
+  REDIS=$PELOTON_REDIS REDIS_FOR_PD=$PELOTON_REDIS
   pl_redis_reachable "$REDIS" || pl_die "PELOTON_REDIS=$REDIS does not answer PING"
 else
   pl_start_redis "$DIR"
   RD_PID=$PL_REDIS_PID
   REDIS=$PL_REDIS_ADDR
+  REDIS_FOR_PD=${PL_REDIS_UNIX:-$PL_REDIS_ADDR}
 fi
+API_UNIX=()
+[ "${#DIR}" -le 96 ] && API_UNIX=(--unix-socket="$DIR/api.sock")
 
 # ---- pelotond
 rm -f "$DIR/port"
 # shellcheck disable=SC2086
-setsid bin/pelotond --redis="$REDIS" --port="$API_PORT" --port-file="$DIR/port" --crds=crds \
-  ${ROLES:+--roles=$ROLES} ${PELOTOND_ARGS:-} >"$DIR/pelotond.log" 2>&1 &
+setsid bin/pelotond --redis="$REDIS_FOR_PD" --port="$API_PORT" --port-file="$DIR/port" --crds=crds \
+  "${API_UNIX[@]}" ${ROLES:+--roles=$ROLES} ${PELOTOND_ARGS:-} >"$DIR/pelotond.log" 2>&1 &
 PD_PID=$!
 pl_wait "pelotond (port file)" 30 "$PD_PID" "$DIR/pelotond.log" test -s "$DIR/port"
 PORT=$(awk '{print $1; exit}' "$DIR/port")
@@ -74,7 +81,9 @@ pl_write_kubeconfig "$DIR/kubeconfig" "$SERVER"
 
 # ---- kubelet-sim
 # shellcheck disable=SC2086
-setsid bin/kubelet-sim --kubeconfig="$DIR/kubeconfig" --nodes="$NODES" --cpu=8 --memory=32Gi \
+KSIM_API=(--kubeconfig="$DIR/kubeconfig")
+[ ${#API_UNIX[@]} -gt 0 ] && KSIM_API=(--server="unix://$DIR/api.sock")
+setsid bin/kubelet-sim "${KSIM_API[@]}" --nodes="$NODES" --cpu=8 --memory=32Gi \
   ${KSIM_ARGS:-} >"$DIR/kubelet-sim.log" 2>&1 &
 KS_PID=$!
 nodes_registered() {

@@ -16,15 +16,18 @@
  *   pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr]
  *            [--server=URL | --kubeconfig=F] [--default-pool=NAME]
  *            [--scheduler-default=true|false]
- *            [--bind=127.0.0.1] [--port=6080] [--port-file=F]
- *            [--redis=127.0.0.1:6379] [--token-file=F] [--history-max=10000]
+ *            [--bind=127.0.0.1] [--port=6080] [--port-file=F] [--unix-socket=PATH]
+ *            [--redis=127.0.0.1:6379 | --redis=unix:///PATH] [--token-file=F] [--history-max=10000]
  *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--crds=crds]
  *            [--tls-port=N] [--tls-dir=.peloton-tls] [--tls-cert=PEM --tls-key=PEM]
  *
  * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
  * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
  * made on first start in --tls-dir; with TLS on, the token (if any) is
- * required there and the loopback plain port stays open.
+ * required there and the loopback plain port stays open. --unix-socket=PATH
+ * serves the same plain HTTP/1.1 on a Unix-domain socket too (mode 0600),
+ * and the controllers in this process reach the API server through it: the
+ * same REST and watch protocol without the TCP/IP stack's cost per message.
  *
  * SIGINT or SIGTERM stops it cleanly. Logs are one line per event, key=value. */
 #include <errno.h>
@@ -139,7 +142,9 @@ static void ctl_main(void *arg) {
         c->rc = 1;
         ctl_stop_roles(&c->stop);
     } else {
-        fprintf(stderr, "level=info msg=\"controllers running\" api=%s redis=%s\n", c->kcfg.server, c->redis_addr);
+        fprintf(stderr, "level=info msg=\"controllers running\" api=%s%s redis=%s\n",
+                c->kcfg.unix_socket ? "unix://" : c->kcfg.server, c->kcfg.unix_socket ? c->kcfg.unix_socket : "",
+                c->redis_addr);
     }
     uv_run(&c->loop, UV_RUN_DEFAULT);
     extender_srv_free(c->extender);
@@ -261,8 +266,8 @@ static int usage(void) {
     fprintf(stderr, "usage: pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr,extender] "
                     "[--extender-port=8888] [--extender-prefix=/peloton] "
                     "[--server=URL | --kubeconfig=F] [--default-pool=NAME] [--scheduler-default=true|false] "
-                    "[--bind=ADDR] [--port=N] [--port-file=F] "
-                    "[--redis=HOST:PORT] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
+                    "[--bind=ADDR] [--port=N] [--port-file=F] [--unix-socket=/PATH] "
+                    "[--redis=HOST:PORT|unix:///PATH] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
                     "[--watch-bookmark-ms=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--tls-cert=PEM --tls-key=PEM]\n");
     return 2;
@@ -273,7 +278,7 @@ int main(int argc, char **argv) {
     const char *ext_prefix = NULL;
     int ext_port = EXT_DEFAULT_PORT;
     const char *bind = "127.0.0.1", *roles = "all", *redis = "127.0.0.1:6379", *token_file = NULL,
-               *port_file = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL, *tls_key = NULL;
+               *port_file = NULL, *unix_path = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL, *tls_key = NULL;
     int tls_port = -1;
     int port = 6080;
     long history_max = 0;
@@ -290,6 +295,7 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--bind"))) bind = v;
         else if ((v = opt(argv[i], "--port"))) port = atoi(v);
         else if ((v = opt(argv[i], "--port-file"))) port_file = v;
+        else if ((v = opt(argv[i], "--unix-socket"))) unix_path = v;
         else if ((v = opt(argv[i], "--redis"))) redis = v;
         else if ((v = opt(argv[i], "--token-file"))) token_file = v;
         else if ((v = opt(argv[i], "--history-max"))) history_max = atol(v);
@@ -302,6 +308,10 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--tls-key"))) tls_key = v;
         else return usage();
     }
+    if (unix_path && (unix_path[0] != '/' || strlen(unix_path) > 107)) {
+        fprintf(stderr, "pelotond: --unix-socket needs an absolute path of at most 107 bytes\n");
+        return 2;
+    }
     unsigned role_bits = parse_roles(roles);
     if (!role_bits) return usage();
     struct controllers ctl = {.roles = role_bits & ~(unsigned)ROLE_API, .redis_addr = redis,
@@ -309,10 +319,8 @@ int main(int argc, char **argv) {
                               .extender_port = ext_port, .extender_prefix = ext_prefix};
     if (!(role_bits & ROLE_API)) return run_controllers_only(&ctl, server, kubeconfig, token_file);
     char host[256];
-    const char *colon = strrchr(redis, ':');
-    if (!colon || (size_t)(colon - redis) >= sizeof host) return usage();
-    memcpy(host, redis, (size_t)(colon - redis));
-    host[colon - redis] = 0;
+    int redis_port;
+    if (store_parse_addr(redis, host, sizeof host, &redis_port)) return usage();
     char *token = NULL;
     if (token_file && !(token = read_token(token_file))) {
         fprintf(stderr, "pelotond: cannot read a token from %s\n", token_file);
@@ -323,14 +331,14 @@ int main(int argc, char **argv) {
     struct store_options so;
     store_options_init(&so);
     if (history_max > 0) so.history_max = history_max;
-    if (store_open(host, atoi(colon + 1), &so, &st)) {
+    if (store_open(host, redis_port, &so, &st)) {
         fprintf(stderr, "pelotond: cannot reach redis at %s\n", redis);
         free(token);
         return 1;
     }
     struct daemon d = {.loop = uv_default_loop()};
     struct store_async *ast = NULL; /* the pipelined connection for the hot writes */
-    if (store_async_open(d.loop, host, atoi(colon + 1), &so, &ast)) {
+    if (store_async_open(d.loop, host, redis_port, &so, &ast)) {
         fprintf(stderr, "pelotond: cannot open the asynchronous redis connection to %s\n", redis);
         store_close(st);
         free(token);
@@ -360,7 +368,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     /* the plain port is for local use: loopback only, whatever --bind says */
-    struct http_server_config hcfg = {.bind_addr = "127.0.0.1", .port = port, .handler = shim_handle, .ud = shim};
+    struct http_server_config hcfg = {
+        .bind_addr = "127.0.0.1", .port = port, .handler = shim_handle, .ud = shim, .unix_path = unix_path};
     char cert[4096], key[4096];
     if (tls_port >= 0) {
         if ((tls_cert != NULL) != (tls_key != NULL)) {
@@ -399,7 +408,8 @@ int main(int argc, char **argv) {
     d.ast = ast;
     signals_start(&d);
     int actual = http_server_port(d.http);
-    fprintf(stderr, "level=info msg=serving api=http://127.0.0.1:%d redis=%s auth=%s\n", actual, redis,
+    fprintf(stderr, "level=info msg=serving api=http://127.0.0.1:%d%s%s redis=%s auth=%s\n", actual,
+            unix_path ? " unix=" : "", unix_path ? unix_path : "", redis,
             token && tls_port < 0 ? "token" : "none");
     if (d.https)
         fprintf(stderr, "level=info msg=serving api=https://%s:%d cert=%s auth=%s\n", bind,
@@ -413,8 +423,9 @@ int main(int argc, char **argv) {
         }
     }
     if (ctl.roles) {
-        char url[64];
-        snprintf(url, sizeof url, "http://127.0.0.1:%d", actual);
+        char url[160];
+        if (unix_path) snprintf(url, sizeof url, "unix://%s", unix_path);
+        else snprintf(url, sizeof url, "http://127.0.0.1:%d", actual);
         if (kc_config_from_url(url, NULL, &ctl.kcfg, err, sizeof err)) {
             fprintf(stderr, "pelotond: %s\n", err);
             return 1;

@@ -74,8 +74,10 @@ def start_redis(fsync="always", d=None, port=None):
     """A private redis-server with AOF; fsync "always" (tests) or "everysec".
     Pass d and port to restart one on its old data."""
     d, port = d or tempdir(), port or free_port()
+    # its Unix-domain socket too, in the directory: start_redis.last's d + "/redis.sock"
     p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                          "--appendonly", "yes", "--appendfsync", fsync, "--dir", d, "--daemonize", "no"],
+                          "--appendonly", "yes", "--appendfsync", fsync, "--dir", d, "--daemonize", "no",
+                          "--unixsocket", os.path.join(d, "redis.sock"), "--unixsocketperm", "700"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _procs.append(p)
 

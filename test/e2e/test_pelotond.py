@@ -5,6 +5,7 @@ Kubelets, driven with real kubectl. Pools, borrowing and giving back by
 preemption, gangs, reservations for non-preemptible work, priority preemption
 inside a pool, kill -9 recovery."""
 import json
+import os
 import signal
 import subprocess
 import time
@@ -13,7 +14,11 @@ import services
 from simlib import run_tests
 
 REDIS = services.start_redis()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all")
+# as `make run` deploys it: the controllers reach the API server, and pelotond
+# Redis, through Unix-domain sockets (kubectl and kubelet-sim come over TCP)
+UNIX = [f"--unix-socket={services.tempdir()}/api.sock",
+        f"--redis=unix://{os.path.join(services.start_redis.last[1], 'redis.sock')}"]
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", *UNIX)
 KUBECONFIG = services.kubeconfig(PORT)
 RUN = "kubelet-sim.peloton.io/run-seconds"
 
@@ -85,6 +90,12 @@ def clean():
     kubectl("delete", "jobs.peloton.io", "--all", "--wait=false")
     kubectl("delete", "pods", "--all", "--wait=false")
     wait_until(lambda: not json.loads(kubectl("get", "pods", "-o", "json"))["items"], 60, "an empty namespace")
+
+
+def test_controllers_use_the_unix_sockets():
+    wait_until(lambda: "controllers running" in open(LOG).read(), 10, "the controllers to start")
+    line = next(l for l in open(LOG) if "controllers running" in l)
+    assert f"api=unix://{UNIX[0].split('=', 1)[1]}" in line and "redis=unix://" in line, line
 
 
 def test_pod_in_a_pool_runs_and_completes():
@@ -182,7 +193,7 @@ def test_kill_9_recovery_runs_every_pod_once():
     PROC.send_signal(signal.SIGKILL)
     PROC.wait(timeout=10)
     services._procs.remove(PROC)
-    PROC, port, _ = services.start_pelotond(REDIS, "--roles=all", f"--port={PORT}")
+    PROC, port, _ = services.start_pelotond(REDIS, "--roles=all", f"--port={PORT}", *UNIX)  # a stale socket file
     assert port == PORT
     wait_until(lambda: phases("t=rec").get("Succeeded") == 30, 90, "all 30 pods succeeding after kill -9")
     for p in pods("t=rec"):  # each ran once: one node, one start
