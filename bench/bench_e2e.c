@@ -5,7 +5,8 @@
  * Starts its own redis-server (redis_proc), bin/pelotond and bin/kubelet-sim
  * on loopback, creates pods through the API (raw HTTP/1.1, 64 in flight) into
  * a pool, and counts them Running through a watch of Running pods. Figures only; no timing
- * asserts. BENCH_E2E_PODS (default 5000) sets the pods per run. */
+ * asserts. BENCH_E2E_PODS (default 5000) sets the pods per run. pelotond's
+ * controllers and Redis are reached through Unix-domain sockets (one_run). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -363,14 +364,16 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     if (!mkdtemp(dir)) return -1;
     char log2[96], server[128], nodes_arg[32], unix_arg[96];
     snprintf(log2, sizeof log2, "%s/kubelet-sim.log", dir);
-    /* the controllers and kubelet-sim, on pelotond's host, reach the API
-     * server through its Unix-domain socket, and pelotond reaches Redis
-     * through Redis's; the load (an outside client) comes over TCP.
-     * BENCH_E2E_TCP=1: everything over loopback TCP. */
+    /* pelotond's own controllers reach its API server through its
+     * Unix-domain socket, and pelotond reaches Redis through Redis's (as
+     * `make run` deploys them); kubelet-sim and the load, which stand for
+     * Kubelets and clients on other hosts, come over TCP.
+     * BENCH_E2E_TCP=1: everything over loopback TCP; BENCH_E2E_KSIM_UNIX=1:
+     * kubelet-sim through the socket too (not what a cluster does). */
     bool tcp_only = getenv("BENCH_E2E_TCP") && !strcmp(getenv("BENCH_E2E_TCP"), "1");
     snprintf(unix_arg, sizeof unix_arg, tcp_only ? "--roles=all" : "--unix-socket=%s/api.sock", dir);
     char raddr[160];
-    if (tcp_only || getenv("BENCH_E2E_REDIS_TCP")) snprintf(raddr, sizeof raddr, "127.0.0.1:%d", rp.port);
+    if (tcp_only) snprintf(raddr, sizeof raddr, "127.0.0.1:%d", rp.port);
     else snprintf(raddr, sizeof raddr, "unix://%s", rp.unix_path);
     pid_t pd = 0;
     int port = bench_start_pelotond(dir, raddr, unix_arg, &pd);
@@ -378,8 +381,8 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
         redis_proc_destroy(&rp);
         return -1;
     }
-    if (tcp_only) snprintf(server, sizeof server, "--server=http://127.0.0.1:%d", port);
-    else snprintf(server, sizeof server, "--server=unix://%s/api.sock", dir);
+    if (!tcp_only && getenv("BENCH_E2E_KSIM_UNIX")) snprintf(server, sizeof server, "--server=unix://%s/api.sock", dir);
+    else snprintf(server, sizeof server, "--server=http://127.0.0.1:%d", port);
     snprintf(nodes_arg, sizeof nodes_arg, "--nodes=%d", nodes);
     char *kargv[] = {"bin/kubelet-sim", server, nodes_arg, "--cpu=64", "--memory=256Gi", "--pods=500", "--quiet",
                      NULL};

@@ -52,9 +52,10 @@ trap 'exit 143' TERM
 
 # ---- redis
 # pelotond reaches a private redis through its Unix-domain socket, and its
-# controllers and kubelet-sim reach the API server through pelotond's (the
-# same protocols, without the TCP/IP stack's cost per message); kubectl
-# comes over TCP. Skipped when DIR is too long for a socket path.
+# controllers reach the API server through pelotond's (the same protocols,
+# without the TCP/IP stack's cost per message). kubelet-sim and kubectl come
+# over TCP, as Kubelets and users would from other hosts. Skipped when DIR is
+# too long for a socket path.
 if [ -n "${PELOTON_REDIS:-}" ]; then
   REDIS=$PELOTON_REDIS REDIS_FOR_PD=$PELOTON_REDIS
   pl_redis_reachable "$REDIS" || pl_die "PELOTON_REDIS=$REDIS does not answer PING"
@@ -81,9 +82,7 @@ pl_write_kubeconfig "$DIR/kubeconfig" "$SERVER"
 
 # ---- kubelet-sim
 # shellcheck disable=SC2086
-KSIM_API=(--kubeconfig="$DIR/kubeconfig")
-[ ${#API_UNIX[@]} -gt 0 ] && KSIM_API=(--server="unix://$DIR/api.sock")
-setsid bin/kubelet-sim "${KSIM_API[@]}" --nodes="$NODES" --cpu=8 --memory=32Gi \
+setsid bin/kubelet-sim --kubeconfig="$DIR/kubeconfig" --nodes="$NODES" --cpu=8 --memory=32Gi \
   ${KSIM_ARGS:-} >"$DIR/kubelet-sim.log" 2>&1 &
 KS_PID=$!
 nodes_registered() {
