@@ -9,6 +9,8 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include <hiredis/sds.h>
+
 #include "podspec.h"
 #include "store.h"
 
@@ -206,6 +208,11 @@ static int append_command(struct ctl_db *db, const char *fmt, va_list ap) {
     return redisvAppendCommand(db->c, fmt, ap);
 }
 
+/* Deferred commands leave once this much waits: an admission round over a
+ * backlog of thousands of gangs would otherwise grow hiredis' output buffer
+ * to megabytes, a megabyte of growth at a time, copying it at each step. */
+#define CTL_DEFER_SEND_BYTES (64u << 10)
+
 void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -216,6 +223,15 @@ void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
         return;
     }
     if (db->deferred++ == 0) uv_check_start(db->flush, on_flush);
+    if (sdslen(db->c->obuf) >= CTL_DEFER_SEND_BYTES) {
+        /* sent now, answers read at the settle (Redis keeps them meanwhile) */
+        int done = 0;
+        while (!done)
+            if (redisBufferWrite(db->c, &done) != REDIS_OK) {
+                log_reply_error(db->c, NULL);
+                break;
+            }
+    }
 }
 
 void ctl_redis_append(struct ctl_db *db, const char *fmt, ...) {
