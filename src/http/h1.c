@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "http_int.h"
@@ -780,18 +782,40 @@ static void handle_closed(uv_handle_t *h) {
     if (--s->open == 0 && s->free_asked) free(s);
 }
 
+/* Whether a server accepts connections at the socket path (a refused
+ * connect means a stale file; a full backlog still means a live server). */
+static bool unix_in_use(const char *path) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    memcpy(a.sun_path, path, strlen(path) + 1);
+    bool live = connect(fd, (struct sockaddr *)&a, sizeof a) == 0 || errno == EAGAIN || errno == EINPROGRESS;
+    close(fd);
+    return live;
+}
+
 /* The Unix-domain listener at path: a socket file left by an earlier run is
  * replaced (any other file is not), and only the owner may connect (0600:
- * the socket file's mode is its access control). The path is the caller's
+ * the socket file's mode is its access control; a socket a live server
+ * answers on is not taken over). The path is the caller's
  * and must outlive the server (kept in cfg). */
 static int listen_unix(struct h1_server *s, const char *path, char *err, size_t errlen) {
     struct stat st;
+    if (strlen(path) >= sizeof((struct sockaddr_un *)0)->sun_path) {
+        snprintf(err, errlen, "http: the socket path %s is longer than %zu bytes", path,
+                 sizeof((struct sockaddr_un *)0)->sun_path - 1);
+        return -ENAMETOOLONG;
+    }
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             snprintf(err, errlen, "http: %s exists and is not a socket", path);
             return -EEXIST;
         }
-        unlink(path);
+        if (unix_in_use(path)) {
+            snprintf(err, errlen, "http: %s is in use by another server", path);
+            return -EADDRINUSE;
+        }
+        unlink(path); /* stale: left by a process that died */
     }
     uv_pipe_init(s->loop, &s->ulistener, 0);
     s->ulistener.data = s;

@@ -66,8 +66,9 @@ struct http_server_config {
      * a second. Streams, websockets and deferred replies have no timeout. */
     unsigned idle_timeout_ms, head_timeout_ms;
     /* Plain HTTP/1.1 only: also serve on this Unix-domain socket path (its
-     * file is made 0600 before it listens; a socket file already there is
-     * replaced, any other file refuses; removed at stop). NULL: none. The
+     * file is made 0600 before it listens; a stale socket file is replaced,
+     * one a live server answers on or any other file refuses; removed at
+     * stop). NULL: none. The
      * string must outlive the server. Local clients (the controllers in
      * pelotond, kubelet-sim) skip the TCP/IP stack this way. */
     const char *unix_path;

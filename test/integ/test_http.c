@@ -552,7 +552,8 @@ static int unix_connect(const char *path) {
 /* The plain server on a Unix-domain socket as well as its TCP port: the
  * same requests and answers (keep-alive, a deferred reply, a body through
  * libcurl's unix-socket option), the file made 0600, a stale socket file
- * replaced, any other file refused with a message, the file gone at stop. */
+ * replaced, a live one or any other file refused with a message, the file
+ * gone at stop. */
 TEST(http_h1_unix_socket) {
     char dir[] = "/tmp/test-http-unix-XXXXXX";
     REQUIRE(mkdtemp(dir) != NULL);
@@ -568,6 +569,16 @@ TEST(http_h1_unix_socket) {
     CHECK_HAS(err, "not a socket");
     struct stat st;
     CHECK(stat(plain, &st) == 0 && S_ISREG(st.st_mode)); /* left alone */
+    /* a path another server listens on is not taken over */
+    int live = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un la = {.sun_family = AF_UNIX};
+    memcpy(la.sun_path, path, strlen(path) + 1);
+    REQUIRE(bind(live, (struct sockaddr *)&la, sizeof la) == 0 && listen(live, 4) == 0);
+    cfg = (struct http_server_config){.unix_path = path};
+    CHECK(srv_start_cfg(&s, cfg, err, sizeof err) != 0);
+    CHECK_HAS(err, "in use");
+    close(live);
+    unlink(path);
     /* TLS and a Unix socket do not go together */
     cfg = (struct http_server_config){.unix_path = path, .tls_cert = "x.crt", .tls_key = "x.key"};
     CHECK(srv_start_cfg(&s, cfg, err, sizeof err) != 0);
