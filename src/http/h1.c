@@ -824,7 +824,14 @@ static int listen_unix(struct h1_server *s, const char *path, char *err, size_t 
     if (!rc && chmod(path, 0600)) rc = uv_translate_sys_error(errno);
     if (!rc) rc = uv_listen((uv_stream_t *)&s->ulistener, 511, on_connection);
     if (rc) {
-        snprintf(err, errlen, "http: cannot listen on %s: %s", path, uv_strerror(rc));
+        /* libuv reports a missing directory as EACCES: say which it is */
+        const char *slash = strrchr(path, '/');
+        char dir[sizeof((struct sockaddr_un *)0)->sun_path];
+        snprintf(dir, sizeof dir, "%.*s", slash && slash != path ? (int)(slash - path) : 1, slash ? path : ".");
+        struct stat ds;
+        bool nodir = rc == UV_EACCES && stat(dir, &ds) != 0;
+        snprintf(err, errlen, "http: cannot listen on %s: %s", path,
+                 nodir ? "its directory does not exist" : uv_strerror(rc));
         uv_close((uv_handle_t *)&s->ulistener, NULL);
         uv_run(s->loop, UV_RUN_NOWAIT);
         return rc == UV_EADDRINUSE ? -EADDRINUSE : -EINVAL;

@@ -579,6 +579,9 @@ TEST(http_h1_unix_socket) {
     CHECK_HAS(err, "in use");
     close(live);
     unlink(path);
+    cfg = (struct http_server_config){.unix_path = "/nonexistent-dir-for-test/api.sock"};
+    CHECK(srv_start_cfg(&s, cfg, err, sizeof err) != 0);
+    CHECK_HAS(err, "its directory does not exist");
     /* TLS and a Unix socket do not go together */
     cfg = (struct http_server_config){.unix_path = path, .tls_cert = "x.crt", .tls_key = "x.key"};
     CHECK(srv_start_cfg(&s, cfg, err, sizeof err) != 0);
