@@ -20,6 +20,7 @@
  *            [--redis=127.0.0.1:6379 | --redis=unix:///PATH] [--token-file=F] [--history-max=10000]
  *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--crds=crds]
  *            [--tls-port=N] [--tls-dir=.peloton-tls] [--tls-cert=PEM --tls-key=PEM]
+ *            [--admission-round-ms=20] [--placement-tick-ms=10]
  *
  * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
  * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
@@ -28,6 +29,9 @@
  * serves the same plain HTTP/1.1 on a Unix-domain socket too (mode 0600),
  * and the controllers in this process reach the API server through it: the
  * same REST and watch protocol without the TCP/IP stack's cost per message.
+ * The resource manager admits in rounds of --admission-round-ms and
+ * placement polls the ready queue every --placement-tick-ms while work
+ * flows; a pod arriving when they were idle is taken at once.
  *
  * SIGINT or SIGTERM stops it cleanly. Logs are one line per event, key=value. */
 #include <errno.h>
@@ -69,6 +73,7 @@ struct controllers {
     struct extender_srv *extender;
     int extender_port;
     const char *extender_prefix;
+    uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
     int rc;
 };
 
@@ -109,6 +114,9 @@ static int start_extender(struct controllers *c, char *err, size_t errlen) {
     return 0;
 }
 
+/* The resource manager queued gangs ready: this process's placement looks now if it was idle. */
+static void tell_placement(void *ud) { placement_kick(((struct controllers *)ud)->placement); }
+
 static void ctl_main(void *arg) {
     struct controllers *c = arg;
     char err[512];
@@ -129,12 +137,18 @@ static void ctl_main(void *arg) {
     resmgr_options_default(&ro);
     ro.default_pool = c->default_pool;
     ro.serve_default_scheduler = c->serve_default;
+    ro.on_ready = tell_placement; /* this process's own placement, when it runs one */
+    ro.on_ready_ud = c;
+    ro.round_ms = c->round_ms ? c->round_ms : ro.round_ms;
+    struct placement_options po;
+    placement_options_default(&po);
+    po.tick_ms = c->tick_ms ? c->tick_ms : po.tick_ms;
     struct jobmgr_options jo;
     jobmgr_options_default(&jo);
     struct hostmgr_options ho;
     hostmgr_options_default(&ho);
     if (((c->roles & ROLE_RESMGR) && !(c->resmgr = resmgr_start(&env, &ro, err, sizeof err))) ||
-        ((c->roles & ROLE_PLACEMENT) && !(c->placement = placement_start(&env, NULL, err, sizeof err))) ||
+        ((c->roles & ROLE_PLACEMENT) && !(c->placement = placement_start(&env, &po, err, sizeof err))) ||
         ((c->roles & ROLE_JOBMGR) && !(c->jobmgr = jobmgr_start(&c->loop, c->kc, &jo, err, sizeof err))) ||
         ((c->roles & ROLE_HOSTMGR) && !(c->hostmgr = hostmgr_start(&c->loop, c->kc, &ho, err, sizeof err))) ||
         ((c->roles & ROLE_EXTENDER) && start_extender(c, err, sizeof err))) {
@@ -269,6 +283,7 @@ static int usage(void) {
                     "[--bind=ADDR] [--port=N] [--port-file=F] [--unix-socket=/PATH] "
                     "[--redis=HOST:PORT|unix:///PATH] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
                     "[--watch-bookmark-ms=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
+                    "[--admission-round-ms=N] [--placement-tick-ms=N] "
                     "[--tls-cert=PEM --tls-key=PEM]\n");
     return 2;
 }
@@ -282,7 +297,7 @@ int main(int argc, char **argv) {
     int tls_port = -1;
     int port = 6080;
     long history_max = 0;
-    unsigned poll_ms = 0, bookmark_ms = 0;
+    unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = opt(argv[i], "--roles"))) roles = v;
@@ -301,12 +316,18 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--history-max"))) history_max = atol(v);
         else if ((v = opt(argv[i], "--watch-poll-ms"))) poll_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--watch-bookmark-ms"))) bookmark_ms = (unsigned)atoi(v);
+        else if ((v = opt(argv[i], "--admission-round-ms"))) round_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
+        else if ((v = opt(argv[i], "--placement-tick-ms"))) tick_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--crds"))) crds = v;
         else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-dir"))) tls_dir = v;
         else if ((v = opt(argv[i], "--tls-cert"))) tls_cert = v;
         else if ((v = opt(argv[i], "--tls-key"))) tls_key = v;
         else return usage();
+    }
+    if (round_ms > 600000 || tick_ms > 600000) {
+        fprintf(stderr, "pelotond: --admission-round-ms and --placement-tick-ms take 1 to 600000\n");
+        return 2;
     }
     if (unix_path && (unix_path[0] != '/' || strlen(unix_path) > 107)) {
         fprintf(stderr, "pelotond: --unix-socket needs an absolute path of at most 107 bytes\n");
@@ -316,7 +337,8 @@ int main(int argc, char **argv) {
     if (!role_bits) return usage();
     struct controllers ctl = {.roles = role_bits & ~(unsigned)ROLE_API, .redis_addr = redis,
                               .default_pool = default_pool, .serve_default = strcmp(sched_default, "false") != 0,
-                              .extender_port = ext_port, .extender_prefix = ext_prefix};
+                              .extender_port = ext_port, .extender_prefix = ext_prefix,
+                              .round_ms = round_ms, .tick_ms = tick_ms};
     if (!(role_bits & ROLE_API)) return run_controllers_only(&ctl, server, kubeconfig, token_file);
     char host[256];
     int redis_port;

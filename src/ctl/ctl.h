@@ -48,7 +48,7 @@ struct ctl_env {
     const char *identity; /* this process, for leases and Events */
 };
 
-/* Connects to host:port (a string "host:port"); NULL with err. */
+/* Connects to "host:port" or "unix:///path" (store_parse_addr); NULL with err. */
 struct ctl_db *ctl_db_open(uv_loop_t *loop, const char *addr, char *err, size_t errlen);
 /* Settles what is deferred, closes; run the loop once more (a handle closes). */
 void ctl_db_close(struct ctl_db *db);
@@ -88,6 +88,11 @@ struct resmgr_options {
     uint32_t preempt_ms;            /* preemption check period; default 1000 */
     uint32_t status_ms;             /* pool status write period; default 1000 */
     uint32_t over_checks;           /* consecutive over-entitlement checks before preempting; default 3 */
+    /* Called after a round queued gangs on the ready queue (NULL: nobody):
+     * pelotond tells its own placement role, which then need not wait for
+     * its next poll when it was idle. */
+    void (*on_ready)(void *ud);
+    void *on_ready_ud;
 };
 void resmgr_options_default(struct resmgr_options *o);
 struct resmgr;
@@ -105,6 +110,10 @@ void placement_options_default(struct placement_options *o);
 struct placement;
 struct placement *placement_start(const struct ctl_env *env, const struct placement_options *o, char *err,
                                   size_t errlen);
+/* Gangs were queued ready (by this process's resource manager): when the
+ * role has found nothing for three ticks, it looks at once instead of at
+ * its next tick; while it is busy the ticks go on as they are. */
+void placement_kick(struct placement *p);
 void placement_stop(struct placement *p);
 
 #endif

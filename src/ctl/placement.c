@@ -31,6 +31,7 @@ struct placement {
     int timers_open;
     size_t inflight;
     uint64_t placed, unplaceable;
+    uint64_t busy_ms; /* when a tick last found gangs */
     bool stopping;
 };
 
@@ -233,9 +234,21 @@ static void on_tick(uv_timer_t *t) {
     for (size_t i = 0; i < rep->elements; i++)
         ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts", CTL_KEY_GANG, rep->element[i]->str);
     for (size_t i = 0; i < rep->elements; i++) recs[i] = ctl_redis_reply(p->env.db);
+    if (rep->elements) p->busy_ms = uv_now(p->env.loop);
     for (size_t i = 0; i < rep->elements; i++) place_one(p, rep->element[i]->str, recs[i], pods, tasks, pt, hosts);
     free(recs);
     freeReplyObject(rep);
+}
+
+void placement_kick(struct placement *p) {
+    if (!p || p->stopping) return;
+    uint64_t now = uv_now(p->env.loop);
+    /* busy (a burst finds gangs at every round): the ticks go on as they
+     * are; telling it at every round made bindings trickle and cost more
+     * per pod */
+    if (now - p->busy_ms < 3 * (uint64_t)p->o.tick_ms) return;
+    p->busy_ms = now; /* once per idle spell */
+    uv_timer_start(&p->tick, on_tick, 0, p->o.tick_ms);
 }
 
 static void on_retry(uv_timer_t *t) {

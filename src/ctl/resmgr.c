@@ -53,6 +53,8 @@ struct resmgr {
     struct preempt_state ps;
     json_t *sent; /* pool name -> last status written */
     uint64_t admitted_total;
+    uint64_t busy_ms; /* when a round last found gangs to look at */
+    bool readied;     /* this round queued gangs ready */
 };
 
 void resmgr_options_default(struct resmgr_options *o) {
@@ -76,7 +78,22 @@ static void gang_key_of(const char *ns, const char *name, const char *gang, char
     else snprintf(out, len, "%s/pod:%s", ns, name);
 }
 
-static void mark(struct resmgr *r, const char *key) { strmap_put(&r->dirty, key, (void *)1, NULL); }
+static void on_round(uv_timer_t *t);
+
+/* A gang to look at. The first one after a whole round period without work
+ * brings the round forward to the next loop turn (the rest of this turn's
+ * events join it): a pod arriving at an idle scheduler does not wait up to a
+ * period. While work keeps coming the rounds keep their period, since small
+ * rounds cost more per pod. */
+static void mark(struct resmgr *r, const char *key) {
+    bool first = strmap_count(&r->dirty) == 0;
+    strmap_put(&r->dirty, key, (void *)1, NULL);
+    uint64_t now = uv_now(r->env.loop), period = r->o.round_ms ? r->o.round_ms : 20;
+    if (first && r->leader && now - r->busy_ms >= period) {
+        r->busy_ms = now; /* once per idle spell */
+        uv_timer_start(&r->round_t, on_round, 0, period);
+    }
+}
 
 static void mark_obj(struct resmgr *r, json_t *obj) {
     json_t *md = json_object_get(obj, "metadata");
@@ -240,6 +257,7 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
             ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, key, ns,
                             s ? s : "[]", "", r->epoch);
             ctl_redis_defer(r->env.db, "RPUSH %s %s", CTL_KEY_READY, key);
+            r->readied = true;
             free(s);
             return;
         }
@@ -308,6 +326,7 @@ static void admit_pass(struct resmgr *r) {
         ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, g->key, g->ns,
                         s ? s : "[]", g->pool, r->epoch);
         ctl_redis_defer(r->env.db, "RPUSH %s %s", CTL_KEY_READY, g->key);
+        r->readied = true;
         free(s);
     }
     ctl_redis_settle(r->env.db); /* placement may pop them at once */
@@ -401,6 +420,7 @@ static void on_round(uv_timer_t *t) {
         requeue_all(r);
     }
     if (strmap_count(&r->dirty)) {
+        r->busy_ms = uv_now(r->env.loop);
         static struct cm_pod *buf[RM_GANG_MAX];
         struct strmap d = r->dirty;
         memset(&r->dirty, 0, sizeof r->dirty);
@@ -413,6 +433,11 @@ static void on_round(uv_timer_t *t) {
     }
     admit_pass(r);
     tell_waiting(r);
+    if (r->readied && r->o.on_ready) {
+        ctl_redis_settle(r->env.db); /* the ready queue holds them before anyone looks */
+        r->o.on_ready(r->o.on_ready_ud);
+    }
+    r->readied = false;
 }
 
 /* ---- preemption ---- */
