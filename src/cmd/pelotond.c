@@ -293,7 +293,8 @@ int main(int argc, char **argv) {
     const char *ext_prefix = NULL;
     int ext_port = EXT_DEFAULT_PORT;
     const char *bind = "127.0.0.1", *roles = "all", *redis = "127.0.0.1:6379", *token_file = NULL,
-               *port_file = NULL, *unix_path = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL, *tls_key = NULL;
+               *port_file = NULL, *unix_path = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL,
+               *tls_key = NULL;
     int tls_port = -1;
     int port = 6080;
     long history_max = 0;
