@@ -51,6 +51,7 @@
 #include "shim.h"
 #include "store.h"
 #include "tlscert.h"
+#include "unixpath.h"
 
 enum { ROLE_API = 1, ROLE_RESMGR = 2, ROLE_PLACEMENT = 4, ROLE_JOBMGR = 8, ROLE_HOSTMGR = 16, ROLE_ALL = 31,
        ROLE_EXTENDER = 32 };
@@ -330,8 +331,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pelotond: --admission-round-ms and --placement-tick-ms take 1 to 600000\n");
         return 2;
     }
-    if (unix_path && (unix_path[0] != '/' || strlen(unix_path) > 107)) {
-        fprintf(stderr, "pelotond: --unix-socket needs an absolute path of at most 107 bytes\n");
+    if (unix_path && (unix_path[0] != '/' || strlen(unix_path) > UNIX_SOCKET_PATH_MAX)) {
+        fprintf(stderr, "pelotond: --unix-socket needs an absolute path of at most %zu bytes\n", UNIX_SOCKET_PATH_MAX);
         return 2;
     }
     unsigned role_bits = parse_roles(roles);

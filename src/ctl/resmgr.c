@@ -80,6 +80,8 @@ static void gang_key_of(const char *ns, const char *name, const char *gang, char
 
 static void on_round(uv_timer_t *t);
 
+static uint64_t round_period(const struct resmgr *r) { return r->o.round_ms ? r->o.round_ms : 20; }
+
 /* A gang to look at. The first one after a whole round period without work
  * brings the round forward to the next loop turn (the rest of this turn's
  * events join it): a pod arriving at an idle scheduler does not wait up to a
@@ -88,7 +90,7 @@ static void on_round(uv_timer_t *t);
 static void mark(struct resmgr *r, const char *key) {
     bool first = strmap_count(&r->dirty) == 0;
     strmap_put(&r->dirty, key, (void *)1, NULL);
-    uint64_t now = uv_now(r->env.loop), period = r->o.round_ms ? r->o.round_ms : 20;
+    uint64_t now = uv_now(r->env.loop), period = round_period(r);
     if (first && r->leader && now - r->busy_ms >= period) {
         r->busy_ms = now; /* once per idle spell */
         uv_timer_start(&r->round_t, on_round, 0, period);
@@ -647,7 +649,7 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
         r->timers_open++;
     }
     uv_timer_start(&r->lease_t, on_lease, 0, r->o.lease_ms / 3 ? r->o.lease_ms / 3 : 1);
-    uv_timer_start(&r->round_t, on_round, r->o.round_ms, r->o.round_ms ? r->o.round_ms : 20);
+    uv_timer_start(&r->round_t, on_round, r->o.round_ms, round_period(r));
     uv_timer_start(&r->preempt_t, on_preempt, r->o.preempt_ms, r->o.preempt_ms ? r->o.preempt_ms : 1000);
     uv_timer_start(&r->status_t, on_status, r->o.status_ms, r->o.status_ms ? r->o.status_ms : 1000);
     return r;

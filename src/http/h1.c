@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "http_int.h"
+#include "unixpath.h"
 
 #define H1_IDLE_MS 120000 /* keep-alive connections idle this long are closed */
 #define H1_HEAD_MS 30000  /* a head (or body) must arrive within this */
@@ -801,9 +802,8 @@ static bool unix_in_use(const char *path) {
  * and must outlive the server (kept in cfg). */
 static int listen_unix(struct h1_server *s, const char *path, char *err, size_t errlen) {
     struct stat st;
-    if (strlen(path) >= sizeof((struct sockaddr_un *)0)->sun_path) {
-        snprintf(err, errlen, "http: the socket path %s is longer than %zu bytes", path,
-                 sizeof((struct sockaddr_un *)0)->sun_path - 1);
+    if (strlen(path) > UNIX_SOCKET_PATH_MAX) {
+        snprintf(err, errlen, "http: the socket path %s is longer than %zu bytes", path, UNIX_SOCKET_PATH_MAX);
         return -ENAMETOOLONG;
     }
     if (lstat(path, &st) == 0) {
@@ -826,7 +826,7 @@ static int listen_unix(struct h1_server *s, const char *path, char *err, size_t 
     if (rc) {
         /* libuv reports a missing directory as EACCES: say which it is */
         const char *slash = strrchr(path, '/');
-        char dir[sizeof((struct sockaddr_un *)0)->sun_path];
+        char dir[UNIX_SOCKET_PATH_MAX + 1];
         snprintf(dir, sizeof dir, "%.*s", slash && slash != path ? (int)(slash - path) : 1, slash ? path : ".");
         struct stat ds;
         bool nodir = rc == UV_EACCES && stat(dir, &ds) != 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kclient.h"
+#include "unixpath.h"
 #include "yamljson.h"
 
 #define KC_FILE_MAX (1u << 20) /* a token or PEM file */
@@ -278,21 +279,10 @@ int kc_config_in_cluster(struct kc_config *out, char *err, size_t errlen) {
     return kc_config_in_cluster_at(KC_SA_DIR, out, err, errlen);
 }
 
-/* sun_path holds 108 bytes with the terminating NUL */
-#define UNIX_PATH_MAX_LEN 108
-
-/* The absolute path of "unix:///path" or "unix:/path"; NULL for anything else. */
-static const char *unix_url_path(const char *url) {
-    if (strncmp(url, "unix:", 5)) return NULL;
-    const char *p = url + 5;
-    if (!strncmp(p, "//", 2)) p += 2; /* unix:// then the absolute path */
-    return p[0] == '/' ? p : NULL;
-}
-
 int kc_config_from_url(const char *url, const char *token_file, struct kc_config *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    const char *path = url ? unix_url_path(url) : NULL;
-    if (url && !strncmp(url, "unix:", 5) && (!path || !*path || strlen(path) >= UNIX_PATH_MAX_LEN))
+    const char *path = url ? unix_url_rest(url) : NULL;
+    if (path && (path[0] != '/' || strlen(path) > UNIX_SOCKET_PATH_MAX))
         return fail(err, errlen, -EINVAL, "kclient: \"%s\" is not unix:///ABSOLUTE-PATH (at most 107 bytes)%s", url,
                     NULL);
     if (!url || (!path && strncmp(url, "http://", 7) && strncmp(url, "https://", 8)))

@@ -114,8 +114,10 @@ struct kh1 *kh1_new(struct kclient *c, const char *server) {
         if (res) freeaddrinfo(res);
         return NULL;
     }
-    if (res) memcpy(&h->addr, res->ai_addr, res->ai_addrlen);
-    if (res) freeaddrinfo(res);
+    if (res) {
+        memcpy(&h->addr, res->ai_addr, res->ai_addrlen);
+        freeaddrinfo(res);
+    }
     h->unix_path = unix_path;
     h->c = c;
     h->host = malloc(alen + 1);

@@ -10,6 +10,7 @@
 #include <sys/time.h>
 
 #include "store_int.h"
+#include "unixpath.h"
 
 #define STORE_CAS_ATTEMPTS 16
 #define STORE_HISTORY_MAX_SCAN 100000
@@ -618,11 +619,10 @@ int store_current_rv(struct store *s, uint64_t *rv) {
 }
 
 int store_parse_addr(const char *addr, char *host, size_t hostlen, int *port) {
-    const char *path = NULL;
-    if (!strncmp(addr, "unix:", 5)) path = !strncmp(addr + 5, "//", 2) ? addr + 7 : addr + 5;
-    else if (addr[0] == '/') path = addr;
+    const char *path = unix_url_rest(addr);
+    if (!path && addr[0] == '/') path = addr;
     if (path) {
-        if (path[0] != '/' || strlen(path) >= hostlen || strlen(path) > 107) return -EINVAL;
+        if (path[0] != '/' || strlen(path) >= hostlen || strlen(path) > UNIX_SOCKET_PATH_MAX) return -EINVAL;
         strcpy(host, path);
         *port = 0;
         return 0;
