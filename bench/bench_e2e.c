@@ -28,6 +28,11 @@
 
 struct lconn;
 
+/* BENCH_E2E_TIMELINE=1 prints creates answered and pods seen Running in
+ * each 25 ms of a run (the first 20 s): where the burst's time goes. */
+#define TL_MS 25
+#define TL_SLOTS 800
+
 struct run {
     uv_loop_t *loop;
     struct kclient *kc;
@@ -36,6 +41,7 @@ struct run {
     uint64_t t0, t_created, t_done;
     uint64_t t_first, t10, t90; /* the first pod Running; 10% and 90% of them */
     char *seen; /* per pod: counted Running */
+    int tl_created[TL_SLOTS], tl_running[TL_SLOTS]; /* BENCH_E2E_TIMELINE: counts per TL_MS */
     uv_timer_t deadline;
     bool timed_out;
     struct lconn *conns;
@@ -84,6 +90,11 @@ static int lconn_response(struct lconn *c, size_t *used) {
 
 static void lconn_send(struct lconn *c);
 
+static void timeline_count(const struct run *r, int *slots) {
+    uint64_t slot = (bench_now_ns() - r->t0) / (TL_MS * 1000000ull);
+    if (slot < TL_SLOTS) slots[slot]++;
+}
+
 static void lconn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     struct lconn *c = s->data;
     struct run *r = c->r;
@@ -98,6 +109,7 @@ static void lconn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     if (!status) return;
     memmove(c->in, c->in + used, c->inlen - used);
     c->inlen -= used;
+    timeline_count(r, r->tl_created);
     c->busy = false;
     r->inflight--;
     if (status == 201) r->created++;
@@ -229,6 +241,7 @@ static void on_line(void *ud, const char *line, size_t n) {
     if (i < 0 || i >= r->total || r->seen[i]) return;
     r->seen[i] = 1;
     ++r->running;
+    timeline_count(r, r->tl_running);
     uint64_t now = bench_now_ns();
     if (r->running == 1) r->t_first = now;
     if (!r->t10 && r->running * 10 >= r->total) r->t10 = now;
@@ -249,24 +262,7 @@ static void on_deadline(uv_timer_t *t) {
     uv_stop(r->loop);
 }
 
-/* CPU time (user + system) a process has used, every thread, in µs; 0 when
- * gone. tid > 0: that thread alone. */
-static double cpu_us_of(pid_t pid, pid_t tid) {
-    char path[64], buf[1024];
-    if (tid > 0) snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    else snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')'); /* the name may hold spaces */
-    unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return 0;
-    return (double)(ut + st) * 1e6 / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double cpu_us(pid_t pid) { return cpu_us_of(pid, 0); }
+static double cpu_us(pid_t pid) { return bench_cpu_us(pid, 0); }
 
 /* A process's context switches so far (every thread's, voluntary or not):
  * a count, so unlike CPU time it does not move with the VM's speed. */
@@ -416,13 +412,13 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     uv_timer_start(&r.deadline, on_deadline, 120000, 0);
     usleep(200000);
     pid_t who[4] = {pd, ks, rp.pid, getpid()};
-    double cpu0[4], api0 = cpu_us_of(pd, pd); /* pelotond's main thread serves the API */
+    double cpu0[4], api0 = bench_cpu_us(pd, pd); /* pelotond's main thread serves the API */
     double ctx0 = 0;
     for (int i = 0; i < 4; i++) cpu0[i] = cpu_us(who[i]), ctx0 += ctx_switches(who[i]);
     r.t0 = bench_now_ns();
     create_more(&r);
     uv_run(r.loop, UV_RUN_DEFAULT);
-    double cpu[4], total = 0, api = cpu_us_of(pd, pd) - api0;
+    double cpu[4], total = 0, api = bench_cpu_us(pd, pd) - api0;
     for (int i = 0; i < 4; i++) total += cpu[i] = cpu_us(who[i]) - cpu0[i];
     double ctx = -ctx0;
     for (int i = 0; i < 4; i++) ctx += ctx_switches(who[i]);
@@ -452,6 +448,11 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
         printf("bench e2e %d nodes: %d of %d Running, %d create errors%s\n", nodes, r.running, pods, r.create_errs,
                r.timed_out ? " (timed out)" : "");
     if (getenv("BENCH_E2E_REDIS_STATS")) redis_stats(rp.port, r.running);
+    if (getenv("BENCH_E2E_TIMELINE")) {
+        printf("timeline (%d nodes): ms, creates answered, pods Running, in each %d ms\n", nodes, TL_MS);
+        for (int i = 0; i < TL_SLOTS && (uint64_t)i * TL_MS <= (end - r.t0) / 1000000; i++)
+            printf("  %5d %5d %5d\n", i * TL_MS, r.tl_created[i], r.tl_running[i]);
+    }
     kc_watch_stop(w);
     for (int i = 0; i < LOADER_CONNS; i++)
         if (r.conns[i].r && !uv_is_closing((uv_handle_t *)&r.conns[i].tcp)) uv_close((uv_handle_t *)&r.conns[i].tcp, NULL);

@@ -6,12 +6,18 @@
  *   list of 10,000 objects: one script call (parsed, and raw bytes), and in
  *   pages of 500 (kubectl's limit)
  *   history read of 10,000 events: one call, and in reads of 1,000
- *   create sync with appendfsync everysec, for comparison */
+ *   create sync with appendfsync everysec, for comparison
+ *   Redis's own CPU per object created in batches of 100 (what the API
+ *   server's writes cost the Redis process), for pods of about 170, 630 and
+ *   1,650 bytes, with the AOF (everysec) and without: the fixed and the
+ *   per-byte parts of a write */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "bench_proc.h"
+#include "hiredis.h"
 #include "redis_proc.h"
 #include "store.h"
 
@@ -39,6 +45,24 @@ static json_t *make_pod(const char *name) {
         "peloton", "terminationGracePeriodSeconds", 30);
 }
 
+/* A pod of about 250 bytes (the shape of bench_e2e's). */
+static json_t *make_small_pod(const char *name) {
+    return json_pack("{s:s,s:s,s:{s:s},s:{s:[{s:s,s:s,s:{s:{s:s,s:s}}}]}}", "apiVersion", "v1", "kind", "Pod",
+                     "metadata", "name", name, "spec", "containers", "name", "c", "image", "x", "resources",
+                     "requests", "cpu", "100m", "memory", "64Mi");
+}
+
+/* make_pod with a 1,000-byte annotation (the size of a Running pod's status). */
+static json_t *make_large_pod(const char *name) {
+    char note[1001];
+    memset(note, 'n', 1000);
+    note[1000] = 0;
+    json_t *p = make_pod(name);
+    json_object_set_new(json_object_get(json_object_get(p, "metadata"), "annotations"), "example.com/note",
+                        json_string(note));
+    return p;
+}
+
 static double per_sec(size_t n, uint64_t ns) { return (double)n * 1e9 / (double)ns; }
 static double ms(uint64_t ns) { return (double)ns / 1e6; }
 
@@ -57,6 +81,46 @@ static size_t create_sync(struct store *s, const char *ns, size_t n, const char 
     }
     bench_report(figure, per_sec(i, bench_now_ns() - t0), "creates/s", "(sync ~11k round trips/s)");
     return i;
+}
+
+/* Redis's CPU per create, batches of 100 (store_create_many's script): the
+ * best of 3 rounds of 20,000, for each pod shape (CPU time is counted in
+ * 10 ms ticks: 0.5 us per create). */
+static void redis_cpu_per_create(struct store *s, const struct redis_proc *rp, bool aof) {
+    static const struct {
+        const char *label;
+        json_t *(*make)(const char *);
+    } shapes[] = {{"small pod", make_small_pod}, {"pod", make_pod}, {"large pod", make_large_pod}};
+    enum { N = 20000, B = 100 };
+    json_t *objs[B];
+    int rcs[B];
+    char name[64], ns[32], figure[128], note[64];
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        json_t *one = shapes[k].make("pod-000000");
+        char *text = json_dumps(one, JSON_COMPACT);
+        size_t bytes = text ? strlen(text) : 0;
+        free(text);
+        json_decref(one);
+        double best = 0;
+        for (int round = 0; round < 3; round++) {
+            snprintf(ns, sizeof ns, "cpu-%s-%zu-%d", aof ? "aof" : "noaof", k, round);
+            double cpu0 = bench_cpu_us(rp->pid, 0);
+            for (int b = 0; b < N / B; b++) {
+                for (int i = 0; i < B; i++) {
+                    snprintf(name, sizeof name, "pod-%06d", b * B + i);
+                    objs[i] = shapes[k].make(name);
+                }
+                int rc = store_create_many(s, "pods", ns, objs, B, rcs, NULL);
+                for (int i = 0; i < B; i++) json_decref(objs[i]);
+                if (rc) die("create_many", s, rc);
+            }
+            double us = (bench_cpu_us(rp->pid, 0) - cpu0) / N;
+            if (round == 0 || us < best) best = us;
+        }
+        snprintf(figure, sizeof figure, "redis CPU per create, %s, %s", shapes[k].label, aof ? "AOF" : "no AOF");
+        snprintf(note, sizeof note, "(%zu-byte object; best of 3 x %d)", bytes, N);
+        bench_report(figure, best, "us", note);
+    }
 }
 
 int main(void) {
@@ -190,6 +254,13 @@ int main(void) {
         die("store_open", NULL, rc);
     }
     create_sync(s, "sync", N_SYNC, "store create sync (fsync everysec)");
+    redis_cpu_per_create(s, &rp, true);
+    redisContext *rc_admin = redisConnect("127.0.0.1", rp.port);
+    redisReply *rep = rc_admin && !rc_admin->err ? redisCommand(rc_admin, "CONFIG SET appendonly no") : NULL;
+    bool aof_off = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep) freeReplyObject(rep);
+    if (rc_admin) redisFree(rc_admin);
+    if (aof_off) redis_cpu_per_create(s, &rp, false);
     store_close(s);
     redis_proc_destroy(&rp);
     return 0;
