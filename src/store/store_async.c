@@ -17,7 +17,12 @@
  * into an epoll delete and add). Here the socket is registered for reading
  * once, and the commands of a loop turn are written in one write() after the
  * turn's I/O (a uv_check handle); the socket is polled for writing only while
- * a write is blocked or the connection is being made. */
+ * a write is blocked or the connection is being made.
+ *
+ * A busy turn does not keep Redis waiting for its end: once EARLY_WRITES
+ * writes are queued they go as a batch, and once EARLY_CMDS commands wait in
+ * hiredis' buffer they are written, so Redis works on the first of a turn's
+ * writes while this thread reads and prepares the rest. */
 #include <errno.h>
 #include <hiredis/async.h>
 #include <stdio.h>
@@ -28,6 +33,8 @@
 
 #define ASYNC_CAS_ATTEMPTS 16
 #define WATCHDOG_MS 500
+#define EARLY_WRITES 32 /* a turn's queued writes sent as a batch before the turn ends */
+#define EARLY_CMDS 32   /* commands in hiredis' buffer written before the turn ends */
 
 struct store_async {
     uv_loop_t *loop;
@@ -38,6 +45,8 @@ struct store_async {
     struct store_rng rng;
     redisAsyncContext *ac; /* NULL while disconnected */
     size_t inflight;       /* commands sent and not answered */
+    size_t unsent;         /* commands given to hiredis since its buffer was last written */
+    size_t ops;            /* operations started and not finished */
     uint64_t progress_ms;  /* last reply, or when the pipe went from idle to busy */
     uv_timer_t *watchdog;  /* freed by its close callback */
     bool closing;
@@ -86,6 +95,7 @@ struct batch {
 };
 
 static void op_free(struct op *o) {
+    o->a->ops--;
     store_cmd_free(&o->cmd);
     store_blob_free(&o->blob);
     json_decref(o->obj);
@@ -137,6 +147,8 @@ static void ev_on_flush(uv_check_t *h) { ev_flush_now(h->data); }
 
 static void ev_flush_now(struct conn_ev *e) {
     uv_check_stop(&e->flush);
+    struct store_async *a = e->ac->data;
+    if (a) a->unsent = 0;
     if (!e->writing || e->blocked) return;
     redisAsyncHandleWrite(e->ac); /* delWrite when all of it went */
     if (e->writing) { /* the socket is full: wait until it takes more */
@@ -264,6 +276,24 @@ static int ensure_conn(struct store_async *a, char *err, size_t errlen) {
     return 0;
 }
 
+/* Writes what hiredis holds, as far as the socket takes it, before the turn
+ * ends. A failure is left for the turn's flush, which fails what is in
+ * flight from the loop (not under the operation being sent). */
+static void early_write(struct store_async *a) {
+    a->unsent = 0;
+    if (!a->ac) return;
+    struct conn_ev *e = a->ac->ev.data;
+    redisContext *c = &a->ac->c;
+    if (!e || e->blocked || !(c->flags & REDIS_CONNECTED) || c->err) return;
+    int done = 0;
+    redisBufferWrite(c, &done);
+}
+
+static void note_sent(struct store_async *a) {
+    if (a->inflight++ == 0) a->progress_ms = uv_now(a->loop);
+    if (++a->unsent >= EARLY_CMDS) early_write(a);
+}
+
 static void on_reply(redisAsyncContext *ac, void *reply, void *priv);
 
 /* Sends the operation's command; 0, or -EIO with o->err. */
@@ -283,7 +313,7 @@ static int send_cmd(struct op *o) {
         snprintf(o->err, sizeof o->err, "redis: %s", a->ac->errstr[0] ? a->ac->errstr : "cannot queue a command");
         return -EIO;
     }
-    if (a->inflight++ == 0) a->progress_ms = uv_now(a->loop);
+    note_sent(a);
     return 0;
 }
 
@@ -296,8 +326,10 @@ static int send_get(struct op *o) {
 }
 
 static void on_batch(uv_idle_t *h);
+static void send_queued(struct store_async *a);
 
-/* Encodes o->obj and queues its create or compare-and-set for this turn's batch. */
+/* Encodes o->obj and queues its create or compare-and-set for this turn's
+ * batch; EARLY_WRITES already queued go first, as a batch of their own. */
 static int send_write(struct op *o, const char *expected_rv) {
     struct store_async *a = o->a;
     if (a->closing) {
@@ -307,6 +339,10 @@ static int send_write(struct op *o, const char *expected_rv) {
     int rc = store_blob_encode(&a->cfg, &a->rng, o->obj, &o->blob, o->err, sizeof o->err);
     if (rc) return rc;
     snprintf(o->expected, sizeof o->expected, "%s", expected_rv ? expected_rv : "");
+    if (a->wq_n >= EARLY_WRITES) { /* before o joins: a failure there finishes others, never o */
+        send_queued(a);
+        early_write(a);
+    }
     o->stage = ST_WRITE;
     o->qnext = NULL;
     if (a->wq_tail) a->wq_tail->qnext = o;
@@ -420,7 +456,7 @@ static int batch_send(struct batch *b) {
     if (a->closing || ensure_conn(a, err, sizeof err)) return -EIO;
     if (redisAsyncCommandArgv(a->ac, on_batch_reply, b, b->cmd.argc, b->cmd.argv, b->cmd.argvlen) != REDIS_OK)
         return -EIO;
-    if (a->inflight++ == 0) a->progress_ms = uv_now(a->loop);
+    note_sent(a);
     return 0;
 }
 
@@ -452,11 +488,8 @@ static void on_batch_reply(redisAsyncContext *ac, void *reply, void *priv) {
 
 #define BATCH_MAX 256 /* writes per script call: bounds how long Redis runs one */
 
-/* The turn's writes: one script call per resource (BATCH_MAX at most),
- * sent at once. */
-static void on_batch(uv_idle_t *h) {
-    struct store_async *a = h->data;
-    uv_idle_stop(h);
+/* The queued writes: one script call per resource (BATCH_MAX at most). */
+static void send_queued(struct store_async *a) {
     while (a->wq_head) {
         /* the next resource's writes, in the order they were made */
         const char *res = a->wq_head->res;
@@ -497,6 +530,13 @@ static void on_batch(uv_idle_t *h) {
         free(w);
         if (batch_send(b)) batch_fail(b, -EIO, "redis: cannot send a batch");
     }
+}
+
+/* The turn's writes, sent at its end. */
+static void on_batch(uv_idle_t *h) {
+    struct store_async *a = h->data;
+    uv_idle_stop(h);
+    send_queued(a);
     if (a->ac && a->ac->ev.data) ev_flush_now(a->ac->ev.data); /* out now: the loop may block next */
 }
 
@@ -580,7 +620,7 @@ void store_async_close(struct store_async *a) {
     free(a);
 }
 
-size_t store_async_inflight(const struct store_async *a) { return a ? a->inflight + a->wq_n : 0; }
+size_t store_async_inflight(const struct store_async *a) { return a ? a->ops : 0; }
 
 /* A new operation with copies of the key parts; NULL with err on bad input. */
 static struct op *op_new(struct store_async *a, const char *res, const char *ns, const char *name, store_done_fn done,
@@ -597,6 +637,7 @@ static struct op *op_new(struct store_async *a, const char *res, const char *ns,
         return NULL;
     }
     o->a = a;
+    a->ops++;
     o->res = memcpy(o->keys, res, lr);
     o->ns = memcpy(o->keys + lr, ns, ln);
     o->name = memcpy(o->keys + lr + ln, name, lm);

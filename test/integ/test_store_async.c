@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "redis_fixture.h"
@@ -424,6 +425,84 @@ TEST(store_async_batch_spans_resources) {
     CHECK(json_equal(got, gc[3].json));
     json_decref(got);
     for (int i = 0; i < 5; i++) got_free(&gp[i]), got_free(&gc[i]);
+    env_stop(&e);
+}
+
+/* More writes and reads in one turn than the early-send thresholds (32):
+ * batches and reads leave before the turn ends, interleaved with what is
+ * still being queued; every operation is answered once, each write with its
+ * own version, and what is stored is what was answered. */
+TEST(store_async_early_batches_mixed) {
+    WITH_ENV(e);
+    enum { N = 120 };
+    static struct got gm[N], gp[N], gc[N];
+    static struct fnctx fc[N];
+    char err[256], name[16];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "m%d", i);
+        create_sync(&e, name, NULL);
+    }
+    struct got warm = {0}; /* the connection made first */
+    CHECK_I64(store_async_create(e.a, "pods", "default", pod("warm"), false, on_done, &warm, err, sizeof err), 0);
+    run_until(&e.loop, &warm.calls, 1);
+    CHECK_I64(warm.rc, 0);
+    got_free(&warm);
+    for (int i = 0; i < N; i++) { /* one turn: a read-modify-write, a pod and a configmap each time */
+        snprintf(name, sizeof name, "m%d", i);
+        fc[i] = (struct fnctx){.phase = "Running"};
+        CHECK_I64(store_async_modify(e.a, "pods", "default", name, set_phase, &fc[i], on_done, &gm[i], err,
+                                     sizeof err),
+                  0);
+        snprintf(name, sizeof name, "n%d", i);
+        CHECK_I64(store_async_create(e.a, "pods", "default", pod(name), false, on_done, &gp[i], err, sizeof err), 0);
+        CHECK_I64(store_async_create(e.a, "configmaps", "default", cm(name), false, on_done, &gc[i], err, sizeof err),
+                  0);
+    }
+    CHECK_I64(store_async_inflight(e.a), 3 * N);
+    /* the turn has not ended, yet Redis already has the first batches */
+    json_t *early = NULL;
+    for (int i = 0; i < 100 && !early; i++) {
+        if (store_get(e.f.store, "configmaps", "default", "n0", &early)) early = NULL;
+        if (!early) usleep(10000);
+    }
+    CHECK(early != NULL);
+    json_decref(early);
+    int done = 0;
+    for (int spin = 0; spin < 20000 && done < 3 * N; spin++) {
+        uv_run(&e.loop, UV_RUN_ONCE);
+        done = 0;
+        for (int i = 0; i < N; i++) done += gm[i].calls + gp[i].calls + gc[i].calls;
+    }
+    CHECK_I64(done, 3 * N);
+    CHECK_I64(store_async_inflight(e.a), 0);
+    static char seen[4 * N + 8];
+    int dup = 0, bad = 0;
+    uint64_t last_create = 0;
+    for (int i = 0; i < N; i++) {
+        struct got *g3[3] = {&gm[i], &gp[i], &gc[i]};
+        for (int k = 0; k < 3; k++) {
+            if (g3[k]->calls != 1 || g3[k]->rc || !g3[k]->rv || g3[k]->rv >= sizeof seen) {
+                bad++;
+                continue;
+            }
+            dup += seen[g3[k]->rv]++;
+        }
+        /* creates are answered with versions in the order they were made */
+        if (gp[i].rv <= last_create) bad++;
+        last_create = gp[i].rv;
+        CHECK_I64(fc[i].calls, 1);
+        CHECK_STR(json_string_value(json_object_get(json_object_get(gm[i].obj, "status"), "phase")), "Running");
+    }
+    CHECK_I64(bad, 0);
+    CHECK_I64(dup, 0);
+    json_t *got = NULL;
+    CHECK_I64(store_get(e.f.store, "pods", "default", "m77", &got), 0);
+    CHECK(json_equal(got, gm[77].json));
+    json_decref(got);
+    CHECK_I64(store_get(e.f.store, "configmaps", "default", "n119", &got), 0);
+    CHECK(json_equal(got, gc[119].json));
+    json_decref(got);
+    for (int i = 0; i < N; i++) got_free(&gm[i]), got_free(&gp[i]), got_free(&gc[i]);
     env_stop(&e);
 }
 
