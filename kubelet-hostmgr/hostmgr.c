@@ -34,7 +34,7 @@
 
 struct hm_node {
     char *name;
-    struct strmap pods;   /* "ns/name" of the pods bound here; values unused */
+    struct strmap pods;   /* "ns/name" of the pods bound here -> struct hm_pod */
     int64_t appeared_ms;  /* wall clock when the Node was first seen */
     bool has_node;        /* a Node object exists (else only pods name it) */
     bool down;            /* the verdict of the last check */
@@ -43,6 +43,13 @@ struct hm_node {
     bool untaint_ok;      /* since going up: the taint is gone */
     unsigned fails;
     int64_t retry_at_ms;
+};
+
+/* What hostmgr keeps of a bound pod (the pod feed keeps no objects). */
+struct hm_pod {
+    struct hm_node *n; /* where it is bound */
+    char *uid;
+    bool terminal;     /* Succeeded or Failed */
 };
 
 enum hm_op_kind { OP_COND, OP_TAINT, OP_UNTAINT, OP_POD };
@@ -69,6 +76,7 @@ struct hostmgr {
     uv_timer_t *tick, *kick; /* heap: freed by their close callbacks */
     struct strmap byname;    /* node name -> struct hm_node */
     struct strmap pod_ops;   /* "ns/name" -> struct hm_op (OP_POD) */
+    struct strmap bound;     /* "ns/name" -> struct hm_pod, every bound pod */
     struct hm_op *ops;       /* every op, in flight or parked */
     uint32_t inflight;
     bool checked;            /* the first check ran (verdicts exist) */
@@ -287,34 +295,67 @@ static void pod_key(const json_t *pod, char *key, size_t len) {
     snprintf(key, len, "%s/%s", ns ? ns : "", name ? name : "");
 }
 
-static void pod_index(struct hostmgr *h, const json_t *pod, bool add) {
-    const char *node = pod_node(pod);
+static void pod_unindex(struct hostmgr *h, const char *key, struct hm_pod *rec) {
+    struct hm_node *n = rec->n;
+    strmap_del(&h->bound, key);
+    strmap_del(&n->pods, key);
+    free(rec->uid);
+    free(rec);
+    node_maybe_drop(h, n);
+}
+
+/* A pod as the feed reports it: indexed under its node with its uid and
+ * whether it ended; one that is not bound (or not validly named) is not. */
+static void pod_seen(struct hostmgr *h, const json_t *pod) {
+    const char *node = pod_node(pod), *ns = md_str(pod, "namespace"), *name = md_str(pod, "name");
     char key[2 * NAME_MAX_LEN + 2];
-    const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name");
-    if (!node || !node[0] || strlen(node) > NAME_MAX_LEN || !name || strlen(name) > NAME_MAX_LEN ||
-        (ns && strlen(ns) > NAME_MAX_LEN))
-        return; /* not valid names: ignored */
     pod_key(pod, key, sizeof key);
-    struct hm_node *n = node_get(h, node, add);
-    if (!n) return;
-    if (add) {
-        if (strmap_put(&n->pods, key, n, NULL))
-            fprintf(stderr, "level=error msg=\"hostmgr: out of memory indexing a pod\" pod=%s\n", key);
-    } else {
-        strmap_del(&n->pods, key);
-        node_maybe_drop(h, n);
+    struct hm_pod *rec = strmap_get(&h->bound, key);
+    bool valid = node && node[0] && strlen(node) <= NAME_MAX_LEN && name && strlen(name) <= NAME_MAX_LEN &&
+                 (!ns || strlen(ns) <= NAME_MAX_LEN);
+    if (rec && (!valid || strcmp(rec->n->name, node))) { /* unbound, or on another node now */
+        pod_unindex(h, key, rec);
+        rec = NULL;
     }
+    if (!valid) return;
+    if (!rec) {
+        struct hm_node *n = node_get(h, node, true);
+        rec = n ? calloc(1, sizeof *rec) : NULL;
+        if (rec) rec->n = n;
+        if (!rec || strmap_put(&h->bound, key, rec, NULL)) {
+            free(rec);
+            if (n) node_maybe_drop(h, n);
+            fprintf(stderr, "level=error msg=\"hostmgr: out of memory indexing a pod\" pod=%s\n", key);
+            return;
+        }
+        if (strmap_put(&n->pods, key, rec, NULL)) {
+            strmap_del(&h->bound, key);
+            free(rec);
+            node_maybe_drop(h, n);
+            fprintf(stderr, "level=error msg=\"hostmgr: out of memory indexing a pod\" pod=%s\n", key);
+            return;
+        }
+    }
+    const char *uid = md_str(pod, "uid");
+    if (!uid || !rec->uid || strcmp(uid, rec->uid)) {
+        free(rec->uid);
+        rec->uid = uid ? strdup(uid) : NULL;
+    }
+    rec->terminal = pod_terminal(pod);
 }
 
-static void on_pod_add(void *ud, json_t *obj) { pod_index(ud, obj, true); }
-
-static void on_pod_update(void *ud, json_t *old, json_t *obj) {
-    const char *a = pod_node(old), *b = pod_node(obj);
-    if (a && (!b || strcmp(a, b))) pod_index(ud, old, false);
-    pod_index(ud, obj, true);
+static void pod_gone(struct hostmgr *h, const json_t *pod) {
+    char key[2 * NAME_MAX_LEN + 2];
+    pod_key(pod, key, sizeof key);
+    struct hm_pod *rec = strmap_get(&h->bound, key);
+    if (rec) pod_unindex(h, key, rec);
 }
 
-static void on_pod_delete(void *ud, json_t *obj) { pod_index(ud, obj, false); }
+static void on_pod_add(void *ud, json_t *obj) { pod_seen(ud, obj); }
+
+static void on_pod_update(void *ud, json_t *old, json_t *obj) { pod_seen(ud, obj); }
+
+static void on_pod_delete(void *ud, json_t *obj) { pod_gone(ud, obj); }
 
 static void on_synced(void *ud) { kick(ud); }
 
@@ -603,9 +644,10 @@ static void pod_delete(struct hostmgr *h, struct hm_op *op) {
 }
 
 /* Starts (or resumes) the loss of one pod of a down node. */
-static void pod_lose(struct hostmgr *h, struct hm_node *n, const char *key, const json_t *pod, int64_t now) {
+static void pod_lose(struct hostmgr *h, struct hm_node *n, const char *key, const struct hm_pod *pod, int64_t now) {
     struct hm_op *op = strmap_get(&h->pod_ops, key);
-    const char *uid = md_str(pod, "uid");
+    const char *uid = pod->uid, *slash = strchr(key, '/');
+    if (!slash) return;
     if (op && op->uid && uid && strcmp(op->uid, uid) && !op->inflight) { /* a new pod under the old name */
         op_free(op);
         op = NULL;
@@ -615,8 +657,8 @@ static void pod_lose(struct hostmgr *h, struct hm_node *n, const char *key, cons
         op = op_new(h, OP_POD, n->name);
         if (!op) return;
         op->key = strdup(key);
-        op->ns = strdup(md_str(pod, "namespace") ? md_str(pod, "namespace") : "default");
-        op->name = strdup(md_str(pod, "name"));
+        op->ns = slash > key ? strndup(key, (size_t)(slash - key)) : strdup("default");
+        op->name = strdup(slash + 1);
         op->uid = uid ? strdup(uid) : NULL;
         if (!op->key || !op->ns || !op->name || (uid && !op->uid) || strmap_put(&h->pod_ops, key, op, NULL)) {
             op_free(op);
@@ -688,14 +730,10 @@ static void pump(struct hostmgr *h) {
             if (!n->marked) continue;
             size_t pp = 0;
             const char *key;
-            void *unused;
-            while (strmap_next(&n->pods, &pp, &key, &unused) && h->inflight < h->o.max_inflight) {
-                const char *slash = strchr(key, '/');
-                char ns[NAME_MAX_LEN + 1];
-                snprintf(ns, sizeof ns, "%.*s", slash ? (int)(slash - key) : 0, key);
-                json_t *pod = kc_informer_get(h->pods, ns, slash ? slash + 1 : key);
-                if (!pod || pod_terminal(pod)) continue;
-                pod_lose(h, n, key, pod, now);
+            void *pv;
+            while (strmap_next(&n->pods, &pp, &key, &pv) && h->inflight < h->o.max_inflight) {
+                const struct hm_pod *pod = pv;
+                if (!pod->terminal) pod_lose(h, n, key, pod, now);
             }
         } else if (!n->busy && retry_ok && !n->untaint_ok) {
             node_unmark(h, n, node);
@@ -706,11 +744,10 @@ static void pump(struct hostmgr *h) {
     while (strmap_next(&h->pod_ops, &pos, &name, &v)) {
         struct hm_op *op = v;
         if (op->inflight) continue;
-        const char *slash = strchr(op->key, '/');
-        json_t *pod = slash ? kc_informer_get(h->pods, op->ns, slash + 1) : NULL;
+        const struct hm_pod *pod = strmap_get(&h->bound, op->key);
         struct hm_node *n = node_get(h, op->node, false);
-        const char *uid = md_str(pod, "uid");
-        if (!pod || pod_terminal(pod) || !n || !n->down || (uid && op->uid && strcmp(uid, op->uid))) op_free(op);
+        const char *uid = pod ? pod->uid : NULL;
+        if (!pod || pod->terminal || !n || !n->down || (uid && op->uid && strcmp(uid, op->uid))) op_free(op);
     }
 }
 
@@ -808,6 +845,12 @@ void hostmgr_stop(struct hostmgr *h) {
     size_t pos = 0;
     const char *name;
     void *v;
+    while (strmap_next(&h->bound, &pos, &name, &v)) {
+        free(((struct hm_pod *)v)->uid);
+        free(v);
+    }
+    strmap_free(&h->bound);
+    pos = 0;
     while (strmap_next(&h->byname, &pos, &name, &v)) node_free(v);
     strmap_free(&h->byname);
     free(h);

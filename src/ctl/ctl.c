@@ -251,7 +251,7 @@ redisReply *ctl_redis_reply(struct ctl_db *db) {
     return rep;
 }
 
-const struct kc_informer_opts ctl_pods_slim = {.transform = pod_slim, .keep = pod_slim_keep};
+const struct kc_informer_opts ctl_pods_slim = {.keys_only = true, .transform = pod_slim, .keep = pod_slim_keep};
 
 void ctl_pod_event(struct kclient *kc, const char *component, const char *ns, const char *pod, const char *uid,
                    const char *type, const char *reason, const char *fmt, ...) {

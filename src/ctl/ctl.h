@@ -71,8 +71,10 @@ redisReply *ctl_redis_reply(struct ctl_db *db);
 void ctl_redis_settle(struct ctl_db *db);
 
 /* The pod informers of resmgr, placement and hostmgr (one shared feed):
- * pods trimmed by pod_slim, since the model keeps every pod's tree, and the
- * members it drops not even built (pod_slim_keep). */
+ * pods trimmed by pod_slim, the members it drops not even built
+ * (pod_slim_keep), and no objects cached (keys only): each role keeps what
+ * it needs of a pod (the models their decoded info, and a pending pod's
+ * tree for placement; hostmgr its node, uid and whether it ended). */
 extern const struct kc_informer_opts ctl_pods_slim;
 
 /* Posts a v1 Event about a pod (reason, type "Normal"/"Warning", message). Fire and forget. */

@@ -129,22 +129,37 @@ static void gang_drop(struct resmgr *r, struct rm_gang *g) {
 
 /* ---- informer handlers ---- */
 
+/* The gang the model has p in, marked (a cluster_foreach_pod callback). */
+static int mark_each(void *ud, struct cm_pod *p) {
+    char key[600];
+    gang_key_of(p->ns, p->name, p->info.gang && p->info.gang[0] ? p->info.gang : NULL, key, sizeof key);
+    mark(ud, key);
+    return 0;
+}
+
+/* The gang the model has the pod in (before a change to it), marked: the
+ * pod feed keeps no objects, so an update brings no old one. */
+static void mark_known(struct resmgr *r, const json_t *obj) {
+    json_t *md = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace")),
+               *name = json_string_value(json_object_get(md, "name"));
+    struct cm_pod *p = ns && name ? cluster_pod(r->cm, ns, name) : NULL;
+    if (p) mark_each(r, p);
+}
+
 static void on_pod_add(void *ud, json_t *obj) {
     struct resmgr *r = ud;
+    mark_known(r, obj); /* a re-list's add may be a pod the model has */
     cluster_pod_set(r->cm, obj);
     mark_obj(r, obj);
 }
-static void on_pod_update(void *ud, json_t *old, json_t *obj) {
-    struct resmgr *r = ud;
-    cluster_pod_set(r->cm, obj);
-    mark_obj(r, old);
-    mark_obj(r, obj);
-}
+static void on_pod_update(void *ud, json_t *old, json_t *obj) { on_pod_add(ud, obj); }
 static void on_pod_delete(void *ud, json_t *obj) {
     struct resmgr *r = ud;
     json_t *md = json_object_get(obj, "metadata");
     const char *ns = json_string_value(json_object_get(md, "namespace")),
                *name = json_string_value(json_object_get(md, "name"));
+    mark_known(r, obj); /* a re-list reports a deletion without labels */
     mark_obj(r, obj);
     if (ns && name) {
         char key[600];
@@ -402,18 +417,13 @@ static void tell_waiting(struct resmgr *r) {
     }
 }
 
-static int mark_each(void *ud, json_t *obj) {
-    mark_obj(ud, obj);
-    return 0;
-}
-
 static void on_round(uv_timer_t *t) {
     struct resmgr *r = t->data;
     if (!r->leader || !synced(r)) return;
     if (!r->recovered) {
         cluster_refresh(r->cm);
         recover(r);
-        kc_informer_foreach(r->pods, mark_each, r);
+        cluster_foreach_pod(r->cm, mark_each, r);
         r->recovered = true;
     }
     if (cluster_refresh(r->cm)) return;
@@ -618,6 +628,7 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
     co.default_pool = r->o.default_pool;
     co.count_pending = false; /* pending demand lives in the admission queues */
     co.no_engine = true;      /* resmgr admits and preempts; placement places */
+    co.drop_placed_objects = true;
     struct preempt_config pc;
     preempt_config_default(&pc);
     pc.over_checks = r->o.over_checks ? r->o.over_checks : 3;

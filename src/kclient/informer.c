@@ -423,11 +423,9 @@ struct kc_informer *kc_informer_new_opts(struct kclient *c, const char *path, co
     struct kc_informer_opts none = {0};
     if (!o) o = &none;
     struct kc_feed *f = c->feeds;
-    while (f && (f->free_pending || f->keys_only || f->transform != o->transform || f->keep != o->keep ||
-                 strcmp(f->path, path) ||
-                 !same(f->query, query)))
+    while (f && (f->free_pending || f->keys_only != o->keys_only || f->transform != o->transform ||
+                 f->keep != o->keep || strcmp(f->path, path) || !same(f->query, query)))
         f = f->next;
-    if (o->keys_only) f = NULL;
     bool made = !f;
     if (made && !(f = feed_new(c, path, query))) return NULL;
     f->keys_only = o->keys_only;

@@ -162,8 +162,9 @@ struct kc_informer *kc_informer_new(struct kclient *c, const char *path, const c
 /* Trims an object in place (drops what no subscriber reads). */
 typedef void (*kc_transform_fn)(json_t *obj);
 struct kc_informer_opts {
-    /* For a subscriber that keeps what it needs itself: a feed of its own
-     * whose cache holds each object's resourceVersion alone. on_update gets
+    /* For subscribers that keep what they need themselves: a feed whose
+     * cache holds each object's resourceVersion alone (shared only by
+     * keys-only informers with the same transform and keep). on_update gets
      * old == NULL; a deletion a re-list finds comes as an object with only
      * metadata.namespace, name and resourceVersion; kc_informer_get returns
      * NULL and kc_informer_foreach calls nothing. */

@@ -76,6 +76,7 @@ struct cluster *cluster_new(const struct cm_options *o) {
 static void pod_free(struct cm_pod *p) {
     if (!p) return;
     json_decref(p->obj);
+    free(p->info_mem_);
     free(p->ns);
     free(p->name);
     free(p->uid);
@@ -448,6 +449,28 @@ static bool counts_same(struct cluster *c, const struct cm_pod *p, const struct 
     return h == HOST_NONE || c->opt.no_engine || !strcmp(job_name(p, &p->info), job_name(p, ni));
 }
 
+/* Copies info's strings into one block of its own (*mem; NULL when there
+ * are none), so that info outlives the object it was decoded from. */
+static int info_own(struct pod_info *info, char **mem) {
+    const char **f[] = {&info->pool, &info->gang, &info->job, &info->node, &info->scheduler};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (*f[i]) n += strlen(*f[i]) + 1;
+    *mem = NULL;
+    if (!n) return 0;
+    char *m = malloc(n), *at = m;
+    if (!m) return -ENOMEM;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (!*f[i]) continue;
+        size_t l = strlen(*f[i]) + 1;
+        memcpy(at, *f[i], l);
+        *f[i] = at;
+        at += l;
+    }
+    *mem = m;
+    return 0;
+}
+
 int cluster_pod_set(struct cluster *c, json_t *pod) {
     json_t *md = json_object_get(pod, "metadata");
     const char *ns = json_string_value(json_object_get(md, "namespace")),
@@ -468,11 +491,18 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
         p->host_ = HOST_NONE;
     }
     struct pod_info ni;
-    char err[256];
+    char err[256], *mem = NULL;
     bool bad = pod_info_decode(pod, &ni, err, sizeof err) != 0;
     if (bad) {
         memset(&ni, 0, sizeof ni);
         ni.gang_size = 1;
+    }
+    if (info_own(&ni, &mem)) {
+        if (fresh) {
+            strmap_del(&c->pods, key);
+            pod_free(p);
+        }
+        return -ENOMEM;
     }
     /* the object says where it is, which replaces any assumption */
     const char *node = ni.node ? ni.node : p->assumed ? p->node : NULL;
@@ -490,6 +520,8 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
     p->uid = xstrdup(uid);
     if (p->uid) strmap_put(&c->uids, p->uid, p, NULL);
     p->info = ni;
+    free(p->info_mem_);
+    p->info_mem_ = mem;
     p->bad = bad;
     if (p->info.node) {
         free(p->node);
@@ -503,6 +535,10 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
     resolve_pool(c, p);
     gang_add(c, p);
     if (!keep) count(c, p);
+    if (c->opt.drop_placed_objects && (p->info.node || p->info.terminal)) {
+        json_decref(p->obj); /* what the model needs of a placed pod is in info */
+        p->obj = NULL;
+    }
     return 0;
 }
 

@@ -44,14 +44,17 @@ struct cm_options {
     bool count_pending;       /* unbound, non-terminal managed pods add to their pool's pending demand */
     bool no_engine;           /* a model that never places (resmgr): no placement engine and no per-host job
                                * counts to keep up (cluster_engine is NULL) */
+    bool drop_placed_objects; /* let go of a pod's object once it is bound or terminal (what the model
+                               * decoded is kept): cm_pod.obj is then NULL; a pending pod keeps it */
     struct place_options place;
 };
 void cm_options_default(struct cm_options *o);
 
 struct cm_pod {
     char *ns, *name, *uid, *key; /* key: "ns/name" */
-    json_t *obj;                 /* the latest object (the model's reference) */
-    struct pod_info info;        /* decoded from obj; strings borrowed from obj */
+    json_t *obj;                 /* the latest object (the model's reference); NULL once bound or
+                                  * terminal with cm_options.drop_placed_objects */
+    struct pod_info info;        /* decoded from the latest object; its strings are the model's own */
     char *pool;                  /* resolved pool name, NULL = unmanaged */
     char *node;                  /* bound or assumed node, NULL = unbound */
     bool assumed;                /* node set by cluster_assume, not yet seen in the object */
@@ -60,6 +63,7 @@ struct cm_pod {
     uint64_t version;            /* set from a model-wide counter whenever obj is set: the same version is
                                   * the same pod with the same object (for callers' memos) */
     /* Private to the model. */
+    char *info_mem_;             /* info's strings */
     uint32_t host_;              /* host index the pod is counted on, or HOST_NONE */
     struct respool *pool_;       /* leaf it is counted in, or NULL */
     unsigned counted_;           /* 1 = alloc, 2 = pending */

@@ -228,6 +228,11 @@ TEST(hostmgr_lapsed_lease_loses_pods) {
     CHECK_I64(make_bound_pod(&e, "p1", "n1"), 201);
     CHECK_I64(make_bound_pod(&e, "p2", "n1"), 201);
     CHECK_I64(make_bound_pod(&e, "q1", "n2"), 201);
+    /* a pod that already ended on n1: nothing of it to lose */
+    CHECK_I64(make_bound_pod(&e, "d1", "n1"), 201);
+    CHECK_I64(req(&e, "PATCH", "/api/v1/namespaces/default/pods/d1/status",
+                  json_pack("{s:{s:s}}", "status", "phase", "Succeeded"), MERGE, NULL),
+              200);
 
     struct hostmgr_options o;
     hostmgr_options_default(&o);
@@ -269,6 +274,7 @@ TEST(hostmgr_lapsed_lease_loses_pods) {
     CHECK(v.taint);
     CHECK(!pod_exists(&e, "p1"));
     CHECK(!pod_exists(&e, "p2"));
+    CHECK(pod_exists(&e, "d1")); /* ended before: not lost */
     CHECK_I64(events, 2);
     CHECK(events_right);
     /* n2 and its pod are untouched; n3 (no lease) is down too */

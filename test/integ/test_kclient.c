@@ -754,6 +754,59 @@ TEST(kclient_informer_keys_only) {
     apisrv_stop(&s);
 }
 
+/* Keys-only informers with the same options share one feed: the object a
+ * watch event brings is the one tree, handed to each in turn (a mark the
+ * first handler leaves, the second sees); one with another keep has a feed
+ * of its own. */
+struct shrec {
+    int updates, marked;
+    bool mark;
+};
+static void shrec_update(void *ud, json_t *old, json_t *obj) {
+    struct shrec *r = ud;
+    r->updates++;
+    if (json_object_get(obj, "x-seen")) r->marked++;
+    if (r->mark) json_object_set_new(obj, "x-seen", json_true());
+}
+static bool shrec_pred(void *arg) {
+    struct shrec *r = arg;
+    return r[0].updates >= 1 && r[1].updates >= 1 && r[2].updates >= 1;
+}
+static bool keep_all_but_annotations(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
+    (void)ud;
+    return !(depth == 1 && JPARSE_SEG_IS(&path[0], "metadata") && len == 11 && !memcmp(key, "annotations", 11));
+}
+
+TEST(kclient_informer_keys_only_shared) {
+    WITH_APISRV(s, e, NULL);
+    REQUIRE(create_pods(&e, "k", 3) == 0);
+    const char *path = "/api/v1/namespaces/default/pods";
+    struct shrec r[3] = {{.mark = true}, {0}, {0}};
+    struct kc_informer_handlers h = {NULL, shrec_update, NULL, NULL};
+    struct kc_informer_opts ko = {.keys_only = true}, other = {.keys_only = true, .keep = keep_all_but_annotations};
+    struct kc_informer *a = kc_informer_new_opts(e.c, path, NULL, &ko, &h, &r[0]);
+    struct kc_informer *b = kc_informer_new_opts(e.c, path, NULL, &ko, &h, &r[1]);
+    struct kc_informer *o = kc_informer_new_opts(e.c, path, NULL, &other, &h, &r[2]);
+    REQUIRE(a && b && o);
+    CHECK_I64(kc_informer_start(a), 0);
+    CHECK_I64(kc_informer_start(b), 0);
+    CHECK_I64(kc_informer_start(o), 0);
+    CHECK(run_until(&e, synced_pred, a, 10000));
+    CHECK(run_until(&e, synced_pred, b, 10000));
+    CHECK(run_until(&e, synced_pred, o, 10000));
+    CHECK_I64(label_pod(&e, "k-1", "y"), 200);
+    CHECK(run_until(&e, shrec_pred, r, 5000));
+    CHECK_I64(r[0].marked, 0);
+    CHECK_I64(r[1].marked, r[1].updates); /* a's tree: one feed */
+    CHECK_I64(r[2].marked, 0);            /* a feed of its own */
+    CHECK(kc_informer_get(b, "default", "k-1") == NULL);
+    kc_informer_free(a);
+    kc_informer_free(b);
+    kc_informer_free(o);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
 static void drop_labels(json_t *obj) { json_object_del(json_object_get(obj, "metadata"), "labels"); }
 
 struct trec {

@@ -275,6 +275,68 @@ TEST(cluster_counts_pods_on_pools_and_hosts) {
     cluster_free(c);
 }
 
+/* drop_placed_objects: a bound or terminal pod's tree is let go (the pod
+ * feed keeps none either), while what was decoded of it stays the model's
+ * own and keeps counting; a pending pod keeps its tree for placement. */
+TEST(cluster_drops_the_objects_of_placed_pods) {
+    struct cm_options o;
+    cm_options_default(&o);
+    o.drop_placed_objects = true;
+    struct cluster *c = cluster_new(&o);
+    REQUIRE(c);
+    feed(c, node("n1", "4", "8Gi", true), cluster_node_set);
+    feed(c, pool("org", "", "8", "8"), cluster_pool_set);
+    feed(c, pool("a", "org", "2", "8"), cluster_pool_set);
+    json_t *pending = pod("d", "p1", "a", "1", NULL);
+    json_t *labels = json_object_get(json_object_get(pending, "metadata"), "labels");
+    json_object_set_new(labels, "peloton.io/gang", json_string("g1"));
+    json_object_set_new(labels, "peloton.io/gang-size", json_string("1"));
+    CHECK_I64(cluster_pod_set(c, pending), 0);
+    struct cm_pod *p = cluster_pod(c, "d", "p1");
+    REQUIRE(p);
+    CHECK(!p->bad);
+    CHECK(p->obj == pending); /* pending: kept */
+    json_t *bound = json_deep_copy(pending);
+    json_object_set_new(json_object_get(bound, "spec"), "nodeName", json_string("n1"));
+    json_decref(pending);
+    CHECK_I64(cluster_pod_set(c, bound), 0);
+    CHECK(p->obj == NULL);
+    CHECK_I64(bound->refcount, 1); /* the model holds no reference */
+    json_decref(bound);            /* the tree is gone: what the model decoded must not point into it */
+    CHECK_STR(p->info.node, "n1");
+    CHECK_STR(p->info.pool, "a");
+    CHECK_STR(p->info.gang, "g1");
+    CHECK_STR(p->info.scheduler, "default-scheduler");
+    CHECK_STR(p->node, "n1");
+    REQUIRE_I64(cluster_refresh(c), 0);
+    struct host_fleet *f = cluster_fleet(c);
+    uint32_t h1 = host_fleet_find(f, "n1");
+    CHECK_I64(f->hosts[h1].allocated.v[RES_CPU], 1000);
+    struct respool *a = cluster_pod_pool(c, p);
+    REQUIRE(a);
+    CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 1000);
+    /* a later status write, a terminal one: counted no more */
+    json_t *done = pod("d", "p1", "a", "1", "n1");
+    json_object_set_new(done, "status", json_pack("{s:s}", "phase", "Failed"));
+    feed(c, done, cluster_pod_set);
+    CHECK(p->obj == NULL);
+    CHECK(p->info.terminal);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK_I64(f->hosts[h1].allocated.v[RES_CPU], 0);
+    CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 0);
+    /* without the option the model keeps every pod's object */
+    struct cm_options keep;
+    cm_options_default(&keep);
+    struct cluster *k = cluster_new(&keep);
+    REQUIRE(k);
+    json_t *b2 = pod("d", "p2", "a", "1", "n1");
+    CHECK_I64(cluster_pod_set(k, b2), 0);
+    CHECK(cluster_pod(k, "d", "p2")->obj == b2);
+    json_decref(b2);
+    cluster_free(k);
+    cluster_free(c);
+}
+
 TEST(cluster_admission_reasons) {
     struct cm_options o;
     cm_options_default(&o);
