@@ -321,20 +321,15 @@ static void pod_seen(struct hostmgr *h, const json_t *pod) {
     if (!rec) {
         struct hm_node *n = node_get(h, node, true);
         rec = n ? calloc(1, sizeof *rec) : NULL;
-        if (rec) rec->n = n;
-        if (!rec || strmap_put(&h->bound, key, rec, NULL)) {
+        bool in_bound = rec && !strmap_put(&h->bound, key, rec, NULL);
+        if (!in_bound || strmap_put(&n->pods, key, rec, NULL)) {
+            if (in_bound) strmap_del(&h->bound, key);
             free(rec);
             if (n) node_maybe_drop(h, n);
             fprintf(stderr, "level=error msg=\"hostmgr: out of memory indexing a pod\" pod=%s\n", key);
             return;
         }
-        if (strmap_put(&n->pods, key, rec, NULL)) {
-            strmap_del(&h->bound, key);
-            free(rec);
-            node_maybe_drop(h, n);
-            fprintf(stderr, "level=error msg=\"hostmgr: out of memory indexing a pod\" pod=%s\n", key);
-            return;
-        }
+        rec->n = n;
     }
     const char *uid = md_str(pod, "uid");
     if (!uid || !rec->uid || strcmp(uid, rec->uid)) {

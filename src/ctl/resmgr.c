@@ -97,15 +97,19 @@ static void mark(struct resmgr *r, const char *key) {
     }
 }
 
+/* The gang a pod belongs to (its gang label, else itself), marked. */
+static void mark_gang(struct resmgr *r, const char *ns, const char *name, const char *gang) {
+    char key[600];
+    gang_key_of(ns, name, gang && gang[0] ? gang : NULL, key, sizeof key);
+    mark(r, key);
+}
+
 static void mark_obj(struct resmgr *r, json_t *obj) {
     json_t *md = json_object_get(obj, "metadata");
     const char *ns = json_string_value(json_object_get(md, "namespace")),
                *name = json_string_value(json_object_get(md, "name")),
                *gang = json_string_value(json_object_get(json_object_get(md, "labels"), PL_GANG));
-    if (!ns || !name) return;
-    char key[600];
-    gang_key_of(ns, name, gang && gang[0] ? gang : NULL, key, sizeof key);
-    mark(r, key);
+    if (ns && name) mark_gang(r, ns, name, gang);
 }
 
 static void gang_free(struct rm_gang *g) {
@@ -131,9 +135,7 @@ static void gang_drop(struct resmgr *r, struct rm_gang *g) {
 
 /* The gang the model has p in, marked (a cluster_foreach_pod callback). */
 static int mark_each(void *ud, struct cm_pod *p) {
-    char key[600];
-    gang_key_of(p->ns, p->name, p->info.gang && p->info.gang[0] ? p->info.gang : NULL, key, sizeof key);
-    mark(ud, key);
+    mark_gang(ud, p->ns, p->name, p->info.gang);
     return 0;
 }
 
