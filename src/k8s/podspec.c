@@ -27,8 +27,25 @@ static const char *annotation(const json_t *md, const char *key) {
     return str_at(json_object_get(md, "annotations"), key);
 }
 
-/* Adds one resource list (requests or limits) to r; unknown names are ignored. */
-static int add_list(const json_t *list, struct resvec *r, const char *where, char *err, size_t errlen) {
+/* Where a container is, for messages: "spec.<key>[<i>]" (key NULL: no
+ * container). Formatted only when a message needs it, since every pod of
+ * every watch event is decoded. */
+struct cpath {
+    const char *key;
+    size_t i;
+};
+
+/* The path of resource list `which` of the container at c ("spec.containers[0].resources.limits"),
+ * or `which` alone when c names no container. */
+static void list_path(char *out, size_t n, struct cpath c, const char *which) {
+    if (c.key) snprintf(out, n, "spec.%s[%zu].resources.%s", c.key, c.i, which);
+    else snprintf(out, n, "%s", which);
+}
+
+/* Adds resource list `which` (requests or limits) of the container at c to r;
+ * unknown names are ignored. */
+static int add_list(const json_t *list, struct resvec *r, struct cpath c, const char *which, char *err,
+                    size_t errlen) {
     static const struct {
         const char *name;
         enum res_kind k;
@@ -36,7 +53,9 @@ static int add_list(const json_t *list, struct resvec *r, const char *where, cha
                  {PELOTON_GPU_RESOURCE, RES_GPU}};
     if (!list || json_is_null(list)) return 0;
     if (!json_is_object(list)) {
-        snprintf(err, errlen, "%s: expected an object", where);
+        char w[KP_WHERE];
+        list_path(w, sizeof w, c, which);
+        snprintf(err, errlen, "%s: expected an object", w);
         return -EINVAL;
     }
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -52,13 +71,16 @@ static int add_list(const json_t *list, struct resvec *r, const char *where, cha
             snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
             s = buf;
         }
+        char w[KP_WHERE];
         if (!s || quantity_parse_kind(names[i].k, s, &q, e, sizeof e) || q < 0) {
-            snprintf(err, errlen, "%s.%s: %s", where, names[i].name, s ? e : "expected a quantity");
+            list_path(w, sizeof w, c, which);
+            snprintf(err, errlen, "%s.%s: %s", w, names[i].name, s ? e : "expected a quantity");
             return -EINVAL;
         }
         r->v[names[i].k] += q;
         if (r->v[names[i].k] < 0 || r->v[names[i].k] >= RES_UNLIMITED) {
-            snprintf(err, errlen, "%s.%s: too large", where, names[i].name);
+            list_path(w, sizeof w, c, which);
+            snprintf(err, errlen, "%s.%s: too large", w, names[i].name);
             return -EINVAL;
         }
     }
@@ -66,21 +88,18 @@ static int add_list(const json_t *list, struct resvec *r, const char *where, cha
 }
 
 /* A container's request: requests, with limits standing in per kind. */
-static int container_req(const json_t *c, struct resvec *out, const char *where, char *err, size_t errlen) {
+static int container_req(const json_t *c, struct resvec *out, struct cpath at, char *err, size_t errlen) {
     struct resvec req = resvec_zero(), lim = resvec_zero();
     json_t *res = json_object_get(c, "resources");
-    char w[KP_WHERE];
     *out = resvec_zero();
     if (!res || json_is_null(res)) return 0;
     if (!json_is_object(res)) {
-        snprintf(err, errlen, "%s.resources: expected an object", where);
+        snprintf(err, errlen, "spec.%s[%zu].resources: expected an object", at.key, at.i);
         return -EINVAL;
     }
-    kp_where(w, "%s.resources.requests", where);
-    int rc = add_list(json_object_get(res, "requests"), &req, w, err, errlen);
+    int rc = add_list(json_object_get(res, "requests"), &req, at, "requests", err, errlen);
     if (rc) return rc;
-    kp_where(w, "%s.resources.limits", where);
-    if ((rc = add_list(json_object_get(res, "limits"), &lim, w, err, errlen))) return rc;
+    if ((rc = add_list(json_object_get(res, "limits"), &lim, at, "limits", err, errlen))) return rc;
     json_t *rq = json_object_get(res, "requests");
     static const char *const kn[RES_NKINDS] = {"cpu", "memory", "ephemeral-storage", PELOTON_GPU_RESOURCE};
     for (int k = 0; k < RES_NKINDS; k++)
@@ -100,14 +119,12 @@ static int containers(const json_t *spec, const char *key, bool init, struct res
     size_t i;
     json_t *c;
     json_array_foreach(arr, i, c) {
-        char w[KP_WHERE];
         struct resvec r;
-        kp_where(w, "spec.%s[%zu]", key, i);
         if (!json_is_object(c)) {
-            snprintf(err, errlen, "%s: expected an object", w);
+            snprintf(err, errlen, "spec.%s[%zu]: expected an object", key, i);
             return -EINVAL;
         }
-        int rc = container_req(c, &r, w, err, errlen);
+        int rc = container_req(c, &r, (struct cpath){key, i}, err, errlen);
         if (rc) return rc;
         *out = init ? resvec_max(*out, r) : resvec_add(*out, r);
     }
@@ -196,7 +213,7 @@ int pod_info_decode(const json_t *pod, struct pod_info *out, char *err, size_t e
     int rc;
     if ((rc = containers(spec, "containers", false, &run, err, errlen)) ||
         (rc = containers(spec, "initContainers", true, &init, err, errlen)) ||
-        (rc = add_list(json_object_get(spec, "overhead"), &over, "spec.overhead", err, errlen)))
+        (rc = add_list(json_object_get(spec, "overhead"), &over, (struct cpath){NULL, 0}, "spec.overhead", err, errlen)))
         return rc;
     out->req = resvec_add(resvec_max(run, init), over);
 

@@ -150,6 +150,11 @@ TEST(podspec_errors_name_the_field) {
     const char *bad[][2] = {
         {"{\"metadata\":{},\"spec\":{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"lots\"}}}]}}",
          "spec.containers[0].resources.requests.cpu"},
+        {"{\"metadata\":{},\"spec\":{\"initContainers\":[{},{\"resources\":{\"limits\":{\"memory\":\"x\"}}}]}}",
+         "spec.initContainers[1].resources.limits.memory: "},
+        {"{\"metadata\":{},\"spec\":{\"containers\":[{},{},{\"resources\":{\"requests\":[]}}]}}",
+         "spec.containers[2].resources.requests: expected an object"},
+        {"{\"metadata\":{},\"spec\":{\"overhead\":{\"cpu\":\"z\"}}}", "spec.overhead.cpu: "},
         {"{\"metadata\":{\"labels\":{\"peloton.io/gang\":\"g\"}},\"spec\":{}}", "gang-size"},
         {"{\"metadata\":{\"annotations\":{\"peloton.io/priority\":\"-1\"}},\"spec\":{}}", "peloton.io/priority"},
         {"{\"metadata\":{\"annotations\":{\"peloton.io/placement-strategy\":\"RANDOM\"}},\"spec\":{}}", "RANDOM"},
