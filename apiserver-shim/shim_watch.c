@@ -487,7 +487,7 @@ static void reconcile(struct watch_hub *h) {
                 if (e->resource_version > h->w && e->resource_version <= cap)
                     rd[nrd++] = (struct read_change){.rv = e->resource_version, .r = hr[i], .e = e};
             }
-        qsort(rd, nrd, sizeof *rd, cmp_read);
+        if (nrd > 1) qsort(rd, nrd, sizeof *rd, cmp_read); /* rd is NULL when nothing was read */
         size_t i = 0;
         for (;;) {
             uint64_t a = i < nrd ? rd[i].rv : UINT64_MAX;
