@@ -198,25 +198,40 @@ int ctl_resp_vformat(char *out, size_t cap, const char *fmt, va_list ap) {
 
 /* Appends a command to db's output: formatted here when it can be (hiredis'
  * own formatting was a tenth of the controllers' CPU), else by hiredis. */
-static int append_command(struct ctl_db *db, const char *fmt, va_list ap) {
-    char out[RESP_BYTES + 16 * RESP_ARGS];
-    va_list mine;
-    va_copy(mine, ap);
-    int n = ctl_resp_vformat(out, sizeof out, fmt, mine);
-    va_end(mine);
-    if (n > 0) return redisAppendFormattedCommand(db->c, out, (size_t)n);
-    return redisvAppendCommand(db->c, fmt, ap);
-}
-
 /* Deferred commands leave once this much waits: an admission round over a
  * backlog of thousands of gangs would otherwise grow hiredis' output buffer
  * to megabytes, a megabyte of growth at a time, copying it at each step. */
 #define CTL_DEFER_SEND_BYTES (64u << 10)
 
+/* hiredis starts an empty output buffer after each complete write, which
+ * then grows by doubling, a copy at each step, to the send threshold; one
+ * allocation of about the threshold replaces the steps. */
+static void reserve_obuf(redisContext *c, size_t add) {
+    size_t len = sdslen(c->obuf);
+    if (sdsavail(c->obuf) >= add || len + add > CTL_DEFER_SEND_BYTES) return;
+    sds s = sdsMakeRoomFor(c->obuf, CTL_DEFER_SEND_BYTES / 2 + 1024 - len); /* hiredis doubles the ask */
+    if (s) c->obuf = s; /* on failure the old buffer stays and the append grows it */
+}
+
+/* Appends one command to hiredis' output buffer; `batch`: one of many
+ * deferred commands, for which the buffer is sized at once. */
+static int append_command(struct ctl_db *db, bool batch, const char *fmt, va_list ap) {
+    char out[RESP_BYTES + 16 * RESP_ARGS];
+    va_list mine;
+    va_copy(mine, ap);
+    int n = ctl_resp_vformat(out, sizeof out, fmt, mine);
+    va_end(mine);
+    if (n > 0) {
+        if (batch) reserve_obuf(db->c, (size_t)n);
+        return redisAppendFormattedCommand(db->c, out, (size_t)n);
+    }
+    return redisvAppendCommand(db->c, fmt, ap);
+}
+
 void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int rc = append_command(db, fmt, ap);
+    int rc = append_command(db, true, fmt, ap);
     va_end(ap);
     if (rc != REDIS_OK) {
         log_reply_error(db->c, NULL);
@@ -238,7 +253,7 @@ void ctl_redis_append(struct ctl_db *db, const char *fmt, ...) {
     ctl_redis_settle(db);
     va_list ap;
     va_start(ap, fmt);
-    if (append_command(db, fmt, ap) != REDIS_OK) log_reply_error(db->c, NULL);
+    if (append_command(db, false, fmt, ap) != REDIS_OK) log_reply_error(db->c, NULL);
     va_end(ap);
 }
 
