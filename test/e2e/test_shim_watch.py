@@ -218,6 +218,68 @@ def test_writes_by_another_api_server_sharing_redis():
     assert services.stop(other) == 0
 
 
+def test_two_api_servers_write_one_pod():
+    """Two API servers on one Redis write the same pod in turns: no write is
+    lost (each read-modify-write starts from what the other stored), a PUT
+    naming the other's resourceVersion is no Conflict, a Binding of a pod the
+    other deleted is NotFound, and of the pod it created again, bound."""
+    other, oport, _ = services.start_pelotond(REDIS)
+
+    def via(port, method, path, body=None, ctype="application/json"):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request(method, path, body=json.dumps(body) if body is not None else None,
+                  headers={"Content-Type": ctype} if body is not None else {})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, json.loads(data or b"null")
+
+    pods = "/api/v1/namespaces/default/pods"
+    merge = "application/merge-patch+json"
+
+    def pod(name):
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+    st, _ = via(PORT, "POST", pods, pod("two-a"))
+    assert st == 201
+    st, b = via(oport, "PATCH", f"{pods}/two-a", {"metadata": {"labels": {"from": "other"}}}, merge)
+    assert st == 200, b
+    # status through this server: the other server's label is kept, not lost
+    st, b = via(PORT, "PATCH", f"{pods}/two-a/status", {"status": {"phase": "Running"}}, merge)
+    assert st == 200, b
+    assert b["metadata"]["labels"] == {"from": "other"}, b["metadata"]
+    assert b["status"]["phase"] == "Running", b
+    # a PUT naming the other server's current resourceVersion is no Conflict here
+    st, b = via(oport, "PATCH", f"{pods}/two-a", {"metadata": {"labels": {"from": "other", "n": "2"}}}, merge)
+    assert st == 200, b
+    b["metadata"]["annotations"] = {"put": "here"}
+    st, put = via(PORT, "PUT", f"{pods}/two-a", b)
+    assert st == 200, put
+    assert put["metadata"]["labels"] == {"from": "other", "n": "2"}, put["metadata"]
+    assert int(put["metadata"]["resourceVersion"]) > int(b["metadata"]["resourceVersion"])
+    # bound here, then deleted by the other server: binding again is NotFound, not "already assigned"
+    bind = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "two-a"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+    st, b = via(PORT, "POST", f"{pods}/two-a/binding", bind)
+    assert st == 201, b
+    st, b = via(oport, "POST", f"{pods}/two-a/binding", bind)
+    assert st == 409 and "already assigned" in b["message"], b
+    st, b = via(oport, "DELETE", f"{pods}/two-a?gracePeriodSeconds=0")
+    assert st == 200, b
+    assert via(oport, "GET", f"{pods}/two-a")[0] == 404
+    st, b = via(PORT, "POST", f"{pods}/two-a/binding", bind)
+    assert st == 404 and b["reason"] == "NotFound", b
+    # created again by the other server: this server binds the new pod
+    st, b = via(oport, "POST", pods, pod("two-a"))
+    assert st == 201, b
+    st, b = via(PORT, "POST", f"{pods}/two-a/binding", bind)
+    assert st == 201, b
+    st, b = via(oport, "GET", f"{pods}/two-a")
+    assert b["spec"]["nodeName"] == "n1", b
+    assert services.stop(other) == 0
+
+
 def test_clean_shutdown_with_open_watchers():
     ws = [Watch(NS + "?watch=true") for _ in range(3)]
     assert services.stop(PROC) == 0, open(LOG).read()
