@@ -14,14 +14,19 @@ KUBECONFIG = services.kubeconfig(PORT)
 NS = "/api/v1/namespaces/default/configmaps"
 
 
-def call(method, path, body=None, ctype="application/json"):
-    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+def call_at(port, method, path, body=None, ctype="application/json"):
+    """One request to the API server on port: (status, decoded body)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request(method, path, body=json.dumps(body) if body is not None else None,
               headers={"Content-Type": ctype} if body is not None else {})
     r = c.getresponse()
     data = r.read()
     c.close()
     return r.status, json.loads(data or b"null")
+
+
+def call(method, path, body=None, ctype="application/json"):
+    return call_at(PORT, method, path, body, ctype)
 
 
 class Watch:
@@ -179,14 +184,7 @@ def test_writes_by_another_api_server_sharing_redis():
     the same Redis writes in between this one's writes; both servers' watchers
     see every change once, in resourceVersion order, the last (foreign) one too."""
     other, oport, _ = services.start_pelotond(REDIS, "--history-max=40")
-
-    def via(port, method, path, body=None):
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        c.request(method, path, body=json.dumps(body), headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        return r.status, json.loads(data)
+    via = call_at
 
     path = "/api/v1/namespaces/default/configmaps"
     st, first = via(PORT, "POST", path, cm("x-0"))
@@ -224,16 +222,7 @@ def test_two_api_servers_write_one_pod():
     naming the other's resourceVersion is no Conflict, a Binding of a pod the
     other deleted is NotFound, and of the pod it created again, bound."""
     other, oport, _ = services.start_pelotond(REDIS)
-
-    def via(port, method, path, body=None, ctype="application/json"):
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        c.request(method, path, body=json.dumps(body) if body is not None else None,
-                  headers={"Content-Type": ctype} if body is not None else {})
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        return r.status, json.loads(data or b"null")
-
+    via = call_at
     pods = "/api/v1/namespaces/default/pods"
     merge = "application/merge-patch+json"
 
