@@ -278,7 +278,7 @@ struct placement *placement_start(const struct ctl_env *env, const struct placem
     struct cm_options co;
     cm_options_default(&co);
     co.count_pending = false;
-    co.drop_placed_objects = true; /* a pending pod's object stays: its task is built from it */
+    co.keep = CM_KEEP_TASKS; /* a pending pod's task is built from what is kept of it */
     p->cm = cluster_new(&co);
     static const struct kc_informer_handlers hp = {on_pod_add, on_pod_update, on_pod_delete, NULL},
                                              hn = {on_node_add, on_node_update, on_node_delete, NULL};

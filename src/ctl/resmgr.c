@@ -630,7 +630,7 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
     co.default_pool = r->o.default_pool;
     co.count_pending = false; /* pending demand lives in the admission queues */
     co.no_engine = true;      /* resmgr admits and preempts; placement places */
-    co.drop_placed_objects = true;
+    co.keep = CM_KEEP_NONE;   /* resmgr reads what the model decodes, and the events' own objects */
     struct preempt_config pc;
     preempt_config_default(&pc);
     pc.over_checks = r->o.over_checks ? r->o.over_checks : 3;

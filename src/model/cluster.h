@@ -39,21 +39,30 @@
 #include "podspec.h"
 #include "respool.h"
 
+/* What the model holds of a pod's object besides what it decodes (pod_info,
+ * whose strings are always the model's own). */
+enum cm_keep {
+    CM_KEEP_ALL = 0, /* the latest object of every pod (the extender reads them) */
+    CM_KEEP_TASKS,   /* of a pod not bound nor ended, only what pod_task_build reads (metadata.labels,
+                      * spec.nodeSelector, spec.affinity, spec.tolerations, shared with the object);
+                      * nothing of a bound or ended one (placement) */
+    CM_KEEP_NONE,    /* nothing: what the model decodes is all it reads (resmgr) */
+};
+
 struct cm_options {
     const char *default_pool; /* pool of pods with none of their own; NULL/"" = unmanaged */
     bool count_pending;       /* unbound, non-terminal managed pods add to their pool's pending demand */
     bool no_engine;           /* a model that never places (resmgr): no placement engine and no per-host job
                                * counts to keep up (cluster_engine is NULL) */
-    bool drop_placed_objects; /* let go of a pod's object once it is bound or terminal (what the model
-                               * decoded is kept): cm_pod.obj is then NULL; a pending pod keeps it */
+    enum cm_keep keep;        /* how much of each pod's object the model holds (cm_pod.obj) */
     struct place_options place;
 };
 void cm_options_default(struct cm_options *o);
 
 struct cm_pod {
     char *ns, *name, *uid, *key; /* key: "ns/name" */
-    json_t *obj;                 /* the latest object (the model's reference); NULL once bound or
-                                  * terminal with cm_options.drop_placed_objects */
+    json_t *obj;                 /* the latest object (the model's reference), or as much of it as
+                                  * cm_options.keep says (NULL: nothing) */
     struct pod_info info;        /* decoded from the latest object; its strings are the model's own */
     char *pool;                  /* resolved pool name, NULL = unmanaged */
     char *node;                  /* bound or assumed node, NULL = unbound */

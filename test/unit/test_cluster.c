@@ -280,13 +280,14 @@ TEST(cluster_counts_pods_on_pools_and_hosts) {
     cluster_free(c);
 }
 
-/* drop_placed_objects: a bound or terminal pod's tree is let go (the pod
+/* CM_KEEP_TASKS: a pending pod keeps only what its task is built from,
+ * shared with its object; a bound or terminal pod's tree is let go (the pod
  * feed keeps none either), while what was decoded of it stays the model's
- * own and keeps counting; a pending pod keeps its tree for placement. */
+ * own and keeps counting. CM_KEEP_NONE keeps nothing of any pod. */
 TEST(cluster_drops_the_objects_of_placed_pods) {
     struct cm_options o;
     cm_options_default(&o);
-    o.drop_placed_objects = true;
+    o.keep = CM_KEEP_TASKS;
     struct cluster *c = cluster_new(&o);
     REQUIRE(c);
     feed(c, node("n1", "4", "8Gi", true), cluster_node_set);
@@ -296,14 +297,38 @@ TEST(cluster_drops_the_objects_of_placed_pods) {
     json_t *labels = json_object_get(json_object_get(pending, "metadata"), "labels");
     json_object_set_new(labels, "peloton.io/gang", json_string("g1"));
     json_object_set_new(labels, "peloton.io/gang-size", json_string("1"));
+    json_t *spec = json_object_get(pending, "spec");
+    json_object_set_new(spec, "nodeSelector", json_pack("{s:s}", "zone", "z1"));
+    json_object_set_new(spec, "tolerations", json_pack("[{s:s, s:s}]", "key", "k", "operator", "Exists"));
+    struct pod_info fi;
+    struct pod_task whole;
+    char err[256];
+    REQUIRE_I64(pod_info_decode(pending, &fi, err, sizeof err), 0);
+    REQUIRE_I64(pod_task_build(pending, &fi, &whole, err, sizeof err), 0);
     CHECK_I64(cluster_pod_set(c, pending), 0);
     struct cm_pod *p = cluster_pod(c, "d", "p1");
     REQUIRE(p);
     CHECK(!p->bad);
-    CHECK(p->obj == pending); /* pending: kept */
+    REQUIRE(p->obj && p->obj != pending); /* pending: what the task reads, shared */
+    CHECK(json_object_get(json_object_get(p->obj, "metadata"), "labels") == labels);
+    CHECK(json_object_get(json_object_get(p->obj, "spec"), "tolerations") == json_object_get(spec, "tolerations"));
+    CHECK(json_object_get(json_object_get(p->obj, "spec"), "containers") == NULL);
+    CHECK(json_object_get(json_object_get(p->obj, "metadata"), "name") == NULL);
     json_t *bound = json_deep_copy(pending);
     json_object_set_new(json_object_get(bound, "spec"), "nodeName", json_string("n1"));
-    json_decref(pending);
+    json_decref(pending); /* the event is gone; the task is built from what the model kept */
+    struct pod_task kept;
+    REQUIRE_I64(pod_task_build(p->obj, &p->info, &kept, err, sizeof err), 0);
+    CHECK_I64(kept.t.nlabels, whole.t.nlabels);
+    CHECK_I64(kept.t.nselector, 1);
+    CHECK_I64(kept.t.nselector, whole.t.nselector);
+    CHECK_I64(kept.t.ntols, 1);
+    CHECK_I64(kept.t.ntols, whole.t.ntols);
+    CHECK_I64(kept.t.nterms, whole.t.nterms);
+    CHECK_STR(kept.t.selector[0].value, "z1");
+    CHECK_I64(kept.t.req.v[RES_CPU], whole.t.req.v[RES_CPU]);
+    pod_task_free(&kept);
+    pod_task_free(&whole);
     CHECK_I64(cluster_pod_set(c, bound), 0);
     CHECK(p->obj == NULL);
     CHECK_I64(bound->refcount, 1); /* the model holds no reference */
@@ -329,7 +354,7 @@ TEST(cluster_drops_the_objects_of_placed_pods) {
     REQUIRE_I64(cluster_refresh(c), 0);
     CHECK_I64(f->hosts[h1].allocated.v[RES_CPU], 0);
     CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 0);
-    /* without the option the model keeps every pod's object */
+    /* by default the model keeps every pod's object */
     struct cm_options keep;
     cm_options_default(&keep);
     struct cluster *k = cluster_new(&keep);
@@ -339,6 +364,17 @@ TEST(cluster_drops_the_objects_of_placed_pods) {
     CHECK(cluster_pod(k, "d", "p2")->obj == b2);
     json_decref(b2);
     cluster_free(k);
+    /* CM_KEEP_NONE: not even a pending pod's */
+    keep.keep = CM_KEEP_NONE;
+    struct cluster *none = cluster_new(&keep);
+    REQUIRE(none);
+    json_t *p3 = pod("d", "p3", "a", "1", NULL);
+    CHECK_I64(cluster_pod_set(none, p3), 0);
+    CHECK(cluster_pod(none, "d", "p3")->obj == NULL);
+    CHECK_I64(p3->refcount, 1);
+    CHECK_I64(cluster_pod(none, "d", "p3")->info.req.v[RES_CPU], 1000);
+    json_decref(p3);
+    cluster_free(none);
     cluster_free(c);
 }
 
