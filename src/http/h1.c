@@ -33,7 +33,7 @@
 
 #define H1_IDLE_MS 120000 /* keep-alive connections idle this long are closed */
 #define H1_HEAD_MS 30000  /* a head (or body) must arrive within this */
-#define H1_READ 65536     /* bytes asked for per read */
+#define H1_READ 16384     /* room asked for per read; the buffer grows for a larger body */
 #define H1_SWEEP_MS 1000 /* the longest gap between timeout checks */
 
 enum h1_state {
