@@ -196,8 +196,6 @@ int ctl_resp_vformat(char *out, size_t cap, const char *fmt, va_list ap) {
     return (int)len;
 }
 
-/* Appends a command to db's output: formatted here when it can be (hiredis'
- * own formatting was a tenth of the controllers' CPU), else by hiredis. */
 /* Deferred commands leave once this much waits: an admission round over a
  * backlog of thousands of gangs would otherwise grow hiredis' output buffer
  * to megabytes, a megabyte of growth at a time, copying it at each step. */
@@ -213,8 +211,10 @@ static void reserve_obuf(redisContext *c, size_t add) {
     if (s) c->obuf = s; /* on failure the old buffer stays and the append grows it */
 }
 
-/* Appends one command to hiredis' output buffer; `batch`: one of many
- * deferred commands, for which the buffer is sized at once. */
+/* Appends a command to db's output: formatted here when it can be (hiredis'
+ * own formatting was a tenth of the controllers' CPU), else by hiredis.
+ * `batch`: one of many deferred commands, for which the buffer is sized at
+ * once. */
 static int append_command(struct ctl_db *db, bool batch, const char *fmt, va_list ap) {
     char out[RESP_BYTES + 16 * RESP_ARGS];
     va_list mine;
