@@ -207,7 +207,8 @@ int ctl_resp_vformat(char *out, size_t cap, const char *fmt, va_list ap) {
 static void reserve_obuf(redisContext *c, size_t add) {
     size_t len = sdslen(c->obuf);
     if (sdsavail(c->obuf) >= add || len + add > CTL_DEFER_SEND_BYTES) return;
-    sds s = sdsMakeRoomFor(c->obuf, CTL_DEFER_SEND_BYTES / 2 + 1024 - len); /* hiredis doubles the ask */
+    size_t half = CTL_DEFER_SEND_BYTES / 2 + 1024; /* hiredis doubles what it is asked for */
+    sds s = sdsMakeRoomFor(c->obuf, len < half ? half - len : add);
     if (s) c->obuf = s; /* on failure the old buffer stays and the append grows it */
 }
 
