@@ -371,17 +371,21 @@ TEST(http_stream_chunks_end_and_keepalive) {
 
 /* ---- the plain HTTP/1.1 backend byte for byte, over a raw socket ---- */
 
-static int raw_connect(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+/* fd connected to a, with reads that give up after 5 s; -1 (fd closed) when it cannot connect. */
+static int connect_timed(int fd, const struct sockaddr *a, socklen_t len) {
     struct timeval tv = {.tv_sec = 5};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+    if (connect(fd, a, len)) {
         close(fd);
         return -1;
     }
     return fd;
+}
+
+static int raw_connect(int port) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return connect_timed(socket(AF_INET, SOCK_STREAM, 0), (struct sockaddr *)&a, sizeof a);
 }
 
 static bool raw_send(int fd, const char *p, size_t n) {
@@ -537,16 +541,9 @@ TEST(http_h1_idle_and_head_timeouts) {
 }
 
 static int unix_connect(const char *path) {
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-    struct timeval tv = {.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+    return connect_timed(socket(AF_UNIX, SOCK_STREAM, 0), (struct sockaddr *)&a, sizeof a);
 }
 
 /* The plain server on a Unix-domain socket as well as its TCP port: the

@@ -439,6 +439,15 @@ static bool match_pred(void *arg) {
 
 static bool synced_pred(void *arg) { return kc_informer_synced(arg); }
 
+/* Starts each of n informers, then waits (bounded) until each has synced:
+ * true when all of them started and synced. */
+static bool start_all_synced(struct env *e, struct kc_informer *const *inf, size_t n) {
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) ok = kc_informer_start(inf[i]) == 0 && ok;
+    for (size_t i = 0; i < n; i++) ok = run_until(e, synced_pred, inf[i], 10000) && ok;
+    return ok;
+}
+
 struct counts {
     struct irec *r;
     int adds, updates, deletes;
@@ -788,12 +797,7 @@ TEST(kclient_informer_keys_only_shared) {
     struct kc_informer *b = kc_informer_new_opts(e.c, path, NULL, &ko, &h, &r[1]);
     struct kc_informer *o = kc_informer_new_opts(e.c, path, NULL, &other, &h, &r[2]);
     REQUIRE(a && b && o);
-    CHECK_I64(kc_informer_start(a), 0);
-    CHECK_I64(kc_informer_start(b), 0);
-    CHECK_I64(kc_informer_start(o), 0);
-    CHECK(run_until(&e, synced_pred, a, 10000));
-    CHECK(run_until(&e, synced_pred, b, 10000));
-    CHECK(run_until(&e, synced_pred, o, 10000));
+    CHECK(start_all_synced(&e, (struct kc_informer *[]){a, b, o}, 3));
     CHECK_I64(label_pod(&e, "k-1", "y"), 200);
     CHECK(run_until(&e, shrec_pred, r, 5000));
     CHECK_I64(r[0].marked, 0);
@@ -902,12 +906,7 @@ TEST(kclient_informer_keep) {
     struct kc_informer *plain, *a, *b;
     informer_trio(&e, path, &h, &o, t, &plain, &a, &b);
     REQUIRE(plain && a && b);
-    CHECK_I64(kc_informer_start(plain), 0);
-    CHECK_I64(kc_informer_start(a), 0);
-    CHECK_I64(kc_informer_start(b), 0);
-    CHECK(run_until(&e, synced_pred, a, 10000));
-    CHECK(run_until(&e, synced_pred, b, 10000));
-    CHECK(run_until(&e, synced_pred, plain, 10000));
+    CHECK(start_all_synced(&e, (struct kc_informer *[]){plain, a, b}, 3));
     CHECK_I64(label_pod(&e, "k-1", "y"), 200);
     CHECK(run_until(&e, trec_pred, t, 5000));
     CHECK_I64(t[0].labelled, 1001 * (t[0].adds + t[0].updates)); /* the plain feed: labels and status */
