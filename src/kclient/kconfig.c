@@ -282,9 +282,12 @@ int kc_config_in_cluster(struct kc_config *out, char *err, size_t errlen) {
 int kc_config_from_url(const char *url, const char *token_file, struct kc_config *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     const char *path = url ? unix_url_rest(url) : NULL;
-    if (path && (path[0] != '/' || strlen(path) > UNIX_SOCKET_PATH_MAX))
-        return fail(err, errlen, -EINVAL, "kclient: \"%s\" is not unix:///ABSOLUTE-PATH (at most 107 bytes)%s", url,
-                    NULL);
+    if (path && (path[0] != '/' || strlen(path) > UNIX_SOCKET_PATH_MAX)) {
+        char most[24];
+        snprintf(most, sizeof most, "%zu", UNIX_SOCKET_PATH_MAX);
+        return fail(err, errlen, -EINVAL, "kclient: \"%s\" is not unix:///ABSOLUTE-PATH (at most %s bytes)", url,
+                    most);
+    }
     if (!url || (!path && strncmp(url, "http://", 7) && strncmp(url, "https://", 8)))
         return fail(err, errlen, -EINVAL, "kclient: \"%s\" is not an http(s) or unix:// URL%s", url, NULL);
     out->server = strdup(path ? "http://localhost" : url);

@@ -274,6 +274,7 @@ TEST(kconfig_env_and_url) {
     char longp[160] = "unix:///";
     memset(longp + 8, 'x', 120);
     CHECK(kc_config_from_url(longp, NULL, &c, err, sizeof err) < 0); /* longer than sun_path */
+    CHECK_HAS(err, "(at most 107 bytes)");
     CHECK(kc_config_from_url("http://h:1", "/nonexistent/token", &c, err, sizeof err) < 0);
     CHECK_HAS(err, "/nonexistent/token");
     tdir_free(&d);
