@@ -34,15 +34,13 @@ struct ctl_db *ctl_db_open(uv_loop_t *loop, const char *addr, char *err, size_t 
         snprintf(err, errlen, "redis address \"%s\": expected host:port or unix:///path", addr);
         return NULL;
     }
-    struct timeval tv = {2, 0};
-    redisContext *r = host[0] == '/' ? redisConnectUnixWithTimeout(host, tv) : redisConnectWithTimeout(host, port, tv);
+    redisContext *r = store_redis_connect(host, port, 2000);
     if (!r || r->err) {
         snprintf(err, errlen, "redis %s: %s", addr, r ? r->errstr : "out of memory");
         if (r) redisFree(r);
         return NULL;
     }
-    tv.tv_sec = 5;
-    redisSetTimeout(r, tv);
+    redisSetTimeout(r, (struct timeval){5, 0});
     struct ctl_db *db = calloc(1, sizeof *db);
     uv_check_t *flush = malloc(sizeof *flush);
     if (!db || !flush) {

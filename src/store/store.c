@@ -122,8 +122,7 @@ static int load_scripts(struct store *s) {
 static int ensure_conn(struct store *s) {
     if (s->c && !s->c->err) return 0;
     if (s->c) redisFree(s->c);
-    s->c = s->host[0] == '/' ? redisConnectUnixWithTimeout(s->host, ms_tv(s->connect_timeout_ms))
-                             : redisConnectWithTimeout(s->host, s->port, ms_tv(s->connect_timeout_ms));
+    s->c = store_redis_connect(s->host, s->port, s->connect_timeout_ms);
     if (!s->c || s->c->err) {
         snprintf(s->err, sizeof s->err, "redis: cannot connect to %s (port %d): %s", s->host, s->port,
                  s->c ? s->c->errstr : "out of memory");
@@ -169,8 +168,7 @@ int store_open(const char *host, int port, const struct store_options *opt, stru
         store_options_init(&def);
         opt = &def;
     }
-    if (!host || strlen(host) >= sizeof((struct store *)0)->host || (host[0] != '/' && (port <= 0 || port > 65535)))
-        return -EINVAL;
+    if (!store_addr_ok(host, sizeof((struct store *)0)->host, port)) return -EINVAL;
     struct store *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
     if (store_cfg_init(&s->cfg, opt)) {
@@ -616,6 +614,11 @@ int store_current_rv(struct store *s, uint64_t *rv) {
     }
     store_cmd_free(&c);
     return rc;
+}
+
+redisContext *store_redis_connect(const char *host, int port, int timeout_ms) {
+    return host[0] == '/' ? redisConnectUnixWithTimeout(host, ms_tv(timeout_ms))
+                          : redisConnectWithTimeout(host, port, ms_tv(timeout_ms));
 }
 
 int store_parse_addr(const char *addr, char *host, size_t hostlen, int *port) {

@@ -78,6 +78,11 @@ void store_close(struct store *s); /* NULL is fine */
  * socket as "unix:///path", "unix:/path" or "/path" (host gets the path,
  * *port 0). -EINVAL when it is neither or does not fit host (hostlen). */
 int store_parse_addr(const char *addr, char *host, size_t hostlen, int *port);
+/* A synchronous hiredis connection to host and port as store_parse_addr gives
+ * them (a host that starts with '/': that Unix-domain socket), made within
+ * timeout_ms: check its err; NULL when out of memory. */
+struct redisContext;
+struct redisContext *store_redis_connect(const char *host, int port, int timeout_ms);
 
 /* The message of the last failed call on s ("" after a success). */
 const char *store_errmsg(const struct store *s);

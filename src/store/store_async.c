@@ -559,9 +559,7 @@ int store_async_open(uv_loop_t *loop, const char *host, int port, const struct s
         store_options_init(&def);
         opt = &def;
     }
-    if (!loop || !host || strlen(host) >= sizeof((struct store_async *)0)->host ||
-        (host[0] != '/' && (port <= 0 || port > 65535))) /* '/': Redis's Unix-domain socket, no port */
-        return -EINVAL;
+    if (!loop || !store_addr_ok(host, sizeof((struct store_async *)0)->host, port)) return -EINVAL;
     struct store_async *a = calloc(1, sizeof *a);
     if (!a) return -ENOMEM;
     if (store_cfg_init(&a->cfg, opt)) {

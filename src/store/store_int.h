@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "store.h"
 
@@ -47,6 +48,12 @@ struct store_cfg {
 /* Checks opt and fills cfg (prefix, history, bounds, and each script's SHA-1
  * as Redis names it, computed here). -EINVAL for bad options. */
 int store_cfg_init(struct store_cfg *cfg, const struct store_options *opt);
+
+/* host and port as both connections take them: a host shorter than cap, and
+ * a port from 1 to 65535 unless host is a Unix-domain socket path ('/'). */
+static inline bool store_addr_ok(const char *host, size_t cap, int port) {
+    return host && strlen(host) < cap && (host[0] == '/' || (port > 0 && port <= 65535));
+}
 
 #define STORE_CMD_ARENA 1024
 
