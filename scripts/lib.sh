@@ -34,6 +34,13 @@ pl_wait() {
   return 1
 }
 
+# pl_sockets_fit DIR: whether DIR is short enough to hold the Unix-domain
+# sockets made in it (a socket path holds at most 107 bytes; the names put
+# there are short).
+pl_sockets_fit() {
+  [ "${#1}" -le 96 ]
+}
+
 # pl_start_redis DIR: a private redis-server (AOF, no RDB) on a free port in
 # DIR, and on the Unix-domain socket DIR/redis.sock (owner only) when that
 # path fits one. Sets PL_REDIS_PID, PL_REDIS_ADDR (REDIS_PORT chooses the
@@ -42,7 +49,7 @@ pl_start_redis() {
   local dir=$1 port=${REDIS_PORT:-$(pl_free_port)}
   local unix=()
   PL_REDIS_UNIX=""
-  if [ "${#dir}" -le 96 ]; then
+  if pl_sockets_fit "$dir"; then
     unix=(--unixsocket "$dir/redis.sock" --unixsocketperm 700)
     PL_REDIS_UNIX=unix://$dir/redis.sock
   fi

@@ -66,7 +66,7 @@ else
   REDIS_FOR_PD=${PL_REDIS_UNIX:-$PL_REDIS_ADDR}
 fi
 API_UNIX=()
-[ "${#DIR}" -le 96 ] && API_UNIX=(--unix-socket="$DIR/api.sock")
+pl_sockets_fit "$DIR" && API_UNIX=(--unix-socket="$DIR/api.sock")
 
 # ---- pelotond
 rm -f "$DIR/port"
