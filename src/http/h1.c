@@ -783,6 +783,13 @@ static void handle_closed(uv_handle_t *h) {
     if (--s->open == 0 && s->free_asked) free(s);
 }
 
+/* Closes a listener that never served and lets the close complete, so that
+ * the server holding it may be freed at once (start-up failures). */
+static void close_now(uv_loop_t *loop, uv_handle_t *h) {
+    uv_close(h, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+}
+
 /* Whether a server accepts connections at the socket path (a refused
  * connect means a stale file; a full backlog still means a live server). */
 static bool unix_in_use(const char *path) {
@@ -832,8 +839,7 @@ static int listen_unix(struct h1_server *s, const char *path, char *err, size_t 
         bool nodir = rc == UV_EACCES && stat(dir, &ds) != 0;
         snprintf(err, errlen, "http: cannot listen on %s: %s", path,
                  nodir ? "its directory does not exist" : uv_strerror(rc));
-        uv_close((uv_handle_t *)&s->ulistener, NULL);
-        uv_run(s->loop, UV_RUN_NOWAIT);
+        close_now(s->loop, (uv_handle_t *)&s->ulistener);
         return rc == UV_EADDRINUSE ? -EADDRINUSE : -EINVAL;
     }
     s->has_unix = true;
@@ -865,8 +871,7 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     if ((rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0)) ||
         (rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection))) {
         snprintf(err, errlen, "http: cannot listen on %s:%d: %s", cfg->bind_addr, cfg->port, uv_strerror(rc));
-        uv_close((uv_handle_t *)&s->listener, NULL);
-        uv_run(loop, UV_RUN_NOWAIT); /* the close completes: s may go */
+        close_now(loop, (uv_handle_t *)&s->listener);
         free(s);
         return -EADDRINUSE;
     }
@@ -875,8 +880,7 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &blen);
     s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
     if (cfg->unix_path && (rc = listen_unix(s, cfg->unix_path, err, errlen))) {
-        uv_close((uv_handle_t *)&s->listener, NULL);
-        uv_run(loop, UV_RUN_NOWAIT);
+        close_now(loop, (uv_handle_t *)&s->listener);
         free(s);
         return rc;
     }

@@ -613,6 +613,15 @@ TEST(http_h1_unix_socket) {
     free(b.p);
     close(fd);
 
+    /* a second server on the same TCP port is refused with a message, and
+     * the first serves on */
+    struct srv s2;
+    cfg = (struct http_server_config){.port = s.port};
+    CHECK(srv_start_cfg(&s2, cfg, err, sizeof err) != 0);
+    char want[64];
+    snprintf(want, sizeof want, "cannot listen on 127.0.0.1:%d", s.port);
+    CHECK_HAS(err, want);
+
     /* the TCP port serves alongside */
     int tfd = raw_connect(s.port);
     REQUIRE(tfd >= 0);
