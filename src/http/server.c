@@ -175,8 +175,14 @@ static int write_headers(struct lws *wsi, struct http_conn *c, int status, const
     if (c->close_after &&
         lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close", 5, &p, end))
         return -1;
-    if (lws_finalize_write_http_header(wsi, start, &p, end)) return -1;
-    return 0;
+    if (lws_finalize_http_header(wsi, &p, end)) return -1;
+    /* On HTTP/2 a reply without a body ends its stream with the headers
+     * frame (END_STREAM): nothing else would, and the client would wait for
+     * data that never comes. HTTP/1.1 ends it by Content-Length: 0. */
+    int wp = LWS_WRITE_HTTP_HEADERS;
+    if ((c->out_len == 0 || c->method == HTTP_HEAD) && lws_get_network_wsi(wsi) != wsi) wp |= LWS_WRITE_H2_STREAM_END;
+    size_t n = (size_t)(p - start);
+    return lws_write(wsi, start, n, (enum lws_write_protocol)wp) == (int)n ? 0 : -1;
 }
 
 /* HTTP/1.1, a body of at most WRITE_CHUNK: status line, headers and body in

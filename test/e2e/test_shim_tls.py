@@ -48,6 +48,16 @@ def test_certificate_is_made_and_verifies():
     assert curl(f"https://127.0.0.1:{TPORT}/healthz") == ["2", "200"]  # HTTP/2 by ALPN, verified against the cert
 
 
+def test_answers_without_a_body_end_their_http2_streams():
+    # HEAD, and a 404 without a body: before the fix each stream stayed open
+    # until curl's timeout (kubectl 1.20's create waited 5 s for /openapi/v2)
+    for args in (["-I", f"https://127.0.0.1:{TPORT}/healthz"],
+                 ["-X", "DELETE", f"https://127.0.0.1:{TPORT}/api/v1/namespaces/default/configmaps/none"]):
+        t0 = time.monotonic()
+        got = curl("-m", "3", "-H", "Authorization: Bearer tls-tok", *args)
+        assert got[0] == "2" and got[1] in ("200", "404") and time.monotonic() - t0 < 1.5, (args, got)
+
+
 def test_kubectl_with_token_over_tls():
     rc, out, err = kubectl("tls-tok", "get", "ns", "-o", "name")
     assert rc == 0 and "namespace/default" in out, err

@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "server.h"
+#include "tlscert.h"
 #include "test.h"
 
 struct srv {
@@ -38,13 +39,16 @@ static void stream_closed_cb(void *ud) {
 struct later {
     uv_timer_t t;
     struct http_deferred *d;
+    bool empty; /* answer 204 without a body */
 };
 static void later_closed(uv_handle_t *h) { free(h->data); }
 static void later_fire(uv_timer_t *t) {
     struct later *l = t->data;
-    struct http_response r = {.status = 200, .content_type = "text/plain"};
-    r.body = strdup("deferred");
-    r.body_len = strlen(r.body);
+    struct http_response r = {.status = l->empty ? 204 : 200, .content_type = "text/plain"};
+    if (!l->empty) {
+        r.body = strdup("deferred");
+        r.body_len = strlen(r.body);
+    }
     http_deferred_reply(l->d, &r);
     uv_close((uv_handle_t *)&l->t, later_closed);
 }
@@ -93,7 +97,8 @@ static void echo_handler(void *ud, const struct http_request *req, struct http_r
         http_stream_write(s->held, "{\"held\":1}\n", 11);
         return;
     }
-    if (!strcmp(req->path, "/defer") || !strcmp(req->path, "/defer-long")) { /* answered 20 (600) ms later */
+    if (!strcmp(req->path, "/defer") || !strcmp(req->path, "/defer-long") ||
+        !strcmp(req->path, "/defer-empty")) { /* answered 20 (600) ms later */
         json_decref(o);
         struct later *l = calloc(1, sizeof *l);
         l->d = http_defer(req);
@@ -104,12 +109,14 @@ static void echo_handler(void *ud, const struct http_request *req, struct http_r
         }
         uv_timer_init(&s->loop, &l->t);
         l->t.data = l;
-        uv_timer_start(&l->t, later_fire, !strcmp(req->path, "/defer") ? 20 : 600, 0);
+        l->empty = !strcmp(req->path, "/defer-empty");
+        uv_timer_start(&l->t, later_fire, !strcmp(req->path, "/defer-long") ? 600 : 20, 0);
         return;
     }
     if (!strcmp(req->path, "/missing")) resp->status = 404;
-    if (!strcmp(req->path, "/empty")) {
-        resp->status = 204;
+    if (!strcmp(req->path, "/empty")) { /* no body; ?status=N picks the code (204) */
+        const char *st = http_req_arg(req, "status");
+        resp->status = st ? atoi(st) : 204;
         json_decref(o);
         return;
     }
@@ -833,4 +840,54 @@ TEST(http_h1_websocket_handshake_messages_and_close) {
     close(fd);
     srv_stop(&s);
     CHECK_I64(s.stream_closes, 1);
+}
+
+/* Over TLS with HTTP/2 (ALPN), every answer without a body ends its stream:
+ * an empty 200 (GET /openapi/v2 as kubectl 1.20 asks it), 201, 204, errors
+ * without a body, HEAD, and a deferred empty reply. Each must complete within
+ * a second on one reused HTTP/2 connection; before the fix the stream
+ * stayed open until the client gave up. */
+TEST(http_h2_empty_bodies_end_their_streams) {
+    char dir[] = "/tmp/test-http-h2-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char crt[128], key[128], err[256] = "";
+    snprintf(crt, sizeof crt, "%s/s.crt", dir);
+    snprintf(key, sizeof key, "%s/s.key", dir);
+    REQUIRE(tls_cert_ensure(crt, key, err, sizeof err) == 0);
+    struct srv s;
+    REQUIRE(srv_start_cfg(&s, (struct http_server_config){.tls_cert = crt, .tls_key = key}, NULL, 0) == 0);
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(c, CURLOPT_CAINFO, crt);
+    struct buf b = {0};
+    char url[256];
+    static const struct {
+        const char *method, *path;
+        long code;
+    } cases[] = {
+        {"GET", "/empty?status=200", 200}, {"POST", "/empty?status=201", 201}, {"DELETE", "/empty?status=204", 204},
+        {"GET", "/empty?status=404", 404}, {"PUT", "/empty?status=409", 409}, {"GET", "/empty?status=500", 500},
+        {"HEAD", "/after", 200},           {"GET", "/defer-empty", 204},      {"GET", "/after", 200},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(url, sizeof url, "https://127.0.0.1:%d%s", s.port, cases[i].path);
+        uint64_t t0 = uv_hrtime();
+        long code = req(c, cases[i].method, url, NULL, 0, NULL, &b);
+        double ms = (double)(uv_hrtime() - t0) / 1e6;
+        long ver = 0;
+        curl_easy_getinfo(c, CURLINFO_HTTP_VERSION, &ver);
+        if (code != cases[i].code || ms > 1000 || ver != CURL_HTTP_VERSION_2_0)
+            test_fail(__FILE__, __LINE__, "%s %s: code %ld (want %ld) after %.0f ms, http version %ld", cases[i].method,
+                      cases[i].path, code, cases[i].code, ms, ver);
+        if (strcmp(cases[i].path, "/after") || strcmp(cases[i].method, "GET")) CHECK_I64(b.n, 0);
+    }
+    long conns = -1;
+    curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &conns);
+    CHECK_I64(conns, 0); /* the last request reused the one connection */
+    free(b.p);
+    curl_easy_cleanup(c);
+    srv_stop(&s);
+    unlink(crt);
+    unlink(key);
+    rmdir(dir);
 }
