@@ -122,6 +122,20 @@ current-context: c
     return path
 
 
+def kubectl_has_flag(verb, flag):
+    """Whether the kubectl on PATH takes FLAG for VERB: Debian's kubectl 1.20
+    lacks some that 1.32 has (patch --subresource), and a test then checks the
+    same behaviour through the API instead."""
+    key = (verb, flag)
+    if key not in _flag_cache:
+        p = subprocess.run(["kubectl", verb, "--help"], capture_output=True, text=True, timeout=30)
+        _flag_cache[key] = flag in p.stdout
+    return _flag_cache[key]
+
+
+_flag_cache = {}
+
+
 def stop(p, timeout=10):
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
