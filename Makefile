@@ -5,13 +5,25 @@ CC       ?= cc
 CSTD     := -std=c17 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 PKGS     := jansson yaml-0.1 hiredis libuv libwebsockets libcurl openssl
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lhiredis -luv -lwebsockets -lcurl -lssl -lcrypto)
+# The packages must be installed before pkg-config can be asked for their
+# flags, so the flags live in build/pkg.mk, which make remakes first (running
+# scripts/deps.sh) and then reads: on a fresh machine, one `make test` installs,
+# then builds with the right flags. `make clean` needs none of it.
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+include build/pkg.mk
+endif
+build/pkg.mk: scripts/deps.sh
+	@scripts/deps.sh
+	@mkdir -p $(dir $@)
+	@{ echo 'PKG_CFLAGS := '"$$(pkg-config --cflags $(PKGS))" && \
+	   echo 'PKG_LIBS := '"$$(pkg-config --libs $(PKGS))" && \
+	   echo 'JEMALLOC_LIBS := '"$$(pkg-config --libs jemalloc)"; } > $@.tmp || { rm -f $@.tmp; exit 1; }
+	@mv $@.tmp $@
 # Release binaries and benchmarks use jemalloc: the daemons allocate and free
 # many small JSON values per request across two threads, where glibc's arenas
 # kept trimming and regrowing (docs/benchmarks.md). The ASan builds keep the
 # sanitizer's allocator.
-REL_LIBS := $(PKG_LIBS) $(shell pkg-config --libs jemalloc 2>/dev/null || echo -ljemalloc)
+REL_LIBS = $(PKG_LIBS) $(JEMALLOC_LIBS)
 # jemalloc's options (src/rel/malloc_conf.c), linked into release binaries only.
 REL_ALLOC := build/rel/src/rel/malloc_conf.o
 INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Ibuild/gen $(PKG_CFLAGS)
@@ -112,11 +124,12 @@ build/gen/builtin_schemas.h: apiserver-shim/builtin-schemas.json
 
 build/rel/apiserver-shim/shim_openapi.o build/asan/apiserver-shim/shim_openapi.o: build/gen/builtin_schemas.h
 
-build/rel/%.o: %.c
+# Objects depend on build/pkg.mk: new package flags rebuild them.
+build/rel/%.o: %.c build/pkg.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_CFLAGS) -MMD -MP -c -o $@ $<
 
-build/asan/%.o: %.c
+build/asan/%.o: %.c build/pkg.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(ASAN_CFLAGS) -MMD -MP -c -o $@ $<
 
@@ -133,6 +146,13 @@ build/fuzz/fuzz-%: fuzz/fuzz_%.c $(LIB_SRC) build/gen/builtin_schemas.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $(INC) -o $@ $(filter %.c,$^) $(PKG_LIBS) -lm
 
+# clang-14 (libFuzzer) is installed only for `make fuzz`: scripts/deps.sh fuzz.
+build/fuzz/.deps: scripts/deps.sh
+	@scripts/deps.sh fuzz
+	@mkdir -p $(dir $@) && touch $@
+
+$(FUZZ_TARGETS:%=build/fuzz/fuzz-%): build/fuzz/.deps
+
 fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz-%)
 	@for t in $(FUZZ_TARGETS); do mkdir -p build/fuzz/corpus-$$t; \
 	  build/fuzz/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 build/fuzz/corpus-$$t fuzz/corpus/$$t || exit 1; done
@@ -148,8 +168,15 @@ bench: deps $(BENCH_BIN) $(BINS)
 
 # redis-server, pelotond (every role) and kubelet-sim with a small fleet; prints
 # the kubectl command to use; Ctrl-C stops all of it (docs/quickstart.md).
+# On a terminal the script runs as a job of its own (bash -m) that holds the
+# terminal, so Ctrl-C reaches the script alone: it stops the cluster and exits
+# 0, and make, which never saw the signal, exits 0 too (as does a `| tee`
+# beside it). bash takes the terminal through its stderr, so that is
+# /dev/tty for bash itself while the script keeps the caller's stderr (fd 3).
+RUN_SCRIPT = if [ -t 0 ] && { : </dev/tty; } 2>/dev/null; then \
+	  exec bash -mc '$(1) 2>&3 3>&-' 3>&2 2>/dev/tty; else exec $(1); fi
 run: build
-	scripts/run.sh
+	@$(call RUN_SCRIPT,scripts/run.sh)
 
 # The offline simulator on the examples.
 run-sim: build
@@ -159,7 +186,7 @@ run-sim: build
 
 # The apiserver role alone, with a private redis-server (Ctrl-C stops both).
 run-apiserver: build
-	scripts/run-apiserver.sh
+	@$(call RUN_SCRIPT,scripts/run-apiserver.sh)
 
 clean:
 	rm -rf build bin

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the project needs, only those missing.
+# scripts/deps.sh [fuzz]: installs the Debian packages the project needs, only
+# those missing; with "fuzz", also what `make fuzz` needs (clang's libFuzzer).
 # Uses sudo when not root. Safe to run repeatedly; quiet when nothing is missing.
+# docs/dependencies.md says why each package is here.
 set -euo pipefail
 
 PKGS=(
   build-essential pkg-config
   libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libcurl4-openssl-dev libjansson-dev libssl-dev
   libprotobuf-c-dev protobuf-c-compiler libhiredis-dev redis-server libyaml-dev libjemalloc-dev
-  python3-kubernetes
+  python3-kubernetes curl
 )
+[ "${1:-}" = fuzz ] && PKGS+=(clang-14)
 
 # kubectl for the e2e tests: the machine image ships one (package "kubectl");
 # Debian's kubernetes-client (kubectl 1.20) conflicts with it, so only when none is on PATH.

@@ -15,6 +15,13 @@ pl_die() {
   exit 1
 }
 
+# pl_stop_on_signals: Ctrl-C (INT) and TERM are how a user stops a running
+# cluster on purpose, so they end the script with status 0 (its EXIT trap
+# stops the children); any other way out keeps its own status.
+pl_stop_on_signals() {
+  trap 'exit 0' INT TERM
+}
+
 # pl_wait WHAT SECONDS PID LOG CMD...: runs CMD every 50 ms until it succeeds;
 # fails when PID (may be "") exits first or SECONDS pass.
 pl_wait() {

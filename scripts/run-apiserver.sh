@@ -15,15 +15,14 @@ cleanup() {
   local rc=$?
   [ "$STOPPING" = 1 ] && return
   STOPPING=1
-  trap '' INT TERM
+  trap '' INT TERM PIPE # a reader of our output may be gone (Ctrl-C)
   pl_stop pelotond "$PD_PID"
   pl_stop redis-server "$RD_PID"
   rm -rf "$DIR"
   exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+pl_stop_on_signals
 
 pl_start_redis "$DIR"
 RD_PID=$PL_REDIS_PID

@@ -34,12 +34,12 @@ cleanup() {
   local rc=$?
   [ "$STOPPING" = 1 ] && return
   STOPPING=1
-  trap '' INT TERM
+  trap '' INT TERM PIPE # a reader of our output may be gone (make run | tee, Ctrl-C)
   [ -n "$KS_PID$PD_PID$RD_PID" ] && echo "stopping..." >&2
   pl_stop kubelet-sim "$KS_PID"
   pl_stop pelotond "$PD_PID"
   pl_stop redis-server "$RD_PID"
-  if [ "$rc" != 0 ] && [ "$rc" != 130 ] && [ "$rc" != 143 ]; then
+  if [ "$rc" != 0 ]; then
     echo "logs kept in $DIR" >&2
   elif [ "$KEEP_DIR" = 0 ]; then
     rm -rf "$DIR"
@@ -47,8 +47,7 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+pl_stop_on_signals
 
 # ---- redis
 # pelotond reaches a private redis through its Unix-domain socket, and its
