@@ -49,6 +49,10 @@ static int usage(void) {
 }
 
 int main(int argc, char **argv) {
+    /* A peer that closes early (a client leaving a large list, Redis dying
+     * under a Unix-domain socket) must cost an EPIPE on that write, not the
+     * process: libuv, hiredis and libcurl write with plain write(). */
+    signal(SIGPIPE, SIG_IGN);
     const char *kubeconfig = NULL, *context = NULL, *server = NULL, *token_file = NULL, *port_file = NULL;
     bool in_cluster = false;
     struct ext_srv_options o;

@@ -290,6 +290,10 @@ static int usage(void) {
 }
 
 int main(int argc, char **argv) {
+    /* A peer that closes early (a client leaving a large list, Redis dying
+     * under a Unix-domain socket) must cost an EPIPE on that write, not the
+     * process: libuv, hiredis and libcurl write with plain write(). */
+    signal(SIGPIPE, SIG_IGN);
     const char *server = NULL, *kubeconfig = NULL, *default_pool = NULL, *sched_default = "true";
     const char *ext_prefix = NULL;
     int ext_port = EXT_DEFAULT_PORT;
