@@ -52,8 +52,17 @@ pl_sockets_fit() {
 # DIR, and on the Unix-domain socket DIR/redis.sock (owner only) when that
 # path fits one. Sets PL_REDIS_PID, PL_REDIS_ADDR (REDIS_PORT chooses the
 # port) and PL_REDIS_UNIX (unix:///path, or "" when there is no socket).
+# REDIS_FSYNC is the AOF's fsync policy: "always" (the default: an
+# acknowledged write is on disk) or "everysec" (faster; a power loss or a
+# kernel crash can lose the last second or two of acknowledged writes, a
+# crash of redis-server alone loses nothing). docs/store.md, Durability.
 pl_start_redis() {
   local dir=$1 port=${REDIS_PORT:-$(pl_free_port)}
+  PL_REDIS_FSYNC=${REDIS_FSYNC:-always}
+  case $PL_REDIS_FSYNC in
+    always | everysec) ;;
+    *) pl_die "REDIS_FSYNC=$PL_REDIS_FSYNC: use always or everysec" ;;
+  esac
   local unix=()
   PL_REDIS_UNIX=""
   if pl_sockets_fit "$dir"; then
@@ -61,7 +70,7 @@ pl_start_redis() {
     PL_REDIS_UNIX=unix://$dir/redis.sock
   fi
   command -v redis-server >/dev/null || pl_die "redis-server is not installed (make deps)"
-  setsid redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes --dir "$dir" \
+  setsid redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync "$PL_REDIS_FSYNC" --dir "$dir" \
     "${unix[@]}" --daemonize no >"$dir/redis.log" 2>&1 &
   PL_REDIS_PID=$!
   PL_REDIS_ADDR=127.0.0.1:$port

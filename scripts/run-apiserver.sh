@@ -38,7 +38,7 @@ pl_wait "pelotond at http://127.0.0.1:$API_PORT" 10 "$PD_PID" "the terminal" \
   pl_http_ok "http://127.0.0.1:$API_PORT/healthz"
 echo
 echo "Peloton-C API server: http://127.0.0.1:$API_PORT (local, no auth) and https://127.0.0.1:$TLS_PORT"
-echo "(HTTP/2, token), redis on $PL_REDIS_ADDR. Try:"
+echo "(HTTP/2, token), redis on $PL_REDIS_ADDR (AOF fsync $PL_REDIS_FSYNC). Try:"
 echo "  export KUBECONFIG=$DIR/kubeconfig        # or $DIR/kubeconfig-tls"
 echo "  kubectl get namespaces"
 echo "  kubectl apply -f examples/pools.yaml && kubectl get rp"

@@ -6,7 +6,7 @@
 # and on Ctrl-C (or TERM) stops kubelet-sim, pelotond and redis in that order.
 #
 # Environment: NODES (4) simulated nodes; PELOTON_REDIS host:port of a redis
-# to use; API_PORT (0 = any free port); ROLES (pelotond's --roles, default all);
+# to use; REDIS_FSYNC always (default) or everysec for the private redis; API_PORT (0 = any free port); ROLES (pelotond's --roles, default all);
 # PELOTOND_ARGS / KSIM_ARGS extra flags; PELOTON_STATE_DIR to keep the state
 # (redis data, logs, kubeconfig) in a directory of your choice (kept on exit).
 set -euo pipefail
@@ -92,8 +92,8 @@ pl_wait "kubelet-sim ($NODES nodes)" 60 "$KS_PID" "$DIR/kubelet-sim.log" nodes_r
 
 cat <<EOF
 
-Peloton-C is running: API server $SERVER (local, no auth), redis $REDIS,
-$NODES simulated nodes. Logs and state: $DIR
+Peloton-C is running: API server $SERVER (local, no auth), redis $REDIS
+(AOF fsync ${PL_REDIS_FSYNC:-of your redis}), $NODES simulated nodes. Logs and state: $DIR
 Try:
   export KUBECONFIG=$DIR/kubeconfig
   kubectl get nodes

@@ -1,0 +1,96 @@
+"""End-to-end: `make run` as a user types it, on a terminal (a pseudo-terminal
+here): it comes up with its fleet, says how durable its redis is, kubectl
+sees the nodes, and Ctrl-C stops everything and exits 0 (make included:
+before, make reported `Error 130`). Also TERM to the script without a
+terminal exits 0."""
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import time
+
+import services
+from simlib import run_tests
+
+ROOT = services.ROOT
+
+
+def read_until(fd, text, timeout, buf=b""):
+    end = time.monotonic() + timeout
+    while text.encode() not in buf and time.monotonic() < end:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                d = os.read(fd, 65536)
+            except OSError:
+                break
+            if not d:
+                break
+            buf += d
+    return buf
+
+
+def leftovers(state_dir):
+    p = subprocess.run(["pgrep", "-af", state_dir], capture_output=True, text=True)
+    return [l for l in p.stdout.splitlines() if "pgrep" not in l]
+
+
+def banner_facts(out):
+    m = re.search(r"export KUBECONFIG=(\S+)/kubeconfig", out)
+    assert m, out
+    return m.group(1)
+
+
+def test_make_run_on_a_terminal_and_ctrl_c():
+    env = dict(os.environ, NODES="2")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(ROOT)
+        os.execvpe("bash", ["bash", "-c", 'make -s run; echo "MAKE_RC=$?"'], env)
+    try:
+        out = read_until(fd, "Ctrl-C stops", 180).decode(errors="replace")
+        assert "Ctrl-C stops" in out, out[-3000:]
+        assert "AOF fsync always" in out.replace("\r\n", " ").replace("\n", " "), out[-2000:]
+        state = banner_facts(out)
+        kc = os.path.join(state, "kubeconfig")
+        nodes = subprocess.run(["kubectl", f"--kubeconfig={kc}", "get", "nodes", "--no-headers"],
+                               capture_output=True, text=True, timeout=60)
+        assert nodes.returncode == 0 and len(nodes.stdout.splitlines()) == 2 and " Ready" in nodes.stdout, nodes
+        assert leftovers(state), "nothing runs from the state directory?"
+        os.write(fd, b"\x03")
+        out += read_until(fd, "MAKE_RC=", 60).decode(errors="replace")
+        m = re.search(r"MAKE_RC=(\d+)", out)
+        assert m and m.group(1) == "0", out[-2000:]
+        assert "Error" not in out.split("Ctrl-C stops", 1)[1], out[-2000:]
+        assert not os.path.exists(state) and not leftovers(state), leftovers(state)
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        os.close(fd)
+
+
+def test_term_to_the_script_exits_0():
+    env = dict(os.environ, NODES="1", REDIS_FSYNC="everysec")
+    p = subprocess.Popen(["scripts/run.sh"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL)
+    out = b""
+    end = time.monotonic() + 120
+    while b"Ctrl-C stops" not in out and time.monotonic() < end and p.poll() is None:
+        r, _, _ = select.select([p.stdout], [], [], 0.2)
+        if r:
+            out += os.read(p.stdout.fileno(), 65536)
+    text = out.decode(errors="replace")
+    assert "Ctrl-C stops" in text and "AOF fsync everysec" in text.replace("\n", " "), text[-2000:]
+    state = banner_facts(text)
+    p.send_signal(signal.SIGTERM)
+    rest, _ = p.communicate(timeout=60)
+    assert p.returncode == 0, (p.returncode, rest)
+    assert not os.path.exists(state) and not leftovers(state)
+
+
+run_tests("make-run", dict(globals()))
