@@ -48,34 +48,31 @@ pl_sockets_fit() {
   [ "${#1}" -le 96 ]
 }
 
-# pl_start_redis DIR: a private redis-server (AOF, no RDB) on a free port in
-# DIR, and on the Unix-domain socket DIR/redis.sock (owner only) when that
-# path fits one. Sets PL_REDIS_PID, PL_REDIS_ADDR (REDIS_PORT chooses the
-# port) and PL_REDIS_UNIX (unix:///path, or "" when there is no socket).
+# pl_start_redis DIR: a private redis-server (AOF, no RDB) in DIR, reached
+# only through the Unix-domain socket DIR/redis.sock: no TCP port, so no other
+# local user can read the store (Secrets included). The directory is made
+# 0700 and redis-server runs under umask 077 (its AOF files are 0600). Sets
+# PL_REDIS_PID and PL_REDIS_ADDR (unix:///path, what pelotond's --redis takes).
 # REDIS_FSYNC is the AOF's fsync policy: "always" (the default: an
 # acknowledged write is on disk) or "everysec" (faster; a power loss or a
 # kernel crash can lose the last second or two of acknowledged writes, a
 # crash of redis-server alone loses nothing). docs/store.md, Durability.
 pl_start_redis() {
-  local dir=$1 port=${REDIS_PORT:-$(pl_free_port)}
+  local dir=$1 sock=$1/redis.sock
   PL_REDIS_FSYNC=${REDIS_FSYNC:-always}
   case $PL_REDIS_FSYNC in
     always | everysec) ;;
     *) pl_die "REDIS_FSYNC=$PL_REDIS_FSYNC: use always or everysec" ;;
   esac
-  local unix=()
-  PL_REDIS_UNIX=""
-  if pl_sockets_fit "$dir"; then
-    unix=(--unixsocket "$dir/redis.sock" --unixsocketperm 700)
-    PL_REDIS_UNIX=unix://$dir/redis.sock
-  fi
+  pl_sockets_fit "$dir" ||
+    pl_die "$dir is too long a path for redis's Unix-domain socket (at most 96 characters)"
   command -v redis-server >/dev/null || pl_die "redis-server is not installed (make deps)"
-  setsid redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync "$PL_REDIS_FSYNC" --dir "$dir" \
-    "${unix[@]}" --daemonize no >"$dir/redis.log" 2>&1 &
+  chmod 700 "$dir"
+  (umask 077 && exec setsid redis-server --port 0 --unixsocket "$sock" --unixsocketperm 700 --save '' \
+    --appendonly yes --appendfsync "$PL_REDIS_FSYNC" --dir "$dir" --daemonize no >"$dir/redis.log" 2>&1) &
   PL_REDIS_PID=$!
-  PL_REDIS_ADDR=127.0.0.1:$port
-  pl_wait "redis-server on $PL_REDIS_ADDR" 10 "$PL_REDIS_PID" "$dir/redis.log" \
-    redis-cli -h 127.0.0.1 -p "$port" ping
+  PL_REDIS_ADDR=unix://$sock
+  pl_wait "redis-server on $sock" 10 "$PL_REDIS_PID" "$dir/redis.log" redis-cli -s "$sock" ping
 }
 
 # pl_redis_reachable HOST:PORT

@@ -50,19 +50,19 @@ trap cleanup EXIT
 pl_stop_on_signals
 
 # ---- redis
-# pelotond reaches a private redis through its Unix-domain socket, and its
-# controllers reach the API server through pelotond's (the same protocols,
-# without the TCP/IP stack's cost per message). kubelet-sim and kubectl come
-# over TCP, as Kubelets and users would from other hosts. Skipped when DIR is
-# too long for a socket path.
+# pelotond reaches a private redis through its Unix-domain socket only (no
+# TCP port: the store holds Secrets), and its controllers reach the API
+# server through pelotond's socket (the same protocols, without the TCP/IP
+# stack's cost per message; skipped when DIR is too long a path for one).
+# kubelet-sim and kubectl come over TCP, as Kubelets and users would from
+# other hosts.
 if [ -n "${PELOTON_REDIS:-}" ]; then
-  REDIS=$PELOTON_REDIS REDIS_FOR_PD=$PELOTON_REDIS
+  REDIS=$PELOTON_REDIS
   pl_redis_reachable "$REDIS" || pl_die "PELOTON_REDIS=$REDIS does not answer PING"
 else
   pl_start_redis "$DIR"
   RD_PID=$PL_REDIS_PID
   REDIS=$PL_REDIS_ADDR
-  REDIS_FOR_PD=${PL_REDIS_UNIX:-$PL_REDIS_ADDR}
 fi
 API_UNIX=()
 pl_sockets_fit "$DIR" && API_UNIX=(--unix-socket="$DIR/api.sock")
@@ -70,7 +70,7 @@ pl_sockets_fit "$DIR" && API_UNIX=(--unix-socket="$DIR/api.sock")
 # ---- pelotond
 rm -f "$DIR/port"
 # shellcheck disable=SC2086
-setsid bin/pelotond --redis="$REDIS_FOR_PD" --port="$API_PORT" --port-file="$DIR/port" --crds=crds \
+setsid bin/pelotond --redis="$REDIS" --port="$API_PORT" --port-file="$DIR/port" --crds=crds \
   "${API_UNIX[@]}" ${ROLES:+--roles=$ROLES} ${PELOTOND_ARGS:-} >"$DIR/pelotond.log" 2>&1 &
 PD_PID=$!
 pl_wait "pelotond (port file)" 30 "$PD_PID" "$DIR/pelotond.log" test -s "$DIR/port"

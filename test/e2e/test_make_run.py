@@ -1,6 +1,7 @@
 """End-to-end: `make run` as a user types it, on a terminal (a pseudo-terminal
-here): it comes up with its fleet, says how durable its redis is, kubectl
-sees the nodes, and Ctrl-C stops everything and exits 0 (make included:
+here): it comes up with its fleet, says how durable its redis is, keeps the
+store to its owner (Redis on a 0700 Unix socket only, 0600 files in a 0700
+directory), kubectl sees the nodes, and Ctrl-C stops everything and exits 0 (make included:
 before, make reported `Error 130`). Also TERM to the script without a
 terminal exits 0."""
 import os
@@ -59,6 +60,14 @@ def test_make_run_on_a_terminal_and_ctrl_c():
                                capture_output=True, text=True, timeout=60)
         assert nodes.returncode == 0 and len(nodes.stdout.splitlines()) == 2 and " Ready" in nodes.stdout, nodes
         assert leftovers(state), "nothing runs from the state directory?"
+        # the store is for its owner alone: no TCP port, a 0700 directory, 0600 files
+        sock = os.path.join(state, "redis.sock")
+        port = subprocess.run(["redis-cli", "-s", sock, "config", "get", "port"], capture_output=True, text=True)
+        assert port.stdout.split() == ["port", "0"], port
+        assert os.stat(state).st_mode & 0o777 == 0o700
+        files = [os.path.join(d, f) for d, _, fs in os.walk(state) for f in fs if "appendonly" in d + f]
+        assert files and all(os.stat(f).st_mode & 0o077 == 0 for f in files), \
+            [(f, oct(os.stat(f).st_mode)) for f in files]
         os.write(fd, b"\x03")
         out += read_until(fd, "MAKE_RC=", 60).decode(errors="replace")
         m = re.search(r"MAKE_RC=(\d+)", out)
