@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 
 #include "patch.h"
@@ -624,10 +625,23 @@ static int split_path(char *path, char **seg, int max) {
     return n;
 }
 
+/* Equal strings of length n, in a time that does not depend on where they
+ * differ (a token's length is no secret worth the trouble). */
+static bool same_secret(const char *a, const char *b, size_t n) {
+    unsigned char diff = 0;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+/* "Authorization: Bearer TOKEN", as kube-apiserver reads it: the scheme in
+ * any case, the token up to the next space. */
 static bool authorized(const struct shim *s, const struct http_request *req) {
     if (!s->token || (!req->secure && !s->token_on_plain)) return true;
     const char *a = req->authorization;
-    return !strncmp(a, "Bearer ", 7) && !strcmp(a + 7, s->token);
+    if (strncasecmp(a, "bearer ", 7)) return false;
+    a += 7;
+    size_t n = strcspn(a, " "), want = strlen(s->token);
+    return n == want && same_secret(a, s->token, n);
 }
 
 static void route_resource(struct shim *s, const char *group, const char *version, char **seg, int n,

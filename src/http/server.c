@@ -1,8 +1,10 @@
 #include "server.h"
+#include "tlscert.h"
 #include "http_int.h"
 
 #include <errno.h>
 #include <libwebsockets.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -741,6 +743,12 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
         info.ssl_cert_filepath = cfg->tls_cert;
         info.ssl_private_key_filepath = cfg->tls_key;
         info.alpn = "h2,http/1.1";
+        /* TLS 1.2 at least; on 1.2 only forward-secret AEAD suites (1.3's are all AEAD) */
+        info.ssl_options_set = SSL_OP_NO_SSLv3 | SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1 | SSL_OP_CIPHER_SERVER_PREFERENCE;
+        info.ssl_cipher_list = HTTP_TLS12_CIPHERS;
+        char warn[1024];
+        if (tls_cert_check(cfg->tls_cert, cfg->tls_key, warn, sizeof warn))
+            fprintf(stderr, "level=warn msg=\"tls: %s\"\n", warn);
     }
     s->ctx = lws_create_context(&info);
     if (!s->ctx) {

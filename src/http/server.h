@@ -52,13 +52,21 @@ struct http_response {
 
 typedef void (*http_handler_fn)(void *ud, const struct http_request *req, struct http_response *resp);
 
+/* TLS 1.2's suites: ECDHE (forward secrecy) with AEAD ciphers only. */
+#define HTTP_TLS12_CIPHERS                                                                                 \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"             \
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
 struct http_server_config {
     const char *bind_addr; /* default "127.0.0.1" */
     int port;              /* 0 picks a free port: read it with http_server_port */
     size_t max_body;       /* default HTTP_DEFAULT_MAX_BODY */
     http_handler_fn handler;
     void *ud;
-    const char *tls_cert, *tls_key; /* PEM paths: serve TLS, HTTP/2 by ALPN; NULL = plain HTTP/1.1 */
+    /* PEM paths: serve TLS (1.2 at least; HTTP_TLS12_CIPHERS on 1.2), HTTP/2
+     * by ALPN; NULL = plain HTTP/1.1. A certificate that is expired or about
+     * to, or a key others can read, is warned about at start (tlscert.h). */
+    const char *tls_cert, *tls_key;
     /* Plain HTTP/1.1 port: a keep-alive connection idle this long between
      * requests is closed (0: 120 s), and a request head or body must arrive
      * within head_timeout_ms of its start (0: 30 s; a slow client holds no

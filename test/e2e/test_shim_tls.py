@@ -2,6 +2,7 @@
 start, HTTP/2 by ALPN, bearer token) with real kubectl and curl."""
 import base64
 import os
+import re
 import subprocess
 import time
 
@@ -119,6 +120,68 @@ def test_operators_certificate():
     r = subprocess.run([services.PELOTOND, "--tls-port=0", f"--tls-cert={CERT}", f"--redis=127.0.0.1:{REDIS}"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "go together" in r.stderr, r.stderr
+
+
+def openssl(*args, stdin=None):
+    return subprocess.run(["openssl", *args], input=stdin, capture_output=True, text=True, timeout=30)
+
+
+def test_certificate_is_a_server_leaf_not_a_ca():
+    text = openssl("x509", "-in", CERT, "-noout", "-text").stdout
+    assert "CA:FALSE" in text and "TLS Web Server Authentication" in text and "Certificate Sign" not in text, text
+
+
+def test_tls_1_2_at_least_and_aead_only():
+    url = f"https://127.0.0.1:{TPORT}/healthz"
+    assert curl("--tlsv1.2", "--tls-max", "1.2", url) == ["2", "200"]
+    assert curl("--tlsv1.3", url) == ["2", "200"]
+    assert curl("--tlsv1.1", "--tls-max", "1.1", url)[1] == "000"  # refused in the handshake
+    # a CBC suite on TLS 1.2 is refused, a GCM one taken
+    assert curl("--tls-max", "1.2", "--ciphers", "ECDHE-ECDSA-AES128-SHA256", url)[1] == "000"
+    assert curl("--tls-max", "1.2", "--ciphers", "ECDHE-ECDSA-AES128-GCM-SHA256", url) == ["2", "200"]
+
+
+def test_bearer_in_any_case_and_exact_tokens():
+    url = f"https://127.0.0.1:{TPORT}/api/v1/namespaces"
+    for auth, code in (("bearer tls-tok", "200"), ("BEARER tls-tok", "200"), ("Bearer tls-tok", "200"),
+                       ("Bearer tls-to", "401"), ("Bearer tls-tokk", "401"), ("Bearer ", "401"),
+                       ("Basic tls-tok", "401"), ("Bearertls-tok", "401")):
+        assert curl("-H", f"Authorization: {auth}", url)[1] == code, auth
+
+
+def test_certificates_near_expiry_are_renewed_or_warned_about():
+    # a self-made certificate about to expire (or a CA, as older versions made) is renewed at start
+    d = os.path.join(services.tempdir(), "tls")
+    os.makedirs(d)
+    crt, key = os.path.join(d, "apiserver.crt"), os.path.join(d, "apiserver.key")
+    r = openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "10",
+                "-subj", "/CN=old", "-keyout", key, "-out", crt)
+    assert r.returncode == 0, r.stderr
+    os.chmod(key, 0o644)
+    p, port, log = services.start_pelotond(REDIS, "--tls-port=0", f"--tls-dir={d}")
+    try:
+        text = openssl("x509", "-in", crt, "-noout", "-subject", "-enddate").stdout
+        assert "peloton-apiserver" in text, text  # a new certificate
+        assert oct(os.stat(key).st_mode & 0o777) == "0o600"
+        assert curl("--cacert", crt, f"https://127.0.0.1:{services.start_pelotond.tls_port}/healthz") == ["2", "200"]
+    finally:
+        services.stop(p)
+    # an operator's certificate is never replaced: its expiry and a readable key are warned about
+    d2 = services.tempdir()
+    crt2, key2 = os.path.join(d2, "op.crt"), os.path.join(d2, "op.key")
+    r = openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "5",
+                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key2, "-out", crt2)
+    assert r.returncode == 0, r.stderr
+    os.chmod(key2, 0o644)
+    before = open(crt2).read()
+    p, port, log = services.start_pelotond(REDIS, "--tls-port=0", f"--tls-cert={crt2}", f"--tls-key={key2}")
+    try:
+        assert curl("--cacert", crt2, f"https://127.0.0.1:{services.start_pelotond.tls_port}/healthz") == ["2", "200"]
+        text = open(log).read()
+        assert "level=warn" in text and re.search(r"expires in [45] days", text) and "can be read by others" in text, text
+        assert open(crt2).read() == before
+    finally:
+        services.stop(p)
 
 
 def test_clean_shutdown():
