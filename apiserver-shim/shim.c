@@ -24,6 +24,7 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
         return NULL;
     }
     s->token_on_plain = cfg && cfg->token_on_plain;
+    s->list_page_bytes = cfg && cfg->list_page_bytes ? cfg->list_page_bytes : API_LIST_PAGE_BYTES;
     s->astore = cfg ? cfg->astore : NULL;
     s->hub = watch_hub_new(s, cfg);
     return s;
@@ -443,7 +444,9 @@ static bool selected(const struct labelsel *ls, const struct fieldsel *fs, const
 }
 
 /* With selectors, store pages are filtered until `limit` items matched (a
- * page may then hold up to one store page more than limit) or the list ends. */
+ * page may then hold up to one store page more than limit) or the list ends.
+ * A list with a limit also ends its page once the objects read pass
+ * list_page_bytes, so that every page fits a client (apilimits.h). */
 static void do_list(struct shim *s, const struct shim_resource *r, const char *ns, const struct http_request *req,
                     struct http_response *resp) {
     struct labelsel *ls;
@@ -460,21 +463,25 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
     uint64_t list_rv = 0, remaining = 0;
     char *token = cont && cont[0] ? strdup(cont) : NULL;
     int rc = 0;
+    size_t bytes = 0;
     for (int pages = 0; pages < 100000; pages++) {
         struct store_list l = {0};
-        rc = store_list(s->st, r->store_key, r->namespaced ? ns : "", (size_t)limit, token, &l);
+        rc = store_list_bounded(s->st, r->store_key, r->namespaced ? ns : "", (size_t)limit,
+                                limit ? s->list_page_bytes - bytes : 0, token, &l);
         free(token);
         token = NULL;
         if (rc) break;
         if (!pages) list_rv = l.resource_version;
-        size_t i;
+        size_t i, got = json_array_size(l.items);
         json_t *it;
         json_array_foreach(l.items, i, it) if (selected(ls, fs, it)) json_array_append(items, shim_with_type(r, it));
         token = l.continue_token;
         l.continue_token = NULL;
         remaining = l.remaining;
+        bytes += l.bytes;
         store_list_free(&l);
-        if (!token || (limit && json_array_size(items) >= (size_t)limit)) break;
+        /* a store page shorter than the limit with more to come was cut by bytes: this page is full */
+        if (!token || (limit && (json_array_size(items) >= (size_t)limit || got < (size_t)limit))) break;
     }
     labelsel_free(ls);
     fieldsel_free(fs);

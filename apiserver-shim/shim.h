@@ -29,6 +29,8 @@ struct shim_config {
     unsigned poll_ms;       /* watch: how often the history is read; default 20 */
     unsigned bookmark_ms;   /* watch: BOOKMARK interval when asked for; default 10,000 */
     size_t max_buffer;      /* watch: bytes a watcher may have unsent; default 64 MiB */
+    size_t list_page_bytes; /* a list with a limit ends its page before its objects pass this (one object at
+                             * least) and gives a continue token; default API_LIST_PAGE_BYTES */
     struct store_async *astore; /* the asynchronous write connection; NULL: every write is synchronous */
 };
 
@@ -39,6 +41,7 @@ struct shim {
     struct store_async *astore; /* may be NULL: every write synchronous */
     char *token;
     bool token_on_plain;
+    size_t list_page_bytes;
     struct watch_hub *hub;
     struct shim_resource **custom; /* allocated once, never moved: watchers point at them */
     int ncustom, capcustom;

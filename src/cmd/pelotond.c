@@ -18,7 +18,7 @@
  *            [--scheduler-default=true|false]
  *            [--bind=127.0.0.1] [--port=6080] [--port-file=F] [--unix-socket=PATH]
  *            [--redis=127.0.0.1:6379 | --redis=unix:///PATH] [--token-file=F] [--history-max=10000]
- *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--crds=crds]
+ *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--list-page-bytes=33554432] [--crds=crds]
  *            [--tls-port=N] [--tls-dir=.peloton-tls] [--tls-cert=PEM --tls-key=PEM]
  *            [--admission-round-ms=20] [--placement-tick-ms=10]
  *
@@ -283,7 +283,7 @@ static int usage(void) {
                     "[--server=URL | --kubeconfig=F] [--default-pool=NAME] [--scheduler-default=true|false] "
                     "[--bind=ADDR] [--port=N] [--port-file=F] [--unix-socket=/PATH] "
                     "[--redis=HOST:PORT|unix:///PATH] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
-                    "[--watch-bookmark-ms=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
+                    "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--admission-round-ms=N] [--placement-tick-ms=N] "
                     "[--tls-cert=PEM --tls-key=PEM]\n");
     return 2;
@@ -303,6 +303,7 @@ int main(int argc, char **argv) {
     int tls_port = -1;
     int port = 6080;
     long history_max = 0;
+    long long list_page_bytes = 0;
     unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -320,6 +321,7 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--redis"))) redis = v;
         else if ((v = opt(argv[i], "--token-file"))) token_file = v;
         else if ((v = opt(argv[i], "--history-max"))) history_max = atol(v);
+        else if ((v = opt(argv[i], "--list-page-bytes"))) list_page_bytes = atoll(v);
         else if ((v = opt(argv[i], "--watch-poll-ms"))) poll_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--watch-bookmark-ms"))) bookmark_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--admission-round-ms"))) round_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
@@ -330,6 +332,10 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--tls-cert"))) tls_cert = v;
         else if ((v = opt(argv[i], "--tls-key"))) tls_key = v;
         else return usage();
+    }
+    if (list_page_bytes < 0 || list_page_bytes > API_LIST_PAGE_BYTES) {
+        fprintf(stderr, "pelotond: --list-page-bytes takes 1 to %u (what every client buffers)\n", API_LIST_PAGE_BYTES);
+        return 2;
     }
     if (round_ms > 600000 || tick_ms > 600000) {
         fprintf(stderr, "pelotond: --admission-round-ms and --placement-tick-ms take 1 to 600000\n");
@@ -373,7 +379,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     struct shim_config scfg = {.token = token, .token_on_plain = tls_port < 0, .loop = d.loop, .poll_ms = poll_ms,
-                               .bookmark_ms = bookmark_ms, .astore = ast};
+                               .bookmark_ms = bookmark_ms, .astore = ast, .list_page_bytes = (size_t)list_page_bytes};
     struct shim *shim = shim_new(st, &scfg);
     char err[512];
     if (shim && !shim_bootstrap(shim, err, sizeof err)) {

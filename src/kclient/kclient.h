@@ -26,13 +26,14 @@
 #define PELOTON_KCLIENT_H
 #include <jansson.h>
 
+#include "apilimits.h"
 #include "jparse.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
-#define KC_BODY_MAX (64u << 20)  /* largest response body buffered, bytes */
+#define KC_BODY_MAX API_BODY_MAX /* largest response body buffered, bytes (apilimits.h) */
 #define KC_LINE_MAX (16u << 20)  /* largest watch event line, bytes */
 #define KC_MAX_CONNS 64          /* parallel connections to the server: a controller's bindings and status writes are
                                     * bounded by connections / request latency (16 cost a third of pods/s) */

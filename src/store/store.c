@@ -513,7 +513,7 @@ static int check_scope(struct store *s, const char *resource, const char *ns) {
     return store_validate_key(resource, ns, "x", s->err, sizeof s->err);
 }
 
-static int list(struct store *s, const char *resource, const char *ns, size_t limit,
+static int list(struct store *s, const char *resource, const char *ns, size_t limit, size_t max_bytes,
                 const char *continue_token, int raw, struct store_list *out) {
     uint64_t token_rv = 0, floor = 0;
     char *start = NULL, *last = NULL;
@@ -526,7 +526,7 @@ static int list(struct store *s, const char *resource, const char *ns, size_t li
         (rc = store_continue_decode(continue_token, resource, ns, &token_rv, &start, s->err,
                                     sizeof s->err)))
         return rc;
-    store_build_list(&c, &s->cfg, resource, ns, start, limit, token_rv);
+    store_build_list(&c, &s->cfg, resource, ns, start, limit, max_bytes, token_rv);
     redisReply *r = run(s, &c, &rc);
     if (r) {
         rc = store_decode_list(r, raw, out, &last, &floor, s->err, sizeof s->err);
@@ -549,12 +549,17 @@ static int list(struct store *s, const char *resource, const char *ns, size_t li
 
 int store_list(struct store *s, const char *resource, const char *ns, size_t limit,
                const char *continue_token, struct store_list *out) {
-    return list(s, resource, ns, limit, continue_token, 0, out);
+    return list(s, resource, ns, limit, 0, continue_token, 0, out);
+}
+
+int store_list_bounded(struct store *s, const char *resource, const char *ns, size_t limit, size_t max_bytes,
+                       const char *continue_token, struct store_list *out) {
+    return list(s, resource, ns, limit, max_bytes, continue_token, 0, out);
 }
 
 int store_list_raw(struct store *s, const char *resource, const char *ns, size_t limit,
                    const char *continue_token, struct store_list *out) {
-    return list(s, resource, ns, limit, continue_token, 1, out);
+    return list(s, resource, ns, limit, 0, continue_token, 1, out);
 }
 
 void store_list_free(struct store_list *l) {

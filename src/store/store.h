@@ -43,10 +43,12 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "apilimits.h"
+
 #define STORE_ECONFLICT (-EAGAIN)
 #define STORE_NO_NAMESPACE (-ENXIO) /* a create whose namespace does not exist (404) */
 
-#define STORE_MAX_OBJECT_BYTES (1536u * 1024u) /* etcd's default request limit */
+#define STORE_MAX_OBJECT_BYTES API_OBJECT_MAX  /* etcd's default request limit */
 #define STORE_MAX_NAME 253                     /* DNS subdomain */
 #define STORE_MAX_NAMESPACE 63                 /* DNS label */
 #define STORE_MAX_RESOURCE 253
@@ -158,6 +160,7 @@ struct store_list {
     uint64_t resource_version;  /* counter at read time (the token's on a continue) */
     char *continue_token;       /* NULL when the list is complete; malloc'ed */
     uint64_t remaining;         /* items after this page (when continue_token) */
+    size_t bytes;               /* stored bytes of this page's objects */
 };
 
 /* Lists resource in ns ("" = all namespaces). limit 0 = everything.
@@ -166,6 +169,11 @@ struct store_list {
  * Pages after the first show the current objects, not a snapshot. */
 int store_list(struct store *s, const char *resource, const char *ns, size_t limit,
                const char *continue_token, struct store_list *out);
+/* store_list whose page (when limit > 0) also ends before its objects pass
+ * max_bytes (0: no such bound); a page holds at least one object, so a
+ * list always moves on. */
+int store_list_bounded(struct store *s, const char *resource, const char *ns, size_t limit, size_t max_bytes,
+                       const char *continue_token, struct store_list *out);
 /* The same list without parsing the objects (about 4x faster for big lists):
  * fills raw / raw_len / n_raw instead of items. */
 int store_list_raw(struct store *s, const char *resource, const char *ns, size_t limit,

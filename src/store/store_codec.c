@@ -221,7 +221,7 @@ void store_build_current_rv(struct store_cmd *c, const struct store_cfg *cfg) {
 }
 
 void store_build_list(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
-                      const char *ns, const char *start_after, size_t limit, uint64_t token_rv) {
+                      const char *ns, const char *start_after, size_t limit, size_t max_bytes, uint64_t token_rv) {
     const char *p = cfg->prefix;
     cmd_start(c, cfg, STORE_SCRIPT_LIST, 4);
     push_fmt(c, "%srv", p);
@@ -232,6 +232,7 @@ void store_build_list(struct store_cmd *c, const struct store_cfg *cfg, const ch
     push_fmt(c, "%zu", limit);
     push_fmt(c, "%llu", (unsigned long long)token_rv);
     push_str(c, ns);
+    push_fmt(c, "%zu", max_bytes);
 }
 
 void store_build_history(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
@@ -457,6 +458,7 @@ int store_decode_list(const redisReply *r, int raw, struct store_list *out, char
         size_t len;
         const char *s = elem_str(r, i, &len);
         if (!s || len == 0) continue; /* index entry without object: skip */
+        out->bytes += len;
         if (raw) {
             if (!(out->raw[out->n_raw] = malloc(len + 1))) goto oom;
             memcpy(out->raw[out->n_raw], s, len);

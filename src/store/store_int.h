@@ -110,7 +110,8 @@ void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const cha
 void store_build_get(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                      const char *ns, const char *name);
 void store_build_list(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
-                      const char *ns, const char *start_after, size_t limit, uint64_t token_rv);
+                      const char *ns, const char *start_after, size_t limit, size_t max_bytes,
+                      uint64_t token_rv);
 void store_build_history(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                          const char *ns, uint64_t after_rv, size_t max);
 void store_build_current_rv(struct store_cmd *c, const struct store_cfg *cfg);

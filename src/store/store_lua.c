@@ -67,6 +67,7 @@ static const char lua_cas[] =
 
 /* KEYS: rv obj idx floor
  * ARGV: start_after(member, "" = first) limit(0 = all) token_rv(0 = none) ns("" = all)
+ *       max_bytes(0 = none: with a limit, the page ends before its objects pass it; one object at least)
  * -> {0, rv, last_member_or_"", remaining, obj...} | {4, rv, floor}
  * A namespace is the index range ["ns/", "ns0"): '0' follows '/' in ASCII. */
 static const char lua_list[] =
@@ -93,14 +94,25 @@ static const char lua_list[] =
     "  remaining = redis.call('ZLEXCOUNT', KEYS[3], '(' .. last, hi)\n"
     "end\n"
     "local out = {0, rv, last, remaining}\n"
+    "local maxb = limit > 0 and tonumber(ARGV[5]) or 0\n"
+    "local bytes, cut = 0, nil\n"
     "local i = 1\n"
-    "while i <= #names do\n"
+    "while i <= #names and not cut do\n"
     "  local j = math.min(i + 999, #names)\n"
     "  local fields = {}\n"
     "  for k = i, j do fields[#fields + 1] = 'o:' .. names[k] end\n"
     "  local objs = redis.call('HMGET', KEYS[2], unpack(fields))\n"
-    "  for k = 1, #fields do out[#out + 1] = objs[k] or '' end\n"
+    "  for k = 1, #fields do\n"
+    "    local o = objs[k] or ''\n"
+    "    if maxb > 0 and #out > 4 and bytes + #o > maxb then cut = i + k - 2 break end\n"
+    "    bytes = bytes + #o\n"
+    "    out[#out + 1] = o\n"
+    "  end\n"
     "  i = j + 1\n"
+    "end\n"
+    "if cut then\n"
+    "  out[3] = names[cut]\n"
+    "  out[4] = redis.call('ZLEXCOUNT', KEYS[3], '(' .. names[cut], hi)\n"
     "end\n"
     "return out\n";
 

@@ -405,6 +405,56 @@ static void body_pagination(struct redis_fixture *f) {
 }
 TEST(store_list_pagination) { with_fixture(NULL, body_pagination); }
 
+/* A page with a limit also ends before its objects pass max_bytes: 10
+ * objects of about 100 KB under a 350,000-byte bound come 3 to a page, all of
+ * them once and in order; a bound below one object still moves on one at a
+ * time; without a limit the bound does not apply. */
+static void body_pages_by_bytes(struct redis_fixture *f) {
+    struct store *s = f->store;
+    struct store_list l;
+    char *big = malloc(100001);
+    REQUIRE(big != NULL);
+    memset(big, 'x', 100000);
+    big[100000] = 0;
+    for (int i = 0; i < 10; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "big-%d", i);
+        json_t *p = pod(name, big);
+        CHECK_I64(store_create(s, "pods", "default", p, NULL), 0);
+        json_decref(p);
+    }
+    free(big);
+    size_t bounds[] = {350000, 1000};
+    int want_pages[] = {4, 10};
+    for (int b = 0; b < 2; b++) {
+        char *tok = NULL;
+        int seen = 0, pages = 0;
+        do {
+            REQUIRE_I64(store_list_bounded(s, "pods", "default", 500, bounds[b], tok, &l), 0);
+            free(tok);
+            tok = l.continue_token ? strdup(l.continue_token) : NULL;
+            size_t n = json_array_size(l.items);
+            CHECK(n >= 1 && (n == 1 || l.bytes <= bounds[b]));
+            if (tok) CHECK_I64(l.remaining, 10 - seen - (int)n);
+            for (size_t i = 0; i < n; i++) {
+                char want[16];
+                snprintf(want, sizeof want, "big-%d", seen++);
+                CHECK_STR(meta_s(json_array_get(l.items, i), "name"), want);
+            }
+            pages++;
+            store_list_free(&l);
+        } while (tok && pages < 20);
+        CHECK_I64(seen, 10);
+        CHECK_I64(pages, want_pages[b]);
+        free(tok);
+    }
+    REQUIRE_I64(store_list_bounded(s, "pods", "default", 0, 1000, NULL, &l), 0);
+    CHECK_I64(json_array_size(l.items), 10);
+    CHECK(l.continue_token == NULL);
+    store_list_free(&l);
+}
+TEST(store_list_pages_by_bytes) { with_fixture(NULL, body_pages_by_bytes); }
+
 static void body_continue_expired(struct redis_fixture *f) {
     struct store *s = f->store;
     struct store_list l;
