@@ -11,7 +11,7 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler libhiredis-dev redis-server libyaml-dev libjemalloc-dev
   python3-kubernetes curl
 )
-[ "${1:-}" = fuzz ] && PKGS+=(clang-14)
+[ "${1:-}" = fuzz ] && PKGS+=(clang-14 libclang-rt-14-dev)
 
 # kubectl for the e2e tests: the machine image ships one (package "kubectl");
 # Debian's kubernetes-client (kubectl 1.20) conflicts with it, so only when none is on PATH.
