@@ -27,6 +27,7 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
     s->list_page_bytes = cfg && cfg->list_page_bytes ? cfg->list_page_bytes : API_LIST_PAGE_BYTES;
     s->astore = cfg ? cfg->astore : NULL;
     s->hub = watch_hub_new(s, cfg);
+    s->reaper = shim_ns_reaper_new(s, cfg ? cfg->loop : NULL);
     return s;
 }
 
@@ -39,6 +40,7 @@ void shim_detach_async(struct shim *s) {
 void shim_free(struct shim *s) {
     if (!s) return;
     watch_hub_free(s->hub);
+    shim_ns_reaper_free(s->reaper);
     shim_crd_free(s);
     free(s->token);
     free(s);
@@ -85,6 +87,13 @@ void shim_store_error_msg(struct http_response *resp, int rc, const struct shim_
         shim_status(resp, code, reason, json_pack("{s:s, s:s}", "name", msg, "kind", "namespaces"),
                     "namespaces \"%s\" not found", msg);
         break;
+    case STORE_NS_TERMINATING: {
+        json_t *d = details(r, name);
+        if (d) json_object_set_new(d, "causes", json_pack("[{s:s, s:s, s:s}]", "reason", "NamespaceTerminating",
+                                                          "message", msg, "field", "metadata.namespace"));
+        shim_status(resp, code, reason, d, "%s", msg);
+        break;
+    }
     default:
         shim_status(resp, code, reason, details(r, name), "%s", msg);
     }
@@ -304,27 +313,6 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
     json_decref(obj);
 }
 
-/* Deleting a namespace deletes what it holds first (the namespace controller's job, done inline here). */
-static int delete_namespace_contents(struct shim *s, const char *ns) {
-    for (int i = 0; i < shim_res_count(s); i++) {
-        const struct shim_resource *r = shim_res_at(s, i);
-        if (!r || !r->namespaced) continue;
-        for (int guard = 0; guard < 10000; guard++) {
-            struct store_list l = {0};
-            int rc = store_list(s->st, r->store_key, ns, 500, NULL, &l);
-            if (rc) return rc;
-            size_t n = json_array_size(l.items);
-            for (size_t j = 0; j < n; j++) {
-                const char *nm = json_string_value(json_object_get(json_object_get(json_array_get(l.items, j), "metadata"), "name"));
-                if (nm) store_delete(s->st, r->store_key, ns, nm, NULL, NULL, NULL);
-            }
-            store_list_free(&l);
-            if (n == 0) break;
-        }
-    }
-    return 0;
-}
-
 static void do_delete(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                       const struct http_request *req, struct http_response *resp, bool dry) {
     struct store_delete_opts opts = {.grace_period_seconds = -1};
@@ -388,16 +376,17 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
         json_decref(body);
         return;
     }
-    if (!strcmp(r->plural, "namespaces")) {
-        json_t *o = NULL;
-        int rc = store_get(s->st, "namespaces", "", name, &o);
-        json_decref(o);
-        if (!rc) rc = delete_namespace_contents(s, name);
-        if (rc) {
-            shim_store_error(s, resp, rc, r, name);
-            json_decref(body);
+    if (!strcmp(r->plural, "namespaces")) { /* marked now, emptied and removed in the background */
+        json_decref(body);
+        if (!strcmp(name, "default") || !strcmp(name, "kube-system") || !strcmp(name, "kube-public")) {
+            shim_status(resp, 403, "Forbidden", json_pack("{s:s, s:s}", "name", name, "kind", "namespaces"),
+                        "namespaces \"%s\" is forbidden: this namespace may not be deleted", name);
             return;
         }
+        json_t *out = NULL;
+        int rc = shim_ns_terminate(s, name, &out);
+        shim_reply_written(s, resp, rc, r, name, 200, out);
+        return;
     }
     json_t *out = NULL;
     int deleted = 0;
@@ -793,5 +782,5 @@ int shim_bootstrap(struct shim *s, char *err, size_t errlen) {
             return rc;
         }
     }
-    return 0;
+    return shim_ns_resume(s);
 }

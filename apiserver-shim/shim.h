@@ -35,6 +35,7 @@ struct shim_config {
 };
 
 struct watch_hub;
+struct ns_reaper;
 
 struct shim {
     struct store *st;
@@ -43,6 +44,7 @@ struct shim {
     bool token_on_plain;
     size_t list_page_bytes;
     struct watch_hub *hub;
+    struct ns_reaper *reaper; /* empties namespaces being deleted; NULL without a loop */
     struct shim_resource **custom; /* allocated once, never moved: watchers point at them */
     int ncustom, capcustom;
 };
@@ -125,6 +127,21 @@ shim_patch_fn shim_patch_parse(const struct http_request *req, json_t **patch, b
  * woken; or, when rc is an error, its Status. */
 void shim_reply_written(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
                         const char *name, int code, json_t *out);
+
+/* ---- deleting namespaces (shim_nsdelete.c) ----
+ * shim_ns_terminate marks namespace name Terminating (deletionTimestamp,
+ * status.phase, the "kubernetes" finalizer; creates in it are refused with
+ * 403 from then on) and empties it in the background, at most
+ * SHIM_NS_DELETE_BATCH objects or SHIM_NS_DELETE_TURN_MS per loop turn, then
+ * removes it; *out is the marked namespace (the
+ * caller owns it). 0 or a store error. shim_ns_resume takes up at start the
+ * namespaces a previous run left Terminating. */
+#define SHIM_NS_DELETE_BATCH 16
+#define SHIM_NS_DELETE_TURN_MS 5
+struct ns_reaper *shim_ns_reaper_new(struct shim *s, uv_loop_t *loop);
+void shim_ns_reaper_free(struct ns_reaper *r);
+int shim_ns_terminate(struct shim *s, const char *name, json_t **out);
+int shim_ns_resume(struct shim *s);
 
 /* ---- writes (shim_write.c) ----
  * Each answers through resp, or later (http_defer) when it runs on the

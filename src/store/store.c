@@ -61,6 +61,7 @@ const char *store_reason(int rc) {
     case -ENOENT: return "NotFound";
     case STORE_ECONFLICT: return "Conflict";
     case STORE_NO_NAMESPACE: return "NotFound";
+    case STORE_NS_TERMINATING: return "Forbidden";
     case -ESTALE: return "Expired";
     case -EINVAL: return "Invalid";
     case -E2BIG: return "RequestEntityTooLarge";
@@ -75,6 +76,7 @@ int store_http_code(int rc) {
     case -ENOENT: return 404;
     case STORE_ECONFLICT: return 409;
     case STORE_NO_NAMESPACE: return 404;
+    case STORE_NS_TERMINATING: return 403;
     case -ESTALE: return 410;
     case -EINVAL: return 422;
     case -E2BIG: return 413;
@@ -506,6 +508,21 @@ int store_delete(struct store *s, const char *resource, const char *ns, const ch
     if ((rc = store_validate_key(resource, ns, name, s->err, sizeof s->err))) return rc;
     return cas_write(s, resource, ns, name, opts ? opts->uid : NULL, opts ? opts->resource_version : NULL,
                      prepare_delete, opts, out, deleted);
+}
+
+int store_ns_set_terminating(struct store *s, const char *ns) {
+    s->err[0] = '\0';
+    int rc = store_validate_key("namespaces", "", ns, s->err, sizeof s->err);
+    if (rc || (rc = ensure_conn(s))) return rc;
+    /* only while the namespace is there: a mark must never outlive it */
+    redisReply *r = redisCommand(s->c,
+                                 "EVAL %s 1 %sobj:namespaces %s",
+                                 "if redis.call('HEXISTS', KEYS[1], 'o:/' .. ARGV[1]) == 1 then "
+                                 "redis.call('HSET', KEYS[1], 't:/' .. ARGV[1], '1') end return 0",
+                                 s->cfg.prefix, ns);
+    if (!r || r->type == REDIS_REPLY_ERROR) rc = store_reply_error(r, s->err, sizeof s->err);
+    if (r) freeReplyObject(r);
+    return rc;
 }
 
 /* Validates a resource and an optional namespace (list and history scopes). */

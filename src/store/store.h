@@ -47,6 +47,7 @@
 
 #define STORE_ECONFLICT (-EAGAIN)
 #define STORE_NO_NAMESPACE (-ENXIO) /* a create whose namespace does not exist (404) */
+#define STORE_NS_TERMINATING (-ESHUTDOWN) /* a create in a namespace being deleted (403) */
 
 #define STORE_MAX_OBJECT_BYTES API_OBJECT_MAX  /* etcd's default request limit */
 #define STORE_MAX_NAME 253                     /* DNS subdomain */
@@ -135,6 +136,11 @@ int store_update(struct store *s, const char *resource, const char *ns, const js
 typedef int (*store_modify_fn)(void *fn_ud, const json_t *cur, json_t **next, char *err, size_t errlen);
 int store_modify(struct store *s, const char *resource, const char *ns, const char *name, store_modify_fn fn,
                  void *fn_ud, json_t **out, int *deleted);
+
+/* Marks namespace ns as being deleted: from then on creates in it (those
+ * that check their namespace: the asynchronous store's) are refused with
+ * STORE_NS_TERMINATING. The mark goes with the namespace object. */
+int store_ns_set_terminating(struct store *s, const char *ns);
 
 struct store_delete_opts {
     const char *uid;              /* precondition, NULL or "" = none */

@@ -419,6 +419,9 @@ static void write_done(struct op *o, int rc, uint64_t rv);
 /* A write's outcome: stored, a lost race to run again, or a failure. */
 static void write_done(struct op *o, int rc, uint64_t rv) {
     if (rc == STORE_NO_NAMESPACE) snprintf(o->err, sizeof o->err, "namespaces \"%s\" not found", o->ns);
+    if (rc == STORE_NS_TERMINATING)
+        snprintf(o->err, sizeof o->err, "%s \"%s\" is forbidden: unable to create new content in namespace %s "
+                 "because it is being terminated", o->res, o->name, o->ns);
     if (rc == STORE_ECONFLICT && o->modify && !o->conditional && ++o->attempts < ASYNC_CAS_ATTEMPTS) {
         /* someone wrote in between: read the newer object and run fn on it */
         json_decref(o->obj);

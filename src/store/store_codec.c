@@ -390,6 +390,10 @@ int store_decode_write(const redisReply *r, const char *res, const char *name, u
     case STORE_R_NO_NAMESPACE:
         snprintf(err, errlen, "the namespace of %s \"%s\" does not exist", res, name);
         return STORE_NO_NAMESPACE;
+    case STORE_R_NS_TERMINATING:
+        snprintf(err, errlen, "%s \"%s\" is forbidden: unable to create new content in its namespace "
+                 "because it is being terminated", res, name);
+        return STORE_NS_TERMINATING;
     case STORE_R_CONFLICT:
         snprintf(err, errlen, "Operation cannot be fulfilled on %s \"%s\": the object has been "
                  "modified; please apply your changes to the latest version and try again",

@@ -32,7 +32,7 @@ extern const char *const store_scripts[STORE_NSCRIPTS];
 
 /* Script reply codes (first element of every script reply). */
 enum { STORE_R_OK = 0, STORE_R_EXISTS = 1, STORE_R_CONFLICT = 2, STORE_R_NOTFOUND = 3,
-       STORE_R_EXPIRED = 4, STORE_R_NO_NAMESPACE = 5 };
+       STORE_R_EXPIRED = 4, STORE_R_NO_NAMESPACE = 5, STORE_R_NS_TERMINATING = 6 };
 
 #define STORE_PREFIX_MAX 64
 #define STORE_ERRMSG_MAX 512

@@ -29,11 +29,13 @@
 
 /* KEYS: rv obj idx ev floor [nsobj]
  * ARGV: member name ns head tail maxlen trim [nsfield]
- * -> {0, rv} | {1, existing rv} | {5} (the namespace object nsfield of hash
- * nsobj does not exist: checked only when both are given) */
+ * -> {0, rv} | {1, existing rv} | {5} (the namespace object nsfield ("o:/ns")
+ * of hash nsobj does not exist) | {6} (the namespace is being deleted: its
+ * marker "t:/ns" is set); the namespace is checked only when both are given */
 static const char lua_create[] =
     STORE_LUA_EMIT
     "if KEYS[6] and redis.call('HEXISTS', KEYS[6], ARGV[8]) == 0 then return {5} end\n"
+    "if KEYS[6] and redis.call('HEXISTS', KEYS[6], 't' .. string.sub(ARGV[8], 2)) == 1 then return {6} end\n"
     "local cur = redis.call('HGET', KEYS[2], 'v:' .. ARGV[1])\n"
     "if cur then return {1, cur} end\n"
     "local rvs = string.format('%d', redis.call('INCR', KEYS[1]))\n"
@@ -56,7 +58,7 @@ static const char lua_cas[] =
     "local obj = ARGV[4] .. rvs .. ARGV[5]\n"
     "if ARGV[9] == 'del' then\n"
     "  emit(KEYS[4], 'DELETED', rvs, ARGV[3], ARGV[2], obj)\n"
-    "  redis.call('HDEL', KEYS[2], 'o:' .. ARGV[1], 'v:' .. ARGV[1])\n"
+    "  redis.call('HDEL', KEYS[2], 'o:' .. ARGV[1], 'v:' .. ARGV[1], 't:' .. ARGV[1])\n"
     "  redis.call('ZREM', KEYS[3], ARGV[1])\n"
     "else\n"
     "  emit(KEYS[4], 'MODIFIED', rvs, ARGV[3], ARGV[2], obj)\n"
@@ -164,7 +166,7 @@ static const char lua_create_batch[] =
 
 /* KEYS: rv obj idx ev floor nsobj
  * ARGV: maxlen trim, then per write: op(c|p|d) member name ns head tail expected_rv nscheck(1|0)
- * -> per write, in order, a pair: {0, rv} | {1, existing rv} | {2, current rv} | {3, ""} | {5, ""}
+ * -> per write, in order, a pair: {0, rv} | {1, existing rv} | {2, current rv} | {3, ""} | {5, ""} | {6, ""}
  * The writes of a loop turn to one resource, in one call: each is the create
  * (c) or compare-and-set (p: put, d: delete) the single scripts do, with its
  * own outcome; the stream is trimmed once at the end. */
@@ -177,6 +179,7 @@ static const char lua_write_batch[] =
     "  local code, val = 0, ''\n"
     "  if op == 'c' then\n"
     "    if ARGV[i + 7] == '1' and redis.call('HEXISTS', KEYS[6], 'o:/' .. ns) == 0 then code = 5\n"
+    "    elseif ARGV[i + 7] == '1' and redis.call('HEXISTS', KEYS[6], 't:/' .. ns) == 1 then code = 6\n"
     "    elseif cur then code, val = 1, cur end\n"
     "  elseif not cur then code = 3\n"
     "  elseif cur ~= ARGV[i + 6] then code, val = 2, cur end\n"
@@ -185,7 +188,7 @@ static const char lua_write_batch[] =
     "    local obj = ARGV[i + 4] .. val .. ARGV[i + 5]\n"
     "    if op == 'd' then\n"
     "      emit(KEYS[4], 'DELETED', val, ns, name, obj)\n"
-    "      redis.call('HDEL', KEYS[2], 'o:' .. member, 'v:' .. member)\n"
+    "      redis.call('HDEL', KEYS[2], 'o:' .. member, 'v:' .. member, 't:' .. member)\n"
     "      redis.call('ZREM', KEYS[3], member)\n"
     "    else\n"
     "      emit(KEYS[4], op == 'c' and 'ADDED' or 'MODIFIED', val, ns, name, obj)\n"
