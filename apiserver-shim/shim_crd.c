@@ -137,9 +137,38 @@ static int register_each(void *ud, json_t *crd) {
     return 0;
 }
 
+static uint64_t fnv(uint64_t h, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* A digest of what is served of custom resources, for the OpenAPI cache. */
+static uint64_t served_print(const struct shim *s) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < s->ncustom; i++) {
+        const struct shim_resource *r = s->custom[i];
+        if (r->removed) continue;
+        char head[1200];
+        int n = snprintf(head, sizeof head, "%s|%s|%s|%s|%s|%d|%d|", r->group, r->version, r->plural, r->singular,
+                         r->kind, r->namespaced, r->has_status);
+        h = fnv(h, head, n > 0 ? (size_t)n : 0);
+        char *schema = r->openapi ? json_dumps(r->openapi, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (schema) h = fnv(h, schema, strlen(schema));
+        free(schema);
+        h = fnv(h, "\n", 1);
+    }
+    return h;
+}
+
 int shim_crd_sync(struct shim *s) {
     for (int i = 0; i < s->ncustom; i++) s->custom[i]->removed = true; /* until seen again */
-    return shim_each(s, CRD_KEY, "", NULL, register_each, s);
+    int rc = shim_each(s, CRD_KEY, "", NULL, register_each, s);
+    uint64_t print = served_print(s);
+    if (print != s->crd_print || !s->crd_gen) {
+        s->crd_print = print;
+        s->crd_gen++;
+    }
+    return rc;
 }
 
 int shim_crd_install(struct shim *s, const char *dir, char *err, size_t errlen) {
