@@ -150,6 +150,42 @@ def test_openapi_v2_protobuf_and_json():
     assert any(p["name"] == "dryRun" and p["in"] == "query" for p in patch["parameters"]), patch
     assert "io.peloton.v1alpha1.ResourcePool" in doc["definitions"]
     assert json.loads(get("/openapi/v2")[2])["swagger"] == "2.0"  # no Accept: JSON
+    missing = refs(doc, "#/definitions/") - set(doc["definitions"])
+    assert not missing, missing
+    kinds = {g["kind"] for d in doc["definitions"].values() for g in d.get("x-kubernetes-group-version-kind", [])}
+    assert kinds >= {"Pod", "Node", "Namespace", "ConfigMap", "Secret", "Service", "Event", "Lease",
+                     "CustomResourceDefinition", "ResourcePool", "Job"}, kinds
+
+
+def refs(node, prefix):
+    """The definition names node refers to."""
+    out = set()
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "$ref" and isinstance(v, str) and v.startswith(prefix):
+                out.add(v[len(prefix):])
+            else:
+                out |= refs(v, prefix)
+    elif isinstance(node, list):
+        for v in node:
+            out |= refs(v, prefix)
+    return out
+
+
+def test_openapi_v3_documents_hold_what_they_name():
+    index = json.loads(get("/openapi/v3")[2])["paths"]
+    for gv in ("api/v1", "apis/coordination.k8s.io/v1", "apis/apiextensions.k8s.io/v1", "apis/peloton.io/v1alpha1"):
+        doc = json.loads(get("/" + index[gv]["serverRelativeURL"].lstrip("/").split("?")[0])[2])
+        schemas = doc["components"]["schemas"]
+        missing = refs(doc, "#/components/schemas/") - set(schemas)
+        assert not missing and not refs(doc, "#/definitions/"), (gv, missing)
+    assert "io.k8s.api.core.v1.PodSpec" in json.loads(get("/openapi/v3/api/v1")[2])["components"]["schemas"]
+
+
+def test_builtin_schemas_match_their_generator():
+    p = subprocess.run(["/usr/bin/python3", os.path.join(services.ROOT, "scripts", "gen-builtin-schemas.py"),
+                        "--check"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
 
 
 def test_explain_builtins():
