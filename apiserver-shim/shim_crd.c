@@ -11,6 +11,7 @@
 #include "crd_pool.h"
 #include "schema.h"
 #include "shim.h"
+#include "strmap.h"
 #include "yamljson.h"
 
 #define CRD_KEY "customresourcedefinitions.apiextensions.k8s.io"
@@ -137,25 +138,17 @@ static int register_each(void *ud, json_t *crd) {
     return 0;
 }
 
-static uint64_t fnv(uint64_t h, const char *p, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 /* A digest of what is served of custom resources, for the OpenAPI cache. */
 static uint64_t served_print(const struct shim *s) {
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = 0;
     for (int i = 0; i < s->ncustom; i++) {
         const struct shim_resource *r = s->custom[i];
         if (r->removed) continue;
-        char head[1200];
-        int n = snprintf(head, sizeof head, "%s|%s|%s|%s|%s|%d|%d|", r->group, r->version, r->plural, r->singular,
-                         r->kind, r->namespaced, r->has_status);
-        h = fnv(h, head, n > 0 ? (size_t)n : 0);
         char *schema = r->openapi ? json_dumps(r->openapi, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        if (schema) h = fnv(h, schema, strlen(schema));
+        const char *parts[] = {r->group, r->version, r->plural, r->singular, r->kind, r->namespaced ? "ns" : "cluster",
+                               r->has_status ? "status" : "", schema ? schema : ""};
+        for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) h = h * 0x9e3779b97f4a7c15ULL + strmap_hash(parts[k]);
         free(schema);
-        h = fnv(h, "\n", 1);
     }
     return h;
 }
@@ -164,7 +157,7 @@ int shim_crd_sync(struct shim *s) {
     for (int i = 0; i < s->ncustom; i++) s->custom[i]->removed = true; /* until seen again */
     int rc = shim_each(s, CRD_KEY, "", NULL, register_each, s);
     uint64_t print = served_print(s);
-    if (print != s->crd_print || !s->crd_gen) {
+    if (print != s->crd_print) {
         s->crd_print = print;
         s->crd_gen++;
     }
