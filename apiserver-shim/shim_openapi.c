@@ -196,22 +196,21 @@ static json_t *to_v3(const json_t *s, json_t *want, int depth) {
     return out;
 }
 
-/* Adds to schemas every definition named in want, and those they name in turn. */
+/* Adds to schemas every definition named in want, and those they name in
+ * turn, round by round (want is not changed while it is walked); empties want. */
 static void add_closure(json_t *schemas, const json_t *builtins, json_t *want) {
-    for (bool more = true; more;) {
-        more = false;
+    while (json_object_size(want)) {
+        json_t *next = json_object();
         const char *name;
         json_t *v;
-        void *tmp;
-        json_object_foreach_safe(want, tmp, name, v) {
+        json_object_foreach(want, name, v) {
             if (json_object_get(schemas, name)) continue;
             const json_t *def = json_object_get(builtins, name);
-            json_t *next = json_object();
             json_object_set_new(schemas, name, def ? to_v3(def, next, 0) : json_object());
-            json_object_update_missing(want, next);
-            json_decref(next);
-            more = true;
         }
+        json_object_clear(want);
+        json_object_update(want, next);
+        json_decref(next);
     }
 }
 
