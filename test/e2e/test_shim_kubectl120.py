@@ -4,6 +4,7 @@ check and client-side validation; the kubectl 1.32 on PATH where the same
 commands make sense for it too."""
 import json
 import os
+import shutil
 import subprocess
 import urllib.request
 
@@ -140,6 +141,9 @@ def test_openapi_v2_protobuf_and_json():
     st, ctype, body = get("/openapi/v2", PB)
     assert st == 200 and "protobuf" in ctype, ctype
     assert len(body) > 10000 and body[:5] == b"\x0a\x032.0", body[:16]  # field 1 (swagger), length 3, "2.0"
+    if shutil.which("curl"):  # as a person would fetch it
+        p = subprocess.run(["curl", "-sS", "-H", "Accept: " + PB, BASE + "/openapi/v2"], capture_output=True, timeout=30)
+        assert p.returncode == 0 and p.stdout == body, (p.returncode, p.stderr)
     st, ctype, body = get("/openapi/v2", "application/json")
     doc = json.loads(body)
     assert st == 200 and ctype == "application/json" and doc["swagger"] == "2.0", ctype
