@@ -41,6 +41,7 @@ void shim_free(struct shim *s) {
     if (!s) return;
     watch_hub_free(s->hub);
     shim_ns_reaper_free(s->reaper);
+    shim_openapi_free(s);
     shim_crd_free(s);
     free(s->token);
     free(s);
@@ -733,7 +734,7 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
         return;
     }
     if (!strncmp(p, "/openapi/", 9)) {
-        if (!shim_openapi(s, p, resp)) shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
+        if (!shim_openapi(s, req, resp)) shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
         return;
     }
     char path[2048];

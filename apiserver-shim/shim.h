@@ -36,6 +36,7 @@ struct shim_config {
 
 struct watch_hub;
 struct ns_reaper;
+struct shim_oapi;
 
 struct shim {
     struct store *st;
@@ -47,6 +48,10 @@ struct shim {
     struct ns_reaper *reaper; /* empties namespaces being deleted; NULL without a loop */
     struct shim_resource **custom; /* allocated once, never moved: watchers point at them */
     int ncustom, capcustom;
+    /* Bumped by shim_crd_sync when what is served of custom resources (names,
+     * scope, schemas, status) changed: the OpenAPI documents are rebuilt then. */
+    uint64_t crd_gen, crd_print;
+    struct shim_oapi *oapi; /* the OpenAPI documents, built on first request (shim_openapi.c) */
 };
 
 /* The registry: the built-ins, then custom resources. shim_res_at returns
@@ -205,8 +210,26 @@ bool shim_wants_table(const struct http_request *req);
 /* A meta.k8s.io/v1 Table of items (borrowed); rv and cont may be NULL. */
 json_t *shim_table(const struct shim_resource *r, const json_t *items, const char *rv, const char *cont);
 
-/* Serves the OpenAPI paths; false when path is not one (shim_openapi.c). */
-bool shim_openapi(const struct shim *s, const char *path, struct http_response *resp);
+/* ---- OpenAPI (shim_openapi.c: /openapi/v3 and the cache; shim_openapi_v2.c) ---- */
+/* Serves the OpenAPI paths (req->path); false when the path is not one. */
+bool shim_openapi(struct shim *s, const struct http_request *req, struct http_response *resp);
+void shim_openapi_free(struct shim *s);
+/* The definitions of builtin-schemas.json (the built-in kinds and every type
+ * they use), parsed once; borrowed from the cache. NULL when out of memory. */
+const json_t *shim_openapi_builtins(struct shim *s);
+/* The definition name of r's kind, as kube-apiserver names it:
+ * io.k8s.api.core.v1.Pod, or for a custom resource its group reversed
+ * (io.peloton.v1alpha1.ResourcePool). "" for a built-in without one. */
+void shim_openapi_def_name(const json_t *builtins, const struct shim_resource *r, char *buf, size_t len);
+/* A custom resource's definition (new reference): its CRD schema with the
+ * standard apiVersion, kind and metadata (a $ref to ObjectMeta under
+ * refprefix, "#/definitions/" or "#/components/schemas/") and the
+ * group-version-kind extension; v2: made what kube-apiserver publishes for a
+ * CRD in OpenAPI v2 (lenient where v2 cannot say what v3 says). */
+json_t *shim_openapi_cr_schema(const struct shim_resource *r, const char *refprefix, bool v2);
+/* The Swagger 2.0 document of everything served (new reference; NULL when
+ * out of memory); builtins as from shim_openapi_builtins. */
+json_t *shim_openapi_v2_doc(const struct shim *s, const json_t *builtins);
 
 /* ---- watch (shim_watch.c) ---- */
 struct watch_hub;

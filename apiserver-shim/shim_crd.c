@@ -11,6 +11,7 @@
 #include "crd_pool.h"
 #include "schema.h"
 #include "shim.h"
+#include "strmap.h"
 #include "yamljson.h"
 
 #define CRD_KEY "customresourcedefinitions.apiextensions.k8s.io"
@@ -137,9 +138,30 @@ static int register_each(void *ud, json_t *crd) {
     return 0;
 }
 
+/* A digest of what is served of custom resources, for the OpenAPI cache. */
+static uint64_t served_print(const struct shim *s) {
+    uint64_t h = 0;
+    for (int i = 0; i < s->ncustom; i++) {
+        const struct shim_resource *r = s->custom[i];
+        if (r->removed) continue;
+        char *schema = r->openapi ? json_dumps(r->openapi, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        const char *parts[] = {r->group, r->version, r->plural, r->singular, r->kind, r->namespaced ? "ns" : "cluster",
+                               r->has_status ? "status" : "", schema ? schema : ""};
+        for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) h = h * 0x9e3779b97f4a7c15ULL + strmap_hash(parts[k]);
+        free(schema);
+    }
+    return h;
+}
+
 int shim_crd_sync(struct shim *s) {
     for (int i = 0; i < s->ncustom; i++) s->custom[i]->removed = true; /* until seen again */
-    return shim_each(s, CRD_KEY, "", NULL, register_each, s);
+    int rc = shim_each(s, CRD_KEY, "", NULL, register_each, s);
+    uint64_t print = served_print(s);
+    if (print != s->crd_print) {
+        s->crd_print = print;
+        s->crd_gen++;
+    }
+    return rc;
 }
 
 int shim_crd_install(struct shim *s, const char *dir, char *err, size_t errlen) {
