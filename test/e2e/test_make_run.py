@@ -34,8 +34,17 @@ def read_until(fd, text, timeout, buf=b""):
 
 
 def leftovers(state_dir):
-    p = subprocess.run(["pgrep", "-af", state_dir], capture_output=True, text=True)
-    return [l for l in p.stdout.splitlines() if "pgrep" not in l]
+    """Processes whose command line names the state directory (read from
+    /proc: a new machine need not have procps' pgrep)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if state_dir in cmd:
+            found.append(f"{pid} {cmd}")
+    return found
 
 
 def banner_facts(out):
