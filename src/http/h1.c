@@ -252,6 +252,7 @@ static const char *reason_phrase(int code) {
     case 410: return "Gone";
     case 411: return "Length Required";
     case 413: return "Request Entity Too Large";
+    case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
     case 422: return "Unprocessable Entity";
     case 429: return "Too Many Requests";
@@ -294,13 +295,10 @@ static void respond(struct h1_conn *c, int status, const char *ctype, char *body
 }
 
 static void respond_status(struct h1_conn *c, int code, const char *reason, const char *msg, bool close) {
-    char b[600];
-    int n = snprintf(b, sizeof b,
-                     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
-                     "\"message\":\"%s\",\"reason\":\"%s\",\"code\":%d}",
-                     msg, reason, code);
+    size_t n = 0;
+    char *b = http_status_body(code, reason, msg, &n);
     if (close) c->close_after = true;
-    respond(c, code, "application/json", strdup(b), n > 0 ? (size_t)n : 0);
+    respond(c, code, "application/json", b, b ? n : 0);
 }
 
 /* ---- websocket ---- */
@@ -509,7 +507,11 @@ static void serve_loop(struct h1_conn *c) {
         char err[160];
         int code = h1_parse_head(c->hbuf, end, &c->head, err, sizeof err);
         if (code) {
-            respond_status(c, code, code == 431 ? "RequestHeaderFieldsTooLarge" : "BadRequest", err, true);
+            respond_status(c, code,
+                           code == 431   ? "RequestHeaderFieldsTooLarge"
+                           : code == 414 ? "RequestURITooLong"
+                                         : "BadRequest",
+                           err, true);
             return;
         }
         struct h1_head *h = &c->head;

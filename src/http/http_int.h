@@ -20,6 +20,11 @@ struct http_tag {
 #define H1_MAX_HEADERS 100    /* header lines */
 #define H1_DRAIN_MAX (64u << 20) /* an oversized body is read and dropped up to this, then 413 */
 
+/* A Kubernetes Status (status Failure) for a refusal the HTTP layer answers
+ * itself, msg escaped (status.c): malloc'd, *len its length; NULL when out
+ * of memory. */
+char *http_status_body(int code, const char *reason, const char *msg, size_t *len);
+
 struct h1_server;
 int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struct h1_server **out, char *err,
                     size_t errlen);

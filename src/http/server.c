@@ -137,21 +137,38 @@ static enum http_method map_method(int m) {
     }
 }
 
-static void copy_hdr(struct lws *wsi, enum lws_token_indexes t, char *buf, size_t len) {
+/* Header t into buf ("" when absent, or longer than len). -1 when its value
+ * holds a NUL or another control character but HTAB: lws 4.1 keeps a NUL
+ * inside a value and lws_hdr_copy stops at it, so "Bearer TOKEN\0junk" would
+ * read as the token. */
+static int copy_hdr(struct lws *wsi, enum lws_token_indexes t, char *buf, size_t len) {
     buf[0] = 0;
-    if (lws_hdr_total_length(wsi, t) > 0 && lws_hdr_copy(wsi, buf, (int)len, t) < 0) buf[0] = 0;
+    int total = lws_hdr_total_length(wsi, t);
+    if (total <= 0) return 0;
+    if (lws_hdr_copy(wsi, buf, (int)len, t) < 0) {
+        buf[0] = 0;
+        return 0;
+    }
+    if (strlen(buf) != (size_t)total) return -1;
+    for (const unsigned char *p = (const unsigned char *)buf; *p; p++)
+        if ((*p < ' ' && *p != '\t') || *p == 0x7f) return -1;
+    return 0;
 }
 
-/* Reads the decoded query fragments lws split at '&'. */
+/* Reads the decoded query fragments lws split at '&' (empty ones skipped, as
+ * on the plain port). 0, -ENOMEM, or -E2BIG when there are more than
+ * HTTP_MAX_ARGS: refused, never a silent drop. */
 static int read_args(struct lws *wsi, struct http_conn *c) {
     int total = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS);
     if (total <= 0) return 0;
-    c->args_buf = malloc((size_t)total + HTTP_MAX_ARGS * 2 + 2);
+    c->args_buf = malloc((size_t)total + 2);
     if (!c->args_buf) return -ENOMEM;
     char *p = c->args_buf;
-    for (int i = 0; i < HTTP_MAX_ARGS; i++) {
+    for (int i = 0; i < 256; i++) { /* lws numbers a request's fragments with a byte */
         int n = lws_hdr_copy_fragment(wsi, p, total + 1, WSI_TOKEN_HTTP_URI_ARGS, i);
         if (n < 0) break;
+        if (n == 0) continue;
+        if (c->nargs == HTTP_MAX_ARGS) return -E2BIG;
         char *eq = strchr(p, '=');
         c->keys[c->nargs] = p;
         if (eq) {
@@ -262,6 +279,20 @@ static void drain_socket(struct lws *wsi) {
         if (recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) break;
 }
 
+/* A request refused before its handler (its head is wrong): a Status. On
+ * HTTP/1.1 the connection closes after it, as after 411, since its body was
+ * never read; on HTTP/2 only the stream ends. */
+static int refuse(struct lws *wsi, struct http_conn *c, int code, const char *reason, const char *msg) {
+    size_t n = 0;
+    char *b = http_status_body(code, reason, msg, &n);
+    c->dispatched = true; /* a body lws reports after this is dropped */
+    if (lws_get_network_wsi(wsi) == wsi) {
+        c->close_after = true;
+        drain_socket(wsi);
+    }
+    return respond(wsi, c, code, "application/json", b, b ? n : 0);
+}
+
 static int dispatch(struct lws *wsi, struct http_conn *c) {
     struct http_server *s = lws_context_user(lws_get_context(wsi));
     c->dispatched = true;
@@ -359,14 +390,25 @@ static int on_request(struct lws *wsi, struct http_conn *c) {
     c->method = map_method(m);
     c->method_name = method_names[c->method];
     c->path = strndup(uri ? uri : "/", uri ? (size_t)ulen : 1);
-    if (!c->path || read_args(wsi, c)) return -1;
-    copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, c->content_type, sizeof c->content_type);
-    copy_hdr(wsi, WSI_TOKEN_HTTP_ACCEPT, c->accept, sizeof c->accept);
-    copy_hdr(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, c->authorization, sizeof c->authorization);
-
+    if (!c->path) return -1;
+    char msg[128];
+    if (ulen > HTTP_MAX_PATH) {
+        snprintf(msg, sizeof msg, "the request path is longer than %d bytes", HTTP_MAX_PATH);
+        return refuse(wsi, c, 414, "RequestURITooLong", msg);
+    }
+    int rc = read_args(wsi, c);
+    if (rc == -E2BIG) {
+        snprintf(msg, sizeof msg, "too many query parameters: at most %d are accepted", HTTP_MAX_ARGS);
+        return refuse(wsi, c, 414, "RequestURITooLong", msg);
+    }
+    if (rc) return -1;
     char te[64], cl[32];
-    copy_hdr(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING, te, sizeof te);
-    copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl);
+    if (copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, c->content_type, sizeof c->content_type) ||
+        copy_hdr(wsi, WSI_TOKEN_HTTP_ACCEPT, c->accept, sizeof c->accept) ||
+        copy_hdr(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, c->authorization, sizeof c->authorization) ||
+        copy_hdr(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING, te, sizeof te) ||
+        copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl))
+        return refuse(wsi, c, 400, "BadRequest", "invalid character in a header value");
     if (te[0]) { /* lws 4.1 cannot read chunked request bodies: refuse them clearly */
         c->close_after = true;
         drain_socket(wsi);
@@ -589,19 +631,31 @@ static int on_ws_established(struct lws *wsi, struct http_conn *c) {
     c->ws = true;
     c->method = HTTP_GET;
     c->method_name = "GET";
-    char uri[2048];
-    if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) < 0) return -1;
-    c->path = strdup(uri);
-    if (!c->path || read_args(wsi, c)) return -1;
-    copy_hdr(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, c->authorization, sizeof c->authorization);
+    int ulen = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI);
+    c->path = malloc((size_t)(ulen > 0 ? ulen : 0) + 1);
+    if (!c->path || lws_hdr_copy(wsi, c->path, ulen + 1, WSI_TOKEN_GET_URI) < 0) return -1;
     struct http_server *s = lws_context_user(lws_get_context(wsi));
-    struct http_request req = {.method = HTTP_GET, .method_name = "GET", .path = c->path, .nargs = c->nargs,
-                               .arg_keys = c->keys, .arg_values = c->vals, .content_type = "", .accept = "",
-                               .authorization = c->authorization, .body = "", .conn = wsi,
+    struct http_request req = {.method = HTTP_GET, .method_name = "GET", .path = c->path, .content_type = "",
+                               .accept = "", .authorization = c->authorization, .body = "", .conn = wsi,
                                .secure = lws_is_ssl(lws_get_network_wsi(wsi)) != 0, .backend = HTTP_BACKEND_LWS};
     struct http_response resp = {.status = 200, .content_type = "application/json"};
     c->dispatched = true;
-    s->cfg.handler(s->cfg.ud, &req, &resp);
+    /* refused as a plain request would be: the Status is the one message */
+    int rc = ulen > HTTP_MAX_PATH ? -ENAMETOOLONG : read_args(wsi, c);
+    if (!rc && copy_hdr(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, c->authorization, sizeof c->authorization)) rc = -EINVAL;
+    if (rc == -ENOMEM) return -1;
+    if (rc) {
+        char msg[128];
+        int code = rc == -EINVAL ? 400 : 414;
+        if (rc == -EINVAL) snprintf(msg, sizeof msg, "invalid character in a header value");
+        else if (rc == -E2BIG) snprintf(msg, sizeof msg, "too many query parameters: at most %d are accepted", HTTP_MAX_ARGS);
+        else snprintf(msg, sizeof msg, "the request path is longer than %d bytes", HTTP_MAX_PATH);
+        resp.status = code;
+        resp.body = http_status_body(code, code == 400 ? "BadRequest" : "RequestURITooLong", msg, &resp.body_len);
+    } else {
+        req.nargs = c->nargs, req.arg_keys = c->keys, req.arg_values = c->vals;
+        s->cfg.handler(s->cfg.ud, &req, &resp);
+    }
     if (c->stream) {
         free(resp.body);
         return 0;

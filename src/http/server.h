@@ -25,6 +25,14 @@
 
 #define HTTP_DEFAULT_MAX_BODY (3u << 20) /* 3 MiB, kube-apiserver's request limit */
 #define HTTP_MAX_HEADER 8192             /* one header value, bytes */
+/* Query arguments a request may carry; more are refused with 414 (never
+ * dropped: a selector or dryRun past the limit would be lost). Clients send a
+ * handful; repeated labelSelector/fieldSelector stay far below. */
+#define HTTP_MAX_ARGS 64
+/* Bytes of a request's path (percent-decoded, without the query); a longer
+ * one is refused with 414. A Kubernetes path is under 1 KiB (names of 253,
+ * segments of 63). */
+#define HTTP_MAX_PATH 4096
 
 enum http_method { HTTP_GET = 0, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE, HTTP_HEAD, HTTP_OPTIONS, HTTP_OTHER };
 
@@ -119,8 +127,6 @@ void http_deferred_reply(struct http_deferred *d, struct http_response *resp);
 /* Inside the same handler call only: takes the deferral back (the handler
  * then answers through resp as usual) and frees d. */
 void http_undefer(struct http_deferred *d);
-
-#define HTTP_MAX_ARGS 64
 
 /* The first value of query argument key, or NULL when absent. */
 const char *http_req_arg(const struct http_request *req, const char *key);

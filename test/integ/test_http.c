@@ -1,6 +1,7 @@
 /* The HTTP layer against a real client (libcurl) over loopback: the server
  * runs on its own libuv loop in a thread; the test thread is the client. */
 #include <curl/curl.h>
+#include <openssl/ssl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <arpa/inet.h>
@@ -887,6 +888,141 @@ TEST(http_h2_empty_bodies_end_their_streams) {
     free(b.p);
     curl_easy_cleanup(c);
     srv_stop(&s);
+    unlink(crt);
+    unlink(key);
+    rmdir(dir);
+}
+
+/* ---- hostile heads, on both ports ---- */
+
+/* A TLS connection to port offering HTTP/1.1 only by ALPN; NULL when it cannot. */
+static SSL *tls_connect(SSL_CTX *ctx, int port, int *fd_out) {
+    int fd = raw_connect(port);
+    if (fd < 0) return NULL;
+    SSL *ssl = SSL_new(ctx);
+    SSL_set_alpn_protos(ssl, (const unsigned char *)"\x08http/1.1", 9);
+    SSL_set_fd(ssl, fd);
+    if (SSL_connect(ssl) != 1) {
+        SSL_free(ssl);
+        close(fd);
+        return NULL;
+    }
+    *fd_out = fd;
+    return ssl;
+}
+
+/* Sends req (n bytes) on a new connection to the plain port, or over TLS
+ * (HTTP/1.1) when tls, and reads the answer until the end of its JSON body,
+ * the close or 5 s. */
+static void exchange(int port, bool tls, const char *req, size_t n, struct buf *b) {
+    *b = (struct buf){0};
+    if (!tls) {
+        int fd = raw_connect(port);
+        if (fd < 0) return;
+        raw_send(fd, req, n);
+        raw_read(fd, b, "}", 1, NULL);
+        close(fd);
+        return;
+    }
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    int fd = -1;
+    SSL *ssl = tls_connect(ctx, port, &fd);
+    if (ssl && SSL_write(ssl, req, (int)n) == (int)n) {
+        for (int i = 0; i < 1000 && !(b->p && strstr(b->p, "}")); i++) {
+            char tmp[16384];
+            int r = SSL_read(ssl, tmp, sizeof tmp);
+            if (r <= 0) break;
+            on_data(tmp, 1, (size_t)r, b);
+        }
+    }
+    if (ssl) SSL_free(ssl);
+    if (fd >= 0) close(fd);
+    SSL_CTX_free(ctx);
+}
+
+/* "GET /q?p0=1&...&p<n-1>=1<tail> HTTP/1.1" with headers; malloc'd. */
+static char *many_args(int n, const char *tail, size_t *len) {
+    size_t cap = (size_t)n * 16 + 256;
+    char *r = malloc(cap);
+    size_t k = (size_t)snprintf(r, cap, "GET /q?");
+    for (int i = 0; i < n; i++) k += (size_t)snprintf(r + k, cap - k, "%sp%d=1", i ? "&" : "", i);
+    k += (size_t)snprintf(r + k, cap - k, "%s HTTP/1.1\r\nHost: x\r\n\r\n", tail);
+    *len = k;
+    return r;
+}
+
+/* Too many query arguments, a path too long, a NUL or a control character
+ * in a header value: refused with a Status on the plain port and over TLS,
+ * the handler never called. Before: the 65th argument on was dropped (a
+ * labelSelector behind 64 pads was lost, so a DELETE took every object),
+ * and a header value was cut at a NUL ("Bearer TOKEN\0junk" read as the
+ * token). Exactly HTTP_MAX_ARGS arguments and a path of HTTP_MAX_PATH bytes
+ * still pass. */
+TEST(http_hostile_heads_refused_on_both_ports) {
+    char dir[] = "/tmp/test-http-hostile-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char crt[128], key[128], err[256] = "";
+    snprintf(crt, sizeof crt, "%s/s.crt", dir);
+    snprintf(key, sizeof key, "%s/s.key", dir);
+    REQUIRE(tls_cert_ensure(crt, key, err, sizeof err) == 0);
+    for (int tls = 0; tls < 2; tls++) {
+        struct srv s;
+        struct http_server_config cfg = {0};
+        if (tls) cfg.tls_cert = crt, cfg.tls_key = key;
+        REQUIRE(srv_start_cfg(&s, cfg, NULL, 0) == 0);
+        struct buf b;
+        size_t n;
+        char *r = many_args(HTTP_MAX_ARGS, "&labelSelector=grp%3Da", &n);
+        exchange(s.port, tls, r, n, &b);
+        free(r);
+        if (!b.p || strncmp(b.p, "HTTP/1.1 414", 12))
+            test_fail(__FILE__, __LINE__, "tls=%d: 65 arguments answered %.60s", tls, b.p ? b.p : "(nothing)");
+        CHECK_HAS(b.p, "\"kind\":\"Status\"");
+        CHECK_HAS(b.p, "\"reason\":\"RequestURITooLong\"");
+        CHECK_HAS(b.p, "\"code\":414");
+        free(b.p);
+        r = many_args(HTTP_MAX_ARGS, "", &n);
+        exchange(s.port, tls, r, n, &b);
+        free(r);
+        CHECK(b.p && !strncmp(b.p, "HTTP/1.1 200", 12));
+        CHECK_HAS(b.p, "[\"p63\",\"1\"]");
+        free(b.p);
+        /* the path: HTTP_MAX_PATH bytes pass, one more is refused */
+        for (int extra = 0; extra < 2; extra++) {
+            size_t plen = HTTP_MAX_PATH + (size_t)extra;
+            char *req = malloc(plen + 64);
+            memcpy(req, "GET ", 4);
+            req[4] = '/';
+            memset(req + 5, 'a', plen - 1);
+            n = 4 + plen + (size_t)snprintf(req + 4 + plen, 60, " HTTP/1.1\r\nHost: x\r\n\r\n");
+            exchange(s.port, tls, req, n, &b);
+            free(req);
+            const char *want = extra ? "HTTP/1.1 414" : "HTTP/1.1 200";
+            if (!b.p || strncmp(b.p, want, 12))
+                test_fail(__FILE__, __LINE__, "tls=%d: a path of %zu bytes answered %.60s", tls, plen,
+                          b.p ? b.p : "(nothing)");
+            if (extra) CHECK_HAS(b.p, "\"reason\":\"RequestURITooLong\"");
+            free(b.p);
+        }
+        /* NUL, SOH and DEL inside header values */
+        static const char nul[] = "GET /x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer TOKEN\0junk\r\n\r\n";
+        static const char soh[] = "GET /x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer TOKEN\001junk\r\n\r\n";
+        static const char del[] = "GET /x HTTP/1.1\r\nHost: x\r\nAccept: a\177b\r\n\r\n";
+        const struct {
+            const char *what, *req;
+            size_t len;
+        } bad[] = {{"NUL", nul, sizeof nul - 1}, {"SOH", soh, sizeof soh - 1}, {"DEL", del, sizeof del - 1}};
+        for (size_t i = 0; i < 3; i++) {
+            exchange(s.port, tls, bad[i].req, bad[i].len, &b);
+            if (!b.p || strncmp(b.p, "HTTP/1.1 400", 12))
+                test_fail(__FILE__, __LINE__, "tls=%d: %s in a header answered %.60s", tls, bad[i].what,
+                          b.p ? b.p : "(nothing)");
+            CHECK_HAS(b.p, "\"reason\":\"BadRequest\"");
+            free(b.p);
+        }
+        srv_stop(&s);
+        CHECK_I64(s.requests, 2); /* the 64 arguments and the longest path; nothing refused reached it */
+    }
     unlink(crt);
     unlink(key);
     rmdir(dir);
