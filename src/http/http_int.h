@@ -29,6 +29,7 @@ struct h1_server;
 int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struct h1_server **out, char *err,
                     size_t errlen);
 int h1_server_port(const struct h1_server *s);
+void h1_server_stats(const struct h1_server *s, struct http_server_stats *out);
 /* Stops listening and closes every connection (their streams and deferrals end). */
 void h1_server_stop(struct h1_server *s);
 /* After the loop ran dry. */

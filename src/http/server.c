@@ -26,6 +26,9 @@ struct http_server {
     bool stopping;
     uv_check_t *flush;        /* after the turn's I/O: write the dirty streams (freed by its close) */
     struct http_stream *dirty; /* HTTP/1.1 streams with data to write, doubly linked */
+    size_t output, output_peak, conn_output_peak; /* replies held unsent (c->out), as h1.c counts them */
+    struct http_conn *waitq;  /* requests waiting for their connection's output to drain */
+    unsigned nwaiting;
 };
 
 struct chunk {
@@ -74,6 +77,10 @@ struct http_conn {
     const char *pend_ctype;
     struct http_stream *stream;
     struct http_deferred *deferred; /* the handler answers later */
+    struct lws *wsi;       /* the request's (stream's, on HTTP/2) */
+    size_t counted;        /* c->out bytes unsent, as counted in the server and the network connection */
+    bool waiting;          /* not dispatched yet: too many replies wait on its connection */
+    struct http_conn *wprev, *wnext; /* the server's waitq */
 };
 
 struct http_deferred {
@@ -112,7 +119,12 @@ static void stream_closed(struct http_conn *c) {
     stream_free(st);
 }
 
+static void out_left(struct lws *wsi, struct http_conn *c, size_t left);
+static void wait_unlink(struct http_conn *c);
+
 static void conn_reset(struct http_conn *c) {
+    if (c->counted) out_left(c->wsi, c, 0);
+    if (c->waiting) wait_unlink(c);
     stream_closed(c);
     if (c->deferred) c->deferred->c = NULL; /* its owner answers into the void */
     free(c->path);
@@ -248,6 +260,7 @@ static int respond(struct lws *wsi, struct http_conn *c, int status, const char 
         lws_write(wsi, c->out + LWS_PRE, c->out_len, LWS_WRITE_HTTP_FINAL);
         return -1;
     }
+    out_left(wsi, c, c->out_len);
     lws_callback_on_writable(wsi);
     return 0;
 }
@@ -373,6 +386,7 @@ void http_deferred_reply(struct http_deferred *d, struct http_response *resp) {
         c->hdr_pending = true;
         c->pend_status = c->out ? resp->status : 500;
         c->pend_ctype = ctype;
+        out_left(wsi, c, c->out_len);
         lws_callback_on_writable(wsi);
         return;
     }
@@ -381,12 +395,69 @@ void http_deferred_reply(struct http_deferred *d, struct http_response *resp) {
     if (respond(wsi, c, resp->status, ctype, body, len)) lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
 }
 
+/* ---- replies a client does not read ----
+ * A reply waiting in c->out counts against the server (cfg.max_output) and
+ * its network connection (cfg.max_conn_output; an HTTP/2 connection carries
+ * many): a request arriving on a connection over its bound waits, not
+ * dispatched, until the replies drain, then runs from its own WRITEABLE
+ * (HTTP/2 frames leave only from there). HTTP/1.1 needs no wait: lws reads
+ * the next request only once the last reply is out. The network
+ * connection's count lives in its wsi's opaque user data, as a number. */
+
+static size_t conn_output(struct lws *wsi) {
+    return (size_t)(uintptr_t)lws_get_opaque_user_data(lws_get_network_wsi(wsi));
+}
+
+static bool out_over(struct lws *wsi) {
+    struct http_server *s = lws_context_user(lws_get_context(wsi));
+    size_t mine = conn_output(wsi);
+    return mine > s->cfg.max_conn_output || (mine && s->output > s->cfg.max_output);
+}
+
+static void wait_unlink(struct http_conn *c) {
+    struct http_server *s = lws_context_user(lws_get_context(c->wsi));
+    if (c->wprev) c->wprev->wnext = c->wnext;
+    else s->waitq = c->wnext;
+    if (c->wnext) c->wnext->wprev = c->wprev;
+    c->wprev = c->wnext = NULL;
+    c->waiting = false;
+    s->nwaiting--;
+}
+
+static void out_left(struct lws *wsi, struct http_conn *c, size_t left) {
+    struct http_server *s = lws_context_user(lws_get_context(wsi));
+    struct lws *nwsi = lws_get_network_wsi(wsi);
+    size_t mine = conn_output(wsi) - c->counted + left;
+    bool less = left < c->counted;
+    s->output = s->output - c->counted + left;
+    c->counted = left;
+    lws_set_opaque_user_data(nwsi, (void *)(uintptr_t)mine);
+    if (s->output > s->output_peak) s->output_peak = s->output;
+    if (mine > s->conn_output_peak) s->conn_output_peak = mine;
+    if (less)
+        for (struct http_conn *w = s->waitq; w; w = w->wnext)
+            if (!out_over(w->wsi)) lws_callback_on_writable(w->wsi);
+}
+
+static int dispatch_or_wait(struct lws *wsi, struct http_conn *c) {
+    if (!out_over(wsi)) return dispatch(wsi, c);
+    struct http_server *s = lws_context_user(lws_get_context(wsi));
+    c->waiting = true;
+    c->wprev = NULL;
+    c->wnext = s->waitq;
+    if (s->waitq) s->waitq->wprev = c;
+    s->waitq = c;
+    s->nwaiting++;
+    return 0;
+}
+
 static int on_request(struct lws *wsi, struct http_conn *c) {
     struct http_server *s = lws_context_user(lws_get_context(wsi));
     conn_reset(c);
     char *uri;
     int ulen;
     int m = lws_http_get_uri_and_method(wsi, &uri, &ulen);
+    c->wsi = wsi;
     c->method = map_method(m);
     c->method_name = method_names[c->method];
     c->path = strndup(uri ? uri : "/", uri ? (size_t)ulen : 1);
@@ -438,7 +509,7 @@ static int on_request(struct lws *wsi, struct http_conn *c) {
             return 0; /* the body arrives in LWS_CALLBACK_HTTP_BODY */
         }
     }
-    return dispatch(wsi, c);
+    return dispatch_or_wait(wsi, c);
 }
 
 /* The head chunk went out whole: drop it, and ask for more if any is due. */
@@ -698,8 +769,13 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
         if (c->discard) return respond_too_large(wsi, c);
         if (!c->body) return -1;
         c->body[c->body_len] = 0;
-        return dispatch(wsi, c);
+        return dispatch_or_wait(wsi, c);
     case LWS_CALLBACK_HTTP_WRITEABLE: {
+        if (c->waiting) { /* its turn, once its connection's replies have drained */
+            if (out_over(wsi)) return 0; /* asked again when they shrink */
+            wait_unlink(c);
+            return dispatch(wsi, c);
+        }
         if (c->stream) return stream_writeable(wsi, c);
         if (c->hdr_pending) { /* a deferred HTTP/2 reply: its headers first */
             c->hdr_pending = false;
@@ -718,6 +794,7 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
         unsigned char *p = c->out + LWS_PRE + c->out_sent;
         if (lws_write(wsi, p, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n) return -1;
         c->out_sent += n;
+        out_left(wsi, c, c->out_len - c->out_sent);
         if (!last) {
             lws_callback_on_writable(wsi);
             return 0;
@@ -756,6 +833,8 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
     s->cfg = *cfg;
     if (!s->cfg.bind_addr) s->cfg.bind_addr = "127.0.0.1";
     if (!s->cfg.max_body) s->cfg.max_body = HTTP_DEFAULT_MAX_BODY;
+    if (!s->cfg.max_conn_output) s->cfg.max_conn_output = HTTP_DEFAULT_MAX_CONN_OUTPUT;
+    if (!s->cfg.max_output) s->cfg.max_output = HTTP_DEFAULT_MAX_OUTPUT;
     if (!(cfg->tls_cert && cfg->tls_key)) { /* plain HTTP/1.1: served on libuv directly */
         int rc = h1_server_start(loop, &s->cfg, &s->h1, err, errlen);
         if (rc) {
@@ -810,6 +889,13 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
 }
 
 int http_server_port(const struct http_server *s) { return s->port; }
+
+void http_server_stats(const struct http_server *s, struct http_server_stats *out) {
+    if (s->h1) h1_server_stats(s->h1, out);
+    else
+        *out = (struct http_server_stats){.output = s->output, .output_peak = s->output_peak,
+                                          .conn_output_peak = s->conn_output_peak, .held = s->nwaiting};
+}
 
 void http_server_stop(struct http_server *s) {
     if (s && s->h1) {
