@@ -56,7 +56,7 @@ static void qualified(const struct shim_resource *r, char *buf, size_t len) {
 
 static json_t *details(const struct shim_resource *r, const char *name) {
     json_t *d = json_pack("{s:s, s:s}", "group", r->group, "kind", r->plural);
-    if (name && name[0]) json_object_set_new(d, "name", json_string(name));
+    if (name && name[0]) json_object_set_new(d, "name", shim_string(name));
     return d;
 }
 
@@ -85,7 +85,7 @@ void shim_store_error_msg(struct http_response *resp, int rc, const struct shim_
                     q, name);
         break;
     case STORE_NO_NAMESPACE:
-        shim_status(resp, code, reason, json_pack("{s:s, s:s}", "name", msg, "kind", "namespaces"),
+        shim_status(resp, code, reason, json_pack("{s:o, s:s}", "name", shim_string(msg), "kind", "namespaces"),
                     "namespaces \"%s\" not found", msg);
         break;
     case STORE_NS_TERMINATING: {
@@ -162,7 +162,7 @@ static int namespace_exists(struct shim *s, const char *ns, struct http_response
     int rc = store_get(s->st, "namespaces", "", ns, &o);
     json_decref(o);
     if (rc == -ENOENT) {
-        shim_status(resp, 404, "NotFound", json_pack("{s:s, s:s}", "name", ns, "kind", "namespaces"),
+        shim_status(resp, 404, "NotFound", json_pack("{s:o, s:s}", "name", shim_string(ns), "kind", "namespaces"),
                     "namespaces \"%s\" not found", ns);
         return 0;
     }
@@ -613,11 +613,19 @@ static void do_delete_collection(struct shim *s, const struct shim_resource *r, 
 
 /* ---- routing ---- */
 
+/* Splits path ("/a/b") into its segments, in place. The count, or -1 when
+ * there are more than max or a segment is empty ("//", a trailing "/"), "."
+ * or "..": such a path names nothing here (kube-apiserver answers 404 too),
+ * and must never be read as a shorter one that names another object. */
 static int split_path(char *path, char **seg, int max) {
+    if (path[0] != '/') return -1;
     int n = 0;
-    for (char *p = strtok(path, "/"); p; p = strtok(NULL, "/")) {
-        if (n == max) return -1;
+    for (char *p = path + 1; p;) {
+        char *slash = strchr(p, '/');
+        if (slash) *slash = 0;
+        if (!p[0] || !strcmp(p, ".") || !strcmp(p, "..") || n == max) return -1;
         seg[n++] = p;
+        p = slash ? slash + 1 : NULL;
     }
     return n;
 }
@@ -737,8 +745,13 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
         if (!shim_openapi(s, req, resp)) shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
         return;
     }
-    char path[2048];
-    snprintf(path, sizeof path, "%s", p);
+    size_t plen = strlen(p);
+    if (plen > HTTP_MAX_PATH) { /* the HTTP layer refuses it first; never cut short here */
+        shim_status(resp, 414, "RequestURITooLong", NULL, "the request path is longer than %d bytes", HTTP_MAX_PATH);
+        return;
+    }
+    char path[HTTP_MAX_PATH + 1];
+    memcpy(path, p, plen + 1);
     char *seg[MAX_SEGMENTS];
     int n = split_path(path, seg, MAX_SEGMENTS);
     if (n <= 0) goto notfound;

@@ -100,6 +100,10 @@ extern const int shim_nresources;
  * details may be NULL; it is stolen. */
 void shim_status(struct http_response *resp, int code, const char *reason, json_t *details, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* s as a JSON string, each byte that is not UTF-8 replaced by U+FFFD: for
+ * the request's bytes (names, namespaces) quoted in a message; NULL only
+ * when out of memory. */
+json_t *shim_string(const char *s);
 /* resp gets obj as JSON with status code; obj is stolen. */
 void shim_json(struct http_response *resp, int code, json_t *obj);
 

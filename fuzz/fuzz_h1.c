@@ -1,7 +1,8 @@
 /* Fuzz target: HTTP/1.1 request heads (src/http/h1_parse.c). Whatever the
  * bytes, the parser either refuses with an HTTP status or yields a head
- * whose fields hold: a path starting with '/' and free of NULs before its
- * end, at most HTTP_MAX_ARGS arguments, a sane Content-Length. */
+ * whose fields hold: a path starting with '/', free of NULs before its end
+ * and at most HTTP_MAX_PATH bytes, at most HTTP_MAX_ARGS arguments, header
+ * values without control characters (HTAB aside), a sane Content-Length. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +22,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct h1_head h;
         char err[160];
         int code = h1_parse_head(buf, end, &h, err, sizeof err);
-        if (code && code != 400 && code != 431 && code != 505) abort();
+        if (code && code != 400 && code != 414 && code != 431 && code != 505) abort();
         if (!code) {
             if (!h.path || h.path[0] != '/' || h.nargs < 0 || h.nargs > HTTP_MAX_ARGS || !h.method_name) abort();
             if (h.content_length < -1 || h.content_length > (1LL << 51)) abort();
             for (int i = 0; i < h.nargs; i++)
                 if (!h.keys[i] || !h.vals[i]) abort();
-            (void)strlen(h.path), (void)strlen(h.content_type), (void)strlen(h.authorization);
+            if (strlen(h.path) > HTTP_MAX_PATH) abort();
+            const char *vals[] = {h.content_type, h.accept, h.authorization};
+            for (int i = 0; i < 3; i++)
+                for (const unsigned char *p = (const unsigned char *)vals[i]; *p; p++)
+                    if ((*p < ' ' && *p != '\t') || *p == 0x7f) abort();
         }
     }
     free(buf);

@@ -16,7 +16,13 @@
  *   Content-Length over max_body                    the body is read and dropped, then 413 (kept alive)
  *   Upgrade: websocket (version 13, a key)          the handshake, then one text message per stream write
  * A connection idle for idle_timeout_ms (H1_IDLE_MS) between requests, or
- * head_timeout_ms (H1_HEAD_MS) into a head or body, is closed. */
+ * head_timeout_ms (H1_HEAD_MS) into a head or body, is closed.
+ *
+ * Replies a client does not read are bounded (cfg.max_conn_output,
+ * max_output): before the next request is taken, a connection over its
+ * bound is held (not read, its requests waiting in order) until its output
+ * drains; the end-of-turn check releases held connections. One held for
+ * output_stall_ms is closed. */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -77,6 +83,11 @@ struct h1_server {
     struct h1_conn *conns;
     struct h1_conn *flushq; /* connections to flush at the end of the turn */
     struct http_stream *retired; /* streams over: their on_close comes at the end of the turn */
+    size_t output;          /* every connection's out + wbuf bytes (their counted) */
+    size_t output_peak, conn_output_peak;
+    unsigned held;          /* connections held for their output */
+    unsigned nconns;        /* open connections */
+    bool release;           /* output drained: release_held at the end of the turn */
     int open;               /* handles whose close has not completed */
     bool free_asked;        /* h1_server_free came first: the last close frees */
 };
@@ -111,6 +122,10 @@ struct h1_conn {
     struct http_deferred *deferred;
     bool serving;     /* serve() runs: an answer finished inside it leaves the next request to its loop */
     bool handed_off;  /* the handler opened a stream or deferred: its answer is theirs, even if already over */
+    bool held;        /* not read nor served: too much output waits (out_over) */
+    size_t counted;   /* outlen + wlen as last added to the server's output */
+    uint64_t over_since; /* when its output passed max_conn_output, or last moved since; 0 while under */
+    size_t stall_left;   /* its unsent bytes then: fewer later means the client reads */
     struct h1_conn *prev, *next;   /* all connections */
     struct h1_conn *fnext;         /* flush list */
 };
@@ -118,9 +133,34 @@ struct h1_conn {
 static void conn_close(struct h1_conn *c);
 static void serve(struct h1_conn *c);
 static void serve_loop(struct h1_conn *c);
+static void resume_reading(struct h1_conn *c);
 static void flush_out(struct h1_conn *c);
+static void schedule_release(struct h1_server *s);
 
 /* ---- output ---- */
+
+/* Brings the server's output count up to date with c's unsent bytes (after
+ * every change to out or wbuf), and notes when c passes its bound. */
+static void out_sync(struct h1_conn *c) {
+    struct h1_server *s = c->srv;
+    size_t now = c->state == S_CLOSING ? 0 : c->outlen + c->wlen;
+    s->output = s->output - c->counted + now;
+    bool less = now < c->counted;
+    c->counted = now;
+    if (s->output > s->output_peak) s->output_peak = s->output;
+    if (now > s->conn_output_peak) s->conn_output_peak = now;
+    if (now <= s->cfg.max_conn_output) c->over_since = 0;
+    else if (!c->over_since) c->over_since = uv_now(s->loop) | 1, c->stall_left = now;
+    if (less && s->held) schedule_release(s); /* some held connection may go on */
+}
+
+/* Whether c must wait before its next request: over its own bound, or
+ * holding any output while all connections together are over theirs. */
+static bool out_over(const struct h1_conn *c) {
+    const struct h1_server *s = c->srv;
+    size_t mine = c->outlen + c->wlen;
+    return mine > s->cfg.max_conn_output || (mine && s->output > s->cfg.max_output);
+}
 
 static int out_append(struct h1_conn *c, const char *p, size_t n) {
     if (c->outlen + n > c->outcap) {
@@ -133,6 +173,7 @@ static int out_append(struct h1_conn *c, const char *p, size_t n) {
     }
     memcpy(c->out + c->outlen, p, n);
     c->outlen += n;
+    out_sync(c);
     return 0;
 }
 
@@ -143,6 +184,7 @@ static void on_written(uv_write_t *w, int status) {
     free(c->wbuf);
     c->wbuf = NULL;
     c->wlen = 0;
+    out_sync(c);
     if (status < 0) {
         conn_close(c);
         return;
@@ -167,6 +209,7 @@ static void flush_out(struct h1_conn *c) {
     size_t sent = n > 0 ? (size_t)n : 0;
     if (sent == c->outlen) {
         c->outlen = 0;
+        out_sync(c);
         if (c->stream) c->stream->queued = 0;
         flush_out(c); /* nothing waits: maybe close */
         return;
@@ -178,6 +221,7 @@ static void flush_out(struct h1_conn *c) {
     c->wlen -= sent;
     c->out = NULL;
     c->outlen = c->outcap = 0;
+    out_sync(c);
     uv_buf_t rest = uv_buf_init(c->wbuf, (unsigned)c->wlen);
     c->writing = true;
     c->wreq.data = c;
@@ -199,6 +243,20 @@ static void run_retired(struct h1_server *s) {
     }
 }
 
+/* Held connections whose output has drained go on: read again, and the
+ * requests they kept are served in order. */
+static void release_held(struct h1_server *s) {
+    for (struct h1_conn *c = s->conns, *n; c && s->held; c = n) {
+        n = c->next;
+        if (!c->held || out_over(c)) continue;
+        c->held = false;
+        s->held--;
+        c->since_ms = uv_now(s->loop);
+        resume_reading(c);
+        serve(c);
+    }
+}
+
 static void on_flush(uv_check_t *h) {
     struct h1_server *s = h->data;
     struct h1_conn *c = s->flushq;
@@ -211,7 +269,26 @@ static void on_flush(uv_check_t *h) {
         flush_out(c);
         c = n;
     }
+    if (s->release) {
+        s->release = false;
+        release_held(s);
+    }
     run_retired(s);
+}
+
+static void schedule_release(struct h1_server *s) {
+    if (s->stopping) return;
+    s->release = true;
+    uv_check_start(&s->flush, on_flush);
+}
+
+/* c waits for its output to drain: not read, its next request not served. */
+static void hold(struct h1_conn *c) {
+    if (!c->held) c->held = true, c->srv->held++;
+    if (c->reading) {
+        uv_read_stop(&c->io.stream);
+        c->reading = false;
+    }
 }
 
 /* The stream is over: detached now, its owner told at the end of the turn. */
@@ -252,6 +329,7 @@ static const char *reason_phrase(int code) {
     case 410: return "Gone";
     case 411: return "Length Required";
     case 413: return "Request Entity Too Large";
+    case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
     case 422: return "Unprocessable Entity";
     case 429: return "Too Many Requests";
@@ -294,13 +372,10 @@ static void respond(struct h1_conn *c, int status, const char *ctype, char *body
 }
 
 static void respond_status(struct h1_conn *c, int code, const char *reason, const char *msg, bool close) {
-    char b[600];
-    int n = snprintf(b, sizeof b,
-                     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
-                     "\"message\":\"%s\",\"reason\":\"%s\",\"code\":%d}",
-                     msg, reason, code);
+    size_t n = 0;
+    char *b = http_status_body(code, reason, msg, &n);
     if (close) c->close_after = true;
-    respond(c, code, "application/json", strdup(b), n > 0 ? (size_t)n : 0);
+    respond(c, code, "application/json", b, b ? n : 0);
 }
 
 /* ---- websocket ---- */
@@ -482,7 +557,11 @@ static void serve_loop(struct h1_conn *c) {
             dispatch(c, false);
             continue;
         }
-        /* S_HEAD */
+        /* S_HEAD: the next request waits while too many replies do */
+        if (out_over(c)) {
+            hold(c);
+            return;
+        }
         size_t end = h1_head_end(c->in, c->inlen);
         if (!end) {
             if (c->inlen > H1_MAX_HEAD) respond_status(c, 431, "RequestHeaderFieldsTooLarge", "request head too large", true);
@@ -509,7 +588,11 @@ static void serve_loop(struct h1_conn *c) {
         char err[160];
         int code = h1_parse_head(c->hbuf, end, &c->head, err, sizeof err);
         if (code) {
-            respond_status(c, code, code == 431 ? "RequestHeaderFieldsTooLarge" : "BadRequest", err, true);
+            respond_status(c, code,
+                           code == 431   ? "RequestHeaderFieldsTooLarge"
+                           : code == 414 ? "RequestURITooLong"
+                                         : "BadRequest",
+                           err, true);
             return;
         }
         struct h1_head *h = &c->head;
@@ -594,7 +677,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
 }
 
 static void resume_reading(struct h1_conn *c) {
-    if (c->state == S_CLOSING || c->reading) return;
+    if (c->state == S_CLOSING || c->reading || c->held) return;
     if (uv_read_start(&c->io.stream, read_alloc, on_read)) {
         conn_close(c);
         return;
@@ -616,6 +699,9 @@ static void conn_close(struct h1_conn *c) {
     if (c->state == S_CLOSING) return;
     c->state = S_CLOSING;
     struct h1_server *s = c->srv;
+    out_sync(c); /* its output leaves the server's count */
+    s->nconns--;
+    if (c->held) c->held = false, s->held--;
     if (c->prev) c->prev->next = c->next;
     else s->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -651,6 +737,7 @@ static void on_connection(uv_stream_t *l, int status) {
     c->next = s->conns;
     if (s->conns) s->conns->prev = c;
     s->conns = c;
+    s->nconns++;
     c->state = S_HEAD;
     c->since_ms = uv_now(s->loop);
     resume_reading(c);
@@ -662,6 +749,15 @@ static void on_sweep(uv_timer_t *t) {
     uint64_t now = uv_now(s->loop);
     for (struct h1_conn *c = s->conns, *n; c; c = n) {
         n = c->next;
+        if (c->over_since && c->state != S_STREAM && c->state != S_WS) { /* streams have max_buffer */
+            size_t left = c->outlen + uv_stream_get_write_queue_size(&c->io.stream);
+            if (left < c->stall_left) c->stall_left = left, c->over_since = now | 1; /* the client reads */
+            else if (now - c->over_since > s->cfg.output_stall_ms) {
+                conn_close(c);
+                continue;
+            }
+        }
+        if (c->held) continue; /* waits for its client to read, not for its requests */
         bool idle = c->state == S_HEAD && c->inlen == 0;
         bool reading = (c->state == S_HEAD && c->inlen) || c->state == S_BODY || c->state == S_DISCARD;
         uint64_t age = now - c->since_ms;
@@ -854,8 +950,12 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     s->cfg = *cfg;
     if (!s->cfg.idle_timeout_ms) s->cfg.idle_timeout_ms = H1_IDLE_MS;
     if (!s->cfg.head_timeout_ms) s->cfg.head_timeout_ms = H1_HEAD_MS;
+    if (!s->cfg.max_conn_output) s->cfg.max_conn_output = HTTP_DEFAULT_MAX_CONN_OUTPUT;
+    if (!s->cfg.max_output) s->cfg.max_output = HTTP_DEFAULT_MAX_OUTPUT;
+    if (!s->cfg.output_stall_ms) s->cfg.output_stall_ms = HTTP_DEFAULT_OUTPUT_STALL_MS;
     unsigned shorter = s->cfg.idle_timeout_ms;
     if (s->cfg.head_timeout_ms < shorter) shorter = s->cfg.head_timeout_ms;
+    if (s->cfg.output_stall_ms < shorter) shorter = s->cfg.output_stall_ms;
     unsigned sweep = shorter / 10 < H1_SWEEP_MS ? shorter / 10 : H1_SWEEP_MS;
     if (!sweep) sweep = 1;
     struct sockaddr_storage addr;
@@ -896,6 +996,12 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
 }
 
 int h1_server_port(const struct h1_server *s) { return s->port; }
+
+void h1_server_stats(const struct h1_server *s, struct http_server_stats *out) {
+    *out = (struct http_server_stats){.output = s->output, .output_peak = s->output_peak,
+                                      .conn_output_peak = s->conn_output_peak, .held = s->held,
+                                      .connections = s->nconns};
+}
 
 void h1_server_stop(struct h1_server *s) {
     if (!s || s->stopping) return;

@@ -1,8 +1,11 @@
 /* HTTP/1.1 request heads, parsed in place (http_int.h): the request line,
  * percent-decoded path and query arguments ("+" is a space in arguments),
  * and the headers this server reads. Bounded by the caller's buffer
- * (H1_MAX_HEAD) and H1_MAX_HEADERS lines; a refusal is an HTTP status with a
- * one-line reason. Line ends may be CRLF or a bare LF. */
+ * (H1_MAX_HEAD), H1_MAX_HEADERS lines, HTTP_MAX_PATH path bytes and
+ * HTTP_MAX_ARGS arguments; a refusal is an HTTP status with a one-line
+ * reason. Line ends may be CRLF or a bare LF. A NUL anywhere in the head, or
+ * a control character (other than HTAB) in the target or a header value, is
+ * refused: cut at a NUL, "Bearer TOKEN\0junk" would read as the token. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -81,6 +84,7 @@ int h1_parse_head(char *buf, size_t len, struct h1_head *h, char *err, size_t er
     memset(h, 0, sizeof *h);
     h->content_length = -1;
     h->content_type = h->accept = h->authorization = "";
+    if (memchr(buf, 0, len)) return fail(err, errlen, 400, "NUL byte in the request head");
     char *end = buf + len, *next;
     char *rl = line(buf, end, &next);
     if (!rl) return fail(err, errlen, 400, "malformed request line");
@@ -103,16 +107,24 @@ int h1_parse_head(char *buf, size_t len, struct h1_head *h, char *err, size_t er
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         if (!strcmp(rl, methods[i].name)) h->method = methods[i].m, h->method_name = methods[i].name;
     if (target[0] != '/') return fail(err, errlen, 400, "the request target must be a path");
+    for (const char *p = target; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) return fail(err, errlen, 400, "invalid character in the request target");
     char *q = strchr(target, '?');
     if (q) *q++ = 0;
-    for (const char *p = target; *p; p++)
-        if ((unsigned char)*p <= ' ' || *p == 0x7f) return fail(err, errlen, 400, "invalid character in the path");
     if (unescape(target, false)) return fail(err, errlen, 400, "invalid percent-encoding in the path");
+    if (strlen(target) > HTTP_MAX_PATH) {
+        snprintf(err, errlen, "the request path is longer than %d bytes", HTTP_MAX_PATH);
+        return 414;
+    }
     h->path = target;
-    while (q && *q && h->nargs < HTTP_MAX_ARGS) { /* key[=value]&... */
+    while (q && *q) { /* key[=value]&... */
         char *amp = strchr(q, '&');
         if (amp) *amp = 0;
         if (*q) {
+            if (h->nargs == HTTP_MAX_ARGS) {
+                snprintf(err, errlen, "too many query parameters: at most %d are accepted", HTTP_MAX_ARGS);
+                return 414;
+            }
             char *eq = strchr(q, '=');
             char *v = eq ? eq + 1 : q + strlen(q);
             if (eq) *eq = 0;
@@ -135,7 +147,8 @@ int h1_parse_head(char *buf, size_t len, struct h1_head *h, char *err, size_t er
             if (!is_tchar((unsigned char)*p)) return fail(err, errlen, 400, "malformed header name");
         char *v = trim(colon + 1);
         for (const char *p = v; *p; p++)
-            if ((unsigned char)*p < ' ' && *p != '\t') return fail(err, errlen, 400, "invalid character in a header");
+            if (((unsigned char)*p < ' ' && *p != '\t') || *p == 0x7f)
+                return fail(err, errlen, 400, "invalid character in a header value");
         if (!strcasecmp(l, "content-length")) {
             if (!*v) return fail(err, errlen, 400, "invalid Content-Length");
             long long n = 0;

@@ -20,10 +20,16 @@ struct http_tag {
 #define H1_MAX_HEADERS 100    /* header lines */
 #define H1_DRAIN_MAX (64u << 20) /* an oversized body is read and dropped up to this, then 413 */
 
+/* A Kubernetes Status (status Failure) for a refusal the HTTP layer answers
+ * itself, msg escaped (status.c): malloc'd, *len its length; NULL when out
+ * of memory. */
+char *http_status_body(int code, const char *reason, const char *msg, size_t *len);
+
 struct h1_server;
 int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struct h1_server **out, char *err,
                     size_t errlen);
 int h1_server_port(const struct h1_server *s);
+void h1_server_stats(const struct h1_server *s, struct http_server_stats *out);
 /* Stops listening and closes every connection (their streams and deferrals end). */
 void h1_server_stop(struct h1_server *s);
 /* After the loop ran dry. */

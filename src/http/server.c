@@ -28,6 +28,9 @@ struct http_server {
     bool stopping;
     uv_check_t *flush;        /* after the turn's I/O: write the dirty streams (freed by its close) */
     struct http_stream *dirty; /* HTTP/1.1 streams with data to write, doubly linked */
+    size_t output, output_peak, conn_output_peak; /* replies held unsent (c->out), as h1.c counts them */
+    struct http_conn *waitq;  /* requests waiting for their connection's output to drain */
+    unsigned nwaiting;
 };
 
 struct chunk {
@@ -76,6 +79,10 @@ struct http_conn {
     const char *pend_ctype;
     struct http_stream *stream;
     struct http_deferred *deferred; /* the handler answers later */
+    struct lws *wsi;       /* the request's (stream's, on HTTP/2) */
+    size_t counted;        /* c->out bytes unsent, as counted in the server and the network connection */
+    bool waiting;          /* not dispatched yet: too many replies wait on its connection */
+    struct http_conn *wprev, *wnext; /* the server's waitq */
 };
 
 struct http_deferred {
@@ -114,7 +121,12 @@ static void stream_closed(struct http_conn *c) {
     stream_free(st);
 }
 
+static void out_left(struct lws *wsi, struct http_conn *c, size_t left);
+static void wait_unlink(struct http_conn *c);
+
 static void conn_reset(struct http_conn *c) {
+    if (c->counted) out_left(c->wsi, c, 0);
+    if (c->waiting) wait_unlink(c);
     stream_closed(c);
     if (c->deferred) c->deferred->c = NULL; /* its owner answers into the void */
     free(c->path);
@@ -139,21 +151,38 @@ static enum http_method map_method(int m) {
     }
 }
 
-static void copy_hdr(struct lws *wsi, enum lws_token_indexes t, char *buf, size_t len) {
+/* Header t into buf ("" when absent, or longer than len). -1 when its value
+ * holds a NUL or another control character but HTAB: lws 4.1 keeps a NUL
+ * inside a value and lws_hdr_copy stops at it, so "Bearer TOKEN\0junk" would
+ * read as the token. */
+static int copy_hdr(struct lws *wsi, enum lws_token_indexes t, char *buf, size_t len) {
     buf[0] = 0;
-    if (lws_hdr_total_length(wsi, t) > 0 && lws_hdr_copy(wsi, buf, (int)len, t) < 0) buf[0] = 0;
+    int total = lws_hdr_total_length(wsi, t);
+    if (total <= 0) return 0;
+    if (lws_hdr_copy(wsi, buf, (int)len, t) < 0) {
+        buf[0] = 0;
+        return 0;
+    }
+    if (strlen(buf) != (size_t)total) return -1;
+    for (const unsigned char *p = (const unsigned char *)buf; *p; p++)
+        if ((*p < ' ' && *p != '\t') || *p == 0x7f) return -1;
+    return 0;
 }
 
-/* Reads the decoded query fragments lws split at '&'. */
+/* Reads the decoded query fragments lws split at '&' (empty ones skipped, as
+ * on the plain port). 0, -ENOMEM, or -E2BIG when there are more than
+ * HTTP_MAX_ARGS: refused, never a silent drop. */
 static int read_args(struct lws *wsi, struct http_conn *c) {
     int total = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS);
     if (total <= 0) return 0;
-    c->args_buf = malloc((size_t)total + HTTP_MAX_ARGS * 2 + 2);
+    c->args_buf = malloc((size_t)total + 2);
     if (!c->args_buf) return -ENOMEM;
     char *p = c->args_buf;
-    for (int i = 0; i < HTTP_MAX_ARGS; i++) {
+    for (int i = 0; i < 256; i++) { /* lws numbers a request's fragments with a byte */
         int n = lws_hdr_copy_fragment(wsi, p, total + 1, WSI_TOKEN_HTTP_URI_ARGS, i);
         if (n < 0) break;
+        if (n == 0) continue;
+        if (c->nargs == HTTP_MAX_ARGS) return -E2BIG;
         char *eq = strchr(p, '=');
         c->keys[c->nargs] = p;
         if (eq) {
@@ -233,6 +262,7 @@ static int respond(struct lws *wsi, struct http_conn *c, int status, const char 
         lws_write(wsi, c->out + LWS_PRE, c->out_len, LWS_WRITE_HTTP_FINAL);
         return -1;
     }
+    out_left(wsi, c, c->out_len);
     lws_callback_on_writable(wsi);
     return 0;
 }
@@ -262,6 +292,20 @@ static void drain_socket(struct lws *wsi) {
     char buf[4096];
     for (int i = 0; fd >= 0 && i < 256; i++)
         if (recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) break;
+}
+
+/* A request refused before its handler (its head is wrong): a Status. On
+ * HTTP/1.1 the connection closes after it, as after 411, since its body was
+ * never read; on HTTP/2 only the stream ends. */
+static int refuse(struct lws *wsi, struct http_conn *c, int code, const char *reason, const char *msg) {
+    size_t n = 0;
+    char *b = http_status_body(code, reason, msg, &n);
+    c->dispatched = true; /* a body lws reports after this is dropped */
+    if (lws_get_network_wsi(wsi) == wsi) {
+        c->close_after = true;
+        drain_socket(wsi);
+    }
+    return respond(wsi, c, code, "application/json", b, b ? n : 0);
 }
 
 static int dispatch(struct lws *wsi, struct http_conn *c) {
@@ -344,6 +388,7 @@ void http_deferred_reply(struct http_deferred *d, struct http_response *resp) {
         c->hdr_pending = true;
         c->pend_status = c->out ? resp->status : 500;
         c->pend_ctype = ctype;
+        out_left(wsi, c, c->out_len);
         lws_callback_on_writable(wsi);
         return;
     }
@@ -352,23 +397,91 @@ void http_deferred_reply(struct http_deferred *d, struct http_response *resp) {
     if (respond(wsi, c, resp->status, ctype, body, len)) lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
 }
 
+/* ---- replies a client does not read ----
+ * A reply waiting in c->out counts against the server (cfg.max_output) and
+ * its network connection (cfg.max_conn_output; an HTTP/2 connection carries
+ * many): a request arriving on a connection over its bound waits, not
+ * dispatched, until the replies drain, then runs from its own WRITEABLE
+ * (HTTP/2 frames leave only from there). HTTP/1.1 needs no wait: lws reads
+ * the next request only once the last reply is out. The network
+ * connection's count lives in its wsi's opaque user data, as a number. */
+
+static size_t conn_output(struct lws *wsi) {
+    return (size_t)(uintptr_t)lws_get_opaque_user_data(lws_get_network_wsi(wsi));
+}
+
+static bool out_over(struct lws *wsi) {
+    struct http_server *s = lws_context_user(lws_get_context(wsi));
+    size_t mine = conn_output(wsi);
+    return mine > s->cfg.max_conn_output || (mine && s->output > s->cfg.max_output);
+}
+
+static void wait_unlink(struct http_conn *c) {
+    struct http_server *s = lws_context_user(lws_get_context(c->wsi));
+    if (c->wprev) c->wprev->wnext = c->wnext;
+    else s->waitq = c->wnext;
+    if (c->wnext) c->wnext->wprev = c->wprev;
+    c->wprev = c->wnext = NULL;
+    c->waiting = false;
+    s->nwaiting--;
+}
+
+static void out_left(struct lws *wsi, struct http_conn *c, size_t left) {
+    struct http_server *s = lws_context_user(lws_get_context(wsi));
+    struct lws *nwsi = lws_get_network_wsi(wsi);
+    size_t mine = conn_output(wsi) - c->counted + left;
+    bool less = left < c->counted;
+    s->output = s->output - c->counted + left;
+    c->counted = left;
+    lws_set_opaque_user_data(nwsi, (void *)(uintptr_t)mine);
+    if (s->output > s->output_peak) s->output_peak = s->output;
+    if (mine > s->conn_output_peak) s->conn_output_peak = mine;
+    if (less)
+        for (struct http_conn *w = s->waitq; w; w = w->wnext)
+            if (!out_over(w->wsi)) lws_callback_on_writable(w->wsi);
+}
+
+static int dispatch_or_wait(struct lws *wsi, struct http_conn *c) {
+    if (!out_over(wsi)) return dispatch(wsi, c);
+    struct http_server *s = lws_context_user(lws_get_context(wsi));
+    c->waiting = true;
+    c->wprev = NULL;
+    c->wnext = s->waitq;
+    if (s->waitq) s->waitq->wprev = c;
+    s->waitq = c;
+    s->nwaiting++;
+    return 0;
+}
+
 static int on_request(struct lws *wsi, struct http_conn *c) {
     struct http_server *s = lws_context_user(lws_get_context(wsi));
     conn_reset(c);
     char *uri;
     int ulen;
     int m = lws_http_get_uri_and_method(wsi, &uri, &ulen);
+    c->wsi = wsi;
     c->method = map_method(m);
     c->method_name = method_names[c->method];
     c->path = strndup(uri ? uri : "/", uri ? (size_t)ulen : 1);
-    if (!c->path || read_args(wsi, c)) return -1;
-    copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, c->content_type, sizeof c->content_type);
-    copy_hdr(wsi, WSI_TOKEN_HTTP_ACCEPT, c->accept, sizeof c->accept);
-    copy_hdr(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, c->authorization, sizeof c->authorization);
-
+    if (!c->path) return -1;
+    char msg[128];
+    if (ulen > HTTP_MAX_PATH) {
+        snprintf(msg, sizeof msg, "the request path is longer than %d bytes", HTTP_MAX_PATH);
+        return refuse(wsi, c, 414, "RequestURITooLong", msg);
+    }
+    int rc = read_args(wsi, c);
+    if (rc == -E2BIG) {
+        snprintf(msg, sizeof msg, "too many query parameters: at most %d are accepted", HTTP_MAX_ARGS);
+        return refuse(wsi, c, 414, "RequestURITooLong", msg);
+    }
+    if (rc) return -1;
     char te[64], cl[32];
-    copy_hdr(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING, te, sizeof te);
-    copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl);
+    if (copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, c->content_type, sizeof c->content_type) ||
+        copy_hdr(wsi, WSI_TOKEN_HTTP_ACCEPT, c->accept, sizeof c->accept) ||
+        copy_hdr(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, c->authorization, sizeof c->authorization) ||
+        copy_hdr(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING, te, sizeof te) ||
+        copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl))
+        return refuse(wsi, c, 400, "BadRequest", "invalid character in a header value");
     if (te[0]) { /* lws 4.1 cannot read chunked request bodies: refuse them clearly */
         c->close_after = true;
         drain_socket(wsi);
@@ -398,7 +511,7 @@ static int on_request(struct lws *wsi, struct http_conn *c) {
             return 0; /* the body arrives in LWS_CALLBACK_HTTP_BODY */
         }
     }
-    return dispatch(wsi, c);
+    return dispatch_or_wait(wsi, c);
 }
 
 /* The head chunk went out whole: drop it, and ask for more if any is due. */
@@ -591,19 +704,31 @@ static int on_ws_established(struct lws *wsi, struct http_conn *c) {
     c->ws = true;
     c->method = HTTP_GET;
     c->method_name = "GET";
-    char uri[2048];
-    if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) < 0) return -1;
-    c->path = strdup(uri);
-    if (!c->path || read_args(wsi, c)) return -1;
-    copy_hdr(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, c->authorization, sizeof c->authorization);
+    int ulen = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI);
+    c->path = malloc((size_t)(ulen > 0 ? ulen : 0) + 1);
+    if (!c->path || lws_hdr_copy(wsi, c->path, ulen + 1, WSI_TOKEN_GET_URI) < 0) return -1;
     struct http_server *s = lws_context_user(lws_get_context(wsi));
-    struct http_request req = {.method = HTTP_GET, .method_name = "GET", .path = c->path, .nargs = c->nargs,
-                               .arg_keys = c->keys, .arg_values = c->vals, .content_type = "", .accept = "",
-                               .authorization = c->authorization, .body = "", .conn = wsi,
+    struct http_request req = {.method = HTTP_GET, .method_name = "GET", .path = c->path, .content_type = "",
+                               .accept = "", .authorization = c->authorization, .body = "", .conn = wsi,
                                .secure = lws_is_ssl(lws_get_network_wsi(wsi)) != 0, .backend = HTTP_BACKEND_LWS};
     struct http_response resp = {.status = 200, .content_type = "application/json"};
     c->dispatched = true;
-    s->cfg.handler(s->cfg.ud, &req, &resp);
+    /* refused as a plain request would be: the Status is the one message */
+    int rc = ulen > HTTP_MAX_PATH ? -ENAMETOOLONG : read_args(wsi, c);
+    if (!rc && copy_hdr(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, c->authorization, sizeof c->authorization)) rc = -EINVAL;
+    if (rc == -ENOMEM) return -1;
+    if (rc) {
+        char msg[128];
+        int code = rc == -EINVAL ? 400 : 414;
+        if (rc == -EINVAL) snprintf(msg, sizeof msg, "invalid character in a header value");
+        else if (rc == -E2BIG) snprintf(msg, sizeof msg, "too many query parameters: at most %d are accepted", HTTP_MAX_ARGS);
+        else snprintf(msg, sizeof msg, "the request path is longer than %d bytes", HTTP_MAX_PATH);
+        resp.status = code;
+        resp.body = http_status_body(code, code == 400 ? "BadRequest" : "RequestURITooLong", msg, &resp.body_len);
+    } else {
+        req.nargs = c->nargs, req.arg_keys = c->keys, req.arg_values = c->vals;
+        s->cfg.handler(s->cfg.ud, &req, &resp);
+    }
     if (c->stream) {
         free(resp.body);
         return 0;
@@ -646,8 +771,13 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
         if (c->discard) return respond_too_large(wsi, c);
         if (!c->body) return -1;
         c->body[c->body_len] = 0;
-        return dispatch(wsi, c);
+        return dispatch_or_wait(wsi, c);
     case LWS_CALLBACK_HTTP_WRITEABLE: {
+        if (c->waiting) { /* its turn, once its connection's replies have drained */
+            if (out_over(wsi)) return 0; /* asked again when they shrink */
+            wait_unlink(c);
+            return dispatch(wsi, c);
+        }
         if (c->stream) return stream_writeable(wsi, c);
         if (c->hdr_pending) { /* a deferred HTTP/2 reply: its headers first */
             c->hdr_pending = false;
@@ -666,6 +796,7 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
         unsigned char *p = c->out + LWS_PRE + c->out_sent;
         if (lws_write(wsi, p, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n) return -1;
         c->out_sent += n;
+        out_left(wsi, c, c->out_len - c->out_sent);
         if (!last) {
             lws_callback_on_writable(wsi);
             return 0;
@@ -704,6 +835,8 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
     s->cfg = *cfg;
     if (!s->cfg.bind_addr) s->cfg.bind_addr = "127.0.0.1";
     if (!s->cfg.max_body) s->cfg.max_body = HTTP_DEFAULT_MAX_BODY;
+    if (!s->cfg.max_conn_output) s->cfg.max_conn_output = HTTP_DEFAULT_MAX_CONN_OUTPUT;
+    if (!s->cfg.max_output) s->cfg.max_output = HTTP_DEFAULT_MAX_OUTPUT;
     if (!(cfg->tls_cert && cfg->tls_key)) { /* plain HTTP/1.1: served on libuv directly */
         int rc = h1_server_start(loop, &s->cfg, &s->h1, err, errlen);
         if (rc) {
@@ -764,6 +897,13 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
 }
 
 int http_server_port(const struct http_server *s) { return s->port; }
+
+void http_server_stats(const struct http_server *s, struct http_server_stats *out) {
+    if (s->h1) h1_server_stats(s->h1, out);
+    else
+        *out = (struct http_server_stats){.output = s->output, .output_peak = s->output_peak,
+                                          .conn_output_peak = s->conn_output_peak, .held = s->nwaiting};
+}
 
 void http_server_stop(struct http_server *s) {
     if (s && s->h1) {

@@ -25,6 +25,21 @@
 
 #define HTTP_DEFAULT_MAX_BODY (3u << 20) /* 3 MiB, kube-apiserver's request limit */
 #define HTTP_MAX_HEADER 8192             /* one header value, bytes */
+/* Query arguments a request may carry; more are refused with 414 (never
+ * dropped: a selector or dryRun past the limit would be lost). Clients send a
+ * handful; repeated labelSelector/fieldSelector stay far below. */
+#define HTTP_MAX_ARGS 64
+/* Bytes of a request's path (percent-decoded, without the query); a longer
+ * one is refused with 414. A Kubernetes path is under 1 KiB (names of 253,
+ * segments of 63). */
+#define HTTP_MAX_PATH 4096
+/* Replies waiting for a client that does not read them (see
+ * http_server_config.max_conn_output and max_output): per connection, in
+ * all, and how long a connection may stay over its bound before it is
+ * closed. */
+#define HTTP_DEFAULT_MAX_CONN_OUTPUT (4u << 20)
+#define HTTP_DEFAULT_MAX_OUTPUT (256u << 20)
+#define HTTP_DEFAULT_OUTPUT_STALL_MS 60000
 
 enum http_method { HTTP_GET = 0, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE, HTTP_HEAD, HTTP_OPTIONS, HTTP_OTHER };
 
@@ -80,6 +95,27 @@ struct http_server_config {
      * string must outlive the server. Local clients (the controllers in
      * pelotond, kubelet-sim) skip the TCP/IP stack this way. */
     const char *unix_path;
+    /* Plain HTTP/1.1: a client that pipelines requests and never reads
+     * must not grow the server. While a connection has more than
+     * max_conn_output bytes of replies unsent (0: HTTP_DEFAULT_MAX_CONN_OUTPUT),
+     * or any at all while every connection's together pass max_output (0:
+     * HTTP_DEFAULT_MAX_OUTPUT), it is not read and its next request waits
+     * (order kept); reading resumes when it drains. One held over its own
+     * bound for output_stall_ms (0: HTTP_DEFAULT_OUTPUT_STALL_MS) is
+     * closed. A reply is built whole, so a connection may pass its bound by
+     * one reply. Streams keep their own bound (max_buffer). */
+    size_t max_conn_output, max_output;
+    unsigned output_stall_ms;
+};
+
+/* What the server holds for its clients (loop thread; for tests and
+ * monitoring). */
+struct http_server_stats {
+    size_t output;           /* reply bytes not yet taken by the sockets, all connections */
+    size_t output_peak;      /* the most output has been */
+    size_t conn_output_peak; /* the most one connection has had unsent */
+    unsigned held;           /* connections not read because of their output */
+    unsigned connections;    /* open ones */
 };
 
 struct http_server;
@@ -91,6 +127,7 @@ int http_server_port(const struct http_server *s);
 void http_server_stop(struct http_server *s);
 /* Completes the teardown and frees the server, after the loop has run dry. */
 void http_server_free(struct http_server *s);
+void http_server_stats(const struct http_server *s, struct http_server_stats *out);
 
 /* ---- streaming responses (watch) ----
  * Inside a handler, http_stream_start sends the status line and headers with
@@ -127,8 +164,6 @@ void http_deferred_reply(struct http_deferred *d, struct http_response *resp);
 /* Inside the same handler call only: takes the deferral back (the handler
  * then answers through resp as usual) and frees d. */
 void http_undefer(struct http_deferred *d);
-
-#define HTTP_MAX_ARGS 64
 
 /* The first value of query argument key, or NULL when absent. */
 const char *http_req_arg(const struct http_request *req, const char *key);

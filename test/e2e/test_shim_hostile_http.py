@@ -1,0 +1,182 @@
+"""End-to-end: hostile request heads against a real pelotond (the ASan build),
+on the plain port and on the TLS port (HTTP/1.1 by ALPN over a raw TLS
+socket, HTTP/2 with curl). Each case once did harm: parameters past the
+64th were dropped (a DELETE behind 64 pads lost its labelSelector and took
+every configmap; a dryRun=All POST really wrote), a path was cut at 2,047
+bytes and its empty segments collapsed (another object was deleted), a name
+that is not UTF-8 got an empty 422, and a NUL in a header value cut the
+token short and let it in. Now: a Status with a 4xx code, nothing written
+or deleted. Bounded waits only."""
+import json
+import os
+import socket
+import ssl
+import subprocess
+import time
+
+import services
+from simlib import run_tests
+
+REDIS = services.start_redis()
+D = services.tempdir()
+TOKEN = "hostile-tok"
+with open(os.path.join(D, "token"), "w") as f:
+    f.write(TOKEN + "\n")
+# plain and TLS ports; the token is asked for over TLS only
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--tls-port=0", f"--tls-dir={D}/tls", f"--token-file={D}/token")
+TPORT = services.start_pelotond.tls_port
+CERT = os.path.join(D, "tls", "apiserver.crt")
+# plain only: the token is asked for on the plain port too
+PROC2, PORT2, LOG2 = services.start_pelotond(REDIS, f"--token-file={D}/token")
+AUTH = f"Authorization: Bearer {TOKEN}\r\n"
+CM = "/api/v1/namespaces/default/configmaps"
+PADS = "&".join(f"pad{i}=1" for i in range(64))
+
+
+def read_reply(recv):
+    """Reads one HTTP/1.1 reply (status, body) with recv(n) -> bytes; the body by Content-Length."""
+    data = b""
+    deadline = time.monotonic() + 10
+    while b"\r\n\r\n" not in data and time.monotonic() < deadline:
+        chunk = recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    if not head:
+        return 0, b""
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"content-length":
+            length = int(v)
+    while len(body) < length and time.monotonic() < deadline:
+        chunk = recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return int(head.split(b" ")[1]), body[:length]
+
+
+def raw(port, req, tls=False):
+    """Sends the bytes of one request on a new connection; returns (status, body)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    if tls:
+        ctx = ssl.create_default_context(cafile=CERT)
+        ctx.check_hostname = False
+        ctx.set_alpn_protocols(["http/1.1"])
+        s = ctx.wrap_socket(s)
+    try:
+        s.sendall(req)
+        return read_reply(s.recv)
+    finally:
+        s.close()
+
+
+def request(method, path, body=b"", tls=False, port=None, auth=True):
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\n{AUTH if auth else ''}Content-Type: application/json\r\n"
+    head += f"Content-Length: {len(body)}\r\n\r\n"
+    return raw(port or (TPORT if tls else PORT), head.encode() + body, tls)
+
+
+def curl_h2(method, path):
+    p = subprocess.run(["curl", "-s", "--http2", "--path-as-is", "-g", "--cacert", CERT, "-X", method, "-H",
+                        f"Authorization: Bearer {TOKEN}", "-w", "\n%{http_version} %{http_code}",
+                        f"https://127.0.0.1:{TPORT}{path}"], capture_output=True, timeout=30)
+    body, _, tail = p.stdout.rpartition(b"\n")
+    ver, code = tail.decode().split()
+    assert ver == "2", tail
+    return int(code), body
+
+
+def status_doc(code, body, want_code=None, reason=None):
+    doc = json.loads(body)
+    assert doc["kind"] == "Status" and doc["apiVersion"] == "v1" and doc["status"] == "Failure", doc
+    assert doc["code"] == code and doc["metadata"] == {} and doc["message"], doc
+    if want_code:
+        assert code == want_code, (code, doc)
+    if reason:
+        assert doc["reason"] == reason, doc
+    return doc
+
+
+def make_cm(name, labels=None):
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels or {}}}
+    st, body = request("POST", CM, json.dumps(obj).encode())
+    assert st in (201, 409), (st, body)
+
+
+def exists(name):
+    return request("GET", f"{CM}/{name}")[0] == 200
+
+
+def via_all_ports(method, path, body=b""):
+    """(transport, status, body) over plain HTTP/1.1, TLS HTTP/1.1 and HTTP/2."""
+    yield "plain", *request(method, path, body)
+    yield "tls-h1", *request(method, path, body, tls=True)
+    if not body:
+        yield "h2", *curl_h2(method, path)
+
+
+def test_parameters_past_the_limit_are_refused_not_dropped():
+    make_cm("grp-a", {"grp": "a"})
+    make_cm("grp-b", {"grp": "b"})
+    for how, st, body in via_all_ports("DELETE", f"{CM}?{PADS}&labelSelector=grp%3Da"):
+        status_doc(st, body, 414, "RequestURITooLong")
+        assert exists("grp-a") and exists("grp-b"), how  # before: both deleted
+    obj = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}}).encode()
+    for how, st, body in via_all_ports("POST", f"{CM}?{PADS}&dryRun=All", obj):
+        status_doc(st, body, 414, "RequestURITooLong")
+        assert not exists("dry"), how  # before: really written
+    # 64 of them still pass, the selector among them
+    st, body = request("GET", f"{CM}?{'&'.join(f'pad{i}=1' for i in range(63))}&labelSelector=grp%3Da")
+    assert st == 200 and [i["metadata"]["name"] for i in json.loads(body)["items"]] == ["grp-a"], body
+
+
+def test_long_paths_and_empty_or_dot_segments_reach_no_object():
+    for n in ("victim", "victim3", "victim4", "other-object-name"):
+        make_cm(n)
+    # 2,060 slashes: cut at 2,047 bytes, this deleted "victim"
+    st, body = request("DELETE", f"{CM}/victim" + "/" * 2060 + "other-object-name")
+    status_doc(st, body, 404, "NotFound")
+    for path in ("/api//v1///namespaces/default/configmaps//victim3", f"{CM}/victim3/", f"{CM}//victim3",
+                 f"{CM}/x/../victim3", f"{CM}/./victim3", f"{CM}/x%2F..%2Fvictim3", f"{CM}/victim3%2F",
+                 f"{CM}/%2E%2E/configmaps/victim3", f"{CM}/.."):
+        st, body = request("DELETE", path)
+        status_doc(st, body)
+        assert st in (400, 404), (path, st)
+    # a path over the limit is refused whole, on every port
+    for how, st, body in via_all_ports("DELETE", f"{CM}/victim4/" + "x" * 5000):
+        status_doc(st, body, 414, "RequestURITooLong")
+    for n in ("victim", "victim3", "victim4", "other-object-name"):
+        assert exists(n), n
+
+
+def test_a_name_that_is_not_utf8_gets_a_status():
+    for how, st, body in via_all_ports("GET", f"{CM}/%ff"):
+        doc = status_doc(st, body)  # before: 422 with an empty body
+        assert 400 <= st < 500 and "\ufffd" in doc["message"], (how, doc)
+    st, body = request("GET", "/api/v1/namespaces/%fe%ff/configmaps/x")
+    assert "\ufffd" in status_doc(st, body)["message"]
+
+
+def test_nul_or_control_characters_in_a_header_are_refused():
+    ok = f"GET {CM} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}".encode()
+    assert raw(PORT2, ok + b"\r\n\r\n")[0] == 200  # the token is needed here, and works
+    assert raw(TPORT, ok + b"\r\n\r\n", tls=True)[0] == 200
+    for tail in (b"\x00junk", b"\x01junk", b"\x7f", b"\rjunk"):
+        # lws ends a header line at a bare CR (the rest of the line is
+        # skipped, never read as part of the value): plain port only
+        for port, tls in ((PORT2, False), (TPORT, True)) if tail != b"\rjunk" else ((PORT2, False),):
+            st, body = raw(port, ok + tail + b"\r\n\r\n", tls)
+            status_doc(st, body, 400, "BadRequest")  # before: 200 (cut at the NUL)
+
+
+def test_servers_survive_and_exit_clean_under_asan():
+    for p, port, log in ((PROC, PORT, LOG), (PROC2, PORT2, LOG2)):
+        assert p.poll() is None, open(log).read()[-2000:]
+        assert raw(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")[0] == 200
+        assert services.stop(p) == 0, open(log).read()[-3000:]
+
+
+run_tests("shim-hostile-http", dict(globals()))
