@@ -31,15 +31,15 @@ echo "$TOKEN" >"$DIR/token"
 setsid bin/pelotond --roles=apiserver --port="$API_PORT" --tls-port="$TLS_PORT" --tls-dir="$DIR/tls" \
   --token-file="$DIR/token" --redis="$PL_REDIS_ADDR" &
 PD_PID=$!
-pl_write_kubeconfig "$DIR/kubeconfig" "http://127.0.0.1:$API_PORT"
 pl_wait "pelotond's TLS certificate" 10 "$PD_PID" "the terminal" test -s "$DIR/tls/apiserver.crt"
-pl_write_kubeconfig "$DIR/kubeconfig-tls" "https://127.0.0.1:$TLS_PORT" "$TOKEN" "$DIR/tls/apiserver.crt"
+pl_write_kubeconfig "$DIR/kubeconfig" "https://127.0.0.1:$TLS_PORT" "$TOKEN" "$DIR/tls/apiserver.crt"
 pl_wait "pelotond at http://127.0.0.1:$API_PORT" 10 "$PD_PID" "the terminal" \
   pl_http_ok "http://127.0.0.1:$API_PORT/healthz"
 echo
-echo "Peloton-C API server: http://127.0.0.1:$API_PORT (local, no auth) and https://127.0.0.1:$TLS_PORT"
-echo "(HTTP/2, token), redis on $PL_REDIS_ADDR (AOF fsync $PL_REDIS_FSYNC). Try:"
-echo "  export KUBECONFIG=$DIR/kubeconfig        # or $DIR/kubeconfig-tls"
+echo "Peloton-C API server: https://127.0.0.1:$TLS_PORT (HTTP/2) and http://127.0.0.1:$API_PORT, both with"
+echo "the token in $DIR/token (kubectl sends tokens over TLS only), redis on $PL_REDIS_ADDR"
+echo "(AOF fsync $PL_REDIS_FSYNC). Try:"
+echo "  export KUBECONFIG=$DIR/kubeconfig"
 echo "  kubectl get namespaces"
 echo "  kubectl apply -f examples/pools.yaml && kubectl get rp"
 echo "Ctrl-C stops both."

@@ -24,8 +24,10 @@
  *
  * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
  * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
- * made on first start in --tls-dir; with TLS on, the token (if any) is
- * required there and the loopback plain port stays open. --unix-socket=PATH
+ * made on first start in --tls-dir. With --token-file, every port asks for
+ * the token (a local user is no less a stranger on the plain port; kubectl
+ * sends tokens only over TLS, so it uses the TLS port); without one, every
+ * port is open (local development). --unix-socket=PATH
  * serves the same plain HTTP/1.1 on a Unix-domain socket too (mode 0600),
  * and the controllers in this process reach the API server through it: the
  * same REST and watch protocol without the TCP/IP stack's cost per message.
@@ -378,7 +380,7 @@ int main(int argc, char **argv) {
         free(token);
         return 1;
     }
-    struct shim_config scfg = {.token = token, .token_on_plain = tls_port < 0, .loop = d.loop, .poll_ms = poll_ms,
+    struct shim_config scfg = {.token = token, .token_on_plain = true, .loop = d.loop, .poll_ms = poll_ms,
                                .bookmark_ms = bookmark_ms, .astore = ast, .list_page_bytes = (size_t)list_page_bytes};
     struct shim *shim = shim_new(st, &scfg);
     char err[512];
@@ -444,7 +446,7 @@ int main(int argc, char **argv) {
     int actual = http_server_port(d.http);
     fprintf(stderr, "level=info msg=serving api=http://127.0.0.1:%d%s%s redis=%s auth=%s\n", actual,
             unix_path ? " unix=" : "", unix_path ? unix_path : "", redis,
-            token && tls_port < 0 ? "token" : "none");
+            token ? "token" : "none");
     if (d.https)
         fprintf(stderr, "level=info msg=serving api=https://%s:%d cert=%s auth=%s\n", bind,
                 http_server_port(d.https), cert, token ? "token" : "none");

@@ -105,8 +105,13 @@ def test_objects_larger_than_one_http2_frame():
     assert rc == 0 and out == big, (len(out), err)
 
 
-def test_plain_port_stays_loopback_and_open():
-    assert curl(f"http://127.0.0.1:{PORT}/api/v1/namespaces")[1] == "200"
+def test_plain_port_asks_for_the_token_too():
+    # before, with TLS on the plain port served everything, Secrets included, to any local user
+    url = f"http://127.0.0.1:{PORT}/api/v1/namespaces/default/secrets"
+    assert curl(url)[1] == "401"
+    assert curl("-H", "Authorization: Bearer wrong", url)[1] == "401"
+    assert curl("-H", "Authorization: Bearer tls-tok", url)[1] == "200"
+    assert curl(f"http://127.0.0.1:{PORT}/healthz")[1] == "200"  # probes stay open
 
 
 def test_operators_certificate():
