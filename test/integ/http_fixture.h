@@ -1,0 +1,47 @@
+/* Shared by the HTTP layer's integration tests: an echo server on its own
+ * libuv loop in a thread (the test thread is the client), a libcurl request
+ * helper and raw-socket helpers. The echo server's paths pick behaviours
+ * (/stream, /hold, /defer, /empty?status=N, /big, ...): see http_fixture.c. */
+#ifndef PELOTON_TEST_HTTP_FIXTURE_H
+#define PELOTON_TEST_HTTP_FIXTURE_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <uv.h>
+
+#include "server.h"
+
+struct srv {
+    int stream_closes;
+    struct http_stream *held; /* /hold's stream, left open */
+    uv_loop_t loop;
+    uv_async_t stop;
+    struct http_server *http;
+    pthread_t thread;
+    int port;
+    int requests;
+};
+
+struct buf {
+    char *p;
+    size_t n;
+};
+
+int srv_start_cfg(struct srv *s, struct http_server_config cfg, char *err_out, size_t errlen);
+int srv_start_timeouts(struct srv *s, size_t max_body, unsigned idle_ms, unsigned head_ms);
+int srv_start(struct srv *s, size_t max_body);
+void srv_stop(struct srv *s);
+size_t on_data(char *d, size_t sz, size_t nm, void *ud);
+long req(CURL *c, const char *method, const char *url, const char *body, long body_len, struct curl_slist *hdrs, struct buf *out);
+int connect_timed(int fd, const struct sockaddr *a, socklen_t len);
+int raw_connect(int port);
+bool raw_send(int fd, const char *p, size_t n);
+bool raw_sends(int fd, const char *p);
+void raw_read(int fd, struct buf *b, const char *needle, int want, bool *closed);
+bool raw_closed(int fd);
+double ms_since(const struct timespec *t0);
+
+#endif

@@ -1,0 +1,385 @@
+/* The HTTP layer's bounds against hostile and careless clients, on both
+ * ports: heads past their limits, replies a client does not read, stalled
+ * readers, HTTP/2 streams left unread, and connections past their bounds. */
+#include <curl/curl.h>
+#include <openssl/ssl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "http_fixture.h"
+#include "tlscert.h"
+#include "test.h"
+
+/* ---- hostile heads, on both ports ---- */
+
+/* A TLS connection to port offering HTTP/1.1 only by ALPN; NULL when it cannot. */
+static SSL *tls_connect(SSL_CTX *ctx, int port, int *fd_out) {
+    int fd = raw_connect(port);
+    if (fd < 0) return NULL;
+    SSL *ssl = SSL_new(ctx);
+    SSL_set_alpn_protos(ssl, (const unsigned char *)"\x08http/1.1", 9);
+    SSL_set_fd(ssl, fd);
+    if (SSL_connect(ssl) != 1) {
+        SSL_free(ssl);
+        close(fd);
+        return NULL;
+    }
+    *fd_out = fd;
+    return ssl;
+}
+
+/* Sends req (n bytes) on a new connection to the plain port, or over TLS
+ * (HTTP/1.1) when tls, and reads the answer until the end of its JSON body,
+ * the close or 5 s. */
+static void exchange(int port, bool tls, const char *req, size_t n, struct buf *b) {
+    *b = (struct buf){0};
+    if (!tls) {
+        int fd = raw_connect(port);
+        if (fd < 0) return;
+        raw_send(fd, req, n);
+        raw_read(fd, b, "}", 1, NULL);
+        close(fd);
+        return;
+    }
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    int fd = -1;
+    SSL *ssl = tls_connect(ctx, port, &fd);
+    if (ssl && SSL_write(ssl, req, (int)n) == (int)n) {
+        for (int i = 0; i < 1000 && !(b->p && strstr(b->p, "}")); i++) {
+            char tmp[16384];
+            int r = SSL_read(ssl, tmp, sizeof tmp);
+            if (r <= 0) break;
+            on_data(tmp, 1, (size_t)r, b);
+        }
+    }
+    if (ssl) SSL_free(ssl);
+    if (fd >= 0) close(fd);
+    SSL_CTX_free(ctx);
+}
+
+/* "GET /q?p0=1&...&p<n-1>=1<tail> HTTP/1.1" with headers; malloc'd. */
+static char *many_args(int n, const char *tail, size_t *len) {
+    size_t cap = (size_t)n * 16 + 256;
+    char *r = malloc(cap);
+    size_t k = (size_t)snprintf(r, cap, "GET /q?");
+    for (int i = 0; i < n; i++) k += (size_t)snprintf(r + k, cap - k, "%sp%d=1", i ? "&" : "", i);
+    k += (size_t)snprintf(r + k, cap - k, "%s HTTP/1.1\r\nHost: x\r\n\r\n", tail);
+    *len = k;
+    return r;
+}
+
+/* Too many query arguments, a path too long, a NUL or a control character
+ * in a header value: refused with a Status on the plain port and over TLS,
+ * the handler never called. Before: the 65th argument on was dropped (a
+ * labelSelector behind 64 pads was lost, so a DELETE took every object),
+ * and a header value was cut at a NUL ("Bearer TOKEN\0junk" read as the
+ * token). Exactly HTTP_MAX_ARGS arguments and a path of HTTP_MAX_PATH bytes
+ * still pass. */
+TEST(http_hostile_heads_refused_on_both_ports) {
+    char dir[] = "/tmp/test-http-hostile-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char crt[128], key[128], err[256] = "";
+    snprintf(crt, sizeof crt, "%s/s.crt", dir);
+    snprintf(key, sizeof key, "%s/s.key", dir);
+    REQUIRE(tls_cert_ensure(crt, key, err, sizeof err) == 0);
+    for (int tls = 0; tls < 2; tls++) {
+        struct srv s;
+        struct http_server_config cfg = {0};
+        if (tls) cfg.tls_cert = crt, cfg.tls_key = key;
+        REQUIRE(srv_start_cfg(&s, cfg, NULL, 0) == 0);
+        struct buf b;
+        size_t n;
+        char *r = many_args(HTTP_MAX_ARGS, "&labelSelector=grp%3Da", &n);
+        exchange(s.port, tls, r, n, &b);
+        free(r);
+        if (!b.p || strncmp(b.p, "HTTP/1.1 414", 12))
+            test_fail(__FILE__, __LINE__, "tls=%d: 65 arguments answered %.60s", tls, b.p ? b.p : "(nothing)");
+        CHECK_HAS(b.p, "\"kind\":\"Status\"");
+        CHECK_HAS(b.p, "\"reason\":\"RequestURITooLong\"");
+        CHECK_HAS(b.p, "\"code\":414");
+        free(b.p);
+        r = many_args(HTTP_MAX_ARGS, "", &n);
+        exchange(s.port, tls, r, n, &b);
+        free(r);
+        CHECK(b.p && !strncmp(b.p, "HTTP/1.1 200", 12));
+        CHECK_HAS(b.p, "[\"p63\",\"1\"]");
+        free(b.p);
+        /* the path: HTTP_MAX_PATH bytes pass, one more is refused */
+        for (int extra = 0; extra < 2; extra++) {
+            size_t plen = HTTP_MAX_PATH + (size_t)extra;
+            char *req = malloc(plen + 64);
+            memcpy(req, "GET ", 4);
+            req[4] = '/';
+            memset(req + 5, 'a', plen - 1);
+            n = 4 + plen + (size_t)snprintf(req + 4 + plen, 60, " HTTP/1.1\r\nHost: x\r\n\r\n");
+            exchange(s.port, tls, req, n, &b);
+            free(req);
+            const char *want = extra ? "HTTP/1.1 414" : "HTTP/1.1 200";
+            if (!b.p || strncmp(b.p, want, 12))
+                test_fail(__FILE__, __LINE__, "tls=%d: a path of %zu bytes answered %.60s", tls, plen,
+                          b.p ? b.p : "(nothing)");
+            if (extra) CHECK_HAS(b.p, "\"reason\":\"RequestURITooLong\"");
+            free(b.p);
+        }
+        /* NUL, SOH and DEL inside header values */
+        static const char nul[] = "GET /x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer TOKEN\0junk\r\n\r\n";
+        static const char soh[] = "GET /x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer TOKEN\001junk\r\n\r\n";
+        static const char del[] = "GET /x HTTP/1.1\r\nHost: x\r\nAccept: a\177b\r\n\r\n";
+        const struct {
+            const char *what, *req;
+            size_t len;
+        } bad[] = {{"NUL", nul, sizeof nul - 1}, {"SOH", soh, sizeof soh - 1}, {"DEL", del, sizeof del - 1}};
+        for (size_t i = 0; i < 3; i++) {
+            exchange(s.port, tls, bad[i].req, bad[i].len, &b);
+            if (!b.p || strncmp(b.p, "HTTP/1.1 400", 12))
+                test_fail(__FILE__, __LINE__, "tls=%d: %s in a header answered %.60s", tls, bad[i].what,
+                          b.p ? b.p : "(nothing)");
+            CHECK_HAS(b.p, "\"reason\":\"BadRequest\"");
+            free(b.p);
+        }
+        srv_stop(&s);
+        CHECK_I64(s.requests, 2); /* the 64 arguments and the longest path; nothing refused reached it */
+    }
+    unlink(crt);
+    unlink(key);
+    rmdir(dir);
+}
+
+/* ---- replies a client does not read ---- */
+
+/* The server's counts, asked over a connection of their own (https when
+ * the handle has a CA set). */
+static bool get_stats(CURL *c, int port, struct http_server_stats *st, double *ms) {
+    char url[128];
+    char *ca = NULL;
+    curl_easy_getinfo(c, CURLINFO_PRIVATE, &ca);
+    snprintf(url, sizeof url, "%s://127.0.0.1:%d/stats", ca ? "https" : "http", port);
+    struct buf b = {0};
+    uint64_t t0 = uv_hrtime();
+    long code = req(c, "GET", url, NULL, 0, NULL, &b);
+    if (ms) *ms = (double)(uv_hrtime() - t0) / 1e6;
+    json_t *o = code == 200 ? json_loads(b.p ? b.p : "", 0, NULL) : NULL;
+    free(b.p);
+    if (!o) return false;
+    st->output = (size_t)json_integer_value(json_object_get(o, "output"));
+    st->output_peak = (size_t)json_integer_value(json_object_get(o, "outputPeak"));
+    st->conn_output_peak = (size_t)json_integer_value(json_object_get(o, "connOutputPeak"));
+    st->held = (unsigned)json_integer_value(json_object_get(o, "held"));
+    st->connections = (unsigned)json_integer_value(json_object_get(o, "connections"));
+    json_decref(o);
+    return true;
+}
+
+/* A connection that can take little: a small receive buffer, set before connecting. */
+static int raw_connect_small(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 65536;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return connect_timed(fd, (struct sockaddr *)&a, sizeof a);
+}
+
+#define FLOOD 300             /* pipelined requests */
+#define FLOOD_REPLY 65536     /* bytes in each reply's body: 19 MiB in all */
+#define FLOOD_CONN_MAX (256u << 10)
+
+/* FLOOD requests for FLOOD_REPLY-byte replies, one of them deferred, sent
+ * at once on fd. */
+static bool flood(int fd) {
+    size_t cap = FLOOD * 64, n = 0;
+    char *r = malloc(cap);
+    for (int i = 0; i < FLOOD; i++)
+        n += (size_t)snprintf(r + n, cap - n,
+                              i == 10 ? "GET /defer HTTP/1.1\r\nHost: x\r\n\r\n"
+                                      : "GET /sized?n=%d&i=%d HTTP/1.1\r\nHost: x\r\n\r\n",
+                              FLOOD_REPLY, i);
+    bool ok = raw_send(fd, r, n);
+    free(r);
+    return ok;
+}
+
+/* A client pipelines FLOOD requests and reads nothing: the server stops
+ * taking its requests once FLOOD_CONN_MAX bytes of replies wait for it,
+ * holds no more than that and one reply, and keeps answering others at
+ * once. When the client reads, every reply arrives, in order, the deferred
+ * one in its place. Before: all 19 MiB of replies were built and held. */
+TEST(http_h1_unread_pipelined_replies_are_bounded) {
+    struct srv s;
+    REQUIRE(srv_start_cfg(&s, (struct http_server_config){.max_conn_output = FLOOD_CONN_MAX}, NULL, 0) == 0);
+    CURL *c = curl_easy_init();
+    int fd = raw_connect_small(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(flood(fd));
+    struct http_server_stats st = {0};
+    double ms = 0, worst = 0;
+    for (int i = 0; i < 250 && !(get_stats(c, s.port, &st, &ms) && st.held == 1); i++) usleep(20000);
+    CHECK_I64(st.held, 1);
+    for (int i = 0; i < 20; i++) { /* another client is answered at once meanwhile */
+        CHECK(get_stats(c, s.port, &st, &ms));
+        if (ms > worst) worst = ms;
+    }
+    CHECK(worst < 500);
+    size_t most = FLOOD_CONN_MAX + FLOOD_REPLY + 512; /* the bound and one reply past it */
+    if (st.conn_output_peak > most || st.output > most || st.held != 1)
+        test_fail(__FILE__, __LINE__, "held %u, output %zu, peak per connection %zu (at most %zu)", st.held,
+                  st.output, st.conn_output_peak, most);
+    /* the client reads now: everything, in order */
+    size_t want = (size_t)(FLOOD - 1) * FLOOD_REPLY + 8, cap = want + FLOOD * 256; /* bodies, then heads */
+    struct buf b = {.p = calloc(1, cap + 1)};
+    for (int i = 0; i < 100000 && b.n < cap; i++) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, b.n >= want ? 200 : 5000) != 1) break; /* all in, or stuck */
+        ssize_t r = recv(fd, b.p + b.n, cap - b.n, 0);
+        if (r <= 0) break;
+        b.n += (size_t)r;
+    }
+    const char *p = b.p;
+    int next = 0;
+    bool order = true;
+    for (const char *q = p; (q = strstr(q, "\r\n\r\n")); q += 4) {
+        int i = -1;
+        if (!strncmp(q + 4, "deferred", 8)) i = 10;
+        else sscanf(q + 4, "i=%d;", &i);
+        if (i != next) order = false;
+        next++;
+    }
+    CHECK(order);
+    CHECK_I64(next, FLOOD);
+    free(b.p);
+    for (int i = 0; i < 250 && !(get_stats(c, s.port, &st, NULL) && st.held == 0 && st.output == 0); i++)
+        usleep(20000);
+    CHECK_I64(st.held, 0);
+    CHECK_I64(st.output, 0);
+    close(fd);
+    curl_easy_cleanup(c);
+    srv_stop(&s);
+}
+
+/* A client that never reads what it asked for is closed after
+ * output_stall_ms held over its bound (300 ms here), and its output freed. */
+TEST(http_h1_stalled_reader_is_closed) {
+    struct srv s;
+    REQUIRE(srv_start_cfg(&s, (struct http_server_config){.max_conn_output = FLOOD_CONN_MAX, .output_stall_ms = 300},
+                          NULL, 0) == 0);
+    CURL *c = curl_easy_init();
+    int fd = raw_connect_small(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(flood(fd));
+    struct http_server_stats st = {0};
+    for (int i = 0; i < 250 && !(get_stats(c, s.port, &st, NULL) && st.held == 1); i++) usleep(20000);
+    CHECK_I64(st.held, 1);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 250 && !(get_stats(c, s.port, &st, NULL) && st.connections == 1); i++) usleep(20000);
+    double waited = ms_since(&t0);
+    CHECK_I64(st.connections, 1); /* the stats client's own */
+    CHECK_I64(st.held, 0);
+    CHECK_I64(st.output, 0);
+    CHECK(waited >= 150 && waited < 3000);
+    close(fd);
+    curl_easy_cleanup(c);
+    srv_stop(&s);
+}
+
+struct paused {
+    size_t got;
+    bool stop; /* pause on data: the client reads nothing */
+};
+static size_t pause_data(char *d, size_t sz, size_t nm, void *ud) {
+    struct paused *p = ud;
+    if (p->stop) return CURL_WRITEFUNC_PAUSE;
+    p->got += sz * nm;
+    return sz * nm;
+}
+
+/* The same over TLS with HTTP/2: many streams on one connection ask for
+ * large replies and read none. The connection's unsent replies stay within
+ * its bound and one reply, the streams past it wait (not dispatched); when
+ * the client reads, every stream completes whole. Before: every stream's
+ * reply was built and held. */
+TEST(http_h2_unread_streams_are_bounded) {
+    char dir[] = "/tmp/test-http-h2flood-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char crt[128], key[128], err[256] = "";
+    snprintf(crt, sizeof crt, "%s/s.crt", dir);
+    snprintf(key, sizeof key, "%s/s.key", dir);
+    REQUIRE(tls_cert_ensure(crt, key, err, sizeof err) == 0);
+    struct srv s;
+    REQUIRE(srv_start_cfg(&s, (struct http_server_config){.tls_cert = crt, .tls_key = key,
+                                                          .max_conn_output = FLOOD_CONN_MAX},
+                          NULL, 0) == 0);
+    enum { N = 20 }; /* lws 4.1 drops a connection with more than 24 streams open */
+    CURLM *m = curl_multi_init();
+    curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    CURL *e[N];
+    struct paused p[N];
+    char url[128];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/sized?n=%d&i=0", s.port, FLOOD_REPLY * 4);
+    for (int i = 0; i < N; i++) {
+        p[i] = (struct paused){.stop = true};
+        e[i] = curl_easy_init();
+        curl_easy_setopt(e[i], CURLOPT_URL, url);
+        curl_easy_setopt(e[i], CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+        curl_easy_setopt(e[i], CURLOPT_CAINFO, crt);
+        curl_easy_setopt(e[i], CURLOPT_PIPEWAIT, 1L); /* all on one connection */
+        curl_easy_setopt(e[i], CURLOPT_WRITEFUNCTION, pause_data);
+        curl_easy_setopt(e[i], CURLOPT_WRITEDATA, &p[i]);
+        curl_multi_add_handle(m, e[i]);
+    }
+    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, 1L);
+    int running = N;
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_CAINFO, crt);
+    curl_easy_setopt(c, CURLOPT_PRIVATE, crt);
+    struct http_server_stats st = {0};
+    /* the client takes nothing while the server answers what it will */
+    for (int i = 0; i < 300; i++) {
+        curl_multi_perform(m, &running);
+        curl_multi_poll(m, NULL, 0, 10, NULL);
+        if (i % 20 == 19 && get_stats(c, s.port, &st, NULL) && st.held > 0 && st.output > FLOOD_CONN_MAX) break;
+    }
+    CHECK(st.held > 0);
+    size_t most = FLOOD_CONN_MAX + FLOOD_REPLY * 4 + 512;
+    if (st.conn_output_peak > most)
+        test_fail(__FILE__, __LINE__, "one connection held %zu bytes unsent (at most %zu)", st.conn_output_peak, most);
+    /* now it reads: every stream completes */
+    for (int i = 0; i < N; i++) {
+        p[i].stop = false;
+        curl_easy_pause(e[i], CURLPAUSE_CONT);
+    }
+    for (int i = 0; i < 3000 && running; i++) {
+        curl_multi_perform(m, &running);
+        curl_multi_poll(m, NULL, 0, 10, NULL);
+    }
+    CHECK_I64(running, 0);
+    long conns = 0;
+    for (int i = 0; i < N; i++) {
+        long code = 0, nc = 0;
+        curl_easy_getinfo(e[i], CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_getinfo(e[i], CURLINFO_NUM_CONNECTS, &nc);
+        conns += nc;
+        if (code != 200 || p[i].got != (size_t)FLOOD_REPLY * 4)
+            test_fail(__FILE__, __LINE__, "stream %d: %ld with %zu bytes", i, code, p[i].got);
+        curl_multi_remove_handle(m, e[i]);
+        curl_easy_cleanup(e[i]);
+    }
+    CHECK_I64(conns, 1);
+    curl_multi_cleanup(m);
+    curl_easy_cleanup(c);
+    srv_stop(&s);
+    unlink(crt);
+    unlink(key);
+    rmdir(dir);
+}
