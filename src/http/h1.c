@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "http_int.h"
+#include "strmap.h"
 #include "unixpath.h"
 
 #define H1_IDLE_MS 120000 /* keep-alive connections idle this long are closed */
@@ -87,6 +88,8 @@ struct h1_server {
     size_t output_peak, conn_output_peak;
     unsigned held;          /* connections held for their output */
     unsigned nconns;        /* open connections */
+    struct strmap per_client; /* client address -> its open connections (uintptr_t) */
+    uint64_t refused;       /* connections turned away by the bounds */
     bool release;           /* output drained: release_held at the end of the turn */
     int open;               /* handles whose close has not completed */
     bool free_asked;        /* h1_server_free came first: the last close frees */
@@ -128,9 +131,11 @@ struct h1_conn {
     size_t stall_left;   /* its unsent bytes then: fewer later means the client reads */
     struct h1_conn *prev, *next;   /* all connections */
     struct h1_conn *fnext;         /* flush list */
+    char peer[INET6_ADDRSTRLEN];   /* the client's address; "" on the Unix-domain socket */
 };
 
 static void conn_close(struct h1_conn *c);
+static uintptr_t client_count(struct h1_server *s, const char *peer, int delta);
 static void serve(struct h1_conn *c);
 static void serve_loop(struct h1_conn *c);
 static void resume_reading(struct h1_conn *c);
@@ -701,6 +706,7 @@ static void conn_close(struct h1_conn *c) {
     struct h1_server *s = c->srv;
     out_sync(c); /* its output leaves the server's count */
     s->nconns--;
+    client_count(s, c->peer, -1);
     if (c->held) c->held = false, s->held--;
     if (c->prev) c->prev->next = c->next;
     else s->conns = c->next;
@@ -719,6 +725,34 @@ static void conn_close(struct h1_conn *c) {
     uv_close(&c->io.handle, conn_freed); /* cancels a pending write: its callback comes first */
 }
 
+/* The open connections of client address peer ("" counts nothing), moved
+ * by delta; returns the new count. */
+static uintptr_t client_count(struct h1_server *s, const char *peer, int delta) {
+    if (!peer[0]) return 0;
+    uintptr_t n = (uintptr_t)strmap_get(&s->per_client, peer) + (uintptr_t)(intptr_t)delta;
+    if (n == 0) strmap_del(&s->per_client, peer);
+    else if (strmap_put(&s->per_client, peer, (void *)n, NULL)) return n; /* no room to count: still bounded in all */
+    return n;
+}
+
+/* A connection past the bounds: told why (best effort, its request unread)
+ * and closed. */
+static void refuse(struct h1_conn *c, const char *why) {
+    char msg[512];
+    int body = snprintf(msg, sizeof msg,
+                        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+                        "\"message\":\"%s\",\"reason\":\"ServiceUnavailable\",\"code\":503}",
+                        why);
+    char buf[768];
+    int n = snprintf(buf, sizeof buf,
+                     "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+                     "Connection: close\r\nContent-Length: %d\r\n\r\n%s",
+                     body, msg);
+    uv_buf_t b = uv_buf_init(buf, (unsigned)n);
+    uv_try_write(&c->io.stream, &b, 1);
+    uv_close(&c->io.handle, conn_freed);
+}
+
 static void on_connection(uv_stream_t *l, int status) {
     struct h1_server *s = l->data;
     if (status < 0 || s->stopping) return;
@@ -733,7 +767,24 @@ static void on_connection(uv_stream_t *l, int status) {
         uv_close(&c->io.handle, conn_freed);
         return;
     }
-    if (tcp) uv_tcp_nodelay(&c->io.tcp, 1);
+    if (tcp) {
+        uv_tcp_nodelay(&c->io.tcp, 1);
+        struct sockaddr_storage pa;
+        int plen = sizeof pa;
+        if (!uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&pa, &plen))
+            uv_ip_name((struct sockaddr *)&pa, c->peer, sizeof c->peer);
+    }
+    if (s->nconns >= s->cfg.max_conns) {
+        s->refused++;
+        refuse(c, "too many connections to this server: try again later");
+        return;
+    }
+    if (c->peer[0] && (uintptr_t)strmap_get(&s->per_client, c->peer) >= s->cfg.max_conns_per_client) {
+        s->refused++;
+        refuse(c, "too many connections from this client: try again later");
+        return;
+    }
+    client_count(s, c->peer, +1);
     c->next = s->conns;
     if (s->conns) s->conns->prev = c;
     s->conns = c;
@@ -953,6 +1004,8 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     if (!s->cfg.max_conn_output) s->cfg.max_conn_output = HTTP_DEFAULT_MAX_CONN_OUTPUT;
     if (!s->cfg.max_output) s->cfg.max_output = HTTP_DEFAULT_MAX_OUTPUT;
     if (!s->cfg.output_stall_ms) s->cfg.output_stall_ms = HTTP_DEFAULT_OUTPUT_STALL_MS;
+    if (!s->cfg.max_conns) s->cfg.max_conns = HTTP_DEFAULT_MAX_CONNS;
+    if (!s->cfg.max_conns_per_client) s->cfg.max_conns_per_client = HTTP_DEFAULT_MAX_CONNS_PER_CLIENT;
     unsigned shorter = s->cfg.idle_timeout_ms;
     if (s->cfg.head_timeout_ms < shorter) shorter = s->cfg.head_timeout_ms;
     if (s->cfg.output_stall_ms < shorter) shorter = s->cfg.output_stall_ms;
@@ -1000,13 +1053,14 @@ int h1_server_port(const struct h1_server *s) { return s->port; }
 void h1_server_stats(const struct h1_server *s, struct http_server_stats *out) {
     *out = (struct http_server_stats){.output = s->output, .output_peak = s->output_peak,
                                       .conn_output_peak = s->conn_output_peak, .held = s->held,
-                                      .connections = s->nconns};
+                                      .connections = s->nconns, .refused = s->refused};
 }
 
 void h1_server_stop(struct h1_server *s) {
     if (!s || s->stopping) return;
     s->stopping = true;
     while (s->conns) conn_close(s->conns);
+    strmap_free(&s->per_client);
     uv_check_stop(&s->flush);
     s->flushq = NULL;
     run_retired(s); /* the flush handle closes now: tell the owners here */

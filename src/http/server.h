@@ -37,6 +37,12 @@
  * http_server_config.max_conn_output and max_output): per connection, in
  * all, and how long a connection may stay over its bound before it is
  * closed. */
+/* Connections the plain port keeps open at once, in all and per client
+ * address (a Unix-domain socket's peers count in the total only); one past
+ * either is answered 503 with Retry-After and closed. Local clients share
+ * 127.0.0.1: the per-client bound leaves room for a thousand watchers. */
+#define HTTP_DEFAULT_MAX_CONNS 10000
+#define HTTP_DEFAULT_MAX_CONNS_PER_CLIENT 2000
 #define HTTP_DEFAULT_MAX_CONN_OUTPUT (4u << 20)
 #define HTTP_DEFAULT_MAX_OUTPUT (256u << 20)
 #define HTTP_DEFAULT_OUTPUT_STALL_MS 60000
@@ -106,6 +112,9 @@ struct http_server_config {
      * one reply. Streams keep their own bound (max_buffer). */
     size_t max_conn_output, max_output;
     unsigned output_stall_ms;
+    /* Plain HTTP/1.1: open connections in all (0: HTTP_DEFAULT_MAX_CONNS)
+     * and per client address (0: HTTP_DEFAULT_MAX_CONNS_PER_CLIENT). */
+    unsigned max_conns, max_conns_per_client;
 };
 
 /* What the server holds for its clients (loop thread; for tests and
@@ -116,6 +125,7 @@ struct http_server_stats {
     size_t conn_output_peak; /* the most one connection has had unsent */
     unsigned held;           /* connections not read because of their output */
     unsigned connections;    /* open ones */
+    uint64_t refused;        /* connections turned away by max_conns or max_conns_per_client */
 };
 
 struct http_server;

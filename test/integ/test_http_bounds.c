@@ -177,6 +177,7 @@ static bool get_stats(CURL *c, int port, struct http_server_stats *st, double *m
     st->conn_output_peak = (size_t)json_integer_value(json_object_get(o, "connOutputPeak"));
     st->held = (unsigned)json_integer_value(json_object_get(o, "held"));
     st->connections = (unsigned)json_integer_value(json_object_get(o, "connections"));
+    st->refused = (uint64_t)json_integer_value(json_object_get(o, "refused"));
     json_decref(o);
     return true;
 }
@@ -382,4 +383,86 @@ TEST(http_h2_unread_streams_are_bounded) {
     unlink(crt);
     unlink(key);
     rmdir(dir);
+}
+
+/* A connection from 127.0.0.2 (another client: the loopback range is
+ * 127.0.0.0/8). */
+static int raw_connect_from(int port, const char *from) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    inet_pton(AF_INET, from, &src.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof src)) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return connect_timed(fd, (struct sockaddr *)&a, sizeof a);
+}
+
+/* Open connections are bounded per client address and in all: one past a
+ * bound is told 503 (Retry-After) and closed, the others keep being served,
+ * and a freed place is taken again. */
+TEST(http_h1_connections_bounded_per_client_and_in_all) {
+    struct srv s;
+    REQUIRE(srv_start_cfg(&s, (struct http_server_config){.max_conns = 6, .max_conns_per_client = 4}, NULL, 0) == 0);
+    int mine[4], other[2];
+    for (int i = 0; i < 4; i++) REQUIRE((mine[i] = raw_connect(s.port)) >= 0);
+    REQUIRE(raw_sends(mine[0], "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"));
+    struct buf b = {0};
+    bool closed = false;
+    raw_read(mine[0], &b, "\"/a\"", 1, &closed);
+    CHECK(b.p && strstr(b.p, "200 OK")); /* all four are up before the fifth */
+    /* a fifth from 127.0.0.1 is refused; one from 127.0.0.2 is not */
+    int fifth = raw_connect(s.port);
+    REQUIRE(fifth >= 0);
+    free(b.p);
+    b = (struct buf){0};
+    raw_read(fifth, &b, "\r\n\r\n", 1, &closed);
+    CHECK(b.p && strstr(b.p, "503 Service Unavailable") && strstr(b.p, "Retry-After: 1"));
+    CHECK(raw_closed(fifth));
+    close(fifth);
+    for (int i = 0; i < 2; i++) REQUIRE((other[i] = raw_connect_from(s.port, "127.0.0.2")) >= 0);
+    REQUIRE(raw_sends(other[1], "GET /b HTTP/1.1\r\nHost: x\r\n\r\n"));
+    free(b.p);
+    b = (struct buf){0};
+    raw_read(other[1], &b, "\"/b\"", 1, &closed);
+    CHECK(b.p && strstr(b.p, "200 OK"));
+    /* six in all: a third client is refused too */
+    int third = raw_connect_from(s.port, "127.0.0.3");
+    REQUIRE(third >= 0);
+    free(b.p);
+    b = (struct buf){0};
+    raw_read(third, &b, "\r\n\r\n", 1, &closed);
+    CHECK(b.p && strstr(b.p, "503") && strstr(b.p, "too many connections to this server"));
+    close(third);
+    /* a freed place is taken again */
+    close(mine[1]);
+    int again = -1;
+    for (int i = 0; i < 100 && again < 0; i++) {
+        usleep(10000);
+        int fd = raw_connect(s.port);
+        if (fd < 0) continue;
+        if (raw_sends(fd, "GET /c HTTP/1.1\r\nHost: x\r\n\r\n")) {
+            free(b.p);
+            b = (struct buf){0};
+            raw_read(fd, &b, "\r\n\r\n", 1, &closed);
+            if (b.p && strstr(b.p, "200 OK")) again = fd;
+            else close(fd);
+        } else close(fd);
+    }
+    CHECK(again >= 0);
+    CURL *c = curl_easy_init();
+    close(again);
+    close(mine[2]); /* room for the stats request itself */
+    usleep(50000);
+    struct http_server_stats st;
+    CHECK(get_stats(c, s.port, &st, NULL));
+    CHECK(st.refused >= 2);
+    curl_easy_cleanup(c);
+    free(b.p);
+    close(mine[0]);
+    close(mine[3]);
+    for (int i = 0; i < 2; i++) close(other[i]);
+    srv_stop(&s);
 }
