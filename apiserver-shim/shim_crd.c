@@ -16,13 +16,18 @@
 #define CRD_KEY "customresourcedefinitions.apiextensions.k8s.io"
 #define POOLS_KEY "resourcepools.peloton.io"
 
-static void custom_clear(struct shim_resource *r) {
+/* Frees what an entry was built from its CRD but its names. */
+static void custom_release(struct shim_resource *r) {
     schema_free(r->schema);
     json_decref(r->columns);
     json_decref(r->openapi);
-    free(r->strings);
     r->schema = NULL;
     r->columns = r->openapi = NULL;
+}
+
+static void custom_clear(struct shim_resource *r) {
+    custom_release(r);
+    free(r->strings);
     r->strings = NULL;
 }
 
@@ -139,7 +144,18 @@ static int register_each(void *ud, json_t *crd) {
 
 int shim_crd_sync(struct shim *s) {
     for (int i = 0; i < s->ncustom; i++) s->custom[i]->removed = true; /* until seen again */
-    return shim_each(s, CRD_KEY, "", NULL, register_each, s);
+    int rc = shim_each(s, CRD_KEY, "", NULL, register_each, s);
+    if (rc) return rc; /* a partial read: what was not seen may still exist */
+    /* A CRD that is gone frees its schema now, not when the slot is reused;
+     * the slot and its names stay, as watchers may point at them. */
+    for (int i = 0; i < s->ncustom; i++) {
+        struct shim_resource *r = s->custom[i];
+        if (!r->removed || !(r->schema || r->openapi || r->columns)) continue;
+        fprintf(stderr, "level=info msg=\"crd served no more\" crd=%s.%s version=%s\n", r->plural, r->group,
+                r->version);
+        custom_release(r);
+    }
+    return 0;
 }
 
 int shim_crd_install(struct shim *s, const char *dir, char *err, size_t errlen) {
