@@ -90,7 +90,8 @@ struct shim_resource {
     struct schema *schema;  /* the version's openAPIV3Schema, compiled */
     json_t *columns;        /* additionalPrinterColumns */
     json_t *openapi;        /* the version's openAPIV3Schema as given */
-    char *strings;          /* storage for the names above */
+    char *strings;          /* storage for the names above (kept once removed: watchers may still read them) */
+    char *source;           /* "uid/resourceVersion" of the CRD the above were built from, or NULL */
 };
 
 extern const struct shim_resource shim_resources[];
@@ -194,7 +195,9 @@ void shim_disc_resource_list(const struct shim *s, struct http_response *resp, c
 void shim_disc_version(struct http_response *resp);
 
 /* ---- custom resources (shim_crd.c) ---- */
-/* Re-reads every CRD from the store and updates the registry. */
+/* Re-reads every CRD from the store and updates the registry: an entry is
+ * rebuilt (its schema compiled) only when its CRD changed since it was built,
+ * and a removed entry's schema, columns and OpenAPI are freed at once. */
 int shim_crd_sync(struct shim *s);
 /* Creates the CRDs found in dir (*.yaml) that are not stored yet, then syncs. */
 int shim_crd_install(struct shim *s, const char *dir, char *err, size_t errlen);

@@ -17,13 +17,20 @@
 #define CRD_KEY "customresourcedefinitions.apiextensions.k8s.io"
 #define POOLS_KEY "resourcepools.peloton.io"
 
-static void custom_clear(struct shim_resource *r) {
+/* Frees what an entry was built from its CRD but its names. */
+static void custom_release(struct shim_resource *r) {
     schema_free(r->schema);
     json_decref(r->columns);
     json_decref(r->openapi);
-    free(r->strings);
+    free(r->source);
     r->schema = NULL;
     r->columns = r->openapi = NULL;
+    r->source = NULL;
+}
+
+static void custom_clear(struct shim_resource *r) {
+    custom_release(r);
+    free(r->strings);
     r->strings = NULL;
 }
 
@@ -77,11 +84,17 @@ static int set_names(struct shim_resource *r, const char *group, const char *ver
     return 0;
 }
 
-static struct shim_resource *slot(struct shim *s, const char *group, const char *version, const char *plural) {
+static struct shim_resource *find_slot(struct shim *s, const char *group, const char *version, const char *plural) {
     for (int i = 0; i < s->ncustom; i++) {
         struct shim_resource *r = s->custom[i];
         if (!strcmp(r->group, group) && !strcmp(r->version, version) && !strcmp(r->plural, plural)) return r;
     }
+    return NULL;
+}
+
+static struct shim_resource *slot(struct shim *s, const char *group, const char *version, const char *plural) {
+    struct shim_resource *r = find_slot(s, group, version, plural);
+    if (r) return r;
     if (s->ncustom == s->capcustom) {
         int n = s->capcustom ? s->capcustom * 2 : 8;
         struct shim_resource **a = realloc(s->custom, (size_t)n * sizeof *a);
@@ -89,31 +102,46 @@ static struct shim_resource *slot(struct shim *s, const char *group, const char 
         s->custom = a;
         s->capcustom = n;
     }
-    struct shim_resource *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
+    if (!(r = calloc(1, sizeof *r))) return NULL;
     s->custom[s->ncustom++] = r;
     return r;
 }
 
+/* Whether an entry's source is "uid/rv" (neither empty). */
+static bool same_source(const char *source, const char *uid, const char *rv) {
+    size_t n = strlen(uid);
+    return source && uid[0] && rv[0] && !strncmp(source, uid, n) && source[n] == '/' && !strcmp(source + n + 1, rv);
+}
+
 /* Registers one CRD's served versions; a version whose schema does not
- * compile is left out (admission refuses such CRDs, so only stored junk). */
+ * compile is left out (admission refuses such CRDs, so only stored junk).
+ * An entry already built from this very CRD (same uid and resourceVersion)
+ * is kept as it is: every CRD write syncs all CRDs, and compiling them all
+ * each time made one write cost as much as all the CRDs' patterns. */
 static void register_crd(struct shim *s, const json_t *crd) {
     json_t *spec = json_object_get(crd, "spec"), *names = json_object_get(spec, "names");
-    const char *group = jstr(spec, "group");
+    const json_t *meta = json_object_get(crd, "metadata");
+    const char *group = jstr(spec, "group"), *uid = jstr(meta, "uid"), *rv = jstr(meta, "resourceVersion");
     bool namespaced = !strcmp(jstr(spec, "scope"), "Namespaced");
     size_t i;
     json_t *v;
     json_array_foreach(json_object_get(spec, "versions"), i, v) {
         if (!json_is_true(json_object_get(v, "served"))) continue;
+        struct shim_resource *r = find_slot(s, group, jstr(v, "name"), jstr(names, "plural"));
+        if (r && same_source(r->source, uid, rv)) {
+            r->removed = false; /* unchanged since built */
+            continue;
+        }
         json_t *oas = json_object_get(json_object_get(v, "schema"), "openAPIV3Schema");
         struct schema *sc = NULL;
         char err[256];
         if (oas && schema_compile(oas, &sc, err, sizeof err)) {
-            fprintf(stderr, "level=warn msg=\"crd schema refused\" crd=%s err=\"%s\"\n",
-                    jstr(json_object_get(crd, "metadata"), "name"), err);
+            fprintf(stderr, "level=warn msg=\"crd schema refused\" crd=%s err=\"%s\"\n", jstr(meta, "name"), err);
             continue;
         }
-        struct shim_resource *r = slot(s, group, jstr(v, "name"), jstr(names, "plural"));
+        fprintf(stderr, "level=info msg=\"crd schema compiled\" crd=%s version=%s resourceVersion=%s\n",
+                jstr(meta, "name"), jstr(v, "name"), rv);
+        if (!r) r = slot(s, group, jstr(v, "name"), jstr(names, "plural"));
         if (!r) {
             schema_free(sc);
             return;
@@ -124,6 +152,8 @@ static void register_crd(struct shim *s, const json_t *crd) {
             r->removed = true;
             return;
         }
+        if (uid[0] && rv[0] && (r->source = malloc(strlen(uid) + strlen(rv) + 2))) /* else rebuilt at each sync */
+            sprintf(r->source, "%s/%s", uid, rv);
         r->schema = sc;
         r->openapi = oas ? json_deep_copy(oas) : NULL;
         json_t *cols = json_object_get(v, "additionalPrinterColumns");
@@ -144,9 +174,10 @@ static uint64_t served_print(const struct shim *s) {
     for (int i = 0; i < s->ncustom; i++) {
         const struct shim_resource *r = s->custom[i];
         if (r->removed) continue;
-        char *schema = r->openapi ? json_dumps(r->openapi, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        /* the CRD's uid/resourceVersion stands for its schema; without one, the schema itself */
+        char *schema = !r->source && r->openapi ? json_dumps(r->openapi, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         const char *parts[] = {r->group, r->version, r->plural, r->singular, r->kind, r->namespaced ? "ns" : "cluster",
-                               r->has_status ? "status" : "", schema ? schema : ""};
+                               r->has_status ? "status" : "", r->source ? r->source : schema ? schema : ""};
         for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) h = h * 0x9e3779b97f4a7c15ULL + strmap_hash(parts[k]);
         free(schema);
     }
@@ -156,12 +187,22 @@ static uint64_t served_print(const struct shim *s) {
 int shim_crd_sync(struct shim *s) {
     for (int i = 0; i < s->ncustom; i++) s->custom[i]->removed = true; /* until seen again */
     int rc = shim_each(s, CRD_KEY, "", NULL, register_each, s);
+    if (rc) return rc; /* a partial read: what was not seen may still exist */
+    /* A CRD that is gone frees its schema now, not when the slot is reused;
+     * the slot and its names stay, as watchers may point at them. */
+    for (int i = 0; i < s->ncustom; i++) {
+        struct shim_resource *r = s->custom[i];
+        if (!r->removed || !(r->schema || r->openapi || r->columns || r->source)) continue;
+        fprintf(stderr, "level=info msg=\"crd served no more\" crd=%s.%s version=%s\n", r->plural, r->group,
+                r->version);
+        custom_release(r);
+    }
     uint64_t print = served_print(s);
-    if (print != s->crd_print) {
+    if (print != s->crd_print) { /* what is served changed: the OpenAPI documents are rebuilt */
         s->crd_print = print;
         s->crd_gen++;
     }
-    return rc;
+    return 0;
 }
 
 int shim_crd_install(struct shim *s, const char *dir, char *err, size_t errlen) {

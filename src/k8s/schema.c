@@ -1,6 +1,6 @@
 /* Compiling an openAPIV3Schema into a node tree: structural checks, keyword
- * parsing, ECMA/RE2-style pattern translation to POSIX ERE with cost bounds,
- * and default checks. Validation, defaulting and pruning live in
+ * parsing, patterns (compiled by regex.c, bounded per schema), and default
+ * checks. Validation, defaulting and pruning live in
  * schema_validate.c. */
 #include <errno.h>
 #include <stdarg.h>
@@ -57,7 +57,7 @@ static void node_free(struct schema_node *n) {
     free(n->any_of);
     free(n->one_of);
     node_free(n->not_);
-    if (n->has_re) regfree(&n->re);
+    regex_free(n->re);
     free(n->pattern);
     json_decref(n->enumv);
     json_decref(n->dflt);
@@ -84,213 +84,8 @@ const struct schema_node *schema_node_prop(const struct schema_node *n, const ch
 
 /* ---- patterns ---- */
 
-/* Appends s to the output buffer (sized by the caller for the worst case). */
-static void emit(char *out, size_t *o, const char *s) {
-    size_t l = strlen(s);
-    memcpy(out + *o, s, l);
-    *o += l;
-}
-
-/* Parses a {m}, {m,} or {m,n} quantifier at p (p[0] == '{'); returns its
- * length and the largest count it allows (m+1 for {m,}), or 0 if malformed. */
-static size_t parse_brace(const char *p, unsigned long *bound) {
-    const char *q = p + 1;
-    unsigned long m = 0, n;
-    if (*q < '0' || *q > '9') return 0;
-    while (*q >= '0' && *q <= '9' && m < 100000) m = m * 10 + (unsigned long)(*q++ - '0');
-    n = m;
-    if (*q == ',') {
-        q++;
-        if (*q == '}') n = m + 1;
-        else {
-            n = 0;
-            if (*q < '0' || *q > '9') return 0;
-            while (*q >= '0' && *q <= '9' && n < 100000) n = n * 10 + (unsigned long)(*q++ - '0');
-        }
-    }
-    if (*q != '}') return 0;
-    *bound = n;
-    return (size_t)(q - p) + 1;
-}
-
-/* Translates one bracket expression starting at p[0] == '['; returns the
- * input length consumed or 0 on an escape POSIX cannot express. ECMA/RE2
- * escapes become literal members; ']' and '-' move to where POSIX reads them
- * literally. */
-static size_t translate_bracket(const char *p, char *out, size_t *o, const char **why) {
-    const char *q = p + 1;
-    bool neg = false, rb = false, dash = false, caret = false;
-    char body[SCHEMA_MAX_PATTERN_LEN * 8];
-    size_t b = 0;
-    if (*q == '^') {
-        neg = true;
-        q++;
-    }
-    if (*q == ']') { /* literal ] first */
-        rb = true;
-        q++;
-    }
-    for (;;) {
-        char ch = *q;
-        if (!ch) {
-            *why = "unterminated [";
-            return 0;
-        }
-        if (ch == ']') break;
-        if (ch == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) { /* POSIX class: copy through */
-            const char *end = strstr(q + 2, (char[]){q[1], ']', 0});
-            if (!end) {
-                *why = "unterminated character class";
-                return 0;
-            }
-            memcpy(body + b, q, (size_t)(end + 2 - q));
-            b += (size_t)(end + 2 - q);
-            q = end + 2;
-            continue;
-        }
-        if (ch != '\\') {
-            body[b++] = ch;
-            q++;
-            continue;
-        }
-        char e = q[1];
-        q += 2;
-        switch (e) {
-        case 'd': memcpy(body + b, "0-9", 3); b += 3; break;
-        case 'w': memcpy(body + b, "A-Za-z0-9_", 10); b += 10; break;
-        case 's': memcpy(body + b, "[:space:]", 9); b += 9; break;
-        case 't': body[b++] = '\t'; break;
-        case 'n': body[b++] = '\n'; break;
-        case 'r': body[b++] = '\r'; break;
-        case 'f': body[b++] = '\f'; break;
-        case 'v': body[b++] = '\v'; break;
-        case ']': rb = true; break;
-        case '-': dash = true; break;
-        case '^': caret = true; break;
-        case '\\': body[b++] = '\\'; break;
-        default:
-            if (e && !((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9'))) {
-                body[b++] = e;
-                break;
-            }
-            *why = "escape not supported inside [...]";
-            return 0;
-        }
-    }
-    emit(out, o, "[");
-    if (neg) emit(out, o, "^");
-    if (rb) emit(out, o, "]");
-    if (!neg && !rb && b && body[0] == '^') { /* a literal ^ must not come first */
-        memmove(body, body + 1, --b);
-        caret = true;
-    }
-    memcpy(out + *o, body, b);
-    *o += b;
-    if (caret) emit(out, o, "^");
-    if (dash) emit(out, o, "-");
-    emit(out, o, "]");
-    return (size_t)(q - p) + 1;
-}
-
-/* Translates an ECMA-262/RE2-style pattern (as CRDs write them) into POSIX
- * ERE: \d \w \s and their negations, (?: groups, lazy quantifiers (which
- * cannot change whether a search matches). Refuses what ERE cannot express
- * (lookaround, flags, back-references, \p{..}) and bounds the cost: the
- * product of all {m,n} bounds stays under SCHEMA_MAX_PATTERN_REPEAT. */
-static int translate_pattern(const char *p, char *out, const char **why) {
-    size_t o = 0;
-    unsigned long product = 1;
-    bool after_atom = false; /* a quantifier may follow */
-    while (*p) {
-        char ch = *p;
-        if (ch == '\\') {
-            char e = p[1];
-            const char *rep = NULL;
-            char lit[3] = {0};
-            switch (e) {
-            case 'd': rep = "[0-9]"; break;
-            case 'D': rep = "[^0-9]"; break;
-            case 'w': rep = "[A-Za-z0-9_]"; break;
-            case 'W': rep = "[^A-Za-z0-9_]"; break;
-            case 's': rep = "[[:space:]]"; break;
-            case 'S': rep = "[^[:space:]]"; break;
-            case 't': rep = "\t"; break;
-            case 'n': rep = "\n"; break;
-            case 'r': rep = "\r"; break;
-            case 'f': rep = "\f"; break;
-            case 'v': rep = "\v"; break;
-            case 'b': rep = "\\b"; break;
-            case 'B': rep = "\\B"; break;
-            case 0: *why = "trailing backslash"; return -EINVAL;
-            default:
-                if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9')) {
-                    *why = e >= '1' && e <= '9' ? "back-references are not supported" : "escape not supported";
-                    return -EINVAL;
-                }
-                lit[0] = '\\';
-                lit[1] = e;
-                rep = lit;
-            }
-            emit(out, &o, rep);
-            p += 2;
-            after_atom = e != 'b' && e != 'B';
-            continue;
-        }
-        if (ch == '[') {
-            size_t used = translate_bracket(p, out, &o, why);
-            if (!used) return -EINVAL;
-            p += used;
-            after_atom = true;
-            continue;
-        }
-        if (ch == '(' && p[1] == '?') {
-            if (p[2] != ':') {
-                *why = "lookaround and inline flags are not supported";
-                return -EINVAL;
-            }
-            emit(out, &o, "(");
-            p += 3;
-            after_atom = false;
-            continue;
-        }
-        if (ch == '{') {
-            unsigned long bound;
-            size_t used = parse_brace(p, &bound);
-            if (!used || !after_atom) {
-                *why = "{ must be a quantifier {m}, {m,} or {m,n} after an atom";
-                return -EINVAL;
-            }
-            product *= bound ? bound : 1;
-            if (product > SCHEMA_MAX_PATTERN_REPEAT) {
-                *why = "repetition bounds are too large";
-                return -E2BIG;
-            }
-            memcpy(out + o, p, used);
-            o += used;
-            p += used;
-            if (*p == '?') p++; /* lazy */
-            after_atom = false;
-            continue;
-        }
-        if (ch == '*' || ch == '+' || ch == '?') {
-            if (!after_atom) {
-                *why = "quantifier without an atom";
-                return -EINVAL;
-            }
-            out[o++] = ch;
-            p++;
-            if (*p == '?') p++; /* lazy */
-            after_atom = false;
-            continue;
-        }
-        out[o++] = ch;
-        p++;
-        after_atom = ch != '(' && ch != '|' && ch != '^';
-    }
-    out[o] = 0;
-    return 0;
-}
-
+/* Compiles a pattern with our RE2-dialect engine (regex.h): linear-time
+ * matching, a program bounded per pattern and, here, per schema. */
 static int compile_pattern(struct cctx *c, struct schema_node *n, const json_t *v) {
     if (!json_is_string(v)) return cfail(c, -EINVAL, "pattern must be a string");
     const char *p = json_string_value(v);
@@ -300,22 +95,15 @@ static int compile_pattern(struct cctx *c, struct schema_node *n, const json_t *
     if (++c->s->patterns > SCHEMA_MAX_PATTERNS)
         return cfail(c, -E2BIG, "more than %d patterns", SCHEMA_MAX_PATTERNS);
     if (!(n->pattern = strdup(p))) return -ENOMEM;
-    char *ere = malloc(len * 13 + 16);
-    if (!ere) return -ENOMEM;
-    const char *why = NULL;
-    int rc = translate_pattern(p, ere, &why);
-    if (rc) {
-        free(ere);
-        return cfail(c, rc, "pattern '%s' is not supported: %s", p, why);
-    }
-    int prc = regcomp(&n->re, ere, REG_EXTENDED | REG_NOSUB);
-    free(ere);
-    if (prc) {
-        char msg[128];
-        regerror(prc, NULL, msg, sizeof msg);
-        return cfail(c, prc == REG_ESPACE ? -ENOMEM : -EINVAL, "pattern '%s' is not supported: %s", p, msg);
-    }
-    n->has_re = true;
+    char why[200];
+    int rc = regex_compile(p, &n->re, why, sizeof why);
+    if (rc == -ENOMEM) return rc;
+    /* a long pattern is cut so that the reason still fits the message */
+    if (rc) return cfail(c, rc, "pattern '%.200s%s' is not supported: %s", p, len > 200 ? "..." : "", why);
+    c->s->pattern_insts += regex_insts(n->re);
+    if (c->s->pattern_insts > SCHEMA_MAX_PATTERN_INSTS)
+        return cfail(c, -E2BIG, "patterns compile to more than %d instructions in all (pattern '%.200s%s')",
+                     SCHEMA_MAX_PATTERN_INSTS, p, len > 200 ? "..." : "");
     return 0;
 }
 

@@ -7,19 +7,25 @@
  *
  * Ownership: schema_compile borrows its json_t (nothing is kept: enums and
  * defaults are deep-copied) and returns a new struct schema the caller frees
- * with schema_free (NULL-safe). A compiled schema is read-only (its regexes
- * are compiled once and cached inside it) and may be shared between threads.
+ * with schema_free (NULL-safe). A compiled schema is read-only (its patterns
+ * are compiled once, by regex.h's engine, and kept inside it) and may be
+ * shared between threads.
  * schema_validate borrows obj; its errors live in a struct schema_result the
  * caller owns and empties with schema_result_free. schema_apply_defaults and
  * schema_prune modify obj in place (defaults are deep copies).
  * Errors: 0 on success; -EINVAL a schema that is not structural enough to
  * use (err names the node and why), -E2BIG a limit below, -ENOMEM.
  * Limits: SCHEMA_MAX_DEPTH nested schema nodes, SCHEMA_MAX_NODES nodes in all,
- * SCHEMA_MAX_PATTERN_LEN bytes per pattern and SCHEMA_MAX_PATTERN_REPEAT for
- * the product of its {m,n} bounds, SCHEMA_MAX_ERRORS errors kept and
- * SCHEMA_MAX_STEPS checks per validation. All walks follow the compiled
- * schema, so their depth is bounded by SCHEMA_MAX_DEPTH whatever the object
- * holds. No I/O, no global state.
+ * SCHEMA_MAX_PATTERNS patterns of SCHEMA_MAX_PATTERN_LEN bytes, each compiled
+ * to at most REGEX_MAX_INSTS instructions (regex.h: {n,m} counts up to
+ * REGEX_MAX_REPEAT, as RE2) and SCHEMA_MAX_PATTERN_INSTS for all of them
+ * (8 bytes an instruction); SCHEMA_MAX_ERRORS errors kept and
+ * SCHEMA_MAX_STEPS steps per validation, where a step is one (schema node,
+ * value) check or SCHEMA_REGEX_STATES_PER_STEP regex states visited (a
+ * pattern search visits about the value's length x the states alive): some
+ * 0.2 s of work at most, whatever the object and patterns. All walks follow
+ * the compiled schema, so their depth is bounded by SCHEMA_MAX_DEPTH whatever
+ * the object holds. No I/O, no global state.
  * See docs/crd-validation.md for what is supported and how it differs. */
 #ifndef PELOTON_K8S_SCHEMA_H
 #define PELOTON_K8S_SCHEMA_H
@@ -32,9 +38,10 @@
 #define SCHEMA_MAX_NODES 10000
 #define SCHEMA_MAX_PATTERNS 1000
 #define SCHEMA_MAX_PATTERN_LEN 1024
-#define SCHEMA_MAX_PATTERN_REPEAT 10000
+#define SCHEMA_MAX_PATTERN_INSTS 100000 /* regex instructions, all patterns together (~800 KB) */
 #define SCHEMA_MAX_ERRORS 100
-#define SCHEMA_MAX_STEPS 10000000 /* (schema node, value) checks per validation */
+#define SCHEMA_MAX_STEPS 10000000 /* (schema node, value) checks per validation, ~20 ns each */
+#define SCHEMA_REGEX_STATES_PER_STEP 8 /* regex states visited (~2 ns each) that cost one step */
 #define SCHEMA_MAX_VALUE_SHOWN 256 /* bytes of a bad value quoted in a message */
 
 struct schema;
@@ -66,8 +73,9 @@ struct schema_result {
  * `items` on a non-array or an array without `items`, both `properties` and
  * `additionalProperties`, $ref/patternProperties/additionalItems/definitions/
  * dependencies/uniqueItems:true, keywords of the wrong JSON type, a pattern
- * POSIX regcomp rejects (or with back-references), a default that does not
- * validate against its own node. */
+ * regex_compile refuses (RE2's refusals: back-references, lookaround, ...;
+ * -E2BIG past its limits or SCHEMA_MAX_PATTERN_INSTS), a default that does
+ * not validate against its own node. */
 int schema_compile(const json_t *openapi_v3_schema, struct schema **out, char *err, size_t errlen);
 
 void schema_free(struct schema *s);

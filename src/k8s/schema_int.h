@@ -3,9 +3,9 @@
 #ifndef PELOTON_K8S_SCHEMA_INT_H
 #define PELOTON_K8S_SCHEMA_INT_H
 
-#include <regex.h>
 #include <stdint.h>
 
+#include "regex.h"
 #include "schema.h"
 
 enum {
@@ -43,8 +43,7 @@ struct schema_node {
     enum schema_format format;
     const char *format_name; /* static; for messages */
     char *pattern;           /* as written, for messages */
-    bool has_re;
-    regex_t re;
+    struct regex *re;        /* pattern compiled, or NULL */
     json_t *enumv; /* owned deep copy, an array, or NULL */
     json_t *dflt;  /* owned deep copy, or NULL */
     size_t nprops;
@@ -63,6 +62,7 @@ struct schema_node {
 struct schema {
     struct schema_node *root;
     int nodes, patterns;
+    size_t pattern_insts; /* the patterns' program sizes added up, for SCHEMA_MAX_PATTERN_INSTS */
 };
 
 /* The property named name in n, or NULL (binary search). */

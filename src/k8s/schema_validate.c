@@ -28,7 +28,7 @@ struct vctx {
     size_t limit; /* errors wanted in res; 1 when only asking "is it valid?" */
     char *path;   /* current field path, NUL-terminated */
     size_t len, cap;
-    size_t steps; /* (schema node, value) checks so far, shared with probes */
+    size_t steps; /* checks (and regex states, SCHEMA_REGEX_STATES_PER_STEP a step) so far, shared with probes */
     bool oom, over;
 };
 
@@ -398,7 +398,15 @@ static void check_string(struct vctx *c, const struct schema_node *n, const json
         add_error(c, R_INVALID, "Invalid value: %s: %s in body should be at least %" PRId64 " chars long", shown,
                   cur_path(c), n->min_len);
     }
-    if (n->has_re && regexec(&n->re, s, 0, NULL, 0) != 0) {
+    if (!n->re) return;
+    /* the search spends from the same budget, in states (a part of a step
+     * each, rounded up): a huge value cannot stall the server */
+    size_t states = c->steps * SCHEMA_REGEX_STATES_PER_STEP;
+    int m = regex_match(n->re, s, len, &states, (size_t)SCHEMA_MAX_STEPS * SCHEMA_REGEX_STATES_PER_STEP);
+    c->steps = (states + SCHEMA_REGEX_STATES_PER_STEP - 1) / SCHEMA_REGEX_STATES_PER_STEP;
+    if (m == -E2BIG) c->over = true;
+    else if (m < 0) c->oom = true;
+    else if (m == 0) {
         show_value(v, shown);
         add_error(c, R_INVALID, "Invalid value: %s: %s in body should match '%s'", shown, cur_path(c), n->pattern);
     }
