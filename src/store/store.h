@@ -43,10 +43,12 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "objlimits.h"
+
 #define STORE_ECONFLICT (-EAGAIN)
 #define STORE_NO_NAMESPACE (-ENXIO) /* a create whose namespace does not exist (404) */
 
-#define STORE_MAX_OBJECT_BYTES (1536u * 1024u) /* etcd's default request limit */
+#define STORE_MAX_OBJECT_BYTES OBJ_MAX_BYTES /* etcd's default request limit (objlimits.h) */
 #define STORE_MAX_NAME 253                     /* DNS subdomain */
 #define STORE_MAX_NAMESPACE 63                 /* DNS label */
 #define STORE_MAX_RESOURCE 253
