@@ -1,0 +1,139 @@
+"""End-to-end: hostile writes against pelotond (the ASan build under test)
+and redis. Each must be refused with its Kubernetes Status (the right code and
+reason) and leave the store as it was, and the server must stay small and
+keep serving: patches that grow their document without bound or do
+unbounded work."""
+import http.client
+import json
+import time
+
+import services
+from simlib import run_tests
+
+REDIS = services.start_redis()
+PROC, PORT, LOG = services.start_pelotond(REDIS)
+CM = "/api/v1/namespaces/default/configmaps"
+
+
+def request(method, path, body=None, ctype="application/json", timeout=120):
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=timeout)
+    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+    c.request(method, path, body=data, headers={"Content-Type": ctype} if data is not None else {})
+    r = c.getresponse()
+    raw = r.read()
+    c.close()
+    return r.status, json.loads(raw) if raw else None
+
+
+def peak_rss_mib():
+    with open(f"/proc/{PROC.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def create(path, obj):
+    st, body = request("POST", path, obj)
+    assert st == 201, (st, body)
+    return body
+
+
+def assert_status(st, body, code, reason, *words):
+    assert st == code, (st, body)
+    assert body["kind"] == "Status" and body["code"] == code and body["reason"] == reason, body
+    assert body["status"] == "Failure", body
+    for w in words:
+        assert w in body["message"], (w, body["message"])
+
+
+def assert_unchanged(path, before):
+    st, now = request("GET", path)
+    assert st == 200, (st, now)
+    assert now == before, "the store changed"
+
+
+def configmap(name, data):
+    return create(CM, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+
+
+def test_json_patch_copy_doubling_is_refused_small_and_fast():
+    # 22 copies of /data into itself: 1 KB of patch doubled the document 22
+    # times (1.6 GB of RSS in the release build) before the store refused it
+    before = configmap("double", {"a": "x"})
+    ops = [{"op": "copy", "from": "/data", "path": f"/data/k{i}"} for i in range(22)]
+    rss0, t0 = peak_rss_mib(), time.monotonic()
+    st, body = request("PATCH", f"{CM}/double", ops, "application/json-patch+json")
+    took, grew = time.monotonic() - t0, peak_rss_mib() - rss0
+    assert_status(st, body, 413, "RequestEntityTooLarge", "json patch operation 16 (copy)",
+                  "would be larger than 1572864 bytes")
+    assert took < 10, took  # ASan; 0.03 s in a release build
+    assert grew < 400, f"peak RSS grew {grew} MiB"
+    assert_unchanged(f"{CM}/double", before)
+    # 16 copies make 983 KB, which a stored object may be
+    st, body = request("PATCH", f"{CM}/double", ops[:16], "application/json-patch+json")
+    assert st == 200 and len(body["data"]) == 17, (st, str(body)[:300])
+
+
+def test_status_patch_copy_doubling_is_refused():
+    # the status subresource answers a patch past the limits the same way
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "st"},
+           "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    create("/api/v1/namespaces/default/pods", pod)
+    st, before = request("GET", "/api/v1/namespaces/default/pods/st")
+    ops = [{"op": "copy", "from": "/status", "path": f"/status/k{i}"} for i in range(24)]
+    st, body = request("PATCH", "/api/v1/namespaces/default/pods/st/status", ops, "application/json-patch+json")
+    assert_status(st, body, 413, "RequestEntityTooLarge", "(copy): the patched object would be larger than")
+    assert_unchanged("/api/v1/namespaces/default/pods/st", before)
+
+
+def test_json_patch_work_is_bounded():
+    # copies of a 20,000-key map over one key: the document stays small, the
+    # work does not (a 442 KB patch of them held the server's loop 46 s)
+    before = configmap("work", {f"k{i:05d}": "v" for i in range(20000)})
+    ops = [{"op": "copy", "from": "/data", "path": "/b"}] * 9400
+    t0 = time.monotonic()
+    st, body = request("PATCH", f"{CM}/work", ops, "application/json-patch+json")
+    took = time.monotonic() - t0
+    assert_status(st, body, 413, "RequestEntityTooLarge", "json patch operation 19 (copy)", "steps of work")
+    assert took < 15, took
+    assert_unchanged(f"{CM}/work", before)
+    # inserts at the front of a long array: each shifts it
+    st, body = request("PATCH", f"{CM}/work", {"x": [0] * 100000}, "application/merge-patch+json")
+    assert st == 200, (st, body)
+    ops = [{"op": "add", "path": "/x/0", "value": 1}, {"op": "remove", "path": "/x/0"}] * 5000
+    st, err = request("PATCH", f"{CM}/work", ops, "application/json-patch+json")
+    assert_status(st, err, 413, "RequestEntityTooLarge", "steps of work")
+    assert_unchanged(f"{CM}/work", body)
+    # a strategic list merge is quadratic: two lists of 5,000 containers
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "many"},
+           "spec": {"containers": [{"name": f"c{i}", "image": "x"} for i in range(5000)]}}
+    before = create("/api/v1/namespaces/default/pods", pod)
+    patch = {"spec": {"containers": [{"name": f"p{i}", "image": "y"} for i in range(5000)]}}
+    st, err = request("PATCH", "/api/v1/namespaces/default/pods/many", patch, "application/strategic-merge-patch+json")
+    assert_status(st, err, 413, "RequestEntityTooLarge", "strategic merge patch: the patch needs more than")
+    assert_unchanged("/api/v1/namespaces/default/pods/many", before)
+
+
+def test_merge_patches_are_held_to_the_object_limit():
+    before = configmap("grow", {"a": "x" * 1000000})
+    for ctype in ["application/merge-patch+json", "application/strategic-merge-patch+json"]:
+        st, body = request("PATCH", f"{CM}/grow", {"data": {"b": "y" * 600000}}, ctype)
+        assert_status(st, body, 413, "RequestEntityTooLarge", "would be larger than 1572864 bytes")
+        assert_unchanged(f"{CM}/grow", before)
+    # replacing the large value by another is fine
+    st, body = request("PATCH", f"{CM}/grow", {"data": {"a": "z" * 1000000}}, "application/merge-patch+json")
+    assert st == 200 and body["data"]["a"][:3] == "zzz", (st, str(body)[:200])
+
+
+def test_server_still_serves():
+    assert PROC.poll() is None, open(LOG).read()[-2000:]
+    st, body = request("GET", f"{CM}/double")
+    assert st == 200 and body["metadata"]["name"] == "double"
+
+
+def test_exit_clean_under_asan():
+    assert services.stop(PROC) == 0, open(LOG).read()[-3000:]
+
+
+run_tests("shim-hostile", dict(globals()))
