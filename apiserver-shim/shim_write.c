@@ -128,6 +128,11 @@ static int patch_fn(void *ud, const json_t *cur, json_t **next, char *err, size_
     if (!json_string_value(json_object_get(json_object_get(w->body, "metadata"), "resourceVersion")))
         json_object_del(md, "resourceVersion");
     shim_with_type(r, n);
+    json_t *d;
+    if ((rc = shim_validate(r, n, w->name, err, errlen, &d))) {
+        json_decref(n);
+        return rc == -EINVAL ? refuse(w, 422, "Invalid", d, rc) : rc;
+    }
     rc = admit(w, n, cur);
     if (rc) {
         json_decref(n);

@@ -2,7 +2,8 @@
 and redis. Each must be refused with its Kubernetes Status (the right code and
 reason) and leave the store as it was, and the server must stay small and
 keep serving: patches that grow their document without bound or do
-unbounded work."""
+unbounded work, and objects kube-apiserver would refuse as invalid (label
+keys and values), on every write path."""
 import http.client
 import json
 import time
@@ -105,11 +106,12 @@ def test_json_patch_work_is_bounded():
     st, err = request("PATCH", f"{CM}/work", ops, "application/json-patch+json")
     assert_status(st, err, 413, "RequestEntityTooLarge", "steps of work")
     assert_unchanged(f"{CM}/work", body)
-    # a strategic list merge is quadratic: two lists of 5,000 containers
+    # a strategic list merge is quadratic: two lists of 5,000 environment variables
+    env = [{"name": f"E{i}", "value": "x"} for i in range(5000)]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "many"},
-           "spec": {"containers": [{"name": f"c{i}", "image": "x"} for i in range(5000)]}}
+           "spec": {"containers": [{"name": "c", "image": "x", "env": env}]}}
     before = create("/api/v1/namespaces/default/pods", pod)
-    patch = {"spec": {"containers": [{"name": f"p{i}", "image": "y"} for i in range(5000)]}}
+    patch = {"spec": {"containers": [{"name": "c", "env": [{"name": f"P{i}", "value": "y"} for i in range(5000)]}]}}
     st, err = request("PATCH", "/api/v1/namespaces/default/pods/many", patch, "application/strategic-merge-patch+json")
     assert_status(st, err, 413, "RequestEntityTooLarge", "strategic merge patch: the patch needs more than")
     assert_unchanged("/api/v1/namespaces/default/pods/many", before)
@@ -124,6 +126,59 @@ def test_merge_patches_are_held_to_the_object_limit():
     # replacing the large value by another is fine
     st, body = request("PATCH", f"{CM}/grow", {"data": {"a": "z" * 1000000}}, "application/merge-patch+json")
     assert st == 200 and body["data"]["a"][:3] == "zzz", (st, str(body)[:200])
+
+
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def pod(name, resources=None, labels=None):
+    c = {"name": "c", "image": "x"}
+    if resources is not None:
+        c["resources"] = resources
+    md = {"name": name}
+    if labels is not None:
+        md["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": {"containers": [c]}}
+
+
+def assert_invalid(st, body, kind, name, field, *words):
+    assert_status(st, body, 422, "Invalid", f'{kind} "{name}" is invalid: ', field, *words)
+    assert body["details"]["kind"] == kind and body["details"]["name"] == name, body
+    assert any(c["field"] == field for c in body["details"]["causes"]), body
+
+
+def test_label_keys_and_values_are_validated_on_every_kind():
+    long_key = "k" * 300
+    cases = [({"a/b/c": "x"}, "a qualified name must consist of"),
+             ({long_key: "v"}, "name part must be no more than 63 characters"),
+             ({"ok": "v" * 64}, "must be no more than 63 characters"),
+             ({"ok": "a b"}, "a valid label must be an empty string or consist of")]
+    kinds = [("ConfigMap", CM, {"apiVersion": "v1", "kind": "ConfigMap"}),
+             ("Namespace", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace"}),
+             ("Pod", PODS, pod("x")),
+             ("ResourcePool", "/apis/peloton.io/v1alpha1/resourcepools",
+              {"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "spec": {}})]
+    for labels, words in cases:
+        for kind, path, base in kinds:
+            obj = json.loads(json.dumps(base))
+            obj["metadata"] = {"name": "lbl", "labels": labels}
+            st, body = request("POST", path, obj)
+            assert_invalid(st, body, kind, "lbl", "metadata.labels", words)
+            assert request("GET", f"{path}/lbl")[0] == 404
+    # and on a patch of a stored object, of every type
+    before = configmap("lbl", {"a": "b"})
+    for ctype, patch in [("application/merge-patch+json", {"metadata": {"labels": {"a/b/c": "x"}}}),
+                         ("application/strategic-merge-patch+json", {"metadata": {"labels": {long_key: "x"}}}),
+                         ("application/json-patch+json",
+                          [{"op": "add", "path": "/metadata/labels", "value": {"a/b/c": "x"}}])]:
+        st, body = request("PATCH", f"{CM}/lbl", patch, ctype)
+        assert_invalid(st, body, "ConfigMap", "lbl", "metadata.labels", "Invalid value")
+        assert_unchanged(f"{CM}/lbl", before)
+    st, body = request("PATCH", f"{CM}/lbl", {"metadata": {"annotations": {"-x": "v"}}}, "application/merge-patch+json")
+    assert_invalid(st, body, "ConfigMap", "lbl", "metadata.annotations", 'Invalid value: "-x"')
+    st, body = request("PATCH", f"{CM}/lbl", {"metadata": {"labels": {"example.com/tier": "front-1"}}},
+                       "application/merge-patch+json")
+    assert st == 200 and body["metadata"]["labels"] == {"example.com/tier": "front-1"}, (st, body)
 
 
 def test_server_still_serves():
