@@ -1,17 +1,24 @@
 /* Write-time validation of objects (validate.h), in kube-apiserver's words
- * (pkg/apis/core/validation: ValidateObjectMeta's labels and annotations). */
+ * (pkg/apis/core/validation: ValidateObjectMeta's labels and annotations,
+ * ValidateResourceRequirements). */
 #include "validate.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jsontype.h"
+#include "podspec.h"
+#include "quantity.h"
 #include "selector.h"
 
+#define FIELD_MAX 600 /* a field path: a container index and a qualified resource name fit */
+
 #define INVALID "FieldValueInvalid"
+#define REQUIRED "FieldValueRequired"
 #define TOO_LONG "FieldValueTooLong"
 
 struct vc {
@@ -96,11 +103,188 @@ static void check_annotations(struct vc *c, const json_t *ann) {
         ADD(c, TOO_LONG, "metadata.annotations", "Too long: must have at most %d bytes", VALIDATE_MAX_ANNOTATIONS);
 }
 
+/* ---- pods: resource requirements ---- */
+
+/* A quantity as read: its text, and its value in milli-units or, when that
+ * overflows, in units (huge). */
+struct qty {
+    char text[QUANTITY_MAX_LEN + 32];
+    int64_t milli, units;
+    bool huge;
+};
+
+/* The shortest text of d that reads back as d (JSON numbers lost theirs). */
+static void real_text(double d, char *buf, size_t n) {
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d) return;
+    }
+}
+
+/* 0, -EINVAL (not a quantity; q->text holds what to show), -E2BIG (more
+ * than INT64_MAX base units) or -ERANGE (negative). */
+static int qty_read(const json_t *v, struct qty *q) {
+    memset(q, 0, sizeof *q);
+    if (json_is_string(v)) {
+        if (json_string_length(v) > QUANTITY_MAX_LEN) {
+            snprintf(q->text, sizeof q->text, "%.*s...", 32, json_string_value(v));
+            return -EINVAL;
+        }
+        snprintf(q->text, sizeof q->text, "%s", json_string_value(v));
+    } else if (json_is_integer(v)) {
+        snprintf(q->text, sizeof q->text, "%" PRId64, (int64_t)json_integer_value(v));
+    } else if (json_is_real(v)) {
+        real_text(json_real_value(v), q->text, sizeof q->text);
+    } else {
+        snprintf(q->text, sizeof q->text, "%s", json_type_name(v));
+        return -EINVAL;
+    }
+    const char *s = q->text;
+    bool neg = s[0] == '-';
+    int rc = quantity_parse(s + neg, 1000, &q->milli, NULL, 0);
+    if (rc == -ERANGE) {
+        q->huge = true;
+        rc = quantity_parse(s + neg, 1, &q->units, NULL, 0);
+    }
+    if (rc) return rc == -ERANGE ? -E2BIG : -EINVAL;
+    if (neg && (q->huge || q->milli > 0)) return -ERANGE;
+    return 0;
+}
+
+/* -1, 0, 1 as a < b, a == b, a > b. */
+static int qty_cmp(const struct qty *a, const struct qty *b) {
+    int64_t x = a->milli, y = b->milli;
+    if (a->huge || b->huge) {
+        x = a->huge ? a->units : a->milli / 1000;
+        y = b->huge ? b->units : b->milli / 1000;
+    }
+    return x < y ? -1 : x > y;
+}
+
+static bool is_native(const char *n) { return !strchr(n, '/') || strstr(n, "kubernetes.io/"); }
+static bool is_hugepages(const char *n) { return !strncmp(n, "hugepages-", 10); }
+
+/* IsExtendedResourceName: not native, not a quota's "requests.", and a
+ * qualified name with "requests." before it. */
+static bool is_extended(const char *n) {
+    char buf[LABEL_PREFIX_MAX + LABEL_NAME_MAX + 16];
+    if (is_native(n) || !strncmp(n, "requests.", 9) || strlen(n) + 10 > sizeof buf) return false;
+    snprintf(buf, sizeof buf, "requests.%s", n);
+    return !labelsel_key_problem(buf);
+}
+
+/* Kubernetes lets a request be below its limit for native resources other
+ * than hugepages; the rest must be equal. */
+static bool overcommit_ok(const char *n) { return is_native(n) && !is_hugepages(n); }
+
+/* validateContainerResourceName and ValidateResourceQuantityValue for one
+ * entry of a resource list at `at` (`...requests`); the entry's quantity in
+ * *q. Returns whether it is usable for comparisons. */
+static bool check_entry(struct vc *c, const char *at, const char *name, const json_t *v, struct qty *q) {
+    char f[FIELD_MAX], qs[SCHEMA_MAX_VALUE_SHOWN * 4 + 16];
+    snprintf(f, sizeof f, "%s[%s]", at, name);
+    const char *why = labelsel_key_problem(name);
+    if (why) {
+        ADD(c, INVALID, f, "Invalid value: %s: %s", quote(name, qs, sizeof qs), why);
+    } else if (!strchr(name, '/')) {
+        if (strcmp(name, "cpu") && strcmp(name, "memory") && strcmp(name, "ephemeral-storage") && !is_hugepages(name))
+            ADD(c, INVALID, f, "Invalid value: %s: must be a standard resource for containers",
+                quote(name, qs, sizeof qs));
+    } else if (!is_native(name) && !is_extended(name)) {
+        ADD(c, INVALID, f, "Invalid value: %s: doesn't follow extended resource name standard",
+            quote(name, qs, sizeof qs));
+    }
+    int rc = qty_read(v, q);
+    if (rc == -EINVAL || rc == -E2BIG) {
+        ADD(c, INVALID, f, "Invalid value: %s: must be a valid quantity%s", quote(q->text, qs, sizeof qs),
+            rc == -E2BIG ? " of at most 9223372036854775807 units" : "");
+        return false;
+    }
+    if (rc == -ERANGE) {
+        ADD(c, INVALID, f, "Invalid value: %s: must be greater than or equal to 0", quote(q->text, qs, sizeof qs));
+        return false;
+    }
+    if (is_extended(name) && !q->huge && q->milli % 1000) {
+        ADD(c, INVALID, f, "Invalid value: %s: must be an integer", quote(q->text, qs, sizeof qs));
+        return false;
+    }
+    return true;
+}
+
+/* A resource list (requests, limits, overhead) at `at`: its entries checked.
+ * Returns it when it is an object, else NULL. */
+static const json_t *check_list(struct vc *c, const char *at, const json_t *list) {
+    if (!is_map(c, list, at, "resource names to quantities")) return NULL;
+    const char *k;
+    json_t *v;
+    struct qty q;
+    json_object_foreach((json_t *)list, k, v) check_entry(c, at, k, v, &q);
+    return list;
+}
+
+/* ValidateResourceRequirements of the container at `at` ("spec.containers[0]"). */
+static void check_container(struct vc *c, const char *at, const json_t *ctr) {
+    char rp[FIELD_MAX], lp[FIELD_MAX], qs[SCHEMA_MAX_VALUE_SHOWN * 4 + 16];
+    const json_t *res = json_object_get(ctr, "resources");
+    if (!json_is_object(res)) return; /* absent, or not an object: pod_info_decode says so */
+    snprintf(rp, sizeof rp, "%s.resources.requests", at);
+    snprintf(lp, sizeof lp, "%s.resources.limits", at);
+    const json_t *req = check_list(c, rp, json_object_get(res, "requests"));
+    const json_t *lim = check_list(c, lp, json_object_get(res, "limits"));
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)req, k, v) {
+        struct qty rq, lq;
+        if (qty_read(v, &rq) || (is_extended(k) && !rq.huge && rq.milli % 1000)) continue; /* said above */
+        json_t *lv = json_object_get(lim, k);
+        if (!lv) {
+            if (!overcommit_ok(k))
+                ADD(c, REQUIRED, lp, "Required value: Limit must be set for non overcommitable resources");
+            continue;
+        }
+        if (qty_read(lv, &lq)) continue;
+        int cmp = qty_cmp(&rq, &lq);
+        if (!overcommit_ok(k) && cmp != 0)
+            ADD(c, INVALID, rp, "Invalid value: %s: must be equal to %s limit of %s", quote(rq.text, qs, sizeof qs), k,
+                lq.text);
+        else if (cmp > 0)
+            ADD(c, INVALID, rp, "Invalid value: %s: must be less than or equal to %s limit of %s",
+                quote(rq.text, qs, sizeof qs), k, lq.text);
+    }
+}
+
+static void check_containers(struct vc *c, const json_t *spec, const char *key) {
+    const json_t *arr = json_object_get(spec, key);
+    size_t i;
+    json_t *ctr;
+    char at[64];
+    json_array_foreach(arr, i, ctr) {
+        snprintf(at, sizeof at, "spec.%s[%zu]", key, i);
+        if (json_is_object(ctr)) check_container(c, at, ctr);
+    }
+}
+
+static void check_pod(struct vc *c, const json_t *pod) {
+    const json_t *spec = json_object_get(pod, "spec");
+    check_containers(c, spec, "containers");
+    check_containers(c, spec, "initContainers");
+    check_list(c, "spec.overhead", json_object_get(spec, "overhead"));
+    if (c->res->n || c->oom) return;
+    /* what the scheduler would refuse to read: "field: why" */
+    struct pod_info info;
+    char err[512];
+    if (pod_info_decode(pod, &info, err, sizeof err) == 0) return;
+    char *sep = strstr(err, ": ");
+    if (sep) *sep = 0;
+    ADD(c, INVALID, sep ? err : "spec", "%s", sep ? sep + 2 : err);
+}
+
 int validate_object(const char *group, const char *kind, json_t *obj, struct schema_result *res) {
     struct vc c = {.res = res};
     const json_t *md = json_object_get(obj, "metadata");
     check_labels(&c, json_object_get(md, "labels"));
     check_annotations(&c, json_object_get(md, "annotations"));
+    if (!group[0] && !strcmp(kind, "Pod")) check_pod(&c, obj);
     if (c.oom) return -ENOMEM;
     return res->n ? -EINVAL : 0;
 }

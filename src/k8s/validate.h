@@ -1,15 +1,23 @@
-/* The checks kube-apiserver makes on every write of an object that this
- * server makes too, because what it stores must be what its scheduler and
- * clients can read (docs/kubectl.md, "Validation"):
+/* The checks kube-apiserver makes on every write of a built-in object that
+ * this server makes too, because what it stores must be what its scheduler
+ * and clients can read (docs/kubectl.md, "Validation"):
  *
  *   every kind   metadata.labels: keys are qualified names, values label
  *                values; metadata.annotations: keys are qualified names,
  *                keys and values together at most VALIDATE_MAX_ANNOTATIONS
  *                bytes
+ *   Pod          resource requests, limits and overhead: standard or
+ *                extended resource names, valid quantities, not negative;
+ *                extended resources (nvidia.com/gpu) whole numbers with a
+ *                request equal to the limit; a request no more than its
+ *                limit; then whatever the scheduler's reading of a pod
+ *                (pod_info_decode) would refuse, so no pod is stored that
+ *                would sit Pending for ever
  *
- * Errors are appended to res as kube-apiserver's field errors: field
- * `metadata.labels`, message `Invalid value: "a/b/c": a qualified name must
- * consist of ...` (schema_result_format makes the Status message of them).
+ * Pod is the core group's (group ""). Errors are appended to res
+ * as kube-apiserver's field errors: field `spec.containers[0].resources.
+ * requests[cpu]`, message `Invalid value: "abc": must be a valid quantity`
+ * (schema_result_format makes the Status message of them).
  * obj is borrowed. Returns 0 when valid, -EINVAL (res holds the errors) or
  * -ENOMEM. */
 #ifndef PELOTON_K8S_VALIDATE_H

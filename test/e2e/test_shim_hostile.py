@@ -2,8 +2,8 @@
 and redis. Each must be refused with its Kubernetes Status (the right code and
 reason) and leave the store as it was, and the server must stay small and
 keep serving: patches that grow their document without bound or do
-unbounded work, and objects kube-apiserver would refuse as invalid (label
-keys and values), on every write path."""
+unbounded work, and objects kube-apiserver would refuse as invalid (bad
+quantities, label keys and values), on every write path."""
 import http.client
 import json
 import time
@@ -129,6 +129,21 @@ def test_merge_patches_are_held_to_the_object_limit():
 
 
 PODS = "/api/v1/namespaces/default/pods"
+BAD_RESOURCES = [  # (resources, field, words)
+    ({"requests": {"cpu": "abc"}}, "spec.containers[0].resources.requests[cpu]",
+     'Invalid value: "abc": must be a valid quantity'),
+    ({"requests": {"cpu": "NaN"}}, "spec.containers[0].resources.requests[cpu]", "must be a valid quantity"),
+    ({"requests": {"cpu": ""}}, "spec.containers[0].resources.requests[cpu]", "must be a valid quantity"),
+    ({"requests": {"cpu": "-5"}}, "spec.containers[0].resources.requests[cpu]", "must be greater than or equal to 0"),
+    ({"limits": {"memory": "-1"}}, "spec.containers[0].resources.limits[memory]", "must be greater than or equal to 0"),
+    ({"requests": {"memory": "1e999999"}}, "spec.containers[0].resources.requests[memory]", "must be a valid quantity"),
+    ({"limits": {"nvidia.com/gpu": "-1"}}, "spec.containers[0].resources.limits[nvidia.com/gpu]",
+     "must be greater than or equal to 0"),
+    ({"limits": {"nvidia.com/gpu": "500m"}}, "spec.containers[0].resources.limits[nvidia.com/gpu]",
+     "must be an integer"),
+    ({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}, "spec.containers[0].resources.requests",
+     "must be equal to nvidia.com/gpu limit of 2"),
+]
 
 
 def pod(name, resources=None, labels=None):
@@ -145,6 +160,45 @@ def assert_invalid(st, body, kind, name, field, *words):
     assert_status(st, body, 422, "Invalid", f'{kind} "{name}" is invalid: ', field, *words)
     assert body["details"]["kind"] == kind and body["details"]["name"] == name, body
     assert any(c["field"] == field for c in body["details"]["causes"]), body
+
+
+def test_invalid_pod_resources_are_refused_on_create():
+    for i, (res, field, words) in enumerate(BAD_RESOURCES):
+        name = f"bad-{i}"
+        for query in ["", "?dryRun=All"]:
+            st, body = request("POST", PODS + query, pod(name, res))
+            assert_invalid(st, body, "Pod", name, field, words)
+        st, body = request("GET", f"{PODS}/{name}")
+        assert st == 404, (st, body)  # nothing stored
+    st, body = request("POST", PODS, pod("good", {"requests": {"cpu": "250m", "nvidia.com/gpu": 1},
+                                                   "limits": {"nvidia.com/gpu": 1}}))
+    assert st == 201, (st, body)
+
+
+def test_invalid_pod_resources_are_refused_on_update_and_every_patch():
+    before = create(PODS, pod("upd", {"requests": {"cpu": "100m"}}))
+    for res, field, words in BAD_RESOURCES:
+        obj = pod("upd", res)
+        obj["metadata"]["resourceVersion"] = before["metadata"]["resourceVersion"]
+        st, body = request("PUT", f"{PODS}/upd", obj)
+        assert_invalid(st, body, "Pod", "upd", field, words)
+        patches = [
+            ("application/merge-patch+json", {"spec": {"containers": [{"name": "c", "image": "x", "resources": res}]}}),
+            ("application/strategic-merge-patch+json", {"spec": {"containers": [{"name": "c", "resources": res}]}}),
+            ("application/json-patch+json", [{"op": "replace", "path": "/spec/containers/0/resources", "value": res}]),
+            ("application/apply-patch+yaml", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "upd"},
+                                              "spec": {"containers": [{"name": "c", "image": "x", "resources": res}]}}),
+        ]
+        for ctype, patch in patches:
+            for query in ["", "?dryRun=All"]:
+                st, body = request("PATCH", f"{PODS}/upd{query}", patch, ctype)
+                assert_invalid(st, body, "Pod", "upd", field, words)
+        assert_unchanged(f"{PODS}/upd", before)
+    # server-side apply of a missing object creates it: validated the same way
+    st, body = request("PATCH", f"{PODS}/ssa?fieldManager=t", pod("ssa", BAD_RESOURCES[0][0]),
+                       "application/apply-patch+yaml")
+    assert_invalid(st, body, "Pod", "ssa", BAD_RESOURCES[0][1], BAD_RESOURCES[0][2])
+    assert request("GET", f"{PODS}/ssa")[0] == 404
 
 
 def test_label_keys_and_values_are_validated_on_every_kind():

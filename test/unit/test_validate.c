@@ -32,6 +32,77 @@ static json_t *vcheck(const char *kind, const char *text, const char *want, int 
 #define VALID(kind, text) json_decref(vcheck(kind, text, NULL, __LINE__))
 #define INVALID(kind, text, want) json_decref(vcheck(kind, text, want, __LINE__))
 
+/* A pod whose one container has the given resources (JSON). */
+static char *pod_res(const char *resources) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf,
+             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":%s}]}}",
+             resources);
+    return buf;
+}
+
+TEST(validate_pod_quantities) {
+    VALID("Pod", pod_res("{\"requests\":{\"cpu\":\"250m\",\"memory\":\"64Mi\"},"
+                         "\"limits\":{\"cpu\":1,\"memory\":\"1Gi\"}}"));
+    VALID("Pod", pod_res("{\"requests\":{\"cpu\":0.5,\"ephemeral-storage\":\"1G\",\"hugepages-2Mi\":\"2Mi\"},"
+                         "\"limits\":{\"hugepages-2Mi\":\"2Mi\"}}"));
+    VALID("Pod", pod_res("{\"requests\":{\"cpu\":\"-0\"}}"));
+    INVALID("Pod", pod_res("{\"requests\":{\"cpu\":\"abc\"}}"),
+            "spec.containers[0].resources.requests[cpu]: Invalid value: \"abc\": must be a valid quantity");
+    INVALID("Pod", pod_res("{\"requests\":{\"cpu\":\"NaN\"}}"), "Invalid value: \"NaN\": must be a valid quantity");
+    INVALID("Pod", pod_res("{\"requests\":{\"cpu\":\"\"}}"), "[cpu]: Invalid value: \"\": must be a valid quantity");
+    INVALID("Pod", pod_res("{\"requests\":{\"cpu\":\"-5\"}}"),
+            "requests[cpu]: Invalid value: \"-5\": must be greater than or equal to 0");
+    INVALID("Pod", pod_res("{\"limits\":{\"memory\":\"-1\"}}"),
+            "spec.containers[0].resources.limits[memory]: Invalid value: \"-1\": must be greater than or equal to 0");
+    INVALID("Pod", pod_res("{\"limits\":{\"memory\":-1}}"),
+            "Invalid value: \"-1\": must be greater than or equal to 0");
+    INVALID("Pod", pod_res("{\"requests\":{\"memory\":\"1e999999\"}}"),
+            "Invalid value: \"1e999999\": must be a valid quantity");
+    INVALID("Pod", pod_res("{\"requests\":{\"memory\":true}}"),
+            "[memory]: Invalid value: \"boolean\": must be a valid");
+    INVALID("Pod", pod_res("{\"requests\":[1]}"), "spec.containers[0].resources.requests: Invalid value: array");
+    /* init containers and overhead too */
+    INVALID("Pod", "{\"spec\":{\"initContainers\":[{\"name\":\"i\",\"resources\":{\"requests\":{\"cpu\":\"x\"}}}],"
+                   "\"overhead\":{\"memory\":\"-2\"}}}",
+            "[spec.initContainers[0].resources.requests[cpu]: Invalid value: \"x\": must be a valid quantity, "
+            "spec.overhead[memory]: Invalid value: \"-2\": must be greater than or equal to 0]");
+}
+
+TEST(validate_pod_extended_resources) {
+    VALID("Pod", pod_res("{\"requests\":{\"nvidia.com/gpu\":2},\"limits\":{\"nvidia.com/gpu\":\"2\"}}"));
+    VALID("Pod", pod_res("{\"limits\":{\"nvidia.com/gpu\":1}}"));
+    INVALID("Pod", pod_res("{\"limits\":{\"nvidia.com/gpu\":\"-1\"}}"),
+            "limits[nvidia.com/gpu]: Invalid value: \"-1\": must be greater than or equal to 0");
+    INVALID("Pod", pod_res("{\"limits\":{\"nvidia.com/gpu\":\"500m\"}}"),
+            "limits[nvidia.com/gpu]: Invalid value: \"500m\": must be an integer");
+    INVALID("Pod", pod_res("{\"requests\":{\"nvidia.com/gpu\":1},\"limits\":{\"nvidia.com/gpu\":2}}"),
+            "spec.containers[0].resources.requests: Invalid value: \"1\": must be equal to nvidia.com/gpu limit of 2");
+    INVALID("Pod", pod_res("{\"requests\":{\"nvidia.com/gpu\":1}}"),
+            "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources");
+    INVALID("Pod", pod_res("{\"requests\":{\"hugepages-2Mi\":\"2Mi\"},\"limits\":{\"hugepages-2Mi\":\"4Mi\"}}"),
+            "must be equal to hugepages-2Mi limit of 4Mi");
+    /* native resources may be requested below their limit, not above */
+    INVALID("Pod", pod_res("{\"requests\":{\"cpu\":\"2\"},\"limits\":{\"cpu\":\"1500m\"}}"),
+            "requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1500m");
+    /* names */
+    INVALID("Pod", pod_res("{\"requests\":{\"foo\":\"1\"}}"),
+            "requests[foo]: Invalid value: \"foo\": must be a standard resource for containers");
+    INVALID("Pod", pod_res("{\"requests\":{\"a/b/c\":\"1\"}}"),
+            "requests[a/b/c]: Invalid value: \"a/b/c\": a qualified");
+    INVALID("Pod", pod_res("{\"limits\":{\"requests.example.com/x\":\"1\"}}"),
+            "doesn't follow extended resource name standard");
+    VALID("Pod", pod_res("{\"limits\":{\"example.com/dongle\":\"3\",\"kubernetes.io/x\":\"1m\"}}"));
+}
+
+TEST(validate_pod_what_the_scheduler_cannot_read) {
+    INVALID("Pod", "{\"metadata\":{\"annotations\":{\"peloton.io/priority\":\"high\"}},\"spec\":{}}",
+            "metadata.annotations[peloton.io/priority]: \"high\" is not a non-negative integer");
+    INVALID("Pod", "{\"metadata\":{\"labels\":{\"peloton.io/gang\":\"g\"}},\"spec\":{}}",
+            "metadata.labels[peloton.io/gang-size]: a gang needs a size");
+    VALID("Pod", "{\"metadata\":{\"labels\":{\"peloton.io/gang\":\"g\",\"peloton.io/gang-size\":\"2\"}},\"spec\":{}}");
+}
+
 TEST(validate_labels_and_annotations_every_kind) {
     const char *kinds[] = {"ConfigMap", "Pod", "Namespace"};
     for (size_t i = 0; i < 3; i++) {
