@@ -1,6 +1,6 @@
-/* Write-time validation of objects (validate.h), in kube-apiserver's words
- * (pkg/apis/core/validation: ValidateObjectMeta's labels and annotations,
- * ValidateResourceRequirements). */
+/* Write-time validation of built-in objects (validate.h), in
+ * kube-apiserver's words (pkg/apis/core/validation: ValidateObjectMeta's
+ * labels and annotations, ValidateResourceRequirements, ValidateSecret). */
 #include "validate.h"
 
 #include <ctype.h>
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "jsontype.h"
 #include "podspec.h"
 #include "quantity.h"
@@ -279,11 +280,90 @@ static void check_pod(struct vc *c, const json_t *pod) {
     ADD(c, INVALID, sep ? err : "spec", "%s", sep ? sep + 2 : err);
 }
 
+/* ---- secrets ---- */
+
+/* IsConfigMapKey: NULL, or why key is not one. */
+static const char *config_key_problem(const char *key) {
+    size_t n = strlen(key);
+    if (n > VALIDATE_MAX_CONFIG_KEY) return "must be no more than 253 characters";
+    if (n == 0 || strspn(key, "-._abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != n)
+        return "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or "
+               "'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+    if (!strcmp(key, ".")) return "must not be '.'";
+    if (!strcmp(key, "..")) return "must not be '..'";
+    if (!strncmp(key, "..", 2)) return "must not start with '..'";
+    return NULL;
+}
+
+/* stringData into data: each value base64-encoded over data's. */
+static void fold_string_data(struct vc *c, json_t *secret) {
+    char f[FIELD_MAX];
+    json_t *sd = json_object_get(secret, "stringData");
+    if (!sd) return;
+    if (!is_map(c, sd, "stringData", "strings")) {
+        if (json_is_null(sd)) json_object_del(secret, "stringData");
+        return;
+    }
+    json_t *data = json_object_get(secret, "data");
+    if (!data || json_is_null(data)) {
+        if (!(data = json_object()) || json_object_set_new(secret, "data", data)) {
+            c->oom = 1;
+            return;
+        }
+    }
+    if (!json_is_object(data)) return; /* check_secret says so */
+    const char *k;
+    json_t *v;
+    json_object_foreach(sd, k, v) {
+        if (!json_is_string(v)) {
+            snprintf(f, sizeof f, "stringData[%s]", k);
+            ADD(c, INVALID, f, "Invalid value: %s: must be a string", json_type_name(v));
+            continue;
+        }
+        size_t n = json_string_length(v);
+        char *b = malloc(b64_encoded_len(n, true) + 1);
+        if (!b || (b64_encode(json_string_value(v), n, false, true, b), json_object_set_new(data, k, json_string(b)))) {
+            free(b);
+            c->oom = 1;
+            return;
+        }
+        free(b);
+    }
+    json_object_del(secret, "stringData");
+}
+
+static void check_secret(struct vc *c, json_t *secret) {
+    char f[FIELD_MAX], q[SCHEMA_MAX_VALUE_SHOWN * 4 + 16];
+    fold_string_data(c, secret);
+    const json_t *data = json_object_get(secret, "data");
+    if (!is_map(c, data, "data", "base64 strings")) return;
+    size_t total = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)data, k, v) {
+        snprintf(f, sizeof f, "data[%s]", k);
+        const char *why = config_key_problem(k);
+        if (why) ADD(c, INVALID, f, "Invalid value: %s: %s", quote(k, q, sizeof q), why);
+        if (!json_is_string(v)) {
+            ADD(c, INVALID, f, "Invalid value: %s: must be a base64 string", json_type_name(v));
+            continue;
+        }
+        size_t bad;
+        long n = b64_std_check(json_string_value(v), json_string_length(v), &bad);
+        /* the value is a secret: not repeated in the message */
+        if (n < 0) ADD(c, INVALID, f, "Invalid value: \"<secret>\": illegal base64 data at input byte %zu", bad);
+        else total += (size_t)n;
+    }
+    if (total > VALIDATE_MAX_SECRET)
+        ADD(c, TOO_LONG, "data", "Too long: must have at most %d bytes", VALIDATE_MAX_SECRET);
+}
+
 int validate_object(const char *group, const char *kind, json_t *obj, struct schema_result *res) {
     struct vc c = {.res = res};
     const json_t *md = json_object_get(obj, "metadata");
     check_labels(&c, json_object_get(md, "labels"));
     check_annotations(&c, json_object_get(md, "annotations"));
+    if (!group[0] && !strcmp(kind, "Secret")) check_secret(&c, obj);
     if (!group[0] && !strcmp(kind, "Pod")) check_pod(&c, obj);
     if (c.oom) return -ENOMEM;
     return res->n ? -EINVAL : 0;

@@ -3,7 +3,8 @@ and redis. Each must be refused with its Kubernetes Status (the right code and
 reason) and leave the store as it was, and the server must stay small and
 keep serving: patches that grow their document without bound or do
 unbounded work, and objects kube-apiserver would refuse as invalid (bad
-quantities, label keys and values), on every write path."""
+quantities, label keys and values, Secret data), on every write path."""
+import base64
 import http.client
 import json
 import time
@@ -233,6 +234,36 @@ def test_label_keys_and_values_are_validated_on_every_kind():
     st, body = request("PATCH", f"{CM}/lbl", {"metadata": {"labels": {"example.com/tier": "front-1"}}},
                        "application/merge-patch+json")
     assert st == 200 and body["metadata"]["labels"] == {"example.com/tier": "front-1"}, (st, body)
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+def test_secret_string_data_is_folded_and_data_must_be_base64():
+    secrets = "/api/v1/namespaces/default/secrets"
+    created = create(secrets, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s1"},
+                               "data": {"a": b64("x"), "b": b64("old")}, "stringData": {"b": "new", "c": "hello"}})
+    assert "stringData" not in created, created
+    assert created["data"] == {"a": b64("x"), "b": b64("new"), "c": b64("hello")}, created
+    st, stored = request("GET", f"{secrets}/s1")
+    assert st == 200 and stored == created, stored
+    # update and patch fold it too
+    obj = dict(stored, stringData={"d": "upd"})
+    st, body = request("PUT", f"{secrets}/s1", obj)
+    assert st == 200 and "stringData" not in body and body["data"]["d"] == b64("upd"), (st, body)
+    st, body = request("PATCH", f"{secrets}/s1", {"stringData": {"a": "patched"}}, "application/merge-patch+json")
+    assert st == 200 and "stringData" not in body and body["data"]["a"] == b64("patched"), (st, body)
+    # data that is not base64 is refused, with the key, on create and on patch
+    st, body = request("POST", secrets, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s2"},
+                                         "data": {"tls.key": "not base64!"}})
+    assert_invalid(st, body, "Secret", "s2", "data[tls.key]", "illegal base64 data at input byte 3")
+    assert "not base64" not in body["message"]  # a secret's value is not echoed
+    assert request("GET", f"{secrets}/s2")[0] == 404
+    st, before = request("GET", f"{secrets}/s1")
+    st, body = request("PATCH", f"{secrets}/s1", {"data": {"k": "%%%"}}, "application/merge-patch+json")
+    assert_invalid(st, body, "Secret", "s1", "data[k]", "illegal base64 data")
+    assert_unchanged(f"{secrets}/s1", before)
 
 
 def test_server_still_serves():

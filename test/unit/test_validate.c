@@ -1,5 +1,6 @@
 /* Write-time validation (validate.h): what kube-apiserver refuses is refused
- * with its field paths and words; what it accepts is accepted. */
+ * with its field paths and words; what it accepts is accepted; Secrets'
+ * stringData is folded into data. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -144,4 +145,30 @@ TEST(validate_labels_and_annotations_every_kind) {
     CHECK_I64(res.n, 1);
     schema_result_free(&res);
     json_decref(o);
+}
+
+TEST(validate_secret_string_data_and_base64) {
+    json_t *s = vcheck("Secret", "{\"metadata\":{\"name\":\"s\"},\"data\":{\"a\":\"eA==\",\"b\":\"eQ==\"},"
+                                 "\"stringData\":{\"b\":\"hello\",\"c\":\"\"}}", NULL, __LINE__);
+    CHECK(!json_object_get(s, "stringData"));
+    json_t *d = json_object_get(s, "data");
+    CHECK_STR(json_string_value(json_object_get(d, "a")), "eA==");
+    CHECK_STR(json_string_value(json_object_get(d, "b")), "aGVsbG8=");
+    CHECK_STR(json_string_value(json_object_get(d, "c")), "");
+    json_decref(s);
+    s = vcheck("Secret", "{\"stringData\":{\"k\":\"v\"}}", NULL, __LINE__);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(s, "data"), "k")), "dg==");
+    json_decref(s);
+    INVALID("Secret", "{\"data\":{\"key\":\"not base64!\"}}",
+            "data[key]: Invalid value: \"<secret>\": illegal base64 data at input byte 3");
+    INVALID("Secret", "{\"data\":{\"key\":\"eA\"}}", "data[key]: Invalid value: \"<secret>\": illegal base64");
+    INVALID("Secret", "{\"data\":{\"key\":5}}", "data[key]: Invalid value: integer: must be a base64 string");
+    INVALID("Secret", "{\"data\":{\"a b\":\"eA==\"}}",
+            "data[a b]: Invalid value: \"a b\": a valid config key must consist");
+    INVALID("Secret", "{\"stringData\":{\"..x\":\"v\"}}",
+            "data[..x]: Invalid value: \"..x\": must not start with '..'");
+    INVALID("Secret", "{\"stringData\":{\"k\":1}}", "stringData[k]: Invalid value: integer: must be a string");
+    VALID("Secret", "{\"data\":{\"k\":\"aGVs\\r\\nbG8=\"}}"); /* line breaks, as Go's decoder skips them */
+    /* the same in a ConfigMap is not a Secret's business */
+    VALID("ConfigMap", "{\"data\":{\"key\":\"not base64!\"},\"stringData\":5}");
 }
