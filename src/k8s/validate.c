@@ -18,6 +18,9 @@
 
 #define FIELD_MAX 600 /* a field path: a container index and a qualified resource name fit */
 
+#define XSTR(x) STR(x)
+#define STR(x) #x
+
 #define INVALID "FieldValueInvalid"
 #define REQUIRED "FieldValueRequired"
 #define TOO_LONG "FieldValueTooLong"
@@ -285,7 +288,7 @@ static void check_pod(struct vc *c, const json_t *pod) {
 /* IsConfigMapKey: NULL, or why key is not one. */
 static const char *config_key_problem(const char *key) {
     size_t n = strlen(key);
-    if (n > VALIDATE_MAX_CONFIG_KEY) return "must be no more than 253 characters";
+    if (n > VALIDATE_MAX_CONFIG_KEY) return "must be no more than " XSTR(VALIDATE_MAX_CONFIG_KEY) " characters";
     if (n == 0 || strspn(key, "-._abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != n)
         return "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or "
                "'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";

@@ -168,6 +168,14 @@ TEST(validate_secret_string_data_and_base64) {
     INVALID("Secret", "{\"stringData\":{\"..x\":\"v\"}}",
             "data[..x]: Invalid value: \"..x\": must not start with '..'");
     INVALID("Secret", "{\"stringData\":{\"k\":1}}", "stringData[k]: Invalid value: integer: must be a string");
+    char text[600], key[VALIDATE_MAX_CONFIG_KEY + 2];
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = 0;
+    snprintf(text, sizeof text, "{\"stringData\":{\"%s\":\"v\"}}", key);
+    INVALID("Secret", text, "must be no more than 253 characters");
+    key[sizeof key - 2] = 0;
+    snprintf(text, sizeof text, "{\"stringData\":{\"%s\":\"v\"}}", key);
+    VALID("Secret", text);
     VALID("Secret", "{\"data\":{\"k\":\"aGVs\\r\\nbG8=\"}}"); /* line breaks, as Go's decoder skips them */
     /* the same in a ConfigMap is not a Secret's business */
     VALID("ConfigMap", "{\"data\":{\"key\":\"not base64!\"},\"stringData\":5}");
