@@ -80,7 +80,6 @@ struct smp {
     bool track; /* count what is added and removed (off while a detached value is built) */
 };
 
-
 /* Size changes of the document, when tracked. */
 static void smp_shrink(struct smp *s, struct patch_size sz) {
     if (s->track) pb_shrink(&s->b, sz);
@@ -89,8 +88,9 @@ static int smp_grow(struct smp *s, struct patch_size sz, int at) {
     return s->track ? pb_grow(&s->b, sz, at) : 0;
 }
 
-/* patch_value_equal, paid for: PATCH_STEPS_CMP, and a step per CMP_BYTES_PER_STEP bytes
- * of strings. -E2BIG (message set) when the budget is spent, else 1 or 0. */
+/* patch_value_equal, paid for: PATCH_STEPS_CMP, and a step per
+ * CMP_BYTES_PER_STEP bytes of strings. -E2BIG (message set) when the budget
+ * is spent, else 1 or 0. */
 static int smp_equal(struct smp *s, const json_t *a, const json_t *b) {
     size_t steps = PATCH_STEPS_CMP;
     if (json_is_string(a) && json_is_string(b)) steps += json_string_length(a) / CMP_BYTES_PER_STEP;
