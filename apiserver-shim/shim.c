@@ -250,7 +250,7 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
     if (!strcmp(r->plural, "namespaces") && !json_object_get(obj, "status"))
         json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
     if (!strcmp(r->plural, "pods")) shim_pod_defaults(obj);
-    if (shim_crd_admit(s, r, obj, NULL, resp)) {
+    if (shim_refuse_invalid(r, obj, name, resp) || shim_crd_admit(s, r, obj, NULL, resp)) {
         json_decref(obj);
         return;
     }
@@ -281,6 +281,10 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
     if (!bname || strcmp(bname, name) != 0) {
         shim_status(resp, 400, "BadRequest", NULL, "the name of the object (%s) does not match the name on the URL (%s)",
                     bname ? bname : "", name);
+        json_decref(obj);
+        return;
+    }
+    if (shim_refuse_invalid(r, obj, name, resp)) {
         json_decref(obj);
         return;
     }

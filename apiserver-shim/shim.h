@@ -172,6 +172,16 @@ void shim_write_status(struct shim *s, const struct shim_resource *r, const char
 void shim_write_binding(struct shim *s, const struct shim_resource *pods, const char *ns, const char *name,
                         json_t *binding, const char *node, const struct http_request *req, struct http_response *resp);
 
+/* ---- validation of every write (shim_validate.c) ----
+ * Checks obj (what a create, update or patch would store; Secrets' stringData
+ * is folded into data here) as kube-apiserver does. shim_validate: 0, or
+ * -EINVAL with the Status message in msg and *details (new, with causes) for
+ * a 422, or -ENOMEM with msg. shim_refuse_invalid: the same answered in
+ * resp; true when it refused. */
+int shim_validate(const struct shim_resource *r, json_t *obj, const char *name, char *msg, size_t msglen,
+                  json_t **details);
+bool shim_refuse_invalid(const struct shim_resource *r, json_t *obj, const char *name, struct http_response *resp);
+
 /* ---- pods and status subresources (shim_pods.c) ---- */
 bool shim_has_status(const struct shim_resource *r); /* pods, nodes, namespaces */
 void shim_pod_defaults(json_t *pod);

@@ -90,6 +90,20 @@ static int replace_fn(void *ud, const json_t *cur, json_t **next, char *err, siz
     return 0;
 }
 
+/* The answer to a patch that failed with rc and msg (patch.h's codes): a
+ * malformed patch is a 400, one past a limit (the patched object's size,
+ * values, depth, or the work) a 413, one that does not apply a 422 Invalid. */
+static int patch_refused(struct write_req *w, int rc, const char *msg, char *err, size_t errlen) {
+    const struct shim_resource *r = w->r;
+    if (rc == -EINVAL) return snprintf(err, errlen, "%s", msg), refuse(w, 400, "BadRequest", NULL, rc);
+    if (rc == -E2BIG) return snprintf(err, errlen, "%s", msg), refuse(w, 413, "RequestEntityTooLarge", NULL, rc);
+    /* Invalid names the Kind, and kubectl prints the causes */
+    json_t *d = json_pack("{s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "name", w->name, "group", r->group, "kind",
+                          r->kind, "causes", "reason", "FieldValueInvalid", "message", msg, "field", "patch");
+    snprintf(err, errlen, "%s \"%s\" is invalid: patch: %s", r->kind, w->name, msg);
+    return refuse(w, 422, "Invalid", d, -EINVAL);
+}
+
 /* PATCH: the patch over what is stored; a patch that names no
  * resourceVersion applies to whatever is current (a lost race patches again). */
 static int patch_fn(void *ud, const json_t *cur, json_t **next, char *err, size_t errlen) {
@@ -98,15 +112,7 @@ static int patch_fn(void *ud, const json_t *cur, json_t **next, char *err, size_
     json_t *n = NULL;
     char msg[512] = "";
     int rc = w->apply(cur, w->body, &n, msg, sizeof msg);
-    if (rc) {
-        if (rc == -EINVAL) return snprintf(err, errlen, "%s", msg), refuse(w, 400, "BadRequest", NULL, rc);
-        if (rc == -E2BIG) return snprintf(err, errlen, "%s", msg), refuse(w, 413, "RequestEntityTooLarge", NULL, rc);
-        /* Invalid names the Kind, and kubectl prints the causes */
-        json_t *d = json_pack("{s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "name", w->name, "group", r->group, "kind",
-                              r->kind, "causes", "reason", "FieldValueInvalid", "message", msg, "field", "patch");
-        snprintf(err, errlen, "%s \"%s\" is invalid: patch: %s", r->kind, w->name, msg);
-        return refuse(w, 422, "Invalid", d, -EINVAL);
-    }
+    if (rc) return patch_refused(w, rc, msg, err, errlen);
     json_t *md = json_object_get(n, "metadata");
     const char *nname = json_string_value(json_object_get(md, "name"));
     if (!json_is_object(n) || !json_is_object(md) || !nname || strcmp(nname, w->name) != 0) {
@@ -122,6 +128,11 @@ static int patch_fn(void *ud, const json_t *cur, json_t **next, char *err, size_
     if (!json_string_value(json_object_get(json_object_get(w->body, "metadata"), "resourceVersion")))
         json_object_del(md, "resourceVersion");
     shim_with_type(r, n);
+    json_t *d;
+    if ((rc = shim_validate(r, n, w->name, err, errlen, &d))) {
+        json_decref(n);
+        return rc == -EINVAL ? refuse(w, 422, "Invalid", d, rc) : rc;
+    }
     rc = admit(w, n, cur);
     if (rc) {
         json_decref(n);
@@ -176,11 +187,7 @@ static int status_fn(void *ud, const json_t *cur, json_t **next, char *err, size
         int rc = w->apply == patch_merge ? patch_merge_sharing(only, w->body, &n, msg, sizeof msg)
                                          : w->apply(only ? only : cur, w->body, &n, msg, sizeof msg);
         json_decref(only);
-        if (rc == -EINVAL) return snprintf(err, errlen, "%s", msg), refuse(w, 400, "BadRequest", NULL, rc);
-        if (rc) {
-            snprintf(err, errlen, "%s \"%s\" is invalid: patch: %s", w->r->kind, w->name, msg);
-            return refuse(w, 422, "Invalid", NULL, rc);
-        }
+        if (rc) return patch_refused(w, rc, msg, err, errlen);
     } else {
         n = json_incref(w->body);
     }

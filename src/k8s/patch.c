@@ -1,7 +1,8 @@
 /* JSON merge patch (RFC 7386), JSON patch (RFC 6902) and JSON value
  * equality. Strategic merge patch lives in patch_strategic.c.
  * Every function works on a private deep copy of the target, so a failure
- * part-way through a JSON patch leaves nothing half-applied for the caller. */
+ * part-way through a JSON patch leaves nothing half-applied for the caller.
+ * Each step tells the budget (patch_budget.c) what it adds and removes. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,7 +10,7 @@
 #include <string.h>
 
 #include "errmsg.h"
-#include "patch.h"
+#include "patch_int.h"
 
 /* ---- equality ---- */
 
@@ -50,11 +51,19 @@ bool patch_value_equal(const json_t *a, const json_t *b) { return value_equal(a,
 
 /* ---- RFC 7386 ---- */
 
-/* Applies patch to *v (owned; NULL when absent), replacing *v as needed;
- * share: patch values that replace are taken by reference, not copied. */
-static int merge_apply(json_t **v, const json_t *patch, int depth, bool share, char *err, size_t errlen) {
+struct merge {
+    struct patch_budget b;
+    bool share; /* patch values that replace are taken by reference, not copied */
+};
+
+/* Applies patch to *v (owned; NULL when absent), `depth` containers deep in
+ * the document, replacing *v as needed. */
+static int merge_apply(json_t **v, const json_t *patch, int depth, struct merge *m, char *err, size_t errlen) {
+    int rc;
     if (!json_is_object(patch)) {
-        json_t *c = share ? json_incref((json_t *)patch) : json_deep_copy(patch);
+        pb_shrink(&m->b, pb_value(*v));
+        if ((rc = pb_grow(&m->b, pb_value(patch), depth))) return rc;
+        json_t *c = m->share ? json_incref((json_t *)patch) : json_deep_copy(patch);
         if (!c) return -ENOMEM;
         json_decref(*v);
         *v = c;
@@ -63,18 +72,23 @@ static int merge_apply(json_t **v, const json_t *patch, int depth, bool share, c
     if (depth >= PATCH_MAX_DEPTH)
         return core_fail(err, errlen, -E2BIG, "merge patch is nested deeper than %d levels", PATCH_MAX_DEPTH);
     if (!json_is_object(*v)) {
+        pb_shrink(&m->b, pb_value(*v));
         json_decref(*v);
         if (!(*v = json_object())) return -ENOMEM;
+        if ((rc = pb_grow(&m->b, pb_value(*v), depth))) return rc;
     }
     const char *k;
     json_t *pv;
     json_object_foreach((json_t *)patch, k, pv) {
+        json_t *cur = json_object_get(*v, k);
         if (json_is_null(pv)) {
+            if (cur) pb_shrink(&m->b, pb_member(k, cur));
             json_object_del(*v, k);
             continue;
         }
-        json_t *cur = json_incref(json_object_get(*v, k));
-        int rc = merge_apply(&cur, pv, depth + 1, share, err, errlen);
+        if (!cur && (rc = pb_grow(&m->b, pb_member(k, NULL), depth + 1))) return rc;
+        json_incref(cur);
+        rc = merge_apply(&cur, pv, depth + 1, m, err, errlen);
         if (rc == 0 && json_object_set_new(*v, k, cur) != 0) rc = -ENOMEM;
         else if (rc) json_decref(cur);
         if (rc) return rc;
@@ -82,29 +96,35 @@ static int merge_apply(json_t **v, const json_t *patch, int depth, bool share, c
     return 0;
 }
 
-static int merge(const json_t *target, const json_t *patch, bool share, json_t **out, char *err, size_t errlen) {
+static int merge(const json_t *target, const json_t *patch, bool share, const struct patch_limits *lim, json_t **out,
+                 char *err, size_t errlen, struct patch_size *tracked) {
     *out = NULL;
     if (!patch) return core_fail(err, errlen, -EINVAL, "merge patch is empty");
+    struct merge m = {.share = share};
+    pb_init(&m.b, lim, "merge patch", err, errlen);
+    int rc = pb_start(&m.b, target, NULL);
+    if (rc) return rc;
     json_t *v = target ? json_deep_copy(target) : NULL;
     if (target && !v) goto oom;
-    int rc = merge_apply(&v, patch, 0, share, err, errlen);
+    rc = merge_apply(&v, patch, 0, &m, err, errlen);
     if (rc) {
         json_decref(v);
         if (rc == -ENOMEM) goto oom;
         return rc;
     }
     *out = v;
+    if (tracked) *tracked = (struct patch_size){m.b.bytes, m.b.nodes, 0};
     return 0;
 oom:
     return core_fail(err, errlen, -ENOMEM, "out of memory");
 }
 
 int patch_merge(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen) {
-    return merge(target, patch, false, out, err, errlen);
+    return merge(target, patch, false, NULL, out, err, errlen, NULL);
 }
 
 int patch_merge_sharing(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen) {
-    return merge(target, patch, true, out, err, errlen);
+    return merge(target, patch, true, NULL, out, err, errlen, NULL);
 }
 
 /* ---- RFC 6901 pointers ---- */
@@ -195,6 +215,9 @@ struct jp {
     json_t *doc;
     int opi;
     const char *op, *path;
+    struct patch_budget b;
+    int depth_ub;  /* at least the document's nesting depth */
+    char what[64]; /* "json patch operation 3 (copy)", for the budget's messages */
     char *err;
     size_t errlen;
 };
@@ -203,25 +226,70 @@ static int jp_fail(struct jp *j, int rc, const char *what) {
     return core_fail(j->err, j->errlen, rc, "json patch operation %d (%s): %s: \"%s\"", j->opi, j->op, what, j->path);
 }
 
-/* Adds value (owned; consumed on every path) at p. */
-static int jp_add(struct jp *j, const struct jptr *p, json_t *value) {
-    if (p->n == 0) {
+/* Counts value, of size vs, placed at p where its key or separator costs
+ * slot. moved: the value is in the account already (a move), and vs.depth is
+ * only an upper bound of its depth, which is measured (and paid for) only
+ * when the bound could pass the limit. */
+static int jp_place(struct jp *j, const struct jptr *p, const json_t *value, struct patch_size vs, bool moved,
+                    struct patch_size slot) {
+    int rc;
+    if (moved && p->n + vs.depth > j->b.lim.max_depth) {
+        struct patch_size exact = pb_value(value);
+        if ((rc = pb_charge(&j->b, exact.nodes * PATCH_STEPS_WALK))) return rc;
+        vs.depth = exact.depth;
+    }
+    struct patch_size add = {slot.bytes, slot.nodes, vs.depth};
+    if (!moved) add.bytes += vs.bytes, add.nodes += vs.nodes;
+    if ((rc = pb_grow(&j->b, add, p->n))) return rc;
+    if (p->n + vs.depth > j->depth_ub) j->depth_ub = p->n + vs.depth;
+    return 0;
+}
+
+/* The size of what an add at p would replace: the member it names, or the
+ * whole document. */
+static struct patch_size jp_replaced(struct jp *j, const struct jptr *p) {
+    if (p->n == 0) return pb_value(j->doc);
+    json_t *parent = jptr_get(j->doc, p, p->n - 1);
+    json_t *old = json_is_object(parent) ? json_object_get(parent, p->tok[p->n - 1]) : NULL;
+    return old ? pb_member(p->tok[p->n - 1], old) : pb_value(NULL);
+}
+
+/* Adds value (owned; consumed on every path) at p; vs and moved as for jp_place. */
+static int jp_add(struct jp *j, const struct jptr *p, json_t *value, struct patch_size vs, bool moved) {
+    int rc;
+    if (p->n == 0) { /* the new document: measured again */
+        struct patch_size now;
+        if ((rc = pb_start(&j->b, value, &now)) || (moved && (rc = pb_charge(&j->b, now.nodes * PATCH_STEPS_WALK)))) {
+            json_decref(value);
+            return rc;
+        }
         json_decref(j->doc);
         j->doc = value;
+        j->depth_ub = now.depth;
         return 0;
     }
     json_t *parent = jptr_get(j->doc, p, p->n - 1);
     const char *last = p->tok[p->n - 1];
-    int rc;
     if (json_is_object(parent)) {
+        json_t *old = json_object_get(parent, last);
+        if (old) pb_shrink(&j->b, pb_member(last, old));
+        if ((rc = jp_place(j, p, value, vs, moved, pb_member(last, NULL)))) {
+            json_decref(value);
+            return rc;
+        }
         rc = json_object_set_new(parent, last, value) ? -ENOMEM : 0;
         return rc ? jp_fail(j, rc, "out of memory") : 0;
     }
     if (json_is_array(parent)) {
-        size_t idx;
-        if ((rc = jptr_index(last, json_array_size(parent), true, true, &idx))) {
+        size_t idx, n = json_array_size(parent);
+        if ((rc = jptr_index(last, n, true, true, &idx))) {
             json_decref(value);
             return jp_fail(j, rc, rc == -ERANGE ? "array index out of range" : "invalid array index");
+        }
+        if ((rc = pb_charge(&j->b, (n - idx) / SHIFTS_PER_STEP)) ||
+            (rc = jp_place(j, p, value, vs, moved, pb_element(NULL)))) {
+            json_decref(value);
+            return rc;
         }
         rc = json_array_insert_new(parent, idx, value) ? -ENOMEM : 0;
         return rc ? jp_fail(j, rc, "out of memory") : 0;
@@ -230,7 +298,8 @@ static int jp_add(struct jp *j, const struct jptr *p, json_t *value) {
     return jp_fail(j, -ENOENT, "doc is missing path");
 }
 
-/* Removes the value at p; when taken is non-NULL it receives it (owned). */
+/* Removes the value at p; when taken is non-NULL it receives it (owned) and
+ * stays in the account (a move puts it back). */
 static int jp_remove(struct jp *j, const struct jptr *p, json_t **taken) {
     if (p->n == 0) return jp_fail(j, -EINVAL, "cannot remove the whole document");
     json_t *parent = jptr_get(j->doc, p, p->n - 1);
@@ -238,15 +307,19 @@ static int jp_remove(struct jp *j, const struct jptr *p, json_t **taken) {
     if (json_is_object(parent)) {
         json_t *v = json_object_get(parent, last);
         if (!v) return jp_fail(j, -ENOENT, "doc is missing path");
+        pb_shrink(&j->b, pb_member(last, taken ? NULL : v));
         if (taken) *taken = json_incref(v);
         json_object_del(parent, last);
         return 0;
     }
     if (json_is_array(parent)) {
-        size_t idx;
-        int rc = jptr_index(last, json_array_size(parent), false, false, &idx);
+        size_t idx, n = json_array_size(parent);
+        int rc = jptr_index(last, n, false, false, &idx);
         if (rc) return jp_fail(j, rc, rc == -ERANGE ? "array index out of range" : "invalid array index");
-        if (taken) *taken = json_incref(json_array_get(parent, idx));
+        if ((rc = pb_charge(&j->b, (n - idx) / SHIFTS_PER_STEP))) return rc;
+        json_t *v = json_array_get(parent, idx);
+        pb_shrink(&j->b, pb_element(taken ? NULL : v));
+        if (taken) *taken = json_incref(v);
         json_array_remove(parent, idx);
         return 0;
     }
@@ -254,14 +327,14 @@ static int jp_remove(struct jp *j, const struct jptr *p, json_t **taken) {
 }
 
 /* Replace: the target must exist; then it is a remove and an add. */
-static int jp_replace(struct jp *j, const struct jptr *p, json_t *value) {
+static int jp_replace(struct jp *j, const struct jptr *p, json_t *value, struct patch_size vs) {
     int rc = jptr_get(j->doc, p, p->n) ? 0 : jp_fail(j, -ENOENT, "doc is missing path");
     if (rc == 0 && p->n > 0) rc = jp_remove(j, p, NULL);
     if (rc) {
         json_decref(value);
         return rc;
     }
-    return jp_add(j, p, value);
+    return jp_add(j, p, value, vs, false);
 }
 
 static bool jptr_is_prefix(const struct jptr *a, const struct jptr *b) {
@@ -291,6 +364,7 @@ static int jp_op(struct jp *j, const json_t *o) {
     bool add = !strcmp(j->op, "add"), rem = !strcmp(j->op, "remove"), rep = !strcmp(j->op, "replace"),
          mov = !strcmp(j->op, "move"), cpy = !strcmp(j->op, "copy"), tst = !strcmp(j->op, "test");
     if (!(add || rem || rep || mov || cpy || tst)) return jp_fail(j, -EINVAL, "unknown operation at path");
+    snprintf(j->what, sizeof j->what, "json patch operation %d (%s)", j->opi, j->op);
     const json_t *value = json_object_get(o, "value");
     if ((add || rep || tst) && !value) return jp_fail(j, -EINVAL, "missing \"value\" for path");
     const char *from = json_string_value(json_object_get(o, "from"));
@@ -305,8 +379,9 @@ static int jp_op(struct jp *j, const json_t *o) {
         return jp_fail(j, rc, rc == -ENOMEM ? "out of memory" : "invalid JSON pointer in \"from\"");
     }
     if (add || rep) {
+        struct patch_size vs = pb_value(value);
         json_t *c = json_deep_copy(value);
-        rc = !c ? jp_fail(j, -ENOMEM, "out of memory") : add ? jp_add(j, &p, c) : jp_replace(j, &p, c);
+        rc = !c ? jp_fail(j, -ENOMEM, "out of memory") : add ? jp_add(j, &p, c, vs, false) : jp_replace(j, &p, c, vs);
     } else if (rem) {
         rc = jp_remove(j, &p, NULL);
     } else if (tst) {
@@ -322,10 +397,18 @@ static int jp_op(struct jp *j, const json_t *o) {
             if (f.n != p.n) rc = jp_fail(j, -EINVAL, "cannot move a value into one of its children, at path");
         } else if (mov) {
             json_t *taken = NULL;
-            if ((rc = jp_remove(j, &f, &taken)) == 0) rc = jp_add(j, &p, taken);
+            struct patch_size bound = {0, 0, j->depth_ub - f.n};
+            if ((rc = jp_remove(j, &f, &taken)) == 0) rc = jp_add(j, &p, taken, bound, true);
         } else {
-            json_t *c = json_deep_copy(src);
-            rc = c ? jp_add(j, &p, c) : jp_fail(j, -ENOMEM, "out of memory");
+            /* a copy is the one step that can double the document: its
+             * cost is charged, and whether the document can hold it checked,
+             * before it is made */
+            struct patch_size vs = pb_value(src);
+            if ((rc = pb_charge(&j->b, vs.nodes * PATCH_STEPS_COPY)) == 0 &&
+                (rc = pb_fits(&j->b, vs, jp_replaced(j, &p), p.n)) == 0) {
+                json_t *c = json_deep_copy(src);
+                rc = c ? jp_add(j, &p, c, vs, false) : jp_fail(j, -ENOMEM, "out of memory");
+            }
         }
     }
     jptr_free(&p);
@@ -334,20 +417,51 @@ static int jp_op(struct jp *j, const json_t *o) {
 }
 
 int patch_json(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen) {
+    return patch_apply(PATCH_JSON, target, patch, NULL, out, err, errlen);
+}
+
+static int json_patch(const json_t *target, const json_t *patch, const struct patch_limits *lim, json_t **out,
+                      char *err, size_t errlen, struct patch_size *tracked) {
     *out = NULL;
     if (!json_is_array(patch)) return core_fail(err, errlen, -EINVAL, "json patch must be an array of operations");
     if (json_array_size(patch) > PATCH_MAX_OPS)
         return core_fail(err, errlen, -E2BIG, "json patch has more than %d operations", PATCH_MAX_OPS);
-    struct jp j = {.doc = target ? json_deep_copy(target) : json_null(), .err = err, .errlen = errlen};
-    if (!j.doc) return core_fail(err, errlen, -ENOMEM, "out of memory");
+    struct jp j = {.err = err, .errlen = errlen};
+    snprintf(j.what, sizeof j.what, "json patch");
+    pb_init(&j.b, lim, j.what, err, errlen);
+    struct patch_size ts;
+    int rc = pb_start(&j.b, target ? target : json_null(), &ts);
+    if (rc) return rc;
+    j.depth_ub = ts.depth;
+    if (!(j.doc = target ? json_deep_copy(target) : json_null()))
+        return core_fail(err, errlen, -ENOMEM, "out of memory");
     for (size_t i = 0; i < json_array_size(patch); i++) {
         j.opi = (int)i;
-        int rc = jp_op(&j, json_array_get(patch, i));
+        rc = jp_op(&j, json_array_get(patch, i));
         if (rc) {
             json_decref(j.doc);
             return rc;
         }
     }
     *out = j.doc;
+    if (tracked) *tracked = (struct patch_size){j.b.bytes, j.b.nodes, j.depth_ub};
     return 0;
+}
+
+int patch_apply_tracked(enum patch_type type, const json_t *target, const json_t *patch,
+                        const struct patch_limits *lim, json_t **out, char *err, size_t errlen,
+                        struct patch_size *tracked) {
+    switch (type) {
+    case PATCH_MERGE: return merge(target, patch, false, lim, out, err, errlen, tracked);
+    case PATCH_MERGE_SHARING: return merge(target, patch, true, lim, out, err, errlen, tracked);
+    case PATCH_JSON: return json_patch(target, patch, lim, out, err, errlen, tracked);
+    case PATCH_STRATEGIC: return patch_strategic_lim(target, patch, lim, out, err, errlen, tracked);
+    }
+    *out = NULL;
+    return core_fail(err, errlen, -EINVAL, "unknown patch type");
+}
+
+int patch_apply(enum patch_type type, const json_t *target, const json_t *patch, const struct patch_limits *lim,
+                json_t **out, char *err, size_t errlen) {
+    return patch_apply_tracked(type, target, patch, lim, out, err, errlen, NULL);
 }

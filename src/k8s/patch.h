@@ -9,11 +9,18 @@
  * Errors: -EINVAL malformed patch document (400 BadRequest); -ENOENT a path
  * that does not exist, -ERANGE an array index out of range, -ECANCELED a
  * failed "test" operation (all three: 422, as Kubernetes answers failed
- * patches); -E2BIG a limit below; -ENOMEM.
+ * patches); -E2BIG a limit below (413 RequestEntityTooLarge); -ENOMEM.
  * Limits: recursion follows the patch and stops at PATCH_MAX_DEPTH levels; a
  * JSON patch holds at most PATCH_MAX_OPS operations; a strategic list at most
- * PATCH_MAX_LIST elements. Untouched subtrees of the target are copied with
- * jansson's json_deep_copy, whose depth is bounded by jansson's parser.
+ * PATCH_MAX_LIST elements. While a patch applies, the document it builds is
+ * held to struct patch_limits: its size estimate (patch_estimate), its count
+ * of values and its nesting are those of a stored object (objlimits.h), and
+ * the patch is refused at the step that passes one, before anything larger is
+ * built (n JSON patch copies of a value into itself double the document n
+ * times). Work beyond reading the inputs is bounded too: values copied,
+ * list elements compared and array elements shifted cost steps, at most
+ * max_work a patch, so no operation costs more than the document's size and
+ * no patch more than PATCH_MAX_WORK steps (operations x document size).
  * The shim should parse patch bodies with JSON_REJECT_DUPLICATES (RFC 6902
  * A.13: a patch operation with a repeated member is invalid). */
 #ifndef PELOTON_K8S_PATCH_H
@@ -23,9 +30,38 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "objlimits.h"
+
 #define PATCH_MAX_DEPTH 64
 #define PATCH_MAX_OPS 10000
 #define PATCH_MAX_LIST 10000
+/* Steps of work a patch may spend (above; the weights are in patch_int.h):
+ * one copy of the largest value a document within the limits can hold twice
+ * (OBJ_MAX_NODES / 2 values). About 0.15 s of the server's loop. */
+#define PATCH_MAX_WORK (PATCH_STEPS_COPY * (size_t)(OBJ_MAX_NODES / 2))
+#define PATCH_STEPS_COPY 32 /* steps per value copied (a step is about 10 ns) */
+
+struct patch_limits {
+    size_t max_bytes; /* the patched document's size estimate */
+    size_t max_nodes; /* its JSON values */
+    int max_depth;    /* its nesting of arrays and objects */
+    size_t max_work;  /* steps of work (above) */
+};
+#define PATCH_LIMITS_DEFAULT {OBJ_MAX_BYTES, OBJ_MAX_NODES, OBJ_MAX_DEPTH, PATCH_MAX_WORK}
+
+enum patch_type { PATCH_MERGE, PATCH_MERGE_SHARING, PATCH_JSON, PATCH_STRATEGIC };
+
+/* The patch of the given type (the functions below) under lim (NULL: the
+ * defaults); patch_merge and the others are this with the defaults. */
+int patch_apply(enum patch_type type, const json_t *target, const json_t *patch, const struct patch_limits *lim,
+                json_t **out, char *err, size_t errlen);
+
+/* The size estimate the limits apply to: about the bytes of v as compact
+ * JSON (strings counted unescaped, every real as 16 characters: what the
+ * value holds in memory rather than its exact text), its count of values,
+ * its nesting depth (a scalar 0, [] 1, [[]] 2). Walks v once; stops
+ * descending past OBJ_MAX_DEPTH + 1 levels. */
+void patch_estimate(const json_t *v, size_t *bytes, size_t *nodes, int *depth);
 
 /* RFC 7386: null deletes, objects merge recursively, anything else replaces.
  * target may be NULL (absent). */

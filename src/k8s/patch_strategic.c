@@ -11,7 +11,11 @@
  * Merged list order follows the Kubernetes design "Preserve Order in
  * Strategic Merge Patch": items of the live list that the patch does not
  * mention come first, in live order; then the items the patch mentions, in
- * the order of $setElementOrder/<list> if given, else of the patch list. */
+ * the order of $setElementOrder/<list> if given, else of the patch list.
+ *
+ * The budget (patch_int.h) hears of every element and member added or
+ * removed, and pays for list scans: merge-key lookups are linear, so a list
+ * merge is quadratic in the list's length and charged by the comparison. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,7 +23,7 @@
 #include <string.h>
 
 #include "errmsg.h"
-#include "patch.h"
+#include "patch_int.h"
 
 #define SMP_DELETED 1 /* smp_map: the patch asked to delete this map */
 
@@ -72,7 +76,27 @@ enum patch_list_strategy patch_list_strategy(const char *parent, const char *fie
 struct smp {
     char *err;
     size_t errlen;
+    struct patch_budget b;
+    bool track; /* count what is added and removed (off while a detached value is built) */
 };
+
+/* Size changes of the document, when tracked. */
+static void smp_shrink(struct smp *s, struct patch_size sz) {
+    if (s->track) pb_shrink(&s->b, sz);
+}
+static int smp_grow(struct smp *s, struct patch_size sz, int at) {
+    return s->track ? pb_grow(&s->b, sz, at) : 0;
+}
+
+/* patch_value_equal, paid for: PATCH_STEPS_CMP, and a step per
+ * CMP_BYTES_PER_STEP bytes of strings. -E2BIG (message set) when the budget
+ * is spent, else 1 or 0. */
+static int smp_equal(struct smp *s, const json_t *a, const json_t *b) {
+    size_t steps = PATCH_STEPS_CMP;
+    if (json_is_string(a) && json_is_string(b)) steps += json_string_length(a) / CMP_BYTES_PER_STEP;
+    int rc = pb_charge(&s->b, steps);
+    return rc ? rc : patch_value_equal(a, b);
+}
 
 static bool is_directive(const char *k) {
     return !strcmp(k, DIR_PATCH) || !strcmp(k, DIR_RETAIN) || !strncmp(k, DIR_ORDER, strlen(DIR_ORDER)) ||
@@ -84,12 +108,17 @@ static int smp_map(json_t *dst, const json_t *patch, const char *parent, int dep
 /* The identity of a list element: its merge key's value, or itself. */
 static const json_t *elem_id(const json_t *e, const char *key) { return key ? json_object_get(e, key) : e; }
 
-/* Position of the element whose identity equals id, or -1. */
-static long id_index(const json_t *list, const json_t *id, const char *key) {
-    for (size_t i = 0; id && i < json_array_size(list); i++)
-        if (patch_value_equal(elem_id(json_array_get(list, i), key), id)) return (long)i;
+/* Position of the element whose identity equals id, -1 when none, or
+ * -E2BIG (below -1) when the budget ran out. */
+static long id_index(struct smp *s, const json_t *list, const json_t *id, const char *key) {
+    for (size_t i = 0; id && i < json_array_size(list); i++) {
+        int eq = smp_equal(s, elem_id(json_array_get(list, i), key), id);
+        if (eq < 0) return eq;
+        if (eq) return (long)i;
+    }
     return -1;
 }
+#define ID_FAILED(r) ((r) < -1)
 
 /* Kubernetes' normalizeElementOrder: the merged list dst is split into the
  * items named by `by` (the $setElementOrder list, else the patch list) and
@@ -109,14 +138,23 @@ static int smp_reorder(json_t *dst, const json_t *by, const json_t *live, const 
         return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
     }
     size_t nn = 0, ns = 0;
+    int rc = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(dst, i);
-        long r = id_index(by, elem_id(e, key), key);
+        long r = id_index(s, by, elem_id(e, key), key);
+        if (ID_FAILED(r)) {
+            rc = (int)r;
+            break;
+        }
         if (r < 0) {
             server[ns++] = json_incref(e);
             continue;
         }
         size_t j = nn++; /* insertion sort by rank keeps equal ranks stable */
+        if ((rc = pb_charge(&s->b, j / SHIFTS_PER_STEP))) {
+            nn--;
+            break;
+        }
         while (j > 0 && rank[j - 1] > r) {
             named[j] = named[j - 1];
             rank[j] = rank[j - 1];
@@ -125,19 +163,27 @@ static int smp_reorder(json_t *dst, const json_t *by, const json_t *live, const 
         named[j] = json_incref(e);
         rank[j] = r;
     }
+    /* each item's place in the live list, found once: the server-only
+     * items' first, then the named items' */
+    long *at = rc == 0 && ns && nn ? malloc(n * sizeof *at) : NULL;
+    if (rc == 0 && ns && nn && !at) rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+    for (size_t x = 0; rc == 0 && at && x < ns + nn; x++) {
+        json_t *e = x < ns ? server[x] : named[x - ns];
+        at[x] = id_index(s, live, elem_id(e, key), key);
+        if (ID_FAILED(at[x])) rc = (int)at[x];
+    }
     size_t i = 0, j = 0, k = 0;
-    int rc = 0;
-    while (k < n) {
+    while (rc == 0 && k < n) {
         json_t *pick;
         if (i < ns && j < nn) {
-            long li = id_index(live, elem_id(server[i], key), key);
-            long ri = id_index(live, elem_id(named[j], key), key);
+            long li = at[i], ri = at[ns + j];
             pick = (li >= 0 && ri >= 0 && li < ri) ? server[i++] : named[j++];
         } else {
             pick = i < ns ? server[i++] : named[j++];
         }
         if (json_array_set(dst, k++, pick)) rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
     }
+    free(at);
     for (i = 0; i < ns; i++) json_decref(server[i]);
     for (j = 0; j < nn; j++) json_decref(named[j]);
     free(named);
@@ -158,7 +204,9 @@ static int smp_check_order(const json_t *patch, const json_t *order, const char 
             pi++;
             continue;
         }
-        if (patch_value_equal(elem_id(e, key), elem_id(json_array_get(order, oi), key))) pi++;
+        int eq = smp_equal(s, elem_id(e, key), elem_id(json_array_get(order, oi), key));
+        if (eq < 0) return eq;
+        pi += eq;
         oi++;
     }
     while (key && pi < np && json_object_get(json_array_get(patch, pi), DIR_PATCH)) pi++;
@@ -168,19 +216,28 @@ static int smp_check_order(const json_t *patch, const json_t *order, const char 
     return 0;
 }
 
+/* Removes element i of dst (an array in the document). */
+static void smp_remove_at(json_t *dst, size_t i, struct smp *s) {
+    smp_shrink(s, pb_element(json_array_get(dst, i)));
+    json_array_remove(dst, i);
+}
+
 /* Removes from dst every element equal to one in vals (scalar lists). */
-static void smp_delete_values(json_t *dst, const json_t *vals) {
+static int smp_delete_values(json_t *dst, const json_t *vals, struct smp *s) {
     for (size_t i = json_array_size(dst); i-- > 0;) {
         for (size_t j = 0; j < json_array_size(vals); j++) {
-            if (patch_value_equal(json_array_get(dst, i), json_array_get(vals, j))) {
-                json_array_remove(dst, i);
+            int eq = smp_equal(s, json_array_get(dst, i), json_array_get(vals, j));
+            if (eq < 0) return eq;
+            if (eq) {
+                smp_remove_at(dst, i, s);
                 break;
             }
         }
     }
+    return 0;
 }
 
-static int smp_list_scalars(json_t *dst, const json_t *patch, const json_t *order, const char *field,
+static int smp_list_scalars(json_t *dst, const json_t *patch, const json_t *order, const char *field, int depth,
                             struct smp *s) {
     size_t i;
     json_t *e;
@@ -188,17 +245,30 @@ static int smp_list_scalars(json_t *dst, const json_t *patch, const json_t *orde
         if (json_is_object(e) || json_is_array(e))
             return core_fail(s->err, s->errlen, -EINVAL, "list \"%s\": cannot merge lists without merge key", field);
     }
-    if (order && smp_check_order(patch, order, field, NULL, s)) return -EINVAL;
+    int rc;
+    if (order && (rc = smp_check_order(patch, order, field, NULL, s))) return rc;
     json_t *live = json_copy(dst);
     if (!live) return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
     /* union: dst first, then new patch values, each value once */
+    rc = 0;
     for (i = 0; i < json_array_size(dst);) {
-        if (id_index(dst, json_array_get(dst, i), NULL) < (long)i) json_array_remove(dst, i);
+        long at = id_index(s, dst, json_array_get(dst, i), NULL);
+        if (ID_FAILED(at)) {
+            rc = (int)at;
+            break;
+        }
+        if (at < (long)i) smp_remove_at(dst, i, s);
         else i++;
     }
-    int rc = 0;
-    json_array_foreach(patch, i, e) {
-        if (id_index(dst, e, NULL) < 0 && json_array_append_new(dst, json_deep_copy(e))) {
+    if (rc == 0) json_array_foreach(patch, i, e) {
+        long at = id_index(s, dst, e, NULL);
+        if (ID_FAILED(at)) {
+            rc = (int)at;
+            break;
+        }
+        if (at >= 0) continue;
+        if ((rc = smp_grow(s, pb_element(e), depth + 1))) break;
+        if (json_array_append_new(dst, json_deep_copy(e))) {
             rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
             break;
         }
@@ -213,10 +283,11 @@ static int smp_list_maps(json_t *dst, const json_t *patch, const json_t *order, 
     size_t i;
     json_t *e;
     bool replace = false;
-    if (order && smp_check_order(patch, order, field, key, s)) return -EINVAL;
+    int rc;
+    if (order && (rc = smp_check_order(patch, order, field, key, s))) return rc;
     json_t *live = json_copy(dst);
     if (!live) return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
-    int rc = 0;
+    rc = 0;
     json_array_foreach(patch, i, e) { /* special elements first, as Kubernetes does */
         const json_t *d = json_object_get(e, DIR_PATCH);
         if (!d) continue;
@@ -228,8 +299,12 @@ static int smp_list_maps(json_t *dst, const json_t *patch, const json_t *order, 
                                "list \"%s\": map does not contain declared merge key: %s", field, key);
                 break;
             }
-            for (size_t j = json_array_size(dst); j-- > 0;)
-                if (patch_value_equal(json_object_get(json_array_get(dst, j), key), kv)) json_array_remove(dst, j);
+            for (size_t j = json_array_size(dst); rc == 0 && j-- > 0;) {
+                int eq = smp_equal(s, json_object_get(json_array_get(dst, j), key), kv);
+                if (eq < 0) rc = eq;
+                else if (eq) smp_remove_at(dst, j, s);
+            }
+            if (rc) break;
         } else if (dir && !strcmp(dir, "replace")) {
             replace = true;
         } else if (dir && !strcmp(dir, "merge")) {
@@ -242,7 +317,10 @@ static int smp_list_maps(json_t *dst, const json_t *patch, const json_t *order, 
             break;
         }
     }
-    if (replace) json_array_clear(dst);
+    if (rc == 0 && replace) {
+        smp_shrink(s, pb_inside(dst));
+        json_array_clear(dst);
+    }
     json_t *named = rc ? NULL : json_array(); /* patch elements other than directives */
     if (!rc && !named) rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
     if (rc == 0) json_array_foreach(patch, i, e) {
@@ -253,12 +331,17 @@ static int smp_list_maps(json_t *dst, const json_t *patch, const json_t *order, 
                            "list \"%s\": map does not contain declared merge key: %s", field, key);
             break;
         }
-        long at = id_index(dst, kv, key);
+        long at = id_index(s, dst, kv, key);
+        if (ID_FAILED(at)) {
+            rc = (int)at;
+            break;
+        }
         json_t *slot = at >= 0 ? json_array_get(dst, (size_t)at) : json_object();
         if (at < 0 && (!slot || json_array_append_new(dst, slot))) {
             rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
             break;
         }
+        if (at < 0 && (rc = smp_grow(s, pb_element(slot), depth + 1))) break;
         if ((rc = smp_map(slot, e, field, depth + 1, s)) != 0) break;
         if (json_array_append(named, e)) {
             rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
@@ -301,14 +384,15 @@ static int smp_list(json_t *dst, const json_t *patch, const json_t *order, const
     }
     if (nobj > 0)
         return core_fail(s->err, s->errlen, -EINVAL, "list \"%s\": cannot merge lists without merge key", field);
-    return smp_list_scalars(dst, patch, order, field, s);
+    return smp_list_scalars(dst, patch, order, field, depth, s);
 }
 
 /* The value for a key absent from dst (or of another type there): the patch
  * value merged into an empty container, so directives and nulls inside it are
- * applied rather than stored. Returns 0 with *out (NULL: store nothing). */
-static int smp_fresh(const json_t *pv, const json_t *order, const char *field, const char *parent, int depth,
-                     struct smp *s, json_t **out) {
+ * applied rather than stored. Returns 0 with *out (NULL: store nothing).
+ * Not counted in the document's size: the caller counts it whole. */
+static int smp_fresh_value(const json_t *pv, const json_t *order, const char *field, const char *parent,
+                           int depth, struct smp *s, json_t **out) {
     *out = NULL;
     int rc = 0;
     if (json_is_object(pv)) {
@@ -328,6 +412,23 @@ static int smp_fresh(const json_t *pv, const json_t *order, const char *field, c
     }
     if (!(*out = json_deep_copy(pv))) return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
     return 0;
+}
+
+static int smp_fresh(const json_t *pv, const json_t *order, const char *field, const char *parent, int depth,
+                     struct smp *s, json_t **out) {
+    bool track = s->track;
+    s->track = false;
+    int rc = smp_fresh_value(pv, order, field, parent, depth, s, out);
+    s->track = track;
+    return rc;
+}
+
+/* Deletes member k of dst (an object in the document), if there. */
+static void smp_del(json_t *dst, const char *k, struct smp *s) {
+    json_t *v = json_object_get(dst, k);
+    if (!v) return;
+    smp_shrink(s, pb_member(k, v));
+    json_object_del(dst, k);
 }
 
 static bool str_in(const json_t *list, const char *k) {
@@ -361,7 +462,7 @@ static int smp_retain(json_t *dst, const json_t *keys, const json_t *patch, stru
                              "invalid patch format of retainKeys: field \"%s\" is not retained", k);
     }
     json_object_foreach_safe(dst, tmp, k, v) {
-        if (!str_in(keys, k)) json_object_del(dst, k);
+        if (!str_in(keys, k)) smp_del(dst, k, s);
     }
     return 0;
 }
@@ -378,6 +479,7 @@ static int smp_map(json_t *dst, const json_t *patch, const char *parent, int dep
         if (!dir || strcmp(dir, "replace"))
             return core_fail(s->err, s->errlen, -EINVAL,
                              "unknown patch type: %s in map \"%s\"", dir ? dir : "(not a string)", parent);
+        smp_shrink(s, pb_inside(dst));
         json_object_clear(dst);
     }
     const json_t *rk = json_object_get(patch, DIR_RETAIN);
@@ -389,12 +491,12 @@ static int smp_map(json_t *dst, const json_t *patch, const char *parent, int dep
         if (strncmp(k, DIR_DELPRIM, strlen(DIR_DELPRIM))) continue;
         if (!json_is_array(pv)) return core_fail(s->err, s->errlen, -EINVAL, "%s must be a list", k);
         json_t *cur = json_object_get(dst, k + strlen(DIR_DELPRIM));
-        if (json_is_array(cur)) smp_delete_values(cur, pv);
+        if (json_is_array(cur) && (rc = smp_delete_values(cur, pv, s))) return rc;
     }
     json_object_foreach((json_t *)patch, k, pv) {
         if (is_directive(k)) continue;
         if (json_is_null(pv)) {
-            json_object_del(dst, k);
+            smp_del(dst, k, s);
             continue;
         }
         char okey[sizeof DIR_ORDER + 256];
@@ -407,7 +509,7 @@ static int smp_map(json_t *dst, const json_t *patch, const char *parent, int dep
         if (json_is_object(cur) && json_is_object(pv)) {
             rc = smp_map(cur, pv, k, depth + 1, s);
             if (rc == SMP_DELETED) {
-                json_object_del(dst, k);
+                smp_del(dst, k, s);
                 rc = 0;
             }
         } else if (json_is_array(cur) && json_is_array(pv) &&
@@ -416,8 +518,9 @@ static int smp_map(json_t *dst, const json_t *patch, const char *parent, int dep
         } else {
             json_t *v;
             rc = smp_fresh(pv, order, k, parent, depth, s, &v);
-            if (rc == 0 && !v) json_object_del(dst, k);
-            else if (rc == 0 && json_object_set_new(dst, k, v))
+            if (rc == 0) smp_del(dst, k, s);
+            if (rc == 0 && v && (rc = smp_grow(s, pb_member(k, v), depth + 1))) json_decref(v);
+            else if (rc == 0 && v && json_object_set_new(dst, k, v))
                 rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
         }
         if (rc) return rc;
@@ -439,14 +542,22 @@ static int smp_map(json_t *dst, const json_t *patch, const char *parent, int dep
 }
 
 int patch_strategic(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen) {
+    return patch_apply(PATCH_STRATEGIC, target, patch, NULL, out, err, errlen);
+}
+
+int patch_strategic_lim(const json_t *target, const json_t *patch, const struct patch_limits *lim, json_t **out,
+                        char *err, size_t errlen, struct patch_size *tracked) {
     *out = NULL;
-    struct smp s = {err, errlen};
+    struct smp s = {.err = err, .errlen = errlen, .track = true};
+    pb_init(&s.b, lim, "strategic merge patch", err, errlen);
     if (!json_is_object(patch))
         return core_fail(s.err, s.errlen, -EINVAL, "strategic merge patch must be a JSON object");
     json_t *dst = json_is_object(target) ? json_deep_copy(target) : json_object();
     if (!dst) return core_fail(s.err, s.errlen, -ENOMEM, "out of memory");
-    int rc = smp_map(dst, patch, "", 0, &s);
+    int rc = pb_start(&s.b, dst, NULL);
+    if (rc == 0) rc = smp_map(dst, patch, "", 0, &s);
     if (rc == SMP_DELETED) {
+        smp_shrink(&s, pb_inside(dst));
         json_object_clear(dst);
         rc = 0;
     }
@@ -455,5 +566,6 @@ int patch_strategic(const json_t *target, const json_t *patch, json_t **out, cha
         return rc;
     }
     *out = dst;
+    if (tracked) *tracked = (struct patch_size){s.b.bytes, s.b.nodes, 0};
     return 0;
 }

@@ -88,6 +88,12 @@ int schema_validate(const struct schema *s, const json_t *obj, struct schema_res
 
 void schema_result_free(struct schema_result *res);
 
+/* Appends one error (field and message copied; reason static), keeping at
+ * most SCHEMA_MAX_ERRORS (then truncated is set). 0 or -ENOMEM. For other
+ * validators that answer in the same shape (validate.h). */
+int schema_result_add(struct schema_result *res, const char *reason, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Returns a new array of StatusCause objects {reason, message, field} for a
  * Status `details.causes` (caller json_decrefs), or NULL on ENOMEM. */
 json_t *schema_result_causes(const struct schema_result *res);

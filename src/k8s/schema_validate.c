@@ -108,30 +108,43 @@ static char *vformat(const char *fmt, va_list ap) {
     return s;
 }
 
+static int result_vadd(struct schema_result *r, const char *reason, const char *field, const char *fmt, va_list ap) {
+    if (r->n >= SCHEMA_MAX_ERRORS) {
+        r->truncated = true;
+        return 0;
+    }
+    if (!r->errors && !(r->errors = calloc(SCHEMA_MAX_ERRORS, sizeof *r->errors))) return -ENOMEM;
+    char *msg = vformat(fmt, ap);
+    char *f = strdup(field);
+    if (!msg || !f) {
+        free(msg);
+        free(f);
+        return -ENOMEM;
+    }
+    r->errors[r->n++] = (struct schema_error){.reason = reason, .field = f, .message = msg};
+    return 0;
+}
+
+int schema_result_add(struct schema_result *res, const char *reason, const char *field, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = result_vadd(res, reason, field, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
 static void add_error(struct vctx *c, const char *reason, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void add_error(struct vctx *c, const char *reason, const char *fmt, ...) {
     struct schema_result *r = c->res;
     if (c->oom) return;
-    if (r->n >= c->limit || r->n >= SCHEMA_MAX_ERRORS) {
+    if (r->n >= c->limit) {
         r->truncated = true;
-        return;
-    }
-    if (!r->errors && !(r->errors = calloc(SCHEMA_MAX_ERRORS, sizeof *r->errors))) {
-        c->oom = true;
         return;
     }
     va_list ap;
     va_start(ap, fmt);
-    char *msg = vformat(fmt, ap);
+    if (result_vadd(r, reason, cur_path(c), fmt, ap)) c->oom = true;
     va_end(ap);
-    char *field = strdup(cur_path(c));
-    if (!msg || !field) {
-        free(msg);
-        free(field);
-        c->oom = true;
-        return;
-    }
-    r->errors[r->n++] = (struct schema_error){.reason = reason, .field = field, .message = msg};
 }
 
 /* A float64 as Go's %v prints it: the shortest digits that read back as d,

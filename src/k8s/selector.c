@@ -49,8 +49,10 @@ static bool dns_subdomain_ok(const char *s, size_t n) {
     return false;
 }
 
-/* NULL when key is a valid qualified name, else the reason. */
-static const char *label_key_problem(const char *key) {
+#define XSTR(x) STR(x)
+#define STR(x) #x
+
+const char *labelsel_key_problem(const char *key) {
     size_t n = strlen(key);
     const char *slash = memchr(key, '/', n);
     const char *name = key;
@@ -60,7 +62,7 @@ static const char *label_key_problem(const char *key) {
                    " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
         size_t plen = (size_t)(slash - key);
         if (plen == 0) return "prefix part must be non-empty";
-        if (plen > 253) return "prefix part must be no more than 253 characters";
+        if (plen > LABEL_PREFIX_MAX) return "prefix part must be no more than " XSTR(LABEL_PREFIX_MAX) " characters";
         if (!dns_subdomain_ok(key, plen))
             return "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
                    "characters, '-' or '.', and must start and end with an alphanumeric character";
@@ -68,15 +70,15 @@ static const char *label_key_problem(const char *key) {
     }
     size_t nlen = strlen(name);
     if (nlen == 0) return "name part must be non-empty";
-    if (nlen > 63) return "name part must be no more than 63 characters";
+    if (nlen > LABEL_NAME_MAX) return "name part must be no more than " XSTR(LABEL_NAME_MAX) " characters";
     if (!name_chars_ok(name, nlen)) return "name part must consist of " NAME_CHARS_MSG;
     return NULL;
 }
 
-static const char *label_value_problem(const char *v) {
+const char *labelsel_value_problem(const char *v) {
     size_t n = strlen(v);
     if (n == 0) return NULL;
-    if (n > 63) return "must be no more than 63 characters";
+    if (n > LABEL_VALUE_MAX) return "must be no more than " XSTR(LABEL_VALUE_MAX) " characters";
     if (!name_chars_ok(v, n)) return "a valid label must be an empty string or consist of " NAME_CHARS_MSG;
     return NULL;
 }
@@ -142,7 +144,7 @@ static int req_add_value(struct labelsel_req *r, const char *v, size_t n) {
 
 /* NewRequirement's checks on a finished requirement; msg gets the reason. */
 static int req_validate(struct labelsel_req *r, char *msg, size_t msglen) {
-    const char *p = label_key_problem(r->key);
+    const char *p = labelsel_key_problem(r->key);
     if (p) return core_fail(msg, msglen, -EINVAL, "invalid label key \"%s\": %s", r->key, p);
     switch (r->op) {
     case LABELSEL_IN:
@@ -180,7 +182,7 @@ static int req_validate(struct labelsel_req *r, char *msg, size_t msglen) {
         break;
     }
     for (int i = 0; i < r->nvalues; i++) {
-        if ((p = label_value_problem(r->values[i]))) {
+        if ((p = labelsel_value_problem(r->values[i]))) {
             return core_fail(msg, msglen, -EINVAL,
                              "invalid label value: \"%s\": at key: \"%s\": %s", r->values[i], r->key, p);
         }
@@ -331,7 +333,7 @@ static int parse_requirement(struct parser *p, struct labelsel_req *r) {
     }
     if (ty != T_ID) return core_fail(p->msg, sizeof p->msg, -EINVAL, "found '%.*s', expected: identifier", LIT(t));
     if (!(r->key = strndup(t->s, (size_t)t->len))) return -ENOMEM;
-    const char *prob = label_key_problem(r->key);
+    const char *prob = labelsel_key_problem(r->key);
     if (prob) return core_fail(p->msg, sizeof p->msg, -EINVAL, "invalid label key \"%s\": %s", r->key, prob);
     ty = peek(p, true, NULL);
     if (negated || ty == T_EOS || ty == T_COMMA) {

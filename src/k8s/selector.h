@@ -29,6 +29,21 @@
 #define SELECTOR_MAX_REQS 100   /* requirements (label) or terms (field) */
 #define SELECTOR_MAX_VALUES 100 /* values in one in/notin set */
 
+/* Qualified names (label and annotation keys, resource names) and label
+ * values, as Kubernetes' IsQualifiedName and IsValidLabelValue check them. */
+#define LABEL_PREFIX_MAX 253 /* the optional DNS subdomain prefix */
+#define LABEL_NAME_MAX 63    /* the name after it */
+#define LABEL_VALUE_MAX 63   /* a label value (or empty) */
+
+/* NULL when key is a qualified name: an optional lower-case DNS subdomain
+ * prefix and '/', then a name of [A-Za-z0-9][-A-Za-z0-9_.]* ending
+ * alphanumeric; else Kubernetes' reason ("name part must be no more than 63
+ * characters"). */
+const char *labelsel_key_problem(const char *key);
+/* NULL when v is a valid label value (the name's charset, or empty), else
+ * the reason. */
+const char *labelsel_value_problem(const char *v);
+
 enum labelsel_op {
     LABELSEL_EQ,         /* key=v, key==v, matchLabels */
     LABELSEL_NE,         /* key!=v (matches when key is absent) */

@@ -43,13 +43,13 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "apilimits.h"
+#include "apilimits.h" /* and objlimits.h */
 
 #define STORE_ECONFLICT (-EAGAIN)
 #define STORE_NO_NAMESPACE (-ENXIO) /* a create whose namespace does not exist (404) */
 #define STORE_NS_TERMINATING (-ESHUTDOWN) /* a create in a namespace being deleted (403) */
 
-#define STORE_MAX_OBJECT_BYTES API_OBJECT_MAX  /* etcd's default request limit */
+#define STORE_MAX_OBJECT_BYTES OBJ_MAX_BYTES /* etcd's default request limit (objlimits.h) */
 #define STORE_MAX_NAME 253                     /* DNS subdomain */
 #define STORE_MAX_NAMESPACE 63                 /* DNS label */
 #define STORE_MAX_RESOURCE 253

@@ -13,6 +13,7 @@
 #include "store_int.h"
 
 #include <openssl/evp.h>
+#include "base64.h"
 #include "jparse.h"
 
 void store_cmd_free(struct store_cmd *c) {
@@ -541,28 +542,9 @@ oom:
     return -ENOMEM;
 }
 
-/* base64url without padding (what Kubernetes uses for continue tokens). */
+/* base64url without padding (what Kubernetes uses for continue tokens);
+ * base64.h encodes it. */
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-static char *b64_encode(const unsigned char *in, size_t n) {
-    char *out = malloc(n / 3 * 4 + 5), *p = out;
-    if (!out) return NULL;
-    size_t i = 0;
-    for (; i + 2 < n; i += 3) {
-        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
-        *p++ = b64[v >> 18 & 63]; *p++ = b64[v >> 12 & 63];
-        *p++ = b64[v >> 6 & 63];  *p++ = b64[v & 63];
-    }
-    if (n - i == 1) {
-        unsigned v = (unsigned)in[i] << 16;
-        *p++ = b64[v >> 18 & 63]; *p++ = b64[v >> 12 & 63];
-    } else if (n - i == 2) {
-        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8;
-        *p++ = b64[v >> 18 & 63]; *p++ = b64[v >> 12 & 63]; *p++ = b64[v >> 6 & 63];
-    }
-    *p = '\0';
-    return out;
-}
 
 /* Returns the decoded length or -1 (invalid character or length). */
 static long b64_decode(const char *in, unsigned char *out, size_t cap) {
@@ -591,7 +573,9 @@ char *store_continue_encode(const char *res, const char *ns, uint64_t rv, const 
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!s) return NULL;
-    char *t = b64_encode((const unsigned char *)s, strlen(s));
+    size_t n = strlen(s);
+    char *t = malloc(b64_encoded_len(n, false) + 1);
+    if (t) b64_encode(s, n, true, false, t);
     free(s);
     return t;
 }

@@ -7,11 +7,12 @@
 #ifndef PELOTON_UTIL_APILIMITS_H
 #define PELOTON_UTIL_APILIMITS_H
 
-#define API_OBJECT_MAX (1536u * 1024u)   /* one stored object, serialized (etcd's request limit) */
+#include "objlimits.h" /* OBJ_MAX_BYTES: one stored object */
+
 #define API_LIST_PAGE_BYTES (32u << 20)  /* a page with a limit is cut before its objects pass this */
 #define API_BODY_MAX (64u << 20)         /* the largest response body a client buffers */
 
-_Static_assert(API_LIST_PAGE_BYTES + API_OBJECT_MAX + (4u << 20) <= API_BODY_MAX,
+_Static_assert(API_LIST_PAGE_BYTES + OBJ_MAX_BYTES + (4u << 20) <= API_BODY_MAX,
                "a full list page (objects, one more object, the envelope) must fit a client's body bound");
 
 #endif
