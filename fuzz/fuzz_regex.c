@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "regex.h"
+#include "re2lite.h"
 
 #define FUZZ_STEPS 100000 /* per search: keeps each input fast; more is -E2BIG */
 

@@ -1,5 +1,5 @@
 /* Compiling an openAPIV3Schema into a node tree: structural checks, keyword
- * parsing, patterns (compiled by regex.c, bounded per schema), and default
+ * parsing, patterns (compiled by re2lite.c, bounded per schema), and default
  * checks. Validation, defaulting and pruning live in
  * schema_validate.c. */
 #include <errno.h>

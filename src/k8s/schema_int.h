@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "regex.h"
+#include "re2lite.h"
 #include "schema.h"
 
 enum {

@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "regex.h"
+#include "re2lite.h"
 #include "test.h"
 
 /* A search with an ample budget: 1, 0, or the negative error. */

@@ -1,13 +1,13 @@
 /* Compiling a pattern: a recursive-descent parser builds a tree (refusing
  * what RE2 refuses, and past our limits), then the tree is sized and emitted
- * as a Thompson program. The matcher is regex_match.c. */
+ * as a Thompson program. The matcher is re2lite_match.c. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "regex_int.h"
+#include "re2lite_int.h"
 
 enum node_kind { N_EMPTY, N_LIT, N_CLASS, N_ANY, N_ASSERT, N_CAT, N_ALT, N_REPEAT };
 

@@ -27,11 +27,11 @@
  * its scratch per call, so threads may share one.
  * Errors: 0; -EINVAL a syntax error or a refused construct (err says which,
  * naming it); -E2BIG past a limit below; -ENOMEM.
- * This header shadows the C library's <regex.h> on the include path
- * (-Isrc/k8s): nothing here uses POSIX regexes, which backtrack and expand
- * counted repetitions without bound. */
-#ifndef PELOTON_K8S_REGEX_H
-#define PELOTON_K8S_REGEX_H
+ * Named re2lite, not regex, so as not to shadow the C library's <regex.h>
+ * on the include path (-Isrc/k8s). POSIX regexes are not used: they
+ * backtrack and expand counted repetitions without bound. */
+#ifndef PELOTON_K8S_RE2LITE_H
+#define PELOTON_K8S_RE2LITE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Matching: the program (regex.c) run as a set of states, one step per
+/* Matching: the program (re2lite.c) run as a set of states, one step per
  * character of the subject (a Pike VM without captures). The states of a
  * position are a list plus a mark per instruction, so a state is visited at
  * most once per position whatever the pattern: time is O(len x insts) and
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "jparse.h"
-#include "regex_int.h"
+#include "re2lite_int.h"
 
 size_t regex_utf8_decode(const unsigned char *s, size_t n, uint32_t *r, bool *valid) {
     size_t k = jparse_utf8_len(s, s + n);

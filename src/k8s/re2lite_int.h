@@ -1,11 +1,11 @@
-/* Internal to regex.c (parse, compile) and regex_match.c (the VM): the
+/* Internal to re2lite.c (parse, compile) and re2lite_match.c (the VM): the
  * compiled program. Not for other modules. */
-#ifndef PELOTON_K8S_REGEX_INT_H
-#define PELOTON_K8S_REGEX_INT_H
+#ifndef PELOTON_K8S_RE2LITE_INT_H
+#define PELOTON_K8S_RE2LITE_INT_H
 
 #include <stdint.h>
 
-#include "regex.h"
+#include "re2lite.h"
 
 #define REGEX_MAX_RUNE 0x10FFFFu
 #define REGEX_BAD_RUNE 0xFFFDu /* what an invalid subject byte decodes to */
