@@ -579,8 +579,8 @@ TEST(http_h1_websocket_handshake_messages_and_close) {
 /* Over TLS with HTTP/2 (ALPN), every answer without a body ends its stream:
  * an empty 200 (GET /openapi/v2 as kubectl 1.20 asks it), 201, 204, errors
  * without a body, HEAD, and a deferred empty reply. Each must complete within
- * a second on one reused HTTP/2 connection; before the fix the stream
- * stayed open until the client gave up. */
+ * 2.5 s (well under the 5 s a stream left open took, even on a busy machine)
+ * on one reused HTTP/2 connection; before the fix the client gave up. */
 TEST(http_h2_empty_bodies_end_their_streams) {
     char dir[] = "/tmp/test-http-h2-XXXXXX";
     REQUIRE(mkdtemp(dir) != NULL);
@@ -610,7 +610,7 @@ TEST(http_h2_empty_bodies_end_their_streams) {
         double ms = (double)(uv_hrtime() - t0) / 1e6;
         long ver = 0;
         curl_easy_getinfo(c, CURLINFO_HTTP_VERSION, &ver);
-        if (code != cases[i].code || ms > 1000 || ver != CURL_HTTP_VERSION_2_0)
+        if (code != cases[i].code || ms > 2500 || ver != CURL_HTTP_VERSION_2_0)
             test_fail(__FILE__, __LINE__, "%s %s: code %ld (want %ld) after %.0f ms, http version %ld", cases[i].method,
                       cases[i].path, code, cases[i].code, ms, ver);
         if (strcmp(cases[i].path, "/after") || strcmp(cases[i].method, "GET")) CHECK_I64(b.n, 0);
