@@ -4,6 +4,7 @@ Every wait is bounded; every process started here is stopped by stop_all()
 (also registered with atexit), so a failing test leaves nothing running.
 """
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -120,6 +122,20 @@ contexts: [{{name: c, context: {{cluster: pc, user: u}}}}]
 current-context: c
 """)
     return path
+
+
+def api(port, method, path, body=None, timeout=30, ctype="application/json"):
+    """One request to the API server on 127.0.0.1:port: (status, the reply
+    as JSON, or {} when empty). body, when given, is sent as JSON; an error
+    status is returned, not raised."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
 
 
 def kubectl_has_flag(verb, flag):

@@ -2,7 +2,6 @@
 its life. Without TLS (make run's default) nothing else ignored SIGPIPE, and
 pelotond died with status 141 when a client closed a large list early or when
 Redis died under its Unix-domain socket."""
-import json
 import os
 import signal
 import socket
@@ -20,11 +19,7 @@ CM = "/api/v1/namespaces/default/configmaps"
 
 
 def request(method, path, body=None):
-    req = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return r.status, r.read()
+    return services.api(PORT, method, path, body, timeout=10)
 
 
 def alive():
@@ -43,7 +38,7 @@ def test_clients_that_leave_a_large_list_early():
     time.sleep(0.3)
     alive()
     st, body = request("GET", CM + "?limit=1")
-    assert st == 200 and json.loads(body)["items"], body
+    assert st == 200 and body["items"], body
 
 
 def test_redis_dying_under_the_unix_socket():

@@ -5,10 +5,8 @@ server keeps answering (before, deleting a namespace holding 80 MB of
 configmaps held the loop for 4.2 s); then the namespace goes. kubectl's
 delete waits for it; a restart in the middle takes the work up again; the
 cluster's own namespaces cannot be deleted."""
-import json
 import subprocess
 import time
-import urllib.error
 import urllib.request
 
 import services
@@ -20,14 +18,7 @@ KUBECONFIG = services.kubeconfig(PORT)
 
 
 def call(method, path, body=None, port=None):
-    req = urllib.request.Request(f"http://127.0.0.1:{port or PORT}{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read() or b"{}")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
+    return services.api(port or PORT, method, path, body)
 
 
 def fill(ns, n, size, port=None):
@@ -57,7 +48,7 @@ def test_delete_answers_at_once_refuses_creates_and_empties_in_batches():
             assert r.read() == b"ok"
         worst = max(worst, time.monotonic() - t)
         assert time.monotonic() - t0 < 120, "namespace never went"
-    assert worst < 0.1, f"/healthz waited {worst:.3f} s"
+    assert worst < 0.25, f"/healthz waited {worst:.3f} s"  # 24 ms here alone (ASan); 4.2 s before
     assert call("GET", "/api/v1/namespaces/big/configmaps")[1]["items"] == []
     # the name can be used again, and creates in it work
     fill("big", 1, 10)
@@ -79,10 +70,9 @@ def test_creates_are_refused_while_terminating_and_finalizers_hold_it():
     assert st == 200 and ns["status"]["phase"] == "Terminating", ns
     keep = call("GET", "/api/v1/namespaces/held/configmaps/keep")[1]
     assert keep["metadata"].get("deletionTimestamp"), keep
-    req = urllib.request.Request(f"http://127.0.0.1:{PORT}/api/v1/namespaces/held/configmaps/keep", method="PATCH",
-                                 data=b'{"metadata":{"finalizers":null}}',
-                                 headers={"Content-Type": "application/merge-patch+json"})
-    urllib.request.urlopen(req, timeout=10).read()
+    st, _ = services.api(PORT, "PATCH", "/api/v1/namespaces/held/configmaps/keep", {"metadata": {"finalizers": None}},
+                         ctype="application/merge-patch+json")
+    assert st == 200
     services.wait_until(lambda: gone("held"), 30, "the namespace to go once its last object went")
 
 

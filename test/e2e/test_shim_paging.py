@@ -2,9 +2,7 @@
 every page fits what a client buffers (before, 500 pods of 1.4 MB made a 72 MB
 page, over the client's 64 MiB bound, and an informer re-listed forever).
 pelotond runs with a 1 MiB page bound here so that ten 300 KB objects show it."""
-import json
 import subprocess
-import urllib.request
 
 import services
 from simlib import run_tests
@@ -16,11 +14,7 @@ CM = "/api/v1/namespaces/default/configmaps"
 
 
 def call(method, path, body=None):
-    req = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return r.status, json.loads(r.read())
+    return services.api(PORT, method, path, body)
 
 
 def test_setup():

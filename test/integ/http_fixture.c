@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "http_fixture.h"
+#include "tlscert.h"
 #include "test.h"
 
 static void stream_closed_cb(void *ud) {
@@ -290,3 +291,18 @@ double ms_since(const struct timespec *t0) {
 /* The idle and head timeouts (300 and 400 ms here): an idle keep-alive
  * connection and a head or body that stalls are closed in time; a
  * connection with an open stream or a reply on its way is not. */
+
+int tls_files_make(struct tls_files *t) {
+    snprintf(t->dir, sizeof t->dir, "/tmp/test-http-tls-XXXXXX");
+    if (!mkdtemp(t->dir)) return -errno;
+    snprintf(t->crt, sizeof t->crt, "%s/s.crt", t->dir);
+    snprintf(t->key, sizeof t->key, "%s/s.key", t->dir);
+    char err[256];
+    return tls_cert_ensure(t->crt, t->key, err, sizeof err);
+}
+
+void tls_files_remove(const struct tls_files *t) {
+    unlink(t->crt);
+    unlink(t->key);
+    rmdir(t->dir);
+}

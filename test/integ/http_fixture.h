@@ -44,4 +44,12 @@ void raw_read(int fd, struct buf *b, const char *needle, int want, bool *closed)
 bool raw_closed(int fd);
 double ms_since(const struct timespec *t0);
 
+/* A self-signed certificate and key in a new directory under /tmp, for a
+ * TLS server (tls_cert_ensure); tls_files_remove deletes all three. */
+struct tls_files {
+    char dir[64], crt[128], key[128];
+};
+int tls_files_make(struct tls_files *t);
+void tls_files_remove(const struct tls_files *t);
+
 #endif

@@ -19,7 +19,6 @@
 #include <uv.h>
 
 #include "http_fixture.h"
-#include "tlscert.h"
 #include "test.h"
 
 TEST(http_get_args_headers_and_keepalive) {
@@ -582,17 +581,13 @@ TEST(http_h1_websocket_handshake_messages_and_close) {
  * 2.5 s (well under the 5 s a stream left open took, even on a busy machine)
  * on one reused HTTP/2 connection; before the fix the client gave up. */
 TEST(http_h2_empty_bodies_end_their_streams) {
-    char dir[] = "/tmp/test-http-h2-XXXXXX";
-    REQUIRE(mkdtemp(dir) != NULL);
-    char crt[128], key[128], err[256] = "";
-    snprintf(crt, sizeof crt, "%s/s.crt", dir);
-    snprintf(key, sizeof key, "%s/s.key", dir);
-    REQUIRE(tls_cert_ensure(crt, key, err, sizeof err) == 0);
+    struct tls_files tf;
+    REQUIRE(tls_files_make(&tf) == 0);
     struct srv s;
-    REQUIRE(srv_start_cfg(&s, (struct http_server_config){.tls_cert = crt, .tls_key = key}, NULL, 0) == 0);
+    REQUIRE(srv_start_cfg(&s, (struct http_server_config){.tls_cert = tf.crt, .tls_key = tf.key}, NULL, 0) == 0);
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    curl_easy_setopt(c, CURLOPT_CAINFO, crt);
+    curl_easy_setopt(c, CURLOPT_CAINFO, tf.crt);
     struct buf b = {0};
     char url[256];
     static const struct {
@@ -621,7 +616,5 @@ TEST(http_h2_empty_bodies_end_their_streams) {
     free(b.p);
     curl_easy_cleanup(c);
     srv_stop(&s);
-    unlink(crt);
-    unlink(key);
-    rmdir(dir);
+    tls_files_remove(&tf);
 }

@@ -18,7 +18,6 @@
 #include <uv.h>
 
 #include "http_fixture.h"
-#include "tlscert.h"
 #include "test.h"
 
 /* ---- hostile heads, on both ports ---- */
@@ -87,16 +86,12 @@ static char *many_args(int n, const char *tail, size_t *len) {
  * token). Exactly HTTP_MAX_ARGS arguments and a path of HTTP_MAX_PATH bytes
  * still pass. */
 TEST(http_hostile_heads_refused_on_both_ports) {
-    char dir[] = "/tmp/test-http-hostile-XXXXXX";
-    REQUIRE(mkdtemp(dir) != NULL);
-    char crt[128], key[128], err[256] = "";
-    snprintf(crt, sizeof crt, "%s/s.crt", dir);
-    snprintf(key, sizeof key, "%s/s.key", dir);
-    REQUIRE(tls_cert_ensure(crt, key, err, sizeof err) == 0);
+    struct tls_files tf;
+    REQUIRE(tls_files_make(&tf) == 0);
     for (int tls = 0; tls < 2; tls++) {
         struct srv s;
         struct http_server_config cfg = {0};
-        if (tls) cfg.tls_cert = crt, cfg.tls_key = key;
+        if (tls) cfg.tls_cert = tf.crt, cfg.tls_key = tf.key;
         REQUIRE(srv_start_cfg(&s, cfg, NULL, 0) == 0);
         struct buf b;
         size_t n;
@@ -151,9 +146,7 @@ TEST(http_hostile_heads_refused_on_both_ports) {
         srv_stop(&s);
         CHECK_I64(s.requests, 2); /* the 64 arguments and the longest path; nothing refused reached it */
     }
-    unlink(crt);
-    unlink(key);
-    rmdir(dir);
+    tls_files_remove(&tf);
 }
 
 /* ---- replies a client does not read ---- */
@@ -311,14 +304,10 @@ static size_t pause_data(char *d, size_t sz, size_t nm, void *ud) {
  * the client reads, every stream completes whole. Before: every stream's
  * reply was built and held. */
 TEST(http_h2_unread_streams_are_bounded) {
-    char dir[] = "/tmp/test-http-h2flood-XXXXXX";
-    REQUIRE(mkdtemp(dir) != NULL);
-    char crt[128], key[128], err[256] = "";
-    snprintf(crt, sizeof crt, "%s/s.crt", dir);
-    snprintf(key, sizeof key, "%s/s.key", dir);
-    REQUIRE(tls_cert_ensure(crt, key, err, sizeof err) == 0);
+    struct tls_files tf;
+    REQUIRE(tls_files_make(&tf) == 0);
     struct srv s;
-    REQUIRE(srv_start_cfg(&s, (struct http_server_config){.tls_cert = crt, .tls_key = key,
+    REQUIRE(srv_start_cfg(&s, (struct http_server_config){.tls_cert = tf.crt, .tls_key = tf.key,
                                                           .max_conn_output = FLOOD_CONN_MAX},
                           NULL, 0) == 0);
     enum { N = 20 }; /* lws 4.1 drops a connection with more than 24 streams open */
@@ -333,7 +322,7 @@ TEST(http_h2_unread_streams_are_bounded) {
         e[i] = curl_easy_init();
         curl_easy_setopt(e[i], CURLOPT_URL, url);
         curl_easy_setopt(e[i], CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-        curl_easy_setopt(e[i], CURLOPT_CAINFO, crt);
+        curl_easy_setopt(e[i], CURLOPT_CAINFO, tf.crt);
         curl_easy_setopt(e[i], CURLOPT_PIPEWAIT, 1L); /* all on one connection */
         curl_easy_setopt(e[i], CURLOPT_WRITEFUNCTION, pause_data);
         curl_easy_setopt(e[i], CURLOPT_WRITEDATA, &p[i]);
@@ -342,8 +331,8 @@ TEST(http_h2_unread_streams_are_bounded) {
     curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, 1L);
     int running = N;
     CURL *c = curl_easy_init();
-    curl_easy_setopt(c, CURLOPT_CAINFO, crt);
-    curl_easy_setopt(c, CURLOPT_PRIVATE, crt);
+    curl_easy_setopt(c, CURLOPT_CAINFO, tf.crt);
+    curl_easy_setopt(c, CURLOPT_PRIVATE, tf.crt);
     struct http_server_stats st = {0};
     /* the client takes nothing while the server answers what it will */
     for (int i = 0; i < 300; i++) {
@@ -380,9 +369,7 @@ TEST(http_h2_unread_streams_are_bounded) {
     curl_multi_cleanup(m);
     curl_easy_cleanup(c);
     srv_stop(&s);
-    unlink(crt);
-    unlink(key);
-    rmdir(dir);
+    tls_files_remove(&tf);
 }
 
 /* A connection from 127.0.0.2 (another client: the loopback range is
