@@ -40,9 +40,10 @@
 /* Connections the plain port keeps open at once, in all and per client
  * address (a Unix-domain socket's peers count in the total only); one past
  * either is answered 503 with Retry-After and closed. Local clients share
- * 127.0.0.1: the per-client bound leaves room for a thousand watchers. */
-#define HTTP_DEFAULT_MAX_CONNS 10000
-#define HTTP_DEFAULT_MAX_CONNS_PER_CLIENT 2000
+ * 127.0.0.1: the per-client bound leaves room for bench_watch's 5,000
+ * watchers beside the controllers and kubelet-sim. */
+#define HTTP_DEFAULT_MAX_CONNS 16384
+#define HTTP_DEFAULT_MAX_CONNS_PER_CLIENT 8192
 #define HTTP_DEFAULT_MAX_CONN_OUTPUT (4u << 20)
 #define HTTP_DEFAULT_MAX_OUTPUT (256u << 20)
 #define HTTP_DEFAULT_OUTPUT_STALL_MS 60000
