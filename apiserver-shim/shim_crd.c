@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crd_job.h"
 #include "crd_pool.h"
 #include "schema.h"
 #include "shim.h"
@@ -16,6 +17,7 @@
 
 #define CRD_KEY "customresourcedefinitions.apiextensions.k8s.io"
 #define POOLS_KEY "resourcepools.peloton.io"
+#define JOBS_KEY CRD_JOB_RESOURCE
 
 /* Frees what an entry was built from its CRD but its names. */
 static void custom_release(struct shim_resource *r) {
@@ -303,6 +305,28 @@ static const json_t **as_vector(json_t *list, size_t *n) {
     return v;
 }
 
+/* A Job the job manager could not run is refused at admission with the core's
+ * rules (job_spec_validate through crd_job_decode), as a pool is with the
+ * tree's: before, it was stored and its only trace was a line in pelotond's
+ * log. The decoder's message, "jobs.peloton.io \"NAME\": FIELD: WHY", gives
+ * the cause's field. Returns 1 after answering 422, 0 to go on. */
+static int admit_job(const struct shim_resource *r, const json_t *obj, const char *name, struct http_response *resp) {
+    struct job_spec spec;
+    struct crd_job_extra x;
+    char pool[256], err[512];
+    if (!crd_job_decode(obj, &spec, pool, sizeof pool, err, sizeof err) &&
+        !crd_job_decode_extra(obj, &x, err, sizeof err))
+        return 0;
+    const char *why = strstr(err, "\": ");
+    why = why ? why + 3 : err;
+    size_t flen = strcspn(why, ":");
+    char field[128];
+    snprintf(field, sizeof field, "%.*s", (int)(why[flen] && flen < sizeof field ? flen : 0), why);
+    invalid(resp, r, name,
+            json_pack("[{s:s, s:s, s:s}]", "reason", "FieldValueInvalid", "message", why, "field", field), why);
+    return 1;
+}
+
 int shim_crd_admit(struct shim *s, const struct shim_resource *r, json_t *obj, const json_t *old,
                    struct http_response *resp) {
     if (!r->custom) return !strcmp(r->plural, "customresourcedefinitions") ? admit_crd(r, obj, resp) : 0;
@@ -325,6 +349,7 @@ int shim_crd_admit(struct shim *s, const struct shim_resource *r, json_t *obj, c
             return 1;
         }
     }
+    if (!strcmp(r->store_key, JOBS_KEY)) return admit_job(r, obj, name, resp);
     if (!strcmp(r->store_key, POOLS_KEY)) { /* the pool tree's rules, with every stored pool */
         json_t *list;
         size_t n;

@@ -136,6 +136,32 @@ def test_explain_uses_the_crd_schema():
     assert rc == 0 and "ELASTIC" in out and "reservation" in out, (out, err)
 
 
+JOB = """apiVersion: peloton.io/v1alpha1
+kind: Job
+metadata: {name: %s}
+spec:
+  type: BATCH
+  resourcePool: training
+%s  template:
+    spec:
+      containers: [{name: c, image: busybox}]
+"""
+
+
+def test_invalid_jobs_are_refused_at_admission():
+    # before, both were stored and their only trace was a line in pelotond's log
+    for name, extra, want in (("nocount", "", "spec.instanceCount: required for BATCH jobs"),
+                              ("toomany", "  instanceCount: 2\n  sla: {minimumRunningInstances: 3}\n",
+                               "spec.sla.minimumRunningInstances: 3 exceeds instanceCount 2")):
+        rc, out, err = kubectl("apply", "-f", "-", stdin=JOB % (name, extra))
+        assert rc != 0 and "is invalid" in err and want in err, (name, err)
+        rc, out, err = kubectl("get", "pj", name)
+        assert rc != 0 and "NotFound" in err, err
+    rc, out, err = kubectl("apply", "-f", "-", stdin=JOB % ("fine", "  instanceCount: 2\n"))
+    assert rc == 0, err
+    kubectl("delete", "pj", "fine")
+
+
 def test_new_crd_is_served_at_once():
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
            "metadata": {"name": "widgets.example.com"},
