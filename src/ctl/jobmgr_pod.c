@@ -118,6 +118,10 @@ json_t *jm_pod_build(const json_t *tpl, const struct jm_pod_params *p, char *err
         bad |= put_str(ann, PA_PREEMPTIBLE, p->x->preemptible || p->x->revocable ? "true" : "false");
         bad |= put_str(ann, PA_REVOCABLE, p->x->revocable ? "true" : "false");
     }
+    /* Services spread their instances over hosts unless the template says
+     * otherwise, as Peloton placed them; batch work packs (the default). */
+    if ((p->type == JOB_STATELESS || p->type == JOB_STATEFUL) && !json_object_get(ann, PA_STRATEGY))
+        bad |= put_str(ann, PA_STRATEGY, "SPREAD_JOB");
     bad |= put_u32(ann, JM_A_CONFIG_VERSION, p->version);
     bad |= put_u32(ann, JM_A_RUN, p->run ? p->run : 1);
     bad |= put_u32(ann, JM_A_FAILURES, p->failures);

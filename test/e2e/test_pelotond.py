@@ -249,6 +249,21 @@ def test_daemon_job_follows_nodes():
     wait_until(lambda: not pods("peloton.io/job=agent"), 30, "daemon pods deleted")
 
 
+def test_services_spread_by_default_batch_packs():
+    # before, a STATELESS job's instances were packed onto one node unless annotated
+    clean()
+    apply([pool("spread", 4, 32), job("svc4", "STATELESS", 4, "spread", cpu="500m"),
+           job("bat4", "BATCH", 4, "spread", cpu="500m")])
+    wait_until(lambda: phases("peloton.io/job=svc4").get("Running") == 4 and
+               phases("peloton.io/job=bat4").get("Running") == 4, 60, "both jobs running")
+    svc_nodes = {p["spec"]["nodeName"] for p in pods("peloton.io/job=svc4")}
+    bat_nodes = {p["spec"]["nodeName"] for p in pods("peloton.io/job=bat4")}
+    assert len(svc_nodes) == 4, svc_nodes  # one instance per node
+    assert len(bat_nodes) == 1, bat_nodes  # packed
+    kubectl("delete", "jobs.peloton.io", "svc4", "bat4")
+    wait_until(lambda: not pods("peloton.io/job in (svc4,bat4)"), 30, "the jobs' pods deleted")
+
+
 def test_stateless_job_survives_the_loss_of_a_node():
     clean()
     lone = start_ksim(1, "lone-")  # the job's instances are steered to this node by a node selector first

@@ -121,6 +121,30 @@ TEST(jobmgr_pod_build_gang_and_scheduler) {
     json_decref(tpl);
 }
 
+/* Services spread by default; batch packs; the template's annotation wins. */
+TEST(jobmgr_pod_build_services_spread_by_default) {
+    json_t *tpl = load(TPL);
+    char err[256];
+    static const enum job_type types[] = {JOB_STATELESS, JOB_STATEFUL, JOB_BATCH};
+    static const char *const want[] = {"SPREAD_JOB", "SPREAD_JOB", NULL};
+    for (int i = 0; i < 3; i++) {
+        struct jm_pod_params p = params(types[i], 0, 1);
+        json_t *pod = jm_pod_build(tpl, &p, err, sizeof err);
+        REQUIRE(pod);
+        if (want[i]) CHECK_STR(ann(pod, PA_STRATEGY), want[i]);
+        else CHECK(!ann(pod, PA_STRATEGY));
+        json_decref(pod);
+    }
+    json_object_set_new(json_object_get(json_object_get(tpl, "metadata"), "annotations"), PA_STRATEGY,
+                        json_string("PACK"));
+    struct jm_pod_params p = params(JOB_STATELESS, 0, 1);
+    json_t *pod = jm_pod_build(tpl, &p, err, sizeof err);
+    REQUIRE(pod);
+    CHECK_STR(ann(pod, PA_STRATEGY), "PACK");
+    json_decref(pod);
+    json_decref(tpl);
+}
+
 static const json_t *expr0(const json_t *term) {
     return json_array_get(json_object_get(term, "matchExpressions"), 0);
 }
