@@ -303,6 +303,11 @@ static void adopt(struct jobmgr *jm, struct jm_inst *r, const struct jm_pod_view
     /* a preemption victim's containers end (the kubelet reports Failed or
      * Succeeded as they stop): that is its preemption kill, not a failure */
     if (v->preempted && task_state_terminal(st)) st = TASK_KILLED;
+    /* a pod deleted out from under the job (kubectl delete pod) whose run
+     * ends because of it was killed, whatever exit its containers made: the
+     * run is KILLED and runs again (as Kubernetes' Job controller re-creates
+     * it), never counted as SUCCEEDED. One that had ended before keeps its end. */
+    if (v->deleting && !r->kill && task_state_terminal(st) && !task_state_terminal(r->state)) st = TASK_KILLED;
     jm_set_state(jm, r, st);
 }
 

@@ -234,6 +234,21 @@ def test_batch_job_completes():
     wait_until(lambda: not pods("peloton.io/job=train"), 30, "the job's pods deleted with it")
 
 
+def test_a_batch_pod_deleted_under_its_job_runs_again():
+    # before, the deleted pod's containers ended 0 and the job counted the run SUCCEEDED, never to run again
+    clean()
+    apply([pool("jobs", 4, 32), job("once", "BATCH", 1, "jobs")])
+    wait_until(lambda: phases("peloton.io/job=once").get("Running") == 1, 60, "the job's pod running")
+    first = pods("peloton.io/job=once")[0]["metadata"]["name"]
+    kubectl("delete", "pod", first)
+    wait_until(lambda: any(p["metadata"]["name"] != first and p.get("status", {}).get("phase") == "Running"
+                           for p in pods("peloton.io/job=once")), 60, "a new run of the instance")
+    st = job_status("once")
+    assert st.get("state") != "SUCCEEDED" and st.get("taskStats", {}).get("SUCCEEDED", 0) == 0, st
+    kubectl("delete", "jobs.peloton.io", "once")
+    wait_until(lambda: not pods("peloton.io/job=once"), 30, "the job's pods deleted with it")
+
+
 def test_daemon_job_follows_nodes():
     clean()
     apply([pool("daemons", 4, 64), job("agent", "DAEMON", 0, "daemons", cpu="100m")])
