@@ -80,6 +80,12 @@ extern const struct kc_informer_opts ctl_pods_slim;
 /* Posts a v1 Event about a pod (reason, type "Normal"/"Warning", message). Fire and forget. */
 void ctl_pod_event(struct kclient *kc, const char *component, const char *ns, const char *pod, const char *uid,
                    const char *type, const char *reason, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+/* The same about any object (api_version, kind, name, uid); ns "" for a
+ * cluster-scoped one, whose Events go to namespace "default" as
+ * kube-apiserver's controllers put them. */
+void ctl_object_event(struct kclient *kc, const char *component, const char *api_version, const char *kind,
+                      const char *ns, const char *name, const char *uid, const char *type, const char *reason,
+                      const char *fmt, ...) __attribute__((format(printf, 10, 11)));
 
 /* ---- resmgr ---- */
 struct resmgr_options {

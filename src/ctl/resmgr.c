@@ -22,6 +22,7 @@
 #include "ctl.h"
 #include "labels.h"
 #include "preempt.h"
+#include "quantity.h"
 #include "strmap.h"
 
 #define RM_COMPONENT "peloton-resmgr"
@@ -508,6 +509,61 @@ static void evict(struct resmgr *r, const struct cm_pod *p, const char *why) {
     json_decref(patch);
 }
 
+/* The other side of an inter-pool preemption: every leaf pool whose work
+ * on nodes is below what it is entitled to and asks for, in the victims'
+ * kind, gets a Preempting Event naming the pool that gives back and the
+ * numbers (the intra-pool path tells the waiting gang itself). Admission
+ * already counts its waiting work as allocation, so what it lacks shows as
+ * the gap between its entitlement and what runs on nodes (tasks t[0..n)).
+ * One Event per (gaining pool, victim pool, kind) in a round. */
+static void tell_gainers(struct resmgr *r, const struct preempt_plan *plan, const struct preempt_task *t, size_t n) {
+    size_t npools;
+    struct respool *const *all = respool_preorder(cluster_tree(r->cm), &npools);
+    uint32_t top = 0;
+    for (size_t k = 0; all && k < npools; k++)
+        if (all[k]->index > top) top = all[k]->index;
+    struct resvec *running = NULL;
+    for (size_t i = 0; i < plan->n; i++) {
+        const struct preempt_victim *v = &plan->v[i];
+        if (v->gang_id) continue; /* intra-pool: told above */
+        size_t victims = 0;
+        bool first = true;
+        for (size_t j = 0; j < plan->n; j++) {
+            const struct preempt_victim *w = &plan->v[j];
+            if (w->gang_id || w->pool != v->pool || w->kind != v->kind) continue;
+            if (j < i) first = false;
+            victims++;
+        }
+        if (!first || !all) continue;
+        if (!running) { /* what runs on nodes, per pool, not counting what is on its way out */
+            if (!(running = calloc(top + 1, sizeof *running))) return;
+            for (size_t j = 0; j < n; j++)
+                if (t[j].state != TASK_PREEMPTING && t[j].state != TASK_KILLING)
+                    running[t[j].pool->index] = resvec_add(running[t[j].pool->index], t[j].res);
+        }
+        char over[64];
+        quantity_format(v->kind, v->amount, over, sizeof over);
+        for (size_t k = 0; k < npools; k++) {
+            const struct respool *p = all[k];
+            if (p->first_child || p == v->pool || !p->parent) continue;
+            int64_t on_nodes = running[p->index].v[v->kind], want = p->entitlement.v[v->kind];
+            if (p->demand.v[v->kind] < want) want = p->demand.v[v->kind];
+            if (on_nodes >= want) continue;
+            char ent[64], run[64];
+            quantity_format(v->kind, p->entitlement.v[v->kind], ent, sizeof ent);
+            quantity_format(v->kind, on_nodes, run, sizeof run);
+            ctl_object_event(r->env.kc, RM_COMPONENT, "peloton.io/v1alpha1", "ResourcePool", "", p->name, NULL,
+                             "Normal", "Preempting",
+                             "preempting %zu pod(s) of pool %s, over its %s%s entitlement by %s for %u checks, "
+                             "for this pool's work (%s entitlement %s, running %s)",
+                             victims, v->pool->path, res_kind_name(v->kind),
+                             v->reason == PREEMPT_OVER_SLACK ? " slack" : "", over, v->checks,
+                             res_kind_name(v->kind), ent, run);
+        }
+    }
+    free(running);
+}
+
 static void on_preempt(uv_timer_t *tm) {
     struct resmgr *r = tm->data;
     if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
@@ -540,6 +596,7 @@ static void on_preempt(uv_timer_t *tm) {
         }
         fprintf(stderr, "level=info msg=\"resmgr: preempt\" pod=%s reason=\"%s\"\n", p->key, why);
     }
+    tell_gainers(r, &plan, c.t, c.n);
 out:
     preempt_plan_free(&plan);
     free(c.t);

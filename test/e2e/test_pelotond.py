@@ -166,6 +166,10 @@ def test_two_teams_borrow_and_give_back_by_preemption():
     assert phases("t=a").get("Running") == 4
     victims = [e for e in json.loads(kubectl("get", "events", "-o", "json"))["items"] if e["reason"] == "Preempted"]
     assert len(victims) >= 4 and all(v["involvedObject"]["name"].startswith("a-") for v in victims), victims
+    # the gaining pool is told too (before, only the victims heard of it)
+    gain = [e for e in events_for("team-b") if e["reason"] == "Preempting"]
+    assert gain and gain[0]["involvedObject"]["kind"] == "ResourcePool", gain
+    assert "of pool /org/team-a, over its cpu entitlement by 16" in gain[0]["message"], gain[0]["message"]
     st = json.loads(kubectl("get", "resourcepool", "team-a", "-o", "json"))["status"]
     assert st["entitlement"]["cpu"] == "16", st
     kubectl("delete", "pods", "-l", "t in (a,b)", "--wait=false")
