@@ -151,3 +151,32 @@ int quantity_format(enum res_kind k, int64_t v, char *buf, size_t len) {
     if (b2[0]) return snprintf(buf, len, "%s", b2);
     return snprintf(buf, len, "%" PRId64, v);
 }
+
+/* Prints x with at most `decimals` decimals, trailing zeros dropped. */
+static int fixed_trimmed(double x, int decimals, const char *suffix, char *buf, size_t len) {
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%.*f", decimals, x);
+    char *dot = strchr(tmp, '.');
+    if (dot) {
+        char *e = tmp + strlen(tmp) - 1;
+        while (e > dot && *e == '0') *e-- = 0;
+        if (e == dot) *e = 0;
+    }
+    return snprintf(buf, len, "%s%s", tmp, suffix);
+}
+
+int quantity_format_display(enum res_kind k, int64_t v, char *buf, size_t len) {
+    if (v == RES_UNLIMITED) return snprintf(buf, len, "unlimited");
+    if (v < 0) v = 0;
+    if (k == RES_CPU || k == RES_GPU) return fixed_trimmed((double)v / 1000.0, 2, "", buf, len);
+    static const char *const units[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+    int u = 0;
+    double x = (double)v;
+    while (u < 6 && x >= 1024.0) x /= 1024.0, u++;
+    if (u == 0) return snprintf(buf, len, "%lld", (long long)v);
+    /* three significant digits: 1.23, 12.3, 123 */
+    int decimals = x < 10.0 ? 2 : x < 100.0 ? 1 : 0;
+    if (decimals == 2 && x >= 9.995) decimals = 1; /* 9.999 rounds to 10.0, not 10.00 */
+    if (decimals == 1 && x >= 99.95) decimals = 0;
+    return fixed_trimmed(x, decimals, units[u], buf, len);
+}

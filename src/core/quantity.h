@@ -32,4 +32,11 @@ int quantity_parse_kind(enum res_kind k, const char *s, int64_t *out, char *err,
  * "unlimited". Returns the length written (snprintf semantics). */
 int quantity_format(enum res_kind k, int64_t v, char *buf, size_t len);
 
+/* Formats v for a person to read, rounded (not a value to parse back):
+ * cpu and gpu in units with at most two decimals ("2.67", "16", "0.5");
+ * bytes in the largest binary unit that fits, with three significant digits
+ * ("42.7Gi", "128Gi", "512Mi", "900"); RES_UNLIMITED as "unlimited".
+ * Returns the length written (snprintf semantics). */
+int quantity_format_display(enum res_kind k, int64_t v, char *buf, size_t len);
+
 #endif

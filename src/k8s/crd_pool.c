@@ -447,6 +447,13 @@ static json_t *qstr(enum res_kind k, int64_t v) {
     return json_string(buf);
 }
 
+/* Rounded for the printer columns; the exact quantity is beside it in status. */
+static json_t *qshow(enum res_kind k, int64_t v) {
+    char buf[48];
+    quantity_format_display(k, v < 0 ? 0 : v, buf, sizeof buf);
+    return json_string(buf);
+}
+
 static json_t *resvec_json(struct resvec r) {
     json_t *o = json_object();
     if (!o) return NULL;
@@ -468,10 +475,11 @@ json_t *crd_pool_status(const struct respool *p) {
     for (int k = 0; k < RES_NKINDS; k++) {
         enum res_kind kind = (enum res_kind)k;
         json_t *o = json_object();
-        bad |= json_object_set_new(o, "reservation", qstr(kind, p->cfg.res[k].reservation));
-        bad |= json_object_set_new(o, "limit", qstr(kind, respool_effective_limit(p, kind)));
-        bad |= json_object_set_new(o, "entitlement", qstr(kind, p->entitlement.v[k]));
-        bad |= json_object_set_new(o, "allocation", qstr(kind, alloc.v[k]));
+        bad |= json_object_set_new(o, "reservation", qshow(kind, p->cfg.res[k].reservation));
+        bad |= json_object_set_new(o, "limit", qshow(kind, respool_effective_limit(p, kind)));
+        bad |= json_object_set_new(o, "entitlement", qshow(kind, p->entitlement.v[k]));
+        bad |= json_object_set_new(o, "allocation", qshow(kind, alloc.v[k]));
+        bad |= json_object_set_new(o, "demand", qshow(kind, p->demand.v[k]));
         bad |= json_object_set_new(sum, res_kind_name(kind), o);
     }
     bad |= json_object_set_new(st, "summary", sum);

@@ -172,6 +172,14 @@ def test_two_teams_borrow_and_give_back_by_preemption():
     assert "of pool /org/team-a, over its cpu entitlement by 16" in gain[0]["message"], gain[0]["message"]
     st = json.loads(kubectl("get", "resourcepool", "team-a", "-o", "json"))["status"]
     assert st["entitlement"]["cpu"] == "16", st
+    # kubectl get rp reads like a person would write it: cores, binary units, demand beside entitlement
+    out = kubectl("get", "rp", "-o", "wide")
+    head = out.splitlines()[0].split()
+    assert head[2:] == ["CPU-RES", "CPU-ENT", "CPU-ALLOC", "CPU-DEMAND", "MEM-RES", "MEM-ENT", "MEM-ALLOC",
+                        "MEM-DEMAND", "GPU-ENT", "GPU-ALLOC", "AGE"], head
+    row = next(l.split() for l in out.splitlines() if l.startswith("team-a "))
+    assert row[2:6] == ["16", "16", "16", "16"] and row[7].endswith("Gi") and not any(
+        c.isdigit() and len(c) > 6 for c in row), row
     kubectl("delete", "pods", "-l", "t in (a,b)", "--wait=false")
     wait_until(lambda: not pods("t in (a,b)"), 40, "team pods gone")
 

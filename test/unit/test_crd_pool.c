@@ -381,11 +381,13 @@ TEST(crdpool_status_quantities_and_summary) {
     CHECK_STR(json_string_value(json_object_get(json_object_get(st, "demand"), "cpu")), "31");
     CHECK_STR(json_string_value(json_object_get(json_object_get(st, "allocation"), "cpu")), "12500m");
     CHECK_STR(json_string_value(json_object_get(json_object_get(st, "allocation"), "memory")), "512Mi");
+    /* the summary is for people: rounded, cores and binary units; the exact values are above */
     json_t *cpu = json_object_get(json_object_get(st, "summary"), "cpu");
     CHECK_STR(json_string_value(json_object_get(cpu, "reservation")), "24");
     CHECK_STR(json_string_value(json_object_get(cpu, "limit")), "60");
     CHECK_STR(json_string_value(json_object_get(cpu, "entitlement")), "30");
-    CHECK_STR(json_string_value(json_object_get(cpu, "allocation")), "12500m");
+    CHECK_STR(json_string_value(json_object_get(cpu, "allocation")), "12.5");
+    CHECK_STR(json_string_value(json_object_get(cpu, "demand")), "31");
     json_t *mem = json_object_get(json_object_get(st, "summary"), "memory");
     CHECK_STR(json_string_value(json_object_get(mem, "reservation")), "0");
     CHECK_STR(json_string_value(json_object_get(mem, "limit")), "unlimited");
@@ -393,6 +395,29 @@ TEST(crdpool_status_quantities_and_summary) {
     json_decref(st);
     respool_tree_free(t);
     free_all(v, n);
+}
+
+/* Rounded for people: cores with two decimals at most, binary units with
+ * three significant digits. */
+TEST(crdpool_display_quantities) {
+    static const struct {
+        enum res_kind k;
+        int64_t v;
+        const char *want;
+    } cases[] = {
+        {RES_CPU, 2666, "2.67"},        {RES_CPU, 29333, "29.33"},        {RES_CPU, 16000, "16"},
+        {RES_CPU, 500, "0.5"},          {RES_CPU, 0, "0"},                {RES_GPU, 1000, "1"},
+        {RES_MEMORY, 45812984491LL, "42.7Gi"}, {RES_MEMORY, 128LL << 30, "128Gi"}, {RES_MEMORY, 512LL << 20, "512Mi"},
+        {RES_MEMORY, 900, "900"},       {RES_MEMORY, 1536, "1.5Ki"},      {RES_DISK, (1LL << 40) * 3 / 2, "1.5Ti"},
+        {RES_MEMORY, 10239LL << 20, "10Gi"}, {RES_CPU, RES_UNLIMITED, "unlimited"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[48];
+        quantity_format_display(cases[i].k, cases[i].v, buf, sizeof buf);
+        if (strcmp(buf, cases[i].want))
+            test_fail(__FILE__, __LINE__, "%s %lld: \"%s\", want \"%s\"", res_kind_name(cases[i].k),
+                      (long long)cases[i].v, buf, cases[i].want);
+    }
 }
 
 /* ---- the CRD files ---- */
@@ -544,11 +569,13 @@ TEST(crdpool_crd_file_is_structural) {
     json_t *ver = json_array_get(json_object_get(json_object_get(crd, "spec"), "versions"), 0);
     json_t *cols = json_object_get(ver, "additionalPrinterColumns");
     const char *want[] = {".spec.parent", ".status.summary.cpu.reservation", ".status.summary.cpu.entitlement",
-                          ".status.summary.cpu.allocation", ".status.summary.memory.reservation",
-                          ".status.summary.memory.entitlement", ".status.summary.memory.allocation",
+                          ".status.summary.cpu.allocation", ".status.summary.cpu.demand",
+                          ".status.summary.memory.reservation", ".status.summary.memory.entitlement",
+                          ".status.summary.memory.allocation", ".status.summary.memory.demand",
+                          ".status.summary.gpu.entitlement", ".status.summary.gpu.allocation",
                           ".metadata.creationTimestamp"};
-    REQUIRE_I64(json_array_size(cols), 8);
-    for (size_t i = 0; i < 8; i++)
+    REQUIRE_I64(json_array_size(cols), 12);
+    for (size_t i = 0; i < 12; i++)
         CHECK_STR(json_string_value(json_object_get(json_array_get(cols, i), "jsonPath")), want[i]);
     CHECK_STR(json_string_value(json_array_get(json_object_get(json_object_get(json_object_get(crd, "spec"), "names"), "shortNames"), 0)), "rp");
     /* the status fields the builder writes are all in the schema */
