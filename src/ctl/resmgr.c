@@ -171,7 +171,7 @@ static void on_pod_delete(void *ud, json_t *obj) {
         cluster_pod_del(r->cm, ns, name);
     }
 }
-static const char *obj_name(json_t *obj) {
+static const char *obj_name(const json_t *obj) {
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
 }
 static void on_node_add(void *ud, json_t *obj) { cluster_node_set(((struct resmgr *)ud)->cm, obj); }
@@ -179,10 +179,37 @@ static void on_node_update(void *ud, json_t *old, json_t *obj) { on_node_add(ud,
 static void on_node_delete(void *ud, json_t *obj) {
     if (obj_name(obj)) cluster_node_del(((struct resmgr *)ud)->cm, obj_name(obj));
 }
-static void on_pool_add(void *ud, json_t *obj) { cluster_pool_set(((struct resmgr *)ud)->cm, obj); }
+/* What was last written to a pool's status is kept so that an unchanged one
+ * is not written again; a pool whose stored status no longer holds it (one
+ * deleted and created again under its name, or status written by someone
+ * else) is written at the next status tick. Only the fields written are
+ * compared, so a condition added by another writer causes no write loop. */
+static void forget_sent_unless_stored(struct resmgr *r, const json_t *obj) {
+    const char *name = obj_name(obj);
+    json_t *sent = name ? json_object_get(r->sent, name) : NULL;
+    if (!sent) return;
+    const json_t *stored = json_object_get(obj, "status");
+    const char *key;
+    json_t *v;
+    json_object_foreach(sent, key, v) {
+        if (!json_equal(v, json_object_get(stored, key))) {
+            json_object_del(r->sent, name);
+            return;
+        }
+    }
+}
+
+static void on_pool_add(void *ud, json_t *obj) {
+    struct resmgr *r = ud;
+    cluster_pool_set(r->cm, obj);
+    forget_sent_unless_stored(r, obj);
+}
 static void on_pool_update(void *ud, json_t *old, json_t *obj) { on_pool_add(ud, obj); }
 static void on_pool_delete(void *ud, json_t *obj) {
-    if (obj_name(obj)) cluster_pool_del(((struct resmgr *)ud)->cm, obj_name(obj));
+    struct resmgr *r = ud;
+    if (!obj_name(obj)) return;
+    cluster_pool_del(r->cm, obj_name(obj));
+    json_object_del(r->sent, obj_name(obj));
 }
 static void on_ns_add(void *ud, json_t *obj) { cluster_ns_set(((struct resmgr *)ud)->cm, obj); }
 static void on_ns_update(void *ud, json_t *old, json_t *obj) { on_ns_add(ud, obj); }

@@ -184,6 +184,20 @@ def test_two_teams_borrow_and_give_back_by_preemption():
     wait_until(lambda: not pods("t in (a,b)"), 40, "team pods gone")
 
 
+def test_a_pool_created_again_gets_its_status():
+    # before, a pool deleted and created again under its name never got status until its numbers changed
+    def status_of(name):
+        out = kubectl("get", "rp", name, "-o", "json", check=False)
+        return json.loads(out).get("status", {}) if out.strip() else {}
+    apply([pool("phoenix", 2, 4)])
+    wait_until(lambda: status_of("phoenix").get("entitlement"), 30, "phoenix's status")
+    kubectl("delete", "rp", "phoenix")
+    wait_until(lambda: not kubectl("get", "rp", "-o", "name", check=False).count("/phoenix"), 30, "phoenix gone")
+    apply([pool("phoenix", 2, 4)])
+    wait_until(lambda: status_of("phoenix").get("entitlement"), 30, "the new phoenix's status")
+    kubectl("delete", "rp", "phoenix")
+
+
 def test_priority_preemption_inside_a_pool():
     clean()
     apply([pool("prio", 0, 8)])
