@@ -68,7 +68,7 @@ int pb_charge(struct patch_budget *b, size_t steps);
 
 /* Strategic merge patch under lim (patch_strategic.c; patch_apply's). */
 int patch_strategic_lim(const json_t *target, const json_t *patch, const struct patch_limits *lim, json_t **out,
-                        char *err, size_t errlen, struct patch_size *tracked);
+                        char *err, size_t errlen, struct patch_size *tracked, size_t *work);
 
 /* patch_apply that also says, on success, the size the budget held for the
  * result at the end (tracked may be NULL): the tests and the fuzz target
@@ -76,5 +76,10 @@ int patch_strategic_lim(const json_t *target, const json_t *patch, const struct 
 int patch_apply_tracked(enum patch_type type, const json_t *target, const json_t *patch,
                         const struct patch_limits *lim, json_t **out, char *err, size_t errlen,
                         struct patch_size *tracked);
+/* patch_apply_tracked that also says, on success, the steps of work the
+ * patch was charged (work may be NULL): the tests check how it grows. */
+int patch_apply_counted(enum patch_type type, const json_t *target, const json_t *patch,
+                        const struct patch_limits *lim, json_t **out, char *err, size_t errlen,
+                        struct patch_size *tracked, size_t *work);
 
 #endif

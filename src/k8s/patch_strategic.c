@@ -360,9 +360,9 @@ static int smp_list(json_t *dst, const json_t *patch, const json_t *order, const
                     int depth, struct smp *s) {
     if (depth >= PATCH_MAX_DEPTH)
         return core_fail(s->err, s->errlen, -E2BIG, "patch is nested deeper than %d levels", PATCH_MAX_DEPTH);
-    if (json_array_size(dst) > PATCH_MAX_LIST || json_array_size(patch) > PATCH_MAX_LIST ||
-        json_array_size(order) > PATCH_MAX_LIST)
-        return core_fail(s->err, s->errlen, -E2BIG, "list \"%s\" has more than %d elements", field, PATCH_MAX_LIST);
+    size_t max = s->b.lim.max_list;
+    if (json_array_size(dst) > max || json_array_size(patch) > max || json_array_size(order) > max)
+        return core_fail(s->err, s->errlen, -E2BIG, "list \"%s\" has more than %zu elements", field, max);
     if (order && !json_is_array(order))
         return core_fail(s->err, s->errlen, -EINVAL,
                          "invalid patch format of setElementOrder list: %s%s must be a list", DIR_ORDER, field);
@@ -546,7 +546,7 @@ int patch_strategic(const json_t *target, const json_t *patch, json_t **out, cha
 }
 
 int patch_strategic_lim(const json_t *target, const json_t *patch, const struct patch_limits *lim, json_t **out,
-                        char *err, size_t errlen, struct patch_size *tracked) {
+                        char *err, size_t errlen, struct patch_size *tracked, size_t *work) {
     *out = NULL;
     struct smp s = {.err = err, .errlen = errlen, .track = true};
     pb_init(&s.b, lim, "strategic merge patch", err, errlen);
@@ -567,5 +567,6 @@ int patch_strategic_lim(const json_t *target, const json_t *patch, const struct 
     }
     *out = dst;
     if (tracked) *tracked = (struct patch_size){s.b.bytes, s.b.nodes, 0};
+    if (work) *work = s.b.work;
     return 0;
 }
