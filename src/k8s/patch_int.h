@@ -15,10 +15,16 @@
  * measured on jansson with jemalloc: copying a value (and freeing it later)
  * PATCH_STEPS_COPY (patch.h); walking one to measure it; comparing two
  * list elements' merge keys (a lookup and a comparison), plus a step per
- * CMP_BYTES_PER_STEP bytes of strings; moving SHIFTS_PER_STEP array elements
- * (an insert or remove before the end). */
+ * CMP_BYTES_PER_STEP bytes of strings; adding a list element to an index of
+ * merge keys or looking one up (patch_keyidx.h: hashing a scalar key, its
+ * slot, its bucket), plus a step per further value and per
+ * CMP_BYTES_PER_STEP bytes hashed; each further slot or bucket entry passed;
+ * moving SHIFTS_PER_STEP array elements (an insert or remove before the
+ * end). */
 #define PATCH_STEPS_WALK 4
 #define PATCH_STEPS_CMP 2
+#define PATCH_STEPS_INDEX 6
+#define PATCH_STEPS_PROBE 1
 #define CMP_BYTES_PER_STEP 64
 #define SHIFTS_PER_STEP 64
 
