@@ -4,6 +4,7 @@ patch that updates every element of a long list is accepted, answers within
 a second and leaves the server's loop free for /healthz meanwhile; merging by
 scanning took seconds for 10,000 x 10,000, and the work budget refused
 5,000 x 5,000 with 413. The results are checked element by element."""
+import subprocess
 import threading
 import time
 import urllib.request
@@ -13,6 +14,7 @@ from simlib import run_tests
 
 REDIS = services.start_redis()
 PROC, PORT, LOG = services.start_pelotond(REDIS)
+KUBECONFIG = services.kubeconfig(PORT)
 PODS = "/api/v1/namespaces/default/pods"
 CM = "/api/v1/namespaces/default/configmaps"
 SMP = "application/strategic-merge-patch+json"
@@ -98,6 +100,14 @@ def test_every_container_and_variable_updated_fast():
         assert [e["name"] for e in env] == [f"E{i:05d}" for i in range(NENV)]
         assert all(e["value"] == "b" for e in env)
         assert all("env" not in c for c in cs[1:])
+    # kubectl sends the same as a strategic merge with $setElementOrder of all 1,024
+    p = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", "set", "image", "pod/wide", "*=img:3"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    st, got = api("GET", f"{PODS}/wide")
+    cs = got["spec"]["containers"]
+    assert [c["name"] for c in cs] == [f"c{i:04d}" for i in range(NCONT)]
+    assert all(c["image"] == "img:3" for c in cs) and len(cs[0]["env"]) == NENV, str(cs[:2])[:300]
 
 
 def test_list_directives_on_10000_owner_references():
