@@ -17,7 +17,7 @@
  * equals the real 2^53, which equals the integer 2^53, and the two integers
  * differ), objects are equal in any member order, and an identity can change
  * while its list merges (a null or object merge key loses members as it is
- * merged into; the caller then removes and adds the position again).
+ * merged into; the caller then adds the position again, which moves it).
  *
  * Work: every add and find charges the patch's budget (patch_int.h) for
  * hashing the identity (PATCH_STEPS_INDEX, and a step a further value and per
@@ -54,7 +54,7 @@ struct keyidx {
     const char *key;
     struct patch_budget *b;
     struct keyidx_bucket *tab; /* open addressing on the hash, at most half full */
-    size_t cap, nb;          /* slots, slots used */
+    size_t cap, nb;            /* slots, slots used */
     struct keyidx_pos *pos;    /* by list position */
     size_t npos;
 };

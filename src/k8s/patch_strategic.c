@@ -211,7 +211,7 @@ static int smp_check_order(const json_t *patch, const json_t *order, const char 
 static int smp_drop(json_t *dst, struct keyidx *drop, const char *key, struct smp *s) {
     size_t n = json_array_size(dst), w = 0;
     int rc = 0;
-    bool *keep = malloc(n ? n : 1);
+    bool *keep = malloc((n ? n : 1) * sizeof *keep);
     if (!keep) return smp_oom(s);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         long at = keyidx_find(drop, keyidx_id(json_array_get(dst, i), key));
