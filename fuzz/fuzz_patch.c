@@ -15,7 +15,7 @@
 #include "patch.h"
 #include "patch_int.h"
 
-static const struct patch_limits SMALL = {64 * 1024, 16384, 64, 200000};
+static const struct patch_limits SMALL = {64 * 1024, 16384, 64, 200000, 1000};
 
 /* Applies patch under lim; aborts when a result breaks the limits or the account. */
 static void limited(enum patch_type type, const json_t *target, const json_t *patch, const struct patch_limits *lim) {

@@ -97,7 +97,7 @@ static int merge_apply(json_t **v, const json_t *patch, int depth, struct merge 
 }
 
 static int merge(const json_t *target, const json_t *patch, bool share, const struct patch_limits *lim, json_t **out,
-                 char *err, size_t errlen, struct patch_size *tracked) {
+                 char *err, size_t errlen, struct patch_size *tracked, size_t *work) {
     *out = NULL;
     if (!patch) return core_fail(err, errlen, -EINVAL, "merge patch is empty");
     struct merge m = {.share = share};
@@ -114,17 +114,18 @@ static int merge(const json_t *target, const json_t *patch, bool share, const st
     }
     *out = v;
     if (tracked) *tracked = (struct patch_size){m.b.bytes, m.b.nodes, 0};
+    if (work) *work = m.b.work;
     return 0;
 oom:
     return core_fail(err, errlen, -ENOMEM, "out of memory");
 }
 
 int patch_merge(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen) {
-    return merge(target, patch, false, NULL, out, err, errlen, NULL);
+    return merge(target, patch, false, NULL, out, err, errlen, NULL, NULL);
 }
 
 int patch_merge_sharing(const json_t *target, const json_t *patch, json_t **out, char *err, size_t errlen) {
-    return merge(target, patch, true, NULL, out, err, errlen, NULL);
+    return merge(target, patch, true, NULL, out, err, errlen, NULL, NULL);
 }
 
 /* ---- RFC 6901 pointers ---- */
@@ -421,7 +422,7 @@ int patch_json(const json_t *target, const json_t *patch, json_t **out, char *er
 }
 
 static int json_patch(const json_t *target, const json_t *patch, const struct patch_limits *lim, json_t **out,
-                      char *err, size_t errlen, struct patch_size *tracked) {
+                      char *err, size_t errlen, struct patch_size *tracked, size_t *work) {
     *out = NULL;
     if (!json_is_array(patch)) return core_fail(err, errlen, -EINVAL, "json patch must be an array of operations");
     if (json_array_size(patch) > PATCH_MAX_OPS)
@@ -445,20 +446,27 @@ static int json_patch(const json_t *target, const json_t *patch, const struct pa
     }
     *out = j.doc;
     if (tracked) *tracked = (struct patch_size){j.b.bytes, j.b.nodes, j.depth_ub};
+    if (work) *work = j.b.work;
     return 0;
+}
+
+int patch_apply_counted(enum patch_type type, const json_t *target, const json_t *patch,
+                        const struct patch_limits *lim, json_t **out, char *err, size_t errlen,
+                        struct patch_size *tracked, size_t *work) {
+    switch (type) {
+    case PATCH_MERGE: return merge(target, patch, false, lim, out, err, errlen, tracked, work);
+    case PATCH_MERGE_SHARING: return merge(target, patch, true, lim, out, err, errlen, tracked, work);
+    case PATCH_JSON: return json_patch(target, patch, lim, out, err, errlen, tracked, work);
+    case PATCH_STRATEGIC: return patch_strategic_lim(target, patch, lim, out, err, errlen, tracked, work);
+    }
+    *out = NULL;
+    return core_fail(err, errlen, -EINVAL, "unknown patch type");
 }
 
 int patch_apply_tracked(enum patch_type type, const json_t *target, const json_t *patch,
                         const struct patch_limits *lim, json_t **out, char *err, size_t errlen,
                         struct patch_size *tracked) {
-    switch (type) {
-    case PATCH_MERGE: return merge(target, patch, false, lim, out, err, errlen, tracked);
-    case PATCH_MERGE_SHARING: return merge(target, patch, true, lim, out, err, errlen, tracked);
-    case PATCH_JSON: return json_patch(target, patch, lim, out, err, errlen, tracked);
-    case PATCH_STRATEGIC: return patch_strategic_lim(target, patch, lim, out, err, errlen, tracked);
-    }
-    *out = NULL;
-    return core_fail(err, errlen, -EINVAL, "unknown patch type");
+    return patch_apply_counted(type, target, patch, lim, out, err, errlen, tracked, NULL);
 }
 
 int patch_apply(enum patch_type type, const json_t *target, const json_t *patch, const struct patch_limits *lim,

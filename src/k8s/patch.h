@@ -12,14 +12,14 @@
  * patches); -E2BIG a limit below (413 RequestEntityTooLarge); -ENOMEM.
  * Limits: recursion follows the patch and stops at PATCH_MAX_DEPTH levels; a
  * JSON patch holds at most PATCH_MAX_OPS operations; a strategic list at most
- * PATCH_MAX_LIST elements. While a patch applies, the document it builds is
- * held to struct patch_limits: its size estimate (patch_estimate), its count
- * of values and its nesting are those of a stored object (objlimits.h), and
- * the patch is refused at the step that passes one, before anything larger is
- * built (n JSON patch copies of a value into itself double the document n
- * times). Work beyond reading the inputs is bounded too: values copied,
- * list elements compared and array elements shifted cost steps, at most
- * max_work a patch, so no operation costs more than the document's size and
+ * max_list elements (PATCH_MAX_LIST). While a patch applies, the document it
+ * builds is held to struct patch_limits: its size estimate (patch_estimate),
+ * its count of values and its nesting are those of a stored object
+ * (objlimits.h), and the patch is refused at the step that passes one, before
+ * anything larger is built (n JSON patch copies of a value into itself double
+ * the document n times). Work beyond reading the inputs is bounded too:
+ * values copied, list elements compared and array elements shifted cost
+ * steps, at most max_work a patch, so no operation costs more than the document's size and
  * no patch more than PATCH_MAX_WORK steps (operations x document size).
  * The shim should parse patch bodies with JSON_REJECT_DUPLICATES (RFC 6902
  * A.13: a patch operation with a repeated member is invalid). */
@@ -46,8 +46,9 @@ struct patch_limits {
     size_t max_nodes; /* its JSON values */
     int max_depth;    /* its nesting of arrays and objects */
     size_t max_work;  /* steps of work (above) */
+    size_t max_list;  /* elements of a strategic list, in the target or the patch */
 };
-#define PATCH_LIMITS_DEFAULT {OBJ_MAX_BYTES, OBJ_MAX_NODES, OBJ_MAX_DEPTH, PATCH_MAX_WORK}
+#define PATCH_LIMITS_DEFAULT {OBJ_MAX_BYTES, OBJ_MAX_NODES, OBJ_MAX_DEPTH, PATCH_MAX_WORK, PATCH_MAX_LIST}
 
 enum patch_type { PATCH_MERGE, PATCH_MERGE_SHARING, PATCH_JSON, PATCH_STRATEGIC };
 

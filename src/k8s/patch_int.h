@@ -15,10 +15,16 @@
  * measured on jansson with jemalloc: copying a value (and freeing it later)
  * PATCH_STEPS_COPY (patch.h); walking one to measure it; comparing two
  * list elements' merge keys (a lookup and a comparison), plus a step per
- * CMP_BYTES_PER_STEP bytes of strings; moving SHIFTS_PER_STEP array elements
- * (an insert or remove before the end). */
+ * CMP_BYTES_PER_STEP bytes of strings; adding a list element to an index of
+ * merge keys or looking one up (patch_keyidx.h: hashing a scalar key, its
+ * slot, its bucket), plus a step per further value and per
+ * CMP_BYTES_PER_STEP bytes hashed; each further slot or bucket entry passed;
+ * moving SHIFTS_PER_STEP array elements (an insert or remove before the
+ * end). */
 #define PATCH_STEPS_WALK 4
 #define PATCH_STEPS_CMP 2
+#define PATCH_STEPS_INDEX 6
+#define PATCH_STEPS_PROBE 1
 #define CMP_BYTES_PER_STEP 64
 #define SHIFTS_PER_STEP 64
 
@@ -68,7 +74,7 @@ int pb_charge(struct patch_budget *b, size_t steps);
 
 /* Strategic merge patch under lim (patch_strategic.c; patch_apply's). */
 int patch_strategic_lim(const json_t *target, const json_t *patch, const struct patch_limits *lim, json_t **out,
-                        char *err, size_t errlen, struct patch_size *tracked);
+                        char *err, size_t errlen, struct patch_size *tracked, size_t *work);
 
 /* patch_apply that also says, on success, the size the budget held for the
  * result at the end (tracked may be NULL): the tests and the fuzz target
@@ -76,5 +82,10 @@ int patch_strategic_lim(const json_t *target, const json_t *patch, const struct 
 int patch_apply_tracked(enum patch_type type, const json_t *target, const json_t *patch,
                         const struct patch_limits *lim, json_t **out, char *err, size_t errlen,
                         struct patch_size *tracked);
+/* patch_apply_tracked that also says, on success, the steps of work the
+ * patch was charged (work may be NULL): the tests check how it grows. */
+int patch_apply_counted(enum patch_type type, const json_t *target, const json_t *patch,
+                        const struct patch_limits *lim, json_t **out, char *err, size_t errlen,
+                        struct patch_size *tracked, size_t *work);
 
 #endif

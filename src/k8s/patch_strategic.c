@@ -13,9 +13,12 @@
  * mention come first, in live order; then the items the patch mentions, in
  * the order of $setElementOrder/<list> if given, else of the patch list.
  *
- * The budget (patch_int.h) hears of every element and member added or
- * removed, and pays for list scans: merge-key lookups are linear, so a list
- * merge is quadratic in the list's length and charged by the comparison. */
+ * A list merge costs expected O(n + m) for lists of n and m elements: merge
+ * keys, $setElementOrder entries, $retainKeys and the values of scalar lists
+ * are looked up in an index (patch_keyidx.h), never by scanning a list, and
+ * deletions compact a list in one pass. The budget (patch_int.h) hears of
+ * every element and member added or removed, and pays for each index
+ * operation as it is done. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +26,7 @@
 #include <string.h>
 
 #include "errmsg.h"
+#include "patch_keyidx.h"
 #include "patch_int.h"
 
 #define SMP_DELETED 1 /* smp_map: the patch asked to delete this map */
@@ -105,72 +109,55 @@ static bool is_directive(const char *k) {
 
 static int smp_map(json_t *dst, const json_t *patch, const char *parent, int depth, struct smp *s);
 
-/* The identity of a list element: its merge key's value, or itself. */
-static const json_t *elem_id(const json_t *e, const char *key) { return key ? json_object_get(e, key) : e; }
-
-/* Position of the element whose identity equals id, -1 when none, or
- * -E2BIG (below -1) when the budget ran out. */
-static long id_index(struct smp *s, const json_t *list, const json_t *id, const char *key) {
-    for (size_t i = 0; id && i < json_array_size(list); i++) {
-        int eq = smp_equal(s, elem_id(json_array_get(list, i), key), id);
-        if (eq < 0) return eq;
-        if (eq) return (long)i;
-    }
-    return -1;
-}
-#define ID_FAILED(r) ((r) < -1)
+static int smp_oom(struct smp *s) { return core_fail(s->err, s->errlen, -ENOMEM, "out of memory"); }
 
 /* Kubernetes' normalizeElementOrder: the merged list dst is split into the
  * items named by `by` (the $setElementOrder list, else the patch list) and
  * server-only items. Named items are ordered as in `by`; server-only items
  * keep their order; the two are then interleaved by their positions in the
  * live list `live` (mergeSortedSlice): a server-only item goes before the next
- * named item only when both were in the live list and it came first there. */
+ * named item only when both were in the live list and it came first there.
+ * An item's place in `by` and in `live` is its identity's first, found in an
+ * index of each. */
 static int smp_reorder(json_t *dst, const json_t *by, const json_t *live, const char *key, struct smp *s) {
-    size_t n = json_array_size(dst);
+    size_t n = json_array_size(dst), nby = json_array_size(by);
     if (n < 2) return 0;
     json_t **named = malloc(n * sizeof *named), **server = malloc(n * sizeof *server);
-    long *rank = malloc(n * sizeof *rank);
-    if (!named || !server || !rank) {
-        free(named);
-        free(server);
-        free(rank);
-        return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
-    }
-    size_t nn = 0, ns = 0;
-    int rc = 0;
-    for (size_t i = 0; i < n; i++) {
+    long *rank = malloc(n * sizeof *rank), *at = NULL;
+    size_t *start = calloc(nby + 1, sizeof *start), nn = 0, ns = 0, placed = 0;
+    struct keyidx byx = {0}, livex = {0};
+    int rc = named && server && rank && start ? keyidx_init(&byx, by, key, nby, &s->b) : smp_oom(s);
+    if (rc == 0) rc = keyidx_add_all(&byx, nby);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
         json_t *e = json_array_get(dst, i);
-        long r = id_index(s, by, elem_id(e, key), key);
-        if (ID_FAILED(r)) {
-            rc = (int)r;
-            break;
-        }
-        if (r < 0) {
+        rank[i] = keyidx_find(&byx, keyidx_id(e, key));
+        if (KEYIDX_FAILED(rank[i])) {
+            rc = (int)rank[i];
+        } else if (rank[i] < 0) {
             server[ns++] = json_incref(e);
-            continue;
+        } else {
+            start[rank[i] + 1]++;
+            nn++;
         }
-        size_t j = nn++; /* insertion sort by rank keeps equal ranks stable */
-        if ((rc = pb_charge(&s->b, j / SHIFTS_PER_STEP))) {
-            nn--;
-            break;
-        }
-        while (j > 0 && rank[j - 1] > r) {
-            named[j] = named[j - 1];
-            rank[j] = rank[j - 1];
-            j--;
-        }
-        named[j] = json_incref(e);
-        rank[j] = r;
     }
-    /* each item's place in the live list, found once: the server-only
-     * items' first, then the named items' */
-    long *at = rc == 0 && ns && nn ? malloc(n * sizeof *at) : NULL;
-    if (rc == 0 && ns && nn && !at) rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+    if (rc == 0) { /* named items by rank, equal ranks in dst order: a counting sort */
+        for (size_t r = 0; r < nby; r++) start[r + 1] += start[r];
+        for (size_t i = 0; i < n; i++) {
+            if (rank[i] < 0) continue;
+            named[start[rank[i]]++] = json_incref(json_array_get(dst, i));
+            placed++;
+        }
+    }
+    if (rc == 0 && ns && nn) {
+        at = malloc(n * sizeof *at);
+        rc = at ? keyidx_init(&livex, live, key, json_array_size(live), &s->b) : smp_oom(s);
+        if (rc == 0) rc = keyidx_add_all(&livex, json_array_size(live));
+    }
+    /* each item's place in the live list: the server-only items' first, then the named items' */
     for (size_t x = 0; rc == 0 && at && x < ns + nn; x++) {
         json_t *e = x < ns ? server[x] : named[x - ns];
-        at[x] = id_index(s, live, elem_id(e, key), key);
-        if (ID_FAILED(at[x])) rc = (int)at[x];
+        at[x] = keyidx_find(&livex, keyidx_id(e, key));
+        if (KEYIDX_FAILED(at[x])) rc = (int)at[x];
     }
     size_t i = 0, j = 0, k = 0;
     while (rc == 0 && k < n) {
@@ -181,14 +168,17 @@ static int smp_reorder(json_t *dst, const json_t *by, const json_t *live, const 
         } else {
             pick = i < ns ? server[i++] : named[j++];
         }
-        if (json_array_set(dst, k++, pick)) rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
+        if (json_array_set(dst, k++, pick)) rc = smp_oom(s);
     }
+    keyidx_free(&livex);
+    keyidx_free(&byx);
     free(at);
     for (i = 0; i < ns; i++) json_decref(server[i]);
-    for (j = 0; j < nn; j++) json_decref(named[j]);
+    for (j = 0; j < placed; j++) json_decref(named[j]);
     free(named);
     free(server);
     free(rank);
+    free(start);
     return rc;
 }
 
@@ -204,7 +194,7 @@ static int smp_check_order(const json_t *patch, const json_t *order, const char 
             pi++;
             continue;
         }
-        int eq = smp_equal(s, elem_id(e, key), elem_id(json_array_get(order, oi), key));
+        int eq = smp_equal(s, keyidx_id(e, key), keyidx_id(json_array_get(order, oi), key));
         if (eq < 0) return eq;
         pi += eq;
         oi++;
@@ -216,25 +206,48 @@ static int smp_check_order(const json_t *patch, const json_t *order, const char 
     return 0;
 }
 
-/* Removes element i of dst (an array in the document). */
-static void smp_remove_at(json_t *dst, size_t i, struct smp *s) {
-    smp_shrink(s, pb_element(json_array_get(dst, i)));
-    json_array_remove(dst, i);
+/* Removes from dst (an array in the document) the elements whose identity
+ * (by key) is in index drop, in one pass. */
+static int smp_drop(json_t *dst, struct keyidx *drop, const char *key, struct smp *s) {
+    size_t n = json_array_size(dst), w = 0;
+    int rc = 0;
+    bool *keep = malloc((n ? n : 1) * sizeof *keep);
+    if (!keep) return smp_oom(s);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        long at = keyidx_find(drop, keyidx_id(json_array_get(dst, i), key));
+        if (KEYIDX_FAILED(at)) rc = (int)at;
+        keep[i] = at < 0;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        json_t *e = json_array_get(dst, i);
+        if (!keep[i]) {
+            smp_shrink(s, pb_element(e));
+            continue;
+        }
+        if (w != i) json_array_set(dst, w, e); /* the slot's value was dropped, or moved before */
+        w++;
+    }
+    while (rc == 0 && json_array_size(dst) > w) json_array_remove(dst, json_array_size(dst) - 1);
+    free(keep);
+    return rc;
 }
 
 /* Removes from dst every element equal to one in vals (scalar lists). */
 static int smp_delete_values(json_t *dst, const json_t *vals, struct smp *s) {
-    for (size_t i = json_array_size(dst); i-- > 0;) {
-        for (size_t j = 0; j < json_array_size(vals); j++) {
-            int eq = smp_equal(s, json_array_get(dst, i), json_array_get(vals, j));
-            if (eq < 0) return eq;
-            if (eq) {
-                smp_remove_at(dst, i, s);
-                break;
-            }
-        }
-    }
-    return 0;
+    if (!json_array_size(dst) || !json_array_size(vals)) return 0;
+    struct keyidx drop;
+    int rc = keyidx_init(&drop, vals, NULL, json_array_size(vals), &s->b);
+    if (rc) return rc;
+    if ((rc = keyidx_add_all(&drop, json_array_size(vals))) == 0) rc = smp_drop(dst, &drop, NULL, s);
+    keyidx_free(&drop);
+    return rc;
+}
+
+/* Appends v (a new reference; NULL: a copy that failed) to list and adds it
+ * to idx, list's index. */
+static int smp_append(json_t *list, json_t *v, struct keyidx *idx, struct smp *s) {
+    if (json_array_append_new(list, v)) return smp_oom(s);
+    return keyidx_add(idx, json_array_size(list) - 1);
 }
 
 static int smp_list_scalars(json_t *dst, const json_t *patch, const json_t *order, const char *field, int depth,
@@ -247,83 +260,73 @@ static int smp_list_scalars(json_t *dst, const json_t *patch, const json_t *orde
     }
     int rc;
     if (order && (rc = smp_check_order(patch, order, field, NULL, s))) return rc;
-    json_t *live = json_copy(dst);
-    if (!live) return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
-    /* union: dst first, then new patch values, each value once */
-    rc = 0;
-    for (i = 0; i < json_array_size(dst);) {
-        long at = id_index(s, dst, json_array_get(dst, i), NULL);
-        if (ID_FAILED(at)) {
-            rc = (int)at;
-            break;
-        }
-        if (at < (long)i) smp_remove_at(dst, i, s);
-        else i++;
+    /* union: dst's values first, each once, then the patch's new ones */
+    json_t *live = json_copy(dst), *res = json_array();
+    struct keyidx seen = {0};
+    size_t hint = json_array_size(dst) + json_array_size(patch);
+    rc = live && res ? keyidx_init(&seen, res, NULL, hint, &s->b) : smp_oom(s);
+    json_array_foreach(dst, i, e) {
+        if (rc) break;
+        long at = keyidx_find(&seen, e);
+        if (KEYIDX_FAILED(at)) rc = (int)at;
+        else if (at >= 0) smp_shrink(s, pb_element(e));
+        else rc = smp_append(res, json_incref(e), &seen, s);
     }
-    if (rc == 0) json_array_foreach(patch, i, e) {
-        long at = id_index(s, dst, e, NULL);
-        if (ID_FAILED(at)) {
-            rc = (int)at;
-            break;
-        }
-        if (at >= 0) continue;
-        if ((rc = smp_grow(s, pb_element(e), depth + 1))) break;
-        if (json_array_append_new(dst, json_deep_copy(e))) {
-            rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
-            break;
-        }
+    json_array_foreach(patch, i, e) {
+        if (rc) break;
+        long at = keyidx_find(&seen, e);
+        if (KEYIDX_FAILED(at)) rc = (int)at;
+        else if (at < 0 && (rc = smp_grow(s, pb_element(e), depth + 1)) == 0)
+            rc = smp_append(res, json_deep_copy(e), &seen, s);
     }
+    if (rc == 0 && (json_array_clear(dst) || json_array_extend(dst, res))) rc = smp_oom(s);
     if (rc == 0) rc = smp_reorder(dst, order ? order : patch, live, NULL, s);
+    keyidx_free(&seen);
+    json_decref(res);
     json_decref(live);
     return rc;
 }
 
 static int smp_list_maps(json_t *dst, const json_t *patch, const json_t *order, const char *field,
                          const char *key, int depth, struct smp *s) {
-    size_t i;
+    size_t i, np = json_array_size(patch);
     json_t *e;
     bool replace = false;
     int rc;
     if (order && (rc = smp_check_order(patch, order, field, key, s))) return rc;
-    json_t *live = json_copy(dst);
-    if (!live) return core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
-    rc = 0;
+    json_t *live = json_copy(dst), *named = json_array(); /* named: patch elements other than directives */
+    struct keyidx drop = {0}, idx = {0};
+    rc = live && named ? 0 : smp_oom(s);
     json_array_foreach(patch, i, e) { /* special elements first, as Kubernetes does */
+        if (rc) break;
         const json_t *d = json_object_get(e, DIR_PATCH);
         if (!d) continue;
         const char *dir = json_string_value(d);
         if (dir && !strcmp(dir, "delete")) {
-            const json_t *kv = json_object_get(e, key);
-            if (!kv) {
+            if (!json_object_get(e, key))
                 rc = core_fail(s->err, s->errlen, -EINVAL,
                                "list \"%s\": map does not contain declared merge key: %s", field, key);
-                break;
-            }
-            for (size_t j = json_array_size(dst); rc == 0 && j-- > 0;) {
-                int eq = smp_equal(s, json_object_get(json_array_get(dst, j), key), kv);
-                if (eq < 0) rc = eq;
-                else if (eq) smp_remove_at(dst, j, s);
-            }
-            if (rc) break;
+            else if (drop.tab || (rc = keyidx_init(&drop, patch, key, np, &s->b)) == 0)
+                rc = keyidx_add(&drop, i); /* deleted below, all in one pass */
         } else if (dir && !strcmp(dir, "replace")) {
             replace = true;
         } else if (dir && !strcmp(dir, "merge")) {
             rc = core_fail(s->err, s->errlen, -EINVAL,
                            "list \"%s\": merging lists cannot yet be specified in the patch", field);
-            break;
         } else {
             rc = core_fail(s->err, s->errlen, -EINVAL,
                            "list \"%s\": unknown patch type: %s", field, dir ? dir : "(not a string)");
-            break;
         }
     }
+    if (rc == 0 && drop.tab) rc = smp_drop(dst, &drop, key, s);
     if (rc == 0 && replace) {
         smp_shrink(s, pb_inside(dst));
         json_array_clear(dst);
     }
-    json_t *named = rc ? NULL : json_array(); /* patch elements other than directives */
-    if (!rc && !named) rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
-    if (rc == 0) json_array_foreach(patch, i, e) {
+    if (rc == 0 && (rc = keyidx_init(&idx, dst, key, json_array_size(dst) + np, &s->b)) == 0)
+        rc = keyidx_add_all(&idx, json_array_size(dst));
+    json_array_foreach(patch, i, e) {
+        if (rc) break;
         if (json_object_get(e, DIR_PATCH)) continue;
         const json_t *kv = json_object_get(e, key);
         if (!kv) {
@@ -331,24 +334,32 @@ static int smp_list_maps(json_t *dst, const json_t *patch, const json_t *order, 
                            "list \"%s\": map does not contain declared merge key: %s", field, key);
             break;
         }
-        long at = id_index(s, dst, kv, key);
-        if (ID_FAILED(at)) {
+        long at = keyidx_find(&idx, kv);
+        if (KEYIDX_FAILED(at)) {
             rc = (int)at;
             break;
         }
-        json_t *slot = at >= 0 ? json_array_get(dst, (size_t)at) : json_object();
-        if (at < 0 && (!slot || json_array_append_new(dst, slot))) {
-            rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
-            break;
+        bool added = at < 0;
+        if (added) {
+            json_t *slot = json_object();
+            if (!slot || json_array_append_new(dst, slot)) {
+                rc = smp_oom(s);
+                break;
+            }
+            if ((rc = smp_grow(s, pb_element(slot), depth + 1))) break;
+            at = (long)json_array_size(dst) - 1;
         }
-        if (at < 0 && (rc = smp_grow(s, pb_element(slot), depth + 1))) break;
-        if ((rc = smp_map(slot, e, field, depth + 1, s)) != 0) break;
-        if (json_array_append(named, e)) {
-            rc = core_fail(s->err, s->errlen, -ENOMEM, "out of memory");
-            break;
-        }
+        if ((rc = smp_map(json_array_get(dst, (size_t)at), e, field, depth + 1, s)) != 0) break;
+        /* the merge copies a string, number or boolean merge key as it is; a
+         * null one is deleted and an object one loses its nulls and
+         * directives, so the element is indexed under its key as it is now */
+        if (added || !(json_is_string(kv) || json_is_number(kv) || json_is_boolean(kv)))
+            rc = keyidx_add(&idx, (size_t)at);
+        if (rc == 0 && json_array_append(named, e)) rc = smp_oom(s);
     }
     if (rc == 0) rc = smp_reorder(dst, order ? order : named, replace ? dst : live, key, s);
+    keyidx_free(&idx);
+    keyidx_free(&drop);
     json_decref(named);
     json_decref(live);
     return rc;
@@ -360,9 +371,9 @@ static int smp_list(json_t *dst, const json_t *patch, const json_t *order, const
                     int depth, struct smp *s) {
     if (depth >= PATCH_MAX_DEPTH)
         return core_fail(s->err, s->errlen, -E2BIG, "patch is nested deeper than %d levels", PATCH_MAX_DEPTH);
-    if (json_array_size(dst) > PATCH_MAX_LIST || json_array_size(patch) > PATCH_MAX_LIST ||
-        json_array_size(order) > PATCH_MAX_LIST)
-        return core_fail(s->err, s->errlen, -E2BIG, "list \"%s\" has more than %d elements", field, PATCH_MAX_LIST);
+    size_t max = s->b.lim.max_list;
+    if (json_array_size(dst) > max || json_array_size(patch) > max || json_array_size(order) > max)
+        return core_fail(s->err, s->errlen, -E2BIG, "list \"%s\" has more than %zu elements", field, max);
     if (order && !json_is_array(order))
         return core_fail(s->err, s->errlen, -EINVAL,
                          "invalid patch format of setElementOrder list: %s%s must be a list", DIR_ORDER, field);
@@ -431,17 +442,9 @@ static void smp_del(json_t *dst, const char *k, struct smp *s) {
     json_object_del(dst, k);
 }
 
-static bool str_in(const json_t *list, const char *k) {
-    size_t i;
-    json_t *e;
-    json_array_foreach(list, i, e) {
-        if (!strcmp(json_string_value(e), k)) return true;
-    }
-    return false;
-}
-
 /* applyRetainKeysDirective: every field the patch sets must be listed; the
- * fields of dst not listed are cleared before the merge. */
+ * fields of dst not listed are cleared before the merge. The list is looked
+ * up in an index of it. */
 static int smp_retain(json_t *dst, const json_t *keys, const json_t *patch, struct smp *s) {
     size_t i;
     json_t *e;
@@ -452,19 +455,30 @@ static int smp_retain(json_t *dst, const json_t *keys, const json_t *patch, stru
             return core_fail(s->err, s->errlen, -EINVAL,
                              "invalid patch format of retainKeys: not a list of strings");
     }
+    struct keyidx kept;
+    int rc = keyidx_init(&kept, keys, NULL, json_array_size(keys), &s->b);
+    if (rc) return rc;
+    rc = keyidx_add_all(&kept, json_array_size(keys));
     const char *k;
     json_t *v;
     void *tmp;
     json_object_foreach((json_t *)patch, k, v) {
+        if (rc) break;
         if (json_is_null(v) || is_directive(k)) continue;
-        if (!str_in(keys, k))
-            return core_fail(s->err, s->errlen, -EINVAL,
-                             "invalid patch format of retainKeys: field \"%s\" is not retained", k);
+        long at = keyidx_find_text(&kept, k);
+        if (KEYIDX_FAILED(at)) rc = (int)at;
+        else if (at < 0)
+            rc = core_fail(s->err, s->errlen, -EINVAL,
+                           "invalid patch format of retainKeys: field \"%s\" is not retained", k);
     }
     json_object_foreach_safe(dst, tmp, k, v) {
-        if (!str_in(keys, k)) smp_del(dst, k, s);
+        if (rc) break;
+        long at = keyidx_find_text(&kept, k);
+        if (KEYIDX_FAILED(at)) rc = (int)at;
+        else if (at < 0) smp_del(dst, k, s);
     }
-    return 0;
+    keyidx_free(&kept);
+    return rc;
 }
 
 /* Merges patch (an object) into dst (an owned object) in place; parent names
@@ -546,7 +560,7 @@ int patch_strategic(const json_t *target, const json_t *patch, json_t **out, cha
 }
 
 int patch_strategic_lim(const json_t *target, const json_t *patch, const struct patch_limits *lim, json_t **out,
-                        char *err, size_t errlen, struct patch_size *tracked) {
+                        char *err, size_t errlen, struct patch_size *tracked, size_t *work) {
     *out = NULL;
     struct smp s = {.err = err, .errlen = errlen, .track = true};
     pb_init(&s.b, lim, "strategic merge patch", err, errlen);
@@ -567,5 +581,6 @@ int patch_strategic_lim(const json_t *target, const json_t *patch, const struct 
     }
     *out = dst;
     if (tracked) *tracked = (struct patch_size){s.b.bytes, s.b.nodes, 0};
+    if (work) *work = s.b.work;
     return 0;
 }

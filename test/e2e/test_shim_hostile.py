@@ -107,15 +107,16 @@ def test_json_patch_work_is_bounded():
     st, err = request("PATCH", f"{CM}/work", ops, "application/json-patch+json")
     assert_status(st, err, 413, "RequestEntityTooLarge", "steps of work")
     assert_unchanged(f"{CM}/work", body)
-    # a strategic list merge is quadratic: two lists of 5,000 environment variables
+    # a strategic list merge is linear: two lists of 5,000 environment
+    # variables, refused for their work while merge keys were found by
+    # scanning, merge (test_shim_smp_linear.py has more)
     env = [{"name": f"E{i}", "value": "x"} for i in range(5000)]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "many"},
            "spec": {"containers": [{"name": "c", "image": "x", "env": env}]}}
-    before = create("/api/v1/namespaces/default/pods", pod)
+    create("/api/v1/namespaces/default/pods", pod)
     patch = {"spec": {"containers": [{"name": "c", "env": [{"name": f"P{i}", "value": "y"} for i in range(5000)]}]}}
-    st, err = request("PATCH", "/api/v1/namespaces/default/pods/many", patch, "application/strategic-merge-patch+json")
-    assert_status(st, err, 413, "RequestEntityTooLarge", "strategic merge patch: the patch needs more than")
-    assert_unchanged("/api/v1/namespaces/default/pods/many", before)
+    st, body = request("PATCH", "/api/v1/namespaces/default/pods/many", patch, "application/strategic-merge-patch+json")
+    assert st == 200 and len(body["spec"]["containers"][0]["env"]) == 10000, (st, str(body)[:300])
 
 
 def test_merge_patches_are_held_to_the_object_limit():
