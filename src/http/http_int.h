@@ -7,6 +7,8 @@
 #ifndef PELOTON_HTTP_INT_H
 #define PELOTON_HTTP_INT_H
 
+#include <netinet/in.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "server.h"
@@ -41,6 +43,28 @@ int http_conn_bounds_admit(struct http_conn_bounds *b, const char *peer);
 /* An admitted connection from peer is closed. */
 void http_conn_bounds_release(struct http_conn_bounds *b, const char *peer);
 void http_conn_bounds_free(struct http_conn_bounds *b);
+
+/* Connections a port knows by their socket's fd alone (the TLS port: lws
+ * shows it a connection's fd when accepted and when it ends), counted in
+ * bounds. The table grows with the highest fd, not per connection. */
+struct http_fd_slot {
+    bool open;
+    char peer[INET6_ADDRSTRLEN]; /* the client's address */
+};
+struct http_fd_conns {
+    struct http_conn_bounds bounds;
+    struct http_fd_slot *slots; /* indexed by fd */
+    size_t nslots;
+};
+/* A new connection on fd from client address peer: 0 (counted), or
+ * HTTP_REFUSED_ALL / HTTP_REFUSED_CLIENT (counted in refused), or -ENOMEM:
+ * the caller drops it. A connection still counted at fd is released first:
+ * its end went unseen, as the kernel hands the fd out again. */
+int http_fd_conns_open(struct http_fd_conns *f, int fd, const char *peer);
+/* The connection on fd ended: its place is freed (nothing when none is
+ * counted there). */
+void http_fd_conns_close(struct http_fd_conns *f, int fd);
+void http_fd_conns_free(struct http_fd_conns *f);
 
 /* A Kubernetes Status (status Failure) for a refusal the HTTP layer answers
  * itself, msg escaped (status.c): malloc'd, *len its length; NULL when out
