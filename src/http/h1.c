@@ -35,7 +35,6 @@
 #include <unistd.h>
 
 #include "http_int.h"
-#include "strmap.h"
 #include "unixpath.h"
 
 #define H1_IDLE_MS 120000 /* keep-alive connections idle this long are closed */
@@ -87,9 +86,7 @@ struct h1_server {
     size_t output;          /* every connection's out + wbuf bytes (their counted) */
     size_t output_peak, conn_output_peak;
     unsigned held;          /* connections held for their output */
-    unsigned nconns;        /* open connections */
-    struct strmap per_client; /* client address -> its open connections (uintptr_t) */
-    uint64_t refused;       /* connections turned away by the bounds */
+    struct http_conn_bounds conns_open; /* open connections, in all and per client address */
     bool release;           /* output drained: release_held at the end of the turn */
     int open;               /* handles whose close has not completed */
     bool free_asked;        /* h1_server_free came first: the last close frees */
@@ -135,7 +132,6 @@ struct h1_conn {
 };
 
 static void conn_close(struct h1_conn *c);
-static uintptr_t client_count(struct h1_server *s, const char *peer, int delta);
 static void serve(struct h1_conn *c);
 static void serve_loop(struct h1_conn *c);
 static void resume_reading(struct h1_conn *c);
@@ -705,8 +701,7 @@ static void conn_close(struct h1_conn *c) {
     c->state = S_CLOSING;
     struct h1_server *s = c->srv;
     out_sync(c); /* its output leaves the server's count */
-    s->nconns--;
-    client_count(s, c->peer, -1);
+    http_conn_bounds_release(&s->conns_open, c->peer);
     if (c->held) c->held = false, s->held--;
     if (c->prev) c->prev->next = c->next;
     else s->conns = c->next;
@@ -723,16 +718,6 @@ static void conn_close(struct h1_conn *c) {
     if (c->stream) stream_retire(s, c->stream);
     c->stream = NULL;
     uv_close(&c->io.handle, conn_freed); /* cancels a pending write: its callback comes first */
-}
-
-/* The open connections of client address peer ("" counts nothing), moved
- * by delta; returns the new count. */
-static uintptr_t client_count(struct h1_server *s, const char *peer, int delta) {
-    if (!peer[0]) return 0;
-    uintptr_t n = (uintptr_t)strmap_get(&s->per_client, peer) + (uintptr_t)(intptr_t)delta;
-    if (n == 0) strmap_del(&s->per_client, peer);
-    else if (strmap_put(&s->per_client, peer, (void *)n, NULL)) return n; /* no room to count: still bounded in all */
-    return n;
 }
 
 /* A connection past the bounds: told why (best effort, its request unread)
@@ -774,21 +759,15 @@ static void on_connection(uv_stream_t *l, int status) {
         if (!uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&pa, &plen))
             uv_ip_name((struct sockaddr *)&pa, c->peer, sizeof c->peer);
     }
-    if (s->nconns >= s->cfg.max_conns) {
-        s->refused++;
-        refuse(c, "too many connections to this server: try again later");
+    int over = http_conn_bounds_admit(&s->conns_open, c->peer);
+    if (over) {
+        refuse(c, over == HTTP_REFUSED_ALL ? "too many connections to this server: try again later"
+                                           : "too many connections from this client: try again later");
         return;
     }
-    if (c->peer[0] && (uintptr_t)strmap_get(&s->per_client, c->peer) >= s->cfg.max_conns_per_client) {
-        s->refused++;
-        refuse(c, "too many connections from this client: try again later");
-        return;
-    }
-    client_count(s, c->peer, +1);
     c->next = s->conns;
     if (s->conns) s->conns->prev = c;
     s->conns = c;
-    s->nconns++;
     c->state = S_HEAD;
     c->since_ms = uv_now(s->loop);
     resume_reading(c);
@@ -1006,6 +985,8 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     if (!s->cfg.output_stall_ms) s->cfg.output_stall_ms = HTTP_DEFAULT_OUTPUT_STALL_MS;
     if (!s->cfg.max_conns) s->cfg.max_conns = HTTP_DEFAULT_MAX_CONNS;
     if (!s->cfg.max_conns_per_client) s->cfg.max_conns_per_client = HTTP_DEFAULT_MAX_CONNS_PER_CLIENT;
+    s->conns_open.max = s->cfg.max_conns;
+    s->conns_open.max_per_client = s->cfg.max_conns_per_client;
     unsigned shorter = s->cfg.idle_timeout_ms;
     if (s->cfg.head_timeout_ms < shorter) shorter = s->cfg.head_timeout_ms;
     if (s->cfg.output_stall_ms < shorter) shorter = s->cfg.output_stall_ms;
@@ -1053,14 +1034,14 @@ int h1_server_port(const struct h1_server *s) { return s->port; }
 void h1_server_stats(const struct h1_server *s, struct http_server_stats *out) {
     *out = (struct http_server_stats){.output = s->output, .output_peak = s->output_peak,
                                       .conn_output_peak = s->conn_output_peak, .held = s->held,
-                                      .connections = s->nconns, .refused = s->refused};
+                                      .connections = s->conns_open.open, .refused = s->conns_open.refused};
 }
 
 void h1_server_stop(struct h1_server *s) {
     if (!s || s->stopping) return;
     s->stopping = true;
     while (s->conns) conn_close(s->conns);
-    strmap_free(&s->per_client);
+    http_conn_bounds_free(&s->conns_open);
     uv_check_stop(&s->flush);
     s->flushq = NULL;
     run_retired(s); /* the flush handle closes now: tell the owners here */

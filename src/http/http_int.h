@@ -7,7 +7,12 @@
 #ifndef PELOTON_HTTP_INT_H
 #define PELOTON_HTTP_INT_H
 
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "server.h"
+#include "strmap.h"
 
 enum http_backend { HTTP_BACKEND_LWS = 1, HTTP_BACKEND_H1 = 2 };
 
@@ -19,6 +24,47 @@ struct http_tag {
 #define H1_MAX_HEAD 16384     /* request line and headers, bytes */
 #define H1_MAX_HEADERS 100    /* header lines */
 #define H1_DRAIN_MAX (64u << 20) /* an oversized body is read and dropped up to this, then 413 */
+
+/* Open connections, bounded in all and per client address (max_conns and
+ * max_conns_per_client of the config, defaults applied): each port keeps one
+ * and counts its network connections in it (conn_bounds.c). */
+struct http_conn_bounds {
+    unsigned max, max_per_client;
+    unsigned open;
+    struct strmap per_client; /* client address -> its open connections (uintptr_t) */
+    uint64_t refused;         /* connections turned away */
+};
+enum { HTTP_REFUSED_ALL = 1, HTTP_REFUSED_CLIENT = 2 };
+/* Counts a new connection from client address peer ("": one with no address,
+ * a Unix-domain socket's peer, counted in all only). 0, or HTTP_REFUSED_ALL /
+ * HTTP_REFUSED_CLIENT for the bound it would pass, counted in refused (the
+ * caller then drops it and never releases it). */
+int http_conn_bounds_admit(struct http_conn_bounds *b, const char *peer);
+/* An admitted connection from peer is closed. */
+void http_conn_bounds_release(struct http_conn_bounds *b, const char *peer);
+void http_conn_bounds_free(struct http_conn_bounds *b);
+
+/* Connections a port knows by their socket's fd alone (the TLS port: lws
+ * shows it a connection's fd when accepted and when it ends), counted in
+ * bounds. The table grows with the highest fd, not per connection. */
+struct http_fd_slot {
+    bool open;
+    char peer[INET6_ADDRSTRLEN]; /* the client's address */
+};
+struct http_fd_conns {
+    struct http_conn_bounds bounds;
+    struct http_fd_slot *slots; /* indexed by fd */
+    size_t nslots;
+};
+/* A new connection on fd from client address peer: 0 (counted), or
+ * HTTP_REFUSED_ALL / HTTP_REFUSED_CLIENT (counted in refused), or -ENOMEM:
+ * the caller drops it. A connection still counted at fd is released first:
+ * its end went unseen, as the kernel hands the fd out again. */
+int http_fd_conns_open(struct http_fd_conns *f, int fd, const char *peer);
+/* The connection on fd ended: its place is freed (nothing when none is
+ * counted there). */
+void http_fd_conns_close(struct http_fd_conns *f, int fd);
+void http_fd_conns_free(struct http_fd_conns *f);
 
 /* A Kubernetes Status (status Failure) for a refusal the HTTP layer answers
  * itself, msg escaped (status.c): malloc'd, *len its length; NULL when out

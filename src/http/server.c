@@ -31,6 +31,7 @@ struct http_server {
     size_t output, output_peak, conn_output_peak; /* replies held unsent (c->out), as h1.c counts them */
     struct http_conn *waitq;  /* requests waiting for their connection's output to drain */
     unsigned nwaiting;
+    struct http_fd_conns conns; /* network connections, by fd: an HTTP/2 one counts once */
 };
 
 struct chunk {
@@ -745,9 +746,47 @@ static int on_ws_established(struct lws *wsi, struct http_conn *c) {
     return 0;
 }
 
+/* ---- open connections (cfg.max_conns, max_conns_per_client) ----
+ * lws 4.1 shows a new network connection to the application only in
+ * LWS_CALLBACK_FILTER_NETWORK_CONNECTION, with the accepted socket's fd
+ * (the wsi there is the listener's), before any byte of TLS; returning
+ * non-zero makes lws close the socket at once. Its end is the
+ * LWS_CALLBACK_WSI_DESTROY of its network wsi, which still holds the fd
+ * then (lws closes it after), whether the connection ended in its
+ * handshake, as HTTP/1.1 or as HTTP/2. CLOSED_HTTP is no substitute: lws
+ * skips it for some that end before or in their handshake. So they are
+ * counted by fd (http_fd_conns). One lws drops after the filter but before
+ * it has a wsi (out of memory, its fd table full) is never destroyed: its
+ * place is freed when the kernel hands out its fd again. */
+
+/* A new network connection on fd: counted, or -1 to have lws drop it (past
+ * a bound, counted in refused: before its handshake it cannot be told 503). */
+static int tls_conn_admit(struct http_server *s, int fd) {
+    char peer[INET6_ADDRSTRLEN] = "";
+    struct sockaddr_storage pa;
+    socklen_t plen = sizeof pa;
+    if (!getpeername(fd, (struct sockaddr *)&pa, &plen) && (pa.ss_family == AF_INET || pa.ss_family == AF_INET6))
+        uv_ip_name((struct sockaddr *)&pa, peer, sizeof peer);
+    return http_fd_conns_open(&s->conns, fd, peer) ? -1 : 0;
+}
+
+/* A wsi's end: a counted network connection's frees its place. An HTTP/2
+ * stream's wsi has no fd (and its parent is gone by then, so it looks like
+ * a network wsi of its own); the listener's fd was never counted. */
+static void tls_conn_destroyed(struct lws *wsi) {
+    int fd = lws_get_socket_fd(wsi);
+    struct http_server *s = lws_context_user(lws_get_context(wsi));
+    if (s && fd >= 0 && lws_get_network_wsi(wsi) == wsi) http_fd_conns_close(&s->conns, fd);
+}
+
 static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
     struct http_conn *c = user;
     switch (reason) {
+    case LWS_CALLBACK_FILTER_NETWORK_CONNECTION: /* wsi is the listener's; in, the new socket */
+        return tls_conn_admit(lws_context_user(lws_get_context(wsi)), (int)(intptr_t)in);
+    case LWS_CALLBACK_WSI_DESTROY:
+        tls_conn_destroyed(wsi);
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
     case LWS_CALLBACK_ESTABLISHED:
         return on_ws_established(wsi, c);
     case LWS_CALLBACK_SERVER_WRITEABLE:
@@ -837,6 +876,10 @@ int http_server_start(uv_loop_t *loop, const struct http_server_config *cfg, str
     if (!s->cfg.max_body) s->cfg.max_body = HTTP_DEFAULT_MAX_BODY;
     if (!s->cfg.max_conn_output) s->cfg.max_conn_output = HTTP_DEFAULT_MAX_CONN_OUTPUT;
     if (!s->cfg.max_output) s->cfg.max_output = HTTP_DEFAULT_MAX_OUTPUT;
+    if (!s->cfg.max_conns) s->cfg.max_conns = HTTP_DEFAULT_MAX_CONNS;
+    if (!s->cfg.max_conns_per_client) s->cfg.max_conns_per_client = HTTP_DEFAULT_MAX_CONNS_PER_CLIENT;
+    s->conns.bounds.max = s->cfg.max_conns;
+    s->conns.bounds.max_per_client = s->cfg.max_conns_per_client;
     if (!(cfg->tls_cert && cfg->tls_key)) { /* plain HTTP/1.1: served on libuv directly */
         int rc = h1_server_start(loop, &s->cfg, &s->h1, err, errlen);
         if (rc) {
@@ -902,7 +945,8 @@ void http_server_stats(const struct http_server *s, struct http_server_stats *ou
     if (s->h1) h1_server_stats(s->h1, out);
     else
         *out = (struct http_server_stats){.output = s->output, .output_peak = s->output_peak,
-                                          .conn_output_peak = s->conn_output_peak, .held = s->nwaiting};
+                                          .conn_output_peak = s->conn_output_peak, .held = s->nwaiting,
+                                          .connections = s->conns.bounds.open, .refused = s->conns.bounds.refused};
 }
 
 void http_server_stop(struct http_server *s) {
@@ -939,6 +983,7 @@ void http_server_free(struct http_server *s) {
         if (!s->stopping) lws_context_destroy(s->ctx);
         if (s->ctx) lws_context_destroy(s->ctx);
     }
+    http_fd_conns_free(&s->conns); /* after lws destroyed every wsi */
     free(s);
 }
 

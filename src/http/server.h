@@ -33,17 +33,20 @@
  * one is refused with 414. A Kubernetes path is under 1 KiB (names of 253,
  * segments of 63). */
 #define HTTP_MAX_PATH 4096
+/* Network connections each port keeps open at once, in all and per client
+ * address (a Unix-domain socket's peers count in the total only; an HTTP/2
+ * connection counts once, whatever its streams). On the plain port one past
+ * either is answered 503 with Retry-After and closed; on the TLS port it is
+ * dropped before its handshake (TLS gives no way to answer sooner). Both
+ * count it in http_server_stats.refused. Local clients share 127.0.0.1: the
+ * per-client bound leaves room for bench_watch's 5,000 watchers beside the
+ * controllers and kubelet-sim. */
+#define HTTP_DEFAULT_MAX_CONNS 16384
+#define HTTP_DEFAULT_MAX_CONNS_PER_CLIENT 8192
 /* Replies waiting for a client that does not read them (see
  * http_server_config.max_conn_output and max_output): per connection, in
  * all, and how long a connection may stay over its bound before it is
  * closed. */
-/* Connections the plain port keeps open at once, in all and per client
- * address (a Unix-domain socket's peers count in the total only); one past
- * either is answered 503 with Retry-After and closed. Local clients share
- * 127.0.0.1: the per-client bound leaves room for bench_watch's 5,000
- * watchers beside the controllers and kubelet-sim. */
-#define HTTP_DEFAULT_MAX_CONNS 16384
-#define HTTP_DEFAULT_MAX_CONNS_PER_CLIENT 8192
 #define HTTP_DEFAULT_MAX_CONN_OUTPUT (4u << 20)
 #define HTTP_DEFAULT_MAX_OUTPUT (256u << 20)
 #define HTTP_DEFAULT_OUTPUT_STALL_MS 60000
@@ -113,7 +116,7 @@ struct http_server_config {
      * one reply. Streams keep their own bound (max_buffer). */
     size_t max_conn_output, max_output;
     unsigned output_stall_ms;
-    /* Plain HTTP/1.1: open connections in all (0: HTTP_DEFAULT_MAX_CONNS)
+    /* Both ports: open network connections in all (0: HTTP_DEFAULT_MAX_CONNS)
      * and per client address (0: HTTP_DEFAULT_MAX_CONNS_PER_CLIENT). */
     unsigned max_conns, max_conns_per_client;
 };
@@ -125,7 +128,7 @@ struct http_server_stats {
     size_t output_peak;      /* the most output has been */
     size_t conn_output_peak; /* the most one connection has had unsent */
     unsigned held;           /* connections not read because of their output */
-    unsigned connections;    /* open ones */
+    unsigned connections;    /* open network connections (an HTTP/2 one once) */
     uint64_t refused;        /* connections turned away by max_conns or max_conns_per_client */
 };
 

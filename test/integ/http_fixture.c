@@ -145,6 +145,27 @@ static void on_stop(uv_async_t *a) {
     struct srv *s = a->data;
     http_server_stop(s->http);
     uv_close((uv_handle_t *)&s->stop, NULL);
+    uv_close((uv_handle_t *)&s->ask, NULL);
+}
+
+static void on_ask(uv_async_t *a) {
+    struct srv *s = a->data;
+    pthread_mutex_lock(&s->ask_mu);
+    if (s->asked) {
+        http_server_stats(s->http, &s->answer);
+        s->asked = false;
+        pthread_cond_signal(&s->ask_cv);
+    }
+    pthread_mutex_unlock(&s->ask_mu);
+}
+
+void srv_stats(struct srv *s, struct http_server_stats *out) {
+    pthread_mutex_lock(&s->ask_mu);
+    s->asked = true;
+    uv_async_send(&s->ask);
+    while (s->asked) pthread_cond_wait(&s->ask_cv, &s->ask_mu);
+    *out = s->answer;
+    pthread_mutex_unlock(&s->ask_mu);
 }
 
 static void *loop_thread(void *arg) {
@@ -171,6 +192,10 @@ int srv_start_cfg(struct srv *s, struct http_server_config cfg, char *err_out, s
     s->port = http_server_port(s->http);
     uv_async_init(&s->loop, &s->stop, on_stop);
     s->stop.data = s;
+    uv_async_init(&s->loop, &s->ask, on_ask);
+    s->ask.data = s;
+    pthread_mutex_init(&s->ask_mu, NULL);
+    pthread_cond_init(&s->ask_cv, NULL);
     pthread_create(&s->thread, NULL, loop_thread, s);
     return 0;
 }
@@ -187,6 +212,8 @@ void srv_stop(struct srv *s) {
     pthread_join(s->thread, NULL); /* the loop ran dry: lws closed its handles */
     http_server_free(s->http);
     for (int i = 0; i < 100 && uv_loop_close(&s->loop) == UV_EBUSY; i++) uv_run(&s->loop, UV_RUN_NOWAIT);
+    pthread_mutex_destroy(&s->ask_mu);
+    pthread_cond_destroy(&s->ask_cv);
 }
 
 size_t on_data(char *d, size_t sz, size_t nm, void *ud) {

@@ -6,6 +6,7 @@
 #define PELOTON_TEST_HTTP_FIXTURE_H
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -19,6 +20,11 @@ struct srv {
     struct http_stream *held; /* /hold's stream, left open */
     uv_loop_t loop;
     uv_async_t stop;
+    uv_async_t ask; /* srv_stats: read the counts on the loop thread */
+    pthread_mutex_t ask_mu;
+    pthread_cond_t ask_cv;
+    bool asked;
+    struct http_server_stats answer;
     struct http_server *http;
     pthread_t thread;
     int port;
@@ -34,6 +40,9 @@ int srv_start_cfg(struct srv *s, struct http_server_config cfg, char *err_out, s
 int srv_start_timeouts(struct srv *s, size_t max_body, unsigned idle_ms, unsigned head_ms);
 int srv_start(struct srv *s, size_t max_body);
 void srv_stop(struct srv *s);
+/* The server's counts (http_server_stats), read on its loop thread while the
+ * test thread waits: no connection of the test's own is counted in them. */
+void srv_stats(struct srv *s, struct http_server_stats *out);
 size_t on_data(char *d, size_t sz, size_t nm, void *ud);
 long req(CURL *c, const char *method, const char *url, const char *body, long body_len, struct curl_slist *hdrs, struct buf *out);
 int connect_timed(int fd, const struct sockaddr *a, socklen_t len);

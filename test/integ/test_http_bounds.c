@@ -4,6 +4,7 @@
 #include <curl/curl.h>
 #include <openssl/ssl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,9 +23,26 @@
 
 /* ---- hostile heads, on both ports ---- */
 
-/* A TLS connection to port offering HTTP/1.1 only by ALPN; NULL when it cannot. */
-static SSL *tls_connect(SSL_CTX *ctx, int port, int *fd_out) {
-    int fd = raw_connect(port);
+/* A connection from address from (127.0.0.2: another client, as the
+ * loopback range is 127.0.0.0/8). */
+static int raw_connect_from(int port, const char *from) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    inet_pton(AF_INET, from, &src.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof src)) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return connect_timed(fd, (struct sockaddr *)&a, sizeof a);
+}
+
+/* A TLS connection to port (from address from, or 127.0.0.1 when NULL)
+ * offering HTTP/1.1 only by ALPN; NULL when it cannot (a server that drops
+ * the connection fails the handshake). */
+static SSL *tls_connect(SSL_CTX *ctx, int port, const char *from, int *fd_out) {
+    int fd = from ? raw_connect_from(port, from) : raw_connect(port);
     if (fd < 0) return NULL;
     SSL *ssl = SSL_new(ctx);
     SSL_set_alpn_protos(ssl, (const unsigned char *)"\x08http/1.1", 9);
@@ -53,7 +71,7 @@ static void exchange(int port, bool tls, const char *req, size_t n, struct buf *
     }
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     int fd = -1;
-    SSL *ssl = tls_connect(ctx, port, &fd);
+    SSL *ssl = tls_connect(ctx, port, NULL, &fd);
     if (ssl && SSL_write(ssl, req, (int)n) == (int)n) {
         for (int i = 0; i < 1000 && !(b->p && strstr(b->p, "}")); i++) {
             char tmp[16384];
@@ -372,19 +390,16 @@ TEST(http_h2_unread_streams_are_bounded) {
     tls_files_remove(&tf);
 }
 
-/* A connection from 127.0.0.2 (another client: the loopback range is
- * 127.0.0.0/8). */
-static int raw_connect_from(int port, const char *from) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in src = {.sin_family = AF_INET};
-    inet_pton(AF_INET, from, &src.sin_addr);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof src)) {
-        if (fd >= 0) close(fd);
-        return -1;
+/* Polls the server's counts until its open connections are want (and, when
+ * refused is not NULL, its refusals *refused), for at most 5 s; the counts
+ * last seen are in *st. */
+static bool wait_conns(struct srv *s, unsigned want, const uint64_t *refused, struct http_server_stats *st) {
+    for (int i = 0; i < 500; i++) {
+        srv_stats(s, st);
+        if (st->connections == want && (!refused || st->refused == *refused)) return true;
+        usleep(10000);
     }
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return connect_timed(fd, (struct sockaddr *)&a, sizeof a);
+    return false;
 }
 
 /* Open connections are bounded per client address and in all: one past a
@@ -451,5 +466,257 @@ TEST(http_h1_connections_bounded_per_client_and_in_all) {
     close(mine[0]);
     close(mine[3]);
     for (int i = 0; i < 2; i++) close(other[i]);
+    CHECK(wait_conns(&s, 0, NULL, &st)); /* everything closed: no connection counted */
     srv_stop(&s);
+}
+
+/* ---- connections on the TLS port ---- */
+
+struct tls_conn {
+    SSL *ssl;
+    int fd;
+};
+
+static void tls_conn_close(struct tls_conn *t) {
+    if (t->ssl) SSL_free(t->ssl);
+    if (t->fd >= 0) close(t->fd);
+    *t = (struct tls_conn){.fd = -1};
+}
+
+/* A TLS connection from address from with its handshake done; false when
+ * the server dropped it. */
+static bool tls_open(SSL_CTX *ctx, int port, const char *from, struct tls_conn *t) {
+    *t = (struct tls_conn){.fd = -1};
+    t->ssl = tls_connect(ctx, port, from, &t->fd);
+    return t->ssl != NULL;
+}
+
+/* GET path over t (HTTP/1.1, kept alive): whether the echo server answered
+ * 200 with path in its body. */
+static bool tls_get(struct tls_conn *t, const char *path) {
+    char req[256], want[128];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    snprintf(want, sizeof want, "\"path\":\"%s\"", path);
+    if (!t->ssl || SSL_write(t->ssl, req, n) != n) return false;
+    struct buf b = {0};
+    for (int i = 0; i < 100 && !(b.p && strchr(b.p, '}')); i++) {
+        char tmp[16384];
+        int r = SSL_read(t->ssl, tmp, sizeof tmp);
+        if (r <= 0) break;
+        on_data(tmp, 1, (size_t)r, &b);
+    }
+    bool ok = b.p && !strncmp(b.p, "HTTP/1.1 200", 12) && strstr(b.p, want);
+    free(b.p);
+    return ok;
+}
+
+/* The TLS port keeps the plain port's bounds: one past either is dropped
+ * before its handshake (it cannot be told 503 before TLS is up) and counted
+ * as refused; the others are served, a freed place is taken again, and with
+ * everything closed the server counts no connection. Before: only lws's
+ * file descriptor table bounded it. */
+TEST(http_tls_connections_bounded_per_client_and_in_all) {
+    struct tls_files tf;
+    REQUIRE(tls_files_make(&tf) == 0);
+    struct srv s;
+    REQUIRE(srv_start_cfg(&s, (struct http_server_config){.tls_cert = tf.crt, .tls_key = tf.key, .max_conns = 6,
+                                                          .max_conns_per_client = 4},
+                          NULL, 0) == 0);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    struct tls_conn mine[4], other[2], t;
+    for (int i = 0; i < 4; i++) REQUIRE(tls_open(ctx, s.port, "127.0.0.1", &mine[i]));
+    CHECK(tls_get(&mine[0], "/a"));
+    /* a fifth from 127.0.0.1 is dropped; two from 127.0.0.2 are not */
+    CHECK(!tls_open(ctx, s.port, "127.0.0.1", &t));
+    tls_conn_close(&t);
+    for (int i = 0; i < 2; i++) REQUIRE(tls_open(ctx, s.port, "127.0.0.2", &other[i]));
+    CHECK(tls_get(&other[1], "/b"));
+    /* six in all: a third client is dropped too */
+    CHECK(!tls_open(ctx, s.port, "127.0.0.3", &t));
+    tls_conn_close(&t);
+    struct http_server_stats st;
+    uint64_t refused = 2;
+    CHECK(wait_conns(&s, 6, &refused, &st));
+    CHECK_I64(st.refused, 2);
+    /* the ones open are still served */
+    for (int i = 0; i < 4; i++) CHECK(tls_get(&mine[i], "/again"));
+    /* a freed place is taken again */
+    tls_conn_close(&mine[1]);
+    bool again = false;
+    for (int i = 0; i < 100 && !again; i++) {
+        usleep(10000);
+        if (tls_open(ctx, s.port, "127.0.0.1", &mine[1])) again = tls_get(&mine[1], "/c");
+        if (!again) tls_conn_close(&mine[1]);
+    }
+    CHECK(again);
+    /* everything closed: no connection counted */
+    for (int i = 0; i < 4; i++) tls_conn_close(&mine[i]);
+    for (int i = 0; i < 2; i++) tls_conn_close(&other[i]);
+    CHECK(wait_conns(&s, 0, NULL, &st));
+    CHECK_I64(st.connections, 0);
+    CHECK(st.refused >= 2);
+    SSL_CTX_free(ctx);
+    srv_stop(&s);
+    tls_files_remove(&tf);
+}
+
+/* Whether the server ended fd, by a close or a reset (with what the client
+ * sent unread), within 5 s; what it sent first is skipped. */
+static bool raw_ended(int fd) {
+    char tmp[4096];
+    for (int i = 0; i < 100; i++) {
+        ssize_t r = recv(fd, tmp, sizeof tmp, 0);
+        if (r == 0 || (r < 0 && errno == ECONNRESET)) return true;
+        if (r < 0) return false;
+    }
+    return false;
+}
+
+/* A TLS connection from address from that sends its ClientHello and goes
+ * away without waiting for the answer: the server is in its handshake. */
+static void tls_hello_and_close(SSL_CTX *ctx, int port, const char *from) {
+    int fd = raw_connect_from(port, from);
+    if (fd < 0) return;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    SSL *ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    SSL_connect(ssl); /* WANT_READ, the hello sent */
+    SSL_free(ssl);
+    close(fd);
+}
+
+/* h2 GETs of /h2?i=K, multiplexed on one connection from curl's pool in m
+ * (the connection stays there when they are done); how many were
+ * answered 200 on how many connections. */
+static void h2_burst(CURLM *m, const char *ca, int port, int n, int *ok, long *conns) {
+    CURL *e[32];
+    struct paused got[32] = {{0}};
+    char url[128];
+    *ok = 0;
+    *conns = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(url, sizeof url, "https://127.0.0.1:%d/h2?i=%d", port, i);
+        e[i] = curl_easy_init();
+        curl_easy_setopt(e[i], CURLOPT_URL, url);
+        curl_easy_setopt(e[i], CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+        curl_easy_setopt(e[i], CURLOPT_CAINFO, ca);
+        curl_easy_setopt(e[i], CURLOPT_PIPEWAIT, 1L);
+        curl_easy_setopt(e[i], CURLOPT_WRITEFUNCTION, pause_data); /* counts, never pauses */
+        curl_easy_setopt(e[i], CURLOPT_WRITEDATA, &got[i]);
+        curl_easy_setopt(e[i], CURLOPT_TIMEOUT, 10L);
+        curl_multi_add_handle(m, e[i]);
+    }
+    int running = n;
+    for (int i = 0; i < 3000 && running; i++) {
+        curl_multi_perform(m, &running);
+        curl_multi_poll(m, NULL, 0, 10, NULL);
+    }
+    for (int i = 0; i < n; i++) {
+        long code = 0, nc = 0;
+        curl_easy_getinfo(e[i], CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_getinfo(e[i], CURLINFO_NUM_CONNECTS, &nc);
+        long version = 0;
+        curl_easy_getinfo(e[i], CURLINFO_HTTP_VERSION, &version);
+        *ok += code == 200 && version == CURL_HTTP_VERSION_2_0;
+        *conns += nc;
+        curl_multi_remove_handle(m, e[i]);
+        curl_easy_cleanup(e[i]);
+    }
+}
+
+/* Once the connections made so far are through the server's accept (a TLS
+ * handshake behind them is done: the listener takes them in order), waits
+ * for its count of open connections to be back at 0. */
+static bool settle(struct srv *s, SSL_CTX *ctx, const uint64_t *refused, struct http_server_stats *st) {
+    struct tls_conn marker;
+    bool up = tls_open(ctx, s->port, "127.0.0.3", &marker);
+    tls_conn_close(&marker);
+    return up && wait_conns(s, 0, refused, st);
+}
+
+/* Many connections opened and closed in every way a client can leave:
+ * before its handshake, inside it (a ClientHello then gone, or plain HTTP
+ * sent to the TLS port), right after it, after HTTP/1.1 requests, and an
+ * HTTP/2 connection carrying many streams (one connection: the bound per
+ * client is 2 here), besides ones dropped for a bound. The count rises with
+ * them, and after each round of closes it is back at 0; the refusals are
+ * exactly those past a bound. */
+TEST(http_tls_connection_count_returns_to_zero) {
+    struct tls_files tf;
+    REQUIRE(tls_files_make(&tf) == 0);
+    struct srv s;
+    REQUIRE(srv_start_cfg(&s, (struct http_server_config){.tls_cert = tf.crt, .tls_key = tf.key, .max_conns = 4,
+                                                          .max_conns_per_client = 2},
+                          NULL, 0) == 0);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    struct http_server_stats st;
+    uint64_t refused = 0;
+    enum { ROUNDS = 20 };
+    for (int round = 0; round < ROUNDS; round++) {
+        /* closed before the handshake */
+        for (int i = 0; i < 3; i++) {
+            int fd = raw_connect_from(s.port, i ? "127.0.0.1" : "127.0.0.2");
+            if (fd >= 0) close(fd);
+        }
+        if (!settle(&s, ctx, &refused, &st))
+            test_fail(__FILE__, __LINE__, "round %d, closed before the handshake: %u open", round, st.connections);
+        /* closed inside it */
+        tls_hello_and_close(ctx, s.port, "127.0.0.1");
+        tls_hello_and_close(ctx, s.port, "127.0.0.2");
+        int fd = raw_connect_from(s.port, "127.0.0.1"); /* not TLS: the server ends the handshake */
+        if (fd >= 0) {
+            raw_sends(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+            CHECK(raw_ended(fd));
+            close(fd);
+        }
+        if (!settle(&s, ctx, &refused, &st))
+            test_fail(__FILE__, __LINE__, "round %d, closed in the handshake: %u open", round, st.connections);
+        /* past the bounds: the third from one client, the fifth in all */
+        int held[5];
+        const char *from[5] = {"127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.2"};
+        for (int i = 0; i < 3; i++) held[i] = raw_connect_from(s.port, from[i]);
+        refused++;
+        CHECK(wait_conns(&s, 2, &refused, &st));
+        for (int i = 3; i < 5; i++) held[i] = raw_connect_from(s.port, from[i]);
+        CHECK(wait_conns(&s, 4, &refused, &st));
+        int fifth = raw_connect_from(s.port, "127.0.0.3");
+        refused++;
+        if (!wait_conns(&s, 4, &refused, &st))
+            test_fail(__FILE__, __LINE__, "round %d: %u open, %" PRIu64 " refused, want 4 and %" PRIu64, round,
+                      st.connections, st.refused, refused);
+        if (fifth >= 0) close(fifth);
+        for (int i = 0; i < 5; i++)
+            if (held[i] >= 0) close(held[i]);
+        if (!wait_conns(&s, 0, &refused, &st))
+            test_fail(__FILE__, __LINE__, "round %d, after the refusals: %u open", round, st.connections);
+        /* after the handshake, with and without requests; one says close_notify */
+        struct tls_conn t[4];
+        for (int i = 0; i < 4; i++) CHECK(tls_open(ctx, s.port, i < 2 ? "127.0.0.1" : "127.0.0.3", &t[i]));
+        CHECK(tls_get(&t[2], "/x"));
+        CHECK(tls_get(&t[3], "/y"));
+        CHECK(tls_get(&t[3], "/z"));
+        CHECK(wait_conns(&s, 4, &refused, &st));
+        if (t[0].ssl) SSL_shutdown(t[0].ssl);
+        for (int i = 0; i < 4; i++) tls_conn_close(&t[i]);
+        if (!wait_conns(&s, 0, &refused, &st))
+            test_fail(__FILE__, __LINE__, "round %d, after TLS and HTTP/1.1: %u open", round, st.connections);
+        /* HTTP/2: ten streams on one connection, from a client allowed two */
+        CURLM *m = curl_multi_init();
+        curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+        int ok = 0;
+        long conns = 0;
+        h2_burst(m, tf.crt, s.port, 10, &ok, &conns);
+        CHECK_I64(ok, 10);
+        CHECK_I64(conns, 1);
+        CHECK(wait_conns(&s, 1, &refused, &st));
+        curl_multi_cleanup(m); /* closes the connection */
+        if (!wait_conns(&s, 0, &refused, &st))
+            test_fail(__FILE__, __LINE__, "round %d, after HTTP/2: %u open", round, st.connections);
+    }
+    srv_stats(&s, &st);
+    CHECK_I64(st.connections, 0);
+    CHECK_I64(st.refused, 2 * ROUNDS);
+    SSL_CTX_free(ctx);
+    srv_stop(&s);
+    tls_files_remove(&tf);
 }
