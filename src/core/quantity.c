@@ -172,7 +172,8 @@ int quantity_format_display(enum res_kind k, int64_t v, char *buf, size_t len) {
     static const char *const units[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
     int u = 0;
     double x = (double)v;
-    while (u < 6 && x >= 1024.0) x /= 1024.0, u++;
+    /* 1023.6Mi rounds to 1024 at no decimals: that is 1Gi */
+    while (u < 6 && x >= 1023.5) x /= 1024.0, u++;
     if (u == 0) return snprintf(buf, len, "%lld", (long long)v);
     /* three significant digits: 1.23, 12.3, 123 */
     int decimals = x < 10.0 ? 2 : x < 100.0 ? 1 : 0;

@@ -409,7 +409,8 @@ TEST(crdpool_display_quantities) {
         {RES_CPU, 500, "0.5"},          {RES_CPU, 0, "0"},                {RES_GPU, 1000, "1"},
         {RES_MEMORY, 45812984491LL, "42.7Gi"}, {RES_MEMORY, 128LL << 30, "128Gi"}, {RES_MEMORY, 512LL << 20, "512Mi"},
         {RES_MEMORY, 900, "900"},       {RES_MEMORY, 1536, "1.5Ki"},      {RES_DISK, (1LL << 40) * 3 / 2, "1.5Ti"},
-        {RES_MEMORY, 10239LL << 20, "10Gi"}, {RES_CPU, RES_UNLIMITED, "unlimited"},
+        {RES_MEMORY, 10239LL << 20, "10Gi"}, {RES_MEMORY, (1LL << 30) - (1LL << 19), "1Gi"},
+        {RES_MEMORY, 1023, "1023"},     {RES_CPU, RES_UNLIMITED, "unlimited"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char buf[48];
