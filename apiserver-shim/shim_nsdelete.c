@@ -118,7 +118,7 @@ struct reap {
 };
 
 /* Deletes at most max objects of namespace ns, and no more once the
- * monotonic time deadline_ns (0: none) has passed, but at least one when
+ * monotonic time deadline_ns has passed, but at least one when
  * there is one to delete, so that every turn makes progress. 0 or a store
  * error. */
 static int reap_some(struct shim *s, const char *ns, int max, uint64_t deadline_ns, struct reap *out) {
@@ -139,7 +139,7 @@ static int reap_some(struct shim *s, const char *ns, int max, uint64_t deadline_
                 out->held++;
                 continue;
             }
-            if (out->deleted >= max || (out->deleted > 0 && deadline_ns && uv_hrtime() > deadline_ns)) {
+            if (out->deleted >= max || (out->deleted > 0 && uv_hrtime() > deadline_ns)) {
                 out->more++;
                 continue;
             }
@@ -229,16 +229,10 @@ int shim_ns_terminate(struct shim *s, const char *name, json_t **out) {
     int deleted = 0;
     if ((rc = store_delete(s->st, "namespaces", "", name, NULL, out, &deleted))) return rc;
     if ((rc = store_ns_set_terminating(s->st, name))) return rc;
-    if (s->reaper) {
-        enqueue(s->reaper, name);
-        return 0;
-    }
-    /* no loop to run on (the handler alone, in tests): all at once */
-    struct reap got = {0};
-    for (int pass = 0; pass < 100000; pass++)
-        if ((rc = reap_some(s, name, SHIM_NS_DELETE_BATCH, 0, &got)) || got.deleted == 0) break;
-    if (!rc && got.deleted == 0 && got.held == 0 && got.more == 0) finish(s, name);
-    return rc;
+    /* without a reaper (no loop, or no memory for one at start) the namespace
+     * stays Terminating until a start that has one takes it up */
+    if (s->reaper) enqueue(s->reaper, name);
+    return 0;
 }
 
 static int resume_each(void *ud, json_t *ns) {
