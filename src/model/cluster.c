@@ -327,11 +327,12 @@ int cluster_pool_set(struct cluster *c, json_t *pool) {
     const char *name = json_string_value(json_object_get(json_object_get(pool, "metadata"), "name"));
     if (!name) return -EINVAL;
     json_t *old = strmap_get(&c->pools, name);
-    if (old && json_equal(json_object_get(old, "spec"), json_object_get(pool, "spec"))) {
+    if (old && json_equal(json_object_get(old, "spec"), json_object_get(pool, "spec")) &&
+        crd_pool_deleting(old) == crd_pool_deleting(pool)) {
         json_incref(pool);
         strmap_put(&c->pools, name, pool, NULL);
         json_decref(old);
-        return 0; /* a status write: nothing the tree depends on */
+        return 0; /* a status or finalizer write: nothing the tree depends on */
     }
     json_incref(pool);
     if (strmap_put(&c->pools, name, pool, NULL)) {

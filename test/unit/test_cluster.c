@@ -735,3 +735,27 @@ TEST(cluster_slack_is_what_non_revocable_work_leaves) {
     preempt_state_free(&st);
     cluster_free(c);
 }
+
+/* Marking a pool for deletion changes no spec, yet the tree must learn it
+ * (before, a write with an unchanged spec was taken for a status write). */
+TEST(cluster_pool_marked_for_deletion_reaches_the_tree) {
+    struct cluster *c = cluster_new(NULL);
+    REQUIRE(c);
+    feed(c, node("n1", "8", "16Gi", true), cluster_node_set);
+    feed(c, pool("a", "", "0", "8"), cluster_pool_set);
+    feed(c, pod("d", "w", "a", "2", NULL), cluster_pod_set); /* pending */
+    REQUIRE_I64(cluster_refresh(c), 0);
+    struct respool *a = cluster_pod_pool(c, cluster_pod(c, "d", "w"));
+    REQUIRE(a);
+    CHECK(!a->deleting);
+    CHECK_I64(a->demand.v[RES_CPU], 2000);
+    json_t *marked = pool("a", "", "0", "8");
+    json_object_set_new(json_object_get(marked, "metadata"), "deletionTimestamp", json_string("2026-11-27T07:00:00Z"));
+    feed(c, marked, cluster_pool_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    a = cluster_pod_pool(c, cluster_pod(c, "d", "w"));
+    REQUIRE(a);
+    CHECK(a->deleting);
+    CHECK_I64(a->demand.v[RES_CPU], 0); /* what waits in it asks for nothing */
+    cluster_free(c);
+}
