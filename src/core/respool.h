@@ -15,9 +15,10 @@
  *   [0, 100]; only leaf pools hold work (a pool with work gets no children).
  *
  * Deletion: a pool marked `deleting` (a Kubernetes deletionTimestamp) stays in
- * the tree with its usage until it is empty: it admits no new work (admit.h),
- * asks for no entitlement beyond what it holds (entitle.h) and gets no new
- * child pools; respool_delete removes only a pool without children or work. */
+ * the tree with its usage until its owner removes it: it admits no new work
+ * (admit.h), asks for no entitlement beyond what it holds (entitle.h) and gets
+ * no new child pools; its children are not marked by it. respool_delete
+ * removes only a pool without children or work. */
 #ifndef PELOTON_CORE_RESPOOL_H
 #define PELOTON_CORE_RESPOOL_H
 
@@ -105,8 +106,7 @@ int respool_update(struct respool_tree *t, const char *path, const char *parent_
 /* Deletes a leaf pool without work. */
 int respool_delete(struct respool_tree *t, const char *path, char *err, size_t errlen);
 /* Whether p holds work: allocation or pending demand in any class, or
- * admission queues. A pool marked deleting goes once this is false and it
- * has no children. */
+ * admission queues (respool_delete refuses such a pool). */
 bool respool_holds_work(const struct respool *p);
 
 struct respool *respool_lookup(const struct respool_tree *t, const char *path);

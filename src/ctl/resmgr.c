@@ -59,6 +59,7 @@ struct resmgr {
     struct preempt_state ps;
     json_t *sent; /* pool name -> last status written */
     json_t *terminating; /* pool name -> its object, for pools marked for deletion that keep our finalizer */
+    json_t *told_waiting; /* pool name -> true: its Event said what its deletion waits for */
     uint64_t admitted_total;
     uint64_t busy_ms; /* when a round last found gangs to look at */
     bool readied;     /* this round queued gangs ready */
@@ -221,6 +222,7 @@ static void on_pool_delete(void *ud, json_t *obj) {
     cluster_pool_del(r->cm, obj_name(obj));
     json_object_del(r->sent, obj_name(obj));
     json_object_del(r->terminating, obj_name(obj));
+    json_object_del(r->told_waiting, obj_name(obj));
 }
 static void on_ns_add(void *ud, json_t *obj) { cluster_ns_set(((struct resmgr *)ud)->cm, obj); }
 static void on_ns_update(void *ud, json_t *old, json_t *obj) { on_ns_add(ud, obj); }
@@ -670,10 +672,22 @@ static void release_empty_pools(struct resmgr *r) {
         struct respool *p = crd_pool_find(t, name);
         /* not in the tree: the tree lags behind the objects (or they break a
          * rule): its children and usage are not known, so it waits */
-        if (!p || p->first_child || json_integer_value(json_object_get(counts, name)) > 0) continue;
-        bool holds = false;
+        if (!p) continue;
+        json_int_t pods = json_integer_value(json_object_get(counts, name));
+        bool holds = pods > 0;
         for (int u = 0; u < UC_NCLASSES; u++) holds |= !resvec_is_zero(p->alloc.c[u]);
-        if (holds) continue;
+        if (p->first_child || holds) {
+            if (!json_object_get(r->told_waiting, name)) { /* once: `kubectl describe rp` shows it */
+                ctl_object_event(r->env.kc, RM_COMPONENT, "peloton.io/v1alpha1", "ResourcePool", "", name, NULL,
+                                 "Normal", "Terminating",
+                                 "marked for deletion; it goes once it has no child pools (now %d) and no pod "
+                                 "holds work in it (now %lld)",
+                                 p->nchildren, (long long)pods);
+                json_object_set_new(r->told_waiting, name, json_true());
+            }
+            continue;
+        }
+        json_object_del(r->told_waiting, name);
         json_t *md = json_object_get(obj, "metadata"), *keep = json_array();
         size_t i;
         json_t *f;
@@ -783,7 +797,8 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
     r->cm = cluster_new(&co);
     r->sent = json_object();
     r->terminating = json_object();
-    if (!r->cm || !r->sent || !r->terminating || preempt_state_init(&r->ps, &pc)) {
+    r->told_waiting = json_object();
+    if (!r->cm || !r->sent || !r->terminating || !r->told_waiting || preempt_state_init(&r->ps, &pc)) {
         snprintf(err, errlen, "out of memory");
         resmgr_stop(r);
         return NULL;
@@ -844,6 +859,7 @@ void resmgr_stop(struct resmgr *r) {
     preempt_state_free(&r->ps);
     json_decref(r->sent);
     json_decref(r->terminating);
+    json_decref(r->told_waiting);
     if (!r->timers_open) {
         free(r);
         return;

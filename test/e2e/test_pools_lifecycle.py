@@ -140,6 +140,8 @@ def test_a_pool_holding_work_is_kept_until_it_is_empty():
     assert sq and sq["metadata"].get("deletionTimestamp") and FINALIZER in sq["metadata"]["finalizers"], sq
     assert alloc_cpu("dept") == "4" and alloc_cpu("squad") == "4", (get_pool("dept")["status"], sq["status"])
     assert phases("t=sq") == {"Running": 2}, phases("t=sq")
+    ev = [e["message"] for e in events("Terminating", "squad")]
+    assert ev and "no child pools (now 0) and no pod holds work in it (now 2)" in ev[0], ev
     # it admits no new work: a new pod waits and says why; a new Job is refused
     apply([pod("sq-late", "squad", 1, labels={"t": "late"})])
     ev = wait_until(lambda: [e["message"] for e in events("FailedScheduling", "sq-late")], 30, "sq-late's Event")
