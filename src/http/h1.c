@@ -1,4 +1,9 @@
-/* Plain HTTP/1.1 on libuv (http_int.h): the loopback port. Each connection
+/* HTTP/1.1 on libuv (http_int.h): the plain loopback port, and the TLS
+ * port, where a connection is TLS over memory BIOs (tls.c's context: the
+ * ciphertext read here is fed to OpenSSL, the plaintext it yields is served
+ * as on the plain port, and replies are sealed just before they are sent)
+ * and one that chose "h2" by ALPN is served by h2.c through the same
+ * output, bounds and timeouts. Each connection
  * is read with one uv_read_start for its life and answered with
  * uv_try_write (uv_write only for what the socket does not take), so a
  * request costs its recv and its send and nothing else; watch streams
@@ -24,7 +29,9 @@
  * drains; the end-of-turn check releases held connections. One held for
  * output_stall_ms is closed. */
 #include <errno.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +48,7 @@
 #define H1_HEAD_MS 30000  /* a head (or body) must arrive within this */
 #define H1_READ 16384     /* room asked for per read; the buffer grows for a larger body */
 #define H1_SWEEP_MS 1000 /* the longest gap between timeout checks */
+#define H1_TLS_READ 65536 /* ciphertext read at a time */
 
 enum h1_state {
     S_HEAD,    /* reading a request head */
@@ -49,6 +57,7 @@ enum h1_state {
     S_BUSY,    /* the handler answers later (deferred) */
     S_STREAM,  /* a chunked response is open */
     S_WS,      /* a websocket */
+    S_H2,      /* HTTP/2 (h2.c) */
     S_CLOSING,
 };
 
@@ -70,8 +79,18 @@ struct http_deferred {
     struct h1_conn *c; /* NULL once the connection is gone */
 };
 
+/* A callback due at the end of the turn (an HTTP/2 stream's on_close). */
+struct h1_later {
+    http_stream_close_fn fn;
+    void *ud;
+    struct h1_later *next;
+};
+
 struct h1_server {
     uv_loop_t *loop;
+    SSL_CTX *tls;         /* the TLS port's context; NULL on the plain port */
+    char *tlsbuf;         /* ciphertext as read, before OpenSSL takes it (H1_TLS_READ bytes) */
+    struct h1_later *later;
     uv_tcp_t listener;
     uv_pipe_t ulistener; /* the Unix-domain socket, when cfg.unix_path is set */
     bool has_unix;
@@ -129,6 +148,9 @@ struct h1_conn {
     struct h1_conn *prev, *next;   /* all connections */
     struct h1_conn *fnext;         /* flush list */
     char peer[INET6_ADDRSTRLEN];   /* the client's address; "" on the Unix-domain socket */
+    SSL *ssl;                      /* the TLS port: this connection's session, over memory BIOs */
+    bool tls_up;                   /* its handshake is done */
+    struct h2_conn *h2;            /* S_H2: the HTTP/2 session */
 };
 
 static void conn_close(struct h1_conn *c);
@@ -144,7 +166,7 @@ static void schedule_release(struct h1_server *s);
  * every change to out or wbuf), and notes when c passes its bound. */
 static void out_sync(struct h1_conn *c) {
     struct h1_server *s = c->srv;
-    size_t now = c->state == S_CLOSING ? 0 : c->outlen + c->wlen;
+    size_t now = c->state == S_CLOSING ? 0 : c->outlen + c->wlen + (c->h2 ? h2_conn_pending(c->h2) : 0);
     s->output = s->output - c->counted + now;
     bool less = now < c->counted;
     c->counted = now;
@@ -159,7 +181,7 @@ static void out_sync(struct h1_conn *c) {
  * holding any output while all connections together are over theirs. */
 static bool out_over(const struct h1_conn *c) {
     const struct h1_server *s = c->srv;
-    size_t mine = c->outlen + c->wlen;
+    size_t mine = c->outlen + c->wlen + (c->h2 ? h2_conn_pending(c->h2) : 0);
     return mine > s->cfg.max_conn_output || (mine && s->output > s->cfg.max_output);
 }
 
@@ -193,12 +215,49 @@ static void on_written(uv_write_t *w, int status) {
     flush_out(c);
 }
 
-/* Sends what waits: straight to the socket, the rest through uv_write. */
+/* TLS bytes (handshake, alerts, tickets) wait to be sent. */
+static bool tls_pending(const struct h1_conn *c) {
+    return c->ssl && BIO_ctrl_pending(SSL_get_wbio(c->ssl)) > 0;
+}
+
+/* TLS: the plaintext in out is sealed into records; out then holds what
+ * the socket is to take, handshake bytes included. 0, or -1: close. */
+static int tls_seal(struct h1_conn *c) {
+    if (c->outlen) {
+        int n = SSL_write(c->ssl, c->out, (int)c->outlen); /* a memory BIO takes it all */
+        if (n <= 0 || (size_t)n != c->outlen) {
+            ERR_clear_error();
+            return -1;
+        }
+        c->outlen = 0;
+    }
+    BIO *w = SSL_get_wbio(c->ssl);
+    size_t n = BIO_ctrl_pending(w);
+    if (n > c->outcap) {
+        char *b = realloc(c->out, n);
+        if (!b) return -1;
+        c->out = b;
+        c->outcap = n;
+    }
+    if (n && BIO_read(w, c->out, (int)n) != (int)n) return -1;
+    c->outlen = n;
+    out_sync(c);
+    return 0;
+}
+
+/* Sends what waits: straight to the socket, the rest through uv_write. An
+ * HTTP/2 connection frames what is due first. */
 static void flush_out(struct h1_conn *c) {
-    if (c->state == S_CLOSING || c->writing || !c->outlen) {
+    if (c->state == S_H2 && !c->close_after && h2_conn_pump(c->h2))
+        c->close_after = true; /* the session is over: its last frames go, then the connection */
+    if (c->state == S_CLOSING || c->writing || !(c->outlen || tls_pending(c))) {
         if (c->state != S_CLOSING && !c->writing && !c->outlen && c->close_after && c->state != S_STREAM &&
             c->state != S_WS && c->state != S_BUSY)
             conn_close(c); /* the answer is out: the connection was to end with it */
+        return;
+    }
+    if (c->ssl && tls_seal(c)) {
+        conn_close(c);
         return;
     }
     uv_buf_t b = uv_buf_init(c->out, (unsigned)c->outlen);
@@ -236,6 +295,12 @@ static void flush_out(struct h1_conn *c) {
 /* Streams that ended or broke are told so here, never from inside the
  * caller's own stream call (an owner frees itself in on_close). */
 static void run_retired(struct h1_server *s) {
+    while (s->later) {
+        struct h1_later *l = s->later;
+        s->later = l->next;
+        l->fn(l->ud);
+        free(l);
+    }
     while (s->retired) {
         struct http_stream *st = s->retired;
         s->retired = st->rnext;
@@ -286,7 +351,7 @@ static void schedule_release(struct h1_server *s) {
 /* c waits for its output to drain: not read, its next request not served. */
 static void hold(struct h1_conn *c) {
     if (!c->held) c->held = true, c->srv->held++;
-    if (c->reading) {
+    if (c->reading && c->state != S_H2) { /* HTTP/2 must still read: the client's window updates */
         uv_read_stop(&c->io.stream);
         c->reading = false;
     }
@@ -474,7 +539,7 @@ static void dispatch(struct h1_conn *c, bool ws) {
         .body = c->body ? c->body : "",
         .body_len = c->body_len,
         .conn = c,
-        .secure = false,
+        .secure = c->ssl != NULL,
         .backend = HTTP_BACKEND_H1,
     };
     struct http_response resp = {.status = 200, .content_type = "application/json"};
@@ -534,7 +599,32 @@ static void serve(struct h1_conn *c) {
     c->serving = false;
 }
 
+/* HTTP/2: the plaintext read goes to the session; then what is due is
+ * framed and sent. Requests waiting for the output to drain count the
+ * connection as held (it is still read: the client's window updates must
+ * come in). */
+static void serve_h2(struct h1_conn *c) {
+    if (c->inlen && !c->close_after) {
+        int rc = h2_conn_input(c->h2, c->in, c->inlen);
+        c->inlen = 0;
+        c->since_ms = uv_now(c->srv->loop);
+        if (rc) {
+            conn_close(c);
+            return;
+        }
+    }
+    c->inlen = 0;
+    flush_out(c);
+    if (c->state != S_H2) return;
+    if (h2_conn_waiting(c->h2)) hold(c);
+    else if (c->held) c->held = false, c->srv->held--;
+}
+
 static void serve_loop(struct h1_conn *c) {
+    if (c->state == S_H2) {
+        serve_h2(c);
+        return;
+    }
     for (int guard = 0; guard < 1024 && c->state != S_CLOSING; guard++) {
         if (c->state == S_WS) {
             ws_read(c);
@@ -641,22 +731,70 @@ static void serve_loop(struct h1_conn *c) {
 
 /* ---- the connection ---- */
 
+/* Room for H1_READ more bytes in in. */
+static int in_room(struct h1_conn *c) {
+    if (c->incap - c->inlen >= H1_READ) return 0;
+    size_t nc = c->incap ? c->incap : H1_READ;
+    while (nc - c->inlen < H1_READ) nc *= 2;
+    char *b = realloc(c->in, nc + 1);
+    if (!b) return -ENOMEM;
+    c->in = b;
+    c->incap = nc;
+    return 0;
+}
+
 static void read_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+    (void)hint;
     struct h1_conn *c = h->data;
-    if (c->incap - c->inlen < H1_READ) {
-        size_t nc = c->incap ? c->incap : H1_READ;
-        while (nc - c->inlen < H1_READ) nc *= 2;
-        char *b = realloc(c->in, nc + 1);
-        if (!b) {
-            buf->base = NULL;
-            buf->len = 0;
-            return;
-        }
-        c->in = b;
-        c->incap = nc;
+    if (c->ssl) { /* ciphertext: OpenSSL takes it at once */
+        buf->base = c->srv->tlsbuf;
+        buf->len = H1_TLS_READ;
+        return;
+    }
+    if (in_room(c)) {
+        buf->base = NULL;
+        buf->len = 0;
+        return;
     }
     buf->base = c->in + c->inlen;
     buf->len = c->incap - c->inlen;
+}
+
+/* TLS: n bytes of ciphertext from the socket. The handshake goes on (a
+ * connection that chose "h2" by ALPN becomes an HTTP/2 one when it is
+ * done), then the plaintext is appended to in. 0, or -1: close (a failed
+ * handshake, a bad record, the client's close_notify). */
+static int tls_input(struct h1_conn *c, const char *p, size_t n) {
+    if (BIO_write(SSL_get_rbio(c->ssl), p, (int)n) != (int)n) return -1;
+    if (!c->tls_up) {
+        int r = SSL_do_handshake(c->ssl);
+        if (r != 1) {
+            int e = SSL_get_error(c->ssl, r);
+            ERR_clear_error();
+            return e == SSL_ERROR_WANT_READ ? 0 : -1;
+        }
+        c->tls_up = true;
+        c->since_ms = uv_now(c->srv->loop);
+        const unsigned char *proto = NULL;
+        unsigned plen = 0;
+        SSL_get0_alpn_selected(c->ssl, &proto, &plen);
+        if (plen == 2 && !memcmp(proto, "h2", 2)) {
+            c->h2 = h2_conn_new(c, &c->srv->cfg);
+            if (!c->h2) return -1;
+            c->state = S_H2;
+        }
+    }
+    for (;;) {
+        if (in_room(c)) return -1;
+        int r = SSL_read(c->ssl, c->in + c->inlen, (int)(c->incap - c->inlen));
+        if (r > 0) {
+            c->inlen += (size_t)r;
+            continue;
+        }
+        int e = SSL_get_error(c->ssl, r);
+        ERR_clear_error();
+        return e == SSL_ERROR_WANT_READ ? 0 : -1;
+    }
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
@@ -666,7 +804,18 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
         return;
     }
     if (n == 0) return;
-    c->inlen += (size_t)n;
+    if (c->ssl) {
+        size_t before = c->inlen;
+        int rc = tls_input(c, buf->base, (size_t)n);
+        if (tls_pending(c)) flush_out(c); /* handshake bytes, or the alert before a close */
+        if (rc) {
+            conn_close(c);
+            return;
+        }
+        if (c->state == S_CLOSING || (c->inlen == before && c->state != S_H2)) return;
+    } else {
+        c->inlen += (size_t)n;
+    }
     if (c->state == S_HEAD && c->since_ms == 0) c->since_ms = uv_now(c->srv->loop);
     serve(c);
     /* while an answer is pending, what follows is not read past a bound */
@@ -688,6 +837,7 @@ static void resume_reading(struct h1_conn *c) {
 
 static void conn_freed(uv_handle_t *h) {
     struct h1_conn *c = h->data;
+    SSL_free(c->ssl);
     free(c->in);
     free(c->hbuf);
     free(c->body);
@@ -717,6 +867,8 @@ static void conn_close(struct h1_conn *c) {
     c->deferred = NULL;
     if (c->stream) stream_retire(s, c->stream);
     c->stream = NULL;
+    if (c->h2) h2_conn_free(c->h2); /* its streams end, their owners told at the end of the turn */
+    c->h2 = NULL;
     uv_close(&c->io.handle, conn_freed); /* cancels a pending write: its callback comes first */
 }
 
@@ -760,6 +912,10 @@ static void on_connection(uv_stream_t *l, int status) {
             uv_ip_name((struct sockaddr *)&pa, c->peer, sizeof c->peer);
     }
     int over = http_conn_bounds_admit(&s->conns_open, c->peer);
+    if (over && s->tls) { /* nothing can be said before the handshake, and doing it would spend what the bound saves */
+        uv_close(&c->io.handle, conn_freed);
+        return;
+    }
     if (over) {
         refuse(c, over == HTTP_REFUSED_ALL ? "too many connections to this server: try again later"
                                            : "too many connections from this client: try again later");
@@ -770,6 +926,18 @@ static void on_connection(uv_stream_t *l, int status) {
     s->conns = c;
     c->state = S_HEAD;
     c->since_ms = uv_now(s->loop);
+    if (s->tls) {
+        BIO *r = BIO_new(BIO_s_mem()), *w = BIO_new(BIO_s_mem());
+        c->ssl = r && w ? SSL_new(s->tls) : NULL;
+        if (!c->ssl) {
+            BIO_free(r);
+            BIO_free(w);
+            conn_close(c);
+            return;
+        }
+        SSL_set_bio(c->ssl, r, w);
+        SSL_set_accept_state(c->ssl);
+    }
     resume_reading(c);
 }
 
@@ -788,11 +956,34 @@ static void on_sweep(uv_timer_t *t) {
             }
         }
         if (c->held) continue; /* waits for its client to read, not for its requests */
-        bool idle = c->state == S_HEAD && c->inlen == 0;
-        bool reading = (c->state == S_HEAD && c->inlen) || c->state == S_BODY || c->state == S_DISCARD;
+        bool handshake = c->ssl && !c->tls_up;
+        bool idle = (c->state == S_HEAD && c->inlen == 0 && !handshake) ||
+                    (c->state == S_H2 && h2_conn_idle(c->h2) && !c->close_after);
+        bool reading = (c->state == S_HEAD && c->inlen) || c->state == S_BODY || c->state == S_DISCARD || handshake;
         uint64_t age = now - c->since_ms;
         if ((idle && age > s->cfg.idle_timeout_ms) || (reading && age > s->cfg.head_timeout_ms)) conn_close(c);
     }
+}
+
+/* ---- what h2.c uses of its connection (http_int.h) ---- */
+
+int h1_conn_send(struct h1_conn *c, const void *p, size_t n) { return out_append(c, p, n); }
+void h1_conn_kick(struct h1_conn *c) {
+    if (c->state != S_CLOSING) schedule_flush(c);
+}
+void h1_conn_sync(struct h1_conn *c) { out_sync(c); }
+bool h1_conn_over(const struct h1_conn *c) { return out_over(c); }
+size_t h1_conn_unsent(const struct h1_conn *c) { return c->outlen + c->wlen; }
+void h1_conn_active(struct h1_conn *c) { c->since_ms = uv_now(c->srv->loop); }
+
+int h1_conn_later(struct h1_conn *c, http_stream_close_fn fn, void *ud) {
+    struct h1_server *s = c->srv;
+    struct h1_later *l = malloc(sizeof *l);
+    if (!l) return -ENOMEM;
+    *l = (struct h1_later){.fn = fn, .ud = ud, .next = s->later};
+    s->later = l;
+    if (!s->stopping) uv_check_start(&s->flush, on_flush);
+    return 0;
 }
 
 /* ---- streams and deferrals ---- */
@@ -903,10 +1094,17 @@ void h1_deferred_reply(struct http_deferred *d, struct http_response *resp) {
 
 /* ---- the server ---- */
 
+/* The server's own memory, once no handle of it is open. */
+static void server_mem_free(struct h1_server *s) {
+    SSL_CTX_free(s->tls); /* open sessions hold their own reference */
+    free(s->tlsbuf);
+    free(s);
+}
+
 /* The listener, flush and sweep handles live in the server: it goes after their closes. */
 static void handle_closed(uv_handle_t *h) {
     struct h1_server *s = h->data;
-    if (--s->open == 0 && s->free_asked) free(s);
+    if (--s->open == 0 && s->free_asked) server_mem_free(s);
 }
 
 /* Closes a listener that never served and lets the close complete, so that
@@ -987,6 +1185,15 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     if (!s->cfg.max_conns_per_client) s->cfg.max_conns_per_client = HTTP_DEFAULT_MAX_CONNS_PER_CLIENT;
     s->conns_open.max = s->cfg.max_conns;
     s->conns_open.max_per_client = s->cfg.max_conns_per_client;
+    if (cfg->tls_cert && cfg->tls_key) {
+        s->tlsbuf = malloc(H1_TLS_READ);
+        s->tls = s->tlsbuf ? http_tls_ctx_new(cfg->tls_cert, cfg->tls_key, err, errlen) : NULL;
+        if (!s->tls) {
+            int rc = s->tlsbuf ? -EINVAL : -ENOMEM;
+            server_mem_free(s);
+            return rc;
+        }
+    }
     unsigned shorter = s->cfg.idle_timeout_ms;
     if (s->cfg.head_timeout_ms < shorter) shorter = s->cfg.head_timeout_ms;
     if (s->cfg.output_stall_ms < shorter) shorter = s->cfg.output_stall_ms;
@@ -997,7 +1204,7 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     if (rc) rc = uv_ip6_addr(cfg->bind_addr, cfg->port, (struct sockaddr_in6 *)&addr);
     if (rc) {
         snprintf(err, errlen, "http: bad address %s", cfg->bind_addr);
-        free(s);
+        server_mem_free(s);
         return -EINVAL;
     }
     uv_tcp_init(loop, &s->listener);
@@ -1006,7 +1213,7 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
         (rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection))) {
         snprintf(err, errlen, "http: cannot listen on %s:%d: %s", cfg->bind_addr, cfg->port, uv_strerror(rc));
         close_now(loop, (uv_handle_t *)&s->listener);
-        free(s);
+        server_mem_free(s);
         return -EADDRINUSE;
     }
     struct sockaddr_storage bound;
@@ -1015,7 +1222,7 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
     if (cfg->unix_path && (rc = listen_unix(s, cfg->unix_path, err, errlen))) {
         close_now(loop, (uv_handle_t *)&s->listener);
-        free(s);
+        server_mem_free(s);
         return rc;
     }
     uv_check_init(loop, &s->flush);
@@ -1060,6 +1267,6 @@ void h1_server_stop(struct h1_server *s) {
 void h1_server_free(struct h1_server *s) {
     if (!s) return;
     if (!s->stopping) h1_server_stop(s);
-    if (s->open == 0) free(s); /* the loop ran the closes already */
+    if (s->open == 0) server_mem_free(s); /* the loop ran the closes already */
     else s->free_asked = true;  /* the last close frees it */
 }

@@ -328,7 +328,7 @@ TEST(http_h2_unread_streams_are_bounded) {
     REQUIRE(srv_start_cfg(&s, (struct http_server_config){.tls_cert = tf.crt, .tls_key = tf.key,
                                                           .max_conn_output = FLOOD_CONN_MAX},
                           NULL, 0) == 0);
-    enum { N = 20 }; /* lws 4.1 drops a connection with more than 24 streams open */
+    enum { N = 20 };
     CURLM *m = curl_multi_init();
     curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
     CURL *e[N];
@@ -359,7 +359,9 @@ TEST(http_h2_unread_streams_are_bounded) {
         if (i % 20 == 19 && get_stats(c, s.port, &st, NULL) && st.held > 0 && st.output > FLOOD_CONN_MAX) break;
     }
     CHECK(st.held > 0);
-    size_t most = FLOOD_CONN_MAX + FLOOD_REPLY * 4 + 512;
+    /* its bound, one reply, and HTTP/2's framing of what is unsent (9 bytes a
+     * DATA frame, frames as small as the client's window makes them) */
+    size_t most = FLOOD_CONN_MAX + FLOOD_REPLY * 4 + 4096;
     if (st.conn_output_peak > most)
         test_fail(__FILE__, __LINE__, "one connection held %zu bytes unsent (at most %zu)", st.conn_output_peak, most);
     /* now it reads: every stream completes */
