@@ -20,8 +20,9 @@
  *   Content-Length over H1_DRAIN_MAX                413, then close
  *   Content-Length over max_body                    the body is read and dropped, then 413 (kept alive)
  *   Upgrade: websocket (version 13, a key)          the handshake, then one text message per stream write
- * A connection idle for idle_timeout_ms (H1_IDLE_MS) between requests, or
- * head_timeout_ms (H1_HEAD_MS) into a head or body, is closed.
+ * A connection idle for idle_timeout_ms between requests (an HTTP/2 one: with
+ * no stream open), or head_timeout_ms into a head, a body or a TLS
+ * handshake, is closed.
  *
  * Replies a client does not read are bounded (cfg.max_conn_output,
  * max_output): before the next request is taken, a connection over its
@@ -44,8 +45,6 @@
 #include "http_int.h"
 #include "unixpath.h"
 
-#define H1_IDLE_MS 120000 /* keep-alive connections idle this long are closed */
-#define H1_HEAD_MS 30000  /* a head (or body) must arrive within this */
 #define H1_READ 16384     /* room asked for per read; the buffer grows for a larger body */
 #define H1_SWEEP_MS 1000 /* the longest gap between timeout checks */
 #define H1_TLS_READ 65536 /* ciphertext read at a time */
@@ -1176,8 +1175,8 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     if (!s) return -ENOMEM;
     s->loop = loop;
     s->cfg = *cfg;
-    if (!s->cfg.idle_timeout_ms) s->cfg.idle_timeout_ms = H1_IDLE_MS;
-    if (!s->cfg.head_timeout_ms) s->cfg.head_timeout_ms = H1_HEAD_MS;
+    if (!s->cfg.idle_timeout_ms) s->cfg.idle_timeout_ms = HTTP_DEFAULT_IDLE_TIMEOUT_MS;
+    if (!s->cfg.head_timeout_ms) s->cfg.head_timeout_ms = HTTP_DEFAULT_HEAD_TIMEOUT_MS;
     if (!s->cfg.max_conn_output) s->cfg.max_conn_output = HTTP_DEFAULT_MAX_CONN_OUTPUT;
     if (!s->cfg.max_output) s->cfg.max_output = HTTP_DEFAULT_MAX_OUTPUT;
     if (!s->cfg.output_stall_ms) s->cfg.output_stall_ms = HTTP_DEFAULT_OUTPUT_STALL_MS;

@@ -125,7 +125,7 @@ static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
     struct http_stream *st = r->stream;
     if (st) {
         size_t n = st->len - st->off < length ? st->len - st->off : length;
-        memcpy(buf, st->buf + st->off, n);
+        if (n) memcpy(buf, st->buf + st->off, n);
         st->off += n;
         if (st->off == st->len) st->off = st->len = 0;
         if (st->ended && st->len == 0) *flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -133,7 +133,7 @@ static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
         return (ssize_t)n;
     }
     size_t n = r->out_len - r->out_off < length ? r->out_len - r->out_off : length;
-    memcpy(buf, r->out + r->out_off, n);
+    if (n) memcpy(buf, r->out + r->out_off, n);
     r->out_off += n;
     r->h->pending -= n;
     h1_conn_sync(r->h->c);
@@ -264,6 +264,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
         if (strlen(kept[i].name) != namelen || memcmp(kept[i].name, name, namelen)) continue;
         char **slot = (char **)((char *)r + kept[i].off);
         if (*slot) break; /* the first one stands, as on HTTP/1.1 */
+        while (valuelen && (*value == ' ' || *value == '\t')) value++, valuelen--;
+        while (valuelen && (value[valuelen - 1] == ' ' || value[valuelen - 1] == '\t')) valuelen--;
         *slot = malloc(valuelen + 1);
         if (!*slot) return NGHTTP2_ERR_CALLBACK_FAILURE;
         memcpy(*slot, value, valuelen);
@@ -374,7 +376,15 @@ struct h2_conn *h2_conn_new(struct h1_conn *c, const struct http_server_config *
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-    int rc = nghttp2_session_server_new(&h->ng, cb, h);
+    /* a value with leading or trailing blanks is trimmed, as on HTTP/1.1,
+     * rather than refused ("Authorization: Bearer " is a wrong token, 401) */
+    nghttp2_option *opt = NULL;
+    int rc = nghttp2_option_new(&opt);
+    if (!rc) {
+        nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(opt, 1);
+        rc = nghttp2_session_server_new2(&h->ng, cb, h, opt);
+        nghttp2_option_del(opt);
+    }
     nghttp2_session_callbacks_del(cb);
     nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
                                    {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H1_MAX_HEAD}};

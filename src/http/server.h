@@ -50,6 +50,10 @@
 #define HTTP_DEFAULT_MAX_CONN_OUTPUT (4u << 20)
 #define HTTP_DEFAULT_MAX_OUTPUT (256u << 20)
 #define HTTP_DEFAULT_OUTPUT_STALL_MS 60000
+/* A keep-alive connection idle this long is closed; a head, body or TLS
+ * handshake must arrive within the head timeout. */
+#define HTTP_DEFAULT_IDLE_TIMEOUT_MS 120000
+#define HTTP_DEFAULT_HEAD_TIMEOUT_MS 30000
 
 enum http_method { HTTP_GET = 0, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE, HTTP_HEAD, HTTP_OPTIONS, HTTP_OTHER };
 
@@ -92,11 +96,14 @@ struct http_server_config {
      * by ALPN; NULL = plain HTTP/1.1. A certificate that is expired or about
      * to, or a key others can read, is warned about at start (tlscert.h). */
     const char *tls_cert, *tls_key;
-    /* Plain HTTP/1.1 port: a keep-alive connection idle this long between
-     * requests is closed (0: 120 s), and a request head or body must arrive
-     * within head_timeout_ms of its start (0: 30 s; a slow client holds no
-     * connection forever). Checked every tenth of the shorter, at most once
-     * a second. Streams, websockets and deferred replies have no timeout. */
+    /* Both ports: a keep-alive connection idle this long between requests
+     * (HTTP/2: with no stream open) is closed (0:
+     * HTTP_DEFAULT_IDLE_TIMEOUT_MS), and a request head or body, or a TLS
+     * handshake, must arrive within head_timeout_ms of its start (0:
+     * HTTP_DEFAULT_HEAD_TIMEOUT_MS; a slow client holds no connection
+     * forever). Checked every tenth of the shorter, at most once a second.
+     * Streams, websockets and deferred replies have no timeout. Idle
+     * connections stay bounded by max_conns and max_conns_per_client. */
     unsigned idle_timeout_ms, head_timeout_ms;
     /* Plain HTTP/1.1 only: also serve on this Unix-domain socket path (its
      * file is made 0600 before it listens; a stale socket file is replaced,
