@@ -364,6 +364,22 @@ void h1_conn_freed(uv_handle_t *h) {
     free(c);
 }
 
+/* TLS: the close is announced (close_notify), best effort, so a client
+ * reads a clean end rather than a truncation; not while a write is in
+ * flight (its bytes would interleave). */
+static void tls_close_notify(struct h1_conn *c) {
+    if (!c->ssl || !c->tls_up || c->writing) return;
+    SSL_shutdown(c->ssl);
+    ERR_clear_error();
+    BIO *w = SSL_get_wbio(c->ssl);
+    char *p;
+    long n = BIO_get_mem_data(w, &p);
+    if (n > 0) {
+        uv_buf_t b = uv_buf_init(p, (unsigned)n);
+        uv_try_write(&c->io.stream, &b, 1);
+    }
+}
+
 void h1_close(struct h1_conn *c) {
     if (c->state == S_CLOSING) return;
     c->state = S_CLOSING;
@@ -387,6 +403,7 @@ void h1_close(struct h1_conn *c) {
     c->stream = NULL;
     if (c->h2) h2_conn_free(c->h2); /* its streams end, their owners told at the end of the turn */
     c->h2 = NULL;
+    tls_close_notify(c);
     uv_close(&c->io.handle, h1_conn_freed); /* cancels a pending write: its callback comes first */
 }
 
