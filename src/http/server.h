@@ -1,7 +1,10 @@
 /* A small HTTP server driven by a libuv loop the caller owns (one event loop
  * per process, DESIGN.md). Used by the apiserver-shim and the
- * scheduler-extender. Plain HTTP/1.1 (and websocket upgrades) is served on
- * libuv directly (h1.c); TLS, with HTTP/2 by ALPN, on libwebsockets.
+ * scheduler-extender. HTTP/1.1 (and websocket upgrades) is served on libuv
+ * directly (h1*.c), plain or over TLS (OpenSSL, tls.c); HTTP/2, chosen by
+ * ALPN on the TLS port, by nghttp2 (h2.c). The handler sees the request
+ * target exactly as sent on every port (nothing collapsed or resolved).
+ * The process must ignore SIGPIPE (libuv writes with write(2)).
  *
  * Each request is read whole (headers and a body of at most max_body bytes;
  * a larger Content-Length gets 413 before the body is read) and handed to the
@@ -13,7 +16,7 @@
  *
  * Ownership: http_server_start returns a server. To end it: http_server_stop
  * on the loop thread (closes the listener and connections), keep running the
- * loop until it has no more work (lws closes its libuv handles
+ * loop until it has no more work (its libuv handles close
  * asynchronously), then http_server_free. Request strings are borrowed for the
  * duration of the handler call only. */
 #ifndef PELOTON_HTTP_SERVER_H
@@ -112,12 +115,14 @@ struct http_server_config {
      * string must outlive the server. Local clients (the controllers in
      * pelotond, kubelet-sim) skip the TCP/IP stack this way. */
     const char *unix_path;
-    /* Plain HTTP/1.1: a client that pipelines requests and never reads
-     * must not grow the server. While a connection has more than
+    /* Both ports: a client that pipelines requests (HTTP/2: opens streams)
+     * and never reads must not grow the server. While a connection has more than
      * max_conn_output bytes of replies unsent (0: HTTP_DEFAULT_MAX_CONN_OUTPUT),
      * or any at all while every connection's together pass max_output (0:
      * HTTP_DEFAULT_MAX_OUTPUT), it is not read and its next request waits
-     * (order kept); reading resumes when it drains. One held over its own
+     * (order kept; an HTTP/2 connection is still read, for the client's
+     * window updates, but no request of it is dispatched); reading resumes
+     * when it drains. One held over its own
      * bound for output_stall_ms (0: HTTP_DEFAULT_OUTPUT_STALL_MS) is
      * closed. A reply is built whole, so a connection may pass its bound by
      * one reply. Streams keep their own bound (max_buffer). */
