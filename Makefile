@@ -4,7 +4,7 @@
 CC       ?= cc
 CSTD     := -std=c17 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-PKGS     := jansson yaml-0.1 hiredis libuv libwebsockets libcurl openssl
+PKGS     := jansson yaml-0.1 hiredis libuv libnghttp2 libcurl openssl
 # The packages must be installed before pkg-config can be asked for their
 # flags, so the flags live in build/pkg.mk, which make remakes first (running
 # scripts/deps.sh) and then reads: on a fresh machine, one `make test` installs,

@@ -2,7 +2,9 @@
  * bytes, the parser either refuses with an HTTP status or yields a head
  * whose fields hold: a path starting with '/', free of NULs before its end
  * and at most HTTP_MAX_PATH bytes, at most HTTP_MAX_ARGS arguments, header
- * values without control characters (HTAB aside), a sane Content-Length. */
+ * values without control characters (HTAB aside), a sane Content-Length.
+ * The same bytes are also a request target as HTTP/2's :path hands it over
+ * (http_parse_target, up to the first NUL): refused, or a path that holds. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!buf) return 0;
     memcpy(buf, data, size);
     buf[size] = 0;
+    char *target = strdup(buf);
+    if (target) {
+        const char *path = NULL, *keys[HTTP_MAX_ARGS], *vals[HTTP_MAX_ARGS];
+        int nargs = -1;
+        char err[160];
+        int code = http_parse_target(target, &path, keys, vals, &nargs, err, sizeof err);
+        if (code && code != 400 && code != 414) abort();
+        if (!code && (!path || path[0] != '/' || strlen(path) > HTTP_MAX_PATH || nargs < 0 || nargs > HTTP_MAX_ARGS))
+            abort();
+        free(target);
+    }
     size_t end = h1_head_end(buf, size);
     if (end > size) abort();
     if (end) {

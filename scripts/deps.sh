@@ -7,7 +7,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential pkg-config
-  libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libcurl4-openssl-dev libjansson-dev libssl-dev
+  libuv1-dev libnghttp2-dev libcurl4-openssl-dev libjansson-dev libssl-dev
   libprotobuf-c-dev protobuf-c-compiler libhiredis-dev redis-server libyaml-dev libjemalloc-dev
   python3-kubernetes curl
 )

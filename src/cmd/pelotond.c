@@ -20,7 +20,7 @@
  *            [--redis=127.0.0.1:6379 | --redis=unix:///PATH] [--token-file=F] [--history-max=10000]
  *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--list-page-bytes=33554432] [--crds=crds]
  *            [--tls-port=N] [--tls-dir=.peloton-tls] [--tls-cert=PEM --tls-key=PEM]
- *            [--admission-round-ms=20] [--placement-tick-ms=10]
+ *            [--admission-round-ms=20] [--placement-tick-ms=10] [--http-idle-timeout-ms=120000]
  *
  * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
  * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
@@ -33,7 +33,9 @@
  * same REST and watch protocol without the TCP/IP stack's cost per message.
  * The resource manager admits in rounds of --admission-round-ms and
  * placement polls the ready queue every --placement-tick-ms while work
- * flows; a pod arriving when they were idle is taken at once.
+ * flows; a pod arriving when they were idle is taken at once. A keep-alive
+ * connection idle for --http-idle-timeout-ms (either port, HTTP/2 too) is
+ * closed.
  *
  * SIGINT or SIGTERM stops it cleanly. Logs are one line per event, key=value. */
 #include <errno.h>
@@ -286,7 +288,7 @@ static int usage(void) {
                     "[--bind=ADDR] [--port=N] [--port-file=F] [--unix-socket=/PATH] "
                     "[--redis=HOST:PORT|unix:///PATH] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
-                    "[--admission-round-ms=N] [--placement-tick-ms=N] "
+                    "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--tls-cert=PEM --tls-key=PEM]\n");
     return 2;
 }
@@ -307,6 +309,7 @@ int main(int argc, char **argv) {
     long history_max = 0;
     long long list_page_bytes = 0;
     unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0;
+    long idle_ms = 0; /* 0: the HTTP layer's default (server.h) */
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = opt(argv[i], "--roles"))) roles = v;
@@ -328,6 +331,7 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--watch-bookmark-ms"))) bookmark_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--admission-round-ms"))) round_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--placement-tick-ms"))) tick_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
+        else if ((v = opt(argv[i], "--http-idle-timeout-ms"))) idle_ms = atol(v) > 0 ? atol(v) : -1;
         else if ((v = opt(argv[i], "--crds"))) crds = v;
         else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-dir"))) tls_dir = v;
@@ -337,6 +341,10 @@ int main(int argc, char **argv) {
     }
     if (list_page_bytes < 0 || list_page_bytes > API_LIST_PAGE_BYTES) {
         fprintf(stderr, "pelotond: --list-page-bytes takes 1 to %u (what every client buffers)\n", API_LIST_PAGE_BYTES);
+        return 2;
+    }
+    if (idle_ms < 0 || idle_ms > 86400000) {
+        fprintf(stderr, "pelotond: --http-idle-timeout-ms takes 1 to 86400000\n");
         return 2;
     }
     if (round_ms > 600000 || tick_ms > 600000) {
@@ -405,7 +413,8 @@ int main(int argc, char **argv) {
     }
     /* the plain port is for local use: loopback only, whatever --bind says */
     struct http_server_config hcfg = {
-        .bind_addr = "127.0.0.1", .port = port, .handler = shim_handle, .ud = shim, .unix_path = unix_path};
+        .bind_addr = "127.0.0.1", .port = port, .handler = shim_handle, .ud = shim, .unix_path = unix_path,
+        .idle_timeout_ms = (unsigned)idle_ms};
     char cert[4096], key[4096];
     if (tls_port >= 0) {
         if ((tls_cert != NULL) != (tls_key != NULL)) {
@@ -421,7 +430,7 @@ int main(int argc, char **argv) {
         snprintf(cert, sizeof cert, tls_cert ? "%s" : "%s/apiserver.crt", tls_cert ? tls_cert : tls_dir);
         snprintf(key, sizeof key, tls_key ? "%s" : "%s/apiserver.key", tls_key ? tls_key : tls_dir);
         struct http_server_config tcfg = {.bind_addr = bind, .port = tls_port, .handler = shim_handle, .ud = shim,
-                                          .tls_cert = cert, .tls_key = key};
+                                          .tls_cert = cert, .tls_key = key, .idle_timeout_ms = (unsigned)idle_ms};
         if ((!tls_cert && tls_cert_ensure(cert, key, err, sizeof err)) ||
             http_server_start(d.loop, &tcfg, &d.https, err, sizeof err)) {
             fprintf(stderr, "pelotond: %s\n", err);

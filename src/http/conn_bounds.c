@@ -1,7 +1,5 @@
-/* Open connections counted in all and per client address, for both ports,
- * and by socket fd for the TLS port (http_int.h). */
-#include <errno.h>
-#include <stdio.h>
+/* Open connections counted in all and per client address, for both ports
+ * (http_int.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,36 +30,3 @@ void http_conn_bounds_release(struct http_conn_bounds *b, const char *peer) {
 }
 
 void http_conn_bounds_free(struct http_conn_bounds *b) { strmap_free(&b->per_client); }
-
-int http_fd_conns_open(struct http_fd_conns *f, int fd, const char *peer) {
-    if (fd < 0) return -EBADF;
-    if ((size_t)fd >= f->nslots) {
-        size_t n = f->nslots ? f->nslots : 64;
-        while (n <= (size_t)fd) n *= 2;
-        struct http_fd_slot *t = realloc(f->slots, n * sizeof *t);
-        if (!t) return -ENOMEM;
-        memset(t + f->nslots, 0, (n - f->nslots) * sizeof *t);
-        f->slots = t;
-        f->nslots = n;
-    }
-    struct http_fd_slot *sl = &f->slots[fd];
-    if (sl->open) http_fd_conns_close(f, fd);
-    int rc = http_conn_bounds_admit(&f->bounds, peer);
-    if (rc) return rc;
-    sl->open = true;
-    snprintf(sl->peer, sizeof sl->peer, "%s", peer);
-    return 0;
-}
-
-void http_fd_conns_close(struct http_fd_conns *f, int fd) {
-    if (fd < 0 || (size_t)fd >= f->nslots || !f->slots[fd].open) return;
-    f->slots[fd].open = false;
-    http_conn_bounds_release(&f->bounds, f->slots[fd].peer);
-}
-
-void http_fd_conns_free(struct http_fd_conns *f) {
-    http_conn_bounds_free(&f->bounds);
-    free(f->slots);
-    f->slots = NULL;
-    f->nslots = 0;
-}

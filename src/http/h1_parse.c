@@ -21,6 +21,16 @@ static const struct {
 } methods[] = {{"GET", HTTP_GET},       {"POST", HTTP_POST}, {"PUT", HTTP_PUT},         {"PATCH", HTTP_PATCH},
                {"DELETE", HTTP_DELETE}, {"HEAD", HTTP_HEAD}, {"OPTIONS", HTTP_OPTIONS}};
 
+enum http_method http_method_of(const char *name, const char **canon) {
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (!strcmp(name, methods[i].name)) {
+            *canon = methods[i].name;
+            return methods[i].m;
+        }
+    *canon = "OTHER";
+    return HTTP_OTHER;
+}
+
 size_t h1_head_end(const char *buf, size_t len) {
     for (size_t i = 0; i + 1 < len; i++) {
         if (buf[i] != '\n') continue;
@@ -80,6 +90,43 @@ static int fail(char *err, size_t errlen, int code, const char *msg) {
     return code;
 }
 
+/* The request target of either protocol (an HTTP/1.1 request line's, an
+ * HTTP/2 request's :path as sent): taken as it is, never normalised, so
+ * "//", "." and ".." reach the handler, which refuses them. */
+int http_parse_target(char *target, const char **path, const char **keys, const char **vals, int *nargs, char *err,
+                      size_t errlen) {
+    *nargs = 0;
+    if (target[0] != '/') return fail(err, errlen, 400, "the request target must be a path");
+    for (const char *p = target; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) return fail(err, errlen, 400, "invalid character in the request target");
+    char *q = strchr(target, '?');
+    if (q) *q++ = 0;
+    if (unescape(target, false)) return fail(err, errlen, 400, "invalid percent-encoding in the path");
+    if (strlen(target) > HTTP_MAX_PATH) {
+        snprintf(err, errlen, "the request path is longer than %d bytes", HTTP_MAX_PATH);
+        return 414;
+    }
+    *path = target;
+    while (q && *q) { /* key[=value]&... */
+        char *amp = strchr(q, '&');
+        if (amp) *amp = 0;
+        if (*q) {
+            if (*nargs == HTTP_MAX_ARGS) {
+                snprintf(err, errlen, "too many query parameters: at most %d are accepted", HTTP_MAX_ARGS);
+                return 414;
+            }
+            char *eq = strchr(q, '=');
+            char *v = eq ? eq + 1 : q + strlen(q);
+            if (eq) *eq = 0;
+            if (unescape(q, true) || unescape(v, true)) return fail(err, errlen, 400, "invalid percent-encoding in the query");
+            keys[*nargs] = q;
+            vals[(*nargs)++] = v;
+        }
+        q = amp ? amp + 1 : NULL;
+    }
+    return 0;
+}
+
 int h1_parse_head(char *buf, size_t len, struct h1_head *h, char *err, size_t errlen) {
     memset(h, 0, sizeof *h);
     h->content_length = -1;
@@ -102,38 +149,9 @@ int h1_parse_head(char *buf, size_t len, struct h1_head *h, char *err, size_t er
     if (!strcmp(ver, "HTTP/1.1")) h->keep_alive = true;
     else if (!strcmp(ver, "HTTP/1.0")) h->http10 = true;
     else return fail(err, errlen, 505, "HTTP version not supported");
-    h->method = HTTP_OTHER;
-    h->method_name = "OTHER";
-    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-        if (!strcmp(rl, methods[i].name)) h->method = methods[i].m, h->method_name = methods[i].name;
-    if (target[0] != '/') return fail(err, errlen, 400, "the request target must be a path");
-    for (const char *p = target; *p; p++)
-        if ((unsigned char)*p <= ' ' || *p == 0x7f) return fail(err, errlen, 400, "invalid character in the request target");
-    char *q = strchr(target, '?');
-    if (q) *q++ = 0;
-    if (unescape(target, false)) return fail(err, errlen, 400, "invalid percent-encoding in the path");
-    if (strlen(target) > HTTP_MAX_PATH) {
-        snprintf(err, errlen, "the request path is longer than %d bytes", HTTP_MAX_PATH);
-        return 414;
-    }
-    h->path = target;
-    while (q && *q) { /* key[=value]&... */
-        char *amp = strchr(q, '&');
-        if (amp) *amp = 0;
-        if (*q) {
-            if (h->nargs == HTTP_MAX_ARGS) {
-                snprintf(err, errlen, "too many query parameters: at most %d are accepted", HTTP_MAX_ARGS);
-                return 414;
-            }
-            char *eq = strchr(q, '=');
-            char *v = eq ? eq + 1 : q + strlen(q);
-            if (eq) *eq = 0;
-            if (unescape(q, true) || unescape(v, true)) return fail(err, errlen, 400, "invalid percent-encoding in the query");
-            h->keys[h->nargs] = q;
-            h->vals[h->nargs++] = v;
-        }
-        q = amp ? amp + 1 : NULL;
-    }
+    h->method = http_method_of(rl, &h->method_name);
+    int tc = http_parse_target(target, &h->path, h->keys, h->vals, &h->nargs, err, errlen);
+    if (tc) return tc;
     int lines = 0;
     while (next < end) {
         char *l = line(next, end, &next);

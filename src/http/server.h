@@ -1,7 +1,10 @@
 /* A small HTTP server driven by a libuv loop the caller owns (one event loop
  * per process, DESIGN.md). Used by the apiserver-shim and the
- * scheduler-extender. Plain HTTP/1.1 (and websocket upgrades) is served on
- * libuv directly (h1.c); TLS, with HTTP/2 by ALPN, on libwebsockets.
+ * scheduler-extender. HTTP/1.1 (and websocket upgrades) is served on libuv
+ * directly (h1*.c), plain or over TLS (OpenSSL, tls.c); HTTP/2, chosen by
+ * ALPN on the TLS port, by nghttp2 (h2.c). The handler sees the request
+ * target exactly as sent on every port (nothing collapsed or resolved).
+ * The process must ignore SIGPIPE (libuv writes with write(2)).
  *
  * Each request is read whole (headers and a body of at most max_body bytes;
  * a larger Content-Length gets 413 before the body is read) and handed to the
@@ -13,7 +16,7 @@
  *
  * Ownership: http_server_start returns a server. To end it: http_server_stop
  * on the loop thread (closes the listener and connections), keep running the
- * loop until it has no more work (lws closes its libuv handles
+ * loop until it has no more work (its libuv handles close
  * asynchronously), then http_server_free. Request strings are borrowed for the
  * duration of the handler call only. */
 #ifndef PELOTON_HTTP_SERVER_H
@@ -50,6 +53,10 @@
 #define HTTP_DEFAULT_MAX_CONN_OUTPUT (4u << 20)
 #define HTTP_DEFAULT_MAX_OUTPUT (256u << 20)
 #define HTTP_DEFAULT_OUTPUT_STALL_MS 60000
+/* A keep-alive connection idle this long is closed; a head, body or TLS
+ * handshake must arrive within the head timeout. */
+#define HTTP_DEFAULT_IDLE_TIMEOUT_MS 120000
+#define HTTP_DEFAULT_HEAD_TIMEOUT_MS 30000
 
 enum http_method { HTTP_GET = 0, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE, HTTP_HEAD, HTTP_OPTIONS, HTTP_OTHER };
 
@@ -92,11 +99,14 @@ struct http_server_config {
      * by ALPN; NULL = plain HTTP/1.1. A certificate that is expired or about
      * to, or a key others can read, is warned about at start (tlscert.h). */
     const char *tls_cert, *tls_key;
-    /* Plain HTTP/1.1 port: a keep-alive connection idle this long between
-     * requests is closed (0: 120 s), and a request head or body must arrive
-     * within head_timeout_ms of its start (0: 30 s; a slow client holds no
-     * connection forever). Checked every tenth of the shorter, at most once
-     * a second. Streams, websockets and deferred replies have no timeout. */
+    /* Both ports: a keep-alive connection idle this long between requests
+     * (HTTP/2: with no stream open) is closed (0:
+     * HTTP_DEFAULT_IDLE_TIMEOUT_MS), and a request head or body, or a TLS
+     * handshake, must arrive within head_timeout_ms of its start (0:
+     * HTTP_DEFAULT_HEAD_TIMEOUT_MS; a slow client holds no connection
+     * forever). Checked every tenth of the shorter, at most once a second.
+     * Streams, websockets and deferred replies have no timeout. Idle
+     * connections stay bounded by max_conns and max_conns_per_client. */
     unsigned idle_timeout_ms, head_timeout_ms;
     /* Plain HTTP/1.1 only: also serve on this Unix-domain socket path (its
      * file is made 0600 before it listens; a stale socket file is replaced,
@@ -105,12 +115,14 @@ struct http_server_config {
      * string must outlive the server. Local clients (the controllers in
      * pelotond, kubelet-sim) skip the TCP/IP stack this way. */
     const char *unix_path;
-    /* Plain HTTP/1.1: a client that pipelines requests and never reads
-     * must not grow the server. While a connection has more than
+    /* Both ports: a client that pipelines requests (HTTP/2: opens streams)
+     * and never reads must not grow the server. While a connection has more than
      * max_conn_output bytes of replies unsent (0: HTTP_DEFAULT_MAX_CONN_OUTPUT),
      * or any at all while every connection's together pass max_output (0:
      * HTTP_DEFAULT_MAX_OUTPUT), it is not read and its next request waits
-     * (order kept); reading resumes when it drains. One held over its own
+     * (order kept; an HTTP/2 connection is still read, for the client's
+     * window updates, but no request of it is dispatched); reading resumes
+     * when it drains. One held over its own
      * bound for output_stall_ms (0: HTTP_DEFAULT_OUTPUT_STALL_MS) is
      * closed. A reply is built whole, so a connection may pass its bound by
      * one reply. Streams keep their own bound (max_buffer). */

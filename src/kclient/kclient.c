@@ -281,8 +281,8 @@ static struct kc_multi *multi_new(struct kclient *c, long max_conns) {
     curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, on_timer_set);
     curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
     curl_multi_setopt(m->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
-    /* pelotond's HTTP/2 (libwebsockets 4.1) drops connections with more
-     * than ~16 streams open at once; kube-apiserver allows 100+ */
+    /* pelotond's HTTP/2 allows 100 streams open at once (it dropped
+     * connections past ~16 under libwebsockets 4.1), kube-apiserver 100+ */
     curl_multi_setopt(m->multi, CURLMOPT_MAX_CONCURRENT_STREAMS, (long)KC_MAX_H2_STREAMS);
     if (max_conns > 0) {
         curl_multi_setopt(m->multi, CURLMOPT_MAX_HOST_CONNECTIONS, max_conns);

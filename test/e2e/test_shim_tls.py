@@ -3,6 +3,8 @@ start, HTTP/2 by ALPN, bearer token) with real kubectl and curl."""
 import base64
 import os
 import re
+import socket
+import ssl
 import subprocess
 import time
 
@@ -187,6 +189,61 @@ def test_certificates_near_expiry_are_renewed_or_warned_about():
         assert open(crt2).read() == before
     finally:
         services.stop(p)
+
+
+def tls_socket(port, cert=None, alpn="http/1.1"):
+    ctx = ssl.create_default_context(cafile=cert or CERT)
+    ctx.check_hostname = False
+    ctx.set_alpn_protocols([alpn])
+    return ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10))
+
+
+def get_on(sock, path="/healthz"):
+    """GET path on a kept-alive connection: the status, or None when the server closed it."""
+    try:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tls-tok\r\n\r\n".encode())
+        data = sock.recv(65536)
+    except (ConnectionError, ssl.SSLError):
+        return None
+    return int(data.split(b" ")[1]) if data.startswith(b"HTTP/1.1 ") else None
+
+
+def test_idle_tls_connection_is_kept_like_the_plain_ports():
+    # lws closed an idle TLS connection after 5 s (the plain port keeps one
+    # 120 s): a client reusing it after more met a closed connection
+    s = tls_socket(TPORT)
+    try:
+        assert get_on(s) == 200
+        time.sleep(6.5)
+        assert get_on(s) == 200
+    finally:
+        s.close()
+
+
+def test_idle_timeout_flag_on_both_ports():
+    # --http-idle-timeout-ms: kept until then, closed after, TLS and plain alike
+    p, port, log = services.start_pelotond(REDIS, "--tls-port=0", f"--tls-dir={D}/tls", f"--token-file={D}/token",
+                                           "--http-idle-timeout-ms=2000")
+    tport = services.start_pelotond.tls_port
+    try:
+        for make in (lambda: tls_socket(tport), lambda: socket.create_connection(("127.0.0.1", port), timeout=10)):
+            s = make()
+            try:
+                assert get_on(s) == 200
+                time.sleep(1.2)
+                assert get_on(s) == 200  # kept while under the timeout
+                t0 = time.monotonic()
+                s.settimeout(6)
+                try:
+                    gone = s.recv(1) == b""
+                except (ConnectionError, ssl.SSLError):
+                    gone = True
+                waited = time.monotonic() - t0
+                assert gone and 1.7 < waited < 4.5, (gone, waited)  # closed once it passed
+            finally:
+                s.close()
+    finally:
+        assert services.stop(p) == 0, open(log).read()[-2000:]
 
 
 def test_clean_shutdown():

@@ -209,7 +209,7 @@ int srv_start(struct srv *s, size_t max_body) { return srv_start_timeouts(s, max
 
 void srv_stop(struct srv *s) {
     uv_async_send(&s->stop);
-    pthread_join(s->thread, NULL); /* the loop ran dry: lws closed its handles */
+    pthread_join(s->thread, NULL); /* the loop ran dry: every handle closed */
     http_server_free(s->http);
     for (int i = 0; i < 100 && uv_loop_close(&s->loop) == UV_EBUSY; i++) uv_run(&s->loop, UV_RUN_NOWAIT);
     pthread_mutex_destroy(&s->ask_mu);

@@ -79,7 +79,7 @@ TEST(http_methods_and_bodies) {
         CHECK_STR(json_string_value(json_object_get(o, "contentType")), "application/merge-patch+json");
         json_decref(o);
     }
-    /* a body near the cap arrives whole, in several lws reads */
+    /* a body near the cap arrives whole, in several reads */
     size_t n = (1u << 20) - 10;
     char *big = malloc(n);
     for (size_t i = 0; i < n; i++) big[i] = (char)('a' + i % 26);

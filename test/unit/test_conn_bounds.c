@@ -45,35 +45,3 @@ TEST(conn_bounds_release_of_an_uncounted_client) {
     CHECK_I64(http_conn_bounds_admit(&b, "10.0.0.9"), 0);
     http_conn_bounds_free(&b);
 }
-
-/* The TLS port's table by fd: a connection counts until its fd's close; a
- * refused one takes no slot; one counted at an fd the kernel hands out again
- * (its end unseen) is released first; the table grows to a high fd. */
-TEST(conn_bounds_by_fd) {
-    struct http_fd_conns f = {.bounds = {.max = 3, .max_per_client = 2}};
-    CHECK_I64(http_fd_conns_open(&f, 7, "10.0.0.1"), 0);
-    CHECK_I64(http_fd_conns_open(&f, 8, "10.0.0.1"), 0);
-    CHECK_I64(http_fd_conns_open(&f, 9, "10.0.0.1"), HTTP_REFUSED_CLIENT);
-    CHECK_I64(http_fd_conns_open(&f, 5000, "10.0.0.2"), 0);
-    CHECK(f.nslots > 5000);
-    CHECK_I64(http_fd_conns_open(&f, 10, "10.0.0.3"), HTTP_REFUSED_ALL);
-    CHECK_I64(f.bounds.open, 3);
-    CHECK_I64(f.bounds.refused, 2);
-    http_fd_conns_close(&f, 9);  /* refused: nothing counted there */
-    http_fd_conns_close(&f, 10);
-    http_fd_conns_close(&f, -1);
-    http_fd_conns_close(&f, 1 << 20);
-    CHECK_I64(f.bounds.open, 3);
-    /* fd 7 again: its first connection's end went unseen */
-    CHECK_I64(http_fd_conns_open(&f, 7, "10.0.0.3"), 0);
-    CHECK_I64(f.bounds.open, 3);
-    CHECK_I64((uintptr_t)strmap_get(&f.bounds.per_client, "10.0.0.1"), 1);
-    CHECK_I64(http_fd_conns_open(&f, -1, "10.0.0.3"), -EBADF);
-    http_fd_conns_close(&f, 7);
-    http_fd_conns_close(&f, 7); /* twice: once counted */
-    http_fd_conns_close(&f, 8);
-    http_fd_conns_close(&f, 5000);
-    CHECK_I64(f.bounds.open, 0);
-    CHECK_I64(strmap_count(&f.bounds.per_client), 0);
-    http_fd_conns_free(&f);
-}
