@@ -35,7 +35,8 @@ TEST(crdjob_decode_every_field) {
         "          \"minimumRunningInstances\": 3, \"maximumRunningInstances\": 8},"
         " \"restartPolicy\": {\"maxFailures\": 100},"
         " \"preemptionPolicy\": {\"killOnPreempt\": true},"
-        " \"updateStrategy\": {\"batchSize\": 2, \"maxFailureInstances\": 1, \"rollbackOnFailure\": true},"
+        " \"updateStrategy\": {\"batchSize\": 2, \"maxFailureInstances\": 1, \"rollbackOnFailure\": true,"
+        "                    \"maxInstanceAttempts\": 4, \"minReadySeconds\": 30, \"paused\": true},"
         " \"template\": TEMPLATE}");
     REQUIRE(cr);
     json_object_set_new(cr, "status", json_pack("{s:s}", "state", "RUNNING"));
@@ -62,6 +63,9 @@ TEST(crdjob_decode_every_field) {
     CHECK_I64(x.update.batch_size, 2);
     CHECK_I64(x.update.max_failure_instances, 1);
     CHECK(x.update.rollback_on_failure);
+    CHECK_I64(x.update.max_instance_attempts, 4);
+    CHECK_I64(x.update.min_running_ms, 30000);
+    CHECK(x.update_paused);
     CHECK_I64(crd_job_work_flags(&x), WF_PREEMPTIBLE | WF_REVOCABLE);
     CHECK_I64(job_gang_size(&spec, 0), 3);
     json_decref(cr);
@@ -91,6 +95,8 @@ TEST(crdjob_decode_defaults_each_type) {
         CHECK(!x.preemptible && !x.revocable);
         CHECK_I64(crd_job_work_flags(&x), 0);
         CHECK_I64(x.update.batch_size, 0);
+        CHECK_I64(x.update.min_running_ms, CRD_JOB_MIN_READY_SECONDS * 1000); /* an updated instance settles 10 s */
+        CHECK(!x.update_paused);
         json_decref(cr);
     }
 }
@@ -132,6 +138,12 @@ TEST(crdjob_decode_errors_name_the_field) {
          "spec.updateStrategy.batchSize: -2 is negative"},
         {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"updateStrategy\": {\"rollbackOnFailure\": 1}, \"template\": TEMPLATE}",
          "spec.updateStrategy.rollbackOnFailure: expected true or false"},
+        {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"updateStrategy\": {\"minReadySeconds\": 86401}, \"template\": TEMPLATE}",
+         "spec.updateStrategy.minReadySeconds: 86401 exceeds 86400"},
+        {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"updateStrategy\": {\"paused\": \"yes\"}, \"template\": TEMPLATE}",
+         "spec.updateStrategy.paused: expected true or false"},
+        {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"updateStrategy\": {\"maxInstanceAttempts\": 101}, \"template\": TEMPLATE}",
+         "spec.updateStrategy.maxInstanceAttempts: 101 exceeds 100"},
         {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"preemptionPolicy\": {\"killOnPreempt\": 0}, \"template\": TEMPLATE}",
          "spec.preemptionPolicy.killOnPreempt: expected true or false"},
         {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"restartPolicy\": {\"maxFailures\": 1, \"x\": 1}, \"template\": TEMPLATE}",
