@@ -144,6 +144,7 @@ struct ctx {
     const char *pool;
     int64_t now;
     struct task_config tcfg;
+    struct update_intent want; /* the operator's, for the update */
 };
 
 static const json_t *tpl_for(const struct ctx *c, uint32_t version) {
@@ -341,9 +342,7 @@ static void update_step(struct ctx *c) {
     }
     char err[512];
     enum update_state before = u->state;
-    struct update_intent want;
-    jm_update_intent(c->jm, job, c->obj, c->x->update_paused, &want);
-    enum update_cmd cmd = update_cmd_for(u, &want);
+    enum update_cmd cmd = update_cmd_for(u, &c->want);
     if (update_plan(u, snap, n, cmd, c->now, acts, u->batch, &nacts, err, sizeof err)) {
         jm_log("error", "msg=\"update plan failed\" job=%s err=\"%s\"", job->key, err);
         goto out;
@@ -571,6 +570,7 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
         if (r->used && r->present && r->bound && !task_state_terminal(r->state) && !jm_node_exists(jm, r->host))
             jm_set_state(jm, r, TASK_LOST);
     }
+    jm_update_intent(jm, job, obj, x.update_paused, &c.want);
     if (job->u) update_step(&c);
     pending_restarts(&c);
 
