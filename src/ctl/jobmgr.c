@@ -98,7 +98,7 @@ static void job_destroy(struct jm_job *j) {
     update_free(j->u);
     free(j->status_sent);
     free(j->last_err);
-    free(j->abort_seen);
+    for (int k = 0; k < JM_NONESHOT; k++) free(j->oneshot_seen[k]);
     free(j->key);
     free(j->ns);
     free(j->name);

@@ -50,6 +50,10 @@ struct jm_garbage {
     bool sent;
 };
 
+/* The operator's one-shot requests on a Job (annotations). */
+enum { JM_ONESHOT_ABORT, JM_ONESHOT_ROLLBACK, JM_NONESHOT };
+extern const char *const jm_oneshot_annotation[JM_NONESHOT];
+
 struct jm_job {
     struct jm_job *hnext;     /* hash chain */
     struct jm_job *dnext;     /* dirty list */
@@ -72,8 +76,8 @@ struct jm_job {
     bool status_inflight;
     char *last_err;           /* the last decode error logged */
     int64_t wake_ms;          /* reconcile again at this time (backoff end, settle time); 0: none */
-    char *abort_seen;         /* the update-abort annotation value handled last */
-    bool abort_clear;         /* remove that annotation with the next persist */
+    char *oneshot_seen[JM_NONESHOT]; /* update-abort/-rollback annotation values handled last */
+    bool oneshot_clear[JM_NONESHOT]; /* remove that annotation with the next persist */
 };
 
 enum jm_req_kind { JM_RQ_CREATE, JM_RQ_KILL, JM_RQ_GARBAGE, JM_RQ_STATUS, JM_RQ_ANNOTATE };
@@ -140,9 +144,10 @@ void jm_task_config(const struct jobmgr *jm, struct task_config *cfg);
 /* task_restart_at for record r whose next run is at version. */
 int64_t jm_restart_at(const struct task_config *cfg, const struct jm_inst *r, uint32_t version, uint32_t *loop);
 /* The operator's intent for the job's update: paused (spec.updateStrategy.paused)
- * and an abort from the annotation JM_A_UPDATE_ABORT, handled once per value
- * (marked for removal with the next persist; an abort with no matching
- * update in progress is a Warning Event). */
+ * and an abort or rollback from the annotations JM_A_UPDATE_ABORT and
+ * JM_A_UPDATE_ROLLBACK, each handled once per value (marked for removal with
+ * the next persist; one that cannot apply to the update in progress is a
+ * Warning Event). */
 void jm_update_intent(struct jobmgr *jm, struct jm_job *job, const json_t *obj, bool paused,
                       struct update_intent *out);
 /* An Event on the Job when the update's state moved from before. */

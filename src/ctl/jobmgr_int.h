@@ -32,9 +32,11 @@
 #define JM_A_APPLIED_TEMPLATE "peloton.io/applied-template" /* JSON of the template at config-version */
 #define JM_A_UPDATE_TO "peloton.io/update-to"               /* version of the latest rolling update */
 #define JM_A_UPDATE_STATE "peloton.io/update-state"         /* its state (update_state_name) */
-/* Job annotation set by the operator: abort the update in progress ("true",
- * or the update's toVersion in decimal); the job manager removes it. */
+/* Job annotations set by the operator: abort, or roll back, the update in
+ * progress ("true", or the update's toVersion in decimal); the job manager
+ * removes them once handled. */
 #define JM_A_UPDATE_ABORT "peloton.io/update-abort"
+#define JM_A_UPDATE_ROLLBACK "peloton.io/update-rollback"
 
 #define JM_HOSTNAME_LABEL "kubernetes.io/hostname"
 #define JM_MAX_INSTANCE (1u << 20) /* pods labelled beyond this are ignored */

@@ -206,7 +206,8 @@ static void persist(struct jobmgr *jm, struct jm_job *job) {
         json_object_set_new(ann, JM_A_UPDATE_TO, json_string(to));
         json_object_set_new(ann, JM_A_UPDATE_STATE, json_string(update_state_name(job->ust.state)));
     }
-    if (job->abort_clear) json_object_set_new(ann, JM_A_UPDATE_ABORT, json_null()); /* handled: removed */
+    for (int k = 0; k < JM_NONESHOT; k++) /* handled: removed */
+        if (job->oneshot_clear[k]) json_object_set_new(ann, jm_oneshot_annotation[k], json_null());
     json_t *body = json_pack("{s:{s:o}}", "metadata", "annotations", ann);
     char *path = fmt_path(JM_JOBS_PATH "/namespaces/%s/jobs/%s", job->ns, job->name);
     if (!body || !path) {
@@ -214,7 +215,8 @@ static void persist(struct jobmgr *jm, struct jm_job *job) {
         free(path);
         return;
     }
-    job->persist = job->abort_clear = false;
+    job->persist = false;
+    memset(job->oneshot_clear, 0, sizeof job->oneshot_clear);
     job->persist_inflight = true;
     jm_send(jm, JM_RQ_ANNOTATE, "PATCH", path, body, "application/merge-patch+json", job, NULL, 0, 0);
 }

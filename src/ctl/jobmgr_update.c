@@ -44,31 +44,47 @@ static void job_event(struct jobmgr *jm, const struct jm_job *job, const char *t
                      msg);
 }
 
+const char *const jm_oneshot_annotation[JM_NONESHOT] = {JM_A_UPDATE_ABORT, JM_A_UPDATE_ROLLBACK};
+
+/* One-shot request k: true when it applies to the update in progress now. */
+static bool oneshot(struct jobmgr *jm, struct jm_job *job, const json_t *ann, int k) {
+    static const char *const ignored[JM_NONESHOT] = {"UpdateAbortIgnored", "UpdateRollbackIgnored"};
+    const char *name = jm_oneshot_annotation[k];
+    const char *v = json_string_value(json_object_get(ann, name));
+    if (!v) {
+        free(job->oneshot_seen[k]);
+        job->oneshot_seen[k] = NULL;
+        return false;
+    }
+    if (job->oneshot_seen[k] && !strcmp(job->oneshot_seen[k], v)) return false; /* handled; removal on its way */
+    jm_set_str(&job->oneshot_seen[k], v);
+    job->oneshot_clear[k] = job->persist = true;
+    struct update_intent probe = {.paused = job->u && job->u->state == UPDATE_PAUSED,
+                                  .abort = k == JM_ONESHOT_ABORT,
+                                  .rollback = k == JM_ONESHOT_ROLLBACK};
+    enum update_cmd want = k == JM_ONESHOT_ABORT ? UPDATE_CMD_ABORT : UPDATE_CMD_ROLLBACK;
+    if (!job->u || update_state_terminal(job->u->state)) {
+        job_event(jm, job, "Warning", ignored[k], "%s=%.40s: no rolling update in progress", name, v);
+    } else if (strcmp(v, "true") && jm_parse_u32(v) != (int64_t)job->u->to_version) {
+        job_event(jm, job, "Warning", ignored[k],
+                  "%s=%.40s: the update in progress is to version %" PRIu32 " (give that, or \"true\")", name, v,
+                  job->u->to_version);
+    } else if (update_cmd_for(job->u, &probe) != want) {
+        job_event(jm, job, "Warning", ignored[k], "%s=%.40s: the update is %s%s", name, v,
+                  update_state_name(job->u->state), job->u->state == UPDATE_PAUSED ? " while rolling back" : "");
+    } else {
+        return true;
+    }
+    return false;
+}
+
 void jm_update_intent(struct jobmgr *jm, struct jm_job *job, const json_t *obj, bool paused,
                       struct update_intent *out) {
+    const json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
     memset(out, 0, sizeof *out);
     out->paused = paused;
-    const json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
-    const char *v = json_string_value(json_object_get(ann, JM_A_UPDATE_ABORT));
-    if (!v) {
-        free(job->abort_seen);
-        job->abort_seen = NULL;
-        return;
-    }
-    if (job->abort_seen && !strcmp(job->abort_seen, v)) return; /* handled; its removal is on the way */
-    jm_set_str(&job->abort_seen, v);
-    job->abort_clear = job->persist = true;
-    int64_t want = jm_parse_u32(v);
-    if (!job->u || update_state_terminal(job->u->state)) {
-        job_event(jm, job, "Warning", "UpdateAbortIgnored", "%s=%.40s: no rolling update in progress",
-                  JM_A_UPDATE_ABORT, v);
-    } else if (strcmp(v, "true") && want != (int64_t)job->u->to_version) {
-        job_event(jm, job, "Warning", "UpdateAbortIgnored",
-                  "%s=%.40s: the update in progress is to version %" PRIu32 " (give that, or \"true\")",
-                  JM_A_UPDATE_ABORT, v, job->u->to_version);
-    } else {
-        out->abort = true;
-    }
+    out->abort = oneshot(jm, job, ann, JM_ONESHOT_ABORT);
+    out->rollback = oneshot(jm, job, ann, JM_ONESHOT_ROLLBACK);
 }
 
 void jm_update_event(struct jobmgr *jm, const struct jm_job *job, enum update_state before,

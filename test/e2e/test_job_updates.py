@@ -240,6 +240,28 @@ def test_a_paused_update_resumes_to_success():
     delete("api")
 
 
+def test_update_rolled_back_from_kubectl():
+    strategy = {"batchSize": 1, "minReadySeconds": 2}
+    apply([job("svc", 4, "v1", strategy)])
+    wait_until(lambda: running_tags("svc").get("v1") == 4, 60, "svc running")
+    apply([job("svc", 4, "v2", strategy)])
+    wait_until(lambda: update_status("svc").get("instancesDone", 0) >= 1, 60, "one instance updated")
+    to = update_status("svc")["toVersion"]
+    kubectl("annotate", "pj", "svc", f"peloton.io/update-rollback={to + 1}")  # not this update: ignored
+    wait_until(lambda: "UpdateRollbackIgnored" in reasons("svc"), 30, "UpdateRollbackIgnored")
+    kubectl("annotate", "pj", "svc", "--overwrite", f"peloton.io/update-rollback={to}")
+    st = wait_until(lambda: (lambda s: s.get("state") == "ROLLED_BACK" and s)(update_status("svc")), 90,
+                    "the update ROLLED_BACK", every=0.5)
+    assert st["instancesDone"] == 4 and st["instancesFailed"] == 0, st
+    wait_until(lambda: running_tags("svc") == {"v1": 4}, 60, "svc back to v1")
+    assert "peloton.io/update-rollback" not in job_obj("svc")["metadata"].get("annotations", {})
+    rs = reasons("svc")
+    assert "UpdateRollingBack" in rs and "UpdateRolledBack" in rs, rs
+    time.sleep(3)  # not tried again: the rolled-back template stays off
+    assert running_tags("svc") == {"v1": 4} and update_status("svc")["state"] == "ROLLED_BACK"
+    delete("svc")
+
+
 def test_bad_update_strategy_is_rejected_with_the_field():
     bad = job("badupd", 1, "v1", {"minReadySeconds": -1})
     r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", "apply", "-f", "-"], input=json.dumps(bad),

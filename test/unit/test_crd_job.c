@@ -219,9 +219,11 @@ TEST(crdjob_crd_file_is_structural) {
     json_t *ver = json_array_get(json_object_get(json_object_get(crd, "spec"), "versions"), 0);
     json_t *cols = json_object_get(ver, "additionalPrinterColumns");
     static const char *const want[] = {".spec.type", ".spec.resourcePool", ".spec.instanceCount",
-                                       ".status.taskStats.RUNNING", ".status.state", ".metadata.creationTimestamp"};
-    REQUIRE_I64(json_array_size(cols), 6);
-    for (size_t i = 0; i < 6; i++)
+                                       ".status.taskStats.RUNNING", ".status.state", ".status.update.state",
+                                       ".status.update.progress", ".status.backoff.instances",
+                                       ".metadata.creationTimestamp"};
+    REQUIRE_I64(json_array_size(cols), 9);
+    for (size_t i = 0; i < 9; i++)
         CHECK_STR(json_string_value(json_object_get(json_array_get(cols, i), "jsonPath")), want[i]);
     json_t *names = json_object_get(json_object_get(crd, "spec"), "names");
     CHECK_STR(json_string_value(json_array_get(json_object_get(names, "shortNames"), 0)), "pj");
@@ -238,6 +240,18 @@ TEST(crdjob_crd_file_is_structural) {
     for (int s = 0; s < TASK_NSTATES; s++)
         if (!json_object_get(ts, task_state_name((enum task_state)s)))
             test_fail(__FILE__, __LINE__, "taskStats.%s not in the schema", task_state_name((enum task_state)s));
+    /* the update's states and the updateStrategy fields the decoder reads */
+    json_t *ustates = json_object_get(json_object_get(json_object_get(json_object_get(status, "update"), "properties"),
+                                                      "state"), "enum");
+    CHECK_I64(json_array_size(ustates), UPDATE_NSTATES - 1);
+    for (int s = 1; s < UPDATE_NSTATES; s++)
+        CHECK_STR(json_string_value(json_array_get(ustates, (size_t)s - 1)), update_state_name((enum update_state)s));
+    json_t *us = json_object_get(json_object_get(json_object_get(props, "properties"), "updateStrategy"), "properties");
+    static const char *const ufields[] = {"batchSize", "maxFailureInstances", "maxInstanceAttempts",
+                                          "rollbackOnFailure", "minReadySeconds", "paused"};
+    for (size_t i = 0; i < sizeof ufields / sizeof ufields[0]; i++)
+        if (!json_object_get(us, ufields[i])) test_fail(__FILE__, __LINE__, "updateStrategy.%s not in the schema", ufields[i]);
+    CHECK(json_object_get(status, "backoff") != NULL);
     json_t *states = json_object_get(json_object_get(status, "state"), "enum");
     CHECK_I64(json_array_size(states), JOB_NSTATES);
     for (int s = 0; s < JOB_NSTATES; s++)
