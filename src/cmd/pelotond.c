@@ -79,6 +79,7 @@ struct controllers {
     int extender_port;
     const char *extender_prefix;
     uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
+    uint32_t backoff_ms, backoff_max_ms; /* jobmgr's restart backoff; 0: its defaults */
     int rc;
 };
 
@@ -150,6 +151,8 @@ static void ctl_main(void *arg) {
     po.tick_ms = c->tick_ms ? c->tick_ms : po.tick_ms;
     struct jobmgr_options jo;
     jobmgr_options_default(&jo);
+    if (c->backoff_ms) jo.backoff_ms = c->backoff_ms;
+    if (c->backoff_max_ms) jo.backoff_max_ms = c->backoff_max_ms;
     struct hostmgr_options ho;
     hostmgr_options_default(&ho);
     if (((c->roles & ROLE_RESMGR) && !(c->resmgr = resmgr_start(&env, &ro, err, sizeof err))) ||
@@ -289,6 +292,7 @@ static int usage(void) {
                     "[--redis=HOST:PORT|unix:///PATH] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
+                    "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
                     "[--tls-cert=PEM --tls-key=PEM]\n");
     return 2;
 }
@@ -308,8 +312,8 @@ int main(int argc, char **argv) {
     int port = 6080;
     long history_max = 0;
     long long list_page_bytes = 0;
-    unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0;
     long idle_ms = 0; /* 0: the HTTP layer's default (server.h) */
+    unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0, backoff_ms = 0, backoff_max_ms = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = opt(argv[i], "--roles"))) roles = v;
@@ -332,6 +336,9 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--admission-round-ms"))) round_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--placement-tick-ms"))) tick_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--http-idle-timeout-ms"))) idle_ms = atol(v) > 0 ? atol(v) : -1;
+        else if ((v = opt(argv[i], "--restart-backoff-ms"))) backoff_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
+        else if ((v = opt(argv[i], "--restart-backoff-max-ms")))
+            backoff_max_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
         else if ((v = opt(argv[i], "--crds"))) crds = v;
         else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-dir"))) tls_dir = v;
@@ -351,6 +358,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pelotond: --admission-round-ms and --placement-tick-ms take 1 to 600000\n");
         return 2;
     }
+    if (backoff_ms > 3600000 || backoff_max_ms > 3600000) {
+        fprintf(stderr, "pelotond: --restart-backoff-ms and --restart-backoff-max-ms take 1 to 3600000\n");
+        return 2;
+    }
     if (unix_path && (unix_path[0] != '/' || strlen(unix_path) > UNIX_SOCKET_PATH_MAX)) {
         fprintf(stderr, "pelotond: --unix-socket needs an absolute path of at most %zu bytes\n", UNIX_SOCKET_PATH_MAX);
         return 2;
@@ -360,7 +371,8 @@ int main(int argc, char **argv) {
     struct controllers ctl = {.roles = role_bits & ~(unsigned)ROLE_API, .redis_addr = redis,
                               .default_pool = default_pool, .serve_default = strcmp(sched_default, "false") != 0,
                               .extender_port = ext_port, .extender_prefix = ext_prefix,
-                              .round_ms = round_ms, .tick_ms = tick_ms};
+                              .round_ms = round_ms, .tick_ms = tick_ms, .backoff_ms = backoff_ms,
+                              .backoff_max_ms = backoff_max_ms};
     if (!(role_bits & ROLE_API)) return run_controllers_only(&ctl, server, kubeconfig, token_file);
     char host[256];
     int redis_port;

@@ -140,8 +140,9 @@ static void proj_move(struct recon *r, enum task_state from, enum task_state to)
 }
 
 static int emit_restart(struct recon *r, const struct task *t, bool count_failure, const char *host,
-                        bool pinned) {
+                        bool pinned, uint32_t crash_loop) {
     struct job_action a = {.kind = JOB_ACT_RESTART,
+                           .crash_loop = crash_loop,
                            .instance = t->instance,
                            .run = t->run + 1,
                            .version = t->desired_version,
@@ -174,13 +175,13 @@ static int reconcile_one(struct recon *r, const struct task *t, bool wanted, con
         return 0; /* stopped: stays terminal */
     }
 
+    const struct task_config *cfg = r->in->task_cfg;
+    struct task_config defcfg;
+    if (!cfg) {
+        task_config_default(&defcfg);
+        cfg = &defcfg;
+    }
     if (!terminal) {
-        const struct task_config *cfg = r->in->task_cfg;
-        struct task_config defcfg;
-        if (!cfg) {
-            task_config_default(&defcfg);
-            cfg = &defcfg;
-        }
         int64_t d = task_deadline(t, cfg);
         if (d != INT64_MAX && r->in->now_ms >= d) {
             proj_move(r, t->state, TASK_READY);
@@ -199,18 +200,28 @@ static int reconcile_one(struct recon *r, const struct task *t, bool wanted, con
         host = pin;
         pinned = true;
     }
+    uint32_t loop = 0;
+    if (spec->type != JOB_BATCH) { /* services: CrashLoopBackOff */
+        int64_t at = task_restart_at(t, cfg, &loop);
+        if (at > t->state_since_ms && r->in->now_ms < at) {
+            r->plan->nbackoff++;
+            proj_move(r, t->state, TASK_INITIALIZED); /* it will run again: the job is not FAILED */
+            if (at < r->plan->next_deadline_ms) r->plan->next_deadline_ms = at;
+            return 0;
+        }
+    }
     switch (t->state) {
     case TASK_SUCCEEDED:
         if (spec->type == JOB_BATCH) return 0; /* done */
-        return emit_restart(r, t, false, host, pinned);
+        return emit_restart(r, t, false, host, pinned, loop);
     case TASK_FAILED:
         if (spec->type == JOB_BATCH && t->failures >= spec->max_failures) return 0; /* exhausted */
-        return emit_restart(r, t, true, host, pinned);
+        return emit_restart(r, t, true, host, pinned, loop);
     case TASK_LOST:
-        return emit_restart(r, t, false, host, pinned); /* at-least-once, not a failure */
+        return emit_restart(r, t, false, host, pinned, loop); /* at-least-once, not a failure */
     case TASK_KILLED:
         if (t->preempted && spec->kill_on_preempt) return 0; /* stays killed */
-        return emit_restart(r, t, false, host, pinned);
+        return emit_restart(r, t, false, host, pinned, loop);
     default:
         return 0;
     }

@@ -73,6 +73,7 @@ struct job_action {
     uint32_t run;           /* CREATE: 1; RESTART: the new run id */
     uint32_t version;       /* CREATE/RESTART: template version of the new run */
     bool count_failure;     /* RESTART: the ended run counts against maxFailures */
+    uint32_t crash_loop;    /* RESTART: the new run's task.crash_loop (task_restart_at) */
     uint32_t gang;          /* CREATE/RESTART: gang id = lowest instance of the gang */
     uint32_t gang_size;     /* members of that gang created/restarted in this plan */
     const char *host;       /* CREATE/RESTART: STATEFUL hint (previous host) or DAEMON pin */
@@ -86,7 +87,8 @@ struct job_plan {
     size_t n, cap;
     enum job_state state;   /* the job state after the plan's actions */
     struct job_counts counts;  /* actual instance counts per state (for status) */
-    int64_t next_deadline_ms;  /* earliest future timeout among instances; INT64_MAX if none */
+    int64_t next_deadline_ms;  /* earliest future timeout or backoff end among instances; INT64_MAX if none */
+    uint32_t nbackoff;         /* services waiting out a restart backoff (task_restart_at) */
 };
 
 struct job_input {
@@ -95,7 +97,7 @@ struct job_input {
     size_t ntasks;
     const char *const *hosts;    /* DAEMON: eligible host names (duplicates ignored) */
     size_t nhosts;
-    const struct task_config *task_cfg; /* NULL: defaults */
+    const struct task_config *task_cfg; /* timeouts and restart backoff; NULL: defaults */
     int64_t now_ms;
 };
 

@@ -110,6 +110,36 @@ bool task_state_on_host(enum task_state s) {
 void task_config_default(struct task_config *cfg) {
     cfg->placing_timeout_ms = 10 * 60 * 1000;
     cfg->launching_timeout_ms = 20 * 60 * 1000;
+    cfg->backoff_initial_ms = 10 * 1000;
+    cfg->backoff_max_ms = 5 * 60 * 1000;
+    cfg->backoff_reset_ms = 10 * 60 * 1000;
+}
+
+int64_t task_restart_at(const struct task *t, const struct task_config *cfg, uint32_t *next_loop) {
+    struct task_config def;
+    if (!cfg) {
+        task_config_default(&def);
+        cfg = &def;
+    }
+    if (t->desired_version != t->config_version) {
+        *next_loop = 0;
+        return t->state_since_ms;
+    }
+    if (t->state != TASK_FAILED && t->state != TASK_SUCCEEDED) {
+        *next_loop = t->crash_loop;
+        return t->state_since_ms;
+    }
+    if (t->running_since_ms > 0 && t->state_since_ms - t->running_since_ms >= cfg->backoff_reset_ms) {
+        *next_loop = 1;
+        return t->state_since_ms;
+    }
+    uint32_t k = t->crash_loop;
+    *next_loop = k < UINT32_MAX ? k + 1 : k;
+    if (k == 0 || cfg->backoff_initial_ms <= 0) return t->state_since_ms;
+    int64_t d = cfg->backoff_initial_ms;
+    for (uint32_t i = 1; i < k && d < cfg->backoff_max_ms; i++) d *= 2;
+    if (d > cfg->backoff_max_ms) d = cfg->backoff_max_ms;
+    return t->state_since_ms + d;
 }
 
 const struct task_edge *task_edges(size_t *n) {
@@ -156,9 +186,11 @@ int task_transition(struct task *t, enum task_state to, const char *host, int64_
         t->run++;
         t->config_version = t->desired_version;
         t->preempted = false;
+        t->running_since_ms = 0;
     }
     t->state = to;
     t->state_since_ms = now_ms;
+    if (to == TASK_RUNNING) t->running_since_ms = now_ms;
     if (to == TASK_PREEMPTING) t->preempted = true;
     if (to == TASK_PLACED && host) {
         t->host = host;

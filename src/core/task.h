@@ -48,10 +48,17 @@ struct task_edge {
 
 /* Timeouts (notes/peloton.md): a task PLACING longer than placing_timeout_ms
  * goes back to READY; LAUNCHING longer than launching_timeout_ms goes back to
- * READY. 0 disables a timeout. */
+ * READY. 0 disables a timeout.
+ * Restart backoff (a Kubelet's CrashLoopBackOff, for services): the first
+ * restart of a crash loop is immediate, the next ones wait backoff_initial_ms
+ * doubling up to backoff_max_ms; a run that was RUNNING for backoff_reset_ms
+ * ends the loop. backoff_initial_ms 0 disables the backoff. */
 struct task_config {
     int64_t placing_timeout_ms;   /* default 10 min */
     int64_t launching_timeout_ms; /* default 20 min */
+    int64_t backoff_initial_ms;   /* default 10 s */
+    int64_t backoff_max_ms;       /* default 5 min */
+    int64_t backoff_reset_ms;     /* default 10 min (twice the cap, as the Kubelet) */
 };
 
 /* One instance's current run. Restarting an instance starts a new run
@@ -68,6 +75,8 @@ struct task {
     bool preempted;          /* the current run passed through PREEMPTING */
     bool stop;               /* goal KILLED for this instance (task stop API) */
     bool held;               /* an update owns this instance's restarts (job_reconcile skips it) */
+    uint32_t crash_loop;     /* restarts made so far in the current crash loop (see task_restart_at) */
+    int64_t running_since_ms;/* when the current run entered RUNNING; 0: it never did */
     const char *host;        /* host of the current run once PLACED; borrowed */
     const char *last_host;   /* host of the most recent placed run, kept across restarts; borrowed */
     const char *pinned_host; /* DAEMON: the host this instance belongs to (from CREATE); borrowed */
@@ -96,8 +105,8 @@ static inline bool task_transition_legal(enum task_state from, enum task_state t
 /* A fresh first run of instance i at version v: INITIALIZED at now_ms. */
 void task_init(struct task *t, uint32_t instance, uint32_t version, int64_t now_ms);
 
-/* Moves t to `to` along a legal edge, stamping state_since_ms. Entering
- * PREEMPTING sets t->preempted; entering PLACED with a non-NULL host records
+/* Moves t to `to` along a legal edge, stamping state_since_ms (and
+ * running_since_ms on entering RUNNING). Entering PREEMPTING sets t->preempted; entering PLACED with a non-NULL host records
  * it (host, last_host); entering READY or PENDING clears host. Entering
  * INITIALIZED (from a terminal state) is a restart, as task_restart without
  * counting a failure. An illegal edge returns -EINVAL ("illegal task
@@ -113,9 +122,22 @@ int64_t task_deadline(const struct task *t, const struct task_config *cfg);
  * host cleared) when now_ms >= deadline, else 0. */
 int task_check_timeout(struct task *t, const struct task_config *cfg, int64_t now_ms);
 
+/* CrashLoopBackOff: the earliest time the next run of terminal task t may
+ * start, and in *next_loop the crash_loop of that run. A run that ended
+ * FAILED or SUCCEEDED at the version the next run uses continues the loop:
+ * restart k of it (k = t->crash_loop) waits 0 for k = 0, else
+ * backoff_initial_ms * 2^(k-1) capped at backoff_max_ms, from
+ * t->state_since_ms (when the run ended); next_loop = k + 1. Unless the run
+ * had been RUNNING for backoff_reset_ms: then the loop starts over (no wait,
+ * next_loop 1). A new version (desired_version != config_version) starts
+ * over with next_loop 0; LOST and KILLED runs wait nothing and keep the loop.
+ * cfg NULL: defaults. */
+int64_t task_restart_at(const struct task *t, const struct task_config *cfg, uint32_t *next_loop);
+
 /* Starts the next run of a terminal task: run + 1, INITIALIZED at now_ms,
  * config_version = desired_version, host kept as last_host, preempted
- * cleared. count_failure adds one to failures (a FAILED run the restart policy
+ * and running_since_ms cleared (crash_loop is the caller's: task_restart_at).
+ * count_failure adds one to failures (a FAILED run the restart policy
  * counts). -EINVAL when t is not terminal or is DELETED. */
 int task_restart(struct task *t, bool count_failure, int64_t now_ms, char *err, size_t errlen);
 

@@ -13,6 +13,7 @@ enum {
     F_GAVEUP = 2u,     /* maxInstanceAttempts exhausted in the current direction */
     F_RETRY = 4u,      /* this call: failed attempt, start again (counted) */
     F_RETRY_FREE = 8u, /* this call: LOST/KILLED at target, start again (not counted) */
+    F_SETTLED = 16u,   /* RUNNING at the target for min_running_ms: counts as updated */
 };
 
 static const char *const g_names[UPDATE_NSTATES] = {
@@ -69,6 +70,7 @@ int update_create(struct update **out, enum job_type type, uint32_t count, uint3
     if (u->batch > count) u->batch = count;
     u->state = UPDATE_INITIALIZED;
     u->resume_state = UPDATE_ROLLING_FORWARD;
+    u->next_check_ms = INT64_MAX;
     *out = u;
     return 0;
 }
@@ -80,6 +82,17 @@ void update_free(struct update *u) {
     free(u->flags);
     free(u->view);
     free(u);
+}
+
+enum update_cmd update_cmd_for(const struct update *u, const struct update_intent *want) {
+    if (update_state_terminal(u->state)) return UPDATE_CMD_NONE;
+    if (want->abort) return UPDATE_CMD_ABORT;
+    bool forward = u->state == UPDATE_INITIALIZED || u->state == UPDATE_ROLLING_FORWARD ||
+                   (u->state == UPDATE_PAUSED && u->resume_state == UPDATE_ROLLING_FORWARD);
+    if (want->rollback && forward) return UPDATE_CMD_ROLLBACK;
+    if (want->paused && u->state != UPDATE_PAUSED) return UPDATE_CMD_PAUSE;
+    if (!want->paused && u->state == UPDATE_PAUSED) return UPDATE_CMD_RESUME;
+    return UPDATE_CMD_NONE;
 }
 
 bool update_holds(const struct update *u, uint32_t instance) {
@@ -140,32 +153,57 @@ static void clear_inflight(struct update *u, uint32_t i) {
     }
 }
 
-/* Reads the snapshot for in-flight instances: confirmed, failed, or waiting. */
+/* A failed run at the target version (FAILED, or SUCCEEDED: a service should
+ * not exit) of instance i, in flight: retry, or give up once
+ * maxInstanceAttempts runs failed. */
+static void failed_attempt(struct update *u, uint32_t i) {
+    if (u->spec.max_instance_attempts && u->attempts[i] >= u->spec.max_instance_attempts) {
+        clear_inflight(u, i);
+        u->flags[i] |= F_GAVEUP;
+        u->nfailed++;
+    } else {
+        u->flags[i] |= F_RETRY;
+    }
+}
+
+/* Reads the snapshot. An instance counts as updated (F_SETTLED) once it has
+ * been RUNNING at the target for min_running_ms, whoever started it; a run at
+ * the target that ends before that is a failed attempt, whoever started it
+ * (the planner adopts it). Also sets next_check_ms. */
 static void observe(struct step *s) {
     struct update *u = s->u;
+    u->next_check_ms = INT64_MAX;
     for (uint32_t i = 0; i < u->count; i++) {
         u->flags[i] &= (uint8_t)~(F_RETRY | F_RETRY_FREE);
-        if (!(u->flags[i] & F_INFLIGHT)) continue;
         const struct update_instance *v = u->view[i];
-        if (!v || v->run <= u->start_run[i]) continue; /* our start has not taken effect yet */
+        if (!at_target(u, v)) u->flags[i] &= (uint8_t)~F_SETTLED;
+        if (u->flags[i] & (F_SETTLED | F_GAVEUP)) continue;
+        bool inflight = u->flags[i] & F_INFLIGHT;
+        if (inflight && (!v || v->run <= u->start_run[i])) continue; /* our start has not taken effect yet */
         if (!at_target(u, v)) {
             /* A new run at another version: not ours any more; it becomes a candidate again. */
-            if (task_state_terminal(v->state) || is_running(v)) clear_inflight(u, i);
+            if (inflight && (task_state_terminal(v->state) || is_running(v))) clear_inflight(u, i);
             continue;
         }
         if (is_running(v)) {
-            if (s->now_ms - v->state_since_ms >= u->spec.min_running_ms) clear_inflight(u, i);
+            int64_t at = v->state_since_ms + u->spec.min_running_ms;
+            if (s->now_ms >= at) {
+                clear_inflight(u, i);
+                u->flags[i] |= F_SETTLED;
+            } else if (at < u->next_check_ms) {
+                u->next_check_ms = at;
+            }
             continue;
         }
         if (v->state == TASK_FAILED || v->state == TASK_SUCCEEDED) {
-            if (u->spec.max_instance_attempts && u->attempts[i] >= u->spec.max_instance_attempts) {
-                clear_inflight(u, i);
-                u->flags[i] |= F_GAVEUP;
-                u->nfailed++;
-            } else {
-                u->flags[i] |= F_RETRY;
+            if (!inflight) { /* at the target, not settled, not ours: adopt the failed run */
+                u->flags[i] |= F_INFLIGHT;
+                u->ninflight++;
+                u->start_run[i] = v->run - 1;
+                if (u->attempts[i] == 0) u->attempts[i] = 1;
             }
-        } else if (v->state == TASK_LOST || v->state == TASK_KILLED) {
+            failed_attempt(u, i);
+        } else if (inflight && (v->state == TASK_LOST || v->state == TASK_KILLED)) {
             u->flags[i] |= F_RETRY_FREE;
         }
     }
@@ -174,15 +212,13 @@ static void observe(struct step *s) {
 static void count_done(struct update *u) {
     u->ndone = 0;
     for (uint32_t i = 0; i < u->count; i++)
-        if (!(u->flags[i] & F_INFLIGHT) && at_target(u, u->view[i]) && is_running(u->view[i])) u->ndone++;
+        if (u->flags[i] & F_SETTLED) u->ndone++;
 }
 
 static bool complete(const struct update *u) {
     if (u->ninflight) return false;
-    for (uint32_t i = 0; i < u->count; i++) {
-        if (u->flags[i] & F_GAVEUP) continue;
-        if (!at_target(u, u->view[i]) || !is_running(u->view[i])) return false;
-    }
+    for (uint32_t i = 0; i < u->count; i++)
+        if (!(u->flags[i] & (F_GAVEUP | F_SETTLED))) return false;
     return true;
 }
 
@@ -227,7 +263,7 @@ static void begin_rollback(struct step *s) {
     u->target = u->from_version;
     u->nfailed = 0;
     for (uint32_t i = 0; i < u->count; i++) {
-        u->flags[i] &= (uint8_t)~(F_GAVEUP | F_RETRY | F_RETRY_FREE);
+        u->flags[i] &= (uint8_t)~(F_GAVEUP | F_RETRY | F_RETRY_FREE | F_SETTLED);
         u->attempts[i] = 0;
         if (u->flags[i] & F_INFLIGHT) emit(s, i, true);
     }
@@ -274,6 +310,12 @@ int update_plan(struct update *u, const struct update_instance *inst, size_t n, 
         if (update_state_terminal(u->state))
             return core_fail(err, errlen, -EINVAL, "cannot abort an update in %s", update_state_name(u->state));
         break;
+    case UPDATE_CMD_ROLLBACK:
+        if (u->state != UPDATE_INITIALIZED && u->state != UPDATE_ROLLING_FORWARD &&
+            !(u->state == UPDATE_PAUSED && u->resume_state == UPDATE_ROLLING_FORWARD))
+            return core_fail(err, errlen, -EINVAL, "cannot roll back an update in %s%s", update_state_name(u->state),
+                             u->state == UPDATE_PAUSED ? " (paused while rolling back)" : "");
+        break;
     default:
         return core_fail(err, errlen, -EINVAL, "unknown update command %d", (int)cmd);
     }
@@ -289,7 +331,7 @@ int update_plan(struct update *u, const struct update_instance *inst, size_t n, 
         return 0;
     }
     if (u->state == UPDATE_INITIALIZED)
-        u->state = u->spec.start_paused ? UPDATE_PAUSED : UPDATE_ROLLING_FORWARD;
+        u->state = u->spec.start_paused && cmd != UPDATE_CMD_ROLLBACK ? UPDATE_PAUSED : UPDATE_ROLLING_FORWARD;
     if (cmd == UPDATE_CMD_PAUSE && u->state != UPDATE_PAUSED) {
         u->resume_state = u->state;
         u->state = UPDATE_PAUSED;
@@ -298,6 +340,10 @@ int update_plan(struct update *u, const struct update_instance *inst, size_t n, 
     }
 
     observe(&s);
+    if (cmd == UPDATE_CMD_ROLLBACK) {
+        u->state = UPDATE_ROLLING_FORWARD; /* (from PAUSED too: a rollback resumes) */
+        begin_rollback(&s);
+    }
     if (u->state != UPDATE_PAUSED) {
         if (u->spec.max_failure_instances && u->nfailed >= u->spec.max_failure_instances) on_failure(&s);
         else if (complete(u)) {

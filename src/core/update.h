@@ -8,6 +8,11 @@
  * SUCCEEDED, FAILED, ABORTED or ROLLED_BACK. Algorithm and a worked example in
  * docs/lifecycle.md.
  *
+ * An instance counts as updated once it has been RUNNING at the target
+ * version for min_running_ms (whoever started that run); a run at the target
+ * that ends before is a failed attempt (maxInstanceAttempts, then given up
+ * and charged to maxFailureInstances).
+ *
  * Guarantee: the planner never takes down a RUNNING instance while
  * `batch` instances are already unavailable, where unavailable = not RUNNING,
  * or started by this update and not yet confirmed RUNNING at the target
@@ -41,7 +46,18 @@ enum update_state {
     UPDATE_NSTATES
 };
 
-enum update_cmd { UPDATE_CMD_NONE = 0, UPDATE_CMD_PAUSE, UPDATE_CMD_RESUME, UPDATE_CMD_ABORT };
+enum update_cmd { UPDATE_CMD_NONE = 0, UPDATE_CMD_PAUSE, UPDATE_CMD_RESUME, UPDATE_CMD_ABORT, UPDATE_CMD_ROLLBACK };
+
+/* What the operator wants of an update: paused or not (declarative), and the
+ * one-shot requests abort and rollback. The Job's spec.updateStrategy.paused
+ * and its abort annotation come in here (jobmgr), and so will the native
+ * UpdateService's Pause/Resume/Abort/Rollback: update_cmd_for turns an intent
+ * into the command for the next update_plan call. */
+struct update_intent {
+    bool paused;
+    bool abort;
+    bool rollback;
+};
 
 /* v0 UpdateConfig (the fields the planner uses) plus min_running_ms. */
 struct update_spec {
@@ -51,7 +67,9 @@ struct update_spec {
     uint32_t max_instance_attempts; /* counted attempts per instance before giving up; 0: unlimited */
     bool rollback_on_failure;       /* a failed update rolls back to from_version */
     bool start_paused;              /* INITIALIZED -> PAUSED instead of ROLLING_FORWARD */
-    int64_t min_running_ms;         /* RUNNING this long at the target before an instance counts as done */
+    int64_t min_running_ms;         /* RUNNING this long at the target before an instance counts as
+                                       updated (the Job's minReadySeconds); a run ending sooner is a
+                                       failed attempt */
 };
 
 /* One instance as the planner sees it (build it from struct task with
@@ -91,6 +109,7 @@ struct update {
     uint32_t ninflight;
     uint32_t nfailed;        /* given up in the current direction */
     uint32_t nfailed_forward;/* given up while rolling forward (kept across a rollback) */
+    int64_t next_check_ms;   /* when an instance RUNNING at the target settles; INT64_MAX: none */
     /* Per instance, private to update.c. */
     uint32_t *attempts;
     uint32_t *start_run;     /* run id seen when the planner last started the instance */
@@ -119,10 +138,19 @@ bool update_gave_up(const struct update *u, uint32_t instance);
 
 void update_instance_of(const struct task *t, struct update_instance *out);
 
+/* The command that moves u toward want (UPDATE_CMD_NONE: nothing to do, or
+ * nothing it can do): ABORT when asked and not terminal; else ROLLBACK when
+ * asked and rolling forward (or paused while rolling forward); else PAUSE or
+ * RESUME when the pause differs. A rollback asked while rolling backward or
+ * in a terminal state is NONE. */
+enum update_cmd update_cmd_for(const struct update *u, const struct update_intent *want);
+
 /* One step. inst: snapshot of the instances (any order; ids >= count are
  * ignored; duplicates are -EINVAL). cmd: PAUSE (from INITIALIZED,
  * ROLLING_FORWARD or ROLLING_BACKWARD), RESUME (from PAUSED), ABORT (from any
- * non-terminal state); a command not allowed in the current state is -EINVAL.
+ * non-terminal state), ROLLBACK (from INITIALIZED, ROLLING_FORWARD, or PAUSED
+ * while rolling forward: -> ROLLING_BACKWARD at once); a command not allowed
+ * in the current state is -EINVAL.
  * Writes at most cap actions (cap >= update_max_actions(u) for the bound to
  * be reached) and their number to *nacts. */
 int update_plan(struct update *u, const struct update_instance *inst, size_t n, enum update_cmd cmd,

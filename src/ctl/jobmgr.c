@@ -16,6 +16,8 @@ void jobmgr_options_default(struct jobmgr_options *o) {
     o->tick_ms = 10;
     o->max_inflight = 32;
     o->update_max_attempts = 2;
+    o->backoff_ms = 10000;
+    o->backoff_max_ms = 300000;
 }
 
 void jm_log(const char *level, const char *fmt, ...) {
@@ -96,6 +98,7 @@ static void job_destroy(struct jm_job *j) {
     update_free(j->u);
     free(j->status_sent);
     free(j->last_err);
+    for (int k = 0; k < JM_NONESHOT; k++) free(j->oneshot_seen[k]);
     free(j->key);
     free(j->ns);
     free(j->name);
@@ -133,6 +136,38 @@ void jm_mark_dirty(struct jobmgr *jm, struct jm_job *job) {
         jm->dirty = job;
     }
     arm_tick(jm);
+}
+
+/* The wake timer: one for all jobs, at the earliest job->wake_ms. */
+static void on_wake(uv_timer_t *t) {
+    struct jobmgr *jm = t->data;
+    int64_t now = jm_now_ms(jm), next = 0;
+    jm->wake_at = 0;
+    for (size_t i = 0; i < jm->nbuckets; i++) {
+        for (struct jm_job *j = jm->buckets[i]; j; j = j->hnext) {
+            if (!j->wake_ms) continue;
+            if (j->wake_ms <= now) {
+                j->wake_ms = 0;
+                jm_mark_dirty(jm, j);
+            } else if (!next || j->wake_ms < next) {
+                next = j->wake_ms;
+            }
+        }
+    }
+    if (next && !jm->stopping) {
+        jm->wake_at = next;
+        uv_timer_start(&jm->wake, on_wake, (uint64_t)(next - now), 0);
+    }
+}
+
+void jm_wake_at(struct jobmgr *jm, struct jm_job *job, int64_t at_ms) {
+    if (jm->stopping) return;
+    if (job->wake_ms && job->wake_ms <= at_ms) return;
+    job->wake_ms = at_ms;
+    if (jm->wake_at && jm->wake_at <= at_ms) return;
+    int64_t now = jm_now_ms(jm);
+    jm->wake_at = at_ms;
+    uv_timer_start(&jm->wake, on_wake, at_ms > now ? (uint64_t)(at_ms - now) : 0, 0);
 }
 
 static bool all_synced(const struct jobmgr *jm) {
@@ -290,6 +325,7 @@ static void adopt(struct jobmgr *jm, struct jm_inst *r, const struct jm_pod_view
     if (v->version) r->version = v->version;
     if (v->failures > r->failures) r->failures = v->failures;
     if (v->lost > r->lost) r->lost = v->lost;
+    if (v->crash_loop > r->crash_loop) r->crash_loop = v->crash_loop;
     jm_set_str(&r->pod, v->name);
     r->present = true;
     r->bound = v->bound;
@@ -479,6 +515,8 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
         if (o->tick_ms) jm->o.tick_ms = o->tick_ms;
         if (o->max_inflight) jm->o.max_inflight = o->max_inflight;
         if (o->update_max_attempts) jm->o.update_max_attempts = o->update_max_attempts;
+        if (o->backoff_ms) jm->o.backoff_ms = o->backoff_ms;
+        if (o->backoff_max_ms) jm->o.backoff_max_ms = o->backoff_max_ms;
     }
     static const struct kc_informer_handlers jh = {on_job_add, on_job_update, on_job_delete, on_synced};
     static const struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
@@ -501,8 +539,9 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
     }
     uv_timer_init(loop, &jm->tick);
     uv_timer_init(loop, &jm->resync);
-    jm->tick.data = jm->resync.data = jm;
-    jm->open_handles = 2;
+    uv_timer_init(loop, &jm->wake);
+    jm->tick.data = jm->resync.data = jm->wake.data = jm;
+    jm->open_handles = 3;
     uv_timer_start(&jm->resync, on_resync, jm->o.resync_ms, jm->o.resync_ms);
     jm_log("info", "msg=started scheduler=%s resync_ms=%u", jm->o.scheduler_name, jm->o.resync_ms);
     return jm;
@@ -530,6 +569,8 @@ void jobmgr_stop(struct jobmgr *jm) {
     jm->qhead = jm->qtail = NULL;
     uv_timer_stop(&jm->tick);
     uv_timer_stop(&jm->resync);
+    uv_timer_stop(&jm->wake);
     uv_close((uv_handle_t *)&jm->tick, handle_closed);
     uv_close((uv_handle_t *)&jm->resync, handle_closed);
+    uv_close((uv_handle_t *)&jm->wake, handle_closed);
 }

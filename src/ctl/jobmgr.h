@@ -21,7 +21,12 @@ struct jobmgr_options {
     uint32_t max_inflight;      /* writes in flight at once (the rest queue); default 32 */
     uint32_t update_max_attempts; /* rolling update: failed runs of one instance at the new
                                      template before it counts against maxFailureInstances;
-                                     default 2 (the CRD has no field for it) */
+                                     default 2 (the Job's updateStrategy.maxInstanceAttempts
+                                     overrides it) */
+    uint32_t backoff_ms;        /* services' restart backoff (CrashLoopBackOff): first wait,
+                                   doubling; default 10000 */
+    uint32_t backoff_max_ms;    /* its cap; default 300000. A run RUNNING for twice the cap
+                                   ends the crash loop */
 };
 /* 0 in any field of the options passed to jobmgr_start means the default. */
 void jobmgr_options_default(struct jobmgr_options *o);
@@ -32,7 +37,7 @@ struct jobmgr;
 struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jobmgr_options *o, char *err,
                             size_t errlen);
 /* Stops the informers and timers and drops all state. The memory is freed
- * once the two timer handles have closed (run the loop) and every request in
+ * once its timer handles have closed (run the loop) and every request in
  * flight has called back (they complete harmlessly, or are cancelled by
  * kclient_free). NULL-safe. */
 void jobmgr_stop(struct jobmgr *j);

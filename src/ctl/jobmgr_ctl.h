@@ -36,6 +36,10 @@ struct jm_inst {
     bool kill_sent;
     bool restart_pending;     /* an update wants a new run at restart_version once this one ends */
     uint32_t restart_version;
+    uint32_t crash_loop;      /* task.crash_loop: restarts in the current crash loop */
+    int64_t running_ms;       /* when this run was seen RUNNING (task.running_since_ms); 0: not yet */
+    uint32_t backoff_run;     /* the run whose backoff was last reported (Event), 0: none */
+    int64_t backoff_wall;     /* its restart time, Unix seconds (fixed when first seen, for status) */
     char *host, *last_host;   /* node of the current run; node of the latest placed run */
     char *pin;                /* DAEMON: the node the instance belongs to */
 };
@@ -45,6 +49,10 @@ struct jm_garbage {
     bool grace0;  /* nothing runs (terminal, unbound, node gone): no grace period */
     bool sent;
 };
+
+/* The operator's one-shot requests on a Job (annotations). */
+enum { JM_ONESHOT_ABORT, JM_ONESHOT_ROLLBACK, JM_NONESHOT };
+extern const char *const jm_oneshot_annotation[JM_NONESHOT];
 
 struct jm_job {
     struct jm_job *hnext;     /* hash chain */
@@ -67,6 +75,9 @@ struct jm_job {
     char *status_sent;        /* the status last patched (JSON), NULL: none yet */
     bool status_inflight;
     char *last_err;           /* the last decode error logged */
+    int64_t wake_ms;          /* reconcile again at this time (backoff end, settle time); 0: none */
+    char *oneshot_seen[JM_NONESHOT]; /* update-abort/-rollback annotation values handled last */
+    bool oneshot_clear[JM_NONESHOT]; /* remove that annotation with the next persist */
 };
 
 enum jm_req_kind { JM_RQ_CREATE, JM_RQ_KILL, JM_RQ_GARBAGE, JM_RQ_STATUS, JM_RQ_ANNOTATE };
@@ -87,7 +98,8 @@ struct jobmgr {
     struct kclient *kc;
     struct jobmgr_options o;
     struct kc_informer *jobs, *pods, *nodes;
-    uv_timer_t tick, resync;
+    uv_timer_t tick, resync, wake;
+    int64_t wake_at;          /* when the wake timer fires; 0: not armed */
     int open_handles;
     bool stopping, tick_armed;
     struct jm_job **buckets;
@@ -104,6 +116,9 @@ int64_t jm_now_ms(const struct jobmgr *jm);
 struct jm_job *jm_job_find(struct jobmgr *jm, const char *ns, const char *name);
 void jm_job_free(struct jobmgr *jm, struct jm_job *job); /* unlinks it from the map */
 void jm_mark_dirty(struct jobmgr *jm, struct jm_job *job);
+/* Reconciles job again at at_ms (a backoff ends, an instance settles); the
+ * earliest of several asks wins. */
+void jm_wake_at(struct jobmgr *jm, struct jm_job *job, int64_t at_ms);
 /* Queues a write; takes path and body. NULL key/pod allowed. */
 void jm_send(struct jobmgr *jm, enum jm_req_kind kind, const char *method, char *path, json_t *body, const char *ct,
              const struct jm_job *job, const char *pod, uint32_t instance, uint32_t run);
@@ -122,5 +137,27 @@ struct jm_garbage *jm_garbage_find(struct jm_job *job, const char *name);
 bool jm_sync_job(struct jobmgr *jm, struct jm_job *job);
 /* Request completions. */
 void jm_req_done(struct jobmgr *jm, struct jm_job *job, const struct jm_req *q, long status, const char *error);
+
+/* jobmgr_update.c */
+/* The task timeouts and restart backoff of the options. */
+void jm_task_config(const struct jobmgr *jm, struct task_config *cfg);
+/* task_restart_at for record r whose next run is at version. */
+int64_t jm_restart_at(const struct task_config *cfg, const struct jm_inst *r, uint32_t version, uint32_t *loop);
+/* The operator's intent for the job's update: paused (spec.updateStrategy.paused)
+ * and an abort or rollback from the annotations JM_A_UPDATE_ABORT and
+ * JM_A_UPDATE_ROLLBACK, each handled once per value (marked for removal with
+ * the next persist; one that cannot apply to the update in progress is a
+ * Warning Event). */
+void jm_update_intent(struct jobmgr *jm, struct jm_job *job, const json_t *obj, bool paused,
+                      struct update_intent *out);
+/* An Event on the Job when the update's state moved from before. */
+void jm_update_event(struct jobmgr *jm, const struct jm_job *job, enum update_state before, const struct update *u);
+/* The update's progress for the status. */
+void jm_update_progress(const struct update *u, struct jm_update_status *st);
+/* Instances of a service waiting out a restart backoff (cur: the version
+ * runs use outside an update): filled into out, a BackOff Event for each new
+ * wait, and a wake-up at each one's end. */
+void jm_backoff_scan(struct jobmgr *jm, struct jm_job *job, enum job_type type, const struct task_config *cfg,
+                     uint32_t cur, int64_t now, struct jm_backoff_status *out);
 
 #endif

@@ -25,12 +25,18 @@
 #define JM_A_RUN "peloton.io/run"                       /* run id of the instance, 1 first */
 #define JM_A_FAILURES "peloton.io/failures"             /* failed runs counted before this run */
 #define JM_A_LOST "peloton.io/lost"                     /* lost runs before this run */
+#define JM_A_CRASH_LOOP "peloton.io/crash-loop"         /* restarts in the crash loop before this run */
 #define JM_A_DAEMON_NODE "peloton.io/daemon-node"       /* DAEMON: the node the instance belongs to */
 #define JM_A_HOST_HINT "peloton.io/host-hint"           /* STATEFUL: the previous node, preferred */
 /* Job annotations written by the job manager (its durable bookkeeping). */
 #define JM_A_APPLIED_TEMPLATE "peloton.io/applied-template" /* JSON of the template at config-version */
 #define JM_A_UPDATE_TO "peloton.io/update-to"               /* version of the latest rolling update */
 #define JM_A_UPDATE_STATE "peloton.io/update-state"         /* its state (update_state_name) */
+/* Job annotations set by the operator: abort, or roll back, the update in
+ * progress ("true", or the update's toVersion in decimal); the job manager
+ * removes them once handled. */
+#define JM_A_UPDATE_ABORT "peloton.io/update-abort"
+#define JM_A_UPDATE_ROLLBACK "peloton.io/update-rollback"
 
 #define JM_HOSTNAME_LABEL "kubernetes.io/hostname"
 #define JM_MAX_INSTANCE (1u << 20) /* pods labelled beyond this are ignored */
@@ -50,6 +56,7 @@ struct jm_pod_params {
     const char *pool;             /* spec.resourcePool */
     enum job_type type;
     uint32_t instance, run, version, failures, lost;
+    uint32_t crash_loop;          /* task.crash_loop of this run */
     uint32_t gang, gang_size;     /* gang labels only when gang_size > 1 */
     const char *host;             /* DAEMON: the node (required); STATEFUL: previous node (preferred) */
     const char *scheduler;        /* spec.schedulerName */
@@ -67,7 +74,7 @@ json_t *jm_pod_build(const json_t *tpl, const struct jm_pod_params *p, char *err
 struct jm_pod_view {
     const char *name, *job, *node, *pin;
     const char *owner_uid; /* uid of the controller ownerReference to a peloton.io Job, or NULL */
-    uint32_t instance, run, version, failures, lost;
+    uint32_t instance, run, version, failures, lost, crash_loop;
     bool deleting;       /* metadata.deletionTimestamp */
     bool bound;          /* spec.nodeName set */
     bool preempted;      /* annotation peloton.io/preempted: a preemption victim */
@@ -89,13 +96,34 @@ enum task_state jm_pod_state(const json_t *pod, bool node_gone);
  * nodeSelector matched by the node's labels. */
 bool jm_node_eligible(const json_t *node, const json_t *pod_spec);
 
-/* Update progress for the status condition. */
+#define JM_STATUS_BATCH_MAX 100  /* instances listed in status.update.currentBatch */
+#define JM_STATUS_BACKOFF_MAX 20 /* instances listed in status.backoff.items */
+
+/* Update progress for status.update and the Update condition. */
 struct jm_update_status {
     enum update_state state; /* UPDATE_INVALID: no update ever ran */
     uint32_t from, to, done, failed, count;
+    uint32_t batch;          /* effective batch size */
+    uint32_t ncurrent;       /* instances in flight; the first JM_STATUS_BATCH_MAX in current[] */
+    uint32_t current[JM_STATUS_BATCH_MAX];
 };
-/* {state, taskStats, conditions: [{type: Update, ...}] (only with an update)}. */
-json_t *jm_status_build(enum job_state state, const struct job_counts *counts, const struct jm_update_status *u);
+
+/* Instances waiting out a restart backoff. */
+struct jm_backoff_status {
+    uint32_t n; /* all of them; the first JM_STATUS_BACKOFF_MAX (lowest id) in items[] */
+    struct {
+        uint32_t instance, restarts, delay_s;
+        int64_t restart_at;  /* Unix seconds */
+    } items[JM_STATUS_BACKOFF_MAX];
+};
+
+/* {state, taskStats, backoff: {instances, items: [{instance, restarts,
+ * delaySeconds, restartAt}]}, and with an update: update: {state,
+ * fromVersion, toVersion, batchSize, instancesTotal, instancesDone,
+ * instancesFailed, currentBatch, progress, message}, conditions: [{type:
+ * Update, ...}]}. bo NULL: no backoff member. */
+json_t *jm_status_build(enum job_state state, const struct job_counts *counts, const struct jm_update_status *u,
+                        const struct jm_backoff_status *bo);
 /* Whether the Job's current status already says what desired says. */
 bool jm_status_same(const json_t *current, const json_t *desired);
 

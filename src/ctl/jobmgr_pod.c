@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "jobmgr_int.h"
 #include "labels.h"
@@ -126,6 +127,7 @@ json_t *jm_pod_build(const json_t *tpl, const struct jm_pod_params *p, char *err
     bad |= put_u32(ann, JM_A_RUN, p->run ? p->run : 1);
     bad |= put_u32(ann, JM_A_FAILURES, p->failures);
     bad |= put_u32(ann, JM_A_LOST, p->lost);
+    if (p->crash_loop) bad |= put_u32(ann, JM_A_CRASH_LOOP, p->crash_loop);
     if (p->host && p->type == JOB_DAEMON) {
         bad |= put_str(ann, JM_A_DAEMON_NODE, p->host);
         pin_required(spec, p->host);
@@ -207,6 +209,7 @@ int jm_pod_parse(const json_t *pod, struct jm_pod_view *v) {
     v->version = (x = jm_parse_u32(json_string_value(json_object_get(ann, JM_A_CONFIG_VERSION)))) > 0 ? (uint32_t)x : 0;
     v->failures = (x = jm_parse_u32(json_string_value(json_object_get(ann, JM_A_FAILURES)))) > 0 ? (uint32_t)x : 0;
     v->lost = (x = jm_parse_u32(json_string_value(json_object_get(ann, JM_A_LOST)))) > 0 ? (uint32_t)x : 0;
+    v->crash_loop = (x = jm_parse_u32(json_string_value(json_object_get(ann, JM_A_CRASH_LOOP)))) > 0 ? (uint32_t)x : 0;
     v->preempted = json_object_get(ann, PA_PREEMPTED) != NULL;
     v->pin = json_string_value(json_object_get(ann, JM_A_DAEMON_NODE));
     v->node = str_at(pod, "spec", "nodeName");
@@ -275,9 +278,56 @@ bool jm_node_eligible(const json_t *node, const json_t *pod_spec) {
     return true;
 }
 
-json_t *jm_status_build(enum job_state state, const struct job_counts *counts, const struct jm_update_status *u) {
+static json_t *backoff_build(const struct jm_backoff_status *bo) {
+    json_t *items = json_array();
+    json_t *o = json_pack("{s:I, s:o}", "instances", (json_int_t)bo->n, "items", items);
+    if (!o) return NULL;
+    for (uint32_t k = 0; k < bo->n && k < JM_STATUS_BACKOFF_MAX; k++) {
+        char at[32];
+        time_t t = (time_t)bo->items[k].restart_at;
+        struct tm tm;
+        if (!gmtime_r(&t, &tm) || !strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm)) at[0] = 0;
+        if (json_array_append_new(items, json_pack("{s:I, s:I, s:I, s:s}", "instance", (json_int_t)bo->items[k].instance,
+                                                   "restarts", (json_int_t)bo->items[k].restarts, "delaySeconds",
+                                                   (json_int_t)bo->items[k].delay_s, "restartAt", at))) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+static json_t *update_build(const struct jm_update_status *u, const char *msg) {
+    char progress[64];
+    if (u->failed)
+        snprintf(progress, sizeof progress, "%" PRIu32 "/%" PRIu32 ", %" PRIu32 " failed", u->done, u->count, u->failed);
+    else
+        snprintf(progress, sizeof progress, "%" PRIu32 "/%" PRIu32, u->done, u->count);
+    json_t *cur = json_array();
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:s, s:s}", "state", update_state_name(u->state),
+                          "fromVersion", (json_int_t)u->from, "toVersion", (json_int_t)u->to, "batchSize",
+                          (json_int_t)u->batch, "instancesTotal", (json_int_t)u->count, "instancesDone",
+                          (json_int_t)u->done, "instancesFailed", (json_int_t)u->failed, "currentBatch", cur,
+                          "progress", progress, "message", msg);
+    if (!o) return NULL;
+    for (uint32_t k = 0; k < u->ncurrent && k < JM_STATUS_BATCH_MAX; k++) {
+        if (json_array_append_new(cur, json_integer(u->current[k]))) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+json_t *jm_status_build(enum job_state state, const struct job_counts *counts, const struct jm_update_status *u,
+                        const struct jm_backoff_status *bo) {
     json_t *st = crd_job_status(state, counts);
-    if (!st || !u || u->state == UPDATE_INVALID) return st;
+    if (!st) return NULL;
+    if (bo && json_object_set_new(st, "backoff", backoff_build(bo))) {
+        json_decref(st);
+        return NULL;
+    }
+    if (!u || u->state == UPDATE_INVALID) return st;
     const char *cs = u->state == UPDATE_SUCCEEDED                                   ? "True"
                      : update_state_terminal(u->state) || u->state == UPDATE_FAILED ? "False"
                                                                                      : "Unknown";
@@ -286,7 +336,7 @@ json_t *jm_status_build(enum job_state state, const struct job_counts *counts, c
              " failed", u->from, u->to, u->done, u->count, u->failed);
     json_t *cond = json_pack("[{s:s, s:s, s:s, s:s}]", "type", "Update", "status", cs, "reason",
                              update_state_name(u->state), "message", msg);
-    if (!cond || json_object_set_new(st, "conditions", cond)) {
+    if (!cond || json_object_set_new(st, "conditions", cond) || json_object_set_new(st, "update", update_build(u, msg))) {
         json_decref(st);
         return NULL;
     }

@@ -41,6 +41,7 @@ void jm_set_state(struct jobmgr *jm, struct jm_inst *r, enum task_state s) {
     if (r->state == s) return;
     r->state = s;
     r->since_ms = jm_now_ms(jm);
+    if (s == TASK_RUNNING) r->running_ms = r->since_ms;
 }
 
 void jm_set_str(char **dst, const char *v) {
@@ -100,7 +101,7 @@ static bool idle_pod(const struct jobmgr *jm, const struct jm_inst *r) {
 
 /* The next run of r (its pod, if any, goes to the garbage). */
 static void do_restart(struct jobmgr *jm, struct jm_job *job, struct jm_inst *r, uint32_t run, uint32_t version,
-                       bool count_failure) {
+                       bool count_failure, uint32_t crash_loop) {
     if (r->pod && r->present) jm_garbage_add(job, r->pod, idle_pod(jm, r));
     free(r->pod);
     r->pod = NULL;
@@ -108,6 +109,8 @@ static void do_restart(struct jobmgr *jm, struct jm_job *job, struct jm_inst *r,
     if (count_failure) r->failures++;
     r->run = run;
     r->version = version;
+    r->crash_loop = crash_loop;
+    r->running_ms = 0;
     r->present = r->bound = r->deleting = r->creating = r->create_inflight = false;
     r->kill = r->kill_sent = r->restart_pending = false;
     r->create_ms = 0;
@@ -140,6 +143,8 @@ struct ctx {
     const struct crd_job_extra *x;
     const char *pool;
     int64_t now;
+    struct task_config tcfg;
+    struct update_intent want; /* the operator's, for the update */
 };
 
 static const json_t *tpl_for(const struct ctx *c, uint32_t version) {
@@ -152,7 +157,7 @@ static void send_create(const struct ctx *c, struct jm_inst *r, uint32_t i) {
     uint32_t gang = job_gang_of(spec, i);
     struct jm_pod_params p = {.job = c->job->name, .ns = c->job->ns, .uid = c->job->uid, .pool = c->pool,
                               .type = spec->type, .instance = i, .run = r->run, .version = r->version,
-                              .failures = r->failures, .lost = r->lost, .gang = gang,
+                              .failures = r->failures, .lost = r->lost, .crash_loop = r->crash_loop, .gang = gang,
                               .gang_size = job_gang_size(spec, gang), .scheduler = c->jm->o.scheduler_name, .x = c->x};
     if (spec->type == JOB_DAEMON) p.host = r->pin;
     else if (spec->type == JOB_STATEFUL) p.host = r->last_host;
@@ -201,6 +206,8 @@ static void persist(struct jobmgr *jm, struct jm_job *job) {
         json_object_set_new(ann, JM_A_UPDATE_TO, json_string(to));
         json_object_set_new(ann, JM_A_UPDATE_STATE, json_string(update_state_name(job->ust.state)));
     }
+    for (int k = 0; k < JM_NONESHOT; k++) /* handled: removed */
+        if (job->oneshot_clear[k]) json_object_set_new(ann, jm_oneshot_annotation[k], json_null());
     json_t *body = json_pack("{s:{s:o}}", "metadata", "annotations", ann);
     char *path = fmt_path(JM_JOBS_PATH "/namespaces/%s/jobs/%s", job->ns, job->name);
     if (!body || !path) {
@@ -209,6 +216,7 @@ static void persist(struct jobmgr *jm, struct jm_job *job) {
         return;
     }
     job->persist = false;
+    memset(job->oneshot_clear, 0, sizeof job->oneshot_clear);
     job->persist_inflight = true;
     jm_send(jm, JM_RQ_ANNOTATE, "PATCH", path, body, "application/merge-patch+json", job, NULL, 0, 0);
 }
@@ -271,7 +279,7 @@ static void start_update(struct ctx *c, uint32_t from) {
         return;
     }
     job->update_to = c->H;
-    job->ust = (struct jm_update_status){job->u->state, from, c->H, 0, 0, job->u->count};
+    jm_update_progress(job->u, &job->ust);
     job->persist = true;
     jm_log("info", "msg=\"rolling update started\" job=%s from=%" PRIu32 " to=%" PRIu32 " batch=%" PRIu32, job->key,
            from, c->H, job->u->batch);
@@ -310,7 +318,11 @@ static void task_of(const struct jm_job *job, const struct jm_inst *r, uint32_t 
     t->lost = r->lost;
     t->preempted = r->preempted;
     t->config_version = r->version;
-    t->desired_version = r->restart_pending ? r->restart_version : cur;
+    /* during an update only the planner moves an instance to another
+     * version: a restart of one it does not hold keeps the run's version */
+    t->desired_version = r->restart_pending ? r->restart_version : job->u ? r->version : cur;
+    t->crash_loop = r->crash_loop;
+    t->running_since_ms = r->running_ms;
     t->held = r->restart_pending || (job->u && i < job->u->count && update_holds(job->u, i));
     t->host = r->present ? r->host : NULL;
     t->last_host = r->last_host;
@@ -332,18 +344,20 @@ static void update_step(struct ctx *c) {
     }
     char err[512];
     enum update_state before = u->state;
-    if (update_plan(u, snap, n, UPDATE_CMD_NONE, c->now, acts, u->batch, &nacts, err, sizeof err)) {
+    enum update_cmd cmd = update_cmd_for(u, &c->want);
+    if (update_plan(u, snap, n, cmd, c->now, acts, u->batch, &nacts, err, sizeof err)) {
         jm_log("error", "msg=\"update plan failed\" job=%s err=\"%s\"", job->key, err);
         goto out;
     }
+    if (u->next_check_ms != INT64_MAX) jm_wake_at(c->jm, job, u->next_check_ms);
+    jm_update_event(c->jm, job, before, u);
     for (size_t k = 0; k < nacts; k++) {
         if (acts[k].instance >= job->ninst || !job->inst[acts[k].instance].used) continue;
         struct jm_inst *r = &job->inst[acts[k].instance];
         r->restart_pending = true;
         r->restart_version = acts[k].version;
     }
-    job->ust = (struct jm_update_status){u->state, u->from_version, u->to_version, u->ndone,
-                                         u->nfailed_forward > u->nfailed ? u->nfailed_forward : u->nfailed, u->count};
+    jm_update_progress(u, &job->ust);
     if (u->state != before) {
         job->persist = true;
         jm_log("info", "msg=\"rolling update\" job=%s state=%s done=%" PRIu32 "/%" PRIu32 " failed=%" PRIu32,
@@ -364,17 +378,24 @@ out:
 }
 
 /* Carries out the update's restarts: a terminal instance starts its next
- * run now; a live one is killed first. */
+ * run now, or once its restart backoff is over (a retry at the same
+ * version); a live one is killed first. */
 static void pending_restarts(struct ctx *c) {
     struct jm_job *job = c->job;
     for (uint32_t i = 0; i < job->ninst; i++) {
         struct jm_inst *r = &job->inst[i];
         if (!r->used || !r->restart_pending) continue;
         uint32_t v = r->restart_version;
-        if (task_state_terminal(r->state) || (r->state == TASK_INITIALIZED && !r->present && !r->creating))
-            do_restart(c->jm, job, r, r->run + 1, v, false);
-        else if (r->present)
+        if (task_state_terminal(r->state)) {
+            uint32_t loop;
+            int64_t at = jm_restart_at(&c->tcfg, r, v, &loop);
+            if (at > r->since_ms && c->now < at) continue; /* jm_backoff_scan reports it and wakes us */
+            do_restart(c->jm, job, r, r->run + 1, v, false, loop);
+        } else if (r->state == TASK_INITIALIZED && !r->present && !r->creating) {
+            do_restart(c->jm, job, r, r->run + 1, v, false, 0);
+        } else if (r->present) {
             r->kill = true;
+        }
     }
 }
 
@@ -415,7 +436,7 @@ static void apply_action(struct ctx *c, const struct job_action *a) {
         jm_set_state(c->jm, r, TASK_INITIALIZED);
         break;
     case JOB_ACT_RESTART:
-        do_restart(c->jm, c->job, r, a->run, a->version, a->count_failure);
+        do_restart(c->jm, c->job, r, a->run, a->version, a->count_failure, a->crash_loop);
         if (a->host && a->host_pinned) jm_set_str(&r->pin, a->host);
         break;
     case JOB_ACT_KILL:
@@ -449,9 +470,10 @@ static void send_pass(struct ctx *c) {
     send_garbage(c->jm, job);
 }
 
-static void send_status(struct ctx *c, const struct job_plan *plan) {
+static void send_status(struct ctx *c, const struct job_plan *plan, const struct jm_backoff_status *bo) {
     struct jm_job *job = c->job;
-    json_t *st = jm_status_build(plan->state, &plan->counts, job->ust.state != UPDATE_INVALID ? &job->ust : NULL);
+    json_t *st =
+        jm_status_build(plan->state, &plan->counts, job->ust.state != UPDATE_INVALID ? &job->ust : NULL, bo);
     const json_t *gen = json_object_get(json_object_get(c->obj, "metadata"), "generation");
     if (st && json_is_integer(gen))
         json_object_set_new(st, "observedGeneration", json_integer(json_integer_value(gen)));
@@ -538,6 +560,7 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
         return false;
     }
     struct ctx c = {.jm = jm, .job = job, .obj = obj, .spec = &spec, .x = &x, .pool = pool, .now = jm_now_ms(jm)};
+    jm_task_config(jm, &c.tcfg);
     c.tpl = json_object_get(json_object_get(obj, "spec"), "template");
     c.H = jm_template_version(c.tpl);
     if (!job->loaded) load_versions(job, obj, c.tpl, c.H);
@@ -549,6 +572,7 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
         if (r->used && r->present && r->bound && !task_state_terminal(r->state) && !jm_node_exists(jm, r->host))
             jm_set_state(jm, r, TASK_LOST);
     }
+    jm_update_intent(jm, job, obj, x.update_paused, &c.want);
     if (job->u) update_step(&c);
     pending_restarts(&c);
 
@@ -564,14 +588,17 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
         if (job->inst[i].used) task_of(job, &job->inst[i], i, cur, &tasks[n++]);
     if (spec.type == JOB_DAEMON) kc_informer_foreach(jm->nodes, collect_host, &hosts);
     struct job_input in = {.spec = &spec, .tasks = tasks, .ntasks = n, .hosts = hosts.v, .nhosts = hosts.n,
-                           .now_ms = c.now};
+                           .task_cfg = &c.tcfg, .now_ms = c.now};
     struct job_plan plan;
     if (job_reconcile(&in, &plan, err, sizeof err)) {
         jm_log("error", "msg=\"reconcile failed\" job=%s err=\"%s\"", job->key, err);
     } else {
         for (size_t k = 0; k < plan.n; k++) apply_action(&c, &plan.v[k]);
+        if (plan.next_deadline_ms != INT64_MAX) jm_wake_at(jm, job, plan.next_deadline_ms);
+        struct jm_backoff_status bo;
+        jm_backoff_scan(jm, job, spec.type, &c.tcfg, cur, c.now, &bo);
         send_pass(&c);
-        send_status(&c, &plan);
+        send_status(&c, &plan, &bo);
         persist(jm, job);
     }
     job_plan_free(&plan);

@@ -162,8 +162,10 @@ static int decode_all(const json_t *cr, struct job_spec *spec, const char **pool
                            errlen)))
             return rc;
     }
+    x->update.min_running_ms = CRD_JOB_MIN_READY_SECONDS * 1000;
     if (us) {
-        static const char *const uk[] = {"batchSize", "maxFailureInstances", "rollbackOnFailure", NULL};
+        static const char *const uk[] = {"batchSize", "maxFailureInstances", "maxInstanceAttempts", "rollbackOnFailure",
+                                         "minReadySeconds", "paused", NULL};
         if ((rc = known_keys(us, uk, name, "spec.updateStrategy", err, errlen))) return rc;
         if ((rc = opt_uint(us, "batchSize", JOB_MAX_INSTANCES, name, "spec.updateStrategy", &x->update.batch_size, err,
                            errlen)))
@@ -174,6 +176,15 @@ static int decode_all(const json_t *cr, struct job_spec *spec, const char **pool
         if ((rc = opt_bool(us, "rollbackOnFailure", name, "spec.updateStrategy", &x->update.rollback_on_failure, NULL,
                            err, errlen)))
             return rc;
+        if ((rc = opt_uint(us, "maxInstanceAttempts", JOB_MAX_FAILURES_LIMIT, name, "spec.updateStrategy",
+                           &x->update.max_instance_attempts, err, errlen)))
+            return rc;
+        uint32_t ready = CRD_JOB_MIN_READY_SECONDS;
+        if ((rc = opt_uint(us, "minReadySeconds", CRD_JOB_MAX_MIN_READY_SECONDS, name, "spec.updateStrategy", &ready,
+                           err, errlen)))
+            return rc;
+        x->update.min_running_ms = (int64_t)ready * 1000;
+        if ((rc = opt_bool(us, "paused", name, "spec.updateStrategy", &x->update_paused, NULL, err, errlen))) return rc;
     }
     if ((rc = check_template(s, name, err, errlen))) return rc;
 

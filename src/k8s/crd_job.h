@@ -34,8 +34,14 @@ struct crd_job_extra {
     bool preemptible;          /* sla.preemptible */
     bool revocable;            /* sla.revocable (requires preemptible) */
     uint32_t max_running;      /* sla.maximumRunningInstances; 0 = no maximum */
-    struct update_spec update; /* updateStrategy: batchSize, maxFailureInstances, rollbackOnFailure */
+    struct update_spec update; /* updateStrategy: batchSize, maxFailureInstances, maxInstanceAttempts,
+                                  rollbackOnFailure, minReadySeconds (min_running_ms; default
+                                  CRD_JOB_MIN_READY_SECONDS) */
+    bool update_paused;        /* updateStrategy.paused: the rolling update makes no new starts */
 };
+
+#define CRD_JOB_MIN_READY_SECONDS 10     /* default settle time of an updated instance */
+#define CRD_JOB_MAX_MIN_READY_SECONDS 86400
 
 /* Decodes and validates (job_spec_validate included). pool_name gets
  * spec.resourcePool (-ENAMETOOLONG when it does not fit in len). */

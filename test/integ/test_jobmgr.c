@@ -549,7 +549,7 @@ static bool rolled(struct env *e, void *ud) {
 
 TEST(jobmgr_integ_rolling_update_in_batches) {
     START(e);
-    REQUIRE(create_job(&e, "u1", "STATELESS", 4, "\"updateStrategy\":{\"batchSize\":2},", "v1") == 201);
+    REQUIRE(create_job(&e, "u1", "STATELESS", 4, "\"updateStrategy\":{\"batchSize\":2,\"minReadySeconds\":0},", "v1") == 201);
     struct want_pods wp = {"u1", 4, "Running"};
     CHECK(wait_until(&e, "u1", run_forever, pods_are, &wp));
     CHECK(set_image(&e, "u1", "v2") == 200);
@@ -750,7 +750,7 @@ static bool some_at(struct env *e, void *ud) {
 /* A job manager restarted in the middle of a rolling update finishes it. */
 TEST(jobmgr_integ_update_survives_restart) {
     START(e);
-    REQUIRE(create_job(&e, "u3", "STATELESS", 4, "\"updateStrategy\":{\"batchSize\":1},", "v1") == 201);
+    REQUIRE(create_job(&e, "u3", "STATELESS", 4, "\"updateStrategy\":{\"batchSize\":1,\"minReadySeconds\":0},", "v1") == 201);
     struct want_pods wp = {"u3", 4, "Running"};
     CHECK(wait_until(&e, "u3", run_forever, pods_are, &wp));
     CHECK(set_image(&e, "u3", "v2") == 200);

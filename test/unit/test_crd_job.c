@@ -35,7 +35,8 @@ TEST(crdjob_decode_every_field) {
         "          \"minimumRunningInstances\": 3, \"maximumRunningInstances\": 8},"
         " \"restartPolicy\": {\"maxFailures\": 100},"
         " \"preemptionPolicy\": {\"killOnPreempt\": true},"
-        " \"updateStrategy\": {\"batchSize\": 2, \"maxFailureInstances\": 1, \"rollbackOnFailure\": true},"
+        " \"updateStrategy\": {\"batchSize\": 2, \"maxFailureInstances\": 1, \"rollbackOnFailure\": true,"
+        "                    \"maxInstanceAttempts\": 4, \"minReadySeconds\": 30, \"paused\": true},"
         " \"template\": TEMPLATE}");
     REQUIRE(cr);
     json_object_set_new(cr, "status", json_pack("{s:s}", "state", "RUNNING"));
@@ -62,6 +63,9 @@ TEST(crdjob_decode_every_field) {
     CHECK_I64(x.update.batch_size, 2);
     CHECK_I64(x.update.max_failure_instances, 1);
     CHECK(x.update.rollback_on_failure);
+    CHECK_I64(x.update.max_instance_attempts, 4);
+    CHECK_I64(x.update.min_running_ms, 30000);
+    CHECK(x.update_paused);
     CHECK_I64(crd_job_work_flags(&x), WF_PREEMPTIBLE | WF_REVOCABLE);
     CHECK_I64(job_gang_size(&spec, 0), 3);
     json_decref(cr);
@@ -91,6 +95,8 @@ TEST(crdjob_decode_defaults_each_type) {
         CHECK(!x.preemptible && !x.revocable);
         CHECK_I64(crd_job_work_flags(&x), 0);
         CHECK_I64(x.update.batch_size, 0);
+        CHECK_I64(x.update.min_running_ms, CRD_JOB_MIN_READY_SECONDS * 1000); /* an updated instance settles 10 s */
+        CHECK(!x.update_paused);
         json_decref(cr);
     }
 }
@@ -132,6 +138,12 @@ TEST(crdjob_decode_errors_name_the_field) {
          "spec.updateStrategy.batchSize: -2 is negative"},
         {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"updateStrategy\": {\"rollbackOnFailure\": 1}, \"template\": TEMPLATE}",
          "spec.updateStrategy.rollbackOnFailure: expected true or false"},
+        {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"updateStrategy\": {\"minReadySeconds\": 86401}, \"template\": TEMPLATE}",
+         "spec.updateStrategy.minReadySeconds: 86401 exceeds 86400"},
+        {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"updateStrategy\": {\"paused\": \"yes\"}, \"template\": TEMPLATE}",
+         "spec.updateStrategy.paused: expected true or false"},
+        {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"updateStrategy\": {\"maxInstanceAttempts\": 101}, \"template\": TEMPLATE}",
+         "spec.updateStrategy.maxInstanceAttempts: 101 exceeds 100"},
         {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"preemptionPolicy\": {\"killOnPreempt\": 0}, \"template\": TEMPLATE}",
          "spec.preemptionPolicy.killOnPreempt: expected true or false"},
         {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"restartPolicy\": {\"maxFailures\": 1, \"x\": 1}, \"template\": TEMPLATE}",
@@ -207,9 +219,11 @@ TEST(crdjob_crd_file_is_structural) {
     json_t *ver = json_array_get(json_object_get(json_object_get(crd, "spec"), "versions"), 0);
     json_t *cols = json_object_get(ver, "additionalPrinterColumns");
     static const char *const want[] = {".spec.type", ".spec.resourcePool", ".spec.instanceCount",
-                                       ".status.taskStats.RUNNING", ".status.state", ".metadata.creationTimestamp"};
-    REQUIRE_I64(json_array_size(cols), 6);
-    for (size_t i = 0; i < 6; i++)
+                                       ".status.taskStats.RUNNING", ".status.state", ".status.update.state",
+                                       ".status.update.progress", ".status.backoff.instances",
+                                       ".metadata.creationTimestamp"};
+    REQUIRE_I64(json_array_size(cols), 9);
+    for (size_t i = 0; i < 9; i++)
         CHECK_STR(json_string_value(json_object_get(json_array_get(cols, i), "jsonPath")), want[i]);
     json_t *names = json_object_get(json_object_get(crd, "spec"), "names");
     CHECK_STR(json_string_value(json_array_get(json_object_get(names, "shortNames"), 0)), "pj");
@@ -226,6 +240,18 @@ TEST(crdjob_crd_file_is_structural) {
     for (int s = 0; s < TASK_NSTATES; s++)
         if (!json_object_get(ts, task_state_name((enum task_state)s)))
             test_fail(__FILE__, __LINE__, "taskStats.%s not in the schema", task_state_name((enum task_state)s));
+    /* the update's states and the updateStrategy fields the decoder reads */
+    json_t *ustates = json_object_get(json_object_get(json_object_get(json_object_get(status, "update"), "properties"),
+                                                      "state"), "enum");
+    CHECK_I64(json_array_size(ustates), UPDATE_NSTATES - 1);
+    for (int s = 1; s < UPDATE_NSTATES; s++)
+        CHECK_STR(json_string_value(json_array_get(ustates, (size_t)s - 1)), update_state_name((enum update_state)s));
+    json_t *us = json_object_get(json_object_get(json_object_get(props, "properties"), "updateStrategy"), "properties");
+    static const char *const ufields[] = {"batchSize", "maxFailureInstances", "maxInstanceAttempts",
+                                          "rollbackOnFailure", "minReadySeconds", "paused"};
+    for (size_t i = 0; i < sizeof ufields / sizeof ufields[0]; i++)
+        if (!json_object_get(us, ufields[i])) test_fail(__FILE__, __LINE__, "updateStrategy.%s not in the schema", ufields[i]);
+    CHECK(json_object_get(status, "backoff") != NULL);
     json_t *states = json_object_get(json_object_get(status, "state"), "enum");
     CHECK_I64(json_array_size(states), JOB_NSTATES);
     for (int s = 0; s < JOB_NSTATES; s++)

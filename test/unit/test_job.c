@@ -633,3 +633,60 @@ TEST(job_batch_random_world_runs_to_completion) {
         CHECK_I64(w.spec.state, any_exhausted ? JOB_FAILED : JOB_SUCCEEDED);
     }
 }
+
+/* Services back off a crash loop; the plan says how many wait and until when;
+ * BATCH restarts are bounded by maxFailures instead and do not wait. */
+TEST(job_service_restart_backoff) {
+    struct world w;
+    world_init(&w, JOB_STATELESS, 2);
+    w.now = 100000;
+    struct task *t = add(&w, 0, TASK_FAILED);
+    t->state_since_ms = 95000;
+    t->crash_loop = 2; /* third restart of the loop: 20 s */
+    struct task *ok = add(&w, 1, TASK_FAILED);
+    ok->state_since_ms = 95000; /* first of a loop: at once */
+    struct job_plan p;
+    REQUIRE(plan(&w, &p) == 0);
+    CHECK(find_act(&p, JOB_ACT_RESTART, 0) == NULL);
+    const struct job_action *a = find_act(&p, JOB_ACT_RESTART, 1);
+    REQUIRE(a);
+    CHECK_I64(a->crash_loop, 1);
+    CHECK_I64(p.nbackoff, 1);
+    CHECK_I64(p.next_deadline_ms, 115000);
+    CHECK_I64(p.state, JOB_INITIALIZED);
+    job_plan_free(&p);
+    w.now = 115000;
+    REQUIRE(plan(&w, &p) == 0);
+    a = find_act(&p, JOB_ACT_RESTART, 0);
+    REQUIRE(a);
+    CHECK_I64(a->crash_loop, 3);
+    CHECK_I64(p.nbackoff, 0);
+    job_plan_free(&p);
+    /* A custom config: 1 s initial. */
+    struct task_config cfg;
+    task_config_default(&cfg);
+    cfg.backoff_initial_ms = 1000;
+    w.now = 96000;
+    struct job_input in = {.spec = &w.spec, .tasks = w.t, .ntasks = w.n, .task_cfg = &cfg, .now_ms = w.now};
+    REQUIRE(job_reconcile(&in, &p, NULL, 0) == 0);
+    CHECK_I64(p.next_deadline_ms, 97000);
+    job_plan_free(&p);
+    /* Every instance waiting: the job is not FAILED, it will run again. */
+    w.t[1].crash_loop = 2;
+    REQUIRE(job_reconcile(&in, &p, NULL, 0) == 0);
+    CHECK_I64(p.nbackoff, 2);
+    CHECK_I64(p.state, JOB_INITIALIZED);
+    CHECK_I64(p.counts.n[TASK_FAILED], 2);
+    job_plan_free(&p);
+
+    world_init(&w, JOB_BATCH, 1);
+    w.spec.max_failures = 3;
+    w.now = 100000;
+    t = add(&w, 0, TASK_FAILED);
+    t->state_since_ms = 99000;
+    t->crash_loop = 5;
+    REQUIRE(plan(&w, &p) == 0);
+    CHECK(find_act(&p, JOB_ACT_RESTART, 0) != NULL);
+    CHECK_I64(p.nbackoff, 0);
+    job_plan_free(&p);
+}

@@ -327,22 +327,45 @@ TEST(jobmgr_status_object) {
     c.n[TASK_RUNNING] = 2;
     c.n[TASK_SUCCEEDED] = 1;
     c.total = 3;
-    json_t *st = jm_status_build(JOB_RUNNING, &c, NULL);
+    json_t *st = jm_status_build(JOB_RUNNING, &c, NULL, NULL);
     REQUIRE(st);
     CHECK_STR(json_string_value(json_object_get(st, "state")), "RUNNING");
     CHECK_I64(json_integer_value(json_object_get(json_object_get(st, "taskStats"), "RUNNING")), 2);
     CHECK_I64(json_integer_value(json_object_get(json_object_get(st, "taskStats"), "FAILED")), 0);
     CHECK(!json_object_get(st, "conditions"));
-    struct jm_update_status u = {UPDATE_ROLLING_FORWARD, 1, 2, 1, 0, 3};
-    json_t *su = jm_status_build(JOB_RUNNING, &c, &u);
+    struct jm_update_status u = {.state = UPDATE_ROLLING_FORWARD, .from = 1, .to = 2, .done = 1, .count = 3,
+                                 .batch = 1, .ncurrent = 1, .current = {2}};
+    json_t *su = jm_status_build(JOB_RUNNING, &c, &u, NULL);
     REQUIRE(su);
     const json_t *cond = json_array_get(json_object_get(su, "conditions"), 0);
     CHECK_STR(json_string_value(json_object_get(cond, "type")), "Update");
     CHECK_STR(json_string_value(json_object_get(cond, "status")), "Unknown");
     CHECK_STR(json_string_value(json_object_get(cond, "reason")), "ROLLING_FORWARD");
     CHECK_HAS(json_string_value(json_object_get(cond, "message")), "1/3 done");
+    const json_t *up = json_object_get(su, "update");
+    CHECK_STR(json_string_value(json_object_get(up, "state")), "ROLLING_FORWARD");
+    CHECK_STR(json_string_value(json_object_get(up, "progress")), "1/3");
+    CHECK_I64(json_integer_value(json_object_get(up, "toVersion")), 2);
+    CHECK_I64(json_integer_value(json_object_get(up, "instancesDone")), 1);
+    CHECK_I64(json_integer_value(json_object_get(up, "batchSize")), 1);
+    CHECK_I64(json_array_size(json_object_get(up, "currentBatch")), 1);
+    CHECK_I64(json_integer_value(json_array_get(json_object_get(up, "currentBatch"), 0)), 2);
+    CHECK(!json_object_get(su, "backoff"));
     u.state = UPDATE_ROLLED_BACK;
-    json_t *sr = jm_status_build(JOB_RUNNING, &c, &u);
+    u.failed = 1;
+    u.ncurrent = 0;
+    struct jm_backoff_status bo = {.n = 21};
+    for (uint32_t k = 0; k < JM_STATUS_BACKOFF_MAX; k++)
+        bo.items[k].instance = k, bo.items[k].restarts = 3, bo.items[k].delay_s = 40, bo.items[k].restart_at = 86400;
+    json_t *sr = jm_status_build(JOB_RUNNING, &c, &u, &bo);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(sr, "update"), "progress")), "1/3, 1 failed");
+    CHECK_I64(json_array_size(json_object_get(json_object_get(sr, "update"), "currentBatch")), 0);
+    const json_t *b = json_object_get(sr, "backoff");
+    CHECK_I64(json_integer_value(json_object_get(b, "instances")), 21);
+    CHECK_I64(json_array_size(json_object_get(b, "items")), JM_STATUS_BACKOFF_MAX); /* bounded */
+    const json_t *b0 = json_array_get(json_object_get(b, "items"), 0);
+    CHECK_STR(json_string_value(json_object_get(b0, "restartAt")), "1970-01-02T00:00:00Z");
+    CHECK_I64(json_integer_value(json_object_get(b0, "delaySeconds")), 40);
     CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(sr, "conditions"), 0), "status")),
               "False");
     /* the current status has more fields (observedGeneration): still the same */

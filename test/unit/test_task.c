@@ -278,3 +278,66 @@ TEST(task_random_walks) {
         }
     }
 }
+
+/* CrashLoopBackOff as a Kubelet: the first restart of a loop at once, then
+ * 10 s doubling to 5 min; a run RUNNING for 10 min starts a new loop; a new
+ * version starts over; LOST and KILLED runs neither wait nor count. */
+TEST(task_restart_backoff) {
+    struct task t;
+    task_init(&t, 0, 1, 0);
+    uint32_t loop;
+    static const int64_t want[] = {0, 10000, 20000, 40000, 80000, 160000, 300000, 300000, 300000};
+    int64_t now = 1000;
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        t.state = TASK_FAILED;
+        t.state_since_ms = now;
+        int64_t at = task_restart_at(&t, NULL, &loop);
+        CHECK_I64(at - now, want[k]);
+        CHECK_I64(loop, k + 1);
+        CHECK_I64(task_restart(&t, true, at, NULL, 0), 0);
+        t.crash_loop = loop;
+        CHECK_I64(task_transition(&t, TASK_PENDING, NULL, at, NULL, 0), 0);
+        CHECK_I64(t.running_since_ms, 0);
+        t.state = TASK_LAUNCHING;
+        CHECK_I64(task_transition(&t, TASK_RUNNING, NULL, at + 500, NULL, 0), 0);
+        CHECK_I64(t.running_since_ms, at + 500);
+        now = at + 2000; /* crashes 1.5 s after it started running */
+    }
+    /* SUCCEEDED is a crash too (a service should not exit). */
+    t.state = TASK_SUCCEEDED;
+    t.state_since_ms = now;
+    CHECK_I64(task_restart_at(&t, NULL, &loop) - now, 300000);
+    /* Ran for 10 min: a new loop (at once; the next crash waits 10 s). */
+    t.state_since_ms = t.running_since_ms + 600000;
+    CHECK_I64(task_restart_at(&t, NULL, &loop), t.state_since_ms);
+    CHECK_I64(loop, 1);
+    t.state_since_ms = t.running_since_ms + 599999;
+    CHECK(task_restart_at(&t, NULL, &loop) > t.state_since_ms);
+    /* LOST or KILLED: no wait, the loop is kept. */
+    t.state = TASK_LOST;
+    CHECK_I64(task_restart_at(&t, NULL, &loop), t.state_since_ms);
+    CHECK_I64(loop, t.crash_loop);
+    /* A new version: no wait, a new loop. */
+    t.state = TASK_FAILED;
+    t.desired_version = 2;
+    CHECK_I64(task_restart_at(&t, NULL, &loop), t.state_since_ms);
+    CHECK_I64(loop, 0);
+    /* Custom figures; initial 0 disables the wait. */
+    struct task_config cfg;
+    task_config_default(&cfg);
+    cfg.backoff_initial_ms = 2000;
+    cfg.backoff_max_ms = 5000;
+    t.desired_version = 1;
+    t.crash_loop = 3;
+    t.running_since_ms = 0; /* never ran */
+    CHECK_I64(task_restart_at(&t, &cfg, &loop) - t.state_since_ms, 5000);
+    t.crash_loop = 2;
+    CHECK_I64(task_restart_at(&t, &cfg, &loop) - t.state_since_ms, 4000);
+    cfg.backoff_initial_ms = 0;
+    CHECK_I64(task_restart_at(&t, &cfg, &loop), t.state_since_ms);
+    CHECK_I64(loop, 3);
+    t.crash_loop = UINT32_MAX; /* no overflow of the count or the delay */
+    cfg.backoff_initial_ms = 2000;
+    CHECK_I64(task_restart_at(&t, &cfg, &loop) - t.state_since_ms, 5000);
+    CHECK_I64(loop, UINT32_MAX);
+}

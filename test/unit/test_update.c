@@ -28,6 +28,8 @@ struct uworld {
     int64_t now;
     int advance_pct; /* chance a task advances one step per tick */
     int chaos_permille; /* chance a RUNNING task fails on its own per tick */
+    uint32_t crash_version;   /* tasks at this version fail after running crash_after_ms */
+    int64_t crash_after_ms;
 };
 
 static const char *k_hosts[] = {"h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9"};
@@ -84,6 +86,11 @@ static void uw_tick(struct uworld *w, const struct update *u) {
             }
             continue;
         }
+        if (t->state == TASK_RUNNING && w->crash_version && t->config_version == w->crash_version &&
+            w->now - t->running_since_ms >= w->crash_after_ms) {
+            CHECK_I64(task_transition(t, TASK_FAILED, NULL, w->now, NULL, 0), 0);
+            continue;
+        }
         if (t->state == TASK_RUNNING && w->chaos_permille &&
             test_range(&w->seed, 0, 999) < w->chaos_permille) {
             CHECK_I64(task_transition(t, TASK_FAILED, NULL, w->now, NULL, 0), 0);
@@ -118,6 +125,7 @@ static void uw_tick(struct uworld *w, const struct update *u) {
             struct task *t = &w->t[a->instance];
             CHECK(!t->held);
             CHECK_I64(task_restart(t, a->count_failure, w->now, NULL, 0), 0);
+            t->crash_loop = a->crash_loop;
         }
         CHECK(a->kind == JOB_ACT_RESTART || a->kind == JOB_ACT_MARK);
     }
@@ -602,13 +610,13 @@ TEST(update_min_running_window) {
 }
 
 /* Instances down for reasons of their own count against the batch: with one
- * instance at the new version but crashed, only batch - 1 running instances
- * may be taken down. */
+ * instance at the new version but not running (restarted, waiting to be
+ * placed), only batch - 1 running instances may be taken down. */
 TEST(update_counts_other_unavailability) {
     struct uworld w;
     uw_init(&w, JOB_STATELESS, 5, 1);
     w.t[4].config_version = w.t[4].desired_version = 2;
-    w.t[4].state = TASK_FAILED;
+    w.t[4].state = TASK_PENDING;
     struct update *u;
     struct update_spec s = spec_batch(2);
     REQUIRE(update_create(&u, JOB_STATELESS, 5, 1, 2, &s, NULL, 0) == 0);
@@ -711,5 +719,166 @@ TEST(update_worked_example_from_docs) {
     REQUIRE(update_plan(u, sn, 4, UPDATE_CMD_NONE, 0, a, 8, &na, NULL, 0) == 0);
     CHECK_I64(na, 0);
     CHECK_I64(u->state, UPDATE_ROLLED_BACK);
+    update_free(u);
+}
+
+/* Issue #16 item 6: a template that crashes a few seconds after it starts.
+ * Counted as updated as soon as RUNNING (min_running_ms 0, what the Job CRD
+ * used to give), the update "succeeds" and leaves a crash loop behind; with a
+ * settle time longer than the crash delay every run at the new version is a
+ * failed attempt, and the update rolls back. */
+TEST(update_crash_after_start_fails_within_settle_time) {
+    for (int settle = 0; settle < 2; settle++) {
+        struct uworld w;
+        uw_init(&w, JOB_STATELESS, 3, 21);
+        w.advance_pct = 100;
+        w.crash_version = 2;
+        w.crash_after_ms = 3000;
+        struct update_spec s = {.batch_size = 1, .max_failure_instances = 1, .max_instance_attempts = 2,
+                                .rollback_on_failure = true, .min_running_ms = settle ? 10000 : 0};
+        struct update *u;
+        REQUIRE(update_create(&u, JOB_STATELESS, 3, 1, 2, &s, NULL, 0) == 0);
+        struct urun r;
+        uw_drive(&w, u, &r, 500);
+        if (!settle) {
+            CHECK_I64(u->state, UPDATE_SUCCEEDED); /* the bug, for the record */
+        } else {
+            CHECK_I64(u->state, UPDATE_ROLLED_BACK);
+            CHECK_I64(u->nfailed_forward, 1);
+            CHECK_I64(r.starts[0], 3);  /* two attempts at v2, then back to v1 */
+            CHECK_I64(r.starts[1], 0);  /* never touched */
+            for (uint32_t i = 0; i < 3; i++) {
+                CHECK_I64(w.t[i].config_version, 1);
+                CHECK_I64(w.t[i].state, TASK_RUNNING);
+            }
+        }
+        update_free(u);
+    }
+}
+
+/* An instance at the target that the planner did not start (the reconciler
+ * restarted it) counts only once settled, and its failed run before that is
+ * a failed attempt charged to the failure budget. */
+TEST(update_settles_and_adopts_runs_it_did_not_start) {
+    struct update *u;
+    struct update_spec s = {.batch_size = 1, .max_failure_instances = 1, .max_instance_attempts = 1,
+                            .min_running_ms = 5000};
+    REQUIRE(update_create(&u, JOB_STATELESS, 2, 1, 2, &s, NULL, 0) == 0);
+    struct update_instance snap[2] = {
+        {.instance = 0, .version = 2, .run = 3, .state = TASK_RUNNING, .state_since_ms = 1000},
+        {.instance = 1, .version = 2, .run = 2, .state = TASK_RUNNING, .state_since_ms = 4000},
+    };
+    struct update_action acts[4];
+    size_t na;
+    REQUIRE(update_plan(u, snap, 2, UPDATE_CMD_NONE, 6000, acts, 4, &na, NULL, 0) == 0);
+    CHECK_I64(na, 0);
+    CHECK_I64(u->ndone, 1); /* 0 settled at 6000; 1 not before 9000 */
+    CHECK_I64(u->state, UPDATE_ROLLING_FORWARD);
+    CHECK_I64(u->next_check_ms, 9000);
+    snap[1].state = TASK_FAILED;
+    snap[1].state_since_ms = 7000;
+    REQUIRE(update_plan(u, snap, 2, UPDATE_CMD_NONE, 7000, acts, 4, &na, NULL, 0) == 0);
+    CHECK(update_gave_up(u, 1));
+    CHECK_I64(u->state, UPDATE_FAILED);
+    CHECK_I64(u->ndone, 1);
+    update_free(u);
+
+    /* The same with instance 1 staying up: SUCCEEDED once it settles, not before. */
+    REQUIRE(update_create(&u, JOB_STATELESS, 2, 1, 2, &s, NULL, 0) == 0);
+    snap[1].state = TASK_RUNNING;
+    snap[1].state_since_ms = 4000;
+    REQUIRE(update_plan(u, snap, 2, UPDATE_CMD_NONE, 8999, acts, 4, &na, NULL, 0) == 0);
+    CHECK_I64(u->state, UPDATE_ROLLING_FORWARD);
+    REQUIRE(update_plan(u, snap, 2, UPDATE_CMD_NONE, 9000, acts, 4, &na, NULL, 0) == 0);
+    CHECK_I64(u->state, UPDATE_SUCCEEDED);
+    CHECK_I64(u->ndone, 2);
+    update_free(u);
+}
+
+/* A settled instance that crashes later is the restart policy's business:
+ * it stays counted and does not hold the update. */
+TEST(update_settled_stays_settled) {
+    struct update *u;
+    struct update_spec s = {.batch_size = 1, .max_failure_instances = 1, .min_running_ms = 1000};
+    REQUIRE(update_create(&u, JOB_STATELESS, 2, 1, 2, &s, NULL, 0) == 0);
+    struct update_instance snap[2] = {
+        {.instance = 0, .version = 2, .run = 2, .state = TASK_RUNNING, .state_since_ms = 0},
+        {.instance = 1, .version = 1, .run = 1, .state = TASK_RUNNING, .state_since_ms = 0},
+    };
+    struct update_action acts[4];
+    size_t na;
+    REQUIRE(update_plan(u, snap, 2, UPDATE_CMD_NONE, 2000, acts, 4, &na, NULL, 0) == 0);
+    REQUIRE(na == 1);
+    CHECK_I64(acts[0].instance, 1);
+    snap[0].state = TASK_FAILED; /* long after it settled */
+    snap[1] = (struct update_instance){.instance = 1, .version = 2, .run = 2, .state = TASK_RUNNING,
+                                       .state_since_ms = 3000};
+    REQUIRE(update_plan(u, snap, 2, UPDATE_CMD_NONE, 4000, acts, 4, &na, NULL, 0) == 0);
+    CHECK_I64(u->state, UPDATE_SUCCEEDED);
+    CHECK_I64(u->nfailed, 0);
+    update_free(u);
+}
+
+TEST(update_cmd_for_intent) {
+    struct update *u;
+    struct update_spec s = spec_batch(1);
+    REQUIRE(update_create(&u, JOB_STATELESS, 2, 1, 2, &s, NULL, 0) == 0);
+    struct update_intent none = {0}, pause = {.paused = true}, abort_ = {.abort = true, .paused = true},
+                         back = {.rollback = true};
+    CHECK_I64(update_cmd_for(u, &none), UPDATE_CMD_NONE);
+    CHECK_I64(update_cmd_for(u, &pause), UPDATE_CMD_PAUSE); /* from INITIALIZED too */
+    CHECK_I64(update_cmd_for(u, &abort_), UPDATE_CMD_ABORT);
+    CHECK_I64(update_cmd_for(u, &back), UPDATE_CMD_ROLLBACK);
+    u->state = UPDATE_PAUSED;
+    CHECK_I64(update_cmd_for(u, &none), UPDATE_CMD_RESUME);
+    CHECK_I64(update_cmd_for(u, &pause), UPDATE_CMD_NONE);
+    CHECK_I64(update_cmd_for(u, &back), UPDATE_CMD_ROLLBACK); /* paused while rolling forward */
+    u->resume_state = UPDATE_ROLLING_BACKWARD;
+    CHECK_I64(update_cmd_for(u, &back), UPDATE_CMD_RESUME); /* already going back: only the pause differs */
+    u->state = UPDATE_ROLLING_BACKWARD;
+    CHECK_I64(update_cmd_for(u, &back), UPDATE_CMD_NONE);
+    CHECK_I64(update_cmd_for(u, &pause), UPDATE_CMD_PAUSE);
+    for (int st = UPDATE_SUCCEEDED; st < UPDATE_NSTATES; st++) {
+        if (!update_state_terminal((enum update_state)st)) continue;
+        u->state = (enum update_state)st;
+        CHECK_I64(update_cmd_for(u, &abort_), UPDATE_CMD_NONE);
+        CHECK_I64(update_cmd_for(u, &pause), UPDATE_CMD_NONE);
+    }
+    update_free(u);
+}
+
+/* The operator's rollback (the UpdateService's RollbackUpdate) turns a
+ * healthy update around at once; from PAUSED too; not while going back. */
+TEST(update_rollback_command) {
+    struct uworld w;
+    uw_init(&w, JOB_STATELESS, 4, 5);
+    struct update_spec s = spec_batch(2);
+    struct update *u;
+    REQUIRE(update_create(&u, JOB_STATELESS, 4, 1, 2, &s, NULL, 0) == 0);
+    struct update_instance snap[UMAX];
+    struct update_action acts[UMAX];
+    size_t na;
+    char err[256];
+    uw_snapshot(&w, snap);
+    REQUIRE(update_plan(u, snap, 4, UPDATE_CMD_NONE, w.now, acts, UMAX, &na, err, sizeof err) == 0);
+    REQUIRE(na == 2);
+    for (size_t k = 0; k < na; k++) uw_apply_update(&w, &acts[k]);
+    for (int i = 0; i < 30 && w.t[0].config_version != 2; i++) uw_tick(&w, u);
+    uw_snapshot(&w, snap);
+    REQUIRE(update_plan(u, snap, 4, UPDATE_CMD_PAUSE, w.now, acts, UMAX, &na, err, sizeof err) == 0);
+    CHECK_I64(u->state, UPDATE_PAUSED);
+    REQUIRE(update_plan(u, snap, 4, UPDATE_CMD_ROLLBACK, w.now, acts, UMAX, &na, err, sizeof err) == 0);
+    CHECK_I64(u->state, UPDATE_ROLLING_BACKWARD);
+    CHECK_I64(u->target, 1);
+    for (size_t k = 0; k < na; k++) {
+        CHECK_I64(acts[k].version, 1);
+        uw_apply_update(&w, &acts[k]);
+    }
+    CHECK_I64(update_plan(u, snap, 4, UPDATE_CMD_ROLLBACK, w.now, acts, UMAX, &na, err, sizeof err), -EINVAL);
+    CHECK_HAS(err, "ROLLING_BACKWARD");
+    struct urun r;
+    uw_drive(&w, u, &r, 500);
+    CHECK_I64(u->state, UPDATE_ROLLED_BACK);
+    for (uint32_t i = 0; i < 4; i++) CHECK_I64(w.t[i].config_version, 1);
     update_free(u);
 }
