@@ -681,14 +681,14 @@ static int rebuild_fleet(struct cluster *c) {
         s.labels = labels;
         s.taints = taints;
         s.unschedulable = n->unschedulable;
-        s.draining = !n->ready || n->down;
+        s.not_ready = !n->ready || n->down;
         rc = host_fleet_add(f, &s, NULL);
         if (rc == -EINVAL) { /* a node the core cannot take (too many labels): keep it out */
             s.nlabels = 0;
             s.ntaints = 0;
             rc = host_fleet_add(f, &s, NULL);
         }
-        if (!rc && !s.unschedulable && !s.draining) cap = resvec_add(cap, s.allocatable);
+        if (!rc && !s.unschedulable && !s.not_ready) cap = resvec_add(cap, s.allocatable);
         kp_free_all(&m);
     }
     struct place_engine *e = rc || c->opt.no_engine ? NULL : place_engine_new(f, &c->opt.place);
@@ -755,7 +755,7 @@ int cluster_refresh(struct cluster *c) {
         /* slack: cpu no work holds (Peloton uses measured idle; we have requests only) */
         int64_t used = 0;
         for (uint32_t i = 0; i < c->nhosts; i++)
-            if (!(c->fleet->hosts[i].flags & (HOST_UNSCHEDULABLE | HOST_DRAINING)))
+            if (!(c->fleet->hosts[i].flags & HOST_CLOSED))
                 used += host_used(c, i).v[RES_CPU];
         int64_t slack = c->capacity.v[RES_CPU] - used;
         if ((rc = respool_entitle(c->tree, c->capacity, slack > 0 ? slack : 0))) return rc;
