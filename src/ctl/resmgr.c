@@ -37,6 +37,7 @@ struct rm_gang {
     enum rg_state st;
     char *pool;             /* the leaf's name while queued or admitted */
     bool told;              /* an Event said why it cannot queue */
+    uint32_t said;          /* the admission wait its members were told (wait_code), 0: none */
 };
 
 struct resmgr {
@@ -56,6 +57,9 @@ struct resmgr {
     uint64_t admitted_total;
     uint64_t busy_ms; /* when a round last found gangs to look at */
     bool readied;     /* this round queued gangs ready */
+    struct ctl_recorder *rec;
+    struct rm_gang **fresh; /* gangs queued this round: told why they wait if the round leaves them queued */
+    size_t nfresh, capfresh;
 };
 
 void resmgr_options_default(struct resmgr_options *o) {
@@ -423,28 +427,64 @@ static void recover(struct resmgr *r) {
     fprintf(stderr, "level=info msg=\"resmgr: leader\" epoch=%lld recovered_gangs=%zu\n", r->epoch, n);
 }
 
-/* A gang left waiting at the head of a queue gets one Event saying which rule
- * holds it ("pool /a/b: cpu entitlement 4 < allocation 3 + gang 2"). */
+/* What a waiting gang is told, as a code: the rule that holds it and the
+ * kind it fails in; gangs not yet tried (behind others) have their own. Its
+ * members hear again only when the code changes, not when the figures in
+ * the message move. */
+static uint32_t wait_code(const struct gang *h) { return 1 + ((uint32_t)h->why.check << 4 | (uint32_t)h->why.kind); }
+
+/* Tells every member of a gang still waiting for admission why, when that
+ * changed since it was last told: a FailedScheduling Event (aggregated by
+ * the recorder) and PodScheduled=False, reason WaitingForAdmission, with
+ * the same message ("waiting for admission: pool /a/b: cpu entitlement 4 <
+ * allocation 3 + gang 2", or "...: queued behind higher-priority or earlier
+ * gangs"). */
+static void tell_wait(struct resmgr *r, struct rm_gang *g) {
+    static struct cm_pod *buf[RM_GANG_MAX];
+    uint32_t code = wait_code(&g->g);
+    if (g->st != RG_QUEUED || g->said == code) return;
+    char why[300], msg[340], nsbuf[256];
+    const char *ns, *label;
+    admit_why_format(&g->g, why, sizeof why);
+    snprintf(msg, sizeof msg, "waiting for admission: %s", why);
+    size_t m = members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
+    for (size_t j = 0; j < m; j++) {
+        if (!eligible(r, buf[j])) continue;
+        ctl_record(r->rec, "v1", "Pod", buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning", "FailedScheduling", "%s",
+                   msg);
+        ctl_pod_unschedulable(r->env.kc, buf[j]->ns, buf[j]->name, buf[j]->uid, CTL_REASON_ADMISSION, msg);
+    }
+    g->said = code;
+}
+
+/* After the round's admissions: the gangs queued this round that still
+ * wait, and every queue's head (whose rule may have changed), are told why. */
 static void tell_waiting(struct resmgr *r) {
+    for (size_t i = 0; i < r->nfresh; i++) tell_wait(r, r->fresh[i]);
+    r->nfresh = 0;
     size_t n;
     struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
-    static struct cm_pod *buf[RM_GANG_MAX];
     for (size_t i = 0; all && i < n; i++) {
         if (!respool_is_leaf(all[i]) || !all[i]->admit) continue;
         for (int q = 0; q < ADMIT_NQUEUES; q++) {
             struct gang *h = admit_head(all[i], (enum admit_queue)q);
-            struct rm_gang *g = h ? h->data : NULL;
-            if (!g || g->told || h->why.check == ADMIT_CHECK_NONE) continue;
-            char why[300], nsbuf[256];
-            const char *ns, *label;
-            admit_why_format(h, why, sizeof why);
-            size_t m = members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
-            for (size_t j = 0; j < m && j < 8; j++) /* a gang's first members; the rest say the same */
-                ctl_pod_event(r->env.kc, RM_COMPONENT, buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning",
-                              "FailedScheduling", "waiting for admission: %s", why);
-            g->told = true;
+            if (h && h->data) tell_wait(r, h->data);
         }
     }
+}
+
+/* Notes a gang that process_gang left queued, for tell_waiting. */
+static void note_fresh(struct resmgr *r, const char *key) {
+    struct rm_gang *g = strmap_get(&r->gangs, key);
+    if (!g || g->st != RG_QUEUED || g->said) return;
+    if (r->nfresh == r->capfresh) {
+        size_t cap = r->capfresh ? r->capfresh * 2 : 256;
+        struct rm_gang **v = realloc(r->fresh, cap * sizeof *v);
+        if (!v) return; /* told when it reaches its queue's head */
+        r->fresh = v;
+        r->capfresh = cap;
+    }
+    r->fresh[r->nfresh++] = g;
 }
 
 static void on_round(uv_timer_t *t) {
@@ -468,7 +508,10 @@ static void on_round(uv_timer_t *t) {
         memset(&r->dirty, 0, sizeof r->dirty);
         size_t pos = 0;
         const char *k;
-        while (strmap_next(&d, &pos, &k, NULL)) process_gang(r, k, buf);
+        while (strmap_next(&d, &pos, &k, NULL)) {
+            process_gang(r, k, buf);
+            note_fresh(r, k);
+        }
         strmap_free(&d);
         cluster_invalidate(r->cm);
         cluster_refresh(r->cm);
@@ -720,7 +763,8 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
     pc.over_checks = r->o.over_checks ? r->o.over_checks : 3;
     r->cm = cluster_new(&co);
     r->sent = json_object();
-    if (!r->cm || !r->sent || preempt_state_init(&r->ps, &pc)) {
+    r->rec = ctl_recorder_new(env->kc, RM_COMPONENT, 0);
+    if (!r->cm || !r->sent || !r->rec || preempt_state_init(&r->ps, &pc)) {
         snprintf(err, errlen, "out of memory");
         resmgr_stop(r);
         return NULL;
@@ -780,6 +824,8 @@ void resmgr_stop(struct resmgr *r) {
     cluster_free(r->cm); /* releases the admission queues */
     preempt_state_free(&r->ps);
     json_decref(r->sent);
+    ctl_recorder_free(r->rec);
+    free(r->fresh);
     if (!r->timers_open) {
         free(r);
         return;
