@@ -334,6 +334,13 @@ void placement_stop(struct placement *p) {
     kc_informer_free(p->nodes);
     cluster_free(p->cm);
     p->cm = NULL;
+    if (p->rec) {
+        uint64_t posted, counted;
+        ctl_recorder_counts(p->rec, &posted, &counted);
+        fprintf(stderr, "level=info msg=\"placement: stopped\" placed=%llu unplaceable=%llu events_posted=%llu "
+                "events_counted=%llu\n", (unsigned long long)p->placed, (unsigned long long)p->unplaceable,
+                (unsigned long long)posted, (unsigned long long)counted);
+    }
     ctl_recorder_free(p->rec);
     p->rec = NULL;
     if (!p->timers_open) {

@@ -58,8 +58,10 @@ struct resmgr {
     uint64_t busy_ms; /* when a round last found gangs to look at */
     bool readied;     /* this round queued gangs ready */
     struct ctl_recorder *rec;
-    struct rm_gang **fresh; /* gangs queued this round: told why they wait if the round leaves them queued */
+    struct rm_gang **fresh; /* gangs queued this round (valid until its end) */
     size_t nfresh, capfresh;
+    char **aged;            /* keys of gangs the last round queued and left waiting: told at this one's end */
+    size_t naged, capaged;
 };
 
 void resmgr_options_default(struct resmgr_options *o) {
@@ -457,10 +459,31 @@ static void tell_wait(struct resmgr *r, struct rm_gang *g) {
     g->said = code;
 }
 
-/* After the round's admissions: the gangs queued this round that still
- * wait, and every queue's head (whose rule may have changed), are told why. */
+/* After the round's admissions: every queue's head (whose rule may have
+ * changed) is told why it waits, and so are the gangs queued in the round
+ * before this one that are still waiting. A gang behind others is told a
+ * round late: most of a burst is admitted at the next round (a round admits
+ * up to RM_ROUND_CAP gangs), and telling them would be a write per pod on the
+ * scheduling path. */
 static void tell_waiting(struct resmgr *r) {
-    for (size_t i = 0; i < r->nfresh; i++) tell_wait(r, r->fresh[i]);
+    for (size_t i = 0; i < r->naged; i++) {
+        struct rm_gang *g = strmap_get(&r->gangs, r->aged[i]);
+        if (g) tell_wait(r, g);
+        free(r->aged[i]);
+    }
+    r->naged = 0;
+    for (size_t i = 0; i < r->nfresh; i++) {
+        struct rm_gang *g = r->fresh[i];
+        if (g->st != RG_QUEUED || g->said) continue;
+        if (r->naged == r->capaged) {
+            size_t cap = r->capaged ? r->capaged * 2 : 256;
+            char **v = realloc(r->aged, cap * sizeof *v);
+            if (!v) break; /* told when it reaches its queue's head */
+            r->aged = v;
+            r->capaged = cap;
+        }
+        if ((r->aged[r->naged] = strdup(g->key))) r->naged++;
+    }
     r->nfresh = 0;
     size_t n;
     struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
@@ -824,8 +847,16 @@ void resmgr_stop(struct resmgr *r) {
     cluster_free(r->cm); /* releases the admission queues */
     preempt_state_free(&r->ps);
     json_decref(r->sent);
+    if (r->rec) {
+        uint64_t posted, counted;
+        ctl_recorder_counts(r->rec, &posted, &counted);
+        fprintf(stderr, "level=info msg=\"resmgr: stopped\" events_posted=%llu events_counted=%llu\n",
+                (unsigned long long)posted, (unsigned long long)counted);
+    }
     ctl_recorder_free(r->rec);
     free(r->fresh);
+    for (size_t i = 0; i < r->naged; i++) free(r->aged[i]);
+    free(r->aged);
     if (!r->timers_open) {
         free(r);
         return;

@@ -100,17 +100,25 @@ def test_failed_scheduling_names_each_nodes_real_reason():
         c = wait_until(lambda: scheduled("big-1") if (scheduled("big-1") or {}).get("reason") == "Unschedulable"
                        else None, 20, "PodScheduled=False, Unschedulable")
         assert c["status"] == "False" and c["message"] == want, c
-        # Kubernetes' recorder: the same Event again is counted on the one posted (the tenth attempt
-        # repeats it), not posted anew
-        wait_until(lambda: any(e.get("count", 1) >= 2 for e in events_for("big-1")), 45,
-                   "the repeated Event counted (count 2)")
-        same = [e for e in events_for("big-1") if e["message"] == want]
-        assert len(same) == 1, [(e["metadata"]["name"], e.get("count")) for e in same]
-        assert same[0]["lastTimestamp"] >= same[0]["firstTimestamp"], same[0]
     finally:
         kubectl("uncordon", "t-0")
         kubectl("taint", "nodes", "t-1", "dedicated=ml:NoSchedule-")
     delete("t=big")
+
+
+def test_a_repeated_event_is_counted_not_posted_again():
+    """Kubernetes' recorder: the same Event again bumps count and lastTimestamp on the one posted.
+    Placement repeats FailedScheduling at every tenth attempt (backoff to 5 s: about 26 s)."""
+    apply([pod("huge-1", "sr", 12, labels={"t": "huge"})])
+    want = ("0/4 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
+            "3 Insufficient cpu.")
+    wait_until(lambda: [e for e in events_for("huge-1") if e["message"] == want], 20, "the first FailedScheduling")
+    ev = wait_until(lambda: [e for e in events_for("huge-1") if e.get("count", 1) >= 2], 45,
+                    "the repeated Event counted (count 2)")
+    same = [e for e in events_for("huge-1") if e["message"] == want]
+    assert len(same) == 1, [(e["metadata"]["name"], e.get("count")) for e in same]
+    assert ev[0]["lastTimestamp"] > ev[0]["firstTimestamp"], ev[0]
+    delete("t=huge")
 
 
 def test_gang_failure_says_how_many_members_fit_and_where():
