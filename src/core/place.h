@@ -8,7 +8,8 @@
  * rejected (each host counted once, against the first filter that rejected it
  * in the order of enum place_reason).
  *
- * Filters: unschedulable/draining; exclusive hosts (a host labelled
+ * Filters: closed hosts (cordoned, not ready, draining; a not-ready host
+ * with a taint the task does not tolerate counts under the taint); exclusive hosts (a host labelled
  * peloton/exclusive=V only takes tasks whose node selector, required node
  * affinity (In) or Peloton HOST label constraint (EQUAL >= 1 / GREATER_THAN 0)
  * names peloton/exclusive=V); GPU hosts kept for GPU tasks (unless
