@@ -118,7 +118,9 @@ void ctl_recorder_counts(const struct ctl_recorder *r, uint64_t *posted, uint64_
 
 /* The strategic-merge patch of a pod's status that sets its PodScheduled
  * condition (True, or False with reason and message) as kube-scheduler
- * does, with the pod's uid as precondition (when given). New reference. */
+ * does, with the pod's uid as precondition (when given). A NULL reason or
+ * message is written as null, which removes what an earlier write left.
+ * New reference. */
 json_t *ctl_pod_scheduled_patch(const char *uid, bool scheduled, const char *reason, const char *msg);
 /* Writes PodScheduled=False (reason, message) on a pod. A write that lands
  * after the pod was bound (the reply shows its node) is followed by one

@@ -195,8 +195,11 @@ json_t *ctl_pod_scheduled_patch(const char *uid, bool scheduled, const char *rea
     now_ts(ts, sizeof ts, NULL);
     json_t *c = json_pack("{s:s, s:s, s:n, s:s}", "type", "PodScheduled", "status", scheduled ? "True" : "False",
                           "lastProbeTime", "lastTransitionTime", ts);
-    if (c && reason) json_object_set_new(c, "reason", json_string(reason));
-    if (c && msg) json_object_set_new(c, "message", json_string(msg));
+    /* a strategic merge keeps the other fields of the condition of that
+     * type: a reason or message not given is removed (null), so a True
+     * written over a False reads as the binding's */
+    if (c) json_object_set_new(c, "reason", reason ? json_string(reason) : json_null());
+    if (c) json_object_set_new(c, "message", msg ? json_string(msg) : json_null());
     json_t *p = c ? json_pack("{s:{s:s}, s:{s:[o]}}", "metadata", "uid", uid ? uid : "", "status", "conditions", c)
                   : NULL;
     if (p && (!uid || !uid[0])) json_object_del(p, "metadata");

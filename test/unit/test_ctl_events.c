@@ -53,11 +53,11 @@ TEST(ctl_pod_scheduled_patch_shape) {
     const char *ts = str(c, "lastTransitionTime", NULL);
     CHECK(ts && strlen(ts) == 20 && ts[10] == 'T' && ts[19] == 'Z');
     json_decref(p);
-    p = ctl_pod_scheduled_patch(NULL, true, NULL, NULL); /* True: no reason, no message, no precondition */
+    p = ctl_pod_scheduled_patch(NULL, true, NULL, NULL); /* True: reason and message removed, no precondition */
     REQUIRE(p);
     CHECK(!json_object_get(p, "metadata"));
     c = json_array_get(json_object_get(json_object_get(p, "status"), "conditions"), 0);
     CHECK_STR(str(c, "status", NULL), "True");
-    CHECK(!json_object_get(c, "reason") && !json_object_get(c, "message"));
+    CHECK(json_is_null(json_object_get(c, "reason")) && json_is_null(json_object_get(c, "message")));
     json_decref(p);
 }
