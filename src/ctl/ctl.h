@@ -103,8 +103,9 @@ json_t *ctl_event_json(const char *component, const char *api_version, const cha
 /* An Event recorder that aggregates as client-go's does: an Event the same
  * as one it posted (object, uid, type, reason and message), while that one
  * is among the last `cap` it remembers, bumps the posted Event's count and
- * lastTimestamp (a merge PATCH) instead of posting another. One per role;
- * free it before the client. Fire and forget. */
+ * lastTimestamp (a merge PATCH) instead of posting another; when that one
+ * is gone (404) it is posted again with its count. One per role; free it
+ * before the client. Fire and forget. */
 #define CTL_RECORDER_CACHE 4096 /* client-go's cache size too */
 struct ctl_recorder;
 struct ctl_recorder *ctl_recorder_new(struct kclient *kc, const char *component, size_t cap /* 0: default */);

@@ -4,7 +4,8 @@
  * name and count under a key made of everything that makes two Events the
  * same (object, type, reason, message, as client-go's recorder compares
  * them). The same Event again is a PATCH of count and lastTimestamp on the
- * one already posted, not a new object. The cache is bounded (least recently
+ * one already posted, not a new object (posted again, with its count, if
+ * the API server no longer has it). The cache is bounded (least recently
  * used out); an Event that fell out of it is posted anew. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -134,6 +135,26 @@ static char *event_key(const char *ns, const char *name, const char *uid, const 
     return k;
 }
 
+struct bump_ctx {
+    struct kclient *kc;
+    char path[300]; /* the namespace's events */
+    json_t *ev;     /* the Event as it should now be */
+};
+
+static void bump_ctx_free(struct bump_ctx *x) {
+    if (!x) return;
+    json_decref(x->ev);
+    free(x);
+}
+
+/* The Event counted again is gone (deleted, or expired by a real API
+ * server's TTL): post it again with its count, as client-go does. */
+static void on_bumped(void *ud, const struct kc_response *res) {
+    struct bump_ctx *x = ud;
+    if (res->status == 404) kclient_request(x->kc, "POST", x->path, x->ev, NULL, NULL, NULL);
+    bump_ctx_free(x);
+}
+
 int ctl_record(struct ctl_recorder *r, const char *api_version, const char *kind, const char *ns, const char *name,
                const char *uid, const char *type, const char *reason, const char *fmt, ...) {
     char msg[1024], ts[40], path[800];
@@ -154,8 +175,17 @@ int ctl_record(struct ctl_recorder *r, const char *api_version, const char *kind
         e->count++;
         r->bumped++;
         json_t *patch = json_pack("{s:I, s:s}", "count", (json_int_t)e->count, "lastTimestamp", ts);
+        struct bump_ctx *x = calloc(1, sizeof *x);
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/events/%s", e->ns, e->name);
-        if (patch) kclient_request(r->kc, "PATCH", path, patch, "application/merge-patch+json", NULL, NULL);
+        if (x) {
+            x->kc = r->kc;
+            snprintf(x->path, sizeof x->path, "/api/v1/namespaces/%s/events", e->ns);
+            x->ev = ctl_event_json(r->component, api_version, kind, ns, name, uid, type, reason, msg, e->name, e->first,
+                                   ts, e->count);
+        }
+        if (!patch || !x || !x->ev ||
+            kclient_request(r->kc, "PATCH", path, patch, "application/merge-patch+json", on_bumped, x))
+            bump_ctx_free(x);
         json_decref(patch);
         return 1;
     }

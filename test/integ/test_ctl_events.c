@@ -160,6 +160,15 @@ TEST(integ_recorder_counts_the_same_event_on_the_one_posted) {
     ctl_recorder_counts(r, &posted, &bumped);
     CHECK_I64((int64_t)posted, 4);
     CHECK_I64((int64_t)bumped, 2);
+    /* the Events deleted (a real API server expires them): counting one again posts it again, with its count */
+    char err[256];
+    long code = kclient_request_sync(e.kc, "DELETE", EVENTS, NULL, NULL, NULL, err, sizeof err);
+    CHECK_I64(code, 200);
+    CHECK_I64(events_about(&e, "p1", "c", &count), 0);
+    CHECK_I64(ctl_record(r, "v1", "Pod", "default", "p1", uid, "Warning", "FailedScheduling", "c"), 1);
+    REQUIRE(drain(&e));
+    CHECK_I64(events_about(&e, "p1", "c", &count), 1);
+    CHECK_I64(count, 2);
     ctl_recorder_free(r);
     env_stop(&e);
 }
