@@ -118,6 +118,8 @@ def test_a_repeated_event_is_counted_not_posted_again():
     same = [e for e in events_for("huge-1") if e["message"] == want]
     assert len(same) == 1, [(e["metadata"]["name"], e.get("count")) for e in same]
     assert ev[0]["lastTimestamp"] > ev[0]["firstTimestamp"], ev[0]
+    desc = kubectl("describe", "pod", "huge-1")  # kubectl shows the count: "(x2 over 26s)"
+    assert re.search(r"\(x\d+ over \d+s\)\s+peloton-placement\s+" + re.escape(want), desc), desc
     delete("t=huge")
 
 
