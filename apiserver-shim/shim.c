@@ -369,15 +369,15 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
     } else {
         opts.grace_period_seconds = -1; /* only pods have grace periods */
     }
-    if (shim_crd_admit_delete(s, r, name, resp)) {
-        json_decref(body);
-        return;
-    }
     if (dry) {
         json_t *cur = NULL;
         int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &cur);
         if (rc) shim_store_error(s, resp, rc, r, name);
         else shim_json(resp, 200, shim_with_type(r, cur));
+        json_decref(body);
+        return;
+    }
+    if (shim_crd_admit_delete(s, r, name, resp)) {
         json_decref(body);
         return;
     }
@@ -586,8 +586,12 @@ static int delete_one(void *ud, json_t *it) {
     const char *n = json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
     const char *ins = json_string_value(json_object_get(json_object_get(it, "metadata"), "namespace"));
     json_t *out = NULL;
+    struct http_response refused = {0};
     if (d->dry) out = json_incref(it);
-    else if (store_delete(d->s->st, d->r->store_key, ins ? ins : "", n, NULL, &out, NULL) != 0) return 0;
+    else if (shim_crd_admit_delete(d->s, d->r, n ? n : "", &refused)) { /* a pool is marked, as alone */
+        free(refused.body);
+        return 0;
+    } else if (store_delete(d->s->st, d->r->store_key, ins ? ins : "", n, NULL, &out, NULL) != 0) return 0;
     json_array_append_new(d->gone, shim_with_type(d->r, out));
     return 0;
 }

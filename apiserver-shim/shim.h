@@ -212,12 +212,18 @@ int shim_crd_sync(struct shim *s);
 /* Creates the CRDs found in dir (*.yaml) that are not stored yet, then syncs. */
 int shim_crd_install(struct shim *s, const char *dir, char *err, size_t errlen);
 /* Admission for writes to CRDs and custom resources: defaults, pruning and
- * schema validation, and for ResourcePools the pool tree's rules. obj is
- * changed in place; old is the stored object on update (NULL on create).
- * Returns non-zero after an error reply (422 with causes). */
+ * schema validation, and for ResourcePools the pool tree's rules (a new pool
+ * gets the finalizer CRD_POOL_FINALIZER; one under a parent marked for
+ * deletion is 403; taking the last finalizer off a marked pool with child
+ * pools is 409), for Jobs the core's job rules (a new Job in a pool marked for
+ * deletion is 403). obj is changed in place; old is the stored object on
+ * update (NULL on create). Returns non-zero after an error reply (422 with
+ * causes, or 403 / 409). */
 int shim_crd_admit(struct shim *s, const struct shim_resource *r, json_t *obj, const json_t *old,
                    struct http_response *resp);
-/* Deleting a ResourcePool that has children is refused (non-zero after the reply). */
+/* Before a (not dry-run) DELETE of a ResourcePool: makes sure it has its
+ * finalizer, so that the DELETE marks it rather than removing it. Non-zero
+ * after an error reply (the store failed). */
 int shim_crd_admit_delete(struct shim *s, const struct shim_resource *r, const char *name,
                           struct http_response *resp);
 void shim_crd_free(struct shim *s);

@@ -305,26 +305,61 @@ static const json_t **as_vector(json_t *list, size_t *n) {
     return v;
 }
 
+/* The text of a crd_pool / crd_job message after its `resource "name": ` head. */
+static const char *after_head(const char *err) {
+    const char *why = strstr(err, "\": ");
+    return why ? why + 3 : err;
+}
+
+static void forbidden(struct http_response *resp, const struct shim_resource *r, const char *name, const char *why) {
+    shim_status(resp, 403, "Forbidden", json_pack("{s:s, s:s, s:s}", "name", name, "group", r->group, "kind", r->plural),
+                "%s.%s \"%s\" is forbidden: %s", r->plural, r->group, name, why);
+}
+
+/* A new Job naming a pool marked for deletion is refused (that pool admits
+ * no new work). Returns 1 after answering 403, 0 to go on. */
+static int refuse_job_in_deleting_pool(struct shim *s, const struct shim_resource *r, const char *name,
+                                       const char *pool, struct http_response *resp) {
+    json_t *p = NULL;
+    if (!pool[0] || store_get(s->st, POOLS_KEY, "", pool, &p)) return 0; /* none: the job manager says so */
+    bool deleting = crd_pool_deleting(p);
+    json_decref(p);
+    if (!deleting) return 0;
+    char why[400];
+    snprintf(why, sizeof why, "resource pool \"%.253s\" is being deleted; it admits no new work", pool);
+    forbidden(resp, r, name, why);
+    return 1;
+}
+
 /* A Job the job manager could not run is refused at admission with the core's
  * rules (job_spec_validate through crd_job_decode), as a pool is with the
  * tree's: before, it was stored and its only trace was a line in pelotond's
  * log. The decoder's message, "jobs.peloton.io \"NAME\": FIELD: WHY", gives
  * the cause's field. Returns 1 after answering 422, 0 to go on. */
-static int admit_job(const struct shim_resource *r, const json_t *obj, const char *name, struct http_response *resp) {
+static int admit_job(struct shim *s, const struct shim_resource *r, const json_t *obj, const json_t *old,
+                     const char *name, struct http_response *resp) {
     struct job_spec spec;
     struct crd_job_extra x;
     char pool[256], err[512];
     if (!crd_job_decode(obj, &spec, pool, sizeof pool, err, sizeof err) &&
         !crd_job_decode_extra(obj, &x, err, sizeof err))
-        return 0;
-    const char *why = strstr(err, "\": ");
-    why = why ? why + 3 : err;
+        return old ? 0 : refuse_job_in_deleting_pool(s, r, name, pool, resp);
+    const char *why = after_head(err);
     size_t flen = strcspn(why, ":");
     char field[128];
     snprintf(field, sizeof field, "%.*s", (int)(why[flen] && flen < sizeof field ? flen : 0), why);
     invalid(resp, r, name,
             json_pack("[{s:s, s:s, s:s}]", "reason", "FieldValueInvalid", "message", why, "field", field), why);
     return 1;
+}
+
+/* Puts CRD_POOL_FINALIZER on a pool object (once). 0 or -ENOMEM. */
+static int add_finalizer(json_t *obj) {
+    if (crd_pool_has_finalizer(obj)) return 0;
+    json_t *md = json_object_get(obj, "metadata"), *fin = json_object_get(md, "finalizers");
+    if (!json_is_array(fin) && (!json_is_object(md) || json_object_set_new(md, "finalizers", fin = json_array())))
+        return -ENOMEM;
+    return json_array_append_new(fin, json_string(CRD_POOL_FINALIZER)) ? -ENOMEM : 0;
 }
 
 int shim_crd_admit(struct shim *s, const struct shim_resource *r, json_t *obj, const json_t *old,
@@ -349,7 +384,7 @@ int shim_crd_admit(struct shim *s, const struct shim_resource *r, json_t *obj, c
             return 1;
         }
     }
-    if (!strcmp(r->store_key, JOBS_KEY)) return admit_job(r, obj, name, resp);
+    if (!strcmp(r->store_key, JOBS_KEY)) return admit_job(s, r, obj, old, name, resp);
     if (!strcmp(r->store_key, POOLS_KEY)) { /* the pool tree's rules, with every stored pool */
         json_t *list;
         size_t n;
@@ -362,9 +397,30 @@ int shim_crd_admit(struct shim *s, const struct shim_resource *r, json_t *obj, c
         const json_t **v = as_vector(list, &n);
         char err[512];
         rc = v ? crd_pool_check_change(v, n, obj, old, err, sizeof err) : -ENOMEM;
+        /* a write that takes the last finalizer off a marked pool removes it:
+         * not while it has child pools (they would lose their parent) */
+        if (!rc && old && crd_pool_deleting(old) && json_array_size(json_object_get(json_object_get(obj, "metadata"),
+                                                                                    "finalizers")) == 0) {
+            rc = crd_pool_check_delete(v, n, name, err, sizeof err);
+            if (rc == -ENOTEMPTY) {
+                free(v);
+                json_decref(list);
+                shim_status(resp, 409, "Conflict", json_pack("{s:s, s:s, s:s}", "name", name, "group", r->group,
+                                                             "kind", r->plural), "%s", err);
+                return 1;
+            }
+        }
         free(v);
         json_decref(list);
         if (rc == -EEXIST) return 0; /* the store answers AlreadyExists */
+        if (rc == -EPERM) {
+            forbidden(resp, r, name, after_head(err));
+            return 1;
+        }
+        if (!rc && !old && add_finalizer(obj)) {
+            shim_status(resp, 500, "InternalError", NULL, "admitting %s: out of memory", name);
+            return 1;
+        }
         if (rc) {
             json_t *causes = json_pack("[{s:s, s:s, s:s}]", "reason", "FieldValueInvalid", "message", err, "field",
                                        "spec");
@@ -375,21 +431,35 @@ int shim_crd_admit(struct shim *s, const struct shim_resource *r, json_t *obj, c
     return 0;
 }
 
+/* store_modify: the pool with CRD_POOL_FINALIZER, so that the DELETE marks it
+ * (one stored before pools got it at creation, or whose finalizers a write
+ * replaced). A marked pool is left as it is. */
+static int ensure_finalizer(void *ud, const json_t *cur, json_t **next, char *err, size_t errlen) {
+    (void)ud;
+    json_t *o = json_deep_copy(cur);
+    if (!o || (!crd_pool_deleting(cur) && add_finalizer(o))) {
+        json_decref(o);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    *next = o;
+    return 0;
+}
+
+/* Deleting a ResourcePool, as Kubernetes deletes a Namespace or a PVC in use:
+ * the DELETE marks it (deletionTimestamp; it keeps its finalizer) and
+ * answers 200 with the marked object; the resource manager takes the
+ * finalizer off once the pool has no child pools and holds no work, and the
+ * store removes it then (docs/crds.md, "Deletion"). */
 int shim_crd_admit_delete(struct shim *s, const struct shim_resource *r, const char *name,
                           struct http_response *resp) {
     if (!r->custom || strcmp(r->store_key, POOLS_KEY)) return 0;
-    json_t *list;
-    size_t n;
-    int rc = all_pools(s, &list);
-    const json_t **v = rc ? NULL : as_vector(list, &n);
-    char err[512] = "";
-    if (!rc) rc = v ? crd_pool_check_delete(v, n, name, err, sizeof err) : -ENOMEM;
-    free(v);
-    json_decref(list);
+    json_t *out = NULL;
+    int rc = store_modify(s->st, POOLS_KEY, "", name, ensure_finalizer, NULL, &out, NULL);
+    json_decref(out);
     if (rc == -ENOENT) return 0; /* the delete itself will say NotFound */
     if (rc) {
-        shim_status(resp, 409, "Conflict", json_pack("{s:s, s:s, s:s}", "name", name, "group", r->group, "kind",
-                                                     r->plural), "%s", err[0] ? err : store_errmsg(s->st));
+        shim_store_error(s, resp, rc, r, name);
         return 1;
     }
     return 0;

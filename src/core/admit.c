@@ -209,6 +209,11 @@ static size_t drain_type_queue(struct respool *p, struct admit_leaf *a, enum adm
 size_t admit_pool_round(struct respool *p, struct gang **out, size_t cap) {
     struct admit_leaf *a = p->admit;
     if (!a) return 0;
+    if (p->deleting) { /* the pool is going: everything waits, and says why */
+        for (int q = 0; q < ADMIT_NQUEUES; q++)
+            if (a->q[q].n) a->q[q].a[0].g->why = (struct admit_why){.check = ADMIT_CHECK_DELETING};
+        return 0;
+    }
     size_t n = 0;
     n += drain_type_queue(p, a, ADMIT_Q_CONTROLLER, out + n, cap - n);
     n += drain_type_queue(p, a, ADMIT_Q_NONPREEMPT, out + n, cap - n);
@@ -312,6 +317,7 @@ const char *admit_check_name(enum admit_check c) {
     case ADMIT_CHECK_SLACK: return "slack entitlement";
     case ADMIT_CHECK_CONTROLLER: return "controller limit";
     case ADMIT_CHECK_RESERVATION: return "reservation";
+    case ADMIT_CHECK_DELETING: return "deletion";
     case ADMIT_CHECK_NONE: break;
     }
     return "none";
@@ -324,6 +330,8 @@ int admit_why_format(const struct gang *g, char *buf, size_t len) {
         if (!g->qid_) return snprintf(buf, len, "pool %s: not queued", path);
         return snprintf(buf, len, "pool %s: queued behind higher-priority or earlier gangs", path);
     }
+    if (w->check == ADMIT_CHECK_DELETING)
+        return snprintf(buf, len, "pool %s: is being deleted; it admits no new work", path);
     char lim[48], al[48], gq[48];
     quantity_format(w->kind, w->limit, lim, sizeof lim);
     quantity_format(w->kind, w->alloc, al, sizeof al);

@@ -15,7 +15,8 @@
  * the kinds the gang asks for: a cpu-only gang is not held back because the
  * pool is over its memory entitlement. The first three are
  * "type-specific": a pending-queue head that fails one moves to its type's
- * queue so it does not block the pool. A head that fails the entitlement rule
+ * queue so it does not block the pool. A pool marked deleting admits nothing:
+ * its queues' heads wait with ADMIT_CHECK_DELETING. A head that fails the entitlement rule
  * blocks the pending queue (head of line) until the next round. Each round
  * first retries the heads of the controller, non-preemptible and revocable
  * queues (each queue stops at its first failure), then the pending queue.
@@ -47,6 +48,7 @@ enum admit_check {
     ADMIT_CHECK_SLACK,       /* revocable allocation + gang > slack entitlement */
     ADMIT_CHECK_CONTROLLER,  /* controller allocation + gang > controller limit */
     ADMIT_CHECK_RESERVATION, /* non-preemptible allocation + gang > reservation */
+    ADMIT_CHECK_DELETING,    /* the pool is marked for deletion: it admits nothing new */
 };
 
 /* Why a gang is still waiting: alloc + gang > limit in `kind` (base units). */
@@ -112,7 +114,8 @@ int admit_pool_release(struct respool *p);
 /* Frees every pool's queue state (queued gangs are forgotten). */
 void admit_tree_release(struct respool_tree *t);
 
-/* "entitlement", "slack entitlement", "controller limit", "reservation", "none". */
+/* "entitlement", "slack entitlement", "controller limit", "reservation",
+ * "deletion", "none". */
 const char *admit_check_name(enum admit_check c);
 /* One line for a waiting gang, e.g. "pool /a/b: cpu entitlement 4 < allocation
  * 3 + gang 2". snprintf semantics. */

@@ -138,8 +138,12 @@ int64_t entitle_waterfill(size_t n, const int64_t *w, const int64_t *cap, int64_
 static int64_t sat_sum(int64_t a, int64_t b) { return res_add(a, b); }
 
 static void leaf_demand(struct respool *p) {
-    struct resvec nonslack = resvec_add(usage_nonslack(&p->alloc), usage_nonslack(&p->pending));
-    struct resvec rev = resvec_add(p->alloc.c[UC_REVOCABLE], p->pending.c[UC_REVOCABLE]);
+    /* a pool being deleted admits nothing new: what waits in it asks for nothing */
+    struct resvec nonslack = usage_nonslack(&p->alloc), rev = p->alloc.c[UC_REVOCABLE];
+    if (!p->deleting) {
+        nonslack = resvec_add(nonslack, usage_nonslack(&p->pending));
+        rev = resvec_add(rev, p->pending.c[UC_REVOCABLE]);
+    }
     struct resvec slack_lim = resvec_any_pos(rev) ? respool_slack_limit(p) : resvec_zero();
     for (int k = 0; k < RES_NKINDS; k++) {
         int64_t d = nonslack.v[k];

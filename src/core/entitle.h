@@ -9,7 +9,9 @@
  * deterministic and nothing is lost to rounding.
  *
  *   demand (leaf)  = min(limit, non-slack alloc + non-slack pending
- *                          + revocable memory/disk/gpu up to the slack limit)
+ *                          + revocable memory/disk/gpu up to the slack limit);
+ *                    a leaf marked deleting admits nothing new, so its
+ *                    pending work is left out (alloc only)
  *   demand (inner) = min(limit, sum over children of max(demand, reservation if STATIC))
  *   phase 1: a_c = STATIC ? reservation : min(reservation, demand); if the sum
  *            exceeds E, E is water-filled by reservation weights, capped at a_c

@@ -323,7 +323,7 @@ static int check_relations(const char *path, const struct respool *parent, const
     return 0;
 }
 
-static bool has_work(const struct respool *p) {
+bool respool_holds_work(const struct respool *p) {
     for (int u = 0; u < UC_NCLASSES; u++)
         if (!resvec_is_zero(p->alloc.c[u]) || !resvec_is_zero(p->pending.c[u])) return true;
     return p->admit != NULL;
@@ -343,8 +343,11 @@ int respool_create(struct respool_tree *t, const char *path, const struct respoo
         core_fail(err, errlen, -EINVAL, "pool %s: parent %s does not exist", path, parent_path);
         return -ENOENT;
     }
-    if (parent->parent && has_work(parent))
+    if (parent->parent && respool_holds_work(parent))
         return core_fail(err, errlen, -EINVAL, "pool %s: parent %s holds work; only leaf pools hold work", path, parent_path);
+    if (parent->deleting)
+        return core_fail(err, errlen, -EPERM, "pool %s: parent %s is being deleted; it takes no new child pools", path,
+                         parent_path);
     if ((rc = check_own(path, cfg, err, errlen))) return rc;
     if ((rc = check_relations(path, parent, NULL, cfg, err, errlen))) return rc;
 
@@ -403,7 +406,7 @@ int respool_delete(struct respool_tree *t, const char *path, char *err, size_t e
         core_fail(err, errlen, -EINVAL, "pool %s: has %d child pools; delete them first", path, p->nchildren);
         return -ENOTEMPTY;
     }
-    if (has_work(p)) {
+    if (respool_holds_work(p)) {
         core_fail(err, errlen, -EINVAL, "pool %s: holds work; stop its jobs first", path);
         return -EBUSY;
     }

@@ -12,7 +12,13 @@
  *   at most the parent's reservation (not checked under the root, whose size is
  *   the cluster); sibling names unique; the parent is immutable; "root" is a
  *   reserved top-level name; controller and slack limits are percentages in
- *   [0, 100]; only leaf pools hold work (a pool with work gets no children). */
+ *   [0, 100]; only leaf pools hold work (a pool with work gets no children).
+ *
+ * Deletion: a pool marked `deleting` (a Kubernetes deletionTimestamp) stays in
+ * the tree with its usage until its owner removes it: it admits no new work
+ * (admit.h), asks for no entitlement beyond what it holds (entitle.h) and gets
+ * no new child pools; its children are not marked by it. respool_delete
+ * removes only a pool without children or work. */
 #ifndef PELOTON_CORE_RESPOOL_H
 #define PELOTON_CORE_RESPOOL_H
 
@@ -63,6 +69,7 @@ struct respool {
     int nchildren;
     int depth; /* root 0 */
     struct respool_config cfg;
+    bool deleting; /* marked for deletion: no new work, no new children; goes once empty */
 
     /* Inputs, per leaf (inner pools: rolled up by respool_rollup). */
     struct usage alloc;   /* admitted work: READY … RUNNING */
@@ -98,6 +105,9 @@ int respool_update(struct respool_tree *t, const char *path, const char *parent_
                    const struct respool_config *cfg, char *err, size_t errlen);
 /* Deletes a leaf pool without work. */
 int respool_delete(struct respool_tree *t, const char *path, char *err, size_t errlen);
+/* Whether p holds work: allocation or pending demand in any class, or
+ * admission queues (respool_delete refuses such a pool). */
+bool respool_holds_work(const struct respool *p);
 
 struct respool *respool_lookup(const struct respool_tree *t, const char *path);
 struct respool *respool_root(const struct respool_tree *t);

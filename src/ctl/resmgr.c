@@ -8,7 +8,12 @@
  * (preempt.c) and evicts the victims, and writes each pool's entitlement,
  * allocation and demand into its status. A new leader rebuilds everything from
  * the API and Redis: bound pods are allocation, gangs already in the ready or
- * retry queue stay admitted, every other unbound pod is pending. */
+ * retry queue stay admitted, every other unbound pod is pending.
+ *
+ * It is also the pool controller for deletion: a pool marked for deletion
+ * (deletionTimestamp, kept by the CRD_POOL_FINALIZER finalizer) admits no new
+ * work (admit.c) and loses its finalizer here once it has no child pools and
+ * no pod holds work in it, so no usage ever leaves the tree's accounting. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +59,8 @@ struct resmgr {
     struct respool_tree *last_tree;
     struct preempt_state ps;
     json_t *sent; /* pool name -> last status written */
+    json_t *terminating; /* pool name -> its object, for pools marked for deletion that keep our finalizer */
+    json_t *told_waiting; /* pool name -> true: its Event said what its deletion waits for */
     uint64_t admitted_total;
     uint64_t busy_ms; /* when a round last found gangs to look at */
     bool readied;     /* this round queued gangs ready */
@@ -209,6 +216,10 @@ static void on_pool_add(void *ud, json_t *obj) {
     struct resmgr *r = ud;
     cluster_pool_set(r->cm, obj);
     forget_sent_unless_stored(r, obj);
+    const char *name = obj_name(obj);
+    if (!name) return;
+    if (crd_pool_deleting(obj) && crd_pool_has_finalizer(obj)) json_object_set(r->terminating, name, obj);
+    else json_object_del(r->terminating, name);
 }
 static void on_pool_update(void *ud, json_t *old, json_t *obj) { on_pool_add(ud, obj); }
 static void on_pool_delete(void *ud, json_t *obj) {
@@ -216,6 +227,8 @@ static void on_pool_delete(void *ud, json_t *obj) {
     if (!obj_name(obj)) return;
     cluster_pool_del(r->cm, obj_name(obj));
     json_object_del(r->sent, obj_name(obj));
+    json_object_del(r->terminating, obj_name(obj));
+    json_object_del(r->told_waiting, obj_name(obj));
 }
 static void on_ns_add(void *ud, json_t *obj) { cluster_ns_set(((struct resmgr *)ud)->cm, obj); }
 static void on_ns_update(void *ud, json_t *old, json_t *obj) { on_ns_add(ud, obj); }
@@ -696,11 +709,74 @@ out:
     free(c.p);
 }
 
+/* ---- pool deletion ---- */
+
+/* Counts, per pool name in ud, the pods that hold work in it: not ended, and
+ * bound to a node or admitted on their way to one (a cluster_foreach_pod
+ * callback). Pods left waiting in a pool being deleted hold nothing. */
+static int count_holders(void *ud, struct cm_pod *p) {
+    json_t *counts = ud;
+    if (p->bad || !p->pool || p->info.terminal || (!p->node && !p->admitted)) return 0;
+    json_t *n = json_object_get(counts, p->pool);
+    if (n) json_integer_set(n, json_integer_value(n) + 1);
+    return 0;
+}
+
+/* Takes our finalizer off every pool marked for deletion that has no child
+ * pools and in which no pod holds work; the store then removes it. The
+ * resourceVersion the decision was made on is a precondition: a pool that
+ * changed meanwhile is looked at again at the next tick. */
+static void release_empty_pools(struct resmgr *r) {
+    if (!json_object_size(r->terminating)) return;
+    struct respool_tree *t = cluster_tree(r->cm);
+    json_t *counts = json_object();
+    const char *name;
+    json_t *obj;
+    json_object_foreach(r->terminating, name, obj) json_object_set_new(counts, name, json_integer(0));
+    cluster_foreach_pod(r->cm, count_holders, counts);
+    json_object_foreach(r->terminating, name, obj) {
+        struct respool *p = crd_pool_find(t, name);
+        /* not in the tree: the tree lags behind the objects (or they break a
+         * rule): its children and usage are not known, so it waits */
+        if (!p) continue;
+        json_int_t pods = json_integer_value(json_object_get(counts, name));
+        bool holds = pods > 0;
+        for (int u = 0; u < UC_NCLASSES; u++) holds |= !resvec_is_zero(p->alloc.c[u]);
+        if (p->first_child || holds) {
+            if (!json_object_get(r->told_waiting, name)) { /* once: `kubectl describe rp` shows it */
+                ctl_object_event(r->env.kc, RM_COMPONENT, "peloton.io/v1alpha1", "ResourcePool", "", name, NULL,
+                                 "Normal", "Terminating",
+                                 "marked for deletion; it goes once it has no child pools (now %d) and no pod "
+                                 "holds work in it (now %lld)",
+                                 p->nchildren, (long long)pods);
+                json_object_set_new(r->told_waiting, name, json_true());
+            }
+            continue;
+        }
+        json_object_del(r->told_waiting, name);
+        json_t *md = json_object_get(obj, "metadata"), *keep = json_array();
+        size_t i;
+        json_t *f;
+        json_array_foreach(json_object_get(md, "finalizers"), i, f) {
+            if (!json_is_string(f) || strcmp(json_string_value(f), CRD_POOL_FINALIZER)) json_array_append(keep, f);
+        }
+        json_t *patch = json_pack("{s:{s:O, s:o}}", "metadata", "resourceVersion",
+                                  json_object_get(md, "resourceVersion"), "finalizers", keep);
+        char path[512];
+        snprintf(path, sizeof path, "/apis/peloton.io/v1alpha1/resourcepools/%s", name);
+        if (patch) kclient_request(r->env.kc, "PATCH", path, patch, "application/merge-patch+json", NULL, NULL);
+        json_decref(patch);
+        fprintf(stderr, "level=info msg=\"resmgr: pool empty, deletion goes on\" pool=%s\n", name);
+    }
+    json_decref(counts);
+}
+
 /* ---- pool status ---- */
 
 static void on_status(uv_timer_t *tm) {
     struct resmgr *r = tm->data;
     if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
+    release_empty_pools(r);
     size_t n;
     struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
     for (size_t i = 0; all && i < n; i++) {
@@ -786,8 +862,10 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
     pc.over_checks = r->o.over_checks ? r->o.over_checks : 3;
     r->cm = cluster_new(&co);
     r->sent = json_object();
+    r->terminating = json_object();
+    r->told_waiting = json_object();
     r->rec = ctl_recorder_new(env->kc, RM_COMPONENT, 0);
-    if (!r->cm || !r->sent || !r->rec || preempt_state_init(&r->ps, &pc)) {
+    if (!r->cm || !r->sent || !r->terminating || !r->told_waiting || !r->rec || preempt_state_init(&r->ps, &pc)) {
         snprintf(err, errlen, "out of memory");
         resmgr_stop(r);
         return NULL;
@@ -847,6 +925,8 @@ void resmgr_stop(struct resmgr *r) {
     cluster_free(r->cm); /* releases the admission queues */
     preempt_state_free(&r->ps);
     json_decref(r->sent);
+    json_decref(r->terminating);
+    json_decref(r->told_waiting);
     if (r->rec) {
         uint64_t posted, counted;
         ctl_recorder_counts(r->rec, &posted, &counted);

@@ -181,6 +181,7 @@ int crd_pool_decode(const json_t *cr, char *name, size_t namelen, char *parent, 
 
 struct node {
     const char *name, *parent; /* borrowed from the object */
+    bool deleting;             /* metadata.deletionTimestamp */
     long parent_idx;           /* -1: top level */
     int depth;                 /* 1 for a top-level pool */
     int mark;                  /* 0 new, 1 on the current walk, 2 resolved */
@@ -261,6 +262,7 @@ static int forest_load(struct forest *f, const json_t *const *pools, size_t n, c
     for (size_t i = 0; i < n; i++) {
         struct node *d = &f->nodes[i];
         if ((rc = decode_borrowed(pools[i], &d->name, &d->parent, &d->cfg, err, errlen))) goto out;
+        d->deleting = crd_pool_deleting(pools[i]);
         f->by_name[i] = i;
     }
     qsort_r(f->by_name, n, sizeof *f->by_name, cmp_name, f->nodes);
@@ -325,6 +327,10 @@ static int forest_build(struct forest *f, struct respool_tree **out, char *err, 
             return wrap_core(err, errlen, rc, d->name, d->path, msg);
         }
     }
+    /* marked after every pool is in: a child stored before its parent was
+     * marked stays (only new children are refused) */
+    for (size_t i = 0; i < f->n; i++)
+        if (f->nodes[i].deleting) respool_lookup(t, f->nodes[i].path)->deleting = true;
     *out = t;
     return 0;
 }
@@ -383,6 +389,12 @@ int crd_pool_check_change(const json_t *const *existing, size_t n, const json_t 
             const char *en = obj_name(existing[i]);
             if (en && strcmp(en, name) == 0) return pool_fail(err, errlen, -EEXIST, name, "already exists");
         }
+        for (size_t i = 0; *parent && i < n; i++) {
+            const char *en = obj_name(existing[i]);
+            if (en && strcmp(en, parent) == 0 && crd_pool_deleting(existing[i]))
+                return pool_fail(err, errlen, -EPERM, name,
+                                 "parent \"%.253s\" is being deleted; it accepts no new child pools", parent);
+        }
     }
 
     size_t m;
@@ -437,6 +449,19 @@ int crd_pool_check_delete(const json_t *const *existing, size_t n, const char *n
         return pool_fail(err, errlen, -ENOTEMPTY, name, "has %zu child pool%s (%s%s); delete them first", count,
                          count == 1 ? "" : "s", kids, count > 4 ? ", ..." : "");
     return 0;
+}
+
+bool crd_pool_deleting(const json_t *cr) {
+    return json_object_get(json_object_get(cr, "metadata"), "deletionTimestamp") != NULL;
+}
+
+bool crd_pool_has_finalizer(const json_t *cr) {
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(json_object_get(cr, "metadata"), "finalizers"), i, f) {
+        if (json_is_string(f) && strcmp(json_string_value(f), CRD_POOL_FINALIZER) == 0) return true;
+    }
+    return false;
 }
 
 /* ---- status ---- */

@@ -18,12 +18,17 @@
 #define PELOTON_K8S_CRD_POOL_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "respool.h"
 
 #define CRD_POOL_RESOURCE "resourcepools.peloton.io"
 #define CRD_POOL_MAX 100000 /* pools in one tree (bounds the work per check) */
+/* The finalizer that keeps a pool marked for deletion (deletionTimestamp)
+ * until it has no child pools and holds no work: the API server puts it on
+ * every pool, the resource manager takes it off (docs/crds.md, "Deletion"). */
+#define CRD_POOL_FINALIZER "peloton.io/pool-protection"
 
 /* Decodes one ResourcePool: its name into name (metadata.name), its parent's
  * name into parent ("" for a top-level pool; "root" is normalised to ""), and
@@ -39,7 +44,8 @@ int crd_pool_decode(const json_t *cr, char *name, size_t namelen, char *parent, 
  * parents by name (a missing parent or a cycle is refused, naming the pools),
  * then creates pools parents-first with respool_create so that every core
  * rule is checked. Duplicate names are refused. On success *out is a new tree
- * in which each pool's name is its metadata.name; on error *out is NULL. */
+ * in which each pool's name is its metadata.name and a pool with a
+ * metadata.deletionTimestamp is marked deleting; on error *out is NULL. */
 int crd_pool_build_tree(const json_t *const *pools, size_t n, struct respool_tree **out, char *err,
                         size_t errlen);
 
@@ -47,19 +53,26 @@ int crd_pool_build_tree(const json_t *const *pools, size_t n, struct respool_tre
  * candidate, given every stored pool. On update, existing may or may not hold
  * old (whatever carries candidate's name is replaced by it); on create, a
  * stored pool with candidate's name is -EEXIST. Refuses a changed spec.parent
- * (immutable) and anything that would break a tree rule. When the stored tree itself breaks a rule, the
+ * (immutable) and anything that would break a tree rule; a new pool whose
+ * parent is marked for deletion is -EPERM. When the stored tree itself breaks a rule, the
  * change is allowed only if the tree with it satisfies every rule (so a fix
  * can be applied). 0 = allowed. */
 int crd_pool_check_change(const json_t *const *existing, size_t n, const json_t *candidate, const json_t *old,
                           char *err, size_t errlen);
 
-/* Admission for deleting the pool called name: refused (-ENOTEMPTY) while
- * another pool names it as parent. Work in the pool is the caller's check. */
+/* Whether the pool called name may be removed now, as far as the stored pools
+ * tell: -ENOTEMPTY while another pool names it as parent. Work in the pool
+ * is the resource manager's check (it holds the finalizer). */
 int crd_pool_check_delete(const json_t *const *existing, size_t n, const char *name, char *err, size_t errlen);
 
 /* The pool in a tree built by crd_pool_build_tree whose name is name (NULL
  * when none). Linear in the number of pools. */
 struct respool *crd_pool_find(const struct respool_tree *t, const char *name);
+
+/* Whether a stored pool is marked for deletion (metadata.deletionTimestamp). */
+bool crd_pool_deleting(const json_t *cr);
+/* Whether cr lists CRD_POOL_FINALIZER in metadata.finalizers. */
+bool crd_pool_has_finalizer(const json_t *cr);
 
 /* A new status object for pool p: path, entitlement, slackEntitlement,
  * allocation (all classes) and demand per kind as quantity strings, and

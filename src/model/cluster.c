@@ -26,6 +26,12 @@ struct cm_gang {
     size_t n, cap;
 };
 
+/* The revocable part of what is counted on a host. */
+struct host_rev {
+    int64_t cpu;
+    uint32_t pods;
+};
+
 struct cluster {
     struct cm_options opt;
     char *default_pool;
@@ -43,8 +49,10 @@ struct cluster {
     struct resvec *host_alloc; /* per host: what its pods request */
     uint32_t *host_pods, *host_max_pods; /* per host: pods counted, allocatable "pods" (0 = no limit) */
     uint64_t *host_gen;        /* per host: stamped whenever what is counted on it changes */
+    struct host_rev *host_rev; /* per host: what its revocable pods hold (slack leaves it out) */
     uint32_t nhosts;
     struct resvec capacity;
+    struct resvec unplaced;    /* non-revocable work admitted but on no host yet */
 };
 
 void cm_options_default(struct cm_options *o) {
@@ -125,6 +133,7 @@ void cluster_free(struct cluster *c) {
     free(c->host_pods);
     free(c->host_max_pods);
     free(c->host_gen);
+    free(c->host_rev);
     free(c->pool_error);
     free(c->default_pool);
     free(c);
@@ -138,7 +147,7 @@ static struct respool *leaf_of(struct cluster *c, const char *name) {
     return p && respool_is_leaf(p) ? p : NULL;
 }
 
-/* A host's allocation as placement and slack see it: a host at its pod
+/* A host's allocation as placement sees it: a host at its pod
  * limit is full (the core has no pod-count resource, and a Kubelet refuses a
  * pod beyond it: OutOfpods). */
 static struct resvec host_used(const struct cluster *c, uint32_t h) {
@@ -149,6 +158,25 @@ static struct resvec host_used(const struct cluster *c, uint32_t h) {
         if (a.v[RES_MEMORY] < cap->v[RES_MEMORY]) a.v[RES_MEMORY] = cap->v[RES_MEMORY];
     }
     return a;
+}
+
+/* Slack cpu: what non-revocable work leaves of the schedulable hosts' cpu
+ * (Peloton measures idle cpu; we have requests only). Revocable pods are left
+ * out, or each one would shrink the slack it runs on and revocable work would
+ * preempt itself in an idle cluster; non-revocable work admitted but not yet
+ * on a host is counted, so that its arrival is what takes slack back. A host
+ * that non-revocable pods alone fill to its pod limit has no slack. */
+static int64_t slack_cpu(const struct cluster *c) {
+    int64_t used = c->unplaced.v[RES_CPU];
+    for (uint32_t h = 0; h < c->nhosts; h++) {
+        if (c->fleet->hosts[h].flags & HOST_CLOSED) continue;
+        int64_t cpu = res_max(0, c->host_alloc[h].v[RES_CPU] - c->host_rev[h].cpu);
+        uint32_t pods = c->host_pods[h] - c->host_rev[h].pods;
+        if (c->host_max_pods[h] && pods >= c->host_max_pods[h])
+            cpu = res_max(cpu, c->fleet->hosts[h].allocatable.v[RES_CPU]);
+        used = res_add(used, cpu);
+    }
+    return res_max(0, c->capacity.v[RES_CPU] - used);
 }
 
 static void host_sync(struct cluster *c, uint32_t h) {
@@ -177,12 +205,18 @@ static void uncount(struct cluster *c, struct cm_pod *p) {
     if (p->host_ != HOST_NONE && p->host_ < c->nhosts) {
         c->host_alloc[p->host_] = resvec_sub(c->host_alloc[p->host_], p->counted_req_);
         c->host_pods[p->host_]--;
+        if (p->counted_flags_ & WF_REVOCABLE) {
+            c->host_rev[p->host_].cpu -= p->counted_req_.v[RES_CPU];
+            c->host_rev[p->host_].pods--;
+        }
         host_sync(c, p->host_);
         job_count(c, p, p->host_, -1);
         if (p->hprev_) p->hprev_->hnext_ = p->hnext_;
         else c->host_head[p->host_] = p->hnext_;
         if (p->hnext_) p->hnext_->hprev_ = p->hprev_;
     }
+    if (p->unplaced_) c->unplaced = resvec_sub(c->unplaced, p->counted_req_);
+    p->unplaced_ = false;
     p->counted_ = 0;
     p->pool_ = NULL;
     p->host_ = HOST_NONE;
@@ -226,6 +260,10 @@ static void count(struct cluster *c, struct cm_pod *p) {
             p->host_ = h;
             c->host_alloc[h] = resvec_add(c->host_alloc[h], p->info.req);
             c->host_pods[h]++;
+            if (p->info.flags & WF_REVOCABLE) {
+                c->host_rev[h].cpu += p->info.req.v[RES_CPU];
+                c->host_rev[h].pods++;
+            }
             host_sync(c, h);
             job_count(c, p, h, 1);
             p->hprev_ = NULL;
@@ -233,6 +271,9 @@ static void count(struct cluster *c, struct cm_pod *p) {
             if (p->hnext_) p->hnext_->hprev_ = p;
             c->host_head[h] = p;
         }
+    } else if (bound && !(p->info.flags & WF_REVOCABLE)) { /* admitted: on its way to a host */
+        p->unplaced_ = true;
+        c->unplaced = resvec_add(c->unplaced, p->info.req);
     }
     c->entitle_dirty = true;
     c->gen++;
@@ -286,11 +327,12 @@ int cluster_pool_set(struct cluster *c, json_t *pool) {
     const char *name = json_string_value(json_object_get(json_object_get(pool, "metadata"), "name"));
     if (!name) return -EINVAL;
     json_t *old = strmap_get(&c->pools, name);
-    if (old && json_equal(json_object_get(old, "spec"), json_object_get(pool, "spec"))) {
+    if (old && json_equal(json_object_get(old, "spec"), json_object_get(pool, "spec")) &&
+        crd_pool_deleting(old) == crd_pool_deleting(pool)) {
         json_incref(pool);
         strmap_put(&c->pools, name, pool, NULL);
         json_decref(old);
-        return 0; /* a status write: nothing the tree depends on */
+        return 0; /* a status or finalizer write: nothing the tree depends on */
     }
     json_incref(pool);
     if (strmap_put(&c->pools, name, pool, NULL)) {
@@ -697,7 +739,8 @@ static int rebuild_fleet(struct cluster *c) {
     struct resvec *ha = rc ? NULL : calloc(nh, sizeof *ha);
     uint32_t *hp = rc ? NULL : calloc(nh, sizeof *hp), *hm = rc ? NULL : calloc(nh, sizeof *hm);
     uint64_t *hg = rc ? NULL : malloc(nh * sizeof *hg);
-    if ((!e && !c->opt.no_engine) || !heads || !ha || !hp || !hm || !hg) {
+    struct host_rev *hr = rc ? NULL : calloc(nh, sizeof *hr);
+    if ((!e && !c->opt.no_engine) || !heads || !ha || !hp || !hm || !hg || !hr) {
         place_engine_free(e);
         host_fleet_free(f);
         free(heads);
@@ -705,6 +748,7 @@ static int rebuild_fleet(struct cluster *c) {
         free(hp);
         free(hm);
         free(hg);
+        free(hr);
         return rc ? rc : -ENOMEM;
     }
     uint64_t stamp = ++c->host_stamps;
@@ -724,6 +768,7 @@ static int rebuild_fleet(struct cluster *c) {
     free(c->host_pods);
     free(c->host_max_pods);
     free(c->host_gen);
+    free(c->host_rev);
     c->fleet = f;
     c->engine = e;
     c->host_head = heads;
@@ -731,6 +776,7 @@ static int rebuild_fleet(struct cluster *c) {
     c->host_pods = hp;
     c->host_max_pods = hm;
     c->host_gen = hg;
+    c->host_rev = hr;
     c->fleet_gen++;
     c->nhosts = f->nhosts;
     c->capacity = cap;
@@ -752,13 +798,7 @@ int cluster_refresh(struct cluster *c) {
         c->gen++;
     }
     if (c->entitle_dirty) {
-        /* slack: cpu no work holds (Peloton uses measured idle; we have requests only) */
-        int64_t used = 0;
-        for (uint32_t i = 0; i < c->nhosts; i++)
-            if (!(c->fleet->hosts[i].flags & HOST_CLOSED))
-                used += host_used(c, i).v[RES_CPU];
-        int64_t slack = c->capacity.v[RES_CPU] - used;
-        if ((rc = respool_entitle(c->tree, c->capacity, slack > 0 ? slack : 0))) return rc;
+        if ((rc = respool_entitle(c->tree, c->capacity, slack_cpu(c)))) return rc;
         c->entitle_dirty = false;
     }
     return 0;

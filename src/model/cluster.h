@@ -23,7 +23,9 @@
  * not spec.unschedulable and not marked down by cluster_node_down; other nodes
  * stay in the fleet flagged HOST_UNSCHEDULABLE (cordoned) or HOST_NOT_READY
  * (not Ready, or down), their pods still counted.
- * Capacity for entitlement is the allocatable sum of schedulable nodes.
+ * Capacity for entitlement is the allocatable sum of schedulable nodes; slack
+ * cpu (what revocable work runs on) is that capacity less what non-revocable
+ * work holds: its pods on schedulable nodes and its admitted, unbound pods.
  *
  * Ownership: json_t arguments are borrowed; the model takes references. All
  * pointers returned (pods, pools, fleet, engine) are valid until the next
@@ -79,6 +81,7 @@ struct cm_pod {
     unsigned counted_;           /* 1 = alloc, 2 = pending */
     struct resvec counted_req_;
     unsigned counted_flags_;
+    bool unplaced_;                 /* counted in the model's admitted, not yet placed, non-revocable work */
     struct cm_pod *hnext_, *hprev_; /* pods counted on the same host */
 };
 

@@ -64,8 +64,6 @@ def test_pool_tree_rules_refused_with_the_rule():
     assert rc != 0 and "nope" in err, err
     rc, out, err = kubectl("patch", "rp", "training", "--type", "merge", "-p", '{"spec":{"parent":"serving"}}')
     assert rc != 0 and "immutable" in err, err
-    rc, out, err = kubectl("delete", "rp", "ml")  # has children
-    assert rc != 0 and "Conflict" in err, err
 
 
 def test_schema_validation_and_pruning():
@@ -160,6 +158,41 @@ def test_invalid_jobs_are_refused_at_admission():
     rc, out, err = kubectl("apply", "-f", "-", stdin=JOB % ("fine", "  instanceCount: 2\n"))
     assert rc == 0, err
     kubectl("delete", "pj", "fine")
+
+
+def test_pool_deletion_marks_the_pool_and_keeps_it_for_its_children():
+    """Issue #16: DELETE of a pool marks it, as of a Namespace (deletionTimestamp,
+    the peloton.io/pool-protection finalizer every pool gets at creation); the
+    resource manager, not running here, would take the finalizer off once the
+    pool is empty. Before, a pool with children was refused 409, one with work
+    deleted at once."""
+    rc, out, err = kubectl("apply", "-f", "-", stdin="---\n".join(
+        [pool("del-org", cpu_res=8), pool("del-a", "del-org", 4), pool("del-b", "del-org", 4)]))
+    assert rc == 0, err
+    obj = json.loads(kubectl("get", "rp", "del-a", "-o", "json")[1])
+    assert obj["metadata"]["finalizers"] == ["peloton.io/pool-protection"], obj["metadata"]
+    rc, out, err = kubectl("delete", "rp", "del-org", "--wait=false")
+    assert rc == 0 and 'resourcepool.peloton.io "del-org" deleted' in out, (out, err)
+    md = json.loads(kubectl("get", "rp", "del-org", "-o", "json")[1])["metadata"]
+    assert md.get("deletionTimestamp") and md["finalizers"] == ["peloton.io/pool-protection"], md
+    # a marked pool takes no new children
+    rc, out, err = kubectl("apply", "-f", "-", stdin=pool("del-c", "del-org", 0))
+    assert rc != 0 and "(Forbidden)" in err and 'parent "del-org" is being deleted' in err, err
+    # nor can it be forced out while it has children: they would lose their parent
+    rc, out, err = kubectl("patch", "rp", "del-org", "--type", "merge", "-p", '{"metadata":{"finalizers":[]}}')
+    assert rc != 0 and "(Conflict)" in err and 'has 2 child pools ("del-a", "del-b")' in err, err
+    # a marked leaf takes no new Jobs
+    assert kubectl("delete", "rp", "del-a", "--wait=false")[0] == 0
+    rc, out, err = kubectl("apply", "-f", "-", stdin=(JOB % ("late", "  instanceCount: 1\n")).replace(
+        "resourcePool: training", "resourcePool: del-a"))
+    assert rc != 0 and "(Forbidden)" in err and 'resource pool "del-a" is being deleted' in err, err
+    # what the resource manager does for an empty pool, by hand: without its finalizer it goes
+    for name in ("del-a", "del-b", "del-org"):
+        kubectl("delete", "rp", name, "--wait=false")
+        rc, out, err = kubectl("patch", "rp", name, "--type", "merge", "-p", '{"metadata":{"finalizers":[]}}')
+        assert rc == 0, (name, err)
+    rc, out, err = kubectl("get", "rp", "-o", "name")
+    assert "del-" not in out, out
 
 
 def test_new_crd_is_served_at_once():

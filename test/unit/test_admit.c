@@ -474,3 +474,33 @@ TEST(admit_property_rules_hold) {
         teardown(t);
     }
 }
+
+/* A pool marked deleting admits nothing new, whatever its room; its waiting
+ * gangs say why, and admission resumes if the mark goes (issue #16). */
+TEST(admit_deleting_pool_admits_nothing) {
+    struct respool_tree *t = respool_tree_new();
+    struct respool *p = mkpool(t, "/a", 10);
+    REQUIRE(p);
+    p->entitlement = cpu(100);
+    p->slack_entitlement = cpu(100);
+    struct gang g[3];
+    admit_gang_init(&g[0], "pre", 1, WF_PREEMPTIBLE, 1, cpu(1));
+    admit_gang_init(&g[1], "np", 1, 0, 1, cpu(1));
+    admit_gang_init(&g[2], "rev", 1, WF_REVOCABLE, 1, cpu(1));
+    for (int i = 0; i < 3; i++) REQUIRE(admit_enqueue(p, &g[i], NULL, 0) == 0);
+    p->deleting = true;
+    struct gang *out[3];
+    CHECK_I64(admit_pool_round(p, out, 3), 0);
+    CHECK_I64(admit_queued(p, -1), 3);
+    struct gang *h = admit_head(p, ADMIT_Q_PENDING);
+    REQUIRE(h);
+    CHECK_I64(h->why.check, ADMIT_CHECK_DELETING);
+    char why[200];
+    admit_why_format(h, why, sizeof why);
+    CHECK_STR(why, "pool /a: is being deleted; it admits no new work");
+    CHECK_STR(admit_check_name(ADMIT_CHECK_DELETING), "deletion");
+    CHECK_I64(usage_nonslack(&p->alloc).v[RES_CPU], 0);
+    p->deleting = false;
+    CHECK_I64(admit_pool_round(p, out, 3), 3);
+    teardown(t);
+}

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "cluster.h"
+#include "preempt.h"
 #include "podspec.h"
 #include "strmap.h"
 #include "test.h"
@@ -654,5 +655,108 @@ TEST(cluster_status_write_keeps_counts) {
     CHECK_I64(f->hosts[h1].allocated.v[RES_CPU], 0);
     CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 0);
     CHECK(!cluster_host_first(c, h1));
+    cluster_free(c);
+}
+
+/* Slack is what non-revocable work leaves: revocable pods do not shrink the
+ * slack they run on (issue #16: ten 4-cpu revocable pods on an idle 4 x 8
+ * cluster lost six to "over cpu slack entitlement"), and non-revocable work
+ * admitted for placement takes slack back, which is what preempts revocable
+ * work. */
+static json_t *rev_pod(const char *name, const char *node_name) {
+    json_t *p = pod("d", name, "rev", "4", node_name);
+    json_object_set_new(json_object_get(p, "metadata"), "annotations", json_pack("{s:s}", "peloton.io/revocable", "true"));
+    return p;
+}
+
+static int collect_tasks(void *ud, struct cm_pod *p) {
+    struct { struct cluster *c; struct preempt_task t[16]; size_t n; } *w = ud;
+    struct respool *leaf = cluster_pod_pool(w->c, p);
+    if (!p->node || !leaf || w->n == 16) return 0;
+    w->t[w->n++] = (struct preempt_task){p->key, leaf, p->info.req, p->info.priority, p->info.flags, TASK_RUNNING, 0};
+    return 0;
+}
+
+TEST(cluster_slack_is_what_non_revocable_work_leaves) {
+    struct cm_options o;
+    cm_options_default(&o);
+    o.count_pending = true;
+    struct cluster *c = cluster_new(&o);
+    REQUIRE(c);
+    const char *nodes[] = {"n1", "n2", "n3", "n4"};
+    for (int i = 0; i < 4; i++) feed(c, node(nodes[i], "8", "32Gi", true), cluster_node_set);
+    feed(c, pool("rev", "", "0", "32"), cluster_pool_set);
+    feed(c, pool("batch", "", "0", "32"), cluster_pool_set);
+    char name[16];
+    for (int i = 0; i < 10; i++) { /* eight placed, two left over */
+        snprintf(name, sizeof name, "r%d", i);
+        feed(c, rev_pod(name, i < 8 ? nodes[i / 2] : NULL), cluster_pod_set);
+    }
+    REQUIRE_I64(cluster_refresh(c), 0);
+    struct respool *rev = cluster_pod_pool(c, cluster_pod(c, "d", "r0"));
+    REQUIRE(rev);
+    CHECK_I64(rev->alloc.c[UC_REVOCABLE].v[RES_CPU], 32000);
+    CHECK_I64(rev->slack_entitlement.v[RES_CPU], 32000); /* before: 0, the revocable pods' own cpu taken away */
+
+    struct preempt_config pc;
+    preempt_config_default(&pc);
+    struct preempt_state st;
+    REQUIRE_I64(preempt_state_init(&st, &pc), 0);
+    struct { struct cluster *c; struct preempt_task t[16]; size_t n; } w = {.c = c};
+    cluster_foreach_pod(c, collect_tasks, &w);
+    REQUIRE_I64(w.n, 8);
+    struct preempt_plan plan = {0};
+    for (int check = 0; check < 5; check++) { /* an idle cluster: nothing to give back, however long */
+        REQUIRE_I64(preempt_plan(&st, cluster_tree(c), w.t, w.n, &plan, NULL, 0), 0);
+        CHECK_I64(plan.n, 0);
+        preempt_plan_free(&plan);
+    }
+
+    /* non-revocable work admitted: its cpu leaves the slack, and the revocable pool gives back */
+    feed(c, pod("d", "b0", "batch", "6", NULL), cluster_pod_set);
+    cluster_admit(c, cluster_pod(c, "d", "b0"), true);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK_I64(rev->slack_entitlement.v[RES_CPU], 26000);
+    size_t victims = 0;
+    for (int check = 0; check < 3; check++) {
+        REQUIRE_I64(preempt_plan(&st, cluster_tree(c), w.t, w.n, &plan, NULL, 0), 0);
+        victims += plan.n;
+        for (size_t i = 0; i < plan.n; i++) CHECK_I64(plan.v[i].reason, PREEMPT_OVER_SLACK);
+        preempt_plan_free(&plan);
+    }
+    CHECK_I64(victims, 2); /* 32 - 26 = 6 cpu: two 4-cpu pods */
+
+    /* once placed it counts on its host, not twice */
+    feed(c, pod("d", "b0", "batch", "6", "n1"), cluster_pod_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK_I64(rev->slack_entitlement.v[RES_CPU], 26000);
+    cluster_pod_del(c, "d", "b0");
+    REQUIRE_I64(cluster_refresh(c), 0);
+    CHECK_I64(rev->slack_entitlement.v[RES_CPU], 32000);
+    preempt_state_free(&st);
+    cluster_free(c);
+}
+
+/* Marking a pool for deletion changes no spec, yet the tree must learn it
+ * (before, a write with an unchanged spec was taken for a status write). */
+TEST(cluster_pool_marked_for_deletion_reaches_the_tree) {
+    struct cluster *c = cluster_new(NULL);
+    REQUIRE(c);
+    feed(c, node("n1", "8", "16Gi", true), cluster_node_set);
+    feed(c, pool("a", "", "0", "8"), cluster_pool_set);
+    feed(c, pod("d", "w", "a", "2", NULL), cluster_pod_set); /* pending */
+    REQUIRE_I64(cluster_refresh(c), 0);
+    struct respool *a = cluster_pod_pool(c, cluster_pod(c, "d", "w"));
+    REQUIRE(a);
+    CHECK(!a->deleting);
+    CHECK_I64(a->demand.v[RES_CPU], 2000);
+    json_t *marked = pool("a", "", "0", "8");
+    json_object_set_new(json_object_get(marked, "metadata"), "deletionTimestamp", json_string("2026-11-27T07:00:00Z"));
+    feed(c, marked, cluster_pool_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    a = cluster_pod_pool(c, cluster_pod(c, "d", "w"));
+    REQUIRE(a);
+    CHECK(a->deleting);
+    CHECK_I64(a->demand.v[RES_CPU], 0); /* what waits in it asks for nothing */
     cluster_free(c);
 }

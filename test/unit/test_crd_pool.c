@@ -357,6 +357,35 @@ TEST(crdpool_check_delete) {
     free_all(v, n);
 }
 
+/* A pool with a deletionTimestamp (issue #16) is marked deleting in the
+ * tree, children stored before included; a new child under it is -EPERM. */
+TEST(crdpool_deleting_pools) {
+    json_t *v[3];
+    size_t n = org_tree(v);
+    json_object_set_new(json_object_get(v[0], "metadata"), "deletionTimestamp", json_string("2026-11-27T07:00:00Z"));
+    json_object_set_new(json_object_get(v[0], "metadata"), "finalizers",
+                        json_pack("[s, s]", "example.com/other", CRD_POOL_FINALIZER));
+    CHECK(crd_pool_deleting(v[0]) && crd_pool_has_finalizer(v[0]));
+    CHECK(!crd_pool_deleting(v[1]) && !crd_pool_has_finalizer(v[1]));
+    struct respool_tree *t = NULL;
+    char err[256] = "";
+    REQUIRE_I64(crd_pool_build_tree((const json_t *const *)v, n, &t, err, sizeof err), 0);
+    CHECK(crd_pool_find(t, "org")->deleting);
+    CHECK(!crd_pool_find(t, "team1")->deleting);
+    CHECK_I64(crd_pool_find(t, "org")->nchildren, 2);
+    respool_tree_free(t);
+    json_t *kid = mkpool("team3", "{\"parent\": \"org\"}");
+    CHECK_I64(crd_pool_check_change((const json_t *const *)v, n, kid, NULL, err, sizeof err), -EPERM);
+    CHECK_STR(err, "resourcepools.peloton.io \"team3\": parent \"org\" is being deleted; it accepts no new child pools");
+    json_t *kid1 = mkpool("team4", "{\"parent\": \"team1\"}"); /* under a live pool: fine */
+    CHECK_I64(crd_pool_check_change((const json_t *const *)v, n, kid1, NULL, err, sizeof err), 0);
+    /* an update of the marked pool itself is a change like any other */
+    json_t *upd = json_deep_copy(v[0]);
+    CHECK_I64(crd_pool_check_change((const json_t *const *)v, n, upd, v[0], err, sizeof err), 0);
+    json_decref(kid); json_decref(kid1); json_decref(upd);
+    free_all(v, n);
+}
+
 TEST(crdpool_status_quantities_and_summary) {
     json_t *v[3];
     size_t n = org_tree(v);

@@ -426,3 +426,28 @@ TEST(entitle_property_random_trees) {
         respool_tree_free(t);
     }
 }
+
+/* A leaf marked deleting admits nothing new, so its waiting work asks for no
+ * entitlement (which would otherwise be taken from others, by preemption),
+ * while what it holds stays entitled (issue #16). */
+TEST(entitle_deleting_leaf_asks_only_for_what_it_holds) {
+    struct pool_spec ps[] = {{"/a", 0, -1, -1, false, 80}, {"/b", 0, -1, -1, false, 80}};
+    struct respool_tree *t = build(ps, 2);
+    struct respool *a = respool_lookup(t, "/a");
+    REQUIRE(a);
+    a->alloc.c[UC_PREEMPT].v[RES_CPU] = CORES(10);
+    a->pending.c[UC_REVOCABLE].v[RES_CPU] = CORES(5);
+    REQUIRE(respool_entitle(t, cap_cpu(100), CORES(10)) == 0);
+    CHECK_I64(a->demand.v[RES_CPU], CORES(90));
+    CHECK_I64(ent(t, "/a"), CORES(50));
+    CHECK_I64(a->slack_demand.v[RES_CPU], CORES(5));
+    a->deleting = true;
+    REQUIRE(respool_entitle(t, cap_cpu(100), CORES(10)) == 0);
+    CHECK_I64(a->demand.v[RES_CPU], CORES(10)); /* its allocation only */
+    CHECK_I64(a->slack_demand.v[RES_CPU], 0);
+    CHECK_I64(a->slack_entitlement.v[RES_CPU], 0);
+    /* b's 80 met (before: 50); a keeps its 10, the idle 10 is split by share */
+    CHECK_I64(ent(t, "/b"), CORES(85));
+    CHECK_I64(ent(t, "/a"), CORES(15));
+    respool_tree_free(t);
+}

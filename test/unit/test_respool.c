@@ -249,3 +249,25 @@ TEST(respool_validate_tree_whole) {
     CHECK_HAS(err, "/o");
     respool_tree_free(t);
 }
+
+/* A pool marked deleting (issue #16) keeps its place and usage until it is
+ * empty: it takes no new child pools, and goes only without children or work. */
+TEST(respool_deleting_pool_takes_no_children_and_goes_when_empty) {
+    struct respool_tree *t = respool_tree_new();
+    char err[256];
+    REQUIRE(mk(t, "/org", 0, RES_UNLIMITED, err) == 0);
+    REQUIRE(mk(t, "/org/a", 0, RES_UNLIMITED, err) == 0);
+    struct respool *org = respool_lookup(t, "/org"), *a = respool_lookup(t, "/org/a");
+    org->deleting = a->deleting = true;
+    CHECK_I64(mk(t, "/org/b", 0, RES_UNLIMITED, err), -EPERM);
+    CHECK_STR(err, "pool /org/b: parent /org is being deleted; it takes no new child pools");
+    CHECK_I64(respool_delete(t, "/org", err, sizeof err), -ENOTEMPTY);
+    usage_add(&a->alloc, WF_PREEMPTIBLE, (struct resvec){{1000, 0, 0, 0}});
+    CHECK(respool_holds_work(a));
+    CHECK_I64(respool_delete(t, "/org/a", err, sizeof err), -EBUSY);
+    usage_sub(&a->alloc, WF_PREEMPTIBLE, (struct resvec){{1000, 0, 0, 0}});
+    CHECK(!respool_holds_work(a));
+    CHECK_I64(respool_delete(t, "/org/a", err, sizeof err), 0);
+    CHECK_I64(respool_delete(t, "/org", err, sizeof err), 0);
+    respool_tree_free(t);
+}
