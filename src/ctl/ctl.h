@@ -114,6 +114,9 @@ void ctl_recorder_free(struct ctl_recorder *r);
 int ctl_record(struct ctl_recorder *r, const char *api_version, const char *kind, const char *ns, const char *name,
                const char *uid, const char *type, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 9, 10)));
+/* Whether the recorder remembers posting this Event (nothing is sent). */
+bool ctl_recorder_has(const struct ctl_recorder *r, const char *ns, const char *name, const char *uid, const char *type,
+                      const char *reason, const char *msg);
 /* Events posted new and counted again, since the recorder was made. */
 void ctl_recorder_counts(const struct ctl_recorder *r, uint64_t *posted, uint64_t *bumped);
 
@@ -130,6 +133,7 @@ void ctl_pod_unschedulable(struct kclient *kc, const char *ns, const char *pod, 
                            const char *msg);
 #define CTL_REASON_UNSCHEDULABLE "Unschedulable" /* kube-scheduler's: no node can take it */
 #define CTL_REASON_ADMISSION "WaitingForAdmission" /* its resource pool has not admitted it yet */
+#define CTL_REASON_GANG "WaitingForGang" /* its gang's other members do not all exist yet */
 
 /* ---- resmgr ---- */
 struct resmgr_options {

@@ -135,6 +135,14 @@ static char *event_key(const char *ns, const char *name, const char *uid, const 
     return k;
 }
 
+bool ctl_recorder_has(const struct ctl_recorder *r, const char *ns, const char *name, const char *uid, const char *type,
+                      const char *reason, const char *msg) {
+    char *key = event_key(ns, name, uid ? uid : "", type, reason, msg);
+    bool has = key && strmap_get(&r->by_key, key);
+    free(key);
+    return has;
+}
+
 struct bump_ctx {
     struct kclient *kc;
     char path[300]; /* the namespace's events */

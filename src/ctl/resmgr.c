@@ -33,6 +33,7 @@
 #define RM_COMPONENT "peloton-resmgr"
 #define RM_ROUND_CAP 4096
 #define RM_GANG_MAX 100000
+#define RM_GANG_TELL_MS 1000 /* a gang missing members this long has its members told why they wait */
 
 enum rg_state { RG_WAIT = 0, RG_QUEUED, RG_ADMITTED };
 
@@ -43,6 +44,13 @@ struct rm_gang {
     char *pool;             /* the leaf's name while queued or admitted */
     bool told;              /* an Event said why it cannot queue */
     uint32_t said;          /* the admission wait its members were told (wait_code), 0: none */
+};
+
+/* A gang waiting for its members to exist (none of them bound yet). */
+struct rm_incomplete {
+    uint64_t since_ms; /* loop time it was first seen so */
+    uint32_t size;     /* its gang-size */
+    bool told;         /* its members were told (those that exist then) */
 };
 
 struct resmgr {
@@ -69,6 +77,7 @@ struct resmgr {
     size_t nfresh, capfresh;
     char **aged;            /* keys of gangs the last round queued and left waiting: told at this one's end */
     size_t naged, capaged;
+    struct strmap incomplete; /* gang key -> struct rm_incomplete: gangs whose members do not all exist */
 };
 
 void resmgr_options_default(struct resmgr_options *o) {
@@ -273,6 +282,27 @@ static size_t members(struct resmgr *r, const char *key, struct cm_pod **out, si
     return cluster_gang_members(r->cm, nsbuf, slash + 1, out, cap);
 }
 
+/* Keeps track of a gang whose members do not all exist yet (waiting), or
+ * forgets it. A member that arrives makes its gang's members due again
+ * (those already told are not told twice: the recorder remembers). */
+static void note_incomplete(struct resmgr *r, const char *key, bool waiting, uint32_t size) {
+    if (!waiting) {
+        if (strmap_count(&r->incomplete)) free(strmap_del(&r->incomplete, key));
+        return;
+    }
+    struct rm_incomplete *w = strmap_get(&r->incomplete, key);
+    if (!w) {
+        if (!(w = calloc(1, sizeof *w))) return;
+        w->since_ms = uv_now(r->env.loop);
+        if (strmap_put(&r->incomplete, key, w, NULL)) {
+            free(w);
+            return;
+        }
+    }
+    w->size = size;
+    w->told = false;
+}
+
 static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf) {
     char nsbuf[256];
     const char *ns = NULL, *label = NULL;
@@ -294,8 +324,10 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
     uint32_t size = nel ? buf[0]->info.gang_size : 1;
     if (nel < size || nel == 0) { /* incomplete (or nothing to do) */
         if (g && (g->st == RG_QUEUED || nel == 0)) gang_drop(r, g);
+        note_incomplete(r, key, nel && !nbound, size);
         return;
     }
+    note_incomplete(r, key, false, 0);
     if (g && g->st == RG_QUEUED) {
         /* membership unchanged and still queued: nothing to do; otherwise re-queue */
         if (g->g.ntasks == (uint32_t)size) return;
@@ -472,6 +504,39 @@ static void tell_wait(struct resmgr *r, struct rm_gang *g) {
     g->said = code;
 }
 
+/* Tells the members of gangs missing members for RM_GANG_TELL_MS why they
+ * wait: a FailedScheduling Event and PodScheduled=False, reason
+ * WaitingForGang ("waiting for gang g8: 8 members (peloton.io/gang-size)
+ * must exist before it is admitted"). The message names no count, so a
+ * member that arrives later does not make the others hear again. A gang
+ * created in a burst is complete before it is due: no write for it. */
+static void tell_incomplete(struct resmgr *r) {
+    static struct cm_pod *buf[RM_GANG_MAX];
+    if (!strmap_count(&r->incomplete)) return;
+    uint64_t now = uv_now(r->env.loop);
+    size_t pos = 0;
+    const char *key;
+    void *v;
+    while (strmap_next(&r->incomplete, &pos, &key, &v)) {
+        struct rm_incomplete *w = v;
+        if (w->told || now - w->since_ms < RM_GANG_TELL_MS) continue;
+        char nsbuf[256], msg[400];
+        const char *ns, *label;
+        size_t m = members(r, key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
+        snprintf(msg, sizeof msg, "waiting for gang %.200s: %u members (peloton.io/gang-size) must exist before it is "
+                 "admitted", label ? label : "", w->size);
+        for (size_t j = 0; j < m; j++) {
+            if (!eligible(r, buf[j]) ||
+                ctl_recorder_has(r->rec, buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning", "FailedScheduling", msg))
+                continue;
+            ctl_record(r->rec, "v1", "Pod", buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning", "FailedScheduling",
+                       "%s", msg);
+            ctl_pod_unschedulable(r->env.kc, buf[j]->ns, buf[j]->name, buf[j]->uid, CTL_REASON_GANG, msg);
+        }
+        w->told = true;
+    }
+}
+
 /* After the round's admissions: every queue's head (whose rule may have
  * changed) is told why it waits, and so are the gangs queued in the round
  * before this one that are still waiting. A gang behind others is told a
@@ -498,6 +563,7 @@ static void tell_waiting(struct resmgr *r) {
         if ((r->aged[r->naged] = strdup(g->key))) r->naged++;
     }
     r->nfresh = 0;
+    tell_incomplete(r);
     size_t n;
     struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
     for (size_t i = 0; all && i < n; i++) {
@@ -937,6 +1003,9 @@ void resmgr_stop(struct resmgr *r) {
     free(r->fresh);
     for (size_t i = 0; i < r->naged; i++) free(r->aged[i]);
     free(r->aged);
+    pos = 0;
+    while (strmap_next(&r->incomplete, &pos, NULL, &v)) free(v);
+    strmap_free(&r->incomplete);
     if (!r->timers_open) {
         free(r);
         return;

@@ -8,9 +8,9 @@ node controller marks such nodes), driven with real kubectl.
   (unschedulable), the untolerated taint by key and value (also on the
   NotReady node), Insufficient cpu; in kube-scheduler's shape.
 - A gang that does not fit says how many members fit and where.
-- Every pod waiting for admission (not only the head of its pool's queue)
-  gets an Event and PodScheduled=False with a reason; bound pods have
-  PodScheduled=True.
+- Every pod waiting for admission (not only the head of its pool's queue),
+  and every member of a gang that waits for its other members, gets an Event
+  and PodScheduled=False with a reason; bound pods have PodScheduled=True.
 - Events are aggregated: the same Event again bumps count, no new object."""
 import json
 import re
@@ -171,6 +171,22 @@ def test_every_pod_waiting_for_admission_says_why_and_binding_clears_it():
             c = scheduled(f"wait-{i}")
             assert c["status"] == "True", c
     delete("t=adm")
+
+
+def test_pods_of_an_incomplete_gang_say_they_wait_for_it():
+    g = {"t": "g3", "peloton.io/gang": "g3", "peloton.io/gang-size": "3"}
+    apply([pod(f"g3-{i}", "sr", 1, labels=g) for i in range(2)])
+    want = "waiting for gang g3: 3 members (peloton.io/gang-size) must exist before it is admitted"
+    for i in range(2):
+        c = wait_until(lambda: scheduled(f"g3-{i}"), 20, f"g3-{i} to have PodScheduled")
+        assert c["status"] == "False" and c["reason"] == "WaitingForGang" and c["message"] == want, c
+        assert [e["message"] for e in events_for(f"g3-{i}")] == [want], events_for(f"g3-{i}")
+    apply([pod("g3-2", "sr", 1, labels=g)])
+    wait_until(lambda: all(get_pod(f"g3-{i}")["spec"].get("nodeName") for i in range(3)), 20, "the gang bound")
+    for i in range(3):
+        assert scheduled(f"g3-{i}")["status"] == "True", scheduled(f"g3-{i}")
+    assert not events_for("g3-2"), "the last member never waited for the gang"
+    delete("t=g3")
 
 
 run_tests("test_sched_reasons", dict(globals()))
