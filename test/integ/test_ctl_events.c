@@ -149,6 +149,9 @@ TEST(integ_recorder_counts_the_same_event_on_the_one_posted) {
     long count;
     CHECK_I64(events_about(&e, "p1", "a 1", &count), 1);
     CHECK_I64(count, 3);
+    CHECK(ctl_recorder_has(r, "default", "p1", uid, "Warning", "FailedScheduling", "a 1"));
+    CHECK(!ctl_recorder_has(r, "default", "p1", uid, "Warning", "FailedScheduling", "a 2"));
+    CHECK(!ctl_recorder_has(r, "default", "p1", uid, "Normal", "FailedScheduling", "a 1"));
     /* another message is another Event; with a cache of 2, a third pushes out the oldest ("a 1"),
      * which is then posted anew */
     CHECK_I64(ctl_record(r, "v1", "Pod", "default", "p1", uid, "Warning", "FailedScheduling", "b"), 0);
