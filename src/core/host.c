@@ -286,6 +286,7 @@ int host_fleet_add(struct host_fleet *f, const struct host_spec *s, uint32_t *id
     h.ntaints = (uint16_t)s->ntaints;
     if (s->unschedulable) h.flags |= HOST_UNSCHEDULABLE;
     if (s->draining) h.flags |= HOST_DRAINING;
+    if (s->not_ready) h.flags |= HOST_NOT_READY;
     if (s->allocatable.v[RES_GPU] > 0) h.flags |= HOST_GPU;
     if (host_count_add(&f->byname, h.name, (int32_t)(f->nhosts + 1))) return -ENOMEM;
     f->nlabels += nl;

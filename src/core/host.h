@@ -44,7 +44,10 @@ enum host_flag {
     HOST_EXCLUSIVE = 4u, /* has a peloton/exclusive label */
     HOST_GPU = 8u,       /* allocatable gpu > 0 */
     HOST_BLOCK_TAINT = 16u, /* has a NoSchedule or NoExecute taint */
+    HOST_NOT_READY = 32u,   /* its agent is not ready (Kubernetes: Ready is not True, or the lease lapsed) */
 };
+/* The flags under which a host takes no new task whatever the task asks. */
+#define HOST_CLOSED (HOST_UNSCHEDULABLE | HOST_DRAINING | HOST_NOT_READY)
 
 /* Input shapes (borrowed strings). */
 struct host_kv {
@@ -62,7 +65,9 @@ struct host_spec {
     uint32_t nlabels;
     const struct host_taint_spec *taints;
     uint32_t ntaints;
-    bool unschedulable, draining;
+    bool unschedulable; /* cordoned (Kubernetes spec.unschedulable) */
+    bool draining;      /* Mesos maintenance */
+    bool not_ready;     /* the agent is not ready or not heard from */
 };
 
 /* Stored shapes (interned ids). */

@@ -7,6 +7,7 @@
  * and the fleet is exactly as before. Only then, on this slow path, is the
  * whole fleet scanned to count per-filter rejections for the failing task. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,11 +147,21 @@ struct pick {
     uint32_t best;
     uint32_t best_count;
     uint32_t seen; /* hosts that passed the filters */
+    uint64_t stop_at; /* give up (best HOST_NONE, gave_up) once st.candidates passes this */
+    bool gave_up;
 };
+
+/* The search ran past its budget (only the tasks tried after a gang's first
+ * failure have one): it ends with no host. */
+static int over_budget(struct pick *p) {
+    p->best = HOST_NONE;
+    p->gave_up = true;
+    return 1;
+}
 
 static int visit_first(void *ctx, uint32_t idx) {
     struct pick *p = ctx;
-    p->e->st.candidates++;
+    if (++p->e->st.candidates > p->stop_at) return over_budget(p);
     if (place_check(p->e, p->c, idx) != PR_NONE) return 0;
     p->best = idx;
     return 1;
@@ -160,7 +171,7 @@ static int visit_first(void *ctx, uint32_t idx) {
  * fewest tasks of the job, stop at one with none. */
 static int visit_spread(void *ctx, uint32_t idx) {
     struct pick *p = ctx;
-    p->e->st.candidates++;
+    if (++p->e->st.candidates > p->stop_at) return over_budget(p);
     if (place_check(p->e, p->c, idx) != PR_NONE) return 0;
     uint32_t n = host_count_get(&p->e->f->jobs, host_count_key(idx, p->job));
     if (p->best == HOST_NONE || n < p->best_count) {
@@ -171,12 +182,14 @@ static int visit_spread(void *ctx, uint32_t idx) {
     return n == 0 || (p->e->opt.spread_max_candidates && p->seen >= p->e->opt.spread_max_candidates);
 }
 
-static uint32_t choose(struct place_engine *e, const struct ctask *c, uint32_t job,
-                       enum place_strategy s) {
+/* The host for task c by strategy s, or HOST_NONE. stop_at bounds the
+ * search (UINT64_MAX: none); *gave_up (may be NULL) says it ran out. */
+static uint32_t choose(struct place_engine *e, const struct ctask *c, uint32_t job, enum place_strategy s,
+                       uint64_t stop_at, bool *gave_up) {
     if (c->hint != HOST_NONE && place_check(e, c, c->hint) == PR_NONE) return c->hint;
     /* Pinned by a hostname selector: one host to look at, not the index. */
     if (c->pinned) return c->only != HOST_NONE && place_check(e, c, c->only) == PR_NONE ? c->only : HOST_NONE;
-    struct pick p = {e, c, job, HOST_NONE, 0, 0};
+    struct pick p = {e, c, job, HOST_NONE, 0, 0, stop_at, false};
     switch (s) {
     case PLACE_PACK:
         pidx_walk(&e->ix, e->f, c->req, c->need, true, visit_first, &p);
@@ -188,7 +201,43 @@ static uint32_t choose(struct place_engine *e, const struct ctask *c, uint32_t j
         pidx_walk(&e->ix, e->f, c->req, c->need, false, visit_spread, &p);
         break;
     }
+    if (gave_up) *gave_up = p.gave_up;
     return p.best;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Names the taints that rejected the most hosts: untol holds, per host
+ * rejected by a taint, that taint's index in f->taints (n of them). Taints
+ * are told apart by key and value, as kube-scheduler words them; the most
+ * frequent first, ties by key then value id. */
+static void name_taints(const struct host_fleet *f, struct place_failure *fail, uint32_t *untol, uint32_t n) {
+    uint64_t *kv = malloc((size_t)(n ? n : 1) * sizeof *kv);
+    if (!kv) return; /* the taints stay counted, unnamed */
+    for (uint32_t i = 0; i < n; i++) kv[i] = (uint64_t)f->taints[untol[i]].key << 32 | f->taints[untol[i]].value;
+    qsort(kv, n, sizeof *kv, cmp_u64);
+    for (uint32_t i = 0; i < n;) {
+        uint32_t j = i;
+        while (j < n && kv[j] == kv[i]) j++;
+        struct place_taint_count c = {(uint32_t)(kv[i] >> 32), (uint32_t)kv[i], 0, j - i};
+        uint32_t at = fail->ntaints < PLACE_FAIL_TAINTS ? fail->ntaints++ : PLACE_FAIL_TAINTS;
+        while (at > 0 && fail->taints[at - 1].hosts < c.hosts) { /* insertion: count desc, stable */
+            if (at < PLACE_FAIL_TAINTS) fail->taints[at] = fail->taints[at - 1];
+            at--;
+        }
+        if (at < PLACE_FAIL_TAINTS) fail->taints[at] = c;
+        i = j;
+    }
+    for (uint32_t i = 0; i < fail->ntaints; i++) /* the effect of one host with it, for the record */
+        for (uint32_t h = 0; h < n; h++)
+            if (f->taints[untol[h]].key == fail->taints[i].key && f->taints[untol[h]].value == fail->taints[i].value) {
+                fail->taints[i].effect = f->taints[untol[h]].effect;
+                break;
+            }
+    free(kv);
 }
 
 /* The slow path: count, per filter, the hosts rejecting task c; returns a
@@ -200,14 +249,26 @@ static uint32_t scan_failure(struct place_engine *e, const struct ctask *c, uint
     fail->nhosts = e->f->nhosts;
     uint32_t found = HOST_NONE;
     e->st.full_scans++;
+    uint32_t *untol = NULL, nuntol = 0, capuntol = 0;
     for (uint32_t i = 0; i < e->f->nhosts; i++) {
         enum place_reason r = place_check(e, c, i);
         if (r == PR_NONE) {
             if (found == HOST_NONE) found = i;
-        } else {
-            fail->rejected[r]++;
+            continue;
         }
+        fail->rejected[r]++;
+        uint32_t t = r == PR_TAINT ? place_untolerated(e->f, i, c) : UINT32_MAX;
+        if (t == UINT32_MAX) continue;
+        if (nuntol == capuntol) {
+            uint32_t ncap = capuntol ? capuntol * 2 : 64, *n = realloc(untol, ncap * sizeof *n);
+            if (!n) continue; /* counted, not named */
+            untol = n;
+            capuntol = ncap;
+        }
+        untol[nuntol++] = t;
     }
+    if (nuntol) name_taints(e->f, fail, untol, nuntol);
+    free(untol);
     return found;
 }
 
@@ -228,6 +289,47 @@ static int compile_gang(struct place_engine *e, const struct place_gang *g, stru
     return 0;
 }
 
+/* The failure path of a gang whose task `failed` found no host (tasks
+ * before it are applied on hosts[]): tries the tasks after it too, each
+ * that fits applied like the others, so the failure says how much of the
+ * gang fits and where; then undoes every applied task, last first. The
+ * later searches share a budget of two fleet scans' worth of candidates
+ * (tasks past it are counted untried): a failing search can look at every
+ * host, and this is already the slow path. */
+static void gang_rest(struct place_engine *e, const struct place_gang *g, const struct ctask *ct, uint32_t jid,
+                      uint32_t *hosts, uint32_t failed, struct place_failure *fail) {
+    fail->fit = failed;
+    fail->unfit = 1;
+    fail->untried = 0;
+    hosts[failed] = HOST_NONE;
+    uint64_t stop_at = e->st.candidates + 2 * (uint64_t)e->f->nhosts + 64;
+    for (uint32_t j = failed + 1; j < g->ntasks; j++) {
+        bool gave_up = false;
+        uint32_t h = e->st.candidates > stop_at ? HOST_NONE : choose(e, &ct[j], jid, g->strategy, stop_at, &gave_up);
+        hosts[j] = HOST_NONE;
+        if (h != HOST_NONE && apply(e, h, &ct[j], jid, 1) == 0) {
+            hosts[j] = h;
+            fail->fit++;
+        } else if (gave_up || h != HOST_NONE || e->st.candidates > stop_at) {
+            fail->untried++;
+        } else {
+            fail->unfit++;
+        }
+    }
+    fail->nfit_hosts = 0;
+    fail->more_fit_hosts = false;
+    for (uint32_t j = 0; j < g->ntasks; j++) {
+        if (hosts[j] == HOST_NONE) continue;
+        bool seen = false;
+        for (uint32_t k = 0; k < fail->nfit_hosts && !seen; k++) seen = fail->fit_hosts[k] == hosts[j];
+        if (seen) continue;
+        if (fail->nfit_hosts < PLACE_FAIL_HOSTS) fail->fit_hosts[fail->nfit_hosts++] = hosts[j];
+        else fail->more_fit_hosts = true;
+    }
+    for (uint32_t j = g->ntasks; j-- > 0;)
+        if (hosts[j] != HOST_NONE) apply(e, hosts[j], &ct[j], jid, -1);
+}
+
 int place_gang(struct place_engine *e, const struct place_gang *g, uint32_t *hosts,
                struct place_failure *fail) {
     if (!g->ntasks || !g->tasks || (unsigned)g->strategy > PLACE_LEAST_LOADED) return -EINVAL;
@@ -236,11 +338,12 @@ int place_gang(struct place_engine *e, const struct place_gang *g, uint32_t *hos
     int rc = compile_gang(e, g, &ct, &jid);
     if (rc) return rc;
     uint32_t i;
+    struct place_failure tmp;
+    if (!fail) fail = &tmp;
     for (i = 0; i < g->ntasks; i++) {
-        uint32_t h = choose(e, &ct[i], jid, g->strategy);
+        uint32_t h = choose(e, &ct[i], jid, g->strategy, UINT64_MAX, NULL);
         if (h == HOST_NONE) {
-            struct place_failure tmp;
-            h = scan_failure(e, &ct[i], i, fail ? fail : &tmp);
+            h = scan_failure(e, &ct[i], i, fail);
             if (h == HOST_NONE) { rc = -ENOSPC; break; }
             e->st.index_misses++;
         }
@@ -248,8 +351,12 @@ int place_gang(struct place_engine *e, const struct place_gang *g, uint32_t *hos
         if (rc) break;
         hosts[i] = h;
     }
-    if (rc) {
+    if (rc == -ENOSPC) {
+        gang_rest(e, g, ct, jid, hosts, i, fail);
+    } else if (rc) {
         while (i-- > 0) apply(e, hosts[i], &ct[i], jid, -1);
+    }
+    if (rc) {
         e->st.gangs_failed++;
         return rc;
     }
@@ -295,6 +402,8 @@ void place_round_free(struct place_round *r) {
 
 static const char *const reason_names[PR_NREASONS] = {
     [PR_UNSCHEDULABLE] = "unschedulable",
+    [PR_NOT_READY] = "not ready",
+    [PR_DRAINING] = "draining",
     [PR_EXCLUSIVE] = "exclusive host",
     [PR_GPU_RESERVED] = "gpu host reserved",
     [PR_NODE_SELECTOR] = "node selector",
@@ -342,6 +451,93 @@ int place_failure_format(const struct place_failure *f, char *buf, size_t len) {
         w += (size_t)rc;
     }
     return (int)w;
+}
+
+/* ---- the failure in kube-scheduler's words ---- */
+
+/* kube-scheduler's reason for each filter (its plugins' messages where it
+ * has the filter; node selector and affinity share one, as there). */
+static const char *const k8s_reasons[PR_NREASONS] = {
+    [PR_UNSCHEDULABLE] = "node(s) were unschedulable",
+    [PR_NOT_READY] = "node(s) were not ready",
+    [PR_DRAINING] = "node(s) were draining",
+    [PR_EXCLUSIVE] = "node(s) were exclusive to other work (peloton/exclusive)",
+    [PR_GPU_RESERVED] = "node(s) had GPUs kept for GPU pods",
+    [PR_NODE_SELECTOR] = "node(s) didn't match Pod's node affinity/selector",
+    [PR_NODE_AFFINITY] = "node(s) didn't match Pod's node affinity/selector",
+    [PR_TAINT] = "node(s) had untolerated taint",
+    [PR_LABEL_CONSTRAINT] = "node(s) didn't match the Peloton label constraint",
+    [PR_INSUFFICIENT_CPU] = "Insufficient cpu",
+    [PR_INSUFFICIENT_MEMORY] = "Insufficient memory",
+    [PR_INSUFFICIENT_DISK] = "Insufficient ephemeral-storage",
+    [PR_INSUFFICIENT_GPU] = "Insufficient nvidia.com/gpu",
+};
+
+#define K8S_ITEMS (PR_NREASONS + PLACE_FAIL_TAINTS)
+#define K8S_ITEM_LEN 200 /* a taint's key and value are cut to fit: the message stays one line */
+
+/* An output cursor with snprintf semantics: w counts what would be written. */
+struct out {
+    char *buf;
+    size_t len, w;
+};
+
+static void outf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void outf(struct out *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vsnprintf(o->w < o->len ? o->buf + o->w : NULL, o->w < o->len ? o->len - o->w : 0, fmt, ap);
+    va_end(ap);
+    if (rc > 0) o->w += (size_t)rc;
+}
+
+static int cmp_items(const void *a, const void *b) { return strcmp(a, b); }
+
+/* "0/4 nodes are available: <items sorted as strings>." */
+static void k8s_nodes(const struct host_fleet *fl, const struct place_failure *f, struct out *o) {
+    char items[K8S_ITEMS][K8S_ITEM_LEN];
+    int n = 0;
+    uint32_t sel = f->rejected[PR_NODE_SELECTOR] + f->rejected[PR_NODE_AFFINITY], named = 0;
+    for (int r = 0; r < PR_NREASONS; r++) {
+        uint32_t c = r == PR_NODE_SELECTOR ? sel : r == PR_NODE_AFFINITY ? 0 : f->rejected[r];
+        if (!c || r == PR_TAINT) continue;
+        snprintf(items[n++], K8S_ITEM_LEN, "%u %s", c, k8s_reasons[r]);
+    }
+    for (uint32_t i = 0; i < f->ntaints && i < PLACE_FAIL_TAINTS; i++) {
+        const struct place_taint_count *t = &f->taints[i];
+        snprintf(items[n++], K8S_ITEM_LEN, "%u %s {%.80s: %.80s}", t->hosts, k8s_reasons[PR_TAINT],
+                 fl ? host_str(fl, t->key) : "?", fl ? host_str(fl, t->value) : "?");
+        named += t->hosts;
+    }
+    if (f->rejected[PR_TAINT] > named) /* taints past the named ones */
+        snprintf(items[n++], K8S_ITEM_LEN, "%u %ss", f->rejected[PR_TAINT] - named, k8s_reasons[PR_TAINT]);
+    qsort(items, (size_t)n, sizeof items[0], cmp_items);
+    outf(o, "0/%u nodes are available", f->nhosts);
+    for (int i = 0; i < n; i++) outf(o, "%s%s", i ? ", " : ": ", items[i]);
+    outf(o, ".");
+}
+
+int place_failure_format_k8s(const struct host_fleet *fl, const struct place_failure *f, uint32_t ntasks, char *buf,
+                             size_t len) {
+    struct out o = {buf, len, 0};
+    if (len) buf[0] = 0;
+    if (ntasks > 1) {
+        outf(&o, "gang of %u: ", ntasks);
+        if (f->fit == 0 && !f->untried) {
+            outf(&o, "no member fits");
+        } else if (f->fit == 0) {
+            outf(&o, "%u do%s not fit", f->unfit, f->unfit == 1 ? "es" : "");
+        } else {
+            outf(&o, "%u member%s fit%s (on ", f->fit, f->fit == 1 ? "" : "s", f->fit == 1 ? "s" : "");
+            for (uint32_t i = 0; i < f->nfit_hosts && i < PLACE_FAIL_HOSTS; i++)
+                outf(&o, "%s%s", i ? ", " : "", fl ? host_name(fl, f->fit_hosts[i]) : "?");
+            outf(&o, "%s), %u do%s not", f->more_fit_hosts ? ", ..." : "", f->unfit, f->unfit == 1 ? "es" : "");
+        }
+        if (f->untried) outf(&o, ", %u not tried", f->untried);
+        outf(&o, ": ");
+    }
+    k8s_nodes(fl, f, &o);
+    return o.w > INT32_MAX ? -1 : (int)o.w;
 }
 
 /* ---- per-host verdicts and scores (the extender's filter and prioritize) ---- */

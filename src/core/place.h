@@ -8,7 +8,8 @@
  * rejected (each host counted once, against the first filter that rejected it
  * in the order of enum place_reason).
  *
- * Filters: unschedulable/draining; exclusive hosts (a host labelled
+ * Filters: closed hosts (cordoned, not ready, draining; a not-ready host
+ * with a taint the task does not tolerate counts under the taint); exclusive hosts (a host labelled
  * peloton/exclusive=V only takes tasks whose node selector, required node
  * affinity (In) or Peloton HOST label constraint (EQUAL >= 1 / GREATER_THAN 0)
  * names peloton/exclusive=V); GPU hosts kept for GPU tasks (unless
@@ -42,7 +43,9 @@ enum place_strategy { PLACE_PACK = 0, PLACE_SPREAD_JOB, PLACE_LEAST_LOADED };
 
 /* Filters, in evaluation order. PR_NONE: the host passed. */
 enum place_reason {
-    PR_UNSCHEDULABLE = 0, /* unschedulable or draining */
+    PR_UNSCHEDULABLE = 0, /* cordoned */
+    PR_NOT_READY,         /* not ready (after the taints: a taint it does not tolerate is named instead) */
+    PR_DRAINING,          /* Mesos maintenance */
     PR_EXCLUSIVE,
     PR_GPU_RESERVED,
     PR_NODE_SELECTOR,
@@ -132,10 +135,29 @@ struct place_options {
 };
 void place_options_default(struct place_options *o);
 
+/* An untolerated taint and the hosts rejected by it (fleet string ids). */
+struct place_taint_count {
+    uint32_t key, value, effect, hosts;
+};
+#define PLACE_FAIL_TAINTS 4 /* taints named in a failure; the rest of rejected[PR_TAINT] is "other taints" */
+#define PLACE_FAIL_HOSTS 3  /* hosts named for the members of a gang that fit */
+
 struct place_failure {
-    uint32_t task;   /* index in the gang of the task that found no host */
+    uint32_t task;   /* index in the gang of the first task that found no host */
     uint32_t nhosts; /* fleet size */
-    uint32_t rejected[PR_NREASONS];
+    uint32_t rejected[PR_NREASONS]; /* for that task, with the gang's earlier tasks counted on their hosts */
+    /* rejected[PR_TAINT] by the first taint each host does not tolerate,
+     * the most frequent first (ties: the one seen first) */
+    uint32_t ntaints;
+    struct place_taint_count taints[PLACE_FAIL_TAINTS];
+    /* The whole gang: after the first failure the later tasks are still tried
+     * (with the tasks that fit counted on their hosts), so the failure can say
+     * how much of the gang fits: fit + unfit + untried = ntasks. Tasks whose
+     * search would cost more than a fleet scan or two are left untried. */
+    uint32_t fit, unfit, untried;
+    uint32_t fit_hosts[PLACE_FAIL_HOSTS]; /* distinct hosts of the tasks that fit, in task order */
+    uint32_t nfit_hosts;                  /* entries used */
+    bool more_fit_hosts;                  /* some fit on other hosts too */
 };
 
 /* Counters for tests and benchmarks. */
@@ -210,6 +232,16 @@ const char *place_reason_name(enum place_reason r);
 /* "0/5000 hosts: 4000 insufficient cpu, 1000 taint": reasons by count desc,
  * then name. snprintf semantics. */
 int place_failure_format(const struct place_failure *f, char *buf, size_t len);
+/* The failure as kube-scheduler words a FailedScheduling Event, for a gang
+ * of ntasks tasks on fleet fl (names taints and hosts):
+ *   "0/4 nodes are available: 1 node(s) had untolerated taint {k: v}, 1 node(s) were unschedulable,
+ *    2 Insufficient cpu."
+ * each "<count> <reason>" once, sorted as strings (as kube-scheduler sorts
+ * them). A gang of more than one task is prefixed with what fits of it:
+ *   "gang of 4: 2 members fit (on n1, n2), 2 do not: 0/4 nodes are available: 4 Insufficient cpu."
+ * snprintf semantics. */
+int place_failure_format_k8s(const struct host_fleet *fl, const struct place_failure *f, uint32_t ntasks, char *buf,
+                             size_t len);
 
 void place_engine_stats(const struct place_engine *e, struct place_stats *out);
 /* Bytes held by the engine (index and scratch), excluding the fleet. */

@@ -246,17 +246,23 @@ static bool tolerates(const struct ctol *t, const struct host_taint *x) {
     return t->op == TOL_EXISTS || t->value == x->value;
 }
 
-static bool taints_ok(const struct host_fleet *f, uint32_t idx, const struct ctask *c) {
+/* The first NoSchedule/NoExecute taint of host idx that task c does not
+ * tolerate (an index into f->taints), or UINT32_MAX. */
+uint32_t place_untolerated(const struct host_fleet *f, uint32_t idx, const struct ctask *c) {
     const struct host *h = &f->hosts[idx];
-    if (h->ntaints == 0) return true; /* f->taints may be NULL */
+    if (h->ntaints == 0) return UINT32_MAX; /* f->taints may be NULL */
     const struct host_taint *T = f->taints + h->taint0;
     for (uint32_t i = 0; i < h->ntaints; i++) {
         if (T[i].effect == TAINT_PREFER_NO_SCHEDULE) continue;
         bool ok = false;
         for (uint32_t j = 0; j < c->ntols && !ok; j++) ok = tolerates(&c->tols[j], &T[i]);
-        if (!ok) return false;
+        if (!ok) return h->taint0 + i;
     }
-    return true;
+    return UINT32_MAX;
+}
+
+static bool taints_ok(const struct host_fleet *f, uint32_t idx, const struct ctask *c) {
+    return place_untolerated(f, idx, c) == UINT32_MAX;
 }
 
 static bool cons_eval(const struct host_fleet *f, uint32_t idx, const struct cnode *n) {
@@ -280,10 +286,23 @@ static bool cons_eval(const struct host_fleet *f, uint32_t idx, const struct cno
     }
 }
 
+/* Why a closed host (HOST_CLOSED) takes nothing, as kube-scheduler would
+ * say it: cordoned first (its NodeUnschedulable filter runs first); a host
+ * that is not ready and has a taint the task does not tolerate is named by
+ * the taint (Kubernetes marks such nodes with not-ready / unreachable
+ * taints, and our host manager adds unreachable:NoExecute). */
+static enum place_reason closed_reason(const struct host_fleet *f, uint32_t idx, const struct ctask *c) {
+    const struct host *h = &f->hosts[idx];
+    if (h->flags & HOST_UNSCHEDULABLE) return PR_UNSCHEDULABLE;
+    if (h->flags & HOST_NOT_READY)
+        return (h->flags & HOST_BLOCK_TAINT) && !taints_ok(f, idx, c) ? PR_TAINT : PR_NOT_READY;
+    return PR_DRAINING;
+}
+
 enum place_reason place_check(const struct place_engine *e, const struct ctask *c, uint32_t idx) {
     const struct host_fleet *f = e->f;
     const struct host *h = &f->hosts[idx];
-    if (h->flags & (HOST_UNSCHEDULABLE | HOST_DRAINING)) return PR_UNSCHEDULABLE;
+    if (h->flags & HOST_CLOSED) return closed_reason(f, idx, c);
     if (h->flags & HOST_EXCLUSIVE) {
         bool ok = false;
         for (uint32_t i = 0; i < c->nexcl && !ok; i++) ok = c->excl[i] == h->exclusive;

@@ -21,7 +21,7 @@ static uint64_t host_key(const struct host *h, uint32_t idx) {
 }
 
 static uint8_t host_class(const struct host *h) {
-    if (h->flags & (HOST_UNSCHEDULABLE | HOST_DRAINING)) return 0;
+    if (h->flags & HOST_CLOSED) return 0;
     if (h->flags & HOST_EXCLUSIVE) return PCLS_EXCL;
     if (h->flags & HOST_BLOCK_TAINT) return (h->flags & HOST_GPU) ? PCLS_GPU_T : PCLS_PLAIN_T;
     return (h->flags & HOST_GPU) ? PCLS_GPU : PCLS_PLAIN;

@@ -123,6 +123,9 @@ static inline int place_fit_over(const struct host *h, const struct resvec *req)
 
 /* Compiles t into the engine's arena. -EINVAL, -ENOMEM. */
 int place_task_compile(struct place_engine *e, const struct place_task *t, struct ctask *out);
+/* The first NoSchedule/NoExecute taint of host idx that c does not tolerate
+ * (an index into f->taints), or UINT32_MAX. */
+uint32_t place_untolerated(const struct host_fleet *f, uint32_t idx, const struct ctask *c);
 /* The first filter rejecting host idx for task c (job: the gang's job id), or PR_NONE. */
 enum place_reason place_check(const struct place_engine *e, const struct ctask *c, uint32_t idx);
 

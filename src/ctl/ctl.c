@@ -267,30 +267,6 @@ redisReply *ctl_redis_reply(struct ctl_db *db) {
 
 const struct kc_informer_opts ctl_pods_slim = {.keys_only = true, .transform = pod_slim, .keep = pod_slim_keep};
 
-static void post_event(struct kclient *kc, const char *component, const char *api_version, const char *kind,
-                       const char *ns, const char *name, const char *uid, const char *type, const char *reason,
-                       const char *msg) {
-    char ts[40], ename[320], path[512];
-    const char *evns = ns[0] ? ns : "default";
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    struct tm tm;
-    gmtime_r(&tv.tv_sec, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    snprintf(ename, sizeof ename, "%.200s.%lx%05lx", name, (unsigned long)tv.tv_sec, (unsigned long)tv.tv_usec);
-    json_t *obj = json_pack("{s:s, s:s, s:s, s:s}", "apiVersion", api_version, "kind", kind, "name", name, "uid",
-                            uid ? uid : "");
-    if (obj && ns[0]) json_object_set_new(obj, "namespace", json_string(ns));
-    json_t *ev = obj ? json_pack("{s:s, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s, s:{s:s}, s:s, s:s, s:i}",
-                                 "apiVersion", "v1", "kind", "Event", "metadata", "name", ename, "namespace", evns,
-                                 "involvedObject", obj, "reason", reason, "message", msg, "type", type, "source",
-                                 "component", component, "firstTimestamp", ts, "lastTimestamp", ts, "count", 1)
-                     : NULL;
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", evns);
-    if (ev) kclient_request(kc, "POST", path, ev, NULL, NULL, NULL);
-    json_decref(ev);
-}
-
 void ctl_pod_event(struct kclient *kc, const char *component, const char *ns, const char *pod, const char *uid,
                    const char *type, const char *reason, const char *fmt, ...) {
     char msg[1024];
@@ -298,7 +274,7 @@ void ctl_pod_event(struct kclient *kc, const char *component, const char *ns, co
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    post_event(kc, component, "v1", "Pod", ns, pod, uid, type, reason, msg);
+    ctl_event_post(kc, component, "v1", "Pod", ns, pod, uid, type, reason, msg);
 }
 
 void ctl_object_event(struct kclient *kc, const char *component, const char *api_version, const char *kind,
@@ -309,5 +285,5 @@ void ctl_object_event(struct kclient *kc, const char *component, const char *api
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    post_event(kc, component, api_version, kind, ns, name, uid, type, reason, msg);
+    ctl_event_post(kc, component, api_version, kind, ns, name, uid, type, reason, msg);
 }

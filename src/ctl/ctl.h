@@ -87,6 +87,54 @@ void ctl_object_event(struct kclient *kc, const char *component, const char *api
                       const char *ns, const char *name, const char *uid, const char *type, const char *reason,
                       const char *fmt, ...) __attribute__((format(printf, 10, 11)));
 
+/* ---- Events and the PodScheduled condition (ctl_events.c) ---- */
+
+/* Posts a new Event (count 1) built by ctl_event_json. Fire and forget. */
+void ctl_event_post(struct kclient *kc, const char *component, const char *api_version, const char *kind,
+                    const char *ns, const char *name, const char *uid, const char *type, const char *reason,
+                    const char *msg);
+/* A v1 Event about an object (ns "" for a cluster-scoped one: the Event
+ * goes to "default"), named ename, with its timestamps and count. New
+ * reference, NULL on allocation failure. */
+json_t *ctl_event_json(const char *component, const char *api_version, const char *kind, const char *ns,
+                       const char *name, const char *uid, const char *type, const char *reason, const char *msg,
+                       const char *ename, const char *first, const char *last, uint32_t count);
+
+/* An Event recorder that aggregates as client-go's does: an Event the same
+ * as one it posted (object, uid, type, reason and message), while that one
+ * is among the last `cap` it remembers, bumps the posted Event's count and
+ * lastTimestamp (a merge PATCH) instead of posting another; when that one
+ * is gone (404) it is posted again with its count. One per role; free it
+ * before the client. Fire and forget. */
+#define CTL_RECORDER_CACHE 4096 /* client-go's cache size too */
+struct ctl_recorder;
+struct ctl_recorder *ctl_recorder_new(struct kclient *kc, const char *component, size_t cap /* 0: default */);
+void ctl_recorder_free(struct ctl_recorder *r);
+/* 0: a new Event was posted; 1: an earlier one was counted again; -1: out of memory. */
+int ctl_record(struct ctl_recorder *r, const char *api_version, const char *kind, const char *ns, const char *name,
+               const char *uid, const char *type, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 9, 10)));
+/* Whether the recorder remembers posting this Event (nothing is sent). */
+bool ctl_recorder_has(const struct ctl_recorder *r, const char *ns, const char *name, const char *uid, const char *type,
+                      const char *reason, const char *msg);
+/* Events posted new and counted again, since the recorder was made. */
+void ctl_recorder_counts(const struct ctl_recorder *r, uint64_t *posted, uint64_t *bumped);
+
+/* The strategic-merge patch of a pod's status that sets its PodScheduled
+ * condition (True, or False with reason and message) as kube-scheduler
+ * does, with the pod's uid as precondition (when given). A NULL reason or
+ * message is written as null, which removes what an earlier write left.
+ * New reference. */
+json_t *ctl_pod_scheduled_patch(const char *uid, bool scheduled, const char *reason, const char *msg);
+/* Writes PodScheduled=False (reason, message) on a pod. A write that lands
+ * after the pod was bound (the reply shows its node) is followed by one
+ * setting it True again, as the binding did. Fire and forget. */
+void ctl_pod_unschedulable(struct kclient *kc, const char *ns, const char *pod, const char *uid, const char *reason,
+                           const char *msg);
+#define CTL_REASON_UNSCHEDULABLE "Unschedulable" /* kube-scheduler's: no node can take it */
+#define CTL_REASON_ADMISSION "WaitingForAdmission" /* its resource pool has not admitted it yet */
+#define CTL_REASON_GANG "WaitingForGang" /* its gang's other members do not all exist yet */
+
 /* ---- resmgr ---- */
 struct resmgr_options {
     const char *default_pool;       /* pool for pods without one; NULL = unmanaged */

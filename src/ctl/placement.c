@@ -5,8 +5,13 @@
  * places each gang all or nothing with the core against its own view of the
  * hosts (Nodes and bound Pods through informers), and binds every member
  * through the binding subresource. A gang that does not fit goes to the
- * retry queue with a backoff and an Event on each member saying why
- * ("0/5000 nodes: 4000 insufficient cpu, 1000 taint"). */
+ * retry queue with a backoff, and each member gets a FailedScheduling Event
+ * and the condition PodScheduled=False (reason Unschedulable) saying why, in
+ * kube-scheduler's words ("0/5000 nodes are available: 1000 node(s) had
+ * untolerated taint {k: v}, 4000 Insufficient cpu."). The condition is
+ * written when the reason changes (the gang's record keeps a hash of the
+ * last one), not at every attempt; the Event is counted again (count,
+ * lastTimestamp) every tenth attempt while the reason stays. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +22,7 @@
 #include "ctl.h"
 #include "labels.h"
 #include "podspec.h"
+#include "strmap.h"
 
 #define PL_COMPONENT "peloton-placement"
 #define PL_GANG_MAX 100000
@@ -27,6 +33,7 @@ struct placement {
     struct placement_options o;
     struct cluster *cm;
     struct kc_informer *pods, *nodes;
+    struct ctl_recorder *rec;
     uv_timer_t tick, retry;
     int timers_open;
     size_t inflight;
@@ -138,10 +145,29 @@ static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, 
     free(body);
 }
 
-/* One gang from the ready queue; h is its record (HMGET ns pods attempts), taken. */
+/* A gang of nt members (pods) did not fit, for the reason why; attempts
+ * before this one, told: the hash of the reason its members were last told
+ * (NULL: none). Tells the members when the reason is new, else counts the
+ * Event again every tenth attempt. */
+static void tell_unplaced(struct placement *p, const char *key, struct cm_pod **pods, uint32_t nt, const char *why,
+                          long attempts, const char *told) {
+    char hash[24];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)strmap_hash(why));
+    bool changed = attempts == 0 || !told || strcmp(told, hash);
+    if (!changed && attempts % 10) return;
+    for (uint32_t j = 0; j < nt; j++) {
+        ctl_record(p->rec, "v1", "Pod", pods[j]->ns, pods[j]->name, pods[j]->uid, "Warning", "FailedScheduling",
+                   "%s", why);
+        if (changed) ctl_pod_unschedulable(p->env.kc, pods[j]->ns, pods[j]->name, pods[j]->uid,
+                                           CTL_REASON_UNSCHEDULABLE, why);
+    }
+    if (changed) ctl_redis_defer(p->env.db, "HSET %s%s why %s", CTL_KEY_GANG, key, hash);
+}
+
+/* One gang from the ready queue; h is its record (HMGET ns pods attempts why), taken. */
 static void place_one(struct placement *p, const char *key, redisReply *h, struct cm_pod **pods,
                       struct pod_task *tasks, struct place_task *pt, uint32_t *hosts) {
-    if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 3 || h->element[0]->type != REDIS_REPLY_STRING ||
+    if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 4 || h->element[0]->type != REDIS_REPLY_STRING ||
         h->element[1]->type != REDIS_REPLY_STRING) {
         freeReplyObject(h); /* gone: its pods ended or were bound; nothing to do */
         return;
@@ -190,19 +216,14 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
             place_gang_undo(cluster_engine(p->cm), &g, hosts);
             for (uint32_t j = 0; j < nt; j++) bind_pod(p, key, pods[j], host_name(cluster_fleet(p->cm), hosts[j]));
         } else {
-            char why[512];
-            if (rc == -ENOSPC) {
-                place_failure_format(&fail, why, sizeof why);
-                char *hs = strstr(why, " hosts");
-                if (hs) memcpy(hs, " nodes", 6); /* Kubernetes words */
-            } else {
+            char why[1024];
+            if (rc == -ENOSPC)
+                place_failure_format_k8s(cluster_fleet(p->cm), &fail, nt, why, sizeof why);
+            else
                 snprintf(why, sizeof why, "cannot place: %s", strerror(-rc));
-            }
             p->unplaceable++;
-            if (attempts == 0 || attempts % 10 == 0)
-                for (uint32_t j = 0; j < nt; j++)
-                    ctl_pod_event(p->env.kc, PL_COMPONENT, pods[j]->ns, pods[j]->name, pods[j]->uid, "Warning",
-                                  "FailedScheduling", "%s%s", why, nt > 1 ? " (gang: all or nothing)" : "");
+            tell_unplaced(p, key, pods, nt, why, attempts,
+                          h->element[3]->type == REDIS_REPLY_STRING ? h->element[3]->str : NULL);
             ctl_redis_defer(p->env.db, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key);
             int64_t backoff = 100;
             for (long a = 0; a < attempts && backoff < 5000; a++) backoff *= 2;
@@ -233,7 +254,7 @@ static void on_tick(uv_timer_t *t) {
         return;
     }
     for (size_t i = 0; i < rep->elements; i++)
-        ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts", CTL_KEY_GANG, rep->element[i]->str);
+        ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts why", CTL_KEY_GANG, rep->element[i]->str);
     for (size_t i = 0; i < rep->elements; i++) recs[i] = ctl_redis_reply(p->env.db);
     if (rep->elements) p->busy_ms = uv_now(p->env.loop);
     for (size_t i = 0; i < rep->elements; i++) place_one(p, rep->element[i]->str, recs[i], pods, tasks, pt, hosts);
@@ -280,13 +301,14 @@ struct placement *placement_start(const struct ctl_env *env, const struct placem
     co.count_pending = false;
     co.keep = CM_KEEP_TASKS; /* a pending pod's task is built from what is kept of it */
     p->cm = cluster_new(&co);
+    p->rec = ctl_recorder_new(env->kc, PL_COMPONENT, 0);
     static const struct kc_informer_handlers hp = {on_pod_add, on_pod_update, on_pod_delete, NULL},
                                              hn = {on_node_add, on_node_update, on_node_delete, NULL};
     if (p->cm) {
         p->pods = kc_informer_new_opts(env->kc, "/api/v1/pods", NULL, &ctl_pods_slim, &hp, p);
         p->nodes = kc_informer_new(env->kc, "/api/v1/nodes", NULL, &hn, p);
     }
-    if (!p->cm || !p->pods || !p->nodes || kc_informer_start(p->pods) || kc_informer_start(p->nodes)) {
+    if (!p->cm || !p->rec || !p->pods || !p->nodes || kc_informer_start(p->pods) || kc_informer_start(p->nodes)) {
         snprintf(err, errlen, "placement: cannot start");
         placement_stop(p);
         return NULL;
@@ -312,6 +334,15 @@ void placement_stop(struct placement *p) {
     kc_informer_free(p->nodes);
     cluster_free(p->cm);
     p->cm = NULL;
+    if (p->rec) {
+        uint64_t posted, counted;
+        ctl_recorder_counts(p->rec, &posted, &counted);
+        fprintf(stderr, "level=info msg=\"placement: stopped\" placed=%llu unplaceable=%llu events_posted=%llu "
+                "events_counted=%llu\n", (unsigned long long)p->placed, (unsigned long long)p->unplaceable,
+                (unsigned long long)posted, (unsigned long long)counted);
+    }
+    ctl_recorder_free(p->rec);
+    p->rec = NULL;
     if (!p->timers_open) {
         if (!p->inflight) free(p);
         return;

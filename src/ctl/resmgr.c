@@ -33,6 +33,7 @@
 #define RM_COMPONENT "peloton-resmgr"
 #define RM_ROUND_CAP 4096
 #define RM_GANG_MAX 100000
+#define RM_GANG_TELL_MS 1000 /* a gang missing members this long has its members told why they wait */
 
 enum rg_state { RG_WAIT = 0, RG_QUEUED, RG_ADMITTED };
 
@@ -42,6 +43,14 @@ struct rm_gang {
     enum rg_state st;
     char *pool;             /* the leaf's name while queued or admitted */
     bool told;              /* an Event said why it cannot queue */
+    uint32_t said;          /* the admission wait its members were told (wait_code), 0: none */
+};
+
+/* A gang waiting for its members to exist (none of them bound yet). */
+struct rm_incomplete {
+    uint64_t since_ms; /* loop time it was first seen so */
+    uint32_t size;     /* its gang-size */
+    bool told;         /* its members were told (those that exist then) */
 };
 
 struct resmgr {
@@ -63,6 +72,12 @@ struct resmgr {
     uint64_t admitted_total;
     uint64_t busy_ms; /* when a round last found gangs to look at */
     bool readied;     /* this round queued gangs ready */
+    struct ctl_recorder *rec;
+    struct rm_gang **fresh; /* gangs queued this round (valid until its end) */
+    size_t nfresh, capfresh;
+    char **aged;            /* keys of gangs the last round queued and left waiting: told at this one's end */
+    size_t naged, capaged;
+    struct strmap incomplete; /* gang key -> struct rm_incomplete: gangs whose members do not all exist */
 };
 
 void resmgr_options_default(struct resmgr_options *o) {
@@ -267,6 +282,27 @@ static size_t members(struct resmgr *r, const char *key, struct cm_pod **out, si
     return cluster_gang_members(r->cm, nsbuf, slash + 1, out, cap);
 }
 
+/* Keeps track of a gang whose members do not all exist yet (waiting), or
+ * forgets it. A member that arrives makes its gang's members due again
+ * (those already told are not told twice: the recorder remembers). */
+static void note_incomplete(struct resmgr *r, const char *key, bool waiting, uint32_t size) {
+    if (!waiting) {
+        if (strmap_count(&r->incomplete)) free(strmap_del(&r->incomplete, key));
+        return;
+    }
+    struct rm_incomplete *w = strmap_get(&r->incomplete, key);
+    if (!w) {
+        if (!(w = calloc(1, sizeof *w))) return;
+        w->since_ms = uv_now(r->env.loop);
+        if (strmap_put(&r->incomplete, key, w, NULL)) {
+            free(w);
+            return;
+        }
+    }
+    w->size = size;
+    w->told = false;
+}
+
 static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf) {
     char nsbuf[256];
     const char *ns = NULL, *label = NULL;
@@ -288,8 +324,10 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
     uint32_t size = nel ? buf[0]->info.gang_size : 1;
     if (nel < size || nel == 0) { /* incomplete (or nothing to do) */
         if (g && (g->st == RG_QUEUED || nel == 0)) gang_drop(r, g);
+        note_incomplete(r, key, nel && !nbound, size);
         return;
     }
+    note_incomplete(r, key, false, 0);
     if (g && g->st == RG_QUEUED) {
         /* membership unchanged and still queued: nothing to do; otherwise re-queue */
         if (g->g.ntasks == (uint32_t)size) return;
@@ -436,28 +474,119 @@ static void recover(struct resmgr *r) {
     fprintf(stderr, "level=info msg=\"resmgr: leader\" epoch=%lld recovered_gangs=%zu\n", r->epoch, n);
 }
 
-/* A gang left waiting at the head of a queue gets one Event saying which rule
- * holds it ("pool /a/b: cpu entitlement 4 < allocation 3 + gang 2"). */
+/* What a waiting gang is told, as a code: the rule that holds it and the
+ * kind it fails in; gangs not yet tried (behind others) have their own. Its
+ * members hear again only when the code changes, not when the figures in
+ * the message move. */
+static uint32_t wait_code(const struct gang *h) { return 1 + ((uint32_t)h->why.check << 4 | (uint32_t)h->why.kind); }
+
+/* Tells every member of a gang still waiting for admission why, when that
+ * changed since it was last told: a FailedScheduling Event (aggregated by
+ * the recorder) and PodScheduled=False, reason WaitingForAdmission, with
+ * the same message ("waiting for admission: pool /a/b: cpu entitlement 4 <
+ * allocation 3 + gang 2", or "...: queued behind higher-priority or earlier
+ * gangs"). */
+static void tell_wait(struct resmgr *r, struct rm_gang *g) {
+    static struct cm_pod *buf[RM_GANG_MAX];
+    uint32_t code = wait_code(&g->g);
+    if (g->st != RG_QUEUED || g->said == code) return;
+    char why[300], msg[340], nsbuf[256];
+    const char *ns, *label;
+    admit_why_format(&g->g, why, sizeof why);
+    snprintf(msg, sizeof msg, "waiting for admission: %s", why);
+    size_t m = members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
+    for (size_t j = 0; j < m; j++) {
+        if (!eligible(r, buf[j])) continue;
+        ctl_record(r->rec, "v1", "Pod", buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning", "FailedScheduling", "%s",
+                   msg);
+        ctl_pod_unschedulable(r->env.kc, buf[j]->ns, buf[j]->name, buf[j]->uid, CTL_REASON_ADMISSION, msg);
+    }
+    g->said = code;
+}
+
+/* Tells the members of gangs missing members for RM_GANG_TELL_MS why they
+ * wait: a FailedScheduling Event and PodScheduled=False, reason
+ * WaitingForGang ("waiting for gang g8: 8 members (peloton.io/gang-size)
+ * must exist before it is admitted"). The message names no count, so a
+ * member that arrives later does not make the others hear again. A gang
+ * created in a burst is complete before it is due: no write for it. */
+static void tell_incomplete(struct resmgr *r) {
+    static struct cm_pod *buf[RM_GANG_MAX];
+    if (!strmap_count(&r->incomplete)) return;
+    uint64_t now = uv_now(r->env.loop);
+    size_t pos = 0;
+    const char *key;
+    void *v;
+    while (strmap_next(&r->incomplete, &pos, &key, &v)) {
+        struct rm_incomplete *w = v;
+        if (w->told || now - w->since_ms < RM_GANG_TELL_MS) continue;
+        char nsbuf[256], msg[400];
+        const char *ns, *label;
+        size_t m = members(r, key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
+        snprintf(msg, sizeof msg, "waiting for gang %.200s: %u members (peloton.io/gang-size) must exist before it is "
+                 "admitted", label ? label : "", w->size);
+        for (size_t j = 0; j < m; j++) {
+            if (!eligible(r, buf[j]) ||
+                ctl_recorder_has(r->rec, buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning", "FailedScheduling", msg))
+                continue;
+            ctl_record(r->rec, "v1", "Pod", buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning", "FailedScheduling",
+                       "%s", msg);
+            ctl_pod_unschedulable(r->env.kc, buf[j]->ns, buf[j]->name, buf[j]->uid, CTL_REASON_GANG, msg);
+        }
+        w->told = true;
+    }
+}
+
+/* After the round's admissions: every queue's head (whose rule may have
+ * changed) is told why it waits, and so are the gangs queued in the round
+ * before this one that are still waiting. A gang behind others is told a
+ * round late: most of a burst is admitted at the next round (a round admits
+ * up to RM_ROUND_CAP gangs), and telling them would be a write per pod on the
+ * scheduling path. */
 static void tell_waiting(struct resmgr *r) {
+    for (size_t i = 0; i < r->naged; i++) {
+        struct rm_gang *g = strmap_get(&r->gangs, r->aged[i]);
+        if (g) tell_wait(r, g);
+        free(r->aged[i]);
+    }
+    r->naged = 0;
+    for (size_t i = 0; i < r->nfresh; i++) {
+        struct rm_gang *g = r->fresh[i];
+        if (g->st != RG_QUEUED || g->said) continue;
+        if (r->naged == r->capaged) {
+            size_t cap = r->capaged ? r->capaged * 2 : 256;
+            char **v = realloc(r->aged, cap * sizeof *v);
+            if (!v) break; /* told when it reaches its queue's head */
+            r->aged = v;
+            r->capaged = cap;
+        }
+        if ((r->aged[r->naged] = strdup(g->key))) r->naged++;
+    }
+    r->nfresh = 0;
+    tell_incomplete(r);
     size_t n;
     struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
-    static struct cm_pod *buf[RM_GANG_MAX];
     for (size_t i = 0; all && i < n; i++) {
         if (!respool_is_leaf(all[i]) || !all[i]->admit) continue;
         for (int q = 0; q < ADMIT_NQUEUES; q++) {
             struct gang *h = admit_head(all[i], (enum admit_queue)q);
-            struct rm_gang *g = h ? h->data : NULL;
-            if (!g || g->told || h->why.check == ADMIT_CHECK_NONE) continue;
-            char why[300], nsbuf[256];
-            const char *ns, *label;
-            admit_why_format(h, why, sizeof why);
-            size_t m = members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
-            for (size_t j = 0; j < m && j < 8; j++) /* a gang's first members; the rest say the same */
-                ctl_pod_event(r->env.kc, RM_COMPONENT, buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning",
-                              "FailedScheduling", "waiting for admission: %s", why);
-            g->told = true;
+            if (h && h->data) tell_wait(r, h->data);
         }
     }
+}
+
+/* Notes a gang that process_gang left queued, for tell_waiting. */
+static void note_fresh(struct resmgr *r, const char *key) {
+    struct rm_gang *g = strmap_get(&r->gangs, key);
+    if (!g || g->st != RG_QUEUED || g->said) return;
+    if (r->nfresh == r->capfresh) {
+        size_t cap = r->capfresh ? r->capfresh * 2 : 256;
+        struct rm_gang **v = realloc(r->fresh, cap * sizeof *v);
+        if (!v) return; /* told when it reaches its queue's head */
+        r->fresh = v;
+        r->capfresh = cap;
+    }
+    r->fresh[r->nfresh++] = g;
 }
 
 static void on_round(uv_timer_t *t) {
@@ -481,7 +610,10 @@ static void on_round(uv_timer_t *t) {
         memset(&r->dirty, 0, sizeof r->dirty);
         size_t pos = 0;
         const char *k;
-        while (strmap_next(&d, &pos, &k, NULL)) process_gang(r, k, buf);
+        while (strmap_next(&d, &pos, &k, NULL)) {
+            process_gang(r, k, buf);
+            note_fresh(r, k);
+        }
         strmap_free(&d);
         cluster_invalidate(r->cm);
         cluster_refresh(r->cm);
@@ -798,7 +930,8 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
     r->sent = json_object();
     r->terminating = json_object();
     r->told_waiting = json_object();
-    if (!r->cm || !r->sent || !r->terminating || !r->told_waiting || preempt_state_init(&r->ps, &pc)) {
+    r->rec = ctl_recorder_new(env->kc, RM_COMPONENT, 0);
+    if (!r->cm || !r->sent || !r->terminating || !r->told_waiting || !r->rec || preempt_state_init(&r->ps, &pc)) {
         snprintf(err, errlen, "out of memory");
         resmgr_stop(r);
         return NULL;
@@ -860,6 +993,19 @@ void resmgr_stop(struct resmgr *r) {
     json_decref(r->sent);
     json_decref(r->terminating);
     json_decref(r->told_waiting);
+    if (r->rec) {
+        uint64_t posted, counted;
+        ctl_recorder_counts(r->rec, &posted, &counted);
+        fprintf(stderr, "level=info msg=\"resmgr: stopped\" events_posted=%llu events_counted=%llu\n",
+                (unsigned long long)posted, (unsigned long long)counted);
+    }
+    ctl_recorder_free(r->rec);
+    free(r->fresh);
+    for (size_t i = 0; i < r->naged; i++) free(r->aged[i]);
+    free(r->aged);
+    pos = 0;
+    while (strmap_next(&r->incomplete, &pos, NULL, &v)) free(v);
+    strmap_free(&r->incomplete);
     if (!r->timers_open) {
         free(r);
         return;

@@ -169,7 +169,7 @@ static struct resvec host_used(const struct cluster *c, uint32_t h) {
 static int64_t slack_cpu(const struct cluster *c) {
     int64_t used = c->unplaced.v[RES_CPU];
     for (uint32_t h = 0; h < c->nhosts; h++) {
-        if (c->fleet->hosts[h].flags & (HOST_UNSCHEDULABLE | HOST_DRAINING)) continue;
+        if (c->fleet->hosts[h].flags & HOST_CLOSED) continue;
         int64_t cpu = res_max(0, c->host_alloc[h].v[RES_CPU] - c->host_rev[h].cpu);
         uint32_t pods = c->host_pods[h] - c->host_rev[h].pods;
         if (c->host_max_pods[h] && pods >= c->host_max_pods[h])
@@ -723,14 +723,14 @@ static int rebuild_fleet(struct cluster *c) {
         s.labels = labels;
         s.taints = taints;
         s.unschedulable = n->unschedulable;
-        s.draining = !n->ready || n->down;
+        s.not_ready = !n->ready || n->down;
         rc = host_fleet_add(f, &s, NULL);
         if (rc == -EINVAL) { /* a node the core cannot take (too many labels): keep it out */
             s.nlabels = 0;
             s.ntaints = 0;
             rc = host_fleet_add(f, &s, NULL);
         }
-        if (!rc && !s.unschedulable && !s.draining) cap = resvec_add(cap, s.allocatable);
+        if (!rc && !s.unschedulable && !s.not_ready) cap = resvec_add(cap, s.allocatable);
         kp_free_all(&m);
     }
     struct place_engine *e = rc || c->opt.no_engine ? NULL : place_engine_new(f, &c->opt.place);

@@ -21,7 +21,8 @@
  *
  * Hosts: a Node is schedulable when it is Ready (condition Ready=True) and
  * not spec.unschedulable and not marked down by cluster_node_down; other nodes
- * stay in the fleet with the HOST_UNSCHEDULABLE flag (their pods still count).
+ * stay in the fleet flagged HOST_UNSCHEDULABLE (cordoned) or HOST_NOT_READY
+ * (not Ready, or down), their pods still counted.
  * Capacity for entitlement is the allocatable sum of schedulable nodes; slack
  * cpu (what revocable work runs on) is that capacity less what non-revocable
  * work holds: its pods on schedulable nodes and its admitted, unbound pods.

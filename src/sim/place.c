@@ -151,7 +151,7 @@ static int sp_task(json_t *v, const char *w, struct kp_mem *m, struct place_task
 
 static int sp_hosts(json_t *arr, struct kp_mem *m, struct host_fleet *f, char *err, size_t errlen) {
     static const char *const keys[] = {"name", "backend", "allocatable", "allocated", "labels", "attributes",
-                                       "taints", "unschedulable", "draining", "tasks", NULL};
+                                       "taints", "unschedulable", "draining", "notReady", "tasks", NULL};
     static const char *const tkeys[] = {"job", "labels", NULL};
     if (!arr) {
         snprintf(err, errlen, "hosts: required");
@@ -209,7 +209,8 @@ static int sp_hosts(json_t *arr, struct kp_mem *m, struct host_fleet *f, char *e
         if ((rc = kp_taints(json_object_get(v, "taints"), wf, m, &taints, &s.ntaints, err, errlen))) return rc;
         s.taints = taints;
         if ((rc = sj_opt_bool(v, "unschedulable", w, &s.unschedulable, err, errlen)) ||
-            (rc = sj_opt_bool(v, "draining", w, &s.draining, err, errlen)))
+            (rc = sj_opt_bool(v, "draining", w, &s.draining, err, errlen)) ||
+            (rc = sj_opt_bool(v, "notReady", w, &s.not_ready, err, errlen)))
             return rc;
         uint32_t idx;
         rc = host_fleet_add(f, &s, &idx);
@@ -356,8 +357,11 @@ static json_t *sp_output(struct host_fleet *f, const struct place_gang *g, uint3
             if (gr->fail.rejected[k])
                 json_object_set_new(rej, place_reason_name((enum place_reason)k),
                                     json_integer(gr->fail.rejected[k]));
-        json_array_append_new(fl, json_pack("{s:s,s:I,s:s,s:o}", "gang", g[i].id, "task",
-                                            (json_int_t)gr->fail.task, "reason", msg, "rejected", rej));
+        char k8s[1024]; /* what placement says in FailedScheduling */
+        place_failure_format_k8s(f, &gr->fail, g[i].ntasks, k8s, sizeof k8s);
+        json_array_append_new(fl, json_pack("{s:s,s:I,s:s,s:s,s:o}", "gang", g[i].id, "task",
+                                            (json_int_t)gr->fail.task, "reason", msg, "message", k8s, "rejected",
+                                            rej));
     }
     if (r->ntried < ngangs) {
         json_t *d = json_array();

@@ -22,6 +22,29 @@ def test_example_fleet():
     assert fail["too-big"]["rejected"]["taint"] == 1
 
 
+def test_failure_messages_name_true_reasons():
+    """Issue #16 item 14 through the simulator: a cordoned host, a not-ready tainted host and a draining
+    host each counted against what is true of it; a gang says what of it fits and where."""
+    hosts = [{"name": "c1", "allocatable": {"cpu": 8}, "unschedulable": True},
+             {"name": "nr1", "allocatable": {"cpu": 8}, "notReady": True,
+              "taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]},
+             {"name": "nr2", "allocatable": {"cpu": 8}, "notReady": True},
+             {"name": "m1", "allocatable": {"cpu": 8}, "draining": True},
+             {"name": "n1", "allocatable": {"cpu": 4}}, {"name": "n2", "allocatable": {"cpu": 4}}]
+    doc = {"hosts": hosts, "gangs": [{"id": "one", "task": {"resources": {"cpu": 5}}},
+                                     {"id": "g4", "count": 4, "task": {"resources": {"cpu": 3}}}]}
+    r = sim("place", "-", stdin=doc)
+    assert r.rc == 0, r.err
+    fail = {f["gang"]: f for f in r.json()["failures"]}
+    assert fail["one"]["rejected"] == {"unschedulable": 1, "taint": 1, "not ready": 1, "draining": 1,
+                                       "insufficient cpu": 2}, fail["one"]
+    assert fail["one"]["message"] == (
+        "0/6 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, "
+        "1 node(s) were draining, 1 node(s) were not ready, 1 node(s) were unschedulable, 2 Insufficient cpu."), fail
+    assert fail["g4"]["message"].startswith("gang of 4: 2 members fit (on n1, n2), 2 do not: 0/6 nodes are "
+                                            "available: "), fail["g4"]
+
+
 def random_fleet(seed):
     rng = random.Random(seed)
     hosts = [{"name": f"h{i}", "allocatable": {"cpu": rng.randint(1, 32), "memory": f"{rng.randint(1, 64)}Gi"},

@@ -250,7 +250,8 @@ TEST(cluster_counts_pods_on_pools_and_hosts) {
     uint32_t h1 = host_fleet_find(f, "n1"), h2 = host_fleet_find(f, "n2"), h3 = host_fleet_find(f, "n3");
     CHECK_I64(f->hosts[h1].allocated.v[RES_CPU], 1000);
     CHECK_I64(f->hosts[h2].allocated.v[RES_CPU], 1000);
-    CHECK(f->hosts[h3].flags & HOST_DRAINING);
+    CHECK(f->hosts[h3].flags & HOST_NOT_READY);
+    CHECK(!(f->hosts[h3].flags & (HOST_DRAINING | HOST_UNSCHEDULABLE))); /* not ready is neither */
     struct respool *a = cluster_pod_pool(c, cluster_pod(c, "d", "p1"));
     REQUIRE(a);
     CHECK_I64(usage_nonslack(&a->alloc).v[RES_CPU], 1000);

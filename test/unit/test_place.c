@@ -1,6 +1,8 @@
 /* Placement engine: filters, strategies, gangs, failure reasons. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "host.h"
 #include "place.h"
@@ -657,10 +659,171 @@ TEST(place_unschedulable_and_draining) {
     t.host_hint = "u";
     struct place_failure fail;
     CHECK_I64(place1(e, PLACE_PACK, &t, "j", &fail), -ENOSPC);
-    CHECK_I64(fail.rejected[PR_UNSCHEDULABLE], 2);
+    CHECK_I64(fail.rejected[PR_UNSCHEDULABLE], 1);
+    CHECK_I64(fail.rejected[PR_DRAINING], 1);
     char msg[128];
     place_failure_format(&fail, msg, sizeof msg);
-    CHECK_STR(msg, "0/2 hosts: 2 unschedulable");
+    CHECK_STR(msg, "0/2 hosts: 1 draining, 1 unschedulable");
+    place_engine_free(e);
+    host_fleet_free(f);
+}
+
+/* Issue #16 item 14: each closed host is counted against what is true of it.
+ * A cordoned host is unschedulable; a host that is not ready and carries a
+ * taint the task does not tolerate is named by the taint (kube-scheduler's
+ * words); not ready alone says so. Before, all of them read "unschedulable". */
+TEST(place_closed_hosts_say_why) {
+    struct host_fleet *f = host_fleet_new();
+    struct host_taint_spec unreach = {"node.kubernetes.io/unreachable", NULL, TAINT_NO_EXECUTE};
+    struct host_taint_spec ded = {"dedicated", "ml", TAINT_NO_SCHEDULE};
+    add_spec(f, (struct host_spec){.name = "cordoned", .unschedulable = true});
+    add_spec(f, (struct host_spec){.name = "gone", .not_ready = true, .taints = &unreach, .ntaints = 1});
+    add_spec(f, (struct host_spec){.name = "starting", .not_ready = true});
+    add_spec(f, (struct host_spec){.name = "ml1", .taints = &ded, .ntaints = 1});
+    add_spec(f, (struct host_spec){.name = "ml2", .taints = &ded, .ntaints = 1});
+    add_spec(f, (struct host_spec){.name = "small", .allocatable = rv(CORES(1), GIB(32), GIB(100), 0)});
+    struct place_engine *e = place_engine_new(f, NULL);
+    struct place_task t = tcpu(CORES(2));
+    struct place_failure fail;
+    CHECK_I64(place1(e, PLACE_PACK, &t, "j", &fail), -ENOSPC);
+    CHECK_I64(fail.rejected[PR_UNSCHEDULABLE], 1);
+    CHECK_I64(fail.rejected[PR_NOT_READY], 1);
+    CHECK_I64(fail.rejected[PR_TAINT], 3);
+    CHECK_I64(fail.rejected[PR_INSUFFICIENT_CPU], 1);
+    CHECK_I64(fail.ntaints, 2);
+    char msg[512];
+    int n = place_failure_format_k8s(f, &fail, 1, msg, sizeof msg);
+    CHECK_STR(msg, "0/6 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint "
+                   "{node.kubernetes.io/unreachable: }, 1 node(s) were not ready, 1 node(s) were unschedulable, "
+                   "2 node(s) had untolerated taint {dedicated: ml}.");
+    CHECK_I64(n, (int64_t)strlen(msg));
+    char small[16];
+    CHECK_I64(place_failure_format_k8s(f, &fail, 1, small, sizeof small), n);
+    CHECK_STR(small, "0/6 nodes are a");
+    /* tolerating the unreachable taint leaves "not ready" */
+    struct place_toleration tol = {"node.kubernetes.io/unreachable", TOL_EXISTS, NULL, TOL_ANY_EFFECT};
+    t.tols = &tol;
+    t.ntols = 1;
+    CHECK_I64(place1(e, PLACE_PACK, &t, "j", &fail), -ENOSPC);
+    CHECK_I64(fail.rejected[PR_NOT_READY], 2);
+    CHECK_I64(fail.rejected[PR_TAINT], 2);
+    place_engine_free(e);
+    host_fleet_free(f);
+}
+
+/* More distinct taints than a failure names: the rest are counted together. */
+TEST(place_failure_names_the_most_frequent_taints) {
+    struct host_fleet *f = host_fleet_new();
+    char names[8][16], keys[6][16];
+    struct host_taint_spec ts[6];
+    for (int i = 0; i < 6; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        ts[i] = (struct host_taint_spec){keys[i], "v", TAINT_NO_SCHEDULE};
+    }
+    /* k5 on three hosts, k0..k4 on one each */
+    int which[8] = {0, 1, 2, 3, 4, 5, 5, 5};
+    for (int i = 0; i < 8; i++) {
+        snprintf(names[i], sizeof names[i], "h%d", i);
+        add_spec(f, (struct host_spec){.name = names[i], .taints = &ts[which[i]], .ntaints = 1});
+    }
+    struct place_engine *e = place_engine_new(f, NULL);
+    struct place_task t = tcpu(CORES(1));
+    struct place_failure fail;
+    CHECK_I64(place1(e, PLACE_PACK, &t, "j", &fail), -ENOSPC);
+    CHECK_I64(fail.ntaints, PLACE_FAIL_TAINTS);
+    char msg[512];
+    place_failure_format_k8s(f, &fail, 1, msg, sizeof msg);
+    CHECK_STR(msg, "0/8 nodes are available: 1 node(s) had untolerated taint {k0: v}, 1 node(s) had untolerated "
+                   "taint {k1: v}, 1 node(s) had untolerated taint {k2: v}, 2 node(s) had untolerated taints, "
+                   "3 node(s) had untolerated taint {k5: v}.");
+    place_engine_free(e);
+    host_fleet_free(f);
+}
+
+/* Issue #16 item 14: a gang that does not fit says how much of it fits and
+ * where. Before, four hosts too small for a third member read "4 insufficient
+ * cpu (gang: all or nothing)" though two of them could each host a member. */
+TEST(place_gang_failure_says_what_fits) {
+    struct host_fleet *f = host_fleet_new();
+    add(f, "n1", 4, 32, 0, resvec_zero());
+    add(f, "n2", 4, 32, 0, resvec_zero());
+    add(f, "n3", 1, 32, 0, resvec_zero());
+    add(f, "n4", 1, 32, 0, resvec_zero());
+    struct place_engine *e = place_engine_new(f, NULL);
+    struct place_task ts[4] = {tcpu(CORES(3)), tcpu(CORES(3)), tcpu(CORES(3)), tcpu(CORES(3))};
+    struct place_gang g = {"g", "g", PLACE_PACK, ts, 4};
+    uint32_t hosts[4];
+    struct place_failure fail;
+    CHECK_I64(place_gang(e, &g, hosts, &fail), -ENOSPC);
+    CHECK_I64(fail.task, 2);
+    CHECK_I64(fail.fit, 2);
+    CHECK_I64(fail.unfit, 2);
+    CHECK_I64(fail.untried, 0);
+    char msg[512];
+    place_failure_format_k8s(f, &fail, 4, msg, sizeof msg);
+    CHECK_STR(msg, "gang of 4: 2 members fit (on n1, n2), 2 do not: 0/4 nodes are available: 4 Insufficient cpu.");
+    for (uint32_t i = 0; i < 4; i++) CHECK_I64(f->hosts[i].allocated.v[RES_CPU], 0); /* all undone */
+    /* a later, smaller member is still tried: it fits (on n1, best fit) */
+    ts[3] = tcpu(CORES(1));
+    CHECK_I64(place_gang(e, &g, hosts, &fail), -ENOSPC);
+    CHECK_I64(fail.fit, 3);
+    CHECK_I64(fail.unfit, 1);
+    place_failure_format_k8s(f, &fail, 4, msg, sizeof msg);
+    CHECK_STR(msg, "gang of 4: 3 members fit (on n1, n2), 1 does not: 0/4 nodes are available: 4 Insufficient cpu.");
+    /* nothing fits */
+    for (int i = 0; i < 4; i++) ts[i] = tcpu(CORES(5));
+    CHECK_I64(place_gang(e, &g, hosts, &fail), -ENOSPC);
+    place_failure_format_k8s(f, &fail, 4, msg, sizeof msg);
+    CHECK_STR(msg, "gang of 4: no member fits: 0/4 nodes are available: 4 Insufficient cpu.");
+    for (uint32_t i = 0; i < 4; i++) CHECK_I64(f->hosts[i].allocated.v[RES_CPU], 0);
+    struct place_stats st;
+    place_engine_stats(e, &st);
+    CHECK_I64(st.index_misses, 0);
+    place_engine_free(e);
+    host_fleet_free(f);
+}
+
+/* Members after the first failure share a bounded search: a gang of many
+ * members that no host takes (every host is checked and rejected) stops
+ * trying and says how many it did not try. */
+TEST(place_gang_failure_bounds_the_rest) {
+    struct host_fleet *f = host_fleet_new();
+    char names[16][16];
+    struct host_kv zone = {"zone", "a"};
+    for (int i = 0; i < 16; i++) {
+        snprintf(names[i], sizeof names[i], "h%d", i);
+        add_spec(f, (struct host_spec){.name = names[i], .labels = &zone, .nlabels = 1});
+    }
+    struct place_engine *e = place_engine_new(f, NULL);
+    struct host_kv sel = {"zone", "b"};
+    enum { N = 200 };
+    struct place_task *ts = calloc(N, sizeof *ts);
+    uint32_t *hosts = calloc(N, sizeof *hosts);
+    for (int i = 0; i < N; i++) {
+        ts[i] = tcpu(CORES(1));
+        ts[i].selector = &sel;
+        ts[i].nselector = 1;
+    }
+    struct place_gang g = {"g", "g", PLACE_PACK, ts, N};
+    struct place_failure fail;
+    struct place_stats a, b;
+    place_engine_stats(e, &a);
+    CHECK_I64(place_gang(e, &g, hosts, &fail), -ENOSPC);
+    place_engine_stats(e, &b);
+    CHECK_I64(fail.fit, 0);
+    CHECK(fail.untried > 0);
+    CHECK_I64(fail.fit + fail.unfit + fail.untried, N);
+    CHECK(b.candidates - a.candidates <= 16 + 2 * 16 + 64 + 16); /* the first search, then the budget */
+    char msg[512];
+    place_failure_format_k8s(f, &fail, N, msg, sizeof msg);
+    char want[512];
+    snprintf(want, sizeof want,
+             "gang of 200: %u do not fit, %u not tried: 0/16 nodes are available: 16 node(s) didn't match Pod's "
+             "node affinity/selector.",
+             fail.unfit, fail.untried);
+    CHECK_STR(msg, want);
+    free(ts);
+    free(hosts);
     place_engine_free(e);
     host_fleet_free(f);
 }

@@ -35,6 +35,8 @@ static struct host_fleet *random_fleet(uint64_t *s, uint32_t n, bool features) {
             else if (r < 20) { h.taints = &taint; h.ntaints = 1; }
             else if (r < 23) h.nlabels = 2;
             else if (r < 25) h.draining = true;
+            else if (r < 27) h.not_ready = true;
+            else if (r < 28) { h.not_ready = true; h.taints = &taint; h.ntaints = 1; }
         }
         for (int k = 0; k < RES_NKINDS; k++)
             h.allocated.v[k] = h.allocatable.v[k] ? test_range(s, 0, h.allocatable.v[k]) : 0;
@@ -79,7 +81,7 @@ static bool resvec_within(struct resvec a, struct resvec cap) { return resvec_le
 /* Checks one placed task against the filters the random tasks use. */
 static void check_host_ok(const struct host_fleet *f, uint32_t h, const struct place_task *t) {
     const struct host *x = &f->hosts[h];
-    CHECK(!(x->flags & (HOST_UNSCHEDULABLE | HOST_DRAINING)));
+    CHECK(!(x->flags & HOST_CLOSED));
     CHECK(!(x->flags & HOST_EXCLUSIVE));
     if (x->flags & HOST_GPU) CHECK(t->req.v[RES_GPU] > 0);
     if (x->flags & HOST_BLOCK_TAINT) CHECK(t->ntols == 1);
@@ -156,7 +158,7 @@ static uint32_t oracle(const struct host_fleet *f, const struct place_task *t, e
     uint32_t best = HOST_NONE;
     for (uint32_t i = 0; i < f->nhosts; i++) {
         const struct host *h = &f->hosts[i];
-        if (h->flags & (HOST_UNSCHEDULABLE | HOST_DRAINING | HOST_EXCLUSIVE | HOST_BLOCK_TAINT)) continue;
+        if (h->flags & (HOST_CLOSED | HOST_EXCLUSIVE | HOST_BLOCK_TAINT)) continue;
         if ((h->flags & HOST_GPU) && t->req.v[RES_GPU] == 0) continue;
         if (!resvec_le(t->req, host_free(h))) continue;
         if (best == HOST_NONE) { best = i; continue; }

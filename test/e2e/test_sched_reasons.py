@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""End-to-end (issue #16 items 13 and 14): every pod that waits can say why,
+truly. pelotond with every role on a real redis-server, kubelet-sim's nodes
+and one Node with no kubelet (NotReady, tainted not-ready as Kubernetes'
+node controller marks such nodes), driven with real kubectl.
+
+- FailedScheduling names the real reason of each node: cordoned
+  (unschedulable), the untolerated taint by key and value (also on the
+  NotReady node), Insufficient cpu; in kube-scheduler's shape.
+- A gang that does not fit says how many members fit and where.
+- Every pod waiting for admission (not only the head of its pool's queue),
+  and every member of a gang that waits for its other members, gets an Event
+  and PodScheduled=False with a reason; bound pods have PodScheduled=True.
+- Events are aggregated: the same Event again bumps count, no new object."""
+import json
+import re
+import subprocess
+import time
+
+import services
+from simlib import run_tests
+
+REDIS = services.start_redis()
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all")
+KUBECONFIG = services.kubeconfig(PORT)
+wait_until = services.wait_until
+
+
+def kubectl(*args, stdin=None):
+    r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr}")
+    return r.stdout
+
+
+def apply(objs):
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+
+
+def pool(name, cpu_res, cpu_lim):
+    return {"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "metadata": {"name": name},
+            "spec": {"resources": [{"kind": "cpu", "reservation": str(cpu_res), "limit": str(cpu_lim), "share": 1}]}}
+
+
+def pod(name, pool_name, cpu, labels=None):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"peloton.io/resource-pool": pool_name, **(labels or {})}},
+            "spec": {"schedulerName": "peloton", "restartPolicy": "Never",
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": str(cpu)}}}]}}
+
+
+def get_pod(name):
+    return json.loads(kubectl("get", "pod", name, "-o", "json"))
+
+
+def scheduled(name):
+    """The PodScheduled condition of a pod, or None."""
+    for c in get_pod(name).get("status", {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return c
+    return None
+
+
+def events_for(name, reason="FailedScheduling"):
+    out = json.loads(kubectl("get", "events", "-o", "json"))["items"]
+    return [e for e in out if e.get("involvedObject", {}).get("name") == name and e.get("reason") == reason]
+
+
+def delete(selector):
+    kubectl("delete", "pods", "-l", selector, "--wait=false")
+    wait_until(lambda: not json.loads(kubectl("get", "pods", "-l", selector, "-o", "json"))["items"], 60,
+               f"pods {selector} gone")
+
+
+KS, _ = services.start_kubelet_sim(KUBECONFIG, "--nodes=3", "--name-prefix=t-", "--cpu=4", "--memory=32Gi",
+                                   expect=3)
+# A node whose kubelet is not ready, tainted not-ready as Kubernetes' node controller marks such nodes
+# (not the host manager's unreachable taint, which it takes off again while the node is new).
+apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gone-1"},
+        "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+                   "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}}])
+apply([pool("sr", 0, 64)])
+
+
+def test_failed_scheduling_names_each_nodes_real_reason():
+    kubectl("cordon", "t-0")
+    kubectl("taint", "nodes", "t-1", "dedicated=ml:NoSchedule")
+    try:
+        apply([pod("big-1", "sr", 6, labels={"t": "big"})])  # no node of 4 cpu takes it
+        want = ("0/4 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: ml}, "
+                "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
+                "1 node(s) were unschedulable.")
+        ev = wait_until(lambda: [e for e in events_for("big-1") if e["message"] == want], 20,
+                        "a FailedScheduling Event naming each node's reason")
+        assert ev[0]["source"]["component"] == "peloton-placement", ev
+        c = wait_until(lambda: scheduled("big-1") if (scheduled("big-1") or {}).get("reason") == "Unschedulable"
+                       else None, 20, "PodScheduled=False, Unschedulable")
+        assert c["status"] == "False" and c["message"] == want, c
+    finally:
+        kubectl("uncordon", "t-0")
+        kubectl("taint", "nodes", "t-1", "dedicated=ml:NoSchedule-")
+    delete("t=big")
+
+
+def test_a_repeated_event_is_counted_not_posted_again():
+    """Kubernetes' recorder: the same Event again bumps count and lastTimestamp on the one posted.
+    Placement repeats FailedScheduling at every tenth attempt (backoff to 5 s: about 26 s)."""
+    apply([pod("huge-1", "sr", 12, labels={"t": "huge"})])
+    want = ("0/4 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
+            "3 Insufficient cpu.")
+    wait_until(lambda: [e for e in events_for("huge-1") if e["message"] == want], 20, "the first FailedScheduling")
+    ev = wait_until(lambda: [e for e in events_for("huge-1") if e.get("count", 1) >= 2], 45,
+                    "the repeated Event counted (count 2)")
+    same = [e for e in events_for("huge-1") if e["message"] == want]
+    assert len(same) == 1, [(e["metadata"]["name"], e.get("count")) for e in same]
+    assert ev[0]["lastTimestamp"] > ev[0]["firstTimestamp"], ev[0]
+    desc = kubectl("describe", "pod", "huge-1")  # kubectl shows the count: "(x2 over 26s)"
+    assert re.search(r"\(x\d+ over \d+s\)\s+peloton-placement\s+" + re.escape(want), desc), desc
+    delete("t=huge")
+
+
+def test_gang_failure_says_how_many_members_fit_and_where():
+    g = {"t": "g4", "peloton.io/gang": "g4", "peloton.io/gang-size": "4"}
+    apply([pod(f"g4-{i}", "sr", 3, labels=g) for i in range(4)])  # 3 nodes of 4 cpu: one member each
+    pat = re.compile(r"^gang of 4: 3 members fit \(on (t-\d), (t-\d), (t-\d)\), 1 does not: 0/4 nodes are "
+                     r"available: 1 node\(s\) had untolerated taint \{node.kubernetes.io/not-ready: \}, "
+                     r"3 Insufficient cpu\.$")
+
+    def told():
+        out = []
+        for i in range(4):
+            out += [e["message"] for e in events_for(f"g4-{i}") if pat.match(e["message"])]
+        return out if len(out) >= 4 else None
+    msgs = wait_until(told, 20, "every member told what of the gang fits")
+    assert sorted(pat.match(msgs[0]).groups()) == ["t-0", "t-1", "t-2"], msgs[0]
+    assert all(not get_pod(f"g4-{i}")["spec"].get("nodeName") for i in range(4)), "all or nothing"
+    for i in range(4):
+        c = scheduled(f"g4-{i}")
+        assert c and c["status"] == "False" and c["reason"] == "Unschedulable" and pat.match(c["message"]), c
+    delete("t=g4")
+
+
+def test_every_pod_waiting_for_admission_says_why_and_binding_clears_it():
+    apply([pool("adm", 0, 2)])
+    apply([pod(f"run-{i}", "adm", 1, labels={"t": "adm", "r": "run"}) for i in range(2)])
+    wait_until(lambda: all(get_pod(f"run-{i}")["spec"].get("nodeName") for i in range(2)), 20, "two pods bound")
+    apply([pod(f"wait-{i}", "adm", 1, labels={"t": "adm"}) for i in range(3)])
+    for i in range(3):  # the head of the queue and the two behind it
+        c = wait_until(lambda: scheduled(f"wait-{i}"), 20, f"wait-{i} to have PodScheduled")
+        assert c["status"] == "False" and c["reason"] == "WaitingForAdmission", c
+        assert c["message"].startswith("waiting for admission: pool /adm: "), c
+        ev = wait_until(lambda: events_for(f"wait-{i}"), 10, f"an Event for wait-{i}")
+        assert ev[0]["message"] == c["message"], (ev, c)
+    head = [i for i in range(3) if "cpu entitlement" in scheduled(f"wait-{i}")["message"]]
+    behind = [i for i in range(3) if "queued behind" in scheduled(f"wait-{i}")["message"]]
+    assert len(head) == 1 and len(behind) == 2, [scheduled(f"wait-{i}")["message"] for i in range(3)]
+    time.sleep(2)  # a hundred rounds: no new Event while the reason stays
+    for i in range(3):
+        assert len(events_for(f"wait-{i}")) == 1, events_for(f"wait-{i}")
+    for i in range(2):
+        assert scheduled(f"run-{i}")["status"] == "True", scheduled(f"run-{i}")
+    delete("r=run")
+    wait_until(lambda: sum(1 for i in range(3) if get_pod(f"wait-{i}")["spec"].get("nodeName")) == 2, 30,
+               "two waiting pods admitted and bound")
+    for i in range(3):
+        if get_pod(f"wait-{i}")["spec"].get("nodeName"):
+            c = scheduled(f"wait-{i}")
+            assert c["status"] == "True", c
+    delete("t=adm")
+
+
+def test_pods_of_an_incomplete_gang_say_they_wait_for_it():
+    g = {"t": "g3", "peloton.io/gang": "g3", "peloton.io/gang-size": "3"}
+    apply([pod(f"g3-{i}", "sr", 1, labels=g) for i in range(2)])
+    want = "waiting for gang g3: 3 members (peloton.io/gang-size) must exist before it is admitted"
+    for i in range(2):
+        c = wait_until(lambda: scheduled(f"g3-{i}"), 20, f"g3-{i} to have PodScheduled")
+        assert c["status"] == "False" and c["reason"] == "WaitingForGang" and c["message"] == want, c
+        assert [e["message"] for e in events_for(f"g3-{i}")] == [want], events_for(f"g3-{i}")
+    apply([pod("g3-2", "sr", 1, labels=g)])
+    wait_until(lambda: all(get_pod(f"g3-{i}")["spec"].get("nodeName") for i in range(3)), 20, "the gang bound")
+    for i in range(3):
+        assert scheduled(f"g3-{i}")["status"] == "True", scheduled(f"g3-{i}")
+    assert not events_for("g3-2"), "the last member never waited for the gang"
+    delete("t=g3")
+
+
+run_tests("test_sched_reasons", dict(globals()))
