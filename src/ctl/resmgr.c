@@ -39,12 +39,20 @@ struct rm_gang {
     bool told;              /* an Event said why it cannot queue */
 };
 
+/* A gang with fewer unbound members than its size (it cannot be admitted
+ * until the rest exist). */
+struct rm_short {
+    uint64_t since_ms; /* when it last changed */
+    uint32_t have, size, told; /* told: the `have` an Event was posted for (0: none) */
+};
+
 struct resmgr {
     struct ctl_env env;
     struct resmgr_options o;
     struct cluster *cm;
     struct kc_informer *pods, *nodes, *pools, *nss;
     struct strmap gangs, dirty, evicting;
+    struct strmap shorts; /* gang key -> struct rm_short */
     uv_timer_t round_t, lease_t, preempt_t, status_t;
     int timers_open;
     bool leader, recovered;
@@ -66,6 +74,7 @@ void resmgr_options_default(struct resmgr_options *o) {
     o->preempt_ms = 1000;
     o->status_ms = 1000;
     o->over_checks = 3;
+    o->gang_wait_ms = 1000;
 }
 
 static bool eligible(const struct resmgr *r, const struct cm_pod *p) {
@@ -254,6 +263,55 @@ static size_t members(struct resmgr *r, const char *key, struct cm_pod **out, si
     return cluster_gang_members(r->cm, nsbuf, slash + 1, out, cap);
 }
 
+/* A gang short of members is remembered (have > 0, have < size) or
+ * forgotten; tell_short posts the Event once it has stayed so for
+ * gang_wait_ms, so members created in one burst say nothing. */
+static void note_short(struct resmgr *r, const char *key, uint32_t have, uint32_t size) {
+    struct rm_short *w = strmap_get(&r->shorts, key);
+    if (have == 0 || have >= size) {
+        free(strmap_del(&r->shorts, key));
+        return;
+    }
+    if (!w) {
+        if (!(w = calloc(1, sizeof *w)) || strmap_put(&r->shorts, key, w, NULL)) {
+            free(w);
+            return;
+        }
+    } else if (w->have == have && w->size == size) {
+        return;
+    }
+    w->have = have;
+    w->size = size;
+    w->since_ms = uv_now(r->env.loop);
+}
+
+/* "gang g1: 5/8 members" on the waiting members (the first few: the rest
+ * would say the same), once per member count. */
+static void tell_short(struct resmgr *r) {
+    uint64_t now = uv_now(r->env.loop), wait = r->o.gang_wait_ms ? r->o.gang_wait_ms : 1000;
+    static struct cm_pod *buf[RM_GANG_MAX];
+    size_t pos = 0;
+    const char *key;
+    void *v;
+    while (strmap_next(&r->shorts, &pos, &key, &v)) {
+        struct rm_short *w = v;
+        if (w->told == w->have || now - w->since_ms < wait) continue;
+        w->told = w->have;
+        char nsbuf[256];
+        const char *ns, *label;
+        size_t m = members(r, key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf), told = 0;
+        for (size_t j = 0; j < m && j < RM_GANG_MAX && told < 8; j++) {
+            if (!eligible(r, buf[j])) continue;
+            ctl_pod_event(r->env.kc, RM_COMPONENT, buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning",
+                          "FailedScheduling",
+                          "gang %s: %u/%u members, waiting for %u more (a gang is admitted and placed all or "
+                          "nothing)",
+                          label ? label : "?", w->have, w->size, w->size - w->have);
+            told++;
+        }
+    }
+}
+
 static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf) {
     char nsbuf[256];
     const char *ns = NULL, *label = NULL;
@@ -273,6 +331,7 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
         return;
     }
     uint32_t size = nel ? buf[0]->info.gang_size : 1;
+    note_short(r, key, label ? (uint32_t)nel : 0, size);
     if (nel < size || nel == 0) { /* incomplete (or nothing to do) */
         if (g && (g->st == RG_QUEUED || nel == 0)) gang_drop(r, g);
         return;
@@ -475,6 +534,7 @@ static void on_round(uv_timer_t *t) {
     }
     admit_pass(r);
     tell_waiting(r);
+    tell_short(r);
     if (r->readied && r->o.on_ready) {
         ctl_redis_settle(r->env.db); /* the ready queue holds them before anyone looks */
         r->o.on_ready(r->o.on_ready_ud);
@@ -777,6 +837,9 @@ void resmgr_stop(struct resmgr *r) {
     strmap_free(&r->gangs);
     strmap_free(&r->dirty);
     strmap_free(&r->evicting);
+    pos = 0;
+    while (strmap_next(&r->shorts, &pos, NULL, &v)) free(v);
+    strmap_free(&r->shorts);
     cluster_free(r->cm); /* releases the admission queues */
     preempt_state_free(&r->ps);
     json_decref(r->sent);
