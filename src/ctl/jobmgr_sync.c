@@ -448,8 +448,9 @@ static void send_pass(struct ctx *c) {
         if (!r->used) continue;
         if (r->creating && !r->create_inflight && !r->present && c->now - r->create_ms > (int64_t)c->jm->o.resync_ms)
             r->creating = false; /* created but never seen: send it again (409 is fine) */
-        if (r->state == TASK_INITIALIZED && !r->present && !r->creating && !r->kill &&
-            c->pool_check == JM_POOL_OK && (!r->create_ms || c->now - r->create_ms >= CREATE_RETRY_MS || r->pod == NULL))
+        bool due = !r->create_ms || c->now - r->create_ms >= CREATE_RETRY_MS || r->pod == NULL;
+        if (r->state == TASK_INITIALIZED && !r->present && !r->creating && !r->kill && due &&
+            c->pool_check == JM_POOL_OK) /* no pods while the pool is not right (docs/lifecycle.md) */
             send_create(c, r, i);
         if (r->kill && r->present && !r->deleting && !r->kill_sent && r->pod) {
             r->kill_sent = true;
