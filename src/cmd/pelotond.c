@@ -77,6 +77,7 @@ struct controllers {
     int extender_port;
     const char *extender_prefix;
     uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
+    uint32_t gang_wait_ms;      /* 0: the resource manager's default */
     int rc;
 };
 
@@ -143,6 +144,7 @@ static void ctl_main(void *arg) {
     ro.on_ready = tell_placement; /* this process's own placement, when it runs one */
     ro.on_ready_ud = c;
     ro.round_ms = c->round_ms ? c->round_ms : ro.round_ms;
+    ro.gang_wait_ms = c->gang_wait_ms ? c->gang_wait_ms : ro.gang_wait_ms;
     struct placement_options po;
     placement_options_default(&po);
     po.tick_ms = c->tick_ms ? c->tick_ms : po.tick_ms;
@@ -286,7 +288,7 @@ static int usage(void) {
                     "[--bind=ADDR] [--port=N] [--port-file=F] [--unix-socket=/PATH] "
                     "[--redis=HOST:PORT|unix:///PATH] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
-                    "[--admission-round-ms=N] [--placement-tick-ms=N] "
+                    "[--admission-round-ms=N] [--placement-tick-ms=N] [--gang-wait-event-ms=N] "
                     "[--tls-cert=PEM --tls-key=PEM]\n");
     return 2;
 }
@@ -306,7 +308,7 @@ int main(int argc, char **argv) {
     int port = 6080;
     long history_max = 0;
     long long list_page_bytes = 0;
-    unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0;
+    unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0, gang_wait_ms = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = opt(argv[i], "--roles"))) roles = v;
@@ -328,6 +330,7 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--watch-bookmark-ms"))) bookmark_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--admission-round-ms"))) round_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--placement-tick-ms"))) tick_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
+        else if ((v = opt(argv[i], "--gang-wait-event-ms"))) gang_wait_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--crds"))) crds = v;
         else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-dir"))) tls_dir = v;
@@ -339,8 +342,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pelotond: --list-page-bytes takes 1 to %u (what every client buffers)\n", API_LIST_PAGE_BYTES);
         return 2;
     }
-    if (round_ms > 600000 || tick_ms > 600000) {
-        fprintf(stderr, "pelotond: --admission-round-ms and --placement-tick-ms take 1 to 600000\n");
+    if (round_ms > 600000 || tick_ms > 600000 || gang_wait_ms > 600000) {
+        fprintf(stderr,
+                "pelotond: --admission-round-ms, --placement-tick-ms and --gang-wait-event-ms take 1 to 600000\n");
         return 2;
     }
     if (unix_path && (unix_path[0] != '/' || strlen(unix_path) > UNIX_SOCKET_PATH_MAX)) {
@@ -352,7 +356,7 @@ int main(int argc, char **argv) {
     struct controllers ctl = {.roles = role_bits & ~(unsigned)ROLE_API, .redis_addr = redis,
                               .default_pool = default_pool, .serve_default = strcmp(sched_default, "false") != 0,
                               .extender_port = ext_port, .extender_prefix = ext_prefix,
-                              .round_ms = round_ms, .tick_ms = tick_ms};
+                              .round_ms = round_ms, .tick_ms = tick_ms, .gang_wait_ms = gang_wait_ms};
     if (!(role_bits & ROLE_API)) return run_controllers_only(&ctl, server, kubeconfig, token_file);
     char host[256];
     int redis_port;

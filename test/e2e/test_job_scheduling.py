@@ -13,7 +13,7 @@ import services
 from simlib import run_tests
 
 REDIS = services.start_redis()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all")
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", "--gang-wait-event-ms=500")
 KUBECONFIG = services.kubeconfig(PORT)
 wait_until = services.wait_until
 
