@@ -80,6 +80,7 @@ struct controllers {
     const char *extender_prefix;
     uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
     uint32_t backoff_ms, backoff_max_ms; /* jobmgr's restart backoff; 0: its defaults */
+    uint32_t gang_wait_ms;      /* 0: the resource manager's default */
     int rc;
 };
 
@@ -146,6 +147,7 @@ static void ctl_main(void *arg) {
     ro.on_ready = tell_placement; /* this process's own placement, when it runs one */
     ro.on_ready_ud = c;
     ro.round_ms = c->round_ms ? c->round_ms : ro.round_ms;
+    ro.gang_wait_ms = c->gang_wait_ms ? c->gang_wait_ms : ro.gang_wait_ms;
     struct placement_options po;
     placement_options_default(&po);
     po.tick_ms = c->tick_ms ? c->tick_ms : po.tick_ms;
@@ -293,6 +295,7 @@ static int usage(void) {
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
+                    "[--gang-wait-event-ms=N] "
                     "[--tls-cert=PEM --tls-key=PEM]\n");
     return 2;
 }
@@ -313,7 +316,8 @@ int main(int argc, char **argv) {
     long history_max = 0;
     long long list_page_bytes = 0;
     long idle_ms = 0; /* 0: the HTTP layer's default (server.h) */
-    unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0, backoff_ms = 0, backoff_max_ms = 0;
+    unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0, backoff_ms = 0, backoff_max_ms = 0,
+             gang_wait_ms = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = opt(argv[i], "--roles"))) roles = v;
@@ -339,6 +343,7 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--restart-backoff-ms"))) backoff_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
         else if ((v = opt(argv[i], "--restart-backoff-max-ms")))
             backoff_max_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
+        else if ((v = opt(argv[i], "--gang-wait-event-ms"))) gang_wait_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--crds"))) crds = v;
         else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-dir"))) tls_dir = v;
@@ -354,8 +359,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pelotond: --http-idle-timeout-ms takes 1 to 86400000\n");
         return 2;
     }
-    if (round_ms > 600000 || tick_ms > 600000) {
-        fprintf(stderr, "pelotond: --admission-round-ms and --placement-tick-ms take 1 to 600000\n");
+    if (round_ms > 600000 || tick_ms > 600000 || gang_wait_ms > 600000) {
+        fprintf(stderr,
+                "pelotond: --admission-round-ms, --placement-tick-ms and --gang-wait-event-ms take 1 to 600000\n");
         return 2;
     }
     if (backoff_ms > 3600000 || backoff_max_ms > 3600000) {
@@ -372,7 +378,7 @@ int main(int argc, char **argv) {
                               .default_pool = default_pool, .serve_default = strcmp(sched_default, "false") != 0,
                               .extender_port = ext_port, .extender_prefix = ext_prefix,
                               .round_ms = round_ms, .tick_ms = tick_ms, .backoff_ms = backoff_ms,
-                              .backoff_max_ms = backoff_max_ms};
+                              .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms};
     if (!(role_bits & ROLE_API)) return run_controllers_only(&ctl, server, kubeconfig, token_file);
     char host[256];
     int redis_port;

@@ -332,14 +332,27 @@ int job_reconcile(const struct job_input *in, struct job_plan *plan, char *err, 
         }
     }
 
-    /* Gang sizes: members of each gang started together in this plan. */
-    uint32_t gang0 = 0;
-    for (size_t i = 0; i < plan->n; i++)
-        if ((plan->v[i].kind == JOB_ACT_CREATE || plan->v[i].kind == JOB_ACT_RESTART) && plan->v[i].gang == 0)
-            gang0++;
-    for (size_t i = 0; i < plan->n; i++)
-        if (plan->v[i].kind == JOB_ACT_CREATE || plan->v[i].kind == JOB_ACT_RESTART)
-            plan->v[i].gang_size = plan->v[i].gang == 0 ? gang0 : 1;
+    /* Gangs: the members of gang 0 started together in this plan form a gang
+     * of their own, named by their lowest member and its new run (a member
+     * started alone is in no gang). Members still running are not waited
+     * for: a replacement never needs the whole original gang again. */
+    uint32_t gang0 = 0, first = UINT32_MAX, first_run = 0;
+    for (size_t i = 0; i < plan->n; i++) {
+        const struct job_action *a = &plan->v[i];
+        if ((a->kind != JOB_ACT_CREATE && a->kind != JOB_ACT_RESTART) || a->gang != 0 ||
+            job_gang_size(spec, 0) < 2)
+            continue;
+        gang0++;
+        if (a->instance < first) first = a->instance, first_run = a->run;
+    }
+    for (size_t i = 0; i < plan->n; i++) {
+        struct job_action *a = &plan->v[i];
+        if (a->kind != JOB_ACT_CREATE && a->kind != JOB_ACT_RESTART) continue;
+        bool grouped = a->gang == 0 && gang0 > 0;
+        a->gang_size = grouped ? gang0 : 1;
+        a->gang_first = grouped ? first : a->instance;
+        a->gang_first_run = grouped ? first_run : a->run;
+    }
 
     plan->state = job_state_derive(spec, &r.proj);
     if (plan->state != spec->state)

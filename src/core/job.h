@@ -76,6 +76,8 @@ struct job_action {
     uint32_t crash_loop;    /* RESTART: the new run's task.crash_loop (task_restart_at) */
     uint32_t gang;          /* CREATE/RESTART: gang id = lowest instance of the gang */
     uint32_t gang_size;     /* members of that gang created/restarted in this plan */
+    uint32_t gang_first;    /* the lowest of those members, and its new run: the pair names the set */
+    uint32_t gang_first_run;/* (no other set of the job gets the same pair; see docs/lifecycle.md) */
     const char *host;       /* CREATE/RESTART: STATEFUL hint (previous host) or DAEMON pin */
     bool host_pinned;       /* DAEMON: the host is a requirement, not a preference */
     enum task_state to;     /* TIMEOUT: READY */

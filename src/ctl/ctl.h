@@ -144,6 +144,7 @@ struct resmgr_options {
     uint32_t preempt_ms;            /* preemption check period; default 1000 */
     uint32_t status_ms;             /* pool status write period; default 1000 */
     uint32_t over_checks;           /* consecutive over-entitlement checks before preempting; default 3 */
+    uint32_t gang_wait_ms;          /* a gang short of members this long gets an Event; default 1000 */
     /* Called after a round queued gangs on the ready queue (NULL: nobody):
      * pelotond tells its own placement role, which then need not wait for
      * its next poll when it was idle. */

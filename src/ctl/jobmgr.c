@@ -171,7 +171,8 @@ void jm_wake_at(struct jobmgr *jm, struct jm_job *job, int64_t at_ms) {
 }
 
 static bool all_synced(const struct jobmgr *jm) {
-    return kc_informer_synced(jm->jobs) && kc_informer_synced(jm->pods) && kc_informer_synced(jm->nodes);
+    return kc_informer_synced(jm->jobs) && kc_informer_synced(jm->pods) && kc_informer_synced(jm->nodes) &&
+           kc_informer_synced(jm->pools);
 }
 
 static void on_tick(uv_timer_t *t) {
@@ -305,6 +306,50 @@ bool jm_node_ready(const struct jobmgr *jm, const char *node) {
         if (type && !strcmp(type, "Ready")) return st && !strcmp(st, "True");
     }
     return true; /* no conditions yet */
+}
+
+struct node_list {
+    const json_t **v;
+    size_t n, cap;
+};
+
+static int collect_node(void *ud, json_t *node) {
+    struct node_list *l = ud;
+    if (l->n == l->cap) {
+        size_t n = l->cap ? l->cap * 2 : 64;
+        const json_t **v = realloc(l->v, n * sizeof *v);
+        if (!v) return 1;
+        l->v = v;
+        l->cap = n;
+    }
+    l->v[l->n++] = node;
+    return 0;
+}
+
+struct jm_fleet *jm_fleet(struct jobmgr *jm) {
+    if (jm->fleet) return jm->fleet;
+    struct node_list l = {0};
+    kc_informer_foreach(jm->nodes, collect_node, &l);
+    jm->fleet = jm_fleet_new(l.v, l.n, NULL);
+    free(l.v);
+    return jm->fleet;
+}
+
+static void fleet_stale(struct jobmgr *jm) {
+    jm_fleet_free(jm->fleet);
+    jm->fleet = NULL;
+}
+
+static int collect_parent(void *ud, json_t *pool) {
+    const char *parent = json_string_value(json_object_get(json_object_get(pool, "spec"), "parent"));
+    if (parent && parent[0]) json_object_set_new(ud, parent, json_true());
+    return 0;
+}
+
+enum jm_pool_check jm_pool_check(struct jobmgr *jm, const char *pool) {
+    if (!kc_informer_get(jm->pools, "", pool)) return JM_POOL_NOT_FOUND;
+    if (!jm->parents && (jm->parents = json_object())) kc_informer_foreach(jm->pools, collect_parent, jm->parents);
+    return json_object_get(jm->parents, pool) ? JM_POOL_NOT_LEAF : JM_POOL_OK;
 }
 
 /* ---- pod events into records ---- */
@@ -442,20 +487,36 @@ static void mark_all(struct jobmgr *jm) {
 
 static void on_node_add(void *ud, json_t *obj) {
     count_event(ud);
+    fleet_stale(ud);
     mark_all(ud);
 }
 static void on_node_delete(void *ud, json_t *obj) {
     count_event(ud);
+    fleet_stale(ud);
     mark_all(ud);
 }
 static void on_node_update(void *ud, json_t *old, json_t *obj) {
     count_event(ud);
-    /* heartbeats change nothing here; readiness, taints, labels may */
-    if (jm_node_eligible(old, NULL) != jm_node_eligible(obj, NULL) ||
-        !json_equal(json_object_get(old, "spec"), json_object_get(obj, "spec")) ||
-        !json_equal(json_object_get(json_object_get(old, "metadata"), "labels"),
-                    json_object_get(json_object_get(obj, "metadata"), "labels")))
+    /* heartbeats change nothing here; readiness, taints, labels, allocatable may */
+    if (!jm_node_same(old, obj)) {
+        fleet_stale(ud);
         mark_all(ud);
+    }
+}
+
+/* A pool came, went or changed parent: every Job naming one may change. */
+static void on_pool_change(struct jobmgr *jm) {
+    count_event(jm);
+    json_decref(jm->parents);
+    jm->parents = NULL;
+    mark_all(jm);
+}
+static void on_pool_add(void *ud, json_t *obj) { on_pool_change(ud); }
+static void on_pool_delete(void *ud, json_t *obj) { on_pool_change(ud); }
+static void on_pool_update(void *ud, json_t *old, json_t *obj) {
+    const json_t *a = json_object_get(json_object_get(old, "spec"), "parent");
+    const json_t *b = json_object_get(json_object_get(obj, "spec"), "parent");
+    if ((a || b) && !(a && b && json_equal(a, b))) on_pool_change(ud); /* status writes change nothing here */
 }
 
 static int touch_each_job(void *ud, json_t *obj) {
@@ -521,6 +582,7 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
     static const struct kc_informer_handlers jh = {on_job_add, on_job_update, on_job_delete, on_synced};
     static const struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
     static const struct kc_informer_handlers nh = {on_node_add, on_node_update, on_node_delete, on_synced};
+    static const struct kc_informer_handlers rh = {on_pool_add, on_pool_update, on_pool_delete, on_synced};
     char sel[128];
     char q[160];
     kc_escape(PL_JOB, sel, sizeof sel);
@@ -528,12 +590,14 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
     jm->jobs = kc_informer_new(kc, JM_JOBS_PATH "/jobs", NULL, &jh, jm);
     jm->pods = kc_informer_new(kc, "/api/v1/pods", q, &ph, jm);
     jm->nodes = kc_informer_new(kc, "/api/v1/nodes", NULL, &nh, jm);
-    if (!jm->jobs || !jm->pods || !jm->nodes || kc_informer_start(jm->jobs) || kc_informer_start(jm->pods) ||
-        kc_informer_start(jm->nodes)) {
+    jm->pools = kc_informer_new(kc, JM_JOBS_PATH "/resourcepools", NULL, &rh, jm);
+    if (!jm->jobs || !jm->pods || !jm->nodes || !jm->pools || kc_informer_start(jm->jobs) ||
+        kc_informer_start(jm->pods) || kc_informer_start(jm->nodes) || kc_informer_start(jm->pools)) {
         snprintf(err, errlen, "jobmgr: cannot start the informers");
         kc_informer_free(jm->jobs);
         kc_informer_free(jm->pods);
         kc_informer_free(jm->nodes);
+        kc_informer_free(jm->pools);
         free(jm);
         return NULL;
     }
@@ -553,7 +617,11 @@ void jobmgr_stop(struct jobmgr *jm) {
     kc_informer_free(jm->jobs);
     kc_informer_free(jm->pods);
     kc_informer_free(jm->nodes);
-    jm->jobs = jm->pods = jm->nodes = NULL;
+    kc_informer_free(jm->pools);
+    jm->jobs = jm->pods = jm->nodes = jm->pools = NULL;
+    fleet_stale(jm);
+    json_decref(jm->parents);
+    jm->parents = NULL;
     for (size_t i = 0; i < jm->nbuckets; i++) {
         for (struct jm_job *j = jm->buckets[i], *next; j; j = next) {
             next = j->hnext;

@@ -42,6 +42,7 @@ struct jm_inst {
     int64_t backoff_wall;     /* its restart time, Unix seconds (fixed when first seen, for status) */
     char *host, *last_host;   /* node of the current run; node of the latest placed run */
     char *pin;                /* DAEMON: the node the instance belongs to */
+    uint32_t gang_first, gang_run, gang_size; /* the gang this run was started in (size 1: none) */
 };
 
 struct jm_garbage {
@@ -78,6 +79,7 @@ struct jm_job {
     int64_t wake_ms;          /* reconcile again at this time (backoff end, settle time); 0: none */
     char *oneshot_seen[JM_NONESHOT]; /* update-abort/-rollback annotation values handled last */
     bool oneshot_clear[JM_NONESHOT]; /* remove that annotation with the next persist */
+    enum jm_pool_check pool_told; /* what the last pool Event said (JM_POOL_OK: nothing wrong was told) */
 };
 
 enum jm_req_kind { JM_RQ_CREATE, JM_RQ_KILL, JM_RQ_GARBAGE, JM_RQ_STATUS, JM_RQ_ANNOTATE };
@@ -97,7 +99,7 @@ struct jobmgr {
     uv_loop_t *loop;
     struct kclient *kc;
     struct jobmgr_options o;
-    struct kc_informer *jobs, *pods, *nodes;
+    struct kc_informer *jobs, *pods, *nodes, *pools;
     uv_timer_t tick, resync, wake;
     int64_t wake_at;          /* when the wake timer fires; 0: not armed */
     int open_handles;
@@ -108,6 +110,8 @@ struct jobmgr {
     struct jm_req *qhead, *qtail;
     size_t inflight, queued;
     struct jobmgr_stats stats;
+    struct jm_fleet *fleet;   /* the nodes as placement sees them (DAEMON eligibility), NULL: stale */
+    json_t *parents;          /* names of the pools that have children, NULL: stale */
 };
 
 /* jobmgr.c */
@@ -124,6 +128,11 @@ void jm_send(struct jobmgr *jm, enum jm_req_kind kind, const char *method, char 
              const struct jm_job *job, const char *pod, uint32_t instance, uint32_t run);
 bool jm_node_exists(const struct jobmgr *jm, const char *node);
 bool jm_node_ready(const struct jobmgr *jm, const char *node); /* exists, Ready not False/Unknown */
+/* The fleet of the current nodes (built when a node changed since); NULL on ENOMEM. */
+struct jm_fleet *jm_fleet(struct jobmgr *jm);
+/* Whether the ResourcePool exists and is a leaf (the only pools that take
+ * work): JM_POOL_OK, JM_POOL_NOT_FOUND, JM_POOL_NOT_LEAF. */
+enum jm_pool_check jm_pool_check(struct jobmgr *jm, const char *pool);
 
 /* jobmgr_sync.c */
 void jm_set_str(char **dst, const char *v); /* replaces *dst by a copy of v (NULL: none); no-op when equal */

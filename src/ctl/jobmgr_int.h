@@ -57,11 +57,17 @@ struct jm_pod_params {
     enum job_type type;
     uint32_t instance, run, version, failures, lost;
     uint32_t crash_loop;          /* task.crash_loop of this run */
-    uint32_t gang, gang_size;     /* gang labels only when gang_size > 1 */
+    uint32_t gang, gang_run;      /* the gang's lowest member and its run (job_action.gang_first*) */
+    uint32_t gang_size;           /* gang labels only when gang_size > 1 */
     const char *host;             /* DAEMON: the node (required); STATEFUL: previous node (preferred) */
     const char *scheduler;        /* spec.schedulerName */
     const struct crd_job_extra *x;/* SLA: priority, preemptible, revocable */
 };
+
+/* The gang label of a job's gang: "<job>-gang-<first>" when its lowest
+ * member is at run 1 (the gang as first created), else
+ * "<job>-gang-<first>-<run>" (members started together later). */
+int jm_gang_name(char *out, size_t len, const char *job, uint32_t first, uint32_t run);
 
 /* The Pod for one run of an instance from the template (a PodTemplateSpec):
  * labels and annotations of template.metadata plus Peloton's, the owner
@@ -90,11 +96,44 @@ int jm_pod_parse(const json_t *pod, struct jm_pod_view *v);
  * Pending unbound PENDING. */
 enum task_state jm_pod_state(const json_t *pod, bool node_gone);
 
-/* Whether a DAEMON with this pod spec (template.spec, may be NULL) gets an
- * instance on node: not spec.unschedulable, Ready not False/Unknown (no
- * conditions counts as ready), every NoSchedule/NoExecute taint tolerated,
- * nodeSelector matched by the node's labels. */
-bool jm_node_eligible(const json_t *node, const json_t *pod_spec);
+/* DAEMON eligibility: the nodes as placement reads them (nodehost.h) with
+ * a placement engine over them (jobmgr_daemon.c). A node gets a DAEMON
+ * instance when the pod the job manager would create for it (without its
+ * pin) passes every filter of placement there: schedulable and Ready,
+ * exclusive hosts, GPU hosts kept for GPU pods, nodeSelector, required node
+ * affinity, taints, and an allocatable that holds the pod's requests.
+ * jm_fleet_new takes the Node objects (borrowed for the call; nodes without a
+ * name or with a duplicate one are left out) and the placement options
+ * (NULL: defaults, as pelotond's placement); NULL on ENOMEM.
+ * jm_fleet_eligible fills out (room for jm_fleet_size names) with the names
+ * of the eligible nodes, in input order, borrowed from the fleet; -EINVAL
+ * with err when the pod cannot be read as placement would, -ENOMEM. */
+struct jm_fleet;
+struct place_options;
+/* Whether two versions of a Node read the same to placement and the job
+ * manager (spec, labels, allocatable, readiness): heartbeats do not. */
+bool jm_node_same(const json_t *a, const json_t *b);
+struct jm_fleet *jm_fleet_new(const json_t *const *nodes, size_t n, const struct place_options *o);
+void jm_fleet_free(struct jm_fleet *fl);
+size_t jm_fleet_size(const struct jm_fleet *fl);
+int jm_fleet_eligible(struct jm_fleet *fl, const json_t *pod, const char **out, size_t *nout, char *err,
+                      size_t errlen);
+
+/* The Job's pool, as the job manager finds it. While it is not OK, no pod
+ * is created (new instances and new runs wait; pods that run go on), the
+ * Job says why in condition PoolReady and an Event. */
+enum jm_pool_check { JM_POOL_OK = 0, JM_POOL_NOT_FOUND, JM_POOL_NOT_LEAF };
+/* Condition PoolReady's reason: "PoolFound", "PoolNotFound", "PoolNotLeaf". */
+const char *jm_pool_reason(enum jm_pool_check c);
+/* One line for the condition and the Event, e.g.
+ * `resource pool "training" not found: the job's pods are created once it exists`. */
+void jm_pool_message(enum jm_pool_check c, const char *pool, char *out, size_t len);
+/* Adds (or replaces) condition PoolReady in the status object st: status
+ * "True" when OK, else "False"; reason and message as above;
+ * lastTransitionTime `now` (RFC 3339) unless current (the Job's stored
+ * status, may be NULL) already has PoolReady with that status, whose time
+ * is kept. Other conditions stay, PoolReady goes last. -ENOMEM. */
+int jm_status_set_pool(json_t *st, const json_t *current, enum jm_pool_check c, const char *pool, const char *now);
 
 #define JM_STATUS_BATCH_MAX 100  /* instances listed in status.update.currentBatch */
 #define JM_STATUS_BACKOFF_MAX 20 /* instances listed in status.backoff.items */

@@ -1,5 +1,5 @@
 /* The job manager's pure pieces (jobmgr_int.h): pods for instances, pod
- * state, template versions, DAEMON node eligibility, Job status. */
+ * state, template versions, Job status. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -25,6 +25,12 @@ uint32_t jm_template_version(const json_t *tpl) {
 int jm_pod_name(char *out, size_t len, const char *job, uint32_t instance, uint32_t run) {
     int n = run <= 1 ? snprintf(out, len, "%s-%" PRIu32, job, instance)
                      : snprintf(out, len, "%s-%" PRIu32 "-%" PRIu32, job, instance, run);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int jm_gang_name(char *out, size_t len, const char *job, uint32_t first, uint32_t run) {
+    int n = run <= 1 ? snprintf(out, len, "%s-gang-%" PRIu32, job, first)
+                     : snprintf(out, len, "%s-gang-%" PRIu32 "-%" PRIu32, job, first, run);
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
@@ -110,8 +116,7 @@ json_t *jm_pod_build(const json_t *tpl, const struct jm_pod_params *p, char *err
     if (p->pool) bad |= put_str(labels, PL_POOL, p->pool);
     if (p->gang_size > 1) {
         char g[600];
-        snprintf(g, sizeof g, "%s-gang-%" PRIu32, p->job, p->gang);
-        bad |= put_str(labels, PL_GANG, g);
+        bad |= jm_gang_name(g, sizeof g, p->job, p->gang, p->gang_run) ? -1 : put_str(labels, PL_GANG, g);
         bad |= put_u32(labels, PL_GANG_SIZE, p->gang_size);
     }
     if (p->x) {
@@ -229,55 +234,6 @@ int jm_pod_parse(const json_t *pod, struct jm_pod_view *v) {
     return 0;
 }
 
-static bool str_eq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
-
-static bool tolerated(const json_t *taint, const json_t *tolerations) {
-    const char *key = json_string_value(json_object_get(taint, "key"));
-    const char *val = json_string_value(json_object_get(taint, "value"));
-    const char *eff = json_string_value(json_object_get(taint, "effect"));
-    size_t i;
-    json_t *t;
-    json_array_foreach(tolerations, i, t) {
-        const char *tk = json_string_value(json_object_get(t, "key"));
-        const char *op = json_string_value(json_object_get(t, "operator"));
-        const char *tv = json_string_value(json_object_get(t, "value"));
-        const char *te = json_string_value(json_object_get(t, "effect"));
-        if (te && te[0] && !str_eq(te, eff)) continue;
-        if (op && !strcmp(op, "Exists")) {
-            if (!tk || !tk[0] || str_eq(tk, key)) return true;
-        } else if (str_eq(tk, key) && str_eq(tv, val)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-bool jm_node_eligible(const json_t *node, const json_t *pod_spec) {
-    const json_t *spec = json_object_get(node, "spec");
-    if (json_is_true(json_object_get(spec, "unschedulable"))) return false;
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c) {
-        const char *type = json_string_value(json_object_get(c, "type"));
-        const char *st = json_string_value(json_object_get(c, "status"));
-        if (type && !strcmp(type, "Ready") && !str_eq(st, "True")) return false;
-    }
-    const json_t *tols = json_object_get(pod_spec, "tolerations");
-    json_array_foreach(json_object_get(spec, "taints"), i, c) {
-        const char *eff = json_string_value(json_object_get(c, "effect"));
-        if (eff && !strcmp(eff, "PreferNoSchedule")) continue;
-        if (!tolerated(c, tols)) return false;
-    }
-    const json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)json_object_get(pod_spec, "nodeSelector"), k, v) {
-        const char *have = json_string_value(json_object_get(labels, k));
-        if (!have || !json_is_string(v) || strcmp(have, json_string_value(v))) return false;
-    }
-    return true;
-}
-
 static json_t *backoff_build(const struct jm_backoff_status *bo) {
     json_t *items = json_array();
     json_t *o = json_pack("{s:I, s:o}", "instances", (json_int_t)bo->n, "items", items);
@@ -349,4 +305,54 @@ bool jm_status_same(const json_t *current, const json_t *desired) {
     json_t *v;
     json_object_foreach((json_t *)desired, k, v) if (!json_equal(json_object_get(current, k), v)) return false;
     return true;
+}
+
+const char *jm_pool_reason(enum jm_pool_check c) {
+    return c == JM_POOL_NOT_FOUND ? "PoolNotFound" : c == JM_POOL_NOT_LEAF ? "PoolNotLeaf" : "PoolFound";
+}
+
+void jm_pool_message(enum jm_pool_check c, const char *pool, char *out, size_t len) {
+    if (c == JM_POOL_NOT_FOUND)
+        snprintf(out, len, "resource pool \"%s\" not found: the job's pods are created once it exists", pool);
+    else if (c == JM_POOL_NOT_LEAF)
+        snprintf(out, len, "resource pool \"%s\" has child pools and only leaf pools take work: the job's pods "
+                 "are created once it is a leaf", pool);
+    else
+        snprintf(out, len, "resource pool \"%s\" found", pool);
+}
+
+static const json_t *condition(const json_t *status, const char *type) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(status, "conditions"), i, c) {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        if (t && !strcmp(t, type)) return c;
+    }
+    return NULL;
+}
+
+int jm_status_set_pool(json_t *st, const json_t *current, enum jm_pool_check c, const char *pool, const char *now) {
+    const char *status = c == JM_POOL_OK ? "True" : "False";
+    const json_t *was = condition(current, "PoolReady");
+    const char *was_status = json_string_value(json_object_get(was, "status"));
+    const char *was_time = json_string_value(json_object_get(was, "lastTransitionTime"));
+    const char *since = was_status && was_time && !strcmp(was_status, status) ? was_time : now;
+    char msg[600];
+    jm_pool_message(c, pool, msg, sizeof msg);
+    json_t *cond = json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "PoolReady", "status", status, "reason",
+                             jm_pool_reason(c), "message", msg, "lastTransitionTime", since);
+    json_t *conds = json_object_get(st, "conditions");
+    if (!cond) return -ENOMEM;
+    if (!json_is_array(conds)) {
+        conds = json_array();
+        if (!conds || json_object_set_new(st, "conditions", conds)) {
+            json_decref(cond);
+            return -ENOMEM;
+        }
+    }
+    for (size_t i = json_array_size(conds); i-- > 0;) {
+        const char *t = json_string_value(json_object_get(json_array_get(conds, i), "type"));
+        if (t && !strcmp(t, "PoolReady")) json_array_remove(conds, i);
+    }
+    return json_array_append_new(conds, cond) ? -ENOMEM : 0;
 }

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "ctl.h"
 #include "jobmgr_ctl.h"
 
 #define CREATE_RETRY_MS 1000
@@ -114,6 +116,7 @@ static void do_restart(struct jobmgr *jm, struct jm_job *job, struct jm_inst *r,
     r->present = r->bound = r->deleting = r->creating = r->create_inflight = false;
     r->kill = r->kill_sent = r->restart_pending = false;
     r->create_ms = 0;
+    r->gang_first = r->gang_run = r->gang_size = 0; /* alone, unless the plan says otherwise */
     if (r->host) {
         jm_set_str(&r->last_host, r->host);
         free(r->host);
@@ -142,6 +145,7 @@ struct ctx {
     const struct job_spec *spec;
     const struct crd_job_extra *x;
     const char *pool;
+    enum jm_pool_check pool_check; /* not OK: no pod is created */
     int64_t now;
     struct task_config tcfg;
     struct update_intent want; /* the operator's, for the update */
@@ -154,11 +158,13 @@ static const json_t *tpl_for(const struct ctx *c, uint32_t version) {
 
 static void send_create(const struct ctx *c, struct jm_inst *r, uint32_t i) {
     const struct job_spec *spec = c->spec;
-    uint32_t gang = job_gang_of(spec, i);
+    /* the gang the run was started in, not the job's whole gang: members
+     * still running are not waited for */
     struct jm_pod_params p = {.job = c->job->name, .ns = c->job->ns, .uid = c->job->uid, .pool = c->pool,
                               .type = spec->type, .instance = i, .run = r->run, .version = r->version,
-                              .failures = r->failures, .lost = r->lost, .crash_loop = r->crash_loop, .gang = gang,
-                              .gang_size = job_gang_size(spec, gang), .scheduler = c->jm->o.scheduler_name, .x = c->x};
+                              .failures = r->failures, .lost = r->lost, .crash_loop = r->crash_loop,
+                              .gang = r->gang_first, .gang_run = r->gang_run, .gang_size = r->gang_size,
+                              .scheduler = c->jm->o.scheduler_name, .x = c->x};
     if (spec->type == JOB_DAEMON) p.host = r->pin;
     else if (spec->type == JOB_STATEFUL) p.host = r->last_host;
     char err[512];
@@ -401,25 +407,27 @@ static void pending_restarts(struct ctx *c) {
 
 /* ---- the reconcile ---- */
 
-struct hosts {
-    const char **v;
-    size_t n, cap;
-    const json_t *pod_spec;
-};
+/* DAEMON: the nodes where the job's pod could be placed (jm_fleet_eligible
+ * on the pod it would create, without a pin). -errno with err when the
+ * template cannot be judged: the caller then changes nothing. */
+static int daemon_hosts(struct ctx *c, const char ***out, size_t *n, char *err, size_t errlen) {
+    struct jm_fleet *fl = jm_fleet(c->jm);
+    if (!fl) return snprintf(err, errlen, "out of memory"), -ENOMEM;
+    struct jm_pod_params p = {.job = c->job->name, .ns = c->job->ns, .uid = c->job->uid, .pool = c->pool,
+                              .type = JOB_DAEMON, .instance = 0, .run = 1, .version = c->spec->config_version,
+                              .scheduler = c->jm->o.scheduler_name, .x = c->x};
+    json_t *pod = jm_pod_build(c->tpl, &p, err, errlen);
+    if (!pod) return -EINVAL;
+    *out = calloc(jm_fleet_size(fl) ? jm_fleet_size(fl) : 1, sizeof **out);
+    int rc = *out ? jm_fleet_eligible(fl, pod, *out, n, err, errlen) : -ENOMEM;
+    json_decref(pod);
+    return rc;
+}
 
-static int collect_host(void *ud, json_t *node) {
-    struct hosts *h = ud;
-    const char *name = json_string_value(json_object_get(json_object_get(node, "metadata"), "name"));
-    if (!name || !jm_node_eligible(node, h->pod_spec)) return 0;
-    if (h->n == h->cap) {
-        size_t n = h->cap ? h->cap * 2 : 16;
-        const char **v = realloc(h->v, n * sizeof *v);
-        if (!v) return 1;
-        h->v = v;
-        h->cap = n;
-    }
-    h->v[h->n++] = name;
-    return 0;
+static void set_gang(struct jm_inst *r, const struct job_action *a) {
+    r->gang_first = a->gang_first;
+    r->gang_run = a->gang_first_run;
+    r->gang_size = a->gang_size;
 }
 
 static void apply_action(struct ctx *c, const struct job_action *a) {
@@ -434,10 +442,12 @@ static void apply_action(struct ctx *c, const struct job_action *a) {
         if (a->host && a->host_pinned) jm_set_str(&r->pin, a->host);
         r->state = TASK_UNKNOWN;
         jm_set_state(c->jm, r, TASK_INITIALIZED);
+        set_gang(r, a);
         break;
     case JOB_ACT_RESTART:
         do_restart(c->jm, c->job, r, a->run, a->version, a->count_failure, a->crash_loop);
         if (a->host && a->host_pinned) jm_set_str(&r->pin, a->host);
+        set_gang(r, a);
         break;
     case JOB_ACT_KILL:
         r->kill = true;
@@ -459,8 +469,9 @@ static void send_pass(struct ctx *c) {
         if (!r->used) continue;
         if (r->creating && !r->create_inflight && !r->present && c->now - r->create_ms > (int64_t)c->jm->o.resync_ms)
             r->creating = false; /* created but never seen: send it again (409 is fine) */
-        if (r->state == TASK_INITIALIZED && !r->present && !r->creating && !r->kill &&
-            (!r->create_ms || c->now - r->create_ms >= CREATE_RETRY_MS || r->pod == NULL))
+        bool due = !r->create_ms || c->now - r->create_ms >= CREATE_RETRY_MS || r->pod == NULL;
+        if (r->state == TASK_INITIALIZED && !r->present && !r->creating && !r->kill && due &&
+            c->pool_check == JM_POOL_OK) /* no pods while the pool is not right (docs/lifecycle.md) */
             send_create(c, r, i);
         if (r->kill && r->present && !r->deleting && !r->kill_sent && r->pod) {
             r->kill_sent = true;
@@ -474,6 +485,15 @@ static void send_status(struct ctx *c, const struct job_plan *plan, const struct
     struct jm_job *job = c->job;
     json_t *st =
         jm_status_build(plan->state, &plan->counts, job->ust.state != UPDATE_INVALID ? &job->ust : NULL, bo);
+    char now[40];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (st && jm_status_set_pool(st, json_object_get(c->obj, "status"), c->pool_check, c->pool, now)) {
+        json_decref(st);
+        st = NULL;
+    }
     const json_t *gen = json_object_get(json_object_get(c->obj, "metadata"), "generation");
     if (st && json_is_integer(gen))
         json_object_set_new(st, "observedGeneration", json_integer(json_integer_value(gen)));
@@ -540,6 +560,22 @@ static void new_incarnation(struct jobmgr *jm, struct jm_job *job) {
     job->status_sent = NULL;
 }
 
+/* An Event on the Job when its pool goes wrong (Warning) and when it is
+ * right again after that (Normal); nothing for a pool that was always
+ * there. The condition PoolReady says the same in the status. */
+static void tell_pool(struct ctx *c) {
+    struct jm_job *job = c->job;
+    if (c->pool_check == job->pool_told) return;
+    char msg[600];
+    jm_pool_message(c->pool_check, c->pool, msg, sizeof msg);
+    bool ok = c->pool_check == JM_POOL_OK;
+    ctl_object_event(c->jm->kc, "peloton-jobmgr", JM_API_VERSION, "Job", job->ns, job->name, job->uid,
+                     ok ? "Normal" : "Warning", jm_pool_reason(c->pool_check), "%s%s", msg,
+                     ok ? ": the job proceeds" : "");
+    jm_log(ok ? "info" : "warn", "msg=\"%s\" job=%s pool=%s", jm_pool_reason(c->pool_check), job->key, c->pool);
+    job->pool_told = c->pool_check;
+}
+
 bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
     json_t *obj = kc_informer_get(jm->jobs, job->ns, job->name);
     const json_t *md = json_object_get(obj, "metadata");
@@ -561,6 +597,8 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
     }
     struct ctx c = {.jm = jm, .job = job, .obj = obj, .spec = &spec, .x = &x, .pool = pool, .now = jm_now_ms(jm)};
     jm_task_config(jm, &c.tcfg);
+    c.pool_check = jm_pool_check(jm, pool);
+    tell_pool(&c);
     c.tpl = json_object_get(json_object_get(obj, "spec"), "template");
     c.H = jm_template_version(c.tpl);
     if (!job->loaded) load_versions(job, obj, c.tpl, c.H);
@@ -580,14 +618,25 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
     spec.config_version = cur;
     size_t n = 0;
     for (uint32_t i = 0; i < job->ninst; i++) n += job->inst[i].used;
+    const char **hosts = NULL;
+    size_t nhosts = 0;
+    if (spec.type == JOB_DAEMON && daemon_hosts(&c, &hosts, &nhosts, err, sizeof err)) {
+        if (!job->last_err || strcmp(job->last_err, err))
+            jm_log("warn", "msg=\"cannot judge the daemon's nodes\" job=%s err=\"%s\"", job->key, err);
+        jm_set_str(&job->last_err, err);
+        free(hosts);
+        send_garbage(jm, job);
+        return false;
+    }
     struct task *tasks = calloc(n ? n : 1, sizeof *tasks);
-    struct hosts hosts = {.pod_spec = json_object_get(c.tpl, "spec")};
-    if (!tasks) return false;
+    if (!tasks) {
+        free(hosts);
+        return false;
+    }
     n = 0;
     for (uint32_t i = 0; i < job->ninst; i++)
         if (job->inst[i].used) task_of(job, &job->inst[i], i, cur, &tasks[n++]);
-    if (spec.type == JOB_DAEMON) kc_informer_foreach(jm->nodes, collect_host, &hosts);
-    struct job_input in = {.spec = &spec, .tasks = tasks, .ntasks = n, .hosts = hosts.v, .nhosts = hosts.n,
+    struct job_input in = {.spec = &spec, .tasks = tasks, .ntasks = n, .hosts = hosts, .nhosts = nhosts,
                            .task_cfg = &c.tcfg, .now_ms = c.now};
     struct job_plan plan;
     if (job_reconcile(&in, &plan, err, sizeof err)) {
@@ -603,7 +652,7 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
     }
     job_plan_free(&plan);
     free(tasks);
-    free(hosts.v);
+    free(hosts);
     return false;
 }
 

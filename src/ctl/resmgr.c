@@ -33,7 +33,6 @@
 #define RM_COMPONENT "peloton-resmgr"
 #define RM_ROUND_CAP 4096
 #define RM_GANG_MAX 100000
-#define RM_GANG_TELL_MS 1000 /* a gang missing members this long has its members told why they wait */
 
 enum rg_state { RG_WAIT = 0, RG_QUEUED, RG_ADMITTED };
 
@@ -48,9 +47,10 @@ struct rm_gang {
 
 /* A gang waiting for its members to exist (none of them bound yet). */
 struct rm_incomplete {
-    uint64_t since_ms; /* loop time it was first seen so */
+    uint64_t since_ms; /* loop time its member count last changed */
+    uint32_t have;     /* its members that exist (unbound, eligible) */
     uint32_t size;     /* its gang-size */
-    bool told;         /* its members were told (those that exist then) */
+    bool told;         /* its members were told of this count */
 };
 
 struct resmgr {
@@ -88,6 +88,7 @@ void resmgr_options_default(struct resmgr_options *o) {
     o->preempt_ms = 1000;
     o->status_ms = 1000;
     o->over_checks = 3;
+    o->gang_wait_ms = 1000;
 }
 
 static bool eligible(const struct resmgr *r, const struct cm_pod *p) {
@@ -282,10 +283,10 @@ static size_t members(struct resmgr *r, const char *key, struct cm_pod **out, si
     return cluster_gang_members(r->cm, nsbuf, slash + 1, out, cap);
 }
 
-/* Keeps track of a gang whose members do not all exist yet (waiting), or
- * forgets it. A member that arrives makes its gang's members due again
- * (those already told are not told twice: the recorder remembers). */
-static void note_incomplete(struct resmgr *r, const char *key, bool waiting, uint32_t size) {
+/* Keeps track of a gang whose members do not all exist yet (waiting, with
+ * `have` of `size`), or forgets it. A change of count makes its members due
+ * again gang_wait_ms later, so members created in one burst say nothing. */
+static void note_incomplete(struct resmgr *r, const char *key, bool waiting, uint32_t have, uint32_t size) {
     if (!waiting) {
         if (strmap_count(&r->incomplete)) free(strmap_del(&r->incomplete, key));
         return;
@@ -293,12 +294,15 @@ static void note_incomplete(struct resmgr *r, const char *key, bool waiting, uin
     struct rm_incomplete *w = strmap_get(&r->incomplete, key);
     if (!w) {
         if (!(w = calloc(1, sizeof *w))) return;
-        w->since_ms = uv_now(r->env.loop);
         if (strmap_put(&r->incomplete, key, w, NULL)) {
             free(w);
             return;
         }
+    } else if (w->have == have && w->size == size) {
+        return;
     }
+    w->since_ms = uv_now(r->env.loop);
+    w->have = have;
     w->size = size;
     w->told = false;
 }
@@ -324,10 +328,10 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
     uint32_t size = nel ? buf[0]->info.gang_size : 1;
     if (nel < size || nel == 0) { /* incomplete (or nothing to do) */
         if (g && (g->st == RG_QUEUED || nel == 0)) gang_drop(r, g);
-        note_incomplete(r, key, nel && !nbound, size);
+        note_incomplete(r, key, nel && !nbound, (uint32_t)nel, size);
         return;
     }
-    note_incomplete(r, key, false, 0);
+    note_incomplete(r, key, false, 0, 0);
     if (g && g->st == RG_QUEUED) {
         /* membership unchanged and still queued: nothing to do; otherwise re-queue */
         if (g->g.ntasks == (uint32_t)size) return;
@@ -504,27 +508,28 @@ static void tell_wait(struct resmgr *r, struct rm_gang *g) {
     g->said = code;
 }
 
-/* Tells the members of gangs missing members for RM_GANG_TELL_MS why they
+/* Tells the members of gangs missing members for gang_wait_ms why they
  * wait: a FailedScheduling Event and PodScheduled=False, reason
- * WaitingForGang ("waiting for gang g8: 8 members (peloton.io/gang-size)
- * must exist before it is admitted"). The message names no count, so a
- * member that arrives later does not make the others hear again. A gang
- * created in a burst is complete before it is due: no write for it. */
+ * WaitingForGang ("gang g8: 5/8 members, waiting for 3 more ..."), once per
+ * member count. A gang created in a burst is complete before it is due: no
+ * write for it. */
 static void tell_incomplete(struct resmgr *r) {
     static struct cm_pod *buf[RM_GANG_MAX];
     if (!strmap_count(&r->incomplete)) return;
-    uint64_t now = uv_now(r->env.loop);
+    uint64_t now = uv_now(r->env.loop), wait = r->o.gang_wait_ms ? r->o.gang_wait_ms : 1000;
     size_t pos = 0;
     const char *key;
     void *v;
     while (strmap_next(&r->incomplete, &pos, &key, &v)) {
         struct rm_incomplete *w = v;
-        if (w->told || now - w->since_ms < RM_GANG_TELL_MS) continue;
+        if (w->told || now - w->since_ms < wait) continue;
         char nsbuf[256], msg[400];
         const char *ns, *label;
         size_t m = members(r, key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
-        snprintf(msg, sizeof msg, "waiting for gang %.200s: %u members (peloton.io/gang-size) must exist before it is "
-                 "admitted", label ? label : "", w->size);
+        snprintf(msg, sizeof msg,
+                 "gang %.200s: %u/%u members, waiting for %u more (peloton.io/gang-size: a gang is admitted and "
+                 "placed all or nothing)",
+                 label ? label : "", w->have, w->size, w->size > w->have ? w->size - w->have : 0);
         for (size_t j = 0; j < m; j++) {
             if (!eligible(r, buf[j]) ||
                 ctl_recorder_has(r->rec, buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning", "FailedScheduling", msg))

@@ -11,6 +11,7 @@
 #include "entitle.h"
 #include "k8sparse.h"
 #include "labels.h"
+#include "nodehost.h"
 #include "quantity.h"
 #include "strmap.h"
 
@@ -354,32 +355,6 @@ void cluster_pool_del(struct cluster *c, const char *name) {
 
 /* ---- nodes ---- */
 
-static int64_t node_q(json_t *list, const char *key, enum res_kind k) {
-    json_t *v = json_object_get(list, key);
-    const char *s = json_string_value(v);
-    char buf[64];
-    if (!s && json_is_integer(v)) {
-        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
-        s = buf;
-    }
-    int64_t q = 0;
-    if (!s || quantity_parse_kind(k, s, &q, NULL, 0) || q < 0) return 0;
-    return q;
-}
-
-static bool node_ready(json_t *node) {
-    json_t *conds = json_object_get(json_object_get(node, "status"), "conditions"), *cd;
-    size_t i;
-    json_array_foreach(conds, i, cd) {
-        const char *t = json_string_value(json_object_get(cd, "type"));
-        if (t && !strcmp(t, "Ready")) {
-            const char *s = json_string_value(json_object_get(cd, "status"));
-            return s && !strcmp(s, "True");
-        }
-    }
-    return false;
-}
-
 int cluster_node_set(struct cluster *c, json_t *node) {
     const char *name = json_string_value(json_object_get(json_object_get(node, "metadata"), "name"));
     if (!name || !name[0]) return -EINVAL;
@@ -704,24 +679,12 @@ static int rebuild_fleet(struct cluster *c) {
     while (!rc && strmap_next(&c->nodes, &pos, NULL, &v)) {
         struct cm_node *n = v;
         struct kp_mem m = {.lenient = true};
-        char err[256];
-        json_t *st = json_object_get(n->obj, "status"), *al = json_object_get(st, "allocatable");
-        if (!al) al = json_object_get(st, "capacity");
-        struct host_spec s = {.name = n->name, .backend = HOST_KUBELET};
-        s.allocatable.v[RES_CPU] = node_q(al, "cpu", RES_CPU);
-        s.allocatable.v[RES_MEMORY] = node_q(al, "memory", RES_MEMORY);
-        s.allocatable.v[RES_DISK] = node_q(al, "ephemeral-storage", RES_DISK);
-        s.allocatable.v[RES_GPU] = node_q(al, PELOTON_GPU_RESOURCE, RES_GPU);
-        struct host_kv *labels = NULL;
-        struct host_taint_spec *taints = NULL;
-        if (kp_kv_map(json_object_get(json_object_get(n->obj, "metadata"), "labels"), "labels", &m, &labels,
-                      &s.nlabels, err, sizeof err))
-            s.nlabels = 0, labels = NULL;
-        if (kp_taints(json_object_get(json_object_get(n->obj, "spec"), "taints"), "taints", &m, &taints, &s.ntaints,
-                      err, sizeof err))
-            s.ntaints = 0, taints = NULL;
-        s.labels = labels;
-        s.taints = taints;
+        struct host_spec s;
+        if ((rc = node_host_spec(n->obj, &m, &s))) { /* the name is the node's key: only ENOMEM */
+            kp_free_all(&m);
+            break;
+        }
+        s.name = n->name;
         s.unschedulable = n->unschedulable;
         s.not_ready = !n->ready || n->down;
         rc = host_fleet_add(f, &s, NULL);

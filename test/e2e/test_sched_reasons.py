@@ -176,7 +176,8 @@ def test_every_pod_waiting_for_admission_says_why_and_binding_clears_it():
 def test_pods_of_an_incomplete_gang_say_they_wait_for_it():
     g = {"t": "g3", "peloton.io/gang": "g3", "peloton.io/gang-size": "3"}
     apply([pod(f"g3-{i}", "sr", 1, labels=g) for i in range(2)])
-    want = "waiting for gang g3: 3 members (peloton.io/gang-size) must exist before it is admitted"
+    want = ("gang g3: 2/3 members, waiting for 1 more (peloton.io/gang-size: a gang is admitted and placed all or "
+            "nothing)")
     for i in range(2):
         c = wait_until(lambda: scheduled(f"g3-{i}"), 20, f"g3-{i} to have PodScheduled")
         assert c["status"] == "False" and c["reason"] == "WaitingForGang" and c["message"] == want, c

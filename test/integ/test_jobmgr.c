@@ -20,6 +20,7 @@
 #define NS "default"
 #define JOBS "/apis/peloton.io/v1alpha1/namespaces/" NS "/jobs"
 #define PODS "/api/v1/namespaces/" NS "/pods"
+#define POOLS "/apis/peloton.io/v1alpha1/resourcepools"
 
 struct env {
     struct apisrv srv;
@@ -84,6 +85,12 @@ static int env_start(struct env *e) {
                  i, i);
         if (api(e, "POST", "/api/v1/nodes", b, NULL, NULL) != 201) return -EIO;
     }
+    /* the jobs' pool (a Job whose pool does not exist gets no pods) */
+    if (api(e, "POST", POOLS,
+            "{\"apiVersion\":\"peloton.io/v1alpha1\",\"kind\":\"ResourcePool\",\"metadata\":{\"name\":"
+            "\"pool-a\"},\"spec\":{}}",
+            NULL, NULL) != 201)
+        return -EIO;
     struct jobmgr_options o;
     jobmgr_options_default(&o);
     o.resync_ms = 1000;
@@ -465,9 +472,8 @@ TEST(jobmgr_integ_stateless_pod_comes_back) {
     env_stop(&e);
 }
 
-static bool daemon_nodes(struct env *e, void *ud) {
-    const char *want = ud; /* "n2,n3" */
-    json_t *pods = list_pods(e, "d1");
+static bool daemon_nodes_of(struct env *e, const char *job, const char *want) {
+    json_t *pods = list_pods(e, job);
     char have[128] = "";
     size_t i;
     json_t *pod;
@@ -488,6 +494,9 @@ static bool daemon_nodes(struct env *e, void *ud) {
     json_decref(pods);
     return ok && !strcmp(have, want);
 }
+
+static bool daemon_nodes(struct env *e, void *ud) { return daemon_nodes_of(e, "d1", ud); /* "n2,n3" */ }
+static bool daemon_nodes_d2(struct env *e, void *ud) { return daemon_nodes_of(e, "d2", ud); }
 
 TEST(jobmgr_integ_daemon_follows_nodes) {
     START(e);
@@ -518,6 +527,152 @@ TEST(jobmgr_integ_daemon_follows_nodes) {
               "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}]}}",
               "application/merge-patch+json", NULL) == 200);
     CHECK(wait_until(&e, NULL, NULL, daemon_nodes, ""));
+    env_stop(&e);
+}
+
+/* A DAEMON's nodes are those placement would put its pod on, and follow
+ * their changes: no instance on a GPU host for a pod without GPUs (it would
+ * stay Pending there), none where the required node affinity does not
+ * match, until a label makes it match; a taint takes the node away again. */
+TEST(jobmgr_integ_daemon_nodes_by_placement_filters) {
+    START(e);
+    CHECK(api(&e, "POST", "/api/v1/nodes",
+              "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n3\"},"
+              "\"status\":{\"allocatable\":{\"cpu\":\"8\",\"nvidia.com/gpu\":\"1\"},"
+              "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+              NULL, NULL) == 201);
+    REQUIRE(create_job(&e, "d1", "DAEMON", -1, NULL, "img") == 201);
+    CHECK(wait_until(&e, "d1", run_forever, daemon_nodes, "n1,n2"));
+    pump(&e, 300);
+    CHECK(daemon_nodes(&e, "n1,n2")); /* still none on the GPU host */
+    REQUIRE(api(&e, "POST", JOBS,
+                "{\"apiVersion\":\"peloton.io/v1alpha1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"d2\"},"
+                "\"spec\":{\"type\":\"DAEMON\",\"resourcePool\":\"pool-a\",\"template\":{\"spec\":{"
+                "\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":"
+                "{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"role\",\"operator\":\"In\","
+                "\"values\":[\"edge\"]}]}]}}},\"containers\":[{\"name\":\"main\",\"image\":\"img\"}]}}}}",
+                NULL, NULL) == 201);
+    pump(&e, 300);
+    CHECK(daemon_nodes_d2(&e, ""));
+    CHECK(api(&e, "PATCH", "/api/v1/nodes/n2", "{\"metadata\":{\"labels\":{\"role\":\"edge\"}}}",
+              "application/merge-patch+json", NULL) == 200);
+    CHECK(wait_until(&e, "d2", run_forever, daemon_nodes_d2, "n2"));
+    CHECK(api(&e, "PATCH", "/api/v1/nodes/n2",
+              "{\"spec\":{\"taints\":[{\"key\":\"maint\",\"effect\":\"NoSchedule\"}]}}",
+              "application/merge-patch+json", NULL) == 200);
+    CHECK(wait_until(&e, "d2", run_forever, daemon_nodes_d2, ""));
+    CHECK(wait_until(&e, "d1", run_forever, daemon_nodes, "n1"));
+    CHECK(api(&e, "PATCH", "/api/v1/nodes/n2", "{\"spec\":{\"taints\":null}}", "application/merge-patch+json",
+              NULL) == 200);
+    CHECK(wait_until(&e, "d2", run_forever, daemon_nodes_d2, "n2"));
+    CHECK(wait_until(&e, "d1", run_forever, daemon_nodes, "n1,n2"));
+    env_stop(&e);
+}
+
+/* The Job's condition of the given type (borrowed from job), or NULL. */
+static const json_t *job_condition(const json_t *job, const char *type) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(job, "status"), "conditions"), i, c) {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        if (t && !strcmp(t, type)) return c;
+    }
+    return NULL;
+}
+
+static const char *str_or(const char *s) { return s ? s : ""; }
+
+struct want_cond {
+    const char *job, *type, *status, *reason;
+};
+static bool job_condition_is(struct env *e, void *ud) {
+    struct want_cond *w = ud;
+    json_t *j = get_job(e, w->job);
+    const json_t *c = job_condition(j, w->type);
+    bool ok = c && !strcmp(str_or(json_string_value(json_object_get(c, "status"))), w->status) &&
+              !strcmp(str_or(json_string_value(json_object_get(c, "reason"))), w->reason);
+    json_decref(j);
+    return ok;
+}
+
+/* Reasons of the Events about the Job, comma-joined in time order. */
+static void job_events(struct env *e, const char *job, char *out, size_t len) {
+    char p[256];
+    snprintf(p, sizeof p, "/api/v1/namespaces/" NS "/events?fieldSelector=involvedObject.name%%3D%s", job);
+    json_t *o = NULL;
+    out[0] = 0;
+    if (api(e, "GET", p, NULL, NULL, &o) == 200) {
+        size_t i;
+        json_t *ev;
+        json_array_foreach(json_object_get(o, "items"), i, ev) {
+            const char *kind = json_string_value(json_object_get(json_object_get(ev, "involvedObject"), "kind"));
+            if (!kind || strcmp(kind, "Job")) continue;
+            if (out[0]) strncat(out, ",", len - strlen(out) - 1);
+            strncat(out, str_or(json_string_value(json_object_get(ev, "reason"))), len - strlen(out) - 1);
+        }
+    }
+    json_decref(o);
+}
+
+/* A Job naming a pool that does not exist yet gets no pods, and says so
+ * (condition PoolReady False, a Warning Event); once the pool exists the
+ * pods come, the condition turns True and a Normal Event says it proceeds.
+ * A pool with children takes no work either. */
+TEST(jobmgr_integ_job_waits_for_its_pool) {
+    START(e);
+    REQUIRE(api(&e, "POST", JOBS,
+                "{\"apiVersion\":\"peloton.io/v1alpha1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"late\"},"
+                "\"spec\":{\"type\":\"BATCH\",\"resourcePool\":\"pool-late\",\"instanceCount\":2,"
+                "\"template\":{\"spec\":{\"containers\":[{\"name\":\"main\",\"image\":\"img\"}]}}}}",
+                NULL, NULL) == 201);
+    struct want_cond nf = {"late", "PoolReady", "False", "PoolNotFound"};
+    CHECK(wait_until(&e, NULL, NULL, job_condition_is, &nf));
+    json_t *job = get_job(&e, "late");
+    const json_t *c = job_condition(job, "PoolReady");
+    CHECK_STR(json_string_value(json_object_get(c, "message")),
+              "resource pool \"pool-late\" not found: the job's pods are created once it exists");
+    CHECK(json_string_value(json_object_get(c, "lastTransitionTime")) != NULL);
+    CHECK_STR(job_state(job), "INITIALIZED");
+    json_decref(job);
+    pump(&e, 300);
+    json_t *pods = list_pods(&e, "late");
+    CHECK_I64(json_array_size(pods), 0);
+    json_decref(pods);
+    char ev[256];
+    job_events(&e, "late", ev, sizeof ev);
+    CHECK_STR(ev, "PoolNotFound");
+    /* the pool comes, with a child: still no work in it */
+    CHECK(api(&e, "POST", POOLS,
+              "{\"apiVersion\":\"peloton.io/v1alpha1\",\"kind\":\"ResourcePool\",\"metadata\":{\"name\":"
+              "\"pool-late\"},\"spec\":{}}",
+              NULL, NULL) == 201);
+    CHECK(api(&e, "POST", POOLS,
+              "{\"apiVersion\":\"peloton.io/v1alpha1\",\"kind\":\"ResourcePool\",\"metadata\":{\"name\":"
+              "\"pool-kid\"},\"spec\":{\"parent\":\"pool-late\"}}",
+              NULL, NULL) == 201);
+    struct want_cond nl = {"late", "PoolReady", "False", "PoolNotLeaf"};
+    CHECK(wait_until(&e, NULL, NULL, job_condition_is, &nl));
+    pods = list_pods(&e, "late");
+    CHECK_I64(json_array_size(pods), 0);
+    json_decref(pods);
+    /* the child goes: the job proceeds. DELETE marks a pool (its finalizer
+     * peloton.io/pool-protection); the resource manager, not running here,
+     * would remove the finalizer of an empty pool: the test does it */
+    CHECK(api(&e, "DELETE", POOLS "/pool-kid", NULL, NULL, NULL) == 200);
+    CHECK(api(&e, "PATCH", POOLS "/pool-kid", "{\"metadata\":{\"finalizers\":null}}", "application/merge-patch+json",
+              NULL) == 200);
+    struct want_cond ok = {"late", "PoolReady", "True", "PoolFound"};
+    CHECK(wait_until(&e, NULL, NULL, job_condition_is, &ok));
+    struct want_state ws = {"late", "SUCCEEDED"};
+    CHECK(wait_until(&e, "late", run_to_success, job_in_state, &ws));
+    job_events(&e, "late", ev, sizeof ev);
+    CHECK_STR(ev, "PoolNotFound,PoolNotLeaf,PoolFound");
+    /* a job whose pool is there from the start: condition True, no Event */
+    REQUIRE(create_job(&e, "fine", "BATCH", 1, NULL, "img") == 201);
+    struct want_cond fine = {"fine", "PoolReady", "True", "PoolFound"};
+    CHECK(wait_until(&e, NULL, NULL, job_condition_is, &fine));
+    job_events(&e, "fine", ev, sizeof ev);
+    CHECK_STR(ev, "");
     env_stop(&e);
 }
 
@@ -625,6 +780,46 @@ static bool has_pod(struct env *e, void *ud) {
     bool ok = find_pod(pods, name) != NULL;
     json_decref(pods);
     return ok;
+}
+
+/* Gang members lost with their node run again as a gang of their own:
+ * labelled with how many were lost (not the whole gang: the others still
+ * run), under a gang name of their own. */
+TEST(jobmgr_integ_lost_gang_members_form_their_own_gang) {
+    START(e);
+    REQUIRE(create_job(&e, "g4", "BATCH", 4, "\"sla\":{\"minimumRunningInstances\":4},", "img") == 201);
+    struct want_pods wp = {"g4", 4, "Running"};
+    CHECK(wait_until(&e, "g4", run_forever, pods_are, &wp));
+    json_t *pods = list_pods(&e, "g4");
+    int lost[4], nlost = 0;
+    size_t i;
+    json_t *pod;
+    json_array_foreach(pods, i, pod) {
+        CHECK_STR(plabel(pod, PL_GANG), "g4-gang-0");
+        CHECK_STR(plabel(pod, PL_GANG_SIZE), "4");
+        if (pnode(pod) && !strcmp(pnode(pod), "n2")) lost[nlost++] = atoi(plabel(pod, PL_INSTANCE));
+    }
+    json_decref(pods);
+    REQUIRE(nlost == 2); /* the simulated scheduler binds round robin over n1, n2 */
+    CHECK(api(&e, "DELETE", "/api/v1/nodes/n2", NULL, NULL, NULL) == 200);
+    e.nlive = 1;
+    char want[32];
+    snprintf(want, sizeof want, "g4-%d-2", lost[1]);
+    CHECK(wait_until(&e, NULL, NULL, has_pod, want));
+    pods = list_pods(&e, "g4");
+    char gang[32];
+    snprintf(gang, sizeof gang, "g4-gang-%d-2", lost[0] < lost[1] ? lost[0] : lost[1]);
+    for (int k = 0; k < 2; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "g4-%d-2", lost[k]);
+        json_t *p = find_pod(pods, name);
+        CHECK(p != NULL);
+        CHECK_STR(plabel(p, PL_GANG), gang);
+        CHECK_STR(plabel(p, PL_GANG_SIZE), "2");
+    }
+    json_decref(pods);
+    CHECK(wait_until(&e, "g4", run_forever, pods_are, &wp));
+    env_stop(&e);
 }
 
 /* A new job manager finds the runs and failure counts in the pods. */

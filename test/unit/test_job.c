@@ -153,6 +153,63 @@ TEST(job_gangs_from_min_running) {
     job_plan_free(&p);
 }
 
+/* Members lost while the rest of the gang runs are started as a gang of
+ * their own (named by the lowest of them and its new run); one alone joins
+ * no gang. Before, the job manager labelled them with the whole gang's size
+ * and they waited forever for members that were running. */
+TEST(job_gang_replacements_form_their_own_gang) {
+    struct world w;
+    world_init(&w, JOB_BATCH, 6);
+    w.spec.min_running = 4;
+    struct job_plan p;
+    REQUIRE(plan(&w, &p) == 0);
+    const struct job_action *a0 = find_act(&p, JOB_ACT_CREATE, 0);
+    REQUIRE(a0);
+    CHECK_I64(a0->gang_size, 4);
+    CHECK_I64(a0->gang_first, 0);
+    CHECK_I64(a0->gang_first_run, 1);
+    const struct job_action *a3 = find_act(&p, JOB_ACT_CREATE, 3);
+    REQUIRE(a3);
+    CHECK_I64(a3->gang_first, 0);
+    const struct job_action *a5 = find_act(&p, JOB_ACT_CREATE, 5);
+    REQUIRE(a5);
+    CHECK_I64(a5->gang_size, 1);
+    CHECK_I64(a5->gang_first, 5);
+    apply(&w, &p);
+    job_plan_free(&p);
+    for (size_t i = 0; i < w.n; i++) w.t[i].state = TASK_RUNNING;
+    /* a node with instances 2 and 3 (and 5, not in the gang) is lost */
+    world_find(&w, 2)->state = TASK_LOST;
+    world_find(&w, 3)->state = TASK_LOST;
+    world_find(&w, 5)->state = TASK_LOST;
+    REQUIRE(plan(&w, &p) == 0);
+    CHECK_I64(count_kind(&p, JOB_ACT_RESTART), 3);
+    for (uint32_t i = 2; i <= 3; i++) {
+        const struct job_action *a = find_act(&p, JOB_ACT_RESTART, i);
+        REQUIRE(a);
+        CHECK_I64(a->gang, 0);
+        CHECK_I64(a->gang_size, 2); /* not 4: instances 0 and 1 still run */
+        CHECK_I64(a->gang_first, 2);
+        CHECK_I64(a->gang_first_run, 2);
+    }
+    const struct job_action *r5 = find_act(&p, JOB_ACT_RESTART, 5);
+    REQUIRE(r5);
+    CHECK_I64(r5->gang_size, 1);
+    apply(&w, &p);
+    job_plan_free(&p);
+    /* later, instance 1 alone: a gang of one, that is no gang */
+    for (size_t i = 0; i < w.n; i++) w.t[i].state = TASK_RUNNING;
+    world_find(&w, 1)->state = TASK_FAILED;
+    w.spec.max_failures = 3;
+    REQUIRE(plan(&w, &p) == 0);
+    const struct job_action *r1 = find_act(&p, JOB_ACT_RESTART, 1);
+    REQUIRE(r1);
+    CHECK_I64(r1->gang_size, 1);
+    CHECK_I64(r1->gang_first, 1);
+    CHECK_I64(r1->gang_first_run, 2);
+    job_plan_free(&p);
+}
+
 TEST(job_batch_creates_then_succeeds) {
     struct world w;
     world_init(&w, JOB_BATCH, 4);

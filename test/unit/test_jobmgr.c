@@ -121,6 +121,28 @@ TEST(jobmgr_pod_build_gang_and_scheduler) {
     json_decref(tpl);
 }
 
+/* A gang started after the first (replacements) has its own label. */
+TEST(jobmgr_gang_names_per_start) {
+    char b[64];
+    CHECK_I64(jm_gang_name(b, sizeof b, "train", 0, 1), 0);
+    CHECK_STR(b, "train-gang-0");
+    CHECK_I64(jm_gang_name(b, sizeof b, "train", 2, 3), 0);
+    CHECK_STR(b, "train-gang-2-3");
+    CHECK_I64(jm_gang_name(b, 8, "train", 2, 3), -ENAMETOOLONG);
+    json_t *tpl = load(TPL);
+    struct jm_pod_params p = params(JOB_BATCH, 3, 2);
+    p.gang = 2;
+    p.gang_run = 2;
+    p.gang_size = 2;
+    char err[256];
+    json_t *pod = jm_pod_build(tpl, &p, err, sizeof err);
+    REQUIRE(pod);
+    CHECK_STR(lab(pod, PL_GANG), "train-gang-2-2");
+    CHECK_STR(lab(pod, PL_GANG_SIZE), "2");
+    json_decref(pod);
+    json_decref(tpl);
+}
+
 /* Services spread by default; batch packs; the template's annotation wins. */
 TEST(jobmgr_pod_build_services_spread_by_default) {
     json_t *tpl = load(TPL);
@@ -287,39 +309,103 @@ TEST(jobmgr_template_version) {
     json_decref(c);
 }
 
+/* The names jm_fleet_eligible finds for pod over nodes, comma-joined. */
+static void eligible_names(const json_t *const *nodes, size_t n, const char *pod_json, char *out, size_t len) {
+    json_t *pod = load(pod_json);
+    struct jm_fleet *fl = jm_fleet_new(nodes, n, NULL);
+    const char *names[16];
+    size_t k = 0;
+    char err[256] = "";
+    out[0] = 0;
+    if (!fl || jm_fleet_size(fl) > 16 || jm_fleet_eligible(fl, pod, names, &k, err, sizeof err))
+        snprintf(out, len, "error: %s", err);
+    for (size_t i = 0; i < k; i++) {
+        if (i) strncat(out, ",", len - strlen(out) - 1);
+        strncat(out, names[i], len - strlen(out) - 1);
+    }
+    jm_fleet_free(fl);
+    json_decref(pod);
+}
+
+#define READY "\"status\": {\"conditions\": [{\"type\": \"Ready\", \"status\": \"True\"}], " \
+              "\"allocatable\": {\"cpu\": \"4\", \"memory\": \"8Gi\"}}"
+
+/* A DAEMON's nodes are those placement would accept its pod on: the same
+ * filters (before, a hand-written subset that let GPU hosts, exclusive hosts
+ * and node affinity through, and pods then stayed Pending there forever). */
 TEST(jobmgr_daemon_node_eligibility) {
-    json_t *ready = load("{\"metadata\": {\"name\": \"n1\", \"labels\": {\"disk\": \"ssd\"}},"
-                         " \"status\": {\"conditions\": [{\"type\": \"Ready\", \"status\": \"True\"}]}}");
-    json_t *notready = load("{\"metadata\": {\"name\": \"n2\"},"
-                            " \"status\": {\"conditions\": [{\"type\": \"Ready\", \"status\": \"Unknown\"}]}}");
-    json_t *bare = load("{\"metadata\": {\"name\": \"n3\"}}");
-    json_t *cordoned = load("{\"metadata\": {\"name\": \"n4\"}, \"spec\": {\"unschedulable\": true}}");
-    json_t *tainted = load("{\"metadata\": {\"name\": \"n5\"}, \"spec\": {\"taints\": ["
-                           "{\"key\": \"gpu\", \"value\": \"yes\", \"effect\": \"NoSchedule\"}]}}");
-    json_t *soft = load("{\"metadata\": {\"name\": \"n6\"}, \"spec\": {\"taints\": ["
-                        "{\"key\": \"x\", \"effect\": \"PreferNoSchedule\"}]}}");
-    CHECK(jm_node_eligible(ready, NULL));
-    CHECK(!jm_node_eligible(notready, NULL));
-    CHECK(jm_node_eligible(bare, NULL)); /* no conditions yet: ready */
-    CHECK(!jm_node_eligible(cordoned, NULL));
-    CHECK(!jm_node_eligible(tainted, NULL));
-    CHECK(jm_node_eligible(soft, NULL));
-    json_t *tol = load("{\"tolerations\": [{\"key\": \"gpu\", \"operator\": \"Exists\"}]}");
-    json_t *tol_eq = load("{\"tolerations\": [{\"key\": \"gpu\", \"operator\": \"Equal\", \"value\": \"no\"}]}");
-    CHECK(jm_node_eligible(tainted, tol));
-    CHECK(!jm_node_eligible(tainted, tol_eq));
-    json_t *sel = load("{\"nodeSelector\": {\"disk\": \"ssd\"}}");
-    CHECK(jm_node_eligible(ready, sel));
-    CHECK(!jm_node_eligible(bare, sel));
-    json_decref(ready);
-    json_decref(notready);
-    json_decref(bare);
-    json_decref(cordoned);
-    json_decref(tainted);
-    json_decref(soft);
-    json_decref(tol);
-    json_decref(tol_eq);
-    json_decref(sel);
+    const char *src[] = {
+        "{\"metadata\": {\"name\": \"n1\", \"labels\": {\"disk\": \"ssd\", \"zone\": \"a\"}}, " READY "}",
+        "{\"metadata\": {\"name\": \"n2\"}, \"status\": {\"conditions\": [{\"type\": \"Ready\", \"status\": "
+        "\"Unknown\"}], \"allocatable\": {\"cpu\": \"4\"}}}",
+        "{\"metadata\": {\"name\": \"n3\"}, \"spec\": {\"unschedulable\": true}, " READY "}",
+        "{\"metadata\": {\"name\": \"n4\"}, \"spec\": {\"taints\": [{\"key\": \"gpu\", \"value\": \"yes\", "
+        "\"effect\": \"NoSchedule\"}]}, " READY "}",
+        "{\"metadata\": {\"name\": \"n5\"}, \"spec\": {\"taints\": [{\"key\": \"x\", \"effect\": "
+        "\"PreferNoSchedule\"}]}, " READY "}",
+        "{\"metadata\": {\"name\": \"n6\", \"labels\": {\"zone\": \"b\"}}, \"status\": {\"conditions\": [{\"type\": "
+        "\"Ready\", \"status\": \"True\"}], \"allocatable\": {\"cpu\": \"4\", \"nvidia.com/gpu\": \"1\"}}}",
+        "{\"metadata\": {\"name\": \"n7\", \"labels\": {\"peloton/exclusive\": \"db\"}}, " READY "}",
+        "{\"metadata\": {\"name\": \"n8\"}, \"status\": {\"conditions\": [{\"type\": \"Ready\", \"status\": "
+        "\"True\"}], \"allocatable\": {\"cpu\": \"1\"}}}",
+    };
+    json_t *nodes[8];
+    for (int i = 0; i < 8; i++) nodes[i] = load(src[i]);
+    const json_t *const *nv = (const json_t *const *)nodes;
+    char got[256];
+    /* a plain pod: not NotReady n2, cordoned n3, tainted n4, the GPU host n6
+     * (kept for GPU pods), the exclusive host n7 */
+    eligible_names(nv, 8, "{\"metadata\": {}, \"spec\": {\"containers\": [{\"name\": \"c\", \"resources\": "
+                          "{\"requests\": {\"cpu\": \"500m\"}}}]}}", got, sizeof got);
+    CHECK_STR(got, "n1,n5,n8");
+    /* more cpu than n8 can ever give; tolerating the taint */
+    eligible_names(nv, 8, "{\"metadata\": {}, \"spec\": {\"tolerations\": [{\"key\": \"gpu\", \"operator\": "
+                          "\"Exists\"}], \"containers\": [{\"name\": \"c\", \"resources\": {\"requests\": "
+                          "{\"cpu\": \"2\"}}}]}}", got, sizeof got);
+    CHECK_STR(got, "n1,n4,n5");
+    /* a GPU pod: only the GPU host has the gpu */
+    eligible_names(nv, 8, "{\"metadata\": {}, \"spec\": {\"containers\": [{\"name\": \"c\", \"resources\": "
+                          "{\"limits\": {\"nvidia.com/gpu\": \"1\"}}}]}}", got, sizeof got);
+    CHECK_STR(got, "n6");
+    /* nodeSelector, required node affinity, the exclusive host asked for by name */
+    eligible_names(nv, 8, "{\"metadata\": {}, \"spec\": {\"nodeSelector\": {\"disk\": \"ssd\"}, "
+                          "\"containers\": [{\"name\": \"c\"}]}}", got, sizeof got);
+    CHECK_STR(got, "n1");
+    eligible_names(nv, 8, "{\"metadata\": {}, \"spec\": {\"affinity\": {\"nodeAffinity\": "
+                          "{\"requiredDuringSchedulingIgnoredDuringExecution\": {\"nodeSelectorTerms\": "
+                          "[{\"matchExpressions\": [{\"key\": \"zone\", \"operator\": \"In\", \"values\": [\"a\", "
+                          "\"b\"]}]}]}}}, \"containers\": [{\"name\": \"c\"}]}}", got, sizeof got);
+    CHECK_STR(got, "n1"); /* n6 is in zone b but a GPU host */
+    eligible_names(nv, 8, "{\"metadata\": {}, \"spec\": {\"nodeSelector\": {\"peloton/exclusive\": \"db\"}, "
+                          "\"containers\": [{\"name\": \"c\"}]}}", got, sizeof got);
+    CHECK_STR(got, "n7");
+    /* a pod placement cannot read is an error, not an empty set */
+    eligible_names(nv, 8, "{\"metadata\": {}, \"spec\": {\"containers\": [{\"name\": \"c\", \"resources\": "
+                          "{\"requests\": {\"cpu\": \"lots\"}}}]}}", got, sizeof got);
+    CHECK(!strncmp(got, "error: ", 7));
+    /* no nodes */
+    eligible_names(nv, 0, "{\"metadata\": {}, \"spec\": {\"containers\": [{\"name\": \"c\"}]}}", got, sizeof got);
+    CHECK_STR(got, "");
+    for (int i = 0; i < 8; i++) json_decref(nodes[i]);
+}
+
+/* What makes the job manager look at its DAEMONs again after a node update. */
+TEST(jobmgr_node_same_ignores_heartbeats) {
+    json_t *a = load("{\"metadata\": {\"name\": \"n1\"}, \"status\": {\"conditions\": [{\"type\": \"Ready\", "
+                     "\"status\": \"True\", \"lastHeartbeatTime\": \"t1\"}]}}");
+    json_t *b = load("{\"metadata\": {\"name\": \"n1\"}, \"status\": {\"conditions\": [{\"type\": \"Ready\", "
+                     "\"status\": \"True\", \"lastHeartbeatTime\": \"t2\"}]}}");
+    CHECK(jm_node_same(a, b));
+    json_object_set_new(json_object_get(b, "metadata"), "labels", json_pack("{s:s}", "zone", "a"));
+    CHECK(!jm_node_same(a, b));
+    json_object_del(json_object_get(b, "metadata"), "labels");
+    json_object_set_new(json_object_get(b, "status"), "allocatable", json_pack("{s:s}", "nvidia.com/gpu", "1"));
+    CHECK(!jm_node_same(a, b));
+    json_object_del(json_object_get(b, "status"), "allocatable");
+    json_object_set_new(b, "spec", json_pack("{s:b}", "unschedulable", 1));
+    CHECK(!jm_node_same(a, b));
+    json_decref(a);
+    json_decref(b);
 }
 
 TEST(jobmgr_status_object) {
@@ -440,4 +526,44 @@ TEST(jobmgr_parse_u32_strict) {
     CHECK_I64(jm_parse_u32("1x"), -1);
     CHECK_I64(jm_parse_u32(""), -1);
     CHECK_I64(jm_parse_u32(NULL), -1);
+}
+
+/* Condition PoolReady: replaced, not duplicated; its time kept while its
+ * status stays; the Update condition left alone. */
+TEST(jobmgr_status_pool_condition) {
+    json_t *st = load("{\"state\": \"PENDING\", \"conditions\": [{\"type\": \"Update\", \"status\": \"Unknown\"}]}");
+    REQUIRE(jm_status_set_pool(st, NULL, JM_POOL_NOT_FOUND, "p1", "2026-01-01T00:00:00Z") == 0);
+    json_t *conds = json_object_get(st, "conditions");
+    CHECK_I64(json_array_size(conds), 2);
+    const json_t *c = json_array_get(conds, 1);
+    CHECK_STR(json_string_value(json_object_get(c, "type")), "PoolReady");
+    CHECK_STR(json_string_value(json_object_get(c, "status")), "False");
+    CHECK_STR(json_string_value(json_object_get(c, "reason")), "PoolNotFound");
+    CHECK_STR(json_string_value(json_object_get(c, "message")),
+              "resource pool \"p1\" not found: the job's pods are created once it exists");
+    json_t *stored = json_deep_copy(st);
+    /* the same status later: the time it turned stays */
+    REQUIRE(jm_status_set_pool(st, stored, JM_POOL_NOT_FOUND, "p1", "2026-01-01T00:05:00Z") == 0);
+    CHECK_I64(json_array_size(conds), 2);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(conds, 1), "lastTransitionTime")),
+              "2026-01-01T00:00:00Z");
+    CHECK(jm_status_same(stored, st));
+    /* another reason with the same status keeps the time too; a new status takes now */
+    REQUIRE(jm_status_set_pool(st, stored, JM_POOL_NOT_LEAF, "p1", "2026-01-01T00:06:00Z") == 0);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(conds, 1), "reason")), "PoolNotLeaf");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(conds, 1), "lastTransitionTime")),
+              "2026-01-01T00:00:00Z");
+    REQUIRE(jm_status_set_pool(st, stored, JM_POOL_OK, "p1", "2026-01-01T00:07:00Z") == 0);
+    c = json_array_get(conds, 1);
+    CHECK_STR(json_string_value(json_object_get(c, "status")), "True");
+    CHECK_STR(json_string_value(json_object_get(c, "reason")), "PoolFound");
+    CHECK_STR(json_string_value(json_object_get(c, "lastTransitionTime")), "2026-01-01T00:07:00Z");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(conds, 0), "type")), "Update");
+    json_decref(stored);
+    json_decref(st);
+    /* no conditions yet */
+    st = load("{\"state\": \"RUNNING\"}");
+    REQUIRE(jm_status_set_pool(st, NULL, JM_POOL_OK, "p1", "t") == 0);
+    CHECK_I64(json_array_size(json_object_get(st, "conditions")), 1);
+    json_decref(st);
 }
