@@ -74,9 +74,10 @@ deps:
 	@scripts/deps.sh
 
 # Binaries: pelotond (the daemon), peloton-sim (offline), kubelet-sim (a
-# simulated Kubelet fleet), peloton-extender (the kube-scheduler extender).
+# simulated Kubelet fleet), peloton-extender (the kube-scheduler extender),
+# mesos-master-sim (a simulated Mesos master and agents).
 BINS := bin/peloton-sim bin/pelotond $(if $(wildcard src/cmd/kubelet_sim.c),bin/kubelet-sim) \
-        $(if $(wildcard scheduler-extender/main.c),bin/peloton-extender)
+        $(if $(wildcard scheduler-extender/main.c),bin/peloton-extender) bin/mesos-master-sim
 ASAN_BINS := $(BINS:bin/%=build/asan/%)
 
 build: deps $(BINS)
@@ -84,6 +85,13 @@ build: deps $(BINS)
 bin/kubelet-sim: build/rel/src/cmd/kubelet_sim.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin
 	$(CC) -o $@ $^ $(REL_LIBS) -lm
+
+bin/mesos-master-sim: build/rel/src/cmd/mesos_master_sim.o $(REL_OBJ) $(REL_ALLOC)
+	@mkdir -p bin
+	$(CC) -o $@ $^ $(REL_LIBS) -lm
+
+build/asan/mesos-master-sim: build/asan/src/cmd/mesos_master_sim.o $(ASAN_OBJ)
+	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 bin/peloton-extender: build/rel/scheduler-extender/main.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin
