@@ -165,6 +165,8 @@ void msim_free(struct msim *m);
 /* ---- shared between the msim files ---- */
 void msim_log(struct msim *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 double msim_wall(void);
+/* Writes "Mesos-Stream-Id: <new uuid>\r\n" into out (at least 64 bytes); returns the id's offset in it. */
+int msim_new_stream_id(struct msim *m, char *out);
 void msim_reply_text(const struct mhttp_req *req, int status, const char *text);
 void msim_reply_json(const struct mhttp_req *req, int status, json_t *v); /* steals v */
 /* Whether the request may be served here; answers 307 otherwise. */

@@ -52,6 +52,16 @@ static void uuid_string(const unsigned char u[16], char out[37]) {
     out[k] = 0;
 }
 
+int msim_new_stream_id(struct msim *m, char *out) {
+    unsigned char u[MESOS_UUID_LEN];
+    char id[37];
+    new_uuid(m, u);
+    uuid_string(u, id);
+    static const char name[] = "Mesos-Stream-Id: ";
+    snprintf(out, 64, "%s%s\r\n", name, id);
+    return (int)sizeof name - 1;
+}
+
 void msim_config_defaults(struct msim_config *c) {
     memset(c, 0, sizeof *c);
     c->addr = "127.0.0.1";
@@ -165,11 +175,9 @@ void msim_fw_connect(struct msim *m, struct msim_framework *fw, const struct mht
         if (t && !strcmp(t, "TASK_KILLING_STATE")) fw->killing_state = true;
     }
     fw->suppressed = false;
-    unsigned char u[16];
-    new_uuid(m, u);
-    uuid_string(u, fw->stream_id);
     char extra[96];
-    snprintf(extra, sizeof extra, "Mesos-Stream-Id: %s\r\n", fw->stream_id);
+    int at = msim_new_stream_id(m, extra);
+    snprintf(fw->stream_id, sizeof fw->stream_id, "%.36s", extra + at);
     mhttp_stream_start(req->conn, "application/json", extra, on_stream_closed, fw);
     fw->stream = req->conn;
     fw->plen = 0;

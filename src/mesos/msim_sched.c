@@ -218,7 +218,9 @@ static void subscribe(struct msim *m, const struct mhttp_req *req, const struct 
     const char *id = mesos_id_get(info, "id");
     if (id && strmap_get(&m->removed_fws, id)) {
         /* A torn-down framework may not come back: the stream opens with ERROR and ends. */
-        mhttp_stream_start(req->conn, "application/json", NULL, NULL, NULL);
+        char extra[96];
+        msim_new_stream_id(m, extra);
+        mhttp_stream_start(req->conn, "application/json", extra, NULL, NULL);
         json_t *ev = mesos_event_error("Framework has been removed");
         size_t len = 0, flen = 0, fcap = 0;
         char *text = ev ? jdump(ev, JSON_COMPACT, &len) : NULL, *framed = NULL;
