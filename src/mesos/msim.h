@@ -124,6 +124,7 @@ struct msim_completed {
     enum mesos_task_state state;
 };
 #define MSIM_COMPLETED_KEEP 1000
+#define MSIM_REMOVED_KEEP 10000 /* torn-down framework ids refused on SUBSCRIBE */
 
 struct msim_stats {
     uint64_t offers_sent, offers_declined, offers_rescinded, tasks_launched, updates_sent, update_resends, acks,

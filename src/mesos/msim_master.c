@@ -229,6 +229,9 @@ void msim_fw_remove(struct msim *m, struct msim_framework *fw) {
     size_t pos = 0;
     while (strmap_next(&fw->tasks, &pos, &k, &v)) task_remove(m, v);
     strmap_free(&fw->tasks);
+    /* Torn-down ids are remembered up to a bound (a master keeps its last
+     * completed frameworks); past it the oldest memory is dropped whole. */
+    if (strmap_count(&m->removed_fws) >= MSIM_REMOVED_KEEP) strmap_free(&m->removed_fws);
     strmap_put(&m->removed_fws, fw->id, (void *)1, NULL);
     for (int i = 0; i < m->nfws; i++)
         if (m->fws[i] == fw) {

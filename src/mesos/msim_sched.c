@@ -87,7 +87,7 @@ static void call_accept(struct msim *m, struct msim_framework *fw, const json_t 
     mesos_call_offer_ids(body, ids, 64, &n, err, sizeof err);
     double refuse = mesos_call_refuse_seconds(body);
     /* The offers: all known, this framework's, one agent, no repeats. */
-    struct msim_offer *offers[64];
+    struct msim_offer *offers[64] = {0};
     int nvalid = 0;
     char invalid[200] = "";
     if (n == 0) snprintf(invalid, sizeof invalid, "No offers specified");
@@ -126,6 +126,7 @@ static void call_accept(struct msim *m, struct msim_framework *fw, const json_t 
         }
         return;
     }
+    if (nvalid == 0) return; /* not reached: no valid offer is an invalid call */
     struct msim_agent *a = offers[0]->agent;
     struct mesos_scalars avail = {0};
     for (int i = 0; i < nvalid; i++) {
