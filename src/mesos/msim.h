@@ -112,6 +112,7 @@ struct msim_framework {
     bool suppressed, partition_aware, killing_state;
     double failover_timeout;
     uint64_t disconnected_at, next_heartbeat;
+    uint64_t stall_until;          /* /sim/stall: events dropped until then (loop ms) */
     double registered_time;
     uint64_t *refuse_until;        /* per agent index, loop ms */
     struct strmap tasks;           /* id -> struct msim_task */

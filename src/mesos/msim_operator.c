@@ -182,6 +182,25 @@ void msim_hook(struct msim *m, const struct mhttp_req *req) {
         for (int i = 0; i < m->nfws; i++)
             if ((!fid || !strcmp(fid, m->fws[i]->id)) && m->fws[i]->stream) msim_fw_disconnect(m, m->fws[i], true), n++;
         msim_reply_json(req, 200, json_pack("{s:i}", "dropped", n));
+    } else if (!strcmp(p, "stall") || !strcmp(p, "inject")) {
+        /* stall: the stream stays open and carries nothing (heartbeats
+         * included) for a while; inject: raw bytes written into the stream as
+         * one chunk (a broken master's records). */
+        struct msim_framework *fw = msim_fw_find(m, fid);
+        const char *data = json_string_value(json_object_get(body, "data"));
+        const json_t *secs = json_object_get(body, "seconds");
+        if (!fw || !fw->stream) msim_reply_text(req, 404, "no connected framework with that framework_id");
+        else if (p[0] == 's' && !json_is_number(secs)) msim_reply_text(req, 400, "stall: expecting \"seconds\"");
+        else if (p[0] == 'i' && (!data || !*data)) msim_reply_text(req, 400, "inject: expecting a non-empty \"data\"");
+        else {
+            if (p[0] == 's') {
+                double ms = json_number_value(secs) * 1000.0;
+                fw->stall_until = uv_now(m->loop) + (uint64_t)(ms < 0 ? 0 : ms > 1e9 ? 1e9 : ms);
+            } else {
+                mhttp_stream_chunk(fw->stream, data, strlen(data));
+            }
+            msim_reply_text(req, 200, NULL);
+        }
     } else if (!strcmp(p, "failover")) {
         if (!m->http[1]) msim_reply_text(req, 409, "no standby port: start with --standby-port");
         else {

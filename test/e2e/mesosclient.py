@@ -161,7 +161,11 @@ class Subscription:
                     n = int(rec[:nl])
                     if len(rec) < nl + 1 + n:
                         break
-                    self.events.put(json.loads(rec[nl + 1:nl + 1 + n]))
+                    try:
+                        self.events.put(json.loads(rec[nl + 1:nl + 1 + n]))
+                    except ValueError as e:
+                        self.framing_errors.append(f"record is not JSON: {e}")
+                        return
                     rec = rec[nl + 1 + n:]
             if rec:
                 self.framing_errors.append("stream ended inside a record")

@@ -452,6 +452,22 @@ def test_records_split_and_merged_across_chunks():
         assert s.chunks >= 1 and not s.framing_errors
 
 
+def test_stall_and_inject_hooks():
+    with Sim() as sim:
+        s = sim.subscribe()
+        s.next("HEARTBEAT", timeout=2)
+        hook(sim.port, "stall", {"framework_id": s.framework_id, "seconds": 1.2})
+        while not s.events.empty():
+            s.events.get()
+        s.none("HEARTBEAT", 0.9)  # heartbeats every 0.5 s, none while stalled
+        s.next("HEARTBEAT", timeout=2)
+        hook(sim.port, "inject", {"framework_id": s.framework_id, "data": '20\n{"type":"HEARTBEAT"}'})
+        s.next("HEARTBEAT", timeout=2)
+        hook(sim.port, "inject", {"framework_id": s.framework_id, "data": "x1\n"})
+        assert s.ended.wait(3) or s.framing_errors
+        assert s.framing_errors == ["bad record length b'x1'"], s.framing_errors
+
+
 def test_hostile_bytes_do_not_break_the_master():
     import random
     rnd = random.Random(19)
