@@ -112,7 +112,8 @@ struct msim_framework {
     bool suppressed, partition_aware, killing_state;
     double failover_timeout;
     uint64_t disconnected_at, next_heartbeat;
-    uint64_t stall_until;          /* /sim/stall: events dropped until then (loop ms) */
+    uint64_t stall_until;          /* /sim/stall: events to stall_stream dropped until then (loop ms) */
+    struct mhttp_conn *stall_stream;
     double registered_time;
     uint64_t *refuse_until;        /* per agent index, loop ms */
     struct strmap tasks;           /* id -> struct msim_task */

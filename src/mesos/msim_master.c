@@ -86,7 +86,7 @@ void msim_config_defaults(struct msim_config *c) {
 /* ---- events to a framework ---- */
 void msim_send(struct msim *m, struct msim_framework *fw, json_t *ev) {
     if (!ev) return;
-    if (!fw->stream || (fw->stall_until && uv_now(m->loop) < fw->stall_until)) {
+    if (!fw->stream || (fw->stream == fw->stall_stream && uv_now(m->loop) < fw->stall_until)) {
         json_decref(ev); /* nobody to hear it, or the network black-holes it (/sim/stall) */
         return;
     }

@@ -183,8 +183,8 @@ void msim_hook(struct msim *m, const struct mhttp_req *req) {
             if ((!fid || !strcmp(fid, m->fws[i]->id)) && m->fws[i]->stream) msim_fw_disconnect(m, m->fws[i], true), n++;
         msim_reply_json(req, 200, json_pack("{s:i}", "dropped", n));
     } else if (!strcmp(p, "stall") || !strcmp(p, "inject")) {
-        /* stall: the stream stays open and carries nothing (heartbeats
-         * included) for a while; inject: raw bytes written into the stream as
+        /* stall: the current stream stays open and carries nothing
+         * (heartbeats included) for a while; inject: raw bytes written into the stream as
          * one chunk (a broken master's records). */
         struct msim_framework *fw = msim_fw_find(m, fid);
         const char *data = json_string_value(json_object_get(body, "data"));
@@ -196,8 +196,10 @@ void msim_hook(struct msim *m, const struct mhttp_req *req) {
             if (p[0] == 's') {
                 double ms = json_number_value(secs) * 1000.0;
                 fw->stall_until = uv_now(m->loop) + (uint64_t)(ms < 0 ? 0 : ms > 1e9 ? 1e9 : ms);
+                fw->stall_stream = fw->stream; /* this connection only: a new one is not black-holed */
             } else {
                 mhttp_stream_chunk(fw->stream, data, strlen(data));
+                if (json_is_true(json_object_get(body, "end"))) mhttp_stream_end(fw->stream); /* a clean end, right after */
             }
             msim_reply_text(req, 200, NULL);
         }
