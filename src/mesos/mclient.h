@@ -8,8 +8,8 @@
  *   an Event, or a stream cut inside a record ends the stream with a reason);
  * - Mesos-Stream-Id and framework_id on every other call;
  * - a 307 from a master that does not lead is followed (the Location may be
- *   scheme-relative, as Mesos writes it) for the subscription and for calls,
- *   and the leader is remembered;
+ *   scheme-relative, as Mesos writes it): the subscription goes to the
+ *   leader, which is remembered for calls;
  * - a heartbeat watchdog: no event for (missed_heartbeats + 1) heartbeat
  *   intervals drops the stream, and so does a stream that brings no
  *   SUBSCRIBED within subscribe_timeout_ms;
@@ -47,9 +47,11 @@ typedef void (*mclient_subscribed_fn)(void *ud, const char *framework_id);
 /* The subscription is gone (why: a sentence); resubscribing follows unless
  * final (an ERROR event, or stopped). */
 typedef void (*mclient_lost_fn)(void *ud, const char *why, bool final);
-/* A call's answer: the HTTP status (202 for an accepted call; 307 already
- * followed) with the reply's body, or a negative errno (-ENOTCONN: not
- * subscribed, -ECANCELED: stopped, -EIO: transport) with body NULL. */
+/* A call's answer: the HTTP status (202 for an accepted call; 307 when the
+ * master no longer leads: the client then drops the stream and subscribes to
+ * the leader, and the call is the caller's to make again) with the reply's
+ * body, or a negative errno (-ECANCELED: stopped, -EIO: transport) with body
+ * NULL. */
 typedef void (*mclient_done_fn)(void *ud, int status, const char *body);
 
 struct mclient_config {
