@@ -2,6 +2,7 @@
 #include "msim_http.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,99 +192,96 @@ void mhttp_stream_detach(struct mhttp_conn *c) { c->on_close = NULL; }
 /* ---- request parsing ---- */
 static bool token_eq(const char *a, const char *b) { return strcasecmp(a, b) == 0; }
 
+int mhttp_parse_head(const char *in, size_t len, struct mhttp_head *h) {
+    size_t scan = len < MHTTP_MAX_HEAD ? len : MHTTP_MAX_HEAD;
+    const char *end = memmem(in, scan, "\r\n\r\n", 4);
+    if (!end) return len >= MHTTP_MAX_HEAD ? -431 : 0;
+    size_t head_len = (size_t)(end - in) + 4;
+    if (memchr(in, 0, head_len)) return -400;
+    memset(h, 0, offsetof(struct mhttp_head, buf));
+    h->head_len = head_len;
+    memcpy(h->buf, in, head_len - 2);
+    h->buf[head_len - 2] = 0;
+    char *save = NULL, *rsave = NULL;
+    char *line = strtok_r(h->buf, "\r\n", &save);
+    char *method = line ? strtok_r(line, " ", &rsave) : NULL;
+    char *target = method ? strtok_r(NULL, " ", &rsave) : NULL;
+    char *version = target ? strtok_r(NULL, " ", &rsave) : NULL;
+    if (!version || strncmp(version, "HTTP/1.", 7) || strtok_r(NULL, " ", &rsave)) return -400;
+    h->close = !strcmp(version, "HTTP/1.0");
+    while ((line = strtok_r(NULL, "\r\n", &save))) {
+        char *colon = strchr(line, ':');
+        if (!colon) return -400;
+        *colon = 0;
+        char *v = colon + 1;
+        while (*v == ' ' || *v == '\t') v++;
+        for (char *e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t');) *--e = 0;
+        if (token_eq(line, "Content-Length")) {
+            char *ep;
+            errno = 0;
+            unsigned long long n = strtoull(v, &ep, 10);
+            if (!*v || *v == '-' || *v == '+' || *ep || errno) return -400;
+            h->clen = n;
+        } else if (token_eq(line, "Transfer-Encoding")) {
+            h->chunked = true;
+        } else if (token_eq(line, "Content-Type")) {
+            h->content_type = v;
+        } else if (token_eq(line, "Accept")) {
+            h->accept = v;
+        } else if (token_eq(line, "Mesos-Stream-Id")) {
+            h->stream_id = v;
+        } else if (token_eq(line, "Connection")) {
+            if (strcasestr(v, "close")) h->close = true;
+        }
+    }
+    char *q = strchr(target, '?');
+    if (q) *q = 0;
+    h->method = method;
+    h->path = target;
+    return 1;
+}
+
+/* Answers a request the server will not serve, and closes the connection
+ * once the answer is out (what follows the bad request cannot be framed). */
+static void refuse(struct mhttp_conn *c, int status, const char *text) {
+    c->close_after = true;
+    mhttp_reply(c, status, "text/plain; charset=utf-8", NULL, text, strlen(text));
+    conn_finish(c);
+}
+
 /* Serves the whole requests in c->in, in order. */
 static void conn_process(struct mhttp_conn *c) {
     struct mhttp_server *s = c->s;
+    static struct mhttp_head h; /* loop thread only; 16 KiB kept off the stack */
     while (!c->closing && !c->streaming && !c->close_after && c->inlen > 0) {
-        size_t scan = c->inlen < MHTTP_MAX_HEAD ? c->inlen : MHTTP_MAX_HEAD;
-        char *end = memmem(c->in, scan, "\r\n\r\n", 4);
-        if (!end) {
-            if (c->inlen >= MHTTP_MAX_HEAD) {
-                c->close_after = true;
-                mhttp_reply(c, 431, "text/plain; charset=utf-8", NULL, "Request head too large", 22);
-            }
+        int rc = mhttp_parse_head(c->in, c->inlen, &h);
+        const char *why = rc == -431 ? "Request head too large"
+                        : rc < 0     ? "Malformed HTTP request"
+                        : rc && h.chunked ? "Chunked request bodies are not supported"
+                        : rc && h.clen > s->cfg.max_body ? "Request body too large" : NULL;
+        if (why) {
+            refuse(c, rc == -431 ? 431 : rc < 0 ? 400 : h.chunked ? 411 : 413, why);
             return;
         }
-        size_t head_len = (size_t)(end - c->in) + 4;
-        if (memchr(c->in, 0, head_len)) {
-            c->close_after = true;
-            mhttp_reply(c, 400, "text/plain; charset=utf-8", NULL, "NUL in request head", 19);
-            return;
-        }
-        /* The head is parsed in a copy: when the body is not whole yet, the
-         * input stays as it came and is parsed again on the next read. */
-        char head[MHTTP_MAX_HEAD + 1];
-        memcpy(head, c->in, head_len - 2);
-        head[head_len - 2] = 0;
-        char *save = NULL, *line = strtok_r(head, "\r\n", &save);
-        char *rsave = NULL;
-        char *method = line ? strtok_r(line, " ", &rsave) : NULL, *target = method ? strtok_r(NULL, " ", &rsave) : NULL;
-        char *version = target ? strtok_r(NULL, " ", &rsave) : NULL;
-        struct mhttp_req req = {.method = method, .path = target, .conn = c, .listener = s->cfg.index};
-        bool bad = !version || strncmp(version, "HTTP/1.", 7) || strtok_r(NULL, " ", &rsave);
-        bool chunked = false, close_req = version && !strcmp(version, "HTTP/1.0");
-        long long clen = 0;
-        while (!bad && (line = strtok_r(NULL, "\r\n", &save))) {
-            char *colon = strchr(line, ':');
-            if (!colon) {
-                bad = true;
-                break;
-            }
-            *colon = 0;
-            char *v = colon + 1;
-            while (*v == ' ' || *v == '\t') v++;
-            for (char *e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t');) *--e = 0;
-            if (token_eq(line, "Content-Length")) {
-                char *ep;
-                errno = 0;
-                clen = strtoll(v, &ep, 10);
-                if (!*v || *ep || errno || clen < 0) bad = true;
-            } else if (token_eq(line, "Transfer-Encoding")) {
-                chunked = true;
-            } else if (token_eq(line, "Content-Type")) {
-                req.content_type = v;
-            } else if (token_eq(line, "Accept")) {
-                req.accept = v;
-            } else if (token_eq(line, "Mesos-Stream-Id")) {
-                req.stream_id = v;
-            } else if (token_eq(line, "Connection")) {
-                if (strcasestr(v, "close")) close_req = true;
-            }
-        }
-        if (bad) {
-            c->close_after = true;
-            mhttp_reply(c, 400, "text/plain; charset=utf-8", NULL, "Malformed HTTP request", 22);
-            return;
-        }
-        if (chunked) {
-            c->close_after = true;
-            mhttp_reply(c, 411, "text/plain; charset=utf-8", NULL, "Chunked request bodies are not supported", 40);
-            return;
-        }
-        if ((unsigned long long)clen > s->cfg.max_body) {
-            c->close_after = true;
-            mhttp_reply(c, 413, "text/plain; charset=utf-8", NULL, "Request body too large", 22);
-            return;
-        }
-        if (c->inlen - head_len < (size_t)clen) return; /* the body is still coming */
-        if (close_req) c->close_after = true;
-        char *q = strchr(target, '?');
-        if (q) *q = 0;
-        char *body = malloc((size_t)clen + 1);
+        if (rc == 0) return;
+        if (c->inlen - h.head_len < h.clen) return; /* the body is still coming */
+        if (h.close) c->close_after = true;
+        char *body = malloc((size_t)h.clen + 1);
         if (!body) {
             conn_close(c);
             return;
         }
-        memcpy(body, c->in + head_len, (size_t)clen);
-        body[clen] = 0;
-        req.body = body;
-        req.body_len = (size_t)clen;
+        memcpy(body, c->in + h.head_len, (size_t)h.clen);
+        body[h.clen] = 0;
+        struct mhttp_req req = {.method = h.method, .path = h.path, .content_type = h.content_type,
+                                .accept = h.accept, .stream_id = h.stream_id, .body = body,
+                                .body_len = (size_t)h.clen, .conn = c, .listener = s->cfg.index};
         c->replied = false;
         s->cfg.handler(s->cfg.ud, &req);
         if (!c->replied && !c->closing) mhttp_reply(c, 500, "text/plain; charset=utf-8", NULL, "no reply", 8);
         free(body);
         if (c->closing) return;
-        size_t used = head_len + (size_t)clen;
+        size_t used = h.head_len + (size_t)h.clen;
         memmove(c->in, c->in + used, c->inlen - used);
         c->inlen -= used;
     }

@@ -75,4 +75,20 @@ void mhttp_stream_detach(struct mhttp_conn *c);
 /* Drops the connection at once, as a crashed master would. */
 void mhttp_conn_abort(struct mhttp_conn *c);
 
+/* The request head parser, pure (for the fuzz target). */
+struct mhttp_head {
+    const char *method, *path;    /* path without the query */
+    const char *content_type, *accept, *stream_id; /* NULL when absent */
+    unsigned long long clen;      /* Content-Length, 0 when absent */
+    bool chunked;                 /* Transfer-Encoding given (refused by the server) */
+    bool close;                   /* HTTP/1.0 or Connection: close */
+    size_t head_len;              /* bytes of the head, its blank line included */
+    char buf[MHTTP_MAX_HEAD + 1]; /* the head's copy that the strings point into (last: not cleared) */
+};
+/* Parses the request head at the start of in (len bytes). 1: a whole head,
+ * h filled; 0: more bytes are needed; -400: malformed (a bad request line,
+ * a header without a colon, a NUL, a bad Content-Length); -431: no end of
+ * the head within MHTTP_MAX_HEAD bytes. */
+int mhttp_parse_head(const char *in, size_t len, struct mhttp_head *h);
+
 #endif

@@ -308,6 +308,9 @@ def test_drain_agent():
         st, text, _ = call(sim.port, {"type": "DRAIN_AGENT", "drain_agent": {"agent_id": {"value": "nope"}}},
                            path="/api/v1")
         assert st == 400 and "Unknown agent" in text, (st, text)
+        assert call(sim.port, {"type": "GET_STATE"}, path="/api/v1")[0] == 501  # real, not simulated
+        assert call(sim.port, {"type": "NO_SUCH_CALL"}, path="/api/v1")[0] == 400
+        assert call(sim.port, {"type": "DRAIN_AGENT"}, path="/api/v1")[0] == 400
 
 
 def test_errors_a_master_returns():
@@ -347,7 +350,13 @@ def test_errors_a_master_returns():
         # garbage instead of HTTP: 400 and the connection closes
         with socket.create_connection(("127.0.0.1", p), timeout=5) as c:
             c.sendall(b"HELLO\r\n\r\n")
-            assert c.recv(100).startswith(b"HTTP/1.1 400")
+            got = b""
+            while True:  # the reply, then the end of the connection (not an idle timeout: 5 s bound)
+                d = c.recv(4096)
+                if not d:
+                    break
+                got += d
+            assert got.startswith(b"HTTP/1.1 400") and b"Connection: close" in got, got
         s = sim.subscribe(failover=60)
         fid = {"value": s.framework_id}
         st, text, _ = call(p, {"type": "REVIVE", "framework_id": fid})
