@@ -478,7 +478,9 @@ static void call_done(struct mclient *c, struct xfer *x, CURLcode rc) {
     if (status == 307 && x->location[0]) {
         /* The master no longer leads: the stream goes with it; subscribe to the leader. */
         char base[MCLIENT_URL_MAX];
-        if (!mclient_redirect_base(c->leader, x->location, base, sizeof base)) {
+        /* Only when the client does not follow that leader already: calls
+         * sent to the old master come back 307 after the stream moved. */
+        if (!mclient_redirect_base(c->leader, x->location, base, sizeof base) && strcmp(base, c->leader)) {
             c->stats.redirects++;
             snprintf(c->leader, sizeof c->leader, "%s", base);
             c->redirected = true;

@@ -273,6 +273,10 @@ static void failover_body(struct simproc *p) {
     char fid[MESOS_ID_MAX + 1];
     snprintf(fid, sizeof fid, "%s", a.fid);
     CHECK_I64(hook(p->port, "failover", "{}"), 200);
+    /* a call made before the client noticed goes to the old leader: 307 */
+    CHECK_I64(mclient_call(a.c, mesos_call_new(MESOS_CALL_REVIVE, NULL), on_call, &a), 0);
+    CHECK(run_until(&a, call_done, 5000));
+    CHECK_I64(a.last_status, 307);
     CHECK(run_until(&a, twice_subscribed, 8000));
     snprintf(want, sizeof want, "http://127.0.0.1:%d", p->sport);
     CHECK_STR(mclient_leader(a.c), want);
