@@ -17,6 +17,10 @@
 
 #define WATCHDOG_MS 250
 #define MAX_QUEUED 65536 /* records decoded from one read, waiting for process() */
+/* Calls handed to libcurl at once; the rest wait in mclient's own line
+ * (libcurl walks its pending handles on every action: a long line there
+ * costs quadratic time). */
+#define MAX_INFLIGHT 64
 
 struct msock {
     uv_poll_t poll;
@@ -34,10 +38,12 @@ struct xfer {
     size_t rlen;
     char location[MCLIENT_URL_MAX];
     char stream_id[130];
-    bool stream;
+    size_t len;
+    bool stream, started;
     mclient_done_fn done;
     void *ud;
-    struct xfer *prev, *next;
+    struct xfer *prev, *next; /* every call, waiting or sent */
+    struct xfer *wnext;       /* the calls waiting to be sent, in order */
 };
 
 struct mclient {
@@ -51,6 +57,10 @@ struct mclient {
     char framework_id[MESOS_ID_MAX + 1];
     char stream_id[130];
     struct xfer *stream, *calls;
+    struct xfer *waitq, *waitq_tail; /* calls past MAX_INFLIGHT, sent as others finish */
+    unsigned inflight;
+    CURL *idle[MAX_INFLIGHT];       /* finished call handles, reset and reused */
+    int nidle;
     struct msock *socks;
     struct recordio_decoder dec;
     json_t **q;                     /* decoded records not yet processed */
@@ -140,8 +150,13 @@ static int on_timer(CURLM *multi, long ms, void *userp) {
 /* ---- transfers ---- */
 static void xfer_free(struct mclient *c, struct xfer *x) {
     if (x->easy) {
-        curl_multi_remove_handle(c->multi, x->easy);
-        curl_easy_cleanup(x->easy);
+        if (c->multi) curl_multi_remove_handle(c->multi, x->easy);
+        if (!x->stream && c->nidle < MAX_INFLIGHT && !c->stopping) {
+            curl_easy_reset(x->easy);
+            c->idle[c->nidle++] = x->easy;
+        } else {
+            curl_easy_cleanup(x->easy);
+        }
     }
     curl_slist_free_all(x->hdrs);
     free(x->body);
@@ -236,25 +251,30 @@ static size_t on_stream_data(char *data, size_t size, size_t n, void *ud) {
     return size * n;
 }
 
-static struct xfer *xfer_new(struct mclient *c, bool stream, const char *body, size_t len) {
-    struct xfer *x = calloc(1, sizeof *x);
-    if (!x) return NULL;
-    x->c = c;
-    x->stream = stream;
-    x->easy = curl_easy_init();
-    x->body = malloc(len + 1);
-    if (!x->easy || !x->body) {
-        xfer_free(c, x);
+/* A transfer of body (len bytes, taken), not started yet; NULL when out of memory (body freed). */
+static struct xfer *xfer_new(struct mclient *c, bool stream, char *body, size_t len) {
+    struct xfer *x = body ? calloc(1, sizeof *x) : NULL;
+    if (!x) {
+        free(body);
         return NULL;
     }
-    memcpy(x->body, body, len);
-    x->body[len] = 0;
+    x->c = c;
+    x->stream = stream;
+    x->body = body;
+    x->len = len;
+    return x;
+}
+
+/* Hands x to libcurl, for the leader and the stream id of now. 0, or -1. */
+static int xfer_start(struct mclient *c, struct xfer *x) {
+    x->easy = !x->stream && c->nidle ? c->idle[--c->nidle] : curl_easy_init();
+    if (!x->easy) return -1;
     char url[MCLIENT_URL_MAX + 32];
     snprintf(url, sizeof url, "%s/api/v1/scheduler", c->leader);
     x->hdrs = curl_slist_append(x->hdrs, "Content-Type: application/json");
     x->hdrs = curl_slist_append(x->hdrs, "Accept: application/json");
     x->hdrs = curl_slist_append(x->hdrs, "Expect:");
-    if (!stream) {
+    if (!x->stream) {
         char h[160];
         snprintf(h, sizeof h, "Mesos-Stream-Id: %s", c->stream_id);
         x->hdrs = curl_slist_append(x->hdrs, h);
@@ -263,7 +283,7 @@ static struct xfer *xfer_new(struct mclient *c, bool stream, const char *body, s
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_POST, 1L);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)len);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)x->len);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
@@ -271,16 +291,31 @@ static struct xfer *xfer_new(struct mclient *c, bool stream, const char *body, s
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, stream ? on_stream_data : on_call_data);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, x->stream ? on_stream_data : on_call_data);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->cfg.connect_timeout_ms);
-    if (stream) curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (x->stream) curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     else curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->cfg.call_timeout_ms);
     if (curl_multi_add_handle(c->multi, e) != CURLM_OK) {
-        xfer_free(c, x);
-        return NULL;
+        curl_easy_cleanup(e);
+        x->easy = NULL;
+        return -1;
     }
-    return x;
+    x->started = true;
+    if (!x->stream) c->inflight++;
+    return 0;
+}
+
+static void call_finish(struct mclient *c, struct xfer *x, int status, char *reply);
+
+/* Sends waiting calls while there is room. */
+static void pump(struct mclient *c) {
+    while (c->waitq && c->inflight < MAX_INFLIGHT && !c->stopping) {
+        struct xfer *x = c->waitq;
+        c->waitq = x->wnext;
+        if (!c->waitq) c->waitq_tail = NULL;
+        if (xfer_start(c, x)) call_finish(c, x, -ENOMEM, NULL);
+    }
 }
 
 /* ---- the subscription ---- */
@@ -323,8 +358,11 @@ static void subscribe_now(struct mclient *c) {
     c->stream_id[0] = 0;
     c->fail[0] = 0;
     c->stats.subscribes++;
-    c->stream = body ? xfer_new(c, true, body, len) : NULL;
-    free(body);
+    c->stream = xfer_new(c, true, body, len);
+    if (c->stream && xfer_start(c, c->stream)) {
+        xfer_free(c, c->stream);
+        c->stream = NULL;
+    }
     if (!c->stream) {
         schedule_subscribe(c, c->backoff_ms);
         return;
@@ -467,16 +505,25 @@ static void stream_done(struct mclient *c, CURLcode rc) {
     stream_lost(c, why);
 }
 
-static void call_done(struct mclient *c, struct xfer *x, CURLcode rc) {
-    long code = 0;
-    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+/* Unlinks a call, frees it and answers its caller. reply is taken. */
+static void call_finish(struct mclient *c, struct xfer *x, int status, char *reply) {
     if (x->prev) x->prev->next = x->next;
     else c->calls = x->next;
     if (x->next) x->next->prev = x->prev;
+    if (x->started) c->inflight--;
+    mclient_done_fn done = x->done;
+    void *ud = x->ud;
+    xfer_free(c, x);
+    if (done) done(ud, status, status < 0 ? NULL : reply ? reply : "");
+    free(reply);
+}
+
+static void call_done(struct mclient *c, struct xfer *x, CURLcode rc) {
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
     int status = rc == CURLE_OK ? (int)code : -EIO;
     if (status < 0 || status >= 400) c->stats.call_errors++;
     if (status == 307 && x->location[0]) {
-        /* The master no longer leads: the stream goes with it; subscribe to the leader. */
         char base[MCLIENT_URL_MAX];
         /* Only when the client does not follow that leader already: calls
          * sent to the old master come back 307 after the stream moved. */
@@ -488,13 +535,10 @@ static void call_done(struct mclient *c, struct xfer *x, CURLcode rc) {
             if (c->stream || c->subscribed) stream_lost(c, "a call was redirected to another master");
         }
     }
-    mclient_done_fn done = x->done;
-    void *ud = x->ud;
     char *reply = x->reply;
     x->reply = NULL;
-    xfer_free(c, x);
-    if (done) done(ud, status, status < 0 ? NULL : reply ? reply : "");
-    free(reply);
+    call_finish(c, x, status, reply);
+    pump(c);
 }
 
 static void process(struct mclient *c) {
@@ -533,8 +577,7 @@ int mclient_call(struct mclient *c, json_t *call, mclient_done_fn done, void *ud
     size_t len = 0;
     char *body = jdump(call, JSON_COMPACT, &len);
     json_decref(call);
-    struct xfer *x = body ? xfer_new(c, false, body, len) : NULL;
-    free(body);
+    struct xfer *x = xfer_new(c, false, body, len);
     if (!x) return -ENOMEM;
     x->done = done;
     x->ud = ud;
@@ -542,6 +585,10 @@ int mclient_call(struct mclient *c, json_t *call, mclient_done_fn done, void *ud
     if (c->calls) c->calls->prev = x;
     c->calls = x;
     c->stats.calls++;
+    if (c->waitq_tail) c->waitq_tail->wnext = x;
+    else c->waitq = x;
+    c->waitq_tail = x;
+    pump(c);
     return 0;
 }
 
@@ -582,6 +629,9 @@ int mclient_start(uv_loop_t *loop, const struct mclient_config *cfg, struct mcli
     curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
     curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_timer);
     curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+    /* Calls wait in libcurl's line rather than open a connection each: a
+     * master serves every framework on one process. */
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)(cfg->max_connections ? cfg->max_connections : 16));
     uv_timer_init(loop, &c->curl_timer);
     uv_timer_init(loop, &c->watchdog);
     uv_timer_init(loop, &c->retry);
@@ -602,14 +652,9 @@ void mclient_stop(struct mclient *c) {
     if (c->stopping) return;
     c->stopping = true;
     if (c->stream) stream_lost(c, "stopped");
-    while (c->calls) {
-        struct xfer *x = c->calls;
-        c->calls = x->next;
-        mclient_done_fn done = x->done;
-        void *ud = x->ud;
-        xfer_free(c, x);
-        if (done) done(ud, -ECANCELED, NULL);
-    }
+    c->waitq = c->waitq_tail = NULL;
+    while (c->calls) call_finish(c, c->calls, -ECANCELED, NULL);
+    while (c->nidle) curl_easy_cleanup(c->idle[--c->nidle]);
     for (size_t i = 0; i < c->qn; i++) json_decref(c->q[i]);
     c->qn = 0;
     curl_multi_cleanup(c->multi); /* closes pooled connections: their sockets are released through on_socket */

@@ -62,6 +62,7 @@ struct mclient_config {
     unsigned connect_timeout_ms, call_timeout_ms; /* 0: 10000, 30000 */
     unsigned subscribe_timeout_ms;    /* 0: 30000 */
     size_t max_record;                /* 0: RECORDIO_DEFAULT_MAX */
+    unsigned max_connections;         /* to the master, the stream's included; 0: 16 (more calls wait in line) */
     mclient_subscribed_fn on_subscribed;
     mclient_event_fn on_event;        /* every event but SUBSCRIBED and HEARTBEAT */
     mclient_lost_fn on_lost;
