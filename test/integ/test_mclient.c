@@ -243,6 +243,38 @@ TEST(mclient_subscribe_launch_acknowledge) {
     with_sim(flags, launch_body);
 }
 
+static int revives_ok;
+static void on_revive(void *ud, int status, const char *body) {
+    struct app *a = ud;
+    (void)body;
+    a->calls_done++;
+    if (status == 202) revives_ok++;
+}
+static bool all_calls_done(struct app *a) { return a->calls_done >= 300; }
+
+static void many_calls_body(struct simproc *p) {
+    struct app a;
+    REQUIRE(app_start(&a, p->port, 0, 0) == 0);
+    REQUIRE(run_until(&a, is_subscribed, 5000));
+    revives_ok = 0;
+    for (int i = 0; i < 300; i++) /* more than the client hands to libcurl at once */
+        CHECK_I64(mclient_call(a.c, mesos_call_new(MESOS_CALL_REVIVE, NULL), on_revive, &a), 0);
+    CHECK(run_until(&a, all_calls_done, 10000));
+    CHECK_I64(revives_ok, 300);
+    /* calls still waiting at stop are answered -ECANCELED */
+    a.calls_done = 0;
+    for (int i = 0; i < 100; i++) mclient_call(a.c, mesos_call_new(MESOS_CALL_REVIVE, NULL), on_call, &a);
+    mclient_stop(a.c);
+    CHECK_I64(a.calls_done, 100);
+    CHECK_I64(a.last_status, -ECANCELED);
+    app_stop(&a);
+}
+
+TEST(mclient_many_calls_wait_in_line) {
+    static const char *const flags[] = {FAST, NULL};
+    with_sim(flags, many_calls_body);
+}
+
 static void drop_body(struct simproc *p) {
     struct app a;
     REQUIRE(app_start(&a, p->port, 0, 0) == 0);
