@@ -26,7 +26,7 @@ build/pkg.mk: scripts/deps.sh
 REL_LIBS = $(PKG_LIBS) $(JEMALLOC_LIBS)
 # jemalloc's options (src/rel/malloc_conf.c), linked into release binaries only.
 REL_ALLOC := build/rel/src/rel/malloc_conf.o
-INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Ibuild/gen $(PKG_CFLAGS)
+INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Isrc/mesos -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Ibuild/gen $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)
 ASAN_CFLAGS := $(CSTD) $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -44,11 +44,13 @@ KCLIENT_SRC := $(wildcard src/kclient/*.c)
 MODEL_SRC := $(wildcard src/model/*.c)
 # pelotond's controllers (resmgr, placement, jobmgr, hostmgr), clients of the API.
 CTL_SRC  := $(wildcard src/ctl/*.c)
+# The Mesos protocol pieces (RecordIO, the v1 API's JSON) and mesos-master-sim's master.
+MESOS_SRC := $(wildcard src/mesos/*.c)
 # scheduler-extender/main.c is the peloton-extender binary's main; the rest is library.
 EXT_SRC  := $(filter-out scheduler-extender/main.c,$(wildcard scheduler-extender/*.c))
 HOSTMGR_SRC := $(wildcard kubelet-hostmgr/*.c)
 LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC) $(K8S_SRC) $(STORE_SRC) $(HTTP_SRC) $(SHIM_SRC) \
-            $(KCLIENT_SRC) $(MODEL_SRC) $(CTL_SRC) $(EXT_SRC) $(HOSTMGR_SRC)
+            $(KCLIENT_SRC) $(MODEL_SRC) $(CTL_SRC) $(EXT_SRC) $(HOSTMGR_SRC) $(MESOS_SRC)
 UNIT_SRC := $(wildcard test/unit/*.c)
 # Integration tests: C tests against real services (redis-server), started and
 # stopped by the tests themselves on loopback. They share the unit harness.
@@ -61,7 +63,7 @@ ASAN_OBJ := $(LIB_SRC:%.c=build/asan/%.o)
 UNIT_OBJ := $(UNIT_SRC:%.c=build/asan/%.o)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=build/bench/%)
 
-FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex
+FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp
 FUZZ_SECONDS ?= 30
 FUZZ_CC ?= clang-14
 
@@ -72,9 +74,10 @@ deps:
 	@scripts/deps.sh
 
 # Binaries: pelotond (the daemon), peloton-sim (offline), kubelet-sim (a
-# simulated Kubelet fleet), peloton-extender (the kube-scheduler extender).
+# simulated Kubelet fleet), peloton-extender (the kube-scheduler extender),
+# mesos-master-sim (a simulated Mesos master and agents).
 BINS := bin/peloton-sim bin/pelotond $(if $(wildcard src/cmd/kubelet_sim.c),bin/kubelet-sim) \
-        $(if $(wildcard scheduler-extender/main.c),bin/peloton-extender)
+        $(if $(wildcard scheduler-extender/main.c),bin/peloton-extender) bin/mesos-master-sim
 ASAN_BINS := $(BINS:bin/%=build/asan/%)
 
 build: deps $(BINS)
@@ -82,6 +85,13 @@ build: deps $(BINS)
 bin/kubelet-sim: build/rel/src/cmd/kubelet_sim.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin
 	$(CC) -o $@ $^ $(REL_LIBS) -lm
+
+bin/mesos-master-sim: build/rel/src/cmd/mesos_master_sim.o $(REL_OBJ) $(REL_ALLOC)
+	@mkdir -p bin
+	$(CC) -o $@ $^ $(REL_LIBS) -lm
+
+build/asan/mesos-master-sim: build/asan/src/cmd/mesos_master_sim.o $(ASAN_OBJ)
+	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 bin/peloton-extender: build/rel/scheduler-extender/main.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin

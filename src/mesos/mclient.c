@@ -1,0 +1,674 @@
+/* mclient (mclient.h): a subscription and calls over libcurl multi on the
+ * loop. libcurl's callbacks only record (bytes into the RecordIO decoder,
+ * decoded records into a queue, headers into the transfer); everything that
+ * reaches the user happens in process(), after curl_multi_socket_action has
+ * returned, so that user callbacks may add calls or stop the client. */
+#include "mclient.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "jparse.h"
+#include "recordio.h"
+
+#define WATCHDOG_MS 250
+#define MAX_QUEUED 65536 /* records decoded from one read, waiting for process() */
+/* Calls handed to libcurl at once; the rest wait in mclient's own line
+ * (libcurl walks its pending handles on every action: a long line there
+ * costs quadratic time). */
+#define MAX_INFLIGHT 64
+
+struct msock {
+    uv_poll_t poll;
+    curl_socket_t fd;
+    struct mclient *c;
+    struct msock *prev, *next;
+};
+
+struct xfer {
+    struct mclient *c;
+    CURL *easy;
+    struct curl_slist *hdrs;
+    char *body;
+    char *reply;
+    size_t rlen;
+    char location[MCLIENT_URL_MAX];
+    char stream_id[130];
+    size_t len;
+    bool stream, started;
+    mclient_done_fn done;
+    void *ud;
+    struct xfer *prev, *next; /* every call, waiting or sent */
+    struct xfer *wnext;       /* the calls waiting to be sent, in order */
+};
+
+struct mclient {
+    uv_loop_t *loop;
+    CURLM *multi;
+    uv_timer_t curl_timer, watchdog, retry;
+    int open_handles;
+    struct mclient_config cfg;
+    json_t *subscribe;              /* the SUBSCRIBE call, its framework id updated */
+    char leader[MCLIENT_URL_MAX];
+    char framework_id[MESOS_ID_MAX + 1];
+    char stream_id[130];
+    struct xfer *stream, *calls;
+    struct xfer *waitq, *waitq_tail; /* calls past MAX_INFLIGHT, sent as others finish */
+    unsigned inflight;
+    CURL *idle[MAX_INFLIGHT];       /* finished call handles, reset and reused */
+    int nidle;
+    struct msock *socks;
+    struct recordio_decoder dec;
+    json_t **q;                     /* decoded records not yet processed */
+    size_t qn, qcap;
+    char fail[200];                 /* why the stream is being dropped, set by a callback */
+    bool subscribed, final, stopping, redirected;
+    double heartbeat_s;
+    uint64_t last_event, stream_started;
+    unsigned backoff_ms;
+    int redirects;
+    struct mclient_stats stats;
+};
+
+static void process(struct mclient *c);
+static void schedule_subscribe(struct mclient *c, unsigned delay_ms);
+static void on_watchdog(uv_timer_t *t);
+
+/* ---- libcurl on the loop ---- */
+static void drive(struct mclient *c, curl_socket_t fd, int flags) {
+    int running;
+    curl_multi_socket_action(c->multi, fd, flags, &running);
+    process(c);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+    struct msock *s = h->data;
+    int flags = status < 0 ? CURL_CSELECT_ERR
+                           : ((events & UV_READABLE) ? CURL_CSELECT_IN : 0) | ((events & UV_WRITABLE) ? CURL_CSELECT_OUT : 0);
+    drive(s->c, s->fd, flags);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+    struct mclient *c = h->data;
+    c->open_handles--;
+}
+
+static void on_sock_closed(uv_handle_t *h) { free(h->data); }
+
+static void sock_close(struct mclient *c, struct msock *s) {
+    if (s->prev) s->prev->next = s->next;
+    else c->socks = s->next;
+    if (s->next) s->next->prev = s->prev;
+    uv_poll_stop(&s->poll);
+    uv_close((uv_handle_t *)&s->poll, on_sock_closed);
+}
+
+static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp) {
+    struct mclient *c = userp;
+    struct msock *s = socketp;
+    (void)e;
+    if (what == CURL_POLL_REMOVE) {
+        if (s) {
+            curl_multi_assign(c->multi, fd, NULL);
+            sock_close(c, s);
+        }
+        return 0;
+    }
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s || uv_poll_init_socket(c->loop, &s->poll, fd)) {
+            free(s);
+            return -1;
+        }
+        s->poll.data = s;
+        s->fd = fd;
+        s->c = c;
+        s->next = c->socks;
+        if (c->socks) c->socks->prev = s;
+        c->socks = s;
+        curl_multi_assign(c->multi, fd, s);
+    }
+    int ev = ((what & CURL_POLL_IN) ? UV_READABLE : 0) | ((what & CURL_POLL_OUT) ? UV_WRITABLE : 0);
+    uv_poll_start(&s->poll, ev, on_poll);
+    return 0;
+}
+
+static void on_curl_timer(uv_timer_t *t) { drive(t->data, CURL_SOCKET_TIMEOUT, 0); }
+
+static int on_timer(CURLM *multi, long ms, void *userp) {
+    struct mclient *c = userp;
+    (void)multi;
+    if (ms < 0) uv_timer_stop(&c->curl_timer);
+    else uv_timer_start(&c->curl_timer, on_curl_timer, (uint64_t)ms, 0);
+    return 0;
+}
+
+/* ---- transfers ---- */
+static void xfer_free(struct mclient *c, struct xfer *x) {
+    if (x->easy) {
+        if (c->multi) curl_multi_remove_handle(c->multi, x->easy);
+        if (!x->stream && c->nidle < MAX_INFLIGHT && !c->stopping) {
+            curl_easy_reset(x->easy);
+            c->idle[c->nidle++] = x->easy;
+        } else {
+            curl_easy_cleanup(x->easy);
+        }
+    }
+    curl_slist_free_all(x->hdrs);
+    free(x->body);
+    free(x->reply);
+    free(x);
+}
+
+static size_t on_header(char *buf, size_t size, size_t n, void *ud) {
+    struct xfer *x = ud;
+    size_t len = size * n;
+    if (len > 5 && !strncmp(buf, "HTTP/", 5)) { /* a new response (after a 100 Continue): start over */
+        x->location[0] = x->stream_id[0] = 0;
+        return len;
+    }
+    const char *colon = memchr(buf, ':', len);
+    if (!colon) return len;
+    size_t klen = (size_t)(colon - buf);
+    const char *v = colon + 1, *end = buf + len;
+    while (v < end && (*v == ' ' || *v == '\t')) v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) end--;
+    size_t vlen = (size_t)(end - v);
+    if (klen == 8 && !strncasecmp(buf, "Location", 8) && vlen < sizeof x->location) {
+        memcpy(x->location, v, vlen);
+        x->location[vlen] = 0;
+    } else if (klen == 15 && !strncasecmp(buf, "Mesos-Stream-Id", 15) && vlen < sizeof x->stream_id) {
+        memcpy(x->stream_id, v, vlen);
+        x->stream_id[vlen] = 0;
+    }
+    return len;
+}
+
+static void keep_reply(struct xfer *x, const char *data, size_t len) {
+    if (x->rlen >= MCLIENT_REPLY_MAX) return;
+    if (len > MCLIENT_REPLY_MAX - x->rlen) len = MCLIENT_REPLY_MAX - x->rlen;
+    char *r = realloc(x->reply, x->rlen + len + 1);
+    if (!r) return;
+    memcpy(r + x->rlen, data, len);
+    x->rlen += len;
+    r[x->rlen] = 0;
+    x->reply = r;
+}
+
+static size_t on_call_data(char *data, size_t size, size_t n, void *ud) {
+    keep_reply(ud, data, size * n);
+    return size * n;
+}
+
+static int on_record(void *ud, const char *data, size_t len) {
+    struct mclient *c = ud;
+    json_error_t jerr;
+    json_t *ev = jparse_loadb(data, len, 0, &jerr);
+    if (!ev) {
+        snprintf(c->fail, sizeof c->fail, "a record is not JSON: %s", jerr.text);
+        return -1;
+    }
+    if (c->qn == c->qcap) {
+        size_t cap = c->qcap ? c->qcap * 2 : 64;
+        json_t **q = cap <= MAX_QUEUED ? realloc(c->q, cap * sizeof *q) : NULL;
+        if (!q) {
+            json_decref(ev);
+            snprintf(c->fail, sizeof c->fail, "too many records at once");
+            return -1;
+        }
+        c->q = q;
+        c->qcap = cap;
+    }
+    c->q[c->qn++] = ev;
+    return 0;
+}
+
+static size_t on_stream_data(char *data, size_t size, size_t n, void *ud) {
+    struct xfer *x = ud;
+    struct mclient *c = x->c;
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code != 200) {
+        keep_reply(x, data, size * n);
+        return size * n;
+    }
+    if (!c->stream_id[0]) {
+        if (!x->stream_id[0]) {
+            snprintf(c->fail, sizeof c->fail, "SUBSCRIBE answered without Mesos-Stream-Id");
+            return 0;
+        }
+        memcpy(c->stream_id, x->stream_id, sizeof c->stream_id);
+    }
+    int rc = recordio_decode(&c->dec, data, size * n, on_record, c);
+    if (rc) {
+        if (!c->fail[0]) snprintf(c->fail, sizeof c->fail, "%s", c->dec.err);
+        return 0; /* CURLE_WRITE_ERROR: the transfer ends */
+    }
+    return size * n;
+}
+
+/* A transfer of body (len bytes, taken), not started yet; NULL when out of memory (body freed). */
+static struct xfer *xfer_new(struct mclient *c, bool stream, char *body, size_t len) {
+    struct xfer *x = body ? calloc(1, sizeof *x) : NULL;
+    if (!x) {
+        free(body);
+        return NULL;
+    }
+    x->c = c;
+    x->stream = stream;
+    x->body = body;
+    x->len = len;
+    return x;
+}
+
+/* Hands x to libcurl, for the leader and the stream id of now. 0, or -1. */
+static int xfer_start(struct mclient *c, struct xfer *x) {
+    x->easy = !x->stream && c->nidle ? c->idle[--c->nidle] : curl_easy_init();
+    if (!x->easy) return -1;
+    char url[MCLIENT_URL_MAX + 32];
+    snprintf(url, sizeof url, "%s/api/v1/scheduler", c->leader);
+    x->hdrs = curl_slist_append(x->hdrs, "Content-Type: application/json");
+    x->hdrs = curl_slist_append(x->hdrs, "Accept: application/json");
+    x->hdrs = curl_slist_append(x->hdrs, "Expect:");
+    if (!x->stream) {
+        char h[160];
+        snprintf(h, sizeof h, "Mesos-Stream-Id: %s", c->stream_id);
+        x->hdrs = curl_slist_append(x->hdrs, h);
+    }
+    CURL *e = x->easy;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)x->len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, x->stream ? on_stream_data : on_call_data);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->cfg.connect_timeout_ms);
+    if (x->stream) curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    else curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->cfg.call_timeout_ms);
+    if (curl_multi_add_handle(c->multi, e) != CURLM_OK) {
+        curl_easy_cleanup(e);
+        x->easy = NULL;
+        return -1;
+    }
+    x->started = true;
+    if (!x->stream) c->inflight++;
+    return 0;
+}
+
+static void call_finish(struct mclient *c, struct xfer *x, int status, char *reply);
+
+/* Sends waiting calls while there is room. */
+static void pump(struct mclient *c) {
+    while (c->waitq && c->inflight < MAX_INFLIGHT && !c->stopping) {
+        struct xfer *x = c->waitq;
+        c->waitq = x->wnext;
+        if (!c->waitq) c->waitq_tail = NULL;
+        if (xfer_start(c, x)) call_finish(c, x, -ENOMEM, NULL);
+    }
+}
+
+/* ---- the subscription ---- */
+int mclient_redirect_base(const char *base, const char *loc, char *out, size_t outlen) {
+    const char *host;
+    size_t scheme_len;
+    if (!strncmp(loc, "//", 2)) {
+        const char *sep = strstr(base, "://");
+        if (!sep) return -1;
+        scheme_len = (size_t)(sep - base) + 1; /* "http:" */
+        host = loc + 2;
+    } else if (!strncmp(loc, "http://", 7) || !strncmp(loc, "https://", 8)) {
+        scheme_len = loc[4] == 's' ? 6 : 5;
+        host = loc + scheme_len + 2;
+        base = loc;
+    } else if (loc[0] == '/') {
+        if (strlen(base) >= outlen) return -1;
+        snprintf(out, outlen, "%s", base);
+        return 0;
+    } else {
+        return -1;
+    }
+    size_t hlen = strcspn(host, "/?#");
+    if (hlen == 0 || scheme_len + 2 + hlen >= outlen) return -1;
+    snprintf(out, outlen, "%.*s//%.*s", (int)scheme_len, base, (int)hlen, host);
+    return 0;
+}
+
+static void subscribe_now(struct mclient *c) {
+    if (c->stopping || c->final || c->stream) return;
+    if (c->framework_id[0]) {
+        json_t *fi = json_object_get(json_object_get(c->subscribe, "subscribe"), "framework_info");
+        json_object_set_new(fi, "id", mesos_id(c->framework_id));
+        json_object_set_new(c->subscribe, "framework_id", mesos_id(c->framework_id));
+    }
+    size_t len = 0;
+    char *body = jdump(c->subscribe, JSON_COMPACT, &len);
+    recordio_decoder_free(&c->dec);
+    recordio_decoder_init(&c->dec, c->cfg.max_record);
+    c->stream_id[0] = 0;
+    c->fail[0] = 0;
+    c->stats.subscribes++;
+    c->stream = xfer_new(c, true, body, len);
+    if (c->stream && xfer_start(c, c->stream)) {
+        xfer_free(c, c->stream);
+        c->stream = NULL;
+    }
+    if (!c->stream) {
+        schedule_subscribe(c, c->backoff_ms);
+        return;
+    }
+    c->stream_started = uv_now(c->loop);
+    uv_timer_start(&c->watchdog, on_watchdog, WATCHDOG_MS, WATCHDOG_MS);
+}
+
+static void on_retry(uv_timer_t *t) {
+    struct mclient *c = t->data;
+    subscribe_now(c);
+    process(c);
+}
+
+static void schedule_subscribe(struct mclient *c, unsigned delay_ms) {
+    if (c->stopping || c->final) return;
+    uv_timer_start(&c->retry, on_retry, delay_ms, 0);
+}
+
+/* The stream is over (why); resubscribe unless final or stopping. */
+static void stream_lost(struct mclient *c, const char *why) {
+    if (c->stream) {
+        xfer_free(c, c->stream);
+        c->stream = NULL;
+    }
+    bool was = c->subscribed;
+    c->subscribed = false;
+    c->stream_id[0] = 0;
+    for (size_t i = 0; i < c->qn; i++) json_decref(c->q[i]);
+    c->qn = 0;
+    uv_timer_stop(&c->watchdog);
+    if (c->cfg.on_lost && (was || c->final)) c->cfg.on_lost(c->cfg.ud, why, c->final || c->stopping);
+    if (c->final || c->stopping) return;
+    if (c->redirected && c->redirects <= MCLIENT_MAX_REDIRECTS) {
+        c->redirected = false;
+        schedule_subscribe(c, 0);
+        return;
+    }
+    c->redirected = false;
+    c->redirects = 0;
+    schedule_subscribe(c, c->backoff_ms);
+    c->backoff_ms = c->backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms : c->backoff_ms * 2;
+}
+
+static void on_watchdog(uv_timer_t *t) {
+    struct mclient *c = t->data;
+    if (!c->stream) return;
+    if (!c->subscribed) {
+        if (uv_now(c->loop) - c->stream_started > c->cfg.subscribe_timeout_ms) {
+            char why[80];
+            snprintf(why, sizeof why, "no SUBSCRIBED within %u ms", c->cfg.subscribe_timeout_ms);
+            c->stats.heartbeat_timeouts++;
+            stream_lost(c, why);
+        }
+        return;
+    }
+    uint64_t limit = (uint64_t)((c->cfg.missed_heartbeats + 1) * c->heartbeat_s * 1000.0);
+    if (uv_now(c->loop) - c->last_event > limit) {
+        char why[120];
+        snprintf(why, sizeof why, "no event for %llu ms (heartbeats every %g s)", (unsigned long long)limit,
+                 c->heartbeat_s);
+        c->stats.heartbeat_timeouts++;
+        stream_lost(c, why);
+    }
+}
+
+/* Handles one decoded event; false when the stream was dropped because of it. */
+static bool handle_event(struct mclient *c, json_t *root) {
+    struct mesos_event ev;
+    char err[200];
+    c->last_event = uv_now(c->loop);
+    if (mesos_event_parse(root, &ev, err, sizeof err)) {
+        c->stats.stream_errors++;
+        stream_lost(c, err);
+        return false;
+    }
+    c->stats.events++;
+    switch (ev.type) {
+    case MESOS_EVENT_SUBSCRIBED:
+        snprintf(c->framework_id, sizeof c->framework_id, "%s", ev.framework_id);
+        c->heartbeat_s = ev.heartbeat_seconds;
+        c->subscribed = true;
+        c->stats.subscribed++;
+        c->backoff_ms = c->cfg.backoff_min_ms;
+        c->redirects = 0;
+        if (c->cfg.on_subscribed) c->cfg.on_subscribed(c->cfg.ud, c->framework_id);
+        break;
+    case MESOS_EVENT_HEARTBEAT:
+        break;
+    case MESOS_EVENT_ERROR:
+        if (c->cfg.on_event) c->cfg.on_event(c->cfg.ud, &ev, root);
+        if (!c->stopping) {
+            c->final = true;
+            char why[300];
+            snprintf(why, sizeof why, "ERROR from the master: %.200s", ev.message);
+            stream_lost(c, why);
+        }
+        return false;
+    default:
+        if (c->cfg.on_event) c->cfg.on_event(c->cfg.ud, &ev, root);
+        break;
+    }
+    return !c->stopping;
+}
+
+/* A finished stream transfer: why it ended, and what next. */
+static void stream_done(struct mclient *c, CURLcode rc) {
+    struct xfer *x = c->stream;
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    char why[400];
+    if (code == 307) {
+        char base[MCLIENT_URL_MAX];
+        c->stats.redirects++;
+        if (mclient_redirect_base(c->leader, x->location, base, sizeof base)) {
+            snprintf(why, sizeof why, "307 with an unusable Location '%.200s'", x->location);
+        } else {
+            snprintf(why, sizeof why, "redirected from %.120s to %.120s", c->leader, base);
+            snprintf(c->leader, sizeof c->leader, "%s", base);
+            c->redirected = true;
+            c->redirects++;
+        }
+    } else if (c->fail[0]) {
+        c->stats.stream_errors++;
+        snprintf(why, sizeof why, "%s", c->fail);
+    } else if (rc != CURLE_OK) {
+        if (recordio_at_boundary(&c->dec))
+            snprintf(why, sizeof why, "stream: %s", curl_easy_strerror(rc));
+        else /* the connection broke inside a record: a transport fault, not the master's */
+            snprintf(why, sizeof why, "stream: %s (inside a record: %zu of %zu bytes)", curl_easy_strerror(rc),
+                     c->dec.len, c->dec.want);
+    } else if (code != 200) {
+        snprintf(why, sizeof why, "SUBSCRIBE answered %ld: %.200s", code, x->reply ? x->reply : "");
+    } else if (recordio_finish(&c->dec)) {
+        c->stats.stream_errors++;
+        snprintf(why, sizeof why, "%s", c->dec.err);
+    } else {
+        snprintf(why, sizeof why, "the master ended the stream");
+    }
+    stream_lost(c, why);
+}
+
+/* Unlinks a call, frees it and answers its caller. reply is taken. */
+static void call_finish(struct mclient *c, struct xfer *x, int status, char *reply) {
+    if (x->prev) x->prev->next = x->next;
+    else c->calls = x->next;
+    if (x->next) x->next->prev = x->prev;
+    if (x->started) c->inflight--;
+    mclient_done_fn done = x->done;
+    void *ud = x->ud;
+    xfer_free(c, x);
+    if (done) done(ud, status, status < 0 ? NULL : reply ? reply : "");
+    free(reply);
+}
+
+static void call_done(struct mclient *c, struct xfer *x, CURLcode rc) {
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    int status = rc == CURLE_OK ? (int)code : -EIO;
+    if (status < 0 || status >= 400) c->stats.call_errors++;
+    if (status == 307 && x->location[0]) {
+        char base[MCLIENT_URL_MAX];
+        /* Only when the client does not follow that leader already: calls
+         * sent to the old master come back 307 after the stream moved. */
+        if (!mclient_redirect_base(c->leader, x->location, base, sizeof base) && strcmp(base, c->leader)) {
+            c->stats.redirects++;
+            snprintf(c->leader, sizeof c->leader, "%s", base);
+            c->redirected = true;
+            c->redirects++;
+            if (c->stream || c->subscribed) stream_lost(c, "a call was redirected to another master");
+        }
+    }
+    char *reply = x->reply;
+    x->reply = NULL;
+    call_finish(c, x, status, reply);
+    pump(c);
+}
+
+static void process(struct mclient *c) {
+    /* decoded events first: they came before whatever ended the transfer */
+    for (size_t i = 0; i < c->qn; i++) {
+        json_t *ev = c->q[i];
+        c->q[i] = NULL;
+        bool go_on = handle_event(c, ev);
+        json_decref(ev);
+        if (!go_on) { /* the stream was dropped: the rest is discarded */
+            for (size_t j = i + 1; j < c->qn; j++) json_decref(c->q[j]);
+            break;
+        }
+    }
+    c->qn = 0;
+    if (c->stopping || !c->multi) return;
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(c->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        struct xfer *x = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        CURLcode rc = msg->data.result;
+        if (x == c->stream) stream_done(c, rc);
+        else call_done(c, x, rc);
+        if (c->stopping) return;
+    }
+}
+
+int mclient_call(struct mclient *c, json_t *call, mclient_done_fn done, void *ud) {
+    if (!c->subscribed || c->stopping) {
+        json_decref(call);
+        return -ENOTCONN;
+    }
+    json_object_set_new(call, "framework_id", mesos_id(c->framework_id));
+    size_t len = 0;
+    char *body = jdump(call, JSON_COMPACT, &len);
+    json_decref(call);
+    struct xfer *x = xfer_new(c, false, body, len);
+    if (!x) return -ENOMEM;
+    x->done = done;
+    x->ud = ud;
+    x->next = c->calls;
+    if (c->calls) c->calls->prev = x;
+    c->calls = x;
+    c->stats.calls++;
+    if (c->waitq_tail) c->waitq_tail->wnext = x;
+    else c->waitq = x;
+    c->waitq_tail = x;
+    pump(c);
+    return 0;
+}
+
+int mclient_start(uv_loop_t *loop, const struct mclient_config *cfg, struct mclient **out, char *err, size_t errlen) {
+    if (!cfg->master || (strncmp(cfg->master, "http://", 7) && strncmp(cfg->master, "https://", 8)) ||
+        strlen(cfg->master) >= MCLIENT_URL_MAX) {
+        snprintf(err, errlen, "master URL must be http(s)://host:port, at most %d bytes", MCLIENT_URL_MAX - 1);
+        return -EINVAL;
+    }
+    struct mclient *c = calloc(1, sizeof *c);
+    if (!c) return -ENOMEM;
+    c->loop = loop;
+    c->cfg = *cfg;
+    if (!c->cfg.backoff_min_ms) c->cfg.backoff_min_ms = 500;
+    if (!c->cfg.backoff_max_ms) c->cfg.backoff_max_ms = 15000;
+    if (c->cfg.backoff_max_ms < c->cfg.backoff_min_ms) c->cfg.backoff_max_ms = c->cfg.backoff_min_ms;
+    if (!c->cfg.missed_heartbeats) c->cfg.missed_heartbeats = 5;
+    if (!c->cfg.connect_timeout_ms) c->cfg.connect_timeout_ms = 10000;
+    if (!c->cfg.call_timeout_ms) c->cfg.call_timeout_ms = 30000;
+    if (!c->cfg.subscribe_timeout_ms) c->cfg.subscribe_timeout_ms = 30000;
+    c->backoff_ms = c->cfg.backoff_min_ms;
+    snprintf(c->leader, sizeof c->leader, "%s", cfg->master);
+    size_t l = strlen(c->leader);
+    while (l > 0 && c->leader[l - 1] == '/') c->leader[--l] = 0;
+    if (cfg->fi.id) snprintf(c->framework_id, sizeof c->framework_id, "%s", cfg->fi.id);
+    c->subscribe = mesos_call_subscribe(&cfg->fi);
+    c->cfg.fi = (struct mesos_framework_info){0}; /* the caller's strings are not kept */
+    c->cfg.master = NULL;
+    c->multi = curl_multi_init();
+    if (!c->subscribe || !c->multi) {
+        json_decref(c->subscribe);
+        if (c->multi) curl_multi_cleanup(c->multi);
+        free(c);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+    /* Calls wait in libcurl's line rather than open a connection each: a
+     * master serves every framework on one process. */
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)(cfg->max_connections ? cfg->max_connections : 16));
+    uv_timer_init(loop, &c->curl_timer);
+    uv_timer_init(loop, &c->watchdog);
+    uv_timer_init(loop, &c->retry);
+    c->curl_timer.data = c->watchdog.data = c->retry.data = c;
+    c->open_handles = 3;
+    recordio_decoder_init(&c->dec, cfg->max_record);
+    subscribe_now(c);
+    *out = c;
+    return 0;
+}
+
+bool mclient_subscribed(const struct mclient *c) { return c->subscribed; }
+const char *mclient_framework_id(const struct mclient *c) { return c->framework_id[0] ? c->framework_id : NULL; }
+const char *mclient_leader(const struct mclient *c) { return c->leader; }
+void mclient_get_stats(const struct mclient *c, struct mclient_stats *out) { *out = c->stats; }
+
+void mclient_stop(struct mclient *c) {
+    if (c->stopping) return;
+    c->stopping = true;
+    if (c->stream) stream_lost(c, "stopped");
+    c->waitq = c->waitq_tail = NULL;
+    while (c->calls) call_finish(c, c->calls, -ECANCELED, NULL);
+    while (c->nidle) curl_easy_cleanup(c->idle[--c->nidle]);
+    for (size_t i = 0; i < c->qn; i++) json_decref(c->q[i]);
+    c->qn = 0;
+    curl_multi_cleanup(c->multi); /* closes pooled connections: their sockets are released through on_socket */
+    c->multi = NULL;
+    while (c->socks) sock_close(c, c->socks);
+    uv_close((uv_handle_t *)&c->curl_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&c->watchdog, on_handle_closed);
+    uv_close((uv_handle_t *)&c->retry, on_handle_closed);
+}
+
+void mclient_free(struct mclient *c) {
+    if (!c) return;
+    json_decref(c->subscribe);
+    recordio_decoder_free(&c->dec);
+    free(c->q);
+    free(c);
+}
