@@ -134,6 +134,7 @@ void ctl_pod_unschedulable(struct kclient *kc, const char *ns, const char *pod, 
 #define CTL_REASON_UNSCHEDULABLE "Unschedulable" /* kube-scheduler's: no node can take it */
 #define CTL_REASON_ADMISSION "WaitingForAdmission" /* its resource pool has not admitted it yet */
 #define CTL_REASON_GANG "WaitingForGang" /* its gang's other members do not all exist yet */
+#define CTL_REASON_POOL "WaitingForPool" /* its resource pool is missing or not a leaf, or its queue refuses it */
 
 /* ---- resmgr ---- */
 struct resmgr_options {

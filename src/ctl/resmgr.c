@@ -41,7 +41,7 @@ struct rm_gang {
     struct gang g;
     enum rg_state st;
     char *pool;             /* the leaf's name while queued or admitted */
-    bool told;              /* an Event said why it cannot queue */
+    uint64_t held;          /* strmap_hash of what its members were told of why it cannot queue, 0: nothing */
     uint32_t said;          /* the admission wait its members were told (wait_code), 0: none */
 };
 
@@ -307,6 +307,21 @@ static void note_incomplete(struct resmgr *r, const char *key, bool waiting, uin
     w->told = false;
 }
 
+/* Tells every member of a gang that cannot queue (its pool is missing or
+ * not a leaf, or its queue refuses it) why: a FailedScheduling Event
+ * (aggregated by the recorder) and PodScheduled=False, reason
+ * WaitingForPool, with the same message. Told again only when the message
+ * changes (a pool deleted under a queued gang: "not found" once it is gone). */
+static void tell_held(struct resmgr *r, struct rm_gang *g, struct cm_pod **m, uint32_t n, const char *msg) {
+    uint64_t h = strmap_hash(msg) | 1;
+    if (g->held == h) return;
+    g->held = h;
+    for (uint32_t j = 0; j < n; j++) {
+        ctl_record(r->rec, "v1", "Pod", m[j]->ns, m[j]->name, m[j]->uid, "Warning", "FailedScheduling", "%s", msg);
+        ctl_pod_unschedulable(r->env.kc, m[j]->ns, m[j]->name, m[j]->uid, CTL_REASON_POOL, msg);
+    }
+}
+
 static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf) {
     char nsbuf[256];
     const char *ns = NULL, *label = NULL;
@@ -363,25 +378,18 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
             free(s);
             return;
         }
-        if (!g->told) {
-            ctl_pod_event(r->env.kc, RM_COMPONENT, p0->ns, p0->name, p0->uid, "Warning", "FailedScheduling", "%s",
-                          cluster_pod_pool_problem(r->cm, p0, why, sizeof why) ? why : "no resource pool");
-            g->told = true;
-        }
+        tell_held(r, g, buf, size, cluster_pod_pool_problem(r->cm, p0, why, sizeof why) ? why : "no resource pool");
         return;
     }
     admit_gang_init(&g->g, g->key, prio, p0->info.flags, size, demand);
     g->g.data = g;
     char err[256];
     if (admit_enqueue(leaf, &g->g, err, sizeof err)) {
-        if (!g->told) {
-            ctl_pod_event(r->env.kc, RM_COMPONENT, p0->ns, p0->name, p0->uid, "Warning", "FailedScheduling", "%s",
-                          err);
-            g->told = true;
-        }
+        tell_held(r, g, buf, size, err);
         return;
     }
     g->st = RG_QUEUED;
+    g->held = 0;
     free(g->pool);
     g->pool = strdup(leaf->name);
     /* priority first (higher first), then FIFO: a lower score pops first */

@@ -67,6 +67,11 @@ def phases(selector):
     return res
 
 
+def pod_scheduled(name):
+    p = json.loads(kubectl("get", "pod", name, "-o", "json").stdout)
+    return next((c for c in p.get("status", {}).get("conditions", []) if c["type"] == "PodScheduled"), None)
+
+
 def events(reason=None, name=None):
     items = json.loads(kubectl("get", "events", "-o", "json").stdout)["items"]
     return [e for e in items if (reason is None or e.get("reason") == reason) and
@@ -143,9 +148,15 @@ def test_a_pool_holding_work_is_kept_until_it_is_empty():
     ev = [e["message"] for e in events("Terminating", "squad")]
     assert ev and "no child pools (now 0) and no pod holds work in it (now 2)" in ev[0], ev
     # it admits no new work: a new pod waits and says why; a new Job is refused
-    apply([pod("sq-late", "squad", 1, labels={"t": "late"})])
-    ev = wait_until(lambda: [e["message"] for e in events("FailedScheduling", "sq-late")], 30, "sq-late's Event")
-    assert "pool /dept/squad: is being deleted; it admits no new work" in ev[0], ev
+    # (a gang of two: every member says why, in an Event and in PodScheduled)
+    late = {"t": "late", "peloton.io/gang": "sq-late", "peloton.io/gang-size": "2"}
+    apply([pod(f"sq-late-{i}", "squad", 1, labels=late) for i in range(2)])
+    for i in range(2):
+        ev = wait_until(lambda: [e["message"] for e in events("FailedScheduling", f"sq-late-{i}")], 30,
+                        f"sq-late-{i}'s Event")
+        assert "pool /dept/squad: is being deleted; it admits no new work" in ev[0], ev
+        c = wait_until(lambda: pod_scheduled(f"sq-late-{i}"), 30, f"sq-late-{i}'s PodScheduled condition")
+        assert c["status"] == "False" and c["reason"] == "WaitingForAdmission" and "is being deleted" in c["message"], c
     job = {"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": "late-job"},
            "spec": {"type": "BATCH", "resourcePool": "squad", "instanceCount": 1,
                     "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}
@@ -166,6 +177,14 @@ def test_a_pool_holding_work_is_kept_until_it_is_empty():
     assert waiter.returncode == 0, (out, err)
     assert get_pool("squad") is None
     wait_until(lambda: alloc_cpu("dept") == "0", 30, "dept's allocation back to 0 once the work ended")
+    # the held gang is told the pool's new state, not left saying "being deleted"
+    for i in range(2):
+        c = wait_until(lambda: "not found" in (pod_scheduled(f"sq-late-{i}") or {}).get("message", "") and
+                       pod_scheduled(f"sq-late-{i}"), 30, f"sq-late-{i} told its pool is gone")
+        assert c["status"] == "False" and c["reason"] == "WaitingForPool", c
+        assert 'resource pool "squad" not found' in c["message"], c
+        msgs = [e["message"] for e in events("FailedScheduling", f"sq-late-{i}")]
+        assert any('resource pool "squad" not found' in m for m in msgs), msgs
     delete_pods("t=late")
     kubectl("delete", "rp", "dept", "--timeout=60s")
     assert get_pool("dept") is None
