@@ -28,7 +28,7 @@ struct ext_core *ext_core_new(const struct ext_core_options *o) {
     /* Pending pods are demand: a pool with pods waiting is entitled to its
      * share, as in pelotond's resource manager. */
     co.count_pending = true;
-    if (!(x->cm = cluster_new(&co)) || !(x->jobs = json_object())) goto fail;
+    if (!(x->cm = cluster_new(&co)) || !(x->jobs = json_object()) || !(x->inflight = json_object())) goto fail;
     return x;
 fail:
     ext_core_free(x);
@@ -42,6 +42,7 @@ void ext_core_free(struct ext_core *x) {
     free(x->adopted_name);
     cluster_free(x->cm);
     json_decref(x->jobs);
+    json_decref(x->inflight);
     free(x->default_pool);
     ext_scratch_free(&x->sc);
     ext_memo_free(&x->memo);

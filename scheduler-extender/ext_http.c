@@ -127,8 +127,12 @@ static void op_finish(struct bind_op *op, const char *error) {
     const struct extender_binding_args *b = op->b;
     if (op->s) {
         struct ext_core *x = op->s->core;
-        if (!error) ext_bind_commit(x, b);
-        else x->st.bind_errors++;
+        if (!error) {
+            ext_bind_commit(x, b);
+        } else {
+            ext_bind_abort(x, b);
+            x->st.bind_errors++;
+        }
     }
     fprintf(stderr, "level=%s msg=bind pod=%s/%s node=%s%s%s%s\n", error ? "warn" : "info", b->pod_namespace,
             b->pod_name, b->node, error ? " error=\"" : "", error ? error : "", error ? "\"" : "");
@@ -247,6 +251,7 @@ static void serve_bind(struct extender_srv *s, const struct http_request *req, s
     kc_escape(b->pod_namespace, ns, sizeof ns);
     kc_escape(b->pod_name, name, sizeof name);
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", ns, name);
+    ext_bind_begin(s->core, b); /* counted from now: the next pods' filters see it */
     op->refs++; /* the request's */
     if (kclient_request(s->kc, "POST", path, binding, NULL, op_posted, op)) {
         op->refs--;

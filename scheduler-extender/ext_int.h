@@ -135,6 +135,7 @@ struct ext_core {
     struct cluster *cm;
     bool dirty;
     json_t *jobs;           /* "ns/name" -> integer enum job_type */
+    json_t *inflight;       /* "ns/name" -> binds of the pod with the API server (ext_bind_begin) */
     struct ext_gang *gangs; /* admitted gangs */
     struct ext_stats st;
     char *adopted_ns, *adopted_name; /* the request's pod, taken into the model for this request */

@@ -85,15 +85,28 @@ int ext_preempt(struct ext_core *x, const struct extender_preemption_args *a, js
 
 /* bind, split around the API call. ext_bind_decide: EXT_BIND_OK (already
  * bound to that node: answer success without a call), EXT_BIND_ERROR (why
- * says it: bound elsewhere, or a UID mismatch), EXT_BIND_POST (post the
- * Binding, then ext_bind_commit on success). */
+ * says it: bound elsewhere, or a UID mismatch), EXT_BIND_POST (call
+ * ext_bind_begin, post the Binding, then ext_bind_commit on success or
+ * ext_bind_abort on failure, timeout included). A pod assumed by a bind
+ * still in flight is EXT_BIND_POST again (that bind may yet fail). */
 enum ext_bind_decision { EXT_BIND_OK = 0, EXT_BIND_ERROR, EXT_BIND_POST };
 enum ext_bind_decision ext_bind_decide(struct ext_core *x, const struct extender_binding_args *b, char *why,
                                        size_t len);
 /* The Binding body for b (new value). */
 json_t *ext_binding_body(const struct extender_binding_args *b);
-/* Records the allocation (cluster_assume) and consumes a gang member's plan. */
+/* The bind is accepted: the pod counts against its pool and node from now
+ * (cluster_assume, as kube-scheduler assumes the pods it binds), so the
+ * next pods' filters see it while the Binding is with the API server; a
+ * gang member's plan is consumed. */
+void ext_bind_begin(struct ext_core *x, const struct extender_binding_args *b);
+/* The API server took the Binding: the count stays (the watch confirms it). */
 void ext_bind_commit(struct ext_core *x, const struct extender_binding_args *b);
+/* The Binding failed or timed out: the assumption is taken back (unless
+ * another bind of the pod is still in flight, or the pod's object shows a
+ * node). */
+void ext_bind_abort(struct ext_core *x, const struct extender_binding_args *b);
+/* Binds of b's pod in flight (begun, not committed nor aborted). */
+int ext_bind_inflight(const struct ext_core *x, const struct extender_binding_args *b);
 
 /* Counters, for /healthz and the benchmark. */
 struct ext_stats {

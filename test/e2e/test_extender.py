@@ -19,7 +19,9 @@ import urllib.request
 from kubernetes import client
 
 import services
-from extender_harness import Extender, ExtenderError, FakeExtender, FitError, Scheduler, post
+import threading
+
+from extender_harness import Extender, ExtenderError, FakeExtender, FitError, HoldingProxy, Scheduler, post
 from simlib import run_tests
 
 ROOT = services.ROOT
@@ -390,6 +392,83 @@ def entitlement_and_preempt():
             CORE.delete_namespaced_pod(p["metadata"]["name"], p["metadata"]["namespace"], grace_period_seconds=0)
     wait_until(lambda: pods_seen() == 7, "extender sees the victims gone")
     assert schedule_and_bind(b2, [e]) == node
+
+
+def test_binds_in_flight_count_against_the_reservation():
+    """kube-scheduler binds asynchronously: it filters the next pod while the
+    Binding of the previous is still with the API server. A pod counts against
+    its pool from the moment the extender accepts its bind, so a burst of
+    non-preemptible pods never goes past the pool's reservation; a bind that
+    fails gives the room back."""
+    make_pool("team-r", "2", "8")
+    proxy = HoldingProxy(PORT)
+    p, port, log = start_extender(f"--kubeconfig={services.kubeconfig(proxy.port)}", name="held")
+    threads = []
+    try:
+        wait_until(lambda: healthz(port)[0] == 200 and healthz(port)[1]["nodes"] == 4, "held extender ready")
+        e = Extender(f"http://127.0.0.1:{port}/peloton", bind_verb="bind", timeout=30)
+        s = Scheduler([e])
+        fixed = {"peloton.io/preemptible": "false"}
+        pods = [make_pod("team-a", f"r{i}", cpu="1", labels={"peloton.io/resource-pool": "team-r"},
+                         annotations=fixed) for i in range(5)]
+        wait_until(lambda: healthz(port)[1]["pods"] >= 5, "held extender sees the burst")
+        proxy.hold()
+        results, passed, refused = {}, [], []
+
+        def bind(pod, node):
+            try:
+                e.bind(pod, node)
+                results[pod["metadata"]["name"]] = None
+            except (ExtenderError, OSError) as err:
+                results[pod["metadata"]["name"]] = str(err)
+        for pod in pods:  # back to back: each bind still in flight when the next pod is filtered
+            try:
+                node = s.schedule(pod, node_objs())
+            except FitError as err:
+                refused.append((pod["metadata"]["name"], err.unresolvable.get("n1", "")))
+                continue
+            passed.append(pod["metadata"]["name"])
+            t = threading.Thread(target=bind, args=(pod, node), daemon=True)
+            t.start()
+            threads.append(t)
+            wait_until(lambda: proxy.waiting() == len(passed), "the bind reaches the API server and is held")
+        assert passed == ["r0", "r1"], (passed, refused)
+        assert all("reservation" in why and "team-r" in why for _, why in refused), refused
+        # the second bind fails at the API server: its room comes back at once
+        proxy.release("fail", count=1)
+        wait_until(lambda: len(results) == 1, "the failed bind answered")
+        assert results["r0"] and "held binding failed" in results["r0"], results
+        node = s.schedule(pods[2], node_objs())
+        t = threading.Thread(target=bind, args=(pods[2], node), daemon=True)
+        t.start()
+        threads.append(t)
+        wait_until(lambda: proxy.waiting() == 2, "r2's bind is held")
+        try:
+            s.schedule(pods[3], node_objs())
+            raise AssertionError("r3 passed with two binds in flight at the reservation")
+        except FitError as err:
+            assert "reservation" in err.unresolvable["n1"], err.unresolvable
+        proxy.release("forward")
+        for t in threads:
+            t.join(10)
+        assert results.get("r1") is None and results.get("r2") is None, results
+        bound = [x.metadata.name for x in CORE.list_namespaced_pod("team-a").items if x.spec.node_name]
+        assert sorted(bound) == ["r1", "r2"], bound
+        # once the watch shows them bound the count is the same: r3 still refused
+        wait_until(lambda: healthz(port)[1]["binds"] >= 3, "binds counted")
+        try:
+            s.schedule(pods[3], node_objs())
+            raise AssertionError("r3 passed at the reservation")
+        except FitError:
+            pass
+    finally:
+        proxy.release("forward")
+        for t in threads:
+            t.join(10)
+        assert services.stop(p) == 0, open(log).read()[-2000:]
+        proxy.close()
+        delete_pods("team-a")
+        CUSTOM.delete_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools", "team-r")
 
 
 def test_strategy_follows_the_job_type():

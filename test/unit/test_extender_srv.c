@@ -329,6 +329,57 @@ TEST(ext_srv_gang_held_until_whole_then_planned) {
     ext_core_free(x);
 }
 
+/* kube-scheduler filters the next pod while the last one's Binding is still
+ * with the API server: an accepted bind counts at once, a failed one gives
+ * the room back, a second bind of a pod in flight is posted again. */
+TEST(ext_srv_binds_in_flight_count_against_the_reservation) {
+    struct ext_core *x = cluster4();
+    json_t *np[3];
+    char name[16], why[256];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "np%d", i);
+        np[i] = pod_obj(name, "team-a", "1", NULL, 0, i);
+        annotate(np[i], "annotations", "peloton.io/preemptible", "false");
+        json_t *c0 = json_array_get(json_object_get(json_object_get(np[i], "spec"), "containers"), 0);
+        json_object_del(json_object_get(json_object_get(c0, "resources"), "requests"), "memory"); /* cpu pools */
+        set_new(x, "Pod", json_incref(np[i]));
+    }
+    struct extender_binding_args b0 = {"np0", "default", "uid-np0", "n1"}, b1 = {"np1", "default", "uid-np1", "n2"};
+    json_t *r = filter(x, np[0], ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    CHECK_I64(ext_bind_decide(x, &b0, why, sizeof why), EXT_BIND_POST);
+    ext_bind_begin(x, &b0);
+    r = filter(x, np[1], ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    CHECK_I64(ext_bind_decide(x, &b1, why, sizeof why), EXT_BIND_POST);
+    ext_bind_begin(x, &b1);
+    /* both binds in flight: the reservation (2) is full */
+    r = filter(x, np[2], ALL, 4, true, 0);
+    CHECK_I64(passing(r), 0);
+    CHECK_HAS(failed(r, "FailedAndUnresolvableNodes", "n3"), "reservation");
+    json_decref(r);
+    /* kube-scheduler retries np0's bind while the first is in flight: posted again */
+    CHECK_I64(ext_bind_inflight(x, &b0), 1);
+    CHECK_I64(ext_bind_decide(x, &b0, why, sizeof why), EXT_BIND_POST);
+    ext_bind_begin(x, &b0);
+    ext_bind_abort(x, &b0); /* one of the two fails: the other may still take */
+    r = filter(x, np[2], ALL, 4, true, 0);
+    CHECK_I64(passing(r), 0);
+    json_decref(r);
+    ext_bind_commit(x, &b0);
+    CHECK_I64(ext_bind_decide(x, &b0, why, sizeof why), EXT_BIND_OK);
+    /* np1's Binding fails: np2 fits again */
+    ext_bind_abort(x, &b1);
+    CHECK_I64(ext_bind_inflight(x, &b1), 0);
+    r = filter(x, np[2], ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    for (int i = 0; i < 3; i++) json_decref(np[i]);
+    ext_core_free(x);
+}
+
 TEST(ext_srv_bind_decisions) {
     struct ext_core *x = cluster4();
     set_new(x, "Pod", pod_obj("p", "team-a", "1", "n1", 0, 1));
