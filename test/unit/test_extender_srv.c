@@ -3,6 +3,7 @@
  * prioritize, preempt and the bind decision on it. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "extender_srv.h"
 #include "test.h"
@@ -240,6 +241,66 @@ TEST(ext_srv_preempt_within_the_pool_by_priority_never_non_preemptible) {
     json_decref(out);
     extender_preemption_args_free(pa);
     json_decref(body);
+    json_decref(hi);
+    ext_core_free(x);
+}
+
+static json_t *preempt_on(struct ext_core *x, json_t *pod, const char *node) {
+    json_t *body = json_pack("{s:O, s:n, s:{s:{s:[], s:i}}}", "Pod", pod, "NodeNameToVictims", "NodeNameToMetaVictims",
+                             node, "Pods", "NumPDBViolations", 0);
+    struct extender_preemption_args *pa;
+    char err[256];
+    json_t *out = NULL;
+    if (extender_decode_preemption_args(body, &pa, err, sizeof err)) test_fail(__FILE__, __LINE__, "%s", err);
+    if (ext_preempt(x, pa, &out, err, sizeof err)) test_fail(__FILE__, __LINE__, "%s", err);
+    extender_preemption_args_free(pa);
+    json_decref(body);
+    return out;
+}
+
+static size_t victims_on(json_t *out, const char *node, const char *uid_part) {
+    json_t *v = json_object_get(json_object_get(json_object_get(out, "NodeNameToMetaVictims"), node), "Pods");
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (!uid_part || strstr(json_string_value(json_object_get(json_array_get(v, i), "UID")), uid_part)) n++;
+    return n;
+}
+
+/* A gang is one preemption unit: all its members are victims or none. */
+TEST(ext_srv_preempt_never_breaks_a_gang) {
+    struct ext_core *x = cluster4();
+    char name[16];
+    /* gang s spread over n1 and n2; gang t whole on n3; each beside a single low pod */
+    for (int i = 0; i < 2; i++) {
+        snprintf(name, sizeof name, "s%d", i);
+        json_t *m = pod_obj(name, "team-b", "1", i ? "n2" : "n1", 1, i);
+        annotate(m, "labels", "peloton.io/gang", "s");
+        annotate(m, "labels", "peloton.io/gang-size", "2");
+        set_new(x, "Pod", m);
+        snprintf(name, sizeof name, "t%d", i);
+        m = pod_obj(name, "team-b", "1", "n3", 1, 10 + i);
+        annotate(m, "labels", "peloton.io/gang", "t");
+        annotate(m, "labels", "peloton.io/gang-size", "2");
+        set_new(x, "Pod", m);
+    }
+    set_new(x, "Pod", pod_obj("lone1", "team-b", "1", "n1", 1, 20));
+    /* 2 cpu on n1: s0 and lone1 would make room, but s0 alone breaks gang s */
+    json_t *hi = pod_obj("hi", "team-b", "2", NULL, 10, 30);
+    json_t *out = preempt_on(x, hi, "n1");
+    CHECK_I64(json_object_size(json_object_get(out, "NodeNameToMetaVictims")), 0);
+    json_decref(out);
+    json_decref(hi);
+    /* 1 cpu on n3: one member of t would do, but t goes whole */
+    hi = pod_obj("hi1", "team-b", "1", NULL, 10, 31);
+    out = preempt_on(x, hi, "n3");
+    CHECK_I64(victims_on(out, "n3", "uid-t"), 2);
+    CHECK_I64(victims_on(out, "n3", NULL), 2);
+    json_decref(out);
+    /* 1 cpu on n1: the single pod, never the gang's member */
+    out = preempt_on(x, hi, "n1");
+    CHECK_I64(victims_on(out, "n1", "uid-lone1"), 1);
+    CHECK_I64(victims_on(out, "n1", NULL), 1);
+    json_decref(out);
     json_decref(hi);
     ext_core_free(x);
 }
