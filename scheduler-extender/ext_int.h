@@ -136,6 +136,7 @@ struct ext_core {
     bool dirty;
     json_t *jobs;           /* "ns/name" -> integer enum job_type */
     json_t *inflight;       /* "ns/name" -> binds of the pod with the API server (ext_bind_begin) */
+    json_t *nominated;      /* "ns/name" -> node: unbound pods kube-scheduler nominated (status.nominatedNodeName) */
     struct ext_gang *gangs; /* admitted gangs */
     struct ext_stats st;
     char *adopted_ns, *adopted_name; /* the request's pod, taken into the model for this request */
@@ -167,6 +168,39 @@ void ext_gang_drop(struct ext_core *x, struct ext_gang *g);
 void ext_gangs_expire(struct ext_core *x, uint64_t now_ms);
 /* The planned node of member `pod`, or NULL. */
 const char *ext_gang_node(const struct ext_gang *g, const char *pod);
+
+/* ---- ext_held.c: room held on nodes for pods that are not bound yet ----
+ * Two kinds: an admitted gang's members on their planned nodes, and the
+ * pods kube-scheduler nominated to a node after preempting for them
+ * (status.nominatedNodeName, from the watch or a request's Pod). A pod's
+ * filter and preempt see a node as short by the holds of every other gang
+ * and of every other nominated pod of its priority or higher, as
+ * kube-scheduler's own filters count nominated pods. */
+struct ext_held {
+    uint32_t host;
+    struct resvec req;
+    bool nominated;  /* a nominated pod ("ns/name" in who), else a gang (its id) */
+    const char *who; /* valid until the model or the holds change */
+};
+/* Records (or drops) the nomination of the model's pod ns/name from its
+ * object obj: kept while the pod is unbound, not ended, and nominated. */
+void ext_nominated_note(struct ext_core *x, const char *ns, const char *name, const json_t *obj);
+/* A request's Pod: its nomination is recorded when it has one (the watch
+ * may lag); a missing one is not taken as a withdrawal. */
+void ext_nominated_from_request(struct ext_core *x, const struct cm_pod *p, const json_t *obj);
+void ext_nominated_forget(struct ext_core *x, const char *ns, const char *name);
+/* Whether anything is held (cheap: the filter's hot path asks). */
+static inline bool ext_holds_any(const struct ext_core *x) { return x->gangs || json_object_size(x->nominated); }
+/* The holds that count against pod p (not its own gang's, not its own
+ * nomination, only nominated pods of p's priority or higher), sorted by
+ * host; NULL when none (or out of memory). */
+struct ext_held *ext_holds_collect(struct ext_core *x, const struct cm_pod *p, size_t *n);
+/* PR_NONE when req still fits on host after the holds there, else the kind
+ * it lacks; *holder (when it does not fit) one of the holds there. */
+enum place_reason ext_holds_fit(struct ext_core *x, const struct ext_held *h, size_t nh, uint32_t host,
+                                struct resvec req, const struct ext_held **holder);
+/* The sum of the holds on host. */
+struct resvec ext_holds_on(const struct ext_held *h, size_t nh, uint32_t host);
 
 /* metadata.namespace ("default" when absent) and metadata.name (NULL when absent). */
 const char *ext_obj_ns(const json_t *obj);

@@ -204,6 +204,9 @@ static int preempt_pod(struct ext_core *x, const struct extender_preemption_args
     struct pod_task pt;
     int rc = pod_task_build(p->obj, &p->info, &pt, err, errlen);
     if (rc) return rc;
+    /* room held for nominated pods of p's priority or higher and for gangs is not free for p */
+    size_t nheld = 0;
+    struct ext_held *held = ext_holds_any(x) ? ext_holds_collect(x, p, &nheld) : NULL;
     struct extender_victims *v = calloc(a->nnodes ? a->nnodes : 1, sizeof *v);
     const char **uids = NULL;
     size_t ccap = 64;
@@ -223,6 +226,7 @@ static int preempt_pod(struct ext_core *x, const struct extender_preemption_args
         if (r < PR_INSUFFICIENT_CPU) continue; /* a filter no victim changes */
         plan_clear(&pl);
         pl.free = host_free(&f->hosts[idx]);
+        if (nheld) pl.free = resvec_sub(pl.free, ext_holds_on(held, nheld, idx));
         for (struct cm_pod *q = cluster_host_first(x->cm, idx); q; q = cluster_host_next(q)) {
             if (q == p || !victim_ok(q)) continue;
             struct cm_pod **members = NULL;
@@ -295,6 +299,7 @@ static int preempt_pod(struct ext_core *x, const struct extender_preemption_args
     free(first);
     free(count);
     free(uids);
+    free(held);
     if (pl.c) plan_clear(&pl);
     free(pl.c);
     free(v);

@@ -21,7 +21,7 @@ from kubernetes import client
 import services
 import threading
 
-from extender_harness import Extender, ExtenderError, FakeExtender, FitError, HoldingProxy, Scheduler, post
+from extender_harness import Extender, ExtenderError, FakeExtender, FitError, HoldingProxy, Scheduler, node_name, post
 from simlib import run_tests
 
 ROOT = services.ROOT
@@ -469,6 +469,31 @@ def test_binds_in_flight_count_against_the_reservation():
         proxy.close()
         delete_pods("team-a")
         CUSTOM.delete_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools", "team-r")
+
+
+def test_nominated_pod_holds_the_room_freed_for_it():
+    """kube-scheduler writes status.nominatedNodeName on a preemptor; the
+    extender sees it through the watch and keeps that node's room for it."""
+    try:
+        nom = make_pod("team-b", "nom", cpu="2", priority=10)
+        CORE.patch_namespaced_pod_status("nom", "team-b", {"status": {"nominatedNodeName": "n3"}})
+        low = make_pod("team-b", "low", cpu="1", priority=1)
+
+        def held():
+            _, failed, _ = ours(True).filter(low, node_objs())
+            return "held for nominated pod team-b/nom" in failed.get("n3", "")
+        wait_until(held, "n3 held for the nominated pod")
+        passing, failed, _ = ours(False).filter(low, node_objs())
+        assert sorted(node_name(n) for n in passing) == ["n1", "n2", "n4"], failed
+        # the nominated pod itself may go there
+        passing, _, _ = ours(True).filter(nom, node_objs())
+        assert "n3" in [node_name(n) for n in passing]
+        # once bound, it counts as a pod on n3 and nothing is held for it any more
+        ours(True).bind(nom, "n3")
+        _, failed, _ = ours(True).filter(low, node_objs())
+        assert failed.get("n3") == "insufficient cpu", failed
+    finally:
+        delete_pods("team-b")
 
 
 def test_strategy_follows_the_job_type():

@@ -305,6 +305,61 @@ TEST(ext_srv_preempt_never_breaks_a_gang) {
     ext_core_free(x);
 }
 
+/* kube-scheduler nominates a preemptor to the node it freed
+ * (status.nominatedNodeName): that room is not offered to pods of lower
+ * priority, and a preempt for one of them sees the node as full (victims,
+ * not an empty answer). */
+TEST(ext_srv_nominated_pods_hold_their_room) {
+    struct ext_core *x = cluster4();
+    set_new(x, "Pod", pod_obj("v", "team-b", "1", "n1", 0, 1));
+    json_t *nom = pod_obj("nom", "team-b", "1", NULL, 10, 2);
+    json_object_set_new(json_object_get(nom, "status"), "nominatedNodeName", json_string("n1"));
+    set_new(x, "Pod", json_incref(nom)); /* from the watch */
+    json_t *low = pod_obj("low", "team-b", "1", NULL, 5, 3);
+    set_new(x, "Pod", json_incref(low));
+    json_t *r = filter(x, low, ALL, 4, true, 0);
+    CHECK_I64(passing(r), 3);
+    CHECK_HAS(failed(r, "FailedNodes", "n1"), "insufficient cpu: held for nominated pod default/nom");
+    json_decref(r);
+    /* the nominated pod itself, and pods of higher priority, see the room (equal priority does not, as in kube-scheduler) */
+    r = filter(x, nom, ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    json_t *top = pod_obj("top", "team-b", "1", NULL, 11, 4);
+    r = filter(x, top, ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    /* preempt for low on n1: v must go (without the nomination: no victim needed, an empty answer) */
+    json_t *out = preempt_on(x, low, "n1");
+    CHECK_I64(victims_on(out, "n1", "uid-v"), 1);
+    json_decref(out);
+    /* a nomination seen first in a request's Pod (the watch lags) holds too */
+    json_t *nom2 = pod_obj("nom2", "team-b", "2", NULL, 10, 5);
+    set_new(x, "Pod", json_incref(nom2));
+    json_object_set_new(json_object_get(nom2, "status"), "nominatedNodeName", json_string("n2"));
+    r = filter(x, nom2, ALL, 4, true, 0);
+    json_decref(r);
+    r = filter(x, low, ALL, 4, true, 0);
+    CHECK_HAS(failed(r, "FailedNodes", "n2"), "held for nominated pod default/nom2");
+    json_decref(r);
+    /* bound: the pod counts on its node, the hold ends */
+    json_object_set_new(json_object_get(nom, "spec"), "nodeName", json_string("n1"));
+    set_new(x, "Pod", json_incref(nom));
+    json_t *n2b = json_deep_copy(nom2);
+    json_object_del(json_object_get(n2b, "status"), "nominatedNodeName"); /* kube-scheduler cleared it */
+    set_new(x, "Pod", n2b);
+    r = filter(x, low, ALL, 4, true, 0);
+    CHECK_I64(passing(r), 3); /* n1 is full now: v and nom */
+    CHECK_STR(failed(r, "FailedNodes", "n1"), "insufficient cpu");
+    CHECK(failed(r, "FailedNodes", "n2") == NULL);
+    json_decref(r);
+    json_decref(nom);
+    json_decref(nom2);
+    json_decref(low);
+    json_decref(top);
+    ext_core_free(x);
+}
+
 TEST(ext_srv_non_preemptible_work_stays_within_the_reservation) {
     struct ext_core *x = cluster4();
     json_t *np = pod_obj("np", "team-a", "3", NULL, 0, 1);
