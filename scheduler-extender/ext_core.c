@@ -49,6 +49,7 @@ void ext_core_free(struct ext_core *x) {
     free(x->default_pool);
     ext_scratch_free(&x->sc);
     ext_memo_free(&x->memo);
+    ext_metrics_free(&x->m);
     free(x);
 }
 

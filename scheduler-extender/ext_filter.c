@@ -248,7 +248,10 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
     sc->arena.len = 0;
     *npass = 0;
     struct cm_pod *p = ext_pod_for(x, pod, sc->err, sizeof sc->err);
-    if (!p) return 1;
+    if (!p) {
+        ext_metrics_decision(x, NULL, EXT_DEC_INVALID);
+        return 1;
+    }
     if (scratch_reserve(sc, n)) return -ENOMEM;
     struct extender_name_verdict *v = sc->v;
     uint32_t *hosts = sc->hosts;
@@ -270,6 +273,7 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
     } else if (cluster_admit_check(x->cm, p, p->info.req, why, whylen, &resolvable)) {
         pod_fails = true;
     }
+    ext_metrics_decision(x, p->pool, pod_fails ? ext_decision_of(why, resolvable) : EXT_DEC_ADMITTED);
     if (pod_fails) {
         for (size_t i = 0; i < n; i++)
             v[i] = (struct extender_name_verdict){resolvable ? EXTENDER_FAIL : EXTENDER_FAIL_UNRESOLVABLE, why};

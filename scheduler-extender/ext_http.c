@@ -34,6 +34,7 @@ struct feed {
 
 struct bind_op {
     struct extender_srv *s; /* NULL once the server is freed */
+    uint64_t t0;            /* uv_hrtime when the request came */
     struct http_stream *st; /* NULL once the client's stream is over */
     struct extender_binding_args *b;
     char *conflict;         /* the 409's message, while the pod is read back */
@@ -129,10 +130,13 @@ static void op_finish(struct bind_op *op, const char *error) {
         struct ext_core *x = op->s->core;
         if (!error) {
             ext_bind_commit(x, b);
+            x->m.binds_bound++;
         } else {
             ext_bind_abort(x, b);
             x->st.bind_errors++;
+            x->m.binds_failed++;
         }
+        ext_metrics_latency(x, EXTENDER_BIND, uv_hrtime() - op->t0);
     }
     fprintf(stderr, "level=%s msg=bind pod=%s/%s node=%s%s%s%s\n", error ? "warn" : "info", b->pod_namespace,
             b->pod_name, b->node, error ? " error=\"" : "", error ? error : "", error ? "\"" : "");
@@ -193,13 +197,14 @@ static void op_posted(void *ud, const struct kc_response *r) {
     op_unref(op);
 }
 
-static void serve_bind(struct extender_srv *s, const struct http_request *req, struct http_response *resp,
-                       json_t *body) {
+/* true when the reply is deferred (op_finish observes its latency) */
+static bool serve_bind(struct extender_srv *s, const struct http_request *req, struct http_response *resp,
+                       json_t *body, uint64_t t0) {
     struct extender_binding_args *b;
     char err[EXTENDER_MAX_REASON];
     if (extender_decode_binding_args(body, &b, err, sizeof err)) {
         reply_error(resp, 400, EXTENDER_BIND, err);
-        return;
+        return false;
     }
     switch (ext_bind_decide(s->core, b, err, sizeof err)) {
     case EXT_BIND_OK: {
@@ -209,20 +214,23 @@ static void serve_bind(struct extender_srv *s, const struct http_request *req, s
         extender_binding_args_free(b);
         extender_binding_result(NULL, &v);
         reply_json(resp, 200, v);
-        return;
+        s->core->m.binds_already++;
+        return false;
     }
     case EXT_BIND_ERROR:
         s->core->st.bind_errors++;
+        s->core->m.binds_failed++;
         extender_binding_args_free(b);
         reply_error(resp, 200, EXTENDER_BIND, err);
-        return;
+        return false;
     case EXT_BIND_POST:
         break;
     }
     if (!s->kc) {
         extender_binding_args_free(b);
         reply_error(resp, 200, EXTENDER_BIND, "the extender has no API server client");
-        return;
+        s->core->m.binds_failed++;
+        return false;
     }
     struct bind_op *op = calloc(1, sizeof *op);
     json_t *binding = ext_binding_body(b);
@@ -231,17 +239,18 @@ static void serve_bind(struct extender_srv *s, const struct http_request *req, s
         json_decref(binding);
         extender_binding_args_free(b);
         reply_error(resp, 500, EXTENDER_BIND, "out of memory");
-        return;
+        return false;
     }
     op->s = s;
     op->b = b;
+    op->t0 = t0;
     op->st = http_stream_start(req, 200, "application/json", 1u << 16, op_stream_closed, op);
     if (!op->st) {
         free(op);
         json_decref(binding);
         extender_binding_args_free(b);
         reply_error(resp, 500, EXTENDER_BIND, "cannot defer the reply");
-        return;
+        return false;
     }
     op->refs = 1; /* the stream's */
     op->next = s->ops;
@@ -258,6 +267,7 @@ static void serve_bind(struct extender_srv *s, const struct http_request *req, s
         op_finish(op, "cannot reach the API server");
     }
     json_decref(binding);
+    return true;
 }
 
 /* ---- routes ---- */
@@ -307,6 +317,24 @@ static void serve_healthz(struct extender_srv *s, struct http_response *resp) {
                          (json_int_t)st.gangs_held, "poolError", perr));
 }
 
+static void serve_metrics(struct extender_srv *s, struct http_response *resp) {
+    bool synced[NFEEDS];
+    for (int i = 0; i < NFEEDS; i++) synced[i] = s->feeds[i].synced;
+    char *text;
+    size_t len;
+    if (ext_metrics_render(s->core, synced, feed_kind, s->kc ? NFEEDS : 0, &text, &len)) {
+        reply_error(resp, 500, EXTENDER_PRIORITIZE, "out of memory");
+        return;
+    }
+    resp->status = 200;
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    resp->body = text;
+    resp->body_len = len;
+}
+
+static bool serve_verb(struct extender_srv *s, enum extender_verb v, const struct http_request *req,
+                       struct http_response *resp, uint64_t t0);
+
 static void handle(void *ud, const struct http_request *req, struct http_response *resp) {
     struct extender_srv *s = ud;
     const char *path = req->path;
@@ -317,6 +345,12 @@ static void handle(void *ud, const struct http_request *req, struct http_respons
         if (req->method != HTTP_GET && req->method != HTTP_HEAD) reply_error(resp, 405, EXTENDER_PRIORITIZE,
                                                                               "healthz: use GET");
         else serve_healthz(s, resp);
+        return;
+    }
+    if (!strcmp(path, "/metrics") || (verb && !strcmp(verb, "metrics"))) {
+        if (req->method != HTTP_GET && req->method != HTTP_HEAD) reply_error(resp, 405, EXTENDER_PRIORITIZE,
+                                                                              "metrics: use GET");
+        else serve_metrics(s, resp);
         return;
     }
     enum extender_verb v;
@@ -340,7 +374,15 @@ static void handle(void *ud, const struct http_request *req, struct http_respons
         reply_error(resp, 405, v, msg);
         return;
     }
-    if ((v == EXTENDER_FILTER || v == EXTENDER_PRIORITIZE) && serve_fast(s, v, req, resp)) return;
+    uint64_t t0 = uv_hrtime();
+    if (!serve_verb(s, v, req, resp, t0)) ext_metrics_latency(s->core, v, uv_hrtime() - t0);
+}
+
+/* One verb's request; true when the reply is deferred (bind). */
+static bool serve_verb(struct extender_srv *s, enum extender_verb v, const struct http_request *req,
+                       struct http_response *resp, uint64_t t0) {
+    if ((v == EXTENDER_FILTER || v == EXTENDER_PRIORITIZE) && serve_fast(s, v, req, resp)) return false;
+    bool deferred = false;
     json_error_t jerr;
     json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!body) {
@@ -349,7 +391,7 @@ static void handle(void *ud, const struct http_request *req, struct http_respons
         for (char *c = msg; *c; c++) /* jansson may quote the offending bytes: keep the reply valid UTF-8 */
             if ((unsigned char)*c >= 0x80 || (unsigned char)*c < 0x20) *c = '?';
         reply_error(resp, 400, v, msg);
-        return;
+        return false;
     }
     char err[EXTENDER_MAX_REASON];
     json_t *out = NULL;
@@ -387,16 +429,18 @@ static void handle(void *ud, const struct http_request *req, struct http_respons
         break;
     }
     case EXTENDER_BIND:
-        serve_bind(s, req, resp, body);
+        deferred = serve_bind(s, req, resp, body, t0);
         break;
     }
     json_decref(body);
+    return deferred;
 }
 
 /* ---- feeding ---- */
 
 static void feed_add(void *ud, json_t *obj) {
     struct feed *f = ud;
+    if (f->synced) ext_metrics_watch_event(f->s->core, f->i, obj);
     int rc = ext_core_set(f->s->core, feed_kind[f->i], obj);
     if (rc && rc != -EINVAL)
         fprintf(stderr, "level=warn msg=\"cannot take object\" kind=%s name=%s/%s rc=%d\n", feed_kind[f->i],
@@ -405,6 +449,7 @@ static void feed_add(void *ud, json_t *obj) {
 static void feed_update(void *ud, json_t *old, json_t *obj) { feed_add(ud, obj); }
 static void feed_delete(void *ud, json_t *obj) {
     struct feed *f = ud;
+    if (f->synced) ext_metrics_watch_event(f->s->core, f->i, obj);
     ext_core_del(f->s->core, feed_kind[f->i], obj);
 }
 static void feed_synced(void *ud) {

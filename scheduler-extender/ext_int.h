@@ -129,6 +129,58 @@ bool ext_memo_scores_keyed(struct ext_core *x, const struct extender_scan *s, co
 size_t ext_memo_scores_get(struct ext_core *x, bool keyed, const uint32_t *hosts, size_t n, int64_t *scores,
                            uint32_t *miss, uint32_t *at);
 
+/* ---- ext_metrics.c: what /metrics exports (Prometheus text 0.0.4) ----
+ * Plain counters, bumped on the loop thread (the only thread): no atomics
+ * or locks are needed, and a request costs two clock reads and a few
+ * increments. The text is written only when /metrics is scraped. */
+#define EXT_LAT_NB 16 /* latency histogram bounds (le), seconds: 50 us .. 5 s */
+#define EXT_AGE_NB 8  /* watch event age bounds, seconds: 1 .. 600 */
+struct ext_hist {
+    uint64_t le[EXT_LAT_NB + 1]; /* observations per bucket (not cumulative); the last is +Inf */
+    uint64_t count;
+    uint64_t sum;                /* in the histogram's unit (ns for latency, ms for ages) */
+};
+enum ext_decision {
+    EXT_DEC_ADMITTED = 0,   /* the pod's pool (and gang) admit it: the node filters decide */
+    EXT_DEC_ENTITLEMENT,    /* above the pool's entitlement */
+    EXT_DEC_RESERVATION,    /* non-preemptible beyond the reservation */
+    EXT_DEC_LIMIT,          /* demand above the pool's limit */
+    EXT_DEC_SLACK,          /* revocable beyond the slack entitlement */
+    EXT_DEC_GANG_INCOMPLETE,/* a gang held until all its members exist */
+    EXT_DEC_GANG_UNFIT,     /* a gang whose members do not fit together */
+    EXT_DEC_POOL_UNKNOWN,   /* its pool is unknown or not a leaf */
+    EXT_DEC_INVALID,        /* the pod cannot be judged */
+    EXT_NDEC
+};
+struct ext_pool_dec {
+    char *pool;             /* NULL: empty slot; "" for unmanaged pods */
+    uint64_t hash;
+    uint64_t n[EXT_NDEC];
+};
+enum { EXT_WATCH_KINDS = 5 }; /* Node, Namespace, ResourcePool, Pod, Job */
+struct ext_metrics {
+    struct ext_hist lat[4];             /* by enum extender_verb, ns */
+    struct ext_pool_dec *dec;           /* decisions by pool: open addressing */
+    size_t ndec, dec_cap;               /* dec_cap a power of two */
+    uint64_t dec_dropped;               /* decisions of pools beyond EXT_METRICS_MAX_POOLS */
+    uint64_t preempt_victims, preempt_nodes, preempt_empty;
+    uint64_t binds_bound, binds_already, binds_failed;
+    uint64_t watch_events[EXT_WATCH_KINDS];
+    struct ext_hist watch_age[EXT_WATCH_KINDS]; /* ms; only EXT_AGE_NB + 1 buckets used */
+};
+#define EXT_METRICS_MAX_POOLS 4096
+void ext_metrics_free(struct ext_metrics *m);
+/* Latency of one request of verb, ns. */
+void ext_metrics_latency(struct ext_core *x, int verb, uint64_t ns);
+/* One filter's decision for pod p's pool (NULL: unmanaged). */
+void ext_metrics_decision(struct ext_core *x, const char *pool, enum ext_decision d);
+/* The decision a refusal's reason line names (cluster_admit_check's or
+ * gang_admit's), given whether preemption could help. */
+enum ext_decision ext_decision_of(const char *why, bool resolvable);
+/* A watch event of kind (0..EXT_WATCH_KINDS) for obj, after the informer's
+ * first sync: its age, from the newest time the object carries. */
+void ext_metrics_watch_event(struct ext_core *x, int kind, const json_t *obj);
+
 struct ext_core {
     struct ext_core_options o;
     char *default_pool;
@@ -142,6 +194,7 @@ struct ext_core {
     char *adopted_ns, *adopted_name; /* the request's pod, taken into the model for this request */
     struct ext_scratch sc;
     struct ext_memo memo;
+    struct ext_metrics m;
 };
 
 /* The model's pod for a Pod object of a request: the cached one, or the

@@ -116,6 +116,11 @@ struct ext_stats {
     size_t nodes, pods, gangs_held;
 };
 void ext_core_stats(const struct ext_core *x, struct ext_stats *out);
+/* The metrics in Prometheus text format 0.0.4 (docs/extender.md,
+ * "Metrics"): *out new (free), *len bytes. synced[i] / kinds[i]: the
+ * informers' state (n of them; NULL, 0 for none). -ENOMEM. */
+int ext_metrics_render(struct ext_core *x, const bool *synced, const char *const *kinds, size_t n, char **out,
+                       size_t *len);
 
 /* ---- the server ---- */
 struct kclient;

@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import random
+import re
 import shutil
 import ssl
 import subprocess
@@ -580,6 +581,104 @@ def test_pelotond_runs_the_extender_as_a_role():
     finally:
         assert services.stop(p) == 0, open(log).read()[-2000:]
         delete_pods("team-a")
+
+
+PROM_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+PROM_SAMPLE = re.compile(r'^(' + PROM_NAME + r')(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*)\})? '
+                         r'(\S+)$')
+PROM_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+
+
+def parse_prometheus(text):
+    """A strict reader of the text format 0.0.4: every family's HELP then
+    TYPE before its samples, samples only of declared families (histograms:
+    _bucket with le, _sum, _count), values floats, label values escaped,
+    buckets cumulative up to le="+Inf" == _count. Returns
+    {family: {"type", "samples": [(name, {label: value}, float)]}}."""
+    fams, current = {}, None
+    assert text.endswith("\n"), "the text ends with a newline"
+    for line in text.split("\n")[:-1]:
+        if line.startswith("# HELP "):
+            name, _, help_ = line[7:].partition(" ")
+            assert re.fullmatch(PROM_NAME, name) and help_ and name not in fams, line
+            assert "\n" not in help_ and not re.search(r"\\[^\\n]", help_), line
+            fams[name] = {"help": help_, "type": None, "samples": []}
+            current = name
+        elif line.startswith("# TYPE "):
+            name, _, typ = line[7:].partition(" ")
+            assert name == current and fams[name]["type"] is None, f"TYPE right after its HELP: {line}"
+            assert typ in ("counter", "gauge", "histogram", "summary", "untyped"), line
+            fams[name]["type"] = typ
+        else:
+            assert not line.startswith("#") and line, f"unexpected line {line!r}"
+            m = PROM_SAMPLE.match(line)
+            assert m, f"not a sample: {line!r}"
+            name, labels, value = m.group(1), dict(PROM_LABEL.findall(m.group(3) or "")), m.group(4)
+            float(value)  # "+Inf", "NaN" and Go floats parse too
+            fam = fams.get(current)
+            assert fam and fam["type"], f"sample before its HELP/TYPE: {line}"
+            if fam["type"] == "histogram":
+                assert name in (current + "_bucket", current + "_sum", current + "_count"), line
+                assert (name == current + "_bucket") == ("le" in labels), line
+            else:
+                assert name == current and "le" not in labels, line
+            fam["samples"].append((name, labels, float(value)))
+    for name, fam in fams.items():
+        if fam["type"] != "histogram":
+            continue
+        series = {}
+        for n, labels, v in fam["samples"]:
+            key = tuple(sorted((k, x) for k, x in labels.items() if k != "le"))
+            series.setdefault(key, {"buckets": [], "sum": None, "count": None})
+            if n.endswith("_bucket"):
+                series[key]["buckets"].append((float(labels["le"]), v))
+            else:
+                series[key][n.rsplit("_", 1)[1]] = v
+        for key, sr in series.items():
+            les = [le for le, _ in sr["buckets"]]
+            counts = [c for _, c in sr["buckets"]]
+            assert les == sorted(les) and les[-1] == float("inf"), (name, key, les)
+            assert counts == sorted(counts), (name, key, counts)
+            assert sr["count"] == counts[-1] and sr["sum"] is not None, (name, key, sr)
+    return fams
+
+
+def sample(fams, family, name=None, **labels):
+    for n, lb, v in fams[family]["samples"]:
+        if n == (name or family) and all(lb.get(k) == x for k, x in labels.items()):
+            return v
+    return None
+
+
+def test_metrics_in_prometheus_text():
+    r = urllib.request.urlopen(f"http://127.0.0.1:{EXT_PORT}/metrics", timeout=5)
+    assert r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8", r.headers["Content-Type"]
+    fams = parse_prometheus(r.read().decode())
+    lat = "peloton_extender_request_duration_seconds"
+    assert fams[lat]["type"] == "histogram"
+    for verb in ("filter", "prioritize", "preempt", "bind"):
+        assert sample(fams, lat, lat + "_count", verb=verb) > 0, verb
+    assert sample(fams, lat, lat + "_bucket", verb="filter", le="+Inf") == sample(fams, lat, lat + "_count",
+                                                                                  verb="filter")
+    dec = "peloton_extender_filter_decisions_total"
+    assert sample(fams, dec, pool="team-a", reason="admitted") > 0
+    assert sample(fams, dec, pool="team-a", reason="limit") or sample(fams, dec, pool="team-a", reason="entitlement")
+    assert sample(fams, dec, pool="team-b", reason="gang_incomplete") >= 3
+    assert sample(fams, "peloton_extender_preempt_victims_total") >= 2
+    assert sample(fams, "peloton_extender_binds_total", result="bound") > 0
+    assert sample(fams, "peloton_extender_binds_total", result="already") > 0
+    assert sample(fams, "peloton_extender_model_nodes") == 4
+    assert sample(fams, "peloton_extender_model_pods") == len(CORE.list_pod_for_all_namespaces().items)
+    assert sample(fams, "peloton_extender_gangs_held") is not None
+    assert sample(fams, "peloton_extender_cache_synced", kind="Pod") == 1
+    age = "peloton_extender_watch_event_age_seconds"
+    n = sample(fams, age, age + "_count", kind="Pod")
+    assert n > 0, "pod events after the sync carry a creation or deletion time"
+    # the shim is on loopback: nearly every event is younger than 2 s (1 s resolution)
+    assert sample(fams, age, age + "_bucket", kind="Pod", le="2") >= 0.9 * n, fams[age]["samples"]
+    # GET only
+    st, _ = raw("POST", "/metrics", b"{}")
+    assert st == 405
 
 
 def test_exit_clean_under_asan():

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "extender_srv.h"
+#include "ext_int.h" /* ext_metrics_latency */
 #include "test.h"
 
 static json_t *node_obj(const char *name, const char *cpu, const char *mem) {
@@ -357,6 +358,49 @@ TEST(ext_srv_nominated_pods_hold_their_room) {
     json_decref(nom2);
     json_decref(low);
     json_decref(top);
+    ext_core_free(x);
+}
+
+/* /metrics: decisions by pool and reason (label values escaped), latency
+ * histograms, preempt and model figures, in Prometheus text. */
+TEST(ext_srv_metrics_text) {
+    struct ext_core *x = cluster4();
+    json_t *pod = pod_obj("m1", "team-a", "1", NULL, 0, 1);
+    json_t *r = filter(x, pod, ALL, 4, true, 0);
+    json_decref(r);
+    json_t *odd = pod_obj("m2", "we\"ird\\po\nol", "1", NULL, 0, 2); /* no such pool */
+    r = filter(x, odd, ALL, 4, false, 0);
+    json_decref(r);
+    json_t *np = pod_obj("m3", "team-a", "3", NULL, 0, 3);
+    annotate(np, "annotations", "peloton.io/preemptible", "false");
+    r = filter(x, np, ALL, 4, true, 0);
+    json_decref(r);
+    ext_metrics_latency(x, EXTENDER_FILTER, 70000);   /* 70 us: le 0.0001 */
+    ext_metrics_latency(x, EXTENDER_FILTER, 9000000000ull); /* 9 s: +Inf only */
+    json_t *out = preempt_on(x, pod, "n1");           /* nothing to preempt: an empty answer */
+    json_decref(out);
+    char *text;
+    size_t len;
+    REQUIRE_I64(ext_metrics_render(x, NULL, NULL, 0, &text, &len), 0);
+    CHECK_I64(strlen(text), len);
+    CHECK_HAS(text, "# HELP peloton_extender_request_duration_seconds ");
+    CHECK_HAS(text, "\n# TYPE peloton_extender_request_duration_seconds histogram\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_bucket{verb=\"filter\",le=\"5e-05\"} 0\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_bucket{verb=\"filter\",le=\"0.0001\"} 1\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_bucket{verb=\"filter\",le=\"5\"} 1\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 2\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_sum{verb=\"filter\"} 9.00007\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_count{verb=\"filter\"} 2\n");
+    CHECK_HAS(text, "peloton_extender_filter_decisions_total{pool=\"team-a\",reason=\"admitted\"} 1\n");
+    CHECK_HAS(text, "peloton_extender_filter_decisions_total{pool=\"team-a\",reason=\"reservation\"} 1\n");
+    CHECK_HAS(text, "peloton_extender_filter_decisions_total{pool=\"we\\\"ird\\\\po\\nol\",reason=\"pool_unknown\"} 1\n");
+    CHECK_HAS(text, "# TYPE peloton_extender_preempt_empty_total counter\npeloton_extender_preempt_empty_total 1\n");
+    CHECK_HAS(text, "peloton_extender_model_nodes 4\n");
+    CHECK(strstr(text, "cache_synced") == NULL); /* no informers */
+    free(text);
+    json_decref(pod);
+    json_decref(odd);
+    json_decref(np);
     ext_core_free(x);
 }
 
