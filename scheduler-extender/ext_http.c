@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ext_int.h"
 #include "kclient.h"
@@ -53,6 +54,10 @@ struct extender_srv {
     struct feed feeds[NFEEDS];
     bool forced_ready;
     struct bind_op *ops;
+    uv_timer_t pool_timer;     /* writes ResourcePool status (pool_status_ms; 0: never) */
+    int pool_status_ms;
+    bool pool_timer_on;
+    json_t *pool_sent;         /* pool name -> {"st": status sent (no times), "ticks": ticks since} */
     struct extender_scan scan; /* the fast path's decoded request; its buffers are reused */
     struct extender_buf reply; /* the fast path's reply text, handed to the HTTP layer */
 };
@@ -63,6 +68,7 @@ void ext_srv_options_default(struct ext_srv_options *o) {
     o->port = EXT_DEFAULT_PORT;
     o->prefix = EXT_DEFAULT_PREFIX;
     o->max_body = EXT_DEFAULT_MAX_BODY;
+    o->pool_status_ms = EXT_DEFAULT_POOL_STATUS_MS;
     ext_core_options_default(&o->core);
 }
 
@@ -436,6 +442,86 @@ static bool serve_verb(struct extender_srv *s, enum extender_verb v, const struc
     return deferred;
 }
 
+/* ---- ResourcePool status ---- */
+
+/* The status' conditions without their lastTransitionTime (for comparing). */
+static json_t *without_times(const json_t *st) {
+    json_t *c = json_deep_copy(st);
+    size_t i;
+    json_t *cond;
+    json_array_foreach(json_object_get(c, "conditions"), i, cond) json_object_del(cond, "lastTransitionTime");
+    return c;
+}
+
+/* Whether every member of want is in have, equal (conditions without times). */
+static bool status_has(const json_t *have, const json_t *want) {
+    if (!json_is_object(have)) return false;
+    json_t *h = without_times(have);
+    const char *k;
+    json_t *v;
+    bool same = true;
+    json_object_foreach((json_t *)want, k, v) {
+        if (!json_equal(json_object_get(h, k), v)) {
+            same = false;
+            break;
+        }
+    }
+    json_decref(h);
+    return same;
+}
+
+static int pool_status_one(void *ud, json_t *obj) {
+    struct extender_srv *s = ud;
+    const char *name = ext_obj_name(obj);
+    json_t *st = name ? ext_pool_status(s->core, obj) : NULL;
+    if (!st) return 0;
+    const json_t *have = json_object_get(obj, "status");
+    json_t *sent = json_object_get(s->pool_sent, name);
+    bool same_as_sent = sent && json_equal(json_object_get(sent, "st"), st);
+    json_int_t ticks = sent ? json_integer_value(json_object_get(sent, "ticks")) + 1 : 0;
+    /* written already: wait for the watch to show it, then resend only if it still differs after a while */
+    if (status_has(have, st) || (same_as_sent && ticks < 5)) {
+        if (sent) json_object_set_new(sent, "ticks", json_integer(status_has(have, st) ? 0 : ticks));
+        json_decref(st);
+        return 0;
+    }
+    json_t *out = json_deep_copy(st);
+    /* lastTransitionTime: kept while the condition's status is what it was */
+    json_t *cond = json_array_get(json_object_get(out, "conditions"), 0), *old = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(have, "conditions"), i, c) {
+        if (json_equal(json_object_get(c, "type"), json_object_get(cond, "type"))) old = c;
+    }
+    const char *old_time = json_string_value(json_object_get(old, "lastTransitionTime"));
+    char now[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    bool same_status = old && json_equal(json_object_get(old, "status"), json_object_get(cond, "status"));
+    json_object_set_new(cond, "lastTransitionTime", json_string(same_status && old_time ? old_time : now));
+    char esc[3 * EXTENDER_MAX_NAME + 1], path[sizeof esc + 64];
+    kc_escape(name, esc, sizeof esc);
+    snprintf(path, sizeof path, "/apis/peloton.io/v1alpha1/resourcepools/%s/status", esc);
+    json_t *body = json_pack("{s:o}", "status", out);
+    if (body) kclient_request(s->kc, "PATCH", path, body, "application/merge-patch+json", NULL, NULL);
+    json_decref(body);
+    json_object_set_new(s->pool_sent, name, json_pack("{s:o, s:i}", "st", st, "ticks", 0));
+    if (!same_as_sent) {
+        const char *tv = json_string_value(json_object_get(cond, "status"));
+        if (tv && !strcmp(tv, "False"))
+            fprintf(stderr, "level=warn msg=\"pool tree invalid\" pool=%s error=\"%s\"\n", name,
+                    cluster_pool_error(ext_core_cluster(s->core)));
+    }
+    return 0;
+}
+
+static void on_pool_timer(uv_timer_t *tm) {
+    struct extender_srv *s = tm->data;
+    if (!s->kc || !s->feeds[FEED_POOL].inf || !extender_srv_ready(s)) return;
+    kc_informer_foreach(s->feeds[FEED_POOL].inf, pool_status_one, s);
+}
+
 /* ---- feeding ---- */
 
 static void feed_add(void *ud, json_t *obj) {
@@ -495,6 +581,13 @@ int extender_srv_start(uv_loop_t *loop, struct kclient *kc, const struct ext_srv
         extender_srv_free(s);
         return rc;
     }
+    if (kc && o->pool_status_ms > 0 && (s->pool_sent = json_object())) {
+        s->pool_status_ms = o->pool_status_ms;
+        uv_timer_init(loop, &s->pool_timer);
+        s->pool_timer.data = s;
+        uv_timer_start(&s->pool_timer, on_pool_timer, (uint64_t)o->pool_status_ms, (uint64_t)o->pool_status_ms);
+        s->pool_timer_on = true;
+    }
     static const struct kc_informer_handlers h = {feed_add, feed_update, feed_delete, feed_synced};
     for (int i = 0; kc && i < NFEEDS; i++) {
         s->feeds[i] = (struct feed){.s = s, .i = i};
@@ -517,6 +610,11 @@ void extender_srv_stop(struct extender_srv *s) {
         s->feeds[i].inf = NULL;
     }
     if (s->http) http_server_stop(s->http);
+    if (s->pool_timer_on) {
+        uv_timer_stop(&s->pool_timer);
+        uv_close((uv_handle_t *)&s->pool_timer, NULL);
+        s->pool_timer_on = false;
+    }
 }
 
 void extender_srv_free(struct extender_srv *s) {
@@ -528,6 +626,7 @@ void extender_srv_free(struct extender_srv *s) {
     ext_core_free(s->core);
     extender_scan_free(&s->scan);
     extender_buf_free(&s->reply);
+    json_decref(s->pool_sent);
     free(s->prefix);
     free(s);
 }

@@ -32,6 +32,7 @@
 #define EXT_DEFAULT_PORT 8888
 #define EXT_DEFAULT_MAX_BODY (32u << 20) /* a NodeList of ~10,000 nodes when not nodeCacheCapable */
 #define EXT_DEFAULT_GANG_TTL_MS 30000    /* how long an admitted gang's plan holds */
+#define EXT_DEFAULT_POOL_STATUS_MS 2000  /* ResourcePool status written at most this often */
 
 struct ext_core_options {
     const char *default_pool; /* pool of pods with neither label nor namespace annotation; NULL = unmanaged */
@@ -108,6 +109,16 @@ void ext_bind_abort(struct ext_core *x, const struct extender_binding_args *b);
 /* Binds of b's pod in flight (begun, not committed nor aborted). */
 int ext_bind_inflight(const struct ext_core *x, const struct extender_binding_args *b);
 
+/* The status the extender writes to the ResourcePool object obj (new
+ * value, NULL on allocation failure or a nameless object): path,
+ * entitlement, slackEntitlement, allocation, demand and summary from the
+ * model's tree (crd_pool_status; absent for a pool the tree does not hold),
+ * observedGeneration, and one condition TreeValid: "True" while the pools
+ * form a valid tree, "False" (reason InvalidTree, the rule broken in its
+ * message) while they do not and the last valid tree stays in force. No
+ * lastTransitionTime (the writer sets it). */
+json_t *ext_pool_status(struct ext_core *x, const json_t *obj);
+
 /* Counters, for /healthz and the benchmark. */
 struct ext_stats {
     uint64_t filters, prioritizes, preempts, binds, bind_errors, gangs_admitted;
@@ -131,6 +142,8 @@ struct ext_srv_options {
     const char *prefix;    /* default EXT_DEFAULT_PREFIX; "" serves /filter etc. */
     size_t max_body;       /* default EXT_DEFAULT_MAX_BODY; larger bodies get 413 */
     const char *tls_cert, *tls_key; /* PEM paths: HTTPS */
+    int pool_status_ms;    /* how often ResourcePool status is written (ext_pool_status); 0 = never
+                            * (pelotond's resource manager writes it); default EXT_DEFAULT_POOL_STATUS_MS */
     struct ext_core_options core;
 };
 void ext_srv_options_default(struct ext_srv_options *o);

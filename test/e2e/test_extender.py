@@ -497,6 +497,42 @@ def test_nominated_pod_holds_the_room_freed_for_it():
         delete_pods("team-b")
 
 
+def test_pool_status_written_in_extender_mode():
+    """No resource manager runs here (pelotond is the API server alone): the
+    extender writes the pools' status, which `kubectl get rp` shows."""
+    try:
+        e = ours(True)
+        for i in range(2):
+            p = make_pod("team-a", f"st{i}", cpu="1")
+            wait_until(lambda: pods_seen() >= i + 1, "extender sees the pod")
+            e.bind(p, "n1" if i == 0 else "n2")
+
+        def status():
+            return CUSTOM.get_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools", "team-a").get("status")
+        wait_until(lambda: (status() or {}).get("allocation", {}).get("cpu") == "2", "team-a's allocation written")
+        st = status()
+        assert st["path"] == "/team-a" and st["summary"]["cpu"]["allocation"] == "2", st
+        assert st["summary"]["cpu"]["reservation"] == "2" and st["entitlement"]["cpu"], st
+        (cond,) = st["conditions"]
+        assert cond["type"] == "TreeValid" and cond["status"] == "True" and cond["lastTransitionTime"], cond
+        first = cond["lastTransitionTime"]
+        # a change of numbers keeps the condition's transition time
+        CORE.delete_namespaced_pod("st1", "team-a", grace_period_seconds=0)
+        wait_until(lambda: status()["allocation"]["cpu"] == "1", "team-a's allocation back to 1")
+        assert status()["conditions"][0]["lastTransitionTime"] == first
+        # kubectl's columns come from the CRD's printer columns over status.summary
+        out = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", "get", "rp", "team-a"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        head, row = out.stdout.splitlines()[:2]
+        starts = [m.start() for m in re.finditer(r"\S+", head)]
+        cells = {head[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:] + [None])}
+        assert cells["NAME"] == "team-a" and cells["CPU-RES"] == "2" and cells["CPU-ALLOC"] == "1", out.stdout
+        assert cells["CPU-ENT"] not in ("", "<none>") and cells["CPU-DEMAND"] == "1", out.stdout
+    finally:
+        delete_pods("team-a")
+
+
 def test_strategy_follows_the_job_type():
     try:
         job_strategy()

@@ -404,6 +404,65 @@ TEST(ext_srv_metrics_text) {
     ext_core_free(x);
 }
 
+/* Pool status in extender mode: the model's entitlement, allocation and
+ * demand, and a TreeValid condition; a set of pools that breaks a tree rule
+ * is a condition on every pool, and the last valid tree stays in force. */
+TEST(ext_srv_pool_status_and_an_invalid_tree) {
+    struct ext_core *x = cluster4();
+    set_new(x, "Pod", pod_obj("a0", "team-a", "1", "n1", 0, 1));
+    set_new(x, "Pod", pod_obj("a1", "team-a", "1", NULL, 0, 2));
+    json_t *ta = pool_obj("team-a", "2", "8");
+    json_object_set_new(json_object_get(ta, "metadata"), "generation", json_integer(3));
+    json_t *st = ext_pool_status(x, ta);
+    REQUIRE(st);
+    CHECK_STR(json_string_value(json_object_get(st, "path")), "/team-a");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(st, "allocation"), "cpu")), "1");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(st, "demand"), "cpu")), "2");
+    CHECK_I64(json_integer_value(json_object_get(st, "observedGeneration")), 3);
+    json_t *c = json_array_get(json_object_get(st, "conditions"), 0);
+    CHECK_STR(json_string_value(json_object_get(c, "type")), "TreeValid");
+    CHECK_STR(json_string_value(json_object_get(c, "status")), "True");
+    char *before = json_dumps(json_object_get(st, "entitlement"), JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(st);
+    /* a pool whose parent does not exist: the tree is invalid, the last valid one stays */
+    json_t *orphan = pool_obj("orphan", "1", "2");
+    json_object_set_new(json_object_get(orphan, "spec"), "parent", json_string("nosuch"));
+    set_new(x, "ResourcePool", json_incref(orphan));
+    st = ext_pool_status(x, ta);
+    REQUIRE(st);
+    c = json_array_get(json_object_get(st, "conditions"), 0);
+    CHECK_STR(json_string_value(json_object_get(c, "status")), "False");
+    CHECK_STR(json_string_value(json_object_get(c, "reason")), "InvalidTree");
+    CHECK_HAS(json_string_value(json_object_get(c, "message")), "nosuch");
+    CHECK_HAS(json_string_value(json_object_get(c, "message")), "the last valid tree stays in force");
+    char *after = json_dumps(json_object_get(st, "entitlement"), JSON_COMPACT | JSON_SORT_KEYS);
+    CHECK_STR(after, before); /* team-a's numbers still come from the last valid tree */
+    free(before);
+    free(after);
+    json_decref(st);
+    st = ext_pool_status(x, orphan);
+    REQUIRE(st);
+    CHECK(json_object_get(st, "entitlement") == NULL);
+    CHECK_HAS(json_string_value(json_object_get(json_array_get(json_object_get(st, "conditions"), 0), "message")),
+              "this pool is not in it");
+    json_decref(st);
+    /* team-a's pods are still admitted under the last valid tree */
+    json_t *a2 = pod_obj("a2", "team-a", "1", NULL, 0, 3);
+    json_t *r = filter(x, a2, ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    /* fixed: valid again */
+    ext_core_del(x, "ResourcePool", orphan);
+    st = ext_pool_status(x, ta);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(st, "conditions"), 0), "status")),
+              "True");
+    json_decref(st);
+    json_decref(a2);
+    json_decref(orphan);
+    json_decref(ta);
+    ext_core_free(x);
+}
+
 TEST(ext_srv_non_preemptible_work_stays_within_the_reservation) {
     struct ext_core *x = cluster4();
     json_t *np = pod_obj("np", "team-a", "3", NULL, 0, 1);
