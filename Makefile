@@ -77,7 +77,13 @@ BINS := bin/peloton-sim bin/pelotond $(if $(wildcard src/cmd/kubelet_sim.c),bin/
         $(if $(wildcard scheduler-extender/main.c),bin/peloton-extender)
 ASAN_BINS := $(BINS:bin/%=build/asan/%)
 
-build: deps $(BINS)
+# The CRDs for Kubernetes 1.20 to 1.24: crds/ without CEL rules, generated
+# (scripts/crds-nocel.py; docs/extender.md), never kept in the repository.
+CRDS_PRE125 := $(patsubst crds/%.yaml,build/crds-pre1.25/%.yaml,$(wildcard crds/*.yaml))
+$(CRDS_PRE125): build/crds-pre1.25/%.yaml: crds/%.yaml scripts/crds-nocel.py
+	@python3 scripts/crds-nocel.py crds build/crds-pre1.25
+
+build: deps $(BINS) $(CRDS_PRE125)
 
 bin/kubelet-sim: build/rel/src/cmd/kubelet_sim.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin
