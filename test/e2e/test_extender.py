@@ -533,6 +533,42 @@ def test_pool_status_written_in_extender_mode():
         delete_pods("team-a")
 
 
+def test_preempt_never_breaks_a_running_gang():
+    """A gang is one preemption unit: kube-scheduler deletes the victims of one
+    node, so a gang spread over nodes is never a victim, and a gang on one
+    node goes whole."""
+    try:
+        e = ours(True)
+        uids = {}
+
+        def member(name, gang, node):
+            p = make_pod("team-b", name, cpu="1", labels={"peloton.io/gang": gang, "peloton.io/gang-size": "2"},
+                         priority=1)
+            uids[name] = p["metadata"]["uid"]
+            return p, node
+        placed = [member("gs-0", "gs", "n1"), member("gs-1", "gs", "n2"), member("gw-0", "gw", "n3"),
+                  member("gw-1", "gw", "n3")]
+        lone = make_pod("team-b", "lone", cpu="1", priority=1)
+        uids["lone"] = lone["metadata"]["uid"]
+        placed.append((lone, "n1"))
+        wait_until(lambda: pods_seen() >= 5, "extender sees the gangs")
+        for p, node in placed:
+            e.bind(p, node)
+        objs = {p["metadata"]["name"]: read_pod("team-b", p["metadata"]["name"]) for p, _ in placed}
+        big = make_pod("team-b", "big", cpu="2", priority=10)
+        small = make_pod("team-b", "small", cpu="1", priority=10)
+        wait_until(lambda: pods_seen() >= 7, "extender sees the preemptors")
+        # n1 holds gs-0 and lone: both would make room, but gs-0 alone would leave gang gs 1/2
+        assert e.preempt(big, {"n1": [objs["gs-0"], objs["lone"]]}) == {}
+        # n3 holds gang gw whole: one member would do for 1 cpu, the gang goes as a unit
+        v = e.preempt(small, {"n3": [objs["gw-0"], objs["gw-1"]]})
+        assert sorted(v["n3"]) == sorted([uids["gw-0"], uids["gw-1"]]), v
+        # on n1 a 1-cpu preemptor takes the single pod, never the gang's member
+        assert e.preempt(small, {"n1": [objs["gs-0"], objs["lone"]]}) == {"n1": [uids["lone"]]}
+    finally:
+        delete_pods("team-b")
+
+
 def test_strategy_follows_the_job_type():
     try:
         job_strategy()
