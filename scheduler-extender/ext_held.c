@@ -43,8 +43,25 @@ void ext_nominated_note(struct ext_core *x, const char *ns, const char *name, co
     if (!old || strcmp(old, node)) json_object_set_new(x->nominated, key, json_string(node));
 }
 
+/* metadata.resourceVersion as a number, or -1 (the API server's are opaque
+ * strings; kube-apiserver's and pelotond's are decimal revisions). */
+static long long rv_of(const json_t *obj) {
+    const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    if (!rv || !rv[0] || strlen(rv) > 18) return -1;
+    long long v = 0;
+    for (const char *c = rv; *c; c++) {
+        if (*c < '0' || *c > '9') return -1;
+        v = v * 10 + (*c - '0');
+    }
+    return v;
+}
+
 void ext_nominated_from_request(struct ext_core *x, const struct cm_pod *p, const json_t *obj) {
-    if (nominated_node(obj) && !p->node) ext_nominated_note(x, p->ns, p->name, obj);
+    if (!nominated_node(obj) || p->node) return;
+    /* an object older than the watch's may carry a nomination since cleared */
+    long long req = rv_of(obj), seen = p->obj && p->obj != obj ? rv_of(p->obj) : -1;
+    if (req >= 0 && seen >= 0 && req < seen) return;
+    ext_nominated_note(x, p->ns, p->name, obj);
 }
 
 static int held_cmp(const void *a, const void *b) {

@@ -239,7 +239,8 @@ struct ext_held {
  * object obj: kept while the pod is unbound, not ended, and nominated. */
 void ext_nominated_note(struct ext_core *x, const char *ns, const char *name, const json_t *obj);
 /* A request's Pod: its nomination is recorded when it has one (the watch
- * may lag); a missing one is not taken as a withdrawal. */
+ * may lag), unless the object is older than the one the watch delivered
+ * (resourceVersion); a missing one is not taken as a withdrawal. */
 void ext_nominated_from_request(struct ext_core *x, const struct cm_pod *p, const json_t *obj);
 void ext_nominated_forget(struct ext_core *x, const char *ns, const char *name);
 /* Whether anything is held (cheap: the filter's hot path asks). */

@@ -343,6 +343,20 @@ TEST(ext_srv_nominated_pods_hold_their_room) {
     r = filter(x, low, ALL, 4, true, 0);
     CHECK_HAS(failed(r, "FailedNodes", "n2"), "held for nominated pod default/nom2");
     json_decref(r);
+    /* a request's object older than the watch's does not bring back a cleared nomination */
+    json_t *nom3 = pod_obj("nom3", "team-b", "2", NULL, 10, 6);
+    json_object_set_new(json_object_get(nom3, "metadata"), "resourceVersion", json_string("20"));
+    set_new(x, "Pod", json_incref(nom3)); /* the watch: not nominated (any more), rv 20 */
+    json_t *stale = json_deep_copy(nom3);
+    json_object_set_new(json_object_get(stale, "metadata"), "resourceVersion", json_string("19"));
+    json_object_set_new(json_object_get(stale, "status"), "nominatedNodeName", json_string("n4"));
+    r = filter(x, stale, ALL, 4, true, 0);
+    json_decref(r);
+    r = filter(x, low, ALL, 4, true, 0);
+    CHECK(failed(r, "FailedNodes", "n4") == NULL);
+    json_decref(r);
+    json_decref(stale);
+    json_decref(nom3);
     /* bound: the pod counts on its node, the hold ends */
     json_object_set_new(json_object_get(nom, "spec"), "nodeName", json_string("n1"));
     set_new(x, "Pod", json_incref(nom));
