@@ -162,6 +162,12 @@ static void family(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A family of one sample without labels. */
+static void single(FILE *f, const char *name, const char *type, const char *help, unsigned long long v) {
+    family(f, name, type, help);
+    fprintf(f, "%s %llu\n", name, v);
+}
+
 /* A label value with \, " and newline escaped. */
 static void label_value(FILE *f, const char *v) {
     for (; *v; v++) {
@@ -221,52 +227,49 @@ int ext_metrics_render(struct ext_core *x, const bool *synced, const char *const
             fprintf(f, "\",reason=\"%s\"} %llu\n", dec_name[d], (unsigned long long)e->n[d]);
         }
     }
-    family(f, "peloton_extender_filter_decisions_dropped_total", "counter",
-           "Decisions not counted by pool: more than 4096 pools were seen.");
-    fprintf(f, "peloton_extender_filter_decisions_dropped_total %llu\n", (unsigned long long)m->dec_dropped);
+    single(f, "peloton_extender_filter_decisions_dropped_total", "counter",
+           "Decisions not counted by pool: more than 4096 pools were seen.", m->dec_dropped);
 
-    family(f, "peloton_extender_preempt_victims_total", "counter",
-           "Victims named in preempt answers (a gang's members all count).");
-    fprintf(f, "peloton_extender_preempt_victims_total %llu\n", (unsigned long long)m->preempt_victims);
-    family(f, "peloton_extender_preempt_nodes_total", "counter", "Nodes named (with victims) in preempt answers.");
-    fprintf(f, "peloton_extender_preempt_nodes_total %llu\n", (unsigned long long)m->preempt_nodes);
-    family(f, "peloton_extender_preempt_empty_total", "counter",
-           "preempt answers naming no node (kube-scheduler does not preempt for the pod).");
-    fprintf(f, "peloton_extender_preempt_empty_total %llu\n", (unsigned long long)m->preempt_empty);
+    single(f, "peloton_extender_preempt_victims_total", "counter",
+           "Victims named in preempt answers (a gang's members all count).", m->preempt_victims);
+    single(f, "peloton_extender_preempt_nodes_total", "counter",
+           "Nodes named (with victims) in preempt answers.", m->preempt_nodes);
+    single(f, "peloton_extender_preempt_empty_total", "counter",
+           "preempt answers naming no node (kube-scheduler does not preempt for the pod).", m->preempt_empty);
 
     family(f, "peloton_extender_binds_total", "counter",
            "bind calls by result: bound (the API server took the Binding), already (bound there before), failed.");
     fprintf(f, "peloton_extender_binds_total{result=\"bound\"} %llu\n", (unsigned long long)m->binds_bound);
     fprintf(f, "peloton_extender_binds_total{result=\"already\"} %llu\n", (unsigned long long)m->binds_already);
     fprintf(f, "peloton_extender_binds_total{result=\"failed\"} %llu\n", (unsigned long long)m->binds_failed);
-    family(f, "peloton_extender_binds_in_flight", "gauge",
-           "Pods whose Binding is with the API server (counted against their pools already).");
-    fprintf(f, "peloton_extender_binds_in_flight %zu\n", json_object_size(x->inflight));
+    single(f, "peloton_extender_binds_in_flight", "gauge",
+           "Pods whose Binding is with the API server (counted against their pools already).",
+           json_object_size(x->inflight));
 
     size_t gangs = 0;
     for (const struct ext_gang *g = x->gangs; g; g = g->next) gangs++;
-    family(f, "peloton_extender_gangs_held", "gauge",
-           "Admitted gangs whose planned members are not all bound yet (their nodes' room is held).");
-    fprintf(f, "peloton_extender_gangs_held %zu\n", gangs);
-    family(f, "peloton_extender_gangs_admitted_total", "counter", "Gangs admitted as a whole.");
-    fprintf(f, "peloton_extender_gangs_admitted_total %llu\n", (unsigned long long)x->st.gangs_admitted);
-    family(f, "peloton_extender_nominated_pods", "gauge",
-           "Unbound pods kube-scheduler nominated to a node (status.nominatedNodeName).");
-    fprintf(f, "peloton_extender_nominated_pods %zu\n", json_object_size(x->nominated));
+    single(f, "peloton_extender_gangs_held", "gauge",
+           "Admitted gangs whose planned members are not all bound yet (their nodes' room is held).", gangs);
+    single(f, "peloton_extender_gangs_admitted_total", "counter",
+           "Gangs admitted as a whole.", x->st.gangs_admitted);
+    single(f, "peloton_extender_nominated_pods", "gauge",
+           "Unbound pods kube-scheduler nominated to a node (status.nominatedNodeName).",
+           json_object_size(x->nominated));
 
-    family(f, "peloton_extender_model_nodes", "gauge", "Nodes in the extender's model.");
-    fprintf(f, "peloton_extender_model_nodes %zu\n", cluster_node_count(x->cm));
-    family(f, "peloton_extender_model_pods", "gauge", "Pods in the extender's model.");
-    fprintf(f, "peloton_extender_model_pods %zu\n", cluster_pod_count(x->cm));
-    family(f, "peloton_extender_pool_tree_valid", "gauge",
-           "1 when the latest set of ResourcePools forms a valid tree, 0 when the last valid one stays in force.");
-    fprintf(f, "peloton_extender_pool_tree_valid %d\n", cluster_pool_error(x->cm) ? 0 : 1);
+    single(f, "peloton_extender_model_nodes", "gauge",
+           "Nodes in the extender's model.", cluster_node_count(x->cm));
+    single(f, "peloton_extender_model_pods", "gauge",
+           "Pods in the extender's model.", cluster_pod_count(x->cm));
+    single(f, "peloton_extender_pool_tree_valid", "gauge",
+           "1 when the latest set of ResourcePools forms a valid tree, 0 when the last valid one stays in force.",
+           cluster_pool_error(x->cm) ? 0 : 1);
 
     if (n) {
         family(f, "peloton_extender_cache_synced", "gauge", "1 once the informer of a kind has listed its objects.");
         for (size_t i = 0; i < n; i++)
             fprintf(f, "peloton_extender_cache_synced{kind=\"%s\"} %d\n", kinds[i], synced[i] ? 1 : 0);
-        family(f, "peloton_extender_watch_events_total", "counter", "Watch events taken after the first sync, by kind.");
+        family(f, "peloton_extender_watch_events_total", "counter",
+               "Watch events taken after the first sync, by kind.");
         for (size_t i = 0; i < n && i < EXT_WATCH_KINDS; i++)
             fprintf(f, "peloton_extender_watch_events_total{kind=\"%s\"} %llu\n", kinds[i],
                     (unsigned long long)m->watch_events[i]);
