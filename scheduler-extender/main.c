@@ -81,7 +81,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "peloton-extender: --tls-cert and --tls-key go together\n");
         return 2;
     }
-    if (o.port < 0 || o.port > 65535 || o.pool_status_ms < 0 || (kubeconfig && (in_cluster || server)) || (in_cluster && server))
+    if (o.port < 0 || o.port > 65535 || o.pool_status_ms < 0 || (kubeconfig && (in_cluster || server)) ||
+        (in_cluster && server))
         return usage();
     char err[512];
     struct kc_config cfg;

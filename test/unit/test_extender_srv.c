@@ -322,7 +322,8 @@ TEST(ext_srv_nominated_pods_hold_their_room) {
     CHECK_I64(passing(r), 3);
     CHECK_HAS(failed(r, "FailedNodes", "n1"), "insufficient cpu: held for nominated pod default/nom");
     json_decref(r);
-    /* the nominated pod itself, and pods of higher priority, see the room (equal priority does not, as in kube-scheduler) */
+    /* the nominated pod itself, and pods of higher priority, see the room (equal priority
+     * does not, as in kube-scheduler) */
     r = filter(x, nom, ALL, 4, true, 0);
     CHECK_I64(passing(r), 4);
     json_decref(r);
@@ -407,7 +408,8 @@ TEST(ext_srv_metrics_text) {
     CHECK_HAS(text, "peloton_extender_request_duration_seconds_count{verb=\"filter\"} 2\n");
     CHECK_HAS(text, "peloton_extender_filter_decisions_total{pool=\"team-a\",reason=\"admitted\"} 1\n");
     CHECK_HAS(text, "peloton_extender_filter_decisions_total{pool=\"team-a\",reason=\"reservation\"} 1\n");
-    CHECK_HAS(text, "peloton_extender_filter_decisions_total{pool=\"we\\\"ird\\\\po\\nol\",reason=\"pool_unknown\"} 1\n");
+    CHECK_HAS(text, "peloton_extender_filter_decisions_total{pool=\"we\\\"ird\\\\po\\nol\","
+                    "reason=\"pool_unknown\"} 1\n");
     CHECK_HAS(text, "# TYPE peloton_extender_preempt_empty_total counter\npeloton_extender_preempt_empty_total 1\n");
     CHECK_HAS(text, "peloton_extender_model_nodes 4\n");
     CHECK(strstr(text, "cache_synced") == NULL); /* no informers */
