@@ -39,6 +39,8 @@ struct bind_op {
     struct http_stream *st; /* NULL once the client's stream is over */
     struct extender_binding_args *b;
     char *conflict;         /* the 409's message, while the pod is read back */
+    uv_timer_t timer;       /* --bind-timeout-ms: the answer kube-scheduler gets when the API server is slow */
+    bool timer_on;
     int refs;
     bool answered;
     struct bind_op *prev, *next;
@@ -54,6 +56,7 @@ struct extender_srv {
     struct feed feeds[NFEEDS];
     bool forced_ready;
     struct bind_op *ops;
+    int bind_timeout_ms;
     uv_timer_t pool_timer;     /* writes ResourcePool status (pool_status_ms; 0: never) */
     int pool_status_ms;
     bool pool_timer_on;
@@ -69,6 +72,7 @@ void ext_srv_options_default(struct ext_srv_options *o) {
     o->prefix = EXT_DEFAULT_PREFIX;
     o->max_body = EXT_DEFAULT_MAX_BODY;
     o->pool_status_ms = EXT_DEFAULT_POOL_STATUS_MS;
+    o->bind_timeout_ms = EXT_DEFAULT_BIND_TIMEOUT_MS;
     ext_core_options_default(&o->core);
 }
 
@@ -128,7 +132,17 @@ static void op_unref(struct bind_op *op) {
     free(op);
 }
 
+static void op_timer_closed(uv_handle_t *h) { op_unref(h->data); }
+
+static void op_timer_end(struct bind_op *op) {
+    if (!op->timer_on) return;
+    op->timer_on = false;
+    uv_timer_stop(&op->timer);
+    uv_close((uv_handle_t *)&op->timer, op_timer_closed);
+}
+
 static void op_finish(struct bind_op *op, const char *error) {
+    op_timer_end(op);
     if (op->answered) return;
     op->answered = true;
     const struct extender_binding_args *b = op->b;
@@ -158,6 +172,19 @@ static void op_finish(struct bind_op *op, const char *error) {
     if (text) http_stream_write(op->st, text, strlen(text));
     free(text);
     http_stream_end(op->st);
+}
+
+/* The API server has not answered in time: kube-scheduler gets an Error
+ * (it forgets the pod and tries again), and the pod stops counting. The POST
+ * goes on; if it takes after all, the watch counts the pod again. */
+static void op_timeout(uv_timer_t *t) {
+    struct bind_op *op = t->data;
+    char msg[EXTENDER_MAX_REASON];
+    snprintf(msg, sizeof msg,
+             "binding pod %s/%s to node %s: the API server has not answered within %d ms; the pod no longer counts "
+             "against its pool",
+             op->b->pod_namespace, op->b->pod_name, op->b->node, op->s ? op->s->bind_timeout_ms : 0);
+    op_finish(op, msg);
 }
 
 static void op_stream_closed(void *ud) {
@@ -267,6 +294,12 @@ static bool serve_bind(struct extender_srv *s, const struct http_request *req, s
     kc_escape(b->pod_name, name, sizeof name);
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", ns, name);
     ext_bind_begin(s->core, b); /* counted from now: the next pods' filters see it */
+    if (s->bind_timeout_ms > 0 && !uv_timer_init(s->loop, &op->timer)) {
+        op->timer.data = op;
+        op->timer_on = true;
+        op->refs++; /* the timer's, until it is closed */
+        uv_timer_start(&op->timer, op_timeout, (uint64_t)s->bind_timeout_ms, 0);
+    }
     op->refs++; /* the request's */
     if (kclient_request(s->kc, "POST", path, binding, NULL, op_posted, op)) {
         op->refs--;
@@ -573,6 +606,7 @@ int extender_srv_start(uv_loop_t *loop, struct kclient *kc, const struct ext_srv
         return -EINVAL;
     }
     s->max_body = o->max_body ? o->max_body : EXT_DEFAULT_MAX_BODY;
+    s->bind_timeout_ms = o->bind_timeout_ms;
     struct http_server_config hc = {.bind_addr = o->bind_addr ? o->bind_addr : "127.0.0.1", .port = o->port,
                                     .max_body = s->max_body, .handler = handle, .ud = s,
                                     .tls_cert = o->tls_cert, .tls_key = o->tls_key};
@@ -605,6 +639,7 @@ int extender_srv_start(uv_loop_t *loop, struct kclient *kc, const struct ext_srv
 
 void extender_srv_stop(struct extender_srv *s) {
     if (!s) return;
+    for (struct bind_op *op = s->ops; op; op = op->next) op_timer_end(op);
     for (int i = 0; i < NFEEDS; i++) {
         kc_informer_free(s->feeds[i].inf);
         s->feeds[i].inf = NULL;

@@ -33,6 +33,7 @@
 #define EXT_DEFAULT_MAX_BODY (32u << 20) /* a NodeList of ~10,000 nodes when not nodeCacheCapable */
 #define EXT_DEFAULT_GANG_TTL_MS 30000    /* how long an admitted gang's plan holds */
 #define EXT_DEFAULT_POOL_STATUS_MS 2000  /* ResourcePool status written at most this often */
+#define EXT_DEFAULT_BIND_TIMEOUT_MS 5000 /* a Binding not answered by then fails (kube-scheduler's httpTimeout) */
 
 struct ext_core_options {
     const char *default_pool; /* pool of pods with neither label nor namespace annotation; NULL = unmanaged */
@@ -142,6 +143,9 @@ struct ext_srv_options {
     const char *prefix;    /* default EXT_DEFAULT_PREFIX; "" serves /filter etc. */
     size_t max_body;       /* default EXT_DEFAULT_MAX_BODY; larger bodies get 413 */
     const char *tls_cert, *tls_key; /* PEM paths: HTTPS */
+    int bind_timeout_ms;   /* a Binding the API server has not answered within this is an Error to
+                            * kube-scheduler and the pod stops counting; 0 = the API client's own timeout;
+                            * default EXT_DEFAULT_BIND_TIMEOUT_MS (kube-scheduler's default httpTimeout) */
     int pool_status_ms;    /* how often ResourcePool status is written (ext_pool_status); 0 = never
                             * (pelotond's resource manager writes it); default EXT_DEFAULT_POOL_STATUS_MS */
     struct ext_core_options core;

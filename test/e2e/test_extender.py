@@ -403,7 +403,9 @@ def test_binds_in_flight_count_against_the_reservation():
     fails gives the room back."""
     make_pool("team-r", "2", "8")
     proxy = HoldingProxy(PORT)
-    p, port, log = start_extender(f"--kubeconfig={services.kubeconfig(proxy.port)}", name="held")
+    # no bind timeout here: the Bindings stay held as long as the test needs (the next test times them out)
+    p, port, log = start_extender(f"--kubeconfig={services.kubeconfig(proxy.port)}", "--bind-timeout-ms=0",
+                                  name="held")
     threads = []
     try:
         wait_until(lambda: healthz(port)[0] == 200 and healthz(port)[1]["nodes"] == 4, "held extender ready")
@@ -470,6 +472,52 @@ def test_binds_in_flight_count_against_the_reservation():
         proxy.close()
         delete_pods("team-a")
         CUSTOM.delete_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools", "team-r")
+
+
+def test_a_bind_not_answered_in_time_gives_the_room_back():
+    """--bind-timeout-ms: a Binding the API server has not answered by then is
+    an Error to kube-scheduler and the pod stops counting; if it takes later,
+    the watch counts the pod again."""
+    make_pool("team-t", "1", "8")
+    proxy = HoldingProxy(PORT)
+    p, port, log = start_extender(f"--kubeconfig={services.kubeconfig(proxy.port)}", "--bind-timeout-ms=800",
+                                  name="timeout")
+    try:
+        wait_until(lambda: healthz(port)[0] == 200 and healthz(port)[1]["nodes"] == 4, "extender ready")
+        e = Extender(f"http://127.0.0.1:{port}/peloton", bind_verb="bind", timeout=30)
+        s = Scheduler([e])
+        fixed = {"peloton.io/preemptible": "false"}
+        t0, t1 = [make_pod("team-a", f"t{i}", cpu="1", labels={"peloton.io/resource-pool": "team-t"},
+                           annotations=fixed) for i in range(2)]
+        wait_until(lambda: healthz(port)[1]["pods"] >= 2, "extender sees t0 and t1")
+        proxy.hold()
+        node = s.schedule(t0, node_objs())
+        started = time.monotonic()
+        try:
+            e.bind(t0, node)
+            raise AssertionError("a held Binding was answered")
+        except ExtenderError as err:
+            assert "has not answered within 800 ms" in str(err), str(err)
+        assert 0.7 < time.monotonic() - started < 10
+        # the room is back: t1 passes the reservation of 1
+        assert s.schedule(t1, node_objs())
+        # the Binding takes after all: the watch counts t0 again, and t1 no longer fits
+        proxy.release("forward")
+        wait_until(lambda: read_pod("team-a", "t0")["spec"].get("nodeName") == node, "t0 bound by the late Binding")
+
+        def refused():
+            try:
+                s.schedule(t1, node_objs())
+                return False
+            except FitError as err:
+                return "reservation" in err.unresolvable.get("n1", "")
+        wait_until(refused, "t1 refused once the watch shows t0 bound")
+    finally:
+        proxy.release("forward")
+        assert services.stop(p) == 0, open(log).read()[-2000:]
+        proxy.close()
+        delete_pods("team-a")
+        CUSTOM.delete_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools", "team-t")
 
 
 def test_nominated_pod_holds_the_room_freed_for_it():
