@@ -63,11 +63,11 @@ ASAN_OBJ := $(LIB_SRC:%.c=build/asan/%.o)
 UNIT_OBJ := $(UNIT_SRC:%.c=build/asan/%.o)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=build/bench/%)
 
-FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp
+FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core
 FUZZ_SECONDS ?= 30
 FUZZ_CC ?= clang-14
 
-.PHONY: all deps build test unit e2e bench run run-sim run-apiserver clean fuzz
+.PHONY: all deps build test unit e2e bench run run-sim run-apiserver clean fuzz image
 all: build
 
 deps:
@@ -80,7 +80,13 @@ BINS := bin/peloton-sim bin/pelotond $(if $(wildcard src/cmd/kubelet_sim.c),bin/
         $(if $(wildcard scheduler-extender/main.c),bin/peloton-extender) bin/mesos-master-sim
 ASAN_BINS := $(BINS:bin/%=build/asan/%)
 
-build: deps $(BINS)
+# The CRDs for Kubernetes 1.20 to 1.24: crds/ without CEL rules, generated
+# (scripts/crds-nocel.py; docs/extender.md), never kept in the repository.
+CRDS_PRE125 := $(patsubst crds/%.yaml,build/crds-pre1.25/%.yaml,$(wildcard crds/*.yaml))
+$(CRDS_PRE125): build/crds-pre1.25/%.yaml: crds/%.yaml scripts/crds-nocel.py
+	@python3 scripts/crds-nocel.py crds build/crds-pre1.25
+
+build: deps $(BINS) $(CRDS_PRE125)
 
 bin/kubelet-sim: build/rel/src/cmd/kubelet_sim.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin
@@ -197,6 +203,23 @@ run-sim: build
 # The apiserver role alone, with a private redis-server (Ctrl-C stops both).
 run-apiserver: build
 	@$(call RUN_SCRIPT,scripts/run-apiserver.sh)
+
+# The image (Dockerfile: Debian bookworm, the release binaries built inside
+# it) with the first working builder of docker (its daemon answering), podman
+# and buildah; without one it says so and fails. The manifests name $(IMAGE).
+IMAGE ?= peloton-c:latest
+image:
+	@b=""; \
+	if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then b="docker build"; \
+	elif command -v podman >/dev/null 2>&1; then b="podman build"; \
+	elif command -v buildah >/dev/null 2>&1; then b="buildah bud"; fi; \
+	if [ -z "$$b" ]; then \
+	  echo "make image: no image builder: needs docker (with its daemon running), podman or buildah;" >&2; \
+	  if command -v docker >/dev/null 2>&1; then echo "  docker is installed but its daemon does not answer (docker info)" >&2; fi; \
+	  echo "  install one (apt-get install podman) or build ./Dockerfile on a machine that has one" >&2; \
+	  exit 2; \
+	fi; \
+	echo "make image: $$b -t $(IMAGE) ."; $$b -t $(IMAGE) -f Dockerfile .
 
 clean:
 	rm -rf build bin

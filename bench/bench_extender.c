@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "ext_int.h" /* the metrics' per-request calls */
 #include "extender_srv.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -400,6 +401,31 @@ static void over_http(uint32_t n, int iters, bool vary) {
     json_decref(items);
 }
 
+/* What /metrics adds to each request on the loop thread: two clock reads
+ * (uv_hrtime, as ext_http.c takes them), a latency histogram observation and,
+ * for filter, the decision counter of the pod's pool (one hash lookup among
+ * npools pools). */
+static void metrics_cost(int npools) {
+    struct ext_core *x = ext_core_new(NULL);
+    if (!x) exit(1);
+    char names[64][32];
+    for (int i = 0; i < npools && i < 64; i++) snprintf(names[i], sizeof names[i], "team-%d", i);
+    const int iters = 2000000;
+    uint64_t sink = 0, t0 = bench_now_ns();
+    for (int i = 0; i < iters; i++) {
+        uint64_t a = uv_hrtime();
+        ext_metrics_decision(x, names[i % npools], (enum ext_decision)(i % 3 == 0));
+        uint64_t b = uv_hrtime();
+        ext_metrics_latency(x, i & 3, b - a + 30000);
+        sink += b;
+    }
+    double ns = (double)(bench_now_ns() - t0) / iters;
+    char label[64];
+    snprintf(label, sizeof label, "metrics per request (%d pools)", npools);
+    bench_report(label, ns, "ns", sink ? NULL : "");
+    ext_core_free(x);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (getenv("BENCH_QUICK")) { /* a smoke run (valgrind, sanitizers) */
@@ -411,11 +437,15 @@ int main(void) {
         curl_global_cleanup();
         return 0;
     }
-    /* BENCH_EXTENDER_ONLY=names|nodes|http runs one part (profiling);
+    /* BENCH_EXTENDER_ONLY=names|nodes|http|metrics runs one part (profiling);
      * BENCH_EXTENDER_REPEAT=N runs N times the iterations. NodeNames runs
      * twice: every call the same body, then varying (another pod and order
      * of the names each cycle, so that only prioritize can reuse anything). */
     const char *only = getenv("BENCH_EXTENDER_ONLY"), *rep = getenv("BENCH_EXTENDER_REPEAT");
+    if (!only || !strcmp(only, "metrics")) {
+        metrics_cost(4);
+        metrics_cost(64);
+    }
     int r = rep && atoi(rep) > 0 ? atoi(rep) : 1;
     if (!only || !strcmp(only, "names")) {
         in_process(1000, true, 2000 * r, false);

@@ -1,7 +1,10 @@
 /* bind, the parts without I/O: whether a call is needed (a repeated bind of
  * the same pod to the same node is a success without one), the Binding's
- * body, and recording the allocation once the API server took it. The POST
- * itself is ext_http.c's. */
+ * body, and the pod's count while the Binding is with the API server:
+ * counted against its pool and node from the moment the bind is accepted
+ * (ext_bind_begin, as kube-scheduler assumes its pods), kept when the API
+ * server takes it (ext_bind_commit), given back when it fails
+ * (ext_bind_abort). The POST itself is ext_http.c's. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +20,10 @@ enum ext_bind_decision ext_bind_decide(struct ext_core *x, const struct extender
      * nothing about this one: let the API server judge by UID. */
     if (!p || (b->pod_uid[0] && p->uid && p->uid[0] && strcmp(p->uid, b->pod_uid))) return EXT_BIND_POST;
     if (!p->node) return EXT_BIND_POST;
-    if (!strcmp(p->node, b->node)) return EXT_BIND_OK; /* bound (or assumed) there already: idempotent */
+    /* assumed by a bind still in flight: that one may yet fail, so post again
+     * (the API server answers 409 once the first one took, then the read back
+     * decides) */
+    if (!strcmp(p->node, b->node)) return p->assumed && ext_bind_inflight(x, b) ? EXT_BIND_POST : EXT_BIND_OK;
     snprintf(why, len, "pod %s/%s is already bound to node %s", b->pod_namespace, b->pod_name, p->node);
     return EXT_BIND_ERROR;
 }
@@ -33,7 +39,32 @@ json_t *ext_binding_body(const struct extender_binding_args *b) {
                      "target", "apiVersion", "v1", "kind", "Node", "name", b->node);
 }
 
-void ext_bind_commit(struct ext_core *x, const struct extender_binding_args *b) {
+static void inflight_key(const struct extender_binding_args *b, char *key, size_t len) {
+    snprintf(key, len, "%s/%s", b->pod_namespace, b->pod_name);
+}
+
+int ext_bind_inflight(const struct ext_core *x, const struct extender_binding_args *b) {
+    char key[2 * EXTENDER_MAX_NAME + 2];
+    inflight_key(b, key, sizeof key);
+    return (int)json_integer_value(json_object_get(x->inflight, key));
+}
+
+/* One bind of b less in flight; how many are left. */
+static int inflight_done(struct ext_core *x, const struct extender_binding_args *b) {
+    char key[2 * EXTENDER_MAX_NAME + 2];
+    inflight_key(b, key, sizeof key);
+    json_int_t n = json_integer_value(json_object_get(x->inflight, key));
+    if (n <= 1) {
+        json_object_del(x->inflight, key);
+        return 0;
+    }
+    json_object_set_new(x->inflight, key, json_integer(n - 1));
+    return (int)n - 1;
+}
+
+/* Counts b's pod on b's node (cluster_assume) and consumes a gang member's
+ * plan: the member counts on its node now, so its hold there ends. */
+static void assume(struct ext_core *x, const struct extender_binding_args *b) {
     struct cm_pod *p = cluster_pod(x->cm, b->pod_namespace, b->pod_name);
     if (!p) return; /* not in the cache yet: the watch will count it */
     const char *gang = p->info.gang;
@@ -57,4 +88,26 @@ void ext_bind_commit(struct ext_core *x, const struct extender_binding_args *b) 
             break;
         }
     free(gang_copy);
+}
+
+void ext_bind_begin(struct ext_core *x, const struct extender_binding_args *b) {
+    char key[2 * EXTENDER_MAX_NAME + 2];
+    inflight_key(b, key, sizeof key);
+    json_object_set_new(x->inflight, key, json_integer(json_integer_value(json_object_get(x->inflight, key)) + 1));
+    assume(x, b);
+}
+
+void ext_bind_commit(struct ext_core *x, const struct extender_binding_args *b) {
+    inflight_done(x, b);
+    assume(x, b);
+}
+
+void ext_bind_abort(struct ext_core *x, const struct extender_binding_args *b) {
+    if (inflight_done(x, b)) return; /* another bind of the pod is still with the API server */
+    struct cm_pod *p = cluster_pod(x->cm, b->pod_namespace, b->pod_name);
+    /* only an assumption is taken back: a node the pod's object shows stays */
+    if (p && p->assumed && p->node && !strcmp(p->node, b->node)) {
+        cluster_forget(x->cm, b->pod_namespace, b->pod_name);
+        x->dirty = true;
+    }
 }

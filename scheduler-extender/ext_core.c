@@ -28,7 +28,9 @@ struct ext_core *ext_core_new(const struct ext_core_options *o) {
     /* Pending pods are demand: a pool with pods waiting is entitled to its
      * share, as in pelotond's resource manager. */
     co.count_pending = true;
-    if (!(x->cm = cluster_new(&co)) || !(x->jobs = json_object())) goto fail;
+    if (!(x->cm = cluster_new(&co)) || !(x->jobs = json_object()) || !(x->inflight = json_object()) ||
+        !(x->nominated = json_object()))
+        goto fail;
     return x;
 fail:
     ext_core_free(x);
@@ -42,9 +44,12 @@ void ext_core_free(struct ext_core *x) {
     free(x->adopted_name);
     cluster_free(x->cm);
     json_decref(x->jobs);
+    json_decref(x->inflight);
+    json_decref(x->nominated);
     free(x->default_pool);
     ext_scratch_free(&x->sc);
     ext_memo_free(&x->memo);
+    ext_metrics_free(&x->m);
     free(x);
 }
 
@@ -92,8 +97,10 @@ int ext_core_set(struct ext_core *x, const char *kind, json_t *obj) {
     if (!strcmp(kind, "Node")) rc = cluster_node_set(x->cm, obj);
     else if (!strcmp(kind, "Namespace")) rc = cluster_ns_set(x->cm, obj);
     else if (!strcmp(kind, "ResourcePool")) rc = cluster_pool_set(x->cm, obj);
-    else if (!strcmp(kind, "Pod")) rc = cluster_pod_set(x->cm, obj);
-    else if (!strcmp(kind, "Job")) {
+    else if (!strcmp(kind, "Pod")) {
+        rc = cluster_pod_set(x->cm, obj);
+        if (!rc) ext_nominated_note(x, ext_obj_ns(obj), ext_obj_name(obj), obj);
+    } else if (!strcmp(kind, "Job")) {
         char key[600];
         if ((rc = job_key(obj, key, sizeof key))) return rc;
         int t = job_type_of(obj);
@@ -111,7 +118,10 @@ void ext_core_del(struct ext_core *x, const char *kind, json_t *obj) {
     if (!strcmp(kind, "Node")) cluster_node_del(x->cm, name);
     else if (!strcmp(kind, "Namespace")) cluster_ns_del(x->cm, name);
     else if (!strcmp(kind, "ResourcePool")) cluster_pool_del(x->cm, name);
-    else if (!strcmp(kind, "Pod")) cluster_pod_del(x->cm, ext_obj_ns(obj), name);
+    else if (!strcmp(kind, "Pod")) {
+        cluster_pod_del(x->cm, ext_obj_ns(obj), name);
+        ext_nominated_forget(x, ext_obj_ns(obj), name);
+    }
     else if (!strcmp(kind, "Job")) {
         char key[600];
         if (!job_key(obj, key, sizeof key)) json_object_del(x->jobs, key);
@@ -147,6 +157,7 @@ struct cm_pod *ext_pod_for(struct ext_core *x, json_t *pod, char *err, size_t er
             return NULL;
         }
     }
+    ext_nominated_from_request(x, p, pod);
     if (p->bad) {
         struct pod_info info;
         char why[256] = "cannot be decoded";

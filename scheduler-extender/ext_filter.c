@@ -235,61 +235,6 @@ nomem_free:
     return -EAGAIN;
 }
 
-/* Capacity held for admitted gangs' members not yet bound, by host: a pod
- * outside the gang must not take a planned node from under it (kube-scheduler
- * binds the members one cycle at a time). */
-struct held {
-    uint32_t host;
-    struct resvec req;
-    const char *gang;
-};
-
-static int held_cmp(const void *a, const void *b) {
-    const struct held *x = a, *y = b;
-    return x->host < y->host ? -1 : x->host > y->host;
-}
-
-/* The holds of every admitted gang but (ns, own) (may be NULL), sorted by host. */
-static struct held *collect_held(struct ext_core *x, const char *ns, const char *own, size_t *n) {
-    const struct host_fleet *f = cluster_fleet(x->cm);
-    size_t cap = 0, k = 0;
-    for (const struct ext_gang *g = x->gangs; g; g = g->next) cap += g->n;
-    *n = 0;
-    if (!cap || !f) return NULL;
-    struct held *h = malloc(cap * sizeof *h);
-    if (!h) return NULL;
-    for (const struct ext_gang *g = x->gangs; g; g = g->next) {
-        if (own && !strcmp(g->ns, ns) && !strcmp(g->id, own)) continue;
-        for (uint32_t i = 0; i < g->n; i++) {
-            uint32_t idx = g->nodes[i] ? host_fleet_find(f, g->nodes[i]) : HOST_NONE;
-            if (idx != HOST_NONE) h[k++] = (struct held){idx, g->req[i], g->id};
-        }
-    }
-    qsort(h, k, sizeof *h, held_cmp);
-    *n = k;
-    return h;
-}
-
-/* PR_NONE when req still fits on host after the holds there, else the
- * resource it lacks; *gang names a gang holding it. */
-static enum place_reason held_fit(struct ext_core *x, const struct held *h, size_t nh, uint32_t host,
-                                  struct resvec req, const char **gang) {
-    size_t lo = 0, hi = nh;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (h[mid].host < host) lo = mid + 1;
-        else hi = mid;
-    }
-    if (lo == nh || h[lo].host != host) return PR_NONE;
-    struct resvec free_ = host_free(&cluster_fleet(x->cm)->hosts[host]);
-    for (size_t i = lo; i < nh && h[i].host == host; i++) {
-        free_ = resvec_sub(free_, h[i].req);
-        *gang = h[i].gang;
-    }
-    int k = resvec_first_over(req, free_);
-    return k < 0 ? PR_NONE : (enum place_reason)(PR_INSUFFICIENT_CPU + k);
-}
-
 /* The verdict of every request node into x->sc.v[0..n), reasons borrowed
  * from static strings, x->sc.why or x->sc.arena (valid until the next
  * request); the passing nodes' positions into x->sc.at[0..*npass). scan: the
@@ -303,7 +248,10 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
     sc->arena.len = 0;
     *npass = 0;
     struct cm_pod *p = ext_pod_for(x, pod, sc->err, sizeof sc->err);
-    if (!p) return 1;
+    if (!p) {
+        ext_metrics_decision(x, NULL, EXT_DEC_INVALID);
+        return 1;
+    }
     if (scratch_reserve(sc, n)) return -ENOMEM;
     struct extender_name_verdict *v = sc->v;
     uint32_t *hosts = sc->hosts;
@@ -325,6 +273,7 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
     } else if (cluster_admit_check(x->cm, p, p->info.req, why, whylen, &resolvable)) {
         pod_fails = true;
     }
+    ext_metrics_decision(x, p->pool, pod_fails ? ext_decision_of(why, resolvable) : EXT_DEC_ADMITTED);
     if (pod_fails) {
         for (size_t i = 0; i < n; i++)
             v[i] = (struct extender_name_verdict){resolvable ? EXTENDER_FAIL : EXTENDER_FAIL_UNRESOLVABLE, why};
@@ -350,7 +299,7 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
     }
     if (rc) return rc;
     size_t nheld = 0;
-    struct held *held = x->gangs ? collect_held(x, p->ns, p->info.gang, &nheld) : NULL;
+    struct ext_held *held = ext_holds_any(x) ? ext_holds_collect(x, p, &nheld) : NULL;
     /* an admitted gang member goes to its planned node while it still fits there */
     bool planned_ok = false;
     for (size_t i = 0; planned && i < n; i++)
@@ -367,10 +316,12 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
             continue;
         }
         enum place_reason r = reasons[i];
-        const char *holder = NULL;
-        if (r == PR_NONE && nheld) r = held_fit(x, held, nheld, hosts[i], p->info.req, &holder);
+        const struct ext_held *holder = NULL;
+        if (r == PR_NONE && nheld) r = ext_holds_fit(x, held, nheld, hosts[i], p->info.req, &holder);
         if (holder && r != PR_NONE) {
-            if ((rc = own_reason(sc, i, "%s: held for gang %s", place_reason_name(r), holder))) break;
+            if ((rc = own_reason(sc, i, "%s: held for %s %s", place_reason_name(r),
+                                 holder->nominated ? "nominated pod" : "gang", holder->who)))
+                break;
             v[i] = (struct extender_name_verdict){EXTENDER_FAIL, NULL};
             owned = true;
         } else if (r != PR_NONE) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ext_int.h"
 #include "kclient.h"
@@ -34,9 +35,12 @@ struct feed {
 
 struct bind_op {
     struct extender_srv *s; /* NULL once the server is freed */
+    uint64_t t0;            /* uv_hrtime when the request came */
     struct http_stream *st; /* NULL once the client's stream is over */
     struct extender_binding_args *b;
     char *conflict;         /* the 409's message, while the pod is read back */
+    uv_timer_t timer;       /* --bind-timeout-ms: the answer kube-scheduler gets when the API server is slow */
+    bool timer_on;
     int refs;
     bool answered;
     struct bind_op *prev, *next;
@@ -52,6 +56,11 @@ struct extender_srv {
     struct feed feeds[NFEEDS];
     bool forced_ready;
     struct bind_op *ops;
+    int bind_timeout_ms;
+    uv_timer_t pool_timer;     /* writes ResourcePool status (pool_status_ms; 0: never) */
+    int pool_status_ms;
+    bool pool_timer_on;
+    json_t *pool_sent;         /* pool name -> {"st": status sent (no times), "ticks": ticks since} */
     struct extender_scan scan; /* the fast path's decoded request; its buffers are reused */
     struct extender_buf reply; /* the fast path's reply text, handed to the HTTP layer */
 };
@@ -62,6 +71,8 @@ void ext_srv_options_default(struct ext_srv_options *o) {
     o->port = EXT_DEFAULT_PORT;
     o->prefix = EXT_DEFAULT_PREFIX;
     o->max_body = EXT_DEFAULT_MAX_BODY;
+    o->pool_status_ms = EXT_DEFAULT_POOL_STATUS_MS;
+    o->bind_timeout_ms = EXT_DEFAULT_BIND_TIMEOUT_MS;
     ext_core_options_default(&o->core);
 }
 
@@ -121,14 +132,31 @@ static void op_unref(struct bind_op *op) {
     free(op);
 }
 
+static void op_timer_closed(uv_handle_t *h) { op_unref(h->data); }
+
+static void op_timer_end(struct bind_op *op) {
+    if (!op->timer_on) return;
+    op->timer_on = false;
+    uv_timer_stop(&op->timer);
+    uv_close((uv_handle_t *)&op->timer, op_timer_closed);
+}
+
 static void op_finish(struct bind_op *op, const char *error) {
+    op_timer_end(op);
     if (op->answered) return;
     op->answered = true;
     const struct extender_binding_args *b = op->b;
     if (op->s) {
         struct ext_core *x = op->s->core;
-        if (!error) ext_bind_commit(x, b);
-        else x->st.bind_errors++;
+        if (!error) {
+            ext_bind_commit(x, b);
+            x->m.binds_bound++;
+        } else {
+            ext_bind_abort(x, b);
+            x->st.bind_errors++;
+            x->m.binds_failed++;
+        }
+        ext_metrics_latency(x, EXTENDER_BIND, uv_hrtime() - op->t0);
     }
     fprintf(stderr, "level=%s msg=bind pod=%s/%s node=%s%s%s%s\n", error ? "warn" : "info", b->pod_namespace,
             b->pod_name, b->node, error ? " error=\"" : "", error ? error : "", error ? "\"" : "");
@@ -144,6 +172,19 @@ static void op_finish(struct bind_op *op, const char *error) {
     if (text) http_stream_write(op->st, text, strlen(text));
     free(text);
     http_stream_end(op->st);
+}
+
+/* The API server has not answered in time: kube-scheduler gets an Error
+ * (it forgets the pod and tries again), and the pod stops counting. The POST
+ * goes on; if it takes after all, the watch counts the pod again. */
+static void op_timeout(uv_timer_t *t) {
+    struct bind_op *op = t->data;
+    char msg[EXTENDER_MAX_REASON];
+    snprintf(msg, sizeof msg,
+             "binding pod %s/%s to node %s: the API server has not answered within %d ms; the pod no longer counts "
+             "against its pool",
+             op->b->pod_namespace, op->b->pod_name, op->b->node, op->s ? op->s->bind_timeout_ms : 0);
+    op_finish(op, msg);
 }
 
 static void op_stream_closed(void *ud) {
@@ -189,13 +230,14 @@ static void op_posted(void *ud, const struct kc_response *r) {
     op_unref(op);
 }
 
-static void serve_bind(struct extender_srv *s, const struct http_request *req, struct http_response *resp,
-                       json_t *body) {
+/* true when the reply is deferred (op_finish observes its latency) */
+static bool serve_bind(struct extender_srv *s, const struct http_request *req, struct http_response *resp,
+                       json_t *body, uint64_t t0) {
     struct extender_binding_args *b;
     char err[EXTENDER_MAX_REASON];
     if (extender_decode_binding_args(body, &b, err, sizeof err)) {
         reply_error(resp, 400, EXTENDER_BIND, err);
-        return;
+        return false;
     }
     switch (ext_bind_decide(s->core, b, err, sizeof err)) {
     case EXT_BIND_OK: {
@@ -205,20 +247,23 @@ static void serve_bind(struct extender_srv *s, const struct http_request *req, s
         extender_binding_args_free(b);
         extender_binding_result(NULL, &v);
         reply_json(resp, 200, v);
-        return;
+        s->core->m.binds_already++;
+        return false;
     }
     case EXT_BIND_ERROR:
         s->core->st.bind_errors++;
+        s->core->m.binds_failed++;
         extender_binding_args_free(b);
         reply_error(resp, 200, EXTENDER_BIND, err);
-        return;
+        return false;
     case EXT_BIND_POST:
         break;
     }
     if (!s->kc) {
         extender_binding_args_free(b);
         reply_error(resp, 200, EXTENDER_BIND, "the extender has no API server client");
-        return;
+        s->core->m.binds_failed++;
+        return false;
     }
     struct bind_op *op = calloc(1, sizeof *op);
     json_t *binding = ext_binding_body(b);
@@ -227,17 +272,18 @@ static void serve_bind(struct extender_srv *s, const struct http_request *req, s
         json_decref(binding);
         extender_binding_args_free(b);
         reply_error(resp, 500, EXTENDER_BIND, "out of memory");
-        return;
+        return false;
     }
     op->s = s;
     op->b = b;
+    op->t0 = t0;
     op->st = http_stream_start(req, 200, "application/json", 1u << 16, op_stream_closed, op);
     if (!op->st) {
         free(op);
         json_decref(binding);
         extender_binding_args_free(b);
         reply_error(resp, 500, EXTENDER_BIND, "cannot defer the reply");
-        return;
+        return false;
     }
     op->refs = 1; /* the stream's */
     op->next = s->ops;
@@ -247,12 +293,20 @@ static void serve_bind(struct extender_srv *s, const struct http_request *req, s
     kc_escape(b->pod_namespace, ns, sizeof ns);
     kc_escape(b->pod_name, name, sizeof name);
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", ns, name);
+    ext_bind_begin(s->core, b); /* counted from now: the next pods' filters see it */
+    if (s->bind_timeout_ms > 0 && !uv_timer_init(s->loop, &op->timer)) {
+        op->timer.data = op;
+        op->timer_on = true;
+        op->refs++; /* the timer's, until it is closed */
+        uv_timer_start(&op->timer, op_timeout, (uint64_t)s->bind_timeout_ms, 0);
+    }
     op->refs++; /* the request's */
     if (kclient_request(s->kc, "POST", path, binding, NULL, op_posted, op)) {
         op->refs--;
         op_finish(op, "cannot reach the API server");
     }
     json_decref(binding);
+    return true;
 }
 
 /* ---- routes ---- */
@@ -302,6 +356,24 @@ static void serve_healthz(struct extender_srv *s, struct http_response *resp) {
                          (json_int_t)st.gangs_held, "poolError", perr));
 }
 
+static void serve_metrics(struct extender_srv *s, struct http_response *resp) {
+    bool synced[NFEEDS];
+    for (int i = 0; i < NFEEDS; i++) synced[i] = s->feeds[i].synced;
+    char *text;
+    size_t len;
+    if (ext_metrics_render(s->core, synced, feed_kind, s->kc ? NFEEDS : 0, &text, &len)) {
+        reply_error(resp, 500, EXTENDER_PRIORITIZE, "out of memory");
+        return;
+    }
+    resp->status = 200;
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    resp->body = text;
+    resp->body_len = len;
+}
+
+static bool serve_verb(struct extender_srv *s, enum extender_verb v, const struct http_request *req,
+                       struct http_response *resp, uint64_t t0);
+
 static void handle(void *ud, const struct http_request *req, struct http_response *resp) {
     struct extender_srv *s = ud;
     const char *path = req->path;
@@ -312,6 +384,12 @@ static void handle(void *ud, const struct http_request *req, struct http_respons
         if (req->method != HTTP_GET && req->method != HTTP_HEAD) reply_error(resp, 405, EXTENDER_PRIORITIZE,
                                                                               "healthz: use GET");
         else serve_healthz(s, resp);
+        return;
+    }
+    if (!strcmp(path, "/metrics") || (verb && !strcmp(verb, "metrics"))) {
+        if (req->method != HTTP_GET && req->method != HTTP_HEAD) reply_error(resp, 405, EXTENDER_PRIORITIZE,
+                                                                              "metrics: use GET");
+        else serve_metrics(s, resp);
         return;
     }
     enum extender_verb v;
@@ -335,7 +413,15 @@ static void handle(void *ud, const struct http_request *req, struct http_respons
         reply_error(resp, 405, v, msg);
         return;
     }
-    if ((v == EXTENDER_FILTER || v == EXTENDER_PRIORITIZE) && serve_fast(s, v, req, resp)) return;
+    uint64_t t0 = uv_hrtime();
+    if (!serve_verb(s, v, req, resp, t0)) ext_metrics_latency(s->core, v, uv_hrtime() - t0);
+}
+
+/* One verb's request; true when the reply is deferred (bind). */
+static bool serve_verb(struct extender_srv *s, enum extender_verb v, const struct http_request *req,
+                       struct http_response *resp, uint64_t t0) {
+    if ((v == EXTENDER_FILTER || v == EXTENDER_PRIORITIZE) && serve_fast(s, v, req, resp)) return false;
+    bool deferred = false;
     json_error_t jerr;
     json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!body) {
@@ -344,7 +430,7 @@ static void handle(void *ud, const struct http_request *req, struct http_respons
         for (char *c = msg; *c; c++) /* jansson may quote the offending bytes: keep the reply valid UTF-8 */
             if ((unsigned char)*c >= 0x80 || (unsigned char)*c < 0x20) *c = '?';
         reply_error(resp, 400, v, msg);
-        return;
+        return false;
     }
     char err[EXTENDER_MAX_REASON];
     json_t *out = NULL;
@@ -382,16 +468,98 @@ static void handle(void *ud, const struct http_request *req, struct http_respons
         break;
     }
     case EXTENDER_BIND:
-        serve_bind(s, req, resp, body);
+        deferred = serve_bind(s, req, resp, body, t0);
         break;
     }
     json_decref(body);
+    return deferred;
+}
+
+/* ---- ResourcePool status ---- */
+
+/* The status' conditions without their lastTransitionTime (for comparing). */
+static json_t *without_times(const json_t *st) {
+    json_t *c = json_deep_copy(st);
+    size_t i;
+    json_t *cond;
+    json_array_foreach(json_object_get(c, "conditions"), i, cond) json_object_del(cond, "lastTransitionTime");
+    return c;
+}
+
+/* Whether every member of want is in have, equal (conditions without times). */
+static bool status_has(const json_t *have, const json_t *want) {
+    if (!json_is_object(have)) return false;
+    json_t *h = without_times(have);
+    const char *k;
+    json_t *v;
+    bool same = true;
+    json_object_foreach((json_t *)want, k, v) {
+        if (!json_equal(json_object_get(h, k), v)) {
+            same = false;
+            break;
+        }
+    }
+    json_decref(h);
+    return same;
+}
+
+static int pool_status_one(void *ud, json_t *obj) {
+    struct extender_srv *s = ud;
+    const char *name = ext_obj_name(obj);
+    json_t *st = name ? ext_pool_status(s->core, obj) : NULL;
+    if (!st) return 0;
+    const json_t *have = json_object_get(obj, "status");
+    json_t *sent = json_object_get(s->pool_sent, name);
+    bool same_as_sent = sent && json_equal(json_object_get(sent, "st"), st);
+    json_int_t ticks = sent ? json_integer_value(json_object_get(sent, "ticks")) + 1 : 0;
+    /* written already: wait for the watch to show it, then resend only if it still differs after a while */
+    if (status_has(have, st) || (same_as_sent && ticks < 5)) {
+        if (sent) json_object_set_new(sent, "ticks", json_integer(status_has(have, st) ? 0 : ticks));
+        json_decref(st);
+        return 0;
+    }
+    json_t *out = json_deep_copy(st);
+    /* lastTransitionTime: kept while the condition's status is what it was */
+    json_t *cond = json_array_get(json_object_get(out, "conditions"), 0), *old = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(have, "conditions"), i, c) {
+        if (json_equal(json_object_get(c, "type"), json_object_get(cond, "type"))) old = c;
+    }
+    const char *old_time = json_string_value(json_object_get(old, "lastTransitionTime"));
+    char now[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    bool same_status = old && json_equal(json_object_get(old, "status"), json_object_get(cond, "status"));
+    json_object_set_new(cond, "lastTransitionTime", json_string(same_status && old_time ? old_time : now));
+    char esc[3 * EXTENDER_MAX_NAME + 1], path[sizeof esc + 64];
+    kc_escape(name, esc, sizeof esc);
+    snprintf(path, sizeof path, "/apis/peloton.io/v1alpha1/resourcepools/%s/status", esc);
+    json_t *body = json_pack("{s:o}", "status", out);
+    if (body) kclient_request(s->kc, "PATCH", path, body, "application/merge-patch+json", NULL, NULL);
+    json_decref(body);
+    json_object_set_new(s->pool_sent, name, json_pack("{s:o, s:i}", "st", st, "ticks", 0));
+    if (!same_as_sent) {
+        const char *tv = json_string_value(json_object_get(cond, "status"));
+        if (tv && !strcmp(tv, "False"))
+            fprintf(stderr, "level=warn msg=\"pool tree invalid\" pool=%s error=\"%s\"\n", name,
+                    cluster_pool_error(ext_core_cluster(s->core)));
+    }
+    return 0;
+}
+
+static void on_pool_timer(uv_timer_t *tm) {
+    struct extender_srv *s = tm->data;
+    if (!s->kc || !s->feeds[FEED_POOL].inf || !extender_srv_ready(s)) return;
+    kc_informer_foreach(s->feeds[FEED_POOL].inf, pool_status_one, s);
 }
 
 /* ---- feeding ---- */
 
 static void feed_add(void *ud, json_t *obj) {
     struct feed *f = ud;
+    if (f->synced) ext_metrics_watch_event(f->s->core, f->i, obj);
     int rc = ext_core_set(f->s->core, feed_kind[f->i], obj);
     if (rc && rc != -EINVAL)
         fprintf(stderr, "level=warn msg=\"cannot take object\" kind=%s name=%s/%s rc=%d\n", feed_kind[f->i],
@@ -400,6 +568,7 @@ static void feed_add(void *ud, json_t *obj) {
 static void feed_update(void *ud, json_t *old, json_t *obj) { feed_add(ud, obj); }
 static void feed_delete(void *ud, json_t *obj) {
     struct feed *f = ud;
+    if (f->synced) ext_metrics_watch_event(f->s->core, f->i, obj);
     ext_core_del(f->s->core, feed_kind[f->i], obj);
 }
 static void feed_synced(void *ud) {
@@ -437,6 +606,7 @@ int extender_srv_start(uv_loop_t *loop, struct kclient *kc, const struct ext_srv
         return -EINVAL;
     }
     s->max_body = o->max_body ? o->max_body : EXT_DEFAULT_MAX_BODY;
+    s->bind_timeout_ms = o->bind_timeout_ms;
     struct http_server_config hc = {.bind_addr = o->bind_addr ? o->bind_addr : "127.0.0.1", .port = o->port,
                                     .max_body = s->max_body, .handler = handle, .ud = s,
                                     .tls_cert = o->tls_cert, .tls_key = o->tls_key};
@@ -444,6 +614,13 @@ int extender_srv_start(uv_loop_t *loop, struct kclient *kc, const struct ext_srv
     if (rc) {
         extender_srv_free(s);
         return rc;
+    }
+    if (kc && o->pool_status_ms > 0 && (s->pool_sent = json_object())) {
+        s->pool_status_ms = o->pool_status_ms;
+        uv_timer_init(loop, &s->pool_timer);
+        s->pool_timer.data = s;
+        uv_timer_start(&s->pool_timer, on_pool_timer, (uint64_t)o->pool_status_ms, (uint64_t)o->pool_status_ms);
+        s->pool_timer_on = true;
     }
     static const struct kc_informer_handlers h = {feed_add, feed_update, feed_delete, feed_synced};
     for (int i = 0; kc && i < NFEEDS; i++) {
@@ -462,11 +639,17 @@ int extender_srv_start(uv_loop_t *loop, struct kclient *kc, const struct ext_srv
 
 void extender_srv_stop(struct extender_srv *s) {
     if (!s) return;
+    for (struct bind_op *op = s->ops; op; op = op->next) op_timer_end(op);
     for (int i = 0; i < NFEEDS; i++) {
         kc_informer_free(s->feeds[i].inf);
         s->feeds[i].inf = NULL;
     }
     if (s->http) http_server_stop(s->http);
+    if (s->pool_timer_on) {
+        uv_timer_stop(&s->pool_timer);
+        uv_close((uv_handle_t *)&s->pool_timer, NULL);
+        s->pool_timer_on = false;
+    }
 }
 
 void extender_srv_free(struct extender_srv *s) {
@@ -478,6 +661,7 @@ void extender_srv_free(struct extender_srv *s) {
     ext_core_free(s->core);
     extender_scan_free(&s->scan);
     extender_buf_free(&s->reply);
+    json_decref(s->pool_sent);
     free(s->prefix);
     free(s);
 }

@@ -129,17 +129,72 @@ bool ext_memo_scores_keyed(struct ext_core *x, const struct extender_scan *s, co
 size_t ext_memo_scores_get(struct ext_core *x, bool keyed, const uint32_t *hosts, size_t n, int64_t *scores,
                            uint32_t *miss, uint32_t *at);
 
+/* ---- ext_metrics.c: what /metrics exports (Prometheus text 0.0.4) ----
+ * Plain counters, bumped on the loop thread (the only thread): no atomics
+ * or locks are needed, and a request costs two clock reads and a few
+ * increments. The text is written only when /metrics is scraped. */
+#define EXT_LAT_NB 16 /* latency histogram bounds (le), seconds: 50 us .. 5 s */
+#define EXT_AGE_NB 8  /* watch event age bounds, seconds: 1 .. 600 */
+struct ext_hist {
+    uint64_t le[EXT_LAT_NB + 1]; /* observations per bucket (not cumulative); the last is +Inf */
+    uint64_t count;
+    uint64_t sum;                /* in the histogram's unit (ns for latency, ms for ages) */
+};
+enum ext_decision {
+    EXT_DEC_ADMITTED = 0,   /* the pod's pool (and gang) admit it: the node filters decide */
+    EXT_DEC_ENTITLEMENT,    /* above the pool's entitlement */
+    EXT_DEC_RESERVATION,    /* non-preemptible beyond the reservation */
+    EXT_DEC_LIMIT,          /* demand above the pool's limit */
+    EXT_DEC_SLACK,          /* revocable beyond the slack entitlement */
+    EXT_DEC_GANG_INCOMPLETE,/* a gang held until all its members exist */
+    EXT_DEC_GANG_UNFIT,     /* a gang whose members do not fit together */
+    EXT_DEC_POOL_UNKNOWN,   /* its pool is unknown or not a leaf */
+    EXT_DEC_INVALID,        /* the pod cannot be judged */
+    EXT_NDEC
+};
+struct ext_pool_dec {
+    char *pool;             /* NULL: empty slot; "" for unmanaged pods */
+    uint64_t hash;
+    uint64_t n[EXT_NDEC];
+};
+enum { EXT_WATCH_KINDS = 5 }; /* Node, Namespace, ResourcePool, Pod, Job */
+struct ext_metrics {
+    struct ext_hist lat[4];             /* by enum extender_verb, ns */
+    struct ext_pool_dec *dec;           /* decisions by pool: open addressing */
+    size_t ndec, dec_cap;               /* dec_cap a power of two */
+    uint64_t dec_dropped;               /* decisions of pools beyond EXT_METRICS_MAX_POOLS */
+    uint64_t preempt_victims, preempt_nodes, preempt_empty;
+    uint64_t binds_bound, binds_already, binds_failed;
+    uint64_t watch_events[EXT_WATCH_KINDS];
+    struct ext_hist watch_age[EXT_WATCH_KINDS]; /* ms; only EXT_AGE_NB + 1 buckets used */
+};
+#define EXT_METRICS_MAX_POOLS 4096
+void ext_metrics_free(struct ext_metrics *m);
+/* Latency of one request of verb, ns. */
+void ext_metrics_latency(struct ext_core *x, int verb, uint64_t ns);
+/* One filter's decision for pod p's pool (NULL: unmanaged). */
+void ext_metrics_decision(struct ext_core *x, const char *pool, enum ext_decision d);
+/* The decision a refusal's reason line names (cluster_admit_check's or
+ * gang_admit's), given whether preemption could help. */
+enum ext_decision ext_decision_of(const char *why, bool resolvable);
+/* A watch event of kind (0..EXT_WATCH_KINDS) for obj, after the informer's
+ * first sync: its age, from the newest time the object carries. */
+void ext_metrics_watch_event(struct ext_core *x, int kind, const json_t *obj);
+
 struct ext_core {
     struct ext_core_options o;
     char *default_pool;
     struct cluster *cm;
     bool dirty;
     json_t *jobs;           /* "ns/name" -> integer enum job_type */
+    json_t *inflight;       /* "ns/name" -> binds of the pod with the API server (ext_bind_begin) */
+    json_t *nominated;      /* "ns/name" -> node: unbound pods kube-scheduler nominated (status.nominatedNodeName) */
     struct ext_gang *gangs; /* admitted gangs */
     struct ext_stats st;
     char *adopted_ns, *adopted_name; /* the request's pod, taken into the model for this request */
     struct ext_scratch sc;
     struct ext_memo memo;
+    struct ext_metrics m;
 };
 
 /* The model's pod for a Pod object of a request: the cached one, or the
@@ -166,6 +221,40 @@ void ext_gang_drop(struct ext_core *x, struct ext_gang *g);
 void ext_gangs_expire(struct ext_core *x, uint64_t now_ms);
 /* The planned node of member `pod`, or NULL. */
 const char *ext_gang_node(const struct ext_gang *g, const char *pod);
+
+/* ---- ext_held.c: room held on nodes for pods that are not bound yet ----
+ * Two kinds: an admitted gang's members on their planned nodes, and the
+ * pods kube-scheduler nominated to a node after preempting for them
+ * (status.nominatedNodeName, from the watch or a request's Pod). A pod's
+ * filter and preempt see a node as short by the holds of every other gang
+ * and of every other nominated pod of its priority or higher, as
+ * kube-scheduler's own filters count nominated pods. */
+struct ext_held {
+    uint32_t host;
+    struct resvec req;
+    bool nominated;  /* a nominated pod ("ns/name" in who), else a gang (its id) */
+    const char *who; /* valid until the model or the holds change */
+};
+/* Records (or drops) the nomination of the model's pod ns/name from its
+ * object obj: kept while the pod is unbound, not ended, and nominated. */
+void ext_nominated_note(struct ext_core *x, const char *ns, const char *name, const json_t *obj);
+/* A request's Pod: its nomination is recorded when it has one (the watch
+ * may lag), unless the object is older than the one the watch delivered
+ * (resourceVersion); a missing one is not taken as a withdrawal. */
+void ext_nominated_from_request(struct ext_core *x, const struct cm_pod *p, const json_t *obj);
+void ext_nominated_forget(struct ext_core *x, const char *ns, const char *name);
+/* Whether anything is held (cheap: the filter's hot path asks). */
+static inline bool ext_holds_any(const struct ext_core *x) { return x->gangs || json_object_size(x->nominated); }
+/* The holds that count against pod p (not its own gang's, not its own
+ * nomination, only nominated pods of p's priority or higher), sorted by
+ * host; NULL when none (or out of memory). */
+struct ext_held *ext_holds_collect(struct ext_core *x, const struct cm_pod *p, size_t *n);
+/* PR_NONE when req still fits on host after the holds there, else the kind
+ * it lacks; *holder (when it does not fit) one of the holds there. */
+enum place_reason ext_holds_fit(struct ext_core *x, const struct ext_held *h, size_t nh, uint32_t host,
+                                struct resvec req, const struct ext_held **holder);
+/* The sum of the holds on host. */
+struct resvec ext_holds_on(const struct ext_held *h, size_t nh, uint32_t host);
 
 /* metadata.namespace ("default" when absent) and metadata.name (NULL when absent). */
 const char *ext_obj_ns(const json_t *obj);

@@ -32,6 +32,8 @@
 #define EXT_DEFAULT_PORT 8888
 #define EXT_DEFAULT_MAX_BODY (32u << 20) /* a NodeList of ~10,000 nodes when not nodeCacheCapable */
 #define EXT_DEFAULT_GANG_TTL_MS 30000    /* how long an admitted gang's plan holds */
+#define EXT_DEFAULT_POOL_STATUS_MS 2000  /* ResourcePool status written at most this often */
+#define EXT_DEFAULT_BIND_TIMEOUT_MS 5000 /* a Binding not answered by then fails (kube-scheduler's httpTimeout) */
 
 struct ext_core_options {
     const char *default_pool; /* pool of pods with neither label nor namespace annotation; NULL = unmanaged */
@@ -85,15 +87,38 @@ int ext_preempt(struct ext_core *x, const struct extender_preemption_args *a, js
 
 /* bind, split around the API call. ext_bind_decide: EXT_BIND_OK (already
  * bound to that node: answer success without a call), EXT_BIND_ERROR (why
- * says it: bound elsewhere, or a UID mismatch), EXT_BIND_POST (post the
- * Binding, then ext_bind_commit on success). */
+ * says it: bound elsewhere, or a UID mismatch), EXT_BIND_POST (call
+ * ext_bind_begin, post the Binding, then ext_bind_commit on success or
+ * ext_bind_abort on failure, timeout included). A pod assumed by a bind
+ * still in flight is EXT_BIND_POST again (that bind may yet fail). */
 enum ext_bind_decision { EXT_BIND_OK = 0, EXT_BIND_ERROR, EXT_BIND_POST };
 enum ext_bind_decision ext_bind_decide(struct ext_core *x, const struct extender_binding_args *b, char *why,
                                        size_t len);
 /* The Binding body for b (new value). */
 json_t *ext_binding_body(const struct extender_binding_args *b);
-/* Records the allocation (cluster_assume) and consumes a gang member's plan. */
+/* The bind is accepted: the pod counts against its pool and node from now
+ * (cluster_assume, as kube-scheduler assumes the pods it binds), so the
+ * next pods' filters see it while the Binding is with the API server; a
+ * gang member's plan is consumed. */
+void ext_bind_begin(struct ext_core *x, const struct extender_binding_args *b);
+/* The API server took the Binding: the count stays (the watch confirms it). */
 void ext_bind_commit(struct ext_core *x, const struct extender_binding_args *b);
+/* The Binding failed or timed out: the assumption is taken back (unless
+ * another bind of the pod is still in flight, or the pod's object shows a
+ * node). */
+void ext_bind_abort(struct ext_core *x, const struct extender_binding_args *b);
+/* Binds of b's pod in flight (begun, not committed nor aborted). */
+int ext_bind_inflight(const struct ext_core *x, const struct extender_binding_args *b);
+
+/* The status the extender writes to the ResourcePool object obj (new
+ * value, NULL on allocation failure or a nameless object): path,
+ * entitlement, slackEntitlement, allocation, demand and summary from the
+ * model's tree (crd_pool_status; absent for a pool the tree does not hold),
+ * observedGeneration, and one condition TreeValid: "True" while the pools
+ * form a valid tree, "False" (reason InvalidTree, the rule broken in its
+ * message) while they do not and the last valid tree stays in force. No
+ * lastTransitionTime (the writer sets it). */
+json_t *ext_pool_status(struct ext_core *x, const json_t *obj);
 
 /* Counters, for /healthz and the benchmark. */
 struct ext_stats {
@@ -103,6 +128,11 @@ struct ext_stats {
     size_t nodes, pods, gangs_held;
 };
 void ext_core_stats(const struct ext_core *x, struct ext_stats *out);
+/* The metrics in Prometheus text format 0.0.4 (docs/extender.md,
+ * "Metrics"): *out new (free), *len bytes. synced[i] / kinds[i]: the
+ * informers' state (n of them; NULL, 0 for none). -ENOMEM. */
+int ext_metrics_render(struct ext_core *x, const bool *synced, const char *const *kinds, size_t n, char **out,
+                       size_t *len);
 
 /* ---- the server ---- */
 struct kclient;
@@ -113,6 +143,11 @@ struct ext_srv_options {
     const char *prefix;    /* default EXT_DEFAULT_PREFIX; "" serves /filter etc. */
     size_t max_body;       /* default EXT_DEFAULT_MAX_BODY; larger bodies get 413 */
     const char *tls_cert, *tls_key; /* PEM paths: HTTPS */
+    int bind_timeout_ms;   /* a Binding the API server has not answered within this is an Error to
+                            * kube-scheduler and the pod stops counting; 0 = the API client's own timeout;
+                            * default EXT_DEFAULT_BIND_TIMEOUT_MS (kube-scheduler's default httpTimeout) */
+    int pool_status_ms;    /* how often ResourcePool status is written (ext_pool_status); 0 = never
+                            * (pelotond's resource manager writes it); default EXT_DEFAULT_POOL_STATUS_MS */
     struct ext_core_options core;
 };
 void ext_srv_options_default(struct ext_srv_options *o);

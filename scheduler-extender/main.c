@@ -4,7 +4,7 @@
  *   peloton-extender [--kubeconfig=F [--context=C] | --in-cluster | --server=URL [--token-file=F]]
  *                    [--bind=127.0.0.1] [--port=8888] [--port-file=F] [--prefix=/peloton]
  *                    [--tls-cert=PEM --tls-key=PEM] [--default-pool=NAME] [--max-body=BYTES]
- *                    [--gang-ttl-ms=30000]
+ *                    [--gang-ttl-ms=30000] [--pool-status-ms=2000] [--bind-timeout-ms=5000]
  *
  * Without a cluster flag: the in-cluster service account when running in a
  * pod, else $KUBECONFIG or ~/.kube/config. SIGINT or SIGTERM stops it
@@ -44,7 +44,8 @@ static const char *opt(const char *arg, const char *name) {
 static int usage(void) {
     fprintf(stderr, "usage: peloton-extender [--kubeconfig=F [--context=C] | --in-cluster | --server=URL "
                     "[--token-file=F]] [--bind=ADDR] [--port=N] [--port-file=F] [--prefix=/peloton] "
-                    "[--tls-cert=PEM --tls-key=PEM] [--default-pool=NAME] [--max-body=BYTES] [--gang-ttl-ms=N]\n");
+                    "[--tls-cert=PEM --tls-key=PEM] [--default-pool=NAME] [--max-body=BYTES] [--gang-ttl-ms=N] "
+                    "[--pool-status-ms=N] [--bind-timeout-ms=N]\n");
     return 2;
 }
 
@@ -73,13 +74,16 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--default-pool"))) o.core.default_pool = v;
         else if ((v = opt(argv[i], "--max-body"))) o.max_body = strtoull(v, NULL, 10);
         else if ((v = opt(argv[i], "--gang-ttl-ms"))) o.core.gang_ttl_ms = (uint32_t)strtoul(v, NULL, 10);
+        else if ((v = opt(argv[i], "--pool-status-ms"))) o.pool_status_ms = atoi(v);
+        else if ((v = opt(argv[i], "--bind-timeout-ms"))) o.bind_timeout_ms = atoi(v);
         else return usage();
     }
     if ((o.tls_cert != NULL) != (o.tls_key != NULL)) {
         fprintf(stderr, "peloton-extender: --tls-cert and --tls-key go together\n");
         return 2;
     }
-    if (o.port < 0 || o.port > 65535 || (kubeconfig && (in_cluster || server)) || (in_cluster && server))
+    if (o.port < 0 || o.port > 65535 || o.pool_status_ms < 0 || o.bind_timeout_ms < 0 ||
+        (kubeconfig && (in_cluster || server)) || (in_cluster && server))
         return usage();
     char err[512];
     struct kc_config cfg;

@@ -252,3 +252,148 @@ class FakeExtender:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+class HoldingProxy:
+    """A TCP proxy in front of the API server that parses the requests on
+    each connection (HTTP/1.1, Content-Length or chunked bodies) and relays
+    every byte as is, except that a POST to .../binding waits while the
+    proxy holds bindings, as a busy API server's slow Binding answers do
+    (kube-scheduler binds asynchronously: its next cycles run meanwhile).
+    release("forward") sends the held ones on; release("fail") answers them
+    503 itself without forwarding (a failed bind). Responses are relayed raw,
+    so watches stream through unchanged."""
+
+    def __init__(self, upstream_port):
+        import socket
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.cv = threading.Condition()
+        self.holding = False
+        self.held = []  # [action or None] cells of waiting requests
+        self.bindings = 0
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def hold(self):
+        with self.cv:
+            self.holding = True
+
+    def waiting(self):
+        with self.cv:
+            return sum(1 for c in self.held if c[0] is None)
+
+    def release(self, action="forward", count=None):
+        """Lets `count` (None: all) held bindings go on with action; later ones pass while not holding."""
+        with self.cv:
+            n = 0
+            for c in self.held:
+                if c[0] is None and (count is None or n < count):
+                    c[0] = action
+                    n += 1
+            if count is None:
+                self.holding = False
+            self.cv.notify_all()
+
+    def close(self):
+        self.closed = True
+        self.release()
+        self.sock.close()
+
+    def _accept(self):
+        import socket
+        while not self.closed:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(self.upstream, timeout=10)
+                u.settimeout(None)
+            except OSError:
+                c.close()
+                continue
+            threading.Thread(target=self._pipe, args=(u, c), daemon=True).start()
+            threading.Thread(target=self._requests, args=(c, u), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst):
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b:
+                    break
+                dst.sendall(b)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(2)
+            except OSError:
+                pass
+
+    def _requests(self, c, u):
+        buf = b""
+
+        def need(pred):
+            nonlocal buf
+            while not pred():
+                b = c.recv(65536)
+                if not b:
+                    raise EOFError
+                buf += b
+        try:
+            while True:
+                need(lambda: b"\r\n\r\n" in buf)
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                lines = head.split(b"\r\n")
+                method, path = lines[0].split(b" ")[:2]
+                headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(b":") for ln in lines[1:])}
+                action = "forward"
+                if method == b"POST" and path.split(b"?")[0].endswith(b"/binding"):
+                    with self.cv:
+                        self.bindings += 1
+                        if self.holding:
+                            cell = [None]
+                            self.held.append(cell)
+                            self.cv.notify_all()
+                            while cell[0] is None and not self.closed:
+                                self.cv.wait(0.1)
+                            action = cell[0] or "forward"
+                if action == "forward":
+                    u.sendall(head + b"\r\n\r\n")
+                body = b""
+                if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+                    while True:
+                        need(lambda: b"\r\n" in buf)
+                        size_line, rest = buf.split(b"\r\n", 1)
+                        size = int(size_line.split(b";")[0], 16)
+                        buf = rest
+                        need(lambda: len(buf) >= size + 2)
+                        body += size_line + b"\r\n" + buf[:size + 2]
+                        buf = buf[size + 2:]
+                        if size == 0:
+                            break
+                else:
+                    n = int(headers.get(b"content-length", b"0"))
+                    need(lambda: len(buf) >= n)
+                    body, buf = buf[:n], buf[n:]
+                if action == "forward":
+                    u.sendall(body)
+                else:
+                    msg = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                      "message": "held binding failed by the test proxy",
+                                      "reason": "ServiceUnavailable", "code": 503}).encode()
+                    c.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: " + str(len(msg)).encode() + b"\r\n\r\n" + msg)
+        except (EOFError, OSError, ValueError):
+            pass
+        for s in (c, u):
+            try:
+                s.shutdown(2)
+            except OSError:
+                pass

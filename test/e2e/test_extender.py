@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import random
+import re
 import shutil
 import ssl
 import subprocess
@@ -19,7 +20,9 @@ import urllib.request
 from kubernetes import client
 
 import services
-from extender_harness import Extender, ExtenderError, FakeExtender, FitError, Scheduler, post
+import threading
+
+from extender_harness import Extender, ExtenderError, FakeExtender, FitError, HoldingProxy, Scheduler, node_name, post
 from simlib import run_tests
 
 ROOT = services.ROOT
@@ -392,6 +395,228 @@ def entitlement_and_preempt():
     assert schedule_and_bind(b2, [e]) == node
 
 
+def test_binds_in_flight_count_against_the_reservation():
+    """kube-scheduler binds asynchronously: it filters the next pod while the
+    Binding of the previous is still with the API server. A pod counts against
+    its pool from the moment the extender accepts its bind, so a burst of
+    non-preemptible pods never goes past the pool's reservation; a bind that
+    fails gives the room back."""
+    make_pool("team-r", "2", "8")
+    proxy = HoldingProxy(PORT)
+    # no bind timeout here: the Bindings stay held as long as the test needs (the next test times them out)
+    p, port, log = start_extender(f"--kubeconfig={services.kubeconfig(proxy.port)}", "--bind-timeout-ms=0",
+                                  name="held")
+    threads = []
+    try:
+        wait_until(lambda: healthz(port)[0] == 200 and healthz(port)[1]["nodes"] == 4, "held extender ready")
+        e = Extender(f"http://127.0.0.1:{port}/peloton", bind_verb="bind", timeout=30)
+        s = Scheduler([e])
+        fixed = {"peloton.io/preemptible": "false"}
+        pods = [make_pod("team-a", f"r{i}", cpu="1", labels={"peloton.io/resource-pool": "team-r"},
+                         annotations=fixed) for i in range(5)]
+        wait_until(lambda: healthz(port)[1]["pods"] >= 5, "held extender sees the burst")
+        proxy.hold()
+        results, passed, refused = {}, [], []
+
+        def bind(pod, node):
+            try:
+                e.bind(pod, node)
+                results[pod["metadata"]["name"]] = None
+            except (ExtenderError, OSError) as err:
+                results[pod["metadata"]["name"]] = str(err)
+        for pod in pods:  # back to back: each bind still in flight when the next pod is filtered
+            try:
+                node = s.schedule(pod, node_objs())
+            except FitError as err:
+                refused.append((pod["metadata"]["name"], err.unresolvable.get("n1", "")))
+                continue
+            passed.append(pod["metadata"]["name"])
+            t = threading.Thread(target=bind, args=(pod, node), daemon=True)
+            t.start()
+            threads.append(t)
+            wait_until(lambda: proxy.waiting() == len(passed), "the bind reaches the API server and is held")
+        assert passed == ["r0", "r1"], (passed, refused)
+        assert all("reservation" in why and "team-r" in why for _, why in refused), refused
+        # the second bind fails at the API server: its room comes back at once
+        proxy.release("fail", count=1)
+        wait_until(lambda: len(results) == 1, "the failed bind answered")
+        assert results["r0"] and "held binding failed" in results["r0"], results
+        node = s.schedule(pods[2], node_objs())
+        t = threading.Thread(target=bind, args=(pods[2], node), daemon=True)
+        t.start()
+        threads.append(t)
+        wait_until(lambda: proxy.waiting() == 2, "r2's bind is held")
+        try:
+            s.schedule(pods[3], node_objs())
+            raise AssertionError("r3 passed with two binds in flight at the reservation")
+        except FitError as err:
+            assert "reservation" in err.unresolvable["n1"], err.unresolvable
+        proxy.release("forward")
+        for t in threads:
+            t.join(10)
+        assert results.get("r1") is None and results.get("r2") is None, results
+        bound = [x.metadata.name for x in CORE.list_namespaced_pod("team-a").items if x.spec.node_name]
+        assert sorted(bound) == ["r1", "r2"], bound
+        # once the watch shows them bound the count is the same: r3 still refused
+        wait_until(lambda: healthz(port)[1]["binds"] >= 3, "binds counted")
+        try:
+            s.schedule(pods[3], node_objs())
+            raise AssertionError("r3 passed at the reservation")
+        except FitError:
+            pass
+    finally:
+        proxy.release("forward")
+        for t in threads:
+            t.join(10)
+        assert services.stop(p) == 0, open(log).read()[-2000:]
+        proxy.close()
+        delete_pods("team-a")
+        CUSTOM.delete_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools", "team-r")
+
+
+def test_a_bind_not_answered_in_time_gives_the_room_back():
+    """--bind-timeout-ms: a Binding the API server has not answered by then is
+    an Error to kube-scheduler and the pod stops counting; if it takes later,
+    the watch counts the pod again."""
+    make_pool("team-t", "1", "8")
+    proxy = HoldingProxy(PORT)
+    p, port, log = start_extender(f"--kubeconfig={services.kubeconfig(proxy.port)}", "--bind-timeout-ms=800",
+                                  name="timeout")
+    try:
+        wait_until(lambda: healthz(port)[0] == 200 and healthz(port)[1]["nodes"] == 4, "extender ready")
+        e = Extender(f"http://127.0.0.1:{port}/peloton", bind_verb="bind", timeout=30)
+        s = Scheduler([e])
+        fixed = {"peloton.io/preemptible": "false"}
+        t0, t1 = [make_pod("team-a", f"t{i}", cpu="1", labels={"peloton.io/resource-pool": "team-t"},
+                           annotations=fixed) for i in range(2)]
+        wait_until(lambda: healthz(port)[1]["pods"] >= 2, "extender sees t0 and t1")
+        proxy.hold()
+        node = s.schedule(t0, node_objs())
+        started = time.monotonic()
+        try:
+            e.bind(t0, node)
+            raise AssertionError("a held Binding was answered")
+        except ExtenderError as err:
+            assert "has not answered within 800 ms" in str(err), str(err)
+        assert 0.7 < time.monotonic() - started < 10
+        # the room is back: t1 passes the reservation of 1
+        assert s.schedule(t1, node_objs())
+        # the Binding takes after all: the watch counts t0 again, and t1 no longer fits
+        proxy.release("forward")
+        wait_until(lambda: read_pod("team-a", "t0")["spec"].get("nodeName") == node, "t0 bound by the late Binding")
+
+        def refused():
+            try:
+                s.schedule(t1, node_objs())
+                return False
+            except FitError as err:
+                return "reservation" in err.unresolvable.get("n1", "")
+        wait_until(refused, "t1 refused once the watch shows t0 bound")
+    finally:
+        proxy.release("forward")
+        assert services.stop(p) == 0, open(log).read()[-2000:]
+        proxy.close()
+        delete_pods("team-a")
+        CUSTOM.delete_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools", "team-t")
+
+
+def test_nominated_pod_holds_the_room_freed_for_it():
+    """kube-scheduler writes status.nominatedNodeName on a preemptor; the
+    extender sees it through the watch and keeps that node's room for it."""
+    try:
+        nom = make_pod("team-b", "nom", cpu="2", priority=10)
+        CORE.patch_namespaced_pod_status("nom", "team-b", {"status": {"nominatedNodeName": "n3"}})
+        low = make_pod("team-b", "low", cpu="1", priority=1)
+
+        def held():
+            _, failed, _ = ours(True).filter(low, node_objs())
+            return "held for nominated pod team-b/nom" in failed.get("n3", "")
+        wait_until(held, "n3 held for the nominated pod")
+        passing, failed, _ = ours(False).filter(low, node_objs())
+        assert sorted(node_name(n) for n in passing) == ["n1", "n2", "n4"], failed
+        # the nominated pod itself may go there
+        passing, _, _ = ours(True).filter(nom, node_objs())
+        assert "n3" in [node_name(n) for n in passing]
+        # once bound, it counts as a pod on n3 and nothing is held for it any more
+        ours(True).bind(nom, "n3")
+        _, failed, _ = ours(True).filter(low, node_objs())
+        assert failed.get("n3") == "insufficient cpu", failed
+    finally:
+        delete_pods("team-b")
+
+
+def test_pool_status_written_in_extender_mode():
+    """No resource manager runs here (pelotond is the API server alone): the
+    extender writes the pools' status, which `kubectl get rp` shows."""
+    try:
+        e = ours(True)
+        for i in range(2):
+            p = make_pod("team-a", f"st{i}", cpu="1")
+            wait_until(lambda: pods_seen() >= i + 1, "extender sees the pod")
+            e.bind(p, "n1" if i == 0 else "n2")
+
+        def status():
+            return CUSTOM.get_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools", "team-a").get("status")
+        wait_until(lambda: (status() or {}).get("allocation", {}).get("cpu") == "2", "team-a's allocation written")
+        st = status()
+        assert st["path"] == "/team-a" and st["summary"]["cpu"]["allocation"] == "2", st
+        assert st["summary"]["cpu"]["reservation"] == "2" and st["entitlement"]["cpu"], st
+        (cond,) = st["conditions"]
+        assert cond["type"] == "TreeValid" and cond["status"] == "True" and cond["lastTransitionTime"], cond
+        first = cond["lastTransitionTime"]
+        # a change of numbers keeps the condition's transition time
+        CORE.delete_namespaced_pod("st1", "team-a", grace_period_seconds=0)
+        wait_until(lambda: status()["allocation"]["cpu"] == "1", "team-a's allocation back to 1")
+        assert status()["conditions"][0]["lastTransitionTime"] == first
+        # kubectl's columns come from the CRD's printer columns over status.summary
+        out = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", "get", "rp", "team-a"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        head, row = out.stdout.splitlines()[:2]
+        starts = [m.start() for m in re.finditer(r"\S+", head)]
+        cells = {head[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:] + [None])}
+        assert cells["NAME"] == "team-a" and cells["CPU-RES"] == "2" and cells["CPU-ALLOC"] == "1", out.stdout
+        assert cells["CPU-ENT"] not in ("", "<none>") and cells["CPU-DEMAND"] == "1", out.stdout
+    finally:
+        delete_pods("team-a")
+
+
+def test_preempt_never_breaks_a_running_gang():
+    """A gang is one preemption unit: kube-scheduler deletes the victims of one
+    node, so a gang spread over nodes is never a victim, and a gang on one
+    node goes whole."""
+    try:
+        e = ours(True)
+        uids = {}
+
+        def member(name, gang, node):
+            p = make_pod("team-b", name, cpu="1", labels={"peloton.io/gang": gang, "peloton.io/gang-size": "2"},
+                         priority=1)
+            uids[name] = p["metadata"]["uid"]
+            return p, node
+        placed = [member("gs-0", "gs", "n1"), member("gs-1", "gs", "n2"), member("gw-0", "gw", "n3"),
+                  member("gw-1", "gw", "n3")]
+        lone = make_pod("team-b", "lone", cpu="1", priority=1)
+        uids["lone"] = lone["metadata"]["uid"]
+        placed.append((lone, "n1"))
+        wait_until(lambda: pods_seen() >= 5, "extender sees the gangs")
+        for p, node in placed:
+            e.bind(p, node)
+        objs = {p["metadata"]["name"]: read_pod("team-b", p["metadata"]["name"]) for p, _ in placed}
+        big = make_pod("team-b", "big", cpu="2", priority=10)
+        small = make_pod("team-b", "small", cpu="1", priority=10)
+        wait_until(lambda: pods_seen() >= 7, "extender sees the preemptors")
+        # n1 holds gs-0 and lone: both would make room, but gs-0 alone would leave gang gs 1/2
+        assert e.preempt(big, {"n1": [objs["gs-0"], objs["lone"]]}) == {}
+        # n3 holds gang gw whole: one member would do for 1 cpu, the gang goes as a unit
+        v = e.preempt(small, {"n3": [objs["gw-0"], objs["gw-1"]]})
+        assert sorted(v["n3"]) == sorted([uids["gw-0"], uids["gw-1"]]), v
+        # on n1 a 1-cpu preemptor takes the single pod, never the gang's member
+        assert e.preempt(small, {"n1": [objs["gs-0"], objs["lone"]]}) == {"n1": [uids["lone"]]}
+    finally:
+        delete_pods("team-b")
+
+
 def test_strategy_follows_the_job_type():
     try:
         job_strategy()
@@ -476,6 +701,104 @@ def test_pelotond_runs_the_extender_as_a_role():
     finally:
         assert services.stop(p) == 0, open(log).read()[-2000:]
         delete_pods("team-a")
+
+
+PROM_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+PROM_SAMPLE = re.compile(r'^(' + PROM_NAME + r')(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*)\})? '
+                         r'(\S+)$')
+PROM_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+
+
+def parse_prometheus(text):
+    """A strict reader of the text format 0.0.4: every family's HELP then
+    TYPE before its samples, samples only of declared families (histograms:
+    _bucket with le, _sum, _count), values floats, label values escaped,
+    buckets cumulative up to le="+Inf" == _count. Returns
+    {family: {"type", "samples": [(name, {label: value}, float)]}}."""
+    fams, current = {}, None
+    assert text.endswith("\n"), "the text ends with a newline"
+    for line in text.split("\n")[:-1]:
+        if line.startswith("# HELP "):
+            name, _, help_ = line[7:].partition(" ")
+            assert re.fullmatch(PROM_NAME, name) and help_ and name not in fams, line
+            assert "\n" not in help_ and not re.search(r"\\[^\\n]", help_), line
+            fams[name] = {"help": help_, "type": None, "samples": []}
+            current = name
+        elif line.startswith("# TYPE "):
+            name, _, typ = line[7:].partition(" ")
+            assert name == current and fams[name]["type"] is None, f"TYPE right after its HELP: {line}"
+            assert typ in ("counter", "gauge", "histogram", "summary", "untyped"), line
+            fams[name]["type"] = typ
+        else:
+            assert not line.startswith("#") and line, f"unexpected line {line!r}"
+            m = PROM_SAMPLE.match(line)
+            assert m, f"not a sample: {line!r}"
+            name, labels, value = m.group(1), dict(PROM_LABEL.findall(m.group(3) or "")), m.group(4)
+            float(value)  # "+Inf", "NaN" and Go floats parse too
+            fam = fams.get(current)
+            assert fam and fam["type"], f"sample before its HELP/TYPE: {line}"
+            if fam["type"] == "histogram":
+                assert name in (current + "_bucket", current + "_sum", current + "_count"), line
+                assert (name == current + "_bucket") == ("le" in labels), line
+            else:
+                assert name == current and "le" not in labels, line
+            fam["samples"].append((name, labels, float(value)))
+    for name, fam in fams.items():
+        if fam["type"] != "histogram":
+            continue
+        series = {}
+        for n, labels, v in fam["samples"]:
+            key = tuple(sorted((k, x) for k, x in labels.items() if k != "le"))
+            series.setdefault(key, {"buckets": [], "sum": None, "count": None})
+            if n.endswith("_bucket"):
+                series[key]["buckets"].append((float(labels["le"]), v))
+            else:
+                series[key][n.rsplit("_", 1)[1]] = v
+        for key, sr in series.items():
+            les = [le for le, _ in sr["buckets"]]
+            counts = [c for _, c in sr["buckets"]]
+            assert les == sorted(les) and les[-1] == float("inf"), (name, key, les)
+            assert counts == sorted(counts), (name, key, counts)
+            assert sr["count"] == counts[-1] and sr["sum"] is not None, (name, key, sr)
+    return fams
+
+
+def sample(fams, family, name=None, **labels):
+    for n, lb, v in fams[family]["samples"]:
+        if n == (name or family) and all(lb.get(k) == x for k, x in labels.items()):
+            return v
+    return None
+
+
+def test_metrics_in_prometheus_text():
+    r = urllib.request.urlopen(f"http://127.0.0.1:{EXT_PORT}/metrics", timeout=5)
+    assert r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8", r.headers["Content-Type"]
+    fams = parse_prometheus(r.read().decode())
+    lat = "peloton_extender_request_duration_seconds"
+    assert fams[lat]["type"] == "histogram"
+    for verb in ("filter", "prioritize", "preempt", "bind"):
+        assert sample(fams, lat, lat + "_count", verb=verb) > 0, verb
+    assert sample(fams, lat, lat + "_bucket", verb="filter", le="+Inf") == sample(fams, lat, lat + "_count",
+                                                                                  verb="filter")
+    dec = "peloton_extender_filter_decisions_total"
+    assert sample(fams, dec, pool="team-a", reason="admitted") > 0
+    assert sample(fams, dec, pool="team-a", reason="limit") or sample(fams, dec, pool="team-a", reason="entitlement")
+    assert sample(fams, dec, pool="team-b", reason="gang_incomplete") >= 3
+    assert sample(fams, "peloton_extender_preempt_victims_total") >= 2
+    assert sample(fams, "peloton_extender_binds_total", result="bound") > 0
+    assert sample(fams, "peloton_extender_binds_total", result="already") > 0
+    assert sample(fams, "peloton_extender_model_nodes") == 4
+    assert sample(fams, "peloton_extender_model_pods") == len(CORE.list_pod_for_all_namespaces().items)
+    assert sample(fams, "peloton_extender_gangs_held") is not None
+    assert sample(fams, "peloton_extender_cache_synced", kind="Pod") == 1
+    age = "peloton_extender_watch_event_age_seconds"
+    n = sample(fams, age, age + "_count", kind="Pod")
+    assert n > 0, "pod events after the sync carry a creation or deletion time"
+    # the shim is on loopback: nearly every event is younger than 2 s (1 s resolution)
+    assert sample(fams, age, age + "_bucket", kind="Pod", le="2") >= 0.9 * n, fams[age]["samples"]
+    # GET only
+    st, _ = raw("POST", "/metrics", b"{}")
+    assert st == 405
 
 
 def test_exit_clean_under_asan():

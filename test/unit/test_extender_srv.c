@@ -3,8 +3,10 @@
  * prioritize, preempt and the bind decision on it. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "extender_srv.h"
+#include "ext_int.h" /* ext_metrics_latency */
 #include "test.h"
 
 static json_t *node_obj(const char *name, const char *cpu, const char *mem) {
@@ -244,6 +246,239 @@ TEST(ext_srv_preempt_within_the_pool_by_priority_never_non_preemptible) {
     ext_core_free(x);
 }
 
+static json_t *preempt_on(struct ext_core *x, json_t *pod, const char *node) {
+    json_t *body = json_pack("{s:O, s:n, s:{s:{s:[], s:i}}}", "Pod", pod, "NodeNameToVictims", "NodeNameToMetaVictims",
+                             node, "Pods", "NumPDBViolations", 0);
+    struct extender_preemption_args *pa;
+    char err[256];
+    json_t *out = NULL;
+    if (extender_decode_preemption_args(body, &pa, err, sizeof err)) test_fail(__FILE__, __LINE__, "%s", err);
+    if (ext_preempt(x, pa, &out, err, sizeof err)) test_fail(__FILE__, __LINE__, "%s", err);
+    extender_preemption_args_free(pa);
+    json_decref(body);
+    return out;
+}
+
+static size_t victims_on(json_t *out, const char *node, const char *uid_part) {
+    json_t *v = json_object_get(json_object_get(json_object_get(out, "NodeNameToMetaVictims"), node), "Pods");
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (!uid_part || strstr(json_string_value(json_object_get(json_array_get(v, i), "UID")), uid_part)) n++;
+    return n;
+}
+
+/* A gang is one preemption unit: all its members are victims or none. */
+TEST(ext_srv_preempt_never_breaks_a_gang) {
+    struct ext_core *x = cluster4();
+    char name[16];
+    /* gang s spread over n1 and n2; gang t whole on n3; each beside a single low pod */
+    for (int i = 0; i < 2; i++) {
+        snprintf(name, sizeof name, "s%d", i);
+        json_t *m = pod_obj(name, "team-b", "1", i ? "n2" : "n1", 1, i);
+        annotate(m, "labels", "peloton.io/gang", "s");
+        annotate(m, "labels", "peloton.io/gang-size", "2");
+        set_new(x, "Pod", m);
+        snprintf(name, sizeof name, "t%d", i);
+        m = pod_obj(name, "team-b", "1", "n3", 1, 10 + i);
+        annotate(m, "labels", "peloton.io/gang", "t");
+        annotate(m, "labels", "peloton.io/gang-size", "2");
+        set_new(x, "Pod", m);
+    }
+    set_new(x, "Pod", pod_obj("lone1", "team-b", "1", "n1", 1, 20));
+    /* 2 cpu on n1: s0 and lone1 would make room, but s0 alone breaks gang s */
+    json_t *hi = pod_obj("hi", "team-b", "2", NULL, 10, 30);
+    json_t *out = preempt_on(x, hi, "n1");
+    CHECK_I64(json_object_size(json_object_get(out, "NodeNameToMetaVictims")), 0);
+    json_decref(out);
+    json_decref(hi);
+    /* 1 cpu on n3: one member of t would do, but t goes whole */
+    hi = pod_obj("hi1", "team-b", "1", NULL, 10, 31);
+    out = preempt_on(x, hi, "n3");
+    CHECK_I64(victims_on(out, "n3", "uid-t"), 2);
+    CHECK_I64(victims_on(out, "n3", NULL), 2);
+    json_decref(out);
+    /* 1 cpu on n1: the single pod, never the gang's member */
+    out = preempt_on(x, hi, "n1");
+    CHECK_I64(victims_on(out, "n1", "uid-lone1"), 1);
+    CHECK_I64(victims_on(out, "n1", NULL), 1);
+    json_decref(out);
+    json_decref(hi);
+    ext_core_free(x);
+}
+
+/* kube-scheduler nominates a preemptor to the node it freed
+ * (status.nominatedNodeName): that room is not offered to pods of lower
+ * priority, and a preempt for one of them sees the node as full (victims,
+ * not an empty answer). */
+TEST(ext_srv_nominated_pods_hold_their_room) {
+    struct ext_core *x = cluster4();
+    set_new(x, "Pod", pod_obj("v", "team-b", "1", "n1", 0, 1));
+    json_t *nom = pod_obj("nom", "team-b", "1", NULL, 10, 2);
+    json_object_set_new(json_object_get(nom, "status"), "nominatedNodeName", json_string("n1"));
+    set_new(x, "Pod", json_incref(nom)); /* from the watch */
+    json_t *low = pod_obj("low", "team-b", "1", NULL, 5, 3);
+    set_new(x, "Pod", json_incref(low));
+    json_t *r = filter(x, low, ALL, 4, true, 0);
+    CHECK_I64(passing(r), 3);
+    CHECK_HAS(failed(r, "FailedNodes", "n1"), "insufficient cpu: held for nominated pod default/nom");
+    json_decref(r);
+    /* the nominated pod itself, and pods of higher priority, see the room (equal priority
+     * does not, as in kube-scheduler) */
+    r = filter(x, nom, ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    json_t *top = pod_obj("top", "team-b", "1", NULL, 11, 4);
+    r = filter(x, top, ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    /* preempt for low on n1: v must go (without the nomination: no victim needed, an empty answer) */
+    json_t *out = preempt_on(x, low, "n1");
+    CHECK_I64(victims_on(out, "n1", "uid-v"), 1);
+    json_decref(out);
+    /* a nomination seen first in a request's Pod (the watch lags) holds too */
+    json_t *nom2 = pod_obj("nom2", "team-b", "2", NULL, 10, 5);
+    set_new(x, "Pod", json_incref(nom2));
+    json_object_set_new(json_object_get(nom2, "status"), "nominatedNodeName", json_string("n2"));
+    r = filter(x, nom2, ALL, 4, true, 0);
+    json_decref(r);
+    r = filter(x, low, ALL, 4, true, 0);
+    CHECK_HAS(failed(r, "FailedNodes", "n2"), "held for nominated pod default/nom2");
+    json_decref(r);
+    /* a request's object older than the watch's does not bring back a cleared nomination */
+    json_t *nom3 = pod_obj("nom3", "team-b", "2", NULL, 10, 6);
+    json_object_set_new(json_object_get(nom3, "metadata"), "resourceVersion", json_string("20"));
+    set_new(x, "Pod", json_incref(nom3)); /* the watch: not nominated (any more), rv 20 */
+    json_t *stale = json_deep_copy(nom3);
+    json_object_set_new(json_object_get(stale, "metadata"), "resourceVersion", json_string("19"));
+    json_object_set_new(json_object_get(stale, "status"), "nominatedNodeName", json_string("n4"));
+    r = filter(x, stale, ALL, 4, true, 0);
+    json_decref(r);
+    r = filter(x, low, ALL, 4, true, 0);
+    CHECK(failed(r, "FailedNodes", "n4") == NULL);
+    json_decref(r);
+    json_decref(stale);
+    json_decref(nom3);
+    /* bound: the pod counts on its node, the hold ends */
+    json_object_set_new(json_object_get(nom, "spec"), "nodeName", json_string("n1"));
+    set_new(x, "Pod", json_incref(nom));
+    json_t *n2b = json_deep_copy(nom2);
+    json_object_del(json_object_get(n2b, "status"), "nominatedNodeName"); /* kube-scheduler cleared it */
+    set_new(x, "Pod", n2b);
+    r = filter(x, low, ALL, 4, true, 0);
+    CHECK_I64(passing(r), 3); /* n1 is full now: v and nom */
+    CHECK_STR(failed(r, "FailedNodes", "n1"), "insufficient cpu");
+    CHECK(failed(r, "FailedNodes", "n2") == NULL);
+    json_decref(r);
+    json_decref(nom);
+    json_decref(nom2);
+    json_decref(low);
+    json_decref(top);
+    ext_core_free(x);
+}
+
+/* /metrics: decisions by pool and reason (label values escaped), latency
+ * histograms, preempt and model figures, in Prometheus text. */
+TEST(ext_srv_metrics_text) {
+    struct ext_core *x = cluster4();
+    json_t *pod = pod_obj("m1", "team-a", "1", NULL, 0, 1);
+    json_t *r = filter(x, pod, ALL, 4, true, 0);
+    json_decref(r);
+    json_t *odd = pod_obj("m2", "we\"ird\\po\nol", "1", NULL, 0, 2); /* no such pool */
+    r = filter(x, odd, ALL, 4, false, 0);
+    json_decref(r);
+    json_t *np = pod_obj("m3", "team-a", "3", NULL, 0, 3);
+    annotate(np, "annotations", "peloton.io/preemptible", "false");
+    r = filter(x, np, ALL, 4, true, 0);
+    json_decref(r);
+    ext_metrics_latency(x, EXTENDER_FILTER, 70000);   /* 70 us: le 0.0001 */
+    ext_metrics_latency(x, EXTENDER_FILTER, 9000000000ull); /* 9 s: +Inf only */
+    json_t *out = preempt_on(x, pod, "n1");           /* nothing to preempt: an empty answer */
+    json_decref(out);
+    char *text;
+    size_t len;
+    REQUIRE_I64(ext_metrics_render(x, NULL, NULL, 0, &text, &len), 0);
+    CHECK_I64(strlen(text), len);
+    CHECK_HAS(text, "# HELP peloton_extender_request_duration_seconds ");
+    CHECK_HAS(text, "\n# TYPE peloton_extender_request_duration_seconds histogram\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_bucket{verb=\"filter\",le=\"5e-05\"} 0\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_bucket{verb=\"filter\",le=\"0.0001\"} 1\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_bucket{verb=\"filter\",le=\"5\"} 1\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 2\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_sum{verb=\"filter\"} 9.00007\n");
+    CHECK_HAS(text, "peloton_extender_request_duration_seconds_count{verb=\"filter\"} 2\n");
+    CHECK_HAS(text, "peloton_extender_filter_decisions_total{pool=\"team-a\",reason=\"admitted\"} 1\n");
+    CHECK_HAS(text, "peloton_extender_filter_decisions_total{pool=\"team-a\",reason=\"reservation\"} 1\n");
+    CHECK_HAS(text, "peloton_extender_filter_decisions_total{pool=\"we\\\"ird\\\\po\\nol\","
+                    "reason=\"pool_unknown\"} 1\n");
+    CHECK_HAS(text, "# TYPE peloton_extender_preempt_empty_total counter\npeloton_extender_preempt_empty_total 1\n");
+    CHECK_HAS(text, "peloton_extender_model_nodes 4\n");
+    CHECK(strstr(text, "cache_synced") == NULL); /* no informers */
+    free(text);
+    json_decref(pod);
+    json_decref(odd);
+    json_decref(np);
+    ext_core_free(x);
+}
+
+/* Pool status in extender mode: the model's entitlement, allocation and
+ * demand, and a TreeValid condition; a set of pools that breaks a tree rule
+ * is a condition on every pool, and the last valid tree stays in force. */
+TEST(ext_srv_pool_status_and_an_invalid_tree) {
+    struct ext_core *x = cluster4();
+    set_new(x, "Pod", pod_obj("a0", "team-a", "1", "n1", 0, 1));
+    set_new(x, "Pod", pod_obj("a1", "team-a", "1", NULL, 0, 2));
+    json_t *ta = pool_obj("team-a", "2", "8");
+    json_object_set_new(json_object_get(ta, "metadata"), "generation", json_integer(3));
+    json_t *st = ext_pool_status(x, ta);
+    REQUIRE(st);
+    CHECK_STR(json_string_value(json_object_get(st, "path")), "/team-a");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(st, "allocation"), "cpu")), "1");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(st, "demand"), "cpu")), "2");
+    CHECK_I64(json_integer_value(json_object_get(st, "observedGeneration")), 3);
+    json_t *c = json_array_get(json_object_get(st, "conditions"), 0);
+    CHECK_STR(json_string_value(json_object_get(c, "type")), "TreeValid");
+    CHECK_STR(json_string_value(json_object_get(c, "status")), "True");
+    char *before = json_dumps(json_object_get(st, "entitlement"), JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(st);
+    /* a pool whose parent does not exist: the tree is invalid, the last valid one stays */
+    json_t *orphan = pool_obj("orphan", "1", "2");
+    json_object_set_new(json_object_get(orphan, "spec"), "parent", json_string("nosuch"));
+    set_new(x, "ResourcePool", json_incref(orphan));
+    st = ext_pool_status(x, ta);
+    REQUIRE(st);
+    c = json_array_get(json_object_get(st, "conditions"), 0);
+    CHECK_STR(json_string_value(json_object_get(c, "status")), "False");
+    CHECK_STR(json_string_value(json_object_get(c, "reason")), "InvalidTree");
+    CHECK_HAS(json_string_value(json_object_get(c, "message")), "nosuch");
+    CHECK_HAS(json_string_value(json_object_get(c, "message")), "the last valid tree stays in force");
+    char *after = json_dumps(json_object_get(st, "entitlement"), JSON_COMPACT | JSON_SORT_KEYS);
+    CHECK_STR(after, before); /* team-a's numbers still come from the last valid tree */
+    free(before);
+    free(after);
+    json_decref(st);
+    st = ext_pool_status(x, orphan);
+    REQUIRE(st);
+    CHECK(json_object_get(st, "entitlement") == NULL);
+    CHECK_HAS(json_string_value(json_object_get(json_array_get(json_object_get(st, "conditions"), 0), "message")),
+              "this pool is not in it");
+    json_decref(st);
+    /* team-a's pods are still admitted under the last valid tree */
+    json_t *a2 = pod_obj("a2", "team-a", "1", NULL, 0, 3);
+    json_t *r = filter(x, a2, ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    /* fixed: valid again */
+    ext_core_del(x, "ResourcePool", orphan);
+    st = ext_pool_status(x, ta);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(st, "conditions"), 0), "status")),
+              "True");
+    json_decref(st);
+    json_decref(a2);
+    json_decref(orphan);
+    json_decref(ta);
+    ext_core_free(x);
+}
+
 TEST(ext_srv_non_preemptible_work_stays_within_the_reservation) {
     struct ext_core *x = cluster4();
     json_t *np = pod_obj("np", "team-a", "3", NULL, 0, 1);
@@ -326,6 +561,57 @@ TEST(ext_srv_gang_held_until_whole_then_planned) {
     CHECK_HAS(failed(r, "FailedNodes", "n1"), "do not fit together");
     json_decref(r);
     for (int i = 0; i < 2; i++) json_decref(m[i]);
+    ext_core_free(x);
+}
+
+/* kube-scheduler filters the next pod while the last one's Binding is still
+ * with the API server: an accepted bind counts at once, a failed one gives
+ * the room back, a second bind of a pod in flight is posted again. */
+TEST(ext_srv_binds_in_flight_count_against_the_reservation) {
+    struct ext_core *x = cluster4();
+    json_t *np[3];
+    char name[16], why[256];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "np%d", i);
+        np[i] = pod_obj(name, "team-a", "1", NULL, 0, i);
+        annotate(np[i], "annotations", "peloton.io/preemptible", "false");
+        json_t *c0 = json_array_get(json_object_get(json_object_get(np[i], "spec"), "containers"), 0);
+        json_object_del(json_object_get(json_object_get(c0, "resources"), "requests"), "memory"); /* cpu pools */
+        set_new(x, "Pod", json_incref(np[i]));
+    }
+    struct extender_binding_args b0 = {"np0", "default", "uid-np0", "n1"}, b1 = {"np1", "default", "uid-np1", "n2"};
+    json_t *r = filter(x, np[0], ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    CHECK_I64(ext_bind_decide(x, &b0, why, sizeof why), EXT_BIND_POST);
+    ext_bind_begin(x, &b0);
+    r = filter(x, np[1], ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    CHECK_I64(ext_bind_decide(x, &b1, why, sizeof why), EXT_BIND_POST);
+    ext_bind_begin(x, &b1);
+    /* both binds in flight: the reservation (2) is full */
+    r = filter(x, np[2], ALL, 4, true, 0);
+    CHECK_I64(passing(r), 0);
+    CHECK_HAS(failed(r, "FailedAndUnresolvableNodes", "n3"), "reservation");
+    json_decref(r);
+    /* kube-scheduler retries np0's bind while the first is in flight: posted again */
+    CHECK_I64(ext_bind_inflight(x, &b0), 1);
+    CHECK_I64(ext_bind_decide(x, &b0, why, sizeof why), EXT_BIND_POST);
+    ext_bind_begin(x, &b0);
+    ext_bind_abort(x, &b0); /* one of the two fails: the other may still take */
+    r = filter(x, np[2], ALL, 4, true, 0);
+    CHECK_I64(passing(r), 0);
+    json_decref(r);
+    ext_bind_commit(x, &b0);
+    CHECK_I64(ext_bind_decide(x, &b0, why, sizeof why), EXT_BIND_OK);
+    /* np1's Binding fails: np2 fits again */
+    ext_bind_abort(x, &b1);
+    CHECK_I64(ext_bind_inflight(x, &b1), 0);
+    r = filter(x, np[2], ALL, 4, true, 0);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    for (int i = 0; i < 3; i++) json_decref(np[i]);
     ext_core_free(x);
 }
 
