@@ -49,6 +49,7 @@ struct native_conn {
     size_t nin, capin;
     struct native_call *h1_call; /* the request being served (one at a time) */
     bool h1_close;             /* close after the reply */
+    bool h1_continued;         /* "100 Continue" sent for the request being read */
 };
 
 struct native_call {

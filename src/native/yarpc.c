@@ -91,7 +91,15 @@ static void process(struct native_conn *conn) {
             snprintf(msg, sizeof msg, "request body larger than %zu bytes", srv->cfg.max_message);
             return fail_and_close(conn, NC_RESOURCE_EXHAUSTED, msg);
         }
-        if (conn->nin < (size_t)hl + (size_t)cl) return; /* the body is still coming */
+        if (conn->nin < (size_t)hl + (size_t)cl) { /* the body is still coming */
+            if (h.expect_continue && !conn->h1_continued) {
+                static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+                conn->h1_continued = true;
+                native_conn_write(conn, cont, sizeof cont - 1);
+            }
+            return;
+        }
+        conn->h1_continued = false;
         const char *body = conn->in + hl;
         size_t total = (size_t)hl + (size_t)cl;
         if (h.http10 || h.close) conn->h1_close = true;

@@ -28,6 +28,7 @@ struct yarpc_head {
     char content_type[128];
     long long content_length;        /* -1 when absent */
     bool http10, close;              /* HTTP/1.0; "Connection: close" */
+    bool expect_continue;            /* "Expect: 100-continue" (curl sends it for bodies over 1 KiB) */
 };
 
 long yarpc_parse_head(const char *buf, size_t n, size_t max, struct yarpc_head *h);
