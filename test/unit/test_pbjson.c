@@ -7,6 +7,7 @@
 
 #include "pbjson.h"
 #include "pbmsg.h"
+#include "mesos/v1/mesos.pb-c.h"
 #include "peloton/api/v0/respool/respool.pb-c.h"
 #include "google/protobuf/timestamp.pb-c.h"
 #include "peloton_c/test/alltypes.pb-c.h"
@@ -206,4 +207,39 @@ TEST(pbjson_bounds_repeated_items) {
     CHECK(!m);
     CHECK_HAS(err, "more than 1048576 repeated elements");
     json_decref(o);
+}
+
+/* proto2 (the Mesos messages): optional fields have presence, so a field
+ * set to its default is still written, and one not given is left out even
+ * when its default is not zero (CommandInfo.shell defaults to true). */
+TEST(pbjson_proto2_presence) {
+    char err[256] = "";
+    const char *in = "{\"shell\":false,\"value\":\"ls\",\"arguments\":[\"-l\"],"
+                     "\"environment\":{\"variables\":[{\"name\":\"A\",\"value\":\"1\"}]}}";
+    ProtobufCMessage *m = pbjson_parse(&mesos__v1__command_info__descriptor, in, strlen(in), err, sizeof err);
+    REQUIRE(m);
+    Mesos__V1__CommandInfo *ci = (void *)m;
+    CHECK(ci->has_shell && !ci->shell);
+    size_t n;
+    uint8_t *w = pbmsg_pack(m, &n);
+    protobuf_c_message_free_unpacked(m, NULL);
+    m = pbmsg_unpack(&mesos__v1__command_info__descriptor, w, n, err, sizeof err);
+    free(w);
+    REQUIRE(m);
+    char *s = pbjson_dump(m, NULL, err, sizeof err);
+    CHECK_STR(s, "{\"environment\":{\"variables\":[{\"name\":\"A\",\"value\":\"1\"}]},\"value\":\"ls\",\"shell\":false,"
+                 "\"arguments\":[\"-l\"]}"); /* by field number */
+    free(s);
+    protobuf_c_message_free_unpacked(m, NULL);
+    /* not given: the default (true) applies and nothing is written */
+    m = pbjson_parse(&mesos__v1__command_info__descriptor, "{\"value\":\"ls\"}", 14, err, sizeof err);
+    REQUIRE(m);
+    CHECK(((Mesos__V1__CommandInfo *)m)->shell && !((Mesos__V1__CommandInfo *)m)->has_shell);
+    s = pbjson_dump(m, NULL, err, sizeof err);
+    CHECK_STR(s, "{\"value\":\"ls\"}");
+    free(s);
+    protobuf_c_message_free_unpacked(m, NULL);
+    /* a required field missing on the wire: protobuf-c refuses the message */
+    static const uint8_t no_value[] = {0x30, 0x01}; /* shell = true, value (required) absent: TaskID */
+    CHECK(!pbmsg_unpack(&mesos__v1__task_id__descriptor, no_value, sizeof no_value, err, sizeof err));
 }
