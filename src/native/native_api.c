@@ -4,16 +4,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "svc_job.h"
 #include "svc_respool.h"
 
 struct native_api {
     struct native_registry reg;
     struct svc_respool *respool;
+    struct svc_job *job;
     struct native_server *srv;
 };
 
 static void api_free_parts(struct native_api *a) {
     svc_respool_free(a->respool);
+    svc_job_free(a->job);
     native_registry_free(&a->reg);
     free(a);
 }
@@ -26,7 +29,8 @@ struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const s
         return NULL;
     }
     native_registry_init(&a->reg);
-    if (!(a->respool = svc_respool_new(kc)) || svc_respool_register(a->respool, &a->reg)) {
+    if (!(a->respool = svc_respool_new(kc)) || svc_respool_register(a->respool, &a->reg) ||
+        !(a->job = svc_job_new(kc)) || svc_job_register(a->job, &a->reg)) {
         snprintf(err, errlen, "native: out of memory");
         api_free_parts(a);
         return NULL;
