@@ -169,6 +169,10 @@ void h2_call_reply(struct native_call *c, const uint8_t *msg, size_t len, bool l
     h2_conn_flush(s->conn);
 }
 
+size_t h2_call_buffered(const struct native_call *c) {
+    return c->stream ? c->stream->out_len - c->stream->out_off : 0;
+}
+
 void h2_call_status(struct native_call *c, enum native_code code, const char *msg) {
     struct h2_stream *s = c->stream;
     if (!s) return;

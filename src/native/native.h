@@ -88,7 +88,8 @@ void native_call_reply(struct native_call *c, const ProtobufCMessage *resp);
 void native_call_fail(struct native_call *c, enum native_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Server streaming: one message of the stream; 0, or -EPIPE when the client
- * is gone or the call's buffer bound is passed (end the call then). */
+ * is gone or more than NATIVE_MAX_OUTPUT bytes wait for it (its flow-control
+ * window stays shut): end the call then. */
 int native_call_send(struct native_call *c, const ProtobufCMessage *m);
 void native_call_end(struct native_call *c, enum native_code code, const char *msg);
 bool native_call_gone(const struct native_call *c);

@@ -82,6 +82,8 @@ void h2_conn_flush(struct native_conn *conn);
 void h2_conn_free(struct native_conn *conn);
 void h2_call_reply(struct native_call *c, const uint8_t *msg, size_t len, bool last);
 void h2_call_status(struct native_call *c, enum native_code code, const char *msg);
+/* Reply bytes of c's stream not yet taken by nghttp2 (flow control holds them). */
+size_t h2_call_buffered(const struct native_call *c);
 
 /* yarpc.c */
 int h1_conn_recv(struct native_conn *conn, const uint8_t *p, size_t n);

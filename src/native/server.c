@@ -185,7 +185,10 @@ int native_call_send(struct native_call *c, const ProtobufCMessage *m) {
     if (!buf) return -ENOMEM;
     h2_call_reply(c, buf, n, false);
     free(buf);
-    return c->conn && c->conn->write_pending <= NATIVE_MAX_OUTPUT ? 0 : -EPIPE;
+    /* a client that does not read (its window stays shut) must not grow the server */
+    return c->conn && c->stream && c->conn->write_pending <= NATIVE_MAX_OUTPUT && h2_call_buffered(c) <= NATIVE_MAX_OUTPUT
+               ? 0
+               : -EPIPE;
 }
 
 void native_call_end(struct native_call *c, enum native_code code, const char *msg) {
