@@ -127,7 +127,9 @@ static int start_extender(struct controllers *c, char *err, size_t errlen) {
  * port, a port already taken (another pelotond on this machine) leaves the
  * role off with a warning; a port given with --native-port must be had. */
 static int start_native(struct controllers *c, char *err, size_t errlen) {
-    struct native_config nc = {.bind_addr = "127.0.0.1", .port = c->native_port < 0 ? NATIVE_DEFAULT_PORT : c->native_port};
+    /* the API's own token: the controllers' client carries it */
+    struct native_config nc = {.bind_addr = "127.0.0.1", .port = c->native_port < 0 ? NATIVE_DEFAULT_PORT : c->native_port,
+                               .token = c->kcfg.token};
     if (!(c->native = native_api_start(&c->loop, c->kc, &nc, err, errlen))) {
         if (c->native_port >= 0) return -1;
         fprintf(stderr, "level=warn msg=\"native API not served\" error=\"%s\" hint=\"give --native-port\"\n", err);

@@ -26,7 +26,7 @@ struct h2_stream {
     int32_t id;
     struct native_conn *conn;
     struct grpc_deframer df;
-    char method[8], path[256], ctype[64], timeout[16], encoding[32], ua[128];
+    char method[8], path[256], ctype[64], timeout[16], encoding[32], ua[128], authz[1024];
     size_t hdr_bytes;
     bool hdr_bad;     /* a header value over its field: refused */
     bool answered;    /* response headers (or Trailers-Only) submitted */
@@ -200,6 +200,10 @@ static void start_request(struct h2_stream *s) {
         stream_http_error(s, "415");
         return;
     }
+    if (!native_auth_ok(srv, s->authz)) {
+        stream_status(s, NC_UNAUTHENTICATED, "a bearer token is required (authorization metadata)");
+        return;
+    }
     if (s->encoding[0] && strcmp(s->encoding, "identity")) {
         stream_status(s, NC_UNIMPLEMENTED, "grpc-encoding is not supported (identity only)");
         return;
@@ -284,6 +288,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     else if (IS("grpc-timeout")) copy_hdr(s, s->timeout, sizeof s->timeout, value, valuelen);
     else if (IS("grpc-encoding")) copy_hdr(s, s->encoding, sizeof s->encoding, value, valuelen);
     else if (IS("user-agent")) snprintf(s->ua, sizeof s->ua, "%.*s", (int)valuelen, (const char *)value);
+    else if (IS("authorization")) copy_hdr(s, s->authz, sizeof s->authz, value, valuelen);
 #undef IS
     return 0;
 }

@@ -110,6 +110,10 @@ struct native_config {
     size_t max_message;    /* default NATIVE_DEFAULT_MAX_MESSAGE; a larger request gets RESOURCE_EXHAUSTED */
     unsigned max_streams;  /* default NATIVE_DEFAULT_MAX_STREAMS */
     unsigned max_conns;    /* default NATIVE_DEFAULT_MAX_CONNS; more are closed at accept */
+    /* When set (borrowed: it must outlive the server), every call must carry
+     * "authorization: Bearer <token>" (gRPC metadata, or YARPC's HTTP
+     * header), the Kubernetes API's token; else UNAUTHENTICATED. */
+    const char *token;
     const struct native_registry *registry;
 };
 

@@ -65,6 +65,8 @@ struct native_call {
 };
 
 /* server.c */
+/* Whether authz (an Authorization value, "" when absent) passes the server's token. */
+bool native_auth_ok(const struct native_server *s, const char *authz);
 struct native_call *native_call_new(struct native_conn *conn, const struct native_method *m, long long timeout_ms,
                                     const char *caller);
 void native_call_dispatch(struct native_call *c, void *ud, ProtobufCMessage *req);

@@ -109,7 +109,10 @@ static void process(struct native_conn *conn) {
         const struct native_method *m = NULL;
         void *ud = NULL;
         long long ttl = -1;
-        if (strcmp(h.method, "POST")) {
+        if (!native_auth_ok(srv, h.authorization)) {
+            code = NC_UNAUTHENTICATED;
+            snprintf(msg, sizeof msg, "a bearer token is required (Authorization header)");
+        } else if (strcmp(h.method, "POST")) {
             code = NC_UNIMPLEMENTED;
             snprintf(msg, sizeof msg, "method %s: YARPC takes POST", h.method);
         } else if (strcmp(h.path, "/api/v1") && strcmp(h.path, "/")) {

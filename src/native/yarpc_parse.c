@@ -75,6 +75,7 @@ long yarpc_parse_head(const char *buf, size_t n, size_t max, struct yarpc_head *
         else if (IS("Rpc-Service")) rc = take(h->service, sizeof h->service, v, len);
         else if (IS("Context-TTL-Ms")) rc = take(h->ttl, sizeof h->ttl, v, len);
         else if (IS("Content-Type")) rc = take(h->content_type, sizeof h->content_type, v, len);
+        else if (IS("Authorization")) rc = take(h->authorization, sizeof h->authorization, v, len);
         else if (IS("Transfer-Encoding")) rc = -EINVAL; /* YARPC sends Content-Length */
         else if (IS("Expect")) h->expect_continue = len == 12 && !strncasecmp(v, "100-continue", 12);
         else if (IS("Connection")) {

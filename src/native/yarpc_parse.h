@@ -26,6 +26,7 @@ struct yarpc_head {
     char service[128];               /* Rpc-Service */
     char ttl[32];                    /* Context-TTL-Ms */
     char content_type[128];
+    char authorization[1024];
     long long content_length;        /* -1 when absent */
     bool http10, close;              /* HTTP/1.0; "Connection: close" */
     bool expect_continue;            /* "Expect: 100-continue" (curl sends it for bodies over 1 KiB) */

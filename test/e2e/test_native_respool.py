@@ -359,6 +359,36 @@ def test_deadline_from_grpc_timeout_and_ttl():
     assert services.stop(p) == 0, open(os.path.join(d, "native.log")).read()[-3000:]
 
 
+def test_bearer_token_when_the_api_has_one():
+    """pelotond with --token-file: the native port asks for the same token."""
+    d = services.tempdir()
+    tf = os.path.join(d, "token")
+    open(tf, "w").write("s3cret-token\n")
+    nport = services.free_port()
+    p, _, plog = services.start_pelotond(services.start_redis(), "--roles=apiserver,native", f"--native-port={nport}",
+                                         f"--token-file={tf}")
+    services.wait_for(lambda: socket.create_connection(("127.0.0.1", nport), timeout=1).close() or True,
+                      what="native port")
+    ch = grpc.insecure_channel(f"127.0.0.1:{nport}")
+    stub = rpg.ResourceManagerStub(ch)
+    for md in [None, [("authorization", "Bearer wrong")], [("authorization", "s3cret-token")]]:
+        try:
+            stub.Query(rp.QueryRequest(), timeout=10, wait_for_ready=True, metadata=md)
+            assert False, md
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAUTHENTICATED, (md, e)
+    ok = stub.Query(rp.QueryRequest(), timeout=10, metadata=[("authorization", "Bearer s3cret-token")])
+    assert ok.resourcePools[0].id.value == "root"
+    for extra, code in [([], "401"), (["-H", "Authorization: Bearer s3cret-token"], "200")]:
+        st = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                             f"http://127.0.0.1:{nport}/api/v1", "-H", "Rpc-Caller: t", "-H", "Rpc-Service: s",
+                             "-H", "Rpc-Encoding: json", "-H", "Rpc-Procedure: peloton.api.respool.ResourceManager::Query",
+                             *extra, "-d", "{}"], capture_output=True, text=True, timeout=30).stdout
+        assert st == code, (extra, st)
+    ch.close()
+    assert services.stop(p) == 0, open(plog).read()[-3000:]
+
+
 def test_exit_clean_under_asan():
     alive()
     CH.close()
