@@ -42,6 +42,8 @@ long yarpc_parse_head(const char *buf, size_t n, size_t max, struct yarpc_head *
     if (!sp2 || sp2 == sp1 + 1) return -EINVAL;
     for (const char *q = p; q < sp1; q++)
         if (*q < 'A' || *q > 'Z') return -EINVAL;
+    for (const char *q = sp1 + 1; q < sp2; q++) /* the raw target: a NUL would cut the copy short */
+        if ((unsigned char)*q <= ' ' || *q == 0x7f) return -EINVAL;
     if (take(h->method, sizeof h->method, p, (size_t)(sp1 - p)) ||
         take(h->path, sizeof h->path, sp1 + 1, (size_t)(sp2 - sp1 - 1)))
         return -EINVAL;
@@ -49,8 +51,6 @@ long yarpc_parse_head(const char *buf, size_t n, size_t max, struct yarpc_head *
     if (vl == 8 && !memcmp(sp2 + 1, "HTTP/1.1", 8)) h->http10 = false;
     else if (vl == 8 && !memcmp(sp2 + 1, "HTTP/1.0", 8)) h->http10 = true;
     else return -EINVAL;
-    for (const char *q = h->path; *q; q++)
-        if ((unsigned char)*q <= ' ' || *q == 0x7f) return -EINVAL;
     p = eol + 1;
     while (p < stop) {
         eol = memchr(p, '\n', (size_t)(stop - p));
