@@ -82,14 +82,18 @@ static void process(struct native_conn *conn) {
     while (srv && !conn->closing && !conn->h1_call && !conn->h1_close && conn->nin) {
         struct yarpc_head h;
         long hl = yarpc_parse_head(conn->in, conn->nin, NATIVE_MAX_HEAD, &h);
-        if (hl == -EMSGSIZE) return fail_and_close(conn, NC_INVALID_ARGUMENT, "request head too large");
-        if (hl < 0) return fail_and_close(conn, NC_INVALID_ARGUMENT, "malformed HTTP/1.1 request");
+        if (hl < 0) {
+            fail_and_close(conn, NC_INVALID_ARGUMENT,
+                           hl == -EMSGSIZE ? "request head too large" : "malformed HTTP/1.1 request");
+            return;
+        }
         if (hl == 0) return;
         long long cl = h.content_length < 0 ? 0 : h.content_length;
         if ((unsigned long long)cl > srv->cfg.max_message) {
             char msg[128];
             snprintf(msg, sizeof msg, "request body larger than %zu bytes", srv->cfg.max_message);
-            return fail_and_close(conn, NC_RESOURCE_EXHAUSTED, msg);
+            fail_and_close(conn, NC_RESOURCE_EXHAUSTED, msg);
+            return;
         }
         if (conn->nin < (size_t)hl + (size_t)cl) { /* the body is still coming */
             if (h.expect_continue && !conn->h1_continued) {
@@ -154,7 +158,8 @@ static void process(struct native_conn *conn) {
         struct native_call *c = native_call_new(conn, m, h.ttl[0] ? ttl : -1, h.caller);
         if (!c) {
             protobuf_c_message_free_unpacked(req, NULL);
-            return fail_and_close(conn, NC_INTERNAL, "out of memory");
+            fail_and_close(conn, NC_INTERNAL, "out of memory");
+            return;
         }
         c->json = json;
         conn->h1_call = c;
