@@ -33,6 +33,7 @@ struct h2_stream {
     bool finished;    /* the status is decided: trailers follow the output */
     bool deferred;    /* the data source waits for output */
     bool trailers_sent;
+    bool client_done; /* the client ended its side (END_STREAM) */
     uint8_t *req;     /* the request message */
     size_t req_len;
     bool has_req;
@@ -334,8 +335,21 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     if (!s) return 0;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) start_request(s);
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        s->client_done = true;
         end_request(s);
+    }
+    return 0;
+}
+
+/* Our side ended (the status went out) while the client is still sending (a
+ * refused oversize request, say): RST_STREAM NO_ERROR tells it to stop, as
+ * gRPC servers do, and frees the stream now instead of when it finishes. */
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud) {
+    (void)ud;
+    if (frame->hd.type != NGHTTP2_HEADERS || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+    struct h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (s && !s->client_done) nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
     return 0;
 }
 
@@ -358,6 +372,7 @@ int h2_conn_start(struct native_conn *conn) {
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     int rc = nghttp2_session_server_new(&conn->h2, cb, conn);
     nghttp2_session_callbacks_del(cb);
     if (rc) return -1;

@@ -141,6 +141,7 @@ struct client {
     nghttp2_session *h;
     struct cstream *st;
     int n;
+    int rst_frames; /* RST_STREAM frames received */
 };
 
 static struct cstream *by_id(struct client *c, int32_t id) {
@@ -181,6 +182,12 @@ static int c_close(nghttp2_session *h, int32_t id, uint32_t code, void *ud) {
     return 0;
 }
 
+static int c_frame(nghttp2_session *h, const nghttp2_frame *f, void *ud) {
+    (void)h;
+    if (f->hd.type == NGHTTP2_RST_STREAM) ((struct client *)ud)->rst_frames++;
+    return 0;
+}
+
 static ssize_t c_read_req(nghttp2_session *h, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
                           nghttp2_data_source *src, void *ud) {
     (void)h;
@@ -205,6 +212,7 @@ static int client_open(struct client *c, int port, int nstreams) {
     nghttp2_session_callbacks_set_on_header_callback(cb, c_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, c_data);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, c_close);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, c_frame);
     nghttp2_session_client_new(&c->h, cb, c);
     nghttp2_session_callbacks_del(cb);
     nghttp2_submit_settings(c->h, NGHTTP2_FLAG_NONE, NULL, 0);
@@ -377,6 +385,8 @@ TEST(native_oversize_and_unknown_keep_the_connection) {
     CHECK_I64(client_run(&c, all_closed, 10000), 0);
     CHECK_I64(c.st[0].status, 8); /* RESOURCE_EXHAUSTED */
     CHECK_HAS(c.st[0].msg, "larger than 1048576 bytes");
+    CHECK_I64(c.rst_frames, 1); /* told to stop sending the rest (NO_ERROR) */
+    CHECK(c.st[0].req_off < c.st[0].req_len);
     CHECK_I64(c.st[1].status, 12); /* UNIMPLEMENTED */
     CHECK_I64(c.st[2].status, 0);
     (void)none;
