@@ -16,6 +16,7 @@
 #include "resource.h"
 
 #define POOLS_PATH "/apis/peloton.io/v1alpha1/resourcepools"
+#define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
 #define ROOT_ID "root"
 #define MB (1024.0 * 1024.0)
 #define MAX_POOL_DEPTH 17 /* the core's 16 levels, and the root */
@@ -26,7 +27,8 @@ struct svc_respool {
     struct kclient *kc;
 };
 
-enum rp_op_kind { OP_CREATE, OP_GET, OP_DELETE, OP_UPDATE_GET, OP_UPDATE_PUT, OP_LOOKUP, OP_QUERY, OP_DELETE_DO };
+enum rp_op_kind { OP_CREATE, OP_GET, OP_DELETE, OP_UPDATE_GET, OP_UPDATE_PUT, OP_LOOKUP, OP_QUERY, OP_DELETE_JOBS,
+                  OP_DELETE_DO };
 
 /* One call in flight: what the kclient callback needs to answer it. */
 struct rp_op {
@@ -306,6 +308,7 @@ static void op_free(struct rp_op *op) {
 
 static void on_listed(void *ud, const struct kc_response *r);
 static void on_written(void *ud, const struct kc_response *r);
+static void on_jobs(void *ud, const struct kc_response *r);
 
 /* Reads every pool, then answers op in on_listed. */
 static void list_pools(struct rp_op *op) {
@@ -481,11 +484,9 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
             return;
         }
         json_decref(kids);
-        /* the delete itself; its answer comes to on_written */
-        struct rp_op *del = op_new(op->svc, op->call, OP_DELETE_DO, found);
-        char p[512];
-        snprintf(p, sizeof p, POOLS_PATH "/%s", found);
-        if (del && kclient_request(op->svc->kc, "DELETE", p, NULL, NULL, on_written, del)) {
+        /* a pool that still holds work stays: the Jobs first (on_jobs), then the delete */
+        struct rp_op *del = op_new(op->svc, op->call, OP_DELETE_JOBS, found);
+        if (del && kclient_request(op->svc->kc, "GET", JOBS_PATH, NULL, NULL, on_jobs, del)) {
             native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
             op_free(del);
         }
@@ -502,6 +503,42 @@ static void on_listed(void *ud, const struct kc_response *r) {
     if (!json_is_array(items)) fail_status(op->call, r);
     else answer_listed(op, items);
     op_free(op);
+}
+
+/* Jobs whose pool is op->id and that have not ended: the pool is busy. */
+static void on_jobs(void *ud, const struct kc_response *r) {
+    struct rp_op *op = ud;
+    json_t *body = r->status == 200 ? kc_response_body(r) : NULL;
+    const json_t *items = json_object_get(body, "items");
+    if (!json_is_array(items)) {
+        fail_status(op->call, r);
+        op_free(op);
+        return;
+    }
+    size_t i, busy = 0;
+    const json_t *j;
+    json_array_foreach(items, i, j) {
+        const char *pool = json_string_value(json_object_get(json_object_get(j, "spec"), "resourcePool"));
+        const char *st = json_string_value(json_object_get(json_object_get(j, "status"), "state"));
+        bool ended = st && (!strcmp(st, "SUCCEEDED") || !strcmp(st, "FAILED") || !strcmp(st, "KILLED") ||
+                            !strcmp(st, "DELETED"));
+        busy += pool && !strcmp(pool, op->id) && !ended;
+    }
+    if (busy) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "resource pool %s is busy: %zu jobs in it have not ended", op->id, busy);
+        reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor,
+                   error_body("isBusy", "id", op->id, msg));
+        op_free(op);
+        return;
+    }
+    char p[512];
+    snprintf(p, sizeof p, POOLS_PATH "/%s", op->id);
+    op->kind = OP_DELETE_DO;
+    if (kclient_request(op->svc->kc, "DELETE", p, NULL, NULL, on_written, op)) {
+        native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
+        op_free(op);
+    }
 }
 
 /* Answers to writes (and the read before an update). */

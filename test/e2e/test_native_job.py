@@ -204,6 +204,19 @@ def test_yarpc_json_create_with_curl():
     assert rc == 0 and json.loads(out) == ["/bin/true"], out
 
 
+def test_pool_with_work_is_busy():
+    stub = rpg.ResourceManagerStub(CH)
+    d = stub.DeleteResourcePool(rp.DeleteRequest(path=rp.ResourcePoolPath(value="/batch")), timeout=20)
+    assert d.error.isBusy.id.value == "batch" and "have not ended" in d.error.isBusy.message, d
+    assert kubectl("get", "rp", "batch")[0] == 0
+    rc, out = kubectl("delete", "pj", "--all", "-n", "default")
+    assert rc == 0, out
+    services.wait_until(lambda: "No resources" in kubectl("get", "pj", "-A")[1], 30, "the Jobs gone")
+    d = stub.DeleteResourcePool(rp.DeleteRequest(path=rp.ResourcePoolPath(value="/batch")), timeout=20)
+    assert not d.HasField("error"), d
+    assert kubectl("get", "rp", "batch")[0] != 0
+
+
 def test_exit_clean_under_asan():
     assert PROC.poll() is None, open(LOG).read()[-3000:]
     CH.close()
