@@ -1,6 +1,8 @@
 /* Fuzz target: the generic proto3 JSON mapping (pbjson) and the bounded wire
- * decoder (pbmsg) on peloton_c.test.AllTypes, which has every field shape.
- * Input starting with '{' is JSON: what pbjson accepts must pack, unpack
+ * decoder (pbmsg). The first byte picks the message: peloton_c.test.AllTypes
+ * (every field shape), or a served request whose tree holds the proto2 Mesos
+ * messages (job CreateRequest) or the pool config (respool CreateRequest).
+ * The rest starting with '{' is JSON: what pbjson accepts must pack, unpack
  * and write back as JSON that reads back to the same JSON. Anything else is
  * wire bytes: what pbmsg_unpack accepts must write as JSON (or be refused
  * for a string that is not UTF-8) that reads back and packs to a message
@@ -12,9 +14,11 @@
 
 #include "pbjson.h"
 #include "pbmsg.h"
+#include "peloton/api/v0/job/job.pb-c.h"
+#include "peloton/api/v0/respool/respool.pb-c.h"
 #include "peloton_c/test/alltypes.pb-c.h"
 
-#define D (&peloton_c__test__all_types__descriptor)
+static const ProtobufCMessageDescriptor *D;
 
 static void same_after_reading(const char *json) {
     char err[256];
@@ -43,8 +47,15 @@ static void same_after_reading(const char *json) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static const ProtobufCMessageDescriptor *const descs[] = {
+        &peloton_c__test__all_types__descriptor, &peloton__api__v0__job__create_request__descriptor,
+        &peloton__api__v0__respool__create_request__descriptor};
     char err[256];
     ProtobufCMessage *m;
+    if (!size) return 0;
+    D = descs[data[0] % 3];
+    data++;
+    size--;
     if (size && data[0] == '{') m = pbjson_parse(D, (const char *)data, size, err, sizeof err);
     else m = pbmsg_unpack(D, data, size, err, sizeof err);
     if (!m) return 0;

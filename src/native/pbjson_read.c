@@ -286,6 +286,17 @@ static int map_key_from_text(struct pj_ctx *c, const ProtobufCFieldDescriptor *k
     return rc;
 }
 
+/* A string field left NULL by a failed read gets back its default when it
+ * has one: "" for proto3's implicit presence (the field descriptor points
+ * at protobuf_c_empty_string, which free_unpacked then leaves alone). A
+ * proto2 field and a oneof member stay NULL (free_unpacked would free a
+ * pointer that is not its default). */
+static void string_default(const ProtobufCFieldDescriptor *f, void *p) {
+    if (f->type == PROTOBUF_C_TYPE_STRING && !*(char **)p && f->label == PROTOBUF_C_LABEL_NONE &&
+        !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && f->default_value == &protobuf_c_empty_string)
+        *(const char **)p = protobuf_c_empty_string;
+}
+
 static int count_items(struct pj_ctx *c, size_t n) {
     if (n > PBJSON_MAX_ITEMS - c->items) {
         pj_fail(c, "more than %u repeated elements and map entries", PBJSON_MAX_ITEMS);
@@ -307,9 +318,7 @@ static int field_from_json(struct pj_ctx *c, const ProtobufCFieldDescriptor *f, 
         if (f->type == PROTOBUF_C_TYPE_STRING || f->type == PROTOBUF_C_TYPE_MESSAGE)
             *(void **)(base + f->offset) = NULL; /* the default "" is static: never freed */
         int rc = value_from_json(c, f, j, base + f->offset, depth);
-        if (f->type == PROTOBUF_C_TYPE_STRING && !oneof && f->label != PROTOBUF_C_LABEL_OPTIONAL &&
-            !*(char **)(base + f->offset))
-            *(const char **)(base + f->offset) = protobuf_c_empty_string;
+        string_default(f, base + f->offset);
         if (rc) return rc;
         if (!oneof && f->label == PROTOBUF_C_LABEL_OPTIONAL && f->type != PROTOBUF_C_TYPE_STRING &&
             f->type != PROTOBUF_C_TYPE_MESSAGE)
@@ -340,14 +349,12 @@ static int field_from_json(struct pj_ctx *c, const ProtobufCFieldDescriptor *f, 
             const ProtobufCFieldDescriptor *kf = &ed->fields[0], *vf = &ed->fields[1];
             if (kf->type == PROTOBUF_C_TYPE_STRING) *(void **)((char *)e + kf->offset) = NULL;
             rc = map_key_from_text(c, kf, key, (char *)e + kf->offset);
-            if (kf->type == PROTOBUF_C_TYPE_STRING && !*(char **)((char *)e + kf->offset))
-                *(const char **)((char *)e + kf->offset) = protobuf_c_empty_string;
+            string_default(kf, (char *)e + kf->offset);
             if (!rc && !json_is_null(v)) {
                 if (vf->type == PROTOBUF_C_TYPE_STRING || vf->type == PROTOBUF_C_TYPE_MESSAGE)
                     *(void **)((char *)e + vf->offset) = NULL;
                 rc = value_from_json(c, vf, v, (char *)e + vf->offset, depth + 1);
-                if (vf->type == PROTOBUF_C_TYPE_STRING && !*(char **)((char *)e + vf->offset))
-                    *(const char **)((char *)e + vf->offset) = protobuf_c_empty_string;
+                string_default(vf, (char *)e + vf->offset);
             }
             if (rc) return rc;
             pj_pop(c, old);

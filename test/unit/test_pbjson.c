@@ -239,6 +239,12 @@ TEST(pbjson_proto2_presence) {
     CHECK_STR(s, "{\"value\":\"ls\"}");
     free(s);
     protobuf_c_message_free_unpacked(m, NULL);
+    /* a proto2 required string given the wrong type: refused, and the half-built
+     * message freed cleanly (a fuzzer's find: the field was reset to the static
+     * "" that only proto3 fields have as their default, and freed) */
+    const char *bad = "{\"type\":\"DOCKER\",\"docker\":{\"image\":[1]}}";
+    CHECK(!pbjson_parse(&mesos__v1__container_info__descriptor, bad, strlen(bad), err, sizeof err));
+    CHECK_HAS(err, "docker.image: expected a string");
     /* a required field missing on the wire: protobuf-c refuses the message */
     static const uint8_t no_value[] = {0x30, 0x01}; /* shell = true, value (required) absent: TaskID */
     CHECK(!pbmsg_unpack(&mesos__v1__task_id__descriptor, no_value, sizeof no_value, err, sizeof err));
