@@ -6,17 +6,20 @@
 
 #include "svc_job.h"
 #include "svc_respool.h"
+#include "svc_task.h"
 
 struct native_api {
     struct native_registry reg;
     struct svc_respool *respool;
     struct svc_job *job;
+    struct svc_task *task;
     struct native_server *srv;
 };
 
 static void api_free_parts(struct native_api *a) {
     svc_respool_free(a->respool);
     svc_job_free(a->job);
+    svc_task_free(a->task);
     native_registry_free(&a->reg);
     free(a);
 }
@@ -30,7 +33,8 @@ struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const s
     }
     native_registry_init(&a->reg);
     if (!(a->respool = svc_respool_new(kc)) || svc_respool_register(a->respool, &a->reg) ||
-        !(a->job = svc_job_new(kc)) || svc_job_register(a->job, &a->reg)) {
+        !(a->job = svc_job_new(kc)) || svc_job_register(a->job, &a->reg) || !(a->task = svc_task_new(kc)) ||
+        svc_task_register(a->task, &a->reg)) {
         snprintf(err, errlen, "native: out of memory");
         api_free_parts(a);
         return NULL;

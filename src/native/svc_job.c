@@ -291,7 +291,7 @@ bad:
 
 /* ---------------------------------------------------------------- Job -> JobInfo */
 
-static const char *job_id(const json_t *job) {
+const char *svc_job_id(const json_t *job) {
     const json_t *md = json_object_get(job, "metadata");
     const char *id = jstr(json_object_get(md, "annotations"), A_JOB_ID);
     return id ? id : jstr(md, "uid") ? jstr(md, "uid") : "";
@@ -311,8 +311,7 @@ static json_t *ann_json(const json_t *job, const char *k) {
     return s ? json_loads(s, 0, NULL) : NULL;
 }
 
-/* TaskConfig (JSON) of a pod template. */
-static json_t *task_from_template(const json_t *spec) {
+json_t *svc_job_task_config(const json_t *spec) {
     const json_t *tpl = json_object_get(spec, "template");
     const json_t *c = json_array_get(json_object_get(json_object_get(tpl, "spec"), "containers"), 0);
     const char *tn = jstr(json_object_get(json_object_get(tpl, "metadata"), "annotations"), A_TASK_NAME);
@@ -404,15 +403,14 @@ static json_t *runtime_json(const json_t *job, const char *ptype) {
     return rt;
 }
 
-/* The v0 type name of a Job's spec.type. */
-static const char *peloton_type(const json_t *spec) {
+const char *svc_job_type(const json_t *spec) {
     const char *t = jstr(spec, "type");
     return !t ? "BATCH" : (!strcmp(t, "STATELESS") || !strcmp(t, "STATEFUL")) ? "SERVICE" : t;
 }
 
 static json_t *config_json(const json_t *job) {
     const json_t *md = json_object_get(job, "metadata"), *spec = json_object_get(job, "spec");
-    const char *ptype = peloton_type(spec);
+    const char *ptype = svc_job_type(spec);
     json_t *cfg = json_pack("{s:s,s:s}", "name", job_name(job), "type", ptype);
     const char *s;
     if ((s = ann(job, A_OWNER))) json_object_set_new(cfg, "owner", json_string(s));
@@ -435,7 +433,7 @@ static json_t *config_json(const json_t *job) {
         json_object_set_new(cfg, "sla", o);
     }
     if (jstr(spec, "resourcePool")) json_object_set_new(cfg, "respoolID", id_json(jstr(spec, "resourcePool")));
-    json_object_set_new(cfg, "defaultConfig", task_from_template(spec));
+    json_object_set_new(cfg, "defaultConfig", svc_job_task_config(spec));
     json_int_t gen = json_integer_value(json_object_get(md, "generation"));
     char v[32];
     snprintf(v, sizeof v, "%lld", (long long)(gen ? gen : 1));
@@ -444,15 +442,15 @@ static json_t *config_json(const json_t *job) {
 }
 
 static json_t *info_json(const json_t *job) {
-    return json_pack("{s:o,s:o,s:o}", "id", id_json(job_id(job)), "config", config_json(job), "runtime",
-                     runtime_json(job, peloton_type(json_object_get(job, "spec"))));
+    return json_pack("{s:o,s:o,s:o}", "id", id_json(svc_job_id(job)), "config", config_json(job), "runtime",
+                     runtime_json(job, svc_job_type(json_object_get(job, "spec"))));
 }
 
 static json_t *summary_json(const json_t *job) {
     json_t *cfg = config_json(job);
-    json_t *s = json_pack("{s:o,s:O,s:O,s:o}", "id", id_json(job_id(job)), "name", json_object_get(cfg, "name"), "type",
+    json_t *s = json_pack("{s:o,s:O,s:O,s:o}", "id", id_json(svc_job_id(job)), "name", json_object_get(cfg, "name"), "type",
                           json_object_get(cfg, "type"), "runtime",
-                          runtime_json(job, peloton_type(json_object_get(job, "spec"))));
+                          runtime_json(job, svc_job_type(json_object_get(job, "spec"))));
     static const char *const keys[] = {"owner", "owningTeam", "labels", "instanceCount", "respoolID", "sla"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (json_object_get(cfg, keys[i])) json_object_set(s, keys[i], json_object_get(cfg, keys[i]));
@@ -477,7 +475,7 @@ static bool query_match(const json_t *job, const json_t *q) {
     const char *pool = jstr(json_object_get(q, "respoolID"), "value");
     if (pool && *pool && strcmp(pool, jstr(json_object_get(job, "spec"), "resourcePool") ?: "")) return false;
     json_t *cfg = config_json(job);
-    json_t *rt = runtime_json(job, peloton_type(json_object_get(job, "spec")));
+    json_t *rt = runtime_json(job, svc_job_type(json_object_get(job, "spec")));
     bool ok = true;
     const json_t *states = json_object_get(spec, "jobStates");
     if (json_array_size(states)) {
@@ -653,7 +651,7 @@ static void h_query(void *ud, struct native_call *call, const ProtobufCMessage *
 static const json_t *find_job(const json_t *items, const char *id) {
     size_t i;
     const json_t *j;
-    json_array_foreach(items, i, j) if (!strcmp(job_id(j), id)) return j;
+    json_array_foreach(items, i, j) if (!strcmp(svc_job_id(j), id)) return j;
     return NULL;
 }
 
@@ -705,7 +703,7 @@ static void on_write(void *ud, const struct kc_response *r) {
         json_t *obj = r->status == 201 || r->status == 200 ? kc_response_body(r) : NULL;
         if (obj)
             reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
-                       json_pack("{s:o}", "jobId", id_json(job_id(obj))));
+                       json_pack("{s:o}", "jobId", id_json(svc_job_id(obj))));
         else if (r->status == 409)
             reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
                        json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "alreadyExists", "id", "value", op->id, "message", msg));

@@ -17,6 +17,8 @@
 #ifndef PELOTON_NATIVE_SVC_JOB_H
 #define PELOTON_NATIVE_SVC_JOB_H
 
+#include <jansson.h>
+
 #include "kclient.h"
 #include "native.h"
 
@@ -27,5 +29,12 @@ struct svc_job;
 struct svc_job *svc_job_new(struct kclient *kc);
 void svc_job_free(struct svc_job *s);
 int svc_job_register(struct svc_job *s, struct native_registry *r);
+
+/* For the TaskManager (svc_task.c), on Job objects (borrowed): the JobID;
+ * the TaskConfig (proto3 JSON, new) of spec's pod template; the v0 JobType
+ * name of spec.type. */
+const char *svc_job_id(const json_t *job);
+json_t *svc_job_task_config(const json_t *spec);
+const char *svc_job_type(const json_t *spec);
 
 #endif

@@ -105,6 +105,34 @@ def test_batch_job_runs_to_completion():
     assert [(l.key, l.value) for l in cfg.labels] == [("team", "ml")]
     rc, out = kubectl("get", "pj", "nightly-train", "-o", "jsonpath={.status.state}")
     assert rc == 0 and out == "SUCCEEDED", out
+    # its tasks, through the TaskManager: the pods of the Job
+    TM = "/peloton.api.task.TaskManager/"
+
+    def tm(method, req, resp_type):
+        return CH.unary_unary(TM + method, request_serializer=type(req).SerializeToString,
+                              response_deserializer=resp_type.FromString)(req, timeout=20)
+    lst = tm("List", task.ListRequest(jobId=pb.JobID(value=jid)), task.ListResponse)
+    assert sorted(lst.result.value.keys()) == list(range(10)), lst
+    for i, t in lst.result.value.items():
+        assert t.runtime.state == task.SUCCEEDED and t.runtime.host.startswith("sim-node-"), t
+        assert t.runtime.mesosTaskId.value == f"{jid}-{i}-1" and t.config.resource.cpuLimit == 0.5, t
+    g = tm("Get", task.GetRequest(jobId=pb.JobID(value=jid), instanceId=3), task.GetResponse)
+    assert g.result.instanceId == 3 and g.result.runtime.state == task.SUCCEEDED and len(g.results) == 1, g
+    g = tm("Get", task.GetRequest(jobId=pb.JobID(value=jid), instanceId=10), task.GetResponse)
+    assert g.outOfRange.instanceCount == 10, g
+    q = tm("Query", task.QueryRequest(jobId=pb.JobID(value=jid), spec=task.QuerySpec(
+        taskStates=[task.SUCCEEDED], pagination=query.PaginationSpec(offset=2, limit=4))), task.QueryResponse)
+    assert [t.instanceId for t in q.records] == [2, 3, 4, 5] and q.pagination.total == 10, q
+    q = tm("Query", task.QueryRequest(jobId=pb.JobID(value=jid), spec=task.QuerySpec(taskStates=[task.RUNNING])),
+           task.QueryResponse)
+    assert not q.records and q.pagination.total == 0, q
+    lst = tm("List", task.ListRequest(jobId=pb.JobID(value=jid), range=task.InstanceRange(**{"from": 8, "to": 99})),
+             task.ListResponse)
+    assert sorted(lst.result.value.keys()) == [8, 9], lst
+    nf = tm("Query", task.QueryRequest(jobId=pb.JobID(value="00000000-0000-0000-0000-00000000000f")), task.QueryResponse)
+    assert nf.error.notFound.id.value == "00000000-0000-0000-0000-00000000000f", nf
+    nf = tm("List", task.ListRequest(jobId=pb.JobID(value="nope")), task.ListResponse)
+    assert nf.notFound.id.value == "nope", nf
 
 
 def test_kubectl_applied_job_is_returned():
