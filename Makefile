@@ -4,7 +4,7 @@
 CC       ?= cc
 CSTD     := -std=c17 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-PKGS     := jansson yaml-0.1 hiredis libuv libnghttp2 libcurl openssl
+PKGS     := jansson yaml-0.1 hiredis libuv libnghttp2 libcurl openssl libprotobuf-c
 # The packages must be installed before pkg-config can be asked for their
 # flags, so the flags live in build/pkg.mk, which make remakes first (running
 # scripts/deps.sh) and then reads: on a fresh machine, one `make test` installs,
@@ -26,7 +26,7 @@ build/pkg.mk: scripts/deps.sh
 REL_LIBS = $(PKG_LIBS) $(JEMALLOC_LIBS)
 # jemalloc's options (src/rel/malloc_conf.c), linked into release binaries only.
 REL_ALLOC := build/rel/src/rel/malloc_conf.o
-INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Isrc/mesos -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Ibuild/gen $(PKG_CFLAGS)
+INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Isrc/mesos -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Isrc/native -Ibuild/gen $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)
 ASAN_CFLAGS := $(CSTD) $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -49,8 +49,15 @@ MESOS_SRC := $(wildcard src/mesos/*.c)
 # scheduler-extender/main.c is the peloton-extender binary's main; the rest is library.
 EXT_SRC  := $(filter-out scheduler-extender/main.c,$(wildcard scheduler-extender/*.c))
 HOSTMGR_SRC := $(wildcard kubelet-hostmgr/*.c)
+# The native API (Peloton's gRPC and YARPC): src/native, and the C that
+# protoc-c generates at build time from proto/ into build/gen (never committed).
+NATIVE_SRC := $(wildcard src/native/*.c)
+PROTO_FILES := $(shell find proto -name '*.proto' 2>/dev/null)
+PB_C     := $(PROTO_FILES:proto/%.proto=build/gen/%.pb-c.c)
+PB_H     := $(PB_C:.c=.h)
 LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC) $(K8S_SRC) $(STORE_SRC) $(HTTP_SRC) $(SHIM_SRC) \
-            $(KCLIENT_SRC) $(MODEL_SRC) $(CTL_SRC) $(EXT_SRC) $(HOSTMGR_SRC) $(MESOS_SRC)
+            $(KCLIENT_SRC) $(MODEL_SRC) $(CTL_SRC) $(EXT_SRC) $(HOSTMGR_SRC) $(MESOS_SRC) \
+            $(NATIVE_SRC) $(PB_C)
 UNIT_SRC := $(wildcard test/unit/*.c)
 # Integration tests: C tests against real services (redis-server), started and
 # stopped by the tests themselves on loopback. They share the unit harness.
@@ -63,7 +70,7 @@ ASAN_OBJ := $(LIB_SRC:%.c=build/asan/%.o)
 UNIT_OBJ := $(UNIT_SRC:%.c=build/asan/%.o)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=build/bench/%)
 
-FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core
+FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core pbjson grpcframe
 FUZZ_SECONDS ?= 30
 FUZZ_CC ?= clang-14
 
@@ -140,6 +147,13 @@ build/gen/builtin_schemas.h: apiserver-shim/builtin-schemas.json
 
 build/rel/apiserver-shim/shim_openapi.o build/asan/apiserver-shim/shim_openapi.o: build/gen/builtin_schemas.h
 
+# protoc-c output for every .proto (one run per file keeps the rule simple);
+# every object waits for the headers, which any file may include.
+build/gen/%.pb-c.c build/gen/%.pb-c.h: proto/%.proto build/pkg.mk
+	@mkdir -p build/gen
+	protoc-c --c_out=build/gen -Iproto $<
+$(REL_OBJ) $(ASAN_OBJ) $(UNIT_OBJ) $(INTEG_OBJ): | $(PB_H)
+
 # Objects depend on build/pkg.mk: new package flags rebuild them.
 build/rel/%.o: %.c build/pkg.mk
 	@mkdir -p $(dir $@)
@@ -158,7 +172,7 @@ build/bench/%: bench/%.c bench/bench.h bench/bench_proc.h $(REL_OBJ) $(REL_ALLOC
 build/asan/fuzz-%: fuzz/fuzz_%.c fuzz/replay.c $(ASAN_OBJ)
 	$(CC) $(ASAN_CFLAGS) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-build/fuzz/fuzz-%: fuzz/fuzz_%.c $(LIB_SRC) build/gen/builtin_schemas.h
+build/fuzz/fuzz-%: fuzz/fuzz_%.c $(LIB_SRC) build/gen/builtin_schemas.h $(PB_H)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $(INC) -o $@ $(filter %.c,$^) $(PKG_LIBS) -lm
 

@@ -4,6 +4,8 @@
  *   placement  ready gangs -> hosts -> Bindings (several may run at once)
  *   jobmgr     Job objects -> Pods, restarts, rolling updates
  *   hostmgr    host inventory, lease checks: a lapsed node's tasks are LOST
+ *   native     Peloton's own API (gRPC and YARPC HTTP on one port, --native-port,
+ *              127.0.0.1): a facade over the same objects (docs/native-api.md)
  *   extender   the kube-scheduler extender (scheduler-extender/), for clusters
  *              that keep kube-scheduler: not part of "all"; usually alone with
  *              --kubeconfig pointing at the real cluster
@@ -13,7 +15,7 @@
  * --server=URL [--token-file] / --kubeconfig=F. They run on their own thread
  * and loop, so the API server's loop never waits for them.
  *
- *   pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr]
+ *   pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr,native] [--native-port=5392]
  *            [--server=URL | --kubeconfig=F] [--default-pool=NAME]
  *            [--scheduler-default=true|false]
  *            [--bind=127.0.0.1] [--port=6080] [--port-file=F] [--unix-socket=PATH]
@@ -51,14 +53,15 @@
 #include "hostmgr.h"
 #include "jobmgr.h"
 #include "kclient.h"
+#include "native_api.h"
 #include "server.h"
 #include "shim.h"
 #include "store.h"
 #include "tlscert.h"
 #include "unixpath.h"
 
-enum { ROLE_API = 1, ROLE_RESMGR = 2, ROLE_PLACEMENT = 4, ROLE_JOBMGR = 8, ROLE_HOSTMGR = 16, ROLE_ALL = 31,
-       ROLE_EXTENDER = 32 };
+enum { ROLE_API = 1, ROLE_RESMGR = 2, ROLE_PLACEMENT = 4, ROLE_JOBMGR = 8, ROLE_HOSTMGR = 16, ROLE_NATIVE = 64,
+       ROLE_ALL = 31 | ROLE_NATIVE, ROLE_EXTENDER = 32 };
 
 /* The controller roles: their own thread, loop, API client and Redis connection. */
 struct controllers {
@@ -78,6 +81,8 @@ struct controllers {
     struct extender_srv *extender;
     int extender_port;
     const char *extender_prefix;
+    struct native_api *native;
+    int native_port;        /* -1: NATIVE_DEFAULT_PORT, and a busy port is a warning, not an error */
     uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
     uint32_t backoff_ms, backoff_max_ms; /* jobmgr's restart backoff; 0: its defaults */
     uint32_t gang_wait_ms;      /* 0: the resource manager's default */
@@ -100,6 +105,7 @@ static void ctl_stop_roles(uv_async_t *a) {
     jobmgr_stop(c->jobmgr);
     hostmgr_stop(c->hostmgr);
     if (c->extender) extender_srv_stop(c->extender); /* freed once the loop is done */
+    native_api_stop(c->native);                      /* before the client: its calls end unheard */
     c->resmgr = NULL;
     c->placement = NULL;
     c->jobmgr = NULL;
@@ -119,6 +125,23 @@ static int start_extender(struct controllers *c, char *err, size_t errlen) {
     if (extender_srv_start(&c->loop, c->kc, &eo, &c->extender, err, errlen)) return -1;
     fprintf(stderr, "level=info msg=\"extender serving\" url=http://127.0.0.1:%d%s\n",
             extender_srv_port(c->extender), eo.prefix);
+    return 0;
+}
+
+/* The native API on the controllers' loop and API client. On the default
+ * port, a port already taken (another pelotond on this machine) leaves the
+ * role off with a warning; a port given with --native-port must be had. */
+static int start_native(struct controllers *c, char *err, size_t errlen) {
+    /* the API's own token: the controllers' client carries it */
+    struct native_config nc = {.bind_addr = "127.0.0.1", .port = c->native_port < 0 ? NATIVE_DEFAULT_PORT : c->native_port,
+                               .token = c->kcfg.token};
+    if (!(c->native = native_api_start(&c->loop, c->kc, &nc, err, errlen))) {
+        if (c->native_port >= 0) return -1;
+        fprintf(stderr, "level=warn msg=\"native API not served\" error=\"%s\" hint=\"give --native-port\"\n", err);
+        return 0;
+    }
+    fprintf(stderr, "level=info msg=\"native serving\" grpc=127.0.0.1:%d yarpc=http://127.0.0.1:%d/api/v1\n",
+            native_api_port(c->native), native_api_port(c->native));
     return 0;
 }
 
@@ -162,7 +185,8 @@ static void ctl_main(void *arg) {
         ((c->roles & ROLE_PLACEMENT) && !(c->placement = placement_start(&env, &po, err, sizeof err))) ||
         ((c->roles & ROLE_JOBMGR) && !(c->jobmgr = jobmgr_start(&c->loop, c->kc, &jo, err, sizeof err))) ||
         ((c->roles & ROLE_HOSTMGR) && !(c->hostmgr = hostmgr_start(&c->loop, c->kc, &ho, err, sizeof err))) ||
-        ((c->roles & ROLE_EXTENDER) && start_extender(c, err, sizeof err))) {
+        ((c->roles & ROLE_EXTENDER) && start_extender(c, err, sizeof err)) ||
+        ((c->roles & ROLE_NATIVE) && start_native(c, err, sizeof err))) {
         fprintf(stderr, "pelotond: %s\n", err);
         c->rc = 1;
         ctl_stop_roles(&c->stop);
@@ -173,6 +197,7 @@ static void ctl_main(void *arg) {
     }
     uv_run(&c->loop, UV_RUN_DEFAULT);
     extender_srv_free(c->extender);
+    native_api_free(c->native);
     ctl_db_close(c->db);            /* what the roles deferred reaches Redis */
     uv_run(&c->loop, UV_RUN_DEFAULT); /* its handle closes */
 }
@@ -222,7 +247,7 @@ static unsigned parse_roles(const char *s) {
         unsigned bit;
     } names[] = {{"all", ROLE_ALL},        {"apiserver", ROLE_API}, {"resmgr", ROLE_RESMGR},
                  {"placement", ROLE_PLACEMENT}, {"jobmgr", ROLE_JOBMGR}, {"hostmgr", ROLE_HOSTMGR},
-                 {"extender", ROLE_EXTENDER}};
+                 {"extender", ROLE_EXTENDER}, {"native", ROLE_NATIVE}};
     unsigned roles = 0;
     while (*s) {
         size_t n = strcspn(s, ",");
@@ -230,7 +255,7 @@ static unsigned parse_roles(const char *s) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (strlen(names[i].name) == n && !strncmp(s, names[i].name, n)) bit = names[i].bit;
         if (!bit) {
-            fprintf(stderr, "pelotond: unknown role \"%.*s\" (apiserver, resmgr, placement, jobmgr, hostmgr, extender, all)\n",
+            fprintf(stderr, "pelotond: unknown role \"%.*s\" (apiserver, resmgr, placement, jobmgr, hostmgr, native, extender, all)\n",
                     (int)n, s);
             return 0;
         }
@@ -288,7 +313,8 @@ static int run_controllers_only(struct controllers *cp, const char *server, cons
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr,extender] "
+    fprintf(stderr, "usage: pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr,native,extender] "
+                    "[--native-port=5392] "
                     "[--extender-port=8888] [--extender-prefix=/peloton] "
                     "[--server=URL | --kubeconfig=F] [--default-pool=NAME] [--scheduler-default=true|false] "
                     "[--bind=ADDR] [--port=N] [--port-file=F] [--unix-socket=/PATH] "
@@ -308,7 +334,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     const char *server = NULL, *kubeconfig = NULL, *default_pool = NULL, *sched_default = "true";
     const char *ext_prefix = NULL;
-    int ext_port = EXT_DEFAULT_PORT;
+    int ext_port = EXT_DEFAULT_PORT, native_port = -1;
     const char *bind = "127.0.0.1", *roles = "all", *redis = "127.0.0.1:6379", *token_file = NULL,
                *port_file = NULL, *unix_path = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL,
                *tls_key = NULL;
@@ -328,6 +354,7 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--scheduler-default"))) sched_default = v;
         else if ((v = opt(argv[i], "--extender-port"))) ext_port = atoi(v);
         else if ((v = opt(argv[i], "--extender-prefix"))) ext_prefix = v;
+        else if ((v = opt(argv[i], "--native-port"))) native_port = atoi(v);
         else if ((v = opt(argv[i], "--bind"))) bind = v;
         else if ((v = opt(argv[i], "--port"))) port = atoi(v);
         else if ((v = opt(argv[i], "--port-file"))) port_file = v;
@@ -377,7 +404,7 @@ int main(int argc, char **argv) {
     if (!role_bits) return usage();
     struct controllers ctl = {.roles = role_bits & ~(unsigned)ROLE_API, .redis_addr = redis,
                               .default_pool = default_pool, .serve_default = strcmp(sched_default, "false") != 0,
-                              .extender_port = ext_port, .extender_prefix = ext_prefix,
+                              .extender_port = ext_port, .extender_prefix = ext_prefix, .native_port = native_port,
                               .round_ms = round_ms, .tick_ms = tick_ms, .backoff_ms = backoff_ms,
                               .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms};
     if (!(role_bits & ROLE_API)) return run_controllers_only(&ctl, server, kubeconfig, token_file);

@@ -1,0 +1,94 @@
+"""Benchmark: the native API (pelotond role native, release build) with h2load
+(nghttp2-client) as the gRPC driver and curl-less YARPC over http.client.
+Prints figures; passes or fails nothing.
+
+  unary gRPC calls/s   ResourceManager.LookupResourcePoolID and
+                       JobManager.Get (each a list of the objects through
+                       the API server), on 1 HTTP/2 connection and on 16,
+                       100 streams in flight per connection
+  unary YARPC calls/s  the same lookup over HTTP/1.1 keep-alive, JSON
+"""
+import http.client
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "e2e"))
+import services  # noqa: E402
+
+ROOT = services.ROOT
+os.environ.setdefault("PELOTOND", os.path.join(ROOT, "bin", "pelotond"))
+services.PELOTOND = os.environ["PELOTOND"]
+
+REDIS = services.start_redis("everysec")
+NPORT = services.free_port()
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=apiserver,native", f"--native-port={NPORT}")
+D = services.tempdir()
+
+
+def report(name, value, unit, target=""):
+    print(f"bench {name:<46} {value:12.3f} {unit:<10} {target}")
+
+
+def yarpc(proc, body):
+    c = http.client.HTTPConnection("127.0.0.1", NPORT, timeout=30)
+    c.request("POST", "/api/v1", body=json.dumps(body), headers={
+        "Rpc-Procedure": proc, "Rpc-Encoding": "json", "Rpc-Caller": "bench", "Rpc-Service": "peloton"})
+    r = c.getresponse()
+    return r.status, json.loads(r.read() or b"{}")
+
+
+def grpc_body(msg):
+    return b"\0" + struct.pack(">I", len(msg)) + msg
+
+
+def h2load(path, body, n, conns, streams=100):
+    f = os.path.join(D, "body.bin")
+    open(f, "wb").write(body)
+    out = subprocess.run(["h2load", "-n", str(n), "-c", str(conns), "-m", str(streams), "-d", f,
+                          "-H", "content-type: application/grpc", "-H", "te: trailers",
+                          f"http://127.0.0.1:{NPORT}{path}"], capture_output=True, text=True, timeout=300).stdout
+    rps = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out).group(1))
+    ok = int(re.search(r"(\d+) succeeded", out).group(1))
+    return rps, ok
+
+
+def main():
+    services.wait_for(lambda: yarpc("peloton.api.respool.ResourceManager::Query", {})[0] == 200, what="native")
+    st, r = yarpc("peloton.api.respool.ResourceManager::CreateResourcePool",
+                  {"config": {"name": "bench", "resources": [{"kind": "cpu", "reservation": 1, "limit": 2, "share": 1}]}})
+    assert st == 200 and r.get("result"), r
+    st, r = yarpc("peloton.api.job.JobManager::Create",
+                  {"config": {"name": "bench-job", "instanceCount": 1, "respoolID": {"value": "bench"},
+                              "defaultConfig": {"resource": {"cpuLimit": 0.1, "memLimitMb": 16},
+                                                "command": {"value": "true"}}}})
+    assert st == 200 and r.get("jobId"), r
+    jid = r["jobId"]["value"]
+    # field 1 (path) holding field 1 (value) "/bench"
+    lookup = bytes([0x0a, 8, 0x0a, 6]) + b"/bench"
+    get = bytes([0x0a, 2 + len(jid), 0x0a, len(jid)]) + jid.encode()
+    for name, path, msg in [("LookupResourcePoolID", "/peloton.api.respool.ResourceManager/LookupResourcePoolID", lookup),
+                            ("JobManager.Get", "/peloton.api.job.JobManager/Get", get)]:
+        for conns in (1, 16):
+            n = 20000
+            rps, ok = h2load(path, grpc_body(msg), n, conns)
+            report(f"grpc {name} ({conns} conn, 100 streams each)", rps, "calls/s", f"{ok}/{n} ok")
+    c = http.client.HTTPConnection("127.0.0.1", NPORT, timeout=30)
+    n = 2000
+    t0 = time.monotonic()
+    for _ in range(n):
+        c.request("POST", "/api/v1", body='{"path":{"value":"/bench"}}', headers={
+            "Rpc-Procedure": "peloton.api.respool.ResourceManager::LookupResourcePoolID", "Rpc-Encoding": "json",
+            "Rpc-Caller": "bench", "Rpc-Service": "peloton"})
+        r = c.getresponse()
+        r.read()
+        assert r.status == 200
+    report("yarpc json LookupResourcePoolID (1 client)", n / (time.monotonic() - t0), "calls/s")
+    assert services.stop(PROC) == 0
+
+
+main()

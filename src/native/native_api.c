@@ -1,0 +1,61 @@
+/* The native role: registry, services, server (native_api.h). */
+#include "native_api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "svc_job.h"
+#include "svc_respool.h"
+#include "svc_task.h"
+
+struct native_api {
+    struct native_registry reg;
+    struct svc_respool *respool;
+    struct svc_job *job;
+    struct svc_task *task;
+    struct native_server *srv;
+};
+
+static void api_free_parts(struct native_api *a) {
+    svc_respool_free(a->respool);
+    svc_job_free(a->job);
+    svc_task_free(a->task);
+    native_registry_free(&a->reg);
+    free(a);
+}
+
+struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const struct native_config *cfg, char *err,
+                                    size_t errlen) {
+    struct native_api *a = calloc(1, sizeof *a);
+    if (!a) {
+        snprintf(err, errlen, "native: out of memory");
+        return NULL;
+    }
+    native_registry_init(&a->reg);
+    if (!(a->respool = svc_respool_new(kc)) || svc_respool_register(a->respool, &a->reg) ||
+        !(a->job = svc_job_new(kc)) || svc_job_register(a->job, &a->reg) || !(a->task = svc_task_new(kc)) ||
+        svc_task_register(a->task, &a->reg)) {
+        snprintf(err, errlen, "native: out of memory");
+        api_free_parts(a);
+        return NULL;
+    }
+    struct native_config c = *cfg;
+    c.registry = &a->reg;
+    if (native_server_start(loop, &c, &a->srv, err, errlen)) {
+        api_free_parts(a);
+        return NULL;
+    }
+    return a;
+}
+
+int native_api_port(const struct native_api *a) { return native_server_port(a->srv); }
+
+void native_api_stop(struct native_api *a) {
+    if (a) native_server_stop(a->srv);
+}
+
+void native_api_free(struct native_api *a) {
+    if (!a) return;
+    native_server_free(a->srv);
+    api_free_parts(a);
+}

@@ -1,0 +1,420 @@
+/* The native API server: registry, listener, connections and calls
+ * (native.h). The transports are in h2.c (gRPC) and yarpc.c (YARPC). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "native_int.h"
+#include "pbjson.h"
+#include "pbmsg.h"
+
+static const char H2_PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/* ---------------------------------------------------------------- codes */
+
+const char *native_code_yarpc(enum native_code c) {
+    static const char *names[] = {"",          "cancelled",         "unknown",          "invalid-argument",
+                                  "deadline-exceeded", "not-found", "already-exists",   "permission-denied",
+                                  "resource-exhausted", "failed-precondition", "aborted", "out-of-range",
+                                  "unimplemented", "internal",      "unavailable",      "data-loss",
+                                  "unauthenticated"};
+    return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "unknown";
+}
+
+/* As YARPC's HTTP transport maps them. */
+int native_code_http(enum native_code c) {
+    static const int st[] = {200, 499, 500, 400, 504, 404, 409, 403, 429, 400, 409, 400, 501, 500, 503, 500, 401};
+    return (unsigned)c < sizeof st / sizeof st[0] ? st[c] : 500;
+}
+
+/* ---------------------------------------------------------------- registry */
+
+void native_registry_init(struct native_registry *r) { memset(r, 0, sizeof *r); }
+
+void native_registry_free(struct native_registry *r) {
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&r->by_path, &pos, &k, &v)) free(v);
+    strmap_free(&r->by_path);
+}
+
+int native_registry_add(struct native_registry *r, const char *service, const struct native_method *m, size_t n,
+                        void *ud) {
+    for (size_t i = 0; i < n; i++) {
+        char key[512];
+        if ((size_t)snprintf(key, sizeof key, "%s/%s", service, m[i].name) >= sizeof key) return -EINVAL;
+        struct native_entry *e = malloc(sizeof *e);
+        void *old = NULL;
+        if (!e) return -ENOMEM;
+        *e = (struct native_entry){.m = &m[i], .ud = ud};
+        if (strmap_put(&r->by_path, key, e, &old)) {
+            free(e);
+            return -ENOMEM;
+        }
+        free(old);
+    }
+    return 0;
+}
+
+const struct native_method *native_registry_find(const struct native_registry *r, const char *key, void **ud) {
+    char k[512];
+    const char *sep = strstr(key, "::");
+    if (sep) { /* YARPC: "<service>::<method>" */
+        if ((size_t)snprintf(k, sizeof k, "%.*s/%s", (int)(sep - key), key, sep + 2) >= sizeof k) return NULL;
+        key = k;
+    }
+    struct native_entry *e = strmap_get(&r->by_path, key);
+    if (!e) return NULL;
+    if (ud) *ud = e->ud;
+    return e->m;
+}
+
+/* ---------------------------------------------------------------- calls */
+
+static void deadline_fired(uv_timer_t *t);
+
+struct native_call *native_call_new(struct native_conn *conn, const struct native_method *m, long long timeout_ms,
+                                    const char *caller) {
+    struct native_call *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    struct native_server *s = conn->srv;
+    c->srv = s;
+    c->conn = conn;
+    c->m = m;
+    snprintf(c->caller, sizeof c->caller, "%s", caller ? caller : "");
+    c->next = s->calls;
+    if (s->calls) s->calls->prev = c;
+    s->calls = c;
+    s->stats.calls++;
+    s->stats.open_calls++;
+    uv_timer_init(s->loop, &c->deadline);
+    c->deadline.data = c;
+    if (timeout_ms >= 0) {
+        c->has_deadline = true;
+        uv_timer_start(&c->deadline, deadline_fired, (uint64_t)timeout_ms, 0);
+    }
+    return c;
+}
+
+static void call_freed(uv_handle_t *h) {
+    struct native_call *c = h->data;
+    if (c->req) protobuf_c_message_free_unpacked(c->req, NULL);
+    free(c);
+}
+
+/* The call is over for the handler: unlinked and freed (after its timer closes). */
+static void call_finish(struct native_call *c) {
+    c->done = true;
+    if (c->srv) {
+        if (c->prev) c->prev->next = c->next;
+        else c->srv->calls = c->next;
+        if (c->next) c->next->prev = c->prev;
+        c->srv->stats.open_calls--;
+    }
+    uv_close((uv_handle_t *)&c->deadline, call_freed);
+}
+
+void native_call_detach(struct native_call *c) {
+    c->conn = NULL;
+    c->stream = NULL;
+}
+
+bool native_call_gone(const struct native_call *c) { return !c->conn || c->timed_out; }
+const char *native_call_transport(const struct native_call *c) { return c->json || !c->stream ? "yarpc" : "grpc"; }
+const char *native_call_caller(const struct native_call *c) { return c->caller; }
+
+/* The status on the wire (when the client is still there). */
+static void send_status(struct native_call *c, enum native_code code, const char *msg) {
+    if (!c->conn) return;
+    if (c->srv && code != NC_OK) c->srv->stats.failed++;
+    if (c->conn->proto == PROTO_H2) grpc_h2_call_status(c, code, msg);
+    else h1_call_status(c, code, msg);
+}
+
+static void deadline_fired(uv_timer_t *t) {
+    struct native_call *c = t->data;
+    if (c->done || c->timed_out) return;
+    send_status(c, NC_DEADLINE_EXCEEDED, "deadline exceeded");
+    c->timed_out = true;
+    native_call_detach(c);
+}
+
+void native_call_dispatch(struct native_call *c, void *ud, ProtobufCMessage *req) {
+    c->req = req;
+    c->m->fn(ud, c, req);
+}
+
+void native_call_reply(struct native_call *c, const ProtobufCMessage *resp) {
+    if (c->done) return;
+    if (c->conn && resp && c->conn->proto == PROTO_H1 && c->json) {
+        char err[256];
+        size_t n;
+        char *txt = pbjson_dump(resp, &n, err, sizeof err);
+        if (!txt) send_status(c, NC_INTERNAL, err);
+        else h1_call_reply(c, (const uint8_t *)txt, n);
+        free(txt);
+    } else if (c->conn && resp) {
+        size_t n;
+        uint8_t *buf = pbmsg_pack(resp, &n);
+        if (!buf) send_status(c, NC_INTERNAL, "out of memory");
+        else if (c->conn->proto == PROTO_H2) grpc_h2_call_reply(c, buf, n, true);
+        else h1_call_reply(c, buf, n);
+        free(buf);
+    }
+    call_finish(c);
+}
+
+void native_call_fail(struct native_call *c, enum native_code code, const char *fmt, ...) {
+    if (c->done) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    send_status(c, code, msg);
+    call_finish(c);
+}
+
+int native_call_send(struct native_call *c, const ProtobufCMessage *m) {
+    if (c->done || !c->conn || c->conn->proto != PROTO_H2) return -EPIPE;
+    size_t n;
+    uint8_t *buf = pbmsg_pack(m, &n);
+    if (!buf) return -ENOMEM;
+    grpc_h2_call_reply(c, buf, n, false);
+    free(buf);
+    /* a client that does not read (its window stays shut) must not grow the server */
+    return c->conn && c->stream && c->conn->write_pending <= NATIVE_MAX_OUTPUT && grpc_h2_call_buffered(c) <= NATIVE_MAX_OUTPUT
+               ? 0
+               : -EPIPE;
+}
+
+void native_call_end(struct native_call *c, enum native_code code, const char *msg) {
+    if (c->done) return;
+    send_status(c, code, msg ? msg : "");
+    call_finish(c);
+}
+
+bool native_auth_ok(const struct native_server *s, const char *authz) {
+    const char *t = s->cfg.token;
+    if (!t || !*t) return true;
+    size_t n = strlen(t), m = strlen(authz);
+    if (m != n + 7 || strncmp(authz, "Bearer ", 7)) return false;
+    unsigned char diff = 0; /* every byte compared: the time tells nothing of the token */
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(authz[7 + i] ^ t[i]);
+    return diff == 0;
+}
+
+/* ---------------------------------------------------------------- connections */
+
+struct write_req {
+    uv_write_t w;
+    struct native_conn *conn;
+    size_t len;
+    char data[];
+};
+
+static void conn_closed(uv_handle_t *h) {
+    struct native_conn *conn = h->data;
+    free(conn->in);
+    free(conn);
+}
+
+void native_conn_close(struct native_conn *conn) {
+    if (conn->closing) return;
+    conn->closing = true;
+    /* the calls in flight lose their client */
+    if (conn->srv) {
+        for (struct native_call *c = conn->srv->calls; c; c = c->next)
+            if (c->conn == conn) native_call_detach(c);
+        struct native_server *s = conn->srv;
+        if (conn->prev) conn->prev->next = conn->next;
+        else s->conns = conn->next;
+        if (conn->next) conn->next->prev = conn->prev;
+        s->stats.open_conns--;
+    }
+    if (conn->proto == PROTO_H2) grpc_h2_conn_free(conn);
+    else h1_conn_free(conn);
+    uv_close((uv_handle_t *)&conn->tcp, conn_closed);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+    (void)h;
+    buf->base = malloc(suggested);
+    buf->len = buf->base ? suggested : 0;
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+void native_conn_pause(struct native_conn *conn, bool pause) {
+    if (conn->closing) return;
+    if (pause && conn->reading) {
+        uv_read_stop((uv_stream_t *)&conn->tcp);
+        conn->reading = false;
+    } else if (!pause && !conn->reading && conn->write_pending <= NATIVE_MAX_OUTPUT) {
+        uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+        conn->reading = true;
+    }
+}
+
+static void on_written(uv_write_t *w, int status) {
+    struct write_req *r = (struct write_req *)w;
+    struct native_conn *conn = r->conn;
+    conn->write_pending -= r->len;
+    free(r);
+    if (conn->closing) return;
+    if (status) {
+        native_conn_close(conn);
+        return;
+    }
+    if (conn->proto == PROTO_H2) {
+        grpc_h2_conn_flush(conn); /* what waited for the socket */
+        if (!conn->closing && conn->write_pending <= NATIVE_MAX_OUTPUT) native_conn_pause(conn, false);
+    } else if (!conn->h1_call && conn->write_pending == 0) {
+        if (conn->h1_close) native_conn_close(conn);
+        else h1_conn_resume(conn);
+    }
+}
+
+void native_conn_write(struct native_conn *conn, const void *p, size_t n) {
+    if (conn->closing || !n) return;
+    struct write_req *r = malloc(sizeof *r + n);
+    if (!r) {
+        native_conn_close(conn);
+        return;
+    }
+    r->conn = conn;
+    r->len = n;
+    memcpy(r->data, p, n);
+    uv_buf_t b = uv_buf_init(r->data, (unsigned)n);
+    conn->write_pending += n;
+    if (uv_write(&r->w, (uv_stream_t *)&conn->tcp, &b, 1, on_written)) {
+        conn->write_pending -= n;
+        free(r);
+        native_conn_close(conn);
+        return;
+    }
+    if (conn->write_pending > NATIVE_MAX_OUTPUT) native_conn_pause(conn, true); /* a client that does not read */
+}
+
+/* The first bytes tell the protocol: HTTP/2's preface, else HTTP/1.1. */
+static int sniff(struct native_conn *conn, const uint8_t *p, size_t n, size_t *used) {
+    size_t k = sizeof H2_PREFACE - 1 - conn->nsniff;
+    if (k > n) k = n;
+    memcpy(conn->sniff + conn->nsniff, p, k);
+    conn->nsniff += k;
+    *used = k;
+    if (memcmp(conn->sniff, H2_PREFACE, conn->nsniff)) {
+        conn->proto = PROTO_H1;
+        return h1_conn_recv(conn, conn->sniff, conn->nsniff);
+    }
+    if (conn->nsniff < sizeof H2_PREFACE - 1) return 0;
+    conn->proto = PROTO_H2;
+    if (grpc_h2_conn_start(conn)) return -1;
+    return grpc_h2_conn_recv(conn, conn->sniff, conn->nsniff);
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+    struct native_conn *conn = st->data;
+    if (nread < 0) {
+        free(buf->base);
+        native_conn_close(conn);
+        return;
+    }
+    const uint8_t *p = (const uint8_t *)buf->base;
+    size_t n = (size_t)nread, used = 0;
+    int rc = 0;
+    if (conn->proto == PROTO_UNKNOWN && n) {
+        rc = sniff(conn, p, n, &used);
+        p += used;
+        n -= used;
+    }
+    if (!rc && n && !conn->closing) {
+        if (conn->proto == PROTO_H2) rc = grpc_h2_conn_recv(conn, p, n);
+        else if (conn->proto == PROTO_H1) rc = h1_conn_recv(conn, p, n);
+    }
+    free(buf->base);
+    if (rc) native_conn_close(conn);
+}
+
+static void on_connection(uv_stream_t *l, int status) {
+    struct native_server *s = l->data;
+    if (status) return;
+    struct native_conn *conn = calloc(1, sizeof *conn);
+    if (!conn) return;
+    uv_tcp_init(s->loop, &conn->tcp);
+    conn->tcp.data = conn;
+    if (uv_accept(l, (uv_stream_t *)&conn->tcp)) {
+        uv_close((uv_handle_t *)&conn->tcp, conn_closed);
+        return;
+    }
+    if (s->stats.open_conns >= s->cfg.max_conns) { /* over the bound: closed at once */
+        uv_close((uv_handle_t *)&conn->tcp, conn_closed);
+        return;
+    }
+    uv_tcp_nodelay(&conn->tcp, 1);
+    conn->srv = s;
+    conn->next = s->conns;
+    if (s->conns) s->conns->prev = conn;
+    s->conns = conn;
+    s->stats.open_conns++;
+    s->stats.connections++;
+    conn->reading = true;
+    uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+}
+
+static void listener_closed(uv_handle_t *h) { free(h->data); }
+
+int native_server_start(uv_loop_t *loop, const struct native_config *cfg, struct native_server **out, char *err,
+                        size_t errlen) {
+    struct native_server *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    s->loop = loop;
+    s->cfg = *cfg;
+    if (!s->cfg.bind_addr) s->cfg.bind_addr = "127.0.0.1";
+    if (!s->cfg.max_message) s->cfg.max_message = NATIVE_DEFAULT_MAX_MESSAGE;
+    if (!s->cfg.max_streams) s->cfg.max_streams = NATIVE_DEFAULT_MAX_STREAMS;
+    if (!s->cfg.max_conns) s->cfg.max_conns = NATIVE_DEFAULT_MAX_CONNS;
+    struct sockaddr_storage addr;
+    int rc = uv_ip4_addr(s->cfg.bind_addr, cfg->port, (struct sockaddr_in *)&addr);
+    if (rc) rc = uv_ip6_addr(s->cfg.bind_addr, cfg->port, (struct sockaddr_in6 *)&addr);
+    if (!rc) rc = uv_tcp_init(loop, &s->listener);
+    if (rc) {
+        snprintf(err, errlen, "native: bad bind address %s: %s", s->cfg.bind_addr, uv_strerror(rc));
+        free(s);
+        return rc;
+    }
+    s->listener.data = s;
+    if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0)) ||
+        (rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection))) {
+        snprintf(err, errlen, "native: cannot listen on %s:%d: %s", s->cfg.bind_addr, cfg->port, uv_strerror(rc));
+        uv_close((uv_handle_t *)&s->listener, listener_closed);
+        return rc;
+    }
+    struct sockaddr_storage got;
+    int len = sizeof got;
+    uv_tcp_getsockname(&s->listener, (struct sockaddr *)&got, &len);
+    s->port = ntohs(((struct sockaddr_in *)&got)->sin_port);
+    *out = s;
+    return 0;
+}
+
+int native_server_port(const struct native_server *s) { return s->port; }
+
+void native_server_stop(struct native_server *s) {
+    if (s->stopping) return;
+    s->stopping = true;
+    uv_close((uv_handle_t *)&s->listener, NULL);
+    while (s->conns) native_conn_close(s->conns);
+    for (struct native_call *c = s->calls; c; c = c->next) {
+        uv_timer_stop(&c->deadline);
+        c->srv = NULL;
+    }
+    s->calls = NULL;
+}
+
+void native_server_free(struct native_server *s) { free(s); }
+
+void native_server_stats(const struct native_server *s, struct native_stats *out) { *out = s->stats; }

@@ -1,0 +1,749 @@
+/* v0 JobManager over Job objects (svc_job.h). Both directions are written
+ * between JSON shapes: the request's JobConfig as proto3 JSON (pbjson) and
+ * the Job object, and back; pbjson makes the response message. */
+#include "svc_job.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "labels.h"
+#include "pbjson.h"
+#include "peloton/api/v0/job/job.pb-c.h"
+#include "quantity.h"
+
+#define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
+#define NS_JOBS_PATH "/apis/peloton.io/v1alpha1/namespaces/" NATIVE_JOB_NAMESPACE "/jobs"
+#define A_JOB_ID "peloton.io/job-id"
+#define A_NAME "peloton.io/name"
+#define A_OWNER "peloton.io/owner"
+#define A_TEAM "peloton.io/owning-team"
+#define A_DESC "peloton.io/description"
+#define A_LDAP "peloton.io/ldap-groups" /* JSON array */
+#define A_LABELS "peloton.io/labels"    /* JSON array of {key, value} */
+#define A_FD_LIMIT "peloton.io/fd-limit"
+#define A_TASK_NAME "peloton.io/task-name"
+#define MB (1024.0 * 1024.0)
+#define NAME_MAX_K8S 52 /* pods are <job>-<instance>; the job name is a label value too (63) */
+#define QUERY_DEFAULT_LIMIT 100
+
+struct svc_job {
+    struct kclient *kc;
+};
+
+enum job_op { OP_CREATE, OP_GET, OP_QUERY, OP_DELETE_FIND, OP_DELETE_DO };
+
+struct job_call {
+    struct svc_job *svc;
+    struct native_call *call;
+    enum job_op kind;
+    char id[128];
+    json_t *query; /* QueryRequest as JSON */
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static void reply_json(struct native_call *call, const ProtobufCMessageDescriptor *desc, json_t *j) {
+    char err[256];
+    ProtobufCMessage *m = j ? pbjson_to_msg(desc, j, err, sizeof err) : NULL;
+    json_decref(j);
+    if (!m) {
+        native_call_fail(call, NC_INTERNAL, "building %s: %s", desc->name, j ? err : "out of memory");
+        return;
+    }
+    native_call_reply(call, m);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+static json_t *id_json(const char *id) { return json_pack("{s:s}", "value", id); }
+
+static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+
+/* A quantity string for n units (cores, MB) of kind k, or -1 with err. */
+static int amount(enum res_kind k, double n, const char *field, char *out, size_t len, char *err, size_t errlen) {
+    double base = (k == RES_CPU || k == RES_GPU) ? n * 1000.0 : n * MB;
+    if (!isfinite(n) || n < 0 || base >= 9.2e18) {
+        snprintf(err, errlen, "%s: %g is not a non-negative amount", field, n);
+        return -1;
+    }
+    quantity_format(k, (int64_t)llround(base), out, len);
+    return 0;
+}
+
+/* A quantity in native units (cores, MB); NAN when absent or bad. */
+static double native_amount(enum res_kind k, const json_t *q) {
+    char buf[64], err[128];
+    int64_t v;
+    if (json_is_integer(q)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(q));
+    else if (json_is_string(q)) snprintf(buf, sizeof buf, "%s", json_string_value(q));
+    else return NAN;
+    if (quantity_parse_kind(k, buf, &v, err, sizeof err)) return NAN;
+    return (k == RES_CPU || k == RES_GPU) ? (double)v / 1000.0 : (double)v / MB;
+}
+
+/* name made a DNS-1123 label: lowercase, other characters as '-', at most
+ * NAME_MAX_K8S, starting and ending alphanumeric. "" when nothing is left. */
+static void k8s_name(const char *in, char *out) {
+    size_t o = 0;
+    for (const char *p = in; *p && o < NAME_MAX_K8S; p++) {
+        char c = (char)tolower((unsigned char)*p);
+        out[o++] = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ? c : '-';
+    }
+    out[o] = 0;
+    while (o && out[o - 1] == '-') out[--o] = 0;
+    size_t s = strspn(out, "-");
+    memmove(out, out + s, o - s + 1);
+}
+
+/* Refuses a member of obj that is set and is not in allowed (NULL-ended). */
+static int only_known(const json_t *obj, const char *const *allowed, const char *where, char *err, size_t errlen) {
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, k, v) {
+        bool ok = false;
+        for (const char *const *a = allowed; *a && !ok; a++) ok = !strcmp(*a, k);
+        if (!ok) {
+            snprintf(err, errlen, "%s%s: not supported here yet (docs/native-api.md)", where, k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- JobConfig -> Job */
+
+/* The pod template for a TaskConfig (as JSON), or NULL with err. */
+static json_t *template_from_task(const json_t *tc, char *err, size_t errlen) {
+    static const char *const allowed[] = {"name", "labels", "resource", "container", "command", "restartPolicy",
+                                          "preemptionPolicy", "killGracePeriodSeconds", NULL};
+    if (only_known(tc, allowed, "defaultConfig.", err, errlen)) return NULL;
+    char cname[NAME_MAX_K8S + 1];
+    k8s_name(jstr(tc, "name") ? jstr(tc, "name") : "", cname);
+    json_t *c = json_pack("{s:s,s:s}", "name", cname[0] ? cname : "task", "image", NATIVE_DEFAULT_IMAGE);
+    json_t *tpl = json_pack("{s:{s:{}},s:{s:s,s:[o]}}", "metadata", "annotations", "spec", "restartPolicy", "Never",
+                            "containers", c);
+    json_t *tann = json_object_get(json_object_get(tpl, "metadata"), "annotations");
+    if (jstr(tc, "name")) json_object_set_new(tann, A_TASK_NAME, json_string(jstr(tc, "name")));
+    /* task labels: the pods' annotations (the API server checks the keys) */
+    size_t li;
+    const json_t *l;
+    json_array_foreach(json_object_get(tc, "labels"), li, l)
+        json_object_set_new(tann, jstr(l, "key") ? jstr(l, "key") : "", json_string(jstr(l, "value") ? jstr(l, "value") : ""));
+    /* resources: requests and limits alike (Peloton's limits are what a task is given) */
+    const json_t *rc = json_object_get(tc, "resource");
+    if (rc) {
+        json_t *req = json_object();
+        static const struct {
+            const char *field, *res;
+            enum res_kind k;
+        } map[] = {{"cpuLimit", "cpu", RES_CPU},
+                   {"memLimitMb", "memory", RES_MEMORY},
+                   {"diskLimitMb", "ephemeral-storage", RES_DISK},
+                   {"gpuLimit", PELOTON_GPU_RESOURCE, RES_GPU}};
+        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+            const json_t *v = json_object_get(rc, map[i].field);
+            char q[64], f[64];
+            if (!v) continue;
+            snprintf(f, sizeof f, "defaultConfig.resource.%s", map[i].field);
+            if (!json_is_number(v) || amount(map[i].k, json_number_value(v), f, q, sizeof q, err, errlen)) {
+                if (!json_is_number(v)) snprintf(err, errlen, "%s: expected a number", f);
+                json_decref(req);
+                json_decref(tpl);
+                return NULL;
+            }
+            if (map[i].k == RES_GPU && json_number_value(v) != floor(json_number_value(v))) {
+                snprintf(err, errlen, "%s: GPUs are whole devices here (%g)", f, json_number_value(v));
+                json_decref(req);
+                json_decref(tpl);
+                return NULL;
+            }
+            json_object_set_new(req, map[i].res, json_string(q));
+        }
+        if (json_object_get(rc, "fdLimit"))
+            json_object_set_new(json_object_get(json_object_get(tpl, "metadata"), "annotations"), A_FD_LIMIT,
+                                json_integer(json_integer_value(json_object_get(rc, "fdLimit"))));
+        json_object_set_new(c, "resources", json_pack("{s:O,s:o}", "requests", req, "limits", req));
+    }
+    /* the container image: Docker's, or the Mesos containerizer's Docker image */
+    const json_t *ci = json_object_get(tc, "container");
+    if (ci) {
+        static const char *const callowed[] = {"type", "docker", "mesos", NULL};
+        if (only_known(ci, callowed, "defaultConfig.container.", err, errlen)) goto bad;
+        const char *img = jstr(json_object_get(ci, "docker"), "image");
+        if (!img) img = jstr(json_object_get(json_object_get(json_object_get(ci, "mesos"), "image"), "docker"), "name");
+        if (img) json_object_set_new(c, "image", json_string(img));
+    }
+    const json_t *cmd = json_object_get(tc, "command");
+    if (cmd) {
+        static const char *const mallowed[] = {"shell", "value", "arguments", "environment", NULL};
+        if (only_known(cmd, mallowed, "defaultConfig.command.", err, errlen)) goto bad;
+        const char *value = jstr(cmd, "value") ? jstr(cmd, "value") : "";
+        const json_t *shell = json_object_get(cmd, "shell");
+        if (!shell || json_is_true(shell)) { /* Mesos' default: /bin/sh -c value */
+            json_object_set_new(c, "command", json_pack("[s,s,s]", "/bin/sh", "-c", value));
+        } else {
+            json_object_set_new(c, "command", json_pack("[s]", value));
+            const json_t *args = json_object_get(cmd, "arguments");
+            if (json_array_size(args)) json_object_set(c, "args", (json_t *)args);
+        }
+        const json_t *vars = json_object_get(json_object_get(cmd, "environment"), "variables");
+        if (json_array_size(vars)) {
+            json_t *env = json_array();
+            json_object_set_new(c, "env", env);
+            size_t i;
+            const json_t *v;
+            json_array_foreach(vars, i, v) {
+                const char *t = jstr(v, "type");
+                if (t && strcmp(t, "VALUE")) {
+                    snprintf(err, errlen, "defaultConfig.command.environment.variables[%zu]: only VALUE variables", i);
+                    goto bad;
+                }
+                json_array_append_new(env, json_pack("{s:s,s:s}", "name", jstr(v, "name") ? jstr(v, "name") : "",
+                                                     "value", jstr(v, "value") ? jstr(v, "value") : ""));
+            }
+        }
+    }
+    const json_t *kg = json_object_get(tc, "killGracePeriodSeconds");
+    if (kg) json_object_set(json_object_get(tpl, "spec"), "terminationGracePeriodSeconds", (json_t *)kg);
+    return tpl;
+bad:
+    json_decref(tpl);
+    return NULL;
+}
+
+/* The Job object for a CreateRequest's config (JSON), id (may be ""), or NULL with err. */
+static json_t *job_from_config(const json_t *cfg, const char *id, char *err, size_t errlen) {
+    static const char *const allowed[] = {"changeLog", "name", "type", "owningTeam", "ldapGroups", "description",
+                                          "labels", "instanceCount", "sla", "defaultConfig", "respoolID", "owner",
+                                          NULL};
+    if (only_known(cfg, allowed, "config.", err, errlen)) return NULL;
+    const char *name = jstr(cfg, "name");
+    char kname[NAME_MAX_K8S + 1];
+    k8s_name(name ? name : "", kname);
+    if (!kname[0]) {
+        snprintf(err, errlen, "config.name: \"%.100s\" gives no object name (letters or digits needed)", name ? name : "");
+        return NULL;
+    }
+    const char *pool = jstr(json_object_get(cfg, "respoolID"), "value");
+    if (!pool || !*pool) {
+        snprintf(err, errlen, "config.respoolID: required (the id of a leaf resource pool)");
+        return NULL;
+    }
+    const char *type = jstr(cfg, "type") ? jstr(cfg, "type") : "BATCH";
+    const char *ktype = !strcmp(type, "SERVICE") ? "STATELESS" : type; /* BATCH, DAEMON as they are */
+    json_t *ann = json_object();
+    if (strcmp(kname, name)) json_object_set_new(ann, A_NAME, json_string(name));
+    if (id[0]) json_object_set_new(ann, A_JOB_ID, json_string(id));
+    if (jstr(cfg, "owner")) json_object_set_new(ann, A_OWNER, json_string(jstr(cfg, "owner")));
+    if (jstr(cfg, "owningTeam")) json_object_set_new(ann, A_TEAM, json_string(jstr(cfg, "owningTeam")));
+    if (jstr(cfg, "description")) json_object_set_new(ann, A_DESC, json_string(jstr(cfg, "description")));
+    const json_t *a;
+    static const struct {
+        const char *member, *annotation;
+    } lists[] = {{"ldapGroups", A_LDAP}, {"labels", A_LABELS}};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) { /* kept as JSON text */
+        if (!(a = json_object_get(cfg, lists[i].member))) continue;
+        char *txt = json_dumps(a, JSON_COMPACT);
+        json_object_set_new(ann, lists[i].annotation, json_string(txt ? txt : "[]"));
+        free(txt);
+    }
+    json_t *spec = json_pack("{s:s,s:s}", "type", ktype, "resourcePool", pool);
+    json_t *ic = json_object_get(cfg, "instanceCount");
+    if (strcmp(ktype, "DAEMON")) json_object_set_new(spec, "instanceCount", json_integer(json_integer_value(ic)));
+    const json_t *sla = json_object_get(cfg, "sla");
+    if (sla) {
+        static const char *const sallowed[] = {"priority", "preemptible", "revocable", "minimumRunningInstances",
+                                               "maximumRunningInstances", NULL};
+        if (only_known(sla, sallowed, "config.sla.", err, errlen)) goto bad;
+        json_object_set(spec, "sla", (json_t *)sla);
+    }
+    const json_t *dc = json_object_get(cfg, "defaultConfig");
+    json_t *empty = json_object();
+    json_t *tpl = template_from_task(dc ? dc : empty, err, errlen);
+    json_decref(empty);
+    if (!tpl) goto bad;
+    json_object_set_new(spec, "template", tpl);
+    const json_t *rp = json_object_get(dc, "restartPolicy");
+    if (rp) json_object_set_new(spec, "restartPolicy", json_pack("{s:I}", "maxFailures",
+                                                                 json_integer_value(json_object_get(rp, "maxFailures"))));
+    const json_t *pp = json_object_get(dc, "preemptionPolicy");
+    if (pp) {
+        const char *pt = jstr(pp, "type");
+        if (pt && strcmp(pt, "TYPE_INVALID")) {
+            snprintf(err, errlen, "defaultConfig.preemptionPolicy.type: per-task preemptibility is not supported "
+                                  "here yet (use config.sla.preemptible)");
+            goto bad;
+        }
+        json_object_set_new(spec, "preemptionPolicy",
+                            json_pack("{s:b}", "killOnPreempt", json_is_true(json_object_get(pp, "killOnPreempt"))));
+    }
+    return json_pack("{s:s,s:s,s:{s:s,s:s,s:o},s:o}", "apiVersion", "peloton.io/v1alpha1", "kind", "Job", "metadata",
+                     "name", kname, "namespace", NATIVE_JOB_NAMESPACE, "annotations", ann, "spec", spec);
+bad:
+    json_decref(ann);
+    json_decref(spec);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- Job -> JobInfo */
+
+const char *svc_job_id(const json_t *job) {
+    const json_t *md = json_object_get(job, "metadata");
+    const char *id = jstr(json_object_get(md, "annotations"), A_JOB_ID);
+    return id ? id : jstr(md, "uid") ? jstr(md, "uid") : "";
+}
+
+static const char *ann(const json_t *job, const char *k) {
+    return jstr(json_object_get(json_object_get(job, "metadata"), "annotations"), k);
+}
+
+static const char *job_name(const json_t *job) {
+    const char *n = ann(job, A_NAME);
+    return n ? n : jstr(json_object_get(job, "metadata"), "name") ? jstr(json_object_get(job, "metadata"), "name") : "";
+}
+
+static json_t *ann_json(const json_t *job, const char *k) {
+    const char *s = ann(job, k);
+    return s ? json_loads(s, 0, NULL) : NULL;
+}
+
+json_t *svc_job_task_config(const json_t *spec) {
+    const json_t *tpl = json_object_get(spec, "template");
+    const json_t *c = json_array_get(json_object_get(json_object_get(tpl, "spec"), "containers"), 0);
+    const char *tn = jstr(json_object_get(json_object_get(tpl, "metadata"), "annotations"), A_TASK_NAME);
+    json_t *tc = json_pack("{s:s}", "name", tn ? tn : jstr(c, "name") ? jstr(c, "name") : "");
+    const char *k;
+    const json_t *v;
+    json_t *labels = json_array();
+    json_object_foreach(json_object_get(json_object_get(tpl, "metadata"), "annotations"), k, v)
+        if (json_is_string(v) && strcmp(k, A_TASK_NAME) && strcmp(k, A_FD_LIMIT))
+            json_array_append_new(labels, json_pack("{s:s,s:O}", "key", k, "value", v));
+    if (json_array_size(labels)) json_object_set_new(tc, "labels", labels);
+    else json_decref(labels);
+    const json_t *res = json_object_get(json_object_get(c, "resources"), "requests");
+    if (!res) res = json_object_get(json_object_get(c, "resources"), "limits");
+    if (res) {
+        json_t *r = json_object();
+        static const struct {
+            const char *field, *res;
+            enum res_kind k;
+        } map[] = {{"cpuLimit", "cpu", RES_CPU},
+                   {"memLimitMb", "memory", RES_MEMORY},
+                   {"diskLimitMb", "ephemeral-storage", RES_DISK},
+                   {"gpuLimit", PELOTON_GPU_RESOURCE, RES_GPU}};
+        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+            double amt = native_amount(map[i].k, json_object_get(res, map[i].res));
+            if (!isnan(amt)) json_object_set_new(r, map[i].field, json_real(amt));
+        }
+        json_object_set_new(tc, "resource", r);
+    }
+    if (jstr(c, "image"))
+        json_object_set_new(tc, "container", json_pack("{s:s,s:{s:s}}", "type", "DOCKER", "docker", "image", jstr(c, "image")));
+    const json_t *cmd = json_object_get(c, "command"), *args = json_object_get(c, "args");
+    if (json_array_size(cmd) == 3 &&
+        !strcmp(json_string_value(json_array_get(cmd, 0)) ?: "", "/bin/sh") &&
+        !strcmp(json_string_value(json_array_get(cmd, 1)) ?: "", "-c") && !json_array_size(args)) {
+        json_object_set_new(tc, "command", json_pack("{s:b,s:s}", "shell", 1, "value",
+                                                     json_string_value(json_array_get(cmd, 2)) ?: ""));
+    } else if (json_array_size(cmd)) {
+        json_t *a = json_array();
+        for (size_t i = 1; i < json_array_size(cmd); i++) json_array_append(a, json_array_get(cmd, i));
+        size_t i;
+        json_array_foreach(args, i, v) json_array_append(a, (json_t *)v);
+        json_object_set_new(tc, "command", json_pack("{s:b,s:s,s:o}", "shell", 0, "value",
+                                                     json_string_value(json_array_get(cmd, 0)) ?: "", "arguments", a));
+    }
+    const json_t *env = json_object_get(c, "env");
+    if (json_array_size(env) && json_object_get(tc, "command")) {
+        json_t *vars = json_array();
+        size_t i;
+        json_array_foreach(env, i, v) if (jstr(v, "name") && jstr(v, "value"))
+            json_array_append_new(vars, json_pack("{s:s,s:s}", "name", jstr(v, "name"), "value", jstr(v, "value")));
+        json_object_set_new(json_object_get(tc, "command"), "environment", json_pack("{s:o}", "variables", vars));
+    }
+    const json_t *rp = json_object_get(spec, "restartPolicy");
+    if (rp)
+        json_object_set_new(tc, "restartPolicy",
+                            json_pack("{s:I}", "maxFailures", json_integer_value(json_object_get(rp, "maxFailures"))));
+    const json_t *pp = json_object_get(spec, "preemptionPolicy");
+    if (pp) json_object_set_new(tc, "preemptionPolicy", json_pack("{s:b}", "killOnPreempt", json_is_true(json_object_get(pp, "killOnPreempt"))));
+    const json_t *tg = json_object_get(json_object_get(tpl, "spec"), "terminationGracePeriodSeconds");
+    if (json_is_integer(tg) && json_integer_value(tg) >= 0 && json_integer_value(tg) <= UINT32_MAX)
+        json_object_set(tc, "killGracePeriodSeconds", (json_t *)tg);
+    return tc;
+}
+
+static bool is_job_state(const char *s) {
+    return s && protobuf_c_enum_descriptor_get_value_by_name(&peloton__api__v0__job__job_state__descriptor, s);
+}
+
+static json_t *runtime_json(const json_t *job, const char *ptype) {
+    const json_t *md = json_object_get(job, "metadata"), *st = json_object_get(job, "status");
+    const char *state = jstr(st, "state");
+    json_t *rt = json_pack("{s:s,s:s}", "state", is_job_state(state) ? state : "INITIALIZED", "goalState",
+                           !strcmp(ptype, "BATCH") ? "SUCCEEDED" : "RUNNING");
+    if (jstr(md, "creationTimestamp")) json_object_set_new(rt, "creationTime", json_string(jstr(md, "creationTimestamp")));
+    json_int_t gen = json_integer_value(json_object_get(md, "generation"));
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)(gen ? gen : 1));
+    json_object_set_new(rt, "configurationVersion", json_string(v));
+    const json_t *ts = json_object_get(st, "taskStats");
+    if (json_is_object(ts)) {
+        json_t *m = json_object();
+        const char *k;
+        const json_t *n;
+        json_object_foreach((json_t *)ts, k, n) if (json_is_integer(n) && json_integer_value(n) >= 0 &&
+                                                    json_integer_value(n) <= UINT32_MAX) json_object_set(m, k, (json_t *)n);
+        json_object_set_new(rt, "taskStats", m);
+    }
+    return rt;
+}
+
+const char *svc_job_type(const json_t *spec) {
+    const char *t = jstr(spec, "type");
+    return !t ? "BATCH" : (!strcmp(t, "STATELESS") || !strcmp(t, "STATEFUL")) ? "SERVICE" : t;
+}
+
+static json_t *config_json(const json_t *job) {
+    const json_t *md = json_object_get(job, "metadata"), *spec = json_object_get(job, "spec");
+    const char *ptype = svc_job_type(spec);
+    json_t *cfg = json_pack("{s:s,s:s}", "name", job_name(job), "type", ptype);
+    const char *s;
+    if ((s = ann(job, A_OWNER))) json_object_set_new(cfg, "owner", json_string(s));
+    if ((s = ann(job, A_TEAM))) json_object_set_new(cfg, "owningTeam", json_string(s));
+    if ((s = ann(job, A_DESC))) json_object_set_new(cfg, "description", json_string(s));
+    json_t *a;
+    if ((a = ann_json(job, A_LDAP)) && json_is_array(a)) json_object_set_new(cfg, "ldapGroups", a);
+    else json_decref(a);
+    if ((a = ann_json(job, A_LABELS)) && json_is_array(a)) json_object_set_new(cfg, "labels", a);
+    else json_decref(a);
+    const json_t *ic = json_object_get(spec, "instanceCount");
+    if (json_is_integer(ic)) json_object_set(cfg, "instanceCount", (json_t *)ic);
+    const json_t *sla = json_object_get(spec, "sla");
+    if (json_is_object(sla)) {
+        json_t *o = json_object();
+        static const char *const keys[] = {"priority", "preemptible", "revocable", "minimumRunningInstances",
+                                           "maximumRunningInstances"};
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            if (json_object_get(sla, keys[i])) json_object_set(o, keys[i], json_object_get(sla, keys[i]));
+        json_object_set_new(cfg, "sla", o);
+    }
+    if (jstr(spec, "resourcePool")) json_object_set_new(cfg, "respoolID", id_json(jstr(spec, "resourcePool")));
+    json_object_set_new(cfg, "defaultConfig", svc_job_task_config(spec));
+    json_int_t gen = json_integer_value(json_object_get(md, "generation"));
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)(gen ? gen : 1));
+    json_object_set_new(cfg, "changeLog", json_pack("{s:s}", "version", v));
+    return cfg;
+}
+
+static json_t *info_json(const json_t *job) {
+    return json_pack("{s:o,s:o,s:o}", "id", id_json(svc_job_id(job)), "config", config_json(job), "runtime",
+                     runtime_json(job, svc_job_type(json_object_get(job, "spec"))));
+}
+
+static json_t *summary_json(const json_t *job) {
+    json_t *cfg = config_json(job);
+    json_t *s = json_pack("{s:o,s:O,s:O,s:o}", "id", id_json(svc_job_id(job)), "name", json_object_get(cfg, "name"), "type",
+                          json_object_get(cfg, "type"), "runtime",
+                          runtime_json(job, svc_job_type(json_object_get(job, "spec"))));
+    static const char *const keys[] = {"owner", "owningTeam", "labels", "instanceCount", "respoolID", "sla"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (json_object_get(cfg, keys[i])) json_object_set(s, keys[i], json_object_get(cfg, keys[i]));
+    json_decref(cfg);
+    return s;
+}
+
+/* ---------------------------------------------------------------- query */
+
+static bool has_label(const json_t *labels, const json_t *want) {
+    size_t i;
+    const json_t *l;
+    json_array_foreach(labels, i, l) if (json_equal((json_t *)l, (json_t *)want)) return true;
+    return false;
+}
+
+static bool contains(const char *hay, const char *needle) { return hay && needle && strstr(hay, needle); }
+
+/* Whether job matches the QueryRequest q (JSON). */
+static bool query_match(const json_t *job, const json_t *q) {
+    const json_t *spec = json_object_get(q, "spec");
+    const char *pool = jstr(json_object_get(q, "respoolID"), "value");
+    if (pool && *pool && strcmp(pool, jstr(json_object_get(job, "spec"), "resourcePool") ?: "")) return false;
+    json_t *cfg = config_json(job);
+    json_t *rt = runtime_json(job, svc_job_type(json_object_get(job, "spec")));
+    bool ok = true;
+    const json_t *states = json_object_get(spec, "jobStates");
+    if (json_array_size(states)) {
+        bool any = false;
+        size_t i;
+        const json_t *s;
+        json_array_foreach(states, i, s) any |= json_equal((json_t *)s, json_object_get(rt, "state"));
+        ok &= any;
+    }
+    const char *owner = jstr(spec, "owner"), *name = jstr(spec, "name");
+    if (owner && *owner) ok &= !strcmp(owner, jstr(cfg, "owner") ?: "");
+    if (name && *name) ok &= contains(jstr(cfg, "name"), name);
+    const json_t *labels = json_object_get(spec, "labels"), *have = json_object_get(cfg, "labels");
+    size_t i;
+    const json_t *l;
+    json_array_foreach(labels, i, l) ok &= has_label(have, l);
+    const json_t *kws = json_object_get(spec, "keywords");
+    json_array_foreach(kws, i, l) {
+        const char *kw = json_string_value(l);
+        char *lab = have ? json_dumps(have, JSON_COMPACT) : NULL;
+        ok &= contains(jstr(cfg, "name"), kw) || contains(jstr(cfg, "owner"), kw) ||
+              contains(jstr(cfg, "description"), kw) || contains(lab, kw);
+        free(lab);
+    }
+    json_decref(cfg);
+    json_decref(rt);
+    return ok;
+}
+
+/* Order of QuerySpec.pagination.orderBy[0]: by "name" or (default) "creation_time". */
+struct job_order {
+    const char *prop;
+    bool desc;
+};
+
+static int by_order(const void *a, const void *b, void *ud) {
+    const struct job_order *o = ud;
+    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    int c;
+    if (o->prop && !strcmp(o->prop, "name")) c = strcmp(job_name(x), job_name(y));
+    else {
+        c = strcmp(jstr(json_object_get(x, "metadata"), "creationTimestamp") ?: "",
+                   jstr(json_object_get(y, "metadata"), "creationTimestamp") ?: "");
+        if (!c) c = strcmp(job_name(x), job_name(y));
+    }
+    return o->desc ? -c : c;
+}
+
+static void answer_query(struct job_call *op, const json_t *items) {
+    const json_t *q = op->query, *pg = json_object_get(json_object_get(q, "spec"), "pagination");
+    size_t n = json_array_size(items), m = 0;
+    json_t **sel = calloc(n ? n : 1, sizeof *sel);
+    if (!sel) {
+        native_call_fail(op->call, NC_INTERNAL, "out of memory");
+        return;
+    }
+    size_t i;
+    json_t *j;
+    json_array_foreach(items, i, j) if (query_match(j, q)) sel[m++] = j;
+    const json_t *ob = json_array_get(json_object_get(pg, "orderBy"), 0);
+    struct job_order order = {jstr(json_object_get(ob, "property"), "value"), !strcmp(jstr(ob, "order") ?: "", "DESC")};
+    qsort_r(sel, m, sizeof *sel, by_order, &order);
+    json_int_t off = json_integer_value(json_object_get(pg, "offset"));
+    json_int_t lim = json_integer_value(json_object_get(pg, "limit"));
+    json_int_t maxl = json_integer_value(json_object_get(pg, "maxLimit"));
+    if (lim <= 0) lim = QUERY_DEFAULT_LIMIT;
+    if (maxl > 0 && lim > maxl) lim = maxl;
+    bool summary = json_is_true(json_object_get(q, "summaryOnly"));
+    json_t *results = json_array(), *records = json_array();
+    for (size_t k = (size_t)off; k < m && (json_int_t)(k - (size_t)off) < lim; k++) {
+        json_array_append_new(results, summary_json(sel[k]));
+        if (!summary) json_array_append_new(records, info_json(sel[k]));
+    }
+    free(sel);
+    json_t *resp = json_pack("{s:o,s:o,s:{s:I,s:I,s:I}}", "results", results, "records", records, "pagination",
+                             "offset", off, "limit", lim, "total", (json_int_t)m);
+    if (json_object_get(q, "spec")) json_object_set(resp, "spec", json_object_get(q, "spec"));
+    reply_json(op->call, &peloton__api__v0__job__query_response__descriptor, resp);
+}
+
+/* ---------------------------------------------------------------- calls */
+
+static void on_list(void *ud, const struct kc_response *r);
+static void on_write(void *ud, const struct kc_response *r);
+
+static struct job_call *op_new(void *ud, struct native_call *call, enum job_op kind, const char *id) {
+    struct job_call *op = calloc(1, sizeof *op);
+    if (!op) {
+        native_call_fail(call, NC_INTERNAL, "out of memory");
+        return NULL;
+    }
+    op->svc = ud;
+    op->call = call;
+    op->kind = kind;
+    snprintf(op->id, sizeof op->id, "%s", id ? id : "");
+    return op;
+}
+
+static void op_free(struct job_call *op) {
+    json_decref(op->query);
+    free(op);
+}
+
+static void request(struct job_call *op, const char *method, const char *path, const json_t *body, kc_done_fn fn) {
+    if (kclient_request(op->svc->kc, method, path, body, NULL, fn, op)) {
+        native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
+        op_free(op);
+    }
+}
+
+static void fail_status(struct native_call *call, const struct kc_response *r) {
+    if (r->status == 0) native_call_fail(call, NC_UNAVAILABLE, "API server: %s", r->error ? r->error : "no answer");
+    else native_call_fail(call, NC_INTERNAL, "API server answered %ld: %s", r->status, r->error ? r->error : "");
+}
+
+static bool valid_id(const char *s) {
+    size_t n = strlen(s);
+    return n && n <= 64 && strspn(s, "0123456789abcdefABCDEF-") == n;
+}
+
+static void h_create(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
+    const Peloton__Api__V0__Job__CreateRequest *req = (const void *)msg;
+    const char *id = req->id && req->id->value ? req->id->value : "";
+    char err[512] = "";
+    if (id[0] && !valid_id(id)) {
+        reply_json(call, &peloton__api__v0__job__create_response__descriptor,
+                   json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidJobId", "id", "value", id, "message",
+                             "a job id is a UUID"));
+        return;
+    }
+    json_t *cfg = req->config ? pbjson_from_msg(&req->config->base, err, sizeof err) : NULL;
+    json_t *job = cfg ? job_from_config(cfg, id, err, sizeof err) : NULL;
+    if (!req->config) snprintf(err, sizeof err, "config is required");
+    json_decref(cfg);
+    if (!job) {
+        reply_json(call, &peloton__api__v0__job__create_response__descriptor,
+                   json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidConfig", "id", "value", id, "message", err));
+        return;
+    }
+    struct job_call *op = op_new(ud, call, OP_CREATE, id);
+    if (op) request(op, "POST", NS_JOBS_PATH, job, on_write);
+    json_decref(job);
+}
+
+static void h_get(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
+    const Peloton__Api__V0__Job__GetRequest *req = (const void *)msg;
+    struct job_call *op = op_new(ud, call, OP_GET, req->id && req->id->value ? req->id->value : "");
+    if (op) request(op, "GET", JOBS_PATH, NULL, on_list);
+}
+
+static void h_delete(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
+    const Peloton__Api__V0__Job__DeleteRequest *req = (const void *)msg;
+    struct job_call *op = op_new(ud, call, OP_DELETE_FIND, req->id && req->id->value ? req->id->value : "");
+    if (op) request(op, "GET", JOBS_PATH, NULL, on_list);
+}
+
+static void h_query(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
+    char err[256];
+    json_t *q = pbjson_from_msg(msg, err, sizeof err);
+    if (!q) {
+        native_call_fail(call, NC_INVALID_ARGUMENT, "%s", err);
+        return;
+    }
+    struct job_call *op = op_new(ud, call, OP_QUERY, NULL);
+    if (!op) {
+        json_decref(q);
+        return;
+    }
+    op->query = q;
+    request(op, "GET", JOBS_PATH, NULL, on_list);
+}
+
+static const json_t *find_job(const json_t *items, const char *id) {
+    size_t i;
+    const json_t *j;
+    json_array_foreach(items, i, j) if (!strcmp(svc_job_id(j), id)) return j;
+    return NULL;
+}
+
+static json_t *not_found(const char *id) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "job %.128s not found", id);
+    return json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "notFound", "id", "value", id, "message", msg);
+}
+
+static void on_list(void *ud, const struct kc_response *r) {
+    struct job_call *op = ud;
+    json_t *body = r->status == 200 ? kc_response_body(r) : NULL;
+    const json_t *items = json_object_get(body, "items");
+    if (!json_is_array(items)) {
+        fail_status(op->call, r);
+        op_free(op);
+        return;
+    }
+    const json_t *job = op->kind == OP_QUERY ? NULL : find_job(items, op->id);
+    switch (op->kind) {
+    case OP_QUERY: answer_query(op, items); break;
+    case OP_GET:
+        reply_json(op->call, &peloton__api__v0__job__get_response__descriptor,
+                   job ? json_pack("{s:o}", "jobInfo", info_json(job)) : not_found(op->id));
+        break;
+    case OP_DELETE_FIND: {
+        if (!job) {
+            reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, not_found(op->id));
+            break;
+        }
+        const json_t *md = json_object_get(job, "metadata");
+        char path[512];
+        snprintf(path, sizeof path, "/apis/peloton.io/v1alpha1/namespaces/%s/jobs/%s", jstr(md, "namespace") ?: "",
+                 jstr(md, "name") ?: "");
+        op->kind = OP_DELETE_DO;
+        if (kclient_request(op->svc->kc, "DELETE", path, NULL, NULL, on_write, op) == 0) return; /* op lives on */
+        native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
+        break;
+    }
+    default: break;
+    }
+    op_free(op);
+}
+
+static void on_write(void *ud, const struct kc_response *r) {
+    struct job_call *op = ud;
+    const char *msg = r->error ? r->error : "";
+    if (op->kind == OP_CREATE) {
+        json_t *obj = r->status == 201 || r->status == 200 ? kc_response_body(r) : NULL;
+        if (obj)
+            reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
+                       json_pack("{s:o}", "jobId", id_json(svc_job_id(obj))));
+        else if (r->status == 409)
+            reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
+                       json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "alreadyExists", "id", "value", op->id, "message", msg));
+        else if (r->status == 422 || r->status == 400 || r->status == 404)
+            reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
+                       json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidConfig", "id", "value", op->id, "message", msg));
+        else fail_status(op->call, r);
+    } else if (op->kind == OP_DELETE_DO) {
+        if (r->status == 200 || r->status == 202)
+            reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, json_object());
+        else if (r->status == 404)
+            reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, not_found(op->id));
+        else fail_status(op->call, r);
+    }
+    op_free(op);
+}
+
+/* ---------------------------------------------------------------- registration */
+
+static const struct native_method methods[] = {
+    {"Create", &peloton__api__v0__job__create_request__descriptor, &peloton__api__v0__job__create_response__descriptor,
+     h_create, false},
+    {"Get", &peloton__api__v0__job__get_request__descriptor, &peloton__api__v0__job__get_response__descriptor, h_get,
+     false},
+    {"Query", &peloton__api__v0__job__query_request__descriptor, &peloton__api__v0__job__query_response__descriptor,
+     h_query, false},
+    {"Delete", &peloton__api__v0__job__delete_request__descriptor, &peloton__api__v0__job__delete_response__descriptor,
+     h_delete, false},
+};
+
+struct svc_job *svc_job_new(struct kclient *kc) {
+    struct svc_job *s = calloc(1, sizeof *s);
+    if (s) s->kc = kc;
+    return s;
+}
+
+void svc_job_free(struct svc_job *s) { free(s); }
+
+int svc_job_register(struct svc_job *s, struct native_registry *r) {
+    size_t n = sizeof methods / sizeof methods[0];
+    int rc = native_registry_add(r, "peloton.api.job.JobManager", methods, n, s);
+    return rc ? rc : native_registry_add(r, "peloton.api.v0.job.JobManager", methods, n, s);
+}

@@ -1,0 +1,335 @@
+/* v0 TaskManager Get, List and Query over a Job's Pods (svc_task.h). */
+#include "svc_task.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "labels.h"
+#include "pbjson.h"
+#include "peloton/api/v0/task/task.pb-c.h"
+#include "svc_job.h"
+
+#define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
+#define A_RUN "peloton.io/run"             /* docs/lifecycle.md: the run of an instance, 1 first */
+#define A_FAILURES "peloton.io/failures"   /* failed runs before this one */
+#define A_CONFIG_VERSION "peloton.io/config-version"
+#define MAX_INSTANCES (1u << 24)           /* spec.instanceCount's bound */
+#define QUERY_DEFAULT_LIMIT 100
+
+struct svc_task {
+    struct kclient *kc;
+};
+
+enum task_op { OP_GET, OP_LIST, OP_QUERY };
+
+struct task_call {
+    struct svc_task *svc;
+    struct native_call *call;
+    enum task_op kind;
+    char id[128];
+    uint32_t instance, from, to; /* Get: instance; List: [from, to) (to 0: all) */
+    json_t *req;                 /* the request as JSON (Query) */
+    json_t *job;                 /* the Job, once found */
+};
+
+static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+
+static void reply_json(struct native_call *call, const ProtobufCMessageDescriptor *desc, json_t *j) {
+    char err[256];
+    ProtobufCMessage *m = j ? pbjson_to_msg(desc, j, err, sizeof err) : NULL;
+    json_decref(j);
+    if (!m) {
+        native_call_fail(call, NC_INTERNAL, "building %s: %s", desc->name, j ? err : "out of memory");
+        return;
+    }
+    native_call_reply(call, m);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+static void fail_status(struct native_call *call, const struct kc_response *r) {
+    if (r->status == 0) native_call_fail(call, NC_UNAVAILABLE, "API server: %s", r->error ? r->error : "no answer");
+    else native_call_fail(call, NC_INTERNAL, "API server answered %ld: %s", r->status, r->error ? r->error : "");
+}
+
+/* A decimal annotation or label value, or dflt. */
+static long long num(const char *s, long long dflt) {
+    char *end;
+    long long v = s && *s ? strtoll(s, &end, 10) : -1;
+    return s && *s && !*end && v >= 0 ? v : dflt;
+}
+
+/* docs/lifecycle.md, "Pod -> task state". */
+static const char *pod_task_state(const json_t *pod) {
+    const json_t *st = json_object_get(pod, "status"), *md = json_object_get(pod, "metadata");
+    const char *phase = jstr(st, "phase"), *node = jstr(json_object_get(pod, "spec"), "nodeName");
+    if (phase && !strcmp(phase, "Succeeded")) return "SUCCEEDED";
+    if (phase && !strcmp(phase, "Failed")) return "FAILED";
+    if (phase && !strcmp(phase, "Unknown")) return "LOST";
+    if (json_object_get(md, "deletionTimestamp")) return "KILLING";
+    if (phase && !strcmp(phase, "Running")) return "RUNNING";
+    return node && *node ? "LAUNCHED" : "PENDING";
+}
+
+/* TaskInfo of instance i of the job, from its pod (NULL: none yet). */
+static json_t *task_info(const json_t *job, uint32_t i, const json_t *pod, const json_t *config) {
+    const char *jid = svc_job_id(job);
+    const char *type = svc_job_type(json_object_get(job, "spec"));
+    json_t *rt = json_pack("{s:s,s:s}", "state", pod ? pod_task_state(pod) : "INITIALIZED", "goalState",
+                           !strcmp(type, "BATCH") ? "SUCCEEDED" : "RUNNING");
+    if (pod) {
+        const json_t *md = json_object_get(pod, "metadata"), *st = json_object_get(pod, "status");
+        const json_t *ann = json_object_get(md, "annotations");
+        char tid[256], v[32];
+        snprintf(tid, sizeof tid, "%s-%u-%lld", jid, i, num(jstr(ann, A_RUN), 1)); /* Peloton's <job>-<inst>-<run> */
+        json_object_set_new(rt, "mesosTaskId", json_pack("{s:s}", "value", tid));
+        const char *node = jstr(json_object_get(pod, "spec"), "nodeName");
+        if (node && *node) {
+            json_object_set_new(rt, "host", json_string(node));
+            json_object_set_new(rt, "agentID", json_pack("{s:s}", "value", node));
+        }
+        if (jstr(st, "startTime")) json_object_set_new(rt, "startTime", json_string(jstr(st, "startTime")));
+        if (jstr(st, "message")) json_object_set_new(rt, "message", json_string(jstr(st, "message")));
+        if (jstr(st, "reason")) json_object_set_new(rt, "reason", json_string(jstr(st, "reason")));
+        json_object_set_new(rt, "failureCount", json_integer(num(jstr(ann, A_FAILURES), 0) & 0xffffffff));
+        snprintf(v, sizeof v, "%lld", num(jstr(ann, A_CONFIG_VERSION), 0));
+        json_object_set_new(rt, "configVersion", json_string(v));
+        const json_t *cs = json_array_get(json_object_get(st, "containerStatuses"), 0);
+        const char *fin = jstr(json_object_get(json_object_get(cs, "state"), "terminated"), "finishedAt");
+        if (fin) json_object_set_new(rt, "completionTime", json_string(fin));
+    }
+    return json_pack("{s:I,s:{s:s},s:O,s:o}", "instanceId", (json_int_t)i, "jobId", "value", jid, "config", config,
+                     "runtime", rt);
+}
+
+/* The pod of each instance in [from, to) (the latest run when several are
+ * left), in pods[i - from]; borrowed from items. */
+static void pick_pods(const json_t *items, uint32_t from, uint32_t to, const json_t **pods) {
+    size_t k;
+    const json_t *p;
+    json_array_foreach(items, k, p) {
+        const json_t *md = json_object_get(p, "metadata");
+        long long inst = num(jstr(json_object_get(md, "labels"), PL_INSTANCE), -1);
+        if (inst < from || inst >= to) continue;
+        const json_t **slot = &pods[inst - from];
+        long long run = num(jstr(json_object_get(md, "annotations"), A_RUN), 1);
+        if (!*slot || run > num(jstr(json_object_get(json_object_get(*slot, "metadata"), "annotations"), A_RUN), 1))
+            *slot = p;
+    }
+}
+
+static json_t *not_found(const char *id) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "job %.128s not found", id);
+    return json_pack("{s:{s:s},s:s}", "id", "value", id, "message", msg);
+}
+
+static uint32_t instance_count(const json_t *job) {
+    json_int_t n = json_integer_value(json_object_get(json_object_get(job, "spec"), "instanceCount"));
+    return n > 0 && n <= MAX_INSTANCES ? (uint32_t)n : 0;
+}
+
+static bool in_list(const json_t *arr, const char *s) {
+    size_t i;
+    const json_t *v;
+    json_array_foreach(arr, i, v) if (s && json_is_string(v) && !strcmp(json_string_value(v), s)) return true;
+    return false;
+}
+
+static void answer(struct task_call *op, const json_t *pods_list) {
+    const json_t *job = op->job;
+    uint32_t n = instance_count(job);
+    json_t *config = svc_job_task_config(json_object_get(job, "spec"));
+    if (op->kind == OP_GET) {
+        if (op->instance >= n) {
+            reply_json(op->call, &peloton__api__v0__task__get_response__descriptor,
+                       json_pack("{s:{s:{s:s},s:I}}", "outOfRange", "jobId", "value", op->id, "instanceCount",
+                                 (json_int_t)n));
+        } else {
+            const json_t *pod = NULL;
+            pick_pods(pods_list, op->instance, op->instance + 1, &pod);
+            json_t *all = json_array(); /* every run still present, oldest first */
+            size_t k;
+            const json_t *p;
+            json_array_foreach(pods_list, k, p) {
+                const json_t *md = json_object_get(p, "metadata");
+                if (num(jstr(json_object_get(md, "labels"), PL_INSTANCE), -1) == op->instance && p != pod)
+                    json_array_append_new(all, task_info(job, op->instance, p, config));
+            }
+            json_t *latest = task_info(job, op->instance, pod, config);
+            json_array_append(all, latest);
+            reply_json(op->call, &peloton__api__v0__task__get_response__descriptor,
+                       json_pack("{s:o,s:o}", "result", latest, "results", all));
+        }
+        json_decref(config);
+        return;
+    }
+    uint32_t from = op->kind == OP_LIST ? op->from : 0, to = op->kind == OP_LIST && op->to ? op->to : n;
+    if (to > n) to = n;
+    if (from > to) from = to;
+    const json_t **pods = calloc(to - from + 1, sizeof *pods);
+    if (!pods) {
+        json_decref(config);
+        native_call_fail(op->call, NC_INTERNAL, "out of memory");
+        return;
+    }
+    pick_pods(pods_list, from, to, pods);
+    if (op->kind == OP_LIST) {
+        json_t *m = json_object();
+        for (uint32_t i = from; i < to; i++) {
+            char k[16];
+            snprintf(k, sizeof k, "%u", i);
+            json_object_set_new(m, k, task_info(job, i, pods[i - from], config));
+        }
+        reply_json(op->call, &peloton__api__v0__task__list_response__descriptor,
+                   json_pack("{s:{s:o}}", "result", "value", m));
+    } else {
+        const json_t *spec = json_object_get(op->req, "spec"), *pg = json_object_get(spec, "pagination");
+        const json_t *states = json_object_get(spec, "taskStates"), *hosts = json_object_get(spec, "hosts");
+        const json_t *names = json_object_get(spec, "names");
+        json_int_t off = json_integer_value(json_object_get(pg, "offset")), lim = json_integer_value(json_object_get(pg, "limit"));
+        if (lim <= 0) lim = QUERY_DEFAULT_LIMIT;
+        json_t *records = json_array();
+        json_int_t total = 0;
+        for (uint32_t i = from; i < to; i++) {
+            json_t *t = task_info(job, i, pods[i - from], config);
+            const json_t *rt = json_object_get(t, "runtime");
+            bool ok = (!json_array_size(states) || in_list(states, jstr(rt, "state"))) &&
+                      (!json_array_size(hosts) || in_list(hosts, jstr(rt, "host"))) &&
+                      (!json_array_size(names) || in_list(names, jstr(config, "name")));
+            if (ok && total >= off && total < off + lim) json_array_append(records, t);
+            total += ok;
+            json_decref(t);
+        }
+        reply_json(op->call, &peloton__api__v0__task__query_response__descriptor,
+                   json_pack("{s:o,s:{s:I,s:I,s:I}}", "records", records, "pagination", "offset", off, "limit", lim,
+                             "total", total));
+    }
+    free(pods);
+    json_decref(config);
+}
+
+static void op_free(struct task_call *op) {
+    json_decref(op->req);
+    json_decref(op->job);
+    free(op);
+}
+
+static void on_pods(void *ud, const struct kc_response *r) {
+    struct task_call *op = ud;
+    json_t *body = r->status == 200 ? kc_response_body(r) : NULL;
+    const json_t *items = json_object_get(body, "items");
+    if (!json_is_array(items)) fail_status(op->call, r);
+    else answer(op, items);
+    op_free(op);
+}
+
+static void on_jobs(void *ud, const struct kc_response *r) {
+    struct task_call *op = ud;
+    json_t *body = r->status == 200 ? kc_response_body(r) : NULL;
+    const json_t *items = json_object_get(body, "items");
+    if (!json_is_array(items)) {
+        fail_status(op->call, r);
+        op_free(op);
+        return;
+    }
+    size_t i;
+    json_t *j;
+    json_array_foreach(items, i, j) if (!op->job && !strcmp(svc_job_id(j), op->id)) op->job = json_incref(j);
+    if (!op->job) {
+        const ProtobufCMessageDescriptor *d = op->kind == OP_GET    ? &peloton__api__v0__task__get_response__descriptor
+                                              : op->kind == OP_LIST ? &peloton__api__v0__task__list_response__descriptor
+                                                                    : &peloton__api__v0__task__query_response__descriptor;
+        reply_json(op->call, d,
+                   op->kind == OP_QUERY ? json_pack("{s:{s:o}}", "error", "notFound", not_found(op->id))
+                                        : json_pack("{s:o}", "notFound", not_found(op->id)));
+        op_free(op);
+        return;
+    }
+    const json_t *md = json_object_get(op->job, "metadata");
+    char name[512], path[1024];
+    kc_escape(PL_JOB "=", name, sizeof name);
+    size_t n = strlen(name);
+    kc_escape(jstr(md, "name") ? jstr(md, "name") : "", name + n, sizeof name - n);
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", jstr(md, "namespace") ?: "default", name);
+    if (kclient_request(op->svc->kc, "GET", path, NULL, NULL, on_pods, op)) {
+        native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
+        op_free(op);
+    }
+}
+
+static void start(void *ud, struct native_call *call, struct task_call *op) {
+    op->svc = ud;
+    op->call = call;
+    if (kclient_request(op->svc->kc, "GET", JOBS_PATH, NULL, NULL, on_jobs, op)) {
+        native_call_fail(call, NC_UNAVAILABLE, "API server unreachable");
+        op_free(op);
+    }
+}
+
+static struct task_call *op_new(struct native_call *call, enum task_op kind, const Peloton__Api__V0__Peloton__JobID *id) {
+    struct task_call *op = calloc(1, sizeof *op);
+    if (!op) {
+        native_call_fail(call, NC_INTERNAL, "out of memory");
+        return NULL;
+    }
+    op->kind = kind;
+    snprintf(op->id, sizeof op->id, "%s", id && id->value ? id->value : "");
+    return op;
+}
+
+static void h_get(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
+    const Peloton__Api__V0__Task__GetRequest *req = (const void *)msg;
+    struct task_call *op = op_new(call, OP_GET, req->jobid);
+    if (!op) return;
+    op->instance = req->instanceid;
+    start(ud, call, op);
+}
+
+static void h_list(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
+    const Peloton__Api__V0__Task__ListRequest *req = (const void *)msg;
+    struct task_call *op = op_new(call, OP_LIST, req->jobid);
+    if (!op) return;
+    if (req->range) {
+        op->from = req->range->from;
+        op->to = req->range->to;
+    }
+    start(ud, call, op);
+}
+
+static void h_query(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
+    const Peloton__Api__V0__Task__QueryRequest *req = (const void *)msg;
+    char err[256];
+    struct task_call *op = op_new(call, OP_QUERY, req->jobid);
+    if (!op) return;
+    if (!(op->req = pbjson_from_msg(msg, err, sizeof err))) {
+        native_call_fail(call, NC_INVALID_ARGUMENT, "%s", err);
+        op_free(op);
+        return;
+    }
+    start(ud, call, op);
+}
+
+static const struct native_method methods[] = {
+    {"Get", &peloton__api__v0__task__get_request__descriptor, &peloton__api__v0__task__get_response__descriptor, h_get,
+     false},
+    {"List", &peloton__api__v0__task__list_request__descriptor, &peloton__api__v0__task__list_response__descriptor,
+     h_list, false},
+    {"Query", &peloton__api__v0__task__query_request__descriptor, &peloton__api__v0__task__query_response__descriptor,
+     h_query, false},
+};
+
+struct svc_task *svc_task_new(struct kclient *kc) {
+    struct svc_task *s = calloc(1, sizeof *s);
+    if (s) s->kc = kc;
+    return s;
+}
+
+void svc_task_free(struct svc_task *s) { free(s); }
+
+int svc_task_register(struct svc_task *s, struct native_registry *r) {
+    size_t n = sizeof methods / sizeof methods[0];
+    int rc = native_registry_add(r, "peloton.api.task.TaskManager", methods, n, s);
+    return rc ? rc : native_registry_add(r, "peloton.api.v0.task.TaskManager", methods, n, s);
+}

@@ -1,0 +1,417 @@
+/* The native server's gRPC transport with test handlers, driven by an HTTP/2
+ * client built on nghttp2's client session over a plain socket: many
+ * streams on one connection, server streaming past the flow-control windows,
+ * a deadline that passes while the handler holds the call, a client that
+ * resets its stream, and calls completed after their client left. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "grpc_frame.h"
+#include "native.h"
+#include "pbmsg.h"
+#include "peloton_c/test/alltypes.pb-c.h"
+#include "test.h"
+
+typedef PelotonC__Test__AllTypes AllTypes;
+#define AT_DESC (&peloton_c__test__all_types__descriptor)
+
+/* ---- the server, on its own thread ---- */
+
+struct srv {
+    uv_loop_t loop;
+    uv_async_t stop, finish_held;
+    uv_thread_t thread;
+    struct native_registry reg;
+    struct native_server *s;
+    int port;
+    struct native_call *held[8]; /* calls the Hang handler keeps */
+    int nheld;
+    int late_done;                /* held calls completed after their client left */
+    int repeat_sent;              /* messages the last Repeat got accepted */
+};
+
+static void h_echo(void *ud, struct native_call *c, const ProtobufCMessage *req) {
+    (void)ud;
+    native_call_reply(c, req);
+}
+
+/* Sends i32 messages, each with u32 bytes of text and its index in i32. */
+static void h_repeat(void *ud, struct native_call *c, const ProtobufCMessage *req) {
+    struct srv *s = ud;
+    const AllTypes *r = (const AllTypes *)req;
+    s->repeat_sent = 0;
+    char *text = malloc(r->u32 + 1);
+    memset(text, 'x', r->u32);
+    text[r->u32] = 0;
+    for (int i = 0; i < r->i32; i++) {
+        AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
+        m.i32 = i;
+        m.text = text;
+        if (native_call_send(c, &m.base)) break;
+        s->repeat_sent++;
+    }
+    free(text);
+    native_call_end(c, NC_OK, NULL);
+}
+
+static void h_hang(void *ud, struct native_call *c, const ProtobufCMessage *req) {
+    (void)req;
+    struct srv *s = ud;
+    if (s->nheld < 8) s->held[s->nheld++] = c;
+    else native_call_fail(c, NC_RESOURCE_EXHAUSTED, "too many held");
+}
+
+static const struct native_method methods[] = {
+    {"Echo", AT_DESC, AT_DESC, h_echo, false},
+    {"Repeat", AT_DESC, AT_DESC, h_repeat, true},
+    {"Hang", AT_DESC, AT_DESC, h_hang, false},
+};
+
+/* Completes the held calls (their clients are gone by now): answered once, dropped. */
+static void finish_held(uv_async_t *a) {
+    struct srv *s = a->data;
+    for (int i = 0; i < s->nheld; i++) {
+        s->late_done += native_call_gone(s->held[i]);
+        native_call_fail(s->held[i], NC_ABORTED, "late");
+    }
+    s->nheld = 0;
+}
+
+static void stop_srv(uv_async_t *a) {
+    struct srv *s = a->data;
+    finish_held(&s->finish_held);
+    native_server_stop(s->s);
+    uv_close((uv_handle_t *)&s->stop, NULL);
+    uv_close((uv_handle_t *)&s->finish_held, NULL);
+}
+
+static void srv_main(void *arg) {
+    struct srv *s = arg;
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+}
+
+static int srv_start(struct srv *s) {
+    memset(s, 0, sizeof *s);
+    uv_loop_init(&s->loop);
+    native_registry_init(&s->reg);
+    native_registry_add(&s->reg, "peloton_c.test.Svc", methods, 3, s);
+    struct native_config cfg = {.port = 0, .registry = &s->reg, .max_message = 1 << 20};
+    char err[256];
+    if (native_server_start(&s->loop, &cfg, &s->s, err, sizeof err)) return -1;
+    s->port = native_server_port(s->s);
+    uv_async_init(&s->loop, &s->stop, stop_srv);
+    uv_async_init(&s->loop, &s->finish_held, finish_held);
+    s->stop.data = s->finish_held.data = s;
+    return uv_thread_create(&s->thread, srv_main, s);
+}
+
+static void srv_end(struct srv *s) {
+    uv_async_send(&s->stop);
+    uv_thread_join(&s->thread);
+    native_server_free(s->s);
+    native_registry_free(&s->reg);
+    uv_loop_close(&s->loop);
+}
+
+/* ---- the client: nghttp2's client session, blocking socket ---- */
+
+struct cstream {
+    int32_t id;
+    uint8_t *req;
+    size_t req_len, req_off;
+    uint8_t *body;
+    size_t len;
+    int status; /* grpc-status, -1 until seen */
+    char msg[256];
+    bool closed;
+    uint32_t rst;
+};
+
+struct client {
+    int fd;
+    nghttp2_session *h;
+    struct cstream *st;
+    int n;
+    int rst_frames; /* RST_STREAM frames received */
+};
+
+static struct cstream *by_id(struct client *c, int32_t id) {
+    for (int i = 0; i < c->n; i++)
+        if (c->st[i].id == id) return &c->st[i];
+    return NULL;
+}
+
+static int c_header(nghttp2_session *h, const nghttp2_frame *f, const uint8_t *name, size_t nl, const uint8_t *value,
+                    size_t vl, uint8_t flags, void *ud) {
+    (void)h;
+    (void)flags;
+    struct cstream *s = by_id(ud, f->hd.stream_id);
+    if (!s) return 0;
+    if (nl == 11 && !memcmp(name, "grpc-status", 11)) s->status = atoi((const char *)value);
+    if (nl == 12 && !memcmp(name, "grpc-message", 12)) snprintf(s->msg, sizeof s->msg, "%.*s", (int)vl, value);
+    return 0;
+}
+
+static int c_data(nghttp2_session *h, uint8_t flags, int32_t id, const uint8_t *data, size_t len, void *ud) {
+    (void)h;
+    (void)flags;
+    struct cstream *s = by_id(ud, id);
+    if (!s) return 0;
+    s->body = realloc(s->body, s->len + len);
+    memcpy(s->body + s->len, data, len);
+    s->len += len;
+    return 0;
+}
+
+static int c_close(nghttp2_session *h, int32_t id, uint32_t code, void *ud) {
+    (void)h;
+    struct cstream *s = by_id(ud, id);
+    if (s) {
+        s->closed = true;
+        s->rst = code;
+    }
+    return 0;
+}
+
+static int c_frame(nghttp2_session *h, const nghttp2_frame *f, void *ud) {
+    (void)h;
+    if (f->hd.type == NGHTTP2_RST_STREAM) ((struct client *)ud)->rst_frames++;
+    return 0;
+}
+
+static ssize_t c_read_req(nghttp2_session *h, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                          nghttp2_data_source *src, void *ud) {
+    (void)h;
+    (void)id;
+    (void)ud;
+    struct cstream *s = src->ptr;
+    size_t k = s->req_len - s->req_off < len ? s->req_len - s->req_off : len;
+    memcpy(buf, s->req + s->req_off, k);
+    s->req_off += k;
+    if (s->req_off == s->req_len) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)k;
+}
+
+static int client_open(struct client *c, int port, int nstreams) {
+    memset(c, 0, sizeof *c);
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(c->fd, (struct sockaddr *)&a, sizeof a)) return -1;
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_header_callback(cb, c_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, c_data);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, c_close);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, c_frame);
+    nghttp2_session_client_new(&c->h, cb, c);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_submit_settings(c->h, NGHTTP2_FLAG_NONE, NULL, 0);
+    c->st = calloc((size_t)nstreams, sizeof *c->st);
+    return 0;
+}
+
+/* A call of method with msg; timeout NULL or a grpc-timeout value. */
+static struct cstream *client_call(struct client *c, const char *method, const ProtobufCMessage *msg,
+                                   const char *timeout) {
+    struct cstream *s = &c->st[c->n++];
+    s->status = -1;
+    size_t n;
+    uint8_t *p = pbmsg_pack(msg, &n);
+    s->req = malloc(n + GRPC_PREFIX_LEN);
+    grpc_frame_prefix(s->req, n);
+    memcpy(s->req + GRPC_PREFIX_LEN, p, n);
+    s->req_len = n + GRPC_PREFIX_LEN;
+    free(p);
+    char path[128];
+    snprintf(path, sizeof path, "/peloton_c.test.Svc/%s", method);
+#define NVC(a, b) {(uint8_t *)(a), (uint8_t *)(b), strlen(a), strlen(b), NGHTTP2_NV_FLAG_NONE}
+    nghttp2_nv h[] = {NVC(":method", "POST"), NVC(":scheme", "http"), NVC(":authority", "localhost"),
+                      NVC(":path", path), NVC("content-type", "application/grpc"), NVC("te", "trailers"),
+                      NVC("grpc-timeout", timeout ? timeout : "")};
+    nghttp2_data_provider dp = {.source.ptr = s, .read_callback = c_read_req};
+    s->id = nghttp2_submit_request(c->h, NULL, h, timeout ? 7 : 6, &dp, NULL);
+    return s;
+}
+
+/* Exchanges frames until done(c) or timeout_ms; 0 when done. */
+static int client_run(struct client *c, bool (*done)(struct client *), int timeout_ms) {
+    struct timeval t0, t;
+    gettimeofday(&t0, NULL);
+    for (;;) {
+        const uint8_t *data;
+        ssize_t n;
+        while ((n = nghttp2_session_mem_send(c->h, &data)) > 0)
+            if (write(c->fd, data, (size_t)n) != n) return -1;
+        if (done(c)) return 0;
+        gettimeofday(&t, NULL);
+        long el = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_usec - t0.tv_usec) / 1000;
+        if (el > timeout_ms) return -ETIMEDOUT;
+        struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+        if (poll(&pf, 1, 50) <= 0) continue;
+        uint8_t buf[65536];
+        ssize_t r = read(c->fd, buf, sizeof buf);
+        if (r <= 0) return -EPIPE;
+        if (nghttp2_session_mem_recv(c->h, buf, (size_t)r) < 0) return -EPROTO;
+    }
+}
+
+static void client_close(struct client *c) {
+    for (int i = 0; i < c->n; i++) {
+        free(c->st[i].req);
+        free(c->st[i].body);
+    }
+    free(c->st);
+    nghttp2_session_del(c->h);
+    close(c->fd);
+}
+
+static bool all_closed(struct client *c) {
+    for (int i = 0; i < c->n; i++)
+        if (!c->st[i].closed) return false;
+    return true;
+}
+
+/* The body's messages, in order: count, and whether each i32 is its index and text has tlen bytes. */
+static int check_stream_body(const struct cstream *s, size_t tlen) {
+    size_t off = 0;
+    int k = 0;
+    while (off + GRPC_PREFIX_LEN <= s->len) {
+        size_t n = (size_t)s->body[off + 1] << 24 | (size_t)s->body[off + 2] << 16 | (size_t)s->body[off + 3] << 8 |
+                   s->body[off + 4];
+        if (off + GRPC_PREFIX_LEN + n > s->len) return -1;
+        char err[128];
+        AllTypes *m = (AllTypes *)pbmsg_unpack(AT_DESC, s->body + off + GRPC_PREFIX_LEN, n, err, sizeof err);
+        bool ok = m && m->i32 == k && strlen(m->text) == tlen;
+        if (m) protobuf_c_message_free_unpacked(&m->base, NULL);
+        if (!ok) return -1;
+        off += GRPC_PREFIX_LEN + n;
+        k++;
+    }
+    return off == s->len ? k : -1;
+}
+
+TEST(native_many_streams_and_server_streaming) {
+    struct srv s;
+    REQUIRE(srv_start(&s) == 0);
+    struct client c;
+    REQUIRE(client_open(&c, s.port, 40) == 0);
+    /* 20 echoes and 20 streams of 40 messages of 4 KiB (160 KiB each, 3.2 MiB
+     * in all: well past the client's 64 KiB windows, so the server must wait
+     * for WINDOW_UPDATEs) at once on one connection */
+    for (int i = 0; i < 40; i++) {
+        AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
+        m.i32 = i % 2 ? 40 : i;
+        m.u32 = 4096;
+        m.text = "hello";
+        client_call(&c, i % 2 ? "Repeat" : "Echo", &m.base, NULL);
+    }
+    CHECK_I64(client_run(&c, all_closed, 20000), 0);
+    for (int i = 0; i < 40; i++) {
+        struct cstream *st = &c.st[i];
+        CHECK_I64(st->status, 0);
+        if (i % 2) {
+            CHECK_I64(check_stream_body(st, 4096), 40);
+        } else {
+            CHECK_I64(st->len, st->req_len); /* the echo is the request, framed the same */
+            CHECK(st->len == st->req_len && !memcmp(st->body, st->req, st->len));
+        }
+    }
+    client_close(&c);
+    srv_end(&s);
+}
+
+static bool first_closed(struct client *c) { return c->st[0].closed; }
+static bool second_closed(struct client *c) { return c->n > 1 && c->st[1].closed; }
+
+TEST(native_deadline_and_reset_while_the_handler_holds_the_call) {
+    struct srv s;
+    REQUIRE(srv_start(&s) == 0);
+    struct client c;
+    REQUIRE(client_open(&c, s.port, 4) == 0);
+    AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
+    struct timeval t0, t1;
+    gettimeofday(&t0, NULL);
+    client_call(&c, "Hang", &m.base, "150m");
+    CHECK_I64(client_run(&c, first_closed, 5000), 0);
+    gettimeofday(&t1, NULL);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_usec - t0.tv_usec) / 1000;
+    CHECK_I64(c.st[0].status, 4); /* DEADLINE_EXCEEDED */
+    CHECK(ms >= 140 && ms < 3000);
+    /* a held call whose client resets the stream */
+    client_call(&c, "Hang", &m.base, NULL);
+    CHECK_I64(client_run(&c, all_closed, 300) , -ETIMEDOUT); /* held: no answer */
+    nghttp2_submit_rst_stream(c.h, NGHTTP2_FLAG_NONE, c.st[1].id, NGHTTP2_CANCEL);
+    CHECK_I64(client_run(&c, second_closed, 2000), 0);
+    /* the handler completes both now: nothing is sent, nothing breaks, and
+     * the connection still serves */
+    uv_async_send(&s.finish_held);
+    client_call(&c, "Echo", &m.base, NULL);
+    CHECK_I64(client_run(&c, all_closed, 5000), 0);
+    CHECK_I64(c.st[2].status, 0);
+    client_close(&c);
+    srv_end(&s);
+    CHECK_I64(s.late_done, 2); /* both were gone when completed */
+}
+
+static bool none(struct client *c) {
+    (void)c;
+    return false;
+}
+
+TEST(native_oversize_and_unknown_keep_the_connection) {
+    struct srv s;
+    REQUIRE(srv_start(&s) == 0);
+    struct client c;
+    REQUIRE(client_open(&c, s.port, 4) == 0);
+    AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
+    char *big = malloc((1 << 20) + 1); /* over the server's 1 MiB bound */
+    memset(big, 'y', 1 << 20);
+    big[1 << 20] = 0;
+    m.text = big;
+    client_call(&c, "Echo", &m.base, NULL);
+    m.text = "";
+    client_call(&c, "Nope", &m.base, NULL);
+    client_call(&c, "Echo", &m.base, NULL);
+    CHECK_I64(client_run(&c, all_closed, 10000), 0);
+    CHECK_I64(c.st[0].status, 8); /* RESOURCE_EXHAUSTED */
+    CHECK_HAS(c.st[0].msg, "larger than 1048576 bytes");
+    CHECK_I64(c.rst_frames, 1); /* told to stop sending the rest (NO_ERROR) */
+    CHECK(c.st[0].req_off < c.st[0].req_len);
+    CHECK_I64(c.st[1].status, 12); /* UNIMPLEMENTED */
+    CHECK_I64(c.st[2].status, 0);
+    (void)none;
+    free(big);
+    client_close(&c);
+    srv_end(&s);
+}
+
+/* A client whose window stays shut: the stream's replies wait in the server,
+ * and the handler is told to stop once NATIVE_MAX_OUTPUT bytes wait. */
+TEST(native_stream_to_a_client_that_does_not_read) {
+    struct srv s;
+    REQUIRE(srv_start(&s) == 0);
+    struct client c;
+    REQUIRE(client_open(&c, s.port, 2) == 0);
+    nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
+    nghttp2_submit_settings(c.h, NGHTTP2_FLAG_NONE, &iv, 1);
+    AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
+    m.i32 = 400;     /* 400 messages of 64 KiB: 25 MiB */
+    m.u32 = 65536;
+    m.text = "";
+    client_call(&c, "Repeat", &m.base, NULL);
+    CHECK_I64(client_run(&c, all_closed, 1000), -ETIMEDOUT); /* nothing can reach it */
+    srv_end(&s);
+    /* the handler stopped a little past 8 MiB: 128 messages and the one that passed it */
+    CHECK(s.repeat_sent >= 120 && s.repeat_sent <= 130);
+    client_close(&c);
+}
