@@ -86,7 +86,7 @@ def test_runtime_packages_of_the_release_binary():
                        timeout=60)
     assert r.returncode == 0, r.stderr
     pkgs = r.stdout.split()
-    for p in ("libjansson4", "libuv1", "libcurl4", "libwebsockets17", "libjemalloc2", "libc6"):
+    for p in ("libjansson4", "libuv1", "libcurl4", "libnghttp2-14", "libprotobuf-c1", "libjemalloc2", "libc6"):
         assert p in pkgs, (p, pkgs)
     assert pkgs == sorted(set(pkgs))
 

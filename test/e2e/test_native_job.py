@@ -242,7 +242,7 @@ def test_pool_with_work_is_busy():
     services.wait_until(lambda: "No resources" in kubectl("get", "pj", "-A")[1], 30, "the Jobs gone")
     d = stub.DeleteResourcePool(rp.DeleteRequest(path=rp.ResourcePoolPath(value="/batch")), timeout=20)
     assert not d.HasField("error"), d
-    assert kubectl("get", "rp", "batch")[0] != 0
+    services.wait_until(lambda: kubectl("get", "rp", "batch")[0] != 0, 15, "batch gone")
 
 
 def test_exit_clean_under_asan():

@@ -31,7 +31,7 @@ from peloton.api.v0.respool import respool_pb2 as rp, respool_pb2_grpc as rpg  #
 
 REDIS = services.start_redis()
 NPORT = services.free_port()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=apiserver,native", f"--native-port={NPORT}")
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=apiserver,native,resmgr", f"--native-port={NPORT}")
 KUBECONFIG = services.kubeconfig(PORT)
 CH = grpc.insecure_channel(f"127.0.0.1:{NPORT}")
 STUB = rpg.ResourceManagerStub(CH)  # the proto's package name: peloton.api.v0.respool.ResourceManager
@@ -169,7 +169,9 @@ def test_update_then_delete():
     assert d.error.isNotLeaf.id.value == "org", d
     d = call("DeleteResourcePool", rp.DeleteRequest(path=rp.ResourcePoolPath(value="/org/team1")), rp.DeleteResponse)
     assert not d.HasField("error"), d
-    assert kubectl("get", "rp", "team1")[0] != 0
+    # DELETE marks the pool (finalizer peloton.io/pool-protection); the resource
+    # manager removes it at its next status tick once it holds no work
+    services.wait_until(lambda: kubectl("get", "rp", "team1")[0] != 0, 15, "team1 gone")
     d = call("DeleteResourcePool", rp.DeleteRequest(path=rp.ResourcePoolPath(value="/org/team1")), rp.DeleteResponse)
     assert d.error.notFound.path.value == "/org/team1", d
 
