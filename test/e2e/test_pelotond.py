@@ -172,12 +172,16 @@ def test_two_teams_borrow_and_give_back_by_preemption():
     assert "of pool /org/team-a, over its cpu entitlement by 16" in gain[0]["message"], gain[0]["message"]
     st = json.loads(kubectl("get", "resourcepool", "team-a", "-o", "json"))["status"]
     assert st["entitlement"]["cpu"] == "16", st
-    # kubectl get rp reads like a person would write it: cores, binary units, demand beside entitlement
-    out = kubectl("get", "rp", "-o", "wide")
-    head = out.splitlines()[0].split()
-    assert head[2:] == ["CPU-RES", "CPU-ENT", "CPU-ALLOC", "CPU-DEMAND", "MEM-RES", "MEM-ENT", "MEM-ALLOC",
-                        "MEM-DEMAND", "GPU-ENT", "GPU-ALLOC", "AGE"], head
-    row = next(l.split() for l in out.splitlines() if l.startswith("team-a "))
+    # kubectl get rp reads like a person would write it: cores, binary units, demand beside entitlement.
+    # Pool status is written once a second: the row may lag the preemption by that much.
+    def team_a_row():
+        out = kubectl("get", "rp", "-o", "wide")
+        head = out.splitlines()[0].split()
+        assert head[2:] == ["CPU-RES", "CPU-ENT", "CPU-ALLOC", "CPU-DEMAND", "MEM-RES", "MEM-ENT", "MEM-ALLOC",
+                            "MEM-DEMAND", "GPU-ENT", "GPU-ALLOC", "AGE"], head
+        row = next(l.split() for l in out.splitlines() if l.startswith("team-a "))
+        return row if row[2:6] == ["16", "16", "16", "16"] else None
+    row = wait_until(team_a_row, 10, "team-a's row at 16 cpu reserved, entitled, allocated and demanded")
     assert row[2:6] == ["16", "16", "16", "16"] and row[7].endswith("Gi") and not any(
         c.isdigit() and len(c) > 6 for c in row), row
     kubectl("delete", "pods", "-l", "t in (a,b)", "--wait=false")
