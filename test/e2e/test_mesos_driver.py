@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""End-to-end: the host manager's Mesos driver (pelotond --mesos-master=URL,
+kubelet-hostmgr/mesosdrv.c) with a real redis-server, mesos-master-sim and
+kubelet-sim (a mixed fleet). Agents appear as Nodes beside the Kubelets'; a
+Job's pods run on Mesos agents as tasks and reach Running then Succeeded;
+a deleted pod's task is killed; a lost agent's pods run again elsewhere;
+a restarted pelotond resubscribes as the same framework and neither loses nor
+duplicates a task; updates are acknowledged. Every wait is bounded; every
+process is stopped (the sim must exit 0 under ASan)."""
+import json
+import socket
+import subprocess
+
+import services
+from mesosclient import hook, operator, start_sim, stop_sim
+from simlib import run_tests
+
+wait_until = services.wait_until
+FAST = ["--allocation-interval-ms=100", "--heartbeat-seconds=1", "--update-retry-ms=500",
+        "--update-retry-max-ms=1000", "--staging-ms=20", "--starting-ms=50", "--kill-ms=50"]
+SIM, SIM_PORT, _ = start_sim(*FAST, "--agents=3", "--agent-cpus=4", "--agent-mem=8192",
+                             "--zones=2", "--agent-attributes=rack=r1", "--hostname-prefix=mesos-agent-")
+REDIS = services.start_redis()
+MASTER = f"--mesos-master=http://127.0.0.1:{SIM_PORT}"
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", MASTER)
+KUBECONFIG = services.kubeconfig(PORT)
+KSIM = services.start_kubelet_sim(KUBECONFIG, "--nodes=2", "--name-prefix=kube-", "--cpu=4", "--memory=8Gi",
+                                  expect=2)[0]
+
+
+def kubectl(*args, stdin=None, check=True):
+    r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
+                       text=True, timeout=60)
+    if check and r.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr}")
+    return r.stdout
+
+
+def get(path):
+    st, body = services.api(PORT, "GET", path)
+    assert st == 200, (path, st, body)
+    return body
+
+
+def redis_get(key):
+    with socket.create_connection(("127.0.0.1", REDIS), timeout=5) as s:
+        s.sendall(f"*2\r\n$3\r\nGET\r\n${len(key)}\r\n{key}\r\n".encode())
+        data = s.recv(4096).decode()
+    if data.startswith("$-1"):
+        return None
+    return data.split("\r\n")[1]
+
+
+def mesos_nodes():
+    return {n["metadata"]["name"]: n for n in
+            get("/api/v1/nodes?labelSelector=peloton.io%2Fbackend%3Dmesos")["items"]}
+
+
+def ready(node):
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
+
+
+def sim_state():
+    st, text, _ = __import__("mesosclient").call(SIM_PORT, {}, path="/sim/state", method="GET")
+    assert st == 200, (st, text)
+    return json.loads(text)
+
+
+def sim_tasks():
+    r = operator(SIM_PORT, {"type": "GET_TASKS"})["get_tasks"]
+    return r.get("tasks", []), r.get("completed_tasks", [])
+
+
+def job(name, n, run_seconds, cpu="1", typ="BATCH", node_selector=None):
+    spec = {"containers": [{"name": "c", "image": "busybox:1.36", "command": ["sh", "-c"], "args": ["sleep 1000"],
+                            "env": [{"name": "MESOS_SIM_RUN_SECONDS", "value": str(run_seconds)}],
+                            "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]}
+    spec["nodeSelector"] = node_selector or {"peloton.io/backend": "mesos"}
+    return {"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"type": typ, "instanceCount": n, "resourcePool": "mesos-pool",
+                     "template": {"metadata": {"labels": {"t": name}}, "spec": spec}}}
+
+
+def apply(obj):
+    kubectl("apply", "-f", "-", stdin=json.dumps(obj))
+
+
+def pods(name):
+    return [p for p in get(f"/api/v1/namespaces/default/pods?labelSelector=t%3D{name}")["items"]]
+
+
+def live(name):
+    return [p for p in pods(name) if not p["metadata"].get("deletionTimestamp")]
+
+
+def phases(name):
+    return sorted(p.get("status", {}).get("phase", "") for p in live(name))
+
+
+def task_ids(name):
+    return {f"{p['metadata']['uid']}-{p['metadata'].get('annotations', {}).get('peloton.io/run', '1')}"
+            for p in live(name)}
+
+
+apply({"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "metadata": {"name": "mesos-pool"},
+       "spec": {"resources": [{"kind": "cpu", "reservation": "32", "limit": "32", "share": 1}, {"kind": "memory", "reservation": "64Gi", "limit": "64Gi", "share": 1}]}})
+
+
+def test_agents_become_nodes():
+    nodes = wait_until(lambda: len(mesos_nodes()) == 3 and all(ready(n) for n in mesos_nodes().values())
+                       and mesos_nodes(), 20, "3 Mesos Nodes Ready")
+    assert sorted(nodes) == ["mesos-agent-0", "mesos-agent-1", "mesos-agent-2"], sorted(nodes)
+    n = nodes["mesos-agent-1"]
+    assert n["status"]["capacity"]["cpu"] == "4", n["status"]
+    assert n["status"]["allocatable"]["memory"] == "8192Mi", n["status"]
+    assert n["status"]["capacity"]["pods"] == "110" and "nvidia.com/gpu" not in n["status"]["capacity"], n["status"]
+    labels = n["metadata"]["labels"]
+    assert labels["zone"] == "zone-1" and labels["topology.kubernetes.io/zone"] == "zone-1", labels
+    assert labels["rack"] == "r1" and labels["kubernetes.io/hostname"] == "mesos-agent-1", labels
+    assert n["metadata"]["annotations"]["peloton.io/mesos-agent-id"].endswith("-S1"), n["metadata"]
+    # one fleet: the Kubelets' Nodes are there too, without the label
+    names = {x["metadata"]["name"] for x in get("/api/v1/nodes")["items"]}
+    assert {"kube-0", "kube-1"} <= names, names
+    # the framework id is kept in Redis, and it is the master's only framework
+    fid = wait_until(lambda: redis_get("peloton:mesos:framework-id"), 10, "framework id in Redis")
+    fws = operator(SIM_PORT, {"type": "GET_FRAMEWORKS"})["get_frameworks"]["frameworks"]
+    assert [f["framework_info"]["id"]["value"] for f in fws] == [fid], fws
+    caps = {c["type"] for c in fws[0]["framework_info"].get("capabilities", [])}
+    assert {"GPU_RESOURCES", "PARTITION_AWARE", "TASK_KILLING_STATE", "MULTI_ROLE"} <= caps, caps
+    assert fws[0]["framework_info"]["failover_timeout"] >= 7 * 86400, fws[0]
+
+
+def test_batch_job_runs_then_succeeds():
+    apply(job("mb", 4, 3))
+    seen = set()
+
+    def all_running():
+        ph = phases("mb")
+        seen.update(ph)
+        return len(ph) == 4 and all(p == "Running" for p in ph) and ph
+    wait_until(all_running, 30, "4 pods Running")
+    for p in live("mb"):
+        assert p["spec"]["nodeName"].startswith("mesos-agent-"), p["spec"]
+    tasks, _ = sim_tasks()
+    ids = task_ids("mb")
+    running = {t["task_id"]["value"] for t in tasks if t["state"] == "TASK_RUNNING"}
+    assert ids <= running, (ids, running)
+    info = next(t for t in tasks if t["task_id"]["value"] in ids)
+    assert info["container"]["mesos"]["image"]["docker"]["name"] == "busybox:1.36", info
+    labels = {l["key"]: l.get("value") for l in info["labels"]["labels"]}
+    assert labels["t"] == "mb" and labels["peloton.io/job"] == "mb", labels
+    res = {r["name"]: r["scalar"]["value"] for r in info["resources"]}
+    assert res == {"cpus": 1, "mem": 256}, res
+    wait_until(lambda: phases("mb") == ["Succeeded"] * 4, 30, "4 pods Succeeded")
+    # every update with a uuid was acknowledged: none waits at the master
+    st = wait_until(lambda: (lambda st: st["tasks_with_pending_updates"] == 0 and st["acks"] == st["updates_sent"]
+                             and st)(sim_state()), 10, "every update acknowledged")
+    assert st["tasks_launched"] == 4 and st["bad_calls"] == 0, st
+    kubectl("delete", "jobs.peloton.io", "mb", "--wait=false")
+    wait_until(lambda: not pods("mb"), 30, "mb's pods gone")
+
+
+def test_deleted_pod_is_killed():
+    apply(job("mk", 2, -1, typ="STATELESS"))
+    wait_until(lambda: phases("mk") == ["Running", "Running"], 30, "2 pods Running")
+    victim = live("mk")[0]
+    tid = f"{victim['metadata']['uid']}-{victim['metadata'].get('annotations', {}).get('peloton.io/run', '1')}"
+    kubectl("delete", "pod", victim["metadata"]["name"], "--wait=false")
+
+    def killed():
+        _, done = sim_tasks()
+        return [t for t in done if t["task_id"]["value"] == tid and t["state"] == "TASK_KILLED"]
+    wait_until(killed, 20, "the deleted pod's task KILLED")
+    wait_until(lambda: victim["metadata"]["uid"] not in {p["metadata"]["uid"] for p in pods("mk")}, 20,
+               "the killed pod gone")
+    # the job manager replaces it; the replacement runs
+    wait_until(lambda: phases("mk") == ["Running", "Running"], 30, "2 pods Running again")
+    kubectl("delete", "jobs.peloton.io", "mk", "--wait=false")
+    wait_until(lambda: not pods("mk"), 30, "mk's pods gone")
+    wait_until(lambda: not [t for t in sim_tasks()[0] if t["state"] in ("TASK_RUNNING", "TASK_KILLING")], 20,
+               "no task left running")
+
+
+def test_lost_agent_pods_run_elsewhere():
+    apply(job("ml", 1, -1, typ="STATELESS"))
+    wait_until(lambda: phases("ml") == ["Running"], 30, "1 pod Running")
+    p = live("ml")[0]
+    node, uid = p["spec"]["nodeName"], p["metadata"]["uid"]
+    agent = mesos_nodes()[node]["metadata"]["annotations"]["peloton.io/mesos-agent-id"]
+    hook(SIM_PORT, "agent-unreachable", {"agent_id": agent})
+    # the agent's Node goes NotReady with the unreachable taint, so placement avoids it
+    wait_until(lambda: not ready(mesos_nodes()[node]), 20, f"{node} NotReady")
+    taints = mesos_nodes()[node]["spec"].get("taints", [])
+    assert any(t["key"] == "node.kubernetes.io/unreachable" for t in taints), taints
+    # its pod is lost (deleted, a TaskLost Event) and the job manager runs it again elsewhere
+    wait_until(lambda: uid not in {q["metadata"]["uid"] for q in pods("ml")}, 20, "the lost pod gone")
+    events = get("/api/v1/namespaces/default/events")["items"]
+    assert any(e["reason"] == "TaskLost" and e["involvedObject"].get("uid") == uid for e in events), \
+        [e["reason"] for e in events]
+    q = wait_until(lambda: [q for q in live("ml") if q.get("status", {}).get("phase") == "Running"], 30,
+                   "the replacement Running")[0]
+    assert q["spec"]["nodeName"] != node and q["spec"]["nodeName"].startswith("mesos-agent-"), q["spec"]
+    assert q["metadata"].get("annotations", {}).get("peloton.io/lost") == "1", q["metadata"]
+    kubectl("delete", "jobs.peloton.io", "ml", "--wait=false")
+    wait_until(lambda: not pods("ml"), 30, "ml's pods gone")
+
+
+def test_restart_resubscribes_as_same_framework():
+    global PROC, PORT, LOG
+    fid = redis_get("peloton:mesos:framework-id")
+    apply(job("ms", 2, -1, cpu="500m", typ="STATELESS"))
+    wait_until(lambda: phases("ms") == ["Running", "Running"], 30, "2 pods Running")
+    before = task_ids("ms")
+    uids = {p["metadata"]["uid"] for p in live("ms")}
+    assert services.stop(PROC) == 0
+    PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", MASTER, f"--port={PORT}")
+    fws = wait_until(lambda: [f for f in operator(SIM_PORT, {"type": "GET_FRAMEWORKS"})["get_frameworks"]["frameworks"]
+                              if f.get("connected", True) and f.get("active", True)], 20, "resubscribed")
+    assert [f["framework_info"]["id"]["value"] for f in fws] == [fid], fws
+    assert redis_get("peloton:mesos:framework-id") == fid
+    # nothing lost or duplicated: the same pods, the same tasks, running once each
+    import time
+    time.sleep(3)  # a few allocation intervals and a reconciliation
+    assert {p["metadata"]["uid"] for p in live("ms")} == uids
+    assert phases("ms") == ["Running", "Running"]
+    running = [t["task_id"]["value"] for t in sim_tasks()[0] if t["state"] == "TASK_RUNNING"]
+    assert sorted(t for t in running if t in before) == sorted(before), (running, before)
+    assert len(running) == len(set(running)) == 2, running
+    kubectl("delete", "jobs.peloton.io", "ms", "--wait=false")
+    wait_until(lambda: not pods("ms"), 30, "ms's pods gone")
+
+
+def test_pelotond_log_is_clean():
+    assert PROC.poll() is None, "pelotond exited"
+    text = open(LOG).read()
+    assert "AddressSanitizer" not in text and "runtime error:" not in text, text[-4000:]
+
+
+def test_stops_cleanly():
+    """pelotond and the sim stop with exit 0 (ASan: no leak in either)."""
+    import os
+    import shutil
+    if os.environ.get("MDRV_KEEP_LOG"):
+        shutil.copy(LOG, os.environ["MDRV_KEEP_LOG"])
+    services.stop(KSIM)
+    assert services.stop(PROC) == 0, open(LOG).read()[-3000:]
+    stop_sim(SIM)
+
+
+run_tests("test_mesos_driver", dict(globals()))
