@@ -319,10 +319,7 @@ static bool valid_label_part(const char *s, size_t max) {
     return true;
 }
 
-/* The labels of an agent's attributes (TEXT and SCALAR ones that make valid
- * labels; the others are left out). A "zone" attribute is also the
- * topology.kubernetes.io/zone label. */
-static json_t *attr_labels(const json_t *attrs) {
+json_t *mdrv_attr_labels(const json_t *attrs) {
     json_t *l = json_object();
     size_t i;
     const json_t *a;
@@ -358,7 +355,7 @@ static void agent_learn(struct mdrv *d, const char *id, const char *hostname, co
         a->dirty = true;
     }
     if (attrs) {
-        json_t *l = attr_labels(attrs);
+        json_t *l = mdrv_attr_labels(attrs);
         if (!a->labels || !json_equal(l, a->labels)) {
             json_decref(a->labels);
             a->labels = l;
@@ -651,7 +648,7 @@ static void on_update(struct mdrv *d, const struct mesos_task_status *s) {
     struct md_task *t = strmap_get(&d->tasks, s->task_id);
     if (!t) {
         if (!d->known_built) return; /* not acknowledged: it comes again once the pods are known */
-        if (!mesos_task_state_terminal(state) && !state_lost(state)) {
+        if (!mesos_task_state_terminal(state) && !state_lost(state) && state != MESOS_TASK_KILLING) {
             fprintf(stderr, "level=warn msg=\"mesos: unknown task killed\" task=%s state=%s\n", s->task_id,
                     mesos_task_state_name(state));
             kill_task(d, s->task_id, s->agent_id);
@@ -719,8 +716,10 @@ static void on_offers(struct mdrv *d, const json_t *offers) {
     int64_t now = wall_ms();
     json_array_foreach(offers, i, o) {
         struct mesos_offer_decl od;
-        char err[200];
-        if (mesos_offer_parse(o, &od, err, sizeof err)) {
+        char err[200] = "resources out of range";
+        const double max = 1e12; /* past any machine */
+        if (mesos_offer_parse(o, &od, err, sizeof err) ||
+            !(od.res.cpus <= max && od.res.mem <= max && od.res.disk <= max && od.res.gpus <= max)) {
             fprintf(stderr, "level=warn msg=\"mesos: offer ignored\" error=\"%s\"\n", err);
             continue;
         }
@@ -774,64 +773,71 @@ static int take_offers(struct md_agent *a, const char **ids, int max, char **own
 
 /* ---- launching ---- */
 
-struct launch {
-    struct mesos_task_spec spec;
-    const char *argv[64], *env[64], *labels[64];
-    char envbuf[64][512], labbuf[64][320];
+/* "k=v" strings for a task spec, malloc'd (freed by strs_free). */
+struct strs {
+    const char *v[MDRV_MAX_KV];
+    char *own[MDRV_MAX_KV];
+    int n;
 };
 
-/* The TaskInfo of a pod's first container. */
-static json_t *pod_task_info(const json_t *pod, const char *task_id, const char *agent_id,
-                             const struct mesos_scalars *res) {
-    struct launch *l = calloc(1, sizeof *l);
+static void strs_add(struct strs *s, const char *k, const char *v) {
+    if (s->n >= MDRV_MAX_KV) return;
+    size_t len = strlen(k) + strlen(v) + 2;
+    char *x = malloc(len);
+    if (!x) return;
+    snprintf(x, len, "%s=%s", k, v);
+    s->v[s->n] = s->own[s->n] = x;
+    s->n++;
+}
+
+static void strs_free(struct strs *s) {
+    for (int i = 0; i < s->n; i++) free(s->own[i]);
+}
+
+json_t *mdrv_pod_task_info(const json_t *pod, const char *task_id, const char *agent_id,
+                           const struct mesos_scalars *res) {
+    struct launch {
+        struct mesos_task_spec spec;
+        const char *argv[MDRV_MAX_KV];
+        struct strs env, labels;
+    } *l = calloc(1, sizeof *l);
     if (!l) return NULL;
     const json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
-    l->spec = (struct mesos_task_spec){.name = md_str(pod, "name"), .task_id = task_id, .agent_id = agent_id,
+    const char *name = md_str(pod, "name");
+    l->spec = (struct mesos_task_spec){.name = name ? name : task_id, .task_id = task_id, .agent_id = agent_id,
                                        .res = *res};
     l->spec.image = json_string_value(json_object_get(c, "image"));
     const json_t *cmd = json_object_get(c, "command"), *args = json_object_get(c, "args");
     size_t i;
     const json_t *v;
     int n = 0;
-    json_array_foreach(cmd, i, v) if (json_is_string(v) && n < 64) l->argv[n++] = json_string_value(v);
-    json_array_foreach(args, i, v) if (json_is_string(v) && n < 64) l->argv[n++] = json_string_value(v);
+    json_array_foreach(cmd, i, v) if (json_is_string(v) && n < MDRV_MAX_KV) l->argv[n++] = json_string_value(v);
+    json_array_foreach(args, i, v) if (json_is_string(v) && n < MDRV_MAX_KV) l->argv[n++] = json_string_value(v);
     if (n) { /* argv (command then args), its first word the program, as Mesos takes arguments */
         l->spec.command = l->argv[0];
         l->spec.args = l->argv;
         l->spec.nargs = n;
     }
     json_array_foreach(json_object_get(c, "env"), i, v) {
-        const char *name = json_string_value(json_object_get(v, "name"));
+        const char *k = json_string_value(json_object_get(v, "name"));
         const char *val = json_string_value(json_object_get(v, "value"));
-        if (!name || l->spec.nenv >= 64) continue;
-        snprintf(l->envbuf[l->spec.nenv], sizeof l->envbuf[0], "%s=%s", name, val ? val : "");
-        l->env[l->spec.nenv] = l->envbuf[l->spec.nenv];
-        l->spec.nenv++;
+        if (k) strs_add(&l->env, k, val ? val : ""); /* valueFrom is not resolved */
     }
-    l->spec.env = l->env;
     const char *k;
-    json_object_foreach(json_object_get(json_object_get(pod, "metadata"), "labels"), k, v) {
-        if (!json_is_string(v) || l->spec.nlabels >= 64) continue;
-        snprintf(l->labbuf[l->spec.nlabels], sizeof l->labbuf[0], "%s=%s", k, json_string_value(v));
-        l->labels[l->spec.nlabels] = l->labbuf[l->spec.nlabels];
-        l->spec.nlabels++;
-    }
-    /* the annotations that drive mesos-master-sim's tasks travel as labels too */
-    json_object_foreach(json_object_get(json_object_get(pod, "metadata"), "annotations"), k, v) {
-        if (strncmp(k, "mesos-sim/", 10) || !json_is_string(v) || l->spec.nlabels >= 64) continue;
-        snprintf(l->labbuf[l->spec.nlabels], sizeof l->labbuf[0], "%s=%s", k, json_string_value(v));
-        l->labels[l->spec.nlabels] = l->labbuf[l->spec.nlabels];
-        l->spec.nlabels++;
-    }
-    l->spec.labels = l->labels;
+    json_object_foreach(json_object_get(json_object_get(pod, "metadata"), "labels"), k, v)
+        if (json_is_string(v)) strs_add(&l->labels, k, json_string_value(v));
+    l->spec.env = l->env.v;
+    l->spec.nenv = l->env.n;
+    l->spec.labels = l->labels.v;
+    l->spec.nlabels = l->labels.n;
     json_t *ti = mesos_task_info(&l->spec);
+    strs_free(&l->env);
+    strs_free(&l->labels);
     free(l);
     return ti;
 }
 
-/* What a pod asks for, in Mesos' units; at least 0.01 cpus and 32 MB (a
- * task needs some resources). -1 when the pod's resources do not parse. */
-static int pod_scalars(const json_t *pod, struct mesos_scalars *out) {
+int mdrv_pod_scalars(const json_t *pod, struct mesos_scalars *out) {
     struct ksim_res r;
     char err[200];
     if (ksim_pod_requests(pod, &r, err, sizeof err)) return -1;
@@ -882,12 +888,12 @@ static void launch_on(struct mdrv *d, struct md_agent *a, json_t **waiting, int 
         const json_t *pod = waiting[i];
         struct mesos_scalars need;
         char tid[MESOS_ID_MAX + 1];
-        if (pod_scalars(pod, &need) || mdrv_task_id(md_str(pod, "uid"), pod_run(pod), tid, sizeof tid)) continue;
+        if (mdrv_pod_scalars(pod, &need) || mdrv_task_id(md_str(pod, "uid"), pod_run(pod), tid, sizeof tid)) continue;
         if (!mesos_scalars_fit(&need, &left)) {
             more++;
             continue;
         }
-        json_t *ti = pod_task_info(pod, tid, a->id, &need);
+        json_t *ti = mdrv_pod_task_info(pod, tid, a->id, &need);
         if (!ti || !task_add(d, tid, a->id, pod)) {
             json_decref(ti);
             continue;
@@ -976,6 +982,8 @@ static int scan_pod(void *ud, json_t *pod) {
     return 0;
 }
 
+static void get_agents(struct mdrv *d);
+
 static void reconcile(struct mdrv *d) {
     const char *tids[RECONCILE_BATCH], *aids[RECONCILE_BATCH];
     int n = 0;
@@ -1020,8 +1028,21 @@ static void pump(struct mdrv *d) {
     while (strmap_next(&d->agents, &pos, &k, &v)) {
         struct md_agent *a = v;
         json_t **w = strmap_get(&s.waiting, a->id);
-        if (subscribed && a->waiting && a->offers) launch_on(d, a, w, a->waiting);
-        else if (a->waiting) revive = true;
+        if (subscribed && a->waiting && a->offers) {
+            launch_on(d, a, w, a->waiting);
+            /* what waits does not fit what is offered (a task still ending, another framework): the
+             * offer goes back for a moment and comes again when the agent has more */
+            if (a->offers && s.now - a->offers->got_ms >= (int64_t)d->o.hold_ms) {
+                const char *oids[64];
+                char *own[64];
+                int n = take_offers(a, oids, 64, own);
+                call(d, mesos_call_decline(d->fid, oids, n, 1));
+                for (int i = 0; i < n; i++) free(own[i]);
+                d->st.declines++;
+            }
+        } else if (a->waiting) {
+            revive = true;
+        }
         if (subscribed && !a->waiting && a->offers && s.now - a->offers->got_ms >= (int64_t)d->o.hold_ms) {
             const char *oids[64];
             char *own[64];
@@ -1041,7 +1062,9 @@ static void pump(struct mdrv *d) {
         d->st.revives++;
     }
     if (subscribed && s.now - d->last_reconcile_ms >= (int64_t)d->o.reconcile_ms) {
+        /* implicit reconciliation, and the agents again: an unreachable agent marked gone brings no event */
         call(d, mesos_call_reconcile(d->fid, NULL, NULL, 0));
+        get_agents(d);
         d->last_reconcile_ms = s.now;
     }
 }
@@ -1108,22 +1131,33 @@ static const char *agent_id_of(const json_t *x) {
     return id ? id : mesos_id_get(x, "id");
 }
 
+int mdrv_agent_decode(const json_t *x, struct mdrv_agent_info *out) {
+    const json_t *info = json_object_get(x, "agent_info");
+    memset(out, 0, sizeof *out);
+    out->id = mesos_id_get(info, "id");
+    out->hostname = json_string_value(json_object_get(info, "hostname"));
+    const json_t *res = json_object_get(x, "total_resources");
+    if (!res) res = json_object_get(info, "resources");
+    char err[200];
+    if (!out->id || !out->id[0] || !out->hostname || mesos_resources_parse(res, &out->total, NULL, err, sizeof err))
+        return -1;
+    const double max = 1e12; /* past any machine: a quantity that would not format */
+    if (!(out->total.cpus <= max && out->total.mem <= max && out->total.disk <= max && out->total.gpus <= max))
+        return -1;
+    out->attributes = json_object_get(info, "attributes");
+    out->active = !json_is_false(json_object_get(x, "active"));
+    return 0;
+}
+
 static void agents_apply(struct mdrv *d, const json_t *ga) {
     struct strmap seen = {0};
     size_t i;
     const json_t *x;
     json_array_foreach(json_object_get(ga, "agents"), i, x) {
-        const json_t *info = json_object_get(x, "agent_info");
-        const char *id = mesos_id_get(info, "id");
-        const char *host = json_string_value(json_object_get(info, "hostname"));
-        struct mesos_scalars total;
-        char err[200];
-        const json_t *res = json_object_get(x, "total_resources");
-        if (!res) res = json_object_get(info, "resources");
-        if (!id || !host || mesos_resources_parse(res, &total, NULL, err, sizeof err)) continue;
-        bool active = !json_is_false(json_object_get(x, "active"));
-        agent_learn(d, id, host, &total, json_object_get(info, "attributes"), active ? AG_ACTIVE : AG_UNREACHABLE);
-        strmap_put(&seen, id, (void *)1, NULL);
+        struct mdrv_agent_info ai;
+        if (mdrv_agent_decode(x, &ai)) continue;
+        agent_learn(d, ai.id, ai.hostname, &ai.total, ai.attributes, ai.active ? AG_ACTIVE : AG_UNREACHABLE);
+        strmap_put(&seen, ai.id, (void *)1, NULL);
     }
     json_array_foreach(json_object_get(ga, "unreachable_agents"), i, x) {
         const char *id = agent_id_of(x);

@@ -31,11 +31,13 @@
 
 #include "ctl.h"
 #include "kclient.h"
+#include "mesos_json.h"
 
 #define MDRV_KEY_FRAMEWORK "peloton:mesos:framework-id"
 #define MDRV_LABEL_BACKEND "peloton.io/backend"
 #define MDRV_ANN_AGENT "peloton.io/mesos-agent-id"
 #define MDRV_COMPONENT "peloton-mesos"
+#define MDRV_MAX_KV 256 /* argv words, environment variables, labels of one task */
 
 struct mdrv_options {
     const char *master;        /* "http://host:port" */
@@ -62,6 +64,33 @@ void mdrv_stop(struct mdrv *d);
 void mdrv_free(struct mdrv *d);
 void mdrv_get_stats(const struct mdrv *d, struct mdrv_stats *out);
 
+/* ---- pure parts, exposed for tests ---- */
+
+/* One entry of GET_AGENTS' agents[], decoded (strings borrowed from it). */
+struct mdrv_agent_info {
+    const char *id, *hostname;
+    struct mesos_scalars total;  /* total_resources (agent_info.resources when absent) */
+    const json_t *attributes;    /* agent_info.attributes, or NULL */
+    bool active;
+};
+/* 0, or -1 when it lacks an id, a hostname or readable resources, or a
+ * resource is beyond 1e12 (no machine has that; it would not format). */
+int mdrv_agent_decode(const json_t *entry, struct mdrv_agent_info *out);
+/* Node labels from an agent's attributes: TEXT and SCALAR ones whose name
+ * and value make valid label parts (at most 63 of [A-Za-z0-9._-]), the
+ * first 64 attributes; a "zone" attribute is also
+ * topology.kubernetes.io/zone. A new object. */
+json_t *mdrv_attr_labels(const json_t *attrs);
+/* What a pod asks for in Mesos' units (cpus, mem in MB, gpus): the sum of
+ * its containers' requests (ksim_pod_requests), at least 0.01 cpus and 32 MB
+ * (a task needs some resources). -1 when its resources do not parse. */
+int mdrv_pod_scalars(const json_t *pod, struct mesos_scalars *out);
+/* The TaskInfo of a pod's first container: its image as a Mesos container
+ * with a Docker image, command then args as argv (the first word the
+ * program), env values (valueFrom is not resolved), the pod's labels;
+ * at most MDRV_MAX_KV of each. NULL when out of memory. */
+json_t *mdrv_pod_task_info(const json_t *pod, const char *task_id, const char *agent_id,
+                           const struct mesos_scalars *res);
 /* The task id of a pod's run: "<uid>-<run>". 0, or -1 when it does not fit. Pure. */
 int mdrv_task_id(const char *uid, unsigned run, char *out, size_t outlen);
 

@@ -75,7 +75,10 @@ def job(name, n, run_seconds, cpu="1", typ="BATCH", node_selector=None):
     spec = {"containers": [{"name": "c", "image": "busybox:1.36", "command": ["sh", "-c"], "args": ["sleep 1000"],
                             "env": [{"name": "MESOS_SIM_RUN_SECONDS", "value": str(run_seconds)}],
                             "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]}
-    spec["nodeSelector"] = node_selector or {"peloton.io/backend": "mesos"}
+    if node_selector is None:
+        node_selector = {"peloton.io/backend": "mesos"}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
     return {"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": name},
             "spec": {"type": typ, "instanceCount": n, "resourcePool": "mesos-pool",
                      "template": {"metadata": {"labels": {"t": name}}, "spec": spec}}}
@@ -181,6 +184,20 @@ def test_deleted_pod_is_killed():
                "no task left running")
 
 
+def test_mixed_fleet():
+    """Kubelets and Mesos agents are one fleet: a Job of 5 pods of 3 cpus needs all 5 nodes of 4 cpus."""
+    apply(job("mx", 5, -1, cpu="3", typ="STATELESS", node_selector={}))
+    wait_until(lambda: phases("mx") == ["Running"] * 5, 40, "5 pods Running")
+    on = sorted(p["spec"]["nodeName"] for p in live("mx"))
+    assert on == ["kube-0", "kube-1", "mesos-agent-0", "mesos-agent-1", "mesos-agent-2"], on
+    running = {t["task_id"]["value"] for t in sim_tasks()[0] if t["state"] == "TASK_RUNNING"}
+    assert running == {i for i in task_ids("mx") if i in running} and len(running) == 3, running
+    kubectl("delete", "jobs.peloton.io", "mx", "--wait=false")
+    wait_until(lambda: not pods("mx"), 30, "mx's pods gone")
+    wait_until(lambda: not [t for t in sim_tasks()[0] if t["state"] in ("TASK_RUNNING", "TASK_KILLING")], 20,
+               "no task left running")
+
+
 def test_lost_agent_pods_run_elsewhere():
     apply(job("ml", 1, -1, typ="STATELESS"))
     wait_until(lambda: phases("ml") == ["Running"], 30, "1 pod Running")
@@ -201,6 +218,10 @@ def test_lost_agent_pods_run_elsewhere():
                    "the replacement Running")[0]
     assert q["spec"]["nodeName"] != node and q["spec"]["nodeName"].startswith("mesos-agent-"), q["spec"]
     assert q["metadata"].get("annotations", {}).get("peloton.io/lost") == "1", q["metadata"]
+    # an agent the operator marks gone (one without tasks, active till then): its Node goes
+    idle = next(n for n in mesos_nodes() if n not in (node, q["spec"]["nodeName"]))
+    hook(SIM_PORT, "agent-gone", {"agent_id": mesos_nodes()[idle]["metadata"]["annotations"]["peloton.io/mesos-agent-id"]})
+    wait_until(lambda: idle not in mesos_nodes(), 20, f"{idle} deleted")
     kubectl("delete", "jobs.peloton.io", "ml", "--wait=false")
     wait_until(lambda: not pods("ml"), 30, "ml's pods gone")
 
@@ -228,6 +249,29 @@ def test_restart_resubscribes_as_same_framework():
     assert len(running) == len(set(running)) == 2, running
     kubectl("delete", "jobs.peloton.io", "ms", "--wait=false")
     wait_until(lambda: not pods("ms"), 30, "ms's pods gone")
+
+
+def test_unknown_task_is_killed():
+    """A task the master runs that no pod names (its pod went while the driver was down) is killed."""
+    global PROC, PORT, LOG
+    apply(job("mu", 1, -1, cpu="500m", typ="STATELESS"))
+    wait_until(lambda: phases("mu") == ["Running"], 30, "1 pod Running")
+    p = live("mu")[0]
+    tid = next(iter(task_ids("mu")))
+    assert services.stop(PROC) == 0
+    PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=apiserver", f"--port={PORT}")
+    st, body = services.api(PORT, "DELETE", f"/api/v1/namespaces/default/pods/{p['metadata']['name']}",
+                            {"gracePeriodSeconds": 0})
+    assert st == 200, (st, body)
+    assert services.stop(PROC) == 0
+    PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", MASTER, f"--port={PORT}")
+    wait_until(lambda: [t for t in sim_tasks()[1] if t["task_id"]["value"] == tid and t["state"] == "TASK_KILLED"],
+               20, "the unknown task KILLED")
+    # the job manager ran the instance again
+    wait_until(lambda: phases("mu") == ["Running"] and tid not in task_ids("mu"), 30, "a new run Running")
+    assert "unknown task killed" in open(LOG).read()
+    kubectl("delete", "jobs.peloton.io", "mu", "--wait=false")
+    wait_until(lambda: not pods("mu"), 30, "mu's pods gone")
 
 
 def test_pelotond_log_is_clean():
