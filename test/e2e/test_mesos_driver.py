@@ -274,6 +274,45 @@ def test_unknown_task_is_killed():
     wait_until(lambda: not pods("mu"), 30, "mu's pods gone")
 
 
+def test_ack_waits_for_the_status_write():
+    """An update is acknowledged only once the pod's status is stored: with the API server down, the
+    master keeps re-sending TASK_FINISHED; once it is back the pod is Succeeded and the update acknowledged.
+    The controllers run in a process of their own here (--server), the API server in another."""
+    global PROC, PORT, LOG
+    assert services.stop(PROC) == 0
+    PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=apiserver", f"--port={PORT}")
+    d = services.tempdir()
+    clog = f"{d}/controllers.log"
+    ctl = subprocess.Popen([services.PELOTOND, "--roles=resmgr,placement,jobmgr,hostmgr", MASTER,
+                            f"--server=http://127.0.0.1:{PORT}", f"--redis=127.0.0.1:{REDIS}"],
+                           stdout=open(clog, "w"), stderr=subprocess.STDOUT)
+    services._procs.append(ctl)
+    apply(job("ma", 1, 5, cpu="500m"))
+    wait_until(lambda: phases("ma") == ["Running"], 30, "1 pod Running")
+    tid = next(iter(task_ids("ma")))
+    wait_until(lambda: sim_state()["tasks_with_pending_updates"] == 0, 10, "RUNNING acknowledged")
+    acks = sim_state()["acks"]
+    assert services.stop(PROC) == 0  # the API server goes; the driver's writes fail
+    st = wait_until(lambda: (lambda st: st["tasks_with_pending_updates"] == 1 and st)(sim_state()), 20,
+                    "TASK_FINISHED sent and not acknowledged")
+    resends = st["update_resends"]
+    wait_until(lambda: sim_state()["update_resends"] >= resends + 2, 20, "TASK_FINISHED re-sent")
+    st = sim_state()
+    assert st["acks"] == acks and st["tasks_with_pending_updates"] == 1, (acks, st)
+    assert [t for t in sim_tasks()[0] if t["task_id"]["value"] == tid and t["state"] == "TASK_FINISHED"]
+    PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=apiserver", f"--port={PORT}")
+    wait_until(lambda: phases("ma") == ["Succeeded"], 30, "the pod Succeeded")
+    wait_until(lambda: sim_state()["tasks_with_pending_updates"] == 0, 20, "TASK_FINISHED acknowledged")
+    assert sim_state()["acks"] == acks + 1, (acks, sim_state())
+    kubectl("delete", "jobs.peloton.io", "ma", "--wait=false")
+    wait_until(lambda: not pods("ma"), 30, "ma's pods gone")
+    assert services.stop(ctl) == 0, open(clog).read()[-3000:]
+    text = open(clog).read()
+    assert "AddressSanitizer" not in text and "runtime error:" not in text, text[-4000:]
+    assert services.stop(PROC) == 0
+    PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", MASTER, f"--port={PORT}")
+
+
 def test_pelotond_log_is_clean():
     assert PROC.poll() is None, "pelotond exited"
     text = open(LOG).read()
