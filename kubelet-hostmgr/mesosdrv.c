@@ -462,6 +462,11 @@ static void on_node_done(void *ud, const struct kc_response *r) {
     case OP_NODE_POST:
         if (ok2xx(r->status)) return node_write_end(d, op, true, r->status, NULL);
         if (r->status != 409) return node_write_end(d, op, false, r->status, r->error);
+        if (kc_informer_synced(d->nodes) && !kc_informer_get(d->nodes, "", a->hostname)) {
+            /* a Node of that name that is not a Mesos agent's (a Kubelet's): never taken over */
+            a->fails = 5;
+            return node_write_end(d, op, false, r->status, "the node name is taken by a node that is not a Mesos agent's");
+        }
         op->kind = OP_NODE_META; /* it exists: bring it up to date */
         return node_step(d, op, a);
     case OP_NODE_META:
@@ -575,7 +580,7 @@ static const char *reason_of(int state) {
 }
 
 /* The status patch of a task state (NULL: the state changes nothing in the pod). */
-static json_t *status_patch(const struct mesos_task_status *s) {
+static json_t *status_patch(const struct mesos_task_status *s, const char *uid) {
     const char *phase;
     switch (s->state) {
     case MESOS_TASK_STAGING:
@@ -606,7 +611,8 @@ static json_t *status_patch(const struct mesos_task_status *s) {
     json_object_set_new(st, "conditions",
                         json_pack("[{s:s, s:s, s:s}]", "type", "Ready", "status", ready ? "True" : "False",
                                   "lastTransitionTime", now));
-    return json_pack("{s:o}", "status", st);
+    /* the uid is a precondition: a late update must not land on a new pod of the same name */
+    return json_pack("{s:{s:s}, s:o}", "metadata", "uid", uid, "status", st);
 }
 
 static void on_pod_write_done(void *ud, const struct kc_response *r) {
@@ -636,6 +642,12 @@ static void on_pod_write_done(void *ud, const struct kc_response *r) {
     }
     if (t && op->kind == OP_LOST) t->lost = t->terminal = true;
     ack(d, op->agent_id, op->task_id, op->uuid);
+    const json_t *pod = t ? kc_informer_get(d->pods, t->ns, t->name) : NULL;
+    const char *uid = md_str(pod, "uid");
+    if (t && !t->busy && (!uid || strcmp(uid, t->uid))) { /* its pod went meanwhile (on_pod_delete left it) */
+        strmap_del(&d->tasks, t->id);
+        task_free(t);
+    }
     op_free(op);
     kick(d); /* a terminal task of a pod being deleted: its DELETE */
 }
@@ -698,7 +710,7 @@ static void on_update(struct mdrv *d, const struct mesos_task_status *s) {
         pod_write(d, op, "DELETE", "", delete_body(t->uid), NULL);
         return;
     }
-    json_t *p = status_patch(s);
+    json_t *p = status_patch(s, t->uid);
     if (!p) {
         op_free(op);
         t->busy = false;
@@ -757,17 +769,18 @@ static void on_rescind(struct mdrv *d, const char *offer_id) {
     }
 }
 
-/* Declines (or hands to ACCEPT) every offer of a; fills ids (at most max). */
+/* Takes a's offers (at most max) for an ACCEPT or a DECLINE: their ids into
+ * ids, owned by own (the caller frees them). */
 static int take_offers(struct md_agent *a, const char **ids, int max, char **own) {
     int n = 0;
-    for (struct md_offer *o = a->offers; o && n < max; o = o->next) {
+    while (a->offers && n < max) { /* the rest (past max) stay for the next turn */
+        struct md_offer *o = a->offers;
+        a->offers = o->next;
         own[n] = o->id;
-        o->id = NULL;
         ids[n] = own[n];
         n++;
+        free(o);
     }
-    offers_free(a->offers);
-    a->offers = NULL;
     return n;
 }
 
@@ -881,7 +894,8 @@ static void on_accept_done(void *ud, int status, const char *body) {
 /* Launches what waits on a, within its offers. */
 static void launch_on(struct mdrv *d, struct md_agent *a, json_t **waiting, int nw) {
     struct mesos_scalars left = {0};
-    for (struct md_offer *o = a->offers; o; o = o->next) mesos_scalars_add(&left, &o->res);
+    int k = 0;
+    for (struct md_offer *o = a->offers; o && k < 64; o = o->next, k++) mesos_scalars_add(&left, &o->res);
     json_t *infos = json_array(), *ids = json_array();
     int more = 0;
     for (int i = 0; i < nw; i++) {
