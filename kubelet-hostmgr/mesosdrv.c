@@ -92,6 +92,8 @@ struct mdrv {
     struct kc_informer *pods, *nodes;
     uv_timer_t tick, kick;
     struct strmap agents, tasks, deletes; /* deletes: "ns/name/uid" of pods whose DELETE was sent */
+    struct strmap todo;                   /* "ns/name" of the pods pump looks at (changed, waiting) */
+    bool rescan;                          /* pump looks at every pod next time */
     struct md_op *ops;
     int closed;   /* timers closed */
     bool orphan;  /* mdrv_start failed: freed when its timers close */
@@ -881,6 +883,7 @@ static void on_accept_done(void *ud, int status, const char *body) {
             if (status >= 400 && status < 500) {
                 strmap_del(&d->tasks, id);
                 task_free(t);
+                d->rescan = true; /* its pod waits again */
             } else if (d->fid) {
                 const char *tid = t->id, *aid = t->agent_id;
                 call(d, mesos_call_reconcile(d->fid, &tid, &aid, 1));
@@ -959,23 +962,24 @@ static const char *pod_agent(struct mdrv *d, const json_t *pod) {
     return n ? ann(n, MDRV_ANN_AGENT) : NULL;
 }
 
-static int scan_pod(void *ud, json_t *pod) {
-    struct scan *s = ud;
+/* Acts on one pod; true when it needs another look later (it waits for an
+ * offer or for reconciliation, or it is being deleted). */
+static bool scan_one(struct scan *s, const json_t *pod) {
     struct mdrv *d = s->d;
     const char *agent_id = pod_agent(d, pod);
-    if (!agent_id) return 0;
+    if (!agent_id) return false; /* not on a Mesos Node (one that appears later brings a full pass) */
     const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name"), *uid = md_str(pod, "uid");
-    if (!ns || !name || !uid || strlen(name) > NAME_MAX_LEN || strlen(ns) > NAME_MAX_LEN) return 0;
+    if (!ns || !name || !uid || strlen(name) > NAME_MAX_LEN || strlen(ns) > NAME_MAX_LEN) return false;
     char tid[MESOS_ID_MAX + 1];
-    if (mdrv_task_id(uid, pod_run(pod), tid, sizeof tid)) return 0;
+    if (mdrv_task_id(uid, pod_run(pod), tid, sizeof tid)) return false;
     struct md_task *t = strmap_get(&d->tasks, tid);
     bool deleting = md_str(pod, "deletionTimestamp") != NULL;
     bool terminal = phase_terminal(pod_phase(pod));
     if (!d->known_built) { /* the tasks of the pods bound before this driver started */
         if (!t && !terminal) task_add(d, tid, agent_id, pod);
-        return 0;
+        return deleting;
     }
-    if (deleting) {
+    if (deleting) { /* looked at until it is gone */
         if (!t || terminal || (t->terminal && !t->busy)) {
             pod_delete(d, ns, name, uid);
         } else if (!t->busy && (!t->kill_at_ms || s->now - t->kill_at_ms > KILL_RESEND_MS) && d->reconciled) {
@@ -983,17 +987,59 @@ static int scan_pod(void *ud, json_t *pod) {
             fprintf(stderr, "level=info msg=\"mesos: killing\" task=%s pod=%s/%s\n", t->id, ns, name);
             kill_task(d, t->id, t->agent_id);
         }
-        return 0;
+        return true;
     }
-    if (t || terminal || !d->reconciled) return 0;
+    if (t || terminal) return false;
+    if (!d->reconciled) return true;
     struct md_agent *a = agent_get(d, agent_id, false);
-    if (!a || a->state != AG_ACTIVE) return 0; /* placement should not have chosen it: it waits */
+    if (!a || a->state != AG_ACTIVE) return true; /* placement should not have chosen it: it waits */
     json_t **w = strmap_get(&s->waiting, agent_id);
     json_t **nw = realloc(w, (size_t)(a->waiting + 1) * sizeof *nw);
-    if (!nw) return 0;
-    nw[a->waiting++] = pod;
+    if (!nw) return true;
+    nw[a->waiting++] = (json_t *)pod;
     if (nw != w) strmap_put(&s->waiting, agent_id, nw, NULL);
+    return true;
+}
+
+static void pod_key(const json_t *pod, char *key, size_t len) {
+    const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name");
+    snprintf(key, len, "%s/%s", ns ? ns : "", name ? name : "");
+}
+
+/* A full pass: every pod, the ones to look at again noted in todo. */
+static int scan_all_one(void *ud, json_t *pod) {
+    struct scan *s = ud;
+    if (scan_one(s, pod)) {
+        char key[2 * NAME_MAX_LEN + 2];
+        pod_key(pod, key, sizeof key);
+        strmap_put(&s->d->todo, key, (void *)1, NULL);
+    }
     return 0;
+}
+
+static void scan_all(struct scan *s) {
+    strmap_free(&s->d->todo);
+    kc_informer_foreach(s->d->pods, scan_all_one, s);
+    s->d->rescan = false;
+}
+
+/* The usual pass: only the pods noted (changed since, or waiting). */
+static void scan_todo(struct scan *s) {
+    struct mdrv *d = s->d;
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&d->todo, &pos, &k, &v)) {
+        const char *slash = strchr(k, '/');
+        char ns[NAME_MAX_LEN + 1];
+        const json_t *pod = NULL;
+        if (slash && (size_t)(slash - k) <= NAME_MAX_LEN) {
+            memcpy(ns, k, (size_t)(slash - k));
+            ns[slash - k] = 0;
+            pod = kc_informer_get(d->pods, ns, slash + 1);
+        }
+        if (!pod || !scan_one(s, pod)) strmap_del(&d->todo, k);
+    }
 }
 
 static void get_agents(struct mdrv *d);
@@ -1028,7 +1074,7 @@ static void pump(struct mdrv *d) {
     void *v;
     while (strmap_next(&d->agents, &pos, &k, &v)) ((struct md_agent *)v)->waiting = 0;
     if (!d->known_built) {
-        kc_informer_foreach(d->pods, scan_pod, &s);
+        scan_all(&s);
         d->known_built = true;
     }
     bool subscribed = d->mc && mclient_subscribed(d->mc) && d->fid;
@@ -1036,7 +1082,8 @@ static void pump(struct mdrv *d) {
         reconcile(d);
         d->reconciled = true;
     }
-    if (subscribed) kc_informer_foreach(d->pods, scan_pod, &s);
+    if (subscribed && d->rescan) scan_all(&s);
+    else if (subscribed) scan_todo(&s);
     bool revive = false;
     pos = 0;
     while (strmap_next(&d->agents, &pos, &k, &v)) {
@@ -1297,15 +1344,36 @@ static void on_event(void *ud, const struct mesos_event *ev, const json_t *root)
 
 /* ---- informers ---- */
 
-static void on_pod_add(void *ud, json_t *obj) {
-    (void)obj;
-    kick(ud);
+/* A bound pod that changed is looked at by the next pump. */
+static void pod_noted(struct mdrv *d, const json_t *pod) {
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    if (!node || !node[0]) return;
+    char key[2 * NAME_MAX_LEN + 2];
+    const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name");
+    if (!ns || !name || strlen(ns) > NAME_MAX_LEN || strlen(name) > NAME_MAX_LEN) return;
+    pod_key(pod, key, sizeof key);
+    if (strmap_put(&d->todo, key, (void *)1, NULL)) d->rescan = true;
+    kick(d);
 }
+
+static void on_pod_add(void *ud, json_t *obj) { pod_noted(ud, obj); }
 
 static void on_pod_update(void *ud, json_t *old, json_t *obj) {
     (void)old;
+    pod_noted(ud, obj);
+}
+
+/* A Mesos Node appeared or changed: its pods may have waited for it. */
+static void on_node_change(void *ud, json_t *obj) {
+    struct mdrv *d = ud;
     (void)obj;
-    kick(ud);
+    d->rescan = true;
+    kick(d);
+}
+
+static void on_node_update(void *ud, json_t *old, json_t *obj) {
+    (void)old;
+    on_node_change(ud, obj);
 }
 
 static void on_pod_delete(void *ud, json_t *obj) {
@@ -1315,6 +1383,8 @@ static void on_pod_delete(void *ud, json_t *obj) {
     char key[3 * NAME_MAX_LEN + 64];
     snprintf(key, sizeof key, "%s/%s/%s", ns, name, uid ? uid : "");
     strmap_del(&d->deletes, key);
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    strmap_del(&d->todo, key);
     /* the pod's tasks go with it (one still running is killed by the next update about it) */
     size_t pos = 0;
     const char *k;
@@ -1363,7 +1433,7 @@ struct mdrv *mdrv_start(uv_loop_t *loop, struct kclient *kc, struct ctl_db *db, 
     if (r && r->type == REDIS_REPLY_STRING && r->len > 0 && r->len <= MESOS_ID_MAX) d->fid = strdup(r->str);
     if (r) freeReplyObject(r);
     struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
-    struct kc_informer_handlers nh = {NULL, NULL, NULL, on_synced};
+    struct kc_informer_handlers nh = {on_node_change, on_node_update, NULL, on_synced};
     d->pods = kc_informer_new(kc, "/api/v1/pods", NULL, &ph, d);
     d->nodes = kc_informer_new(kc, NODES_PATH, "labelSelector=peloton.io%2Fbackend%3Dmesos", &nh, d);
     static const char *const roles[] = {"*"};
@@ -1425,6 +1495,7 @@ void mdrv_free(struct mdrv *d) {
     while (strmap_next(&d->tasks, &pos, &k, &v)) task_free(v);
     strmap_free(&d->tasks);
     strmap_free(&d->deletes);
+    strmap_free(&d->todo);
     free(d->master);
     free(d->user);
     free(d->name);
