@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     json_array_foreach(agents, i, x) {
         struct mdrv_agent_info ai;
         if (mdrv_agent_decode(x, &ai) == 0) {
-            if (!ai.id || !ai.hostname || !(ai.total.cpus <= 1e12)) abort();
+            if (!ai.id || !ai.hostname || !(ai.total.cpus <= MDRV_SCALAR_MAX)) abort();
             json_decref(mdrv_attr_labels(ai.attributes));
         }
     }

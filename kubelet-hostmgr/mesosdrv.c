@@ -198,7 +198,7 @@ static void on_offers(struct mdrv *d, const json_t *offers) {
     json_array_foreach(offers, i, o) {
         struct mesos_offer_decl od;
         char err[200] = "resources out of range";
-        const double max = 1e12; /* past any machine */
+        const double max = MDRV_SCALAR_MAX;
         if (mesos_offer_parse(o, &od, err, sizeof err) ||
             !(od.res.cpus <= max && od.res.mem <= max && od.res.disk <= max && od.res.gpus <= max)) {
             fprintf(stderr, "level=warn msg=\"mesos: offer ignored\" error=\"%s\"\n", err);

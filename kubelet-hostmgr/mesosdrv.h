@@ -38,6 +38,7 @@
 #define MDRV_ANN_AGENT "peloton.io/mesos-agent-id"
 #define MDRV_COMPONENT "peloton-mesos"
 #define MDRV_MAX_KV 256 /* argv words, environment variables, labels of one task */
+#define MDRV_SCALAR_MAX 1e12 /* cpus, MB, gpus: past any machine; larger ones are refused */
 
 struct mdrv_options {
     const char *master;        /* "http://host:port" */
@@ -74,7 +75,7 @@ struct mdrv_agent_info {
     bool active;
 };
 /* 0, or -1 when it lacks an id, a hostname or readable resources, or a
- * resource is beyond 1e12 (no machine has that; it would not format). */
+ * resource is past MDRV_SCALAR_MAX (no machine has that; it would not format). */
 int mdrv_agent_decode(const json_t *entry, struct mdrv_agent_info *out);
 /* Node labels from an agent's attributes: TEXT and SCALAR ones whose name
  * and value make valid label parts (at most 63 of [A-Za-z0-9._-]), the
@@ -83,7 +84,8 @@ int mdrv_agent_decode(const json_t *entry, struct mdrv_agent_info *out);
 json_t *mdrv_attr_labels(const json_t *attrs);
 /* What a pod asks for in Mesos' units (cpus, mem in MB, gpus): the sum of
  * its containers' requests (ksim_pod_requests), at least 0.01 cpus and 32 MB
- * (a task needs some resources). -1 when its resources do not parse. */
+ * (a task needs some resources). -1 when its resources do not parse or one
+ * is past MDRV_SCALAR_MAX. */
 int mdrv_pod_scalars(const json_t *pod, struct mesos_scalars *out);
 /* The TaskInfo of a pod's first container: its image as a Mesos container
  * with a Docker image, command then args as argv (the first word the

@@ -342,7 +342,7 @@ int mdrv_agent_decode(const json_t *x, struct mdrv_agent_info *out) {
     char err[200];
     if (!out->id || !out->id[0] || !out->hostname || mesos_resources_parse(res, &out->total, NULL, err, sizeof err))
         return -1;
-    const double max = 1e12; /* past any machine: a quantity that would not format */
+    const double max = MDRV_SCALAR_MAX;
     if (!(out->total.cpus <= max && out->total.mem <= max && out->total.disk <= max && out->total.gpus <= max))
         return -1;
     out->attributes = json_object_get(info, "attributes");

@@ -269,5 +269,6 @@ int mdrv_pod_scalars(const json_t *pod, struct mesos_scalars *out) {
     out->disk = 0;
     if (out->cpus < 0.01) out->cpus = 0.01;
     if (out->mem < 32) out->mem = 32;
-    return 0;
+    /* what no agent has, and what a master refuses in a TaskInfo (past 1e15) */
+    return out->cpus > MDRV_SCALAR_MAX || out->mem > MDRV_SCALAR_MAX || out->gpus > MDRV_SCALAR_MAX ? -1 : 0;
 }

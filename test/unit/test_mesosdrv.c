@@ -91,6 +91,10 @@ TEST(mdrv_pod_resources_in_mesos_units) {
     json_t *bad = J("{\"spec\":{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"lots\"}}}]}}");
     CHECK_I64(mdrv_pod_scalars(bad, &r), -1);
     json_decref(bad);
+    /* past any machine (and what a master refuses in a TaskInfo): refused, not launched */
+    bad = J("{\"spec\":{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"8400000000000000\"}}}]}}");
+    CHECK_I64(mdrv_pod_scalars(bad, &r), -1);
+    json_decref(bad);
     json_decref(empty);
     json_decref(pod);
 }
