@@ -163,6 +163,22 @@ def test_batch_job_runs_then_succeeds():
     wait_until(lambda: not pods("mb"), 30, "mb's pods gone")
 
 
+def test_failed_task_fails_the_pod():
+    """TASK_FAILED: the pod is Failed with reason TaskFailed and the master's reason and message."""
+    j = job("mf", 1, 1)
+    j["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "MESOS_SIM_FAIL", "value": "1"})
+    apply(j)
+
+    def failed():
+        return [p for p in pods("mf") if p.get("status", {}).get("phase") == "Failed"]
+    p = wait_until(failed, 30, "a pod Failed")[0]
+    assert p["status"]["reason"] == "TaskFailed", p["status"]
+    assert "TASK_FAILED" in p["status"]["message"] and "REASON_COMMAND_EXECUTOR_FAILED" in p["status"]["message"], \
+        p["status"]
+    kubectl("delete", "jobs.peloton.io", "mf", "--wait=false")
+    wait_until(lambda: not pods("mf"), 30, "mf's pods gone")
+
+
 def test_deleted_pod_is_killed():
     apply(job("mk", 2, -1, typ="STATELESS"))
     wait_until(lambda: phases("mk") == ["Running", "Running"], 30, "2 pods Running")
