@@ -392,6 +392,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pelotond: the mesos role needs --mesos-master=http://HOST:PORT\n");
         return 2;
     }
+    if (mesos_master && !(role_bits & ROLE_MESOS)) {
+        fprintf(stderr, "pelotond: --mesos-master needs the hostmgr or mesos role\n");
+        return 2;
+    }
     struct controllers ctl = {.roles = role_bits & ~(unsigned)ROLE_API, .redis_addr = redis,
                               .default_pool = default_pool, .serve_default = strcmp(sched_default, "false") != 0,
                               .extender_port = ext_port, .extender_prefix = ext_prefix,

@@ -109,6 +109,15 @@ apply({"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "metadata": 
        "spec": {"resources": [{"kind": "cpu", "reservation": "32", "limit": "32", "share": 1}, {"kind": "memory", "reservation": "64Gi", "limit": "64Gi", "share": 1}]}})
 
 
+def test_flags_are_checked():
+    """The mesos role without a master, a master that is no http:// URL, or a master without the role: exit 2."""
+    for args, msg in ((["--roles=apiserver,mesos"], "needs --mesos-master"),
+                      (["--mesos-master=https://127.0.0.1:1"], "needs --mesos-master=http://"),
+                      (["--roles=apiserver", MASTER], "needs the hostmgr or mesos role")):
+        r = subprocess.run([services.PELOTOND, *args], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and msg in r.stderr, (args, r.returncode, r.stderr)
+
+
 def test_agents_become_nodes():
     nodes = wait_until(lambda: len(mesos_nodes()) == 3 and all(ready(n) for n in mesos_nodes().values())
                        and mesos_nodes(), 20, "3 Mesos Nodes Ready")
