@@ -499,7 +499,18 @@ static void pump(struct mdrv *d) {
             for (int i = 0; i < n; i++) free(own[i]);
             d->st.declines++;
         }
+        const json_t *node = a->hostname ? kc_informer_get(d->nodes, "", a->hostname) : NULL;
+        const char *dr = node ? md_ann(node, MDRV_ANN_DRAIN) : NULL;
+        bool drain = dr && !strcmp(dr, "true");
+        if (drain != a->drain) { /* the operator asked (or no longer asks) for a drain: cordon (uncordon) first */
+            a->drain = drain;
+            a->drain_sent = false;
+            a->dirty = true;
+        }
         if (a->dirty && !a->busy && s.now >= a->retry_at_ms) md_node_write(d, a);
+        else if (subscribed && a->drain && !a->drain_sent && !a->dirty && !a->busy && s.now >= a->retry_at_ms &&
+                 a->state == AG_ACTIVE)
+            md_drain_agent(d, a);
     }
     pos = 0;
     while (strmap_next(&s.waiting, &pos, &k, &v)) free(v);

@@ -36,6 +36,7 @@
 #define MDRV_KEY_FRAMEWORK "peloton:mesos:framework-id"
 #define MDRV_LABEL_BACKEND "peloton.io/backend"
 #define MDRV_ANN_AGENT "peloton.io/mesos-agent-id"
+#define MDRV_ANN_DRAIN "peloton.io/mesos-drain" /* "true" on a Mesos Node: drain its agent (migration) */
 #define MDRV_COMPONENT "peloton-mesos"
 #define MDRV_MAX_KV 256 /* argv words, environment variables, labels of one task */
 #define MDRV_SCALAR_MAX 1e12 /* cpus, MB, gpus: past any machine; larger ones are refused */

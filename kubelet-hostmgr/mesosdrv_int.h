@@ -40,6 +40,8 @@ struct md_agent {
     json_t *labels;       /* from the attributes */
     int state;
     bool dirty, busy;     /* the Node needs a write / one is in flight */
+    bool drain;           /* the Node asks for a drain: cordoned, DRAIN_AGENT sent, its killed tasks lost */
+    bool drain_sent;      /* DRAIN_AGENT answered 200 */
     unsigned fails;
     int64_t retry_at_ms;
     struct md_offer *offers;
@@ -118,6 +120,8 @@ void md_agent_learn(struct mdrv *d, const char *id, const char *hostname, const 
                         const json_t *attrs, int state);
 void md_node_write(struct mdrv *d, struct md_agent *a);
 void md_get_agents(struct mdrv *d);
+/* DRAIN_AGENT for a (operator API, on the thread pool); a->drain_sent once answered 200. */
+void md_drain_agent(struct mdrv *d, struct md_agent *a);
 /* mesosdrv_pod.c */
 void md_pod_delete(struct mdrv *d, const char *ns, const char *name, const char *uid);
 void md_on_update(struct mdrv *d, const struct mesos_task_status *s);

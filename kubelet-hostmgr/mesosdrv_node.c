@@ -244,8 +244,9 @@ static void node_step(struct mdrv *d, struct md_op *op, struct md_agent *a) {
             json_object_del(json_object_get(body, "spec"), "taints");
         break;
     case OP_NODE_META:
-        body = json_pack("{s:{s:o, s:{s:s}}, s:{s:o}}", "metadata", "labels", node_meta_labels(a), "annotations",
-                         MDRV_ANN_AGENT, a->id, "spec", "taints", node_taints(a));
+        body = json_pack("{s:{s:o, s:{s:s}}, s:{s:o, s:o}}", "metadata", "labels", node_meta_labels(a), "annotations",
+                         MDRV_ANN_AGENT, a->id, "spec", "taints", node_taints(a), "unschedulable",
+                         a->drain ? json_true() : json_null()); /* a draining agent's Node is cordoned */
         break;
     case OP_NODE_STATUS:
         snprintf(path + n, sizeof path - (size_t)n, "/status");
@@ -284,6 +285,8 @@ void md_node_write(struct mdrv *d, struct md_agent *a) {
 struct agents_job {
     uv_work_t w;
     struct mdrv *d;
+    char *post;          /* the call; GET_AGENTS when NULL */
+    char *drain_agent;   /* DRAIN_AGENT: the agent id */
     char url[MCLIENT_URL_MAX + 16];
     char *body;
     size_t len;
@@ -314,7 +317,7 @@ static void agents_work(uv_work_t *w) {
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     h = curl_slist_append(h, "Accept: application/json");
     curl_easy_setopt(c, CURLOPT_URL, j->url);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"type\":\"GET_AGENTS\"}");
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, j->post ? j->post : "{\"type\":\"GET_AGENTS\"}");
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, j);
@@ -389,6 +392,51 @@ static int stale_node(void *ud, json_t *node) {
         a->dirty = true;
     }
     return 0;
+}
+
+static void drain_done(uv_work_t *w, int status) {
+    struct agents_job *j = w->data;
+    struct mdrv *d = j->d;
+    (void)status;
+    struct md_agent *a = d->stopped ? NULL : md_agent_get(d, j->drain_agent, false);
+    if (a) {
+        a->drain_sent = j->status == 200;
+        a->busy = false;
+        if (!a->drain_sent) {
+            a->retry_at_ms = md_wall_ms() + 5000;
+            fprintf(stderr, "level=warn msg=\"mesos: DRAIN_AGENT failed\" agent=%s status=%ld body=\"%.200s\"\n", a->id,
+                    j->status, j->body ? j->body : "");
+        } else {
+            fprintf(stderr, "level=info msg=\"mesos: agent draining\" agent=%s\n", a->id);
+        }
+        md_kick(d);
+    }
+    free(j->post);
+    free(j->drain_agent);
+    free(j->body);
+    free(j);
+}
+
+void md_drain_agent(struct mdrv *d, struct md_agent *a) {
+    struct agents_job *j = calloc(1, sizeof *j);
+    json_t *c = json_pack("{s:s, s:{s:o}}", "type", "DRAIN_AGENT", "drain_agent", "agent_id", mesos_id(a->id));
+    if (!j || !c || !(j->post = json_dumps(c, JSON_COMPACT)) || !(j->drain_agent = strdup(a->id))) {
+        json_decref(c);
+        if (j) free(j->post);
+        free(j);
+        return;
+    }
+    json_decref(c);
+    j->d = d;
+    j->w.data = j;
+    snprintf(j->url, sizeof j->url, "%s/api/v1", d->mc ? mclient_leader(d->mc) : d->master);
+    a->busy = true; /* one write about the agent at a time */
+    if (uv_queue_work(d->loop, &j->w, agents_work, drain_done)) {
+        a->busy = false;
+        free(j->post);
+        free(j->drain_agent);
+        free(j);
+    }
 }
 
 static void agents_done(uv_work_t *w, int status) {

@@ -158,7 +158,10 @@ void md_on_update(struct mdrv *d, const struct mesos_task_status *s) {
         md_ack(d, s->agent_id, s->task_id, s->uuid_b64); /* nothing new to store */
         return;
     }
-    struct md_op *op = md_op_new(d, md_state_lost(state) ? OP_LOST : OP_STATUS);
+    /* killed by a drain (not by a deletion): its work moves, as a lost task's does */
+    const struct md_agent *ag = t->agent_id ? md_agent_get(d, t->agent_id, false) : NULL;
+    bool drained = state == MESOS_TASK_KILLED && ag && ag->drain && !md_str(pod, "deletionTimestamp");
+    struct md_op *op = md_op_new(d, md_state_lost(state) || drained ? OP_LOST : OP_STATUS);
     if (!op) return;
     op->state = state;
     op->task_id = strdup(t->id);

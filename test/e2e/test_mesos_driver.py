@@ -223,6 +223,38 @@ def test_mixed_fleet():
                "no task left running")
 
 
+def test_drain_moves_work_off_an_agent():
+    """The Node annotation peloton.io/mesos-drain=true cordons the agent's Node and drains the agent
+    (DRAIN_AGENT); its tasks killed by the drain are lost, so their pods run again elsewhere."""
+    apply(job("md", 4, -1, cpu="3", typ="STATELESS", node_selector={}))  # 4 of the 5 nodes
+    wait_until(lambda: phases("md") == ["Running"] * 4, 40, "4 pods Running")
+    victim = next(p for p in live("md") if p["spec"]["nodeName"].startswith("mesos-agent-"))
+    node, uid = victim["spec"]["nodeName"], victim["metadata"]["uid"]
+    agent = mesos_nodes()[node]["metadata"]["annotations"]["peloton.io/mesos-agent-id"]
+    kubectl("annotate", "node", node, "peloton.io/mesos-drain=true")
+    wait_until(lambda: mesos_nodes()[node]["spec"].get("unschedulable") is True, 20, f"{node} cordoned")
+
+    def drained():
+        for a in operator(SIM_PORT, {"type": "GET_AGENTS"})["get_agents"]["agents"]:
+            if a["agent_info"]["id"]["value"] == agent:
+                return a.get("drain_info", {}).get("state") == "DRAINED"
+    wait_until(drained, 30, f"{agent} DRAINED")
+    wait_until(lambda: uid not in {p["metadata"]["uid"] for p in pods("md")}, 20, "the drained pod gone")
+    events = get("/api/v1/namespaces/default/events")["items"]
+    assert any(e["reason"] == "TaskLost" and e["involvedObject"].get("uid") == uid for e in events)
+    q = wait_until(lambda: phases("md") == ["Running"] * 4 and live("md"), 40, "4 pods Running again")
+    assert node not in {p["spec"]["nodeName"] for p in q}, [p["spec"]["nodeName"] for p in q]
+    kubectl("delete", "jobs.peloton.io", "md", "--wait=false")
+    wait_until(lambda: not pods("md"), 30, "md's pods gone")
+    # undone: the annotation removed uncordons the Node; the agent is reactivated by hand (the driver does not)
+    kubectl("annotate", "node", node, "peloton.io/mesos-drain-")
+    wait_until(lambda: not mesos_nodes()[node]["spec"].get("unschedulable"), 20, f"{node} uncordoned")
+    st, text, _ = __import__("mesosclient").call(SIM_PORT, {"type": "REACTIVATE_AGENT",
+                                                           "reactivate_agent": {"agent_id": {"value": agent}}},
+                                                 path="/api/v1")
+    assert st == 200, (st, text)
+
+
 def test_lost_agent_pods_run_elsewhere():
     apply(job("ml", 1, -1, typ="STATELESS"))
     wait_until(lambda: phases("ml") == ["Running"], 30, "1 pod Running")
