@@ -273,6 +273,9 @@ static void on_node_add(void *ud, json_t *obj) {
     struct hostmgr *h = ud;
     const char *name = md_str(obj, "name");
     if (!name || strlen(name) > NAME_MAX_LEN) return; /* not a valid name: ignored */
+    /* a Mesos agent's Node has no lease: the Mesos driver (mesosdrv.c) keeps it */
+    const char *backend = json_string_value(json_object_get(json_object_get(json_object_get(obj, "metadata"), "labels"), "peloton.io/backend"));
+    if (backend && !strcmp(backend, "mesos")) return;
     struct hm_node *n = node_get(h, name, true);
     if (!n || n->has_node) return;
     n->has_node = true;

@@ -7,13 +7,16 @@
 #
 # Environment: NODES (4) simulated nodes; PELOTON_REDIS host:port of a redis
 # to use; REDIS_FSYNC always (default) or everysec for the private redis; API_PORT (0 = any free port); ROLES (pelotond's --roles, default all);
-# PELOTOND_ARGS / KSIM_ARGS extra flags; PELOTON_STATE_DIR to keep the state
+# MESOS_AGENTS (0) simulated Mesos agents: mesos-master-sim starts too and
+# pelotond gets --mesos-master (docs/mesos.md); PELOTOND_ARGS / KSIM_ARGS extra flags; PELOTON_STATE_DIR to keep the state
 # (redis data, logs, kubeconfig) in a directory of your choice (kept on exit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 NODES=${NODES:-4}
+MESOS_AGENTS=${MESOS_AGENTS:-0}
+[[ "$MESOS_AGENTS" =~ ^[0-9]+$ ]] || pl_die "MESOS_AGENTS must be a number"
 API_PORT=${API_PORT:-0}
 for b in bin/pelotond bin/kubelet-sim; do
   [ -x "$b" ] || pl_die "$b is missing: run make build"
@@ -28,16 +31,17 @@ else
   DIR=$(mktemp -d /tmp/peloton-run.XXXXXX)
   KEEP_DIR=0
 fi
-RD_PID="" PD_PID="" KS_PID="" STOPPING=0
+RD_PID="" PD_PID="" KS_PID="" MS_PID="" STOPPING=0
 
 cleanup() {
   local rc=$?
   [ "$STOPPING" = 1 ] && return
   STOPPING=1
   trap '' INT TERM PIPE # a reader of our output may be gone (make run | tee, Ctrl-C)
-  [ -n "$KS_PID$PD_PID$RD_PID" ] && echo "stopping..." >&2
+  [ -n "$KS_PID$PD_PID$RD_PID$MS_PID" ] && echo "stopping..." >&2
   pl_stop kubelet-sim "$KS_PID"
   pl_stop pelotond "$PD_PID"
+  pl_stop mesos-master-sim "$MS_PID"
   pl_stop redis-server "$RD_PID"
   if [ "$rc" != 0 ]; then
     echo "logs kept in $DIR" >&2
@@ -67,11 +71,22 @@ fi
 API_UNIX=()
 pl_sockets_fit "$DIR" && API_UNIX=(--unix-socket="$DIR/api.sock")
 
+# ---- mesos-master-sim (MESOS_AGENTS=N): a simulated Mesos master and agents
+MESOS_ARGS=()
+if [ "$MESOS_AGENTS" -gt 0 ]; then
+  setsid bin/mesos-master-sim --port=0 --agents="$MESOS_AGENTS" --agent-cpus=8 --agent-mem=32768 \
+    >"$DIR/mesos-master-sim.out" 2>"$DIR/mesos-master-sim.log" &
+  MS_PID=$!
+  pl_wait "mesos-master-sim" 30 "$MS_PID" "$DIR/mesos-master-sim.log" grep -q "listening port=" "$DIR/mesos-master-sim.out"
+  MS_PORT=$(sed -n 's/.*listening port=\([0-9]*\).*/\1/p' "$DIR/mesos-master-sim.out")
+  MESOS_ARGS=(--mesos-master="http://127.0.0.1:$MS_PORT")
+fi
+
 # ---- pelotond
 rm -f "$DIR/port"
 # shellcheck disable=SC2086
 setsid bin/pelotond --redis="$REDIS" --port="$API_PORT" --port-file="$DIR/port" --crds=crds \
-  "${API_UNIX[@]}" ${ROLES:+--roles=$ROLES} ${PELOTOND_ARGS:-} >"$DIR/pelotond.log" 2>&1 &
+  "${API_UNIX[@]}" "${MESOS_ARGS[@]}" ${ROLES:+--roles=$ROLES} ${PELOTOND_ARGS:-} >"$DIR/pelotond.log" 2>&1 &
 PD_PID=$!
 pl_wait "pelotond (port file)" 30 "$PD_PID" "$DIR/pelotond.log" test -s "$DIR/port"
 PORT=$(awk '{print $1; exit}' "$DIR/port")
@@ -86,26 +101,28 @@ setsid bin/kubelet-sim --kubeconfig="$DIR/kubeconfig" --nodes="$NODES" --cpu=8 -
 KS_PID=$!
 nodes_registered() {
   [ "$(curl -fsS -m 2 "$SERVER/api/v1/nodes" |
-    python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')" -ge "$NODES" ]
+    python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')" -ge "$((NODES + MESOS_AGENTS))" ]
 }
-pl_wait "kubelet-sim ($NODES nodes)" 60 "$KS_PID" "$DIR/kubelet-sim.log" nodes_registered
+pl_wait "kubelet-sim ($NODES nodes) and $MESOS_AGENTS Mesos agents" 60 "$KS_PID" "$DIR/kubelet-sim.log" nodes_registered
+FLEET="$NODES simulated nodes"
+[ "$MESOS_AGENTS" -gt 0 ] && FLEET="$FLEET and $MESOS_AGENTS Mesos agents (mesos-master-sim at http://127.0.0.1:$MS_PORT)"
 
 cat <<EOF
 
 Peloton-C is running: API server $SERVER (local, no auth), redis $REDIS
-(AOF fsync ${PL_REDIS_FSYNC:-of your redis}), $NODES simulated nodes. Logs and state: $DIR
+(AOF fsync ${PL_REDIS_FSYNC:-of your redis}), $FLEET. Logs and state: $DIR
 Try:
   export KUBECONFIG=$DIR/kubeconfig
   kubectl get nodes
   kubectl apply -f examples/pools.yaml && kubectl get rp
-Ctrl-C stops kubelet-sim, pelotond and redis.
+Ctrl-C stops kubelet-sim, pelotond${MS_PID:+, mesos-master-sim} and redis.
 EOF
 
 # Until Ctrl-C, or until one of them exits on its own.
 set +e
-wait -n $KS_PID $PD_PID $RD_PID
+wait -n $KS_PID $PD_PID $RD_PID $MS_PID
 rc=$?
-for p in "$KS_PID:kubelet-sim" "$PD_PID:pelotond" "$RD_PID:redis-server"; do
+for p in "$KS_PID:kubelet-sim" "$PD_PID:pelotond" "$RD_PID:redis-server" "$MS_PID:mesos-master-sim"; do
   pid=${p%%:*}
   if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
     echo "error: ${p#*:} exited (status $rc); see $DIR" >&2

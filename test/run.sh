@@ -35,7 +35,7 @@ run_suite unit build/asan/unit
 if [ -x build/asan/integ ] && ls test/integ/*.c >/dev/null 2>&1; then
   TEST_SUITE=integ run_suite integ build/asan/integ
 fi
-for t in quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core pbjson grpcframe; do
+for t in quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core pbjson grpcframe mdrv; do
   FUZZ_NAME=fuzz-$t run_suite "fuzz-$t" build/asan/fuzz-$t fuzz/corpus/$t/*
 done
 for t in test/e2e/test_*.py; do

@@ -6,6 +6,9 @@
  *   hostmgr    host inventory, lease checks: a lapsed node's tasks are LOST
  *   native     Peloton's own API (gRPC and YARPC HTTP on one port, --native-port,
  *              127.0.0.1): a facade over the same objects (docs/native-api.md)
+ *   mesos      the host manager's Mesos driver (docs/mesos.md): Mesos agents as
+ *              Nodes, pods bound to them run as Mesos tasks; on (with hostmgr)
+ *              when --mesos-master=URL is given
  *   extender   the kube-scheduler extender (scheduler-extender/), for clusters
  *              that keep kube-scheduler: not part of "all"; usually alone with
  *              --kubeconfig pointing at the real cluster
@@ -54,6 +57,7 @@
 #include "jobmgr.h"
 #include "kclient.h"
 #include "native_api.h"
+#include "mesosdrv.h"
 #include "server.h"
 #include "shim.h"
 #include "store.h"
@@ -61,7 +65,7 @@
 #include "unixpath.h"
 
 enum { ROLE_API = 1, ROLE_RESMGR = 2, ROLE_PLACEMENT = 4, ROLE_JOBMGR = 8, ROLE_HOSTMGR = 16, ROLE_NATIVE = 64,
-       ROLE_ALL = 31 | ROLE_NATIVE, ROLE_EXTENDER = 32 };
+       ROLE_ALL = 31 | ROLE_NATIVE, ROLE_EXTENDER = 32, ROLE_MESOS = 128 };
 
 /* The controller roles: their own thread, loop, API client and Redis connection. */
 struct controllers {
@@ -78,6 +82,8 @@ struct controllers {
     struct placement *placement;
     struct jobmgr *jobmgr;
     struct hostmgr *hostmgr;
+    struct mdrv *mesos;
+    const char *mesos_master;
     struct extender_srv *extender;
     int extender_port;
     const char *extender_prefix;
@@ -104,6 +110,7 @@ static void ctl_stop_roles(uv_async_t *a) {
     placement_stop(c->placement);
     jobmgr_stop(c->jobmgr);
     hostmgr_stop(c->hostmgr);
+    mdrv_stop(c->mesos); /* freed once the loop is done */
     if (c->extender) extender_srv_stop(c->extender); /* freed once the loop is done */
     native_api_stop(c->native);                      /* before the client: its calls end unheard */
     c->resmgr = NULL;
@@ -152,7 +159,7 @@ static void ctl_main(void *arg) {
     struct controllers *c = arg;
     char err[512];
     struct ctl_env env = {.loop = &c->loop, .identity = "pelotond"};
-    bool need_redis = (c->roles & (ROLE_RESMGR | ROLE_PLACEMENT)) != 0; /* the task queues */
+    bool need_redis = (c->roles & (ROLE_RESMGR | ROLE_PLACEMENT | ROLE_MESOS)) != 0; /* the task queues, the framework id */
     if ((need_redis && !(c->db = ctl_db_open(&c->loop, c->redis_addr, err, sizeof err))) ||
         !(c->kc = kclient_new(&c->loop, &c->kcfg, err, sizeof err))) {
         fprintf(stderr, "pelotond: controllers: %s\n", err);
@@ -181,10 +188,14 @@ static void ctl_main(void *arg) {
     if (c->backoff_max_ms) jo.backoff_max_ms = c->backoff_max_ms;
     struct hostmgr_options ho;
     hostmgr_options_default(&ho);
+    struct mdrv_options mo;
+    mdrv_options_default(&mo);
+    mo.master = c->mesos_master;
     if (((c->roles & ROLE_RESMGR) && !(c->resmgr = resmgr_start(&env, &ro, err, sizeof err))) ||
         ((c->roles & ROLE_PLACEMENT) && !(c->placement = placement_start(&env, &po, err, sizeof err))) ||
         ((c->roles & ROLE_JOBMGR) && !(c->jobmgr = jobmgr_start(&c->loop, c->kc, &jo, err, sizeof err))) ||
         ((c->roles & ROLE_HOSTMGR) && !(c->hostmgr = hostmgr_start(&c->loop, c->kc, &ho, err, sizeof err))) ||
+        ((c->roles & ROLE_MESOS) && !(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &mo, err, sizeof err))) ||
         ((c->roles & ROLE_EXTENDER) && start_extender(c, err, sizeof err)) ||
         ((c->roles & ROLE_NATIVE) && start_native(c, err, sizeof err))) {
         fprintf(stderr, "pelotond: %s\n", err);
@@ -198,6 +209,7 @@ static void ctl_main(void *arg) {
     uv_run(&c->loop, UV_RUN_DEFAULT);
     extender_srv_free(c->extender);
     native_api_free(c->native);
+    mdrv_free(c->mesos);
     ctl_db_close(c->db);            /* what the roles deferred reaches Redis */
     uv_run(&c->loop, UV_RUN_DEFAULT); /* its handle closes */
 }
@@ -247,7 +259,7 @@ static unsigned parse_roles(const char *s) {
         unsigned bit;
     } names[] = {{"all", ROLE_ALL},        {"apiserver", ROLE_API}, {"resmgr", ROLE_RESMGR},
                  {"placement", ROLE_PLACEMENT}, {"jobmgr", ROLE_JOBMGR}, {"hostmgr", ROLE_HOSTMGR},
-                 {"extender", ROLE_EXTENDER}, {"native", ROLE_NATIVE}};
+                 {"extender", ROLE_EXTENDER}, {"native", ROLE_NATIVE}, {"mesos", ROLE_MESOS}};
     unsigned roles = 0;
     while (*s) {
         size_t n = strcspn(s, ",");
@@ -255,7 +267,7 @@ static unsigned parse_roles(const char *s) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (strlen(names[i].name) == n && !strncmp(s, names[i].name, n)) bit = names[i].bit;
         if (!bit) {
-            fprintf(stderr, "pelotond: unknown role \"%.*s\" (apiserver, resmgr, placement, jobmgr, hostmgr, native, extender, all)\n",
+            fprintf(stderr, "pelotond: unknown role \"%.*s\" (apiserver, resmgr, placement, jobmgr, hostmgr, mesos, native, extender, all)\n",
                     (int)n, s);
             return 0;
         }
@@ -322,7 +334,7 @@ static int usage(void) {
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
-                    "[--gang-wait-event-ms=N] "
+                    "[--gang-wait-event-ms=N] [--mesos-master=URL] "
                     "[--tls-cert=PEM --tls-key=PEM]\n");
     return 2;
 }
@@ -333,7 +345,7 @@ int main(int argc, char **argv) {
      * process: libuv, hiredis and libcurl write with plain write(). */
     signal(SIGPIPE, SIG_IGN);
     const char *server = NULL, *kubeconfig = NULL, *default_pool = NULL, *sched_default = "true";
-    const char *ext_prefix = NULL;
+    const char *ext_prefix = NULL, *mesos_master = NULL;
     int ext_port = EXT_DEFAULT_PORT, native_port = -1;
     const char *bind = "127.0.0.1", *roles = "all", *redis = "127.0.0.1:6379", *token_file = NULL,
                *port_file = NULL, *unix_path = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL,
@@ -372,6 +384,7 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--restart-backoff-max-ms")))
             backoff_max_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
         else if ((v = opt(argv[i], "--gang-wait-event-ms"))) gang_wait_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
+        else if ((v = opt(argv[i], "--mesos-master"))) mesos_master = v;
         else if ((v = opt(argv[i], "--crds"))) crds = v;
         else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-dir"))) tls_dir = v;
@@ -402,11 +415,21 @@ int main(int argc, char **argv) {
     }
     unsigned role_bits = parse_roles(roles);
     if (!role_bits) return usage();
+    if (mesos_master && (role_bits & ROLE_HOSTMGR)) role_bits |= ROLE_MESOS; /* the host manager's second driver */
+    if ((role_bits & ROLE_MESOS) && (!mesos_master || strncmp(mesos_master, "http://", 7))) {
+        fprintf(stderr, "pelotond: the mesos role needs --mesos-master=http://HOST:PORT\n");
+        return 2;
+    }
+    if (mesos_master && !(role_bits & ROLE_MESOS)) {
+        fprintf(stderr, "pelotond: --mesos-master needs the hostmgr or mesos role\n");
+        return 2;
+    }
     struct controllers ctl = {.roles = role_bits & ~(unsigned)ROLE_API, .redis_addr = redis,
                               .default_pool = default_pool, .serve_default = strcmp(sched_default, "false") != 0,
                               .extender_port = ext_port, .extender_prefix = ext_prefix, .native_port = native_port,
                               .round_ms = round_ms, .tick_ms = tick_ms, .backoff_ms = backoff_ms,
-                              .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms};
+                              .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms,
+                              .mesos_master = mesos_master};
     if (!(role_bits & ROLE_API)) return run_controllers_only(&ctl, server, kubeconfig, token_file);
     char host[256];
     int redis_port;

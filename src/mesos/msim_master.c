@@ -643,6 +643,8 @@ json_t *msim_task_json(const struct msim_task *t) {
                           mesos_task_state_name(t->state), "resources", mesos_resources_json(&t->res), "statuses");
     const json_t *labels = json_object_get(t->info, "labels");
     if (j && labels) json_object_set(j, "labels", (json_t *)labels);
+    const json_t *container = json_object_get(t->info, "container"); /* a master's Task carries it too */
+    if (j && container) json_object_set(j, "container", (json_t *)container);
     return j;
 }
 

@@ -111,4 +111,28 @@ def test_term_to_the_script_exits_0():
     assert not os.path.exists(state) and not leftovers(state)
 
 
+def test_mesos_agents():
+    """MESOS_AGENTS=2: mesos-master-sim starts too and its agents are Nodes beside the Kubelets'."""
+    env = dict(os.environ, NODES="1", MESOS_AGENTS="2", REDIS_FSYNC="everysec")
+    p = subprocess.Popen(["scripts/run.sh"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL)
+    out = b""
+    end = time.monotonic() + 120
+    while b"Ctrl-C stops" not in out and time.monotonic() < end and p.poll() is None:
+        r, _, _ = select.select([p.stdout], [], [], 0.2)
+        if r:
+            out += os.read(p.stdout.fileno(), 65536)
+    text = out.decode(errors="replace")
+    try:
+        assert "Ctrl-C stops" in text and "2 Mesos agents" in text, text[-2000:]
+        kc = os.path.join(banner_facts(text), "kubeconfig")
+        nodes = subprocess.run(["kubectl", f"--kubeconfig={kc}", "get", "nodes", "--no-headers",
+                                "-l", "peloton.io/backend=mesos"], capture_output=True, text=True, timeout=60)
+        assert nodes.returncode == 0 and len(nodes.stdout.splitlines()) == 2 and " Ready" in nodes.stdout, nodes
+    finally:
+        p.send_signal(signal.SIGTERM)
+        rest, _ = p.communicate(timeout=60)
+    assert p.returncode == 0, (p.returncode, rest)
+
+
 run_tests("make-run", dict(globals()))

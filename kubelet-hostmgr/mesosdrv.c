@@ -1,0 +1,747 @@
+/* The host manager's Mesos driver (mesosdrv.h): ops, calls to the master,
+ * offers and launches, the pump, the subscription, the informers.
+ *
+ * State (mesosdrv_int.h): agents by id (what the master said of each, its offers, where the
+ * write-back of its Node stands), tasks by id (one per pod run the driver
+ * launched or found bound to a Mesos Node), and two informers: pods (whole
+ * objects) and the Mesos Nodes (label peloton.io/backend=mesos, the agent id
+ * in an annotation). pump() compares them and starts what is missing:
+ * launches on held offers, KILLs of pods being deleted, final DELETEs,
+ * declines, REVIVE, Node writes. It looks at the pods noted in todo (those
+ * that changed since, and those that wait), and at every pod only at start
+ * and when a Mesos Node appears or changes.
+ *
+ * Writes are ops on a list owned by the driver; an op in flight is owned by
+ * its request and only detached at stop (op->d = NULL). An ACKNOWLEDGE is
+ * sent from the completion of the write that stored the update's effect. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "errmsg.h"
+#include "mesosdrv_int.h"
+
+void mdrv_options_default(struct mdrv_options *o) {
+    *o = (struct mdrv_options){.user = "peloton", .name = "peloton", .failover_timeout = 4 * 7 * 86400.0,
+                               .hold_ms = 1000, .refuse_seconds = 30, .reconcile_ms = 60000};
+}
+
+int mdrv_task_id(const char *uid, unsigned run, char *out, size_t outlen) {
+    if (!uid || !uid[0]) return -1;
+    int n = snprintf(out, outlen, "%s-%u", uid, run);
+    return n < 0 || (size_t)n >= outlen || (size_t)n > MESOS_ID_MAX ? -1 : 0;
+}
+
+/* ---- small helpers ---- */
+
+int64_t md_wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *md_str(const json_t *obj, const char *key) {
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
+}
+
+const char *md_ann(const json_t *obj, const char *key) {
+    return json_string_value(json_object_get(json_object_get(json_object_get(obj, "metadata"), "annotations"), key));
+}
+
+const char *md_pod_phase(const json_t *pod) {
+    return json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+}
+
+bool md_phase_terminal(const char *ph) { return ph && (!strcmp(ph, "Succeeded") || !strcmp(ph, "Failed")); }
+
+bool md_state_lost(int s) {
+    return s == MESOS_TASK_LOST || s == MESOS_TASK_GONE || s == MESOS_TASK_UNREACHABLE || s == MESOS_TASK_DROPPED ||
+           s == MESOS_TASK_GONE_BY_OPERATOR || s == MESOS_TASK_UNKNOWN;
+}
+
+
+void md_pod_path(const char *ns, const char *name, const char *sub, char *out, size_t len) {
+    int n = snprintf(out, len, "/api/v1/namespaces/");
+    n += kc_escape(ns, out + n, len - (size_t)n);
+    n += snprintf(out + n, len - (size_t)n, "/pods/");
+    n += kc_escape(name, out + n, len - (size_t)n);
+    snprintf(out + n, len - (size_t)n, "%s", sub);
+}
+
+/* The run of a pod (peloton.io/run, 1 when absent). */
+unsigned md_pod_run(const json_t *pod) {
+    const char *r = md_ann(pod, "peloton.io/run");
+    char *end;
+    unsigned long v = r ? strtoul(r, &end, 10) : 1;
+    return r && (*end || !v || v > UINT32_MAX) ? 1 : (unsigned)v;
+}
+
+/* ---- ops ---- */
+
+struct md_op *md_op_new(struct mdrv *d, enum md_op_kind kind) {
+    struct md_op *op = calloc(1, sizeof *op);
+    if (!op) return NULL;
+    op->d = d;
+    op->kind = kind;
+    op->state = -1;
+    op->next = d->ops;
+    if (d->ops) d->ops->prev = op;
+    d->ops = op;
+    return op;
+}
+
+void md_op_free(struct md_op *op) {
+    struct mdrv *d = op->d;
+    if (d) {
+        if (op->prev) op->prev->next = op->next;
+        else d->ops = op->next;
+        if (op->next) op->next->prev = op->prev;
+    }
+    free(op->task_id);
+    free(op->agent_id);
+    free(op->uuid);
+    free(op->ns);
+    free(op->name);
+    free(op->uid);
+    free(op->node);
+    json_decref(op->task_ids);
+    free(op);
+}
+
+char *md_dup0(const char *s) { return s ? strdup(s) : NULL; }
+
+/* Sends op's request (body stolen); false when it did not start (op freed). */
+bool md_op_send(struct md_op *op, const char *method, const char *path, json_t *body, const char *ctype,
+                    kc_done_fn done) {
+    int rc = kclient_request(op->d->kc, method, path, body, ctype, done, op);
+    json_decref(body);
+    if (rc) {
+        fprintf(stderr, "level=warn msg=\"mesos: request not started\" method=%s path=%s error=%d\n", method, path, rc);
+        md_op_free(op);
+        return false;
+    }
+    op->inflight = true;
+    return true;
+}
+
+/* A request of op came back; false when the driver is gone (op freed). */
+bool md_op_landed(struct md_op *op) {
+    op->inflight = false;
+    if (!op->d || op->d->stopped) {
+        md_op_free(op);
+        return false;
+    }
+    return true;
+}
+
+bool md_ok2xx(long s) { return s >= 200 && s < 300; }
+
+/* ---- calls to the master ---- */
+
+void md_call(struct mdrv *d, json_t *c) {
+    if (!c) return;
+    if (!d->mc || mclient_call(d->mc, c, NULL, NULL)) /* not subscribed: what it was for is redone later */
+        return;
+}
+
+void md_ack(struct mdrv *d, const char *agent_id, const char *task_id, const char *uuid) {
+    if (!uuid || !agent_id || !d->fid) return;
+    md_call(d, mesos_call_acknowledge(d->fid, agent_id, task_id, uuid));
+    d->st.acks++;
+}
+
+void md_kill_task(struct mdrv *d, const char *task_id, const char *agent_id) {
+    if (!d->fid) return;
+    md_call(d, mesos_call_kill(d->fid, task_id, agent_id));
+    d->st.kills++;
+}
+
+/* ---- tasks ---- */
+
+struct md_task *md_task_add(struct mdrv *d, const char *id, const char *agent_id, const json_t *pod) {
+    struct md_task *t = calloc(1, sizeof *t);
+    const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name"), *uid = md_str(pod, "uid");
+    if (!t || !(t->id = strdup(id)) || !(t->ns = strdup(ns ? ns : "default")) || !(t->name = md_dup0(name)) ||
+        !(t->uid = md_dup0(uid)) || (agent_id && !(t->agent_id = strdup(agent_id))) ||
+        strmap_put(&d->tasks, id, t, NULL)) {
+        if (t) {
+            free(t->id);
+            free(t->ns);
+            free(t->name);
+            free(t->uid);
+            free(t->agent_id);
+        }
+        free(t);
+        return NULL;
+    }
+    t->state = -1;
+    return t;
+}
+
+void md_task_free(struct md_task *t) {
+    free(t->id);
+    free(t->agent_id);
+    free(t->ns);
+    free(t->name);
+    free(t->uid);
+    free(t);
+}
+
+/* ---- offers ---- */
+
+static void on_offers(struct mdrv *d, const json_t *offers) {
+    size_t i;
+    const json_t *o;
+    int64_t now = md_wall_ms();
+    json_array_foreach(offers, i, o) {
+        struct mesos_offer_decl od;
+        char err[200] = "resources out of range";
+        const double max = MDRV_SCALAR_MAX;
+        if (mesos_offer_parse(o, &od, err, sizeof err) ||
+            !(od.res.cpus <= max && od.res.mem <= max && od.res.disk <= max && od.res.gpus <= max)) {
+            fprintf(stderr, "level=warn msg=\"mesos: offer ignored\" error=\"%s\"\n", err);
+            continue;
+        }
+        struct md_agent *a = md_agent_get(d, od.agent_id, false);
+        bool fresh = !a;
+        /* an agent first seen in an offer: its offer stands for its total until GET_AGENTS says */
+        md_agent_learn(d, od.agent_id, od.hostname, fresh ? &od.res : NULL, od.attributes, AG_ACTIVE);
+        a = md_agent_get(d, od.agent_id, false);
+        struct md_offer *mo = a ? calloc(1, sizeof *mo) : NULL;
+        if (!mo || !(mo->id = strdup(od.id))) {
+            free(mo);
+            continue;
+        }
+        mo->res = od.res;
+        mo->got_ms = now;
+        mo->next = a->offers;
+        a->offers = mo;
+    }
+}
+
+static void on_rescind(struct mdrv *d, const char *offer_id) {
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&d->agents, &pos, &k, &v)) {
+        struct md_agent *a = v;
+        for (struct md_offer **pp = &a->offers; *pp; pp = &(*pp)->next) {
+            if (strcmp((*pp)->id, offer_id)) continue;
+            struct md_offer *o = *pp;
+            *pp = o->next;
+            o->next = NULL;
+            md_offers_free(o);
+            return;
+        }
+    }
+}
+
+/* Takes a's offers (at most max) for an ACCEPT or a DECLINE: their ids into
+ * ids, owned by own (the caller frees them). */
+static int take_offers(struct md_agent *a, const char **ids, int max, char **own) {
+    int n = 0;
+    while (a->offers && n < max) { /* the rest (past max) stay for the next turn */
+        struct md_offer *o = a->offers;
+        a->offers = o->next;
+        own[n] = o->id;
+        ids[n] = own[n];
+        n++;
+        free(o);
+    }
+    return n;
+}
+
+static void on_accept_done(void *ud, int status, const char *body) {
+    struct md_op *op = ud;
+    if (!md_op_landed(op)) return;
+    struct mdrv *d = op->d;
+    if (status != 202) {
+        fprintf(stderr, "level=warn msg=\"mesos: ACCEPT not accepted\" status=%d body=\"%.200s\"\n", status,
+                body ? body : "");
+        /* refused outright (4xx): nothing launched, the pods wait for another offer; otherwise
+         * the tasks' fate is unknown and reconciliation tells it */
+        size_t i;
+        json_t *v;
+        json_array_foreach(op->task_ids, i, v) {
+            const char *id = json_string_value(v);
+            struct md_task *t = strmap_get(&d->tasks, id);
+            if (!t) continue;
+            if (status >= 400 && status < 500) {
+                strmap_del(&d->tasks, id);
+                md_task_free(t);
+                d->rescan = true; /* its pod waits again */
+            } else if (d->fid) {
+                const char *tid = t->id, *aid = t->agent_id;
+                md_call(d, mesos_call_reconcile(d->fid, &tid, &aid, 1));
+            }
+        }
+    }
+    md_op_free(op);
+    md_kick(d);
+}
+
+/* Launches what waits on a, within its offers. */
+static void launch_on(struct mdrv *d, struct md_agent *a, json_t **waiting, int nw) {
+    struct mesos_scalars left = {0};
+    int k = 0;
+    for (struct md_offer *o = a->offers; o && k < 64; o = o->next, k++) mesos_scalars_add(&left, &o->res);
+    json_t *infos = json_array(), *ids = json_array();
+    int more = 0;
+    for (int i = 0; i < nw; i++) {
+        const json_t *pod = waiting[i];
+        struct mesos_scalars need;
+        char tid[MESOS_ID_MAX + 1];
+        if (mdrv_pod_scalars(pod, &need) || mdrv_task_id(md_str(pod, "uid"), md_pod_run(pod), tid, sizeof tid)) continue;
+        if (!mesos_scalars_fit(&need, &left)) {
+            more++;
+            continue;
+        }
+        json_t *ti = mdrv_pod_task_info(pod, tid, a->id, &need);
+        if (!ti || !md_task_add(d, tid, a->id, pod)) {
+            json_decref(ti);
+            continue;
+        }
+        mesos_scalars_sub(&left, &need);
+        json_array_append_new(infos, ti);
+        json_array_append_new(ids, json_string(tid));
+        fprintf(stderr, "level=info msg=\"mesos: launching\" task=%s pod=%s/%s agent=%s\n", tid,
+                md_str(pod, "namespace"), md_str(pod, "name"), a->id);
+    }
+    if (!json_array_size(infos)) {
+        json_decref(infos);
+        json_decref(ids);
+        return;
+    }
+    const char *oids[64];
+    char *own[64];
+    int n = take_offers(a, oids, 64, own);
+    struct md_op *op = md_op_new(d, OP_ACCEPT);
+    d->st.launched += json_array_size(infos);
+    d->st.accepts++;
+    json_t *c = mesos_call_accept(d->fid, oids, n, infos, more ? 0 : d->o.refuse_seconds);
+    for (int i = 0; i < n; i++) free(own[i]);
+    if (!op) {
+        json_decref(ids);
+        md_call(d, c);
+        return;
+    }
+    op->task_ids = ids;
+    if (!c || mclient_call(d->mc, c, on_accept_done, op)) {
+        on_accept_done(op, -ENOTCONN, NULL); /* as a call that never went */
+        return;
+    }
+    op->inflight = true;
+}
+
+/* ---- the pump ---- */
+
+struct scan {
+    struct mdrv *d;
+    struct strmap waiting; /* agent id -> json_t *[] (malloc'd, count in agent->waiting) */
+    int64_t now;
+};
+
+static const char *pod_agent(struct mdrv *d, const json_t *pod) {
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    if (!node || !node[0]) return NULL;
+    const json_t *n = kc_informer_get(d->nodes, "", node);
+    return n ? md_ann(n, MDRV_ANN_AGENT) : NULL;
+}
+
+/* Acts on one pod; true when it needs another look later (it waits for an
+ * offer or for reconciliation, or it is being deleted). */
+static bool scan_one(struct scan *s, const json_t *pod) {
+    struct mdrv *d = s->d;
+    const char *agent_id = pod_agent(d, pod);
+    if (!agent_id) return false; /* not on a Mesos Node (one that appears later brings a full pass) */
+    const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name"), *uid = md_str(pod, "uid");
+    if (!ns || !name || !uid || strlen(name) > NAME_MAX_LEN || strlen(ns) > NAME_MAX_LEN) return false;
+    char tid[MESOS_ID_MAX + 1];
+    if (mdrv_task_id(uid, md_pod_run(pod), tid, sizeof tid)) return false;
+    struct md_task *t = strmap_get(&d->tasks, tid);
+    bool deleting = md_str(pod, "deletionTimestamp") != NULL;
+    bool terminal = md_phase_terminal(md_pod_phase(pod));
+    if (!d->known_built) { /* the tasks of the pods bound before this driver started */
+        if (!t && !terminal) md_task_add(d, tid, agent_id, pod);
+        return deleting;
+    }
+    if (deleting) { /* looked at until it is gone */
+        if (!t || terminal || (t->terminal && !t->busy)) {
+            md_pod_delete(d, ns, name, uid);
+        } else if (!t->busy && (!t->kill_at_ms || s->now - t->kill_at_ms > KILL_RESEND_MS) && d->reconciled) {
+            t->kill_at_ms = s->now;
+            fprintf(stderr, "level=info msg=\"mesos: killing\" task=%s pod=%s/%s\n", t->id, ns, name);
+            md_kill_task(d, t->id, t->agent_id);
+        }
+        return true;
+    }
+    if (t || terminal) return false;
+    if (!d->reconciled) return true;
+    struct md_agent *a = md_agent_get(d, agent_id, false);
+    if (!a || a->state != AG_ACTIVE) return true; /* placement should not have chosen it: it waits */
+    json_t **w = strmap_get(&s->waiting, agent_id);
+    json_t **nw = realloc(w, (size_t)(a->waiting + 1) * sizeof *nw);
+    if (!nw) return true;
+    nw[a->waiting++] = (json_t *)pod;
+    if (nw != w) strmap_put(&s->waiting, agent_id, nw, NULL);
+    return true;
+}
+
+static void pod_key(const json_t *pod, char *key, size_t len) {
+    const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name");
+    snprintf(key, len, "%s/%s", ns ? ns : "", name ? name : "");
+}
+
+/* A full pass: every pod, the ones to look at again noted in todo. */
+static int scan_all_one(void *ud, json_t *pod) {
+    struct scan *s = ud;
+    if (scan_one(s, pod)) {
+        char key[2 * NAME_MAX_LEN + 2];
+        pod_key(pod, key, sizeof key);
+        strmap_put(&s->d->todo, key, (void *)1, NULL);
+    }
+    return 0;
+}
+
+static void scan_all(struct scan *s) {
+    strmap_free(&s->d->todo);
+    kc_informer_foreach(s->d->pods, scan_all_one, s);
+    s->d->rescan = false;
+}
+
+/* The usual pass: only the pods noted (changed since, or waiting). */
+static void scan_todo(struct scan *s) {
+    struct mdrv *d = s->d;
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&d->todo, &pos, &k, &v)) {
+        const char *slash = strchr(k, '/');
+        char ns[NAME_MAX_LEN + 1];
+        const json_t *pod = NULL;
+        if (slash && (size_t)(slash - k) <= NAME_MAX_LEN) {
+            memcpy(ns, k, (size_t)(slash - k));
+            ns[slash - k] = 0;
+            pod = kc_informer_get(d->pods, ns, slash + 1);
+        }
+        if (!pod || !scan_one(s, pod)) strmap_del(&d->todo, k);
+    }
+}
+
+
+static void reconcile(struct mdrv *d) {
+    const char *tids[RECONCILE_BATCH], *aids[RECONCILE_BATCH];
+    int n = 0;
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&d->tasks, &pos, &k, &v)) {
+        struct md_task *t = v;
+        if (t->terminal) continue;
+        tids[n] = t->id;
+        aids[n] = t->agent_id;
+        if (++n == RECONCILE_BATCH) {
+            md_call(d, mesos_call_reconcile(d->fid, tids, aids, n));
+            n = 0;
+        }
+    }
+    if (n) md_call(d, mesos_call_reconcile(d->fid, tids, aids, n));
+    md_call(d, mesos_call_reconcile(d->fid, NULL, NULL, 0)); /* then implicit: the tasks nobody named */
+    d->last_reconcile_ms = md_wall_ms();
+    fprintf(stderr, "level=info msg=\"mesos: reconciling\" tasks=%zu\n", strmap_count(&d->tasks));
+}
+
+static void pump(struct mdrv *d) {
+    if (d->stopped || !kc_informer_synced(d->pods) || !kc_informer_synced(d->nodes)) return;
+    struct scan s = {.d = d, .now = md_wall_ms()};
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&d->agents, &pos, &k, &v)) ((struct md_agent *)v)->waiting = 0;
+    if (!d->known_built) {
+        scan_all(&s);
+        d->known_built = true;
+    }
+    bool subscribed = d->mc && mclient_subscribed(d->mc) && d->fid;
+    if (subscribed && !d->reconciled) {
+        reconcile(d);
+        d->reconciled = true;
+    }
+    if (subscribed && d->rescan) scan_all(&s);
+    else if (subscribed) scan_todo(&s);
+    bool revive = false;
+    pos = 0;
+    while (strmap_next(&d->agents, &pos, &k, &v)) {
+        struct md_agent *a = v;
+        json_t **w = strmap_get(&s.waiting, a->id);
+        if (subscribed && a->waiting && a->offers) {
+            launch_on(d, a, w, a->waiting);
+            /* what waits does not fit what is offered (a task still ending, another framework): the
+             * offer goes back for a moment and comes again when the agent has more */
+            if (a->offers && s.now - a->offers->got_ms >= (int64_t)d->o.hold_ms) {
+                const char *oids[64];
+                char *own[64];
+                int n = take_offers(a, oids, 64, own);
+                md_call(d, mesos_call_decline(d->fid, oids, n, 1));
+                for (int i = 0; i < n; i++) free(own[i]);
+                d->st.declines++;
+            }
+        } else if (a->waiting) {
+            revive = true;
+        }
+        if (subscribed && !a->waiting && a->offers && s.now - a->offers->got_ms >= (int64_t)d->o.hold_ms) {
+            const char *oids[64];
+            char *own[64];
+            int n = take_offers(a, oids, 64, own);
+            md_call(d, mesos_call_decline(d->fid, oids, n, d->o.refuse_seconds));
+            for (int i = 0; i < n; i++) free(own[i]);
+            d->st.declines++;
+        }
+        const json_t *node = a->hostname ? kc_informer_get(d->nodes, "", a->hostname) : NULL;
+        const char *dr = node ? md_ann(node, MDRV_ANN_DRAIN) : NULL;
+        bool drain = dr && !strcmp(dr, "true");
+        if (drain != a->drain) { /* the operator asked (or no longer asks) for a drain: cordon (uncordon) first */
+            a->drain = drain;
+            a->drain_sent = false;
+            a->dirty = true;
+        }
+        if (a->dirty && !a->busy && s.now >= a->retry_at_ms) md_node_write(d, a);
+        else if (subscribed && a->drain && !a->drain_sent && !a->dirty && !a->busy && s.now >= a->retry_at_ms &&
+                 a->state == AG_ACTIVE)
+            md_drain_agent(d, a);
+    }
+    pos = 0;
+    while (strmap_next(&s.waiting, &pos, &k, &v)) free(v);
+    strmap_free(&s.waiting);
+    if (subscribed && revive && s.now - d->last_revive_ms >= REVIVE_MIN_MS) {
+        md_call(d, mesos_call_roles(MESOS_CALL_REVIVE, d->fid, NULL, 0));
+        d->last_revive_ms = s.now;
+        d->st.revives++;
+    }
+    if (subscribed && s.now - d->last_reconcile_ms >= (int64_t)d->o.reconcile_ms) {
+        /* implicit reconciliation, and the agents again: an unreachable agent marked gone brings no event */
+        md_call(d, mesos_call_reconcile(d->fid, NULL, NULL, 0));
+        md_get_agents(d);
+        d->last_reconcile_ms = s.now;
+    }
+}
+
+static void on_kick(uv_timer_t *t) { pump(t->data); }
+
+void md_kick(struct mdrv *d) {
+    if (!d->stopped && !uv_is_active((uv_handle_t *)&d->kick)) uv_timer_start(&d->kick, on_kick, 0, 0);
+}
+
+static void on_tick(uv_timer_t *t) { pump(t->data); }
+
+/* ---- the subscription ---- */
+
+static void on_subscribed(void *ud, const char *fid) {
+    struct mdrv *d = ud;
+    if (!d->fid || strcmp(d->fid, fid)) {
+        free(d->fid);
+        d->fid = strdup(fid);
+        redisReply *r = ctl_redis(d->db, "SET %s %s", MDRV_KEY_FRAMEWORK, fid);
+        if (r) freeReplyObject(r);
+    }
+    fprintf(stderr, "level=info msg=\"mesos: subscribed\" framework_id=%s master=%s\n", fid, mclient_leader(d->mc));
+    d->reconciled = false; /* explicit then implicit reconciliation on every SUBSCRIBED */
+    md_get_agents(d);
+    md_kick(d);
+}
+
+static void on_lost(void *ud, const char *why, bool final) {
+    struct mdrv *d = ud;
+    fprintf(stderr, "level=%s msg=\"mesos: subscription lost\" why=\"%s\" final=%d\n", final ? "error" : "warn", why,
+            final);
+    /* offers die with the stream */
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&d->agents, &pos, &k, &v)) {
+        struct md_agent *a = v;
+        md_offers_free(a->offers);
+        a->offers = NULL;
+    }
+}
+
+static void on_event(void *ud, const struct mesos_event *ev, const json_t *root) {
+    struct mdrv *d = ud;
+    (void)root;
+    switch (ev->type) {
+    case MESOS_EVENT_OFFERS: on_offers(d, ev->offers); break;
+    case MESOS_EVENT_RESCIND: on_rescind(d, ev->offer_id); break;
+    case MESOS_EVENT_UPDATE: md_on_update(d, &ev->status); break;
+    case MESOS_EVENT_FAILURE: md_get_agents(d); break;
+    case MESOS_EVENT_ERROR:
+        fprintf(stderr, "level=error msg=\"mesos: master error\" message=\"%s\"\n", ev->message ? ev->message : "");
+        break;
+    default: break;
+    }
+    md_kick(d);
+}
+
+/* ---- informers ---- */
+
+/* A bound pod that changed is looked at by the next pump. */
+static void pod_noted(struct mdrv *d, const json_t *pod) {
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    if (!node || !node[0]) return;
+    char key[2 * NAME_MAX_LEN + 2];
+    const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name");
+    if (!ns || !name || strlen(ns) > NAME_MAX_LEN || strlen(name) > NAME_MAX_LEN) return;
+    pod_key(pod, key, sizeof key);
+    if (strmap_put(&d->todo, key, (void *)1, NULL)) d->rescan = true;
+    md_kick(d);
+}
+
+static void on_pod_add(void *ud, json_t *obj) { pod_noted(ud, obj); }
+
+static void on_pod_update(void *ud, json_t *old, json_t *obj) {
+    (void)old;
+    pod_noted(ud, obj);
+}
+
+/* A Mesos Node appeared or changed: its pods may have waited for it. */
+static void on_node_change(void *ud, json_t *obj) {
+    struct mdrv *d = ud;
+    (void)obj;
+    d->rescan = true;
+    md_kick(d);
+}
+
+static void on_node_update(void *ud, json_t *old, json_t *obj) {
+    (void)old;
+    on_node_change(ud, obj);
+}
+
+static void on_pod_delete(void *ud, json_t *obj) {
+    struct mdrv *d = ud;
+    const char *ns = md_str(obj, "namespace"), *name = md_str(obj, "name"), *uid = md_str(obj, "uid");
+    if (!ns || !name) return;
+    char key[3 * NAME_MAX_LEN + 64];
+    snprintf(key, sizeof key, "%s/%s/%s", ns, name, uid ? uid : "");
+    strmap_del(&d->deletes, key);
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    strmap_del(&d->todo, key);
+    /* the pod's tasks go with it (one still running is killed by the next update about it) */
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&d->tasks, &pos, &k, &v)) {
+        struct md_task *t = v;
+        if (strcmp(t->ns, ns) || strcmp(t->name, name) || (uid && t->uid && strcmp(uid, t->uid))) continue;
+        if (!t->terminal && d->reconciled) md_kill_task(d, t->id, t->agent_id);
+        if (t->busy) continue; /* its write's completion still looks it up */
+        strmap_del(&d->tasks, k);
+        md_task_free(t);
+    }
+    md_kick(d);
+}
+
+static void on_synced(void *ud) { md_kick(ud); }
+
+/* ---- the public part ---- */
+
+struct mdrv *mdrv_start(uv_loop_t *loop, struct kclient *kc, struct ctl_db *db, const struct mdrv_options *o,
+                        char *err, size_t errlen) {
+    if (!loop || !kc || !db || !o || !o->master) {
+        core_fail(err, errlen, -EINVAL, "mesos: a loop, an API client, Redis and a master are required");
+        return NULL;
+    }
+    struct mdrv *d = calloc(1, sizeof *d);
+    if (!d) {
+        core_fail(err, errlen, -ENOMEM, "mesos: out of memory");
+        return NULL;
+    }
+    d->loop = loop;
+    d->kc = kc;
+    d->db = db;
+    mdrv_options_default(&d->o);
+    d->master = strdup(o->master);
+    d->user = strdup(o->user ? o->user : d->o.user);
+    d->name = strdup(o->name ? o->name : d->o.name);
+    if (o->failover_timeout > 0) d->o.failover_timeout = o->failover_timeout;
+    if (o->hold_ms) d->o.hold_ms = o->hold_ms;
+    if (o->refuse_seconds > 0) d->o.refuse_seconds = o->refuse_seconds;
+    if (o->reconcile_ms) d->o.reconcile_ms = o->reconcile_ms;
+    uv_timer_init(loop, &d->tick);
+    uv_timer_init(loop, &d->kick);
+    d->tick.data = d->kick.data = d;
+    redisReply *r = ctl_redis(db, "GET %s", MDRV_KEY_FRAMEWORK);
+    if (r && r->type == REDIS_REPLY_STRING && r->len > 0 && r->len <= MESOS_ID_MAX) d->fid = strdup(r->str);
+    if (r) freeReplyObject(r);
+    struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
+    struct kc_informer_handlers nh = {on_node_change, on_node_update, NULL, on_synced};
+    d->pods = kc_informer_new(kc, "/api/v1/pods", NULL, &ph, d);
+    d->nodes = kc_informer_new(kc, NODES_PATH, "labelSelector=peloton.io%2Fbackend%3Dmesos", &nh, d);
+    static const char *const roles[] = {"*"};
+    static const char *const caps[] = {"GPU_RESOURCES", "PARTITION_AWARE", "TASK_KILLING_STATE", "MULTI_ROLE"};
+    struct mclient_config mc = {.master = d->master,
+                                .fi = {.user = d->user, .name = d->name, .id = d->fid, .roles = roles, .nroles = 1,
+                                       .capabilities = caps, .ncapabilities = 4,
+                                       .failover_timeout = d->o.failover_timeout},
+                                .on_subscribed = on_subscribed, .on_event = on_event, .on_lost = on_lost, .ud = d};
+    int rc = !d->master || !d->user || !d->name || !d->pods || !d->nodes ? -ENOMEM : 0;
+    if (!rc) rc = kc_informer_start(d->pods);
+    if (!rc) rc = kc_informer_start(d->nodes);
+    if (!rc) rc = mclient_start(loop, &mc, &d->mc, err, errlen);
+    else core_fail(err, errlen, rc, "mesos: cannot start the informers: %s", strerror(-rc));
+    if (rc) {
+        d->orphan = true; /* freed once its timers have closed, when the caller's loop runs */
+        mdrv_stop(d);
+        return NULL;
+    }
+    uv_timer_start(&d->tick, on_tick, 500, 500);
+    fprintf(stderr, "level=info msg=\"mesos: started\" master=%s framework_id=%s\n", d->master,
+            d->fid ? d->fid : "(new)");
+    return d;
+}
+
+static void timer_closed(uv_handle_t *h) {
+    struct mdrv *d = h->data;
+    if (++d->closed == 2 && d->orphan) mdrv_free(d);
+}
+
+void mdrv_stop(struct mdrv *d) {
+    if (!d || d->stopped) return;
+    d->stopped = true;
+    while (d->ops) { /* detach: an op in flight is freed by its callback */
+        struct md_op *op = d->ops;
+        d->ops = op->next;
+        op->d = NULL;
+        op->prev = op->next = NULL;
+        if (!op->inflight) md_op_free(op);
+    }
+    if (d->mc) mclient_stop(d->mc); /* answers the calls in flight (-ECANCELED) */
+    kc_informer_free(d->pods);
+    kc_informer_free(d->nodes);
+    d->pods = d->nodes = NULL;
+    uv_close((uv_handle_t *)&d->tick, timer_closed);
+    uv_close((uv_handle_t *)&d->kick, timer_closed);
+}
+
+void mdrv_free(struct mdrv *d) {
+    if (!d) return;
+    mdrv_stop(d);
+    mclient_free(d->mc);
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&d->agents, &pos, &k, &v)) md_agent_free(v);
+    strmap_free(&d->agents);
+    pos = 0;
+    while (strmap_next(&d->tasks, &pos, &k, &v)) md_task_free(v);
+    strmap_free(&d->tasks);
+    strmap_free(&d->deletes);
+    strmap_free(&d->todo);
+    free(d->master);
+    free(d->user);
+    free(d->name);
+    free(d->fid);
+    free(d);
+}
+
+void mdrv_get_stats(const struct mdrv *d, struct mdrv_stats *out) { *out = d->st; }

@@ -1,0 +1,277 @@
+/* The Mesos driver's pod side (mesosdrv_int.h): updates as pod status (the
+ * ACKNOWLEDGE sent from the write's completion), final DELETEs, and a pod's
+ * resources and TaskInfo. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hostmgr.h"
+#include "ksim.h"
+#include "mesosdrv_int.h"
+
+/* ---- pod writes ---- */
+
+static void on_pod_write_done(void *ud, const struct kc_response *r);
+
+bool md_pod_write(struct mdrv *d, struct md_op *op, const char *method, const char *sub, json_t *body,
+                      const char *ct) {
+    char path[64 + 6 * NAME_MAX_LEN];
+    md_pod_path(op->ns, op->name, sub, path, sizeof path);
+    return md_op_send(op, method, path, body, ct, on_pod_write_done);
+}
+
+static json_t *delete_body(const char *uid) {
+    json_t *b = json_pack("{s:s, s:s, s:i}", "kind", "DeleteOptions", "apiVersion", "v1", "gracePeriodSeconds", 0);
+    if (b && uid) json_object_set_new(b, "preconditions", json_pack("{s:s}", "uid", uid));
+    return b;
+}
+
+/* The final DELETE of a pod whose task is over (or never ran). */
+void md_pod_delete(struct mdrv *d, const char *ns, const char *name, const char *uid) {
+    char key[3 * NAME_MAX_LEN + 64];
+    snprintf(key, sizeof key, "%s/%s/%s", ns, name, uid ? uid : "");
+    if (strmap_get(&d->deletes, key)) return;
+    struct md_op *op = md_op_new(d, OP_DELETE);
+    if (!op || !(op->ns = strdup(ns)) || !(op->name = strdup(name)) || (uid && !(op->uid = strdup(uid))) ||
+        strmap_put(&d->deletes, key, (void *)1, NULL)) {
+        if (op) md_op_free(op);
+        return;
+    }
+    md_pod_write(d, op, "DELETE", "", delete_body(uid), NULL);
+}
+
+static const char *reason_of(int state) {
+    switch (state) {
+    case MESOS_TASK_STARTING: return "TaskStarting";
+    case MESOS_TASK_STAGING: return "TaskStaging";
+    case MESOS_TASK_FINISHED: return "TaskFinished";
+    case MESOS_TASK_FAILED: return "TaskFailed";
+    case MESOS_TASK_KILLED: return "TaskKilled";
+    case MESOS_TASK_ERROR: return "TaskError";
+    default: return NULL;
+    }
+}
+
+/* The status patch of a task state (NULL: the state changes nothing in the pod). */
+static json_t *status_patch(const struct mesos_task_status *s, const char *uid) {
+    const char *phase;
+    switch (s->state) {
+    case MESOS_TASK_STAGING:
+    case MESOS_TASK_STARTING: phase = "Pending"; break;
+    case MESOS_TASK_RUNNING: phase = "Running"; break;
+    case MESOS_TASK_FINISHED: phase = "Succeeded"; break;
+    case MESOS_TASK_FAILED:
+    case MESOS_TASK_KILLED:
+    case MESOS_TASK_ERROR: phase = "Failed"; break;
+    default: return NULL;
+    }
+    char now[32], msg[512];
+    hostmgr_format_time(md_wall_ms(), false, now);
+    json_t *st = json_pack("{s:s}", "phase", phase);
+    const char *reason = reason_of((int)s->state);
+    if (reason) {
+        snprintf(msg, sizeof msg, "Mesos task %s%s%s%s%.300s", mesos_task_state_name((int)s->state),
+                 s->reason ? " (" : "", s->reason ? s->reason : "", s->reason ? "): " : ": ",
+                 s->message ? s->message : "");
+        json_object_set_new(st, "reason", json_string(reason));
+        json_object_set_new(st, "message", json_string(msg));
+    } else {
+        json_object_set_new(st, "reason", json_null());
+        json_object_set_new(st, "message", json_null());
+    }
+    if (s->state == MESOS_TASK_RUNNING) json_object_set_new(st, "startTime", json_string(now));
+    bool ready = s->state == MESOS_TASK_RUNNING;
+    json_object_set_new(st, "conditions",
+                        json_pack("[{s:s, s:s, s:s}]", "type", "Ready", "status", ready ? "True" : "False",
+                                  "lastTransitionTime", now));
+    /* the uid is a precondition: a late update must not land on a new pod of the same name */
+    return json_pack("{s:{s:s}, s:o}", "metadata", "uid", uid, "status", st);
+}
+
+static void on_pod_write_done(void *ud, const struct kc_response *r) {
+    struct md_op *op = ud;
+    if (!md_op_landed(op)) return;
+    struct mdrv *d = op->d;
+    /* 404: the pod is gone; 409: another pod holds the name now: nothing left to store either way */
+    bool ok = md_ok2xx(r->status) || r->status == 404 || r->status == 409;
+    struct md_task *t = op->task_id ? strmap_get(&d->tasks, op->task_id) : NULL;
+    if (t) t->busy = false;
+    if (!ok) {
+        fprintf(stderr, "level=warn msg=\"mesos: pod write failed\" pod=%s/%s status=%ld error=\"%s\"\n", op->ns,
+                op->name, r->status, r->error ? r->error : "");
+        if (op->kind == OP_DELETE) {
+            char key[3 * NAME_MAX_LEN + 64];
+            snprintf(key, sizeof key, "%s/%s/%s", op->ns, op->name, op->uid ? op->uid : "");
+            strmap_del(&d->deletes, key);
+        }
+        md_op_free(op); /* not acknowledged: the master sends the update again */
+        md_kick(d);
+        return;
+    }
+    if (op->kind == OP_STATUS || op->kind == OP_LOST) d->st.status_writes++;
+    if (t && op->kind == OP_STATUS) {
+        t->state = op->state;
+        t->terminal = mesos_task_state_terminal(op->state);
+    }
+    if (t && op->kind == OP_LOST) t->lost = t->terminal = true;
+    md_ack(d, op->agent_id, op->task_id, op->uuid);
+    const json_t *pod = t ? kc_informer_get(d->pods, t->ns, t->name) : NULL;
+    const char *uid = md_str(pod, "uid");
+    if (t && !t->busy && (!uid || strcmp(uid, t->uid))) { /* its pod went meanwhile (on_pod_delete left it) */
+        strmap_del(&d->tasks, t->id);
+        md_task_free(t);
+    }
+    md_op_free(op);
+    md_kick(d); /* a terminal task of a pod being deleted: its DELETE */
+}
+
+/* ---- updates ---- */
+
+void md_on_update(struct mdrv *d, const struct mesos_task_status *s) {
+    d->st.updates++;
+    int state = (int)s->state;
+    struct md_task *t = strmap_get(&d->tasks, s->task_id);
+    if (!t) {
+        if (!d->known_built) return; /* not acknowledged: it comes again once the pods are known */
+        if (!mesos_task_state_terminal(state) && !md_state_lost(state) && state != MESOS_TASK_KILLING) {
+            fprintf(stderr, "level=warn msg=\"mesos: unknown task killed\" task=%s state=%s\n", s->task_id,
+                    mesos_task_state_name(state));
+            md_kill_task(d, s->task_id, s->agent_id);
+        }
+        md_ack(d, s->agent_id, s->task_id, s->uuid_b64);
+        return;
+    }
+    if (s->agent_id && (!t->agent_id || strcmp(t->agent_id, s->agent_id))) {
+        free(t->agent_id);
+        t->agent_id = strdup(s->agent_id);
+    }
+    const json_t *pod = kc_informer_get(d->pods, t->ns, t->name);
+    const char *uid = md_str(pod, "uid");
+    bool pod_here = pod && uid && t->uid && !strcmp(uid, t->uid);
+    if (!pod_here || t->lost || (t->terminal && state != t->state)) {
+        /* the pod went (its task is killed if it still runs), or the update is stale */
+        if (!pod_here && !mesos_task_state_terminal(state) && !md_state_lost(state)) md_kill_task(d, t->id, t->agent_id);
+        md_ack(d, s->agent_id, s->task_id, s->uuid_b64);
+        return;
+    }
+    if (state == MESOS_TASK_KILLING || (state == t->state && !md_state_lost(state))) {
+        md_ack(d, s->agent_id, s->task_id, s->uuid_b64); /* nothing new to store */
+        return;
+    }
+    /* killed by a drain (not by a deletion): its work moves, as a lost task's does */
+    const struct md_agent *ag = t->agent_id ? md_agent_get(d, t->agent_id, false) : NULL;
+    bool drained = state == MESOS_TASK_KILLED && ag && ag->drain && !md_str(pod, "deletionTimestamp");
+    struct md_op *op = md_op_new(d, md_state_lost(state) || drained ? OP_LOST : OP_STATUS);
+    if (!op) return;
+    op->state = state;
+    op->task_id = strdup(t->id);
+    op->agent_id = md_dup0(s->agent_id ? s->agent_id : t->agent_id);
+    op->uuid = md_dup0(s->uuid_b64);
+    op->ns = strdup(t->ns);
+    op->name = strdup(t->name);
+    op->uid = strdup(t->uid);
+    if (!op->task_id || !op->ns || !op->name || !op->uid) {
+        md_op_free(op);
+        return;
+    }
+    t->busy = true;
+    if (op->kind == OP_LOST) {
+        /* lost: the pod is deleted, as for a lost Kubelet node, and the job manager runs it again */
+        d->st.lost++;
+        fprintf(stderr, "level=warn msg=\"mesos: task lost\" task=%s pod=%s/%s state=%s reason=%s\n", t->id, t->ns,
+                t->name, mesos_task_state_name(state), s->reason ? s->reason : "");
+        ctl_pod_event(d->kc, MDRV_COMPONENT, t->ns, t->name, t->uid, "Warning", "TaskLost",
+                      "Mesos task %s is %s (%s): pod %s/%s is lost and deleted", t->id, mesos_task_state_name(state),
+                      s->reason ? s->reason : "no reason", t->ns, t->name);
+        md_pod_write(d, op, "DELETE", "", delete_body(t->uid), NULL);
+        return;
+    }
+    json_t *p = status_patch(s, t->uid);
+    if (!p) {
+        md_op_free(op);
+        t->busy = false;
+        md_ack(d, s->agent_id, s->task_id, s->uuid_b64);
+        return;
+    }
+    md_pod_write(d, op, "PATCH", "/status", p, MERGE_PATCH);
+}
+
+/* ---- launching ---- */
+
+/* "k=v" strings for a task spec, malloc'd (freed by strs_free). */
+struct strs {
+    const char *v[MDRV_MAX_KV];
+    char *own[MDRV_MAX_KV];
+    int n;
+};
+
+static void strs_add(struct strs *s, const char *k, const char *v) {
+    if (s->n >= MDRV_MAX_KV) return;
+    size_t len = strlen(k) + strlen(v) + 2;
+    char *x = malloc(len);
+    if (!x) return;
+    snprintf(x, len, "%s=%s", k, v);
+    s->v[s->n] = s->own[s->n] = x;
+    s->n++;
+}
+
+static void strs_free(struct strs *s) {
+    for (int i = 0; i < s->n; i++) free(s->own[i]);
+}
+
+json_t *mdrv_pod_task_info(const json_t *pod, const char *task_id, const char *agent_id,
+                           const struct mesos_scalars *res) {
+    struct launch {
+        struct mesos_task_spec spec;
+        const char *argv[MDRV_MAX_KV];
+        struct strs env, labels;
+    } *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    const json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+    const char *name = md_str(pod, "name");
+    l->spec = (struct mesos_task_spec){.name = name ? name : task_id, .task_id = task_id, .agent_id = agent_id,
+                                       .res = *res};
+    l->spec.image = json_string_value(json_object_get(c, "image"));
+    const json_t *cmd = json_object_get(c, "command"), *args = json_object_get(c, "args");
+    size_t i;
+    const json_t *v;
+    int n = 0;
+    json_array_foreach(cmd, i, v) if (json_is_string(v) && n < MDRV_MAX_KV) l->argv[n++] = json_string_value(v);
+    json_array_foreach(args, i, v) if (json_is_string(v) && n < MDRV_MAX_KV) l->argv[n++] = json_string_value(v);
+    if (n) { /* argv (command then args), its first word the program, as Mesos takes arguments */
+        l->spec.command = l->argv[0];
+        l->spec.args = l->argv;
+        l->spec.nargs = n;
+    }
+    json_array_foreach(json_object_get(c, "env"), i, v) {
+        const char *k = json_string_value(json_object_get(v, "name"));
+        const char *val = json_string_value(json_object_get(v, "value"));
+        if (k) strs_add(&l->env, k, val ? val : ""); /* valueFrom is not resolved */
+    }
+    const char *k;
+    json_object_foreach(json_object_get(json_object_get(pod, "metadata"), "labels"), k, v)
+        if (json_is_string(v)) strs_add(&l->labels, k, json_string_value(v));
+    l->spec.env = l->env.v;
+    l->spec.nenv = l->env.n;
+    l->spec.labels = l->labels.v;
+    l->spec.nlabels = l->labels.n;
+    json_t *ti = mesos_task_info(&l->spec);
+    strs_free(&l->env);
+    strs_free(&l->labels);
+    free(l);
+    return ti;
+}
+
+int mdrv_pod_scalars(const json_t *pod, struct mesos_scalars *out) {
+    struct ksim_res r;
+    char err[200];
+    if (ksim_pod_requests(pod, &r, err, sizeof err)) return -1;
+    out->cpus = r.cpu / 1000.0;
+    out->mem = (double)r.memory / (1024.0 * 1024.0);
+    out->gpus = r.gpu / 1000.0;
+    out->disk = 0;
+    if (out->cpus < 0.01) out->cpus = 0.01;
+    if (out->mem < 32) out->mem = 32;
+    /* what no agent has, and what a master refuses in a TaskInfo (past 1e15) */
+    return out->cpus > MDRV_SCALAR_MAX || out->mem > MDRV_SCALAR_MAX || out->gpus > MDRV_SCALAR_MAX ? -1 : 0;
+}
