@@ -190,7 +190,7 @@ fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz-%)
 # Every suite prints "N passed, N failed"; test/run.sh sums them into the last line.
 test: deps $(BINS) build/asan/unit $(ASAN_BINS) $(FUZZ_TARGETS:%=build/asan/fuzz-%) \
       $(if $(INTEG_SRC),build/asan/integ)
-	@test/run.sh
+	@FUZZ_TARGETS="$(FUZZ_TARGETS)" test/run.sh
 
 bench: deps $(BENCH_BIN) $(BINS)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
