@@ -20,6 +20,7 @@
 
 #include "cluster.h"
 #include "ctl.h"
+#include "ctl_metrics.h"
 #include "labels.h"
 #include "podspec.h"
 #include "strmap.h"
@@ -38,6 +39,7 @@ struct placement {
     int timers_open;
     size_t inflight;
     uint64_t placed, unplaceable;
+    struct pl_metrics m;
     uint64_t busy_ms; /* when a tick last found gangs */
     bool stopping;
 };
@@ -45,6 +47,7 @@ struct placement {
 struct bind_ctx {
     struct placement *p;
     char *ns, *name, *node, *gang;
+    uint64_t t0; /* metrics_now_ns when posted */
 };
 
 void placement_options_default(struct placement_options *o) {
@@ -96,6 +99,11 @@ static void on_bound(void *ud, const struct kc_response *res) {
         if (!p->inflight && !p->timers_open) free(p);
         return;
     }
+    metrics_observe(metrics_series0(p->m.bind_duration), (double)(metrics_now_ns() - b->t0) / 1e9);
+    metrics_inc(metrics_series1(p->m.bindings, res->status >= 200 && res->status < 300 ? "bound"
+                                               : res->status == 409                    ? "conflict"
+                                               : res->status == 404                    ? "gone"
+                                                                                       : "failed"));
     if (res->status >= 200 && res->status < 300) {
         p->placed++;
     } else {
@@ -118,6 +126,7 @@ static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, 
         return;
     }
     b->p = p;
+    b->t0 = metrics_now_ns();
     char path[600];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", pod->ns, pod->name);
     /* the Binding as text: built as a tree and dumped, it cost more than the rest of the binding */
@@ -214,6 +223,7 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
         if (rc == 0) {
             /* the engine counted them; the model counts them again on assume: take the engine's back */
             place_gang_undo(cluster_engine(p->cm), &g, hosts);
+            metrics_inc(metrics_series1(p->m.placements, "placed"));
             for (uint32_t j = 0; j < nt; j++) bind_pod(p, key, pods[j], host_name(cluster_fleet(p->cm), hosts[j]));
         } else {
             char why[1024];
@@ -222,6 +232,7 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
             else
                 snprintf(why, sizeof why, "cannot place: %s", strerror(-rc));
             p->unplaceable++;
+            metrics_inc(metrics_series1(p->m.placements, "unplaceable"));
             tell_unplaced(p, key, pods, nt, why, attempts,
                           h->element[3]->type == REDIS_REPLY_STRING ? h->element[3]->str : NULL);
             ctl_redis_defer(p->env.db, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key);
@@ -291,6 +302,7 @@ struct placement *placement_start(const struct ctl_env *env, const struct placem
     }
     p->env = *env;
     placement_options_default(&p->o);
+    pl_metrics_init(&p->m, env->metrics);
     if (o) {
         if (o->batch) p->o.batch = o->batch;
         if (o->tick_ms) p->o.tick_ms = o->tick_ms;

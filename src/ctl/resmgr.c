@@ -26,6 +26,7 @@
 #include "crd_pool.h"
 #include "ctl.h"
 #include "labels.h"
+#include "ctl_metrics.h"
 #include "preempt.h"
 #include "quantity.h"
 #include "strmap.h"
@@ -78,6 +79,7 @@ struct resmgr {
     char **aged;            /* keys of gangs the last round queued and left waiting: told at this one's end */
     size_t naged, capaged;
     struct strmap incomplete; /* gang key -> struct rm_incomplete: gangs whose members do not all exist */
+    struct rm_metrics m;
 };
 
 void resmgr_options_default(struct resmgr_options *o) {
@@ -429,6 +431,7 @@ static void admit_pass(struct resmgr *r) {
                         s ? s : "[]", g->pool, r->epoch);
         ctl_redis_defer(r->env.db, "RPUSH %s %s", CTL_KEY_READY, g->key);
         r->readied = true;
+        rm_metrics_decision(&r->m, g->pool, 0, true);
         free(s);
     }
     ctl_redis_settle(r->env.db); /* placement may pop them at once */
@@ -498,6 +501,7 @@ static void tell_wait(struct resmgr *r, struct rm_gang *g) {
     const char *ns, *label;
     admit_why_format(&g->g, why, sizeof why);
     snprintf(msg, sizeof msg, "waiting for admission: %s", why);
+    rm_metrics_decision(&r->m, g->pool, (int)g->g.why.check, false);
     size_t m = members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
     for (size_t j = 0; j < m; j++) {
         if (!eligible(r, buf[j])) continue;
@@ -760,6 +764,8 @@ static void on_preempt(uv_timer_t *tm) {
         char why[400];
         preempt_victim_format(v, why, sizeof why);
         evict(r, p, why);
+        const char *mv[2] = {v->pool ? v->pool->name : "", preempt_reason_name(v->reason)};
+        metrics_inc(metrics_series(r->m.preemptions, mv));
         strmap_put(&r->evicting, p->key, (void *)1, NULL);
         ctl_pod_event(r->env.kc, RM_COMPONENT, p->ns, p->name, p->uid, "Warning", "Preempted", "%s", why);
         if (v->gang_id) { /* the other side: the gang that needs the room */
@@ -848,6 +854,7 @@ static void on_status(uv_timer_t *tm) {
     struct resmgr *r = tm->data;
     if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
     release_empty_pools(r);
+    rm_metrics_pools(&r->m, cluster_tree(r->cm));
     size_t n;
     struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
     for (size_t i = 0; all && i < n; i++) {
@@ -920,6 +927,7 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
     r->env = *env;
     if (o) r->o = *o;
     else resmgr_options_default(&r->o);
+    rm_metrics_init(&r->m, env->metrics);
     snprintf(r->id, sizeof r->id, "%s-%ld-%d", env->identity ? env->identity : "pelotond", (long)time(NULL),
              (int)getpid());
     struct cm_options co;

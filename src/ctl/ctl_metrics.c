@@ -1,0 +1,92 @@
+/* The controller roles' metrics: ctl_metrics.h. */
+#include <stdbool.h>
+
+#include "admit.h"
+#include "ctl_metrics.h"
+#include "respool.h"
+
+void rm_metrics_init(struct rm_metrics *m, struct metrics *reg) {
+    static const char *const pool_reason[] = {"pool", "reason"}, *const pool[] = {"pool"},
+                             *const pool_kind[] = {"pool", "kind"};
+    *m = (struct rm_metrics){0};
+    if (!reg) return;
+    m->decisions = metrics_counter(reg, "peloton_resmgr_admission_decisions_total",
+                                   "Admission decisions about gangs, by leaf pool and reason: admitted, or the rule "
+                                   "a waiting gang failed (counted when that rule changes).",
+                                   2, pool_reason);
+    m->preemptions = metrics_counter(reg, "peloton_resmgr_preemptions_total",
+                                     "Pods preempted, by their pool and the rule (inter-pool over entitlement, "
+                                     "intra-pool priority).",
+                                     2, pool_reason);
+    m->queued = metrics_gauge(reg, "peloton_resmgr_queued_gangs", "Gangs waiting for admission, by leaf pool.", 1,
+                              pool);
+    m->entitlement = metrics_gauge(reg, "peloton_pool_entitlement",
+                                   "A pool's entitlement per kind (cpu and gpu in cores, memory and disk in bytes).",
+                                   2, pool_kind);
+    m->allocation = metrics_gauge(reg, "peloton_pool_allocation",
+                                  "A pool's admitted work per kind (cores, bytes), preemptible and not, revocable too.",
+                                  2, pool_kind);
+    m->demand = metrics_gauge(reg, "peloton_pool_demand", "A pool's demand per kind (cores, bytes).", 2, pool_kind);
+    m->reservation = metrics_gauge(reg, "peloton_pool_reservation",
+                                   "A pool's configured reservation per kind (cores, bytes).", 2, pool_kind);
+}
+
+static const char *check_label(int c) {
+    switch (c) {
+    case ADMIT_CHECK_ENTITLEMENT: return "entitlement";
+    case ADMIT_CHECK_SLACK: return "slack_entitlement";
+    case ADMIT_CHECK_CONTROLLER: return "controller_limit";
+    case ADMIT_CHECK_RESERVATION: return "reservation";
+    case ADMIT_CHECK_DELETING: return "deletion";
+    default: return "queued";
+    }
+}
+
+void rm_metrics_decision(struct rm_metrics *m, const char *pool, int admit_check, bool admitted) {
+    if (!m->decisions) return;
+    const char *v[2] = {pool, admitted ? "admitted" : check_label(admit_check)};
+    metrics_inc(metrics_series(m->decisions, v));
+}
+
+/* Base units as Prometheus wants them: millicores to cores. */
+static double base(enum res_kind k, int64_t v) {
+    return (k == RES_CPU || k == RES_GPU) ? (double)v / 1000.0 : (double)v;
+}
+
+void rm_metrics_pools(struct rm_metrics *m, struct respool_tree *t) {
+    if (!m->entitlement || !t) return;
+    size_t n;
+    struct respool *const *all = respool_preorder(t, &n);
+    for (size_t i = 0; all && i < n; i++) {
+        const struct respool *p = all[i];
+        if (!p->parent) continue;
+        struct resvec alloc = usage_nonslack(&p->alloc);
+        alloc = resvec_add(alloc, p->alloc.c[UC_REVOCABLE]);
+        for (int k = 0; k < RES_NKINDS; k++) {
+            const char *v[2] = {p->name, res_kind_name((enum res_kind)k)};
+            metrics_set(metrics_series(m->entitlement, v), base((enum res_kind)k, p->entitlement.v[k]));
+            metrics_set(metrics_series(m->allocation, v), base((enum res_kind)k, alloc.v[k]));
+            metrics_set(metrics_series(m->demand, v), base((enum res_kind)k, p->demand.v[k]));
+            metrics_set(metrics_series(m->reservation, v), base((enum res_kind)k, p->cfg.res[k].reservation));
+        }
+        if (respool_is_leaf(p)) metrics_set(metrics_series1(m->queued, p->name), (double)admit_queued(p, -1));
+    }
+}
+
+void pl_metrics_init(struct pl_metrics *m, struct metrics *reg) {
+    static const char *const result[] = {"result"};
+    static const double bind_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+    *m = (struct pl_metrics){0};
+    if (!reg) return;
+    m->placements = metrics_counter(reg, "peloton_placement_gangs_total",
+                                    "Gangs placement tried, by result: placed, or unplaceable (sent to the retry "
+                                    "queue).",
+                                    1, result);
+    m->bindings = metrics_counter(reg, "peloton_placement_bindings_total",
+                                  "Bindings posted, by result: bound, conflict (409: bound already), gone (404), "
+                                  "failed (retried).",
+                                  1, result);
+    m->bind_duration = metrics_histogram(reg, "peloton_placement_binding_duration_seconds",
+                                         "From placement's decision to the API server's answer to the Binding.", 0,
+                                         NULL, bind_bounds, (int)(sizeof bind_bounds / sizeof bind_bounds[0]));
+}

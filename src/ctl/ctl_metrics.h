@@ -1,0 +1,32 @@
+/* The controller roles' metrics (docs/metrics.md): families each role
+ * registers on its own thread in the process's registry (ctl_env.metrics),
+ * and the few updates that are more than one increment. Without a registry
+ * every family is NULL and every update does nothing. */
+#ifndef PELOTON_CTL_METRICS_H
+#define PELOTON_CTL_METRICS_H
+
+#include "metrics.h"
+
+struct respool_tree;
+
+struct rm_metrics {
+    struct metrics_family *decisions, *preemptions, *queued;
+    struct metrics_family *entitlement, *allocation, *demand, *reservation;
+};
+
+struct pl_metrics {
+    struct metrics_family *placements, *bindings, *bind_duration;
+};
+
+void rm_metrics_init(struct rm_metrics *m, struct metrics *reg);
+/* An admission decision about a gang of pool: "admitted", or why it waits
+ * (an admit_check: entitlement, slack_entitlement, controller_limit,
+ * reservation, deletion, queued). */
+void rm_metrics_decision(struct rm_metrics *m, const char *pool, int admit_check, bool admitted);
+/* Every pool's gauges from the tree (entitlement, allocation, demand and
+ * reservation per kind in base units: cores, bytes; gangs queued). */
+void rm_metrics_pools(struct rm_metrics *m, struct respool_tree *t);
+
+void pl_metrics_init(struct pl_metrics *m, struct metrics *reg);
+
+#endif
