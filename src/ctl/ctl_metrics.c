@@ -1,9 +1,21 @@
 /* The controller roles' metrics: ctl_metrics.h. */
 #include <stdbool.h>
+#include <time.h>
 
 #include "admit.h"
 #include "ctl_metrics.h"
+#include "host.h"
 #include "respool.h"
+
+/* Latency bounds for the stages of a pod's way, seconds. */
+static const double stage_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+#define NSTAGE (int)(sizeof stage_bounds / sizeof stage_bounds[0])
+
+int64_t ctl_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 void rm_metrics_init(struct rm_metrics *m, struct metrics *reg) {
     static const char *const pool_reason[] = {"pool", "reason"}, *const pool[] = {"pool"},
@@ -20,6 +32,10 @@ void rm_metrics_init(struct rm_metrics *m, struct metrics *reg) {
                                      2, pool_reason);
     m->queued = metrics_gauge(reg, "peloton_resmgr_queued_gangs", "Gangs waiting for admission, by leaf pool.", 1,
                               pool);
+    m->admit_wait = metrics_histogram(reg, "peloton_resmgr_admission_wait_seconds",
+                                      "Stage queued -> admitted: from a gang's queueing on its pool (all members "
+                                      "present) to its admission, as this resource manager saw it.",
+                                      0, NULL, stage_bounds, NSTAGE);
     m->entitlement = metrics_gauge(reg, "peloton_pool_entitlement",
                                    "A pool's entitlement per kind (cpu and gpu in cores, memory and disk in bytes).",
                                    2, pool_kind);
@@ -29,6 +45,11 @@ void rm_metrics_init(struct rm_metrics *m, struct metrics *reg) {
     m->demand = metrics_gauge(reg, "peloton_pool_demand", "A pool's demand per kind (cores, bytes).", 2, pool_kind);
     m->reservation = metrics_gauge(reg, "peloton_pool_reservation",
                                    "A pool's configured reservation per kind (cores, bytes).", 2, pool_kind);
+    static const char *const host_labels[] = {"state", "backend"};
+    m->hosts = metrics_gauge(reg, "peloton_hosts",
+                             "Hosts (Nodes) by state: ready (takes work), cordoned (unschedulable), draining, "
+                             "not_ready; and backend: kubelet, mesos.",
+                             2, host_labels);
 }
 
 static const char *check_label(int c) {
@@ -53,8 +74,28 @@ static double base(enum res_kind k, int64_t v) {
     return (k == RES_CPU || k == RES_GPU) ? (double)v / 1000.0 : (double)v;
 }
 
-void rm_metrics_pools(struct rm_metrics *m, struct respool_tree *t) {
+static void hosts_by_state(struct rm_metrics *m, const struct host_fleet *f) {
+    static const char *const states[] = {"ready", "cordoned", "draining", "not_ready"};
+    static const char *const backends[] = {"kubelet", "mesos"};
+    uint32_t n[4][2] = {{0}};
+    for (uint32_t i = 0; f && i < f->nhosts; i++) {
+        const struct host *h = &f->hosts[i];
+        int s = (h->flags & HOST_NOT_READY)       ? 3
+                : (h->flags & HOST_DRAINING)      ? 2
+                : (h->flags & HOST_UNSCHEDULABLE) ? 1
+                                                  : 0;
+        n[s][h->backend == HOST_MESOS]++;
+    }
+    for (int s = 0; s < 4; s++)
+        for (int b = 0; b < 2; b++) {
+            const char *v[2] = {states[s], backends[b]};
+            metrics_set(metrics_series(m->hosts, v), n[s][b]);
+        }
+}
+
+void rm_metrics_pools(struct rm_metrics *m, struct respool_tree *t, const struct host_fleet *fleet) {
     if (!m->entitlement || !t) return;
+    hosts_by_state(m, fleet);
     size_t n;
     struct respool *const *all = respool_preorder(t, &n);
     for (size_t i = 0; all && i < n; i++) {
@@ -86,6 +127,10 @@ void pl_metrics_init(struct pl_metrics *m, struct metrics *reg) {
                                   "Bindings posted, by result: bound, conflict (409: bound already), gone (404), "
                                   "failed (retried).",
                                   1, result);
+    m->place_wait = metrics_histogram(reg, "peloton_placement_wait_seconds",
+                                      "Stage admitted -> placed: from a gang's admission (the wall clock written in "
+                                      "its record) to placement's decision, retries included.",
+                                      0, NULL, stage_bounds, NSTAGE);
     m->bind_duration = metrics_histogram(reg, "peloton_placement_binding_duration_seconds",
                                          "From placement's decision to the API server's answer to the Binding.", 0,
                                          NULL, bind_bounds, (int)(sizeof bind_bounds / sizeof bind_bounds[0]));

@@ -8,14 +8,16 @@
 #include "metrics.h"
 
 struct respool_tree;
+struct host_fleet;
 
 struct rm_metrics {
-    struct metrics_family *decisions, *preemptions, *queued;
+    struct metrics_family *decisions, *preemptions, *queued, *admit_wait;
     struct metrics_family *entitlement, *allocation, *demand, *reservation;
+    struct metrics_family *hosts;
 };
 
 struct pl_metrics {
-    struct metrics_family *placements, *bindings, *bind_duration;
+    struct metrics_family *placements, *bindings, *bind_duration, *place_wait;
 };
 
 void rm_metrics_init(struct rm_metrics *m, struct metrics *reg);
@@ -24,9 +26,14 @@ void rm_metrics_init(struct rm_metrics *m, struct metrics *reg);
  * reservation, deletion, queued). */
 void rm_metrics_decision(struct rm_metrics *m, const char *pool, int admit_check, bool admitted);
 /* Every pool's gauges from the tree (entitlement, allocation, demand and
- * reservation per kind in base units: cores, bytes; gangs queued). */
-void rm_metrics_pools(struct rm_metrics *m, struct respool_tree *t);
+ * reservation per kind in base units: cores, bytes; gangs queued), and the
+ * hosts of the fleet by state and backend (fleet may be NULL). */
+void rm_metrics_pools(struct rm_metrics *m, struct respool_tree *t, const struct host_fleet *fleet);
 
 void pl_metrics_init(struct pl_metrics *m, struct metrics *reg);
+
+/* Wall-clock ms (CLOCK_REALTIME): the admission time written into a gang's
+ * record, read by placement, perhaps in another process. */
+int64_t ctl_now_ms(void);
 
 #endif

@@ -173,10 +173,10 @@ static void tell_unplaced(struct placement *p, const char *key, struct cm_pod **
     if (changed) ctl_redis_defer(p->env.db, "HSET %s%s why %s", CTL_KEY_GANG, key, hash);
 }
 
-/* One gang from the ready queue; h is its record (HMGET ns pods attempts why), taken. */
+/* One gang from the ready queue; h is its record (HMGET ns pods attempts why admitted), taken. */
 static void place_one(struct placement *p, const char *key, redisReply *h, struct cm_pod **pods,
                       struct pod_task *tasks, struct place_task *pt, uint32_t *hosts) {
-    if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 4 || h->element[0]->type != REDIS_REPLY_STRING ||
+    if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 5 || h->element[0]->type != REDIS_REPLY_STRING ||
         h->element[1]->type != REDIS_REPLY_STRING) {
         freeReplyObject(h); /* gone: its pods ended or were bound; nothing to do */
         return;
@@ -224,6 +224,9 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
             /* the engine counted them; the model counts them again on assume: take the engine's back */
             place_gang_undo(cluster_engine(p->cm), &g, hosts);
             metrics_inc(metrics_series1(p->m.placements, "placed"));
+            if (h->element[4]->type == REDIS_REPLY_STRING) /* admitted by this version of resmgr */
+                metrics_observe(metrics_series0(p->m.place_wait),
+                                (double)(ctl_now_ms() - atoll(h->element[4]->str)) / 1e3);
             for (uint32_t j = 0; j < nt; j++) bind_pod(p, key, pods[j], host_name(cluster_fleet(p->cm), hosts[j]));
         } else {
             char why[1024];
@@ -265,7 +268,7 @@ static void on_tick(uv_timer_t *t) {
         return;
     }
     for (size_t i = 0; i < rep->elements; i++)
-        ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts why", CTL_KEY_GANG, rep->element[i]->str);
+        ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts why admitted", CTL_KEY_GANG, rep->element[i]->str);
     for (size_t i = 0; i < rep->elements; i++) recs[i] = ctl_redis_reply(p->env.db);
     if (rep->elements) p->busy_ms = uv_now(p->env.loop);
     for (size_t i = 0; i < rep->elements; i++) place_one(p, rep->element[i]->str, recs[i], pods, tasks, pt, hosts);

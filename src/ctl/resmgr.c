@@ -44,6 +44,7 @@ struct rm_gang {
     char *pool;             /* the leaf's name while queued or admitted */
     bool told;              /* an Event said why it cannot queue */
     uint32_t said;          /* the admission wait its members were told (wait_code), 0: none */
+    uint64_t queued_ns;     /* metrics_now_ns when queued, for the admission wait */
 };
 
 /* A gang waiting for its members to exist (none of them bound yet). */
@@ -384,6 +385,7 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
         return;
     }
     g->st = RG_QUEUED;
+    g->queued_ns = metrics_now_ns();
     free(g->pool);
     g->pool = strdup(leaf->name);
     /* priority first (higher first), then FIFO: a lower score pops first */
@@ -427,11 +429,12 @@ static void admit_pass(struct resmgr *r) {
         char *s = json_dumps(names, JSON_COMPACT);
         json_decref(names);
         ctl_redis_defer(r->env.db, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
-        ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, g->key, g->ns,
-                        s ? s : "[]", g->pool, r->epoch);
+        ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld admitted %lld", CTL_KEY_GANG, g->key,
+                        g->ns, s ? s : "[]", g->pool, r->epoch, (long long)ctl_now_ms());
         ctl_redis_defer(r->env.db, "RPUSH %s %s", CTL_KEY_READY, g->key);
         r->readied = true;
         rm_metrics_decision(&r->m, g->pool, 0, true);
+        metrics_observe(metrics_series0(r->m.admit_wait), (double)(metrics_now_ns() - g->queued_ns) / 1e9);
         free(s);
     }
     ctl_redis_settle(r->env.db); /* placement may pop them at once */
@@ -854,7 +857,7 @@ static void on_status(uv_timer_t *tm) {
     struct resmgr *r = tm->data;
     if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
     release_empty_pools(r);
-    rm_metrics_pools(&r->m, cluster_tree(r->cm));
+    rm_metrics_pools(&r->m, cluster_tree(r->cm), cluster_fleet(r->cm));
     size_t n;
     struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
     for (size_t i = 0; all && i < n; i++) {

@@ -176,6 +176,13 @@ def test_workload_seen_by_prometheus():
     wait_until(lambda: scalar('peloton_pool_allocation{pool="metrics-b",kind="cpu"}') == 4, 30,
                "metrics-b's allocation 4 cores")
     assert scalar('peloton_resmgr_queued_gangs{pool="metrics-a"}') == 0
+    # the stages each role saw: 8 gangs queued -> admitted, admitted -> placed, placed -> bound
+    assert scalar('peloton_resmgr_admission_wait_seconds_count') == 8
+    assert scalar('peloton_placement_wait_seconds_count') == 8
+    assert scalar('peloton_placement_binding_duration_seconds_count') == 8
+    # the fleet: kubelet-sim's 4 nodes, ready
+    assert scalar('peloton_hosts{state="ready",backend="kubelet"}') == 4
+    assert scalar('sum(peloton_hosts)') == 4
     # pods created by kubectl: one CREATE of pods per pod, each answered 201
     assert scalar('sum(peloton_apiserver_request_duration_seconds_count{verb="CREATE",resource="pods"})') >= 8
     # the controllers watch pods: at least one open watch on pods, with events sent
