@@ -31,7 +31,7 @@
 
 #define METRICS_MAX_LABELS 4
 #define METRICS_MAX_BUCKETS 32
-#define METRICS_MAX_SERIES 4096
+#define METRICS_MAX_SERIES 65536 /* 10,000 pools x 4 kinds fit in a pool gauge */
 #define METRICS_MAX_VALUE 256 /* bytes of one label value; longer ones are cut */
 
 enum metrics_type { METRICS_COUNTER, METRICS_GAUGE, METRICS_HISTOGRAM };
