@@ -288,10 +288,16 @@ static void serve_metrics(void *ud, const struct http_request *req, struct http_
         resp->status = 404;
         return;
     }
-    const char *a = req->authorization;
-    if (ml->token && (strncasecmp(a, "bearer ", 7) || strcmp(a + 7, ml->token) != 0)) {
-        resp->status = 401;
-        return;
+    if (ml->token) { /* "Bearer TOKEN", compared in a time that does not depend on where it differs */
+        const char *a = req->authorization;
+        size_t n = strlen(ml->token);
+        bool bad = strncasecmp(a, "bearer ", 7) || strlen(a + 7) != n;
+        unsigned char diff = 0;
+        for (size_t i = 0; !bad && i < n; i++) diff |= (unsigned char)(a[7 + i] ^ ml->token[i]);
+        if (bad || diff) {
+            resp->status = 401;
+            return;
+        }
     }
     if (metrics_render(ml->reg, &resp->body, &resp->body_len)) {
         resp->status = 500;

@@ -196,6 +196,19 @@ def test_workload_seen_by_prometheus():
     assert scalar('up{job="pelotond"}') == 1
 
 
+def test_made_up_methods_make_no_series():
+    """A client's own methods must not make series: the HTTP layer names them OTHER."""
+    import http.client
+    for m in ("BREW", "WHEN", "XYZZY"):
+        c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+        c.request(m, "/api/v1/pods", headers={"Authorization": f"Bearer {TOKEN}"})
+        c.getresponse().read()
+        c.close()
+    _, _, body = get(f"http://127.0.0.1:{PORT}/metrics")
+    assert "BREW" not in body and "XYZZY" not in body
+    assert 'verb="OTHER"' in body
+
+
 def test_promtool_accepts_the_text():
     st, _, body = get(f"http://127.0.0.1:{PORT}/metrics")
     assert st == 200
@@ -218,6 +231,9 @@ def test_controller_only_metrics_port():
                       what="the metrics port")
     mport = int(open(port_file).read().split()[0])
     assert get(f"http://127.0.0.1:{mport}/metrics", token=None)[0] == 401
+    for bad in ("wrong", TOKEN[:-1], TOKEN + "x"):
+        assert get(f"http://127.0.0.1:{mport}/metrics", token=bad)[0] == 401, bad
+    assert get(f"http://127.0.0.1:{mport}/other")[0] == 404
     st, ctype, body = get(f"http://127.0.0.1:{mport}/metrics")
     assert st == 200 and ctype.startswith("text/plain; version=0.0.4"), (st, ctype)
     assert "process_cpu_seconds_total" in body and "peloton_apiserver" not in body
