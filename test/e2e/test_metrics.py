@@ -194,6 +194,13 @@ def test_workload_seen_by_prometheus():
     assert scalar('sum(peloton_redis_errors_total)') == 0
     assert scalar('process_cpu_seconds_total{job="pelotond"}') > 0
     assert scalar('up{job="pelotond"}') == 1
+    for expr in ('sum(peloton_placement_bindings_total{result="bound"})',
+                 'peloton_pool_allocation{pool="metrics-a",kind="cpu"}',
+                 'peloton_pool_entitlement{pool="metrics-a",kind="cpu"}',
+                 'sum by (pool) (peloton_resmgr_admission_decisions_total{reason="admitted"})',
+                 'histogram_quantile(0.99, sum by (le) (peloton_apiserver_request_duration_seconds_bucket'
+                 '{verb="CREATE",resource="pods/binding"}))'):
+        print(f"  prometheus: {expr} = {query(expr)}")
 
 
 def test_made_up_methods_make_no_series():
