@@ -131,6 +131,11 @@ void pl_metrics_init(struct pl_metrics *m, struct metrics *reg) {
                                       "Stage admitted -> placed: from a gang's admission (the wall clock written in "
                                       "its record) to placement's decision, retries included.",
                                       0, NULL, stage_bounds, NSTAGE);
+    m->run_wait = metrics_histogram(reg, "peloton_placement_bound_to_running_seconds",
+                                    "Stage bound -> Running: from the API server's answer to a Binding this engine "
+                                    "posted to the pod's first event in phase Running (its Kubelet's start and "
+                                    "status write, and the watch's delivery).",
+                                    0, NULL, stage_bounds, NSTAGE);
     m->bind_duration = metrics_histogram(reg, "peloton_placement_binding_duration_seconds",
                                          "From placement's decision to the API server's answer to the Binding.", 0,
                                          NULL, bind_bounds, (int)(sizeof bind_bounds / sizeof bind_bounds[0]));

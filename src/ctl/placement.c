@@ -40,9 +40,14 @@ struct placement {
     size_t inflight;
     uint64_t placed, unplaceable;
     struct pl_metrics m;
+    struct strmap bound_at; /* "ns/name" -> metrics_now_ns when its Binding was answered, until it runs (metrics) */
     uint64_t busy_ms; /* when a tick last found gangs */
     bool stopping;
 };
+
+/* Pods bound and not yet seen running that bound -> Running waits for; past
+ * this many (pods that never run), new ones are not timed. */
+#define PL_BOUND_AT_MAX 200000
 
 struct bind_ctx {
     struct placement *p;
@@ -65,11 +70,30 @@ static int64_t now_ms(void) {
 static const char *obj_name(json_t *obj) {
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
 }
-static void on_pod_add(void *ud, json_t *obj) { cluster_pod_set(((struct placement *)ud)->cm, obj); }
+/* Stage bound -> Running, for pods this engine bound: observed when their
+ * phase leaves Pending (Running; an ended or deleted one is forgotten). */
+static void note_phase(struct placement *p, json_t *obj, bool gone) {
+    if (!strmap_count(&p->bound_at)) return;
+    json_t *md = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace")), *name = obj_name(obj);
+    const char *phase = json_string_value(json_object_get(json_object_get(obj, "status"), "phase"));
+    if (!ns || !name || (!gone && (!phase || !strcmp(phase, "Pending")))) return;
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    void *t = strmap_del(&p->bound_at, key);
+    if (t && !gone && !strcmp(phase, "Running"))
+        metrics_observe(metrics_series0(p->m.run_wait), (double)(metrics_now_ns() - (uint64_t)(uintptr_t)t) / 1e9);
+}
+
+static void on_pod_add(void *ud, json_t *obj) {
+    note_phase(ud, obj, false);
+    cluster_pod_set(((struct placement *)ud)->cm, obj);
+}
 static void on_pod_update(void *ud, json_t *old, json_t *obj) { on_pod_add(ud, obj); }
 static void on_pod_delete(void *ud, json_t *obj) {
     json_t *md = json_object_get(obj, "metadata");
     const char *ns = json_string_value(json_object_get(md, "namespace"));
+    note_phase(ud, obj, true);
     if (ns && obj_name(obj)) cluster_pod_del(((struct placement *)ud)->cm, ns, obj_name(obj));
 }
 static void on_node_add(void *ud, json_t *obj) { cluster_node_set(((struct placement *)ud)->cm, obj); }
@@ -106,6 +130,12 @@ static void on_bound(void *ud, const struct kc_response *res) {
                                                                                        : "failed"));
     if (res->status >= 200 && res->status < 300) {
         p->placed++;
+        if (p->m.run_wait && strmap_count(&p->bound_at) < PL_BOUND_AT_MAX) {
+            char key[600];
+            snprintf(key, sizeof key, "%s/%s", b->ns, b->name);
+            uint64_t now = metrics_now_ns();
+            strmap_put(&p->bound_at, key, (void *)(uintptr_t)(now ? now : 1), NULL);
+        }
     } else {
         /* already bound elsewhere (409) or gone (404): nothing to retry; else try the gang again */
         cluster_forget(p->cm, b->ns, b->name);
@@ -358,6 +388,7 @@ void placement_stop(struct placement *p) {
     }
     ctl_recorder_free(p->rec);
     p->rec = NULL;
+    strmap_free(&p->bound_at);
     if (!p->timers_open) {
         if (!p->inflight) free(p);
         return;

@@ -176,10 +176,12 @@ def test_workload_seen_by_prometheus():
     wait_until(lambda: scalar('peloton_pool_allocation{pool="metrics-b",kind="cpu"}') == 4, 30,
                "metrics-b's allocation 4 cores")
     assert scalar('peloton_resmgr_queued_gangs{pool="metrics-a"}') == 0
-    # the stages each role saw: 8 gangs queued -> admitted, admitted -> placed, placed -> bound
+    # the stages each role saw: 8 gangs queued -> admitted, admitted -> placed, placed -> bound -> Running
     assert scalar('peloton_resmgr_admission_wait_seconds_count') == 8
     assert scalar('peloton_placement_wait_seconds_count') == 8
     assert scalar('peloton_placement_binding_duration_seconds_count') == 8
+    wait_until(lambda: scalar('peloton_placement_bound_to_running_seconds_count') == 8, 30,
+               "8 pods timed bound -> Running")
     # the fleet: kubelet-sim's 4 nodes, ready
     assert scalar('peloton_hosts{state="ready",backend="kubelet"}') == 4
     assert scalar('sum(peloton_hosts)') == 4
