@@ -170,6 +170,7 @@ static void ctl_main(void *arg) {
     jobmgr_options_default(&jo);
     if (c->backoff_ms) jo.backoff_ms = c->backoff_ms;
     if (c->backoff_max_ms) jo.backoff_max_ms = c->backoff_max_ms;
+    jo.metrics = c->metrics;
     struct hostmgr_options ho;
     hostmgr_options_default(&ho);
     if (((c->roles & ROLE_RESMGR) && !(c->resmgr = resmgr_start(&env, &ro, err, sizeof err))) ||

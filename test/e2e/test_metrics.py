@@ -218,6 +218,24 @@ def test_made_up_methods_make_no_series():
     assert 'verb="OTHER"' in body
 
 
+def test_jobs_seen_by_prometheus():
+    """A BATCH Job of 3: the job manager follows one Job, created its 3 pods without a failed write."""
+    apply([{"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": "mjob"},
+            "spec": {"type": "BATCH", "resourcePool": "metrics-b", "instanceCount": 3,
+                     "template": {"metadata": {"labels": {"t": "mjob"}},
+                                  "spec": {"containers": [{"name": "c", "image": "x",
+                                                           "resources": {"requests": {"cpu": "100m"}}}]}}}}])
+    wait_until(lambda: kubectl("get", "pods", "-l", "t=mjob", "-o",
+                               "jsonpath={range .items[*]}{.status.phase}{\"\\n\"}{end}").split().count("Running")
+               == 3, 60, "the Job's 3 pods Running")
+    wait_until(lambda: scalar("peloton_jobmgr_jobs") == 1, 30, "1 Job in Prometheus")
+    wait_until(lambda: (scalar('peloton_jobmgr_writes_total{result="ok"}') or 0) >= 3, 30, "3 writes at least")
+    assert scalar('peloton_jobmgr_writes_total{result="failed"}') == 0
+    assert scalar("peloton_jobmgr_reconciles_total") >= 1
+    wait_until(lambda: scalar('peloton_resmgr_admission_decisions_total{pool="metrics-b",reason="admitted"}') == 5,
+               30, "the Job's 3 gangs admitted in metrics-b too")
+
+
 def test_promtool_accepts_the_text():
     st, _, body = get(f"http://127.0.0.1:{PORT}/metrics")
     assert st == 200
