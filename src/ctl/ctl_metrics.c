@@ -1,5 +1,6 @@
 /* The controller roles' metrics: ctl_metrics.h. */
 #include <stdbool.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "admit.h"
@@ -93,9 +94,25 @@ static void hosts_by_state(struct rm_metrics *m, const struct host_fleet *f) {
         }
 }
 
+/* A pool gone from the tree takes its gauges with it: a deleted pool must
+ * not keep reporting its last allocation. */
+static void drop_pool(struct rm_metrics *m, const char *pool) {
+    metrics_series_drop(m->queued, &pool);
+    for (int k = 0; k < RES_NKINDS; k++) {
+        const char *v[2] = {pool, res_kind_name((enum res_kind)k)};
+        metrics_series_drop(m->entitlement, v);
+        metrics_series_drop(m->allocation, v);
+        metrics_series_drop(m->demand, v);
+        metrics_series_drop(m->reservation, v);
+    }
+}
+
+void rm_metrics_free(struct rm_metrics *m) { strmap_free(&m->pools); }
+
 void rm_metrics_pools(struct rm_metrics *m, struct respool_tree *t, const struct host_fleet *fleet) {
     if (!m->entitlement || !t) return;
     hosts_by_state(m, fleet);
+    m->round++;
     size_t n;
     struct respool *const *all = respool_preorder(t, &n);
     for (size_t i = 0; all && i < n; i++) {
@@ -111,7 +128,17 @@ void rm_metrics_pools(struct rm_metrics *m, struct respool_tree *t, const struct
             metrics_set(metrics_series(m->reservation, v), base((enum res_kind)k, p->cfg.res[k].reservation));
         }
         if (respool_is_leaf(p)) metrics_set(metrics_series1(m->queued, p->name), (double)admit_queued(p, -1));
+        else metrics_series_drop(m->queued, (const char *const *)&p->name); /* a leaf that got children */
+        strmap_put(&m->pools, p->name, (void *)(uintptr_t)m->round, NULL);
     }
+    size_t pos = 0;
+    const char *name;
+    void *seen;
+    while (strmap_next(&m->pools, &pos, &name, &seen))
+        if ((uintptr_t)seen != m->round) {
+            drop_pool(m, name);
+            strmap_del(&m->pools, name);
+        }
 }
 
 void pl_metrics_init(struct pl_metrics *m, struct metrics *reg) {

@@ -6,6 +6,7 @@
 #define PELOTON_CTL_METRICS_H
 
 #include "metrics.h"
+#include "strmap.h"
 
 struct respool_tree;
 struct host_fleet;
@@ -14,6 +15,8 @@ struct rm_metrics {
     struct metrics_family *decisions, *preemptions, *queued, *admit_wait;
     struct metrics_family *entitlement, *allocation, *demand, *reservation;
     struct metrics_family *hosts;
+    struct strmap pools; /* pool name -> the status round it was last written in (its gauges go with it) */
+    uint64_t round;
 };
 
 struct pl_metrics {
@@ -29,6 +32,8 @@ void rm_metrics_decision(struct rm_metrics *m, const char *pool, int admit_check
  * reservation per kind in base units: cores, bytes; gangs queued), and the
  * hosts of the fleet by state and backend (fleet may be NULL). */
 void rm_metrics_pools(struct rm_metrics *m, struct respool_tree *t, const struct host_fleet *fleet);
+/* Forgets what rm_metrics_pools remembers (the registry keeps the series). */
+void rm_metrics_free(struct rm_metrics *m);
 
 void pl_metrics_init(struct pl_metrics *m, struct metrics *reg);
 

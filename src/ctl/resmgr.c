@@ -1004,6 +1004,7 @@ void resmgr_stop(struct resmgr *r) {
     strmap_free(&r->gangs);
     strmap_free(&r->dirty);
     strmap_free(&r->evicting);
+    rm_metrics_free(&r->m);
     cluster_free(r->cm); /* releases the admission queues */
     preempt_state_free(&r->ps);
     json_decref(r->sent);

@@ -219,6 +219,45 @@ struct metrics_series *metrics_series(struct metrics_family *f, const char *cons
     return s;
 }
 
+void metrics_series_drop(struct metrics_family *f, const char *const *values) {
+    if (!f || !f->cap) return;
+    char key[METRICS_MAX_LABELS * (METRICS_MAX_VALUE + 1)];
+    uint64_t h;
+    size_t klen = key_make(f, values, key, &h);
+    size_t j = h & (f->cap - 1);
+    struct metrics_series *s;
+    for (;; j = (j + 1) & (f->cap - 1)) {
+        if (!(s = f->slots[j])) return;
+        if (s->hash == h && s->klen == klen && !memcmp(s->key, key, klen)) break;
+    }
+    /* backward-shift deletion keeps every other series reachable from its home slot */
+    f->slots[j] = NULL;
+    for (size_t k = (j + 1) & (f->cap - 1); f->slots[k]; k = (k + 1) & (f->cap - 1)) {
+        size_t home = f->slots[k]->hash & (f->cap - 1);
+        /* move slots[k] into the hole at j when its home is not in (j, k] (cyclically) */
+        if ((k > j && (home <= j || home > k)) || (k < j && home <= j && home > k)) {
+            f->slots[j] = f->slots[k];
+            f->slots[k] = NULL;
+            j = k;
+        }
+    }
+    f->n--;
+    struct metrics *m = f->owner;
+    pthread_mutex_lock(&m->mu);
+    struct metrics_series *prev = NULL;
+    for (struct metrics_series *o = f->first; o; prev = o, o = o->next_in_order)
+        if (o == s) {
+            if (prev) prev->next_in_order = s->next_in_order;
+            else f->first = s->next_in_order;
+            if (f->last == s) f->last = prev;
+            break;
+        }
+    pthread_mutex_unlock(&m->mu);
+    free(s->key);
+    free(s->le);
+    free(s);
+}
+
 struct metrics_series *metrics_series0(struct metrics_family *f) { return metrics_series(f, NULL); }
 
 struct metrics_series *metrics_series1(struct metrics_family *f, const char *value) {

@@ -74,6 +74,11 @@ struct metrics_series *metrics_series(struct metrics_family *fam, const char *co
 struct metrics_series *metrics_series0(struct metrics_family *fam);
 struct metrics_series *metrics_series1(struct metrics_family *fam, const char *value);
 
+/* Removes the series of fam with these label values, if any (writer
+ * thread): what it described is gone (a deleted pool). A pointer to it
+ * held by the caller is invalid from then on. */
+void metrics_series_drop(struct metrics_family *fam, const char *const *values);
+
 /* Writer thread only. */
 static inline void metrics_add(struct metrics_series *s, uint64_t n) {
     if (s) atomic_store_explicit(&s->v, atomic_load_explicit(&s->v, memory_order_relaxed) + n, memory_order_relaxed);

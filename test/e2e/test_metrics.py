@@ -236,6 +236,17 @@ def test_jobs_seen_by_prometheus():
                30, "the Job's 3 gangs admitted in metrics-b too")
 
 
+def test_deleted_pool_takes_its_gauges():
+    def text():
+        return get(f"http://127.0.0.1:{PORT}/metrics")[2]
+    apply([pool("metrics-gone", 1, 2)])
+    wait_until(lambda: 'peloton_pool_reservation{pool="metrics-gone",kind="cpu"} 1\n' in text(), 30,
+               "metrics-gone's gauges")
+    kubectl("delete", "resourcepool", "metrics-gone", "--wait=false")
+    wait_until(lambda: 'pool="metrics-gone"' not in text(), 30, "metrics-gone's gauges gone")
+    assert 'peloton_pool_reservation{pool="metrics-a",kind="cpu"} 8\n' in text()
+
+
 def test_promtool_accepts_the_text():
     st, _, body = get(f"http://127.0.0.1:{PORT}/metrics")
     assert st == 200

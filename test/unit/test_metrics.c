@@ -3,6 +3,7 @@
  * series, and updates from another thread read by a scrape. */
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,5 +185,58 @@ TEST(metrics_scrape_while_writing) {
     REQUIRE(t);
     CHECK_HAS(t, "w_seconds_bucket{pool=\"p0\",le=\"0.05\"} 4000\nw_seconds_bucket{pool=\"p0\",le=\"+Inf\"} 4000\n");
     free(t);
+    metrics_free(m);
+}
+
+/* Dropping series: the others stay found (the same series, not new ones),
+ * the dropped ones leave the text and come back empty when used again. */
+TEST(metrics_series_drop_keeps_the_rest) {
+    struct metrics *m = metrics_new();
+    REQUIRE(m);
+    const char *lab[] = {"pool"};
+    struct metrics_family *g = metrics_gauge(m, "pool_gauge", "x", 1, lab);
+    REQUIRE(g);
+    enum { NS = 1000 };
+    static struct metrics_series *s[NS];
+    char v[64];
+    for (int i = 0; i < NS; i++) {
+        snprintf(v, sizeof v, "p%d", i);
+        REQUIRE((s[i] = metrics_series1(g, v)));
+        metrics_set(s[i], i);
+    }
+    uint64_t seed = 7;
+    static bool gone[NS];
+    for (int n = 0; n < NS / 2;) { /* half of them, in a random order */
+        int i = (int)test_range(&seed, 0, NS - 1);
+        if (gone[i]) continue;
+        snprintf(v, sizeof v, "p%d", i);
+        const char *vv = v;
+        metrics_series_drop(g, &vv);
+        gone[i] = true;
+        n++;
+    }
+    const char *none = "never-made";
+    metrics_series_drop(g, &none); /* absent: nothing happens */
+    metrics_series_drop(NULL, &none);
+    char *t = render(m);
+    REQUIRE(t);
+    int kept = 0;
+    for (int i = 0; i < NS; i++) {
+        snprintf(v, sizeof v, "pool_gauge{pool=\"p%d\"} %d\n", i, i);
+        CHECK((strstr(t, v) != NULL) == !gone[i]);
+        if (gone[i]) continue;
+        kept++;
+        snprintf(v, sizeof v, "p%d", i);
+        CHECK(metrics_series1(g, v) == s[i]);
+    }
+    CHECK_I64(kept, NS / 2);
+    free(t);
+    for (int i = 0; i < NS; i++)
+        if (gone[i]) {
+            snprintf(v, sizeof v, "p%d", i);
+            struct metrics_series *again = metrics_series1(g, v);
+            CHECK(again && metrics_value(again) == 0);
+            break;
+        }
     metrics_free(m);
 }
