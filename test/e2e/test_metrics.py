@@ -50,7 +50,8 @@ current-context: c
 # kubectl sends its token over TLS only; kubelet-sim uses the plain port
 KCFG = write_kubeconfig(f"https://127.0.0.1:{TPORT}",
                         f", certificate-authority-data: {base64.b64encode(open(CERT, 'rb').read()).decode()}")
-KS, _ = services.start_kubelet_sim(write_kubeconfig(f"http://127.0.0.1:{PORT}"), "--nodes=4", "--name-prefix=m-", "--cpu=8", "--memory=32Gi", expect=4)
+KS, _ = services.start_kubelet_sim(write_kubeconfig(f"http://127.0.0.1:{PORT}"), "--nodes=4", "--name-prefix=m-",
+                                   "--cpu=8", "--memory=32Gi", expect=4)
 
 
 def get(url, token=TOKEN, timeout=10):
@@ -149,6 +150,11 @@ def test_metrics_needs_the_token():
     assert get(f"https://127.0.0.1:{TPORT}/metrics", token=None)[0] == 401
     st, ctype, body = get(f"https://127.0.0.1:{TPORT}/metrics")
     assert st == 200 and "# TYPE peloton_apiserver_request_duration_seconds histogram" in body, st
+    # and over HTTP/2 (curl, ALPN h2), as Prometheus' HTTP/2-capable client may ask
+    r = subprocess.run(["curl", "-sS", "--http2", "--cacert", CERT, "-o", "/dev/null", "-w",
+                        "%{http_version} %{http_code}", "-H", f"Authorization: Bearer {TOKEN}", f"https://127.0.0.1:{TPORT}/metrics"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.stdout == "2 200", (r.stdout, r.stderr)
 
 
 def test_workload_seen_by_prometheus():
