@@ -256,7 +256,7 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
             metrics_inc(metrics_series1(p->m.placements, "placed"));
             if (h->element[4]->type == REDIS_REPLY_STRING) /* admitted by this version of resmgr */
                 metrics_observe(metrics_series0(p->m.place_wait),
-                                (double)(ctl_now_ms() - atoll(h->element[4]->str)) / 1e3);
+                                (double)(now_ms() - atoll(h->element[4]->str)) / 1e3);
             for (uint32_t j = 0; j < nt; j++) bind_pod(p, key, pods[j], host_name(cluster_fleet(p->cm), hosts[j]));
         } else {
             char why[1024];
