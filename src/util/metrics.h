@@ -8,13 +8,16 @@
  * relaxed loads and stores by its single writer (no lock, no locked
  * instruction), read by the scrape from any thread. Finding a series by its
  * label values (metrics_series) takes no lock either; making a new one does
- * (the registry's mutex, which the scrape holds while it writes). A
- * histogram's count is the sum of its buckets as the scrape reads them, so
- * the +Inf bucket and _count always agree.
+ * (the registry's mutex, which the scrape holds while it writes). A series
+ * made on the family's thread may be handed to one other thread, which then
+ * is that series' one writer (pelotond makes the controllers' Redis series
+ * on the main thread before their thread starts). A histogram's count is
+ * the sum of its buckets as the scrape reads them, so the +Inf bucket and
+ * _count always agree.
  *
  * Names follow Prometheus' conventions (base units in the name: _seconds,
- * _bytes; counters end in _total); metrics_counter etc. check the name and
- * label names ([a-zA-Z_:][a-zA-Z0-9_:]*, labels without ':' and not
+ * _bytes; counters end in _total: the caller's to choose); metrics_counter
+ * etc. check the characters of the name and label names ([a-zA-Z_:][a-zA-Z0-9_:]*, labels without ':' and not
  * starting "__"). Label values are escaped (\\, \", \n) when written.
  *
  * Bounds: a family holds at most METRICS_MAX_SERIES series; metrics_series
