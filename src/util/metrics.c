@@ -367,30 +367,107 @@ void metrics_write_sample(void *file, const char *name, double v) {
     fputc('\n', file);
 }
 
-/* {a="x",b="y"} with le="bound" last when given; nothing for no labels. */
-static void write_labels(FILE *f, const struct metrics_family *fam, const char *key, const char *le) {
-    if (!fam->nlabels && !le) return;
-    fputc('{', f);
-    const char *v = key;
-    for (int i = 0; i < fam->nlabels; i++) {
-        fprintf(f, "%s%s=\"", i ? "," : "", fam->labels[i]);
-        write_escaped(f, v, true);
-        fputc('"', f);
-        v += strlen(v) + 1;
+/* A series' lines are built in a buffer reused over the scrape and written
+ * with one fwrite: stdio calls per field made a scrape of 16,000 gauges cost
+ * 8 ms of the API server's loop. */
+struct mbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+};
+
+static void mb_put(struct mbuf *b, const char *s, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
     }
-    if (le) fprintf(f, "%sle=\"%s\"", fam->nlabels ? "," : "", le);
-    fputc('}', f);
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
 }
 
-static void write_series(FILE *f, const struct metrics_family *fam, const struct metrics_series *s) {
+static void mb_str(struct mbuf *b, const char *s) { mb_put(b, s, strlen(s)); }
+
+static void mb_u64(struct mbuf *b, uint64_t v) {
+    char d[24];
+    int n = 0;
+    do d[sizeof d - 1 - n++] = (char)('0' + v % 10);
+    while ((v /= 10));
+    mb_put(b, d + sizeof d - n, (size_t)n);
+}
+
+/* A float as write_float writes it; whole numbers (most gauges) without
+ * printf. */
+static void mb_float(struct mbuf *b, double v) {
+    if (v == v && v >= -9007199254740992.0 && v <= 9007199254740992.0 && v == (double)(int64_t)v &&
+        !(v == 0 && signbit(v))) {
+        if (v < 0) {
+            mb_put(b, "-", 1);
+            mb_u64(b, (uint64_t)(-(int64_t)v));
+        } else {
+            mb_u64(b, (uint64_t)v);
+        }
+        return;
+    }
+    char buf[40];
+    if (isnan(v)) strcpy(buf, "NaN");
+    else if (isinf(v)) strcpy(buf, v > 0 ? "+Inf" : "-Inf");
+    else {
+        snprintf(buf, sizeof buf, "%.15g", v);
+        if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
+    }
+    mb_str(b, buf);
+}
+
+/* A label value with \, " and newline escaped. */
+static void mb_escaped(struct mbuf *b, const char *s) {
+    const char *run = s;
+    for (; *s; s++) {
+        const char *esc = *s == '\\' ? "\\\\" : *s == '"' ? "\\\"" : *s == '\n' ? "\\n" : NULL;
+        if (!esc) continue;
+        mb_put(b, run, (size_t)(s - run));
+        mb_put(b, esc, 2);
+        run = s + 1;
+    }
+    mb_put(b, run, (size_t)(s - run));
+}
+
+/* {a="x",b="y"} with le="bound" last when given; nothing for no labels. */
+static void mb_labels(struct mbuf *b, const struct metrics_family *fam, const char *key, const char *le) {
+    if (!fam->nlabels && !le) return;
+    mb_put(b, "{", 1);
+    const char *v = key;
+    for (int i = 0; i < fam->nlabels; i++) {
+        if (i) mb_put(b, ",", 1);
+        mb_str(b, fam->labels[i]);
+        mb_put(b, "=\"", 2);
+        mb_escaped(b, v);
+        mb_put(b, "\"", 1);
+        v += strlen(v) + 1;
+    }
+    if (le) {
+        mb_str(b, fam->nlabels ? ",le=\"" : "le=\"");
+        mb_str(b, le);
+        mb_put(b, "\"", 1);
+    }
+    mb_put(b, "}", 1);
+}
+
+static void mb_series(struct mbuf *b, const struct metrics_family *fam, const struct metrics_series *s) {
     uint64_t v = atomic_load_explicit(&s->v, memory_order_relaxed);
     if (fam->type != METRICS_HISTOGRAM) {
-        fputs(fam->name, f);
-        write_labels(f, fam, s->key, NULL);
-        fputc(' ', f);
-        if (fam->type == METRICS_COUNTER) fprintf(f, "%llu", (unsigned long long)v);
-        else write_float(f, bitsd(v));
-        fputc('\n', f);
+        mb_str(b, fam->name);
+        mb_labels(b, fam, s->key, NULL);
+        mb_put(b, " ", 1);
+        if (fam->type == METRICS_COUNTER) mb_u64(b, v);
+        else mb_float(b, bitsd(v));
+        mb_put(b, "\n", 1);
         return;
     }
     uint64_t cum = 0;
@@ -403,17 +480,25 @@ static void write_series(FILE *f, const struct metrics_family *fam, const struct
         } else {
             strcpy(le, "+Inf");
         }
-        fprintf(f, "%s_bucket", fam->name);
-        write_labels(f, fam, s->key, le);
-        fprintf(f, " %llu\n", (unsigned long long)cum);
+        mb_str(b, fam->name);
+        mb_put(b, "_bucket", 7);
+        mb_labels(b, fam, s->key, le);
+        mb_put(b, " ", 1);
+        mb_u64(b, cum);
+        mb_put(b, "\n", 1);
     }
-    fprintf(f, "%s_sum", fam->name);
-    write_labels(f, fam, s->key, NULL);
-    fputc(' ', f);
-    write_float(f, bitsd(v));
-    fprintf(f, "\n%s_count", fam->name);
-    write_labels(f, fam, s->key, NULL);
-    fprintf(f, " %llu\n", (unsigned long long)cum);
+    mb_str(b, fam->name);
+    mb_put(b, "_sum", 4);
+    mb_labels(b, fam, s->key, NULL);
+    mb_put(b, " ", 1);
+    mb_float(b, bitsd(v));
+    mb_put(b, "\n", 1);
+    mb_str(b, fam->name);
+    mb_put(b, "_count", 6);
+    mb_labels(b, fam, s->key, NULL);
+    mb_put(b, " ", 1);
+    mb_u64(b, cum);
+    mb_put(b, "\n", 1);
 }
 
 int metrics_render(struct metrics *m, char **out, size_t *len) {
@@ -422,17 +507,23 @@ int metrics_render(struct metrics *m, char **out, size_t *len) {
     *len = 0;
     FILE *f = open_memstream(out, len);
     if (!f) return -ENOMEM;
+    struct mbuf b = {0};
     pthread_mutex_lock(&m->mu);
     for (const struct metrics_family *fam = m->first; fam; fam = fam->next) {
         metrics_write_family(f, fam->name, type_name[fam->type], fam->help);
-        for (const struct metrics_series *s = fam->first; s; s = s->next_in_order) write_series(f, fam, s);
+        for (const struct metrics_series *s = fam->first; s; s = s->next_in_order) {
+            b.len = 0;
+            mb_series(&b, fam, s);
+            if (b.len) fwrite(b.p, 1, b.len, f);
+        }
     }
     metrics_write_family(f, "metrics_series_dropped_total", "counter",
                          "Series not made: a family at its bound of series, or out of memory.");
     metrics_write_sample(f, "metrics_series_dropped_total", (double)atomic_load(&m->dropped));
     for (int i = 0; i < m->ncoll; i++) m->coll[i].fn(m->coll[i].ud, f);
     pthread_mutex_unlock(&m->mu);
-    if (fclose(f) || !*out) {
+    free(b.p);
+    if (fclose(f) || !*out || b.oom) {
         free(*out);
         *out = NULL;
         *len = 0;

@@ -37,13 +37,19 @@ TEST(metrics_counter_gauge_text) {
     metrics_inc(metrics_series(c, v2));
     metrics_set(metrics_series1(g, "/org/a"), 2.5);
     metrics_set(metrics_series1(g, "inf"), INFINITY);
+    metrics_set(metrics_series1(g, "neg"), -3);
+    metrics_set(metrics_series1(g, "big"), 1e20);
+    metrics_set(metrics_series1(g, "tenth"), 0.1);
+    metrics_set(metrics_series1(g, "nan"), NAN);
     char *t = render(m);
     REQUIRE(t);
     CHECK_HAS(t, "# HELP peloton_admissions_total Admission decisions.\n# TYPE peloton_admissions_total counter\n"
                  "peloton_admissions_total{pool=\"/org/a\",reason=\"admitted\"} 42\n"
                  "peloton_admissions_total{pool=\"q\\\"x\\\\y\\nz\",reason=\"entitlement\"} 1\n");
     CHECK_HAS(t, "# HELP peloton_queue_length Gangs\\\\waiting\\nnow.\n# TYPE peloton_queue_length gauge\n"
-                 "peloton_queue_length{pool=\"/org/a\"} 2.5\npeloton_queue_length{pool=\"inf\"} +Inf\n");
+                 "peloton_queue_length{pool=\"/org/a\"} 2.5\npeloton_queue_length{pool=\"inf\"} +Inf\n"
+                 "peloton_queue_length{pool=\"neg\"} -3\npeloton_queue_length{pool=\"big\"} 1e+20\n"
+                 "peloton_queue_length{pool=\"tenth\"} 0.1\npeloton_queue_length{pool=\"nan\"} NaN\n");
     CHECK_HAS(t, "metrics_series_dropped_total 0\n");
     CHECK_I64(metrics_value(s), 42);
     free(t);
