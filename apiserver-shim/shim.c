@@ -28,6 +28,7 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
     s->astore = cfg ? cfg->astore : NULL;
     s->hub = watch_hub_new(s, cfg);
     s->reaper = shim_ns_reaper_new(s, cfg ? cfg->loop : NULL);
+    s->metrics = shim_metrics_new(cfg ? cfg->metrics : NULL);
     return s;
 }
 
@@ -43,6 +44,7 @@ void shim_free(struct shim *s) {
     shim_ns_reaper_free(s->reaper);
     shim_openapi_free(s);
     shim_crd_free(s);
+    shim_metrics_free(s->metrics);
     free(s->token);
     free(s);
 }
@@ -657,6 +659,19 @@ static bool authorized(const struct shim *s, const struct http_request *req) {
     return n == want && same_secret(a, s->token, n);
 }
 
+/* The verb and resource of a request for its latency sample, named as
+ * kube-apiserver names them. */
+static void obs_route(struct shim *s, const struct shim_resource *r, const char *name, const char *sub,
+                      const struct http_request *req) {
+    static const char *const verbs[] = {[HTTP_GET] = "GET",     [HTTP_POST] = "CREATE", [HTTP_PUT] = "UPDATE",
+                                        [HTTP_PATCH] = "PATCH", [HTTP_DELETE] = "DELETE"};
+    if (req->method <= HTTP_DELETE) s->obs.verb = verbs[req->method];
+    if (!name && req->method == HTTP_GET)
+        s->obs.verb = http_req_arg_bool(req, "watch") ? "WATCH" : "LIST";
+    if (!name && req->method == HTTP_DELETE) s->obs.verb = "DELETECOLLECTION";
+    snprintf(s->obs.resource, sizeof s->obs.resource, "%s%s%s", r->plural, sub ? "/" : "", sub ? sub : "");
+}
+
 static void route_resource(struct shim *s, const char *group, const char *version, char **seg, int n,
                            const struct http_request *req, struct http_response *resp) {
     /* seg: [namespaces, NS, plural, name?] or [plural, name?] */
@@ -681,6 +696,7 @@ static void route_resource(struct shim *s, const char *group, const char *versio
     }
     const struct shim_resource *r = shim_find_resource(s, group, version, plural);
     if (!r || (ns[0] && !r->namespaced)) goto notfound;
+    if (s->metrics) obs_route(s, r, name, sub, req);
     if (sub) {
         if (!strcmp(sub, "binding") && !strcmp(r->plural, "pods") && req->method == HTTP_POST)
             shim_pod_binding(s, ns, name, req, resp);
@@ -732,8 +748,26 @@ notfound:
     shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
 }
 
+static void handle(struct shim *s, const struct http_request *req, struct http_response *resp);
+
+/* Serves the request; with metrics, times it (a deferred write observes
+ * its own reply, a watch is not a latency). */
 void shim_handle(void *ud, const struct http_request *req, struct http_response *resp) {
     struct shim *s = ud;
+    if (!s->metrics) {
+        handle(s, req, resp);
+        return;
+    }
+    s->obs.t0 = metrics_now_ns();
+    s->obs.verb = req->method_name;
+    s->obs.resource[0] = 0;
+    s->obs_deferred = false;
+    handle(s, req, resp);
+    if (!s->obs_deferred && strcmp(s->obs.verb, "WATCH")) shim_metrics_request(s->metrics, &s->obs, resp->status);
+    s->obs.t0 = 0;
+}
+
+static void handle(struct shim *s, const struct http_request *req, struct http_response *resp) {
     const char *p = req->path;
     if (!strcmp(p, "/healthz") || !strcmp(p, "/livez") || !strcmp(p, "/readyz")) {
         resp->body = strdup("ok");
@@ -747,6 +781,11 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
     }
     if (!authorized(s, req)) {
         shim_status(resp, 401, "Unauthorized", NULL, "Unauthorized");
+        return;
+    }
+    if (!strcmp(p, "/metrics") && (req->method == HTTP_GET || req->method == HTTP_HEAD)) {
+        shim_metrics_serve(s->metrics, resp);
+        if (!s->metrics) shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
         return;
     }
     if (!strncmp(p, "/openapi/", 9)) {

@@ -20,6 +20,7 @@
 
 #include "selector.h"
 #include "server.h"
+#include "shim_metrics.h"
 #include "store.h"
 
 struct shim_config {
@@ -32,6 +33,7 @@ struct shim_config {
     size_t list_page_bytes; /* a list with a limit ends its page before its objects pass this (one object at
                              * least) and gives a continue token; default API_LIST_PAGE_BYTES */
     struct store_async *astore; /* the asynchronous write connection; NULL: every write is synchronous */
+    struct metrics *metrics;    /* the process's registry: GET /metrics and the API server's families; NULL: none */
 };
 
 struct watch_hub;
@@ -52,6 +54,9 @@ struct shim {
      * scope, schemas, status) changed: the OpenAPI documents are rebuilt then. */
     uint64_t crd_gen, crd_print;
     struct shim_oapi *oapi; /* the OpenAPI documents, built on first request (shim_openapi.c) */
+    struct shim_metrics *metrics; /* NULL: no metrics (shim_metrics.h) */
+    struct shim_obs obs;          /* the request being served, for its latency */
+    bool obs_deferred;            /* its reply was deferred: the write observes it */
 };
 
 /* The registry: the built-ins, then custom resources. shim_res_at returns

@@ -48,6 +48,7 @@ struct watcher {
     uint64_t deadline_ms; /* 0: no timeout */
     uint64_t next_bookmark_ms;
     bool bookmarks, ending, live;
+    struct metrics_series *open, *sent; /* peloton_apiserver_watches and _watch_events_sent_total; may be NULL */
     struct watcher *prev, *next;
 };
 
@@ -157,6 +158,7 @@ static void watcher_unlink_free(struct watcher *w) {
     if (w->prev) w->prev->next = w->next;
     else h->head = w->next;
     if (w->next) w->next->prev = w->prev;
+    metrics_gauge_add(w->open, -1);
     labelsel_free(w->ls);
     fieldsel_free(w->fs);
     free(w);
@@ -201,6 +203,7 @@ void watch_kick(struct watch_hub *h) {
 static void send_line(struct watcher *w, const char *line, size_t len) {
     if (w->ending) return;
     if (http_stream_write(w->st, line, len) != 0) w->ending = true; /* closing: on_close will free it */
+    else metrics_inc(w->sent);
 }
 
 static void send_event(struct watcher *w, const char *type, json_t *obj) {
@@ -608,6 +611,11 @@ void watch_start(struct watch_hub *h, const struct shim_resource *r, const char 
     w->next = h->head;
     if (h->head) h->head->prev = w;
     h->head = w;
+    if (h->owner->metrics) {
+        w->open = metrics_series1(h->owner->metrics->watches, r->plural);
+        w->sent = metrics_series1(h->owner->metrics->watch_events, r->plural);
+        metrics_gauge_add(w->open, 1);
+    }
     if (from_now) {
         if (send_initial(h, w)) send_expired(w, store_errmsg(h->st));
         caught_up(h, w, w->rv); /* the list is as new as Redis: live unless changes wait in the heap */

@@ -39,6 +39,7 @@ struct write_req {
     const char *err_reason;
     json_t *err_details;
     struct http_response made; /* a complete answer (CRD admission) when made.body is set */
+    struct shim_obs obs;       /* a deferred reply: the request, for its latency */
 };
 
 static bool is_crd(const struct shim_resource *r) { return !r->custom && !strcmp(r->plural, "customresourcedefinitions"); }
@@ -314,6 +315,7 @@ static void on_written(void *ud, const struct store_result *res) {
     struct write_req *w = ud;
     struct http_response resp = {.status = 200, .content_type = "application/json"};
     answer(w, res->rc, res->err, res->obj, res->json, res->json_len, &resp);
+    shim_metrics_request(w->s->metrics, &w->obs, resp.status);
     http_deferred_reply(w->d, &resp);
     write_free(w);
 }
@@ -327,12 +329,15 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
     const char *ns = r->namespaced ? w->ns : "";
     if (s->astore && !r->custom && !is_crd(r) && (w->d = http_defer(req))) {
         char err[512];
+        w->obs = s->obs; /* on_written observes the latency */
+        s->obs_deferred = true;
         int rc = w->kind == WK_CREATE
                      ? store_async_create(s->astore, r->store_key, ns, json_incref(create_obj), r->namespaced,
                                           on_written, w, err, sizeof err)
                      : store_async_modify(s->astore, r->store_key, ns, w->name, modify_fn(w->kind), w, on_written, w,
                                           err, sizeof err);
         if (!rc) return; /* on_written answers */
+        s->obs_deferred = false;
         http_undefer(w->d);
         answer(w, rc, err, NULL, NULL, 0, resp);
         write_free(w);

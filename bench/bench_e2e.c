@@ -44,6 +44,9 @@ struct run {
     int tl_created[TL_SLOTS], tl_running[TL_SLOTS]; /* BENCH_E2E_TIMELINE: counts per TL_MS */
     uv_timer_t deadline;
     bool timed_out;
+    uv_timer_t scrape; /* BENCH_E2E_SCRAPE_MS: GET /metrics this often during the run, as Prometheus would */
+    int scrapes, scrape_errs;
+    size_t scrape_bytes;
     struct lconn *conns;
 };
 
@@ -256,6 +259,21 @@ static void on_watch_end(void *ud, long status, const char *error) {
     fprintf(stderr, "bench_e2e: the watch ended: %ld %s\n", status, error ? error : "");
 }
 
+static void on_scraped(void *ud, const struct kc_response *res) {
+    struct run *r = ud;
+    if (res->status == 200) {
+        r->scrapes++;
+        r->scrape_bytes = res->rawlen;
+    } else if (res->status) {
+        r->scrape_errs++;
+    }
+}
+
+static void on_scrape(uv_timer_t *t) {
+    struct run *r = t->data;
+    kclient_request(r->kc, "GET", "/metrics", NULL, NULL, on_scraped, r);
+}
+
 static void on_deadline(uv_timer_t *t) {
     struct run *r = t->data;
     r->timed_out = true;
@@ -415,6 +433,10 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     double cpu0[4], api0 = bench_cpu_us(pd, pd); /* pelotond's main thread serves the API */
     double ctx0 = 0;
     for (int i = 0; i < 4; i++) cpu0[i] = cpu_us(who[i]), ctx0 += ctx_switches(who[i]);
+    const char *sms = getenv("BENCH_E2E_SCRAPE_MS");
+    uv_timer_init(r.loop, &r.scrape);
+    r.scrape.data = &r;
+    if (sms && atoi(sms) > 0) uv_timer_start(&r.scrape, on_scrape, 0, (uint64_t)atoi(sms));
     r.t0 = bench_now_ns();
     create_more(&r);
     uv_run(r.loop, UV_RUN_DEFAULT);
@@ -447,6 +469,9 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     if (r.timed_out || r.create_errs)
         printf("bench e2e %d nodes: %d of %d Running, %d create errors%s\n", nodes, r.running, pods, r.create_errs,
                r.timed_out ? " (timed out)" : "");
+    if (sms && atoi(sms) > 0)
+        printf("bench e2e %d nodes: /metrics scraped %d times (%d errors), %zu bytes each\n", nodes, r.scrapes,
+               r.scrape_errs, r.scrape_bytes);
     if (getenv("BENCH_E2E_REDIS_STATS")) redis_stats(rp.port, r.running);
     if (getenv("BENCH_E2E_TIMELINE")) {
         printf("timeline (%d nodes): ms, creates answered, pods Running, in each %d ms\n", nodes, TL_MS);
@@ -457,6 +482,7 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     for (int i = 0; i < LOADER_CONNS; i++)
         if (r.conns[i].r && !uv_is_closing((uv_handle_t *)&r.conns[i].tcp)) uv_close((uv_handle_t *)&r.conns[i].tcp, NULL);
     uv_close((uv_handle_t *)&r.deadline, NULL);
+    uv_close((uv_handle_t *)&r.scrape, NULL);
     kclient_free(r.kc);
     uv_run(r.loop, UV_RUN_DEFAULT);
     rc = 0;

@@ -10,7 +10,7 @@ PKGS=(
   libuv1-dev libnghttp2-dev libcurl4-openssl-dev libjansson-dev libssl-dev
   libprotobuf-c-dev protobuf-c-compiler libhiredis-dev redis-server libyaml-dev libjemalloc-dev
   python3-kubernetes curl
-  libnghttp2-dev python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc nghttp2-client
+  libnghttp2-dev python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc nghttp2-client prometheus
 )
 [ "${1:-}" = fuzz ] && PKGS+=(clang-14 libclang-rt-14-dev)
 

@@ -26,6 +26,7 @@
  *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--list-page-bytes=33554432] [--crds=crds]
  *            [--tls-port=N] [--tls-dir=.peloton-tls] [--tls-cert=PEM --tls-key=PEM]
  *            [--admission-round-ms=20] [--placement-tick-ms=10] [--http-idle-timeout-ms=120000]
+ *            [--metrics-port=N]
  *
  * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
  * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
@@ -42,12 +43,18 @@
  * connection idle for --http-idle-timeout-ms (either port, HTTP/2 too) is
  * closed.
  *
+ * GET /metrics on the API server's ports (with the API's token) is the
+ * Prometheus text of every role in the process (docs/metrics.md); a process
+ * without the API server serves it on 127.0.0.1:--metrics-port (0: a free
+ * one, written to --port-file), behind --token-file's token when given.
+ *
  * SIGINT or SIGTERM stops it cleanly. Logs are one line per event, key=value. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <uv.h>
 
@@ -58,6 +65,7 @@
 #include "kclient.h"
 #include "native_api.h"
 #include "mesosdrv.h"
+#include "metrics.h"
 #include "server.h"
 #include "shim.h"
 #include "store.h"
@@ -92,6 +100,8 @@ struct controllers {
     uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
     uint32_t backoff_ms, backoff_max_ms; /* jobmgr's restart backoff; 0: its defaults */
     uint32_t gang_wait_ms;      /* 0: the resource manager's default */
+    struct metrics *metrics;    /* the process's registry (the roles register theirs on this thread) */
+    struct metrics_series *redis_series[2]; /* this thread's Redis replies and errors (made on the main one) */
     int rc;
 };
 
@@ -99,6 +109,7 @@ struct daemon {
     uv_loop_t *loop;
     uv_signal_t sigint, sigterm;
     struct http_server *http, *https;
+    struct http_server *metrics_http; /* --metrics-port without the API server */
     struct controllers *ctl;
     struct shim *shim;
     struct store_async *ast;
@@ -158,7 +169,7 @@ static void tell_placement(void *ud) { placement_kick(((struct controllers *)ud)
 static void ctl_main(void *arg) {
     struct controllers *c = arg;
     char err[512];
-    struct ctl_env env = {.loop = &c->loop, .identity = "pelotond"};
+    struct ctl_env env = {.loop = &c->loop, .identity = "pelotond", .metrics = c->metrics};
     bool need_redis = (c->roles & (ROLE_RESMGR | ROLE_PLACEMENT | ROLE_MESOS)) != 0; /* the task queues, the framework id */
     if ((need_redis && !(c->db = ctl_db_open(&c->loop, c->redis_addr, err, sizeof err))) ||
         !(c->kc = kclient_new(&c->loop, &c->kcfg, err, sizeof err))) {
@@ -171,6 +182,10 @@ static void ctl_main(void *arg) {
     }
     env.kc = c->kc;
     env.db = c->db;
+    if (c->db) {
+        c->db->m_replies = c->redis_series[0];
+        c->db->m_errors = c->redis_series[1];
+    }
     struct resmgr_options ro;
     resmgr_options_default(&ro);
     ro.default_pool = c->default_pool;
@@ -186,6 +201,7 @@ static void ctl_main(void *arg) {
     jobmgr_options_default(&jo);
     if (c->backoff_ms) jo.backoff_ms = c->backoff_ms;
     if (c->backoff_max_ms) jo.backoff_max_ms = c->backoff_max_ms;
+    jo.metrics = c->metrics;
     struct hostmgr_options ho;
     hostmgr_options_default(&ho);
     struct mdrv_options mo;
@@ -235,6 +251,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     }
     if (d->http) http_server_stop(d->http);
     if (d->https) http_server_stop(d->https);
+    if (d->metrics_http) http_server_stop(d->metrics_http);
     if (d->ast) { /* no request can come any more: the write connection goes too */
         shim_detach_async(d->shim);
         store_async_close(d->ast);
@@ -295,10 +312,43 @@ static char *read_token(const char *path) {
 
 static int usage(void);
 
+/* GET /metrics on the listener of a controller-only process: the registry's
+ * text, behind the bearer token of --token-file when one is given (the
+ * same token the API server asks for). */
+struct metrics_listener {
+    struct metrics *reg;
+    char *token;
+};
+
+static void serve_metrics(void *ud, const struct http_request *req, struct http_response *resp) {
+    struct metrics_listener *ml = ud;
+    resp->content_type = "text/plain; charset=utf-8";
+    if (strcmp(req->path, "/metrics") != 0) {
+        resp->status = 404;
+        return;
+    }
+    if (ml->token) { /* "Bearer TOKEN", compared in a time that does not depend on where it differs */
+        const char *a = req->authorization;
+        size_t n = strlen(ml->token);
+        bool bad = strncasecmp(a, "bearer ", 7) || strlen(a + 7) != n;
+        unsigned char diff = 0;
+        for (size_t i = 0; !bad && i < n; i++) diff |= (unsigned char)(a[7 + i] ^ ml->token[i]);
+        if (bad || diff) {
+            resp->status = 401;
+            return;
+        }
+    }
+    if (metrics_render(ml->reg, &resp->body, &resp->body_len)) {
+        resp->status = 500;
+        return;
+    }
+    resp->content_type = METRICS_CONTENT_TYPE;
+}
+
 /* Controller roles without the API server in this process: a client of the
  * one at --server or in --kubeconfig. */
 static int run_controllers_only(struct controllers *cp, const char *server, const char *kubeconfig,
-                                const char *token_file) {
+                                const char *token_file, int metrics_port, const char *port_file) {
     struct controllers c = *cp;
     char err[512];
     if (!server && !kubeconfig) {
@@ -311,13 +361,45 @@ static int run_controllers_only(struct controllers *cp, const char *server, cons
         return 1;
     }
     struct daemon d = {.loop = uv_default_loop(), .ctl = &c};
+    struct metrics_listener ml = {.reg = c.metrics};
+    if (metrics_port >= 0) {
+        if (token_file && !(ml.token = read_token(token_file))) {
+            fprintf(stderr, "pelotond: cannot read a token from %s\n", token_file);
+            kc_config_free(&c.kcfg);
+            return 1;
+        }
+        struct http_server_config mcfg = {.bind_addr = "127.0.0.1", .port = metrics_port, .handler = serve_metrics,
+                                          .ud = &ml};
+        if (http_server_start(d.loop, &mcfg, &d.metrics_http, err, sizeof err)) {
+            fprintf(stderr, "pelotond: --metrics-port: %s\n", err);
+            free(ml.token);
+            kc_config_free(&c.kcfg);
+            return 1;
+        }
+        fprintf(stderr, "level=info msg=\"serving metrics\" url=http://127.0.0.1:%d/metrics auth=%s\n",
+                http_server_port(d.metrics_http), ml.token ? "token" : "none");
+        if (port_file) {
+            FILE *f = fopen(port_file, "w");
+            if (f) {
+                fprintf(f, "%d\n", http_server_port(d.metrics_http));
+                fclose(f);
+            }
+        }
+    }
     if (ctl_start(&c)) {
+        http_server_free(d.metrics_http);
+        free(ml.token);
         kc_config_free(&c.kcfg);
         return 1;
     }
     signals_start(&d);
     uv_run(d.loop, UV_RUN_DEFAULT);
     if (d.ctl) ctl_join(d.ctl);
+    if (d.metrics_http) {
+        uv_run(d.loop, UV_RUN_DEFAULT);
+        http_server_free(d.metrics_http);
+    }
+    free(ml.token);
     uv_loop_close(d.loop);
     kc_config_free(&c.kcfg);
     fprintf(stderr, "level=info msg=stopped\n");
@@ -334,12 +416,12 @@ static int usage(void) {
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
-                    "[--gang-wait-event-ms=N] [--mesos-master=URL] "
+                    "[--gang-wait-event-ms=N] [--mesos-master=URL] [--metrics-port=N] "
                     "[--tls-cert=PEM --tls-key=PEM]\n");
     return 2;
 }
 
-int main(int argc, char **argv) {
+static int run(int argc, char **argv, struct metrics *reg) {
     /* A peer that closes early (a client leaving a large list, Redis dying
      * under a Unix-domain socket) must cost an EPIPE on that write, not the
      * process: libuv, hiredis and libcurl write with plain write(). */
@@ -351,6 +433,7 @@ int main(int argc, char **argv) {
                *port_file = NULL, *unix_path = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL,
                *tls_key = NULL;
     int tls_port = -1;
+    int metrics_port = -1; /* controller-only: serve /metrics on this port (0: a free one) */
     int port = 6080;
     long history_max = 0;
     long long list_page_bytes = 0;
@@ -386,6 +469,7 @@ int main(int argc, char **argv) {
         else if ((v = opt(argv[i], "--gang-wait-event-ms"))) gang_wait_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--mesos-master"))) mesos_master = v;
         else if ((v = opt(argv[i], "--crds"))) crds = v;
+        else if ((v = opt(argv[i], "--metrics-port"))) metrics_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-dir"))) tls_dir = v;
         else if ((v = opt(argv[i], "--tls-cert"))) tls_cert = v;
@@ -430,7 +514,22 @@ int main(int argc, char **argv) {
                               .round_ms = round_ms, .tick_ms = tick_ms, .backoff_ms = backoff_ms,
                               .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms,
                               .mesos_master = mesos_master};
-    if (!(role_bits & ROLE_API)) return run_controllers_only(&ctl, server, kubeconfig, token_file);
+    struct metrics_family *redis_replies = NULL, *redis_errors = NULL;
+    if (reg) {
+        static const char *const client[] = {"client"};
+        metrics_collector(reg, metrics_collect_process, NULL);
+        redis_replies = metrics_counter(reg, "peloton_redis_replies_total",
+                                        "Redis command replies read (a round trip answers one or more), by client.",
+                                        1, client);
+        redis_errors = metrics_counter(reg, "peloton_redis_errors_total",
+                                       "Redis commands without a reply (connection lost) or answered with an error.",
+                                       1, client);
+        ctl.redis_series[0] = metrics_series1(redis_replies, "controllers");
+        ctl.redis_series[1] = metrics_series1(redis_errors, "controllers");
+    }
+    ctl.metrics = reg;
+    if (!(role_bits & ROLE_API))
+        return run_controllers_only(&ctl, server, kubeconfig, token_file, metrics_port, port_file);
     char host[256];
     int redis_port;
     if (store_parse_addr(redis, host, sizeof host, &redis_port)) return usage();
@@ -457,7 +556,11 @@ int main(int argc, char **argv) {
         free(token);
         return 1;
     }
+    store_set_metrics(st, metrics_series1(redis_replies, "apiserver"), metrics_series1(redis_errors, "apiserver"));
+    store_async_set_metrics(ast, metrics_series1(redis_replies, "apiserver_async"),
+                            metrics_series1(redis_errors, "apiserver_async"));
     struct shim_config scfg = {.token = token, .token_on_plain = true, .loop = d.loop, .poll_ms = poll_ms,
+                               .metrics = reg,
                                .bookmark_ms = bookmark_ms, .astore = ast, .list_page_bytes = (size_t)list_page_bytes};
     struct shim *shim = shim_new(st, &scfg);
     char err[512];
@@ -564,4 +667,12 @@ int main(int argc, char **argv) {
     free(token);
     fprintf(stderr, "level=info msg=stopped\n");
     return 0;
+}
+
+int main(int argc, char **argv) {
+    /* one registry for the process: the API server's families, the roles', the process's */
+    struct metrics *reg = metrics_new();
+    int rc = run(argc, argv, reg);
+    metrics_free(reg);
+    return rc;
 }

@@ -1,4 +1,5 @@
 /* What the controller roles share (ctl.h). */
+#include "metrics.h"
 #include "ctl.h"
 
 #include <stdarg.h>
@@ -75,7 +76,11 @@ void ctl_redis_settle(struct ctl_db *db) {
             db->deferred = 0;
             break;
         }
-        if (((redisReply *)rep)->type == REDIS_REPLY_ERROR) log_reply_error(db->c, rep);
+        metrics_inc(db->m_replies);
+        if (((redisReply *)rep)->type == REDIS_REPLY_ERROR) {
+            metrics_inc(db->m_errors);
+            log_reply_error(db->c, rep);
+        }
         freeReplyObject(rep);
     }
 }
@@ -86,7 +91,9 @@ redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...) {
     va_start(ap, fmt);
     redisReply *rep = redisvCommand(db->c, fmt, ap);
     va_end(ap);
+    metrics_inc(db->m_replies);
     if (!rep || rep->type == REDIS_REPLY_ERROR) {
+        metrics_inc(db->m_errors);
         log_reply_error(db->c, rep);
         freeReplyObject(rep);
         return NULL;
@@ -258,10 +265,13 @@ void ctl_redis_append(struct ctl_db *db, const char *fmt, ...) {
 
 redisReply *ctl_redis_reply(struct ctl_db *db) {
     void *rep = NULL;
+    metrics_inc(db->m_replies);
     if (redisGetReply(db->c, &rep) != REDIS_OK) {
+        metrics_inc(db->m_errors);
         log_reply_error(db->c, NULL);
         return NULL;
     }
+    if (((redisReply *)rep)->type == REDIS_REPLY_ERROR) metrics_inc(db->m_errors);
     return rep;
 }
 

@@ -39,6 +39,7 @@ struct ctl_db {
     redisContext *c;
     unsigned deferred;  /* commands queued whose replies are unread */
     uv_check_t *flush;  /* freed by its close callback */
+    struct metrics_series *m_replies, *m_errors; /* replies read, and failed ones (metrics.h); NULL: not counted */
 };
 
 struct ctl_env {
@@ -46,6 +47,8 @@ struct ctl_env {
     struct kclient *kc;
     struct ctl_db *db;
     const char *identity; /* this process, for leases and Events */
+    struct metrics *metrics; /* the process's registry: each role registers its families from its
+                              * thread (docs/metrics.md); NULL: none */
 };
 
 /* Connects to "host:port" or "unix:///path" (store_parse_addr); NULL with err. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "jobmgr_ctl.h"
+#include "metrics.h"
 #include "labels.h"
 
 void jobmgr_options_default(struct jobmgr_options *o) {
@@ -178,6 +179,8 @@ static bool all_synced(const struct jobmgr *jm) {
 static void on_tick(uv_timer_t *t) {
     struct jobmgr *jm = t->data;
     jm->tick_armed = false;
+    metrics_set(jm->m_jobs, (double)jm->njobs);
+    metrics_set(jm->m_queued, (double)jm->queued);
     if (!all_synced(jm)) return; /* on_synced marks everything dirty again */
     struct jm_job *list = jm->dirty;
     jm->dirty = NULL;
@@ -187,6 +190,7 @@ static void on_tick(uv_timer_t *t) {
         j->dnext = NULL;
         j->dirty = false;
         jm->stats.reconciles++;
+        metrics_inc(jm->m_reconciles);
         jm_sync_job(jm, j);
         if (jm->stopping) return;
     }
@@ -214,8 +218,12 @@ static void pump(struct jobmgr *jm);
 static void complete(struct jobmgr *jm, struct jm_req *q, long status, const char *error) {
     jm->stats.writes++;
     if ((status < 200 || status >= 300) && !(q->kind == JM_RQ_CREATE && status == 409) &&
-        !((q->kind == JM_RQ_KILL || q->kind == JM_RQ_GARBAGE) && status == 404))
+        !((q->kind == JM_RQ_KILL || q->kind == JM_RQ_GARBAGE) && status == 404)) {
         jm->stats.write_errors++;
+        metrics_inc(jm->m_writes_failed);
+    } else {
+        metrics_inc(jm->m_writes_ok);
+    }
     if (!jm->stopping) {
         struct jm_job *job = NULL;
         if (q->key) {
@@ -560,6 +568,23 @@ static void handle_closed(uv_handle_t *h) {
     maybe_free(jm);
 }
 
+static void jobmgr_metrics_init(struct jobmgr *jm, struct metrics *reg) {
+    static const char *const result[] = {"result"};
+    struct metrics_family *w = metrics_counter(reg, "peloton_jobmgr_writes_total",
+                                               "API writes the job manager completed (pods created, killed, Job "
+                                               "status), by result: ok or failed.",
+                                               1, result);
+    jm->m_reconciles = metrics_series0(metrics_counter(reg, "peloton_jobmgr_reconciles_total",
+                                                       "Job reconciles run (events coalesced per job per tick).", 0,
+                                                       NULL));
+    jm->m_writes_ok = metrics_series1(w, "ok");
+    jm->m_writes_failed = metrics_series1(w, "failed");
+    jm->m_jobs = metrics_series0(metrics_gauge(reg, "peloton_jobmgr_jobs", "Jobs the job manager follows.", 0, NULL));
+    jm->m_queued = metrics_series0(metrics_gauge(reg, "peloton_jobmgr_queued_writes",
+                                                 "Writes waiting for a slot (max_inflight in flight at once).", 0,
+                                                 NULL));
+}
+
 struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jobmgr_options *o, char *err,
                             size_t errlen) {
     struct jobmgr *jm = calloc(1, sizeof *jm);
@@ -578,6 +603,7 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
         if (o->update_max_attempts) jm->o.update_max_attempts = o->update_max_attempts;
         if (o->backoff_ms) jm->o.backoff_ms = o->backoff_ms;
         if (o->backoff_max_ms) jm->o.backoff_max_ms = o->backoff_max_ms;
+        if (o->metrics) jobmgr_metrics_init(jm, o->metrics);
     }
     static const struct kc_informer_handlers jh = {on_job_add, on_job_update, on_job_delete, on_synced};
     static const struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};

@@ -27,6 +27,7 @@ struct jobmgr_options {
                                    doubling; default 10000 */
     uint32_t backoff_max_ms;    /* its cap; default 300000. A run RUNNING for twice the cap
                                    ends the crash loop */
+    struct metrics *metrics;    /* the process's registry for its families (docs/metrics.md); NULL: none */
 };
 /* 0 in any field of the options passed to jobmgr_start means the default. */
 void jobmgr_options_default(struct jobmgr_options *o);

@@ -20,6 +20,7 @@
 
 #include "cluster.h"
 #include "ctl.h"
+#include "ctl_metrics.h"
 #include "labels.h"
 #include "podspec.h"
 #include "strmap.h"
@@ -38,13 +39,20 @@ struct placement {
     int timers_open;
     size_t inflight;
     uint64_t placed, unplaceable;
+    struct pl_metrics m;
+    struct strmap bound_at; /* "ns/name" -> metrics_now_ns when its Binding was answered, until it runs (metrics) */
     uint64_t busy_ms; /* when a tick last found gangs */
     bool stopping;
 };
 
+/* Pods bound and not yet seen running that bound -> Running waits for; past
+ * this many (pods that never run), new ones are not timed. */
+#define PL_BOUND_AT_MAX 200000
+
 struct bind_ctx {
     struct placement *p;
     char *ns, *name, *node, *gang;
+    uint64_t t0; /* metrics_now_ns when posted */
 };
 
 void placement_options_default(struct placement_options *o) {
@@ -62,11 +70,30 @@ static int64_t now_ms(void) {
 static const char *obj_name(json_t *obj) {
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
 }
-static void on_pod_add(void *ud, json_t *obj) { cluster_pod_set(((struct placement *)ud)->cm, obj); }
+/* Stage bound -> Running, for pods this engine bound: observed when their
+ * phase leaves Pending (Running; an ended or deleted one is forgotten). */
+static void note_phase(struct placement *p, json_t *obj, bool gone) {
+    if (!strmap_count(&p->bound_at)) return;
+    json_t *md = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace")), *name = obj_name(obj);
+    const char *phase = json_string_value(json_object_get(json_object_get(obj, "status"), "phase"));
+    if (!ns || !name || (!gone && (!phase || !strcmp(phase, "Pending")))) return;
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    void *t = strmap_del(&p->bound_at, key);
+    if (t && !gone && !strcmp(phase, "Running"))
+        metrics_observe(metrics_series0(p->m.run_wait), (double)(metrics_now_ns() - (uint64_t)(uintptr_t)t) / 1e9);
+}
+
+static void on_pod_add(void *ud, json_t *obj) {
+    note_phase(ud, obj, false);
+    cluster_pod_set(((struct placement *)ud)->cm, obj);
+}
 static void on_pod_update(void *ud, json_t *old, json_t *obj) { on_pod_add(ud, obj); }
 static void on_pod_delete(void *ud, json_t *obj) {
     json_t *md = json_object_get(obj, "metadata");
     const char *ns = json_string_value(json_object_get(md, "namespace"));
+    note_phase(ud, obj, true);
     if (ns && obj_name(obj)) cluster_pod_del(((struct placement *)ud)->cm, ns, obj_name(obj));
 }
 static void on_node_add(void *ud, json_t *obj) { cluster_node_set(((struct placement *)ud)->cm, obj); }
@@ -96,8 +123,19 @@ static void on_bound(void *ud, const struct kc_response *res) {
         if (!p->inflight && !p->timers_open) free(p);
         return;
     }
+    metrics_observe(metrics_series0(p->m.bind_duration), (double)(metrics_now_ns() - b->t0) / 1e9);
+    metrics_inc(metrics_series1(p->m.bindings, res->status >= 200 && res->status < 300 ? "bound"
+                                               : res->status == 409                    ? "conflict"
+                                               : res->status == 404                    ? "gone"
+                                                                                       : "failed"));
     if (res->status >= 200 && res->status < 300) {
         p->placed++;
+        if (p->m.run_wait && strmap_count(&p->bound_at) < PL_BOUND_AT_MAX) {
+            char key[600];
+            snprintf(key, sizeof key, "%s/%s", b->ns, b->name);
+            uint64_t now = metrics_now_ns();
+            strmap_put(&p->bound_at, key, (void *)(uintptr_t)(now ? now : 1), NULL);
+        }
     } else {
         /* already bound elsewhere (409) or gone (404): nothing to retry; else try the gang again */
         cluster_forget(p->cm, b->ns, b->name);
@@ -118,6 +156,7 @@ static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, 
         return;
     }
     b->p = p;
+    b->t0 = metrics_now_ns();
     char path[600];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", pod->ns, pod->name);
     /* the Binding as text: built as a tree and dumped, it cost more than the rest of the binding */
@@ -164,10 +203,10 @@ static void tell_unplaced(struct placement *p, const char *key, struct cm_pod **
     if (changed) ctl_redis_defer(p->env.db, "HSET %s%s why %s", CTL_KEY_GANG, key, hash);
 }
 
-/* One gang from the ready queue; h is its record (HMGET ns pods attempts why), taken. */
+/* One gang from the ready queue; h is its record (HMGET ns pods attempts why admitted), taken. */
 static void place_one(struct placement *p, const char *key, redisReply *h, struct cm_pod **pods,
                       struct pod_task *tasks, struct place_task *pt, uint32_t *hosts) {
-    if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 4 || h->element[0]->type != REDIS_REPLY_STRING ||
+    if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 5 || h->element[0]->type != REDIS_REPLY_STRING ||
         h->element[1]->type != REDIS_REPLY_STRING) {
         freeReplyObject(h); /* gone: its pods ended or were bound; nothing to do */
         return;
@@ -214,6 +253,10 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
         if (rc == 0) {
             /* the engine counted them; the model counts them again on assume: take the engine's back */
             place_gang_undo(cluster_engine(p->cm), &g, hosts);
+            metrics_inc(metrics_series1(p->m.placements, "placed"));
+            if (h->element[4]->type == REDIS_REPLY_STRING) /* admitted by this version of resmgr */
+                metrics_observe(metrics_series0(p->m.place_wait),
+                                (double)(now_ms() - atoll(h->element[4]->str)) / 1e3);
             for (uint32_t j = 0; j < nt; j++) bind_pod(p, key, pods[j], host_name(cluster_fleet(p->cm), hosts[j]));
         } else {
             char why[1024];
@@ -222,6 +265,7 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
             else
                 snprintf(why, sizeof why, "cannot place: %s", strerror(-rc));
             p->unplaceable++;
+            metrics_inc(metrics_series1(p->m.placements, "unplaceable"));
             tell_unplaced(p, key, pods, nt, why, attempts,
                           h->element[3]->type == REDIS_REPLY_STRING ? h->element[3]->str : NULL);
             ctl_redis_defer(p->env.db, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key);
@@ -254,7 +298,7 @@ static void on_tick(uv_timer_t *t) {
         return;
     }
     for (size_t i = 0; i < rep->elements; i++)
-        ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts why", CTL_KEY_GANG, rep->element[i]->str);
+        ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts why admitted", CTL_KEY_GANG, rep->element[i]->str);
     for (size_t i = 0; i < rep->elements; i++) recs[i] = ctl_redis_reply(p->env.db);
     if (rep->elements) p->busy_ms = uv_now(p->env.loop);
     for (size_t i = 0; i < rep->elements; i++) place_one(p, rep->element[i]->str, recs[i], pods, tasks, pt, hosts);
@@ -291,6 +335,7 @@ struct placement *placement_start(const struct ctl_env *env, const struct placem
     }
     p->env = *env;
     placement_options_default(&p->o);
+    pl_metrics_init(&p->m, env->metrics);
     if (o) {
         if (o->batch) p->o.batch = o->batch;
         if (o->tick_ms) p->o.tick_ms = o->tick_ms;
@@ -343,6 +388,7 @@ void placement_stop(struct placement *p) {
     }
     ctl_recorder_free(p->rec);
     p->rec = NULL;
+    strmap_free(&p->bound_at);
     if (!p->timers_open) {
         if (!p->inflight) free(p);
         return;

@@ -26,6 +26,7 @@
 #include "crd_pool.h"
 #include "ctl.h"
 #include "labels.h"
+#include "ctl_metrics.h"
 #include "preempt.h"
 #include "quantity.h"
 #include "strmap.h"
@@ -43,6 +44,7 @@ struct rm_gang {
     char *pool;             /* the leaf's name while queued or admitted */
     uint64_t held;          /* strmap_hash of what its members were told of why it cannot queue, 0: nothing */
     uint32_t said;          /* the admission wait its members were told (wait_code), 0: none */
+    uint64_t queued_ns;     /* metrics_now_ns when queued, for the admission wait */
 };
 
 /* A gang waiting for its members to exist (none of them bound yet). */
@@ -78,6 +80,7 @@ struct resmgr {
     char **aged;            /* keys of gangs the last round queued and left waiting: told at this one's end */
     size_t naged, capaged;
     struct strmap incomplete; /* gang key -> struct rm_incomplete: gangs whose members do not all exist */
+    struct rm_metrics m;
 };
 
 void resmgr_options_default(struct resmgr_options *o) {
@@ -390,6 +393,7 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
     }
     g->st = RG_QUEUED;
     g->held = 0;
+    g->queued_ns = metrics_now_ns();
     free(g->pool);
     g->pool = strdup(leaf->name);
     /* priority first (higher first), then FIFO: a lower score pops first */
@@ -433,10 +437,12 @@ static void admit_pass(struct resmgr *r) {
         char *s = json_dumps(names, JSON_COMPACT);
         json_decref(names);
         ctl_redis_defer(r->env.db, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
-        ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, g->key, g->ns,
-                        s ? s : "[]", g->pool, r->epoch);
+        ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld admitted %lld", CTL_KEY_GANG, g->key,
+                        g->ns, s ? s : "[]", g->pool, r->epoch, (long long)ctl_now_ms());
         ctl_redis_defer(r->env.db, "RPUSH %s %s", CTL_KEY_READY, g->key);
         r->readied = true;
+        rm_metrics_decision(&r->m, g->pool, 0, true);
+        metrics_observe(metrics_series0(r->m.admit_wait), (double)(metrics_now_ns() - g->queued_ns) / 1e9);
         free(s);
     }
     ctl_redis_settle(r->env.db); /* placement may pop them at once */
@@ -506,6 +512,7 @@ static void tell_wait(struct resmgr *r, struct rm_gang *g) {
     const char *ns, *label;
     admit_why_format(&g->g, why, sizeof why);
     snprintf(msg, sizeof msg, "waiting for admission: %s", why);
+    rm_metrics_decision(&r->m, g->pool, (int)g->g.why.check, false);
     size_t m = members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
     for (size_t j = 0; j < m; j++) {
         if (!eligible(r, buf[j])) continue;
@@ -768,6 +775,8 @@ static void on_preempt(uv_timer_t *tm) {
         char why[400];
         preempt_victim_format(v, why, sizeof why);
         evict(r, p, why);
+        const char *mv[2] = {v->pool ? v->pool->name : "", preempt_reason_name(v->reason)};
+        metrics_inc(metrics_series(r->m.preemptions, mv));
         strmap_put(&r->evicting, p->key, (void *)1, NULL);
         ctl_pod_event(r->env.kc, RM_COMPONENT, p->ns, p->name, p->uid, "Warning", "Preempted", "%s", why);
         if (v->gang_id) { /* the other side: the gang that needs the room */
@@ -856,6 +865,7 @@ static void on_status(uv_timer_t *tm) {
     struct resmgr *r = tm->data;
     if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
     release_empty_pools(r);
+    rm_metrics_pools(&r->m, cluster_tree(r->cm), cluster_fleet(r->cm));
     size_t n;
     struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
     for (size_t i = 0; all && i < n; i++) {
@@ -928,6 +938,7 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
     r->env = *env;
     if (o) r->o = *o;
     else resmgr_options_default(&r->o);
+    rm_metrics_init(&r->m, env->metrics);
     snprintf(r->id, sizeof r->id, "%s-%ld-%d", env->identity ? env->identity : "pelotond", (long)time(NULL),
              (int)getpid());
     struct cm_options co;
@@ -1001,6 +1012,7 @@ void resmgr_stop(struct resmgr *r) {
     strmap_free(&r->gangs);
     strmap_free(&r->dirty);
     strmap_free(&r->evicting);
+    rm_metrics_free(&r->m);
     cluster_free(r->cm); /* releases the admission queues */
     preempt_state_free(&r->ps);
     json_decref(r->sent);

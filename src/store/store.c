@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "metrics.h"
 #include "store_int.h"
 #include "unixpath.h"
 
@@ -17,6 +18,7 @@
 
 struct store {
     redisContext *c;
+    struct metrics_series *m_replies, *m_errors; /* store_set_metrics */
     char host[256];
     int port;
     int connect_timeout_ms, command_timeout_ms;
@@ -156,11 +158,18 @@ static redisReply *run(struct store *s, struct store_cmd *c, int *rc) {
         store_cmd_as_eval(c);
         r = redisCommandArgv(s->c, c->argc, c->argv, c->argvlen);
     }
+    metrics_inc(s->m_replies);
+    if (!r || r->type == REDIS_REPLY_ERROR) metrics_inc(s->m_errors);
     if (!r) {
         snprintf(s->err, sizeof s->err, "redis: %s", s->c->errstr[0] ? s->c->errstr : "no reply");
         *rc = -EIO;
     }
     return r;
+}
+
+void store_set_metrics(struct store *s, struct metrics_series *replies, struct metrics_series *errors) {
+    s->m_replies = replies;
+    s->m_errors = errors;
 }
 
 int store_open(const char *host, int port, const struct store_options *opt, struct store **out) {

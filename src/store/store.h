@@ -225,6 +225,10 @@ const char *store_event_type_name(enum store_event_type t);
 typedef void (*store_write_hook_fn)(void *ud, const char *resource, const char *ns, enum store_event_type type,
                                     uint64_t rv, const json_t *obj, const char *json, size_t len);
 void store_set_write_hook(struct store *s, store_write_hook_fn fn, void *ud);
+/* Counts each command's reply in replies and each failed one (no reply, or
+ * an error reply) in errors too (metrics.h series; NULL: not counted). */
+struct metrics_series;
+void store_set_metrics(struct store *s, struct metrics_series *replies, struct metrics_series *errors);
 
 /* ---- asynchronous writes (store_async.c) ----
  * A second connection for the hot write path, on the caller's libuv loop
@@ -247,6 +251,7 @@ int store_async_open(uv_loop_t *loop, const char *host, int port, const struct s
 void store_async_close(struct store_async *a);
 size_t store_async_inflight(const struct store_async *a);
 void store_async_set_write_hook(struct store_async *a, store_write_hook_fn fn, void *ud);
+void store_async_set_metrics(struct store_async *a, struct metrics_series *replies, struct metrics_series *errors);
 
 /* What a finished write hands to done; everything is borrowed for the call. */
 struct store_result {

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "store_int.h"
 
 #define ASYNC_CAS_ATTEMPTS 16
@@ -38,6 +39,7 @@
 
 struct store_async {
     uv_loop_t *loop;
+    struct metrics_series *m_replies, *m_errors; /* store_async_set_metrics */
     char host[256];
     int port;
     int command_timeout_ms;
@@ -399,6 +401,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv) {
     redisReply *r = reply;
     a->inflight--;
     a->progress_ms = uv_now(a->loop);
+    metrics_inc(a->m_replies);
+    if (!r || r->type == REDIS_REPLY_ERROR) metrics_inc(a->m_errors);
     if (!r) {
         snprintf(o->err, sizeof o->err, "redis: %s", a->closing ? "the store is closing" : "connection lost");
         finish(o, -EIO, NULL);
@@ -452,6 +456,11 @@ static void batch_fail(struct batch *b, int rc, const char *msg) {
 
 static void on_batch_reply(redisAsyncContext *ac, void *reply, void *priv);
 
+void store_async_set_metrics(struct store_async *a, struct metrics_series *replies, struct metrics_series *errors) {
+    a->m_replies = replies;
+    a->m_errors = errors;
+}
+
 static int batch_send(struct batch *b) {
     struct store_async *a = b->a;
     char err[STORE_ERRMSG_MAX];
@@ -469,6 +478,8 @@ static void on_batch_reply(redisAsyncContext *ac, void *reply, void *priv) {
     redisReply *r = reply;
     a->inflight--;
     a->progress_ms = uv_now(a->loop);
+    metrics_inc(a->m_replies);
+    if (!r || r->type == REDIS_REPLY_ERROR) metrics_inc(a->m_errors);
     if (!r) {
         batch_fail(b, -EIO, a->closing ? "redis: the store is closing" : "redis: connection lost");
         return;

@@ -1,0 +1,293 @@
+#!/usr/bin/python3
+"""End-to-end (issue #21, metrics): a real Prometheus scrapes pelotond's
+/metrics while the test creates pools and pods on a running stack
+(redis-server, pelotond with every role, kubelet-sim), and what Prometheus
+stored through its HTTP API matches what the test did: pods bound, the pool's
+allocation, admissions by pool, the API server's requests. promtool accepts
+the text; /metrics asks for the token as the API does; a controller-only
+pelotond serves /metrics on --metrics-port."""
+import base64
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import services
+from simlib import run_tests
+
+wait_until = services.wait_until
+TOKEN = "metrics-test-token"
+TOKEN_FILE = os.path.join(services.tempdir(), "token")
+with open(TOKEN_FILE, "w") as f:
+    f.write(TOKEN + "\n")
+
+REDIS = services.start_redis()
+TLS_DIR = os.path.join(services.tempdir(), "tls")
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", f"--token-file={TOKEN_FILE}", "--tls-port=0",
+                                          f"--tls-dir={TLS_DIR}")
+TPORT = services.start_pelotond.tls_port
+CERT = os.path.join(TLS_DIR, "apiserver.crt")
+
+
+def write_kubeconfig(server, extra=""):
+    path = os.path.join(services.tempdir(), "kubeconfig")
+    with open(path, "w") as f:
+        f.write(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: pc, cluster: {{server: "{server}"{extra}}}}}]
+users: [{{name: u, user: {{token: {TOKEN}}}}}]
+contexts: [{{name: c, context: {{cluster: pc, user: u}}}}]
+current-context: c
+""")
+    return path
+
+
+# kubectl sends its token over TLS only; kubelet-sim uses the plain port
+KCFG = write_kubeconfig(f"https://127.0.0.1:{TPORT}",
+                        f", certificate-authority-data: {base64.b64encode(open(CERT, 'rb').read()).decode()}")
+KS, _ = services.start_kubelet_sim(write_kubeconfig(f"http://127.0.0.1:{PORT}"), "--nodes=4", "--name-prefix=m-",
+                                   "--cpu=8", "--memory=32Gi", expect=4)
+
+
+def get(url, token=TOKEN, timeout=10):
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    ctx = ssl.create_default_context(cafile=CERT) if url.startswith("https:") else None
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), e.read().decode()
+
+
+def kubectl(*args, stdin=None):
+    r = subprocess.run(["kubectl", f"--kubeconfig={KCFG}", *args], input=stdin, capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr}")
+    return r.stdout
+
+
+def apply(objs):
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+
+
+def pool(name, cpu_res, cpu_lim):
+    return {"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "metadata": {"name": name},
+            "spec": {"resources": [{"kind": "cpu", "reservation": str(cpu_res), "limit": str(cpu_lim), "share": 1}]}}
+
+
+def pod(name, pool_name, cpu):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"peloton.io/resource-pool": pool_name,
+                                                                           "app": "metrics-test"}},
+            "spec": {"schedulerName": "peloton", "restartPolicy": "Never",
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": str(cpu)}}}]}}
+
+
+def samples(text, name):
+    """{labels-text: value} of one metric's samples in an exposition text."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            key, _, val = line.rpartition(" ")
+            out[key[len(name):]] = float(val)
+    return out
+
+
+# ---- Prometheus: a temp config and storage, scraping every second, stopped at exit ----
+PROM_DIR = services.tempdir()
+PROM_PORT = services.free_port()
+with open(os.path.join(PROM_DIR, "prometheus.yml"), "w") as f:
+    f.write(f"""global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: pelotond
+    authorization:
+      credentials: {TOKEN}
+    static_configs:
+      - targets: ["127.0.0.1:{PORT}"]
+""")
+PROM = subprocess.Popen(["prometheus", f"--config.file={PROM_DIR}/prometheus.yml",
+                         f"--storage.tsdb.path={PROM_DIR}/data", f"--web.listen-address=127.0.0.1:{PROM_PORT}",
+                         "--storage.tsdb.retention.time=1h", "--log.level=warn"],
+                        stdout=open(os.path.join(PROM_DIR, "prom.log"), "w"), stderr=subprocess.STDOUT)
+services._procs.append(PROM)  # stopped with the rest (SIGTERM, bounded wait)
+services.wait_for(lambda: get(f"http://127.0.0.1:{PROM_PORT}/-/ready", token=None)[0] == 200, timeout=30,
+                  what="prometheus")
+
+
+def query(expr):
+    """The instant vector of expr as [(labels, value)], from Prometheus' HTTP API."""
+    url = f"http://127.0.0.1:{PROM_PORT}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    st, _, body = get(url, token=None)
+    assert st == 200, body
+    doc = json.loads(body)
+    assert doc["status"] == "success", doc
+    return [(r["metric"], float(r["value"][1])) for r in doc["data"]["result"]]
+
+
+def scalar(expr):
+    r = query(expr)
+    return r[0][1] if r else None
+
+
+def test_metrics_needs_the_token():
+    st, _, _ = get(f"http://127.0.0.1:{PORT}/metrics", token=None)
+    assert st == 401, st
+    st, _, _ = get(f"http://127.0.0.1:{PORT}/metrics", token="wrong")
+    assert st == 401, st
+    st, ctype, body = get(f"http://127.0.0.1:{PORT}/metrics")
+    assert st == 200 and ctype.startswith("text/plain; version=0.0.4"), (st, ctype)
+    assert "# TYPE process_cpu_seconds_total counter" in body
+    assert samples(body, "process_resident_memory_bytes")[""] > 1e6
+    # the TLS port: the same text, the same token (HTTP/1.1 here; HTTP/2 by ALPN is the same handler)
+    assert get(f"https://127.0.0.1:{TPORT}/metrics", token=None)[0] == 401
+    st, ctype, body = get(f"https://127.0.0.1:{TPORT}/metrics")
+    assert st == 200 and "# TYPE peloton_apiserver_request_duration_seconds histogram" in body, st
+    # and over HTTP/2 (curl, ALPN h2), as Prometheus' HTTP/2-capable client may ask
+    r = subprocess.run(["curl", "-sS", "--http2", "--cacert", CERT, "-o", "/dev/null", "-w",
+                        "%{http_version} %{http_code}", "-H", f"Authorization: Bearer {TOKEN}", f"https://127.0.0.1:{TPORT}/metrics"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.stdout == "2 200", (r.stdout, r.stderr)
+
+
+def test_workload_seen_by_prometheus():
+    apply([pool("metrics-a", 8, 16), pool("metrics-b", 4, 8)])
+    # the pool gauges come with the resource manager's status round (every second)
+    wait_until(lambda: scalar('peloton_pool_reservation{pool="metrics-a",kind="cpu"}') == 8, 30,
+               "metrics-a's reservation in Prometheus")
+    apply([pod(f"ma-{i}", "metrics-a", 1) for i in range(6)] + [pod(f"mb-{i}", "metrics-b", 2) for i in range(2)])
+    wait_until(lambda: kubectl("get", "pods", "-l", "app=metrics-test", "-o",
+                               "jsonpath={range .items[*]}{.status.phase}{\"\\n\"}{end}").split().count("Running")
+               == 8, 60, "8 pods Running")
+    # 8 bindings, as the API server answered them and as placement saw them
+    wait_until(lambda: scalar('sum(peloton_placement_bindings_total{result="bound"})') == 8, 30,
+               "8 bindings in Prometheus")
+    wait_until(lambda: scalar('sum(peloton_apiserver_request_duration_seconds_count'
+                              '{verb="CREATE",resource="pods/binding",code="201"})') == 8, 30,
+               "8 binding requests in Prometheus")
+    # admissions by pool: one gang per pod
+    wait_until(lambda: scalar('peloton_resmgr_admission_decisions_total{pool="metrics-a",reason="admitted"}') == 6,
+               30, "6 admissions in metrics-a")
+    assert scalar('peloton_resmgr_admission_decisions_total{pool="metrics-b",reason="admitted"}') == 2
+    # allocation: 6 x 1 cpu in a, 2 x 2 cpu in b
+    wait_until(lambda: scalar('peloton_pool_allocation{pool="metrics-a",kind="cpu"}') == 6, 30,
+               "metrics-a's allocation 6 cores")
+    wait_until(lambda: scalar('peloton_pool_allocation{pool="metrics-b",kind="cpu"}') == 4, 30,
+               "metrics-b's allocation 4 cores")
+    assert scalar('peloton_resmgr_queued_gangs{pool="metrics-a"}') == 0
+    # the stages each role saw: 8 gangs queued -> admitted, admitted -> placed, placed -> bound -> Running
+    assert scalar('peloton_resmgr_admission_wait_seconds_count') == 8
+    assert scalar('peloton_placement_wait_seconds_count') == 8
+    assert scalar('peloton_placement_binding_duration_seconds_count') == 8
+    wait_until(lambda: scalar('peloton_placement_bound_to_running_seconds_count') == 8, 30,
+               "8 pods timed bound -> Running")
+    # the fleet: kubelet-sim's 4 nodes, ready
+    assert scalar('peloton_hosts{state="ready",backend="kubelet"}') == 4
+    assert scalar('sum(peloton_hosts)') == 4
+    # pods created by kubectl: one CREATE of pods per pod, each answered 201
+    assert scalar('sum(peloton_apiserver_request_duration_seconds_count{verb="CREATE",resource="pods"})') >= 8
+    # the controllers watch pods: at least one open watch on pods, with events sent
+    assert scalar('peloton_apiserver_watches{resource="pods"}') >= 1
+    assert scalar('peloton_apiserver_watch_events_sent_total{resource="pods"}') >= 8
+    # Redis round trips of each connection, no errors
+    for client in ("apiserver_async", "controllers"):
+        assert scalar(f'peloton_redis_replies_total{{client="{client}"}}') > 0, client
+    assert scalar('sum(peloton_redis_errors_total)') == 0
+    assert scalar('process_cpu_seconds_total{job="pelotond"}') > 0
+    assert scalar('up{job="pelotond"}') == 1
+    for expr in ('sum(peloton_placement_bindings_total{result="bound"})',
+                 'peloton_pool_allocation{pool="metrics-a",kind="cpu"}',
+                 'peloton_pool_entitlement{pool="metrics-a",kind="cpu"}',
+                 'sum by (pool) (peloton_resmgr_admission_decisions_total{reason="admitted"})',
+                 'histogram_quantile(0.99, sum by (le) (peloton_apiserver_request_duration_seconds_bucket'
+                 '{verb="CREATE",resource="pods/binding"}))'):
+        print(f"  prometheus: {expr} = {query(expr)}")
+
+
+def test_made_up_methods_make_no_series():
+    """A client's own methods must not make series: the HTTP layer names them OTHER."""
+    import http.client
+    for m in ("BREW", "WHEN", "XYZZY"):
+        c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+        c.request(m, "/api/v1/pods", headers={"Authorization": f"Bearer {TOKEN}"})
+        c.getresponse().read()
+        c.close()
+    _, _, body = get(f"http://127.0.0.1:{PORT}/metrics")
+    assert "BREW" not in body and "XYZZY" not in body
+    assert 'verb="OTHER"' in body
+
+
+def test_jobs_seen_by_prometheus():
+    """A BATCH Job of 3: the job manager follows one Job, created its 3 pods without a failed write."""
+    apply([{"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": "mjob"},
+            "spec": {"type": "BATCH", "resourcePool": "metrics-b", "instanceCount": 3,
+                     "template": {"metadata": {"labels": {"t": "mjob"}},
+                                  "spec": {"containers": [{"name": "c", "image": "x",
+                                                           "resources": {"requests": {"cpu": "100m"}}}]}}}}])
+    wait_until(lambda: kubectl("get", "pods", "-l", "t=mjob", "-o",
+                               "jsonpath={range .items[*]}{.status.phase}{\"\\n\"}{end}").split().count("Running")
+               == 3, 60, "the Job's 3 pods Running")
+    wait_until(lambda: scalar("peloton_jobmgr_jobs") == 1, 30, "1 Job in Prometheus")
+    wait_until(lambda: (scalar('peloton_jobmgr_writes_total{result="ok"}') or 0) >= 3, 30, "3 writes at least")
+    assert scalar('peloton_jobmgr_writes_total{result="failed"}') == 0
+    assert scalar("peloton_jobmgr_reconciles_total") >= 1
+    wait_until(lambda: scalar('peloton_resmgr_admission_decisions_total{pool="metrics-b",reason="admitted"}') == 5,
+               30, "the Job's 3 gangs admitted in metrics-b too")
+
+
+def test_deleted_pool_takes_its_gauges():
+    def text():
+        return get(f"http://127.0.0.1:{PORT}/metrics")[2]
+    apply([pool("metrics-gone", 1, 2)])
+    wait_until(lambda: 'peloton_pool_reservation{pool="metrics-gone",kind="cpu"} 1\n' in text(), 30,
+               "metrics-gone's gauges")
+    kubectl("delete", "resourcepool", "metrics-gone", "--wait=false")
+    wait_until(lambda: 'pool="metrics-gone"' not in text(), 30, "metrics-gone's gauges gone")
+    assert 'peloton_pool_reservation{pool="metrics-a",kind="cpu"} 8\n' in text()
+
+
+def test_promtool_accepts_the_text():
+    st, _, body = get(f"http://127.0.0.1:{PORT}/metrics")
+    assert st == 200
+    r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # a histogram's +Inf bucket equals its count
+    inf = samples(body, "peloton_placement_binding_duration_seconds_bucket")['{le="+Inf"}']
+    assert inf == samples(body, "peloton_placement_binding_duration_seconds_count")[""] >= 8
+
+
+def test_controller_only_metrics_port():
+    d = services.tempdir()
+    port_file = os.path.join(d, "port")
+    log = open(os.path.join(d, "ctl.log"), "w")
+    p = subprocess.Popen([services.PELOTOND, "--roles=jobmgr,hostmgr", f"--server=http://127.0.0.1:{PORT}",
+                          f"--token-file={TOKEN_FILE}", "--metrics-port=0", f"--port-file={port_file}"],
+                         stdout=log, stderr=subprocess.STDOUT)
+    services._procs.append(p)
+    services.wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip() != "",
+                      what="the metrics port")
+    mport = int(open(port_file).read().split()[0])
+    assert get(f"http://127.0.0.1:{mport}/metrics", token=None)[0] == 401
+    for bad in ("wrong", TOKEN[:-1], TOKEN + "x"):
+        assert get(f"http://127.0.0.1:{mport}/metrics", token=bad)[0] == 401, bad
+    assert get(f"http://127.0.0.1:{mport}/other")[0] == 404
+    st, ctype, body = get(f"http://127.0.0.1:{mport}/metrics")
+    assert st == 200 and ctype.startswith("text/plain; version=0.0.4"), (st, ctype)
+    assert "process_cpu_seconds_total" in body and "peloton_apiserver" not in body
+    r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert services.stop(p) == 0
+
+
+try:
+    run_tests("test_metrics", dict(globals()))
+finally:
+    services.stop_all()
+    shutil.rmtree(PROM_DIR, ignore_errors=True)
