@@ -138,7 +138,7 @@ build/asan/test/integ/%.o: ASAN_CFLAGS += -Itest/unit
 # The integration tests start the ASan pelotond and mesos-master-sim: built
 # with them, so `make build/asan/integ` alone gives a runnable suite.
 build/asan/integ: $(INTEG_OBJ) $(ASAN_OBJ) | build/asan/pelotond build/asan/mesos-master-sim
-	$(CC) $(ASAN_LDFLAGS) -o $@ $(filter-out build/asan/pelotond build/asan/mesos-master-sim,$^) $(PKG_LIBS) -lm
+	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 # The built-ins' OpenAPI schemas (a readable JSON file) embedded as a C string.
 build/gen/builtin_schemas.h: apiserver-shim/builtin-schemas.json
