@@ -14,7 +14,7 @@
 #include "labels.h"
 #include "pbjson.h"
 #include "peloton/api/v0/job/job.pb-c.h"
-#include "quantity.h"
+#include "svc_common.h"
 
 #define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
 #define NS_JOBS_PATH "/apis/peloton.io/v1alpha1/namespaces/" NATIVE_JOB_NAMESPACE "/jobs"
@@ -27,7 +27,6 @@
 #define A_LABELS "peloton.io/labels"    /* JSON array of {key, value} */
 #define A_FD_LIMIT "peloton.io/fd-limit"
 #define A_TASK_NAME "peloton.io/task-name"
-#define MB (1024.0 * 1024.0)
 #define NAME_MAX_K8S 52 /* pods are <job>-<instance>; the job name is a label value too (63) */
 #define QUERY_DEFAULT_LIMIT 100
 
@@ -47,43 +46,20 @@ struct job_call {
 
 /* ---------------------------------------------------------------- helpers */
 
-static void reply_json(struct native_call *call, const ProtobufCMessageDescriptor *desc, json_t *j) {
-    char err[256];
-    ProtobufCMessage *m = j ? pbjson_to_msg(desc, j, err, sizeof err) : NULL;
-    json_decref(j);
-    if (!m) {
-        native_call_fail(call, NC_INTERNAL, "building %s: %s", desc->name, j ? err : "out of memory");
-        return;
-    }
-    native_call_reply(call, m);
-    protobuf_c_message_free_unpacked(m, NULL);
-}
-
 static json_t *id_json(const char *id) { return json_pack("{s:s}", "value", id); }
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
-/* A quantity string for n units (cores, MB) of kind k, or -1 with err. */
-static int amount(enum res_kind k, double n, const char *field, char *out, size_t len, char *err, size_t errlen) {
-    double base = (k == RES_CPU || k == RES_GPU) ? n * 1000.0 : n * MB;
-    if (!isfinite(n) || n < 0 || base >= 9.2e18) {
-        snprintf(err, errlen, "%s: %g is not a non-negative amount", field, n);
-        return -1;
-    }
-    quantity_format(k, (int64_t)llround(base), out, len);
-    return 0;
-}
-
-/* A quantity in native units (cores, MB); NAN when absent or bad. */
-static double native_amount(enum res_kind k, const json_t *q) {
-    char buf[64], err[128];
-    int64_t v;
-    if (json_is_integer(q)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(q));
-    else if (json_is_string(q)) snprintf(buf, sizeof buf, "%s", json_string_value(q));
-    else return NAN;
-    if (quantity_parse_kind(k, buf, &v, err, sizeof err)) return NAN;
-    return (k == RES_CPU || k == RES_GPU) ? (double)v / 1000.0 : (double)v / MB;
-}
+/* TaskConfig.resource's members and the container resources they are, in
+ * both directions (template_from_task, svc_job_task_config). */
+static const struct {
+    const char *field, *res;
+    enum res_kind k;
+} task_resources[] = {{"cpuLimit", "cpu", RES_CPU},
+                      {"memLimitMb", "memory", RES_MEMORY},
+                      {"diskLimitMb", "ephemeral-storage", RES_DISK},
+                      {"gpuLimit", PELOTON_GPU_RESOURCE, RES_GPU}};
+#define N_TASK_RESOURCES (sizeof task_resources / sizeof task_resources[0])
 
 /* name made a DNS-1123 label: lowercase, other characters as '-', at most
  * NAME_MAX_K8S, starting and ending alphanumeric. "" when nothing is left. */
@@ -137,31 +113,25 @@ static json_t *template_from_task(const json_t *tc, char *err, size_t errlen) {
     const json_t *rc = json_object_get(tc, "resource");
     if (rc) {
         json_t *req = json_object();
-        static const struct {
-            const char *field, *res;
-            enum res_kind k;
-        } map[] = {{"cpuLimit", "cpu", RES_CPU},
-                   {"memLimitMb", "memory", RES_MEMORY},
-                   {"diskLimitMb", "ephemeral-storage", RES_DISK},
-                   {"gpuLimit", PELOTON_GPU_RESOURCE, RES_GPU}};
-        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-            const json_t *v = json_object_get(rc, map[i].field);
+        for (size_t i = 0; i < N_TASK_RESOURCES; i++) {
+            const json_t *v = json_object_get(rc, task_resources[i].field);
             char q[64], f[64];
             if (!v) continue;
-            snprintf(f, sizeof f, "defaultConfig.resource.%s", map[i].field);
-            if (!json_is_number(v) || amount(map[i].k, json_number_value(v), f, q, sizeof q, err, errlen)) {
+            snprintf(f, sizeof f, "defaultConfig.resource.%s", task_resources[i].field);
+            if (!json_is_number(v) || svc_quantity(task_resources[i].k, json_number_value(v), q, sizeof q)) {
                 if (!json_is_number(v)) snprintf(err, errlen, "%s: expected a number", f);
+                else snprintf(err, errlen, "%s: %g is not a non-negative amount", f, json_number_value(v));
                 json_decref(req);
                 json_decref(tpl);
                 return NULL;
             }
-            if (map[i].k == RES_GPU && json_number_value(v) != floor(json_number_value(v))) {
+            if (task_resources[i].k == RES_GPU && json_number_value(v) != floor(json_number_value(v))) {
                 snprintf(err, errlen, "%s: GPUs are whole devices here (%g)", f, json_number_value(v));
                 json_decref(req);
                 json_decref(tpl);
                 return NULL;
             }
-            json_object_set_new(req, map[i].res, json_string(q));
+            json_object_set_new(req, task_resources[i].res, json_string(q));
         }
         if (json_object_get(rc, "fdLimit"))
             json_object_set_new(json_object_get(json_object_get(tpl, "metadata"), "annotations"), A_FD_LIMIT,
@@ -328,16 +298,9 @@ json_t *svc_job_task_config(const json_t *spec) {
     if (!res) res = json_object_get(json_object_get(c, "resources"), "limits");
     if (res) {
         json_t *r = json_object();
-        static const struct {
-            const char *field, *res;
-            enum res_kind k;
-        } map[] = {{"cpuLimit", "cpu", RES_CPU},
-                   {"memLimitMb", "memory", RES_MEMORY},
-                   {"diskLimitMb", "ephemeral-storage", RES_DISK},
-                   {"gpuLimit", PELOTON_GPU_RESOURCE, RES_GPU}};
-        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-            double amt = native_amount(map[i].k, json_object_get(res, map[i].res));
-            if (!isnan(amt)) json_object_set_new(r, map[i].field, json_real(amt));
+        for (size_t i = 0; i < N_TASK_RESOURCES; i++) {
+            double amt = svc_native_amount(task_resources[i].k, json_object_get(res, task_resources[i].res));
+            if (!isnan(amt)) json_object_set_new(r, task_resources[i].field, json_real(amt));
         }
         json_object_set_new(tc, "resource", r);
     }
@@ -553,7 +516,7 @@ static void answer_query(struct job_call *op, const json_t *items) {
     json_t *resp = json_pack("{s:o,s:o,s:{s:I,s:I,s:I}}", "results", results, "records", records, "pagination",
                              "offset", off, "limit", lim, "total", (json_int_t)m);
     if (json_object_get(q, "spec")) json_object_set(resp, "spec", json_object_get(q, "spec"));
-    reply_json(op->call, &peloton__api__v0__job__query_response__descriptor, resp);
+    svc_reply_json(op->call, &peloton__api__v0__job__query_response__descriptor, resp);
 }
 
 /* ---------------------------------------------------------------- calls */
@@ -562,11 +525,8 @@ static void on_list(void *ud, const struct kc_response *r);
 static void on_write(void *ud, const struct kc_response *r);
 
 static struct job_call *op_new(void *ud, struct native_call *call, enum job_op kind, const char *id) {
-    struct job_call *op = calloc(1, sizeof *op);
-    if (!op) {
-        native_call_fail(call, NC_INTERNAL, "out of memory");
-        return NULL;
-    }
+    struct job_call *op = svc_op_alloc(call, sizeof *op);
+    if (!op) return NULL;
     op->svc = ud;
     op->call = call;
     op->kind = kind;
@@ -579,16 +539,9 @@ static void op_free(struct job_call *op) {
     free(op);
 }
 
+/* Sends op's request (svc_request); op is freed when it cannot be sent. */
 static void request(struct job_call *op, const char *method, const char *path, const json_t *body, kc_done_fn fn) {
-    if (kclient_request(op->svc->kc, method, path, body, NULL, fn, op)) {
-        native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
-        op_free(op);
-    }
-}
-
-static void fail_status(struct native_call *call, const struct kc_response *r) {
-    if (r->status == 0) native_call_fail(call, NC_UNAVAILABLE, "API server: %s", r->error ? r->error : "no answer");
-    else native_call_fail(call, NC_INTERNAL, "API server answered %ld: %s", r->status, r->error ? r->error : "");
+    if (svc_request(op->svc->kc, op->call, method, path, body, fn, op)) op_free(op);
 }
 
 static bool valid_id(const char *s) {
@@ -601,7 +554,7 @@ static void h_create(void *ud, struct native_call *call, const ProtobufCMessage 
     const char *id = req->id && req->id->value ? req->id->value : "";
     char err[512] = "";
     if (id[0] && !valid_id(id)) {
-        reply_json(call, &peloton__api__v0__job__create_response__descriptor,
+        svc_reply_json(call, &peloton__api__v0__job__create_response__descriptor,
                    json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidJobId", "id", "value", id, "message",
                              "a job id is a UUID"));
         return;
@@ -611,7 +564,7 @@ static void h_create(void *ud, struct native_call *call, const ProtobufCMessage 
     if (!req->config) snprintf(err, sizeof err, "config is required");
     json_decref(cfg);
     if (!job) {
-        reply_json(call, &peloton__api__v0__job__create_response__descriptor,
+        svc_reply_json(call, &peloton__api__v0__job__create_response__descriptor,
                    json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidConfig", "id", "value", id, "message", err));
         return;
     }
@@ -663,10 +616,9 @@ static json_t *not_found(const char *id) {
 
 static void on_list(void *ud, const struct kc_response *r) {
     struct job_call *op = ud;
-    json_t *body = r->status == 200 ? kc_response_body(r) : NULL;
-    const json_t *items = json_object_get(body, "items");
-    if (!json_is_array(items)) {
-        fail_status(op->call, r);
+    const json_t *items = svc_list_items(r);
+    if (!items) {
+        svc_fail_status(op->call, r);
         op_free(op);
         return;
     }
@@ -674,12 +626,12 @@ static void on_list(void *ud, const struct kc_response *r) {
     switch (op->kind) {
     case OP_QUERY: answer_query(op, items); break;
     case OP_GET:
-        reply_json(op->call, &peloton__api__v0__job__get_response__descriptor,
+        svc_reply_json(op->call, &peloton__api__v0__job__get_response__descriptor,
                    job ? json_pack("{s:o}", "jobInfo", info_json(job)) : not_found(op->id));
         break;
     case OP_DELETE_FIND: {
         if (!job) {
-            reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, not_found(op->id));
+            svc_reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, not_found(op->id));
             break;
         }
         const json_t *md = json_object_get(job, "metadata");
@@ -687,9 +639,8 @@ static void on_list(void *ud, const struct kc_response *r) {
         snprintf(path, sizeof path, "/apis/peloton.io/v1alpha1/namespaces/%s/jobs/%s", jstr(md, "namespace") ?: "",
                  jstr(md, "name") ?: "");
         op->kind = OP_DELETE_DO;
-        if (kclient_request(op->svc->kc, "DELETE", path, NULL, NULL, on_write, op) == 0) return; /* op lives on */
-        native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
-        break;
+        request(op, "DELETE", path, NULL, on_write); /* op lives on, or is freed */
+        return;
     }
     default: break;
     }
@@ -702,21 +653,21 @@ static void on_write(void *ud, const struct kc_response *r) {
     if (op->kind == OP_CREATE) {
         json_t *obj = r->status == 201 || r->status == 200 ? kc_response_body(r) : NULL;
         if (obj)
-            reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
                        json_pack("{s:o}", "jobId", id_json(svc_job_id(obj))));
         else if (r->status == 409)
-            reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
                        json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "alreadyExists", "id", "value", op->id, "message", msg));
         else if (r->status == 422 || r->status == 400 || r->status == 404)
-            reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
                        json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidConfig", "id", "value", op->id, "message", msg));
-        else fail_status(op->call, r);
+        else svc_fail_status(op->call, r);
     } else if (op->kind == OP_DELETE_DO) {
         if (r->status == 200 || r->status == 202)
-            reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, json_object());
+            svc_reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, json_object());
         else if (r->status == 404)
-            reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, not_found(op->id));
-        else fail_status(op->call, r);
+            svc_reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, not_found(op->id));
+        else svc_fail_status(op->call, r);
     }
     op_free(op);
 }

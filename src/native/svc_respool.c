@@ -10,15 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pbjson.h"
 #include "peloton/api/v0/respool/respool.pb-c.h"
-#include "quantity.h"
 #include "resource.h"
+#include "svc_common.h"
 
 #define POOLS_PATH "/apis/peloton.io/v1alpha1/resourcepools"
 #define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
 #define ROOT_ID "root"
-#define MB (1024.0 * 1024.0)
 #define MAX_POOL_DEPTH 17 /* the core's 16 levels, and the root */
 
 typedef Peloton__Api__V0__Respool__ResourcePoolConfig PoolConfig;
@@ -42,31 +40,20 @@ struct rp_op {
 
 /* ---------------------------------------------------------------- answering */
 
-/* Replies with the response message desc read from j (stolen). */
-static void reply_json(struct native_call *call, const ProtobufCMessageDescriptor *desc, json_t *j) {
-    char err[256];
-    ProtobufCMessage *m = j ? pbjson_to_msg(desc, j, err, sizeof err) : NULL;
-    json_decref(j);
-    if (!m) {
-        native_call_fail(call, NC_INTERNAL, "building %s: %s", desc->name, j ? err : "out of memory");
-        return;
-    }
-    native_call_reply(call, m);
-    protobuf_c_message_free_unpacked(m, NULL);
-}
-
 /* {"error": {member: {idkey: {"value": id}, "message": msg}}} */
 static json_t *error_body(const char *member, const char *idkey, const char *id, const char *msg) {
     return json_pack("{s:{s:{s:{s:s},s:s}}}", "error", member, idkey, "value", id, "message", msg);
 }
 
-/* A transport failure or an answer the mapping has no Peloton error for: a gRPC status. */
+/* A transport failure or an answer the mapping has no Peloton error for: a
+ * gRPC status. Pools also say ABORTED for a conflict (a concurrent update's
+ * resourceVersion) and PERMISSION_DENIED when the API server refuses; the
+ * rest as every service does (svc_fail_status). */
 static void fail_status(struct native_call *call, const struct kc_response *r) {
-    if (r->status == 0) native_call_fail(call, NC_UNAVAILABLE, "API server: %s", r->error ? r->error : "no answer");
-    else if (r->status == 409) native_call_fail(call, NC_ABORTED, "%s", r->error ? r->error : "conflict");
+    if (r->status == 409) native_call_fail(call, NC_ABORTED, "%s", r->error ? r->error : "conflict");
     else if (r->status == 403 || r->status == 401)
         native_call_fail(call, NC_PERMISSION_DENIED, "%s", r->error ? r->error : "forbidden");
-    else native_call_fail(call, NC_INTERNAL, "API server answered %ld: %s", r->status, r->error ? r->error : "");
+    else svc_fail_status(call, r);
 }
 
 /* ---------------------------------------------------------------- config -> spec */
@@ -79,13 +66,9 @@ static int kind_of(const char *name) {
 
 /* A native amount (cores, MB) as a quantity string, or -1 with err. */
 static int amount_quantity(int k, double v, const char *what, char *out, size_t len, char *err, size_t errlen) {
-    double base = (k == RES_CPU || k == RES_GPU) ? v * 1000.0 : v * MB;
-    if (!isfinite(v) || v < 0 || base >= 9.2e18) {
-        snprintf(err, errlen, "%s %s: %g is not a non-negative amount", res_kind_name((enum res_kind)k), what, v);
-        return -1;
-    }
-    quantity_format((enum res_kind)k, (int64_t)llround(base), out, len);
-    return 0;
+    if (svc_quantity((enum res_kind)k, v, out, len) == 0) return 0;
+    snprintf(err, errlen, "%s %s: %g is not a non-negative amount", res_kind_name((enum res_kind)k), what, v);
+    return -1;
 }
 
 /* spec of a ResourcePool for cfg (new), or NULL with err naming the field. */
@@ -143,17 +126,6 @@ bad:
 }
 
 /* ---------------------------------------------------------------- object -> info */
-
-/* A quantity member (string or integer) in native units; NAN when absent or bad. */
-static double native_amount(int k, const json_t *q) {
-    char buf[64], err[128];
-    int64_t v;
-    if (json_is_integer(q)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(q));
-    else if (json_is_string(q)) snprintf(buf, sizeof buf, "%s", json_string_value(q));
-    else return NAN;
-    if (quantity_parse_kind((enum res_kind)k, buf, &v, err, sizeof err)) return NAN;
-    return (k == RES_CPU || k == RES_GPU) ? (double)v / 1000.0 : (double)v / MB;
-}
 
 static const char *pool_name(const json_t *obj) {
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
@@ -246,8 +218,8 @@ static json_t *info_json(const json_t *items, const json_t *obj) {
         size_t i;
         json_array_foreach(given, i, e) if (!strcmp(json_string_value(json_object_get(e, "kind")) ?: "",
                                                     res_kind_name((enum res_kind)k))) r = e;
-        double resv = r ? native_amount(k, json_object_get(r, "reservation")) : 0;
-        double lim = r ? native_amount(k, json_object_get(r, "limit")) : NAN;
+        double resv = r ? svc_native_amount((enum res_kind)k, json_object_get(r, "reservation")) : 0;
+        double lim = r ? svc_native_amount((enum res_kind)k, json_object_get(r, "limit")) : NAN;
         const json_t *sh = r ? json_object_get(r, "share") : NULL;
         const char *type = r ? json_string_value(json_object_get(r, "type")) : NULL;
         json_t *rc = json_pack("{s:s,s:f,s:o,s:f,s:s}", "kind", res_kind_name((enum res_kind)k), "reservation",
@@ -271,7 +243,7 @@ static json_t *info_json(const json_t *items, const json_t *obj) {
     if (json_is_object(alloc)) {
         json_t *u = json_array();
         for (int k = 0; k < RES_NKINDS; k++) {
-            double a = native_amount(k, json_object_get(alloc, res_kind_name((enum res_kind)k)));
+            double a = svc_native_amount((enum res_kind)k, json_object_get(alloc, res_kind_name((enum res_kind)k)));
             json_array_append_new(u, json_pack("{s:s,s:f,s:f}", "kind", res_kind_name((enum res_kind)k), "allocation",
                                                isnan(a) ? 0.0 : a, "slack", 0.0));
         }
@@ -289,11 +261,8 @@ static json_t *root_info(const json_t *items) {
 /* ---------------------------------------------------------------- handlers */
 
 static struct rp_op *op_new(void *ud, struct native_call *call, enum rp_op_kind kind, const char *id) {
-    struct rp_op *op = calloc(1, sizeof *op);
-    if (!op) {
-        native_call_fail(call, NC_INTERNAL, "out of memory");
-        return NULL;
-    }
+    struct rp_op *op = svc_op_alloc(call, sizeof *op);
+    if (!op) return NULL;
     op->svc = ud;
     op->call = call;
     op->kind = kind;
@@ -310,13 +279,13 @@ static void on_listed(void *ud, const struct kc_response *r);
 static void on_written(void *ud, const struct kc_response *r);
 static void on_jobs(void *ud, const struct kc_response *r);
 
-/* Reads every pool, then answers op in on_listed. */
-static void list_pools(struct rp_op *op) {
-    if (kclient_request(op->svc->kc, "GET", POOLS_PATH, NULL, NULL, on_listed, op)) {
-        native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
-        op_free(op);
-    }
+/* Sends op's request (svc_request); op is freed when it cannot be sent. */
+static void request(struct rp_op *op, const char *method, const char *path, const json_t *body, kc_done_fn fn) {
+    if (svc_request(op->svc->kc, op->call, method, path, body, fn, op)) op_free(op);
 }
+
+/* Reads every pool, then answers op in on_listed. */
+static void list_pools(struct rp_op *op) { request(op, "GET", POOLS_PATH, NULL, on_listed); }
 
 static bool valid_name(const char *s) {
     size_t n = strlen(s);
@@ -332,17 +301,14 @@ static void h_create(void *ud, struct native_call *call, const ProtobufCMessage 
     else if (!valid_name(name)) snprintf(err, sizeof err, "config.name: \"%.200s\" is not a pool name", name);
     json_t *spec = err[0] ? NULL : spec_from_config(cfg, err, sizeof err);
     if (!spec) {
-        reply_json(call, &peloton__api__v0__respool__create_response__descriptor,
+        svc_reply_json(call, &peloton__api__v0__respool__create_response__descriptor,
                    error_body("invalidResourcePoolConfig", "id", name, err));
         return;
     }
     json_t *obj = json_pack("{s:s,s:s,s:{s:s},s:o}", "apiVersion", "peloton.io/v1alpha1", "kind", "ResourcePool",
                             "metadata", "name", name, "spec", spec);
     struct rp_op *op = op_new(ud, call, OP_CREATE, name);
-    if (op && kclient_request(op->svc->kc, "POST", POOLS_PATH, obj, NULL, on_written, op)) {
-        native_call_fail(call, NC_UNAVAILABLE, "API server unreachable");
-        op_free(op);
-    }
+    if (op) request(op, "POST", POOLS_PATH, obj, on_written);
     json_decref(obj);
 }
 
@@ -367,7 +333,7 @@ static void h_lookup(void *ud, struct native_call *call, const ProtobufCMessage 
     if (path[0] != '/') {
         json_t *j = json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidPath", "path", "value", path, "message",
                               "a pool path starts with \"/\"");
-        reply_json(call, &peloton__api__v0__respool__lookup_response__descriptor, j);
+        svc_reply_json(call, &peloton__api__v0__respool__lookup_response__descriptor, j);
         return;
     }
     struct rp_op *op = op_new(ud, call, OP_LOOKUP, path);
@@ -393,7 +359,7 @@ static void h_update(void *ud, struct native_call *call, const ProtobufCMessage 
                  req->config->name);
     json_t *spec = err[0] ? NULL : spec_from_config(req->config, err, sizeof err);
     if (!spec) {
-        reply_json(call, &peloton__api__v0__respool__update_response__descriptor,
+        svc_reply_json(call, &peloton__api__v0__respool__update_response__descriptor,
                    error_body("invalidResourcePoolConfig", "id", id, err));
         return;
     }
@@ -405,10 +371,7 @@ static void h_update(void *ud, struct native_call *call, const ProtobufCMessage 
     op->spec = spec;
     char path[512];
     snprintf(path, sizeof path, POOLS_PATH "/%s", id);
-    if (kclient_request(op->svc->kc, "GET", path, NULL, NULL, on_written, op)) {
-        native_call_fail(call, NC_UNAVAILABLE, "API server unreachable");
-        op_free(op);
-    }
+    request(op, "GET", path, NULL, on_written);
 }
 
 /* ---------------------------------------------------------------- answers */
@@ -422,7 +385,7 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
         size_t i;
         const json_t *o;
         json_array_foreach(items, i, o) json_array_append_new(a, info_json(items, o));
-        reply_json(op->call, &peloton__api__v0__respool__query_response__descriptor,
+        svc_reply_json(op->call, &peloton__api__v0__respool__query_response__descriptor,
                    json_pack("{s:o}", "resourcePools", a));
         return;
     }
@@ -431,7 +394,7 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
         if (strcmp(id, ROOT_ID) && !o) {
             char msg[400];
             snprintf(msg, sizeof msg, "resource pool %s not found", id);
-            reply_json(op->call, &peloton__api__v0__respool__get_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__respool__get_response__descriptor,
                        error_body("notFound", "id", id, msg));
             return;
         }
@@ -443,7 +406,7 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
             json_array_foreach(items, i, c) if (!strcmp(pool_parent(c), id)) json_array_append_new(kids, info_json(items, c));
             json_object_set_new(resp, "childPools", kids);
         }
-        reply_json(op->call, &peloton__api__v0__respool__get_response__descriptor, resp);
+        svc_reply_json(op->call, &peloton__api__v0__respool__get_response__descriptor, resp);
         return;
     }
     case OP_LOOKUP:
@@ -466,12 +429,12 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
         if (!found) {
             char msg[400];
             snprintf(msg, sizeof msg, "resource pool path %.300s not found", want);
-            reply_json(op->call, d,
+            svc_reply_json(op->call, d,
                        json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "notFound", "path", "value", id, "message", msg));
             return;
         }
         if (op->kind == OP_LOOKUP) {
-            reply_json(op->call, d, json_pack("{s:o}", "id", id_json(found)));
+            svc_reply_json(op->call, d, json_pack("{s:o}", "id", id_json(found)));
             return;
         }
         json_t *kids = children_json(items, found);
@@ -480,16 +443,13 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
             snprintf(msg, sizeof msg, "resource pool %.300s is not a leaf: it has %zu child pools", want,
                      json_array_size(kids));
             json_decref(kids);
-            reply_json(op->call, d, error_body("isNotLeaf", "id", found, msg));
+            svc_reply_json(op->call, d, error_body("isNotLeaf", "id", found, msg));
             return;
         }
         json_decref(kids);
         /* a pool that still holds work stays: the Jobs first (on_jobs), then the delete */
         struct rp_op *del = op_new(op->svc, op->call, OP_DELETE_JOBS, found);
-        if (del && kclient_request(op->svc->kc, "GET", JOBS_PATH, NULL, NULL, on_jobs, del)) {
-            native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
-            op_free(del);
-        }
+        if (del) request(del, "GET", JOBS_PATH, NULL, on_jobs);
         return;
     }
     default: return;
@@ -498,9 +458,8 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
 
 static void on_listed(void *ud, const struct kc_response *r) {
     struct rp_op *op = ud;
-    json_t *body = r->status == 200 ? kc_response_body(r) : NULL;
-    const json_t *items = json_object_get(body, "items");
-    if (!json_is_array(items)) fail_status(op->call, r);
+    const json_t *items = svc_list_items(r);
+    if (!items) fail_status(op->call, r);
     else answer_listed(op, items);
     op_free(op);
 }
@@ -508,9 +467,8 @@ static void on_listed(void *ud, const struct kc_response *r) {
 /* Jobs whose pool is op->id and that have not ended: the pool is busy. */
 static void on_jobs(void *ud, const struct kc_response *r) {
     struct rp_op *op = ud;
-    json_t *body = r->status == 200 ? kc_response_body(r) : NULL;
-    const json_t *items = json_object_get(body, "items");
-    if (!json_is_array(items)) {
+    const json_t *items = svc_list_items(r);
+    if (!items) {
         fail_status(op->call, r);
         op_free(op);
         return;
@@ -527,7 +485,7 @@ static void on_jobs(void *ud, const struct kc_response *r) {
     if (busy) {
         char msg[400];
         snprintf(msg, sizeof msg, "resource pool %s is busy: %zu jobs in it have not ended", op->id, busy);
-        reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor,
+        svc_reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor,
                    error_body("isBusy", "id", op->id, msg));
         op_free(op);
         return;
@@ -535,10 +493,7 @@ static void on_jobs(void *ud, const struct kc_response *r) {
     char p[512];
     snprintf(p, sizeof p, POOLS_PATH "/%s", op->id);
     op->kind = OP_DELETE_DO;
-    if (kclient_request(op->svc->kc, "DELETE", p, NULL, NULL, on_written, op)) {
-        native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
-        op_free(op);
-    }
+    request(op, "DELETE", p, NULL, on_written);
 }
 
 /* Answers to writes (and the read before an update). */
@@ -548,13 +503,13 @@ static void on_written(void *ud, const struct kc_response *r) {
     switch (op->kind) {
     case OP_CREATE:
         if (r->status == 201 || r->status == 200)
-            reply_json(op->call, &peloton__api__v0__respool__create_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__respool__create_response__descriptor,
                        json_pack("{s:o}", "result", id_json(op->id)));
         else if (r->status == 409)
-            reply_json(op->call, &peloton__api__v0__respool__create_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__respool__create_response__descriptor,
                        error_body("alreadyExists", "id", op->id, msg));
         else if (r->status == 422 || r->status == 400)
-            reply_json(op->call, &peloton__api__v0__respool__create_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__respool__create_response__descriptor,
                        error_body("invalidResourcePoolConfig", "id", op->id, msg));
         else fail_status(op->call, r);
         break;
@@ -563,7 +518,7 @@ static void on_written(void *ud, const struct kc_response *r) {
         if (r->status == 404) {
             char m[400];
             snprintf(m, sizeof m, "resource pool %s not found", op->id);
-            reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor,
                        error_body("notFound", "id", op->id, m));
             break;
         }
@@ -579,31 +534,29 @@ static void on_written(void *ud, const struct kc_response *r) {
         char p[512];
         snprintf(p, sizeof p, POOLS_PATH "/%s", op->id);
         op->kind = OP_UPDATE_PUT;
-        int rc = kclient_request(op->svc->kc, "PUT", p, put, NULL, on_written, op);
+        request(op, "PUT", p, put, on_written); /* op lives on, or is freed */
         json_decref(put);
-        if (!rc) return; /* op lives on */
-        native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
-        break;
+        return;
     }
     case OP_UPDATE_PUT:
         if (r->status == 200)
-            reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor, json_object());
+            svc_reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor, json_object());
         else if (r->status == 404)
-            reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor,
                        error_body("notFound", "id", op->id, msg));
         else if (r->status == 422 || r->status == 400)
-            reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor,
                        error_body("invalidResourcePoolConfig", "id", op->id, msg));
         else fail_status(op->call, r);
         break;
     case OP_DELETE_DO:
         if (r->status == 200 || r->status == 202)
-            reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor, json_object());
+            svc_reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor, json_object());
         else if (r->status == 404)
-            reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor,
                        json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "notFound", "path", "value", op->id, "message", msg));
         else if (r->status == 422 || r->status == 409 || r->status == 400)
-            reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor,
                        error_body(strstr(msg, "child") ? "isNotLeaf" : "notDeleted", "id", op->id, msg));
         else fail_status(op->call, r);
         break;

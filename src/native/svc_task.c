@@ -9,6 +9,7 @@
 #include "labels.h"
 #include "pbjson.h"
 #include "peloton/api/v0/task/task.pb-c.h"
+#include "svc_common.h"
 #include "svc_job.h"
 
 #define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
@@ -35,23 +36,6 @@ struct task_call {
 };
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-
-static void reply_json(struct native_call *call, const ProtobufCMessageDescriptor *desc, json_t *j) {
-    char err[256];
-    ProtobufCMessage *m = j ? pbjson_to_msg(desc, j, err, sizeof err) : NULL;
-    json_decref(j);
-    if (!m) {
-        native_call_fail(call, NC_INTERNAL, "building %s: %s", desc->name, j ? err : "out of memory");
-        return;
-    }
-    native_call_reply(call, m);
-    protobuf_c_message_free_unpacked(m, NULL);
-}
-
-static void fail_status(struct native_call *call, const struct kc_response *r) {
-    if (r->status == 0) native_call_fail(call, NC_UNAVAILABLE, "API server: %s", r->error ? r->error : "no answer");
-    else native_call_fail(call, NC_INTERNAL, "API server answered %ld: %s", r->status, r->error ? r->error : "");
-}
 
 /* A decimal annotation or label value, or dflt. */
 static long long num(const char *s, long long dflt) {
@@ -143,7 +127,7 @@ static void answer(struct task_call *op, const json_t *pods_list) {
     json_t *config = svc_job_task_config(json_object_get(job, "spec"));
     if (op->kind == OP_GET) {
         if (op->instance >= n) {
-            reply_json(op->call, &peloton__api__v0__task__get_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__task__get_response__descriptor,
                        json_pack("{s:{s:{s:s},s:I}}", "outOfRange", "jobId", "value", op->id, "instanceCount",
                                  (json_int_t)n));
         } else {
@@ -159,7 +143,7 @@ static void answer(struct task_call *op, const json_t *pods_list) {
             }
             json_t *latest = task_info(job, op->instance, pod, config);
             json_array_append(all, latest);
-            reply_json(op->call, &peloton__api__v0__task__get_response__descriptor,
+            svc_reply_json(op->call, &peloton__api__v0__task__get_response__descriptor,
                        json_pack("{s:o,s:o}", "result", latest, "results", all));
         }
         json_decref(config);
@@ -182,7 +166,7 @@ static void answer(struct task_call *op, const json_t *pods_list) {
             snprintf(k, sizeof k, "%u", i);
             json_object_set_new(m, k, task_info(job, i, pods[i - from], config));
         }
-        reply_json(op->call, &peloton__api__v0__task__list_response__descriptor,
+        svc_reply_json(op->call, &peloton__api__v0__task__list_response__descriptor,
                    json_pack("{s:{s:o}}", "result", "value", m));
     } else {
         const json_t *spec = json_object_get(op->req, "spec"), *pg = json_object_get(spec, "pagination");
@@ -202,7 +186,7 @@ static void answer(struct task_call *op, const json_t *pods_list) {
             total += ok;
             json_decref(t);
         }
-        reply_json(op->call, &peloton__api__v0__task__query_response__descriptor,
+        svc_reply_json(op->call, &peloton__api__v0__task__query_response__descriptor,
                    json_pack("{s:o,s:{s:I,s:I,s:I}}", "records", records, "pagination", "offset", off, "limit", lim,
                              "total", total));
     }
@@ -218,19 +202,17 @@ static void op_free(struct task_call *op) {
 
 static void on_pods(void *ud, const struct kc_response *r) {
     struct task_call *op = ud;
-    json_t *body = r->status == 200 ? kc_response_body(r) : NULL;
-    const json_t *items = json_object_get(body, "items");
-    if (!json_is_array(items)) fail_status(op->call, r);
+    const json_t *items = svc_list_items(r);
+    if (!items) svc_fail_status(op->call, r);
     else answer(op, items);
     op_free(op);
 }
 
 static void on_jobs(void *ud, const struct kc_response *r) {
     struct task_call *op = ud;
-    json_t *body = r->status == 200 ? kc_response_body(r) : NULL;
-    const json_t *items = json_object_get(body, "items");
-    if (!json_is_array(items)) {
-        fail_status(op->call, r);
+    const json_t *items = svc_list_items(r);
+    if (!items) {
+        svc_fail_status(op->call, r);
         op_free(op);
         return;
     }
@@ -241,7 +223,7 @@ static void on_jobs(void *ud, const struct kc_response *r) {
         const ProtobufCMessageDescriptor *d = op->kind == OP_GET    ? &peloton__api__v0__task__get_response__descriptor
                                               : op->kind == OP_LIST ? &peloton__api__v0__task__list_response__descriptor
                                                                     : &peloton__api__v0__task__query_response__descriptor;
-        reply_json(op->call, d,
+        svc_reply_json(op->call, d,
                    op->kind == OP_QUERY ? json_pack("{s:{s:o}}", "error", "notFound", not_found(op->id))
                                         : json_pack("{s:o}", "notFound", not_found(op->id)));
         op_free(op);
@@ -253,27 +235,18 @@ static void on_jobs(void *ud, const struct kc_response *r) {
     size_t n = strlen(name);
     kc_escape(jstr(md, "name") ? jstr(md, "name") : "", name + n, sizeof name - n);
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", jstr(md, "namespace") ?: "default", name);
-    if (kclient_request(op->svc->kc, "GET", path, NULL, NULL, on_pods, op)) {
-        native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
-        op_free(op);
-    }
+    if (svc_request(op->svc->kc, op->call, "GET", path, NULL, on_pods, op)) op_free(op);
 }
 
 static void start(void *ud, struct native_call *call, struct task_call *op) {
     op->svc = ud;
     op->call = call;
-    if (kclient_request(op->svc->kc, "GET", JOBS_PATH, NULL, NULL, on_jobs, op)) {
-        native_call_fail(call, NC_UNAVAILABLE, "API server unreachable");
-        op_free(op);
-    }
+    if (svc_request(op->svc->kc, call, "GET", JOBS_PATH, NULL, on_jobs, op)) op_free(op);
 }
 
 static struct task_call *op_new(struct native_call *call, enum task_op kind, const Peloton__Api__V0__Peloton__JobID *id) {
-    struct task_call *op = calloc(1, sizeof *op);
-    if (!op) {
-        native_call_fail(call, NC_INTERNAL, "out of memory");
-        return NULL;
-    }
+    struct task_call *op = svc_op_alloc(call, sizeof *op);
+    if (!op) return NULL;
     op->kind = kind;
     snprintf(op->id, sizeof op->id, "%s", id && id->value ? id->value : "");
     return op;

@@ -1,0 +1,67 @@
+/* Shared by the native services (svc_common.h). */
+#include "svc_common.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "pbjson.h"
+#include "quantity.h"
+
+#define MB (1024.0 * 1024.0)
+
+void *svc_op_alloc(struct native_call *call, size_t size) {
+    void *op = calloc(1, size);
+    if (!op) native_call_fail(call, NC_INTERNAL, "out of memory");
+    return op;
+}
+
+int svc_request(struct kclient *kc, struct native_call *call, const char *method, const char *path,
+                const json_t *body, kc_done_fn done, void *ud) {
+    if (kclient_request(kc, method, path, body, NULL, done, ud) == 0) return 0;
+    native_call_fail(call, NC_UNAVAILABLE, "API server unreachable");
+    return -1;
+}
+
+const json_t *svc_list_items(const struct kc_response *r) {
+    const json_t *items = json_object_get(r->status == 200 ? kc_response_body(r) : NULL, "items");
+    return json_is_array(items) ? items : NULL;
+}
+
+void svc_fail_status(struct native_call *call, const struct kc_response *r) {
+    if (r->status == 0) native_call_fail(call, NC_UNAVAILABLE, "API server: %s", r->error ? r->error : "no answer");
+    else native_call_fail(call, NC_INTERNAL, "API server answered %ld: %s", r->status, r->error ? r->error : "");
+}
+
+void svc_reply_json(struct native_call *call, const ProtobufCMessageDescriptor *desc, json_t *j) {
+    char err[256];
+    ProtobufCMessage *m = j ? pbjson_to_msg(desc, j, err, sizeof err) : NULL;
+    json_decref(j);
+    if (!m) {
+        native_call_fail(call, NC_INTERNAL, "building %s: %s", desc->name, j ? err : "out of memory");
+        return;
+    }
+    native_call_reply(call, m);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* cpu and gpu count in millicores, memory and disk in bytes. */
+static double base_per_unit(enum res_kind k) { return k == RES_CPU || k == RES_GPU ? 1000.0 : MB; }
+
+int svc_quantity(enum res_kind k, double n, char *out, size_t len) {
+    double base = n * base_per_unit(k);
+    if (!isfinite(n) || n < 0 || base >= 9.2e18) return -1; /* int64_t's range, with room for rounding */
+    quantity_format(k, (int64_t)llround(base), out, len);
+    return 0;
+}
+
+double svc_native_amount(enum res_kind k, const json_t *q) {
+    char buf[64], err[128];
+    int64_t v;
+    if (json_is_integer(q)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(q));
+    else if (json_is_string(q)) snprintf(buf, sizeof buf, "%s", json_string_value(q));
+    else return NAN;
+    if (quantity_parse_kind(k, buf, &v, err, sizeof err)) return NAN;
+    return (double)v / base_per_unit(k);
+}

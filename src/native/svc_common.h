@@ -1,0 +1,53 @@
+/* What the native services (svc_job.c, svc_respool.c, svc_task.c) share:
+ * every call there is answered from requests to the Kubernetes API
+ * (kclient), its response message built as proto3 JSON and turned into the
+ * message by pbjson. Internal to src/native.
+ *
+ * Errors reach the client as a gRPC status (native_call_fail) only where a
+ * Peloton response has no error member for them: out of memory, the API
+ * server unreachable or answering what the mapping does not expect.
+ *
+ * Ownership: j passed to svc_reply_json is stolen; everything else is
+ * borrowed. A function that fails the call says so; the caller still owns
+ * (and frees) its own per-call state. */
+#ifndef PELOTON_NATIVE_SVC_COMMON_H
+#define PELOTON_NATIVE_SVC_COMMON_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "kclient.h"
+#include "native.h"
+#include "resource.h"
+
+/* A zeroed per-call state of size bytes, or NULL after failing call with
+ * INTERNAL "out of memory". Free it with free(). */
+void *svc_op_alloc(struct native_call *call, size_t size);
+
+/* kclient_request(kc, method, path, body, default content type, done, ud);
+ * 0 when sent (done will run, exactly once), or -1 after failing call with
+ * UNAVAILABLE "API server unreachable" (done never runs: free ud). */
+int svc_request(struct kclient *kc, struct native_call *call, const char *method, const char *path,
+                const json_t *body, kc_done_fn done, void *ud);
+
+/* The "items" array of a list answer r (a 200 with a JSON list), borrowed
+ * for the callback; NULL for any other answer (then fail the call). */
+const json_t *svc_list_items(const struct kc_response *r);
+
+/* Fails call for an answer r the mapping has no Peloton error for: no answer
+ * (transport error) is UNAVAILABLE, any status is INTERNAL naming it. */
+void svc_fail_status(struct native_call *call, const struct kc_response *r);
+
+/* Replies on call with the message desc read from j (stolen; NULL means out
+ * of memory); a j that does not fit desc fails the call with INTERNAL. */
+void svc_reply_json(struct native_call *call, const ProtobufCMessageDescriptor *desc, json_t *j);
+
+/* Native units <-> quantities: cpu and gpu in cores, memory and disk in MB
+ * (2^20 bytes). svc_quantity writes the quantity string for n units of k,
+ * or returns -1 when n is not a finite non-negative amount that fits;
+ * svc_native_amount reads a quantity member (string or integer), NAN when
+ * absent or bad. */
+int svc_quantity(enum res_kind k, double n, char *out, size_t len);
+double svc_native_amount(enum res_kind k, const json_t *q);
+
+#endif
