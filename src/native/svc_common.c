@@ -11,17 +11,24 @@
 
 #define MB (1024.0 * 1024.0)
 
-void *svc_op_alloc(struct native_call *call, size_t size) {
-    void *op = calloc(1, size);
-    if (!op) native_call_fail(call, NC_INTERNAL, "out of memory");
+void *svc_op_new(size_t size, struct kclient *kc, struct native_call *call, void (*release)(struct svc_op *op)) {
+    struct svc_op *op = calloc(1, size);
+    if (!op) {
+        native_call_fail(call, NC_INTERNAL, "out of memory");
+        return NULL;
+    }
+    op->kc = kc;
+    op->call = call;
+    op->release = release;
     return op;
 }
 
-int svc_request(struct kclient *kc, struct native_call *call, const char *method, const char *path,
-                const json_t *body, kc_done_fn done, void *ud) {
-    if (kclient_request(kc, method, path, body, NULL, done, ud) == 0) return 0;
-    native_call_fail(call, NC_UNAVAILABLE, "API server unreachable");
-    return -1;
+void svc_op_free(struct svc_op *op) { op->release(op); }
+
+void svc_op_request(struct svc_op *op, const char *method, const char *path, const json_t *body, kc_done_fn done) {
+    if (kclient_request(op->kc, method, path, body, NULL, done, op) == 0) return;
+    native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
+    svc_op_free(op);
 }
 
 const json_t *svc_list_items(const struct kc_response *r) {

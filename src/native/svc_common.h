@@ -8,8 +8,8 @@
  * server unreachable or answering what the mapping does not expect.
  *
  * Ownership: j passed to svc_reply_json is stolen; everything else is
- * borrowed. A function that fails the call says so; the caller still owns
- * (and frees) its own per-call state. */
+ * borrowed. A per-call struct is freed by svc_op_free, or by
+ * svc_op_request when its request cannot be sent. */
 #ifndef PELOTON_NATIVE_SVC_COMMON_H
 #define PELOTON_NATIVE_SVC_COMMON_H
 
@@ -20,15 +20,23 @@
 #include "native.h"
 #include "resource.h"
 
-/* A zeroed per-call state of size bytes, or NULL after failing call with
- * INTERNAL "out of memory". Free it with free(). */
-void *svc_op_alloc(struct native_call *call, size_t size);
+/* A call in flight, waiting on the API server. A service's per-call struct
+ * begins with one (member base), so a kclient callback's ud is both. */
+struct svc_op {
+    struct kclient *kc;                    /* the service's client, borrowed */
+    struct native_call *call;              /* the call to answer */
+    void (*release)(struct svc_op *op);    /* frees the service's struct and what it holds */
+};
 
-/* kclient_request(kc, method, path, body, default content type, done, ud);
- * 0 when sent (done will run, exactly once), or -1 after failing call with
- * UNAVAILABLE "API server unreachable" (done never runs: free ud). */
-int svc_request(struct kclient *kc, struct native_call *call, const char *method, const char *path,
-                const json_t *body, kc_done_fn done, void *ud);
+/* A zeroed per-call struct of size bytes (struct svc_op first) with its
+ * base set, or NULL after failing call with INTERNAL "out of memory". */
+void *svc_op_new(size_t size, struct kclient *kc, struct native_call *call, void (*release)(struct svc_op *op));
+void svc_op_free(struct svc_op *op);
+
+/* Sends method path (body: NULL or JSON, borrowed) for op; done(op, r) runs
+ * later, exactly once. When it cannot be sent, op's call fails with
+ * UNAVAILABLE "API server unreachable" and op is freed (done never runs). */
+void svc_op_request(struct svc_op *op, const char *method, const char *path, const json_t *body, kc_done_fn done);
 
 /* The "items" array of a list answer r (a 200 with a JSON list), borrowed
  * for the callback; NULL for any other answer (then fail the call). */

@@ -37,8 +37,7 @@ struct svc_job {
 enum job_op { OP_CREATE, OP_GET, OP_QUERY, OP_DELETE_FIND, OP_DELETE_DO };
 
 struct job_call {
-    struct svc_job *svc;
-    struct native_call *call;
+    struct svc_op base;
     enum job_op kind;
     char id[128];
     json_t *query; /* QueryRequest as JSON */
@@ -492,7 +491,7 @@ static void answer_query(struct job_call *op, const json_t *items) {
     size_t n = json_array_size(items), m = 0;
     json_t **sel = calloc(n ? n : 1, sizeof *sel);
     if (!sel) {
-        native_call_fail(op->call, NC_INTERNAL, "out of memory");
+        native_call_fail(op->base.call, NC_INTERNAL, "out of memory");
         return;
     }
     size_t i;
@@ -516,7 +515,7 @@ static void answer_query(struct job_call *op, const json_t *items) {
     json_t *resp = json_pack("{s:o,s:o,s:{s:I,s:I,s:I}}", "results", results, "records", records, "pagination",
                              "offset", off, "limit", lim, "total", (json_int_t)m);
     if (json_object_get(q, "spec")) json_object_set(resp, "spec", json_object_get(q, "spec"));
-    svc_reply_json(op->call, &peloton__api__v0__job__query_response__descriptor, resp);
+    svc_reply_json(op->base.call, &peloton__api__v0__job__query_response__descriptor, resp);
 }
 
 /* ---------------------------------------------------------------- calls */
@@ -524,24 +523,18 @@ static void answer_query(struct job_call *op, const json_t *items) {
 static void on_list(void *ud, const struct kc_response *r);
 static void on_write(void *ud, const struct kc_response *r);
 
-static struct job_call *op_new(void *ud, struct native_call *call, enum job_op kind, const char *id) {
-    struct job_call *op = svc_op_alloc(call, sizeof *op);
-    if (!op) return NULL;
-    op->svc = ud;
-    op->call = call;
-    op->kind = kind;
-    snprintf(op->id, sizeof op->id, "%s", id ? id : "");
-    return op;
-}
-
-static void op_free(struct job_call *op) {
+static void op_release(struct svc_op *base) {
+    struct job_call *op = (struct job_call *)base;
     json_decref(op->query);
     free(op);
 }
 
-/* Sends op's request (svc_request); op is freed when it cannot be sent. */
-static void request(struct job_call *op, const char *method, const char *path, const json_t *body, kc_done_fn fn) {
-    if (svc_request(op->svc->kc, op->call, method, path, body, fn, op)) op_free(op);
+static struct job_call *op_new(struct svc_job *svc, struct native_call *call, enum job_op kind, const char *id) {
+    struct job_call *op = svc_op_new(sizeof *op, svc->kc, call, op_release);
+    if (!op) return NULL;
+    op->kind = kind;
+    snprintf(op->id, sizeof op->id, "%s", id ? id : "");
+    return op;
 }
 
 static bool valid_id(const char *s) {
@@ -555,8 +548,8 @@ static void h_create(void *ud, struct native_call *call, const ProtobufCMessage 
     char err[512] = "";
     if (id[0] && !valid_id(id)) {
         svc_reply_json(call, &peloton__api__v0__job__create_response__descriptor,
-                   json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidJobId", "id", "value", id, "message",
-                             "a job id is a UUID"));
+                       json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidJobId", "id", "value", id, "message",
+                                 "a job id is a UUID"));
         return;
     }
     json_t *cfg = req->config ? pbjson_from_msg(&req->config->base, err, sizeof err) : NULL;
@@ -565,24 +558,24 @@ static void h_create(void *ud, struct native_call *call, const ProtobufCMessage 
     json_decref(cfg);
     if (!job) {
         svc_reply_json(call, &peloton__api__v0__job__create_response__descriptor,
-                   json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidConfig", "id", "value", id, "message", err));
+                       json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidConfig", "id", "value", id, "message", err));
         return;
     }
     struct job_call *op = op_new(ud, call, OP_CREATE, id);
-    if (op) request(op, "POST", NS_JOBS_PATH, job, on_write);
+    if (op) svc_op_request(&op->base, "POST", NS_JOBS_PATH, job, on_write);
     json_decref(job);
 }
 
 static void h_get(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
     const Peloton__Api__V0__Job__GetRequest *req = (const void *)msg;
     struct job_call *op = op_new(ud, call, OP_GET, req->id && req->id->value ? req->id->value : "");
-    if (op) request(op, "GET", JOBS_PATH, NULL, on_list);
+    if (op) svc_op_request(&op->base, "GET", JOBS_PATH, NULL, on_list);
 }
 
 static void h_delete(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
     const Peloton__Api__V0__Job__DeleteRequest *req = (const void *)msg;
     struct job_call *op = op_new(ud, call, OP_DELETE_FIND, req->id && req->id->value ? req->id->value : "");
-    if (op) request(op, "GET", JOBS_PATH, NULL, on_list);
+    if (op) svc_op_request(&op->base, "GET", JOBS_PATH, NULL, on_list);
 }
 
 static void h_query(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
@@ -598,7 +591,7 @@ static void h_query(void *ud, struct native_call *call, const ProtobufCMessage *
         return;
     }
     op->query = q;
-    request(op, "GET", JOBS_PATH, NULL, on_list);
+    svc_op_request(&op->base, "GET", JOBS_PATH, NULL, on_list);
 }
 
 static const json_t *find_job(const json_t *items, const char *id) {
@@ -618,20 +611,20 @@ static void on_list(void *ud, const struct kc_response *r) {
     struct job_call *op = ud;
     const json_t *items = svc_list_items(r);
     if (!items) {
-        svc_fail_status(op->call, r);
-        op_free(op);
+        svc_fail_status(op->base.call, r);
+        svc_op_free(&op->base);
         return;
     }
     const json_t *job = op->kind == OP_QUERY ? NULL : find_job(items, op->id);
     switch (op->kind) {
     case OP_QUERY: answer_query(op, items); break;
     case OP_GET:
-        svc_reply_json(op->call, &peloton__api__v0__job__get_response__descriptor,
-                   job ? json_pack("{s:o}", "jobInfo", info_json(job)) : not_found(op->id));
+        svc_reply_json(op->base.call, &peloton__api__v0__job__get_response__descriptor,
+                       job ? json_pack("{s:o}", "jobInfo", info_json(job)) : not_found(op->id));
         break;
     case OP_DELETE_FIND: {
         if (!job) {
-            svc_reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, not_found(op->id));
+            svc_reply_json(op->base.call, &peloton__api__v0__job__delete_response__descriptor, not_found(op->id));
             break;
         }
         const json_t *md = json_object_get(job, "metadata");
@@ -639,12 +632,12 @@ static void on_list(void *ud, const struct kc_response *r) {
         snprintf(path, sizeof path, "/apis/peloton.io/v1alpha1/namespaces/%s/jobs/%s", jstr(md, "namespace") ?: "",
                  jstr(md, "name") ?: "");
         op->kind = OP_DELETE_DO;
-        request(op, "DELETE", path, NULL, on_write); /* op lives on, or is freed */
+        svc_op_request(&op->base, "DELETE", path, NULL, on_write); /* op lives on, or is freed */
         return;
     }
     default: break;
     }
-    op_free(op);
+    svc_op_free(&op->base);
 }
 
 static void on_write(void *ud, const struct kc_response *r) {
@@ -653,23 +646,23 @@ static void on_write(void *ud, const struct kc_response *r) {
     if (op->kind == OP_CREATE) {
         json_t *obj = r->status == 201 || r->status == 200 ? kc_response_body(r) : NULL;
         if (obj)
-            svc_reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
-                       json_pack("{s:o}", "jobId", id_json(svc_job_id(obj))));
+            svc_reply_json(op->base.call, &peloton__api__v0__job__create_response__descriptor,
+                           json_pack("{s:o}", "jobId", id_json(svc_job_id(obj))));
         else if (r->status == 409)
-            svc_reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
-                       json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "alreadyExists", "id", "value", op->id, "message", msg));
+            svc_reply_json(op->base.call, &peloton__api__v0__job__create_response__descriptor,
+                           json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "alreadyExists", "id", "value", op->id, "message", msg));
         else if (r->status == 422 || r->status == 400 || r->status == 404)
-            svc_reply_json(op->call, &peloton__api__v0__job__create_response__descriptor,
-                       json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidConfig", "id", "value", op->id, "message", msg));
-        else svc_fail_status(op->call, r);
+            svc_reply_json(op->base.call, &peloton__api__v0__job__create_response__descriptor,
+                           json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "invalidConfig", "id", "value", op->id, "message", msg));
+        else svc_fail_status(op->base.call, r);
     } else if (op->kind == OP_DELETE_DO) {
         if (r->status == 200 || r->status == 202)
-            svc_reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, json_object());
+            svc_reply_json(op->base.call, &peloton__api__v0__job__delete_response__descriptor, json_object());
         else if (r->status == 404)
-            svc_reply_json(op->call, &peloton__api__v0__job__delete_response__descriptor, not_found(op->id));
-        else svc_fail_status(op->call, r);
+            svc_reply_json(op->base.call, &peloton__api__v0__job__delete_response__descriptor, not_found(op->id));
+        else svc_fail_status(op->base.call, r);
     }
-    op_free(op);
+    svc_op_free(&op->base);
 }
 
 /* ---------------------------------------------------------------- registration */

@@ -30,8 +30,7 @@ enum rp_op_kind { OP_CREATE, OP_GET, OP_DELETE, OP_UPDATE_GET, OP_UPDATE_PUT, OP
 
 /* One call in flight: what the kclient callback needs to answer it. */
 struct rp_op {
-    struct svc_respool *svc;
-    struct native_call *call;
+    struct svc_op base;
     enum rp_op_kind kind;
     char id[256];      /* pool name (or path for delete and lookup) */
     bool children;     /* GetRequest.includeChildPools */
@@ -260,32 +259,30 @@ static json_t *root_info(const json_t *items) {
 
 /* ---------------------------------------------------------------- handlers */
 
-static struct rp_op *op_new(void *ud, struct native_call *call, enum rp_op_kind kind, const char *id) {
-    struct rp_op *op = svc_op_alloc(call, sizeof *op);
+static void op_release(struct svc_op *base) {
+    struct rp_op *op = (struct rp_op *)base;
+    json_decref(op->spec);
+    free(op);
+}
+
+/* The client of the service a handler was registered with (ud). */
+static struct kclient *client_of(void *ud) { return ((struct svc_respool *)ud)->kc; }
+
+/* kc: the service's client (client_of, or the op a step follows). */
+static struct rp_op *op_new(struct kclient *kc, struct native_call *call, enum rp_op_kind kind, const char *id) {
+    struct rp_op *op = svc_op_new(sizeof *op, kc, call, op_release);
     if (!op) return NULL;
-    op->svc = ud;
-    op->call = call;
     op->kind = kind;
     snprintf(op->id, sizeof op->id, "%s", id ? id : "");
     return op;
-}
-
-static void op_free(struct rp_op *op) {
-    json_decref(op->spec);
-    free(op);
 }
 
 static void on_listed(void *ud, const struct kc_response *r);
 static void on_written(void *ud, const struct kc_response *r);
 static void on_jobs(void *ud, const struct kc_response *r);
 
-/* Sends op's request (svc_request); op is freed when it cannot be sent. */
-static void request(struct rp_op *op, const char *method, const char *path, const json_t *body, kc_done_fn fn) {
-    if (svc_request(op->svc->kc, op->call, method, path, body, fn, op)) op_free(op);
-}
-
 /* Reads every pool, then answers op in on_listed. */
-static void list_pools(struct rp_op *op) { request(op, "GET", POOLS_PATH, NULL, on_listed); }
+static void list_pools(struct rp_op *op) { svc_op_request(&op->base, "GET", POOLS_PATH, NULL, on_listed); }
 
 static bool valid_name(const char *s) {
     size_t n = strlen(s);
@@ -302,20 +299,20 @@ static void h_create(void *ud, struct native_call *call, const ProtobufCMessage 
     json_t *spec = err[0] ? NULL : spec_from_config(cfg, err, sizeof err);
     if (!spec) {
         svc_reply_json(call, &peloton__api__v0__respool__create_response__descriptor,
-                   error_body("invalidResourcePoolConfig", "id", name, err));
+                       error_body("invalidResourcePoolConfig", "id", name, err));
         return;
     }
     json_t *obj = json_pack("{s:s,s:s,s:{s:s},s:o}", "apiVersion", "peloton.io/v1alpha1", "kind", "ResourcePool",
                             "metadata", "name", name, "spec", spec);
-    struct rp_op *op = op_new(ud, call, OP_CREATE, name);
-    if (op) request(op, "POST", POOLS_PATH, obj, on_written);
+    struct rp_op *op = op_new(client_of(ud), call, OP_CREATE, name);
+    if (op) svc_op_request(&op->base, "POST", POOLS_PATH, obj, on_written);
     json_decref(obj);
 }
 
 static void h_get(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
     const Peloton__Api__V0__Respool__GetRequest *req = (const void *)msg;
     const char *id = req->id && req->id->value && req->id->value[0] ? req->id->value : ROOT_ID;
-    struct rp_op *op = op_new(ud, call, OP_GET, id);
+    struct rp_op *op = op_new(client_of(ud), call, OP_GET, id);
     if (!op) return;
     op->children = req->includechildpools;
     list_pools(op);
@@ -323,7 +320,7 @@ static void h_get(void *ud, struct native_call *call, const ProtobufCMessage *ms
 
 static void h_query(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
     (void)msg;
-    struct rp_op *op = op_new(ud, call, OP_QUERY, NULL);
+    struct rp_op *op = op_new(client_of(ud), call, OP_QUERY, NULL);
     if (op) list_pools(op);
 }
 
@@ -336,14 +333,14 @@ static void h_lookup(void *ud, struct native_call *call, const ProtobufCMessage 
         svc_reply_json(call, &peloton__api__v0__respool__lookup_response__descriptor, j);
         return;
     }
-    struct rp_op *op = op_new(ud, call, OP_LOOKUP, path);
+    struct rp_op *op = op_new(client_of(ud), call, OP_LOOKUP, path);
     if (op) list_pools(op);
 }
 
 static void h_delete(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
     const Peloton__Api__V0__Respool__DeleteRequest *req = (const void *)msg;
     const char *path = req->path && req->path->value ? req->path->value : "";
-    struct rp_op *op = op_new(ud, call, OP_DELETE, path);
+    struct rp_op *op = op_new(client_of(ud), call, OP_DELETE, path);
     if (op) list_pools(op);
 }
 
@@ -360,10 +357,10 @@ static void h_update(void *ud, struct native_call *call, const ProtobufCMessage 
     json_t *spec = err[0] ? NULL : spec_from_config(req->config, err, sizeof err);
     if (!spec) {
         svc_reply_json(call, &peloton__api__v0__respool__update_response__descriptor,
-                   error_body("invalidResourcePoolConfig", "id", id, err));
+                       error_body("invalidResourcePoolConfig", "id", id, err));
         return;
     }
-    struct rp_op *op = op_new(ud, call, OP_UPDATE_GET, id);
+    struct rp_op *op = op_new(client_of(ud), call, OP_UPDATE_GET, id);
     if (!op) {
         json_decref(spec);
         return;
@@ -371,7 +368,7 @@ static void h_update(void *ud, struct native_call *call, const ProtobufCMessage 
     op->spec = spec;
     char path[512];
     snprintf(path, sizeof path, POOLS_PATH "/%s", id);
-    request(op, "GET", path, NULL, on_written);
+    svc_op_request(&op->base, "GET", path, NULL, on_written);
 }
 
 /* ---------------------------------------------------------------- answers */
@@ -385,8 +382,8 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
         size_t i;
         const json_t *o;
         json_array_foreach(items, i, o) json_array_append_new(a, info_json(items, o));
-        svc_reply_json(op->call, &peloton__api__v0__respool__query_response__descriptor,
-                   json_pack("{s:o}", "resourcePools", a));
+        svc_reply_json(op->base.call, &peloton__api__v0__respool__query_response__descriptor,
+                       json_pack("{s:o}", "resourcePools", a));
         return;
     }
     case OP_GET: {
@@ -394,8 +391,8 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
         if (strcmp(id, ROOT_ID) && !o) {
             char msg[400];
             snprintf(msg, sizeof msg, "resource pool %s not found", id);
-            svc_reply_json(op->call, &peloton__api__v0__respool__get_response__descriptor,
-                       error_body("notFound", "id", id, msg));
+            svc_reply_json(op->base.call, &peloton__api__v0__respool__get_response__descriptor,
+                           error_body("notFound", "id", id, msg));
             return;
         }
         json_t *resp = json_pack("{s:o}", "poolinfo", o ? info_json(items, o) : root_info(items));
@@ -406,7 +403,7 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
             json_array_foreach(items, i, c) if (!strcmp(pool_parent(c), id)) json_array_append_new(kids, info_json(items, c));
             json_object_set_new(resp, "childPools", kids);
         }
-        svc_reply_json(op->call, &peloton__api__v0__respool__get_response__descriptor, resp);
+        svc_reply_json(op->base.call, &peloton__api__v0__respool__get_response__descriptor, resp);
         return;
     }
     case OP_LOOKUP:
@@ -429,12 +426,12 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
         if (!found) {
             char msg[400];
             snprintf(msg, sizeof msg, "resource pool path %.300s not found", want);
-            svc_reply_json(op->call, d,
-                       json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "notFound", "path", "value", id, "message", msg));
+            svc_reply_json(op->base.call, d,
+                           json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "notFound", "path", "value", id, "message", msg));
             return;
         }
         if (op->kind == OP_LOOKUP) {
-            svc_reply_json(op->call, d, json_pack("{s:o}", "id", id_json(found)));
+            svc_reply_json(op->base.call, d, json_pack("{s:o}", "id", id_json(found)));
             return;
         }
         json_t *kids = children_json(items, found);
@@ -443,13 +440,13 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
             snprintf(msg, sizeof msg, "resource pool %.300s is not a leaf: it has %zu child pools", want,
                      json_array_size(kids));
             json_decref(kids);
-            svc_reply_json(op->call, d, error_body("isNotLeaf", "id", found, msg));
+            svc_reply_json(op->base.call, d, error_body("isNotLeaf", "id", found, msg));
             return;
         }
         json_decref(kids);
         /* a pool that still holds work stays: the Jobs first (on_jobs), then the delete */
-        struct rp_op *del = op_new(op->svc, op->call, OP_DELETE_JOBS, found);
-        if (del) request(del, "GET", JOBS_PATH, NULL, on_jobs);
+        struct rp_op *del = op_new(op->base.kc, op->base.call, OP_DELETE_JOBS, found);
+        if (del) svc_op_request(&del->base, "GET", JOBS_PATH, NULL, on_jobs);
         return;
     }
     default: return;
@@ -459,9 +456,9 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
 static void on_listed(void *ud, const struct kc_response *r) {
     struct rp_op *op = ud;
     const json_t *items = svc_list_items(r);
-    if (!items) fail_status(op->call, r);
+    if (!items) fail_status(op->base.call, r);
     else answer_listed(op, items);
-    op_free(op);
+    svc_op_free(&op->base);
 }
 
 /* Jobs whose pool is op->id and that have not ended: the pool is busy. */
@@ -469,8 +466,8 @@ static void on_jobs(void *ud, const struct kc_response *r) {
     struct rp_op *op = ud;
     const json_t *items = svc_list_items(r);
     if (!items) {
-        fail_status(op->call, r);
-        op_free(op);
+        fail_status(op->base.call, r);
+        svc_op_free(&op->base);
         return;
     }
     size_t i, busy = 0;
@@ -485,15 +482,15 @@ static void on_jobs(void *ud, const struct kc_response *r) {
     if (busy) {
         char msg[400];
         snprintf(msg, sizeof msg, "resource pool %s is busy: %zu jobs in it have not ended", op->id, busy);
-        svc_reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor,
-                   error_body("isBusy", "id", op->id, msg));
-        op_free(op);
+        svc_reply_json(op->base.call, &peloton__api__v0__respool__delete_response__descriptor,
+                       error_body("isBusy", "id", op->id, msg));
+        svc_op_free(&op->base);
         return;
     }
     char p[512];
     snprintf(p, sizeof p, POOLS_PATH "/%s", op->id);
     op->kind = OP_DELETE_DO;
-    request(op, "DELETE", p, NULL, on_written);
+    svc_op_request(&op->base, "DELETE", p, NULL, on_written);
 }
 
 /* Answers to writes (and the read before an update). */
@@ -503,27 +500,27 @@ static void on_written(void *ud, const struct kc_response *r) {
     switch (op->kind) {
     case OP_CREATE:
         if (r->status == 201 || r->status == 200)
-            svc_reply_json(op->call, &peloton__api__v0__respool__create_response__descriptor,
-                       json_pack("{s:o}", "result", id_json(op->id)));
+            svc_reply_json(op->base.call, &peloton__api__v0__respool__create_response__descriptor,
+                           json_pack("{s:o}", "result", id_json(op->id)));
         else if (r->status == 409)
-            svc_reply_json(op->call, &peloton__api__v0__respool__create_response__descriptor,
-                       error_body("alreadyExists", "id", op->id, msg));
+            svc_reply_json(op->base.call, &peloton__api__v0__respool__create_response__descriptor,
+                           error_body("alreadyExists", "id", op->id, msg));
         else if (r->status == 422 || r->status == 400)
-            svc_reply_json(op->call, &peloton__api__v0__respool__create_response__descriptor,
-                       error_body("invalidResourcePoolConfig", "id", op->id, msg));
-        else fail_status(op->call, r);
+            svc_reply_json(op->base.call, &peloton__api__v0__respool__create_response__descriptor,
+                           error_body("invalidResourcePoolConfig", "id", op->id, msg));
+        else fail_status(op->base.call, r);
         break;
     case OP_UPDATE_GET: {
         json_t *obj = r->status == 200 ? kc_response_body(r) : NULL;
         if (r->status == 404) {
             char m[400];
             snprintf(m, sizeof m, "resource pool %s not found", op->id);
-            svc_reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor,
-                       error_body("notFound", "id", op->id, m));
+            svc_reply_json(op->base.call, &peloton__api__v0__respool__update_response__descriptor,
+                           error_body("notFound", "id", op->id, m));
             break;
         }
         if (!json_is_object(obj)) {
-            fail_status(op->call, r);
+            fail_status(op->base.call, r);
             break;
         }
         /* the stored object with the new spec; its resourceVersion makes the
@@ -534,35 +531,35 @@ static void on_written(void *ud, const struct kc_response *r) {
         char p[512];
         snprintf(p, sizeof p, POOLS_PATH "/%s", op->id);
         op->kind = OP_UPDATE_PUT;
-        request(op, "PUT", p, put, on_written); /* op lives on, or is freed */
+        svc_op_request(&op->base, "PUT", p, put, on_written); /* op lives on, or is freed */
         json_decref(put);
         return;
     }
     case OP_UPDATE_PUT:
         if (r->status == 200)
-            svc_reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor, json_object());
+            svc_reply_json(op->base.call, &peloton__api__v0__respool__update_response__descriptor, json_object());
         else if (r->status == 404)
-            svc_reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor,
-                       error_body("notFound", "id", op->id, msg));
+            svc_reply_json(op->base.call, &peloton__api__v0__respool__update_response__descriptor,
+                           error_body("notFound", "id", op->id, msg));
         else if (r->status == 422 || r->status == 400)
-            svc_reply_json(op->call, &peloton__api__v0__respool__update_response__descriptor,
-                       error_body("invalidResourcePoolConfig", "id", op->id, msg));
-        else fail_status(op->call, r);
+            svc_reply_json(op->base.call, &peloton__api__v0__respool__update_response__descriptor,
+                           error_body("invalidResourcePoolConfig", "id", op->id, msg));
+        else fail_status(op->base.call, r);
         break;
     case OP_DELETE_DO:
         if (r->status == 200 || r->status == 202)
-            svc_reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor, json_object());
+            svc_reply_json(op->base.call, &peloton__api__v0__respool__delete_response__descriptor, json_object());
         else if (r->status == 404)
-            svc_reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor,
-                       json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "notFound", "path", "value", op->id, "message", msg));
+            svc_reply_json(op->base.call, &peloton__api__v0__respool__delete_response__descriptor,
+                           json_pack("{s:{s:{s:{s:s},s:s}}}", "error", "notFound", "path", "value", op->id, "message", msg));
         else if (r->status == 422 || r->status == 409 || r->status == 400)
-            svc_reply_json(op->call, &peloton__api__v0__respool__delete_response__descriptor,
-                       error_body(strstr(msg, "child") ? "isNotLeaf" : "notDeleted", "id", op->id, msg));
-        else fail_status(op->call, r);
+            svc_reply_json(op->base.call, &peloton__api__v0__respool__delete_response__descriptor,
+                           error_body(strstr(msg, "child") ? "isNotLeaf" : "notDeleted", "id", op->id, msg));
+        else fail_status(op->base.call, r);
         break;
     default: break;
     }
-    op_free(op);
+    svc_op_free(&op->base);
 }
 
 /* ---------------------------------------------------------------- registration */

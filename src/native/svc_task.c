@@ -26,8 +26,7 @@ struct svc_task {
 enum task_op { OP_GET, OP_LIST, OP_QUERY };
 
 struct task_call {
-    struct svc_task *svc;
-    struct native_call *call;
+    struct svc_op base;
     enum task_op kind;
     char id[128];
     uint32_t instance, from, to; /* Get: instance; List: [from, to) (to 0: all) */
@@ -127,9 +126,9 @@ static void answer(struct task_call *op, const json_t *pods_list) {
     json_t *config = svc_job_task_config(json_object_get(job, "spec"));
     if (op->kind == OP_GET) {
         if (op->instance >= n) {
-            svc_reply_json(op->call, &peloton__api__v0__task__get_response__descriptor,
-                       json_pack("{s:{s:{s:s},s:I}}", "outOfRange", "jobId", "value", op->id, "instanceCount",
-                                 (json_int_t)n));
+            svc_reply_json(op->base.call, &peloton__api__v0__task__get_response__descriptor,
+                           json_pack("{s:{s:{s:s},s:I}}", "outOfRange", "jobId", "value", op->id, "instanceCount",
+                                     (json_int_t)n));
         } else {
             const json_t *pod = NULL;
             pick_pods(pods_list, op->instance, op->instance + 1, &pod);
@@ -143,8 +142,8 @@ static void answer(struct task_call *op, const json_t *pods_list) {
             }
             json_t *latest = task_info(job, op->instance, pod, config);
             json_array_append(all, latest);
-            svc_reply_json(op->call, &peloton__api__v0__task__get_response__descriptor,
-                       json_pack("{s:o,s:o}", "result", latest, "results", all));
+            svc_reply_json(op->base.call, &peloton__api__v0__task__get_response__descriptor,
+                           json_pack("{s:o,s:o}", "result", latest, "results", all));
         }
         json_decref(config);
         return;
@@ -155,7 +154,7 @@ static void answer(struct task_call *op, const json_t *pods_list) {
     const json_t **pods = calloc(to - from + 1, sizeof *pods);
     if (!pods) {
         json_decref(config);
-        native_call_fail(op->call, NC_INTERNAL, "out of memory");
+        native_call_fail(op->base.call, NC_INTERNAL, "out of memory");
         return;
     }
     pick_pods(pods_list, from, to, pods);
@@ -166,8 +165,8 @@ static void answer(struct task_call *op, const json_t *pods_list) {
             snprintf(k, sizeof k, "%u", i);
             json_object_set_new(m, k, task_info(job, i, pods[i - from], config));
         }
-        svc_reply_json(op->call, &peloton__api__v0__task__list_response__descriptor,
-                   json_pack("{s:{s:o}}", "result", "value", m));
+        svc_reply_json(op->base.call, &peloton__api__v0__task__list_response__descriptor,
+                       json_pack("{s:{s:o}}", "result", "value", m));
     } else {
         const json_t *spec = json_object_get(op->req, "spec"), *pg = json_object_get(spec, "pagination");
         const json_t *states = json_object_get(spec, "taskStates"), *hosts = json_object_get(spec, "hosts");
@@ -186,15 +185,16 @@ static void answer(struct task_call *op, const json_t *pods_list) {
             total += ok;
             json_decref(t);
         }
-        svc_reply_json(op->call, &peloton__api__v0__task__query_response__descriptor,
-                   json_pack("{s:o,s:{s:I,s:I,s:I}}", "records", records, "pagination", "offset", off, "limit", lim,
-                             "total", total));
+        svc_reply_json(op->base.call, &peloton__api__v0__task__query_response__descriptor,
+                       json_pack("{s:o,s:{s:I,s:I,s:I}}", "records", records, "pagination", "offset", off, "limit", lim,
+                                 "total", total));
     }
     free(pods);
     json_decref(config);
 }
 
-static void op_free(struct task_call *op) {
+static void op_release(struct svc_op *base) {
+    struct task_call *op = (struct task_call *)base;
     json_decref(op->req);
     json_decref(op->job);
     free(op);
@@ -203,17 +203,17 @@ static void op_free(struct task_call *op) {
 static void on_pods(void *ud, const struct kc_response *r) {
     struct task_call *op = ud;
     const json_t *items = svc_list_items(r);
-    if (!items) svc_fail_status(op->call, r);
+    if (!items) svc_fail_status(op->base.call, r);
     else answer(op, items);
-    op_free(op);
+    svc_op_free(&op->base);
 }
 
 static void on_jobs(void *ud, const struct kc_response *r) {
     struct task_call *op = ud;
     const json_t *items = svc_list_items(r);
     if (!items) {
-        svc_fail_status(op->call, r);
-        op_free(op);
+        svc_fail_status(op->base.call, r);
+        svc_op_free(&op->base);
         return;
     }
     size_t i;
@@ -223,10 +223,10 @@ static void on_jobs(void *ud, const struct kc_response *r) {
         const ProtobufCMessageDescriptor *d = op->kind == OP_GET    ? &peloton__api__v0__task__get_response__descriptor
                                               : op->kind == OP_LIST ? &peloton__api__v0__task__list_response__descriptor
                                                                     : &peloton__api__v0__task__query_response__descriptor;
-        svc_reply_json(op->call, d,
-                   op->kind == OP_QUERY ? json_pack("{s:{s:o}}", "error", "notFound", not_found(op->id))
-                                        : json_pack("{s:o}", "notFound", not_found(op->id)));
-        op_free(op);
+        svc_reply_json(op->base.call, d,
+                       op->kind == OP_QUERY ? json_pack("{s:{s:o}}", "error", "notFound", not_found(op->id))
+                                            : json_pack("{s:o}", "notFound", not_found(op->id)));
+        svc_op_free(&op->base);
         return;
     }
     const json_t *md = json_object_get(op->job, "metadata");
@@ -235,17 +235,15 @@ static void on_jobs(void *ud, const struct kc_response *r) {
     size_t n = strlen(name);
     kc_escape(jstr(md, "name") ? jstr(md, "name") : "", name + n, sizeof name - n);
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", jstr(md, "namespace") ?: "default", name);
-    if (svc_request(op->svc->kc, op->call, "GET", path, NULL, on_pods, op)) op_free(op);
+    svc_op_request(&op->base, "GET", path, NULL, on_pods);
 }
 
-static void start(void *ud, struct native_call *call, struct task_call *op) {
-    op->svc = ud;
-    op->call = call;
-    if (svc_request(op->svc->kc, call, "GET", JOBS_PATH, NULL, on_jobs, op)) op_free(op);
-}
+/* Finds the Job first (on_jobs), then its pods (on_pods). */
+static void start(struct task_call *op) { svc_op_request(&op->base, "GET", JOBS_PATH, NULL, on_jobs); }
 
-static struct task_call *op_new(struct native_call *call, enum task_op kind, const Peloton__Api__V0__Peloton__JobID *id) {
-    struct task_call *op = svc_op_alloc(call, sizeof *op);
+static struct task_call *op_new(struct svc_task *svc, struct native_call *call, enum task_op kind,
+                                const Peloton__Api__V0__Peloton__JobID *id) {
+    struct task_call *op = svc_op_new(sizeof *op, svc->kc, call, op_release);
     if (!op) return NULL;
     op->kind = kind;
     snprintf(op->id, sizeof op->id, "%s", id && id->value ? id->value : "");
@@ -254,34 +252,34 @@ static struct task_call *op_new(struct native_call *call, enum task_op kind, con
 
 static void h_get(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
     const Peloton__Api__V0__Task__GetRequest *req = (const void *)msg;
-    struct task_call *op = op_new(call, OP_GET, req->jobid);
+    struct task_call *op = op_new(ud, call, OP_GET, req->jobid);
     if (!op) return;
     op->instance = req->instanceid;
-    start(ud, call, op);
+    start(op);
 }
 
 static void h_list(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
     const Peloton__Api__V0__Task__ListRequest *req = (const void *)msg;
-    struct task_call *op = op_new(call, OP_LIST, req->jobid);
+    struct task_call *op = op_new(ud, call, OP_LIST, req->jobid);
     if (!op) return;
     if (req->range) {
         op->from = req->range->from;
         op->to = req->range->to;
     }
-    start(ud, call, op);
+    start(op);
 }
 
 static void h_query(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
     const Peloton__Api__V0__Task__QueryRequest *req = (const void *)msg;
     char err[256];
-    struct task_call *op = op_new(call, OP_QUERY, req->jobid);
+    struct task_call *op = op_new(ud, call, OP_QUERY, req->jobid);
     if (!op) return;
     if (!(op->req = pbjson_from_msg(msg, err, sizeof err))) {
         native_call_fail(call, NC_INVALID_ARGUMENT, "%s", err);
-        op_free(op);
+        svc_op_free(&op->base);
         return;
     }
-    start(ud, call, op);
+    start(op);
 }
 
 static const struct native_method methods[] = {
