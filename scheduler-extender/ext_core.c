@@ -29,7 +29,7 @@ struct ext_core *ext_core_new(const struct ext_core_options *o) {
      * share, as in pelotond's resource manager. */
     co.count_pending = true;
     if (!(x->cm = cluster_new(&co)) || !(x->jobs = json_object()) || !(x->inflight = json_object()) ||
-        !(x->nominated = json_object()))
+        !(x->nominated = json_object()) || ext_metrics_init(x, x->o.metrics))
         goto fail;
     return x;
 fail:
@@ -231,6 +231,7 @@ struct ext_gang *ext_gang_add(struct ext_core *x, const char *ns, const char *id
         return NULL;
     }
     x->st.gangs_admitted++;
+    metrics_inc(x->m.gangs_admitted);
     return g;
 }
 

@@ -58,6 +58,8 @@ struct extender_srv {
     struct bind_op *ops;
     int bind_timeout_ms;
     uv_timer_t pool_timer;     /* writes ResourcePool status (pool_status_ms; 0: never) */
+    uv_timer_t gauge_timer;    /* sets the model's gauges for scrapes by other threads (a registry given) */
+    bool gauge_timer_on;
     int pool_status_ms;
     bool pool_timer_on;
     json_t *pool_sent;         /* pool name -> {"st": status sent (no times), "ticks": ticks since} */
@@ -150,11 +152,11 @@ static void op_finish(struct bind_op *op, const char *error) {
         struct ext_core *x = op->s->core;
         if (!error) {
             ext_bind_commit(x, b);
-            x->m.binds_bound++;
+            metrics_inc(x->m.binds_bound);
         } else {
             ext_bind_abort(x, b);
             x->st.bind_errors++;
-            x->m.binds_failed++;
+            metrics_inc(x->m.binds_failed);
         }
         ext_metrics_latency(x, EXTENDER_BIND, uv_hrtime() - op->t0);
     }
@@ -247,12 +249,12 @@ static bool serve_bind(struct extender_srv *s, const struct http_request *req, s
         extender_binding_args_free(b);
         extender_binding_result(NULL, &v);
         reply_json(resp, 200, v);
-        s->core->m.binds_already++;
+        metrics_inc(s->core->m.binds_already);
         return false;
     }
     case EXT_BIND_ERROR:
         s->core->st.bind_errors++;
-        s->core->m.binds_failed++;
+        metrics_inc(s->core->m.binds_failed);
         extender_binding_args_free(b);
         reply_error(resp, 200, EXTENDER_BIND, err);
         return false;
@@ -262,7 +264,7 @@ static bool serve_bind(struct extender_srv *s, const struct http_request *req, s
     if (!s->kc) {
         extender_binding_args_free(b);
         reply_error(resp, 200, EXTENDER_BIND, "the extender has no API server client");
-        s->core->m.binds_failed++;
+        metrics_inc(s->core->m.binds_failed);
         return false;
     }
     struct bind_op *op = calloc(1, sizeof *op);
@@ -357,16 +359,14 @@ static void serve_healthz(struct extender_srv *s, struct http_response *resp) {
 }
 
 static void serve_metrics(struct extender_srv *s, struct http_response *resp) {
-    bool synced[NFEEDS];
-    for (int i = 0; i < NFEEDS; i++) synced[i] = s->feeds[i].synced;
     char *text;
     size_t len;
-    if (ext_metrics_render(s->core, synced, feed_kind, s->kc ? NFEEDS : 0, &text, &len)) {
+    if (ext_metrics_render(s->core, &text, &len)) {
         reply_error(resp, 500, EXTENDER_PRIORITIZE, "out of memory");
         return;
     }
     resp->status = 200;
-    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    resp->content_type = METRICS_CONTENT_TYPE;
     resp->body = text;
     resp->body_len = len;
 }
@@ -549,6 +549,8 @@ static int pool_status_one(void *ud, json_t *obj) {
     return 0;
 }
 
+static void on_gauge_timer(uv_timer_t *tm) { ext_metrics_gauges(((struct extender_srv *)tm->data)->core); }
+
 static void on_pool_timer(uv_timer_t *tm) {
     struct extender_srv *s = tm->data;
     if (!s->kc || !s->feeds[FEED_POOL].inf || !extender_srv_ready(s)) return;
@@ -574,6 +576,7 @@ static void feed_delete(void *ud, json_t *obj) {
 static void feed_synced(void *ud) {
     struct feed *f = ud;
     f->synced = true;
+    ext_metrics_synced(f->s->core, f->i);
     fprintf(stderr, "level=info msg=synced kind=%s count=%zu ready=%s\n", feed_kind[f->i], kc_informer_count(f->inf),
             extender_srv_ready(f->s) ? "true" : "false");
 }
@@ -622,6 +625,13 @@ int extender_srv_start(uv_loop_t *loop, struct kclient *kc, const struct ext_srv
         uv_timer_start(&s->pool_timer, on_pool_timer, (uint64_t)o->pool_status_ms, (uint64_t)o->pool_status_ms);
         s->pool_timer_on = true;
     }
+    if (o->core.metrics && !uv_timer_init(loop, &s->gauge_timer)) {
+        /* pelotond's registry is scraped on another thread: it reads gauges at most 1 s old */
+        s->gauge_timer.data = s;
+        uv_timer_start(&s->gauge_timer, on_gauge_timer, 1000, 1000);
+        s->gauge_timer_on = true;
+    }
+    if (kc) ext_metrics_feeds(s->core, feed_kind, NFEEDS);
     static const struct kc_informer_handlers h = {feed_add, feed_update, feed_delete, feed_synced};
     for (int i = 0; kc && i < NFEEDS; i++) {
         s->feeds[i] = (struct feed){.s = s, .i = i};
@@ -649,6 +659,11 @@ void extender_srv_stop(struct extender_srv *s) {
         uv_timer_stop(&s->pool_timer);
         uv_close((uv_handle_t *)&s->pool_timer, NULL);
         s->pool_timer_on = false;
+    }
+    if (s->gauge_timer_on) {
+        uv_timer_stop(&s->gauge_timer);
+        uv_close((uv_handle_t *)&s->gauge_timer, NULL);
+        s->gauge_timer_on = false;
     }
 }
 

@@ -5,6 +5,7 @@
 
 #include "cluster.h"
 #include "extender_srv.h"
+#include "metrics.h"
 
 /* An admitted gang: the node planned for each unbound member when the whole
  * gang was admitted (a trial place_gang, undone), held until expires_ms or
@@ -129,17 +130,13 @@ bool ext_memo_scores_keyed(struct ext_core *x, const struct extender_scan *s, co
 size_t ext_memo_scores_get(struct ext_core *x, bool keyed, const uint32_t *hosts, size_t n, int64_t *scores,
                            uint32_t *miss, uint32_t *at);
 
-/* ---- ext_metrics.c: what /metrics exports (Prometheus text 0.0.4) ----
- * Plain counters, bumped on the loop thread (the only thread): no atomics
- * or locks are needed, and a request costs two clock reads and a few
- * increments. The text is written only when /metrics is scraped. */
-#define EXT_LAT_NB 16 /* latency histogram bounds (le), seconds: 50 us .. 5 s */
-#define EXT_AGE_NB 8  /* watch event age bounds, seconds: 1 .. 600 */
-struct ext_hist {
-    uint64_t le[EXT_LAT_NB + 1]; /* observations per bucket (not cumulative); the last is +Inf */
-    uint64_t count;
-    uint64_t sum;                /* in the histogram's unit (ns for latency, ms for ages) */
-};
+/* ---- ext_metrics.c: what /metrics exports (docs/extender.md, "Metrics") ----
+ * Families of the shared registry (src/util/metrics.h), registered and
+ * written on the loop thread. A request costs two clock reads, a histogram
+ * observation and, for filter, one series lookup of its {pool, reason}. The
+ * values that are the model's state (binds in flight, gangs held, ...) are
+ * gauges set by ext_metrics_gauges on the loop thread, never read by the
+ * scrape from another thread. */
 enum ext_decision {
     EXT_DEC_ADMITTED = 0,   /* the pod's pool (and gang) admit it: the node filters decide */
     EXT_DEC_ENTITLEMENT,    /* above the pool's entitlement */
@@ -152,23 +149,21 @@ enum ext_decision {
     EXT_DEC_INVALID,        /* the pod cannot be judged */
     EXT_NDEC
 };
-struct ext_pool_dec {
-    char *pool;             /* NULL: empty slot; "" for unmanaged pods */
-    uint64_t hash;
-    uint64_t n[EXT_NDEC];
-};
 enum { EXT_WATCH_KINDS = 5 }; /* Node, Namespace, ResourcePool, Pod, Job */
 struct ext_metrics {
-    struct ext_hist lat[4];             /* by enum extender_verb, ns */
-    struct ext_pool_dec *dec;           /* decisions by pool: open addressing */
-    size_t ndec, dec_cap;               /* dec_cap a power of two */
-    uint64_t dec_dropped;               /* decisions of pools beyond EXT_METRICS_MAX_POOLS */
-    uint64_t preempt_victims, preempt_nodes, preempt_empty;
-    uint64_t binds_bound, binds_already, binds_failed;
-    uint64_t watch_events[EXT_WATCH_KINDS];
-    struct ext_hist watch_age[EXT_WATCH_KINDS]; /* ms; only EXT_AGE_NB + 1 buckets used */
+    struct metrics *reg;                /* ext_core_options.metrics, or the core's own */
+    bool own;
+    struct metrics_series *lat[4];      /* by enum extender_verb */
+    struct metrics_family *decisions;   /* {pool, reason} */
+    struct metrics_series *dec_dropped; /* decisions whose series could not be made */
+    struct metrics_series *preempt_victims, *preempt_nodes, *preempt_empty;
+    struct metrics_series *binds_bound, *binds_already, *binds_failed;
+    struct metrics_series *gangs_admitted;
+    struct metrics_series *inflight, *gangs_held, *nominated, *model_nodes, *model_pods, *tree_valid;
+    struct metrics_series *synced[EXT_WATCH_KINDS], *watch_events[EXT_WATCH_KINDS], *watch_age[EXT_WATCH_KINDS];
 };
-#define EXT_METRICS_MAX_POOLS 4096
+/* Registers the core's families on reg (NULL: a registry of the core's own). */
+int ext_metrics_init(struct ext_core *x, struct metrics *reg);
 void ext_metrics_free(struct ext_metrics *m);
 /* Latency of one request of verb, ns. */
 void ext_metrics_latency(struct ext_core *x, int verb, uint64_t ns);
@@ -177,9 +172,17 @@ void ext_metrics_decision(struct ext_core *x, const char *pool, enum ext_decisio
 /* The decision a refusal's reason line names (cluster_admit_check's or
  * gang_admit's), given whether preemption could help. */
 enum ext_decision ext_decision_of(const char *why, bool resolvable);
+/* The informers' families (cache_synced, watch_events_total,
+ * watch_event_age_seconds) for kinds[0..n), n at most EXT_WATCH_KINDS. */
+void ext_metrics_feeds(struct ext_core *x, const char *const *kinds, size_t n);
+/* The informer of kind (its index) has listed. */
+void ext_metrics_synced(struct ext_core *x, int kind);
 /* A watch event of kind (0..EXT_WATCH_KINDS) for obj, after the informer's
  * first sync: its age, from the newest time the object carries. */
 void ext_metrics_watch_event(struct ext_core *x, int kind, const json_t *obj);
+/* Sets the gauges of the model's state (loop thread): before the extender's
+ * own scrape and on a timer when another thread scrapes the registry. */
+void ext_metrics_gauges(struct ext_core *x);
 
 struct ext_core {
     struct ext_core_options o;

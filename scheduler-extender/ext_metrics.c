@@ -1,8 +1,6 @@
-/* The extender's metrics: counters and histograms kept on the loop thread,
- * written as Prometheus text (exposition format 0.0.4) when /metrics is
- * scraped. Every family has its HELP and TYPE lines before its samples;
- * histograms have cumulative _bucket samples with an `le` label ending in
- * "+Inf", then _sum and _count; label values are escaped (\\, \", \n). */
+/* The extender's metrics: families of the shared registry (src/util/metrics.h),
+ * written on the loop thread; the registry writes the text when /metrics is
+ * scraped. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,84 +9,120 @@
 
 #include "ext_int.h"
 
-/* Latency bounds (ns) and watch age bounds (ms), with their `le` text. */
-static const uint64_t lat_ns[EXT_LAT_NB] = {50000,    100000,    250000,    500000,    1000000,   2500000,
-                                            5000000,  10000000,  25000000,  50000000,  100000000, 250000000,
-                                            500000000, 1000000000, 2500000000, 5000000000};
-static const char *const lat_le[EXT_LAT_NB] = {"5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025",
-                                               "0.005", "0.01",   "0.025",   "0.05",   "0.1",   "0.25",
-                                               "0.5",   "1",      "2.5",     "5"};
-static const uint64_t age_ms[EXT_AGE_NB] = {1000, 2000, 5000, 10000, 30000, 60000, 300000, 600000};
-static const char *const age_le[EXT_AGE_NB] = {"1", "2", "5", "10", "30", "60", "300", "600"};
-
 static const char *const verb_name[4] = {"filter", "prioritize", "preempt", "bind"};
 static const char *const dec_name[EXT_NDEC] = {"admitted",        "entitlement", "reservation",  "limit",
                                                "slack_entitlement", "gang_incomplete", "gang_unfit",
                                                "pool_unknown",    "invalid_pod"};
 
-static void observe(struct ext_hist *h, const uint64_t *bounds, int nb, uint64_t v) {
-    int i = 0;
-    while (i < nb && v > bounds[i]) i++;
-    h->le[i]++;
-    h->count++;
-    h->sum += v;
+/* The series of a family without labels. */
+static struct metrics_series *counter0(struct metrics *r, const char *name, const char *help) {
+    return metrics_series0(metrics_counter(r, name, help, 0, NULL));
+}
+static struct metrics_series *gauge0(struct metrics *r, const char *name, const char *help) {
+    return metrics_series0(metrics_gauge(r, name, help, 0, NULL));
 }
 
-void ext_metrics_latency(struct ext_core *x, int verb, uint64_t ns) {
-    if (verb >= 0 && verb < 4) observe(&x->m.lat[verb], lat_ns, EXT_LAT_NB, ns);
-}
-
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
-static int dec_grow(struct ext_metrics *m) {
-    size_t cap = m->dec_cap ? 2 * m->dec_cap : 16;
-    struct ext_pool_dec *d = calloc(cap, sizeof *d);
-    if (!d) return -ENOMEM;
-    for (size_t i = 0; i < m->dec_cap; i++) {
-        if (!m->dec[i].pool) continue;
-        size_t j = m->dec[i].hash & (cap - 1);
-        while (d[j].pool) j = (j + 1) & (cap - 1);
-        d[j] = m->dec[i];
+int ext_metrics_init(struct ext_core *x, struct metrics *reg) {
+    struct ext_metrics *m = &x->m;
+    if (!reg) {
+        if (!(reg = metrics_new())) return -ENOMEM;
+        m->own = true;
     }
-    free(m->dec);
-    m->dec = d;
-    m->dec_cap = cap;
+    m->reg = reg;
+    /* 50 us .. 5 s */
+    static const double lat_s[] = {5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                   0.025, 0.05,   0.1,     0.25,   0.5,   1,      2.5,    5};
+    static const char *const verb[] = {"verb"}, *const result[] = {"result"}, *const pool_reason[] = {"pool", "reason"};
+    struct metrics_family *f = metrics_histogram(
+        reg, "peloton_extender_request_duration_seconds",
+        "Time from a request's arrival to its reply, by verb (bind: until the API server answered the Binding).", 1,
+        verb, lat_s, (int)(sizeof lat_s / sizeof *lat_s));
+    for (int v = 0; v < 4; v++) m->lat[v] = metrics_series1(f, verb_name[v]);
+    m->decisions = metrics_counter(reg, "peloton_extender_filter_decisions_total",
+                                   "Pods judged by filter, by pool (\"\" = unmanaged) and the pool's decision "
+                                   "(admitted, or the rule that refused the pod).",
+                                   2, pool_reason);
+    m->dec_dropped = counter0(reg, "peloton_extender_filter_decisions_dropped_total",
+                              "Decisions not counted by pool: the family's bound of series was reached (or memory).");
+    m->preempt_victims = counter0(reg, "peloton_extender_preempt_victims_total",
+                                  "Victims named in preempt answers (a gang's members all count).");
+    m->preempt_nodes = counter0(reg, "peloton_extender_preempt_nodes_total",
+                                "Nodes named (with victims) in preempt answers.");
+    m->preempt_empty = counter0(reg, "peloton_extender_preempt_empty_total",
+                                "preempt answers naming no node (kube-scheduler does not preempt for the pod).");
+    f = metrics_counter(reg, "peloton_extender_binds_total",
+                        "bind calls by result: bound (the API server took the Binding), already (bound there "
+                        "before), failed.",
+                        1, result);
+    m->binds_bound = metrics_series1(f, "bound"); /* made now: their zeros are written */
+    m->binds_already = metrics_series1(f, "already");
+    m->binds_failed = metrics_series1(f, "failed");
+    m->inflight = gauge0(reg, "peloton_extender_binds_in_flight",
+                         "Pods whose Binding is with the API server (counted against their pools already).");
+    m->gangs_held = gauge0(reg, "peloton_extender_gangs_held",
+                           "Admitted gangs whose planned members are not all bound yet (their nodes' room is held).");
+    m->gangs_admitted = counter0(reg, "peloton_extender_gangs_admitted_total",
+                                 "Gangs admitted as a whole.");
+    m->nominated = gauge0(reg, "peloton_extender_nominated_pods",
+                          "Unbound pods kube-scheduler nominated to a node (status.nominatedNodeName).");
+    m->model_nodes = gauge0(reg, "peloton_extender_model_nodes", "Nodes in the extender's model.");
+    m->model_pods = gauge0(reg, "peloton_extender_model_pods", "Pods in the extender's model.");
+    m->tree_valid = gauge0(reg, "peloton_extender_pool_tree_valid",
+                           "1 when the latest set of ResourcePools forms a valid tree, 0 when the last valid one "
+                           "stays in force.");
+    ext_metrics_gauges(x);
     return 0;
 }
 
-void ext_metrics_decision(struct ext_core *x, const char *pool, enum ext_decision d) {
+void ext_metrics_feeds(struct ext_core *x, const char *const *kinds, size_t n) {
     struct ext_metrics *m = &x->m;
-    if (!pool) pool = "";
-    uint64_t h = hash_str(pool);
-    if (m->dec_cap) {
-        for (size_t j = h & (m->dec_cap - 1);; j = (j + 1) & (m->dec_cap - 1)) {
-            struct ext_pool_dec *e = &m->dec[j];
-            if (!e->pool) break;
-            if (e->hash == h && !strcmp(e->pool, pool)) {
-                e->n[d]++;
-                return;
-            }
-        }
-    }
-    /* a pool not seen yet */
-    if (m->ndec >= EXT_METRICS_MAX_POOLS || ((m->ndec + 1) * 4 > m->dec_cap * 3 && dec_grow(m))) {
-        m->dec_dropped++;
-        return;
-    }
-    char *name = strdup(pool);
-    if (!name) {
-        m->dec_dropped++;
-        return;
-    }
-    size_t j = h & (m->dec_cap - 1);
-    while (m->dec[j].pool) j = (j + 1) & (m->dec_cap - 1);
-    m->dec[j] = (struct ext_pool_dec){.pool = name, .hash = h};
-    m->dec[j].n[d]++;
-    m->ndec++;
+    static const char *const kind[] = {"kind"};
+    static const double age_s[] = {1, 2, 5, 10, 30, 60, 300, 600};
+    struct metrics_family *synced = metrics_gauge(
+        m->reg, "peloton_extender_cache_synced", "1 once the informer of a kind has listed its objects.", 1, kind);
+    struct metrics_family *events = metrics_counter(m->reg, "peloton_extender_watch_events_total",
+                                                    "Watch events taken after the first sync, by kind.", 1, kind);
+    struct metrics_family *age = metrics_histogram(
+        m->reg, "peloton_extender_watch_event_age_seconds",
+        "Lag behind the API server: a watch event's arrival less the newest time its object carries (creation, "
+        "deletion, managedFields), by kind; one-second resolution.",
+        1, kind, age_s, (int)(sizeof age_s / sizeof *age_s));
+    for (size_t i = 0; i < n && i < EXT_WATCH_KINDS; i++) m->synced[i] = metrics_series1(synced, kinds[i]);
+    for (size_t i = 0; i < n && i < EXT_WATCH_KINDS; i++) m->watch_events[i] = metrics_series1(events, kinds[i]);
+    for (size_t i = 0; i < n && i < EXT_WATCH_KINDS; i++) m->watch_age[i] = metrics_series1(age, kinds[i]);
+    for (size_t i = 0; i < n && i < EXT_WATCH_KINDS; i++) metrics_set(m->synced[i], 0);
+}
+
+void ext_metrics_synced(struct ext_core *x, int kind) {
+    if (kind >= 0 && kind < EXT_WATCH_KINDS) metrics_set(x->m.synced[kind], 1);
+}
+
+void ext_metrics_latency(struct ext_core *x, int verb, uint64_t ns) {
+    if (verb >= 0 && verb < 4) metrics_observe(x->m.lat[verb], (double)ns / 1e9);
+}
+
+void ext_metrics_decision(struct ext_core *x, const char *pool, enum ext_decision d) {
+    const char *v[2] = {pool ? pool : "", dec_name[d]};
+    struct metrics_series *s = metrics_series(x->m.decisions, v);
+    if (s) metrics_inc(s);
+    else metrics_inc(x->m.dec_dropped);
+}
+
+void ext_metrics_gauges(struct ext_core *x) {
+    struct ext_metrics *m = &x->m;
+    size_t gangs = 0;
+    for (const struct ext_gang *g = x->gangs; g; g = g->next) gangs++;
+    metrics_set(m->inflight, (double)json_object_size(x->inflight));
+    metrics_set(m->gangs_held, (double)gangs);
+    metrics_set(m->nominated, (double)json_object_size(x->nominated));
+    metrics_set(m->model_nodes, (double)cluster_node_count(x->cm));
+    metrics_set(m->model_pods, (double)cluster_pod_count(x->cm));
+    metrics_set(m->tree_valid, cluster_pool_error(x->cm) ? 0 : 1);
+}
+
+int ext_metrics_render(struct ext_core *x, char **out, size_t *len) {
+    ext_metrics_gauges(x);
+    return metrics_render(x->m.reg, out, len);
 }
 
 enum ext_decision ext_decision_of(const char *why, bool resolvable) {
@@ -132,7 +166,7 @@ static int64_t rfc3339_ms(const char *s) {
 
 void ext_metrics_watch_event(struct ext_core *x, int kind, const json_t *obj) {
     if (kind < 0 || kind >= EXT_WATCH_KINDS) return;
-    x->m.watch_events[kind]++;
+    metrics_inc(x->m.watch_events[kind]);
     const json_t *md = json_object_get(obj, "metadata");
     int64_t newest = rfc3339_ms(json_string_value(json_object_get(md, "creationTimestamp")));
     int64_t t = rfc3339_ms(json_string_value(json_object_get(md, "deletionTimestamp")));
@@ -147,145 +181,10 @@ void ext_metrics_watch_event(struct ext_core *x, int kind, const json_t *obj) {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     int64_t age = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - newest;
-    observe(&x->m.watch_age[kind], age_ms, EXT_AGE_NB, age > 0 ? (uint64_t)age : 0);
+    metrics_observe(x->m.watch_age[kind], age > 0 ? (double)age / 1e3 : 0);
 }
 
 void ext_metrics_free(struct ext_metrics *m) {
-    for (size_t i = 0; i < m->dec_cap; i++) free(m->dec[i].pool);
-    free(m->dec);
+    if (m->own) metrics_free(m->reg);
     memset(m, 0, sizeof *m);
-}
-
-/* ---- the text ---- */
-
-static void family(FILE *f, const char *name, const char *type, const char *help) {
-    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* A family of one sample without labels. */
-static void single(FILE *f, const char *name, const char *type, const char *help, unsigned long long v) {
-    family(f, name, type, help);
-    fprintf(f, "%s %llu\n", name, v);
-}
-
-/* A label value with \, " and newline escaped. */
-static void label_value(FILE *f, const char *v) {
-    for (; *v; v++) {
-        if (*v == '\\') fputs("\\\\", f);
-        else if (*v == '"') fputs("\\\"", f);
-        else if (*v == '\n') fputs("\\n", f);
-        else fputc(*v, f);
-    }
-}
-
-/* The samples of one histogram; label is `name="value"` text written as is
- * before le (its value already escaped), or NULL. div: unit per second. */
-static void hist(FILE *f, const char *name, const char *label, const struct ext_hist *h, const char *const *le,
-                 int nb, double div) {
-    uint64_t cum = 0;
-    const char *sep = label ? "," : "";
-    for (int i = 0; i < nb; i++) {
-        cum += h->le[i];
-        fprintf(f, "%s_bucket{%s%sle=\"%s\"} %llu\n", name, label ? label : "", sep, le[i], (unsigned long long)cum);
-    }
-    cum += h->le[nb];
-    fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label ? label : "", sep, (unsigned long long)cum);
-    fprintf(f, "%s_sum%s%s%s %.9g\n", name, label ? "{" : "", label ? label : "", label ? "}" : "",
-            (double)h->sum / div);
-    fprintf(f, "%s_count%s%s%s %llu\n", name, label ? "{" : "", label ? label : "", label ? "}" : "",
-            (unsigned long long)h->count);
-}
-
-int ext_metrics_render(struct ext_core *x, const bool *synced, const char *const *kinds, size_t n, char **out,
-                       size_t *len) {
-    *out = NULL;
-    *len = 0;
-    char *buf = NULL;
-    size_t blen = 0;
-    FILE *f = open_memstream(&buf, &blen);
-    if (!f) return -ENOMEM;
-    struct ext_metrics *m = &x->m;
-    char label[64];
-
-    family(f, "peloton_extender_request_duration_seconds", "histogram",
-           "Time from a request's arrival to its reply, by verb (bind: until the API server answered the Binding).");
-    for (int v = 0; v < 4; v++) {
-        snprintf(label, sizeof label, "verb=\"%s\"", verb_name[v]);
-        hist(f, "peloton_extender_request_duration_seconds", label, &m->lat[v], lat_le, EXT_LAT_NB, 1e9);
-    }
-
-    family(f, "peloton_extender_filter_decisions_total", "counter",
-           "Pods judged by filter, by pool (\"\" = unmanaged) and the pool's decision (admitted, or the rule that "
-           "refused the pod).");
-    for (size_t i = 0; i < m->dec_cap; i++) {
-        const struct ext_pool_dec *e = &m->dec[i];
-        if (!e->pool) continue;
-        for (int d = 0; d < EXT_NDEC; d++) {
-            if (!e->n[d]) continue;
-            fputs("peloton_extender_filter_decisions_total{pool=\"", f);
-            label_value(f, e->pool);
-            fprintf(f, "\",reason=\"%s\"} %llu\n", dec_name[d], (unsigned long long)e->n[d]);
-        }
-    }
-    single(f, "peloton_extender_filter_decisions_dropped_total", "counter",
-           "Decisions not counted by pool: more than 4096 pools were seen.", m->dec_dropped);
-
-    single(f, "peloton_extender_preempt_victims_total", "counter",
-           "Victims named in preempt answers (a gang's members all count).", m->preempt_victims);
-    single(f, "peloton_extender_preempt_nodes_total", "counter",
-           "Nodes named (with victims) in preempt answers.", m->preempt_nodes);
-    single(f, "peloton_extender_preempt_empty_total", "counter",
-           "preempt answers naming no node (kube-scheduler does not preempt for the pod).", m->preempt_empty);
-
-    family(f, "peloton_extender_binds_total", "counter",
-           "bind calls by result: bound (the API server took the Binding), already (bound there before), failed.");
-    fprintf(f, "peloton_extender_binds_total{result=\"bound\"} %llu\n", (unsigned long long)m->binds_bound);
-    fprintf(f, "peloton_extender_binds_total{result=\"already\"} %llu\n", (unsigned long long)m->binds_already);
-    fprintf(f, "peloton_extender_binds_total{result=\"failed\"} %llu\n", (unsigned long long)m->binds_failed);
-    single(f, "peloton_extender_binds_in_flight", "gauge",
-           "Pods whose Binding is with the API server (counted against their pools already).",
-           json_object_size(x->inflight));
-
-    size_t gangs = 0;
-    for (const struct ext_gang *g = x->gangs; g; g = g->next) gangs++;
-    single(f, "peloton_extender_gangs_held", "gauge",
-           "Admitted gangs whose planned members are not all bound yet (their nodes' room is held).", gangs);
-    single(f, "peloton_extender_gangs_admitted_total", "counter",
-           "Gangs admitted as a whole.", x->st.gangs_admitted);
-    single(f, "peloton_extender_nominated_pods", "gauge",
-           "Unbound pods kube-scheduler nominated to a node (status.nominatedNodeName).",
-           json_object_size(x->nominated));
-
-    single(f, "peloton_extender_model_nodes", "gauge",
-           "Nodes in the extender's model.", cluster_node_count(x->cm));
-    single(f, "peloton_extender_model_pods", "gauge",
-           "Pods in the extender's model.", cluster_pod_count(x->cm));
-    single(f, "peloton_extender_pool_tree_valid", "gauge",
-           "1 when the latest set of ResourcePools forms a valid tree, 0 when the last valid one stays in force.",
-           cluster_pool_error(x->cm) ? 0 : 1);
-
-    if (n) {
-        family(f, "peloton_extender_cache_synced", "gauge", "1 once the informer of a kind has listed its objects.");
-        for (size_t i = 0; i < n; i++)
-            fprintf(f, "peloton_extender_cache_synced{kind=\"%s\"} %d\n", kinds[i], synced[i] ? 1 : 0);
-        family(f, "peloton_extender_watch_events_total", "counter",
-               "Watch events taken after the first sync, by kind.");
-        for (size_t i = 0; i < n && i < EXT_WATCH_KINDS; i++)
-            fprintf(f, "peloton_extender_watch_events_total{kind=\"%s\"} %llu\n", kinds[i],
-                    (unsigned long long)m->watch_events[i]);
-        family(f, "peloton_extender_watch_event_age_seconds", "histogram",
-               "Lag behind the API server: a watch event's arrival less the newest time its object carries "
-               "(creation, deletion, managedFields), by kind; one-second resolution.");
-        for (size_t i = 0; i < n && i < EXT_WATCH_KINDS; i++) {
-            snprintf(label, sizeof label, "kind=\"%s\"", kinds[i]);
-            hist(f, "peloton_extender_watch_event_age_seconds", label, &m->watch_age[i], age_le, EXT_AGE_NB, 1e3);
-        }
-    }
-    if (fclose(f) || !buf) {
-        free(buf);
-        return -ENOMEM;
-    }
-    *out = buf;
-    *len = blen;
-    return 0;
 }

@@ -317,10 +317,10 @@ int ext_preempt(struct ext_core *x, const struct extender_preemption_args *a, js
         size_t nodes = 0;
         json_object_foreach(json_object_get(*out, "NodeNameToMetaVictims"), node, mv) {
             nodes++;
-            x->m.preempt_victims += json_array_size(json_object_get(mv, "Pods"));
+            metrics_add(x->m.preempt_victims, json_array_size(json_object_get(mv, "Pods")));
         }
-        x->m.preempt_nodes += nodes;
-        if (!nodes) x->m.preempt_empty++;
+        metrics_add(x->m.preempt_nodes, nodes);
+        if (!nodes) metrics_inc(x->m.preempt_empty);
     }
     return rc;
 }

@@ -35,9 +35,12 @@
 #define EXT_DEFAULT_POOL_STATUS_MS 2000  /* ResourcePool status written at most this often */
 #define EXT_DEFAULT_BIND_TIMEOUT_MS 5000 /* a Binding not answered by then fails (kube-scheduler's httpTimeout) */
 
+struct metrics;
 struct ext_core_options {
     const char *default_pool; /* pool of pods with neither label nor namespace annotation; NULL = unmanaged */
     uint32_t gang_ttl_ms;     /* 0 = EXT_DEFAULT_GANG_TTL_MS */
+    struct metrics *metrics;  /* the registry the extender's families join (borrowed, outlives the core;
+                               * the extender's loop thread writes them); NULL = the core's own */
 };
 void ext_core_options_default(struct ext_core_options *o);
 
@@ -129,10 +132,9 @@ struct ext_stats {
 };
 void ext_core_stats(const struct ext_core *x, struct ext_stats *out);
 /* The metrics in Prometheus text format 0.0.4 (docs/extender.md,
- * "Metrics"): *out new (free), *len bytes. synced[i] / kinds[i]: the
- * informers' state (n of them; NULL, 0 for none). -ENOMEM. */
-int ext_metrics_render(struct ext_core *x, const bool *synced, const char *const *kinds, size_t n, char **out,
-                       size_t *len);
+ * "Metrics"): every family of the core's registry (with pelotond's, the
+ * process's), the gauges set first. *out new (free), *len bytes. -ENOMEM. */
+int ext_metrics_render(struct ext_core *x, char **out, size_t *len);
 
 /* ---- the server ---- */
 struct kclient;

@@ -18,6 +18,7 @@
 
 #include "extender_srv.h"
 #include "kclient.h"
+#include "metrics.h"
 
 struct proc {
     uv_loop_t *loop;
@@ -99,8 +100,17 @@ int main(int argc, char **argv) {
         return 1;
     }
     struct proc p = {.loop = uv_default_loop()};
+    struct metrics *reg = metrics_new(); /* the extender's families and the process's CPU and memory */
+    if (!reg || metrics_collector(reg, metrics_collect_process, NULL)) {
+        fprintf(stderr, "peloton-extender: out of memory\n");
+        metrics_free(reg);
+        kc_config_free(&cfg);
+        return 1;
+    }
+    o.core.metrics = reg;
     if (!(p.kc = kclient_new(p.loop, &cfg, err, sizeof err))) {
         fprintf(stderr, "peloton-extender: %s\n", err);
+        metrics_free(reg);
         kc_config_free(&cfg);
         return 1;
     }
@@ -111,6 +121,7 @@ int main(int argc, char **argv) {
         extender_srv_free(p.srv);
         uv_run(p.loop, UV_RUN_DEFAULT);
         uv_loop_close(p.loop);
+        metrics_free(reg);
         kc_config_free(&cfg);
         return 1;
     }
@@ -133,6 +144,7 @@ int main(int argc, char **argv) {
     extender_srv_free(p.srv);
     uv_run(p.loop, UV_RUN_DEFAULT);
     uv_loop_close(p.loop);
+    metrics_free(reg);
     kc_config_free(&cfg);
     fprintf(stderr, "level=info msg=stopped\n");
     return 0;

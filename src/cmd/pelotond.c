@@ -139,6 +139,7 @@ static int start_extender(struct controllers *c, char *err, size_t errlen) {
     eo.port = c->extender_port;
     if (c->extender_prefix) eo.prefix = c->extender_prefix;
     eo.core.default_pool = c->default_pool;
+    eo.core.metrics = c->metrics; /* its families join the process's /metrics */
     if (c->roles & ROLE_RESMGR) eo.pool_status_ms = 0; /* the resource manager writes pool status */
     if (extender_srv_start(&c->loop, c->kc, &eo, &c->extender, err, errlen)) return -1;
     fprintf(stderr, "level=info msg=\"extender serving\" url=http://127.0.0.1:%d%s\n",

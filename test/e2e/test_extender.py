@@ -773,7 +773,12 @@ def sample(fams, family, name=None, **labels):
 def test_metrics_in_prometheus_text():
     r = urllib.request.urlopen(f"http://127.0.0.1:{EXT_PORT}/metrics", timeout=5)
     assert r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8", r.headers["Content-Type"]
-    fams = parse_prometheus(r.read().decode())
+    text = r.read().decode()
+    fams = parse_prometheus(text)
+    promtool = shutil.which("promtool")  # Debian's prometheus package: its linter too
+    if promtool:
+        p = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
+        assert p.returncode == 0, (p.stdout + p.stderr).decode()
     lat = "peloton_extender_request_duration_seconds"
     assert fams[lat]["type"] == "histogram"
     for verb in ("filter", "prioritize", "preempt", "bind"):
@@ -796,6 +801,9 @@ def test_metrics_in_prometheus_text():
     assert n > 0, "pod events after the sync carry a creation or deletion time"
     # the shim is on loopback: nearly every event is younger than 2 s (1 s resolution)
     assert sample(fams, age, age + "_bucket", kind="Pod", le="2") >= 0.9 * n, fams[age]["samples"]
+    # the standalone binary's registry also carries the process's figures
+    assert sample(fams, "process_cpu_seconds_total") > 0
+    assert sample(fams, "process_resident_memory_bytes") > 0
     # GET only
     st, _ = raw("POST", "/metrics", b"{}")
     assert st == 405

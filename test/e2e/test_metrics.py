@@ -9,6 +9,7 @@ pelotond serves /metrics on --metrics-port."""
 import base64
 import json
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -284,6 +285,44 @@ def test_controller_only_metrics_port():
     r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     assert services.stop(p) == 0
+
+
+def test_extender_role_in_the_process_metrics():
+    # pelotond's extender role registers its families on the process's registry; the model's
+    # gauges are set on the extender's loop every second, never read by the scrape's thread
+    d = services.tempdir()
+    port_file = os.path.join(d, "port")
+    log_path = os.path.join(d, "ext.log")
+    log = open(log_path, "w")
+    p = subprocess.Popen([services.PELOTOND, "--roles=extender", f"--server=http://127.0.0.1:{PORT}",
+                          f"--token-file={TOKEN_FILE}", "--metrics-port=0", f"--port-file={port_file}",
+                          "--extender-port=0"], stdout=log, stderr=subprocess.STDOUT)
+    services._procs.append(p)
+    services.wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip() != "",
+                      what="the metrics port")
+    mport = int(open(port_file).read().split()[0])
+    nodes = len(kubectl("get", "nodes", "-o", "name").split())
+    assert nodes > 0
+
+    def body():
+        st, _, b = get(f"http://127.0.0.1:{mport}/metrics")
+        assert st == 200, st
+        return b
+    wait_until(lambda: samples(body(), "peloton_extender_model_nodes").get("") == nodes, 30,
+               f"the extender's {nodes} nodes in pelotond's /metrics")
+    b = body()
+    assert 'peloton_extender_cache_synced{kind="Node"} 1\n' in b
+    assert 'peloton_extender_binds_total{result="failed"} 0\n' in b
+    assert "process_cpu_seconds_total" in b
+    r = subprocess.run(["promtool", "check", "metrics"], input=b, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # the extender's own port serves the same registry
+    serving = re.compile(r'extender serving" url=http://127\.0\.0\.1:(\d+)')
+    services.wait_for(lambda: serving.search(open(log_path).read()), what="the extender's port")
+    m = serving.search(open(log_path).read())
+    st, _, eb = get(f"http://127.0.0.1:{m.group(1)}/metrics", token=None)
+    assert st == 200 and samples(eb, "peloton_extender_model_nodes").get("") == nodes, (st, eb[:500])
+    assert services.stop(p) == 0, open(log_path).read()[-3000:]
 
 
 try:

@@ -396,7 +396,7 @@ TEST(ext_srv_metrics_text) {
     json_decref(out);
     char *text;
     size_t len;
-    REQUIRE_I64(ext_metrics_render(x, NULL, NULL, 0, &text, &len), 0);
+    REQUIRE_I64(ext_metrics_render(x, &text, &len), 0);
     CHECK_I64(strlen(text), len);
     CHECK_HAS(text, "# HELP peloton_extender_request_duration_seconds ");
     CHECK_HAS(text, "\n# TYPE peloton_extender_request_duration_seconds histogram\n");
@@ -413,6 +413,12 @@ TEST(ext_srv_metrics_text) {
     CHECK_HAS(text, "# TYPE peloton_extender_preempt_empty_total counter\npeloton_extender_preempt_empty_total 1\n");
     CHECK_HAS(text, "peloton_extender_model_nodes 4\n");
     CHECK(strstr(text, "cache_synced") == NULL); /* no informers */
+    /* the three bind results from the start, and the model's gauges set before the text is written */
+    CHECK_HAS(text, "peloton_extender_binds_total{result=\"bound\"} 0\n");
+    CHECK_HAS(text, "peloton_extender_binds_total{result=\"already\"} 0\n");
+    CHECK_HAS(text, "peloton_extender_binds_total{result=\"failed\"} 0\n");
+    CHECK_HAS(text, "\npeloton_extender_pool_tree_valid 1\n");
+    CHECK_HAS(text, "\npeloton_extender_filter_decisions_dropped_total 0\n");
     free(text);
     json_decref(pod);
     json_decref(odd);
