@@ -13,7 +13,11 @@
  * It is also the pool controller for deletion: a pool marked for deletion
  * (deletionTimestamp, kept by the CRD_POOL_FINALIZER finalizer) admits no new
  * work (admit.c) and loses its finalizer here once it has no child pools and
- * no pod holds work in it, so no usage ever leaves the tree's accounting. */
+ * no pod holds work in it, so no usage ever leaves the tree's accounting.
+ *
+ * This file: informers, gangs, admission rounds, the lease, start and stop;
+ * resmgr_preempt.c the preemption pass; resmgr_pools.c pool status and
+ * deletion; resmgr_int.h what they share. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,57 +35,7 @@
 #include "quantity.h"
 #include "strmap.h"
 
-#define RM_COMPONENT "peloton-resmgr"
-#define RM_ROUND_CAP 4096
-#define RM_GANG_MAX 100000
-
-enum rg_state { RG_WAIT = 0, RG_QUEUED, RG_ADMITTED };
-
-struct rm_gang {
-    char *key, *ns, *label; /* label: the gang label, NULL for a pod alone */
-    struct gang g;
-    enum rg_state st;
-    char *pool;             /* the leaf's name while queued or admitted */
-    uint64_t held;          /* strmap_hash of what its members were told of why it cannot queue, 0: nothing */
-    uint32_t said;          /* the admission wait its members were told (wait_code), 0: none */
-    uint64_t queued_ns;     /* metrics_now_ns when queued, for the admission wait */
-};
-
-/* A gang waiting for its members to exist (none of them bound yet). */
-struct rm_incomplete {
-    uint64_t since_ms; /* loop time its member count last changed */
-    uint32_t have;     /* its members that exist (unbound, eligible) */
-    uint32_t size;     /* its gang-size */
-    bool told;         /* its members were told of this count */
-};
-
-struct resmgr {
-    struct ctl_env env;
-    struct resmgr_options o;
-    struct cluster *cm;
-    struct kc_informer *pods, *nodes, *pools, *nss;
-    struct strmap gangs, dirty, evicting;
-    uv_timer_t round_t, lease_t, preempt_t, status_t;
-    int timers_open;
-    bool leader, recovered;
-    long long epoch;
-    char id[96];
-    struct respool_tree *last_tree;
-    struct preempt_state ps;
-    json_t *sent; /* pool name -> last status written */
-    json_t *terminating; /* pool name -> its object, for pools marked for deletion that keep our finalizer */
-    json_t *told_waiting; /* pool name -> true: its Event said what its deletion waits for */
-    uint64_t admitted_total;
-    uint64_t busy_ms; /* when a round last found gangs to look at */
-    bool readied;     /* this round queued gangs ready */
-    struct ctl_recorder *rec;
-    struct rm_gang **fresh; /* gangs queued this round (valid until its end) */
-    size_t nfresh, capfresh;
-    char **aged;            /* keys of gangs the last round queued and left waiting: told at this one's end */
-    size_t naged, capaged;
-    struct strmap incomplete; /* gang key -> struct rm_incomplete: gangs whose members do not all exist */
-    struct rm_metrics m;
-};
+#include "resmgr_int.h"
 
 void resmgr_options_default(struct resmgr_options *o) {
     memset(o, 0, sizeof *o);
@@ -268,8 +222,8 @@ static struct rm_gang *gang_get(struct resmgr *r, const char *key, const char *n
 }
 
 /* The gang's live members: pods of the gang label in ns, or the single pod. */
-static size_t members(struct resmgr *r, const char *key, struct cm_pod **out, size_t cap, const char **ns_out,
-                      const char **label_out, char *nsbuf, size_t nslen) {
+size_t rm_gang_members(struct resmgr *r, const char *key, struct cm_pod **out, size_t cap, const char **ns_out,
+                       const char **label_out, char *nsbuf, size_t nslen) {
     const char *slash = strchr(key, '/');
     if (!slash || (size_t)(slash - key) >= nslen) return 0;
     memcpy(nsbuf, key, (size_t)(slash - key));
@@ -328,7 +282,7 @@ static void tell_held(struct resmgr *r, struct rm_gang *g, struct cm_pod **m, ui
 static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf) {
     char nsbuf[256];
     const char *ns = NULL, *label = NULL;
-    size_t n = members(r, key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
+    size_t n = rm_gang_members(r, key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
     if (n > RM_GANG_MAX) n = RM_GANG_MAX;
     struct rm_gang *g = strmap_get(&r->gangs, key);
     size_t nel = 0, nbound = 0, nadm = 0;
@@ -424,7 +378,7 @@ static void admit_pass(struct resmgr *r) {
         admit_release(out[i]->pool, out[i]->flags, out[i]->demand); /* the model keeps the allocation */
         char nsbuf[256];
         const char *ns, *label;
-        size_t m = members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
+        size_t m = rm_gang_members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
         json_t *names = json_array();
         uint32_t took = 0;
         for (size_t j = 0; j < m && took < out[i]->ntasks; j++)
@@ -513,7 +467,7 @@ static void tell_wait(struct resmgr *r, struct rm_gang *g) {
     admit_why_format(&g->g, why, sizeof why);
     snprintf(msg, sizeof msg, "waiting for admission: %s", why);
     rm_metrics_decision(&r->m, g->pool, (int)g->g.why.check, false);
-    size_t m = members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
+    size_t m = rm_gang_members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
     for (size_t j = 0; j < m; j++) {
         if (!eligible(r, buf[j])) continue;
         ctl_record(r->rec, "v1", "Pod", buf[j]->ns, buf[j]->name, buf[j]->uid, "Warning", "FailedScheduling", "%s",
@@ -540,7 +494,7 @@ static void tell_incomplete(struct resmgr *r) {
         if (w->told || now - w->since_ms < wait) continue;
         char nsbuf[256], msg[400];
         const char *ns, *label;
-        size_t m = members(r, key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
+        size_t m = rm_gang_members(r, key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf);
         snprintf(msg, sizeof msg,
                  "gang %.200s: %u/%u members, waiting for %u more (peloton.io/gang-size: a gang is admitted and "
                  "placed all or nothing)",
@@ -647,246 +601,6 @@ static void on_round(uv_timer_t *t) {
     r->readied = false;
 }
 
-/* ---- preemption ---- */
-
-struct collect {
-    struct resmgr *r;
-    struct preempt_task *t;
-    struct cm_pod **p;
-    size_t n, cap;
-};
-
-static int collect_one(void *ud, struct cm_pod *p) {
-    struct collect *c = ud;
-    if (c->n == c->cap || !p->node || p->info.terminal || p->bad) return 0;
-    struct respool *leaf = cluster_pod_pool(c->r->cm, p);
-    if (!leaf) return 0;
-    struct preempt_task *t = &c->t[c->n];
-    t->id = p->key;
-    t->pool = leaf;
-    t->res = p->info.req;
-    t->priority = p->info.priority;
-    t->flags = p->info.flags;
-    t->state = strmap_get(&c->r->evicting, p->key) || p->info.deleting ? TASK_PREEMPTING
-               : p->info.phase == POD_RUNNING                            ? TASK_RUNNING
-                                                                         : TASK_LAUNCHED;
-    t->start_ms = p->info.created_ms;
-    c->p[c->n++] = p;
-    return 0;
-}
-
-struct evict_ctx {
-    struct kclient *kc;
-    char path[600];
-};
-
-static void on_marked(void *ud, const struct kc_response *res) {
-    struct evict_ctx *e = ud;
-    /* 0: cancelled (shutting down); 404: already gone */
-    if (res->status != 0 && res->status != 404)
-        kclient_request(e->kc, "DELETE", e->path, NULL, NULL, NULL, NULL); /* graceful: the pod's own period */
-    free(e);
-}
-
-/* Marks the victim (its job manager applies killOnPreempt by it), then
- * deletes it gracefully once the mark is stored. */
-static void evict(struct resmgr *r, const struct cm_pod *p, const char *why) {
-    struct evict_ctx *e = calloc(1, sizeof *e);
-    if (!e) return;
-    e->kc = r->env.kc;
-    snprintf(e->path, sizeof e->path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
-    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", PA_PREEMPTED, why);
-    if (!patch || kclient_request(r->env.kc, "PATCH", e->path, patch, "application/merge-patch+json", on_marked, e))
-        free(e);
-    json_decref(patch);
-}
-
-/* The other side of an inter-pool preemption: every leaf pool whose work
- * on nodes is below what it is entitled to and asks for, in the victims'
- * kind, gets a Preempting Event naming the pool that gives back and the
- * numbers (the intra-pool path tells the waiting gang itself). Admission
- * already counts its waiting work as allocation, so what it lacks shows as
- * the gap between its entitlement and what runs on nodes (tasks t[0..n)).
- * One Event per (gaining pool, victim pool, kind) in a round. */
-static void tell_gainers(struct resmgr *r, const struct preempt_plan *plan, const struct preempt_task *t, size_t n) {
-    size_t npools;
-    struct respool *const *all = respool_preorder(cluster_tree(r->cm), &npools);
-    uint32_t top = 0;
-    for (size_t k = 0; all && k < npools; k++)
-        if (all[k]->index > top) top = all[k]->index;
-    struct resvec *running = NULL;
-    for (size_t i = 0; i < plan->n; i++) {
-        const struct preempt_victim *v = &plan->v[i];
-        if (v->gang_id) continue; /* intra-pool: told above */
-        size_t victims = 0;
-        bool first = true;
-        for (size_t j = 0; j < plan->n; j++) {
-            const struct preempt_victim *w = &plan->v[j];
-            if (w->gang_id || w->pool != v->pool || w->kind != v->kind) continue;
-            if (j < i) first = false;
-            victims++;
-        }
-        if (!first || !all) continue;
-        if (!running) { /* what runs on nodes, per pool, not counting what is on its way out */
-            if (!(running = calloc(top + 1, sizeof *running))) return;
-            for (size_t j = 0; j < n; j++)
-                if (t[j].state != TASK_PREEMPTING && t[j].state != TASK_KILLING)
-                    running[t[j].pool->index] = resvec_add(running[t[j].pool->index], t[j].res);
-        }
-        char over[64];
-        quantity_format(v->kind, v->amount, over, sizeof over);
-        for (size_t k = 0; k < npools; k++) {
-            const struct respool *p = all[k];
-            if (p->first_child || p == v->pool || !p->parent) continue;
-            int64_t on_nodes = running[p->index].v[v->kind], want = p->entitlement.v[v->kind];
-            if (p->demand.v[v->kind] < want) want = p->demand.v[v->kind];
-            if (on_nodes >= want) continue;
-            char ent[64], run[64];
-            quantity_format(v->kind, p->entitlement.v[v->kind], ent, sizeof ent);
-            quantity_format(v->kind, on_nodes, run, sizeof run);
-            ctl_object_event(r->env.kc, RM_COMPONENT, "peloton.io/v1alpha1", "ResourcePool", "", p->name, NULL,
-                             "Normal", "Preempting",
-                             "preempting %zu pod(s) of pool %s, over its %s%s entitlement by %s for %u checks, "
-                             "for this pool's work (%s entitlement %s, running %s)",
-                             victims, v->pool->path, res_kind_name(v->kind),
-                             v->reason == PREEMPT_OVER_SLACK ? " slack" : "", over, v->checks,
-                             res_kind_name(v->kind), ent, run);
-        }
-    }
-    free(running);
-}
-
-static void on_preempt(uv_timer_t *tm) {
-    struct resmgr *r = tm->data;
-    if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
-    size_t cap = cluster_pod_count(r->cm);
-    struct collect c = {r, calloc(cap ? cap : 1, sizeof *c.t), calloc(cap ? cap : 1, sizeof *c.p), 0, cap};
-    struct preempt_plan plan = {0};
-    char err[256];
-    if (!c.t || !c.p) goto out;
-    cluster_foreach_pod(r->cm, collect_one, &c);
-    if (preempt_plan(&r->ps, cluster_tree(r->cm), c.t, c.n, &plan, err, sizeof err)) {
-        fprintf(stderr, "level=error msg=\"resmgr: preemption: %s\"\n", err);
-        goto out;
-    }
-    for (size_t i = 0; i < plan.n; i++) {
-        const struct preempt_victim *v = &plan.v[i];
-        struct cm_pod *p = c.p[v->task];
-        char why[400];
-        preempt_victim_format(v, why, sizeof why);
-        evict(r, p, why);
-        const char *mv[2] = {v->pool ? v->pool->name : "", preempt_reason_name(v->reason)};
-        metrics_inc(metrics_series(r->m.preemptions, mv));
-        strmap_put(&r->evicting, p->key, (void *)1, NULL);
-        ctl_pod_event(r->env.kc, RM_COMPONENT, p->ns, p->name, p->uid, "Warning", "Preempted", "%s", why);
-        if (v->gang_id) { /* the other side: the gang that needs the room */
-            struct rm_gang *g = strmap_get(&r->gangs, v->gang_id);
-            static struct cm_pod *buf[RM_GANG_MAX];
-            char nsbuf[256];
-            const char *ns, *label;
-            if (g && members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf))
-                ctl_pod_event(r->env.kc, RM_COMPONENT, buf[0]->ns, buf[0]->name, buf[0]->uid, "Normal", "Preempting",
-                              "preempting %s/%s: %s", p->ns, p->name, why);
-        }
-        fprintf(stderr, "level=info msg=\"resmgr: preempt\" pod=%s reason=\"%s\"\n", p->key, why);
-    }
-    tell_gainers(r, &plan, c.t, c.n);
-out:
-    preempt_plan_free(&plan);
-    free(c.t);
-    free(c.p);
-}
-
-/* ---- pool deletion ---- */
-
-/* Counts, per pool name in ud, the pods that hold work in it: not ended, and
- * bound to a node or admitted on their way to one (a cluster_foreach_pod
- * callback). Pods left waiting in a pool being deleted hold nothing. */
-static int count_holders(void *ud, struct cm_pod *p) {
-    json_t *counts = ud;
-    if (p->bad || !p->pool || p->info.terminal || (!p->node && !p->admitted)) return 0;
-    json_t *n = json_object_get(counts, p->pool);
-    if (n) json_integer_set(n, json_integer_value(n) + 1);
-    return 0;
-}
-
-/* Takes our finalizer off every pool marked for deletion that has no child
- * pools and in which no pod holds work; the store then removes it. The
- * resourceVersion the decision was made on is a precondition: a pool that
- * changed meanwhile is looked at again at the next tick. */
-static void release_empty_pools(struct resmgr *r) {
-    if (!json_object_size(r->terminating)) return;
-    struct respool_tree *t = cluster_tree(r->cm);
-    json_t *counts = json_object();
-    const char *name;
-    json_t *obj;
-    json_object_foreach(r->terminating, name, obj) json_object_set_new(counts, name, json_integer(0));
-    cluster_foreach_pod(r->cm, count_holders, counts);
-    json_object_foreach(r->terminating, name, obj) {
-        struct respool *p = crd_pool_find(t, name);
-        /* not in the tree: the tree lags behind the objects (or they break a
-         * rule): its children and usage are not known, so it waits */
-        if (!p) continue;
-        json_int_t pods = json_integer_value(json_object_get(counts, name));
-        bool holds = pods > 0;
-        for (int u = 0; u < UC_NCLASSES; u++) holds |= !resvec_is_zero(p->alloc.c[u]);
-        if (p->first_child || holds) {
-            if (!json_object_get(r->told_waiting, name)) { /* once: `kubectl describe rp` shows it */
-                ctl_object_event(r->env.kc, RM_COMPONENT, "peloton.io/v1alpha1", "ResourcePool", "", name, NULL,
-                                 "Normal", "Terminating",
-                                 "marked for deletion; it goes once it has no child pools (now %d) and no pod "
-                                 "holds work in it (now %lld)",
-                                 p->nchildren, (long long)pods);
-                json_object_set_new(r->told_waiting, name, json_true());
-            }
-            continue;
-        }
-        json_object_del(r->told_waiting, name);
-        json_t *md = json_object_get(obj, "metadata"), *keep = json_array();
-        size_t i;
-        json_t *f;
-        json_array_foreach(json_object_get(md, "finalizers"), i, f) {
-            if (!json_is_string(f) || strcmp(json_string_value(f), CRD_POOL_FINALIZER)) json_array_append(keep, f);
-        }
-        json_t *patch = json_pack("{s:{s:O, s:o}}", "metadata", "resourceVersion",
-                                  json_object_get(md, "resourceVersion"), "finalizers", keep);
-        char path[512];
-        snprintf(path, sizeof path, "/apis/peloton.io/v1alpha1/resourcepools/%s", name);
-        if (patch) kclient_request(r->env.kc, "PATCH", path, patch, "application/merge-patch+json", NULL, NULL);
-        json_decref(patch);
-        fprintf(stderr, "level=info msg=\"resmgr: pool empty, deletion goes on\" pool=%s\n", name);
-    }
-    json_decref(counts);
-}
-
-/* ---- pool status ---- */
-
-static void on_status(uv_timer_t *tm) {
-    struct resmgr *r = tm->data;
-    if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
-    release_empty_pools(r);
-    rm_metrics_pools(&r->m, cluster_tree(r->cm), cluster_fleet(r->cm));
-    size_t n;
-    struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
-    for (size_t i = 0; all && i < n; i++) {
-        struct respool *p = all[i];
-        if (!p->parent) continue;
-        json_t *st = crd_pool_status(p);
-        if (!st) continue;
-        json_t *prev = json_object_get(r->sent, p->name);
-        if (prev && json_equal(prev, st)) {
-            json_decref(st);
-            continue;
-        }
-        char path[512];
-        snprintf(path, sizeof path, "/apis/peloton.io/v1alpha1/resourcepools/%s/status", p->name);
-        json_t *body = json_pack("{s:O}", "status", st);
-        kclient_request(r->env.kc, "PATCH", path, body, "application/merge-patch+json", NULL, NULL);
-        json_decref(body);
-        json_object_set_new(r->sent, p->name, st);
-    }
-}
-
 /* ---- the lease ---- */
 
 static void on_lease(uv_timer_t *tm) {
@@ -982,8 +696,8 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
     }
     uv_timer_start(&r->lease_t, on_lease, 0, r->o.lease_ms / 3 ? r->o.lease_ms / 3 : 1);
     uv_timer_start(&r->round_t, on_round, r->o.round_ms, round_period(r));
-    uv_timer_start(&r->preempt_t, on_preempt, r->o.preempt_ms, r->o.preempt_ms ? r->o.preempt_ms : 1000);
-    uv_timer_start(&r->status_t, on_status, r->o.status_ms, r->o.status_ms ? r->o.status_ms : 1000);
+    uv_timer_start(&r->preempt_t, rm_on_preempt, r->o.preempt_ms, r->o.preempt_ms ? r->o.preempt_ms : 1000);
+    uv_timer_start(&r->status_t, rm_on_status, r->o.status_ms, r->o.status_ms ? r->o.status_ms : 1000);
     return r;
 }
 

@@ -1,0 +1,159 @@
+/* resmgr's preemption pass (resmgr_int.h): once a period the leader hands
+ * every pod on a node to the planner (preempt.c), marks and evicts the
+ * victims it names, and tells both sides why: the victim, the gang that
+ * needs the room (intra-pool) or the pools that gain (inter-pool). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "labels.h"
+#include "quantity.h"
+#include "resmgr_int.h"
+
+struct collect {
+    struct resmgr *r;
+    struct preempt_task *t;
+    struct cm_pod **p;
+    size_t n, cap;
+};
+
+static int collect_one(void *ud, struct cm_pod *p) {
+    struct collect *c = ud;
+    if (c->n == c->cap || !p->node || p->info.terminal || p->bad) return 0;
+    struct respool *leaf = cluster_pod_pool(c->r->cm, p);
+    if (!leaf) return 0;
+    struct preempt_task *t = &c->t[c->n];
+    t->id = p->key;
+    t->pool = leaf;
+    t->res = p->info.req;
+    t->priority = p->info.priority;
+    t->flags = p->info.flags;
+    t->state = strmap_get(&c->r->evicting, p->key) || p->info.deleting ? TASK_PREEMPTING
+               : p->info.phase == POD_RUNNING                            ? TASK_RUNNING
+                                                                         : TASK_LAUNCHED;
+    t->start_ms = p->info.created_ms;
+    c->p[c->n++] = p;
+    return 0;
+}
+
+struct evict_ctx {
+    struct kclient *kc;
+    char path[600];
+};
+
+static void on_marked(void *ud, const struct kc_response *res) {
+    struct evict_ctx *e = ud;
+    /* 0: cancelled (shutting down); 404: already gone */
+    if (res->status != 0 && res->status != 404)
+        kclient_request(e->kc, "DELETE", e->path, NULL, NULL, NULL, NULL); /* graceful: the pod's own period */
+    free(e);
+}
+
+/* Marks the victim (its job manager applies killOnPreempt by it), then
+ * deletes it gracefully once the mark is stored. */
+static void evict(struct resmgr *r, const struct cm_pod *p, const char *why) {
+    struct evict_ctx *e = calloc(1, sizeof *e);
+    if (!e) return;
+    e->kc = r->env.kc;
+    snprintf(e->path, sizeof e->path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", PA_PREEMPTED, why);
+    if (!patch || kclient_request(r->env.kc, "PATCH", e->path, patch, "application/merge-patch+json", on_marked, e))
+        free(e);
+    json_decref(patch);
+}
+
+/* The other side of an inter-pool preemption: every leaf pool whose work
+ * on nodes is below what it is entitled to and asks for, in the victims'
+ * kind, gets a Preempting Event naming the pool that gives back and the
+ * numbers (the intra-pool path tells the waiting gang itself). Admission
+ * already counts its waiting work as allocation, so what it lacks shows as
+ * the gap between its entitlement and what runs on nodes (tasks t[0..n)).
+ * One Event per (gaining pool, victim pool, kind) in a round. */
+static void tell_gainers(struct resmgr *r, const struct preempt_plan *plan, const struct preempt_task *t, size_t n) {
+    size_t npools;
+    struct respool *const *all = respool_preorder(cluster_tree(r->cm), &npools);
+    uint32_t top = 0;
+    for (size_t k = 0; all && k < npools; k++)
+        if (all[k]->index > top) top = all[k]->index;
+    struct resvec *running = NULL;
+    for (size_t i = 0; i < plan->n; i++) {
+        const struct preempt_victim *v = &plan->v[i];
+        if (v->gang_id) continue; /* intra-pool: told above */
+        size_t victims = 0;
+        bool first = true;
+        for (size_t j = 0; j < plan->n; j++) {
+            const struct preempt_victim *w = &plan->v[j];
+            if (w->gang_id || w->pool != v->pool || w->kind != v->kind) continue;
+            if (j < i) first = false;
+            victims++;
+        }
+        if (!first || !all) continue;
+        if (!running) { /* what runs on nodes, per pool, not counting what is on its way out */
+            if (!(running = calloc(top + 1, sizeof *running))) return;
+            for (size_t j = 0; j < n; j++)
+                if (t[j].state != TASK_PREEMPTING && t[j].state != TASK_KILLING)
+                    running[t[j].pool->index] = resvec_add(running[t[j].pool->index], t[j].res);
+        }
+        char over[64];
+        quantity_format(v->kind, v->amount, over, sizeof over);
+        for (size_t k = 0; k < npools; k++) {
+            const struct respool *p = all[k];
+            if (p->first_child || p == v->pool || !p->parent) continue;
+            int64_t on_nodes = running[p->index].v[v->kind], want = p->entitlement.v[v->kind];
+            if (p->demand.v[v->kind] < want) want = p->demand.v[v->kind];
+            if (on_nodes >= want) continue;
+            char ent[64], run[64];
+            quantity_format(v->kind, p->entitlement.v[v->kind], ent, sizeof ent);
+            quantity_format(v->kind, on_nodes, run, sizeof run);
+            ctl_object_event(r->env.kc, RM_COMPONENT, "peloton.io/v1alpha1", "ResourcePool", "", p->name, NULL,
+                             "Normal", "Preempting",
+                             "preempting %zu pod(s) of pool %s, over its %s%s entitlement by %s for %u checks, "
+                             "for this pool's work (%s entitlement %s, running %s)",
+                             victims, v->pool->path, res_kind_name(v->kind),
+                             v->reason == PREEMPT_OVER_SLACK ? " slack" : "", over, v->checks,
+                             res_kind_name(v->kind), ent, run);
+        }
+    }
+    free(running);
+}
+
+void rm_on_preempt(uv_timer_t *tm) {
+    struct resmgr *r = tm->data;
+    if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
+    size_t cap = cluster_pod_count(r->cm);
+    struct collect c = {r, calloc(cap ? cap : 1, sizeof *c.t), calloc(cap ? cap : 1, sizeof *c.p), 0, cap};
+    struct preempt_plan plan = {0};
+    char err[256];
+    if (!c.t || !c.p) goto out;
+    cluster_foreach_pod(r->cm, collect_one, &c);
+    if (preempt_plan(&r->ps, cluster_tree(r->cm), c.t, c.n, &plan, err, sizeof err)) {
+        fprintf(stderr, "level=error msg=\"resmgr: preemption: %s\"\n", err);
+        goto out;
+    }
+    for (size_t i = 0; i < plan.n; i++) {
+        const struct preempt_victim *v = &plan.v[i];
+        struct cm_pod *p = c.p[v->task];
+        char why[400];
+        preempt_victim_format(v, why, sizeof why);
+        evict(r, p, why);
+        const char *mv[2] = {v->pool ? v->pool->name : "", preempt_reason_name(v->reason)};
+        metrics_inc(metrics_series(r->m.preemptions, mv));
+        strmap_put(&r->evicting, p->key, (void *)1, NULL);
+        ctl_pod_event(r->env.kc, RM_COMPONENT, p->ns, p->name, p->uid, "Warning", "Preempted", "%s", why);
+        if (v->gang_id) { /* the other side: the gang that needs the room */
+            struct rm_gang *g = strmap_get(&r->gangs, v->gang_id);
+            static struct cm_pod *buf[RM_GANG_MAX];
+            char nsbuf[256];
+            const char *ns, *label;
+            if (g && rm_gang_members(r, g->key, buf, RM_GANG_MAX, &ns, &label, nsbuf, sizeof nsbuf))
+                ctl_pod_event(r->env.kc, RM_COMPONENT, buf[0]->ns, buf[0]->name, buf[0]->uid, "Normal", "Preempting",
+                              "preempting %s/%s: %s", p->ns, p->name, why);
+        }
+        fprintf(stderr, "level=info msg=\"resmgr: preempt\" pod=%s reason=\"%s\"\n", p->key, why);
+    }
+    tell_gainers(r, &plan, c.t, c.n);
+out:
+    preempt_plan_free(&plan);
+    free(c.t);
+    free(c.p);
+}
