@@ -1535,7 +1535,13 @@ static void complete(struct kwrite *w, const struct kc_response *r) {
     }
     if (w->kind == W_POD && w->pod && w->is_delete && r->status == 404) ok = true; /* already gone */
     if (!ok) {
-        bool again = retryable(r->status) && w->tries < max && !(w->kind == W_POD && !w->pod);
+        /* A pod's status and its final delete are retried until they land,
+         * as a Kubelet keeps syncing a pod's status through an API server
+         * outage; giving up would leave the pod's last stored phase (Running)
+         * standing forever. Node status and lease writes are bounded: they
+         * are written again at their next period anyway. */
+        bool until_landed = w->kind == W_POD && w->pod;
+        bool again = retryable(r->status) && (until_landed || w->tries < max);
         if (w->kind == W_POD && w->pod) {
             if (w->is_delete) w->pod->delete_sent = false;
             else w->pod->needs_status = true;

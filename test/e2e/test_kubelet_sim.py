@@ -208,6 +208,42 @@ def test_started_down_node_comes_up():
     wait_until(lambda: renew_time("ksim-3"), 10, "ksim-3's lease")
 
 
+def test_pod_status_lands_after_an_api_server_outage():
+    """A pod that ends while the API server is down shows its end once the
+    server is back, as with a Kubelet: its status write is retried until it
+    lands (with --retries=5 it used to give up after about 3 s and the pod
+    stayed Running for good)."""
+    redis = services.start_redis()
+    port = services.free_port()
+
+    def api_server():
+        return services.start_pelotond(redis, "--roles=apiserver", f"--port={port}")[0]
+
+    server = api_server()
+    kc = services.kubeconfig(port)
+    sim, err = services.start_kubelet_sim(kc, "--nodes=1", "--name-prefix=outage-", "--cpu=2", "--pods=10",
+                                          "--lease-seconds=60", "--renew-seconds=5", expect=1)
+    body = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "through-outage", "annotations": {ANN + "run-seconds": "3"}},
+            "spec": {"nodeName": "outage-0", "restartPolicy": "Never",
+                     "containers": [{"name": "main", "image": "busybox"}]}}
+    code, _ = services.api(port, "POST", "/api/v1/namespaces/default/pods", body)
+    assert code == 201, code
+
+    def phase():
+        code, obj = services.api(port, "GET", "/api/v1/namespaces/default/pods/through-outage")
+        return obj.get("status", {}).get("phase") if code == 200 else None
+
+    wait_until(lambda: phase() == "Running", 15, "Running before the outage")
+    services.stop(server)
+    time.sleep(8)  # the pod ends meanwhile (3 s); its writes fail for about 5 s
+    server = api_server()
+    wait_until(lambda: phase() == "Succeeded", 15, "Succeeded after the outage")
+    assert sim.poll() is None, open(err).read()[-2000:]
+    services.stop(sim)
+    services.stop(server)
+
+
 def test_delete_nodes_on_exit():
     p, err = start_ksim("--nodes=2", "--name-prefix=gone-", "--delete-nodes-on-exit", "--quiet", expect=2)
     assert {"gone-0", "gone-1"} <= {n.metadata.name for n in API.list_node().items}
