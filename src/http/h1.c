@@ -222,7 +222,7 @@ static void schedule_release(struct h1_server *s) {
 
 /* c waits for its output to drain: not read, its next request not served. */
 void h1_hold(struct h1_conn *c) {
-    if (!c->held) c->held = true, c->srv->held++;
+    if (!c->held) c->held = true, c->srv->held++, c->srv->held_total++;
     if (c->reading && c->state != S_H2) { /* HTTP/2 must still read: the client's window updates */
         uv_read_stop(&c->io.stream);
         c->reading = false;

@@ -74,6 +74,7 @@ struct h1_server {
     size_t output;          /* every connection's out + wbuf bytes (their counted) */
     size_t output_peak, conn_output_peak;
     unsigned held;          /* connections held for their output */
+    uint64_t held_total;    /* times a connection was held */
     struct http_conn_bounds conns_open; /* open connections, in all and per client address */
     bool release;           /* output drained: release_held at the end of the turn */
     int open;               /* handles whose close has not completed */

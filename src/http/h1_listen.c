@@ -256,6 +256,7 @@ int h1_server_port(const struct h1_server *s) { return s->port; }
 void h1_server_stats(const struct h1_server *s, struct http_server_stats *out) {
     *out = (struct http_server_stats){.output = s->output, .output_peak = s->output_peak,
                                       .conn_output_peak = s->conn_output_peak, .held = s->held,
+                                      .held_total = s->held_total,
                                       .connections = s->conns_open.open, .refused = s->conns_open.refused};
 }
 

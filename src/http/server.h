@@ -140,6 +140,7 @@ struct http_server_stats {
     size_t output_peak;      /* the most output has been */
     size_t conn_output_peak; /* the most one connection has had unsent */
     unsigned held;           /* connections not read because of their output */
+    uint64_t held_total;     /* times a connection began to be held, since the start */
     unsigned connections;    /* open network connections (an HTTP/2 one once) */
     uint64_t refused;        /* connections turned away by max_conns or max_conns_per_client */
 };

@@ -123,9 +123,10 @@ static void echo_handler(void *ud, const struct http_request *req, struct http_r
         struct http_server_stats st;
         http_server_stats(s->http, &st);
         json_decref(o);
-        o = json_pack("{s:I, s:I, s:I, s:i, s:i, s:I}", "output", (json_int_t)st.output, "outputPeak",
+        o = json_pack("{s:I, s:I, s:I, s:i, s:I, s:i, s:I}", "output", (json_int_t)st.output, "outputPeak",
                       (json_int_t)st.output_peak, "connOutputPeak", (json_int_t)st.conn_output_peak, "held",
-                      (int)st.held, "connections", (int)st.connections, "refused", (json_int_t)st.refused);
+                      (int)st.held, "heldTotal", (json_int_t)st.held_total, "connections", (int)st.connections,
+                      "refused", (json_int_t)st.refused);
     }
     if (!strcmp(req->path, "/big")) { /* a large response */
         size_t n = 5u << 20;
