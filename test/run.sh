@@ -2,18 +2,32 @@
 # Runs every test suite, each of which prints a line "SUITE: N passed, N failed".
 # A suite that exits non-zero without such a line (a crash) counts as one failure.
 # Ends with the single line "N passed, N failed" summing all suites.
+#
+# Suites run TEST_JOBS at a time (default 2): the unit and integration tests,
+# the fuzz targets' replays and the e2e suites. Each e2e suite starts its own
+# services on free loopback ports in its own temporary folders, and spends
+# most of its time waiting on them. A suite's output is printed whole when it
+# ends, with the seconds it took. TEST_JOBS=1 runs them one by one, printing
+# as they go.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+jobs_max=${TEST_JOBS:-2}
+[[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: TEST_JOBS must be a positive number" >&2; exit 2; }
+
 total_pass=0
 total_fail=0
-run_suite() {
-  local name=$1; shift
-  local out rc line p f
-  out=$(mktemp)
-  echo "== $name"
-  "$@" 2>&1 | tee "$out"
-  rc=${PIPESTATUS[0]}
+launched=0
+accounted=0
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+t_start=$SECONDS
+
+# account NAME OUTFILE RC SECONDS: adds the suite's summary line to the totals
+account() {
+  local name=$1 out=$2 rc=$3 secs=$4 line p f
   line=$(grep -E '^[a-z0-9_-]+: [0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
   if [ -n "$line" ]; then
     p=$(sed -E 's/^[^:]+: ([0-9]+) passed, ([0-9]+) failed.*/\1/' <<<"$line")
@@ -23,31 +37,78 @@ run_suite() {
     p=0; f=1
     echo "$name: suite exited $rc without a summary line"
   fi
+  echo "-- $name: ${secs} s"
   total_pass=$((total_pass + p))
   total_fail=$((total_fail + f))
-  rm -f "$out"
+  accounted=$((accounted + 1))
 }
 
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+declare -A running_name=() running_t0=()
+nrunning=0
+# finish_one: waits for any running suite, prints its output and counts it
+finish_one() {
+  local pid rc name
+  wait -n -p pid "${!running_name[@]}"
+  rc=$?
+  if [ -z "${pid:-}" ] || [ -z "${running_name[$pid]:-}" ]; then # cannot happen: every job is ours
+    echo "run.sh: lost track of the running suites (wait: $rc)"
+    total_fail=$((total_fail + 1))
+    nrunning=0
+    return
+  fi
+  name=${running_name[$pid]}
+  echo "== $name"
+  cat "$work/$name.out"
+  account "$name" "$work/$name.out" "$rc" $((SECONDS - running_t0[$pid]))
+  unset "running_name[$pid]" "running_t0[$pid]"
+  nrunning=$((nrunning - 1))
+}
 
-run_suite unit build/asan/unit
+# suite NAME CMD...: runs it, or starts it once fewer than TEST_JOBS run
+suite() {
+  local name=$1 t0=$SECONDS rc; shift
+  launched=$((launched + 1))
+  if [ "$jobs_max" -eq 1 ]; then
+    echo "== $name"
+    "$@" 2>&1 </dev/null | tee "$work/$name.out"
+    rc=${PIPESTATUS[0]}
+    account "$name" "$work/$name.out" "$rc" $((SECONDS - t0))
+    return
+  fi
+  while [ "$nrunning" -ge "$jobs_max" ]; do finish_one; done
+  # a script's background job starts with SIGINT and SIGQUIT ignored: give
+  # the suite the defaults it would have in the foreground
+  env --default-signal=INT,QUIT "$@" >"$work/$name.out" 2>&1 </dev/null &
+  running_name[$!]=$name
+  running_t0[$!]=$SECONDS
+  nrunning=$((nrunning + 1))
+}
+
+# the longest first, so the pool ends level
 if [ -x build/asan/integ ] && ls test/integ/*.c >/dev/null 2>&1; then
-  TEST_SUITE=integ run_suite integ build/asan/integ
+  suite integ env TEST_SUITE=integ build/asan/integ
 fi
+suite unit build/asan/unit
+for t in test/e2e/test_*.py; do
+  [ -e "$t" ] || continue
+  # a test may name its interpreter (Debian's python3 has python3-kubernetes)
+  interp=$(head -n 1 "$t" | sed -n 's/^#!//p')
+  suite "$(basename "$t" .py)" ${interp:-python3} "$t"
+done
 # The fuzz targets' replays: the Makefile's list (make test passes it; run
 # alone, the script reads it from the Makefile), so a new target is named once.
 FUZZ_TARGETS=${FUZZ_TARGETS:-$(sed -n 's/^FUZZ_TARGETS := //p' Makefile)}
 [ -n "$FUZZ_TARGETS" ] || { echo "run.sh: no FUZZ_TARGETS in the Makefile" >&2; exit 1; }
 for t in $FUZZ_TARGETS; do
-  FUZZ_NAME=fuzz-$t run_suite "fuzz-$t" build/asan/fuzz-$t fuzz/corpus/$t/*
+  suite "fuzz-$t" env FUZZ_NAME=fuzz-$t build/asan/fuzz-$t fuzz/corpus/$t/*
 done
-for t in test/e2e/test_*.py; do
-  [ -e "$t" ] || continue
-  # a test may name its interpreter (Debian's python3 has python3-kubernetes)
-  interp=$(head -n 1 "$t" | sed -n 's/^#!//p')
-  run_suite "$(basename "$t" .py)" ${interp:-python3} "$t"
-done
+while [ "$nrunning" -gt 0 ]; do finish_one; done
 
+# a runner that lost a suite (a bug here) must not pass quietly
+if [ "$accounted" -ne "$launched" ]; then
+  echo "run.sh: $launched suites started but $accounted accounted for"
+  total_fail=$((total_fail + 1))
+fi
+echo "-- all suites: $((SECONDS - t_start)) s"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

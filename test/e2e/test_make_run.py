@@ -58,6 +58,9 @@ def test_make_run_on_a_terminal_and_ctrl_c():
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir(ROOT)
+        # as on a user's terminal: a test run in the background (test/run.sh
+        # runs suites side by side) inherits SIGINT ignored, which exec keeps
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.execvpe("bash", ["bash", "-c", 'make -s run; echo "MAKE_RC=$?"'], env)
     try:
         out = read_until(fd, "Ctrl-C stops", 180).decode(errors="replace")
