@@ -67,3 +67,19 @@ TEST(native_svc_list_items) {
     CHECK(!has_items(404, "{\"items\":[]}"));
     CHECK(!has_items(0, ""));
 }
+
+/* One mapping of API-server answers to gRPC codes for every service. */
+TEST(native_svc_status_codes) {
+    CHECK(svc_status_code(0) == NC_UNAVAILABLE);
+    CHECK(svc_status_code(400) == NC_INVALID_ARGUMENT);
+    CHECK(svc_status_code(422) == NC_INVALID_ARGUMENT);
+    CHECK(svc_status_code(401) == NC_UNAUTHENTICATED);
+    CHECK(svc_status_code(403) == NC_PERMISSION_DENIED);
+    CHECK(svc_status_code(404) == NC_NOT_FOUND);
+    CHECK(svc_status_code(409) == NC_ABORTED);
+    CHECK(svc_status_code(429) == NC_RESOURCE_EXHAUSTED);
+    CHECK(svc_status_code(503) == NC_UNAVAILABLE);
+    CHECK(svc_status_code(504) == NC_DEADLINE_EXCEEDED);
+    CHECK(svc_status_code(500) == NC_INTERNAL);
+    CHECK(svc_status_code(201) == NC_INTERNAL); /* an answer the mapping did not expect */
+}
