@@ -32,8 +32,7 @@ static bool is_daemon(const json_t *job) {
     return t && !strcmp(t, "DAEMON");
 }
 
-/* The count a stopped Job starts again with; -1 when it is not stopped. */
-static long long stopped_count(const json_t *job) {
+long long svc_job_stopped_count(const json_t *job) {
     const char *s = svc_job_annotation(job, SVC_A_STOPPED);
     return s ? strtoll(s, NULL, 10) : -1;
 }
@@ -77,7 +76,7 @@ int svc_job_config_plan(const json_t *job, const json_t *cfg, json_t **put, char
     }
     *put = svc_job_merge(job, fresh);
     json_decref(fresh);
-    long long stopped = stopped_count(job);
+    long long stopped = svc_job_stopped_count(job);
     if (stopped >= 0) { /* a stopped job keeps 0 instances; the new count is the one Start restores */
         char v[32];
         snprintf(v, sizeof v, "%lld", (long long)svc_job_instances(*put));
@@ -102,7 +101,7 @@ static json_t *update_done(struct svc_jw *w, const json_t *stored) {
 }
 
 static const struct svc_jw_ops update_ops = {&peloton__api__v0__job__update_response__descriptor, update_not_found,
-                                             update_plan, update_done};
+                                             update_plan, update_done, 0};
 
 /* ---------------------------------------------------------------- Stop, Start */
 
@@ -113,7 +112,7 @@ static int stop_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t *
                          "job %.128s is a DAEMON job (one instance per host): stopping it is not supported here", w->id);
         return -1;
     }
-    if (stopped_count(job) >= 0) return 0; /* stopped already */
+    if (svc_job_stopped_count(job) >= 0) return 0; /* stopped already */
     uint32_t n = svc_job_instances(job);
     json_t *inst = ranges_of(w, n);
     if (!inst) return -1;
@@ -125,18 +124,30 @@ static int stop_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t *
                          "job (no ranges)", k, n);
         return -1;
     }
-    char v[32];
-    snprintf(v, sizeof v, "%u", n);
-    *put = json_deep_copy(job);
-    svc_job_annotate(*put, SVC_A_STOPPED, v);
-    json_object_set_new(json_object_get(*put, "spec"), "instanceCount", json_integer(0));
+    *put = svc_job_stop(job);
     (void)reply;
     return 0;
 }
 
+json_t *svc_job_stop(const json_t *job) {
+    char v[32];
+    snprintf(v, sizeof v, "%u", svc_job_instances(job));
+    json_t *out = json_deep_copy(job);
+    svc_job_annotate(out, SVC_A_STOPPED, v);
+    json_object_set_new(json_object_get(out, "spec"), "instanceCount", json_integer(0));
+    return out;
+}
+
+json_t *svc_job_start(const json_t *job) {
+    json_t *out = json_deep_copy(job);
+    svc_job_annotate(out, SVC_A_STOPPED, NULL);
+    json_object_set_new(json_object_get(out, "spec"), "instanceCount", json_integer(svc_job_stopped_count(job)));
+    return out;
+}
+
 static int start_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t **reply) {
     if (svc_jw_check_version(w, json_object_get(w->req, "resourceVersion"))) return -1;
-    long long n = stopped_count(job);
+    long long n = svc_job_stopped_count(job);
     if (n < 0) return 0; /* running already */
     json_t *inst = ranges_of(w, (uint32_t)n);
     if (!inst) return -1;
@@ -147,9 +158,7 @@ static int start_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t 
                          "starting %zu of the %lld instances of a stopped job: start the whole job (no ranges)", k, n);
         return -1;
     }
-    *put = json_deep_copy(job);
-    svc_job_annotate(*put, SVC_A_STOPPED, NULL);
-    json_object_set_new(json_object_get(*put, "spec"), "instanceCount", json_integer(n));
+    *put = svc_job_start(job);
     (void)reply;
     return 0;
 }
@@ -161,9 +170,9 @@ static json_t *version_done(struct svc_jw *w, const json_t *stored) {
 }
 
 static const struct svc_jw_ops stop_ops = {&peloton__api__v0__job__stop_response__descriptor, NULL, stop_plan,
-                                           version_done};
+                                           version_done, 0};
 static const struct svc_jw_ops start_ops = {&peloton__api__v0__job__start_response__descriptor, NULL, start_plan,
-                                            version_done};
+                                            version_done, 0};
 
 /* ---------------------------------------------------------------- Restart */
 
@@ -190,13 +199,14 @@ int svc_job_rolling_restart(const json_t *job, uint32_t batch, json_t **put) {
 
 static int restart_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t **reply) {
     if (svc_jw_check_version(w, json_object_get(w->req, "resourceVersion"))) return -1;
-    if (stopped_count(job) >= 0) {
+    if (svc_job_stopped_count(job) >= 0) {
         native_call_fail(w->base.call, NC_FAILED_PRECONDITION, "job %.128s is stopped: Start it", w->id);
         return -1;
     }
     uint32_t n = svc_job_instances(job);
     json_t *inst = ranges_of(w, n);
     if (!inst) return -1;
+    w->arg = 0; /* 1: a rolling restart (an UpdateID to answer) */
     if (is_service(job) && json_array_size(inst) == n) { /* every instance: a rolling restart */
         json_decref(inst);
         json_int_t b = json_integer_value(json_object_get(json_object_get(w->req, "restartConfig"), "batchSize"));
@@ -209,7 +219,7 @@ static int restart_plan(struct svc_jw *w, const json_t *job, json_t **put, json_
 }
 
 static const struct svc_jw_ops restart_ops = {&peloton__api__v0__job__restart_response__descriptor, NULL,
-                                              restart_plan, version_done};
+                                              restart_plan, version_done, 0};
 
 /* ---------------------------------------------------------------- Refresh, GetCache */
 
@@ -233,9 +243,9 @@ static json_t *no_done(struct svc_jw *w, const json_t *stored) {
 }
 
 static const struct svc_jw_ops refresh_ops = {&peloton__api__v0__job__refresh_response__descriptor, NULL,
-                                              refresh_plan, no_done};
+                                              refresh_plan, no_done, 0};
 static const struct svc_jw_ops cache_ops = {&peloton__api__v0__job__get_cache_response__descriptor, NULL, cache_plan,
-                                            no_done};
+                                            no_done, 0};
 
 /* ---------------------------------------------------------------- GetActiveJobs */
 

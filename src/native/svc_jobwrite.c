@@ -260,6 +260,7 @@ void svc_jw_start(struct kclient *kc, struct native_call *call, const struct svc
         return;
     }
     w->ops = ops;
+    w->arg = ops->arg;
     w->req = req;
     snprintf(w->id, sizeof w->id, "%s", id ? id : "");
     svc_op_request(&w->base, "GET", SVC_JOBS_PATH, NULL, on_jobs);

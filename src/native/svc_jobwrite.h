@@ -43,6 +43,7 @@ struct svc_jw_ops {
     json_t *(*not_found)(const char *id);
     int (*plan)(struct svc_jw *w, const json_t *job, json_t **put, json_t **reply);
     json_t *(*done)(struct svc_jw *w, const json_t *stored);
+    uint64_t arg; /* the method's own constant, w->arg's first value */
 };
 
 struct svc_jw {
@@ -93,6 +94,12 @@ int svc_jw_check_version(struct svc_jw *w, const json_t *v);
  * the update strategy's batch size, the next UpdateID; the Job in *put. */
 int svc_job_config_plan(const json_t *job, const json_t *cfg, json_t **put, char *err, size_t errlen);
 int svc_job_rolling_restart(const json_t *job, uint32_t batch, json_t **put);
+/* Stop and Start (docs/native-api.md): the count a stopped Job starts again
+ * with (-1: not stopped); the Job stopped (instanceCount 0, the count kept
+ * in SVC_A_STOPPED) and started again, new. */
+long long svc_job_stopped_count(const json_t *job);
+json_t *svc_job_stop(const json_t *job);
+json_t *svc_job_start(const json_t *job);
 
 /* The instances named by ranges (a JSON array of InstanceRange, [from, to))
  * of a job with n instances, as a new JSON array; none given: all. NULL with
