@@ -381,6 +381,25 @@ def test_batch_instances_restarted():
     jm("Delete", job.DeleteRequest(id=pb.JobID(value=jid)), job.DeleteResponse)
 
 
+def test_api_server_refusals_map_alike():
+    # one mapping for every service: the API server's 403 (a pool being deleted admits no new Job) is
+    # PERMISSION_DENIED for the JobManager as for the ResourceManager
+    rpg.ResourceManagerStub(CH).CreateResourcePool(rp.CreateRequest(config=rp.ResourcePoolConfig(
+        name="doomed", parent=pb.ResourcePoolID(value="root"),
+        resources=[rp.ResourceConfig(kind="cpu", reservation=1, limit=2, share=1),
+                   rp.ResourceConfig(kind="memory", reservation=1024, limit=2048, share=1)])), timeout=20)
+    holder = config("holder", 1, "h", kind=job.BATCH, run=120, cpu=0.1)
+    holder.respoolID.value = "doomed"
+    jid = jm("Create", job.CreateRequest(config=holder), job.CreateResponse).jobId.value
+    wait_until(lambda: live_tags("holder") == {"h": 1}, 30, "holder running")
+    kubectl("delete", "rp", "doomed", "--wait=false")
+    late = config("late", 1, "l", kind=job.BATCH, cpu=0.1)
+    late.respoolID.value = "doomed"
+    code, msg = status_of(lambda: jm("Create", job.CreateRequest(config=late), job.CreateResponse))
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "being deleted" in msg, (code, msg)
+    jm("Delete", job.DeleteRequest(id=pb.JobID(value=jid)), job.DeleteResponse)
+
+
 def test_exit_clean_under_asan():
     assert PROC.poll() is None, open(LOG).read()[-3000:]
     CH.close()
