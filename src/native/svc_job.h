@@ -1,5 +1,6 @@
 /* v0 peloton.api.job.JobManager served over Job objects (jobs.peloton.io,
- * namespaced): Create, Get, Query and Delete, each translated into requests
+ * namespaced): Create, Get, Query and Delete here, the writes and cache
+ * methods in svc_job_ctl.c, each translated into requests
  * to the Kubernetes API (kclient); the job manager role then runs the Job
  * like one applied with kubectl. Mapping (docs/native-api.md): a JobID is
  * the Job's metadata.uid, or the id the client gave at Create (kept in the
