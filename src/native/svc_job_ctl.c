@@ -47,6 +47,20 @@ static json_t *ranges_of(struct svc_jw *w, uint32_t n) {
     return all;
 }
 
+/* How many instances req's "ranges" name among n (none given: n, without
+ * listing them); -1 after failing the call. */
+static int count_named(struct svc_jw *w, uint32_t n, size_t *k) {
+    if (!json_array_size(json_object_get(w->req, "ranges"))) {
+        *k = n;
+        return 0;
+    }
+    json_t *inst = ranges_of(w, n);
+    if (!inst) return -1;
+    *k = json_array_size(inst);
+    json_decref(inst);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- Update */
 
 static json_t *update_error(const char *member, const char *id, const char *msg) {
@@ -114,10 +128,8 @@ static int stop_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t *
     }
     if (svc_job_stopped_count(job) >= 0) return 0; /* stopped already */
     uint32_t n = svc_job_instances(job);
-    json_t *inst = ranges_of(w, n);
-    if (!inst) return -1;
-    size_t k = json_array_size(inst);
-    json_decref(inst);
+    size_t k;
+    if (count_named(w, n, &k)) return -1;
     if (k != n) {
         native_call_fail(w->base.call, NC_UNIMPLEMENTED,
                          "stopping %zu of the %u instances: a Job object has no per-instance stop yet; stop the whole "
@@ -149,10 +161,8 @@ static int start_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t 
     if (svc_jw_check_version(w, json_object_get(w->req, "resourceVersion"))) return -1;
     long long n = svc_job_stopped_count(job);
     if (n < 0) return 0; /* running already */
-    json_t *inst = ranges_of(w, (uint32_t)n);
-    if (!inst) return -1;
-    size_t k = json_array_size(inst);
-    json_decref(inst);
+    size_t k;
+    if (count_named(w, (uint32_t)n, &k)) return -1;
     if (k != (size_t)n) {
         native_call_fail(w->base.call, NC_UNIMPLEMENTED,
                          "starting %zu of the %lld instances of a stopped job: start the whole job (no ranges)", k, n);
@@ -204,15 +214,17 @@ static int restart_plan(struct svc_jw *w, const json_t *job, json_t **put, json_
         return -1;
     }
     uint32_t n = svc_job_instances(job);
-    json_t *inst = ranges_of(w, n);
-    if (!inst) return -1;
+    size_t k;
+    if (count_named(w, n, &k)) return -1;
     w->arg = 0; /* 1: a rolling restart (an UpdateID to answer) */
-    if (is_service(job) && json_array_size(inst) == n) { /* every instance: a rolling restart */
-        json_decref(inst);
+    if (is_service(job) && k == n) { /* every instance: a rolling restart */
         json_int_t b = json_integer_value(json_object_get(json_object_get(w->req, "restartConfig"), "batchSize"));
         w->arg = 1;
         return svc_job_rolling_restart(job, b > 0 && b <= UINT32_MAX ? (uint32_t)b : 0, put);
     }
+    json_t *inst = ranges_of(w, n);
+    if (!inst) return -1;
+    json_decref(w->del);
     w->del = inst; /* a new run of each */
     (void)reply;
     return 0;

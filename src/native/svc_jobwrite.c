@@ -142,23 +142,29 @@ static void on_pods(void *ud, const struct kc_response *r) {
         svc_op_free(&w->base);
         return;
     }
-    w->deleted = json_array();
-    w->tries = 0;
+    /* the instances asked for, as a bitmap: one look-up per pod */
+    json_int_t top = 0;
     size_t i;
     const json_t *p;
+    json_array_foreach(w->del, i, p) if (json_integer_value(p) >= top) top = json_integer_value(p) + 1;
+    char *want = calloc((size_t)top + 1, 1);
+    if (!want) {
+        native_call_fail(w->base.call, NC_INTERNAL, "out of memory");
+        svc_op_free(&w->base);
+        return;
+    }
+    json_array_foreach(w->del, i, p) want[json_integer_value(p)] = 1;
+    w->deleted = json_array();
+    w->tries = 0;
     json_array_foreach(items, i, p) {
         const json_t *md = json_object_get(p, "metadata");
         const char *inst = svc_jstr(json_object_get(md, "labels"), PL_INSTANCE);
-        if (!inst || json_object_get(md, "deletionTimestamp")) continue;
-        size_t k;
-        const json_t *want;
-        bool hit = false;
-        json_array_foreach(w->del, k, want) hit |= json_integer_value(want) == strtoll(inst, NULL, 10);
-        if (!hit) continue;
+        long long k = inst ? strtoll(inst, NULL, 10) : -1;
+        if (k < 0 || k >= top || !want[k] || json_object_get(md, "deletionTimestamp")) continue;
         char path[512];
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", svc_jstr(md, "namespace") ?: "default",
                  svc_jstr(md, "name") ?: "");
-        json_array_append_new(w->deleted, json_integer(strtoll(inst, NULL, 10)));
+        json_array_append_new(w->deleted, json_integer(k));
         w->pending++;
         if (kclient_request(w->base.kc, "DELETE", path, NULL, NULL, on_pod_deleted, w)) {
             w->pending--;
@@ -167,6 +173,7 @@ static void on_pods(void *ud, const struct kc_response *r) {
             break;
         }
     }
+    free(want);
     if (w->pending) return;
     if (w->tries == -1) svc_op_free(&w->base);
     else finish(w, NULL);
