@@ -15,6 +15,7 @@
 #include "pbjson.h"
 #include "peloton/api/v0/job/job.pb-c.h"
 #include "svc_common.h"
+#include "svc_jobwrite.h"
 
 #define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
 #define NS_JOBS_PATH "/apis/peloton.io/v1alpha1/namespaces/" NATIVE_JOB_NAMESPACE "/jobs"
@@ -367,8 +368,13 @@ static bool is_job_state(const char *s) {
 static json_t *runtime_json(const json_t *job, const char *ptype) {
     const json_t *md = json_object_get(job, "metadata"), *st = json_object_get(job, "status");
     const char *state = jstr(st, "state");
-    json_t *rt = json_pack("{s:s,s:s}", "state", is_job_state(state) ? state : "INITIALIZED", "goalState",
-                           !strcmp(ptype, "BATCH") ? "SUCCEEDED" : "RUNNING");
+    if (!is_job_state(state)) state = "INITIALIZED";
+    const char *goal = !strcmp(ptype, "BATCH") ? "SUCCEEDED" : "RUNNING";
+    if (ann(job, SVC_A_STOPPED)) { /* Stop (svc_job_ctl.c): scaled to 0, so KILLING until no instance is left */
+        goal = "KILLED";
+        state = !strcmp(state, "INITIALIZED") ? "KILLED" : "KILLING";
+    }
+    json_t *rt = json_pack("{s:s,s:s}", "state", state, "goalState", goal);
     if (jstr(md, "creationTimestamp")) json_object_set_new(rt, "creationTime", json_string(jstr(md, "creationTimestamp")));
     json_int_t gen = json_integer_value(json_object_get(md, "generation"));
     char v[32];

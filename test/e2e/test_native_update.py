@@ -206,6 +206,33 @@ def test_update_rolled_back_then_one_aborted():
     WEB["u3"] = uid
 
 
+def kjob(tag, paused=False):
+    return json.dumps({"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": "kweb", "namespace": "default"},
+                       "spec": {"type": "STATELESS", "resourcePool": "apps", "instanceCount": 2,
+                                "updateStrategy": {"batchSize": 1, "minReadySeconds": 1, "paused": paused},
+                                "template": {"metadata": {"annotations": {"tag": tag}},
+                                             "spec": {"containers": [{"name": "c", "image": "nginx:1",
+                                                                      "resources": {"requests": {"cpu": "100m"}}}]}}}})
+
+
+def test_kubectl_update_driven_natively():
+    kubectl("apply", "-f", "-", stdin=kjob("k1"))
+    wait_until(lambda: live_tags("kweb") == {"k1": 2}, 30, "kweb running")
+    jid = jid_of("kweb")
+    kubectl("apply", "-f", "-", stdin=kjob("k2", paused=True))  # a new template, the update paused
+
+    def listed():
+        lst = um("ListUpdates", us.ListUpdatesRequest(jobID=pb.JobID(value=jid)), us.ListUpdatesResponse)
+        return [u for u in lst.updateInfo if u.status.state == upd.PAUSED]
+    u = wait_until(listed, 20, "kubectl's update listed PAUSED")[0]
+    assert u.updateId.value == f"{jid}-0" and u.config.batchSize == 1 and u.config.startPaused, u
+    um("ResumeUpdate", us.ResumeUpdateRequest(updateId=u.updateId), us.ResumeUpdateResponse)
+    assert job_obj("kweb")["spec"]["updateStrategy"]["paused"] is False
+    wait_until(lambda: ustate(u.updateId.value) == upd.SUCCEEDED, 30, "kubectl's update SUCCEEDED", every=0.3)
+    assert live_tags("kweb") == {"k2": 2}, live_tags("kweb")
+    kubectl("delete", "pj", "kweb", "--wait=false")
+
+
 def test_update_bad_input():
     code, msg = status_of(lambda: ustate("nonsense"))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "updateId" in msg, (code, msg)
@@ -264,11 +291,17 @@ def test_job_update_stop_start_restart():
     assert obj["spec"]["instanceCount"] == 0 and obj["metadata"]["annotations"]["peloton.io/stopped-instance-count"] == "5"
     assert s.resourceVersion == obj["metadata"]["generation"], (s, obj["metadata"])
     wait_until(lambda: not pods("web"), 30, "web's pods gone")
+    rt = wait_until(lambda: (lambda g: g.jobInfo.runtime.state == job.KILLED and g.jobInfo.runtime)(
+        jm("Get", job.GetRequest(id=pb.JobID(value=jid)), job.GetResponse)), 20, "web KILLED")
+    assert rt.goalState == job.KILLED, rt
+    q = jm("Query", job.QueryRequest(spec=job.QuerySpec(jobStates=[job.KILLED])), job.QueryResponse)
+    assert [s.name for s in q.results] == ["web"], q
     code, msg = status_of(lambda: jm("Start", job.StartRequest(id=pb.JobID(value=jid), resourceVersion=1),
                                      job.StartResponse))
     assert code == grpc.StatusCode.ABORTED, (code, msg)
     jm("Start", job.StartRequest(id=pb.JobID(value=jid), resourceVersion=s.resourceVersion), job.StartResponse)
     wait_until(lambda: live_tags("web") == {"v2": 5}, 30, "web back")
+    assert jm("Get", job.GetRequest(id=pb.JobID(value=jid)), job.GetResponse).jobInfo.runtime.goalState == job.RUNNING
     assert "peloton.io/stopped-instance-count" not in job_obj("web")["metadata"]["annotations"]
     # Restart: a rolling restart, an update of its own
     before = {p["metadata"]["uid"] for p in pods("web")}
