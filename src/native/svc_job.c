@@ -272,11 +272,18 @@ json_t *svc_job_merge(const json_t *cur, const json_t *fresh) {
     json_t *v;
     json_object_foreach(json_object_get(json_object_get(fresh, "metadata"), "annotations"), k, v)
         if (strcmp(k, A_JOB_ID)) json_object_set(ann, k, v);
+    /* a rolling restart's mark stays: it is no part of the config, and the template would change without it */
+    const json_t *mark = json_object_get(json_object_get(json_object_get(json_object_get(spec, "template"), "metadata"),
+                                                         "annotations"), SVC_A_RESTART);
+    if (mark) json_incref((json_t *)mark);
     for (size_t i = 0; i < sizeof spec_keys / sizeof spec_keys[0]; i++) {
         json_t *fv = json_object_get(fspec, spec_keys[i]);
-        if (fv) json_object_set(spec, spec_keys[i], fv);
+        if (fv) json_object_set_new(spec, spec_keys[i], json_deep_copy(fv));
         else json_object_del(spec, spec_keys[i]);
     }
+    json_t *tann = json_object_get(json_object_get(json_object_get(spec, "template"), "metadata"), "annotations");
+    if (mark && json_is_object(tann)) json_object_set(tann, SVC_A_RESTART, (json_t *)mark);
+    json_decref((json_t *)mark);
     return out;
 }
 
@@ -311,7 +318,7 @@ json_t *svc_job_task_config(const json_t *spec) {
     const json_t *v;
     json_t *labels = json_array();
     json_object_foreach(json_object_get(json_object_get(tpl, "metadata"), "annotations"), k, v)
-        if (json_is_string(v) && strcmp(k, A_TASK_NAME) && strcmp(k, A_FD_LIMIT))
+        if (json_is_string(v) && strcmp(k, A_TASK_NAME) && strcmp(k, A_FD_LIMIT) && strcmp(k, SVC_A_RESTART))
             json_array_append_new(labels, json_pack("{s:s,s:O}", "key", k, "value", v));
     if (json_array_size(labels)) json_object_set_new(tc, "labels", labels);
     else json_decref(labels);

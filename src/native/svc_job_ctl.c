@@ -90,6 +90,12 @@ int svc_job_config_plan(const json_t *job, const json_t *cfg, json_t **put, char
     }
     *put = svc_job_merge(job, fresh);
     json_decref(fresh);
+    const json_t *was = json_object_get(json_object_get(job, "spec"), "template");
+    if (is_service(job) && !json_equal((json_t *)was, json_object_get(json_object_get(*put, "spec"), "template"))) {
+        char uid[256]; /* a new template: the planner rolls it, an update of its own */
+        svc_next_update_id(job, uid, sizeof uid);
+        svc_job_annotate(*put, SVC_A_UPDATE_ID, uid);
+    }
     long long stopped = svc_job_stopped_count(job);
     if (stopped >= 0) { /* a stopped job keeps 0 instances; the new count is the one Start restores */
         char v[32];

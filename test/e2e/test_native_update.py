@@ -312,6 +312,14 @@ def test_job_update_stop_start_restart():
     wait_until(lambda: ustate(r.updateID.value) == upd.SUCCEEDED, 45, "the restart SUCCEEDED", every=0.3)
     wait_until(lambda: live_tags("web") == {"v2": 5}, 20, "web running after the restart")
     assert not before & {p["metadata"]["uid"] for p in pods("web") if p["status"].get("phase") == "Running"}
+    # the restart's mark is no part of the config, and an Update that changes no template starts no update
+    g = jm("Get", job.GetRequest(id=pb.JobID(value=jid)), job.GetResponse)
+    assert "peloton.io/restart" not in [lb.key for lb in g.jobInfo.config.defaultConfig.labels], g.jobInfo.config
+    cfg = config("web", 5, "v2")
+    cfg.changeLog.version = g.jobInfo.config.changeLog.version
+    jm("Update", job.UpdateRequest(id=pb.JobID(value=jid), config=cfg), job.UpdateResponse)
+    lst = um("ListUpdates", us.ListUpdatesRequest(jobID=pb.JobID(value=jid)), us.ListUpdatesResponse)
+    assert [u.updateId.value for u in lst.updateInfo] == [r.updateID.value], lst
     # bad ranges
     code, msg = status_of(lambda: jm("Restart", job.RestartRequest(
         id=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 3, "to": 1})]), job.RestartResponse))
