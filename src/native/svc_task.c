@@ -125,14 +125,10 @@ static bool in_list(const json_t *arr, const char *s) {
     return false;
 }
 
-static void events_of(struct task_call *op, const json_t *pods_list);
+static bool events_of(struct task_call *op, const json_t *pods_list);
 
 static void answer(struct task_call *op, const json_t *pods_list) {
     const json_t *job = op->job;
-    if (op->kind == OP_EVENTS) {
-        events_of(op, pods_list);
-        return;
-    }
     uint32_t n = instance_count(job);
     json_t *config = svc_job_task_config(json_object_get(job, "spec"));
     if (op->kind == OP_GET) {
@@ -216,10 +212,9 @@ static void on_pods(void *ud, const struct kc_response *r) {
     struct task_call *op = ud;
     const json_t *items = svc_list_items(r);
     if (!items) svc_fail_status(op->base.call, r);
-    else {
-        answer(op, items);
-        if (op->kind == OP_EVENTS && op->pods) return; /* on to the Events */
-    }
+    else if (op->kind == OP_EVENTS) {
+        if (events_of(op, items)) return; /* on to the Events: op lives on there, or is freed */
+    } else answer(op, items);
     svc_op_free(&op->base);
 }
 
@@ -292,15 +287,17 @@ static void on_events(void *ud, const struct kc_response *r) {
     svc_op_free(&op->base);
 }
 
-/* The instance's pods (of run op->run, or all): then their Events. */
-static void events_of(struct task_call *op, const json_t *pods_list) {
+/* The instance's pods (of run op->run, or all), then their Events: true
+ * when op went on to ask for them; false when it answered already (the
+ * caller frees op). */
+static bool events_of(struct task_call *op, const json_t *pods_list) {
     uint32_t n = instance_count(op->job);
     if (op->instance >= n) {
         char msg[128];
         snprintf(msg, sizeof msg, "instance %u is out of range: the job has %u", op->instance, n);
         svc_reply_json(op->base.call, &peloton__api__v0__task__get_pod_events_response__descriptor,
                        json_pack("{s:{s:s}}", "error", "message", msg));
-        return;
+        return false;
     }
     op->pods = json_object();
     size_t k;
@@ -314,7 +311,8 @@ static void events_of(struct task_call *op, const json_t *pods_list) {
     char path[512];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/events?fieldSelector=involvedObject.kind%%3DPod",
              jstr(json_object_get(op->job, "metadata"), "namespace") ?: "default");
-    svc_op_request(&op->base, "GET", path, NULL, on_events); /* op lives on, or is freed */
+    svc_op_request(&op->base, "GET", path, NULL, on_events);
+    return true;
 }
 
 static void on_jobs(void *ud, const struct kc_response *r) {
