@@ -4,7 +4,7 @@
 generated at test time from proto/ and checked with kubectl:
 - v0 UpdateService over a service Job's rolling update: created natively,
   started paused, resumed to success (the pods roll to the new template),
-  rolled back, aborted; pause/resume/rollback on an ended update refused;
+  paused part way and rolled back (the pods roll back), aborted; pause/resume/rollback on an ended update refused;
 - v0 JobManager Update (instance count, with the changeLog.version
   precondition), Stop/Start (the Job scaled to 0 and back), Restart (a
   rolling restart with an UpdateID), Refresh/GetCache/GetActiveJobs;
@@ -180,14 +180,18 @@ def test_update_created_paused_resumed_to_success():
 def test_update_rolled_back_then_one_aborted():
     jid = WEB["id"]
     r = um("CreateUpdate", us.CreateUpdateRequest(jobId=pb.JobID(value=jid), jobConfig=config("web", 4, "v3"),
-                                                  updateConfig=upd.UpdateConfig(batchSize=1, startPaused=True)),
+                                                  updateConfig=upd.UpdateConfig(batchSize=1)),
            us.CreateUpdateResponse)
     uid = r.updateID.value
     assert uid == f"{jid}-2", r
+    # paused once an instance runs v3, then rolled back: the v3 instances return to v2
+    wait_until(lambda: live_tags("web").get("v3"), 20, "an instance on v3", every=0.05)
+    um("PauseUpdate", us.PauseUpdateRequest(updateId=pb.UpdateID(value=uid)), us.PauseUpdateResponse)
     wait_until(lambda: ustate(uid) == upd.PAUSED, 20, "the second update PAUSED")
+    assert 1 <= live_tags("web").get("v3", 0) < 4, live_tags("web")
     um("RollbackUpdate", us.RollbackUpdateRequest(updateId=pb.UpdateID(value=uid)), us.RollbackUpdateResponse)
     wait_until(lambda: ustate(uid) == upd.ROLLED_BACK, 30, "the update ROLLED_BACK", every=0.3)
-    assert live_tags("web") == {"v2": 4}, live_tags("web")
+    wait_until(lambda: live_tags("web") == {"v2": 4}, 20, "every instance back on v2")
     assert "UpdateRolledBack" in kubectl("describe", "pj", "web")
     # the earlier update is no longer the job's
     code, msg = status_of(lambda: ustate(WEB["u1"]))
