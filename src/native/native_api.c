@@ -7,6 +7,7 @@
 #include "svc_job.h"
 #include "svc_respool.h"
 #include "svc_task.h"
+#include "svc_update.h"
 
 struct native_api {
     struct native_registry reg;
@@ -34,7 +35,7 @@ struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const s
     native_registry_init(&a->reg);
     if (!(a->respool = svc_respool_new(kc)) || svc_respool_register(a->respool, &a->reg) ||
         !(a->job = svc_job_new(kc)) || svc_job_register(a->job, &a->reg) || !(a->task = svc_task_new(kc)) ||
-        svc_task_register(a->task, &a->reg)) {
+        svc_task_register(a->task, &a->reg) || svc_update_register(kc, &a->reg)) {
         snprintf(err, errlen, "native: out of memory");
         api_free_parts(a);
         return NULL;

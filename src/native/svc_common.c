@@ -36,9 +36,25 @@ const json_t *svc_list_items(const struct kc_response *r) {
     return json_is_array(items) ? items : NULL;
 }
 
+enum native_code svc_status_code(long http) {
+    switch (http) {
+    case 0: return NC_UNAVAILABLE;
+    case 400: case 422: return NC_INVALID_ARGUMENT;
+    case 401: return NC_UNAUTHENTICATED;
+    case 403: return NC_PERMISSION_DENIED;
+    case 404: return NC_NOT_FOUND;
+    case 409: return NC_ABORTED;
+    case 429: return NC_RESOURCE_EXHAUSTED;
+    case 503: return NC_UNAVAILABLE;
+    case 504: return NC_DEADLINE_EXCEEDED;
+    default: return NC_INTERNAL;
+    }
+}
+
 void svc_fail_status(struct native_call *call, const struct kc_response *r) {
-    if (r->status == 0) native_call_fail(call, NC_UNAVAILABLE, "API server: %s", r->error ? r->error : "no answer");
-    else native_call_fail(call, NC_INTERNAL, "API server answered %ld: %s", r->status, r->error ? r->error : "");
+    enum native_code c = svc_status_code(r->status);
+    if (r->status == 0) native_call_fail(call, c, "API server: %s", r->error ? r->error : "no answer");
+    else native_call_fail(call, c, "API server answered %ld: %s", r->status, r->error ? r->error : "");
 }
 
 void svc_reply_json(struct native_call *call, const ProtobufCMessageDescriptor *desc, json_t *j) {

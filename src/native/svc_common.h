@@ -42,8 +42,16 @@ void svc_op_request(struct svc_op *op, const char *method, const char *path, con
  * for the callback; NULL for any other answer (then fail the call). */
 const json_t *svc_list_items(const struct kc_response *r);
 
-/* Fails call for an answer r the mapping has no Peloton error for: no answer
- * (transport error) is UNAVAILABLE, any status is INTERNAL naming it. */
+/* The gRPC code for an API-server answer with HTTP status http that the
+ * mapping has no Peloton error for, the same in every service: 0 (no
+ * answer) UNAVAILABLE, 400/422 INVALID_ARGUMENT, 401 UNAUTHENTICATED, 403
+ * PERMISSION_DENIED, 404 NOT_FOUND, 409 ABORTED (a write lost a
+ * resourceVersion race), 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504
+ * DEADLINE_EXCEEDED, anything else INTERNAL. */
+enum native_code svc_status_code(long http);
+
+/* Fails call for an answer r the mapping has no Peloton error for, with
+ * svc_status_code(r->status) and the API server's message. */
 void svc_fail_status(struct native_call *call, const struct kc_response *r);
 
 /* Replies on call with the message desc read from j (stolen; NULL means out

@@ -15,6 +15,7 @@
 #include "pbjson.h"
 #include "peloton/api/v0/job/job.pb-c.h"
 #include "svc_common.h"
+#include "svc_jobwrite.h"
 
 #define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
 #define NS_JOBS_PATH "/apis/peloton.io/v1alpha1/namespaces/" NATIVE_JOB_NAMESPACE "/jobs"
@@ -184,8 +185,7 @@ bad:
     return NULL;
 }
 
-/* The Job object for a CreateRequest's config (JSON), id (may be ""), or NULL with err. */
-static json_t *job_from_config(const json_t *cfg, const char *id, char *err, size_t errlen) {
+json_t *svc_job_from_config(const json_t *cfg, const char *id, char *err, size_t errlen) {
     static const char *const allowed[] = {"changeLog", "name", "type", "owningTeam", "ldapGroups", "description",
                                           "labels", "instanceCount", "sla", "defaultConfig", "respoolID", "owner",
                                           NULL};
@@ -258,6 +258,35 @@ bad:
     return NULL;
 }
 
+json_t *svc_job_merge(const json_t *cur, const json_t *fresh) {
+    static const char *const native_ann[] = {A_NAME, A_OWNER, A_TEAM, A_DESC, A_LDAP, A_LABELS};
+    static const char *const spec_keys[] = {"resourcePool", "instanceCount", "sla", "template", "restartPolicy",
+                                            "preemptionPolicy"};
+    json_t *out = json_deep_copy(cur);
+    json_t *md = json_object_get(out, "metadata"), *spec = json_object_get(out, "spec");
+    const json_t *fspec = json_object_get(fresh, "spec");
+    json_t *ann = json_object_get(md, "annotations");
+    if (!json_is_object(ann)) json_object_set_new(md, "annotations", ann = json_object());
+    for (size_t i = 0; i < sizeof native_ann / sizeof native_ann[0]; i++) json_object_del(ann, native_ann[i]);
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(json_object_get(fresh, "metadata"), "annotations"), k, v)
+        if (strcmp(k, A_JOB_ID)) json_object_set(ann, k, v);
+    /* a rolling restart's mark stays: it is no part of the config, and the template would change without it */
+    const json_t *mark = json_object_get(json_object_get(json_object_get(json_object_get(spec, "template"), "metadata"),
+                                                         "annotations"), SVC_A_RESTART);
+    if (mark) json_incref((json_t *)mark);
+    for (size_t i = 0; i < sizeof spec_keys / sizeof spec_keys[0]; i++) {
+        json_t *fv = json_object_get(fspec, spec_keys[i]);
+        if (fv) json_object_set_new(spec, spec_keys[i], json_deep_copy(fv));
+        else json_object_del(spec, spec_keys[i]);
+    }
+    json_t *tann = json_object_get(json_object_get(json_object_get(spec, "template"), "metadata"), "annotations");
+    if (mark && json_is_object(tann)) json_object_set(tann, SVC_A_RESTART, (json_t *)mark);
+    json_decref((json_t *)mark);
+    return out;
+}
+
 /* ---------------------------------------------------------------- Job -> JobInfo */
 
 const char *svc_job_id(const json_t *job) {
@@ -289,7 +318,7 @@ json_t *svc_job_task_config(const json_t *spec) {
     const json_t *v;
     json_t *labels = json_array();
     json_object_foreach(json_object_get(json_object_get(tpl, "metadata"), "annotations"), k, v)
-        if (json_is_string(v) && strcmp(k, A_TASK_NAME) && strcmp(k, A_FD_LIMIT))
+        if (json_is_string(v) && strcmp(k, A_TASK_NAME) && strcmp(k, A_FD_LIMIT) && strcmp(k, SVC_A_RESTART))
             json_array_append_new(labels, json_pack("{s:s,s:O}", "key", k, "value", v));
     if (json_array_size(labels)) json_object_set_new(tc, "labels", labels);
     else json_decref(labels);
@@ -346,8 +375,13 @@ static bool is_job_state(const char *s) {
 static json_t *runtime_json(const json_t *job, const char *ptype) {
     const json_t *md = json_object_get(job, "metadata"), *st = json_object_get(job, "status");
     const char *state = jstr(st, "state");
-    json_t *rt = json_pack("{s:s,s:s}", "state", is_job_state(state) ? state : "INITIALIZED", "goalState",
-                           !strcmp(ptype, "BATCH") ? "SUCCEEDED" : "RUNNING");
+    if (!is_job_state(state)) state = "INITIALIZED";
+    const char *goal = !strcmp(ptype, "BATCH") ? "SUCCEEDED" : "RUNNING";
+    if (ann(job, SVC_A_STOPPED)) { /* Stop (svc_job_ctl.c): scaled to 0, so KILLING until no instance is left */
+        goal = "KILLED";
+        state = !strcmp(state, "INITIALIZED") ? "KILLED" : "KILLING";
+    }
+    json_t *rt = json_pack("{s:s,s:s}", "state", state, "goalState", goal);
     if (jstr(md, "creationTimestamp")) json_object_set_new(rt, "creationTime", json_string(jstr(md, "creationTimestamp")));
     json_int_t gen = json_integer_value(json_object_get(md, "generation"));
     char v[32];
@@ -403,7 +437,7 @@ static json_t *config_json(const json_t *job) {
     return cfg;
 }
 
-static json_t *info_json(const json_t *job) {
+json_t *svc_job_info(const json_t *job) {
     return json_pack("{s:o,s:o,s:o}", "id", id_json(svc_job_id(job)), "config", config_json(job), "runtime",
                      runtime_json(job, svc_job_type(json_object_get(job, "spec"))));
 }
@@ -509,7 +543,7 @@ static void answer_query(struct job_call *op, const json_t *items) {
     json_t *results = json_array(), *records = json_array();
     for (size_t k = (size_t)off; k < m && (json_int_t)(k - (size_t)off) < lim; k++) {
         json_array_append_new(results, summary_json(sel[k]));
-        if (!summary) json_array_append_new(records, info_json(sel[k]));
+        if (!summary) json_array_append_new(records, svc_job_info(sel[k]));
     }
     free(sel);
     json_t *resp = json_pack("{s:o,s:o,s:{s:I,s:I,s:I}}", "results", results, "records", records, "pagination",
@@ -553,7 +587,7 @@ static void h_create(void *ud, struct native_call *call, const ProtobufCMessage 
         return;
     }
     json_t *cfg = req->config ? pbjson_from_msg(&req->config->base, err, sizeof err) : NULL;
-    json_t *job = cfg ? job_from_config(cfg, id, err, sizeof err) : NULL;
+    json_t *job = cfg ? svc_job_from_config(cfg, id, err, sizeof err) : NULL;
     if (!req->config) snprintf(err, sizeof err, "config is required");
     json_decref(cfg);
     if (!job) {
@@ -620,7 +654,7 @@ static void on_list(void *ud, const struct kc_response *r) {
     case OP_QUERY: answer_query(op, items); break;
     case OP_GET:
         svc_reply_json(op->base.call, &peloton__api__v0__job__get_response__descriptor,
-                       job ? json_pack("{s:o}", "jobInfo", info_json(job)) : not_found(op->id));
+                       job ? json_pack("{s:o}", "jobInfo", svc_job_info(job)) : not_found(op->id));
         break;
     case OP_DELETE_FIND: {
         if (!job) {
@@ -688,6 +722,13 @@ void svc_job_free(struct svc_job *s) { free(s); }
 
 int svc_job_register(struct svc_job *s, struct native_registry *r) {
     size_t n = sizeof methods / sizeof methods[0];
-    int rc = native_registry_add(r, "peloton.api.job.JobManager", methods, n, s);
-    return rc ? rc : native_registry_add(r, "peloton.api.v0.job.JobManager", methods, n, s);
+    size_t nc;
+    const struct native_method *ctl = svc_job_ctl_methods(&nc);
+    static const char *const names[] = {"peloton.api.job.JobManager", "peloton.api.v0.job.JobManager"};
+    for (size_t i = 0; i < 2; i++) {
+        int rc = native_registry_add(r, names[i], methods, n, s);
+        if (!rc) rc = native_registry_add(r, names[i], ctl, nc, s->kc);
+        if (rc) return rc;
+    }
+    return 0;
 }

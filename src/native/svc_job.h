@@ -1,5 +1,6 @@
 /* v0 peloton.api.job.JobManager served over Job objects (jobs.peloton.io,
- * namespaced): Create, Get, Query and Delete, each translated into requests
+ * namespaced): Create, Get, Query and Delete here, the writes and cache
+ * methods in svc_job_ctl.c, each translated into requests
  * to the Kubernetes API (kclient); the job manager role then runs the Job
  * like one applied with kubectl. Mapping (docs/native-api.md): a JobID is
  * the Job's metadata.uid, or the id the client gave at Create (kept in the
@@ -36,5 +37,19 @@ int svc_job_register(struct svc_job *s, struct native_registry *r);
 const char *svc_job_id(const json_t *job);
 json_t *svc_job_task_config(const json_t *spec);
 const char *svc_job_type(const json_t *spec);
+
+/* For the writes (svc_job_ctl.c, svc_update.c): the Job object for a
+ * JobConfig (proto3 JSON) and JobID id ("" for none; kept in an
+ * annotation), or NULL with err naming the field; the Job cur with what a
+ * JobConfig sets (spec's pool, count, SLA, template and policies, the
+ * native annotations) taken from fresh (a Job from svc_job_from_config),
+ * everything else kept (new); the JobInfo (proto3 JSON, new) of a Job. */
+json_t *svc_job_from_config(const json_t *cfg, const char *id, char *err, size_t errlen);
+json_t *svc_job_merge(const json_t *cur, const json_t *fresh);
+json_t *svc_job_info(const json_t *job);
+
+/* The JobManager's writes and cache methods (svc_job_ctl.c): Update, Stop,
+ * Start, Restart, Refresh, GetCache, GetActiveJobs; their ud is the kclient. */
+const struct native_method *svc_job_ctl_methods(size_t *n);
 
 #endif

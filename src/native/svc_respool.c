@@ -44,16 +44,6 @@ static json_t *error_body(const char *member, const char *idkey, const char *id,
     return json_pack("{s:{s:{s:{s:s},s:s}}}", "error", member, idkey, "value", id, "message", msg);
 }
 
-/* A transport failure or an answer the mapping has no Peloton error for: a
- * gRPC status. Pools also say ABORTED for a conflict (a concurrent update's
- * resourceVersion) and PERMISSION_DENIED when the API server refuses; the
- * rest as every service does (svc_fail_status). */
-static void fail_status(struct native_call *call, const struct kc_response *r) {
-    if (r->status == 409) native_call_fail(call, NC_ABORTED, "%s", r->error ? r->error : "conflict");
-    else if (r->status == 403 || r->status == 401)
-        native_call_fail(call, NC_PERMISSION_DENIED, "%s", r->error ? r->error : "forbidden");
-    else svc_fail_status(call, r);
-}
 
 /* ---------------------------------------------------------------- config -> spec */
 
@@ -456,7 +446,7 @@ static void answer_listed(struct rp_op *op, const json_t *items) {
 static void on_listed(void *ud, const struct kc_response *r) {
     struct rp_op *op = ud;
     const json_t *items = svc_list_items(r);
-    if (!items) fail_status(op->base.call, r);
+    if (!items) svc_fail_status(op->base.call, r);
     else answer_listed(op, items);
     svc_op_free(&op->base);
 }
@@ -466,7 +456,7 @@ static void on_jobs(void *ud, const struct kc_response *r) {
     struct rp_op *op = ud;
     const json_t *items = svc_list_items(r);
     if (!items) {
-        fail_status(op->base.call, r);
+        svc_fail_status(op->base.call, r);
         svc_op_free(&op->base);
         return;
     }
@@ -508,7 +498,7 @@ static void on_written(void *ud, const struct kc_response *r) {
         else if (r->status == 422 || r->status == 400)
             svc_reply_json(op->base.call, &peloton__api__v0__respool__create_response__descriptor,
                            error_body("invalidResourcePoolConfig", "id", op->id, msg));
-        else fail_status(op->base.call, r);
+        else svc_fail_status(op->base.call, r);
         break;
     case OP_UPDATE_GET: {
         json_t *obj = r->status == 200 ? kc_response_body(r) : NULL;
@@ -520,7 +510,7 @@ static void on_written(void *ud, const struct kc_response *r) {
             break;
         }
         if (!json_is_object(obj)) {
-            fail_status(op->base.call, r);
+            svc_fail_status(op->base.call, r);
             break;
         }
         /* the stored object with the new spec; its resourceVersion makes the
@@ -544,7 +534,7 @@ static void on_written(void *ud, const struct kc_response *r) {
         else if (r->status == 422 || r->status == 400)
             svc_reply_json(op->base.call, &peloton__api__v0__respool__update_response__descriptor,
                            error_body("invalidResourcePoolConfig", "id", op->id, msg));
-        else fail_status(op->base.call, r);
+        else svc_fail_status(op->base.call, r);
         break;
     case OP_DELETE_DO:
         if (r->status == 200 || r->status == 202)
@@ -555,7 +545,7 @@ static void on_written(void *ud, const struct kc_response *r) {
         else if (r->status == 422 || r->status == 409 || r->status == 400)
             svc_reply_json(op->base.call, &peloton__api__v0__respool__delete_response__descriptor,
                            error_body(strstr(msg, "child") ? "isNotLeaf" : "notDeleted", "id", op->id, msg));
-        else fail_status(op->base.call, r);
+        else svc_fail_status(op->base.call, r);
         break;
     default: break;
     }

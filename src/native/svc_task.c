@@ -1,4 +1,5 @@
-/* v0 TaskManager Get, List and Query over a Job's Pods (svc_task.h). */
+/* v0 TaskManager over a Job's Pods (svc_task.h): Get, List, Query and
+ * GetPodEvents read; Start, Stop and Restart write through svc_jobwrite. */
 #include "svc_task.h"
 
 #include <jansson.h>
@@ -11,6 +12,7 @@
 #include "peloton/api/v0/task/task.pb-c.h"
 #include "svc_common.h"
 #include "svc_job.h"
+#include "svc_jobwrite.h"
 
 #define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
 #define A_RUN "peloton.io/run"             /* docs/lifecycle.md: the run of an instance, 1 first */
@@ -23,7 +25,7 @@ struct svc_task {
     struct kclient *kc;
 };
 
-enum task_op { OP_GET, OP_LIST, OP_QUERY };
+enum task_op { OP_GET, OP_LIST, OP_QUERY, OP_EVENTS };
 
 struct task_call {
     struct svc_op base;
@@ -32,6 +34,9 @@ struct task_call {
     uint32_t instance, from, to; /* Get: instance; List: [from, to) (to 0: all) */
     json_t *req;                 /* the request as JSON (Query) */
     json_t *job;                 /* the Job, once found */
+    json_t *pods;                /* GetPodEvents: the instance's pods (name -> pod) */
+    uint64_t limit;              /* GetPodEvents: at most this many (0: all) */
+    long long run;               /* GetPodEvents: only this run (0: every run) */
 };
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
@@ -120,6 +125,8 @@ static bool in_list(const json_t *arr, const char *s) {
     return false;
 }
 
+static bool events_of(struct task_call *op, const json_t *pods_list);
+
 static void answer(struct task_call *op, const json_t *pods_list) {
     const json_t *job = op->job;
     uint32_t n = instance_count(job);
@@ -197,6 +204,7 @@ static void op_release(struct svc_op *base) {
     struct task_call *op = (struct task_call *)base;
     json_decref(op->req);
     json_decref(op->job);
+    json_decref(op->pods);
     free(op);
 }
 
@@ -204,8 +212,107 @@ static void on_pods(void *ud, const struct kc_response *r) {
     struct task_call *op = ud;
     const json_t *items = svc_list_items(r);
     if (!items) svc_fail_status(op->base.call, r);
-    else answer(op, items);
+    else if (op->kind == OP_EVENTS) {
+        if (events_of(op, items)) return; /* on to the Events: op lives on there, or is freed */
+    } else answer(op, items);
     svc_op_free(&op->base);
+}
+
+/* ---------------------------------------------------------------- GetPodEvents */
+
+/* The task state an Event says a pod entered, by its reason ("" when it
+ * says none). */
+static const char *event_state(const char *reason) {
+    static const struct {
+        const char *reason, *state;
+    } t[] = {{"FailedScheduling", "PENDING"}, {"Preempting", "PREEMPTING"}, {"Preempted", "KILLED"},
+             {"Terminating", "KILLING"},     {"Killing", "KILLING"},       {"Scheduled", "LAUNCHED"},
+             {"Started", "RUNNING"},         {"BackOff", "FAILED"}};
+    for (size_t i = 0; reason && i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(reason, t[i].reason)) return t[i].state;
+    return "";
+}
+
+static const char *event_time(const json_t *e) {
+    const char *t = jstr(e, "lastTimestamp");
+    if (!t) t = jstr(e, "eventTime");
+    return t ? t : jstr(e, "firstTimestamp") ? jstr(e, "firstTimestamp") : "";
+}
+
+static int by_event_time(const void *a, const void *b) {
+    return strcmp(event_time(*(json_t *const *)a), event_time(*(json_t *const *)b));
+}
+
+static void on_events(void *ud, const struct kc_response *r) {
+    struct task_call *op = ud;
+    const json_t *items = svc_list_items(r);
+    if (!items) {
+        svc_fail_status(op->base.call, r);
+        svc_op_free(&op->base);
+        return;
+    }
+    size_t n = json_array_size(items), m = 0, i;
+    json_t **sel = calloc(n ? n : 1, sizeof *sel), *e;
+    if (!sel) {
+        native_call_fail(op->base.call, NC_INTERNAL, "out of memory");
+        svc_op_free(&op->base);
+        return;
+    }
+    json_array_foreach(items, i, e) if (json_object_get(op->pods, jstr(json_object_get(e, "involvedObject"), "name") ?: ""))
+        sel[m++] = e;
+    qsort(sel, m, sizeof *sel, by_event_time);
+    size_t from = op->limit && m > op->limit ? m - op->limit : 0; /* the latest `limit` */
+    const char *jid = svc_job_id(op->job);
+    const char *goal = !strcmp(svc_job_type(json_object_get(op->job, "spec")), "BATCH") ? "SUCCEEDED" : "RUNNING";
+    json_t *out = json_array();
+    for (size_t k = from; k < m; k++) {
+        const json_t *io = json_object_get(sel[k], "involvedObject");
+        const json_t *pod = json_object_get(op->pods, jstr(io, "name"));
+        const json_t *ann = json_object_get(json_object_get(pod, "metadata"), "annotations");
+        char tid[256], cv[32];
+        snprintf(tid, sizeof tid, "%s-%u-%lld", jid, op->instance, num(jstr(ann, A_RUN), 1));
+        snprintf(cv, sizeof cv, "%lld", num(jstr(ann, A_CONFIG_VERSION), 0));
+        const char *host = jstr(json_object_get(sel[k], "source"), "host");
+        if (!host) host = jstr(json_object_get(pod, "spec"), "nodeName");
+        json_t *pe = json_pack("{s:{s:s},s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "taskId", "value", tid, "actualState",
+                               event_state(jstr(sel[k], "reason")), "goalState", goal, "timestamp", event_time(sel[k]),
+                               "configVersion", cv, "message", jstr(sel[k], "message") ?: "", "reason",
+                               jstr(sel[k], "reason") ?: "", "hostname", host ? host : "");
+        if (host) json_object_set_new(pe, "agentID", json_string(host));
+        json_array_append_new(out, pe);
+    }
+    free(sel);
+    svc_reply_json(op->base.call, &peloton__api__v0__task__get_pod_events_response__descriptor,
+                   json_pack("{s:o}", "result", out));
+    svc_op_free(&op->base);
+}
+
+/* The instance's pods (of run op->run, or all), then their Events: true
+ * when op went on to ask for them; false when it answered already (the
+ * caller frees op). */
+static bool events_of(struct task_call *op, const json_t *pods_list) {
+    uint32_t n = instance_count(op->job);
+    if (op->instance >= n) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "instance %u is out of range: the job has %u", op->instance, n);
+        svc_reply_json(op->base.call, &peloton__api__v0__task__get_pod_events_response__descriptor,
+                       json_pack("{s:{s:s}}", "error", "message", msg));
+        return false;
+    }
+    op->pods = json_object();
+    size_t k;
+    const json_t *p;
+    json_array_foreach(pods_list, k, p) {
+        const json_t *md = json_object_get(p, "metadata");
+        if (num(jstr(json_object_get(md, "labels"), PL_INSTANCE), -1) != op->instance) continue;
+        if (op->run && num(jstr(json_object_get(md, "annotations"), A_RUN), 1) != op->run) continue;
+        json_object_set(op->pods, jstr(md, "name") ?: "", (json_t *)p);
+    }
+    char path[512];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/events?fieldSelector=involvedObject.kind%%3DPod",
+             jstr(json_object_get(op->job, "metadata"), "namespace") ?: "default");
+    svc_op_request(&op->base, "GET", path, NULL, on_events);
+    return true;
 }
 
 static void on_jobs(void *ud, const struct kc_response *r) {
@@ -220,6 +327,14 @@ static void on_jobs(void *ud, const struct kc_response *r) {
     json_t *j;
     json_array_foreach(items, i, j) if (!op->job && !strcmp(svc_job_id(j), op->id)) op->job = json_incref(j);
     if (!op->job) {
+        if (op->kind == OP_EVENTS) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "job %.128s not found", op->id);
+            svc_reply_json(op->base.call, &peloton__api__v0__task__get_pod_events_response__descriptor,
+                           json_pack("{s:{s:s}}", "error", "message", msg));
+            svc_op_free(&op->base);
+            return;
+        }
         const ProtobufCMessageDescriptor *d = op->kind == OP_GET    ? &peloton__api__v0__task__get_response__descriptor
                                               : op->kind == OP_LIST ? &peloton__api__v0__task__list_response__descriptor
                                                                     : &peloton__api__v0__task__query_response__descriptor;
@@ -282,6 +397,158 @@ static void h_query(void *ud, struct native_call *call, const ProtobufCMessage *
     start(op);
 }
 
+static void h_events(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
+    const Peloton__Api__V0__Task__GetPodEventsRequest *req = (const void *)msg;
+    struct task_call *op = op_new(ud, call, OP_EVENTS, req->jobid);
+    if (!op) return;
+    op->instance = req->instanceid;
+    op->limit = req->limit;
+    if (req->runid && *req->runid) { /* a task id "<JobID>-<instance>-<run>", or the run alone */
+        const char *dash = strrchr(req->runid, '-');
+        op->run = num(dash ? dash + 1 : req->runid, -1);
+        if (op->run <= 0) {
+            native_call_fail(call, NC_INVALID_ARGUMENT, "runId: \"%.100s\" is not a run (<JobID>-<instance>-<run>)",
+                             req->runid);
+            svc_op_free(&op->base);
+            return;
+        }
+    }
+    start(op);
+}
+
+/* ---------------------------------------------------------------- Start, Stop, Restart */
+
+static json_t *job_not_found(const char *id) { return json_pack("{s:{s:o}}", "error", "notFound", not_found(id)); }
+static json_t *restart_not_found(const char *id) { return json_pack("{s:o}", "notFound", not_found(id)); }
+
+/* The instances the request's ranges name among n; NULL after failing the
+ * call (INVALID_ARGUMENT naming the field) or answering *reply (outOfRange,
+ * in_error: inside "error" as Start and Stop have it). */
+static json_t *task_ranges(struct svc_jw *w, uint32_t n, bool in_error, json_t **reply) {
+    char err[256];
+    bool past;
+    json_t *inst = svc_instances_of(json_object_get(w->req, "ranges"), n, &past, err, sizeof err);
+    if (inst) return inst;
+    if (!past) {
+        native_call_fail(w->base.call, NC_INVALID_ARGUMENT, "%s", err);
+        return NULL;
+    }
+    json_t *oor = json_pack("{s:{s:{s:s},s:I}}", "outOfRange", "jobId", "value", w->id, "instanceCount", (json_int_t)n);
+    *reply = in_error ? json_pack("{s:o}", "error", oor) : oor;
+    return NULL;
+}
+
+static int tstop_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t **reply) {
+    long long stopped = svc_job_stopped_count(job);
+    uint32_t n = stopped >= 0 ? (uint32_t)stopped : svc_job_instances(job);
+    json_t *inst = task_ranges(w, n, true, reply);
+    if (!inst) return *reply ? 0 : -1;
+    if (stopped >= 0) { /* stopped already */
+        *reply = json_pack("{s:o}", "stoppedInstanceIds", inst);
+        return 0;
+    }
+    if (json_array_size(inst) != n) {
+        *reply = json_pack("{s:{s:{s:s}},s:o}", "error", "updateError", "message",
+                           "stopping some instances of a job: a Job object has no per-instance stop yet; stop them "
+                           "all (no ranges), or restart these", "invalidInstanceIds", inst);
+        return 0;
+    }
+    if (!strcmp(svc_jstr(json_object_get(job, "spec"), "type") ?: "", "DAEMON")) {
+        json_decref(inst);
+        native_call_fail(w->base.call, NC_FAILED_PRECONDITION,
+                         "job %.128s is a DAEMON job: stopping it is not supported here", w->id);
+        return -1;
+    }
+    *put = svc_job_stop(job);
+    json_object_set_new(w->req, "instances", inst);
+    return 0;
+}
+
+static int tstart_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t **reply) {
+    long long stopped = svc_job_stopped_count(job);
+    uint32_t n = stopped >= 0 ? (uint32_t)stopped : svc_job_instances(job);
+    json_t *inst = task_ranges(w, n, true, reply);
+    if (!inst) return *reply ? 0 : -1;
+    if (stopped < 0) { /* running: the job manager keeps every instance going */
+        *reply = json_pack("{s:o}", "startedInstanceIds", inst);
+        return 0;
+    }
+    if (json_array_size(inst) != n) {
+        *reply = json_pack("{s:{s:{s:s}},s:o}", "error", "failure", "message",
+                           "starting some instances of a stopped job: start them all (no ranges)",
+                           "invalidInstanceIds", inst);
+        return 0;
+    }
+    *put = svc_job_start(job);
+    json_object_set_new(w->req, "instances", inst);
+    return 0;
+}
+
+static json_t *tstop_done(struct svc_jw *w, const json_t *stored) {
+    (void)stored;
+    return json_pack("{s:O}", "stoppedInstanceIds", json_object_get(w->req, "instances"));
+}
+
+static json_t *tstart_done(struct svc_jw *w, const json_t *stored) {
+    (void)stored;
+    return json_pack("{s:O}", "startedInstanceIds", json_object_get(w->req, "instances"));
+}
+
+static int trestart_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t **reply) {
+    if (svc_job_stopped_count(job) >= 0) {
+        native_call_fail(w->base.call, NC_FAILED_PRECONDITION, "job %.128s is stopped: start it", w->id);
+        return -1;
+    }
+    json_t *inst = task_ranges(w, svc_job_instances(job), false, reply);
+    if (!inst) return *reply ? 0 : -1;
+    json_decref(w->del);
+    w->del = inst; /* a new run of each */
+    (void)put;
+    return 0;
+}
+
+static json_t *trestart_done(struct svc_jw *w, const json_t *stored) {
+    (void)w, (void)stored;
+    return json_object();
+}
+
+#define TD(x) &peloton__api__v0__task__##x##__descriptor
+static const struct svc_jw_ops tstop_ops = {TD(stop_response), job_not_found, tstop_plan, tstop_done, 0};
+static const struct svc_jw_ops tstart_ops = {TD(start_response), job_not_found, tstart_plan, tstart_done, 0};
+static const struct svc_jw_ops trestart_ops = {TD(restart_response), restart_not_found, trestart_plan, trestart_done, 0};
+
+static void begin(void *ud, struct native_call *call, const ProtobufCMessage *msg, const struct svc_jw_ops *ops) {
+    char err[256], id[160];
+    json_t *req = pbjson_from_msg(msg, err, sizeof err);
+    if (!req) {
+        native_call_fail(call, NC_INVALID_ARGUMENT, "%s", err);
+        return;
+    }
+    snprintf(id, sizeof id, "%s", svc_jstr(json_object_get(req, "jobId"), "value") ?: "");
+    svc_jw_start(((struct svc_task *)ud)->kc, call, ops, id, req);
+}
+
+static void h_start(void *ud, struct native_call *c, const ProtobufCMessage *m) { begin(ud, c, m, &tstart_ops); }
+static void h_stop(void *ud, struct native_call *c, const ProtobufCMessage *m) { begin(ud, c, m, &tstop_ops); }
+static void h_restart(void *ud, struct native_call *c, const ProtobufCMessage *m) { begin(ud, c, m, &trestart_ops); }
+
+/* What this server has no counterpart for: UNIMPLEMENTED, saying why. */
+static void h_sandbox(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
+    (void)ud, (void)msg;
+    native_call_fail(call, NC_UNIMPLEMENTED, "BrowseSandbox: tasks here are pods, which have no Mesos sandbox to "
+                                             "browse (read their logs through the Kubernetes API)");
+}
+
+static void h_nocache(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
+    (void)ud, (void)msg;
+    native_call_fail(call, NC_UNIMPLEMENTED, "nothing is cached here: every call reads the pods (use Get)");
+}
+
+static void h_delete_events(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
+    (void)ud, (void)msg;
+    native_call_fail(call, NC_UNIMPLEMENTED, "DeletePodEvents: pod events are Kubernetes Events, which expire on their own");
+}
+
 static const struct native_method methods[] = {
     {"Get", &peloton__api__v0__task__get_request__descriptor, &peloton__api__v0__task__get_response__descriptor, h_get,
      false},
@@ -289,6 +556,14 @@ static const struct native_method methods[] = {
      h_list, false},
     {"Query", &peloton__api__v0__task__query_request__descriptor, &peloton__api__v0__task__query_response__descriptor,
      h_query, false},
+    {"GetPodEvents", TD(get_pod_events_request), TD(get_pod_events_response), h_events, false},
+    {"Start", TD(start_request), TD(start_response), h_start, false},
+    {"Stop", TD(stop_request), TD(stop_response), h_stop, false},
+    {"Restart", TD(restart_request), TD(restart_response), h_restart, false},
+    {"BrowseSandbox", TD(browse_sandbox_request), TD(browse_sandbox_response), h_sandbox, false},
+    {"Refresh", TD(refresh_request), TD(refresh_response), h_nocache, false},
+    {"GetCache", TD(get_cache_request), TD(get_cache_response), h_nocache, false},
+    {"DeletePodEvents", TD(delete_pod_events_request), TD(delete_pod_events_response), h_delete_events, false},
 };
 
 struct svc_task *svc_task_new(struct kclient *kc) {

@@ -1,5 +1,8 @@
-/* v0 peloton.api.task.TaskManager, reading part (Get, List, Query), over
- * the Pods of a Job: the job is found by its JobID (svc_job.h), its pods by
+/* v0 peloton.api.task.TaskManager over the Pods of a Job: Get, List, Query
+ * and GetPodEvents (the pods' Events) read; Restart deletes the pods of
+ * some instances (a new run of each), Stop and Start the whole job as
+ * JobManager's do (svc_jobwrite.h); BrowseSandbox, Refresh, GetCache and
+ * DeletePodEvents are UNIMPLEMENTED, saying why. The job is found by its JobID (svc_job.h), its pods by
  * the label peloton.io/job, an instance by peloton.io/instance, its run by
  * the annotation peloton.io/run (docs/lifecycle.md); the task state follows
  * docs/lifecycle.md's pod -> task state table. An instance without a pod

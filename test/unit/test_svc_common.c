@@ -1,11 +1,14 @@
 /* svc_common.h: the services' unit conversions (native cores and MB <->
- * quantity strings and members) and reading a list answer. The calls'
+ * quantity strings and members), reading a list answer, the gRPC code for
+ * an API-server answer, instance ranges and UpdateIDs (svc_jobwrite.h). The calls'
  * request and failure paths are covered end to end by
  * test/e2e/test_native_respool.py and test_native_job.py. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "svc_common.h"
+#include "svc_jobwrite.h"
 #include "test.h"
 
 /* n units of k written as a quantity and read back, n again. */
@@ -66,4 +69,61 @@ TEST(native_svc_list_items) {
     CHECK(!has_items(200, ""));
     CHECK(!has_items(404, "{\"items\":[]}"));
     CHECK(!has_items(0, ""));
+}
+
+/* One mapping of API-server answers to gRPC codes for every service. */
+TEST(native_svc_status_codes) {
+    CHECK(svc_status_code(0) == NC_UNAVAILABLE);
+    CHECK(svc_status_code(400) == NC_INVALID_ARGUMENT);
+    CHECK(svc_status_code(422) == NC_INVALID_ARGUMENT);
+    CHECK(svc_status_code(401) == NC_UNAUTHENTICATED);
+    CHECK(svc_status_code(403) == NC_PERMISSION_DENIED);
+    CHECK(svc_status_code(404) == NC_NOT_FOUND);
+    CHECK(svc_status_code(409) == NC_ABORTED);
+    CHECK(svc_status_code(429) == NC_RESOURCE_EXHAUSTED);
+    CHECK(svc_status_code(503) == NC_UNAVAILABLE);
+    CHECK(svc_status_code(504) == NC_DEADLINE_EXCEEDED);
+    CHECK(svc_status_code(500) == NC_INTERNAL);
+    CHECK(svc_status_code(201) == NC_INTERNAL); /* an answer the mapping did not expect */
+}
+
+/* svc_jobwrite.h: instance ranges as the writes read them. */
+static char *ranges_str(const char *ranges, uint32_t n, bool *past, char *err, size_t errlen) {
+    json_t *r = json_loads(ranges, 0, NULL);
+    json_t *inst = svc_instances_of(r, n, past, err, errlen);
+    json_decref(r);
+    char *s = inst ? json_dumps(inst, JSON_COMPACT) : NULL;
+    json_decref(inst);
+    return s;
+}
+
+TEST(native_svc_instance_ranges) {
+    char err[256], *s;
+    bool past;
+    CHECK_STR((s = ranges_str("[]", 3, &past, err, sizeof err)), "[0,1,2]"); /* none: all */
+    free(s);
+    CHECK_STR((s = ranges_str("[{\"from\":1,\"to\":3},{\"to\":2}]", 5, &past, err, sizeof err)), "[1,2,0]");
+    free(s); /* [0,2) after [1,3): 1 is listed once */
+    CHECK(!ranges_str("[{\"from\":3,\"to\":1}]", 5, &past, err, sizeof err) && !past);
+    CHECK(strstr(err, "ranges[0]: from 3 is not below to 1") != NULL);
+    CHECK(!ranges_str("[{\"to\":1},{\"from\":2,\"to\":9}]", 5, &past, err, sizeof err) && past);
+    CHECK(strstr(err, "ranges[1].to: 9 exceeds the job's instanceCount 5") != NULL);
+    CHECK(!ranges_str("[{}]", 5, &past, err, sizeof err) && !past); /* an empty range names nothing */
+}
+
+TEST(native_svc_update_ids) {
+    char id[64];
+    CHECK(svc_update_job_id("7b1f3c2e-0000-4000-8000-000000000001-12", id, sizeof id) == 0);
+    CHECK_STR(id, "7b1f3c2e-0000-4000-8000-000000000001");
+    CHECK(svc_update_job_id("abc", id, sizeof id) == -1);
+    CHECK(svc_update_job_id("abc-", id, sizeof id) == -1);
+    CHECK(svc_update_job_id("-5", id, sizeof id) == -1);
+    CHECK(svc_update_job_id("abc-5x", id, sizeof id) == -1);
+    json_t *job = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "uid", "j1", "annotations", SVC_A_UPDATE_ID, "j1-4");
+    svc_next_update_id(job, id, sizeof id);
+    CHECK_STR(id, "j1-5");
+    svc_job_annotate(job, SVC_A_UPDATE_ID, NULL);
+    svc_next_update_id(job, id, sizeof id);
+    CHECK_STR(id, "j1-1");
+    json_decref(job);
 }
