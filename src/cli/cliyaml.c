@@ -284,11 +284,30 @@ static int read_single(struct yctx *c, const ProtobufCFieldDescriptor *f, yaml_e
     return *out ? 0 : -1;
 }
 
+/* A map key as the text proto3 JSON keys it by: checked against K here, so
+ * a bad key gets its line ("7", "true", or the string itself). */
+static const char *map_key(struct yctx *c, const ProtobufCFieldDescriptor *kf, const yaml_event_t *k, char *buf,
+                           size_t len) {
+    const char *s = plain_text(c, k);
+    if (!s || kf->type == PROTOBUF_C_TYPE_STRING) return s;
+    size_t old = ypush(c, s, 0);
+    json_t *v = scalar_json(c, kf, k);
+    ypop(c, old);
+    if (!v) return NULL;
+    if (json_is_integer(v)) snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+    else if (json_is_boolean(v)) snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false");
+    else snprintf(buf, len, "%s", json_is_string(v) ? json_string_value(v) : "");
+    json_decref(v);
+    return buf;
+}
+
 /* A map<K, V> field from a YAML mapping: keys as text (pbjson checks them
  * against K), values typed by V. */
 static int read_map(struct yctx *c, const ProtobufCFieldDescriptor *f, yaml_event_t *start, int depth,
                     json_t **out) {
+    const ProtobufCFieldDescriptor *kf = &((const ProtobufCMessageDescriptor *)f->descriptor)->fields[0];
     const ProtobufCFieldDescriptor *vf = &((const ProtobufCMessageDescriptor *)f->descriptor)->fields[1];
+    char keybuf[32];
     json_t *obj = json_object();
     int rc = -1;
     if (!obj) return -1;
@@ -309,7 +328,7 @@ static int read_map(struct yctx *c, const ProtobufCFieldDescriptor *f, yaml_even
             yaml_event_delete(&k);
             goto out;
         }
-        const char *key = plain_text(c, &k);
+        const char *key = map_key(c, kf, &k, keybuf, sizeof keybuf);
         if (!key || json_object_get(obj, key)) {
             if (key) yfail(c, ev_line(&k), "key \"%.64s\" given twice", key);
             yaml_event_delete(&k);
