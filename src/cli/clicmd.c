@@ -562,10 +562,8 @@ static int cmd_task_get(struct cli *c, const struct cli_inv *in) {
 
 static int cmd_task_query(struct cli *c, const struct cli_inv *in) {
     json_t *pg, *resp;
-    const char *sort = cli_flag(in, "sort");
     int rc = pagination(c, in, &pg);
     if (rc) return rc;
-    (void)sort;
     json_t *states = split_list(cli_flag(in, "states")), *s;
     size_t i;
     json_array_foreach(states, i, s) {

@@ -126,6 +126,10 @@ int cli_usage_error(struct cli *c, const struct cli_cmd *cmd, const char *fmt, .
 }
 
 int cli_call(struct cli *c, enum cli_target t, const struct clirpc_method *m, json_t *req, json_t **resp) {
+    if (!req) {
+        fprintf(c->err, "peloton: out of memory\n");
+        return CLI_ERR;
+    }
     int rc = clirpc_call(&c->rpc, c->url[t], m, req, resp);
     json_decref(req);
     switch (rc) {

@@ -98,7 +98,8 @@ def cli(*args, env=None, timeout=60):
     e = dict(os.environ, JOBMGR_URL=f"127.0.0.1:{NPORT}")
     e.update(env or {})
     p = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=e)
-    assert "ERROR: AddressSanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
+    assert "ERROR: AddressSanitizer" not in p.stderr and "ERROR: LeakSanitizer" not in p.stderr, p.stderr
+    assert "runtime error" not in p.stderr, p.stderr
     return p.returncode, p.stdout, p.stderr
 
 
@@ -204,6 +205,22 @@ def test_job_delete():
     services.wait_until(lambda: kubectl("get", "pj", "cli-test-job")[0] != 0, 15, "the Job deleted")
     rc, out, err = cli("job", "get", jid)
     assert rc == 1 and err.startswith("peloton: error: notFound"), (rc, err)
+
+
+def test_example_configs():
+    """examples/peloton's files, as docs/cli.md shows them."""
+    ex = os.path.join(ROOT, "examples", "peloton")
+    rc, out, err = cli("respool", "create", "/batch", os.path.join(ex, "respool.yaml"))
+    assert rc == 0 and out == "Resource pool batch created at /batch\n", (out, err)
+    rc, out, err = cli("job", "create", "/batch", os.path.join(ex, "job.yaml"))
+    assert rc == 0, (out, err)
+    jid = out.split()[1]
+    rc, out, err = cli("-j", "job", "get", jid)
+    cfg = json.loads(out)["jobInfo"]["config"]
+    assert cfg["name"] == "hello_peloton" and cfg["respoolID"]["value"] == "batch", cfg
+    rc, out, err = cli("job", "delete", jid)
+    assert rc == 0, err
+    services.wait_until(lambda: kubectl("get", "pj", "hello-peloton")[0] != 0, 15, "the Job deleted")
 
 
 def test_unknown_job_is_an_error_naming_the_code():
