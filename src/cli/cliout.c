@@ -6,10 +6,63 @@
 
 #include "cli.h"
 
-void cli_print_json(struct cli *c, const json_t *v) {
-    char *s = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
-    if (s) fprintf(c->out, "%s\n", s);
+/* A double in the fewest digits that read back as the same double (jansson
+ * always writes 17: 0.1 would print as 0.10000000000000001). */
+static void real_text(double v, char *buf, size_t len) {
+    for (int p = 15; p <= 17; p++) {
+        snprintf(buf, len, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+static void put_scalar(FILE *f, const json_t *v) {
+    char b[40];
+    if (json_is_real(v)) {
+        real_text(json_real_value(v), b, sizeof b);
+        fputs(b, f);
+        return;
+    }
+    char *s = json_dumps(v, JSON_ENCODE_ANY);
+    if (s) fputs(s, f);
     free(s);
+}
+
+static void put_json(FILE *f, const json_t *v, int indent) {
+    bool obj = json_is_object(v);
+    if (!obj && !json_is_array(v)) {
+        put_scalar(f, v);
+        return;
+    }
+    size_t n = obj ? json_object_size(v) : json_array_size(v);
+    if (!n) {
+        fputs(obj ? "{}" : "[]", f);
+        return;
+    }
+    fputs(obj ? "{\n" : "[\n", f);
+    if (obj) {
+        size_t i = 0;
+        for (void *it = json_object_iter((json_t *)v); it; it = json_object_iter_next((json_t *)v, it), i++) {
+            json_t *k = json_string(json_object_iter_key(it));
+            fprintf(f, "%*s", indent + 2, "");
+            put_scalar(f, k);
+            json_decref(k);
+            fputs(": ", f);
+            put_json(f, json_object_iter_value(it), indent + 2);
+            fputs(i + 1 < n ? ",\n" : "\n", f);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            fprintf(f, "%*s", indent + 2, "");
+            put_json(f, json_array_get(v, i), indent + 2);
+            fputs(i + 1 < n ? ",\n" : "\n", f);
+        }
+    }
+    fprintf(f, "%*s%c", indent, "", obj ? '}' : ']');
+}
+
+void cli_print_json(struct cli *c, const json_t *v) {
+    put_json(c->out, v, 0);
+    fputc('\n', c->out);
 }
 
 /* A string that reads back as the same string in YAML without quotes. */
@@ -33,9 +86,7 @@ static void yaml_scalar(FILE *f, const json_t *v) {
         fputs(json_string_value(v), f);
         return;
     }
-    char *s = json_dumps(v, JSON_ENCODE_ANY); /* JSON's scalars are YAML's flow scalars */
-    if (s) fputs(s, f);
-    free(s);
+    put_scalar(f, v); /* JSON's scalars are YAML's flow scalars */
 }
 
 static bool is_empty_coll(const json_t *v) {
@@ -110,7 +161,7 @@ const char *cli_str(const json_t *v, const char *path, char *buf, size_t len) {
     if (!v) return buf;
     if (json_is_string(v)) snprintf(buf, len, "%s", json_string_value(v));
     else if (json_is_integer(v)) snprintf(buf, len, "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v)) snprintf(buf, len, "%g", json_real_value(v));
+    else if (json_is_real(v)) real_text(json_real_value(v), buf, len);
     else if (json_is_boolean(v)) snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false");
     else {
         char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "cliyaml.h"
 #include "mesos/v1/mesos.pb-c.h"
 #include "peloton/api/v0/job/job.pb-c.h"
@@ -157,4 +158,40 @@ TEST(cliyaml_depth_and_size_bounded) {
     char err[128];
     CHECK(cliyaml_to_json(ALLT, "big", "a", CLIYAML_MAX_BYTES + 1, err, sizeof err) == NULL);
     CHECK_STR(err, "big: larger than 4194304 bytes");
+}
+
+/* What `job get` and `respool dump` print (cli_print_yaml) reads back as the
+ * same values: strings YAML would take for something else are quoted. */
+TEST(cliyaml_printed_yaml_reads_back) {
+    const char *src =
+        "{\"name\": \"yes\", \"description\": \"a: b # no comment\\nsecond line\", \"owner\": \"123\","
+        " \"owningTeam\": \"\", \"ldapGroups\": [\"null\", \"-x\", \" lead\", \"tab\\tx\", \"\\u00fc\\u00f1\", \"[x]\","
+        " \"a:b\", \"~\", \"1e3\", \"#c\", \"trail \", \"x\\u0001y\"],"
+        " \"labels\": [{\"key\": \"k\", \"value\": \"on\"}, {\"key\": \"e\", \"value\": \"\"}], \"instanceCount\": 3,"
+        " \"sla\": {\"priority\": 1, \"preemptible\": true}, \"type\": \"SERVICE\","
+        " \"defaultConfig\": {\"resource\": {\"cpuLimit\": 0.1, \"memLimitMb\": 2.0}, \"ports\": []},"
+        " \"instanceConfig\": {\"0\": {\"name\": \"zero\"}, \"12\": {\"name\": \"twelve\"}}}";
+    json_error_t je;
+    json_t *in = json_loads(src, 0, &je);
+    REQUIRE(in);
+    char *text = NULL, err[512];
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    REQUIRE(f);
+    cli_print_yaml(f, in, 0);
+    fclose(f);
+    json_t *back = cliyaml_to_json(JOBCFG, "printed", text, n, err, sizeof err);
+    if (!back) test_fail(__FILE__, __LINE__, "%s\n%s", err, text);
+    /* an empty list reads back as an empty list: drop it from both sides */
+    json_object_del(json_object_get(in, "defaultConfig"), "ports");
+    if (back) json_object_del(json_object_get(back, "defaultConfig"), "ports");
+    if (back && !json_equal(in, back)) {
+        char *b = json_dumps(back, 0);
+        test_fail(__FILE__, __LINE__, "not the same after printing:\n%s\n%s", text, b);
+        free(b);
+    }
+    CHECK_HAS(text, "cpuLimit: 0.1\n"); /* the shortest digits, not 0.10000000000000001 */
+    json_decref(back);
+    json_decref(in);
+    free(text);
 }
