@@ -82,6 +82,19 @@ static json_t *split_list(const char *s) {
     return a;
 }
 
+/* States given as "running,pending": the enum names, upper case. */
+static json_t *state_list(const char *s) {
+    json_t *a = split_list(s), *v;
+    size_t i;
+    json_array_foreach(a, i, v) {
+        char up[64];
+        snprintf(up, sizeof up, "%s", json_string_value(v));
+        for (char *p = up; *p; p++) *p = (char)toupper((unsigned char)*p);
+        json_array_set_new(a, i, json_string(up));
+    }
+    return a;
+}
+
 /* The id of the pool at path, via LookupResourcePoolID. */
 static int lookup_pool(struct cli *c, const char *path, char *id, size_t idlen) {
     json_t *resp;
@@ -360,14 +373,7 @@ static int cmd_job_query(struct cli *c, const struct cli_inv *in) {
     json_decref(ls);
     json_object_set_new(spec, "labels", lab);
     json_object_set_new(spec, "keywords", split_list(cli_flag(in, "keywords")));
-    json_t *states = split_list(cli_flag(in, "states"));
-    json_array_foreach(states, i, l) {
-        char up[64];
-        snprintf(up, sizeof up, "%s", json_string_value(l));
-        for (char *p = up; *p; p++) *p = (char)toupper((unsigned char)*p);
-        json_array_set_new(states, i, json_string(up));
-    }
-    json_object_set_new(spec, "jobStates", states);
+    json_object_set_new(spec, "jobStates", state_list(cli_flag(in, "states")));
     if (cli_flag(in, "owner")) json_object_set_new(spec, "owner", json_string(cli_flag(in, "owner")));
     if (cli_flag(in, "name")) json_object_set_new(spec, "name", json_string(cli_flag(in, "name")));
     if (rp && *rp) {
@@ -564,15 +570,7 @@ static int cmd_task_query(struct cli *c, const struct cli_inv *in) {
     json_t *pg, *resp;
     int rc = pagination(c, in, &pg);
     if (rc) return rc;
-    json_t *states = split_list(cli_flag(in, "states")), *s;
-    size_t i;
-    json_array_foreach(states, i, s) {
-        char up[64];
-        snprintf(up, sizeof up, "%s", json_string_value(s));
-        for (char *p = up; *p; p++) *p = (char)toupper((unsigned char)*p);
-        json_array_set_new(states, i, json_string(up));
-    }
-    json_t *spec = json_pack("{s:o,s:o,s:o,s:o}", "pagination", pg, "taskStates", states, "names",
+    json_t *spec = json_pack("{s:o,s:o,s:o,s:o}", "pagination", pg, "taskStates", state_list(cli_flag(in, "states")), "names",
                              split_list(cli_flag(in, "names")), "hosts", split_list(cli_flag(in, "hosts")));
     rc = cli_call(c, CLI_JOBMGR, &m_task_query,
                   json_pack("{s:{s:s},s:o}", "jobId", "value", in->argv[0], "spec", spec), &resp);

@@ -284,6 +284,22 @@ static int read_single(struct yctx *c, const ProtobufCFieldDescriptor *f, yaml_e
     return *out ? 0 : -1;
 }
 
+/* The next key of a mapping into *k: 0 (a scalar key, for the caller to
+ * delete), 1 at the mapping's end, -1 on an error; nothing to delete then. */
+static int next_key(struct yctx *c, yaml_event_t *k) {
+    if (ynext(c, k)) return -1;
+    if (k->type == YAML_MAPPING_END_EVENT) {
+        yaml_event_delete(k);
+        return 1;
+    }
+    if (check_node(c, k) || k->type != YAML_SCALAR_EVENT) {
+        if (k->type != YAML_SCALAR_EVENT && k->type != YAML_ALIAS_EVENT) yfail(c, ev_line(k), "a key must be a scalar");
+        yaml_event_delete(k);
+        return -1;
+    }
+    return 0;
+}
+
 /* A map key as the text proto3 JSON keys it by: checked against K here, so
  * a bad key gets its line ("7", "true", or the string itself). */
 static const char *map_key(struct yctx *c, const ProtobufCFieldDescriptor *kf, const yaml_event_t *k, char *buf,
@@ -317,16 +333,10 @@ static int read_map(struct yctx *c, const ProtobufCFieldDescriptor *f, yaml_even
     }
     for (;;) {
         yaml_event_t k, v;
-        if (ynext(c, &k)) goto out;
-        if (k.type == YAML_MAPPING_END_EVENT) {
-            yaml_event_delete(&k);
+        int end = next_key(c, &k);
+        if (end) {
+            if (end < 0) goto out;
             break;
-        }
-        if (check_node(c, &k) || k.type != YAML_SCALAR_EVENT) {
-            if (k.type != YAML_SCALAR_EVENT && k.type != YAML_ALIAS_EVENT)
-                yfail(c, ev_line(&k), "a key must be a scalar");
-            yaml_event_delete(&k);
-            goto out;
         }
         const char *key = map_key(c, kf, &k, keybuf, sizeof keybuf);
         if (!key || json_object_get(obj, key)) {
@@ -423,19 +433,13 @@ static int read_msg(struct yctx *c, const ProtobufCMessageDescriptor *d, int dep
     }
     for (;;) {
         yaml_event_t k, v;
-        if (ynext(c, &k)) goto out;
-        if (k.type == YAML_MAPPING_END_EVENT) {
-            yaml_event_delete(&k);
+        int end = next_key(c, &k);
+        if (end) {
+            if (end < 0) goto out;
             break;
         }
         if (depth > CLIYAML_MAX_DEPTH) {
             yfail(c, ev_line(&k), "nested deeper than %d", CLIYAML_MAX_DEPTH);
-            yaml_event_delete(&k);
-            goto out;
-        }
-        if (check_node(c, &k) || k.type != YAML_SCALAR_EVENT) {
-            if (k.type != YAML_SCALAR_EVENT && k.type != YAML_ALIAS_EVENT)
-                yfail(c, ev_line(&k), "a key must be a scalar");
             yaml_event_delete(&k);
             goto out;
         }
