@@ -312,13 +312,13 @@ static int cmd_job_status(struct cli *c, const struct cli_inv *in) {
                                           {"Config version", "configurationVersion"}};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
         if (cli_str(rt, rows[i][1], b, sizeof b)[0]) fprintf(c->out, "%-15s %s\n", rows[i][0], b);
+    /* the states some instance is in (-j shows every count) */
     json_t *stats = json_object_get(rt, "taskStats");
-    if (json_object_size(stats)) {
-        fprintf(c->out, "Tasks:\n");
-        const char *k;
-        json_t *v;
-        json_object_foreach(stats, k, v) fprintf(c->out, "  %-13s %lld\n", k, (long long)json_integer_value(v));
-    }
+    const char *k;
+    json_t *v;
+    fprintf(c->out, "Tasks:\n");
+    json_object_foreach(stats, k, v) if (json_integer_value(v) > 0)
+        fprintf(c->out, "  %-13s %lld\n", k, (long long)json_integer_value(v));
     json_decref(resp);
     return CLI_OK;
 }

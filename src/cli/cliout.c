@@ -196,6 +196,7 @@ void cli_table_add(struct cli_table *t, const char *const *cells) {
     }
     for (int i = 0; i < t->ncols; i++) {
         char *s = strdup(cells[i] ? cells[i] : "");
+        if (!s) s = calloc(1, 1);
         /* one line per row: newlines and tabs in messages become spaces */
         for (char *p = s; p && *p; p++)
             if (*p == '\n' || *p == '\r' || *p == '\t') *p = ' ';
@@ -215,9 +216,15 @@ void cli_table_print(struct cli_table *t, FILE *f) {
             if (n > w[i]) w[i] = n;
         }
     for (size_t r = 0; r < t->nrows; r++) {
-        for (int i = 0; i < nc; i++) {
+        int last = nc - 1; /* empty cells at the end leave no trailing blanks */
+        while (last > 0) {
+            const char *s = t->cells[r * (size_t)t->ncols + (size_t)last];
+            if (s && s[0]) break;
+            last--;
+        }
+        for (int i = 0; i <= last; i++) {
             const char *s = t->cells[r * (size_t)t->ncols + (size_t)i];
-            if (i == nc - 1) fprintf(f, "%s\n", s ? s : "");
+            if (i == last) fprintf(f, "%s\n", s ? s : "");
             else fprintf(f, "%-*s  ", (int)w[i], s ? s : "");
         }
     }
