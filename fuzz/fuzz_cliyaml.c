@@ -1,7 +1,8 @@
 /* Fuzz target: the CLI's YAML reader (src/cli/cliyaml.c). The first byte
  * picks the message the YAML is read as (JobConfig, with maps, enums,
  * repeated and proto2 Mesos messages; ResourcePoolConfig; AllTypes, every
- * field shape); the rest is the YAML. What the reader accepts must be JSON
+ * field shape), and whether unknown fields are refused or skipped; the
+ * rest is the YAML. What the reader accepts must be JSON
  * that pbjson either maps to the message or refuses with a message; a
  * message it makes packs. No crash, leak or sanitizer report on any input,
  * and every refusal says something. */
@@ -24,8 +25,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                                               &peloton_c__test__all_types__descriptor};
     char err[512] = "";
     if (!size) return 0;
+    static FILE *devnull;
+    if (!devnull) devnull = fopen("/dev/null", "w");
     const ProtobufCMessageDescriptor *d = descs[data[0] % 3];
-    ProtobufCMessage *m = cliyaml_to_msg(d, "fuzz.yaml", (const char *)data + 1, size - 1, err, sizeof err);
+    /* every other input in --skip-unknown's mode */
+    FILE *skipped = (data[0] / 3) & 1 ? devnull : NULL;
+    json_t *j = cliyaml_to_json_skipping(d, "fuzz.yaml", (const char *)data + 1, size - 1, skipped, err, sizeof err);
+    ProtobufCMessage *m = j ? pbjson_to_msg(d, j, err, sizeof err) : NULL;
+    json_decref(j);
     if (!m) {
         if (!err[0]) {
             fprintf(stderr, "refused without a message\n");

@@ -105,11 +105,13 @@ static int lookup_pool(struct cli *c, const char *path, char *id, size_t idlen) 
     return CLI_OK;
 }
 
-static json_t *load_yaml(struct cli *c, const ProtobufCMessageDescriptor *d, const char *path) {
+static json_t *load_yaml(struct cli *c, const struct cli_inv *in, const ProtobufCMessageDescriptor *d,
+                         const char *path) {
     char err[512];
     size_t len;
     char *buf = cliyaml_read_file(path, &len, err, sizeof err);
-    json_t *j = buf ? cliyaml_to_json(d, path, buf, len, err, sizeof err) : NULL;
+    FILE *skipped = cli_switch(in, "skip-unknown") ? c->err : NULL;
+    json_t *j = buf ? cliyaml_to_json_skipping(d, path, buf, len, skipped, err, sizeof err) : NULL;
     free(buf);
     if (!j) fprintf(c->err, "peloton: %s\n", err);
     return j;
@@ -132,7 +134,7 @@ static int pool_config(struct cli *c, const struct cli_inv *in, json_t **config)
     if (!pool_path_ok(path) || !slash[1]) {
         return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with / and ends with its name", path);
     }
-    json_t *cfg = load_yaml(c, &peloton__api__v0__respool__resource_pool_config__descriptor, in->argv[1]);
+    json_t *cfg = load_yaml(c, in, &peloton__api__v0__respool__resource_pool_config__descriptor, in->argv[1]);
     if (!cfg) return CLI_USAGE;
     char parent[1024], pid[256];
     snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
@@ -265,7 +267,7 @@ static int cmd_job_create(struct cli *c, const struct cli_inv *in) {
     }
     if (!pool_path_ok(in->argv[0]))
         return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with /", in->argv[0]);
-    json_t *cfg = load_yaml(c, &peloton__api__v0__job__job_config__descriptor, in->argv[1]);
+    json_t *cfg = load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]);
     if (!cfg) return CLI_USAGE;
     char pool[256], id[256];
     int rc = lookup_pool(c, in->argv[0], pool, sizeof pool);
@@ -476,7 +478,7 @@ static int cmd_job_restart(struct cli *c, const struct cli_inv *in) {
 }
 
 static int cmd_job_update(struct cli *c, const struct cli_inv *in) {
-    json_t *cfg = load_yaml(c, &peloton__api__v0__job__job_config__descriptor, in->argv[1]), *resp;
+    json_t *cfg = load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]), *resp;
     if (!cfg) return CLI_USAGE;
     int rc = cli_call(c, CLI_JOBMGR, &m_job_update, json_pack("{s:o,s:o}", "id", id_obj(in->argv[0]), "config", cfg),
                       &resp);
@@ -646,7 +648,10 @@ static const struct cli_flag f_job_create[] = {
     {"jobID", 'i', true, NULL, "the job's id (a UUID); the server picks one when not given"},
     {"wait", 'w', false, NULL, "wait until every instance runs (or has succeeded), printing progress"},
     {"wait-timeout", 0, true, "300", "seconds --wait waits at most"},
+    {"skip-unknown", 0, false, NULL, "skip fields the config's message does not have (a warning each)"},
     {0}};
+static const struct cli_flag f_config[] = {
+    {"skip-unknown", 0, false, NULL, "skip fields the config's message does not have (a warning each)"}, {0}};
 static const struct cli_flag f_job_query[] = {
     {"labels", 'l', true, NULL, "labels every job has: key=value,key=value"},
     {"respool", 'r', true, NULL, "the pool's path"},
@@ -688,7 +693,7 @@ const struct cli_cmd cli_cmds[] = {
      false},
     {"job delete", "<job-id>", "delete a job", 1, 1, NULL, cmd_job_delete, false},
     {"job stop", "<job-id>", "stop a job's instances", 1, 1, f_ranges, cmd_job_stop, true},
-    {"job update", "<job-id> <config.yaml>", "replace a job's config", 2, 2, NULL, cmd_job_update, true},
+    {"job update", "<job-id> <config.yaml>", "replace a job's config", 2, 2, f_config, cmd_job_update, true},
     {"job rolling-start", "<job-id> [batch-size]", "start instances, batch by batch", 1, 2, f_ranges, cmd_job_start,
      true},
     {"job rolling-restart", "<job-id> [batch-size]", "restart instances, batch by batch", 1, 2, f_ranges,
@@ -703,8 +708,8 @@ const struct cli_cmd cli_cmds[] = {
     {"task restart", "<job-id>", "restart tasks", 1, 1, f_task_ranges, cmd_task_restart, true},
     {"task events", "<job-id> <instance>", "show a task's events", 2, 2, NULL, cmd_task_events, true},
     {"respool create", "<respool-path> <config.yaml>", "create a pool from Peloton's YAML ResourcePoolConfig", 2, 2,
-     NULL, cmd_respool_create, false},
-    {"respool update", "<respool-path> <config.yaml>", "replace a pool's config", 2, 2, NULL, cmd_respool_update,
+     f_config, cmd_respool_create, false},
+    {"respool update", "<respool-path> <config.yaml>", "replace a pool's config", 2, 2, f_config, cmd_respool_update,
      false},
     {"respool delete", "<respool-path>", "delete a pool (a leaf with no running job)", 1, 1, NULL, cmd_respool_delete,
      false},

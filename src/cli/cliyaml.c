@@ -23,6 +23,7 @@ struct yctx {
     size_t nodes;
     char path[512]; /* the field being read: "defaultConfig.resource.cpuLimit" */
     size_t plen;
+    FILE *skipped; /* non-NULL: unknown fields are skipped and named here */
 };
 
 static void yfail(struct yctx *c, size_t line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -422,6 +423,26 @@ static int read_field(struct yctx *c, const ProtobufCFieldDescriptor *f, yaml_ev
     return read_single(c, f, ev, depth, out);
 }
 
+/* Reads past the next value, whatever it holds, within the same bounds. */
+static int skip_value(struct yctx *c, int depth) {
+    int level = 0;
+    do {
+        yaml_event_t ev;
+        if (ynext(c, &ev)) return -1;
+        bool end = ev.type == YAML_MAPPING_END_EVENT || ev.type == YAML_SEQUENCE_END_EVENT;
+        int bad = !end && check_node(c, &ev);
+        if (!bad && (ev.type == YAML_MAPPING_START_EVENT || ev.type == YAML_SEQUENCE_START_EVENT) &&
+            depth + ++level > CLIYAML_MAX_DEPTH) {
+            yfail(c, ev_line(&ev), "nested deeper than %d", CLIYAML_MAX_DEPTH);
+            bad = 1;
+        }
+        if (end) level--;
+        yaml_event_delete(&ev);
+        if (bad) return -1;
+    } while (level > 0);
+    return 0;
+}
+
 /* The fields of message d, after its MAPPING_START event, to its end. */
 static int read_msg(struct yctx *c, const ProtobufCMessageDescriptor *d, int depth, json_t **out) {
     json_t *obj = json_object();
@@ -445,6 +466,13 @@ static int read_msg(struct yctx *c, const ProtobufCMessageDescriptor *d, int dep
         }
         const char *key = plain_text(c, &k);
         const ProtobufCFieldDescriptor *f = key ? find_field(d, key) : NULL;
+        if (!f && key && c->skipped) {
+            fprintf(c->skipped, "warning: %s:%zu: %s%sunknown field \"%.64s\" in %s skipped\n", c->name,
+                    ev_line(&k) + 1, c->path, c->plen ? ": " : "", key, d->short_name);
+            yaml_event_delete(&k);
+            if (skip_value(c, depth)) goto out;
+            continue;
+        }
         if (!f) {
             if (key) yfail(c, ev_line(&k), "unknown field \"%.64s\" in %s", key, d->short_name);
             yaml_event_delete(&k);
@@ -486,7 +514,12 @@ out:
 
 json_t *cliyaml_to_json(const ProtobufCMessageDescriptor *d, const char *name, const char *buf, size_t len,
                         char *err, size_t errlen) {
-    struct yctx c = {.name = name ? name : "config", .err = err, .errlen = errlen};
+    return cliyaml_to_json_skipping(d, name, buf, len, NULL, err, errlen);
+}
+
+json_t *cliyaml_to_json_skipping(const ProtobufCMessageDescriptor *d, const char *name, const char *buf, size_t len,
+                                 FILE *skipped, char *err, size_t errlen) {
+    struct yctx c = {.name = name ? name : "config", .err = err, .errlen = errlen, .skipped = skipped};
     json_t *out = NULL;
     yaml_event_t ev;
     int stage = 0; /* 0 stream start, 1 document start, 2 root, 3 document end, 4 stream end */

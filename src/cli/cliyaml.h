@@ -32,6 +32,7 @@
 #include <jansson.h>
 #include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #define CLIYAML_MAX_DEPTH 48
 #define CLIYAML_MAX_NODES 200000
@@ -39,6 +40,11 @@
 
 json_t *cliyaml_to_json(const ProtobufCMessageDescriptor *d, const char *name, const char *buf, size_t len,
                         char *err, size_t errlen);
+/* The same, but unknown fields are skipped (what Peloton's Go CLI did,
+ * silently), each named in one line on skipped: "warning: job.yaml:12: sla:
+ * unknown field "x" in SlaConfig skipped". skipped NULL: as cliyaml_to_json. */
+json_t *cliyaml_to_json_skipping(const ProtobufCMessageDescriptor *d, const char *name, const char *buf, size_t len,
+                                 FILE *skipped, char *err, size_t errlen);
 ProtobufCMessage *cliyaml_to_msg(const ProtobufCMessageDescriptor *d, const char *name, const char *buf,
                                  size_t len, char *err, size_t errlen);
 

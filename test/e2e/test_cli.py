@@ -241,6 +241,15 @@ def test_bad_yaml_names_the_line():
     assert rc == 2 and 'sla: unknown field "prio" in SlaConfig' in err, err
     rc, out, err = cli("job", "create", "/clipool", write("bad3.yaml", "name: [unclosed\nx: 1\n"))
     assert rc == 2 and "bad3.yaml:" in err, err
+    # Peloton's own examples carry keys its structs had (Go's YAML dropped unknown keys):
+    # refused here, or skipped with a warning each under --skip-unknown
+    legacy = write("legacy.yaml", JOB_YAML.replace("  priority: 22", "  priority: 22\n  minimuminstancecount: 12"))
+    rc, out, err = cli("job", "create", "/clipool", legacy)
+    assert rc == 2 and 'legacy.yaml:14: sla: unknown field "minimuminstancecount" in SlaConfig' in err, err
+    rc, out, err = cli("job", "create", "--skip-unknown", "/no-such-pool", legacy)
+    assert rc == 1 and err.splitlines() == [
+        'warning: %s:14: sla: unknown field "minimuminstancecount" in SlaConfig skipped' % legacy,
+        "peloton: error: notFound: resource pool path /no-such-pool not found"], err
     rc, out, err = cli("job", "create", "/clipool", os.path.join(D, "missing.yaml"))
     assert rc == 2 and "No such file" in err, err
     assert kubectl("get", "pj", "-o", "name")[1].strip() == "", "nothing was created"

@@ -195,3 +195,32 @@ TEST(cliyaml_printed_yaml_reads_back) {
     json_decref(in);
     free(text);
 }
+
+/* --skip-unknown: Peloton's Go CLI dropped keys its structs lacked; here
+ * each is named on the stream, its whole value skipped, the rest read. */
+TEST(cliyaml_skipping_unknown_fields) {
+    const char *y = "name: x\n"
+                    "sla:\n  minimuminstancecount: 12\n  priority: 3\n"
+                    "volumes:\n- {a: 1, b: [2, {c: 3}]}\n- x\n"
+                    "instancecount: 2\n";
+    char *w = NULL, err[256];
+    size_t n = 0;
+    FILE *f = open_memstream(&w, &n);
+    REQUIRE(f);
+    json_t *j = cliyaml_to_json_skipping(JOBCFG, "t.yaml", y, strlen(y), f, err, sizeof err);
+    fclose(f);
+    REQUIRE(j);
+    char *s = json_dumps(j, JSON_COMPACT);
+    CHECK_STR(s, "{\"name\":\"x\",\"sla\":{\"priority\":3},\"instanceCount\":2}");
+    CHECK_STR(w, "warning: t.yaml:3: sla: unknown field \"minimuminstancecount\" in SlaConfig skipped\n"
+                 "warning: t.yaml:5: unknown field \"volumes\" in JobConfig skipped\n");
+    free(s);
+    free(w);
+    json_decref(j);
+    /* skipped values keep the bounds: an alias inside one is still refused */
+    FILE *sink = fopen("/dev/null", "w");
+    REQUIRE(sink);
+    CHECK(cliyaml_to_json_skipping(JOBCFG, "t.yaml", "a: &x 1\nb: *x\n", 14, sink, err, sizeof err) == NULL);
+    fclose(sink);
+    CHECK_STR(err, "t.yaml:1: anchors (&name) are not supported");
+}
