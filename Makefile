@@ -26,7 +26,7 @@ build/pkg.mk: scripts/deps.sh
 REL_LIBS = $(PKG_LIBS) $(JEMALLOC_LIBS)
 # jemalloc's options (src/rel/malloc_conf.c), linked into release binaries only.
 REL_ALLOC := build/rel/src/rel/malloc_conf.o
-INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Isrc/mesos -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Isrc/native -Ibuild/gen $(PKG_CFLAGS)
+INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Isrc/mesos -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Isrc/native -Isrc/cli -Ibuild/gen $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)
 ASAN_CFLAGS := $(CSTD) $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -52,12 +52,14 @@ HOSTMGR_SRC := $(wildcard kubelet-hostmgr/*.c)
 # The native API (Peloton's gRPC and YARPC): src/native, and the C that
 # protoc-c generates at build time from proto/ into build/gen (never committed).
 NATIVE_SRC := $(wildcard src/native/*.c)
+# The peloton CLI (docs/cli.md): src/cli/main.c is its main, the rest library.
+CLI_SRC  := $(filter-out src/cli/main.c,$(wildcard src/cli/*.c))
 PROTO_FILES := $(shell find proto -name '*.proto' 2>/dev/null)
 PB_C     := $(PROTO_FILES:proto/%.proto=build/gen/%.pb-c.c)
 PB_H     := $(PB_C:.c=.h)
 LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC) $(K8S_SRC) $(STORE_SRC) $(HTTP_SRC) $(SHIM_SRC) \
             $(KCLIENT_SRC) $(MODEL_SRC) $(CTL_SRC) $(EXT_SRC) $(HOSTMGR_SRC) $(MESOS_SRC) \
-            $(NATIVE_SRC) $(PB_C)
+            $(NATIVE_SRC) $(CLI_SRC) $(PB_C)
 UNIT_SRC := $(wildcard test/unit/*.c)
 # Integration tests: C tests against real services (redis-server), started and
 # stopped by the tests themselves on loopback. They share the unit harness.
@@ -70,7 +72,7 @@ ASAN_OBJ := $(LIB_SRC:%.c=build/asan/%.o)
 UNIT_OBJ := $(UNIT_SRC:%.c=build/asan/%.o)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=build/bench/%)
 
-FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core pbjson grpcframe mdrv h2
+FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core pbjson grpcframe mdrv h2 cliyaml
 FUZZ_SECONDS ?= 30
 FUZZ_CC ?= clang-14
 
@@ -82,9 +84,9 @@ deps:
 
 # Binaries: pelotond (the daemon), peloton-sim (offline), kubelet-sim (a
 # simulated Kubelet fleet), peloton-extender (the kube-scheduler extender),
-# mesos-master-sim (a simulated Mesos master and agents).
+# mesos-master-sim (a simulated Mesos master and agents), peloton (the CLI).
 BINS := bin/peloton-sim bin/pelotond $(if $(wildcard src/cmd/kubelet_sim.c),bin/kubelet-sim) \
-        $(if $(wildcard scheduler-extender/main.c),bin/peloton-extender) bin/mesos-master-sim
+        $(if $(wildcard scheduler-extender/main.c),bin/peloton-extender) bin/mesos-master-sim bin/peloton
 ASAN_BINS := $(BINS:bin/%=build/asan/%)
 
 # The CRDs for Kubernetes 1.20 to 1.24: crds/ without CEL rules, generated
@@ -119,6 +121,13 @@ build/asan/peloton-extender: build/asan/scheduler-extender/main.o $(ASAN_OBJ)
 bin/peloton-sim: build/rel/src/cmd/peloton_sim.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin
 	$(CC) -o $@ $^ $(REL_LIBS) -lm
+
+bin/peloton: build/rel/src/cli/main.o $(REL_OBJ) $(REL_ALLOC)
+	@mkdir -p bin
+	$(CC) -o $@ $^ $(REL_LIBS) -lm
+
+build/asan/peloton: build/asan/src/cli/main.o $(ASAN_OBJ)
+	$(CC) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 bin/pelotond: build/rel/src/cmd/pelotond.o $(REL_OBJ) $(REL_ALLOC)
 	@mkdir -p bin

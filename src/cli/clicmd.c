@@ -1,0 +1,718 @@
+/* The CLI's commands: one row of cli_cmds each, and the function that turns
+ * its arguments into calls (requests built as proto3 JSON) and prints the
+ * replies as a table, as YAML, or with -j as the reply's JSON. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cliyaml.h"
+#include "peloton/api/v0/job/job.pb-c.h"
+#include "peloton/api/v0/respool/respool.pb-c.h"
+#include "peloton/api/v0/task/task.pb-c.h"
+
+#define JM_(m, rq, rs)                                                                                              \
+    {"peloton.api.job.JobManager::" m, "peloton-jobmgr", &peloton__api__v0__job__##rq##__descriptor,              \
+     &peloton__api__v0__job__##rs##__descriptor}
+#define TM_(m, rq, rs)                                                                                              \
+    {"peloton.api.task.TaskManager::" m, "peloton-jobmgr", &peloton__api__v0__task__##rq##__descriptor,           \
+     &peloton__api__v0__task__##rs##__descriptor}
+#define RM_(m, rq, rs)                                                                                              \
+    {"peloton.api.respool.ResourceManager::" m, "peloton-resmgr", &peloton__api__v0__respool__##rq##__descriptor, \
+     &peloton__api__v0__respool__##rs##__descriptor}
+
+static const struct clirpc_method
+    m_job_create = JM_("Create", create_request, create_response), m_job_get = JM_("Get", get_request, get_response),
+    m_job_query = JM_("Query", query_request, query_response),
+    m_job_delete = JM_("Delete", delete_request, delete_response),
+    m_job_stop = JM_("Stop", stop_request, stop_response), m_job_start = JM_("Start", start_request, start_response),
+    m_job_restart = JM_("Restart", restart_request, restart_response),
+    m_job_update = JM_("Update", update_request, update_response),
+    m_task_get = TM_("Get", get_request, get_response), m_task_list = TM_("List", list_request, list_response),
+    m_task_query = TM_("Query", query_request, query_response),
+    m_task_start = TM_("Start", start_request, start_response),
+    m_task_stop = TM_("Stop", stop_request, stop_response),
+    m_task_restart = TM_("Restart", restart_request, restart_response),
+    m_task_events = TM_("GetPodEvents", get_pod_events_request, get_pod_events_response),
+    m_rp_create = RM_("CreateResourcePool", create_request, create_response),
+    m_rp_update = RM_("UpdateResourcePool", update_request, update_response),
+    m_rp_delete = RM_("DeleteResourcePool", delete_request, delete_response),
+    m_rp_lookup = RM_("LookupResourcePoolID", lookup_request, lookup_response),
+    m_rp_query = RM_("Query", query_request, query_response);
+
+/* ------------------------------------------------------------------ helpers */
+
+static json_t *id_obj(const char *v) { return json_pack("{s:s}", "value", v); }
+
+/* An unsigned number argument or flag value; -1 when it is not one. */
+static long long parse_uint(const char *s) {
+    char *end;
+    if (!s || !*s || *s == '-') return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    return *end || errno || v > UINT32_MAX ? -1 : (long long)v;
+}
+
+/* "from:to" (either side may be empty: 0 and all) as an InstanceRange. */
+static json_t *parse_range(const char *s) {
+    const char *colon = strchr(s, ':');
+    if (!colon) return NULL;
+    char from[32] = "", to[32] = "";
+    if ((size_t)(colon - s) >= sizeof from || strlen(colon + 1) >= sizeof to) return NULL;
+    memcpy(from, s, (size_t)(colon - s));
+    snprintf(to, sizeof to, "%s", colon + 1);
+    long long f = from[0] ? parse_uint(from) : 0, t = to[0] ? parse_uint(to) : UINT32_MAX;
+    if (f < 0 || t < 0 || t < f) return NULL;
+    return json_pack("{s:I,s:I}", "from", f, "to", t);
+}
+
+/* A comma-separated flag as a JSON array of strings ([] for NULL or ""). */
+static json_t *split_list(const char *s) {
+    json_t *a = json_array();
+    while (s && *s) {
+        const char *comma = strchr(s, ',');
+        size_t n = comma ? (size_t)(comma - s) : strlen(s);
+        if (n) json_array_append_new(a, json_stringn(s, n));
+        s += n + (comma != NULL);
+    }
+    return a;
+}
+
+/* States given as "running,pending": the enum names, upper case. */
+static json_t *state_list(const char *s) {
+    json_t *a = split_list(s), *v;
+    size_t i;
+    json_array_foreach(a, i, v) {
+        char up[64];
+        snprintf(up, sizeof up, "%s", json_string_value(v));
+        for (char *p = up; *p; p++) *p = (char)toupper((unsigned char)*p);
+        json_array_set_new(a, i, json_string(up));
+    }
+    return a;
+}
+
+/* The id of the pool at path, via LookupResourcePoolID. */
+static int lookup_pool(struct cli *c, const char *path, char *id, size_t idlen) {
+    json_t *resp;
+    int rc = cli_call(c, CLI_RESMGR, &m_rp_lookup, json_pack("{s:{s:s}}", "path", "value", path), &resp);
+    if (rc) return rc;
+    cli_str(resp, "id.value", id, idlen);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static json_t *load_yaml(struct cli *c, const struct cli_inv *in, const ProtobufCMessageDescriptor *d,
+                         const char *path) {
+    char err[512];
+    size_t len;
+    char *buf = cliyaml_read_file(path, &len, err, sizeof err);
+    FILE *skipped = cli_switch(in, "skip-unknown") ? c->err : NULL;
+    json_t *j = buf ? cliyaml_to_json_skipping(d, path, buf, len, skipped, err, sizeof err) : NULL;
+    free(buf);
+    if (!j) fprintf(c->err, "peloton: %s\n", err);
+    return j;
+}
+
+/* Prints a reply: -j as JSON, else YAML of the member at key (all when NULL). */
+static void print_reply_yaml(struct cli *c, json_t *resp, const char *key) {
+    if (c->json) cli_print_json(c, resp);
+    else cli_print_yaml(c->out, key ? json_object_get(resp, key) : resp, 0);
+}
+
+static bool pool_path_ok(const char *p) { return p[0] == '/'; }
+
+/* ------------------------------------------------------------------ respool */
+
+/* name = the path's last part, parent = the pool at the rest ("/": root). */
+static int pool_config(struct cli *c, const struct cli_inv *in, json_t **config) {
+    const char *path = in->argv[0];
+    const char *slash = strrchr(path, '/');
+    if (!pool_path_ok(path) || !slash[1]) {
+        return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with / and ends with its name", path);
+    }
+    json_t *cfg = load_yaml(c, in, &peloton__api__v0__respool__resource_pool_config__descriptor, in->argv[1]);
+    if (!cfg) return CLI_USAGE;
+    char parent[1024], pid[256];
+    snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int rc = lookup_pool(c, parent, pid, sizeof pid);
+    if (rc) {
+        json_decref(cfg);
+        return rc;
+    }
+    json_object_set_new(cfg, "name", json_string(slash + 1));
+    json_object_set_new(cfg, "parent", id_obj(pid));
+    *config = cfg;
+    return CLI_OK;
+}
+
+static int cmd_respool_create(struct cli *c, const struct cli_inv *in) {
+    json_t *cfg, *resp;
+    int rc = pool_config(c, in, &cfg);
+    if (rc) return rc;
+    rc = cli_call(c, CLI_RESMGR, &m_rp_create, json_pack("{s:o}", "config", cfg), &resp);
+    if (rc) return rc;
+    char id[256];
+    if (c->json) cli_print_json(c, resp);
+    else fprintf(c->out, "Resource pool %s created at %s\n", cli_str(resp, "result.value", id, sizeof id), in->argv[0]);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_respool_update(struct cli *c, const struct cli_inv *in) {
+    json_t *cfg = NULL, *resp;
+    char id[256];
+    int rc = pool_config(c, in, &cfg);
+    if (rc) return rc;
+    if ((rc = lookup_pool(c, in->argv[0], id, sizeof id))) {
+        json_decref(cfg);
+        return rc;
+    }
+    rc = cli_call(c, CLI_RESMGR, &m_rp_update, json_pack("{s:o,s:o}", "id", id_obj(id), "config", cfg), &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else fprintf(c->out, "Resource pool %s updated\n", in->argv[0]);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_respool_delete(struct cli *c, const struct cli_inv *in) {
+    json_t *resp;
+    if (!pool_path_ok(in->argv[0])) return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with /", in->argv[0]);
+    int rc = cli_call(c, CLI_RESMGR, &m_rp_delete, json_pack("{s:{s:s}}", "path", "value", in->argv[0]), &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else fprintf(c->out, "Resource pool %s deleted\n", in->argv[0]);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_respool_dump(struct cli *c, const struct cli_inv *in) {
+    const char *fmt = cli_flag(in, "format");
+    bool as_json = c->json || !strcmp(fmt, "json");
+    if (!as_json && strcmp(fmt, "yaml") && strcmp(fmt, "yml"))
+        return cli_usage_error(c, in->cmd, "--format is yaml or json, not \"%s\"", fmt);
+    json_t *resp;
+    int rc = cli_call(c, CLI_RESMGR, &m_rp_query, json_object(), &resp);
+    if (rc) return rc;
+    json_t *pools = json_object_get(resp, "resourcePools");
+    if (!pools) pools = json_array();
+    else json_incref(pools);
+    if (as_json) cli_print_json(c, pools);
+    else if (json_array_size(pools)) cli_print_yaml(c->out, pools, 0);
+    else fprintf(c->out, "[]\n");
+    json_decref(pools);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------------- job */
+
+static int job_get(struct cli *c, const char *id, json_t **resp) {
+    return cli_call(c, CLI_JOBMGR, &m_job_get, json_pack("{s:o}", "id", id_obj(id)), resp);
+}
+
+/* Instances counted as up for --wait: running, or already done. */
+static long long job_up(const json_t *info) {
+    json_t *stats = json_object_get(json_object_get(info, "runtime"), "taskStats");
+    json_t *r = json_object_get(stats, "RUNNING"), *s = json_object_get(stats, "SUCCEEDED");
+    return (json_is_integer(r) ? json_integer_value(r) : 0) + (json_is_integer(s) ? json_integer_value(s) : 0);
+}
+
+/* Polls Get until every instance runs (or has succeeded), the job ends
+ * another way, or wait_ms passes; a line on stderr at each change. */
+static int job_wait(struct cli *c, const char *id, long wait_ms) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char last[512] = "", line[512], st[64];
+    for (;;) {
+        json_t *resp;
+        int rc = job_get(c, id, &resp);
+        if (rc) return rc;
+        json_t *info = json_object_get(resp, "jobInfo");
+        long long want = json_integer_value(json_object_get(json_object_get(info, "config"), "instanceCount"));
+        long long up = job_up(info);
+        cli_str(info, "runtime.state", st, sizeof st);
+        if (!st[0]) snprintf(st, sizeof st, "UNKNOWN");
+        snprintf(line, sizeof line, "job %.200s: %s, %lld/%lld instances running or done", id, st, up, want);
+        if (strcmp(line, last)) fprintf(c->err, "%s\n", line);
+        snprintf(last, sizeof last, "%s", line);
+        json_decref(resp);
+        if (!strcmp(st, "FAILED") || !strcmp(st, "KILLED") || !strcmp(st, "DELETED")) {
+            fprintf(c->err, "peloton: error: job %s ended %s\n", id, st);
+            return CLI_ERR;
+        }
+        if (up >= want || !strcmp(st, "SUCCEEDED")) return CLI_OK;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long el = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        if (el >= wait_ms) {
+            fprintf(c->err, "peloton: error: deadline-exceeded: job %s not running after %ld ms (%s)\n", id,
+                    wait_ms, last);
+            return CLI_ERR;
+        }
+        usleep(300 * 1000);
+    }
+}
+
+static int cmd_job_create(struct cli *c, const struct cli_inv *in) {
+    const char *wait = cli_flag(in, "wait-timeout");
+    long wait_ms = 0;
+    if (cli_switch(in, "wait")) {
+        long long s = parse_uint(wait);
+        if (s <= 0) return cli_usage_error(c, in->cmd, "--wait-timeout is a number of seconds, not \"%s\"", wait);
+        wait_ms = (long)s * 1000;
+    }
+    if (!pool_path_ok(in->argv[0]))
+        return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with /", in->argv[0]);
+    json_t *cfg = load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]);
+    if (!cfg) return CLI_USAGE;
+    char pool[256], id[256];
+    int rc = lookup_pool(c, in->argv[0], pool, sizeof pool);
+    if (rc) {
+        json_decref(cfg);
+        return rc;
+    }
+    json_object_set_new(cfg, "respoolID", id_obj(pool));
+    json_t *req = json_pack("{s:o}", "config", cfg), *resp;
+    const char *want_id = cli_flag(in, "jobID");
+    if (want_id) json_object_set_new(req, "id", id_obj(want_id));
+    rc = cli_call(c, CLI_JOBMGR, &m_job_create, req, &resp);
+    if (rc) return rc;
+    cli_str(resp, "jobId.value", id, sizeof id);
+    if (c->json) cli_print_json(c, resp);
+    else fprintf(c->out, "Job %s created\n", id);
+    json_decref(resp);
+    return wait_ms ? job_wait(c, id, wait_ms) : CLI_OK;
+}
+
+static int cmd_job_get(struct cli *c, const struct cli_inv *in) {
+    json_t *resp;
+    int rc = job_get(c, in->argv[0], &resp);
+    if (rc) return rc;
+    print_reply_yaml(c, resp, "jobInfo");
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_job_status(struct cli *c, const struct cli_inv *in) {
+    json_t *resp;
+    int rc = job_get(c, in->argv[0], &resp);
+    if (rc) return rc;
+    if (c->json) {
+        cli_print_json(c, json_object_get(json_object_get(resp, "jobInfo"), "runtime"));
+        json_decref(resp);
+        return CLI_OK;
+    }
+    json_t *rt = json_object_get(json_object_get(resp, "jobInfo"), "runtime");
+    char b[256];
+    static const char *const rows[][2] = {{"State", "state"},          {"Goal state", "goalState"},
+                                          {"Created", "creationTime"}, {"Started", "startTime"},
+                                          {"Completed", "completionTime"},
+                                          {"Config version", "configurationVersion"}};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        if (cli_str(rt, rows[i][1], b, sizeof b)[0]) fprintf(c->out, "%-15s %s\n", rows[i][0], b);
+    /* the states some instance is in (-j shows every count) */
+    json_t *stats = json_object_get(rt, "taskStats");
+    const char *k;
+    json_t *v;
+    fprintf(c->out, "Tasks:\n");
+    json_object_foreach(stats, k, v) if (json_integer_value(v) > 0)
+        fprintf(c->out, "  %-13s %lld\n", k, (long long)json_integer_value(v));
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_job_delete(struct cli *c, const struct cli_inv *in) {
+    json_t *resp;
+    int rc = cli_call(c, CLI_JOBMGR, &m_job_delete, json_pack("{s:o}", "id", id_obj(in->argv[0])), &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else fprintf(c->out, "Job %s deleted\n", in->argv[0]);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+/* A PaginationSpec from --limit, --offset, --sort, --sortorder (and --total). */
+static int pagination(struct cli *c, const struct cli_inv *in, json_t **out) {
+    long long limit = parse_uint(cli_flag(in, "limit")), offset = parse_uint(cli_flag(in, "offset"));
+    const char *total = cli_flag(in, "total"), *sort = cli_flag(in, "sort"), *order = cli_flag(in, "sortorder");
+    long long max = total ? parse_uint(total) : 0;
+    if (limit < 0 || offset < 0 || max < 0) return cli_usage_error(c, in->cmd, "--limit, --offset and --total are numbers");
+    if (strcasecmp(order, "ASC") && strcasecmp(order, "DESC"))
+        return cli_usage_error(c, in->cmd, "--sortorder is ASC or DESC, not \"%s\"", order);
+    json_t *p = json_pack("{s:I,s:I}", "limit", limit, "offset", offset);
+    if (max) json_object_set_new(p, "maxLimit", json_integer(max));
+    if (sort && *sort)
+        json_object_set_new(p, "orderBy", json_pack("[{s:s,s:{s:s}}]", "order", strcasecmp(order, "ASC") ? "DESC" : "ASC",
+                                                    "property", "value", sort));
+    *out = p;
+    return CLI_OK;
+}
+
+static int cmd_job_query(struct cli *c, const struct cli_inv *in) {
+    json_t *spec = json_object(), *req = json_pack("{s:b}", "summaryOnly", !c->json), *pg, *resp;
+    int rc = pagination(c, in, &pg);
+    if (rc) goto bad;
+    json_object_set_new(spec, "pagination", pg);
+    const char *labels = cli_flag(in, "labels"), *rp = cli_flag(in, "respool");
+    json_t *ls = split_list(labels), *l;
+    size_t i;
+    json_t *lab = json_array();
+    json_array_foreach(ls, i, l) {
+        const char *kv = json_string_value(l), *eq = strchr(kv, '=');
+        if (!eq) eq = strchr(kv, ':');
+        if (!eq) {
+            json_decref(ls);
+            json_decref(lab);
+            rc = cli_usage_error(c, in->cmd, "--labels is key=value,key=value; \"%s\" has no =", kv);
+            goto bad;
+        }
+        json_array_append_new(lab, json_pack("{s:s%,s:s}", "key", kv, (size_t)(eq - kv), "value", eq + 1));
+    }
+    json_decref(ls);
+    json_object_set_new(spec, "labels", lab);
+    json_object_set_new(spec, "keywords", split_list(cli_flag(in, "keywords")));
+    json_object_set_new(spec, "jobStates", state_list(cli_flag(in, "states")));
+    if (cli_flag(in, "owner")) json_object_set_new(spec, "owner", json_string(cli_flag(in, "owner")));
+    if (cli_flag(in, "name")) json_object_set_new(spec, "name", json_string(cli_flag(in, "name")));
+    if (rp && *rp) {
+        char pid[256];
+        if ((rc = lookup_pool(c, rp, pid, sizeof pid))) goto bad;
+        json_object_set_new(req, "respoolID", id_obj(pid));
+    }
+    json_object_set_new(req, "spec", spec);
+    spec = NULL;
+    rc = cli_call(c, CLI_JOBMGR, &m_job_query, req, &resp);
+    req = NULL;
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else {
+        static const char *const heads[] = {"ID", "NAME", "OWNER", "TYPE", "STATE", "CREATED", "TOTAL",
+                                            "RUNNING", "SUCCEEDED", "FAILED"};
+        struct cli_table *t = cli_table_new(10, heads);
+        json_t *r;
+        json_array_foreach(json_object_get(resp, "results"), i, r) {
+            char b[10][256];
+            const char *row[10] = {
+                cli_str(r, "id.value", b[0], 256), cli_str(r, "name", b[1], 256), cli_str(r, "owner", b[2], 256),
+                cli_str(r, "type", b[3], 256), cli_str(r, "runtime.state", b[4], 256),
+                cli_str(r, "runtime.creationTime", b[5], 256), cli_str(r, "instanceCount", b[6], 256),
+                cli_str(r, "runtime.taskStats.RUNNING", b[7], 256), cli_str(r, "runtime.taskStats.SUCCEEDED", b[8], 256),
+                cli_str(r, "runtime.taskStats.FAILED", b[9], 256)};
+            if (!b[3][0]) snprintf(b[3], 256, "BATCH"); /* proto3 leaves the first enum value out */
+            for (int k = 6; k < 10; k++)
+                if (!b[k][0]) snprintf(b[k], 256, "0");
+            cli_table_add(t, row);
+        }
+        cli_table_print(t, c->out);
+        cli_table_free(t);
+        char tot[32];
+        fprintf(c->err, "%s job(s) in all\n", cli_str(resp, "pagination.total", tot, sizeof tot)[0] ? tot : "0");
+    }
+    json_decref(resp);
+    return CLI_OK;
+bad:
+    json_decref(spec);
+    json_decref(req);
+    return rc;
+}
+
+/* job stop|rolling-start|rolling-restart|rolling-stop <job> [-r from:to]... */
+static int job_ranges(struct cli *c, const struct cli_inv *in, json_t **ranges) {
+    *ranges = json_array();
+    const char *r = cli_flag(in, "range");
+    if (!r || !*r) return CLI_OK;
+    json_t *parts = split_list(r), *p;
+    size_t i;
+    json_array_foreach(parts, i, p) {
+        json_t *rg = parse_range(json_string_value(p));
+        if (!rg) {
+            json_decref(parts);
+            json_decref(*ranges);
+            return cli_usage_error(c, in->cmd, "--range is from:to[,from:to...], not \"%s\"", r);
+        }
+        json_array_append_new(*ranges, rg);
+    }
+    json_decref(parts);
+    return CLI_OK;
+}
+
+static int job_lifecycle(struct cli *c, const struct cli_inv *in, const struct clirpc_method *m, const char *cfgkey,
+                         const char *done) {
+    json_t *ranges, *resp;
+    int rc = job_ranges(c, in, &ranges);
+    if (rc) return rc;
+    json_t *req = json_pack("{s:o,s:o}", "id", id_obj(in->argv[0]), "ranges", ranges);
+    const char *bs = in->argc > 1 ? in->argv[1] : NULL;
+    if (bs) {
+        long long n = parse_uint(bs);
+        if (n < 0) {
+            json_decref(req);
+            return cli_usage_error(c, in->cmd, "batch size \"%s\" is not a number", bs);
+        }
+        json_object_set_new(req, cfgkey, json_pack("{s:I}", "batchSize", n));
+    }
+    const char *rv = cli_flag(in, "resourceVersion");
+    if (rv && strcmp(rv, "0")) json_object_set_new(req, "resourceVersion", json_string(rv));
+    rc = cli_call(c, CLI_JOBMGR, m, req, &resp);
+    if (rc) return rc;
+    char v[64];
+    if (c->json) cli_print_json(c, resp);
+    else fprintf(c->out, "Job %s %s (resource version %s)\n", in->argv[0], done,
+                 cli_str(resp, "resourceVersion", v, sizeof v)[0] ? v : "0");
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_job_stop(struct cli *c, const struct cli_inv *in) {
+    return job_lifecycle(c, in, &m_job_stop, "stopConfig", "stopping");
+}
+static int cmd_job_start(struct cli *c, const struct cli_inv *in) {
+    return job_lifecycle(c, in, &m_job_start, "startConfig", "starting");
+}
+static int cmd_job_restart(struct cli *c, const struct cli_inv *in) {
+    return job_lifecycle(c, in, &m_job_restart, "restartConfig", "restarting");
+}
+
+static int cmd_job_update(struct cli *c, const struct cli_inv *in) {
+    json_t *cfg = load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]), *resp;
+    if (!cfg) return CLI_USAGE;
+    int rc = cli_call(c, CLI_JOBMGR, &m_job_update, json_pack("{s:o,s:o}", "id", id_obj(in->argv[0]), "config", cfg),
+                      &resp);
+    if (rc) return rc;
+    char msg[512];
+    if (c->json) cli_print_json(c, resp);
+    else fprintf(c->out, "Job %s updated %s\n", in->argv[0], cli_str(resp, "message", msg, sizeof msg));
+    json_decref(resp);
+    return CLI_OK;
+}
+
+/* --------------------------------------------------------------------- task */
+
+static const char *const task_heads[] = {"INSTANCE", "NAME", "STATE", "HOST", "STARTED", "COMPLETED", "MESSAGE",
+                                         "REASON"};
+
+static void task_row(struct cli_table *t, const json_t *ti) {
+    char b[8][512];
+    const char *row[8] = {cli_str(ti, "instanceId", b[0], 512),        cli_str(ti, "config.name", b[1], 512),
+                          cli_str(ti, "runtime.state", b[2], 512),     cli_str(ti, "runtime.host", b[3], 512),
+                          cli_str(ti, "runtime.startTime", b[4], 512), cli_str(ti, "runtime.completionTime", b[5], 512),
+                          cli_str(ti, "runtime.message", b[6], 512),   cli_str(ti, "runtime.reason", b[7], 512)};
+    if (!b[0][0]) snprintf(b[0], 512, "0");
+    if (!b[2][0]) snprintf(b[2], 512, "UNKNOWN");
+    cli_table_add(t, row);
+}
+
+static int cmp_instance(const void *a, const void *b) {
+    long long x = json_integer_value(json_object_get(*(json_t *const *)a, "instanceId"));
+    long long y = json_integer_value(json_object_get(*(json_t *const *)b, "instanceId"));
+    return (x > y) - (x < y);
+}
+
+/* Tasks (a JSON array, or the values of List's map) as a table by instance. */
+static void print_tasks(struct cli *c, json_t *tasks) {
+    size_t n = json_is_array(tasks) ? json_array_size(tasks) : json_object_size(tasks), i = 0;
+    json_t **v = calloc(n ? n : 1, sizeof *v), *e;
+    const char *k;
+    if (!v) return;
+    if (json_is_array(tasks)) json_array_foreach(tasks, i, e) v[i] = e;
+    else json_object_foreach(tasks, k, e) v[i++] = e;
+    qsort(v, n, sizeof *v, cmp_instance);
+    struct cli_table *t = cli_table_new(8, task_heads);
+    for (i = 0; i < n; i++) task_row(t, v[i]);
+    cli_table_print(t, c->out);
+    cli_table_free(t);
+    free(v);
+}
+
+static int cmd_task_list(struct cli *c, const struct cli_inv *in) {
+    json_t *req = json_pack("{s:{s:s}}", "jobId", "value", in->argv[0]), *resp;
+    const char *r = cli_flag(in, "range");
+    if (r && strcmp(r, ":")) {
+        json_t *rg = parse_range(r);
+        if (!rg) {
+            json_decref(req);
+            return cli_usage_error(c, in->cmd, "--range is from:to, not \"%s\"", r);
+        }
+        json_object_set_new(req, "range", rg);
+    }
+    int rc = cli_call(c, CLI_JOBMGR, &m_task_list, req, &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else print_tasks(c, json_object_get(json_object_get(resp, "result"), "value"));
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_task_get(struct cli *c, const struct cli_inv *in) {
+    long long inst = parse_uint(in->argv[1]);
+    if (inst < 0) return cli_usage_error(c, in->cmd, "instance \"%s\" is not a number", in->argv[1]);
+    json_t *resp;
+    int rc = cli_call(c, CLI_JOBMGR, &m_task_get,
+                      json_pack("{s:{s:s},s:I}", "jobId", "value", in->argv[0], "instanceId", inst), &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else {
+        json_t *runs = json_object_get(resp, "results");
+        if (json_array_size(runs)) print_tasks(c, runs);
+        else {
+            json_t *one = json_pack("[O]", json_object_get(resp, "result"));
+            if (one) print_tasks(c, one);
+            json_decref(one);
+        }
+    }
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_task_query(struct cli *c, const struct cli_inv *in) {
+    json_t *pg, *resp;
+    int rc = pagination(c, in, &pg);
+    if (rc) return rc;
+    json_t *spec = json_pack("{s:o,s:o,s:o,s:o}", "pagination", pg, "taskStates", state_list(cli_flag(in, "states")), "names",
+                             split_list(cli_flag(in, "names")), "hosts", split_list(cli_flag(in, "hosts")));
+    rc = cli_call(c, CLI_JOBMGR, &m_task_query,
+                  json_pack("{s:{s:s},s:o}", "jobId", "value", in->argv[0], "spec", spec), &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else {
+        print_tasks(c, json_object_get(resp, "records"));
+        char tot[32];
+        fprintf(c->err, "%s task(s) in all\n", cli_str(resp, "pagination.total", tot, sizeof tot)[0] ? tot : "0");
+    }
+    json_decref(resp);
+    return CLI_OK;
+}
+
+/* task start|stop|restart <job> [-r from:to,...] */
+static int task_action(struct cli *c, const struct cli_inv *in, const struct clirpc_method *m, const char *key,
+                       const char *done) {
+    json_t *ranges, *resp;
+    int rc = job_ranges(c, in, &ranges);
+    if (rc) return rc;
+    rc = cli_call(c, CLI_JOBMGR, m, json_pack("{s:{s:s},s:o}", "jobId", "value", in->argv[0], "ranges", ranges), &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else {
+        char ids[1024];
+        fprintf(c->out, "Job %s: %s %s\n", in->argv[0], done,
+                key && cli_str(resp, key, ids, sizeof ids)[0] ? ids : "requested");
+    }
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_task_start(struct cli *c, const struct cli_inv *in) {
+    return task_action(c, in, &m_task_start, "startedInstanceIds", "started");
+}
+static int cmd_task_stop(struct cli *c, const struct cli_inv *in) {
+    return task_action(c, in, &m_task_stop, "stoppedInstanceIds", "stopped");
+}
+static int cmd_task_restart(struct cli *c, const struct cli_inv *in) {
+    return task_action(c, in, &m_task_restart, NULL, "restart");
+}
+
+static int cmd_task_events(struct cli *c, const struct cli_inv *in) {
+    long long inst = parse_uint(in->argv[1]);
+    if (inst < 0) return cli_usage_error(c, in->cmd, "instance \"%s\" is not a number", in->argv[1]);
+    json_t *resp;
+    int rc = cli_call(c, CLI_JOBMGR, &m_task_events,
+                      json_pack("{s:{s:s},s:I}", "jobId", "value", in->argv[0], "instanceId", inst), &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else {
+        static const char *const heads[] = {"TIME", "STATE", "GOAL", "HOST", "MESSAGE", "REASON"};
+        struct cli_table *t = cli_table_new(6, heads);
+        json_t *e;
+        size_t i;
+        json_array_foreach(json_object_get(resp, "result"), i, e) {
+            char b[6][512];
+            const char *row[6] = {cli_str(e, "timestamp", b[0], 512), cli_str(e, "actualState", b[1], 512),
+                                  cli_str(e, "goalState", b[2], 512), cli_str(e, "hostname", b[3], 512),
+                                  cli_str(e, "message", b[4], 512),   cli_str(e, "reason", b[5], 512)};
+            cli_table_add(t, row);
+        }
+        cli_table_print(t, c->out);
+        cli_table_free(t);
+    }
+    json_decref(resp);
+    return CLI_OK;
+}
+
+/* -------------------------------------------------------------------- table */
+
+static const struct cli_flag f_job_create[] = {
+    {"jobID", 'i', true, NULL, "the job's id (a UUID); the server picks one when not given"},
+    {"wait", 'w', false, NULL, "wait until every instance runs (or has succeeded), printing progress"},
+    {"wait-timeout", 0, true, "300", "seconds --wait waits at most"},
+    {"skip-unknown", 0, false, NULL, "skip fields the config's message does not have (a warning each)"},
+    {0}};
+static const struct cli_flag f_config[] = {
+    {"skip-unknown", 0, false, NULL, "skip fields the config's message does not have (a warning each)"}, {0}};
+static const struct cli_flag f_job_query[] = {
+    {"labels", 'l', true, NULL, "labels every job has: key=value,key=value"},
+    {"respool", 'r', true, NULL, "the pool's path"},
+    {"keywords", 'k', true, NULL, "words each in the name, owner, description or labels: a,b"},
+    {"states", 's', true, NULL, "job states: running,succeeded"},
+    {"owner", 0, true, NULL, "the job's owner"},
+    {"name", 0, true, NULL, "a part of the job's name"},
+    {"limit", 'n', true, "100", "jobs to return"},
+    {"total", 'q', true, NULL, "jobs to query at most (maxLimit)"},
+    {"offset", 'o', true, "0", "jobs to skip"},
+    {"sort", 'p', true, "creation_time", "order by: creation_time or name"},
+    {"sortorder", 'a', true, "DESC", "ASC or DESC"},
+    {0}};
+static const struct cli_flag f_ranges[] = {
+    {"range", 'r', true, NULL, "instances from:to (to excluded), comma-separated; default all"},
+    {"resourceVersion", 0, true, "0", "the job's resource version, for concurrency control"},
+    {0}};
+static const struct cli_flag f_task_ranges[] = {
+    {"range", 'r', true, NULL, "instances from:to (to excluded), comma-separated; default all"}, {0}};
+static const struct cli_flag f_task_list[] = {
+    {"range", 'r', true, ":", "instances from:to (to excluded)"}, {0}};
+static const struct cli_flag f_task_query[] = {
+    {"states", 's', true, NULL, "task states: running,pending"},
+    {"names", 0, true, NULL, "task names: a,b"},
+    {"hosts", 0, true, NULL, "hosts: h1,h2"},
+    {"limit", 'n', true, "100", "tasks to return"},
+    {"offset", 'o', true, "0", "tasks to skip"},
+    {"sort", 'p', true, NULL, "order by (not applied by pelotond yet)"},
+    {"sortorder", 'a', true, "ASC", "ASC or DESC"},
+    {0}};
+static const struct cli_flag f_dump[] = {{"format", 0, true, "yaml", "yaml or json"}, {0}};
+
+const struct cli_cmd cli_cmds[] = {
+    {"job create", "<respool-path> <config.yaml>", "create a job from Peloton's YAML JobConfig", 2, 2, f_job_create,
+     cmd_job_create, false},
+    {"job get", "<job-id>", "show a job's config and runtime (YAML)", 1, 1, NULL, cmd_job_get, false},
+    {"job status", "<job-id>", "show a job's state and its tasks' states", 1, 1, NULL, cmd_job_status, false},
+    {"job query", "", "list jobs by labels, pool, keywords, states, owner or name", 0, 0, f_job_query, cmd_job_query,
+     false},
+    {"job delete", "<job-id>", "delete a job", 1, 1, NULL, cmd_job_delete, false},
+    {"job stop", "<job-id>", "stop a job's instances", 1, 1, f_ranges, cmd_job_stop, true},
+    {"job update", "<job-id> <config.yaml>", "replace a job's config", 2, 2, f_config, cmd_job_update, true},
+    {"job rolling-start", "<job-id> [batch-size]", "start instances, batch by batch", 1, 2, f_ranges, cmd_job_start,
+     true},
+    {"job rolling-restart", "<job-id> [batch-size]", "restart instances, batch by batch", 1, 2, f_ranges,
+     cmd_job_restart, true},
+    {"job rolling-stop", "<job-id> [batch-size]", "stop instances, batch by batch", 1, 2, f_ranges, cmd_job_stop, true},
+    {"task list", "<job-id>", "list a job's tasks", 1, 1, f_task_list, cmd_task_list, false},
+    {"task get", "<job-id> <instance>", "show one task (every run still kept)", 2, 2, NULL, cmd_task_get, false},
+    {"task query", "<job-id>", "list a job's tasks by states, names or hosts", 1, 1, f_task_query, cmd_task_query,
+     false},
+    {"task start", "<job-id>", "start tasks", 1, 1, f_task_ranges, cmd_task_start, true},
+    {"task stop", "<job-id>", "stop tasks (all without --range)", 1, 1, f_task_ranges, cmd_task_stop, true},
+    {"task restart", "<job-id>", "restart tasks", 1, 1, f_task_ranges, cmd_task_restart, true},
+    {"task events", "<job-id> <instance>", "show a task's events", 2, 2, NULL, cmd_task_events, true},
+    {"respool create", "<respool-path> <config.yaml>", "create a pool from Peloton's YAML ResourcePoolConfig", 2, 2,
+     f_config, cmd_respool_create, false},
+    {"respool update", "<respool-path> <config.yaml>", "replace a pool's config", 2, 2, f_config, cmd_respool_update,
+     false},
+    {"respool delete", "<respool-path>", "delete a pool (a leaf with no running job)", 1, 1, NULL, cmd_respool_delete,
+     false},
+    {"respool dump", "", "print every pool", 0, 0, f_dump, cmd_respool_dump, false},
+    {0},
+};
