@@ -382,8 +382,8 @@ static json_t *row_object(const struct shim_resource *r, const json_t *o, enum s
     if (inc == SHIM_INCLUDE_OBJECT)
         return shim_typed(r, o) ? json_incref((json_t *)o) : shim_with_type(r, json_deep_copy(o));
     json_t *md = json_object_get(o, "metadata");
-    return json_pack("{s:s, s:s, s:O}", "kind", "PartialObjectMetadata", "apiVersion", "meta.k8s.io/v1", "metadata",
-                     md ? md : json_object());
+    return json_pack("{s:s, s:s, s:o}", "kind", "PartialObjectMetadata", "apiVersion", "meta.k8s.io/v1", "metadata",
+                     md ? json_incref(md) : json_object());
 }
 
 json_t *shim_table(const struct shim_resource *r, const json_t *items, const char *rv, const char *cont,
