@@ -73,9 +73,11 @@ static const struct column secret_cols[] = {{"Name", "string", "name", 0}, {"Typ
 static const struct column svc_cols[] = {{"Name", "string", "name", 0},       {"Type", "string", "", 0},
                                          {"Cluster-IP", "string", "", 0},     {"External-IP", "string", "", 0},
                                          {"Port(s)", "string", "", 0},        {"Age", "string", "", 0}};
-static const struct column event_cols[] = {{"Last Seen", "string", "", 0}, {"Type", "string", "", 0},
-                                           {"Reason", "string", "", 0},    {"Object", "string", "", 0},
-                                           {"Message", "string", "", 0}};
+static const struct column event_cols[] = {{"Last Seen", "string", "", 0},  {"Type", "string", "", 0},
+                                           {"Reason", "string", "", 0},     {"Object", "string", "", 0},
+                                           {"Subobject", "string", "", 1},  {"Source", "string", "", 1},
+                                           {"Message", "string", "", 0},    {"First Seen", "string", "", 1},
+                                           {"Count", "string", "", 1},      {"Name", "string", "name", 1}};
 static const struct column lease_cols[] = {{"Name", "string", "name", 0}, {"Holder", "string", "", 0},
                                            {"Age", "string", "", 0}};
 static const struct column plain_cols[] = {{"Name", "string", "name", 0}, {"Age", "string", "", 0}};
@@ -249,17 +251,32 @@ static json_t *service_cells(const json_t *o, const char *name, const char *age)
                      ports[0] ? ports : "<none>", age);
 }
 
+/* An Event's row: LAST SEEN from lastTimestamp (eventTime, then the
+ * creation time, when absent), "(xN over AGE)" for an Event seen N times. */
 static json_t *event_cells(const json_t *o, const char *age) {
     json_t *io = json_object_get(o, "involvedObject");
-    char obj[300];
+    char obj[300], lower[64], last[32], first[32], seen[96], count[24];
     const char *kind = str_at(io, "kind", NULL);
-    char lower[64];
     size_t k = 0;
     for (; kind[k] && k < sizeof lower - 1; k++) lower[k] = (char)(kind[k] >= 'A' && kind[k] <= 'Z' ? kind[k] + 32 : kind[k]);
     lower[k] = 0;
     snprintf(obj, sizeof obj, "%s/%s", lower, str_at(io, "name", NULL));
-    return json_pack("[sssss]", age, str_at(o, "type", NULL), str_at(o, "reason", NULL), obj,
-                     str_at(o, "message", NULL));
+    const char *lt = str_at(o, "lastTimestamp", NULL), *ft = str_at(o, "firstTimestamp", NULL);
+    if (!lt[0]) lt = str_at(o, "eventTime", NULL);
+    human_since(lt, last, sizeof last);
+    human_since(ft[0] ? ft : lt, first, sizeof first);
+    if (!last[0]) snprintf(last, sizeof last, "%s", age);
+    if (!first[0]) snprintf(first, sizeof first, "%s", last);
+    json_int_t n = json_integer_value(json_object_get(o, "count"));
+    if (n > 1) snprintf(seen, sizeof seen, "%s (x%" JSON_INTEGER_FORMAT " over %s)", last, n, first);
+    else snprintf(seen, sizeof seen, "%s", last);
+    snprintf(count, sizeof count, "%" JSON_INTEGER_FORMAT, n > 1 ? n : 1);
+    const char *sub = str_at(io, "fieldPath", NULL), *comp = str_at(o, "source", "component");
+    char source[300];
+    const char *host = str_at(o, "source", "host");
+    snprintf(source, sizeof source, "%s%s%s", comp, host[0] ? ", " : "", host);
+    return json_pack("[ssssssssss]", seen, str_at(o, "type", NULL), str_at(o, "reason", NULL), obj, sub, source,
+                     str_at(o, "message", NULL), first, count, str_at(o, "metadata", "name"));
 }
 
 /* A CRD printer column's value: dotted JSONPath only (".status.summary.cpu.entitlement"). */

@@ -214,6 +214,13 @@ def test_events_show_scheduled():
         assert table[0] == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], (version, table)
         sched = [r for r in table if r[2] == "Scheduled" and r[3] == "pod/fid-a"]
         assert sched and re.match(r"Successfully assigned default/fid-a to sim-node-\d$", sched[0][4]), (version, table)
+        table = rows(ok(version, "get", "events", "-o", "wide"))
+        assert table[0] == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE", "MESSAGE", "FIRST SEEN",
+                            "COUNT", "NAME"], (version, table)
+        sched = [r for r in table if r[2] == "Scheduled" and r[3] == "pod/fid-a"]
+        # no SUBOBJECT for a pod's Event: the row has one cell fewer than the header
+        assert sched and sched[0][4] == "peloton-placement" and sched[0][7] == "1", (version, table)
+        assert sched[0][8].startswith("fid-a."), (version, table)
     out = ok("1.32", "describe", "pod", "fid-a")  # describe finds it by the pod's uid
     assert re.search(r"Normal\s+Scheduled\s+.*Successfully assigned default/fid-a", out), out
 

@@ -152,3 +152,22 @@ TEST(table_custom_resource_columns_in_watch_events) {
     json_decref(rp);
     json_decref(cr.columns);
 }
+
+TEST(table_event_last_seen_and_count) {
+    const struct shim_resource *r = builtin("events");
+    json_t *ev = json_pack("{s:{s:s, s:s}, s:{s:s, s:s, s:s}, s:s, s:s, s:s, s:s, s:s, s:i, s:{s:s}}", "metadata",
+                           "name", "web.1", "creationTimestamp", "2020-01-01T00:00:00Z", "involvedObject", "kind",
+                           "Pod", "name", "web", "fieldPath", "spec.containers{app}", "type", "Warning", "reason",
+                           "FailedScheduling", "message", "0/2 nodes are available", "firstTimestamp",
+                           "2020-01-01T00:00:00Z", "lastTimestamp", "2999-01-01T00:00:00Z", "count", 3, "source",
+                           "component", "peloton-placement");
+    json_t *t = shim_table_of(r, ev, SHIM_INCLUDE_METADATA, true);
+    CHECK_HAS(cell(t, "Last Seen"), "0s (x3 over "); /* lastTimestamp ahead of the clock: 0s */
+    CHECK_STR(cell(t, "Object"), "pod/web");
+    CHECK_STR(cell(t, "Subobject"), "spec.containers{app}");
+    CHECK_STR(cell(t, "Source"), "peloton-placement");
+    CHECK_STR(cell(t, "Count"), "3");
+    CHECK_STR(cell(t, "Name"), "web.1");
+    json_decref(t);
+    json_decref(ev);
+}
