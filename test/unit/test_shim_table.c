@@ -169,5 +169,11 @@ TEST(table_event_last_seen_and_count) {
     CHECK_STR(cell(t, "Count"), "3");
     CHECK_STR(cell(t, "Name"), "web.1");
     json_decref(t);
+    json_object_del(ev, "lastTimestamp"); /* an events.k8s.io-style Event: eventTime, in microseconds */
+    json_object_set_new(ev, "eventTime", json_string("2999-01-01T00:00:00.123456Z"));
+    json_object_set_new(ev, "count", json_integer(1));
+    t = shim_table_of(r, ev, SHIM_INCLUDE_METADATA, true);
+    CHECK_STR(cell(t, "Last Seen"), "0s");
+    json_decref(t);
     json_decref(ev);
 }
