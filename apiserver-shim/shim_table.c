@@ -197,20 +197,26 @@ static json_t *pod_cells(const json_t *o, const char *name, const char *age) {
                      nom[0] ? nom : "<none>", gates);
 }
 
+static int cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 /* ROLES: the suffixes of node-role.kubernetes.io/ROLE labels and the value
- * of kubernetes.io/role, comma-separated in label order. */
+ * of kubernetes.io/role, sorted and comma-separated (the first 32). */
 static void node_roles(const json_t *o, char *out, size_t len) {
-    const char *k;
+    const char *roles[32], *k;
+    size_t n = 0, off = 0;
     json_t *v;
-    size_t off = 0;
-    out[0] = 0;
     json_object_foreach(json_object_get(json_object_get(o, "metadata"), "labels"), k, v) {
         const char *role = NULL;
         if (!strncmp(k, "node-role.kubernetes.io/", 24) && k[24]) role = k + 24;
         else if (!strcmp(k, "kubernetes.io/role") && json_string_value(v) && json_string_value(v)[0])
             role = json_string_value(v);
-        if (!role || off >= len) continue;
-        off += (size_t)snprintf(out + off, len - off, "%s%s", off ? "," : "", role);
+        if (role && n < sizeof roles / sizeof roles[0]) roles[n++] = role;
+    }
+    qsort(roles, n, sizeof roles[0], cmp_cstr);
+    out[0] = 0;
+    for (size_t i = 0; i < n && off < len; i++) {
+        if (i && !strcmp(roles[i], roles[i - 1])) continue; /* a set, as kubectl's */
+        off += (size_t)snprintf(out + off, len - off, "%s%s", off ? "," : "", roles[i]);
     }
     if (!out[0]) snprintf(out, len, "<none>");
 }

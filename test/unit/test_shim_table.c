@@ -117,7 +117,8 @@ TEST(table_node_wide_columns) {
     const struct shim_resource *r = builtin("nodes");
     json_error_t je;
     json_t *n = json_loads(
-        "{\"metadata\":{\"name\":\"n1\",\"labels\":{\"node-role.kubernetes.io/control-plane\":\"\"}},"
+        "{\"metadata\":{\"name\":\"n1\",\"labels\":{\"node-role.kubernetes.io/worker\":\"\","
+        "\"kubernetes.io/role\":\"control-plane\",\"node-role.kubernetes.io/control-plane\":\"\"}},"
         "\"spec\":{\"unschedulable\":true},\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}],"
         "\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.1.0.1\"}],\"nodeInfo\":{\"kubeletVersion\":\"v1.32.0\","
         "\"osImage\":\"kubelet-sim\",\"kernelVersion\":\"0.0.0-sim\",\"containerRuntimeVersion\":\"kubelet-sim://1\"}}}",
@@ -125,7 +126,7 @@ TEST(table_node_wide_columns) {
     REQUIRE(n);
     json_t *t = shim_table_of(r, n, SHIM_INCLUDE_METADATA, true);
     CHECK_STR(cell(t, "Status"), "Ready,SchedulingDisabled");
-    CHECK_STR(cell(t, "Roles"), "control-plane");
+    CHECK_STR(cell(t, "Roles"), "control-plane,worker");
     CHECK_STR(cell(t, "Internal-IP"), "10.1.0.1");
     CHECK_STR(cell(t, "External-IP"), "<none>");
     CHECK_STR(cell(t, "OS-Image"), "kubelet-sim");
