@@ -262,6 +262,30 @@ def test_include_object_checked():
     assert st == 200 and body["rows"][0]["object"]["spec"]["containers"][0]["image"] == "zz-image", body
 
 
+def test_watch_table_events_raw():
+    """A watch's events as Tables: the columns in the first only, the row's
+    object as includeObject says, for pods and a CRD alike."""
+    for path, name in (("/api/v1/namespaces/default/pods", "fid-b"), ("/apis/peloton.io/v1alpha1/resourcepools",
+                                                                      "fidpool")):
+        req = urllib.request.Request(f"{BASE}{path}?watch=true&timeoutSeconds=2&includeObject=Object&"
+                                     f"fieldSelector=metadata.name%3D{name}",
+                                     headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            first = json.loads(r.readline())
+            kind = "pods" if "pods" in path else "rp"
+            ok("1.32", "annotate", kind, name, "fid/touched=yes", "--overwrite")
+            second = json.loads(r.readline())
+        for ev in (first, second):
+            t = ev["object"]
+            assert t["kind"] == "Table" and len(t["rows"]) == 1, ev
+            row = t["rows"][0]
+            assert row["object"]["metadata"]["name"] == name and "spec" in row["object"], ev
+            assert len(row["cells"]) == len(first["object"]["columnDefinitions"]), ev
+        assert first["type"] == "ADDED" and first["object"]["columnDefinitions"], first
+        assert second["type"] == "MODIFIED" and second["object"]["columnDefinitions"] is None, second
+        assert second["object"]["rows"][0]["object"]["metadata"]["annotations"]["fid/touched"] == "yes", second
+
+
 def test_clean_shutdown():
     assert services.stop(KSIM) == 0, open(KSIM_ERR).read()
     assert services.stop(PROC) == 0, open(LOG).read()
