@@ -406,12 +406,14 @@ static void do_get(struct shim *s, const struct shim_resource *r, const char *ns
                    const struct http_request *req, struct http_response *resp) {
     json_t *out = NULL;
     int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
+    enum shim_include inc;
     if (rc) shim_store_error(s, resp, rc, r, name);
-    else if (shim_wants_table(req)) {
-        json_t *one = json_pack("[o]", out);
-        shim_json(resp, 200, shim_table(r, one, NULL, NULL));
-        json_decref(one);
-    } else shim_json(resp, 200, shim_with_type(r, out));
+    else if (!shim_wants_table(req)) shim_json(resp, 200, shim_with_type(r, out));
+    else {
+        if (shim_table_include(req, &inc, resp))
+            shim_json(resp, 200, shim_table_of(r, shim_with_type(r, out), inc, true));
+        json_decref(out);
+    }
 }
 
 /* Selectors from the query; false after an error reply. */
@@ -447,9 +449,12 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
                     struct http_response *resp) {
     struct labelsel *ls;
     struct fieldsel *fs;
+    enum shim_include inc = SHIM_INCLUDE_METADATA;
+    bool table = shim_wants_table(req);
+    if (table && !shim_table_include(req, &inc, resp)) return;
     if (!parse_selectors(r, req, &ls, &fs, resp)) return;
     if (http_req_arg_bool(req, "watch")) {
-        watch_start(s->hub, r, ns, ls, fs, req, resp);
+        watch_start(s->hub, r, ns, ls, fs, table, inc, req, resp);
         return;
     }
     const char *lim = http_req_arg(req, "limit"), *cont = http_req_arg(req, "continue");
@@ -499,8 +504,8 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
             json_object_set_new(md, "remainingItemCount", json_integer((json_int_t)remaining));
         free(token);
     }
-    if (shim_wants_table(req)) { /* kubectl get: columns computed here */
-        json_t *t = shim_table(r, items, rv, json_string_value(json_object_get(md, "continue")));
+    if (table) { /* kubectl get: columns computed here */
+        json_t *t = shim_table(r, items, rv, json_string_value(json_object_get(md, "continue")), inc, true);
         json_decref(md);
         json_decref(items);
         shim_json(resp, 200, t);
@@ -700,6 +705,8 @@ static void route_resource(struct shim *s, const char *group, const char *versio
     if (sub) {
         if (!strcmp(sub, "binding") && !strcmp(r->plural, "pods") && req->method == HTTP_POST)
             shim_pod_binding(s, ns, name, req, resp);
+        else if (!strcmp(sub, "log") && !strcmp(r->plural, "pods") && !r->group[0] && req->method == HTTP_GET)
+            shim_pod_log(s, ns, name, req, resp);
         else if (!strcmp(sub, "status") && shim_has_status(r))
             shim_status_subresource(s, r, ns, name, req, resp);
         else
@@ -731,6 +738,7 @@ static void route_resource(struct shim *s, const char *group, const char *versio
         do_update(s, r, ns, name, req, resp, dry);
         return;
     case HTTP_DELETE:
+        if (coll && !shim_res_deletecollection(r)) break; /* namespaces: one by one, as kube-apiserver */
         if (coll) do_delete_collection(s, r, ns, req, resp, dry);
         else do_delete(s, r, ns, name, req, resp, dry);
         return;
@@ -801,6 +809,10 @@ static void handle(struct shim *s, const struct http_request *req, struct http_r
     memcpy(path, p, plen + 1);
     char *seg[MAX_SEGMENTS];
     int n = split_path(path, seg, MAX_SEGMENTS);
+    if (n <= 0 && !strcmp(p, "/") && req->method == HTTP_GET) {
+        shim_disc_root(s, resp); /* the API's paths, as kube-apiserver lists them */
+        return;
+    }
     if (n <= 0) goto notfound;
     if (!strcmp(seg[0], "api")) {
         if (n == 1) {
@@ -822,8 +834,8 @@ static void handle(struct shim *s, const struct http_request *req, struct http_r
             else shim_disc_group_list(s, resp);
             return;
         }
-        if (n == 2) goto notfound;
-        if (n == 3) shim_disc_resource_list(s, resp, seg[1], seg[2]);
+        if (n == 2) shim_disc_group(s, resp, seg[1]);
+        else if (n == 3) shim_disc_resource_list(s, resp, seg[1], seg[2]);
         else route_resource(s, seg[1], seg[2], seg + 3, n - 3, req, resp);
         return;
     }

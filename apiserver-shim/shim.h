@@ -83,12 +83,15 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
 
 struct schema;
 
+#define SHIM_MAX_CATEGORIES 4 /* a CRD's categories past these are not served */
+
 struct shim_resource {
     const char *group;   /* "" for the core group */
     const char *version;
     const char *plural, *singular, *kind;
     bool namespaced;
     const char *short_names[3];
+    const char *categories[SHIM_MAX_CATEGORIES]; /* kubectl get CATEGORY (all, peloton); NULL-ended unless full */
     const char *store_key; /* the store's resource name */
     /* custom resources only (shim_crd.c); NULL/false for the built-ins */
     bool custom, removed, has_status;
@@ -197,11 +200,22 @@ int shim_keep_status(struct shim *s, const struct shim_resource *r, const char *
 /* POST pods/NAME/binding, or the legacy POST namespaces/NS/bindings (name NULL: from the body). */
 void shim_pod_binding(struct shim *s, const char *ns, const char *name, const struct http_request *req,
                       struct http_response *resp);
+/* GET pods/NAME/log: kubelet-sim runs no process, so there is no log; the
+ * answer is a 400 Status saying so, with the container's state (or why the
+ * container named is not valid, 404 for a missing pod). */
+void shim_pod_log(struct shim *s, const char *ns, const char *name, const struct http_request *req,
+                  struct http_response *resp);
 /* GET, PUT and PATCH of KIND/NAME/status: only status changes. */
 void shim_status_subresource(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                              const struct http_request *req, struct http_response *resp);
 
 /* ---- discovery (shim_discovery.c) ---- */
+/* GET /: the paths served, as kube-apiserver lists them ({"paths": [...]}). */
+void shim_disc_root(const struct shim *s, struct http_response *resp);
+/* GET /apis/GROUP: the group's APIGroup; 404 for a group not served. */
+void shim_disc_group(const struct shim *s, struct http_response *resp, const char *group);
+/* Whether r takes DELETE on its collection (kube-apiserver's namespaces do not). */
+bool shim_res_deletecollection(const struct shim_resource *r);
 bool shim_disc_wants_aggregated(const struct http_request *req);
 void shim_disc_aggregated(const struct shim *s, struct http_response *resp, bool legacy);
 void shim_disc_group_list(const struct shim *s, struct http_response *resp);
@@ -235,8 +249,18 @@ void shim_crd_free(struct shim *s);
 
 /* ---- Table output for kubectl get (shim_table.c) ---- */
 bool shim_wants_table(const struct http_request *req);
-/* A meta.k8s.io/v1 Table of items (borrowed); rv and cont may be NULL. */
-json_t *shim_table(const struct shim_resource *r, const json_t *items, const char *rv, const char *cont);
+/* What a Table's rows carry as their object (the query's includeObject). */
+enum shim_include { SHIM_INCLUDE_METADATA, SHIM_INCLUDE_OBJECT, SHIM_INCLUDE_NONE };
+/* includeObject from the query: absent or "Metadata", "Object", "None";
+ * false after a 400 reply for any other value. */
+bool shim_table_include(const struct http_request *req, enum shim_include *inc, struct http_response *resp);
+/* A meta.k8s.io/v1 Table of items (borrowed); rv and cont may be NULL.
+ * headers false: columnDefinitions null (a watch's events after its first). */
+json_t *shim_table(const struct shim_resource *r, const json_t *items, const char *rv, const char *cont,
+                   enum shim_include inc, bool headers);
+/* The Table of one object (borrowed), with its resourceVersion: a get, or a
+ * watch event's object. */
+json_t *shim_table_of(const struct shim_resource *r, const json_t *obj, enum shim_include inc, bool headers);
 
 /* ---- OpenAPI (shim_openapi.c: /openapi/v3 and the cache; shim_openapi_v2.c) ---- */
 /* Serves the OpenAPI paths (req->path); false when the path is not one. */
@@ -263,9 +287,11 @@ json_t *shim_openapi_v2_doc(const struct shim *s, const json_t *builtins);
 struct watch_hub;
 struct watch_hub *watch_hub_new(struct shim *owner, const struct shim_config *cfg);
 void watch_hub_free(struct watch_hub *h); /* after the HTTP server is gone */
-/* Serves GET ...?watch=true. Takes ownership of ls and fs (may be NULL). */
+/* Serves GET ...?watch=true. Takes ownership of ls and fs (may be NULL).
+ * table: every event's object is a Table of its row (inc: the row's object). */
 void watch_start(struct watch_hub *h, const struct shim_resource *r, const char *ns, struct labelsel *ls,
-                 struct fieldsel *fs, const struct http_request *req, struct http_response *resp);
+                 struct fieldsel *fs, bool table, enum shim_include inc, const struct http_request *req,
+                 struct http_response *resp);
 /* A write happened: read the history soon. */
 void watch_kick(struct watch_hub *h);
 void watch_detach_async(struct watch_hub *h);

@@ -51,22 +51,29 @@ static const char *jstr(const json_t *o, const char *k) {
     return v ? v : "";
 }
 
-/* One malloc holds every name; the entry's pointers point into it. */
+/* One malloc holds every name; the entry's pointers point into it. Slots:
+ * group, version, plural, singular, kind, 3 short names, then the
+ * categories (the first SHIM_MAX_CATEGORIES strings). */
+#define NAME_SLOTS (8 + SHIM_MAX_CATEGORIES)
 static int set_names(struct shim_resource *r, const char *group, const char *version, const json_t *names,
                      bool namespaced) {
-    const char *src[8] = {group, version, jstr(names, "plural"), jstr(names, "singular"), jstr(names, "kind"),
-                          "", "", ""};
-    json_t *sn = json_object_get(names, "shortNames");
+    const char *src[NAME_SLOTS] = {group, version, jstr(names, "plural"), jstr(names, "singular"), jstr(names, "kind")};
+    json_t *sn = json_object_get(names, "shortNames"), *cats = json_object_get(names, "categories");
     for (int k = 0; k < 3; k++) {
         const char *x = json_string_value(json_array_get(sn, (size_t)k));
         src[5 + k] = x ? x : "";
     }
+    for (int k = 0, c = 0; k < SHIM_MAX_CATEGORIES; k++) {
+        const char *x = NULL;
+        while (!x && (size_t)c < json_array_size(cats)) x = json_string_value(json_array_get(cats, (size_t)c++));
+        src[8 + k] = x ? x : "";
+    }
     size_t total = strlen(src[2]) + strlen(group) + 2;
-    for (int k = 0; k < 8; k++) total += strlen(src[k]) + 1;
+    for (int k = 0; k < NAME_SLOTS; k++) total += strlen(src[k]) + 1;
     char *buf = malloc(total), *p = buf;
     if (!buf) return -ENOMEM;
-    const char *dst[8];
-    for (int k = 0; k < 8; k++) {
+    const char *dst[NAME_SLOTS];
+    for (int k = 0; k < NAME_SLOTS; k++) {
         dst[k] = p;
         p += sprintf(p, "%s", src[k]) + 1;
     }
@@ -80,6 +87,7 @@ static int set_names(struct shim_resource *r, const char *group, const char *ver
     r->singular = dst[3][0] ? dst[3] : dst[2];
     r->kind = dst[4];
     for (int k = 0; k < 3; k++) r->short_names[k] = dst[5 + k][0] ? dst[5 + k] : NULL;
+    for (int k = 0; k < SHIM_MAX_CATEGORIES; k++) r->categories[k] = dst[8 + k][0] ? dst[8 + k] : NULL;
     r->store_key = key;
     r->namespaced = namespaced;
     r->custom = true;

@@ -2,15 +2,59 @@
  * legacy and aggregated (apidiscovery.k8s.io/v2, with its exact content type),
  * from the registry. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "shim.h"
 
-#define VERBS "create", "delete", "deletecollection", "get", "list", "patch", "update"
 #define AGGREGATED_CT "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
+bool shim_res_deletecollection(const struct shim_resource *r) {
+    return r->custom || r->group[0] || strcmp(r->plural, "namespaces") != 0;
+}
 
-static json_t *verbs_json(void) { return json_pack("[sssssss]", VERBS); }
+/* The verbs of r's main resource, as kube-apiserver lists them. */
+static json_t *verbs_json(const struct shim_resource *r) {
+    if (shim_res_deletecollection(r))
+        return json_pack("[ssssssss]", "create", "delete", "deletecollection", "get", "list", "patch", "update",
+                         "watch");
+    return json_pack("[sssssss]", "create", "delete", "get", "list", "patch", "update", "watch");
+}
+
+static json_t *short_names_json(const struct shim_resource *r) {
+    json_t *sn = json_array();
+    for (int k = 0; k < 3 && r->short_names[k]; k++) json_array_append_new(sn, json_string(r->short_names[k]));
+    return sn;
+}
+
+static json_t *categories_json(const struct shim_resource *r) {
+    json_t *c = json_array();
+    for (int k = 0; k < SHIM_MAX_CATEGORIES && r->categories[k]; k++)
+        json_array_append_new(c, json_string(r->categories[k]));
+    return c;
+}
+
+/* r's subresources served here: NAME, kind and verbs, in the order
+ * kube-apiserver lists them. */
+struct subres {
+    const char *name, *kind;
+    const char *verbs[3];
+};
+
+static int subresources(const struct shim_resource *r, struct subres *out) {
+    int n = 0;
+    bool pods = !r->custom && !r->group[0] && !strcmp(r->plural, "pods");
+    if (pods) out[n++] = (struct subres){"binding", "Binding", {"create"}};
+    if (pods) out[n++] = (struct subres){"log", "Pod", {"get"}};
+    if (shim_has_status(r)) out[n++] = (struct subres){"status", r->kind, {"get", "patch", "update"}};
+    return n;
+}
+
+static json_t *verbs_of(const struct subres *sr) {
+    json_t *v = json_array();
+    for (int k = 0; k < 3 && sr->verbs[k]; k++) json_array_append_new(v, json_string(sr->verbs[k]));
+    return v;
+}
 
 bool shim_disc_wants_aggregated(const struct http_request *req) {
     return strstr(req->accept, "as=APIGroupDiscoveryList") != NULL;
@@ -23,13 +67,23 @@ static json_t *group_discovery(const struct shim *s, const char *group) {
         const struct shim_resource *r = shim_res_at(s, i);
         if (!r || strcmp(r->group, group) != 0) continue;
         version = r->version;
-        json_t *sn = json_array();
-        for (int k = 0; k < 3 && r->short_names[k]; k++) json_array_append_new(sn, json_string(r->short_names[k]));
-        json_array_append_new(resources,
-                              json_pack("{s:s, s:{s:s, s:s, s:s}, s:s, s:s, s:o, s:o}", "resource", r->plural,
-                                        "responseKind", "group", r->group, "version", r->version, "kind", r->kind,
-                                        "scope", r->namespaced ? "Namespaced" : "Cluster", "singularResource",
-                                        r->singular, "verbs", verbs_json(), "shortNames", sn));
+        struct subres sr[4];
+        int nsr = subresources(r, sr);
+        json_t *subs = json_array();
+        for (int k = 0; k < nsr; k++) {
+            const char *g = sr[k].kind == r->kind ? r->group : "";
+            json_array_append_new(subs, json_pack("{s:s, s:{s:s, s:s, s:s}, s:o}", "subresource", sr[k].name,
+                                                  "responseKind", "group", g, "version", r->version, "kind",
+                                                  sr[k].kind, "verbs", verbs_of(&sr[k])));
+        }
+        json_t *res = json_pack("{s:s, s:{s:s, s:s, s:s}, s:s, s:s, s:o, s:o}", "resource", r->plural,
+                                "responseKind", "group", r->group, "version", r->version, "kind", r->kind, "scope",
+                                r->namespaced ? "Namespaced" : "Cluster", "singularResource", r->singular, "verbs",
+                                verbs_json(r), "shortNames", short_names_json(r));
+        if (r->categories[0]) json_object_set_new(res, "categories", categories_json(r));
+        if (nsr) json_object_set_new(res, "subresources", subs);
+        else json_decref(subs);
+        json_array_append_new(resources, res);
     }
     return json_pack("{s:{s:s}, s:[{s:s, s:o, s:s}]}", "metadata", "name", group, "versions", "version", version,
                      "resources", resources, "freshness", "Current");
@@ -75,22 +129,20 @@ void shim_disc_resource_list(const struct shim *s, struct http_response *resp, c
     for (int i = 0; i < shim_res_count(s); i++) {
         const struct shim_resource *r = shim_res_at(s, i);
         if (!r || strcmp(r->group, group) || strcmp(r->version, version)) continue;
-        json_t *sn = json_array();
-        for (int k = 0; k < 3 && r->short_names[k]; k++) json_array_append_new(sn, json_string(r->short_names[k]));
-        json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s, s:o, s:o}", "name", r->plural, "singularName",
-                                              r->singular, "namespaced", r->namespaced, "kind", r->kind, "verbs",
-                                              verbs_json(), "shortNames", sn));
-        char sub[128];
-        if (shim_has_status(r)) {
-            snprintf(sub, sizeof sub, "%s/status", r->plural);
-            json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s, s:[sss]}", "name", sub, "singularName", "",
-                                                  "namespaced", r->namespaced, "kind", r->kind, "verbs", "get",
-                                                  "patch", "update"));
+        json_t *res = json_pack("{s:s, s:s, s:b, s:s, s:o, s:o}", "name", r->plural, "singularName", r->singular,
+                                "namespaced", r->namespaced, "kind", r->kind, "verbs", verbs_json(r), "shortNames",
+                                short_names_json(r));
+        if (r->categories[0]) json_object_set_new(res, "categories", categories_json(r));
+        json_array_append_new(list, res);
+        struct subres sr[4];
+        int nsr = subresources(r, sr);
+        for (int k = 0; k < nsr; k++) {
+            char sub[300];
+            snprintf(sub, sizeof sub, "%s/%s", r->plural, sr[k].name);
+            json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s, s:o}", "name", sub, "singularName", "",
+                                                  "namespaced", r->namespaced, "kind", sr[k].kind, "verbs",
+                                                  verbs_of(&sr[k])));
         }
-        if (!strcmp(r->plural, "pods"))
-            json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s, s:[s]}", "name", "pods/binding",
-                                                  "singularName", "", "namespaced", 1, "kind", "Binding", "verbs",
-                                                  "create"));
     }
     if (json_array_size(list) == 0) {
         json_decref(list);
@@ -101,6 +153,60 @@ void shim_disc_resource_list(const struct shim *s, struct http_response *resp, c
     snprintf(gv, sizeof gv, "%s%s%s", group, group[0] ? "/" : "", version);
     shim_json(resp, 200, json_pack("{s:s, s:s, s:s, s:o}", "kind", "APIResourceList", "apiVersion", "v1",
                                    "groupVersion", gv, "resources", list));
+}
+
+/* The group of r, when it is a group's first resource in the registry. */
+static bool first_of_group(const struct shim *s, int i) {
+    const struct shim_resource *r = shim_res_at(s, i);
+    if (!r || !r->group[0]) return false;
+    for (int j = 0; j < i; j++)
+        if (shim_res_at(s, j) && !strcmp(shim_res_at(s, j)->group, r->group)) return false;
+    return true;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+void shim_disc_root(const struct shim *s, struct http_response *resp) {
+    static const char *const fixed[] = {"/api",     "/api/v1",    "/apis",        "/apis/",     "/healthz",
+                                        "/livez",   "/metrics",   "/openapi/v2",  "/openapi/v3", "/openapi/v3/",
+                                        "/readyz",  "/version"};
+    size_t nfixed = sizeof fixed / sizeof fixed[0], cap = nfixed + 2 * (size_t)shim_res_count(s), n = 0;
+    char **paths = calloc(cap, sizeof *paths);
+    if (!paths) {
+        shim_status(resp, 500, "InternalError", NULL, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < nfixed; i++)
+        if ((paths[n] = strdup(fixed[i]))) n++;
+    for (int i = 0; i < shim_res_count(s); i++) {
+        if (!first_of_group(s, i)) continue;
+        const struct shim_resource *r = shim_res_at(s, i);
+        size_t len = strlen(r->group) + strlen(r->version) + 8;
+        if ((paths[n] = malloc(len))) snprintf(paths[n++], len, "/apis/%s", r->group);
+        if ((paths[n] = malloc(len))) snprintf(paths[n++], len, "/apis/%s/%s", r->group, r->version);
+    }
+    qsort(paths, n, sizeof *paths, cmp_str);
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(a, json_string(paths[i]));
+        free(paths[i]);
+    }
+    free(paths);
+    shim_json(resp, 200, json_pack("{s:o}", "paths", a));
+}
+
+void shim_disc_group(const struct shim *s, struct http_response *resp, const char *group) {
+    for (int i = 0; i < shim_res_count(s); i++) {
+        const struct shim_resource *r = shim_res_at(s, i);
+        if (!r || !r->group[0] || strcmp(r->group, group) != 0) continue;
+        char gv[300];
+        snprintf(gv, sizeof gv, "%s/%s", r->group, r->version);
+        shim_json(resp, 200, json_pack("{s:s, s:s, s:s, s:[{s:s, s:s}], s:{s:s, s:s}}", "kind", "APIGroup",
+                                       "apiVersion", "v1", "name", r->group, "versions", "groupVersion", gv, "version",
+                                       r->version, "preferredVersion", "groupVersion", gv, "version", r->version));
+        return;
+    }
+    shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");
 }
 
 void shim_disc_version(struct http_response *resp) {

@@ -101,3 +101,73 @@ void shim_status_subresource(struct shim *s, const struct shim_resource *r, cons
     }
     shim_write_status(s, r, ns, name, req, resp);
 }
+
+/* A container's state in words, for the log answer: "running since T",
+ * "terminated with exit code N (REASON)", "waiting (REASON)"; "" unknown. */
+static void container_state(const json_t *pod, const char *container, char *out, size_t len) {
+    size_t i;
+    json_t *cs;
+    out[0] = 0;
+    json_t *st = json_object_get(pod, "status");
+    for (int pass = 0; pass < 2; pass++)
+        json_array_foreach(json_object_get(st, pass ? "initContainerStatuses" : "containerStatuses"), i, cs) {
+            const char *n = json_string_value(json_object_get(cs, "name"));
+            if (!n || strcmp(n, container) != 0) continue;
+            json_t *state = json_object_get(cs, "state"), *x;
+            if ((x = json_object_get(state, "running"))) {
+                const char *at = json_string_value(json_object_get(x, "startedAt"));
+                snprintf(out, len, "it is running since %s", at ? at : "its start");
+            } else if ((x = json_object_get(state, "terminated"))) {
+                const char *why = json_string_value(json_object_get(x, "reason"));
+                snprintf(out, len, "it terminated with exit code %" JSON_INTEGER_FORMAT "%s%s%s",
+                         json_integer_value(json_object_get(x, "exitCode")), why ? " (" : "", why ? why : "",
+                         why ? ")" : "");
+            } else if ((x = json_object_get(state, "waiting"))) {
+                const char *why = json_string_value(json_object_get(x, "reason"));
+                snprintf(out, len, "it is waiting%s%s%s", why ? " (" : "", why ? why : "", why ? ")" : "");
+            }
+            return;
+        }
+}
+
+void shim_pod_log(struct shim *s, const char *ns, const char *name, const struct http_request *req,
+                  struct http_response *resp) {
+    const struct shim_resource *pods = pods_resource();
+    json_t *pod = NULL;
+    int rc = store_get(s->st, "pods", ns, name, &pod);
+    if (rc) {
+        shim_store_error(s, resp, rc, pods, name);
+        return;
+    }
+    json_t *spec = json_object_get(pod, "spec");
+    const char *want = http_req_arg(req, "container"), *container = NULL;
+    size_t i, n = 0;
+    json_t *c;
+    for (int pass = 0; pass < 2 && !container; pass++)
+        json_array_foreach(json_object_get(spec, pass ? "initContainers" : "containers"), i, c) {
+            const char *cn = json_string_value(json_object_get(c, "name"));
+            if (!cn) continue;
+            if (!pass) n++;
+            if ((want && want[0] && !strcmp(cn, want)) || ((!want || !want[0]) && !pass && !container)) container = cn;
+        }
+    const char *node = json_string_value(json_object_get(spec, "nodeName"));
+    char state[200];
+    if (want && want[0] && !container)
+        shim_status(resp, 400, "BadRequest", NULL, "container %s is not valid for pod %s", want, name);
+    else if (!container)
+        shim_status(resp, 400, "BadRequest", NULL, "pod %s has no containers", name);
+    else if ((!want || !want[0]) && n > 1)
+        shim_status(resp, 400, "BadRequest", NULL, "a container name must be specified for pod %s", name);
+    else if (!node || !node[0])
+        shim_status(resp, 400, "BadRequest", NULL,
+                    "container \"%s\" in pod \"%s\" is waiting to start: the pod is not bound to a node yet",
+                    container, name);
+    else {
+        container_state(pod, container, state, sizeof state);
+        shim_status(resp, 400, "BadRequest", NULL,
+                    "container \"%s\" in pod \"%s\" has no logs: node \"%s\" is simulated by kubelet-sim, which "
+                    "runs no process and so keeps no output%s%s",
+                    container, name, node, state[0] ? "; " : "", state);
+    }
+    json_decref(pod);
+}

@@ -3,21 +3,26 @@
 
 #include "shim.h"
 
-#define BUILTIN(g, v, pl, si, k, ns, sn0, sn1, key)                                                     \
+/* Short names and categories as kube-apiserver 1.32 gives them: pods and
+ * services are in "all" (with workloads this shim does not serve), CRDs in
+ * "api-extensions". */
+#define BUILTIN(g, v, pl, si, k, ns, sn0, sn1, key, cat)                                                \
     {.group = g, .version = v, .plural = pl, .singular = si, .kind = k, .namespaced = ns,                 \
-     .short_names = {sn0, sn1, NULL}, .store_key = key}
+     .short_names = {sn0, sn1, NULL}, .categories = {cat, NULL}, .store_key = key}
 
 const struct shim_resource shim_resources[] = {
-    BUILTIN("", "v1", "namespaces", "namespace", "Namespace", false, "ns", NULL, "namespaces"),
-    BUILTIN("", "v1", "pods", "pod", "Pod", true, "po", NULL, "pods"),
-    BUILTIN("", "v1", "nodes", "node", "Node", false, "no", NULL, "nodes"),
-    BUILTIN("", "v1", "configmaps", "configmap", "ConfigMap", true, "cm", NULL, "configmaps"),
-    BUILTIN("", "v1", "secrets", "secret", "Secret", true, NULL, NULL, "secrets"),
-    BUILTIN("", "v1", "services", "service", "Service", true, "svc", NULL, "services"),
-    BUILTIN("", "v1", "events", "event", "Event", true, "ev", NULL, "events"),
-    BUILTIN("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL, "leases.coordination.k8s.io"),
+    BUILTIN("", "v1", "namespaces", "namespace", "Namespace", false, "ns", NULL, "namespaces", NULL),
+    BUILTIN("", "v1", "pods", "pod", "Pod", true, "po", NULL, "pods", "all"),
+    BUILTIN("", "v1", "nodes", "node", "Node", false, "no", NULL, "nodes", NULL),
+    BUILTIN("", "v1", "configmaps", "configmap", "ConfigMap", true, "cm", NULL, "configmaps", NULL),
+    BUILTIN("", "v1", "secrets", "secret", "Secret", true, NULL, NULL, "secrets", NULL),
+    BUILTIN("", "v1", "services", "service", "Service", true, "svc", NULL, "services", "all"),
+    BUILTIN("", "v1", "events", "event", "Event", true, "ev", NULL, "events", NULL),
+    BUILTIN("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL, "leases.coordination.k8s.io",
+            NULL),
     BUILTIN("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
-            "CustomResourceDefinition", false, "crd", "crds", "customresourcedefinitions.apiextensions.k8s.io"),
+            "CustomResourceDefinition", false, "crd", "crds", "customresourcedefinitions.apiextensions.k8s.io",
+            "api-extensions"),
 };
 const int shim_nresources = (int)(sizeof shim_resources / sizeof shim_resources[0]);
 

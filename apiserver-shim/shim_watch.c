@@ -23,7 +23,12 @@
  *
  * Lines are queued on the watchers' streams; the HTTP layer sends a turn's
  * lines to a watcher in one write. A watcher that falls behind by more than
- * max_buffer unsent bytes is closed and re-lists, as a Kubernetes client does. */
+ * max_buffer unsent bytes is closed and re-lists, as a Kubernetes client does.
+ *
+ * A watcher that asked for a Table (kubectl get -w) gets each event's object
+ * as a meta.k8s.io/v1 Table of one row, built for it alone: the columns go
+ * with its first event only (kube-apiserver's rule: kubectl keeps the last
+ * columns it printed), the row's object as its includeObject says. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -48,6 +53,8 @@ struct watcher {
     uint64_t deadline_ms; /* 0: no timeout */
     uint64_t next_bookmark_ms;
     bool bookmarks, ending, live;
+    bool table, headers_sent; /* Table events; the columns went out already */
+    enum shim_include inc;    /* what a Table row's object is */
     struct metrics_series *open, *sent; /* peloton_apiserver_watches and _watch_events_sent_total; may be NULL */
     struct watcher *prev, *next;
 };
@@ -206,8 +213,16 @@ static void send_line(struct watcher *w, const char *line, size_t len) {
     else metrics_inc(w->sent);
 }
 
+/* An event with obj (borrowed) as its object; for a Table watcher, obj's
+ * row (an ERROR's Status goes as it is). */
 static void send_event(struct watcher *w, const char *type, json_t *obj) {
-    json_t *ev = json_pack("{s:s, s:O}", "type", type, "object", obj);
+    json_t *ev;
+    if (w->table && strcmp(type, "ERROR") != 0) {
+        ev = json_pack("{s:s, s:o}", "type", type, "object", shim_table_of(w->r, obj, w->inc, !w->headers_sent));
+        w->headers_sent = true;
+    } else {
+        ev = json_pack("{s:s, s:O}", "type", type, "object", obj);
+    }
     char *s = json_dumps(ev, JSON_COMPACT);
     json_decref(ev);
     if (!s) return;
@@ -233,6 +248,21 @@ static void send_bookmark(struct watcher *w) {
     else snprintf(av, sizeof av, "%s", w->r->version);
     json_t *o = json_pack("{s:s, s:s, s:{s:s}}", "kind", w->r->kind, "apiVersion", av, "metadata", "resourceVersion",
                           rv);
+    if (w->table) { /* a Table without rows that carries the version */
+        json_decref(o);
+        o = json_pack("{s:s, s:s, s:{s:s}, s:n, s:[]}", "kind", "Table", "apiVersion", "meta.k8s.io/v1", "metadata",
+                      "resourceVersion", rv, "columnDefinitions", "rows");
+        json_t *ev = json_pack("{s:s, s:o}", "type", "BOOKMARK", "object", o);
+        char *line = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+        json_decref(ev);
+        if (line) {
+            size_t n = strlen(line);
+            line[n] = '\n';
+            send_line(w, line, n + 1);
+            free(line);
+        }
+        return;
+    }
     send_event(w, "BOOKMARK", o);
     json_decref(o);
 }
@@ -282,6 +312,13 @@ static char *event_line(const struct shim_resource *r, enum store_event_type typ
     return line;
 }
 
+/* A change to one watcher: the shared line, or for a Table watcher its own. */
+static void send_change(struct watcher *w, enum store_event_type type, const json_t *obj, const char *line,
+                        size_t len) {
+    if (w->table) send_event(w, type_name(type), (json_t *)obj);
+    else send_line(w, line, len);
+}
+
 static bool has_live(const struct watch_hub *h, const struct shim_resource *r) {
     for (const struct watcher *w = h->head; w; w = w->next)
         if (w->r == r && w->live && !w->ending) return true;
@@ -293,7 +330,7 @@ static void deliver(struct watch_hub *h, const struct change *c) {
     if (!c->r || !c->line) return;
     for (struct watcher *w = h->head; w; w = w->next) {
         if (w->r != c->r || !w->live || w->ending || c->rv <= w->rv || !wants(w, c->ns, c->obj)) continue;
-        send_line(w, c->line, c->len);
+        send_change(w, c->type, c->obj, c->line, c->len);
     }
 }
 
@@ -392,6 +429,10 @@ static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
                 if (w->r != r || w->ending || w->live || e->resource_version <= w->rv ||
                     !wants(w, e->ns, e->object))
                     continue;
+                if (w->table) {
+                    send_change(w, e->type, e->object, NULL, 0);
+                    continue;
+                }
                 if (!line && !(line = event_line(r, e->type, e->object, NULL, 0, &len))) break;
                 send_line(w, line, len);
             }
@@ -554,7 +595,8 @@ static int send_initial(struct watch_hub *h, struct watcher *w) {
 }
 
 void watch_start(struct watch_hub *h, const struct shim_resource *r, const char *ns, struct labelsel *ls,
-                 struct fieldsel *fs, const struct http_request *req, struct http_response *resp) {
+                 struct fieldsel *fs, bool table, enum shim_include inc, const struct http_request *req,
+                 struct http_response *resp) {
     if (!h) {
         labelsel_free(ls);
         fieldsel_free(fs);
@@ -594,6 +636,8 @@ void watch_start(struct watch_hub *h, const struct shim_resource *r, const char 
     snprintf(w->ns, sizeof w->ns, "%s", r->namespaced ? ns : "");
     w->ls = ls;
     w->fs = fs;
+    w->table = table;
+    w->inc = inc;
     w->rv = start_rv;
     uint64_t now = uv_now(h->loop);
     long long tsec = to ? atoll(to) : 0;

@@ -51,7 +51,7 @@ struct placement {
 
 struct bind_ctx {
     struct placement *p;
-    char *ns, *name, *node, *gang;
+    char *ns, *name, *node, *gang, *uid;
     uint64_t t0; /* metrics_now_ns when posted */
 };
 
@@ -111,6 +111,7 @@ static void bind_ctx_free(struct bind_ctx *b) {
     free(b->name);
     free(b->node);
     free(b->gang);
+    free(b->uid);
     free(b);
 }
 
@@ -129,6 +130,9 @@ static void on_bound(void *ud, const struct kc_response *res) {
                                                : res->status == 404                    ? "gone"
                                                                                        : "failed"));
     if (res->status >= 200 && res->status < 300) {
+        char msg[700]; /* the Event kube-scheduler posts for each pod it binds */
+        snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", b->ns, b->name, b->node);
+        ctl_event_post(p->env.kc, PL_COMPONENT, "v1", "Pod", b->ns, b->name, b->uid, "Normal", "Scheduled", msg);
         p->placed++;
         if (p->m.run_wait && strmap_count(&p->bound_at) < PL_BOUND_AT_MAX) {
             char key[600];
@@ -151,7 +155,7 @@ static void on_bound(void *ud, const struct kc_response *res) {
 static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, const char *node) {
     struct bind_ctx *b = calloc(1, sizeof *b);
     if (!b || !(b->ns = strdup(pod->ns)) || !(b->name = strdup(pod->name)) || !(b->node = strdup(node)) ||
-        !(b->gang = strdup(gang))) {
+        !(b->gang = strdup(gang)) || (pod->uid && !(b->uid = strdup(pod->uid)))) {
         if (b) bind_ctx_free(b);
         return;
     }
