@@ -316,6 +316,13 @@ bool jm_node_ready(const struct jobmgr *jm, const char *node) {
     return true; /* no conditions yet */
 }
 
+bool jm_node_in_maintenance(const struct jobmgr *jm, const char *node) {
+    const json_t *n = node ? kc_informer_get(jm->nodes, "", node) : NULL;
+    const char *m = json_string_value(json_object_get(json_object_get(json_object_get(n, "metadata"), "annotations"),
+                                                      PA_MAINTENANCE));
+    return m && (!strcmp(m, PA_MAINT_DRAINING) || !strcmp(m, PA_MAINT_DRAINED));
+}
+
 struct node_list {
     const json_t **v;
     size_t n, cap;

@@ -129,6 +129,8 @@ void jm_send(struct jobmgr *jm, enum jm_req_kind kind, const char *method, char 
              const struct jm_job *job, const char *pod, uint32_t instance, uint32_t run);
 bool jm_node_exists(const struct jobmgr *jm, const char *node);
 bool jm_node_ready(const struct jobmgr *jm, const char *node); /* exists, Ready not False/Unknown */
+/* The node's annotation peloton.io/maintenance is "draining" or "drained". */
+bool jm_node_in_maintenance(const struct jobmgr *jm, const char *node);
 /* The fleet of the current nodes (built when a node changed since); NULL on ENOMEM. */
 struct jm_fleet *jm_fleet(struct jobmgr *jm);
 /* Whether the ResourcePool exists and is a leaf (the only pools that take
@@ -147,6 +149,17 @@ struct jm_garbage *jm_garbage_find(struct jm_job *job, const char *name);
 bool jm_sync_job(struct jobmgr *jm, struct jm_job *job);
 /* Request completions. */
 void jm_req_done(struct jobmgr *jm, struct jm_job *job, const struct jm_req *q, long status, const char *error);
+
+/* jobmgr_drain.c: host maintenance */
+/* Instances of a service a node's maintenance may take down at once:
+ * sla.maximumUnavailableInstances, else updateStrategy.batchSize, else 1. */
+uint32_t jm_drain_budget(const struct crd_job_extra *x);
+/* Marks the instances of the job (type, instanceCount count) that leave a
+ * node in maintenance now (restart_pending at their own version): BATCH ones
+ * all at once; a service's only while fewer than budget of its instances
+ * [0, count) are not Running, counting those it moves (one that is not
+ * Running moves at any time); DAEMON none. Returns how many it marked. */
+uint32_t jm_drain_step(struct jobmgr *jm, struct jm_job *job, enum job_type type, uint32_t count, uint32_t budget);
 
 /* jobmgr_update.c */
 /* The task timeouts and restart backoff of the options. */
