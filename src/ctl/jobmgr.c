@@ -377,7 +377,7 @@ static const char *ns_of(const json_t *obj) {
 /* The pod v is (now) the current run of record r. */
 static void adopt(struct jobmgr *jm, struct jm_inst *r, const struct jm_pod_view *v) {
     if (!r->used || r->run != v->run) {
-        r->kill = r->kill_sent = r->restart_pending = false;
+        r->kill = r->kill_sent = r->restart_pending = r->moving = false;
         if (!r->used) r->version = v->version;
     }
     r->used = true;
@@ -403,7 +403,8 @@ static void adopt(struct jobmgr *jm, struct jm_inst *r, const struct jm_pod_view
      * ends because of it was killed, whatever exit its containers made: the
      * run is KILLED and runs again (as Kubernetes' Job controller re-creates
      * it), never counted as SUCCEEDED. One that had ended before keeps its end. */
-    if (v->deleting && !r->kill && task_state_terminal(st) && !task_state_terminal(r->state)) st = TASK_KILLED;
+    if (v->deleting && (!r->kill || r->moving) && task_state_terminal(st) && !task_state_terminal(r->state))
+        st = TASK_KILLED; /* likewise a run moved off a node in maintenance: no failure, no backoff */
     jm_set_state(jm, r, st);
 }
 

@@ -34,7 +34,7 @@ static bool inst_to_move(const struct jobmgr *jm, const struct jm_inst *r) {
 
 static void move(struct jobmgr *jm, struct jm_job *job, struct jm_inst *r, uint32_t i, uint32_t unavailable,
                  uint32_t budget) {
-    r->restart_pending = true;
+    r->restart_pending = r->moving = true;
     r->restart_version = r->version;
     jm_log("info",
            "msg=\"instance moved off a node in maintenance\" job=%s instance=%" PRIu32 " run=%" PRIu32

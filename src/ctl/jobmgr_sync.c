@@ -114,7 +114,7 @@ static void do_restart(struct jobmgr *jm, struct jm_job *job, struct jm_inst *r,
     r->crash_loop = crash_loop;
     r->running_ms = 0;
     r->present = r->bound = r->deleting = r->creating = r->create_inflight = false;
-    r->kill = r->kill_sent = r->restart_pending = false;
+    r->kill = r->kill_sent = r->restart_pending = r->moving = false;
     r->create_ms = 0;
     r->gang_first = r->gang_run = r->gang_size = 0; /* alone, unless the plan says otherwise */
     if (r->host) {
