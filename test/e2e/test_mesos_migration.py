@@ -206,6 +206,14 @@ def test_migrate_jobs_from_mesos_to_kubelets():
         kubectl("uncordon", k)
 
     watch = RunningWatch("web")
+    samples, sampling = [], [True]
+
+    def sample():  # the pool's entitlement, every 100 ms while the work moves
+        while sampling[0]:
+            samples.append(entitlement())
+            time.sleep(0.1)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     t0 = time.time()
     try:
         # two agents through the native HostService, two as an operator would with kubectl
@@ -228,8 +236,11 @@ def test_migrate_jobs_from_mesos_to_kubelets():
         assert not set(KUBES) & set(drained), drained
     finally:
         watch.close()
+        sampling[0] = False
+        sampler.join(10)
     print(f"  migration: 20 instances in {took:.1f}s, {watch.events} pod events, "
-          f"fewest Running {watch.min} (budget {BUDGET})")
+          f"fewest Running {watch.min} (budget {BUDGET}); pool cpu entitlement {before} in "
+          f"{sum(e == before for e in samples)} of {len(samples)} samples, others {sorted(set(samples) - {before})}")
     assert watch.min >= 20 - BUDGET, (watch.min, watch.events)
     assert watch.min < 20, "nothing was moved"  # the check could have failed
     # every instance 0..19 once, on a Kubelet; nothing left on an agent
@@ -244,8 +255,10 @@ def test_migrate_jobs_from_mesos_to_kubelets():
     assert sorted(p["metadata"]["labels"]["peloton.io/instance"] for p in done) == ["0", "1", "2"], done
     assert all(p["spec"]["nodeName"] in KUBES and p["metadata"]["uid"] not in bj_uids for p in done), done
     assert all(int(p["metadata"]["annotations"]["peloton.io/run"]) >= 2 for p in done), done
-    # one scheduler sees both backends: the pool's entitlement is what it was
-    wait_until(lambda: entitlement() == before, 20, f"entitlement back to {before}")
+    # one scheduler sees both backends: the pool's entitlement (its reservation, which holds its work) is
+    # what it was at every sample while the work moved, and after
+    assert samples and all(e == before for e in samples), (before, samples)
+    assert entitlement() == before
     events = get("/api/v1/namespaces/default/events")["items"]
     assert any(e["reason"] == "NodeMaintenance" for e in events), {e["reason"] for e in events}
 
