@@ -263,6 +263,30 @@ def test_migrate_jobs_from_mesos_to_kubelets():
     assert any(e["reason"] == "NodeMaintenance" for e in events), {e["reason"] for e in events}
 
 
+def test_maintenance_survives_a_restart():
+    """A restarted pelotond writes the agents' Nodes again (POST, then a merge patch on 409): the Nodes in
+    maintenance stay cordoned and DRAINED, and the web instances stay where they are."""
+    global PROC, PORT, LOG, CH, HOSTS, HOSTS1
+    where = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in running("web")}
+    first_log = LOG
+    assert services.stop(PROC) == 0, open(LOG).read()[-3000:]
+    PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", f"--mesos-master=http://127.0.0.1:{SIM_PORT}",
+                                              f"--native-port={NPORT}", f"--port={PORT}")
+    CH.close()  # a new channel: the old one's connection went with the old process
+    CH = grpc.insecure_channel(f"127.0.0.1:{NPORT}")
+    HOSTS, HOSTS1 = hsvc_grpc.HostServiceStub(CH), h1svc_grpc.HostServiceStub(CH)
+    for text in (open(first_log).read(),):
+        assert "AddressSanitizer" not in text and "runtime error:" not in text, text[-4000:]
+    # the driver has written every agent's Node again once it has resubscribed and listed the agents
+    wait_until(lambda: 'msg="mesos: subscribed"' in open(LOG).read(), 30, "the driver subscribed again")
+    time.sleep(3)  # GET_AGENTS, then every agent's Node written again
+    for a in AGENTS:
+        n = node(a)
+        assert n["spec"].get("unschedulable") is True, (a, n["spec"])
+    assert set(AGENTS) <= set(query(host.HOST_STATE_DRAINED))
+    assert {p["metadata"]["name"]: p["spec"]["nodeName"] for p in running("web")} == where
+
+
 def test_maintenance_of_a_kubelet_node():
     """StartMaintenance on a Kubelet node with web instances: DRAINING, its instances move (none lost),
     DRAINED; CompleteMaintenance: UP and schedulable again."""
