@@ -84,6 +84,7 @@ struct hostmgr {
     struct hm_op *ops;       /* every op, in flight or parked */
     uint32_t inflight;
     bool checked;            /* the first check ran (verdicts exist) */
+    bool maint_due;          /* the maintenance pass runs at the next pump (each check, and after its writes) */
 };
 
 /* ---- time and the verdict (pure) ---- */
@@ -706,6 +707,7 @@ static void on_maint_done(void *ud, const struct kc_response *r) {
         node_maybe_drop(h, n);
     }
     op_free(op);
+    h->maint_due = true; /* the next step (drained after cordon) without waiting for a check */
     kick(h);
 }
 
@@ -720,7 +722,7 @@ static size_t live_pods(const struct hm_node *n) {
 /* One Node's next maintenance step, if it has one. */
 static int maint_visit(void *ud, json_t *node) {
     struct hostmgr *h = ud;
-    if (h->inflight >= h->o.max_inflight) return 1;
+    if (h->inflight >= h->o.max_inflight) return 1; /* the rest at the next check */
     const json_t *md = json_object_get(node, "metadata");
     const char *m = json_string_value(json_object_get(json_object_get(md, "annotations"), PA_MAINTENANCE));
     const char *name = json_string_value(json_object_get(md, "name"));
@@ -816,7 +818,10 @@ static void pump(struct hostmgr *h) {
             node_unmark(h, n, node);
         }
     }
-    kc_informer_foreach(h->nodes, maint_visit, h);
+    if (h->maint_due) { /* a pass over every Node: once per check, not at every kick */
+        h->maint_due = false;
+        kc_informer_foreach(h->nodes, maint_visit, h);
+    }
     /* parked or finished pod ops whose pod went away, or is no longer on a down node */
     pos = 0;
     while (strmap_next(&h->pod_ops, &pos, &name, &v)) {
@@ -839,6 +844,7 @@ static void on_tick(uv_timer_t *t) {
     struct hostmgr *h = t->data;
     if (!all_synced(h)) return;
     check_all(h);
+    h->maint_due = true;
     pump(h);
 }
 

@@ -353,6 +353,23 @@ struct jm_fleet *jm_fleet(struct jobmgr *jm) {
 static void fleet_stale(struct jobmgr *jm) {
     jm_fleet_free(jm->fleet);
     jm->fleet = NULL;
+    jm->maint_nodes = -1;
+}
+
+static int count_maint(void *ud, json_t *node) {
+    const char *m = json_string_value(
+        json_object_get(json_object_get(json_object_get(node, "metadata"), "annotations"), PA_MAINTENANCE));
+    if (m && (!strcmp(m, PA_MAINT_DRAINING) || !strcmp(m, PA_MAINT_DRAINED))) (*(long *)ud)++;
+    return 0;
+}
+
+bool jm_any_maintenance(struct jobmgr *jm) {
+    if (jm->maint_nodes < 0) {
+        long n = 0;
+        kc_informer_foreach(jm->nodes, count_maint, &n);
+        jm->maint_nodes = n;
+    }
+    return jm->maint_nodes > 0;
 }
 
 static int collect_parent(void *ud, json_t *pool) {
@@ -601,6 +618,7 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
         return NULL;
     }
     jm->loop = loop;
+    jm->maint_nodes = -1;
     jm->kc = kc;
     jobmgr_options_default(&jm->o);
     if (o) {

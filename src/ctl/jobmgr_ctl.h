@@ -114,6 +114,7 @@ struct jobmgr {
     struct metrics_series *m_reconciles, *m_writes_ok, *m_writes_failed, *m_jobs, *m_queued; /* may be NULL */
     struct jm_fleet *fleet;   /* the nodes as placement sees them (DAEMON eligibility), NULL: stale */
     json_t *parents;          /* names of the pools that have children, NULL: stale */
+    long maint_nodes;         /* Nodes in maintenance; -1: stale (counted again on a node change) */
 };
 
 /* jobmgr.c */
@@ -132,6 +133,9 @@ bool jm_node_exists(const struct jobmgr *jm, const char *node);
 bool jm_node_ready(const struct jobmgr *jm, const char *node); /* exists, Ready not False/Unknown */
 /* The node's annotation peloton.io/maintenance is "draining" or "drained". */
 bool jm_node_in_maintenance(const struct jobmgr *jm, const char *node);
+/* Whether any node is (kept per node change, so a reconcile pays nothing
+ * for maintenance while there is none). */
+bool jm_any_maintenance(struct jobmgr *jm);
 /* The fleet of the current nodes (built when a node changed since); NULL on ENOMEM. */
 struct jm_fleet *jm_fleet(struct jobmgr *jm);
 /* Whether the ResourcePool exists and is a leaf (the only pools that take

@@ -612,7 +612,7 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
     }
     jm_update_intent(jm, job, obj, x.update_paused, &c.want);
     if (job->u) update_step(&c);
-    jm_drain_step(jm, job, spec.type, spec.instance_count, jm_drain_budget(&x));
+    if (jm_any_maintenance(jm)) jm_drain_step(jm, job, spec.type, spec.instance_count, jm_drain_budget(&x));
     pending_restarts(&c);
 
     uint32_t cur = job->u ? job->u->target : job->stable;
