@@ -316,11 +316,18 @@ bool jm_node_ready(const struct jobmgr *jm, const char *node) {
     return true; /* no conditions yet */
 }
 
-bool jm_node_in_maintenance(const struct jobmgr *jm, const char *node) {
-    const json_t *n = node ? kc_informer_get(jm->nodes, "", node) : NULL;
+/* Annotated for maintenance and cordoned: a run moved off a Node that is not
+ * cordoned yet could be placed right back on it. */
+static bool node_in_maintenance(const json_t *n) {
     const char *m = json_string_value(json_object_get(json_object_get(json_object_get(n, "metadata"), "annotations"),
                                                       PA_MAINTENANCE));
-    return m && (!strcmp(m, PA_MAINT_DRAINING) || !strcmp(m, PA_MAINT_DRAINED));
+    return m && (!strcmp(m, PA_MAINT_DRAINING) || !strcmp(m, PA_MAINT_DRAINED)) &&
+           json_is_true(json_object_get(json_object_get(n, "spec"), "unschedulable"));
+}
+
+bool jm_node_in_maintenance(const struct jobmgr *jm, const char *node) {
+    const json_t *n = node ? kc_informer_get(jm->nodes, "", node) : NULL;
+    return n && node_in_maintenance(n);
 }
 
 struct node_list {
@@ -357,9 +364,7 @@ static void fleet_stale(struct jobmgr *jm) {
 }
 
 static int count_maint(void *ud, json_t *node) {
-    const char *m = json_string_value(
-        json_object_get(json_object_get(json_object_get(node, "metadata"), "annotations"), PA_MAINTENANCE));
-    if (m && (!strcmp(m, PA_MAINT_DRAINING) || !strcmp(m, PA_MAINT_DRAINED))) (*(long *)ud)++;
+    if (node_in_maintenance(node)) (*(long *)ud)++;
     return 0;
 }
 

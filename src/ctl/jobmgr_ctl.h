@@ -131,7 +131,8 @@ void jm_send(struct jobmgr *jm, enum jm_req_kind kind, const char *method, char 
              const struct jm_job *job, const char *pod, uint32_t instance, uint32_t run);
 bool jm_node_exists(const struct jobmgr *jm, const char *node);
 bool jm_node_ready(const struct jobmgr *jm, const char *node); /* exists, Ready not False/Unknown */
-/* The node's annotation peloton.io/maintenance is "draining" or "drained". */
+/* The node's annotation peloton.io/maintenance is "draining" or "drained",
+ * and the node is cordoned (spec.unschedulable). */
 bool jm_node_in_maintenance(const struct jobmgr *jm, const char *node);
 /* Whether any node is (kept per node change, so a reconcile pays nothing
  * for maintenance while there is none). */
