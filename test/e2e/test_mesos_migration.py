@@ -295,6 +295,9 @@ def test_maintenance_of_a_kubelet_node():
         by_node.setdefault(p["spec"]["nodeName"], []).append(p)
     victim = max(by_node, key=lambda n: len(by_node[n]))
     assert len(by_node[victim]) >= 3, {n: len(v) for n, v in by_node.items()}
+    # a DAEMON job: one instance per schedulable Node, so on the four Kubelets (the agents are cordoned)
+    kubectl("apply", "-f", "-", stdin=json.dumps(job("dm", "DAEMON", 0)))
+    wait_until(lambda: sorted(p["spec"]["nodeName"] for p in running("dm")) == KUBES, 30, "a daemon per Kubelet")
     watch = RunningWatch("web")
     try:
         HOSTS.StartMaintenance(hsvc.StartMaintenanceRequest(hostname=victim), timeout=20)
@@ -311,6 +314,9 @@ def test_maintenance_of_a_kubelet_node():
         watch.close()
     assert victim not in {p["spec"]["nodeName"] for p in w}
     assert watch.min >= 20 - BUDGET, watch.min
+    # the daemon's instance left with the host (a cordoned Node is not eligible)
+    wait_until(lambda: sorted(p["spec"]["nodeName"] for p in live("dm")) == sorted(set(KUBES) - {victim}), 30,
+               f"no daemon on {victim}")
     # a moved run is neither a failure nor a crash: no restart backoff (kubelet-sim ends a deleted pod's
     # containers with exit 0, which must not read as a service that exited)
     backoffs = [e for e in get("/api/v1/namespaces/default/events")["items"] if e["reason"] == "BackOff"]
@@ -326,6 +332,8 @@ def test_maintenance_of_a_kubelet_node():
     assert not n["spec"].get("unschedulable") and "peloton.io/maintenance" not in n["metadata"].get(
         "annotations", {}), n
     assert query()[victim].state == host.HOST_STATE_UP
+    wait_until(lambda: sorted(p["spec"]["nodeName"] for p in running("dm")) == KUBES, 30,
+               f"the daemon back on {victim}")
     # schedulable again: a new job lands there
     j = job("back", "BATCH", 1)
     j["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": victim}
