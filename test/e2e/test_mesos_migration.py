@@ -9,10 +9,12 @@ agents are put in maintenance (two with the native HostService, two with
 kubectl annotate); the job's Running instances are counted after every pod
 event of a watch, and never fall below 20 - maximumUnavailableInstances;
 every instance ends on a Kubelet node, the BATCH tasks killed on the agents
-run again there and succeed, the pool's entitlement is what it was. Then
-HostService on a Kubelet node: StartMaintenance moves its tasks (none lost),
-QueryHosts shows DRAINING then DRAINED, CompleteMaintenance makes it UP and
-schedulable; and the errors for bad input. Every wait is bounded."""
+run again there and succeed, the pool's entitlement is what it was at every
+sample; a restarted pelotond leaves the agents in maintenance. Then
+HostService on a Kubelet node: StartMaintenance moves its tasks (none lost,
+no restart backoff) and its DAEMON instance, QueryHosts shows DRAINING then
+DRAINED, CompleteMaintenance makes it UP and schedulable; and the errors for
+bad input. Every wait is bounded."""
 import http.client
 import json
 import os
