@@ -55,7 +55,7 @@ NPORT = services.free_port()
 PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", f"--mesos-master=http://127.0.0.1:{SIM_PORT}",
                                           f"--native-port={NPORT}")
 KUBECONFIG = services.kubeconfig(PORT)
-KSIM = services.start_kubelet_sim(KUBECONFIG, "--nodes=4", "--name-prefix=kube-", "--cpu=4", "--memory=8Gi",
+KSIM = services.start_kubelet_sim(KUBECONFIG, "--nodes=4", "--name-prefix=kube-", "--cpu=6", "--memory=8Gi",
                                   expect=4)[0]
 services.wait_for(lambda: socket.create_connection(("127.0.0.1", NPORT), timeout=1).close() or True,
                   what="native port")
@@ -200,12 +200,23 @@ def test_migrate_jobs_from_mesos_to_kubelets():
     kubectl("apply", "-f", "-", stdin=json.dumps(job("web", "STATELESS", 20,
                                                      maximumUnavailableInstances=BUDGET)))
     kubectl("apply", "-f", "-", stdin=json.dumps(job("bj", "BATCH", 3, mesos_seconds=300, kube_seconds=1)))
-    wait_until(lambda: len(running("web")) == 20 and len(running("bj")) == 3, 60, "23 pods Running on agents")
-    assert all(p["spec"]["nodeName"] in AGENTS for p in live("web") + live("bj"))
+    one = job("one", "STATELESS", 4)
+    one["spec"]["updateStrategy"] = {"batchSize": 1, "minReadySeconds": 0}
+    kubectl("apply", "-f", "-", stdin=json.dumps(one))
+    wait_until(lambda: len(running("web")) == 20 and len(running("bj")) == 3 and len(running("one")) == 4, 60,
+               "27 pods Running on agents")
+    assert all(p["spec"]["nodeName"] in AGENTS for p in live("web") + live("bj") + live("one"))
     before = wait_until(entitlement, 20, "the pool's entitlement")
     bj_uids = {p["metadata"]["uid"] for p in live("bj")}
     for k in KUBES:
         kubectl("uncordon", k)
+    # one Job moved alone, as migration.md says: an affinity that keeps it off the agents (a rolling update)
+    kubectl("patch", "pj", "one", "--type=merge", "-p", json.dumps({"spec": {"template": {"spec": {"affinity": {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+            "matchExpressions": [{"key": "peloton.io/backend", "operator": "NotIn", "values": ["mesos"]}]}]}}}}}}}))
+    wait_until(lambda: (lambda r: len(r) == 4 and all(p["spec"]["nodeName"] in KUBES for p in r))(running("one")),
+               60, "the 4 instances of one on Kubelets")
+    assert all(p["spec"]["nodeName"] in AGENTS for p in running("web")), "web moved too"
 
     watch = RunningWatch("web")
     samples, sampling = [], [True]
