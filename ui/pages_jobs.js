@@ -124,7 +124,7 @@ export function jobPage(main, state) {
         h("p", { "data-field": "tasks" }, taskCounts(job).map(([k, n]) =>
           h("span", { class: "count", "data-task-state": k }, `${k} ${n}`))),
         st.update ? progress(st.update) : null,
-        (st.conditions || []).filter((c) => c.status !== "True").map((c) =>
+        (st.conditions || []).filter((c) => c.status === "False" && c.type !== "Update").map((c) =>
           h("p", { class: "warn" }, `${c.type}: ${c.reason || ""} ${c.message || ""}`)),
         h("h2", {}, "Instances"),
         table(["instance", "pod", "phase", "node", "restarts", "run", "waiting because", "age"], pods.map((p) => {

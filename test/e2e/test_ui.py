@@ -233,16 +233,16 @@ def test_hosts_show_allocated_allocatable_readiness_and_cordon():
     kubectl("cordon", "sim-node-1")
     PAGE.wait("(r => r && r.querySelector('[data-field=cordon]').textContent.includes('cordoned'))"
               "(document.querySelector('tr[data-node=\"sim-node-1\"]'))", 10, "sim-node-1 cordoned on screen")
-    used = {}
-    for p in api("/api/v1/pods")["items"]:
-        n = p["spec"].get("nodeName")
-        if n and p["status"].get("phase") not in ("Succeeded", "Failed"):
-            used[n] = used.get(n, 0) + sum(float(c["resources"]["requests"]["cpu"]) for c in p["spec"]["containers"])
+
+    def cpu_used(n):
+        return sum(float(c["resources"]["requests"]["cpu"]) for p in api("/api/v1/pods")["items"]
+                   if p["spec"].get("nodeName") == n and p["status"].get("phase") not in ("Succeeded", "Failed")
+                   for c in p["spec"]["containers"])
     for n in ("sim-node-0", "sim-node-1"):
-        want = f"{used.get(n, 0):g} / 4"
-        PAGE.wait(f"(r => r.querySelector('[data-field=ready]').textContent === 'Ready' && "
-                  f"r.querySelector('.text[data-kind=cpu]').textContent === {json.dumps(want)})"
-                  f"(document.querySelector('tr[data-node=\"{n}\"]'))", 10, f"{n}: Ready, cpu {want}")
+        row = f"document.querySelector('tr[data-node=\"{n}\"]')"
+        wait_until(lambda: PAGE.eval(f"{row}.querySelector('[data-field=ready]').textContent") == "Ready" and
+                   PAGE.eval(f"{row}.querySelector('.text[data-kind=cpu]').textContent") == f"{cpu_used(n):g} / 4",
+                   10, f"{n}: Ready, and the cpu its pods request / 4")
     assert PAGE.eval("document.querySelector('tr[data-node=\"sim-node-0\"] [data-field=backend]').textContent") \
         == "kubelet"
     shot("ui-hosts.png")
@@ -276,6 +276,23 @@ def test_a_preemption_shows_on_both_pools():
     PAGE.wait("!!document.querySelector('tr.pool-events[data-pool=\"team-b\"] li[data-reason=Preempting]')", 15,
               "the preemption for team-b, on team-b's row")
     shot("ui-preemption.png")
+
+
+def test_a_rolling_updates_progress():
+    go("job/default/web")
+    kubectl("patch", "jobs.peloton.io", "web", "--type=merge", "-p",
+            json.dumps({"spec": {"updateStrategy": {"batchSize": 1},
+                                 "template": {"metadata": {"annotations": {"v": "2"}}}}}))
+
+    def same():
+        u = api("/apis/peloton.io/v1alpha1/namespaces/default/jobs/web").get("status", {}).get("update")
+        if not u or not u.get("progress"):
+            return False
+        got = PAGE.eval("(u => u && [u.dataset.updateState, u.textContent])(document.querySelector('.update'))")
+        return got and got[0] == u["state"] and u["progress"] in got[1] and got
+    got = wait_until(same, 15, "the update's state and progress on screen as in status.update")
+    assert "Rolling update" in got[1], got
+    shot("ui-update.png")
 
 
 def test_no_page_logged_an_error():
