@@ -231,6 +231,13 @@ def test_a_pods_timeline():
 def test_hosts_show_allocated_allocatable_readiness_and_cordon():
     go("hosts")
     kubectl("cordon", "sim-node-1")
+    try:
+        hosts_shown()
+    finally:
+        kubectl("uncordon", "sim-node-1")
+
+
+def hosts_shown():
     PAGE.wait("(r => r && r.querySelector('[data-field=cordon]').textContent.includes('cordoned'))"
               "(document.querySelector('tr[data-node=\"sim-node-1\"]'))", 10, "sim-node-1 cordoned on screen")
 
@@ -246,11 +253,17 @@ def test_hosts_show_allocated_allocatable_readiness_and_cordon():
     assert PAGE.eval("document.querySelector('tr[data-node=\"sim-node-0\"] [data-field=backend]').textContent") \
         == "kubelet"
     shot("ui-hosts.png")
-    kubectl("uncordon", "sim-node-1")
 
 
 def test_pending_pods_by_pool_with_their_reason():
     apply(pod("too-big", "team-a", 16, {"t": "big"}))  # over team-a's limit of 8: it waits
+    try:
+        pending_shown()
+    finally:
+        kubectl("delete", "pod", "too-big", "--wait=false")
+
+
+def pending_shown():
     go("pending")
     sel = "document.querySelector('section[data-pool=\"team-a\"] tr[data-pod=\"default/too-big\"]')"
     reason = PAGE.wait(f"{sel} && {sel}.querySelector('[data-field=reason]').textContent", 15,
@@ -260,7 +273,6 @@ def test_pending_pods_by_pool_with_their_reason():
     assert reason == cond["reason"], (reason, cond)
     assert cond["message"] in PAGE.eval(f"{sel}.textContent")
     shot("ui-pending.png")
-    kubectl("delete", "pod", "too-big", "--wait=false")
 
 
 def test_a_preemption_shows_on_both_pools():
