@@ -24,7 +24,7 @@ FLAGS = [
     "--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-default-apps", "--disable-domain-reliability", "--disable-client-side-phishing-detection",
     "--no-pings", "--metrics-recording-only", "--mute-audio", "--password-store=basic", "--use-mock-keychain",
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--window-size=1400,1000",
+    "--disable-dev-shm-usage", "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--window-size=1400,1000",
 ]
 
 
