@@ -95,7 +95,7 @@ def pod(name, pool_name, cpu, labels=None):
 
 # 8 cpu in the fleet: org holds all of it, each team is guaranteed half
 apply(pool("org", 8, 8), pool("team-a", 4, 8, "org"), pool("team-b", 4, 8, "org"))
-BROWSER = chromium.Chromium()
+BROWSER = chromium.Chromium("--ignore-certificate-errors")  # the TLS port's self-signed certificate, on loopback
 PAGE = chromium.Page(BROWSER)
 
 
@@ -144,6 +144,23 @@ def test_the_token_prompt_refuses_a_wrong_token_and_takes_the_right_one():
     PAGE.goto(BASE + "/ui/#/pools")
     PAGE.wait("!!document.querySelector('.pool-table') && document.getElementById('live').textContent === 'live'", 10)
     assert PAGE.eval("document.getElementById('token-form').hidden")
+
+
+def test_the_ui_over_the_tls_port_uses_http2_and_follows_the_watch():
+    tab = chromium.Page(BROWSER)  # another origin: its own session storage, so the prompt again
+    try:
+        tab.goto(f"https://127.0.0.1:{TPORT}/ui/")
+        tab.wait("!document.getElementById('token-form').hidden", 10, "the token prompt over TLS")
+        tab.eval(f"document.getElementById('token-input').value = {json.dumps(TOKEN)}; "
+                 "document.getElementById('token-form').requestSubmit()")
+        tab.wait("!!document.querySelector('.pool-table') && document.getElementById('live').textContent === 'live'",
+                 10, "the pools page, live, over TLS")
+        protos = tab.eval("[...new Set(performance.getEntriesByType('resource').concat("
+                          "performance.getEntriesByType('navigation')).map(e => e.nextHopProtocol))]")
+        assert protos == ["h2"], protos
+        assert [e for e in tab.errors if "401" not in e] == [], tab.errors
+    finally:
+        tab.close()
 
 
 def pool_numbers_in_api():
