@@ -11,6 +11,7 @@ import { podPage } from "./pages_pod.js";
 import { hostsPage, pendingPage } from "./pages_hosts.js";
 
 const HISTORY_MS = 3600 * 1000; // the pools' chart: the last hour, kept in this tab
+const SAMPLE_MS = 1000;         // the history's resolution
 const RENDER_MS = 150;          // changes within this are drawn together
 
 // Shared by the pages: the caches of the resources being watched, the pools'
@@ -31,6 +32,7 @@ function setLive() {
   const el = document.getElementById("live");
   el.textContent = open === all && all ? "live" : `${open}/${all} watches`;
   el.className = open === all && all ? "live ok" : "live";
+  if (open === all) el.title = "watch connections: all open";
 }
 
 function schedule() {
@@ -56,7 +58,10 @@ function sample(pool, now) {
     };
   const name = pool.metadata.name;
   const h = state.history.get(name) || [];
-  h.push({ t: now, kinds });
+  // one sample a second at most (the last of that second wins), so a pool
+  // rewritten often keeps at most HISTORY_MS / 1000 of them
+  if (h.length && now - h[h.length - 1].t < SAMPLE_MS) h[h.length - 1] = { t: h[h.length - 1].t, kinds };
+  else h.push({ t: now, kinds });
   while (h.length && h[0].t < now - HISTORY_MS) h.shift();
   state.history.set(name, h);
 }
@@ -90,9 +95,10 @@ function onReset(name) {
 }
 
 function onState(name) {
-  return (open) => {
+  return (open, err) => {
     if (state.caches[name]) state.caches[name].open = open;
     setLive();
+    if (err) document.getElementById("live").title = `${name}: ${err.message} (retrying)`;
   };
 }
 

@@ -304,6 +304,10 @@ def test_a_preemption_shows_on_both_pools():
               "team-a's pods preempted, on team-a's row")
     PAGE.wait("!!document.querySelector('tr.pool-events[data-pool=\"team-b\"] li[data-reason=Preempting]')", 15,
               "the preemption for team-b, on team-b's row")
+    # the chart: team-a's cpu allocation went up and came down, all seen by this tab
+    PAGE.wait("(p => p && p.getAttribute('d').split('V').length > 3)(document.querySelector("
+              "'tr.pool-kind[data-pool=\"team-a\"][data-kind=cpu] path.allocation'))", 10,
+              "team-a's cpu allocation chart with its steps")
     shot("ui-preemption.png")
 
 
