@@ -290,6 +290,13 @@ def pending_shown():
     assert reason == cond["reason"], (reason, cond)
     assert cond["message"] in PAGE.eval(f"{sel}.textContent")
     shot("ui-pending.png")
+    # its timeline: not scheduled, with the Event that says why under that step
+    PAGE.eval(f"{sel}.querySelector('a').click()")
+    msg = PAGE.wait("(li => li && !li.classList.contains('done') && (e => e && e.textContent)("
+                    "li.querySelector('li[data-reason=FailedScheduling]')))(document.querySelector('[data-step=scheduled]'))",
+                    15, "too-big's scheduled step waiting, with its FailedScheduling Event")
+    assert "waiting for admission: pool /org/team-a" in msg, msg
+    shot("ui-pod-waiting.png")
 
 
 def test_a_preemption_shows_on_both_pools():
@@ -309,6 +316,14 @@ def test_a_preemption_shows_on_both_pools():
               "'tr.pool-kind[data-pool=\"team-a\"][data-kind=cpu] path.allocation'))", 10,
               "team-a's cpu allocation chart with its steps")
     shot("ui-preemption.png")
+    # a victim's timeline: preempted, with the Event naming the rule, and ended (deleted)
+    PAGE.eval("document.querySelector('tr.pool-events[data-pool=\"team-a\"] li[data-reason=Preempted] a').click()")
+    why = PAGE.wait("(li => li && li.classList.contains('done') && (e => e && e.textContent)("
+                    "li.querySelector('li[data-reason=Preempted]')))(document.querySelector('[data-step=preempted]'))",
+                    15, "the victim's preempted step with its Event")
+    assert "pool /org/team-a over cpu entitlement" in why, why
+    PAGE.wait("document.querySelector('[data-step=ended]').classList.contains('done')", 30, "the victim ended")
+    shot("ui-pod-preempted.png")
 
 
 def test_a_rolling_updates_progress():
