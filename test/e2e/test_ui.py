@@ -349,6 +349,9 @@ def test_no_page_logged_an_error():
         PAGE.goto(f"{BASE}/ui/#/{route}")
         PAGE.wait("document.getElementById('live').textContent === 'live' && "
                   "document.getElementById('main').children.length > 0", 10, f"#/{route} loaded")
+        # everything the page loaded (modules, styles, icon, API calls) came from this server
+        urls = PAGE.eval("performance.getEntriesByType('resource').map(e => e.name)")
+        assert urls and all(u.startswith(BASE + "/") for u in urls), urls
     assert PAGE.errors == [], PAGE.errors
 
 
