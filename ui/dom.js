@@ -56,3 +56,14 @@ export function link(href, text, attrs) {
 export function table(head, rows, attrs) {
   return h("table", attrs || {}, h("thead", {}, h("tr", {}, head.map((c) => h("th", {}, c)))), h("tbody", {}, rows));
 }
+
+// The most rows a table draws: a redraw stays bounded whatever the cluster's
+// size (the rest is counted, and a filter narrows what is shown).
+export const MAX_ROWS = 500;
+
+// The first MAX_ROWS of list, and a note saying how many more there are.
+export function capped(list) {
+  return { rows: list.slice(0, MAX_ROWS),
+    more: list.length > MAX_ROWS ? h("p", { class: "muted", "data-more": list.length - MAX_ROWS },
+      `… and ${list.length - MAX_ROWS} more not drawn (the first ${MAX_ROWS} are; filter to narrow)`) : null };
+}

@@ -1,7 +1,7 @@
 // Hosts (Nodes) with what their pods hold of each kind, and the pods that
 // wait, by pool, with the reason they wait.
 
-import { fill, h, age, link, table } from "./dom.js";
+import { capped, fill, h, age, link, table } from "./dom.js";
 import { KINDS, format, nodeAllocatable, podRequests } from "./quantity.js";
 import { waitReason } from "./pages_jobs.js";
 
@@ -19,8 +19,12 @@ function meter(kind, used, cap) {
 
 export function hostsPage(main, state) {
   const body = h("div", {});
-  main.append(h("h1", {}, "Hosts"), body);
-  return {
+  let text = "", page = null;
+  main.append(h("h1", {}, "Hosts"),
+    h("div", { class: "filters" }, h("input", { type: "search", placeholder: "name or backend", "data-filter": "text",
+      oninput: (e) => { text = e.target.value.trim(); if (state.caches.nodes && state.caches.nodes.synced) page.update(); } })),
+    body);
+  return page = {
     needs: ["nodes", "pods"],
     update() {
       const used = new Map(), count = new Map();
@@ -32,12 +36,16 @@ export function hostsPage(main, state) {
         used.set(n, u);
         count.set(n, (count.get(n) || 0) + 1);
       }
-      const nodes = [...state.caches.nodes.items.values()].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+      const all = [...state.caches.nodes.items.values()];
+      const nodes = all.filter((n) => !text || n.metadata.name.includes(text) ||
+        ((n.metadata.labels || {})["peloton.io/backend"] || "kubelet").includes(text))
+        .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+      const { rows, more } = capped(nodes);
       const now = Date.now();
-      fill(body, h("p", { class: "muted" }, `${nodes.length} hosts; allocated is the sum of the requests of ` +
-        "the pods bound to each that have not ended"),
+      fill(body, h("p", { class: "muted" }, `${nodes.length} of ${all.length} hosts; allocated is the sum of the ` +
+        "requests of the pods bound to each that have not ended"),
       table(["name", "backend", "ready", "schedulable", "pods", ...KINDS.map((k) => `${k} allocated / allocatable`), "age"],
-        nodes.map((n) => {
+        rows.map((n) => {
           const name = n.metadata.name, labels = n.metadata.labels || {}, spec = n.spec || {};
           const ready = ((n.status || {}).conditions || []).find((c) => c.type === "Ready");
           const cap = nodeAllocatable(n), u = used.get(name) || { cpu: 0, memory: 0, disk: 0, gpu: 0 };
@@ -51,7 +59,7 @@ export function hostsPage(main, state) {
             h("td", { class: "num" }, count.get(name) || 0),
             KINDS.map((k) => h("td", {}, meter(k, u[k], cap[k]))),
             h("td", {}, age(n.metadata.creationTimestamp, now)));
-        }), { class: "hosts" }));
+        }), { class: "hosts" }), more);
     },
   };
 }
@@ -82,9 +90,9 @@ export function pendingPage(main, state) {
         Date.parse(a.metadata.creationTimestamp) - Date.parse(b.metadata.creationTimestamp) ||
         a.metadata.name.localeCompare(b.metadata.name);
       fill(body, names.length ? names.map((pool) => {
-        const list = byPool.get(pool).sort(order);
+        const all = byPool.get(pool).sort(order), { rows: list, more } = capped(all);
         return h("section", { "data-pool": pool || "(none)" },
-          h("h2", {}, pool ? `${pool} ` : "(no pool) ", h("span", { class: "muted" }, `${pool ? path(pool) : ""} — ${list.length} waiting`)),
+          h("h2", {}, pool ? `${pool} ` : "(no pool) ", h("span", { class: "muted" }, `${pool ? path(pool) : ""} — ${all.length} waiting`)),
           table(["#", "pod", "job", "priority", "waiting for", "reason", "message"], list.map((p, i) => {
             const w = waitReason(p) || {}, m = p.metadata, l = m.labels || {};
             return h("tr", { "data-pod": `${m.namespace}/${m.name}` },
@@ -93,7 +101,7 @@ export function pendingPage(main, state) {
               h("td", {}, l["peloton.io/job"] ? link(`#/job/${m.namespace}/${l["peloton.io/job"]}`, l["peloton.io/job"]) : ""),
               h("td", { class: "num" }, priority(p)), h("td", {}, age(m.creationTimestamp, now)),
               h("td", { "data-field": "reason" }, w.reason || ""), h("td", {}, w.message || ""));
-          })));
+          })), more);
       }) : h("p", { class: "muted" }, "No pod is waiting."));
     },
   };

@@ -1,7 +1,7 @@
 // Jobs (jobs.peloton.io): the list, filterable, with counts per task state;
 // one job's instances (its pods) and its rolling update's progress.
 
-import { fill, h, age, link, table } from "./dom.js";
+import { capped, fill, h, age, link, table } from "./dom.js";
 
 const TYPES = ["BATCH", "STATELESS", "STATEFUL", "DAEMON"];
 
@@ -56,7 +56,7 @@ export function jobsPage(main, state) {
       fill(body, 
         h("p", { class: "muted" }, `${shown.length} of ${jobs.length} jobs`),
         table(["namespace", "name", "type", "pool", "instances", "state", "tasks", "update", "age"],
-          shown.map((j) => {
+          capped(shown).rows.map((j) => {
             const s = j.spec || {}, st = j.status || {}, u = st.update || {}, m = j.metadata;
             return h("tr", { "data-job": `${m.namespace}/${m.name}` },
               h("td", {}, m.namespace), h("td", {}, link(`#/job/${m.namespace}/${m.name}`, m.name)),
@@ -67,7 +67,7 @@ export function jobsPage(main, state) {
                 h("span", { class: "count", "data-task-state": k }, `${k} ${n}`))),
               h("td", {}, u.state ? `${u.state} ${u.progress || ""}` : ""),
               h("td", {}, age(m.creationTimestamp, now)));
-          }), { class: "jobs" }));
+          }), { class: "jobs" }), capped(shown).more);
     },
   };
   redraw = () => state.caches.jobs && state.caches.jobs.synced && page.update();
@@ -127,7 +127,7 @@ export function jobPage(main, state) {
         (st.conditions || []).filter((c) => c.status === "False" && c.type !== "Update").map((c) =>
           h("p", { class: "warn" }, `${c.type}: ${c.reason || ""} ${c.message || ""}`)),
         h("h2", {}, "Instances"),
-        table(["instance", "pod", "phase", "node", "restarts", "run", "waiting because", "age"], pods.map((p) => {
+        table(["instance", "pod", "phase", "node", "restarts", "run", "waiting because", "age"], capped(pods).rows.map((p) => {
           const w = waitReason(p), a = p.metadata.annotations || {};
           return h("tr", { "data-pod": p.metadata.name },
             h("td", { class: "num" }, isNaN(inst(p)) ? "" : inst(p)),
@@ -137,7 +137,7 @@ export function jobPage(main, state) {
             h("td", { class: "num" }, restarts(p)), h("td", { class: "num" }, a["peloton.io/run"] || ""),
             h("td", {}, w ? `${w.reason || ""}: ${w.message || ""}` : ""),
             h("td", {}, age(p.metadata.creationTimestamp, now)));
-        }), { class: "instances" }),
+        }), { class: "instances" }), capped(pods).more,
         events.length ? h("h2", {}, "Events") : null,
         events.length ? table(["type", "reason", "message", "count", "last seen"], events.map((e) =>
           h("tr", {}, h("td", {}, e.type), h("td", {}, e.reason), h("td", {}, e.message),

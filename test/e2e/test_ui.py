@@ -312,9 +312,13 @@ def test_a_preemption_shows_on_both_pools():
     PAGE.wait("!!document.querySelector('tr.pool-events[data-pool=\"team-b\"] li[data-reason=Preempting]')", 15,
               "the preemption for team-b, on team-b's row")
     # the chart: team-a's cpu allocation went up and came down, all seen by this tab
-    PAGE.wait("(p => p && p.getAttribute('d').split('V').length > 3)(document.querySelector("
-              "'tr.pool-kind[data-pool=\"team-a\"][data-kind=cpu] path.allocation'))", 10,
-              "team-a's cpu allocation chart with its steps")
+    # (2 before, 6 borrowed, 4 given back: three levels, each held for seconds)
+    path = "document.querySelector('tr.pool-kind[data-pool=\"team-a\"][data-kind=cpu] path.allocation')"
+    levels = f"{path}.getAttribute('d').match(/[MV][0-9.,]*/g).map(s => s.split(',').pop().replace('V', ''))"
+    try:
+        wait_until(lambda: len(set(PAGE.eval(levels))) >= 3, 10, "team-a's cpu allocation chart with three levels")
+    except AssertionError:
+        raise AssertionError("the chart: " + PAGE.eval(f"{path}.getAttribute('d')"))
     shot("ui-preemption.png")
     # a victim's timeline: preempted, with the Event naming the rule, and ended (deleted)
     PAGE.eval("document.querySelector('tr.pool-events[data-pool=\"team-a\"] li[data-reason=Preempted] a').click()")
