@@ -153,8 +153,9 @@ build/gen/builtin_schemas.h: apiserver-shim/builtin-schemas.json
 
 build/rel/apiserver-shim/shim_openapi.o build/asan/apiserver-shim/shim_openapi.o: build/gen/builtin_schemas.h
 
-# The UI's files as C arrays (ui/embed.py).
-build/gen/ui_assets.h: $(UI_FILES) ui/embed.py
+# The UI's files as C arrays (ui/embed.py); the folder too, so that a file
+# added or removed remakes it.
+build/gen/ui_assets.h: $(UI_FILES) ui/embed.py ui
 	@mkdir -p $(dir $@)
 	@python3 ui/embed.py $@ $(UI_FILES)
 build/rel/ui/serve.o build/asan/ui/serve.o: build/gen/ui_assets.h
