@@ -30,7 +30,7 @@ function setLive() {
   const open = Object.values(state.caches).filter((c) => c.open).length;
   const all = Object.keys(state.caches).length;
   const el = document.getElementById("live");
-  el.textContent = open === all && all ? "live" : `${open}/${all} watches`;
+  el.textContent = !all ? "not connected" : open === all ? "live" : `${open}/${all} watches`;
   el.className = open === all && all ? "live ok" : "live";
   if (open === all) el.title = "watch connections: all open";
 }
