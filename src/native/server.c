@@ -117,9 +117,65 @@ static void call_finish(struct native_call *c) {
     uv_close((uv_handle_t *)&c->deadline, call_freed);
 }
 
+/* Arms the server's zero-delay timer that runs the producers' notifications
+ * (kick_fired): never from inside the transports, whose state a producer's
+ * next send would change under them. */
+static void kick_fired(uv_timer_t *t);
+
+static void kick(struct native_server *s) {
+    if (!s || s->stopping || s->kick_armed) return;
+    s->kick_armed = true;
+    uv_timer_start(&s->kick, kick_fired, 0, 0);
+}
+
 void native_call_detach(struct native_call *c) {
     c->conn = NULL;
     c->stream = NULL;
+    if (c->producer && !c->done) {
+        c->kick_gone = true;
+        kick(c->srv);
+    }
+}
+
+void native_call_drained(struct native_call *c, size_t n) {
+    if (!c->full || c->done || n > NATIVE_STREAM_LOW) return;
+    c->full = false;
+    c->kick_writable = true;
+    kick(c->srv);
+}
+
+/* Tells c's producer what was flagged for it; c may be completed by it. */
+static void notify(struct native_call *c) {
+    if (c->done || !c->producer) return;
+    if (c->kick_gone) {
+        c->kick_gone = c->kick_writable = false;
+        c->producer(c->producer_ud, c, true);
+    } else if (c->kick_writable) {
+        c->kick_writable = false;
+        c->producer(c->producer_ud, c, false);
+    }
+}
+
+static void kick_fired(uv_timer_t *t) {
+    struct native_server *s = t->data;
+    s->kick_armed = false;
+    /* a producer may complete its own call (unlinked, freed later: its next
+     * pointer stays readable) and send on others (flagging them again: the
+     * timer is re-armed for those) */
+    struct native_call *next;
+    for (struct native_call *c = s->calls; c; c = next) {
+        next = c->next;
+        if (c->kick_gone || c->kick_writable) notify(c);
+    }
+}
+
+void native_call_set_producer(struct native_call *c, native_stream_fn fn, void *ud) {
+    c->producer = fn;
+    c->producer_ud = ud;
+    if (!c->conn && !c->done) { /* gone before it registered */
+        c->kick_gone = true;
+        kick(c->srv);
+    }
 }
 
 bool native_call_gone(const struct native_call *c) { return !c->conn || c->timed_out; }
@@ -179,16 +235,24 @@ void native_call_fail(struct native_call *c, enum native_code code, const char *
 }
 
 int native_call_send(struct native_call *c, const ProtobufCMessage *m) {
-    if (c->done || !c->conn || c->conn->proto != PROTO_H2) return -EPIPE;
+    if (c->done || !c->conn || !c->stream || c->conn->proto != PROTO_H2) return -EPIPE;
     size_t n;
     uint8_t *buf = pbmsg_pack(m, &n);
     if (!buf) return -ENOMEM;
+    bool was_full = c->full;
     grpc_h2_call_reply(c, buf, n, false);
     free(buf);
-    /* a client that does not read (its window stays shut) must not grow the server */
-    return c->conn && c->stream && c->conn->write_pending <= NATIVE_MAX_OUTPUT && grpc_h2_call_buffered(c) <= NATIVE_MAX_OUTPUT
-               ? 0
-               : -EPIPE;
+    if (!c->conn || !c->stream) return -EPIPE;
+    size_t waiting = grpc_h2_call_buffered(c);
+    if (was_full && waiting > NATIVE_STREAM_MAX) { /* the producer did not wait: the stream ends, bounded */
+        char msg[128];
+        snprintf(msg, sizeof msg, "the client does not read: %zu bytes of replies wait for it", waiting);
+        send_status(c, NC_RESOURCE_EXHAUSTED, msg);
+        return -EPIPE;
+    }
+    if (waiting < NATIVE_STREAM_HIGH) return 0;
+    c->full = true;
+    return 1;
 }
 
 void native_call_end(struct native_call *c, enum native_code code, const char *msg) {
@@ -365,7 +429,13 @@ static void on_connection(uv_stream_t *l, int status) {
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
 }
 
-static void listener_closed(uv_handle_t *h) { free(h->data); }
+static void kick_closed(uv_handle_t *h) { free(h->data); }
+
+/* A server that could not listen: its timer closes after its listener, then it is freed. */
+static void listener_closed(uv_handle_t *h) {
+    struct native_server *s = h->data;
+    uv_close((uv_handle_t *)&s->kick, kick_closed);
+}
 
 int native_server_start(uv_loop_t *loop, const struct native_config *cfg, struct native_server **out, char *err,
                         size_t errlen) {
@@ -387,6 +457,8 @@ int native_server_start(uv_loop_t *loop, const struct native_config *cfg, struct
         return rc;
     }
     s->listener.data = s;
+    uv_timer_init(loop, &s->kick);
+    s->kick.data = s;
     if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0)) ||
         (rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection))) {
         snprintf(err, errlen, "native: cannot listen on %s:%d: %s", s->cfg.bind_addr, cfg->port, uv_strerror(rc));
@@ -408,6 +480,16 @@ void native_server_stop(struct native_server *s) {
     s->stopping = true;
     uv_close((uv_handle_t *)&s->listener, NULL);
     while (s->conns) native_conn_close(s->conns);
+    /* producers hear now, before the caller frees what they stream from */
+    struct native_call *next;
+    for (struct native_call *c = s->calls; c; c = next) {
+        next = c->next;
+        if (c->producer && !c->done) {
+            c->kick_gone = true;
+            notify(c);
+        }
+    }
+    uv_close((uv_handle_t *)&s->kick, NULL);
     for (struct native_call *c = s->calls; c; c = c->next) {
         uv_timer_stop(&c->deadline);
         c->srv = NULL;
