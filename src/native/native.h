@@ -111,6 +111,8 @@ bool native_call_gone(const struct native_call *c);
 /* "grpc" or "yarpc", and the caller's name (YARPC Rpc-Caller, gRPC user-agent). */
 const char *native_call_transport(const struct native_call *c);
 const char *native_call_caller(const struct native_call *c);
+/* The method's name ("ListPods"). */
+const char *native_call_method(const struct native_call *c);
 
 /* ---- the server ---- */
 #define NATIVE_DEFAULT_MAX_MESSAGE (4u << 20) /* bytes of one request message (gRPC's default) */

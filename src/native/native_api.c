@@ -7,12 +7,16 @@
 #include "svc_job.h"
 #include "svc_respool.h"
 #include "svc_task.h"
+#include "v1_job.h"
+#include "v1_watch.h"
 
 struct native_api {
     struct native_registry reg;
     struct svc_respool *respool;
     struct svc_job *job;
     struct svc_task *task;
+    struct v1_job *v1job;
+    struct v1_watch *v1watch;
     struct native_server *srv;
 };
 
@@ -20,6 +24,8 @@ static void api_free_parts(struct native_api *a) {
     svc_respool_free(a->respool);
     svc_job_free(a->job);
     svc_task_free(a->task);
+    v1_job_free(a->v1job);
+    v1_watch_free(a->v1watch);
     native_registry_free(&a->reg);
     free(a);
 }
@@ -34,7 +40,9 @@ struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const s
     native_registry_init(&a->reg);
     if (!(a->respool = svc_respool_new(kc)) || svc_respool_register(a->respool, &a->reg) ||
         !(a->job = svc_job_new(kc)) || svc_job_register(a->job, &a->reg) || !(a->task = svc_task_new(kc)) ||
-        svc_task_register(a->task, &a->reg)) {
+        svc_task_register(a->task, &a->reg) || !(a->v1job = v1_job_new(kc)) ||
+        v1_job_register(a->v1job, &a->reg) || !(a->v1watch = v1_watch_new(kc)) ||
+        v1_watch_register(a->v1watch, &a->reg)) {
         snprintf(err, errlen, "native: out of memory");
         api_free_parts(a);
         return NULL;

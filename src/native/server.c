@@ -181,6 +181,7 @@ void native_call_set_producer(struct native_call *c, native_stream_fn fn, void *
 bool native_call_gone(const struct native_call *c) { return !c->conn || c->timed_out; }
 const char *native_call_transport(const struct native_call *c) { return c->json || !c->stream ? "yarpc" : "grpc"; }
 const char *native_call_caller(const struct native_call *c) { return c->caller; }
+const char *native_call_method(const struct native_call *c) { return c->m->name; }
 
 /* The status on the wire (when the client is still there). */
 static void send_status(struct native_call *c, enum native_code code, const char *msg) {
