@@ -8,6 +8,7 @@
 #include "svc_respool.h"
 #include "svc_task.h"
 #include "v1_job.h"
+#include "v1_pod.h"
 #include "v1_watch.h"
 
 struct native_api {
@@ -17,6 +18,7 @@ struct native_api {
     struct svc_task *task;
     struct v1_job *v1job;
     struct v1_watch *v1watch;
+    struct v1_pod *v1pod;
     struct native_server *srv;
 };
 
@@ -26,6 +28,7 @@ static void api_free_parts(struct native_api *a) {
     svc_task_free(a->task);
     v1_job_free(a->v1job);
     v1_watch_free(a->v1watch);
+    v1_pod_free(a->v1pod);
     native_registry_free(&a->reg);
     free(a);
 }
@@ -42,7 +45,8 @@ struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const s
         !(a->job = svc_job_new(kc)) || svc_job_register(a->job, &a->reg) || !(a->task = svc_task_new(kc)) ||
         svc_task_register(a->task, &a->reg) || !(a->v1job = v1_job_new(kc)) ||
         v1_job_register(a->v1job, &a->reg) || !(a->v1watch = v1_watch_new(kc)) ||
-        v1_watch_register(a->v1watch, &a->reg)) {
+        v1_watch_register(a->v1watch, &a->reg) || !(a->v1pod = v1_pod_new(kc)) ||
+        v1_pod_register(a->v1pod, &a->reg)) {
         snprintf(err, errlen, "native: out of memory");
         api_free_parts(a);
         return NULL;

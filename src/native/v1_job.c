@@ -27,8 +27,8 @@ struct v1_job {
     struct kclient *kc;
 };
 
-enum kind { K_CREATE, K_GET, K_REPLACE, K_PAUSE, K_RESUME, K_ABORT, K_DELETE, K_LIST_PODS, K_LIST_JOBS, K_QUERY,
-            K_ID_BY_NAME };
+enum kind { K_CREATE, K_GET, K_REPLACE, K_RESTART, K_PAUSE, K_RESUME, K_ABORT, K_DELETE, K_LIST_PODS, K_LIST_JOBS,
+            K_QUERY, K_ID_BY_NAME };
 
 struct jcall {
     struct svc_op base;
@@ -273,6 +273,27 @@ static json_t *changed_job(struct jcall *op) {
                 apply_update_spec(spec, json_object_get(op->req, "updateSpec"), err, sizeof err);
         }
         json_decref(want);
+    } else if (op->kind == K_RESTART) { /* a new template: the update planner restarts every instance in batches */
+        json_t *tpl = json_object_get(spec, "template");
+        json_t *tmd = json_object_get(tpl, "metadata");
+        if (!json_is_object(tmd)) json_object_set_new(tpl, "metadata", tmd = json_object());
+        json_t *tann = json_object_get(tmd, "annotations");
+        if (!json_is_object(tann)) json_object_set_new(tmd, "annotations", tann = json_object());
+        char v[32];
+        v1_job_version(op->job, v, sizeof v); /* the generation restarted from: a new value each time */
+        json_object_set_new(tann, V1_A_RESTART, json_string(v));
+        size_t i;
+        const json_t *r;
+        json_int_t n = json_integer_value(json_object_get(spec, "instanceCount"));
+        json_array_foreach(json_object_get(op->req, "ranges"), i, r)
+            if (json_integer_value(json_object_get(r, "from")) > 0 || json_integer_value(json_object_get(r, "to")) < n)
+                snprintf(err, sizeof err, "ranges: only every instance is restarted here ([0, %lld))", (long long)n);
+        json_int_t bs = json_integer_value(json_object_get(op->req, "batchSize"));
+        if (bs > 0) {
+            json_t *st = json_object_get(spec, "updateStrategy");
+            if (!json_is_object(st)) json_object_set_new(spec, "updateStrategy", st = json_object());
+            json_object_set_new(st, "batchSize", json_integer(bs));
+        }
     } else if (op->kind == K_PAUSE || op->kind == K_RESUME) {
         json_t *st = json_object_get(spec, "updateStrategy");
         if (!json_is_object(st)) json_object_set_new(spec, "updateStrategy", st = json_object());
@@ -403,6 +424,7 @@ static void on_jobs(void *ud, const struct kc_response *r) {
     }
     case K_DELETE: svc_op_request(&op->base, "DELETE", path, NULL, on_write); return;
     case K_REPLACE:
+    case K_RESTART:
     case K_PAUSE:
     case K_RESUME:
     case K_ABORT: {
@@ -429,7 +451,8 @@ static void on_write(void *ud, const struct kc_response *r) {
     } else if (r->status >= 200 && r->status < 300 && op->kind == K_DELETE) {
         svc_reply_json(op->base.call, D(delete_job_response), json_object());
     } else if (obj) {
-        const ProtobufCMessageDescriptor *d = op->kind == K_REPLACE ? D(replace_job_response)
+        const ProtobufCMessageDescriptor *d = op->kind == K_REPLACE   ? D(replace_job_response)
+                                              : op->kind == K_RESTART ? D(restart_job_response)
                                               : op->kind == K_PAUSE ? D(pause_job_workflow_response)
                                               : op->kind == K_RESUME ? D(resume_job_workflow_response)
                                                                      : D(abort_job_workflow_response);
@@ -482,6 +505,7 @@ static void by_job(void *ud, struct native_call *call, const ProtobufCMessage *m
 
 static void h_get(void *ud, struct native_call *c, const ProtobufCMessage *m) { by_job(ud, c, m, K_GET); }
 static void h_replace(void *ud, struct native_call *c, const ProtobufCMessage *m) { by_job(ud, c, m, K_REPLACE); }
+static void h_restart(void *ud, struct native_call *c, const ProtobufCMessage *m) { by_job(ud, c, m, K_RESTART); }
 static void h_pause(void *ud, struct native_call *c, const ProtobufCMessage *m) { by_job(ud, c, m, K_PAUSE); }
 static void h_resume(void *ud, struct native_call *c, const ProtobufCMessage *m) { by_job(ud, c, m, K_RESUME); }
 static void h_abort(void *ud, struct native_call *c, const ProtobufCMessage *m) { by_job(ud, c, m, K_ABORT); }
@@ -529,7 +553,7 @@ static const struct native_method methods[] = {
     M("CreateJob", create_job_request, create_job_response, h_create, false),
     M("ReplaceJob", replace_job_request, replace_job_response, h_replace, false),
     M("PatchJob", patch_job_request, patch_job_response, h_unimplemented, false),
-    M("RestartJob", restart_job_request, restart_job_response, h_unimplemented, false),
+    M("RestartJob", restart_job_request, restart_job_response, h_restart, false),
     M("PauseJobWorkflow", pause_job_workflow_request, pause_job_workflow_response, h_pause, false),
     M("ResumeJobWorkflow", resume_job_workflow_request, resume_job_workflow_response, h_resume, false),
     M("AbortJobWorkflow", abort_job_workflow_request, abort_job_workflow_response, h_abort, false),

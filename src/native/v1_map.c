@@ -78,6 +78,9 @@ static json_t *ann_array(const json_t *job, const char *k) {
 /* A PodSpec from the v0 TaskConfig of the pod template (ContainerSpec has TaskConfig's member names). */
 static json_t *pod_spec(const json_t *spec) {
     json_t *tc = svc_job_task_config(spec);
+    json_t *labels = json_object_get(tc, "labels");
+    for (size_t i = json_array_size(labels); i-- > 0;) /* RestartJob's mark is no label of the client's */
+        if (!strcmp(jstr(json_array_get(labels, i), "key") ?: "", V1_A_RESTART)) json_array_remove(labels, i);
     json_t *c = json_object();
     static const char *const ckeys[] = {"name", "resource", "container", "command"};
     for (size_t i = 0; i < sizeof ckeys / sizeof ckeys[0]; i++)
@@ -94,6 +97,8 @@ static const char *job_name(const json_t *job) {
     const char *n = ann(job, A_NAME);
     return n ? n : jstr(json_object_get(job, "metadata"), "name") ?: "";
 }
+
+json_t *v1_pod_spec(const json_t *job) { return pod_spec(json_object_get(job, "spec")); }
 
 json_t *v1_job_spec(const json_t *job) {
     const json_t *spec = json_object_get(job, "spec");

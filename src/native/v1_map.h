@@ -14,6 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* On the pod template: RestartJob writes the generation it restarted from
+ * here (a new template, so the job manager rolls every instance). */
+#define V1_A_RESTART "peloton.io/restart"
+
+/* The PodSpec of the Job's pod template. */
+json_t *v1_pod_spec(const json_t *job);
 /* The Job's v1alpha JobSpec, JobStatus, JobSummary; the WorkflowStatus of
  * its latest rolling update (NULL when it had none). */
 json_t *v1_job_spec(const json_t *job);

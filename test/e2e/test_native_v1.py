@@ -35,6 +35,7 @@ from peloton.api.v1alpha import peloton_pb2 as pb  # noqa: E402
 from peloton.api.v1alpha.job.stateless import stateless_pb2 as sl  # noqa: E402
 from peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as js, stateless_svc_pb2_grpc as jsg  # noqa: E402
 from peloton.api.v1alpha.pod import pod_pb2 as pod  # noqa: E402
+from peloton.api.v1alpha.pod.svc import pod_svc_pb2 as ps, pod_svc_pb2_grpc as psg  # noqa: E402
 from peloton.api.v1alpha.watch import watch_pb2 as wf  # noqa: E402
 from peloton.api.v1alpha.watch.svc import watch_svc_pb2 as ws, watch_svc_pb2_grpc as wsg  # noqa: E402
 
@@ -48,6 +49,7 @@ services.wait_for(lambda: socket.create_connection(("127.0.0.1", NPORT), timeout
 CH = grpc.insecure_channel(f"127.0.0.1:{NPORT}")
 JOBS = jsg.JobServiceStub(CH)
 WATCH = wsg.WatchServiceStub(CH)
+PODS = psg.PodServiceStub(CH)
 T = 20  # seconds for a unary call
 
 
@@ -186,6 +188,58 @@ def test_pause_resume_abort_map_to_the_job():
     JOBS.ResumeJobWorkflow(js.ResumeJobWorkflowRequest(job_id=pb.JobID(value=jid), version=r.version), timeout=T)
     rc, out = kubectl("get", "pj", "web-front", "-o", "jsonpath={.spec.updateStrategy.paused}")
     assert out == "false", out
+
+
+def test_restart_job_rolls_every_pod():
+    jid = STATE["web"]
+    before = {p.pod_name.value: p.status.pod_id.value for p in list_pods(jid)}
+    v = get(jid).job_info.status.version.value
+    try:
+        JOBS.RestartJob(js.RestartJobRequest(job_id=pb.JobID(value=jid), version=pb.EntityVersion(value=v),
+                                             ranges=[pod.InstanceIDRange(**{"from": 1, "to": 2})]), timeout=T)
+        raise AssertionError("a partial restart was taken")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "ranges" in e.details(), e
+    r = JOBS.RestartJob(js.RestartJobRequest(job_id=pb.JobID(value=jid), version=pb.EntityVersion(value=v),
+                                             batch_size=2), timeout=T)
+    assert int(r.version.value) > int(v), r
+
+    def rolled():
+        after = {p.pod_name.value: (p.status.pod_id.value, p.status.state) for p in list_pods(jid)}
+        return all(after[k][0] != before[k] and after[k][1] == pod.POD_STATE_RUNNING for k in before) and after
+    services.wait_until(rolled, 40, "every pod restarted", every=0.3)
+    g = get(jid)
+    assert not any(l.key == "peloton.io/restart" for l in g.job_info.spec.default_spec.labels), g.job_info.spec
+    assert g.workflow_info.update_spec.batch_size == 2, g.workflow_info
+
+
+def test_pod_service():
+    jid = STATE["web"]
+    name = pb.PodName(value=f"{jid}-2")
+    g = PODS.GetPod(ps.GetPodRequest(pod_name=name), timeout=T)
+    assert g.current.status.state == pod.POD_STATE_RUNNING and g.current.spec.pod_name == name, g.current
+    assert g.current.spec.containers[0].command.value == "sleep 7200", g.current.spec
+    run = g.current.status.pod_id.value
+    assert PODS.GetPod(ps.GetPodRequest(pod_name=name, status_only=True), timeout=T).current.HasField("spec") is False
+    ev = PODS.GetPodEvents(ps.GetPodEventsRequest(pod_name=name), timeout=T).events
+    assert [e.actual_state for e in ev][:1] == ["POD_STATE_PENDING"] and "POD_STATE_RUNNING" in [e.actual_state for e in ev], ev
+    assert all(e.pod_id.value == run for e in ev), ev
+    PODS.RestartPod(ps.RestartPodRequest(pod_name=name), timeout=T)
+    g = services.wait_until(lambda: (lambda g: g.current.status.pod_id.value != run and
+                                     g.current.status.state == pod.POD_STATE_RUNNING and g)(
+        PODS.GetPod(ps.GetPodRequest(pod_name=name), timeout=T)), 20, "the pod's next run")
+    for bad, code in [(f"{jid}-99", grpc.StatusCode.NOT_FOUND), ("nodash", grpc.StatusCode.INVALID_ARGUMENT),
+                      ("00000000-0000-0000-0000-000000000000-0", grpc.StatusCode.NOT_FOUND)]:
+        try:
+            PODS.GetPod(ps.GetPodRequest(pod_name=pb.PodName(value=bad)), timeout=T)
+            raise AssertionError(f"{bad} found")
+        except grpc.RpcError as e:
+            assert e.code() == code, (bad, e)
+    try:
+        PODS.StopPod(ps.StopPodRequest(pod_name=name), timeout=T)
+        raise AssertionError("StopPod answered")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.UNIMPLEMENTED, e
 
 
 def watch_collect(req, out, ready):
@@ -340,10 +394,10 @@ def test_client_that_never_reads():
 
 def test_unimplemented_and_yarpc_streaming():
     try:
-        JOBS.RestartJob(js.RestartJobRequest(job_id=pb.JobID(value=STATE["web"])), timeout=T)
-        raise AssertionError("RestartJob answered")
+        JOBS.StopJob(js.StopJobRequest(job_id=pb.JobID(value=STATE["web"])), timeout=T)
+        raise AssertionError("StopJob answered")
     except grpc.RpcError as e:
-        assert e.code() == grpc.StatusCode.UNIMPLEMENTED and "RestartJob is not served" in e.details(), e
+        assert e.code() == grpc.StatusCode.UNIMPLEMENTED and "StopJob is not served" in e.details(), e
     try:
         CH.unary_unary("/peloton.api.v1alpha.job.stateless.svc.JobService/Nope")(b"", timeout=T)
         raise AssertionError("Nope answered")
