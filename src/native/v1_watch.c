@@ -174,15 +174,7 @@ static bool pod_matches(struct watch *w, const json_t *pod, const char *jid, lon
     return true;
 }
 
-static void on_pod(void *ud, const char *type, json_t *obj) {
-    struct side *sd = ud;
-    struct watch *w = sd->w;
-    if (!strcmp(type, "ERROR")) {
-        on_error(w, obj);
-        return;
-    }
-    keep_rv(sd->rv, obj);
-    if (!strcmp(type, "BOOKMARK")) return;
+static void pod_changed(struct watch *w, const char *type, const json_t *obj) {
     const char *jid = pod_job_id(w, obj);
     long long inst = v1_pod_instance(obj);
     if (!jid || inst < 0 || !pod_matches(w, obj, jid, inst)) return;
@@ -190,15 +182,7 @@ static void on_pod(void *ud, const char *type, json_t *obj) {
     emit(w, json_pack("{s:I,s:[o]}", "revision", (json_int_t)revision(obj), "pods", sum));
 }
 
-static void on_job(void *ud, const char *type, json_t *obj) {
-    struct side *sd = ud;
-    struct watch *w = sd->w;
-    if (!strcmp(type, "ERROR")) {
-        on_error(w, obj);
-        return;
-    }
-    keep_rv(sd->rv, obj);
-    if (!strcmp(type, "BOOKMARK")) return;
+static void job_changed(struct watch *w, const char *type, const json_t *obj) {
     const char *uid = jstr(json_object_get(obj, "metadata"), "uid");
     if (uid) json_object_set_new(w->ids, uid, json_string(svc_job_id(obj)));
     if (strcmp(jstr(json_object_get(obj, "spec"), "type") ?: "", "STATELESS")) return;
@@ -221,15 +205,29 @@ static void on_job(void *ud, const char *type, json_t *obj) {
     emit(w, json_pack("{s:I,s:[o]}", "revision", (json_int_t)revision(obj), "statelessJobs", sum));
 }
 
+/* An event of either API-server watch (ud: its side). */
+static void on_event(void *ud, const char *type, json_t *obj) {
+    struct side *sd = ud;
+    struct watch *w = sd->w;
+    if (!strcmp(type, "ERROR")) {
+        on_error(w, obj);
+        return;
+    }
+    keep_rv(sd->rv, obj);
+    if (!strcmp(type, "BOOKMARK")) return;
+    if (sd == &w->sp) pod_changed(w, type, obj);
+    else job_changed(w, type, obj);
+}
+
 /* The API-server watches, from the versions last seen. */
 static void start_watches(struct watch *w) {
     struct kclient *kc = w->svc->kc;
     if (w->pods && !w->sp.kw &&
-        !(w->sp.kw = kclient_watch(kc, w->pod_path, w->pod_query, w->sp.rv, on_pod, on_end, &w->sp))) {
+        !(w->sp.kw = kclient_watch(kc, w->pod_path, w->pod_query, w->sp.rv, on_event, on_end, &w->sp))) {
         watch_end(w, NC_UNAVAILABLE, "cannot watch pods");
         return;
     }
-    if (w->jobs && !w->sj.kw && !(w->sj.kw = kclient_watch(kc, JOBS_PATH, NULL, w->sj.rv, on_job, on_end, &w->sj)))
+    if (w->jobs && !w->sj.kw && !(w->sj.kw = kclient_watch(kc, JOBS_PATH, NULL, w->sj.rv, on_event, on_end, &w->sj)))
         watch_end(w, NC_UNAVAILABLE, "cannot watch jobs");
 }
 
