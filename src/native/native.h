@@ -114,6 +114,18 @@ const char *native_call_caller(const struct native_call *c);
 /* The method's name ("ListPods"). */
 const char *native_call_method(const struct native_call *c);
 
+/* ---- calls from inside the process ----
+ * One service answering through another's handler (v1alpha
+ * ResourcePoolService through v0 ResourceManager): the method key
+ * ("<service>/<method>") of the registry outer's server serves, run with req
+ * (a message the call takes: freed with protobuf_c_message_free_unpacked);
+ * done runs exactly once, later or before this returns, with the status and,
+ * for OK, the reply (borrowed for the callback). A call on a stopped server,
+ * or of a method not served, fails with its status through done. */
+typedef void (*native_internal_fn)(void *ud, enum native_code code, const char *msg, const ProtobufCMessage *resp);
+void native_call_internal(struct native_call *outer, const char *key, ProtobufCMessage *req, native_internal_fn done,
+                          void *ud);
+
 /* ---- the server ---- */
 #define NATIVE_DEFAULT_MAX_MESSAGE (4u << 20) /* bytes of one request message (gRPC's default) */
 #define NATIVE_DEFAULT_MAX_STREAMS 256        /* concurrent HTTP/2 streams a connection may open */

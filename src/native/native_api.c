@@ -9,6 +9,7 @@
 #include "svc_task.h"
 #include "v1_job.h"
 #include "v1_pod.h"
+#include "v1_respool.h"
 #include "v1_watch.h"
 
 struct native_api {
@@ -46,7 +47,7 @@ struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const s
         svc_task_register(a->task, &a->reg) || !(a->v1job = v1_job_new(kc)) ||
         v1_job_register(a->v1job, &a->reg) || !(a->v1watch = v1_watch_new(kc)) ||
         v1_watch_register(a->v1watch, &a->reg) || !(a->v1pod = v1_pod_new(kc)) ||
-        v1_pod_register(a->v1pod, &a->reg)) {
+        v1_pod_register(a->v1pod, &a->reg) || v1_respool_register(&a->reg)) {
         snprintf(err, errlen, "native: out of memory");
         api_free_parts(a);
         return NULL;

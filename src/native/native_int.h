@@ -70,6 +70,9 @@ struct native_call {
     bool full;          /* a send answered 1: the producer waits for writable */
     bool kick_writable; /* to tell the producer it may send again */
     bool kick_gone;     /* to tell the producer its client is gone */
+    /* a call from inside the process (native_call_internal) */
+    native_internal_fn internal;
+    void *internal_ud;
 };
 
 /* server.c */

@@ -178,7 +178,7 @@ void native_call_set_producer(struct native_call *c, native_stream_fn fn, void *
     }
 }
 
-bool native_call_gone(const struct native_call *c) { return !c->conn || c->timed_out; }
+bool native_call_gone(const struct native_call *c) { return (!c->conn && !c->internal) || c->timed_out; }
 const char *native_call_transport(const struct native_call *c) { return c->json || !c->stream ? "yarpc" : "grpc"; }
 const char *native_call_caller(const struct native_call *c) { return c->caller; }
 const char *native_call_method(const struct native_call *c) { return c->m->name; }
@@ -204,8 +204,18 @@ void native_call_dispatch(struct native_call *c, void *ud, ProtobufCMessage *req
     c->m->fn(ud, c, req);
 }
 
+/* Hands an internal call's outcome to its caller, once. */
+static bool internal_done(struct native_call *c, enum native_code code, const char *msg, const ProtobufCMessage *resp) {
+    if (!c->internal) return false;
+    native_internal_fn fn = c->internal;
+    c->internal = NULL;
+    fn(c->internal_ud, code, msg, resp);
+    call_finish(c);
+    return true;
+}
+
 void native_call_reply(struct native_call *c, const ProtobufCMessage *resp) {
-    if (c->done) return;
+    if (c->done || internal_done(c, NC_OK, "", resp)) return;
     if (c->conn && resp && c->conn->proto == PROTO_H1 && c->json) {
         char err[256];
         size_t n;
@@ -231,6 +241,7 @@ void native_call_fail(struct native_call *c, enum native_code code, const char *
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (internal_done(c, code, msg, NULL)) return;
     send_status(c, code, msg);
     call_finish(c);
 }
@@ -257,9 +268,35 @@ int native_call_send(struct native_call *c, const ProtobufCMessage *m) {
 }
 
 void native_call_end(struct native_call *c, enum native_code code, const char *msg) {
-    if (c->done) return;
+    if (c->done || internal_done(c, code, msg ? msg : "", NULL)) return;
     send_status(c, code, msg ? msg : "");
     call_finish(c);
+}
+
+void native_call_internal(struct native_call *outer, const char *key, ProtobufCMessage *req, native_internal_fn done,
+                          void *ud) {
+    struct native_server *s = outer->srv;
+    void *mud = NULL;
+    const struct native_method *m = s && !s->stopping ? native_registry_find(s->cfg.registry, key, &mud) : NULL;
+    struct native_call *c = m && m->in == req->descriptor && !m->server_stream ? calloc(1, sizeof *c) : NULL;
+    if (!c) {
+        protobuf_c_message_free_unpacked(req, NULL);
+        done(ud, !s || s->stopping ? NC_UNAVAILABLE : m ? NC_INTERNAL : NC_UNIMPLEMENTED, key, NULL);
+        return;
+    }
+    /* as native_call_new, without a connection: the call is in the server's list */
+    c->srv = s;
+    c->m = m;
+    c->internal = done;
+    c->internal_ud = ud;
+    snprintf(c->caller, sizeof c->caller, "%s", outer->caller);
+    c->next = s->calls;
+    if (s->calls) s->calls->prev = c;
+    s->calls = c;
+    s->stats.open_calls++;
+    uv_timer_init(s->loop, &c->deadline);
+    c->deadline.data = c;
+    native_call_dispatch(c, mud, req);
 }
 
 bool native_auth_ok(const struct native_server *s, const char *authz) {

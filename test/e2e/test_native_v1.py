@@ -36,6 +36,8 @@ from peloton.api.v1alpha.job.stateless import stateless_pb2 as sl  # noqa: E402
 from peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as js, stateless_svc_pb2_grpc as jsg  # noqa: E402
 from peloton.api.v1alpha.pod import pod_pb2 as pod  # noqa: E402
 from peloton.api.v1alpha.pod.svc import pod_svc_pb2 as ps, pod_svc_pb2_grpc as psg  # noqa: E402
+from peloton.api.v1alpha.respool import respool_pb2 as rp1  # noqa: E402
+from peloton.api.v1alpha.respool.svc import respool_svc_pb2 as rs, respool_svc_pb2_grpc as rsg  # noqa: E402
 from peloton.api.v1alpha.watch import watch_pb2 as wf  # noqa: E402
 from peloton.api.v1alpha.watch.svc import watch_svc_pb2 as ws, watch_svc_pb2_grpc as wsg  # noqa: E402
 
@@ -50,6 +52,7 @@ CH = grpc.insecure_channel(f"127.0.0.1:{NPORT}")
 JOBS = jsg.JobServiceStub(CH)
 WATCH = wsg.WatchServiceStub(CH)
 PODS = psg.PodServiceStub(CH)
+POOLS = rsg.ResourcePoolServiceStub(CH)
 T = 20  # seconds for a unary call
 
 
@@ -415,6 +418,53 @@ def test_unimplemented_and_yarpc_streaming():
                         "-d", json.dumps({"jobId": {"value": STATE["web"]}, "summaryOnly": True})],
                        capture_output=True, text=True, timeout=30)
     assert json.loads(p.stdout)["summary"]["name"] == "Web_Front", p.stdout
+
+
+def code_of(fn, *a):
+    try:
+        fn(*a, timeout=T)
+        return grpc.StatusCode.OK
+    except grpc.RpcError as e:
+        return e.code(), e.details()
+
+
+def test_resource_pool_service_through_v0():
+    spec = rp1.ResourcePoolSpec(name="v1pool", parent=pb.ResourcePoolID(value="root"), owning_team="infra",
+                                policy=rp1.SCHEDULING_POLICY_PRIORITY_FIFO,
+                                resources=[rp1.ResourceSpec(kind="cpu", reservation=2, limit=4, share=1,
+                                                            type=rp1.RESERVATION_TYPE_STATIC)])
+    r = POOLS.CreateResourcePool(rs.CreateResourcePoolRequest(spec=spec), timeout=T)
+    assert r.respool_id.value == "v1pool", r
+    rc, out = kubectl("get", "rp", "v1pool", "-o", "jsonpath={.spec.owningTeam} {.spec.resources[0].reservation}")
+    assert rc == 0 and out.split()[0] == "infra", out
+    g = POOLS.GetResourcePool(rs.GetResourcePoolRequest(respool_id=pb.ResourcePoolID(value="v1pool")), timeout=T)
+    res = g.respool.spec.resources[0]
+    assert g.respool.respool_id.value == "v1pool" and g.respool.path.value == "/v1pool", g.respool
+    assert res.kind == "cpu" and res.reservation == 2 and res.limit == 4 and res.type == rp1.RESERVATION_TYPE_STATIC, res
+    assert g.respool.spec.policy == rp1.SCHEDULING_POLICY_PRIORITY_FIFO and g.respool.spec.revision.version >= 1
+    lk = POOLS.LookupResourcePoolID(rs.LookupResourcePoolIDRequest(path=rp1.ResourcePoolPath(value="/v1pool")), timeout=T)
+    assert lk.respool_id.value == "v1pool", lk
+    spec.resources[0].reservation = 3
+    POOLS.UpdateResourcePool(rs.UpdateResourcePoolRequest(respool_id=pb.ResourcePoolID(value="v1pool"), spec=spec),
+                             timeout=T)
+    rc, out = kubectl("get", "rp", "v1pool", "-o", "jsonpath={.spec.resources}")
+    assert '"3"' in out or ":3" in out, out
+    q = POOLS.QueryResourcePools(rs.QueryResourcePoolsRequest(), timeout=T)
+    assert {"root", "svc", "v1pool"} <= {p.respool_id.value for p in q.respools}, q
+    root = POOLS.GetResourcePool(rs.GetResourcePoolRequest(include_child_pools=True), timeout=T)
+    assert {"svc", "v1pool"} <= {c.respool_id.value for c in root.child_respools}, root
+    # v0's errors, as gRPC statuses
+    assert code_of(POOLS.CreateResourcePool, rs.CreateResourcePoolRequest(spec=spec))[0] == grpc.StatusCode.ALREADY_EXISTS
+    bad = rp1.ResourcePoolSpec(name="badpool", parent=pb.ResourcePoolID(value="root"),
+                               resources=[rp1.ResourceSpec(kind="cpu", reservation=5, limit=4)])
+    c = code_of(POOLS.CreateResourcePool, rs.CreateResourcePoolRequest(spec=bad))
+    assert c[0] == grpc.StatusCode.INVALID_ARGUMENT and "exceeds its limit" in c[1], c
+    c = code_of(POOLS.DeleteResourcePool, rs.DeleteResourcePoolRequest(respool_id=pb.ResourcePoolID(value="svc")))
+    assert c[0] == grpc.StatusCode.FAILED_PRECONDITION, c  # a Job in it runs
+    c = code_of(POOLS.GetResourcePool, rs.GetResourcePoolRequest(respool_id=pb.ResourcePoolID(value="nope")))
+    assert c[0] == grpc.StatusCode.NOT_FOUND, c
+    POOLS.DeleteResourcePool(rs.DeleteResourcePoolRequest(respool_id=pb.ResourcePoolID(value="v1pool")), timeout=T)
+    services.wait_until(lambda: kubectl("get", "rp", "v1pool")[0] != 0, 15, "v1pool gone")
 
 
 def test_delete_job():
