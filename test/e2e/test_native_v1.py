@@ -188,9 +188,15 @@ def test_pause_resume_abort_map_to_the_job():
                               timeout=T)
     rc, out = kubectl("get", "pj", "web-front", "-o", "jsonpath={.spec.updateStrategy.paused}")
     assert out == "true", out
-    JOBS.ResumeJobWorkflow(js.ResumeJobWorkflowRequest(job_id=pb.JobID(value=jid), version=r.version), timeout=T)
+    r = JOBS.ResumeJobWorkflow(js.ResumeJobWorkflowRequest(job_id=pb.JobID(value=jid), version=r.version), timeout=T)
     rc, out = kubectl("get", "pj", "web-front", "-o", "jsonpath={.spec.updateStrategy.paused}")
     assert out == "false", out
+    # no update is in progress: the job manager says it ignored the abort, and takes the annotation away
+    JOBS.AbortJobWorkflow(js.AbortJobWorkflowRequest(job_id=pb.JobID(value=jid), version=r.version), timeout=T)
+    services.wait_until(lambda: "UpdateAbort" in kubectl("get", "events", "--field-selector",
+                                                         "involvedObject.name=web-front")[1], 15, "the abort handled")
+    services.wait_until(lambda: "update-abort" not in kubectl("get", "pj", "web-front", "-o", "json")[1], 15,
+                        "the annotation removed")
 
 
 def test_restart_job_rolls_every_pod():
