@@ -542,3 +542,25 @@ TEST(native_stream_resumes_and_stops_on_reset) {
     srv_end(&s);
     CHECK_I64(s.stats.open_calls, 0);
 }
+
+/* The server stopping with a producer paused on a client that does not
+ * read: the producer hears it before the stop returns, and frees. */
+TEST(native_stop_tells_a_paused_producer) {
+    struct srv s;
+    REQUIRE(srv_start(&s) == 0);
+    struct client c;
+    REQUIRE(client_open(&c, s.port, 2) == 0);
+    nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
+    nghttp2_submit_settings(c.h, NGHTTP2_FLAG_NONE, &iv, 1);
+    AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
+    m.i32 = 1000;
+    m.u32 = 65536;
+    m.text = "";
+    client_call(&c, "Repeat", &m.base, NULL);
+    CHECK_I64(client_run(&c, all_closed, 300), -ETIMEDOUT);
+    CHECK_I64(sent_at_least(&s, 4), 4);
+    srv_end(&s); /* the client is still connected */
+    CHECK_I64(s.repeat_gone, 1);
+    CHECK_I64(s.stats.open_calls, 0);
+    client_close(&c);
+}
