@@ -316,6 +316,15 @@ def test_client_cancels_a_stream_midway():
     wid = next(w).watch_id
     w.cancel()  # the client resets the stream: the server forgets the watch
     services.wait_until(lambda: cancel_code(wid) == grpc.StatusCode.NOT_FOUND, 5, "the watch freed")
+    # a deadline ends a watch as a cancel does
+    w = WATCH.Watch(ws.WatchRequest(pod_filter=wf.PodFilter()), timeout=1.5)
+    wid = next(w).watch_id
+    try:
+        list(w)
+        raise AssertionError("the watch outlived its deadline")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
+    services.wait_until(lambda: cancel_code(wid) == grpc.StatusCode.NOT_FOUND, 5, "the watch past its deadline freed")
     assert get(STATE["web"]).job_info.spec.name == "Web_Front"  # still serving
 
 
