@@ -456,6 +456,27 @@ TEST(native_oversize_and_unknown_keep_the_connection) {
     srv_end(&s);
 }
 
+/* The client's stream window (SETTINGS_INITIAL_WINDOW_SIZE): 0 reads nothing. */
+static void client_window(struct client *c, uint32_t w) {
+    nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, w};
+    nghttp2_submit_settings(c->h, NGHTTP2_FLAG_NONE, &iv, 1);
+}
+
+/* A call of a streaming method (Repeat, Flood) for n messages of size bytes. */
+static void call_stream(struct client *c, const char *method, int n, uint32_t size) {
+    AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
+    m.i32 = n;
+    m.u32 = size;
+    m.text = "";
+    client_call(c, method, &m.base, NULL);
+}
+
+/* Waits (bounded) until a Repeat producer heard its client left; the count. */
+static int producers_told_gone(struct srv *s) {
+    for (int i = 0; i < 100 && !__atomic_load_n(&s->repeat_gone, __ATOMIC_SEQ_CST); i++) usleep(20000);
+    return __atomic_load_n(&s->repeat_gone, __ATOMIC_SEQ_CST);
+}
+
 /* Waits (bounded) until the server's last streaming handler has had at
  * least n messages accepted: the server runs on its own thread, and a loaded
  * machine may run it late. The count read after. */
@@ -473,20 +494,14 @@ TEST(native_stream_to_a_client_that_does_not_read) {
     REQUIRE(srv_start(&s) == 0);
     struct client c;
     REQUIRE(client_open(&c, s.port, 2) == 0);
-    nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
-    nghttp2_submit_settings(c.h, NGHTTP2_FLAG_NONE, &iv, 1);
-    AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
-    m.i32 = 400;     /* 400 messages of 64 KiB: 25 MiB */
-    m.u32 = 65536;
-    m.text = "";
-    client_call(&c, "Repeat", &m.base, NULL);
+    client_window(&c, 0);
+    call_stream(&c, "Repeat", 400, 65536); /* 400 messages of 64 KiB: 25 MiB */
     CHECK_I64(client_run(&c, all_closed, 1000), -ETIMEDOUT); /* nothing can reach it */
     /* paused at 256 KiB waiting: the 4th message reached it */
     CHECK_I64(sent_at_least(&s, 4), 4);
     CHECK_I64(s.repeat_gone, 0);
     client_close(&c); /* the connection closes: the producer hears it */
-    for (int i = 0; i < 100 && !__atomic_load_n(&s.repeat_gone, __ATOMIC_SEQ_CST); i++) usleep(20000);
-    CHECK_I64(s.repeat_gone, 1);
+    CHECK_I64(producers_told_gone(&s), 1);
     srv_end(&s);
     CHECK_I64(s.stats.open_calls, 0);
 }
@@ -498,43 +513,31 @@ TEST(native_stream_resumes_and_stops_on_reset) {
     REQUIRE(srv_start(&s) == 0);
     struct client c;
     REQUIRE(client_open(&c, s.port, 4) == 0);
-    nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
-    nghttp2_submit_settings(c.h, NGHTTP2_FLAG_NONE, &iv, 1);
-    AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
-    m.i32 = 100; /* 100 × 16 KiB: 1.6 MiB, six times the pause mark */
-    m.u32 = 16384;
-    m.text = "";
-    client_call(&c, "Repeat", &m.base, NULL);
+    client_window(&c, 0);
+    call_stream(&c, "Repeat", 100, 16384); /* 100 × 16 KiB: 1.6 MiB, six times the pause mark */
     CHECK_I64(client_run(&c, all_closed, 500), -ETIMEDOUT);
     int paused_at = sent_at_least(&s, 15);
     CHECK(paused_at >= 15 && paused_at <= 17); /* paused near 256 KiB */
-    iv.value = 1 << 20; /* now it reads */
-    nghttp2_submit_settings(c.h, NGHTTP2_FLAG_NONE, &iv, 1);
+    client_window(&c, 1 << 20); /* now it reads */
     CHECK_I64(client_run(&c, all_closed, 10000), 0);
     CHECK_I64(c.st[0].status, 0);
     CHECK_I64(check_stream_body(&c.st[0], 16384), 100);
     /* another, reset by the client after its first messages */
-    m.i32 = 100000;
-    iv.value = 0;
-    nghttp2_submit_settings(c.h, NGHTTP2_FLAG_NONE, &iv, 1);
-    client_call(&c, "Repeat", &m.base, NULL);
+    client_window(&c, 0);
+    call_stream(&c, "Repeat", 100000, 16384);
     CHECK_I64(client_run(&c, all_closed, 500), -ETIMEDOUT);
     nghttp2_submit_rst_stream(c.h, NGHTTP2_FLAG_NONE, c.st[1].id, NGHTTP2_CANCEL);
     CHECK_I64(client_run(&c, all_closed, 2000), 0);
-    for (int i = 0; i < 100 && !__atomic_load_n(&s.repeat_gone, __ATOMIC_SEQ_CST); i++) usleep(20000);
-    CHECK_I64(s.repeat_gone, 1);
+    CHECK_I64(producers_told_gone(&s), 1);
     CHECK(s.repeat_sent < 20);
     /* a producer that ignores "full" is cut off at NATIVE_STREAM_MAX */
-    m.i32 = 1000;
-    m.u32 = 65536;
-    client_call(&c, "Flood", &m.base, NULL);
+    call_stream(&c, "Flood", 1000, 65536);
     CHECK_I64(client_run(&c, all_closed, 500), -ETIMEDOUT); /* its status waits behind its data */
     int flooded = sent_at_least(&s, 60);
     CHECK(flooded >= 60 && flooded <= 70); /* 4 MiB / 64 KiB, then -EPIPE */
     /* the connection still serves */
-    client_call(&c, "Echo", &m.base, NULL);
-    iv.value = 1 << 20;
-    nghttp2_submit_settings(c.h, NGHTTP2_FLAG_NONE, &iv, 1);
+    call_stream(&c, "Echo", 0, 0);
+    client_window(&c, 1 << 20);
     CHECK_I64(client_run(&c, all_closed, 10000), 0);
     CHECK_I64(c.st[2].status, 8); /* RESOURCE_EXHAUSTED, after what was queued */
     CHECK_I64(c.st[3].status, 0);
@@ -550,13 +553,8 @@ TEST(native_stop_tells_a_paused_producer) {
     REQUIRE(srv_start(&s) == 0);
     struct client c;
     REQUIRE(client_open(&c, s.port, 2) == 0);
-    nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
-    nghttp2_submit_settings(c.h, NGHTTP2_FLAG_NONE, &iv, 1);
-    AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
-    m.i32 = 1000;
-    m.u32 = 65536;
-    m.text = "";
-    client_call(&c, "Repeat", &m.base, NULL);
+    client_window(&c, 0);
+    call_stream(&c, "Repeat", 1000, 65536);
     CHECK_I64(client_run(&c, all_closed, 300), -ETIMEDOUT);
     CHECK_I64(sent_at_least(&s, 4), 4);
     srv_end(&s); /* the client is still connected */
