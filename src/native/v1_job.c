@@ -378,7 +378,7 @@ static void on_jobs(void *ud, const struct kc_response *r) {
         svc_op_free(&op->base);
         return;
     }
-    json_array_foreach(items, i, j) if (!strcmp(svc_job_id(j), op->id)) op->job = json_incref((json_t *)j);
+    op->job = json_incref((json_t *)v1_find_job(items, op->id));
     if (!op->job) {
         native_call_fail(op->base.call, NC_NOT_FOUND, "job %s not found", op->id);
         svc_op_free(&op->base);

@@ -446,6 +446,13 @@ bad:
     return NULL;
 }
 
+const json_t *v1_find_job(const json_t *items, const char *jid) {
+    size_t i;
+    const json_t *j;
+    json_array_foreach(items, i, j) if (!strcmp(svc_job_id(j), jid)) return j;
+    return NULL;
+}
+
 bool v1_labels_have(const json_t *have, const json_t *want) {
     size_t i, j;
     const json_t *w, *h;

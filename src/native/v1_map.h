@@ -43,6 +43,9 @@ long long v1_pod_instance(const json_t *pod);
  * ""); NULL with err naming the field for what cannot be carried. */
 json_t *v1_job_from_spec(const json_t *spec, const char *id, const char *ns, char *err, size_t errlen);
 
+/* The first Job of items (a list answer's array) whose JobID is jid, borrowed; NULL when none. */
+const json_t *v1_find_job(const json_t *items, const char *jid);
+
 /* Whether every Label {key, value} of want is in have (an array of Labels). */
 bool v1_labels_have(const json_t *have, const json_t *want);
 

@@ -182,9 +182,7 @@ static void on_jobs(void *ud, const struct kc_response *r) {
         svc_op_free(&op->base);
         return;
     }
-    size_t i;
-    const json_t *j;
-    json_array_foreach(items, i, j) if (!strcmp(svc_job_id(j), op->jid)) op->job = json_incref((json_t *)j);
+    op->job = json_incref((json_t *)v1_find_job(items, op->jid));
     json_int_t count = json_integer_value(json_object_get(json_object_get(op->job, "spec"), "instanceCount"));
     if (!op->job || op->inst >= count) {
         native_call_fail(op->base.call, NC_NOT_FOUND, "pod %s not found (%s)", op->name,
