@@ -41,7 +41,7 @@ struct watch {
     struct native_call *call; /* NULL once the stream ended */
     char id[40];
     json_t *req;              /* the WatchRequest (proto3 JSON) */
-    json_t *ids;              /* Job uid -> JobID */
+    json_t *ids;              /* Job uid -> JobID, of every Job seen since the start */
     bool pods, jobs;          /* what is watched */
     char pod_path[512], pod_query[600];
     struct side sp, sj;       /* the pod watch, the job watch */
@@ -185,7 +185,7 @@ static void pod_changed(struct watch *w, const char *type, const json_t *obj) {
 static void job_changed(struct watch *w, const char *type, const json_t *obj) {
     const char *uid = jstr(json_object_get(obj, "metadata"), "uid");
     if (uid) json_object_set_new(w->ids, uid, json_string(svc_job_id(obj)));
-    if (strcmp(jstr(json_object_get(obj, "spec"), "type") ?: "", "STATELESS")) return;
+    if (!w->jobs || strcmp(jstr(json_object_get(obj, "spec"), "type") ?: "", "STATELESS")) return;
     const json_t *f = json_object_get(w->req, "statelessJobFilter");
     const json_t *ids = json_object_get(f, "jobIds");
     if (json_array_size(ids)) {
@@ -227,7 +227,9 @@ static void start_watches(struct watch *w) {
         watch_end(w, NC_UNAVAILABLE, "cannot watch pods");
         return;
     }
-    if (w->jobs && !w->sj.kw && !(w->sj.kw = kclient_watch(kc, JOBS_PATH, NULL, w->sj.rv, on_event, on_end, &w->sj)))
+    /* the Jobs are followed for pods too: a Job made after the start gives its pods' JobID */
+    if ((w->jobs || w->pods) && !w->sj.kw &&
+        !(w->sj.kw = kclient_watch(kc, JOBS_PATH, NULL, w->sj.rv, on_event, on_end, &w->sj)))
         watch_end(w, NC_UNAVAILABLE, "cannot watch jobs");
 }
 

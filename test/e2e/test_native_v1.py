@@ -307,6 +307,22 @@ def test_watch_sees_kubectl_changes_and_ends_on_cancel():
         assert e.code() == grpc.StatusCode.OUT_OF_RANGE, e
 
 
+def test_watch_names_pods_of_a_job_made_after_it():
+    got, ready = [], threading.Event()
+    t = threading.Thread(target=watch_collect, daemon=True, args=(ws.WatchRequest(pod_filter=wf.PodFilter()), got, ready))
+    t.start()
+    assert ready.wait(10), "no first message"
+    jid = "6a1c3e2e-0000-4000-8000-00000000beef"  # the client's id: not the object's uid
+    r = JOBS.CreateJob(js.CreateJobRequest(job_id=pb.JobID(value=jid), spec=spec("late", 1)), timeout=T)
+    assert r.job_id.value == jid, r
+    services.wait_until(lambda: any(p.pod_name.value == f"{jid}-0" and p.status.state == pod.POD_STATE_RUNNING
+                                    for m in list(got) if not isinstance(m, grpc.StatusCode) for p in m.pods), 20,
+                        "the late job's pod by its JobID")
+    WATCH.Cancel(ws.CancelRequest(watch_id=got[0].watch_id), timeout=T)
+    t.join(10)
+    JOBS.DeleteJob(js.DeleteJobRequest(job_id=pb.JobID(value=jid)), timeout=T)
+
+
 def test_client_cancels_a_stream_midway():
     call = JOBS.ListPods(js.ListPodsRequest(job_id=pb.JobID(value=STATE["many"])), timeout=T)
     first = next(call)
