@@ -45,7 +45,7 @@ struct md_agent {
     unsigned fails;
     int64_t retry_at_ms;
     struct md_offer *offers;
-    int waiting;          /* pods waiting for an offer (this pump) */
+    struct strmap wait;   /* "ns/name" of the pods bound here waiting for an offer (checked again at launch) */
 };
 
 struct md_task {
@@ -81,7 +81,10 @@ struct mdrv {
     uv_timer_t tick, kick;
     struct strmap agents, tasks, deletes; /* deletes: "ns/name/uid" of pods whose DELETE was sent */
     struct strmap todo;                   /* "ns/name" of the pods pump looks at (changed, waiting) */
+    struct strmap offered;                /* ids of the agents holding offers: what pump launches on or declines */
     bool rescan;                          /* pump looks at every pod next time */
+    bool agents_walk;                     /* pump walks every agent (Node writes, drains) next time */
+    bool maybe_revive;                    /* a pod may wait on an agent without an offer */
     struct md_op *ops;
     int closed;   /* timers closed */
     bool orphan;  /* mdrv_start failed: freed when its timers close */
