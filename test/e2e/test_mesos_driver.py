@@ -331,6 +331,43 @@ def test_unknown_task_is_killed():
     wait_until(lambda: not pods("mu"), 30, "mu's pods gone")
 
 
+def test_starting_is_acknowledged_without_a_write():
+    """TASK_STARTING changes nothing a pod shows (it is Pending until RUNNING): it is acknowledged at once,
+    with no status write; the pod's only status write is Running. Seen through a watch of the Job's pods."""
+    import http.client
+    import threading
+    events = []
+    conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+    conn.request("GET", "/api/v1/namespaces/default/pods?watch=1&labelSelector=t%3Dms")
+    resp = conn.getresponse()
+    assert resp.status == 200, resp.status
+
+    def read():
+        try:
+            for line in resp:
+                if line.strip():
+                    events.append(json.loads(line))
+        except (OSError, ValueError):
+            pass
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    acks = sim_state()["acks"]
+    apply(job("ms", 2, -1, cpu="500m", typ="STATELESS"))
+    wait_until(lambda: phases("ms") == ["Running", "Running"], 30, "2 pods Running")
+    st = wait_until(lambda: (lambda st: st["tasks_with_pending_updates"] == 0 and st)(sim_state()), 10,
+                    "every update acknowledged")
+    assert st["acks"] == acks + 4, (acks, st)  # STARTING and RUNNING of each
+    wait_until(lambda: sum(1 for e in events if e["object"].get("status", {}).get("phase") == "Running") >= 2, 10,
+               "the watch sees both pods Running")
+    conn.close()
+    statuses = [e["object"].get("status", {}) for e in events]
+    assert not [x for x in statuses if x.get("reason") in ("TaskStarting", "TaskStaging")], statuses
+    kubectl("delete", "jobs.peloton.io", "ms", "--wait=false")
+    wait_until(lambda: not pods("ms"), 30, "ms's pods gone")
+    wait_until(lambda: not [t for t in sim_tasks()[0] if t["state"] in ("TASK_RUNNING", "TASK_KILLING")], 20,
+               "ms's tasks killed")
+
+
 def test_ack_waits_for_the_status_write():
     """An update is acknowledged only once the pod's status is stored: with the API server down, the
     master keeps re-sending TASK_FINISHED; once it is back the pod is Succeeded and the update acknowledged.
