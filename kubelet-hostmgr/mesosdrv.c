@@ -295,16 +295,12 @@ static void launch_on(struct mdrv *d, struct md_agent *a, const json_t **waiting
     int k = 0;
     for (struct md_offer *o = a->offers; o && k < 64; o = o->next, k++) mesos_scalars_add(&left, &o->res);
     json_t *infos = json_array(), *ids = json_array();
-    int more = 0;
     for (int i = 0; i < nw; i++) {
         const json_t *pod = waiting[i];
         struct mesos_scalars need;
         char tid[MESOS_ID_MAX + 1];
         if (mdrv_pod_scalars(pod, &need) || mdrv_task_id(md_str(pod, "uid"), md_pod_run(pod), tid, sizeof tid)) continue;
-        if (!mesos_scalars_fit(&need, &left)) {
-            more++;
-            continue;
-        }
+        if (!mesos_scalars_fit(&need, &left)) continue;
         json_t *ti = mdrv_pod_task_info(pod, tid, a->id, &need);
         if (!ti || !md_task_add(d, tid, a->id, pod)) {
             json_decref(ti);
@@ -330,7 +326,9 @@ static void launch_on(struct mdrv *d, struct md_agent *a, const json_t **waiting
     struct md_op *op = md_op_new(d, OP_ACCEPT);
     d->st.launched += json_array_size(infos);
     d->st.accepts++;
-    json_t *c = mesos_call_accept(d->fid, oids, n, infos, more ? 0 : d->o.refuse_seconds);
+    /* no refuse filter: what is left comes back at the next allocation and is held (hold_ms) for
+     * the pods still coming to this agent, instead of waiting for a REVIVE */
+    json_t *c = mesos_call_accept(d->fid, oids, n, infos, 0);
     for (int i = 0; i < n; i++) free(own[i]);
     if (!op) {
         json_decref(ids);
@@ -396,6 +394,7 @@ static bool scan_one(struct scan *s, const json_t *pod) {
     pod_key(pod, key, sizeof key);
     if (strmap_put(&a->wait, key, (void *)1, NULL)) return true;
     if (!a->offers) d->maybe_revive = true;
+    d->last_wait_ms = s->now;
     return false;
 }
 
@@ -520,7 +519,9 @@ static void pump_offers(struct mdrv *d, int64_t now) {
             if (a->offers && nw && now - a->offers->got_ms >= (int64_t)d->o.hold_ms) decline_all(d, a, 1);
             if (strmap_count(&a->wait)) d->maybe_revive = true;
         }
-        if (a && a->offers && !strmap_count(&a->wait) && now - a->offers->got_ms >= (int64_t)d->o.hold_ms)
+        /* held while pods keep coming (they may come here), at most OFFER_HOLD_MAX_MS */
+        if (a && a->offers && !strmap_count(&a->wait) && now - a->offers->got_ms >= (int64_t)d->o.hold_ms &&
+            (now - d->last_wait_ms >= (int64_t)d->o.hold_ms || now - a->offers->got_ms >= OFFER_HOLD_MAX_MS))
             decline_all(d, a, d->o.refuse_seconds);
         if (!a || !a->offers) strmap_del(&d->offered, k);
     }

@@ -23,6 +23,7 @@
 #define GET_AGENTS_MAX (64u << 20) /* bytes of a GET_AGENTS reply */
 #define KILL_RESEND_MS 10000
 #define REVIVE_MIN_MS 1000
+#define OFFER_HOLD_MAX_MS 10000 /* an offer nobody takes is held this long at most while pods keep coming */
 #define POD_LIMIT "110" /* pods a Mesos Node takes, as a Kubelet's default */
 
 enum { AG_ACTIVE, AG_UNREACHABLE, AG_GONE };
@@ -90,6 +91,7 @@ struct mdrv {
     bool orphan;  /* mdrv_start failed: freed when its timers close */
     bool stopped, known_built, reconciled, agents_busy, agents_again;
     int64_t last_revive_ms, last_reconcile_ms;
+    int64_t last_wait_ms;  /* when a pod last began to wait for an offer */
     struct mdrv_stats st;
 };
 

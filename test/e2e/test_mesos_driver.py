@@ -368,6 +368,26 @@ def test_starting_is_acknowledged_without_a_write():
                "ms's tasks killed")
 
 
+def test_leftover_offer_comes_back_without_revive():
+    """An ACCEPT leaves no refuse filter: what the launch left of the agent is offered again at the next
+    allocation (held for pods still to come, then declined), with no REVIVE between."""
+    wait_until(lambda: sim_state()["offers"] == 0, 10, "no offer outstanding")
+    apply(job("mo", 1, -1, cpu="500m", typ="STATELESS"))
+    wait_until(lambda: phases("mo") == ["Running"], 30, "1 pod Running")
+    agent = next(t["agent_id"]["value"] for t in sim_tasks()[0] if t["task_id"]["value"] in task_ids("mo"))
+    st0 = sim_state()
+
+    def offered_again():
+        r = operator(SIM_PORT, {"type": "GET_AGENTS"})["get_agents"]["agents"]
+        a = next(x for x in r if x["agent_info"]["id"]["value"] == agent)
+        cpus = sum(x["scalar"]["value"] for x in a.get("offered_resources", []) if x["name"] == "cpus")
+        return cpus > 0 and sim_state()
+    st = wait_until(offered_again, 5, "the agent's leftover offered again")
+    assert st["revives"] == st0["revives"], (st0, st)
+    kubectl("delete", "jobs.peloton.io", "mo", "--wait=false")
+    wait_until(lambda: not pods("mo"), 30, "mo's pods gone")
+
+
 def test_ack_waits_for_the_status_write():
     """An update is acknowledged only once the pod's status is stored: with the API server down, the
     master keeps re-sending TASK_FINISHED; once it is back the pod is Succeeded and the update acknowledged.
