@@ -717,6 +717,32 @@ static void on_pod_delete(void *ud, json_t *obj) {
 
 static void on_synced(void *ud) { md_kick(ud); }
 
+#define KEY_IS(lit) (len == sizeof lit - 1 && !memcmp(key, lit, len))
+
+/* What the driver's pod feed builds of a pod: metadata (no managedFields),
+ * of its spec the node and what a TaskInfo and its resources are made of,
+ * of its status the phase. The rest (a pod's status grows with every write)
+ * is read and checked, never built. */
+static bool pod_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
+    (void)ud;
+    if (depth == 0) return KEY_IS("metadata") || KEY_IS("spec") || KEY_IS("status");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "spec"))
+        return KEY_IS("nodeName") || KEY_IS("containers") || KEY_IS("initContainers") || KEY_IS("overhead");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase");
+    return true;
+}
+
+/* Of a Mesos Node, the driver reads its name and annotations (the agent id, a drain). */
+static bool node_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
+    (void)ud;
+    if (depth == 0) return KEY_IS("metadata");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
+    return true;
+}
+
+static const struct kc_informer_opts pod_opts = {.keep = pod_keep}, node_opts = {.keep = node_keep};
+
 /* ---- the public part ---- */
 
 struct mdrv *mdrv_start(uv_loop_t *loop, struct kclient *kc, struct ctl_db *db, const struct mdrv_options *o,
@@ -749,8 +775,8 @@ struct mdrv *mdrv_start(uv_loop_t *loop, struct kclient *kc, struct ctl_db *db, 
     if (r) freeReplyObject(r);
     struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
     struct kc_informer_handlers nh = {on_node_change, on_node_update, NULL, on_synced};
-    d->pods = kc_informer_new(kc, "/api/v1/pods", NULL, &ph, d);
-    d->nodes = kc_informer_new(kc, NODES_PATH, "labelSelector=peloton.io%2Fbackend%3Dmesos", &nh, d);
+    d->pods = kc_informer_new_opts(kc, "/api/v1/pods", NULL, &pod_opts, &ph, d);
+    d->nodes = kc_informer_new_opts(kc, NODES_PATH, "labelSelector=peloton.io%2Fbackend%3Dmesos", &node_opts, &nh, d);
     static const char *const roles[] = {"*"};
     static const char *const caps[] = {"GPU_RESOURCES", "PARTITION_AWARE", "TASK_KILLING_STATE", "MULTI_ROLE"};
     struct mclient_config mc = {.master = d->master,
