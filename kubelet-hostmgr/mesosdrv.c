@@ -219,6 +219,7 @@ static void on_offers(struct mdrv *d, const json_t *offers) {
         mo->next = a->offers;
         a->offers = mo;
         strmap_put(&d->offered, a->id, (void *)1, NULL);
+        if (strmap_count(&a->wait)) strmap_put(&d->ready, a->id, (void *)1, NULL);
     }
 }
 
@@ -394,6 +395,7 @@ static bool scan_one(struct scan *s, const json_t *pod) {
     pod_key(pod, key, sizeof key);
     if (strmap_put(&a->wait, key, (void *)1, NULL)) return true;
     if (!a->offers) d->maybe_revive = true;
+    else strmap_put(&d->ready, agent_id, (void *)1, NULL);
     d->last_wait_ms = s->now;
     return false;
 }
@@ -501,30 +503,37 @@ static void decline_all(struct mdrv *d, struct md_agent *a, double refuse_second
     d->st.declines++;
 }
 
-/* The agents holding offers: launches on them of what waits there, and
+/* An agent that may hold offers: launches on it of what waits there, and
  * declines of what nobody takes. */
+static void visit_offered(struct mdrv *d, const char *k, int64_t now) {
+    struct md_agent *a = md_agent_get(d, k, false);
+    if (a && a->offers && strmap_count(&a->wait)) {
+        const json_t **w;
+        int nw = waiting_pods(d, a, &w);
+        if (nw) launch_on(d, a, w, nw);
+        free(w);
+        /* what waits does not fit what is offered (a task still ending, another framework): the
+         * offer goes back for a moment and comes again when the agent has more */
+        if (a->offers && nw && now - a->offers->got_ms >= (int64_t)d->o.hold_ms) decline_all(d, a, 1);
+        if (strmap_count(&a->wait)) d->maybe_revive = true;
+    }
+    /* held while pods keep coming (they may come here), at most OFFER_HOLD_MAX_MS */
+    if (a && a->offers && !strmap_count(&a->wait) && now - a->offers->got_ms >= (int64_t)d->o.hold_ms &&
+        (now - d->last_wait_ms >= (int64_t)d->o.hold_ms || now - a->offers->got_ms >= OFFER_HOLD_MAX_MS))
+        decline_all(d, a, d->o.refuse_seconds);
+    if (!a || !a->offers) strmap_del(&d->offered, k);
+}
+
+/* The agents where a pod began to wait or an offer came (d->ready); every
+ * agent holding offers at most every OFFER_SWEEP_MS, for the declines. */
 static void pump_offers(struct mdrv *d, int64_t now) {
     size_t pos = 0;
     const char *k;
     void *v;
-    while (strmap_next(&d->offered, &pos, &k, &v)) {
-        struct md_agent *a = md_agent_get(d, k, false);
-        if (a && a->offers && strmap_count(&a->wait)) {
-            const json_t **w;
-            int nw = waiting_pods(d, a, &w);
-            if (nw) launch_on(d, a, w, nw);
-            free(w);
-            /* what waits does not fit what is offered (a task still ending, another framework): the
-             * offer goes back for a moment and comes again when the agent has more */
-            if (a->offers && nw && now - a->offers->got_ms >= (int64_t)d->o.hold_ms) decline_all(d, a, 1);
-            if (strmap_count(&a->wait)) d->maybe_revive = true;
-        }
-        /* held while pods keep coming (they may come here), at most OFFER_HOLD_MAX_MS */
-        if (a && a->offers && !strmap_count(&a->wait) && now - a->offers->got_ms >= (int64_t)d->o.hold_ms &&
-            (now - d->last_wait_ms >= (int64_t)d->o.hold_ms || now - a->offers->got_ms >= OFFER_HOLD_MAX_MS))
-            decline_all(d, a, d->o.refuse_seconds);
-        if (!a || !a->offers) strmap_del(&d->offered, k);
-    }
+    bool sweep = now - d->last_sweep_ms >= OFFER_SWEEP_MS;
+    if (sweep) d->last_sweep_ms = now;
+    while (strmap_next(sweep ? &d->offered : &d->ready, &pos, &k, &v)) visit_offered(d, k, now);
+    strmap_free(&d->ready);
 }
 
 /* Whether a pod waits on an active agent that has no offer (then REVIVE). */
@@ -838,6 +847,7 @@ void mdrv_free(struct mdrv *d) {
     strmap_free(&d->deletes);
     strmap_free(&d->todo);
     strmap_free(&d->offered);
+    strmap_free(&d->ready);
     free(d->master);
     free(d->user);
     free(d->name);
