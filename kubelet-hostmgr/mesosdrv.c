@@ -3,13 +3,17 @@
  *
  * State (mesosdrv_int.h): agents by id (what the master said of each, its offers, where the
  * write-back of its Node stands), tasks by id (one per pod run the driver
- * launched or found bound to a Mesos Node), and two informers: pods (whole
- * objects) and the Mesos Nodes (label peloton.io/backend=mesos, the agent id
- * in an annotation). pump() compares them and starts what is missing:
- * launches on held offers, KILLs of pods being deleted, final DELETEs,
- * declines, REVIVE, Node writes. It looks at the pods noted in todo (those
- * that changed since, and those that wait), and at every pod only at start
- * and when a Mesos Node appears or changes.
+ * launched or found bound to a Mesos Node), and two informers: pods (what
+ * the driver reads of them, pod_keep) and the Mesos Nodes (label
+ * peloton.io/backend=mesos, the agent id in an annotation; their metadata).
+ * pump() compares them and starts what is missing: launches on held offers,
+ * KILLs of pods being deleted, final DELETEs, declines, REVIVE, Node writes.
+ * It looks at the pods noted in todo (those that changed since, and those
+ * that wait for reconciliation or their deletion), and at every pod only at
+ * start and when a Mesos Node appears or changes. A pod waiting for an offer
+ * is on its agent's wait set; pump visits the agents where a pod began to
+ * wait or an offer came (ready), those holding offers every OFFER_SWEEP_MS,
+ * and every agent only on the tick or when an agent or Node changed.
  *
  * Writes are ops on a list owned by the driver; an op in flight is owned by
  * its request and only detached at stop (op->d = NULL). An ACKNOWLEDGE is
