@@ -333,7 +333,8 @@ def test_unknown_task_is_killed():
 
 def test_starting_is_acknowledged_without_a_write():
     """TASK_STARTING changes nothing a pod shows (it is Pending until RUNNING): it is acknowledged at once,
-    with no status write; the pod's only status write is Running. Seen through a watch of the Job's pods."""
+    with no status write; the pod's only status write is Running, which keeps placement's PodScheduled
+    condition. Seen through a watch of the Job's pods."""
     import http.client
     import threading
     events = []
@@ -362,6 +363,10 @@ def test_starting_is_acknowledged_without_a_write():
     conn.close()
     statuses = [e["object"].get("status", {}) for e in events]
     assert not [x for x in statuses if x.get("reason") in ("TaskStarting", "TaskStaging")], statuses
+    # the Running write keeps placement's PodScheduled condition (a merge patch replaces the list)
+    for p in live("ms"):
+        conds = {c["type"]: c["status"] for c in p["status"].get("conditions", [])}
+        assert conds.get("PodScheduled") == "True" and conds.get("Ready") == "True", p["status"]
     kubectl("delete", "jobs.peloton.io", "ms", "--wait=false")
     wait_until(lambda: not pods("ms"), 30, "ms's pods gone")
     wait_until(lambda: not [t for t in sim_tasks()[0] if t["state"] in ("TASK_RUNNING", "TASK_KILLING")], 20,
