@@ -81,9 +81,11 @@ static json_t *status_patch(const struct mesos_task_status *s, const char *uid) 
     }
     if (s->state == MESOS_TASK_RUNNING) json_object_set_new(st, "startTime", json_string(now));
     bool ready = s->state == MESOS_TASK_RUNNING;
+    /* a merge patch replaces the list whole: PodScheduled (placement's) is kept in it, as a kubelet keeps it */
     json_object_set_new(st, "conditions",
-                        json_pack("[{s:s, s:s, s:s}]", "type", "Ready", "status", ready ? "True" : "False",
-                                  "lastTransitionTime", now));
+                        json_pack("[{s:s, s:s, s:s}, {s:s, s:s, s:s}]", "type", "Ready", "status",
+                                  ready ? "True" : "False", "lastTransitionTime", now, "type", "PodScheduled",
+                                  "status", "True", "lastTransitionTime", now));
     /* the uid is a precondition: a late update must not land on a new pod of the same name */
     return json_pack("{s:{s:s}, s:o}", "metadata", "uid", uid, "status", st);
 }
@@ -156,6 +158,14 @@ void md_on_update(struct mdrv *d, const struct mesos_task_status *s) {
     }
     if (state == MESOS_TASK_KILLING || (state == t->state && !md_state_lost(state))) {
         md_ack(d, s->agent_id, s->task_id, s->uuid_b64); /* nothing new to store */
+        return;
+    }
+    const char *phase = md_pod_phase(pod);
+    if ((state == MESOS_TASK_STAGING || state == MESOS_TASK_STARTING) && (!phase || !strcmp(phase, "Pending"))) {
+        /* the pod is Pending until RUNNING: a starting task changes nothing it shows (one status
+         * write per pod instead of two, as a kubelet writes Running once) */
+        t->state = state;
+        md_ack(d, s->agent_id, s->task_id, s->uuid_b64);
         return;
     }
     /* killed by a drain (not by a deletion): its work moves, as a lost task's does */
