@@ -160,6 +160,14 @@ void md_on_update(struct mdrv *d, const struct mesos_task_status *s) {
         md_ack(d, s->agent_id, s->task_id, s->uuid_b64); /* nothing new to store */
         return;
     }
+    const char *phase = md_pod_phase(pod);
+    if ((state == MESOS_TASK_STAGING || state == MESOS_TASK_STARTING) && (!phase || !strcmp(phase, "Pending"))) {
+        /* the pod is Pending until RUNNING: a starting task changes nothing it shows (one status
+         * write per pod instead of two, as a kubelet writes Running once) */
+        t->state = state;
+        md_ack(d, s->agent_id, s->task_id, s->uuid_b64);
+        return;
+    }
     /* killed by a drain (not by a deletion): its work moves, as a lost task's does */
     const struct md_agent *ag = t->agent_id ? md_agent_get(d, t->agent_id, false) : NULL;
     bool drained = state == MESOS_TASK_KILLED && ag && ag->drain && !md_str(pod, "deletionTimestamp");
