@@ -21,12 +21,15 @@ enum { CLI_OK = 0, CLI_ERR = 1, CLI_USAGE = 2, CLI_UNREACHABLE = 3 };
 #define CLI_MAX_FLAGS 16
 #define CLI_MAX_ARGS 8
 
+/* A flag given more than once: its values joined with ',' (-r 0:2 -r 4:6 reads as 0:2,4:6). */
+#define CLI_VALUES 2
+
 enum cli_target { CLI_JOBMGR, CLI_RESMGR, CLI_HOSTMGR };
 
 struct cli_flag {
     const char *name; /* long name, without "--" */
     char short_name;  /* 0: none */
-    bool takes_value; /* else a switch */
+    int takes_value;  /* false: a switch; true: a value; CLI_VALUES: a value that may repeat */
     const char *def;  /* default value shown in help; NULL: none */
     const char *help;
 };

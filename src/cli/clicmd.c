@@ -14,6 +14,7 @@
 #include "peloton/api/v0/job/job.pb-c.h"
 #include "peloton/api/v0/respool/respool.pb-c.h"
 #include "peloton/api/v0/task/task.pb-c.h"
+#include "peloton/api/v0/update/svc/update_svc.pb-c.h"
 
 #define JM_(m, rq, rs)                                                                                              \
     {"peloton.api.job.JobManager::" m, "peloton-jobmgr", &peloton__api__v0__job__##rq##__descriptor,              \
@@ -24,6 +25,11 @@
 #define RM_(m, rq, rs)                                                                                              \
     {"peloton.api.respool.ResourceManager::" m, "peloton-resmgr", &peloton__api__v0__respool__##rq##__descriptor, \
      &peloton__api__v0__respool__##rs##__descriptor}
+
+/* Peloton's clients send the package name of the *.svc services */
+#define UM_(m, rq, rs)                                                                                              \
+    {"peloton.api.v0.update.svc.UpdateService::" m, "peloton-jobmgr",                                              \
+     &peloton__api__v0__update__svc__##rq##__descriptor, &peloton__api__v0__update__svc__##rs##__descriptor}
 
 static const struct clirpc_method
     m_job_create = JM_("Create", create_request, create_response), m_job_get = JM_("Get", get_request, get_response),
@@ -38,6 +44,17 @@ static const struct clirpc_method
     m_task_stop = TM_("Stop", stop_request, stop_response),
     m_task_restart = TM_("Restart", restart_request, restart_response),
     m_task_events = TM_("GetPodEvents", get_pod_events_request, get_pod_events_response),
+    m_job_refresh = JM_("Refresh", refresh_request, refresh_response),
+    m_job_cache = JM_("GetCache", get_cache_request, get_cache_response),
+    m_job_active = JM_("GetActiveJobs", get_active_jobs_request, get_active_jobs_response),
+    m_upd_create = UM_("CreateUpdate", create_update_request, create_update_response),
+    m_upd_get = UM_("GetUpdate", get_update_request, get_update_response),
+    m_upd_list = UM_("ListUpdates", list_updates_request, list_updates_response),
+    m_upd_pause = UM_("PauseUpdate", pause_update_request, pause_update_response),
+    m_upd_resume = UM_("ResumeUpdate", resume_update_request, resume_update_response),
+    m_upd_rollback = UM_("RollbackUpdate", rollback_update_request, rollback_update_response),
+    m_upd_abort = UM_("AbortUpdate", abort_update_request, abort_update_response),
+    m_upd_cache = UM_("GetUpdateCache", get_update_cache_request, get_update_cache_response),
     m_rp_create = RM_("CreateResourcePool", create_request, create_response),
     m_rp_update = RM_("UpdateResourcePool", update_request, update_response),
     m_rp_delete = RM_("DeleteResourcePool", delete_request, delete_response),
@@ -420,32 +437,172 @@ bad:
     return rc;
 }
 
-/* job stop|rolling-start|rolling-restart|rolling-stop <job> [-r from:to]... */
-static int job_ranges(struct cli *c, const struct cli_inv *in, json_t **ranges) {
+/* A version (a job's resource or configuration version): a uint64 as
+ * proto3 JSON writes it, a string; NULL when s is not a number. */
+static json_t *version_json(const char *s) {
+    char *end;
+    if (!s || !*s || *s == '-' || strlen(s) > 20) return NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno) return NULL;
+    char b[32];
+    snprintf(b, sizeof b, "%llu", v);
+    return json_string(b);
+}
+
+static long elapsed_ms(const struct timespec *t0) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* --wait's bound from --wait-timeout (seconds): 0 without --wait, -1 when bad. */
+static long wait_bound(struct cli *c, const struct cli_inv *in) {
+    if (!cli_switch(in, "wait") && !cli_switch(in, "progress")) return 0;
+    const char *w = cli_flag(in, "wait-timeout");
+    long long s = parse_uint(w);
+    if (s <= 0) {
+        cli_usage_error(c, in->cmd, "--wait-timeout is a number of seconds, not \"%s\"", w ? w : "");
+        return -1;
+    }
+    return (long)s * 1000;
+}
+
+/* The job's instanceCount (for a range's open end), or -1 after printing why not. */
+static long long job_instances(struct cli *c, const char *id) {
+    json_t *resp;
+    if (job_get(c, id, &resp)) return -1;
+    long long n = json_integer_value(json_object_get(json_object_get(json_object_get(resp, "jobInfo"), "config"),
+                                                     "instanceCount"));
+    json_decref(resp);
+    return n;
+}
+
+/* -r from:to (repeated, or comma-separated) as InstanceRanges; to is
+ * excluded. An empty side is 0 or the job's end (its instanceCount, read
+ * with Get once: the server takes no open range); ":" alone is every
+ * instance, as no range. */
+static int instance_ranges(struct cli *c, const struct cli_inv *in, const char *job, json_t **ranges) {
     *ranges = json_array();
     const char *r = cli_flag(in, "range");
     if (!r || !*r) return CLI_OK;
     json_t *parts = split_list(r), *p;
+    long long count = -2; /* not read yet */
     size_t i;
+    int rc = CLI_OK;
     json_array_foreach(parts, i, p) {
-        json_t *rg = parse_range(json_string_value(p));
-        if (!rg) {
-            json_decref(parts);
-            json_decref(*ranges);
-            return cli_usage_error(c, in->cmd, "--range is from:to[,from:to...], not \"%s\"", r);
+        const char *s = json_string_value(p), *colon = strchr(s, ':');
+        if (!strcmp(s, ":")) continue;
+        long long from = -1, to = -1;
+        if (colon && (size_t)(colon - s) < 16 && strlen(colon + 1) < 16) {
+            char a[16], b[16];
+            snprintf(a, sizeof a, "%.*s", (int)(colon - s), s);
+            snprintf(b, sizeof b, "%s", colon + 1);
+            from = a[0] ? parse_uint(a) : 0;
+            to = b[0] ? parse_uint(b) : -2;
         }
-        json_array_append_new(*ranges, rg);
+        if (from < 0 || to == -1 || (to >= 0 && to <= from)) {
+            rc = cli_usage_error(c, in->cmd, "--range \"%s\": expected from:to with from below to (to excluded)", s);
+            break;
+        }
+        if (to == -2) {
+            if (count == -2 && (count = job_instances(c, job)) < 0) {
+                rc = CLI_ERR;
+                break;
+            }
+            to = count;
+        }
+        json_array_append_new(*ranges, json_pack("{s:I,s:I}", "from", from, "to", to));
     }
     json_decref(parts);
-    return CLI_OK;
+    if (rc) {
+        json_decref(*ranges);
+        *ranges = NULL;
+    }
+    return rc;
 }
 
-static int job_lifecycle(struct cli *c, const struct cli_inv *in, const struct clirpc_method *m, const char *cfgkey,
-                         const char *done) {
-    json_t *ranges, *resp;
-    int rc = job_ranges(c, in, &ranges);
-    if (rc) return rc;
-    json_t *req = json_pack("{s:o,s:o}", "id", id_obj(in->argv[0]), "ranges", ranges);
+/* Polls GetUpdate until the update ends or pauses, or wait_ms passes; a
+ * line on stderr at each change. SUCCEEDED and PAUSED end with 0; ABORTED,
+ * FAILED and ROLLED_BACK with 1. */
+static int update_wait(struct cli *c, const char *uid, long wait_ms) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char last[512] = "", line[512], st[64];
+    for (;;) {
+        json_t *resp;
+        int rc = cli_call(c, CLI_JOBMGR, &m_upd_get, json_pack("{s:{s:s}}", "updateId", "value", uid), &resp);
+        if (rc) return rc;
+        json_t *s = json_object_get(json_object_get(resp, "updateInfo"), "status");
+        long long done = json_integer_value(json_object_get(s, "numTasksDone"));
+        long long failed = json_integer_value(json_object_get(s, "numTasksFailed"));
+        long long left = json_integer_value(json_object_get(s, "numTasksRemaining"));
+        cli_str(s, "state", st, sizeof st);
+        json_decref(resp);
+        if (!st[0]) snprintf(st, sizeof st, "INVALID");
+        snprintf(line, sizeof line, "update %.200s: %s, %lld/%lld instances done, %lld failed", uid, st, done,
+                 done + failed + left, failed);
+        if (strcmp(line, last)) fprintf(c->err, "%s\n", line);
+        snprintf(last, sizeof last, "%s", line);
+        if (!strcmp(st, "SUCCEEDED")) return CLI_OK;
+        if (!strcmp(st, "PAUSED")) {
+            fprintf(c->err, "update %s is paused: 'peloton update resume %s' goes on\n", uid, uid);
+            return CLI_OK;
+        }
+        if (!strcmp(st, "ABORTED") || !strcmp(st, "FAILED") || !strcmp(st, "ROLLED_BACK")) {
+            fprintf(c->err, "peloton: error: update %s ended %s\n", uid, st);
+            return CLI_ERR;
+        }
+        if (elapsed_ms(&t0) >= wait_ms) {
+            fprintf(c->err, "peloton: error: deadline-exceeded: update %s not done after %ld ms (%s)\n", uid,
+                    wait_ms, last);
+            return CLI_ERR;
+        }
+        usleep(300 * 1000);
+    }
+}
+
+/* Polls Get until the job is KILLED (or ended another way), or wait_ms passes. */
+static int job_wait_stopped(struct cli *c, const char *id, long wait_ms) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char last[512] = "", line[512], st[64];
+    for (;;) {
+        json_t *resp;
+        int rc = job_get(c, id, &resp);
+        if (rc) return rc;
+        json_t *info = json_object_get(resp, "jobInfo");
+        cli_str(info, "runtime.state", st, sizeof st);
+        long long up = job_up(info);
+        json_decref(resp);
+        if (!st[0]) snprintf(st, sizeof st, "UNKNOWN");
+        snprintf(line, sizeof line, "job %.200s: %s, %lld instance(s) running", id, st, up);
+        if (strcmp(line, last)) fprintf(c->err, "%s\n", line);
+        snprintf(last, sizeof last, "%s", line);
+        if (!strcmp(st, "KILLED") || !strcmp(st, "SUCCEEDED") || !strcmp(st, "FAILED")) return CLI_OK;
+        if (elapsed_ms(&t0) >= wait_ms) {
+            fprintf(c->err, "peloton: error: deadline-exceeded: job %s not stopped after %ld ms (%s)\n", id,
+                    wait_ms, last);
+            return CLI_ERR;
+        }
+        usleep(300 * 1000);
+    }
+}
+
+enum job_op { OP_STOP, OP_START, OP_RESTART };
+
+/* job stop|start|restart <job> [batch-size] [-r from:to]... [--resourceVersion N] [--wait] */
+static int job_lifecycle(struct cli *c, const struct cli_inv *in, enum job_op op) {
+    static const struct {
+        const struct clirpc_method *m;
+        const char *cfgkey, *done;
+    } ops[] = {{&m_job_stop, "stopConfig", "stopping"},
+               {&m_job_start, "startConfig", "starting"},
+               {&m_job_restart, "restartConfig", "restarting"}};
+    const char *id = in->argv[0];
+    long wait_ms = wait_bound(c, in);
+    if (wait_ms < 0) return CLI_USAGE;
+    json_t *req = json_pack("{s:o}", "id", id_obj(id)), *ranges, *resp;
     const char *bs = in->argc > 1 ? in->argv[1] : NULL;
     if (bs) {
         long long n = parse_uint(bs);
@@ -453,39 +610,128 @@ static int job_lifecycle(struct cli *c, const struct cli_inv *in, const struct c
             json_decref(req);
             return cli_usage_error(c, in->cmd, "batch size \"%s\" is not a number", bs);
         }
-        json_object_set_new(req, cfgkey, json_pack("{s:I}", "batchSize", n));
+        json_object_set_new(req, ops[op].cfgkey, json_pack("{s:I}", "batchSize", n));
     }
     const char *rv = cli_flag(in, "resourceVersion");
-    if (rv && strcmp(rv, "0")) json_object_set_new(req, "resourceVersion", json_string(rv));
-    rc = cli_call(c, CLI_JOBMGR, m, req, &resp);
-    if (rc) return rc;
-    char v[64];
+    if (rv) {
+        json_t *v = version_json(rv);
+        if (!v) {
+            json_decref(req);
+            return cli_usage_error(c, in->cmd, "--resourceVersion is a number, not \"%s\"", rv);
+        }
+        json_object_set_new(req, "resourceVersion", v);
+    }
+    int rc = instance_ranges(c, in, id, &ranges);
+    if (rc) {
+        json_decref(req);
+        return rc;
+    }
+    json_object_set_new(req, "ranges", ranges);
+    if ((rc = cli_call(c, CLI_JOBMGR, ops[op].m, req, &resp))) return rc;
+    char v[64], uid[256];
+    cli_str(resp, "updateID.value", uid, sizeof uid);
     if (c->json) cli_print_json(c, resp);
-    else fprintf(c->out, "Job %s %s (resource version %s)\n", in->argv[0], done,
+    else if (uid[0])
+        fprintf(c->out, "Job %s %s: update %s (resource version %s)\n", id, ops[op].done, uid,
+                cli_str(resp, "resourceVersion", v, sizeof v)[0] ? v : "0");
+    else fprintf(c->out, "Job %s %s (resource version %s)\n", id, ops[op].done,
                  cli_str(resp, "resourceVersion", v, sizeof v)[0] ? v : "0");
+    json_decref(resp);
+    if (!wait_ms) return CLI_OK;
+    if (uid[0]) return update_wait(c, uid, wait_ms);
+    return op == OP_STOP ? job_wait_stopped(c, id, wait_ms) : job_wait(c, id, wait_ms);
+}
+
+static int cmd_job_stop(struct cli *c, const struct cli_inv *in) { return job_lifecycle(c, in, OP_STOP); }
+static int cmd_job_start(struct cli *c, const struct cli_inv *in) { return job_lifecycle(c, in, OP_START); }
+static int cmd_job_restart(struct cli *c, const struct cli_inv *in) { return job_lifecycle(c, in, OP_RESTART); }
+
+/* A JobConfig from the YAML for job update / update create: the pool at
+ * respool (else the job's own, which Get reads: the config replaces the
+ * pool too), and the configuration version given with -c as the
+ * precondition. */
+static int new_config(struct cli *c, const struct cli_inv *in, const char *respool, json_t **out) {
+    const char *ver = cli_flag(in, "configuration-version");
+    json_t *v = NULL;
+    if (ver && strcmp(ver, "0") && !(v = version_json(ver)))
+        return cli_usage_error(c, in->cmd, "--configuration-version is a number, not \"%s\"", ver);
+    if (respool && !pool_path_ok(respool)) {
+        json_decref(v);
+        return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with /", respool);
+    }
+    json_t *cfg = load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]);
+    if (!cfg) {
+        json_decref(v);
+        return CLI_USAGE;
+    }
+    if (v) json_object_set_new(cfg, "changeLog", json_pack("{s:o}", "version", v));
+    char pool[256] = "";
+    int rc = CLI_OK;
+    if (respool) rc = lookup_pool(c, respool, pool, sizeof pool);
+    else if (!json_object_get(cfg, "respoolID")) {
+        json_t *resp;
+        if (!(rc = job_get(c, in->argv[0], &resp))) {
+            cli_str(resp, "jobInfo.config.respoolID.value", pool, sizeof pool);
+            json_decref(resp);
+        }
+    }
+    if (rc) {
+        json_decref(cfg);
+        return rc;
+    }
+    if (pool[0]) json_object_set_new(cfg, "respoolID", id_obj(pool));
+    *out = cfg;
+    return CLI_OK;
+}
+
+static int cmd_job_update(struct cli *c, const struct cli_inv *in) {
+    json_t *cfg, *resp;
+    int rc = new_config(c, in, NULL, &cfg);
+    if (rc) return rc;
+    rc = cli_call(c, CLI_JOBMGR, &m_job_update, json_pack("{s:o,s:o}", "id", id_obj(in->argv[0]), "config", cfg),
+                  &resp);
+    if (rc) return rc;
+    char msg[512];
+    if (c->json) cli_print_json(c, resp);
+    else fprintf(c->out, "Job %s updated: %s\n", in->argv[0],
+                 cli_str(resp, "message", msg, sizeof msg)[0] ? msg : "done");
     json_decref(resp);
     return CLI_OK;
 }
 
-static int cmd_job_stop(struct cli *c, const struct cli_inv *in) {
-    return job_lifecycle(c, in, &m_job_stop, "stopConfig", "stopping");
-}
-static int cmd_job_start(struct cli *c, const struct cli_inv *in) {
-    return job_lifecycle(c, in, &m_job_start, "startConfig", "starting");
-}
-static int cmd_job_restart(struct cli *c, const struct cli_inv *in) {
-    return job_lifecycle(c, in, &m_job_restart, "restartConfig", "restarting");
+static int cmd_job_refresh(struct cli *c, const struct cli_inv *in) {
+    json_t *resp;
+    int rc = cli_call(c, CLI_JOBMGR, &m_job_refresh, json_pack("{s:o}", "id", id_obj(in->argv[0])), &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else fprintf(c->out, "Job %s refreshed\n", in->argv[0]);
+    json_decref(resp);
+    return CLI_OK;
 }
 
-static int cmd_job_update(struct cli *c, const struct cli_inv *in) {
-    json_t *cfg = load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]), *resp;
-    if (!cfg) return CLI_USAGE;
-    int rc = cli_call(c, CLI_JOBMGR, &m_job_update, json_pack("{s:o,s:o}", "id", id_obj(in->argv[0]), "config", cfg),
-                      &resp);
+static int cmd_job_cache(struct cli *c, const struct cli_inv *in) {
+    json_t *resp;
+    int rc = cli_call(c, CLI_JOBMGR, &m_job_cache, json_pack("{s:o}", "id", id_obj(in->argv[0])), &resp);
     if (rc) return rc;
-    char msg[512];
+    print_reply_yaml(c, resp, NULL);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_job_active(struct cli *c, const struct cli_inv *in) {
+    (void)in;
+    json_t *resp, *e;
+    size_t i;
+    int rc = cli_call(c, CLI_JOBMGR, &m_job_active, json_object(), &resp);
+    if (rc) return rc;
     if (c->json) cli_print_json(c, resp);
-    else fprintf(c->out, "Job %s updated %s\n", in->argv[0], cli_str(resp, "message", msg, sizeof msg));
+    else {
+        json_array_foreach(json_object_get(resp, "ids"), i, e) {
+            char b[256];
+            fprintf(c->out, "%s\n", cli_str(e, "value", b, sizeof b));
+        }
+        fprintf(c->err, "%zu active job(s)\n", json_array_size(json_object_get(resp, "ids")));
+    }
     json_decref(resp);
     return CLI_OK;
 }
@@ -587,24 +833,27 @@ static int cmd_task_query(struct cli *c, const struct cli_inv *in) {
     return CLI_OK;
 }
 
-/* task start|stop|restart <job> [-r from:to,...] */
+/* task start|stop|restart <job> [-r from:to]... */
 static int task_action(struct cli *c, const struct cli_inv *in, const struct clirpc_method *m, const char *key,
                        const char *done) {
     json_t *ranges, *resp;
-    int rc = job_ranges(c, in, &ranges);
+    int rc = instance_ranges(c, in, in->argv[0], &ranges);
     if (rc) return rc;
     rc = cli_call(c, CLI_JOBMGR, m, json_pack("{s:{s:s},s:o}", "jobId", "value", in->argv[0], "ranges", ranges), &resp);
     if (rc) return rc;
     if (c->json) cli_print_json(c, resp);
     else {
-        char ids[1024];
-        fprintf(c->out, "Job %s: %s %s\n", in->argv[0], done,
-                key && cli_str(resp, key, ids, sizeof ids)[0] ? ids : "requested");
+        json_t *ids = key ? json_object_get(resp, key) : NULL, *e;
+        size_t i;
+        fprintf(c->out, "Job %s: %s", in->argv[0], done);
+        if (!key) fprintf(c->out, " requested");
+        else if (!json_array_size(ids)) fprintf(c->out, " none");
+        json_array_foreach(ids, i, e) fprintf(c->out, "%s%lld", i ? "," : " ", (long long)json_integer_value(e));
+        fputc('\n', c->out);
     }
     json_decref(resp);
     return CLI_OK;
 }
-
 static int cmd_task_start(struct cli *c, const struct cli_inv *in) {
     return task_action(c, in, &m_task_start, "startedInstanceIds", "started");
 }
@@ -642,6 +891,145 @@ static int cmd_task_events(struct cli *c, const struct cli_inv *in) {
     return CLI_OK;
 }
 
+/* ------------------------------------------------------------------- update */
+
+static json_t *upd_req(const char *uid) { return json_pack("{s:{s:s}}", "updateId", "value", uid); }
+
+static const char *const upd_heads[] = {"UPDATE-ID", "JOB", "STATE", "DONE", "FAILED", "REMAINING", "BATCH-SIZE"};
+
+static void upd_row(struct cli_table *t, const json_t *u) {
+    char b[7][256];
+    const char *row[7] = {cli_str(u, "updateId.value", b[0], 256),        cli_str(u, "jobId.value", b[1], 256),
+                          cli_str(u, "status.state", b[2], 256),          cli_str(u, "status.numTasksDone", b[3], 256),
+                          cli_str(u, "status.numTasksFailed", b[4], 256), cli_str(u, "status.numTasksRemaining", b[5], 256),
+                          cli_str(u, "config.batchSize", b[6], 256)};
+    if (!b[2][0]) snprintf(b[2], 256, "INVALID");
+    for (int k = 3; k < 7; k++) /* proto3 JSON leaves zeros out */
+        if (!b[k][0]) snprintf(b[k], 256, "0");
+    cli_table_add(t, row);
+}
+
+/* update create <job> <config.yaml> [batch-size] [respool-path] */
+static int cmd_update_create(struct cli *c, const struct cli_inv *in) {
+    long wait_ms = wait_bound(c, in);
+    if (wait_ms < 0) return CLI_USAGE;
+    json_t *uc = json_object();
+    if (in->argc > 2) {
+        long long n = parse_uint(in->argv[2]);
+        if (n < 0) {
+            json_decref(uc);
+            return cli_usage_error(c, in->cmd, "batch size \"%s\" is not a number", in->argv[2]);
+        }
+        json_object_set_new(uc, "batchSize", json_integer(n));
+    }
+    static const char *const counts[][2] = {{"maxattempts", "maxInstanceAttempts"},
+                                            {"maxfailureInstances", "maxFailureInstances"}};
+    for (size_t i = 0; i < 2; i++) {
+        const char *s = cli_flag(in, counts[i][0]);
+        long long n = parse_uint(s);
+        if (n < 0) {
+            json_decref(uc);
+            return cli_usage_error(c, in->cmd, "--%s is a number, not \"%s\"", counts[i][0], s ? s : "");
+        }
+        if (n) json_object_set_new(uc, counts[i][1], json_integer(n));
+    }
+    const char *pct = cli_flag(in, "batch-percentage");
+    if (pct) {
+        char *end;
+        double p = strtod(pct, &end);
+        if (!*pct || *end || !(p > 0 && p <= 100)) {
+            json_decref(uc);
+            return cli_usage_error(c, in->cmd, "--batch-percentage is a number in (0, 100], not \"%s\"", pct);
+        }
+        json_object_set_new(uc, "batchPercentage", json_real(p));
+    }
+    static const char *const sw[][2] = {
+        {"rollbackOnFailure", "rollbackOnFailure"}, {"start-paused", "startPaused"}, {"in-place", "inPlace"}};
+    for (size_t i = 0; i < 3; i++)
+        if (cli_switch(in, sw[i][0])) json_object_set_new(uc, sw[i][1], json_true());
+    json_t *cfg, *resp;
+    int rc = new_config(c, in, in->argc > 3 ? in->argv[3] : NULL, &cfg);
+    if (rc) {
+        json_decref(uc);
+        return rc;
+    }
+    rc = cli_call(c, CLI_JOBMGR, &m_upd_create,
+                  json_pack("{s:o,s:o,s:o}", "jobId", id_obj(in->argv[0]), "jobConfig", cfg, "updateConfig", uc),
+                  &resp);
+    if (rc) return rc;
+    char uid[256];
+    cli_str(resp, "updateID.value", uid, sizeof uid);
+    if (c->json) cli_print_json(c, resp);
+    else fprintf(c->out, "Update %s created for job %s\n", uid, in->argv[0]);
+    json_decref(resp);
+    return wait_ms ? update_wait(c, uid, wait_ms) : CLI_OK;
+}
+
+static int cmd_update_get(struct cli *c, const struct cli_inv *in) {
+    json_t *resp;
+    int rc = cli_call(c, CLI_JOBMGR, &m_upd_get, upd_req(in->argv[0]), &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else {
+        struct cli_table *t = cli_table_new(7, upd_heads);
+        upd_row(t, json_object_get(resp, "updateInfo"));
+        cli_table_print(t, c->out);
+        cli_table_free(t);
+    }
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_update_list(struct cli *c, const struct cli_inv *in) {
+    json_t *resp, *u;
+    int rc = cli_call(c, CLI_JOBMGR, &m_upd_list, json_pack("{s:{s:s}}", "jobID", "value", in->argv[0]), &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else {
+        json_t *all = json_object_get(resp, "updateInfo");
+        struct cli_table *t = cli_table_new(7, upd_heads);
+        size_t i;
+        json_array_foreach(all, i, u) upd_row(t, u);
+        cli_table_print(t, c->out);
+        cli_table_free(t);
+        fprintf(c->err, "%zu update(s)\n", json_array_size(all));
+    }
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_update_cache(struct cli *c, const struct cli_inv *in) {
+    json_t *resp;
+    int rc = cli_call(c, CLI_JOBMGR, &m_upd_cache, upd_req(in->argv[0]), &resp);
+    if (rc) return rc;
+    print_reply_yaml(c, resp, NULL);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int update_action(struct cli *c, const struct cli_inv *in, const struct clirpc_method *m, const char *done) {
+    json_t *resp;
+    int rc = cli_call(c, CLI_JOBMGR, m, upd_req(in->argv[0]), &resp);
+    if (rc) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else fprintf(c->out, "Update %s %s\n", in->argv[0], done);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+static int cmd_update_pause(struct cli *c, const struct cli_inv *in) {
+    return update_action(c, in, &m_upd_pause, "paused");
+}
+static int cmd_update_resume(struct cli *c, const struct cli_inv *in) {
+    return update_action(c, in, &m_upd_resume, "resumed");
+}
+static int cmd_update_rollback(struct cli *c, const struct cli_inv *in) {
+    return update_action(c, in, &m_upd_rollback, "rolling back");
+}
+static int cmd_update_abort(struct cli *c, const struct cli_inv *in) {
+    return update_action(c, in, &m_upd_abort, "aborted");
+}
+
 /* -------------------------------------------------------------------- table */
 
 static const struct cli_flag f_job_create[] = {
@@ -665,12 +1053,40 @@ static const struct cli_flag f_job_query[] = {
     {"sort", 'p', true, "creation_time", "order by: creation_time or name"},
     {"sortorder", 'a', true, "DESC", "ASC or DESC"},
     {0}};
-static const struct cli_flag f_ranges[] = {
-    {"range", 'r', true, NULL, "instances from:to (to excluded), comma-separated; default all"},
-    {"resourceVersion", 0, true, "0", "the job's resource version, for concurrency control"},
+#define RANGE_FLAG                                                                                                  \
+    {"range", 'r', CLI_VALUES, NULL,                                                                               \
+     "instances from:to (to excluded; an empty side: 0 or the end), repeated or comma-separated; default all"}
+#define WAIT_FLAGS                                                                                                  \
+    {"wait", 'w', false, NULL, "follow the operation until it ends, printing progress on stderr"},                 \
+        {"wait-timeout", 0, true, "300", "seconds --wait waits at most"}
+static const struct cli_flag f_job_ctl[] = {
+    RANGE_FLAG,
+    {"resourceVersion", 0, true, NULL, "the job's configuration version: refused (ABORTED) when not the current one"},
+    WAIT_FLAGS,
     {0}};
-static const struct cli_flag f_task_ranges[] = {
-    {"range", 'r', true, NULL, "instances from:to (to excluded), comma-separated; default all"}, {0}};
+static const struct cli_flag f_job_stop[] = {
+    RANGE_FLAG,
+    {"resourceVersion", 0, true, NULL, "the job's configuration version: refused (ABORTED) when not the current one"},
+    WAIT_FLAGS,
+    {"progress", 0, false, NULL, "the same as --wait (Peloton's name)"},
+    {0}};
+static const struct cli_flag f_job_update[] = {
+    {"configuration-version", 'c', true, NULL, "the job's current configuration version: refused (ABORTED) when stale"},
+    {"skip-unknown", 0, false, NULL, "skip fields the config's message does not have (a warning each)"},
+    {0}};
+static const struct cli_flag f_task_ranges[] = {RANGE_FLAG, {0}};
+static const struct cli_flag f_update_create[] = {
+    {"configuration-version", 'c', true, NULL, "the job's current configuration version: refused (ABORTED) when stale"},
+    {"override", 'o', false, NULL, "replace the update in progress (pelotond always does)"},
+    {"maxattempts", 0, true, "0", "attempts to bring an instance up before it counts as failed (0: no bound)"},
+    {"maxfailureInstances", 0, true, "0", "failed instances that fail the update (0: no bound)"},
+    {"rollbackOnFailure", 0, false, NULL, "roll back when the update fails"},
+    {"start-paused", 0, false, NULL, "create the update paused"},
+    {"in-place", 0, false, NULL, "prefer the instances' hosts (ignored by pelotond)"},
+    {"batch-percentage", 0, true, NULL, "the batch as a percentage of the instances (over batch-size)"},
+    WAIT_FLAGS,
+    {"skip-unknown", 0, false, NULL, "skip fields the config's message does not have (a warning each)"},
+    {0}};
 static const struct cli_flag f_task_list[] = {
     {"range", 'r', true, ":", "instances from:to (to excluded)"}, {0}};
 static const struct cli_flag f_task_query[] = {
@@ -692,21 +1108,44 @@ const struct cli_cmd cli_cmds[] = {
     {"job query", "", "list jobs by labels, pool, keywords, states, owner or name", 0, 0, f_job_query, cmd_job_query,
      false},
     {"job delete", "<job-id>", "delete a job", 1, 1, NULL, cmd_job_delete, false},
-    {"job stop", "<job-id>", "stop a job's instances", 1, 1, f_ranges, cmd_job_stop, true},
-    {"job update", "<job-id> <config.yaml>", "replace a job's config", 2, 2, f_config, cmd_job_update, true},
-    {"job rolling-start", "<job-id> [batch-size]", "start instances, batch by batch", 1, 2, f_ranges, cmd_job_start,
-     true},
-    {"job rolling-restart", "<job-id> [batch-size]", "restart instances, batch by batch", 1, 2, f_ranges,
-     cmd_job_restart, true},
-    {"job rolling-stop", "<job-id> [batch-size]", "stop instances, batch by batch", 1, 2, f_ranges, cmd_job_stop, true},
+    {"job stop", "<job-id>", "stop a job's instances (every one: pelotond has no per-instance stop)", 1, 1, f_job_stop,
+     cmd_job_stop, false},
+    {"job start", "<job-id> [batch-size]", "start a stopped job's instances again", 1, 2, f_job_ctl, cmd_job_start,
+     false},
+    {"job restart", "<job-id> [batch-size]", "restart instances (a service: a rolling restart, an update)", 1, 2,
+     f_job_ctl, cmd_job_restart, false},
+    {"job update", "<job-id> <config.yaml>", "replace a job's config", 2, 2, f_job_update, cmd_job_update, false},
+    {"job rolling-start", "<job-id> [batch-size]", "start instances (as job start)", 1, 2, f_job_ctl, cmd_job_start,
+     false},
+    {"job rolling-restart", "<job-id> [batch-size]", "restart instances, batch by batch (as job restart)", 1, 2,
+     f_job_ctl, cmd_job_restart, false},
+    {"job rolling-stop", "<job-id> [batch-size]", "stop instances (as job stop)", 1, 2, f_job_ctl, cmd_job_stop,
+     false},
+    {"job refresh", "<job-id>", "reload a job (pelotond caches nothing: checks that it exists)", 1, 1, NULL,
+     cmd_job_refresh, false},
+    {"job cache", "<job-id>", "show a job's config and runtime as the job manager has them", 1, 1, NULL,
+     cmd_job_cache, false},
+    {"job active-list", "", "list the ids of the jobs not ended", 0, 0, NULL, cmd_job_active, false},
     {"task list", "<job-id>", "list a job's tasks", 1, 1, f_task_list, cmd_task_list, false},
     {"task get", "<job-id> <instance>", "show one task (every run still kept)", 2, 2, NULL, cmd_task_get, false},
     {"task query", "<job-id>", "list a job's tasks by states, names or hosts", 1, 1, f_task_query, cmd_task_query,
      false},
-    {"task start", "<job-id>", "start tasks", 1, 1, f_task_ranges, cmd_task_start, true},
-    {"task stop", "<job-id>", "stop tasks (all without --range)", 1, 1, f_task_ranges, cmd_task_stop, true},
-    {"task restart", "<job-id>", "restart tasks", 1, 1, f_task_ranges, cmd_task_restart, true},
-    {"task events", "<job-id> <instance>", "show a task's events", 2, 2, NULL, cmd_task_events, true},
+    {"task start", "<job-id>", "start tasks", 1, 1, f_task_ranges, cmd_task_start, false},
+    {"task stop", "<job-id>", "stop tasks (all without --range)", 1, 1, f_task_ranges, cmd_task_stop, false},
+    {"task restart", "<job-id>", "restart tasks", 1, 1, f_task_ranges, cmd_task_restart, false},
+    {"task events", "<job-id> <instance>", "show a task's events", 2, 2, NULL, cmd_task_events, false},
+    {"update create", "<job-id> <config.yaml> [batch-size] [respool-path]",
+     "roll a service job to a new config, batch by batch (the pool: the job's own when not given)", 2, 4,
+     f_update_create, cmd_update_create, false},
+    {"update get", "<update-id>", "show an update's state and progress", 1, 1, NULL, cmd_update_get, false},
+    {"update list", "<job-id>", "list a job's updates (its latest)", 1, 1, NULL, cmd_update_list, false},
+    {"update cache", "<update-id>", "show an update's instances as the job manager has them", 1, 1, NULL,
+     cmd_update_cache, false},
+    {"update pause", "<update-id>", "pause an update", 1, 1, NULL, cmd_update_pause, false},
+    {"update resume", "<update-id>", "resume a paused update", 1, 1, NULL, cmd_update_resume, false},
+    {"update rollback", "<update-id>", "roll an update back to the previous config", 1, 1, NULL,
+     cmd_update_rollback, false},
+    {"update abort", "<update-id>", "abort an update where it is", 1, 1, NULL, cmd_update_abort, false},
     {"respool create", "<respool-path> <config.yaml>", "create a pool from Peloton's YAML ResourcePoolConfig", 2, 2,
      f_config, cmd_respool_create, false},
     {"respool update", "<respool-path> <config.yaml>", "replace a pool's config", 2, 2, f_config, cmd_respool_update,
