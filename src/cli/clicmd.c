@@ -540,8 +540,10 @@ static int update_wait(struct cli *c, const char *uid, long wait_ms) {
         cli_str(s, "state", st, sizeof st);
         json_decref(resp);
         if (!st[0]) snprintf(st, sizeof st, "INVALID");
-        snprintf(line, sizeof line, "update %.200s: %s, %lld/%lld instances done, %lld failed", uid, st, done,
-                 done + failed + left, failed);
+        if (!strcmp(st, "INITIALIZED")) /* not seen by the job manager yet: the counts are the last update's */
+            snprintf(line, sizeof line, "update %.200s: %s", uid, st);
+        else snprintf(line, sizeof line, "update %.200s: %s, %lld/%lld instances done, %lld failed", uid, st, done,
+                      done + failed + left, failed);
         if (strcmp(line, last)) fprintf(c->err, "%s\n", line);
         snprintf(last, sizeof last, "%s", line);
         if (!strcmp(st, "SUCCEEDED")) return CLI_OK;
