@@ -461,9 +461,20 @@ def test_example_configs():
     rc, out, err = cli("-j", "job", "get", jid)
     cfg = json.loads(out)["jobInfo"]["config"]
     assert cfg["name"] == "hello_peloton" and cfg["respoolID"]["value"] == "batch", cfg
+    # updates are for service jobs; a BATCH job's is refused, one line
+    rc, out, err = cli("update", "create", jid, os.path.join(ex, "job.yaml"), "1")
+    one_error_line(rc, err, "failed-precondition")
     rc, out, err = cli("job", "delete", jid)
     assert rc == 0, err
     services.wait_until(lambda: kubectl("get", "pj", "hello-peloton")[0] != 0, 15, "the Job deleted")
+    rc, out, err = cli("job", "create", "/batch", os.path.join(ex, "service.yaml"))
+    assert rc == 0, (out, err)
+    jid = out.split()[1]
+    rc, out, err = cli("-j", "job", "get", jid)
+    cfg = json.loads(out)["jobInfo"]["config"]
+    assert cfg["type"] == "SERVICE" and cfg["defaultConfig"]["labels"] == [{"key": "version", "value": "v1"}], cfg
+    rc, out, err = cli("job", "delete", jid)
+    assert rc == 0, err
 
 
 def test_unknown_job_is_an_error_naming_the_code():
