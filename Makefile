@@ -26,7 +26,7 @@ build/pkg.mk: scripts/deps.sh
 REL_LIBS = $(PKG_LIBS) $(JEMALLOC_LIBS)
 # jemalloc's options (src/rel/malloc_conf.c), linked into release binaries only.
 REL_ALLOC := build/rel/src/rel/malloc_conf.o
-INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Isrc/mesos -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Isrc/native -Isrc/cli -Ibuild/gen $(PKG_CFLAGS)
+INC      := -Isrc -Isrc/core -Isrc/util -Isrc/sim -Isrc/k8s -Isrc/store -Isrc/http -Isrc/kclient -Isrc/model -Isrc/ctl -Isrc/mesos -Iapiserver-shim -Ischeduler-extender -Ikubelet-hostmgr -Isrc/native -Isrc/cli -Iui -Ibuild/gen $(PKG_CFLAGS)
 
 REL_CFLAGS  := $(CSTD) $(WARN) -O2 -g $(INC)
 ASAN_CFLAGS := $(CSTD) $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -54,12 +54,16 @@ HOSTMGR_SRC := $(wildcard kubelet-hostmgr/*.c)
 NATIVE_SRC := $(wildcard src/native/*.c)
 # The peloton CLI (docs/cli.md): src/cli/main.c is its main, the rest library.
 CLI_SRC  := $(filter-out src/cli/main.c,$(wildcard src/cli/*.c))
+# The web UI (ui/): its files embedded at build time (build/gen/ui_assets.h)
+# and served under /ui/ by the API server (docs/ui.md).
+UI_SRC   := $(wildcard ui/*.c)
+UI_FILES := $(wildcard ui/*.html ui/*.css ui/*.js ui/*.svg)
 PROTO_FILES := $(shell find proto -name '*.proto' 2>/dev/null)
 PB_C     := $(PROTO_FILES:proto/%.proto=build/gen/%.pb-c.c)
 PB_H     := $(PB_C:.c=.h)
 LIB_SRC  := $(CORE_SRC) $(UTIL_SRC) $(SIM_SRC) $(K8S_SRC) $(STORE_SRC) $(HTTP_SRC) $(SHIM_SRC) \
             $(KCLIENT_SRC) $(MODEL_SRC) $(CTL_SRC) $(EXT_SRC) $(HOSTMGR_SRC) $(MESOS_SRC) \
-            $(NATIVE_SRC) $(CLI_SRC) $(PB_C)
+            $(NATIVE_SRC) $(CLI_SRC) $(UI_SRC) $(PB_C)
 UNIT_SRC := $(wildcard test/unit/*.c)
 # Integration tests: C tests against real services (redis-server), started and
 # stopped by the tests themselves on loopback. They share the unit harness.
@@ -158,6 +162,13 @@ build/gen/builtin_schemas.h: apiserver-shim/builtin-schemas.json
 
 build/rel/apiserver-shim/shim_openapi.o build/asan/apiserver-shim/shim_openapi.o: build/gen/builtin_schemas.h
 
+# The UI's files as C arrays (ui/embed.py); the folder too, so that a file
+# added or removed remakes it.
+build/gen/ui_assets.h: $(UI_FILES) ui/embed.py ui
+	@mkdir -p $(dir $@)
+	@python3 ui/embed.py $@ $(UI_FILES)
+build/rel/ui/serve.o build/asan/ui/serve.o: build/gen/ui_assets.h
+
 # protoc-c output for every .proto (one run per file keeps the rule simple);
 # every object waits for the headers, which any file may include.
 build/gen/%.pb-c.c build/gen/%.pb-c.h: proto/%.proto build/pkg.mk
@@ -183,7 +194,7 @@ build/bench/%: bench/%.c bench/bench.h bench/bench_proc.h $(REL_OBJ) $(REL_ALLOC
 build/asan/fuzz-%: fuzz/fuzz_%.c fuzz/replay.c $(ASAN_OBJ)
 	$(CC) $(ASAN_CFLAGS) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-build/fuzz/fuzz-%: fuzz/fuzz_%.c $(LIB_SRC) build/gen/builtin_schemas.h $(PB_H)
+build/fuzz/fuzz-%: fuzz/fuzz_%.c $(LIB_SRC) build/gen/builtin_schemas.h build/gen/ui_assets.h $(PB_H)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $(INC) -o $@ $(filter %.c,$^) $(PKG_LIBS) -lm
 

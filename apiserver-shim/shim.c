@@ -12,6 +12,7 @@
 #include "patch.h"
 #include "selector.h"
 #include "jparse.h"
+#include "ui.h"
 
 #define MAX_SEGMENTS 8
 
@@ -785,6 +786,10 @@ static void handle(struct shim *s, const struct http_request *req, struct http_r
     }
     if (!strcmp(p, "/version")) {
         shim_disc_version(resp);
+        return;
+    }
+    if (ui_path(p)) { /* the web UI's static files: no data in them, so no token (ui.h) */
+        ui_serve(req, resp);
         return;
     }
     if (!authorized(s, req)) {

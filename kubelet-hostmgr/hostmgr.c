@@ -24,6 +24,7 @@
 
 #include "ctl.h"
 #include "errmsg.h"
+#include "labels.h"
 #include "strmap.h"
 
 #define NODES_PATH "/api/v1/nodes"
@@ -43,6 +44,9 @@ struct hm_node {
     bool untaint_ok;      /* since going up: the taint is gone */
     unsigned fails;
     int64_t retry_at_ms;
+    bool maint_busy;      /* a maintenance write (cordon, "drained") in flight */
+    unsigned maint_fails;
+    int64_t maint_retry_ms;
 };
 
 /* What hostmgr keeps of a bound pod (the pod feed keeps no objects). */
@@ -52,7 +56,7 @@ struct hm_pod {
     bool terminal;     /* Succeeded or Failed */
 };
 
-enum hm_op_kind { OP_COND, OP_TAINT, OP_UNTAINT, OP_POD };
+enum hm_op_kind { OP_COND, OP_TAINT, OP_UNTAINT, OP_POD, OP_MAINT };
 
 struct hm_op {
     struct hm_op *prev, *next;
@@ -80,6 +84,7 @@ struct hostmgr {
     struct hm_op *ops;       /* every op, in flight or parked */
     uint32_t inflight;
     bool checked;            /* the first check ran (verdicts exist) */
+    bool maint_due;          /* the maintenance pass runs at the next pump (each check, and after its writes) */
 };
 
 /* ---- time and the verdict (pure) ---- */
@@ -264,7 +269,7 @@ static void node_free(struct hm_node *n) {
 
 /* Drops an entry that neither a Node nor a pod needs any more. */
 static void node_maybe_drop(struct hostmgr *h, struct hm_node *n) {
-    if (n->has_node || strmap_count(&n->pods) || n->busy) return;
+    if (n->has_node || strmap_count(&n->pods) || n->busy || n->maint_busy) return;
     strmap_del(&h->byname, n->name);
     node_free(n);
 }
@@ -672,6 +677,82 @@ static void pod_lose(struct hostmgr *h, struct hm_node *n, const char *key, cons
     pod_delete(h, op);
 }
 
+/* ---- host maintenance (docs/migration.md) ----
+ *
+ * A Node annotated peloton.io/maintenance=draining (Kubelet or Mesos agent
+ * alike) is cordoned if it is not yet; the job manager moves its instances
+ * within each Job's budget (jobmgr_drain.c); once no pod that has not ended
+ * is bound to it, the annotation becomes "drained". Both writes are merge
+ * patches with the Node's resourceVersion as precondition, so a maintenance
+ * completed meanwhile (annotation removed, uncordoned) is not undone. */
+
+static void on_maint_done(void *ud, const struct kc_response *r) {
+    struct hm_op *op = ud;
+    if (!op_landed(op)) return;
+    struct hostmgr *h = op->h;
+    struct hm_node *n = node_get(h, op->node, false);
+    if (n) {
+        n->maint_busy = false;
+        if (ok2xx(r->status) || r->status == 404 || r->status == 409) { /* 409: decided again from the next view */
+            n->maint_fails = 0;
+            if (ok2xx(r->status))
+                fprintf(stderr, "level=info msg=\"hostmgr: maintenance\" node=%s step=%s\n", op->node, op->name);
+        } else {
+            n->maint_fails++;
+            n->maint_retry_ms = wall_ms() + backoff_ms(h, n->maint_fails);
+            fprintf(stderr,
+                    "level=warn msg=\"hostmgr: maintenance write failed\" node=%s step=%s status=%ld error=\"%s\"\n",
+                    op->node, op->name, r->status, r->error ? r->error : "");
+        }
+        node_maybe_drop(h, n);
+    }
+    op_free(op);
+    h->maint_due = true; /* the next step (drained after cordon) without waiting for a check */
+    kick(h);
+}
+
+static size_t live_pods(const struct hm_node *n) {
+    size_t live = 0, pos = 0;
+    const char *key;
+    void *v;
+    while (strmap_next(&n->pods, &pos, &key, &v)) live += !((const struct hm_pod *)v)->terminal;
+    return live;
+}
+
+/* One Node's next maintenance step, if it has one. */
+static int maint_visit(void *ud, json_t *node) {
+    struct hostmgr *h = ud;
+    if (h->inflight >= h->o.max_inflight) return 1; /* the rest at the next check */
+    const json_t *md = json_object_get(node, "metadata");
+    const char *m = json_string_value(json_object_get(json_object_get(md, "annotations"), PA_MAINTENANCE));
+    const char *name = json_string_value(json_object_get(md, "name"));
+    if (!m || strcmp(m, PA_MAINT_DRAINING) || !name || strlen(name) > NAME_MAX_LEN) return 0;
+    struct hm_node *n = node_get(h, name, true);
+    if (!n || n->maint_busy || wall_ms() < n->maint_retry_ms) return 0;
+    bool cordoned = json_is_true(json_object_get(json_object_get(node, "spec"), "unschedulable"));
+    if (cordoned && live_pods(n)) return 0; /* the job manager is moving them */
+    const char *rv = json_string_value(json_object_get(md, "resourceVersion"));
+    json_t *p = cordoned ? json_pack("{s:{s:{s:s}}}", "metadata", "annotations", PA_MAINTENANCE, PA_MAINT_DRAINED)
+                         : json_pack("{s:{}, s:{s:b}}", "metadata", "spec", "unschedulable", 1);
+    if (p && rv) json_object_set_new(json_object_get(p, "metadata"), "resourceVersion", json_string(rv));
+    struct hm_op *op = p ? op_new(h, OP_MAINT, name) : NULL;
+    if (!op || !(op->name = strdup(cordoned ? "drained" : "cordon"))) {
+        if (op) op_free(op);
+        json_decref(p);
+        return 0;
+    }
+    char path[sizeof NODES_PATH + 3 * NAME_MAX_LEN + 8];
+    int len = snprintf(path, sizeof path, "%s/", NODES_PATH);
+    kc_escape(name, path + len, sizeof path - (size_t)len);
+    n->maint_busy = true;
+    if (!op_send(op, "PATCH", path, p, MERGE_PATCH, on_maint_done)) {
+        n->maint_busy = false;
+        n->maint_retry_ms = wall_ms() + h->o.check_ms;
+        op_free(op);
+    }
+    return 0;
+}
+
 /* ---- the checks ---- */
 
 static void check_node(struct hostmgr *h, struct hm_node *n, int64_t now) {
@@ -737,6 +818,10 @@ static void pump(struct hostmgr *h) {
             node_unmark(h, n, node);
         }
     }
+    if (h->maint_due) { /* a pass over every Node: once per check, not at every kick */
+        h->maint_due = false;
+        kc_informer_foreach(h->nodes, maint_visit, h);
+    }
     /* parked or finished pod ops whose pod went away, or is no longer on a down node */
     pos = 0;
     while (strmap_next(&h->pod_ops, &pos, &name, &v)) {
@@ -759,6 +844,7 @@ static void on_tick(uv_timer_t *t) {
     struct hostmgr *h = t->data;
     if (!all_synced(h)) return;
     check_all(h);
+    h->maint_due = true;
     pump(h);
 }
 

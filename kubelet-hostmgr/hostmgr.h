@@ -14,6 +14,11 @@
  * manager creates it again (at-least-once). When the lease is fresh again the
  * taint is removed (the kubelet sets Ready=True itself).
  *
+ * Host maintenance (docs/migration.md), for every Node, Mesos agents' too: a
+ * Node annotated peloton.io/maintenance=draining is cordoned, and once no
+ * pod that has not ended is bound to it the annotation becomes "drained"
+ * (the job manager moves the pods meanwhile, within each Job's budget).
+ *
  * All writes are asynchronous, at most max_inflight at once, idempotent and
  * retried with a backoff on the next checks. One log line per node transition.
  *

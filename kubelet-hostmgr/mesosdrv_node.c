@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hostmgr.h"
+#include "labels.h"
 #include "mesosdrv_int.h"
 
 /* ---- agents and their Nodes ---- */
@@ -243,11 +244,16 @@ static void node_step(struct mdrv *d, struct md_op *op, struct md_agent *a) {
         if (json_is_null(json_object_get(json_object_get(body, "spec"), "taints")))
             json_object_del(json_object_get(body, "spec"), "taints");
         break;
-    case OP_NODE_META:
+    case OP_NODE_META: {
+        /* a draining agent's Node is cordoned, and so is one in host
+         * maintenance (hostmgr.c cordons it; completing it uncordons) */
+        const json_t *node = kc_informer_get(d->nodes, "", a->hostname);
+        bool cordon = a->drain || md_ann(node, PA_MAINTENANCE);
         body = json_pack("{s:{s:o, s:{s:s}}, s:{s:o, s:o}}", "metadata", "labels", node_meta_labels(a), "annotations",
                          MDRV_ANN_AGENT, a->id, "spec", "taints", node_taints(a), "unschedulable",
-                         a->drain ? json_true() : json_null()); /* a draining agent's Node is cordoned */
+                         cordon ? json_true() : json_null());
         break;
+    }
     case OP_NODE_STATUS:
         snprintf(path + n, sizeof path - (size_t)n, "/status");
         body = json_pack("{s:o}", "status", node_status(a));

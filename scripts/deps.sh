@@ -11,6 +11,7 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler libhiredis-dev redis-server libyaml-dev libjemalloc-dev
   python3-kubernetes curl
   libnghttp2-dev python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc nghttp2-client prometheus
+  chromium
 )
 [ "${1:-}" = fuzz ] && PKGS+=(clang-14 libclang-rt-14-dev)
 

@@ -42,6 +42,7 @@ echo "(AOF fsync $PL_REDIS_FSYNC). Try:"
 echo "  export KUBECONFIG=$DIR/kubeconfig"
 echo "  kubectl get namespaces"
 echo "  kubectl apply -f examples/pools.yaml && kubectl get rp"
+echo "Web UI: http://127.0.0.1:$API_PORT/ui/ (it asks for the token; docs/ui.md)"
 echo "Ctrl-C stops both."
 set +e
 wait "$PD_PID"

@@ -115,6 +115,7 @@ Try:
   export KUBECONFIG=$DIR/kubeconfig
   kubectl get nodes
   kubectl apply -f examples/pools.yaml && kubectl get rp
+Web UI: $SERVER/ui/ (docs/ui.md)
 Ctrl-C stops kubelet-sim, pelotond${MS_PID:+, mesos-master-sim} and redis.
 EOF
 

@@ -316,6 +316,20 @@ bool jm_node_ready(const struct jobmgr *jm, const char *node) {
     return true; /* no conditions yet */
 }
 
+/* Annotated for maintenance and cordoned: a run moved off a Node that is not
+ * cordoned yet could be placed right back on it. */
+static bool node_in_maintenance(const json_t *n) {
+    const char *m = json_string_value(json_object_get(json_object_get(json_object_get(n, "metadata"), "annotations"),
+                                                      PA_MAINTENANCE));
+    return m && (!strcmp(m, PA_MAINT_DRAINING) || !strcmp(m, PA_MAINT_DRAINED)) &&
+           json_is_true(json_object_get(json_object_get(n, "spec"), "unschedulable"));
+}
+
+bool jm_node_in_maintenance(const struct jobmgr *jm, const char *node) {
+    const json_t *n = node ? kc_informer_get(jm->nodes, "", node) : NULL;
+    return n && node_in_maintenance(n);
+}
+
 struct node_list {
     const json_t **v;
     size_t n, cap;
@@ -346,6 +360,21 @@ struct jm_fleet *jm_fleet(struct jobmgr *jm) {
 static void fleet_stale(struct jobmgr *jm) {
     jm_fleet_free(jm->fleet);
     jm->fleet = NULL;
+    jm->maint_nodes = -1;
+}
+
+static int count_maint(void *ud, json_t *node) {
+    if (node_in_maintenance(node)) (*(long *)ud)++;
+    return 0;
+}
+
+bool jm_any_maintenance(struct jobmgr *jm) {
+    if (jm->maint_nodes < 0) {
+        long n = 0;
+        kc_informer_foreach(jm->nodes, count_maint, &n);
+        jm->maint_nodes = n;
+    }
+    return jm->maint_nodes > 0;
 }
 
 static int collect_parent(void *ud, json_t *pool) {
@@ -370,7 +399,7 @@ static const char *ns_of(const json_t *obj) {
 /* The pod v is (now) the current run of record r. */
 static void adopt(struct jobmgr *jm, struct jm_inst *r, const struct jm_pod_view *v) {
     if (!r->used || r->run != v->run) {
-        r->kill = r->kill_sent = r->restart_pending = false;
+        r->kill = r->kill_sent = r->restart_pending = r->moving = false;
         if (!r->used) r->version = v->version;
     }
     r->used = true;
@@ -396,7 +425,8 @@ static void adopt(struct jobmgr *jm, struct jm_inst *r, const struct jm_pod_view
      * ends because of it was killed, whatever exit its containers made: the
      * run is KILLED and runs again (as Kubernetes' Job controller re-creates
      * it), never counted as SUCCEEDED. One that had ended before keeps its end. */
-    if (v->deleting && !r->kill && task_state_terminal(st) && !task_state_terminal(r->state)) st = TASK_KILLED;
+    if (v->deleting && (!r->kill || r->moving) && task_state_terminal(st) && !task_state_terminal(r->state))
+        st = TASK_KILLED; /* likewise a run moved off a node in maintenance: no failure, no backoff */
     jm_set_state(jm, r, st);
 }
 
@@ -593,6 +623,7 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
         return NULL;
     }
     jm->loop = loop;
+    jm->maint_nodes = -1;
     jm->kc = kc;
     jobmgr_options_default(&jm->o);
     if (o) {

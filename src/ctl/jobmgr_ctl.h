@@ -35,6 +35,7 @@ struct jm_inst {
     bool preempted;           /* this run was chosen as a preemption victim */
     bool kill_sent;
     bool restart_pending;     /* an update wants a new run at restart_version once this one ends */
+    bool moving;              /* this run is killed to move off a node in maintenance (jobmgr_drain.c) */
     uint32_t restart_version;
     uint32_t crash_loop;      /* task.crash_loop: restarts in the current crash loop */
     int64_t running_ms;       /* when this run was seen RUNNING (task.running_since_ms); 0: not yet */
@@ -113,6 +114,7 @@ struct jobmgr {
     struct metrics_series *m_reconciles, *m_writes_ok, *m_writes_failed, *m_jobs, *m_queued; /* may be NULL */
     struct jm_fleet *fleet;   /* the nodes as placement sees them (DAEMON eligibility), NULL: stale */
     json_t *parents;          /* names of the pools that have children, NULL: stale */
+    long maint_nodes;         /* Nodes in maintenance; -1: stale (counted again on a node change) */
 };
 
 /* jobmgr.c */
@@ -129,6 +131,12 @@ void jm_send(struct jobmgr *jm, enum jm_req_kind kind, const char *method, char 
              const struct jm_job *job, const char *pod, uint32_t instance, uint32_t run);
 bool jm_node_exists(const struct jobmgr *jm, const char *node);
 bool jm_node_ready(const struct jobmgr *jm, const char *node); /* exists, Ready not False/Unknown */
+/* The node's annotation peloton.io/maintenance is "draining" or "drained",
+ * and the node is cordoned (spec.unschedulable). */
+bool jm_node_in_maintenance(const struct jobmgr *jm, const char *node);
+/* Whether any node is (kept per node change, so a reconcile pays nothing
+ * for maintenance while there is none). */
+bool jm_any_maintenance(struct jobmgr *jm);
 /* The fleet of the current nodes (built when a node changed since); NULL on ENOMEM. */
 struct jm_fleet *jm_fleet(struct jobmgr *jm);
 /* Whether the ResourcePool exists and is a leaf (the only pools that take
@@ -147,6 +155,17 @@ struct jm_garbage *jm_garbage_find(struct jm_job *job, const char *name);
 bool jm_sync_job(struct jobmgr *jm, struct jm_job *job);
 /* Request completions. */
 void jm_req_done(struct jobmgr *jm, struct jm_job *job, const struct jm_req *q, long status, const char *error);
+
+/* jobmgr_drain.c: host maintenance */
+/* Instances of a service a node's maintenance may take down at once:
+ * sla.maximumUnavailableInstances, else updateStrategy.batchSize, else 1. */
+uint32_t jm_drain_budget(const struct crd_job_extra *x);
+/* Marks the instances of the job (type, instanceCount count) that leave a
+ * node in maintenance now (restart_pending at their own version): BATCH ones
+ * all at once; a service's only while fewer than budget of its instances
+ * [0, count) are not Running, counting those it moves (one that is not
+ * Running moves at any time); DAEMON none. Returns how many it marked. */
+uint32_t jm_drain_step(struct jobmgr *jm, struct jm_job *job, enum job_type type, uint32_t count, uint32_t budget);
 
 /* jobmgr_update.c */
 /* The task timeouts and restart backoff of the options. */

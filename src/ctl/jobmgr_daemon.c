@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "jobmgr_int.h"
+#include "labels.h"
 #include "nodehost.h"
 #include "podspec.h"
 
@@ -98,5 +99,7 @@ bool jm_node_same(const json_t *a, const json_t *b) {
     return node_ready(a) == node_ready(b) && same(json_object_get(a, "spec"), json_object_get(b, "spec")) &&
            same(at2(a, "metadata", "labels"), at2(b, "metadata", "labels")) &&
            same(at2(a, "status", "allocatable"), at2(b, "status", "allocatable")) &&
-           same(at2(a, "status", "capacity"), at2(b, "status", "capacity"));
+           same(at2(a, "status", "capacity"), at2(b, "status", "capacity")) &&
+           same(json_object_get(at2(a, "metadata", "annotations"), PA_MAINTENANCE),
+                json_object_get(at2(b, "metadata", "annotations"), PA_MAINTENANCE)); /* host maintenance */
 }

@@ -114,7 +114,7 @@ static void do_restart(struct jobmgr *jm, struct jm_job *job, struct jm_inst *r,
     r->crash_loop = crash_loop;
     r->running_ms = 0;
     r->present = r->bound = r->deleting = r->creating = r->create_inflight = false;
-    r->kill = r->kill_sent = r->restart_pending = false;
+    r->kill = r->kill_sent = r->restart_pending = r->moving = false;
     r->create_ms = 0;
     r->gang_first = r->gang_run = r->gang_size = 0; /* alone, unless the plan says otherwise */
     if (r->host) {
@@ -612,6 +612,7 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
     }
     jm_update_intent(jm, job, obj, x.update_paused, &c.want);
     if (job->u) update_step(&c);
+    if (jm_any_maintenance(jm)) jm_drain_step(jm, job, spec.type, spec.instance_count, jm_drain_budget(&x));
     pending_restarts(&c);
 
     uint32_t cur = job->u ? job->u->target : job->stable;

@@ -123,7 +123,7 @@ static int decode_all(const json_t *cr, struct job_spec *spec, const char **pool
 
     if (sla) {
         static const char *const sk[] = {"priority", "preemptible", "revocable", "minimumRunningInstances",
-                                         "maximumRunningInstances", NULL};
+                                         "maximumRunningInstances", "maximumUnavailableInstances", NULL};
         if ((rc = known_keys(sla, sk, name, "spec.sla", err, errlen))) return rc;
         if ((rc = opt_uint(sla, "priority", UINT32_MAX, name, "spec.sla", &x->priority, err, errlen))) return rc;
         if ((rc = opt_bool(sla, "preemptible", name, "spec.sla", &x->preemptible, NULL, err, errlen))) return rc;
@@ -133,6 +133,9 @@ static int decode_all(const json_t *cr, struct job_spec *spec, const char **pool
             return rc;
         if ((rc = opt_uint(sla, "maximumRunningInstances", JOB_MAX_INSTANCES, name, "spec.sla", &x->max_running, err,
                            errlen)))
+            return rc;
+        if ((rc = opt_uint(sla, "maximumUnavailableInstances", JOB_MAX_INSTANCES, name, "spec.sla",
+                           &x->max_unavailable, err, errlen)))
             return rc;
         if (x->revocable && !x->preemptible)
             return job_fail(err, errlen, -EINVAL, name,

@@ -34,6 +34,9 @@ struct crd_job_extra {
     bool preemptible;          /* sla.preemptible */
     bool revocable;            /* sla.revocable (requires preemptible) */
     uint32_t max_running;      /* sla.maximumRunningInstances; 0 = no maximum */
+    uint32_t max_unavailable;  /* sla.maximumUnavailableInstances: a service's instances that host
+                                  maintenance may take down at once; 0 = the update strategy's batchSize,
+                                  else 1 (docs/migration.md) */
     struct update_spec update; /* updateStrategy: batchSize, maxFailureInstances, maxInstanceAttempts,
                                   rollbackOnFailure, minReadySeconds (min_running_ms; default
                                   CRD_JOB_MIN_READY_SECONDS) */

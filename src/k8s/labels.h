@@ -15,6 +15,10 @@
  *   annotation peloton.io/revocable  "true": revocable (slack) work
  *   annotation peloton.io/placement-strategy PACK | SPREAD_JOB | LEAST_LOADED
  *   annotation peloton.io/preempted  set on a preemption victim (why) before it is deleted
+ * Nodes:
+ *   annotation peloton.io/maintenance  host maintenance (docs/migration.md):
+ *                                    "draining" (its tasks are being moved),
+ *                                    "drained" (none left); absent: none
  * Namespaces:
  *   annotation peloton.io/resource-pool  the pool of the namespace's pods
  *                                        that have no pool label */
@@ -33,6 +37,12 @@
 /* Set by the resource manager on a preemption victim before its graceful
  * delete (value: why), so the job manager applies killOnPreempt. */
 #define PA_PREEMPTED "peloton.io/preempted"
+
+/* Host maintenance of a Node: requested as "draining" (with the Node
+ * cordoned), set to "drained" by the host manager once nothing runs there. */
+#define PA_MAINTENANCE "peloton.io/maintenance"
+#define PA_MAINT_DRAINING "draining"
+#define PA_MAINT_DRAINED "drained"
 
 /* The scheduler name pods ask for to be scheduled by pelotond. */
 #define PELOTON_SCHEDULER "peloton"

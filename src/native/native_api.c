@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "svc_host.h"
 #include "svc_job.h"
 #include "svc_respool.h"
 #include "svc_task.h"
@@ -14,6 +15,7 @@ struct native_api {
     struct svc_respool *respool;
     struct svc_job *job;
     struct svc_task *task;
+    struct svc_host *host;
     struct native_server *srv;
 };
 
@@ -21,6 +23,7 @@ static void api_free_parts(struct native_api *a) {
     svc_respool_free(a->respool);
     svc_job_free(a->job);
     svc_task_free(a->task);
+    svc_host_free(a->host);
     native_registry_free(&a->reg);
     free(a);
 }
@@ -35,7 +38,8 @@ struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const s
     native_registry_init(&a->reg);
     if (!(a->respool = svc_respool_new(kc)) || svc_respool_register(a->respool, &a->reg) ||
         !(a->job = svc_job_new(kc)) || svc_job_register(a->job, &a->reg) || !(a->task = svc_task_new(kc)) ||
-        svc_task_register(a->task, &a->reg) || svc_update_register(kc, &a->reg)) {
+        svc_task_register(a->task, &a->reg) || svc_update_register(kc, &a->reg) || !(a->host = svc_host_new(kc)) ||
+        svc_host_register(a->host, &a->reg)) {
         snprintf(err, errlen, "native: out of memory");
         api_free_parts(a);
         return NULL;

@@ -398,3 +398,97 @@ out:
     hm_env_done(&e);
     apisrv_stop(&s);
 }
+
+/* Annotates (value, or removes when NULL) and cordons or not a node. */
+static long set_maint(struct hm_env *e, const char *node, const char *value, bool cordon) {
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/nodes/%s", node);
+    json_t *p = json_pack("{s:{s:{s:o}}, s:{s:o}}", "metadata", "annotations", "peloton.io/maintenance",
+                          value ? json_string(value) : json_null(), "spec", "unschedulable",
+                          cordon ? json_true() : json_null());
+    return req(e, "PATCH", path, p, MERGE, NULL);
+}
+
+/* The node's maintenance annotation into out ("" when none), and whether it is cordoned. */
+static bool maint_of(struct hm_env *e, const char *node, char out[16]) {
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/nodes/%s", node);
+    json_t *n = NULL;
+    out[0] = 0;
+    bool cordoned = false;
+    if (req(e, "GET", path, NULL, NULL, &n) == 200) {
+        const char *m = json_string_value(json_object_get(
+            json_object_get(json_object_get(n, "metadata"), "annotations"), "peloton.io/maintenance"));
+        snprintf(out, 16, "%s", m ? m : "");
+        cordoned = json_is_true(json_object_get(json_object_get(n, "spec"), "unschedulable"));
+    }
+    json_decref(n);
+    return cordoned;
+}
+
+/* Host maintenance: a Node annotated "draining" is cordoned, and becomes
+ * "drained" once no pod that has not ended is bound to it; a Mesos agent's
+ * Node (no lease) alike; a Node without the annotation, or already drained
+ * and uncordoned by hand, is left alone. */
+TEST(hostmgr_maintenance_cordons_then_drained) {
+    struct apisrv s;
+    struct hm_env e;
+    if (!hm_begin(&s, &e)) return;
+    const char *names[] = {"k1", "k2", "agent", "plain", "done"};
+    for (int i = 0; i < 5; i++) {
+        CHECK_I64(make_node(&e, names[i]), 200);
+        CHECK_I64(put_lease(&e, names[i], 3600, true, NULL), 201);
+    }
+    CHECK_I64(req(&e, "PATCH", "/api/v1/nodes/agent",
+                  json_pack("{s:{s:{s:s}}}", "metadata", "labels", "peloton.io/backend", "mesos"), MERGE, NULL),
+              200);
+    CHECK_I64(make_bound_pod(&e, "busy", "k1"), 201);
+    CHECK_I64(make_bound_pod(&e, "ended", "k2"), 201);
+    CHECK_I64(req(&e, "PATCH", "/api/v1/namespaces/default/pods/ended/status",
+                  json_pack("{s:{s:s}}", "status", "phase", "Succeeded"), MERGE, NULL),
+              200);
+    CHECK_I64(make_bound_pod(&e, "other", "plain"), 201);
+    CHECK_I64(set_maint(&e, "k1", "draining", false), 200);  /* as kubectl annotate leaves it */
+    CHECK_I64(set_maint(&e, "k2", "draining", true), 200);   /* as StartMaintenance leaves it */
+    CHECK_I64(set_maint(&e, "agent", "draining", false), 200);
+    CHECK_I64(set_maint(&e, "done", "drained", false), 200);
+
+    struct hostmgr_options o;
+    hostmgr_options_default(&o);
+    o.check_ms = 100;
+    char err[256] = "";
+    struct hostmgr *h = hostmgr_start(&e.loop, e.c, &o, err, sizeof err);
+    if (!h) test_fail(__FILE__, __LINE__, "hostmgr_start: %s", err);
+    if (!h) goto out;
+    char m[16];
+    double end = mono_ms() + 8000;
+    while (mono_ms() < end && !(maint_of(&e, "k1", m) && maint_of(&e, "agent", m) && !strcmp(m, "drained")))
+        hm_run_for(&e, 100);
+    hm_run_for(&e, 300);
+    CHECK(maint_of(&e, "k1", m)); /* cordoned, still draining: a pod runs there */
+    CHECK_STR(m, "draining");
+    CHECK(maint_of(&e, "k2", m)); /* only an ended pod */
+    CHECK_STR(m, "drained");
+    CHECK(maint_of(&e, "agent", m));
+    CHECK_STR(m, "drained");
+    CHECK(!maint_of(&e, "plain", m));
+    CHECK_STR(m, "");
+    CHECK(!maint_of(&e, "done", m)); /* drained and uncordoned by hand: left so */
+    CHECK_STR(m, "drained");
+    /* the last pod on k1 goes: drained */
+    CHECK_I64(req(&e, "DELETE", "/api/v1/namespaces/default/pods/busy?gracePeriodSeconds=0", NULL, NULL, NULL), 200);
+    end = mono_ms() + 8000;
+    while (mono_ms() < end && !(maint_of(&e, "k1", m) && !strcmp(m, "drained"))) hm_run_for(&e, 100);
+    CHECK(maint_of(&e, "k1", m));
+    CHECK_STR(m, "drained");
+    /* completed (annotation gone, uncordoned): nothing brings it back */
+    CHECK_I64(set_maint(&e, "k2", NULL, false), 200);
+    hm_run_for(&e, 500);
+    CHECK(!maint_of(&e, "k2", m));
+    CHECK_STR(m, "");
+    hostmgr_stop(h);
+    hm_run_for(&e, 50);
+out:
+    hm_env_done(&e);
+    apisrv_stop(&s);
+}

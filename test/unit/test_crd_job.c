@@ -32,7 +32,8 @@ TEST(crdjob_decode_every_field) {
     json_t *cr = mkjob("train",
         "{\"type\": \"STATELESS\", \"resourcePool\": \"team1\", \"instanceCount\": 10,"
         " \"sla\": {\"priority\": 7, \"preemptible\": true, \"revocable\": true,"
-        "          \"minimumRunningInstances\": 3, \"maximumRunningInstances\": 8},"
+        "          \"minimumRunningInstances\": 3, \"maximumRunningInstances\": 8,"
+        "          \"maximumUnavailableInstances\": 4},"
         " \"restartPolicy\": {\"maxFailures\": 100},"
         " \"preemptionPolicy\": {\"killOnPreempt\": true},"
         " \"updateStrategy\": {\"batchSize\": 2, \"maxFailureInstances\": 1, \"rollbackOnFailure\": true,"
@@ -57,6 +58,7 @@ TEST(crdjob_decode_every_field) {
     struct crd_job_extra x;
     REQUIRE_I64(crd_job_decode_extra(cr, &x, err, sizeof err), 0);
     CHECK_I64(x.priority, 7);
+    CHECK_I64(x.max_unavailable, 4);
     CHECK(x.preemptible);
     CHECK(x.revocable);
     CHECK_I64(x.max_running, 8);
@@ -124,6 +126,8 @@ TEST(crdjob_decode_errors_name_the_field) {
          "spec.sla.minimumRunningInstances: 3 exceeds instanceCount 2"},
         {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 9, \"sla\": {\"minimumRunningInstances\": 5, \"maximumRunningInstances\": 4}, \"template\": TEMPLATE}",
          "spec.sla.minimumRunningInstances: 5 exceeds maximumRunningInstances 4"},
+        {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"sla\": {\"maximumUnavailableInstances\": -2}, \"template\": TEMPLATE}",
+         "spec.sla.maximumUnavailableInstances: -2 is negative"},
         {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"sla\": {\"revocable\": true}, \"template\": TEMPLATE}",
          "spec.sla.revocable: a revocable job must be preemptible"},
         {"{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 1, \"sla\": {\"priority\": 4294967296}, \"template\": TEMPLATE}",
