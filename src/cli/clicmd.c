@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "cliyaml.h"
+#include "peloton/api/v0/host/svc/host_svc.pb-c.h"
 #include "peloton/api/v0/job/job.pb-c.h"
 #include "peloton/api/v0/respool/respool.pb-c.h"
 #include "peloton/api/v0/task/task.pb-c.h"
@@ -30,6 +31,9 @@
 #define UM_(m, rq, rs)                                                                                              \
     {"peloton.api.v0.update.svc.UpdateService::" m, "peloton-jobmgr",                                              \
      &peloton__api__v0__update__svc__##rq##__descriptor, &peloton__api__v0__update__svc__##rs##__descriptor}
+#define HM_(m, rq, rs)                                                                                              \
+    {"peloton.api.v0.host.svc.HostService::" m, "peloton-hostmgr", &peloton__api__v0__host__svc__##rq##__descriptor, \
+     &peloton__api__v0__host__svc__##rs##__descriptor}
 
 static const struct clirpc_method
     m_job_create = JM_("Create", create_request, create_response), m_job_get = JM_("Get", get_request, get_response),
@@ -55,6 +59,9 @@ static const struct clirpc_method
     m_upd_rollback = UM_("RollbackUpdate", rollback_update_request, rollback_update_response),
     m_upd_abort = UM_("AbortUpdate", abort_update_request, abort_update_response),
     m_upd_cache = UM_("GetUpdateCache", get_update_cache_request, get_update_cache_response),
+    m_host_query = HM_("QueryHosts", query_hosts_request, query_hosts_response),
+    m_host_start = HM_("StartMaintenance", start_maintenance_request, start_maintenance_response),
+    m_host_complete = HM_("CompleteMaintenance", complete_maintenance_request, complete_maintenance_response),
     m_rp_create = RM_("CreateResourcePool", create_request, create_response),
     m_rp_update = RM_("UpdateResourcePool", update_request, update_response),
     m_rp_delete = RM_("DeleteResourcePool", delete_request, delete_response),
@@ -1032,6 +1039,83 @@ static int cmd_update_abort(struct cli *c, const struct cli_inv *in) {
     return update_action(c, in, &m_upd_abort, "aborted");
 }
 
+/* --------------------------------------------------------------------- host */
+
+/* States given as "draining,HOST_STATE_UP": the enum names. */
+static int host_states(struct cli *c, const struct cli_inv *in, json_t **out) {
+    static const char *const names[] = {"UNKNOWN", "UP", "DRAINING", "DRAINED", "DOWN"};
+    json_t *a = state_list(cli_flag(in, "states")), *v;
+    size_t i;
+    json_array_foreach(a, i, v) {
+        const char *s = json_string_value(v);
+        if (!strncmp(s, "HOST_STATE_", 11)) s += 11;
+        size_t k = 0;
+        while (k < sizeof names / sizeof *names && strcmp(s, names[k])) k++;
+        if (k == sizeof names / sizeof *names) {
+            int rc = cli_usage_error(c, in->cmd,
+                                     "--states: \"%s\" is not a host state (up, draining, drained, down, unknown)",
+                                     json_string_value(v));
+            json_decref(a);
+            return rc;
+        }
+        char full[32];
+        snprintf(full, sizeof full, "HOST_STATE_%s", names[k]);
+        json_array_set_new(a, i, json_string(full));
+    }
+    *out = a;
+    return CLI_OK;
+}
+
+static int cmd_host_query(struct cli *c, const struct cli_inv *in) {
+    json_t *states, *resp, *h;
+    int rc = host_states(c, in, &states);
+    if (rc) return rc;
+    if ((rc = cli_call(c, CLI_HOSTMGR, &m_host_query, json_pack("{s:o}", "hostStates", states), &resp))) return rc;
+    if (c->json) cli_print_json(c, resp);
+    else {
+        static const char *const heads[] = {"HOSTNAME", "IP", "STATE", "GOAL-STATE"};
+        json_t *all = json_object_get(resp, "hostInfos");
+        struct cli_table *t = cli_table_new(4, heads);
+        size_t i;
+        json_array_foreach(all, i, h) {
+            char b[4][256];
+            const char *row[4] = {cli_str(h, "hostname", b[0], 256), cli_str(h, "ip", b[1], 256),
+                                  cli_str(h, "state", b[2], 256), cli_str(h, "goalState", b[3], 256)};
+            cli_table_add(t, row);
+        }
+        cli_table_print(t, c->out);
+        cli_table_free(t);
+        fprintf(c->err, "%zu host(s)\n", json_array_size(all));
+    }
+    json_decref(resp);
+    return CLI_OK;
+}
+
+/* host maintenance start|complete <host,host,...>: one call a host, in
+ * order, stopping at the first refusal (the hosts before it stay changed). */
+static int host_maintenance(struct cli *c, const struct cli_inv *in, const struct clirpc_method *m, const char *done) {
+    json_t *hosts = split_list(in->argv[0]), *h;
+    size_t i;
+    int rc = CLI_OK;
+    if (!json_array_size(hosts)) rc = cli_usage_error(c, in->cmd, "no hostname given");
+    json_array_foreach(hosts, i, h) {
+        json_t *resp;
+        if (rc || (rc = cli_call(c, CLI_HOSTMGR, m, json_pack("{s:O}", "hostname", h), &resp))) break;
+        if (c->json) cli_print_json(c, resp);
+        else fprintf(c->out, "Host %s: %s\n", json_string_value(h), done);
+        json_decref(resp);
+    }
+    json_decref(hosts);
+    return rc;
+}
+
+static int cmd_host_maint_start(struct cli *c, const struct cli_inv *in) {
+    return host_maintenance(c, in, &m_host_start, "maintenance started");
+}
+static int cmd_host_maint_complete(struct cli *c, const struct cli_inv *in) {
+    return host_maintenance(c, in, &m_host_complete, "maintenance completed");
+}
+
 /* -------------------------------------------------------------------- table */
 
 static const struct cli_flag f_job_create[] = {
@@ -1100,6 +1184,8 @@ static const struct cli_flag f_task_query[] = {
     {"sort", 'p', true, NULL, "order by (not applied by pelotond yet)"},
     {"sortorder", 'a', true, "ASC", "ASC or DESC"},
     {0}};
+static const struct cli_flag f_host_query[] = {
+    {"states", 's', true, NULL, "host states: up,draining,drained,down,unknown (default every host)"}, {0}};
 static const struct cli_flag f_dump[] = {{"format", 0, true, "yaml", "yaml or json"}, {0}};
 
 const struct cli_cmd cli_cmds[] = {
@@ -1148,6 +1234,12 @@ const struct cli_cmd cli_cmds[] = {
     {"update rollback", "<update-id>", "roll an update back to the previous config", 1, 1, NULL,
      cmd_update_rollback, false},
     {"update abort", "<update-id>", "abort an update where it is", 1, 1, NULL, cmd_update_abort, false},
+    {"host maintenance start", "<hostname,...>", "drain hosts: their work moves away, no new work comes", 1, 1,
+     NULL, cmd_host_maint_start, false},
+    {"host maintenance complete", "<hostname,...>", "end hosts' maintenance: they take work again", 1, 1, NULL,
+     cmd_host_maint_complete, false},
+    {"host maintenance query", "", "list hosts by state (as host query)", 0, 0, f_host_query, cmd_host_query, false},
+    {"host query", "", "list hosts by state", 0, 0, f_host_query, cmd_host_query, false},
     {"respool create", "<respool-path> <config.yaml>", "create a pool from Peloton's YAML ResourcePoolConfig", 2, 2,
      f_config, cmd_respool_create, false},
     {"respool update", "<respool-path> <config.yaml>", "replace a pool's config", 2, 2, f_config, cmd_respool_update,

@@ -552,6 +552,46 @@ def test_bad_token_is_unauthenticated():
     assert services.stop(p) == 0, open(plog).read()[-3000:]
 
 
+def host_states(*states):
+    args = ["-j", "host", "query"] + (["-s", ",".join(states)] if states else [])
+    rc, out, err = cli(*args)
+    assert rc == 0, err
+    return {h["hostname"]: (h["state"], h.get("goalState")) for h in json.loads(out).get("hostInfos", [])}
+
+
+def test_host_maintenance():
+    rc, out, err = cli("host", "query")
+    assert rc == 0 and out.split()[:4] == ["HOSTNAME", "IP", "STATE", "GOAL-STATE"] and err == "2 host(s)\n", (out, err)
+    assert host_states() == {"sim-node-0": ("HOST_STATE_UP", "HOST_STATE_UP"),
+                             "sim-node-1": ("HOST_STATE_UP", "HOST_STATE_UP")}, host_states()
+    rc, out, err = cli("host", "maintenance", "start", "sim-node-1")
+    assert rc == 0 and out == "Host sim-node-1: maintenance started\n", (out, err)
+    rc, kout = kubectl("get", "node", "sim-node-1", "-o", "json")
+    node = json.loads(kout)
+    assert node["spec"].get("unschedulable") is True, node["spec"]
+    assert node["metadata"]["annotations"]["peloton.io/maintenance"] in ("draining", "drained"), node["metadata"]
+    rc, out, err = cli("-j", "host", "maintenance", "query", "-s", "draining,HOST_STATE_DRAINED")
+    infos = json.loads(out)["hostInfos"]
+    assert [(h["hostname"], h["goalState"]) for h in infos] == [("sim-node-1", "HOST_STATE_DOWN")], out
+    assert list(host_states("up")) == ["sim-node-0"]
+    rc, out, err = cli("host", "maintenance", "start", "sim-node-1")
+    one_error_line(rc, err, "failed-precondition")
+    rc, out, err = cli("host", "maintenance", "start", "no-such-host")
+    one_error_line(rc, err, "not-found")
+    rc, out, err = cli("host", "maintenance", "complete", "Not_A_Node_Name")
+    one_error_line(rc, err, "invalid-argument")
+    rc, out, err = cli("host", "query", "-s", "sideways")
+    assert rc == 2 and '"SIDEWAYS" is not a host state' in err, err
+    rc, out, err = cli("host", "maintenance", "complete", "sim-node-1,sim-node-0")  # the second is not in maintenance
+    assert rc == 1 and out == "Host sim-node-1: maintenance completed\n", (out, err)
+    assert err.startswith("peloton: error: failed-precondition: ") and err.count("\n") == 1, err
+    rc, kout = kubectl("get", "node", "sim-node-1", "-o", "json")
+    node = json.loads(kout)
+    assert not node["spec"].get("unschedulable") and "peloton.io/maintenance" not in node["metadata"].get(
+        "annotations", {}), node
+    assert sorted(host_states("up")) == ["sim-node-0", "sim-node-1"]
+
+
 def test_exit_clean_under_asan():
     assert PROC.poll() is None, open(LOG).read()[-3000:]
 
