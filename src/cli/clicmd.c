@@ -1067,7 +1067,7 @@ static int host_states(struct cli *c, const struct cli_inv *in, json_t **out) {
 }
 
 static int cmd_host_query(struct cli *c, const struct cli_inv *in) {
-    json_t *states, *resp, *h;
+    json_t *states = NULL, *resp, *h;
     int rc = host_states(c, in, &states);
     if (rc) return rc;
     if ((rc = cli_call(c, CLI_HOSTMGR, &m_host_query, json_pack("{s:o}", "hostStates", states), &resp))) return rc;

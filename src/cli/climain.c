@@ -257,7 +257,9 @@ static int cli_run(int argc, char **argv, char **joined) {
                 if (n1 + n2 > 65536) return cli_usage_error(&c, in.cmd, "flag --%s given too often", f->name);
                 char *j = malloc(n1 + n2 + 2);
                 if (!j) return CLI_ERR;
-                snprintf(j, n1 + n2 + 2, "%s,%s", in.val[idx], val);
+                memcpy(j, in.val[idx], n1);
+                j[n1] = ',';
+                memcpy(j + n1 + 1, val, n2 + 1);
                 free(joined[idx]);
                 in.val[idx] = joined[idx] = j;
             } else in.val[idx] = val;
