@@ -77,6 +77,13 @@ bool cli_switch(const struct cli_inv *in, const char *name);
  * notFound / outOfRange) are failures too. On CLI_OK *resp is the reply. */
 int cli_call(struct cli *c, enum cli_target t, const struct clirpc_method *m, json_t *req, json_t **resp);
 
+/* Instance ranges "from:to[,from:to...]" (to excluded) appended to out as
+ * InstanceRange JSON. An empty from is 0; an empty to is count; ":" alone
+ * is every instance (nothing appended). 0: done; -1: a part is not a range
+ * or its from is not below its to (bad: that part); 1: an open end and
+ * count < 0 (call again with the job's count). */
+int cli_ranges(const char *spec, long long count, json_t *out, char *bad, size_t badlen);
+
 /* Output (cliout.c). */
 void cli_print_json(struct cli *c, const json_t *v);
 void cli_print_yaml(FILE *f, const json_t *v, int indent);

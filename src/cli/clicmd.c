@@ -485,48 +485,52 @@ static long long job_instances(struct cli *c, const char *id) {
     return n;
 }
 
-/* -r from:to (repeated, or comma-separated) as InstanceRanges; to is
- * excluded. An empty side is 0 or the job's end (its instanceCount, read
- * with Get once: the server takes no open range); ":" alone is every
- * instance, as no range. */
+int cli_ranges(const char *spec, long long count, json_t *out, char *bad, size_t badlen) {
+    size_t n = strlen(spec);
+    const char *p = spec, *end = spec + n;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t len = comma ? (size_t)(comma - p) : (size_t)(end - p);
+        const char *colon = memchr(p, ':', len);
+        long long from = -1, to = -1;
+        if (colon && (size_t)(colon - p) < 16 && len - (size_t)(colon - p) - 1 < 16) {
+            char a[16], b[16];
+            snprintf(a, sizeof a, "%.*s", (int)(colon - p), p);
+            snprintf(b, sizeof b, "%.*s", (int)(len - (size_t)(colon - p) - 1), colon + 1);
+            from = a[0] ? parse_uint(a) : 0;
+            to = b[0] ? parse_uint(b) : -2; /* -2: the job's end */
+        }
+        if (len == 1 && *p == ':') { /* every instance: as no range */
+        } else if (len && (from < 0 || to == -1 || (to >= 0 && to <= from))) {
+            snprintf(bad, badlen, "%.*s", (int)(len < 64 ? len : 64), p);
+            return -1;
+        } else if (len) {
+            if (to == -2 && count < 0) return 1;
+            json_array_append_new(out, json_pack("{s:I,s:I}", "from", from, "to", to == -2 ? count : to));
+        }
+        p += len + (comma != NULL);
+    }
+    return 0;
+}
+
+/* -r from:to (repeated, or comma-separated) as InstanceRanges: cli_ranges,
+ * with the job's instanceCount read with Get when a range is open-ended
+ * (the server takes no open range). */
 static int instance_ranges(struct cli *c, const struct cli_inv *in, const char *job, json_t **ranges) {
     *ranges = json_array();
     const char *r = cli_flag(in, "range");
-    if (!r || !*r) return CLI_OK;
-    json_t *parts = split_list(r), *p;
-    long long count = -2; /* not read yet */
-    size_t i;
-    int rc = CLI_OK;
-    json_array_foreach(parts, i, p) {
-        const char *s = json_string_value(p), *colon = strchr(s, ':');
-        if (!strcmp(s, ":")) continue;
-        long long from = -1, to = -1;
-        if (colon && (size_t)(colon - s) < 16 && strlen(colon + 1) < 16) {
-            char a[16], b[16];
-            snprintf(a, sizeof a, "%.*s", (int)(colon - s), s);
-            snprintf(b, sizeof b, "%s", colon + 1);
-            from = a[0] ? parse_uint(a) : 0;
-            to = b[0] ? parse_uint(b) : -2;
-        }
-        if (from < 0 || to == -1 || (to >= 0 && to <= from)) {
-            rc = cli_usage_error(c, in->cmd, "--range \"%s\": expected from:to with from below to (to excluded)", s);
-            break;
-        }
-        if (to == -2) {
-            if (count == -2 && (count = job_instances(c, job)) < 0) {
-                rc = CLI_ERR;
-                break;
-            }
-            to = count;
-        }
-        json_array_append_new(*ranges, json_pack("{s:I,s:I}", "from", from, "to", to));
+    char bad[80];
+    int k = r ? cli_ranges(r, -1, *ranges, bad, sizeof bad) : 0;
+    if (k == 1) {
+        long long count = job_instances(c, job);
+        json_array_clear(*ranges);
+        k = count < 0 ? 2 : cli_ranges(r, count, *ranges, bad, sizeof bad);
     }
-    json_decref(parts);
-    if (rc) {
-        json_decref(*ranges);
-        *ranges = NULL;
-    }
-    return rc;
+    if (k == 0) return CLI_OK;
+    json_decref(*ranges);
+    *ranges = NULL;
+    if (k == 2) return CLI_ERR;
+    return cli_usage_error(c, in->cmd, "--range \"%s\": expected from:to with from below to (to excluded)", bad);
 }
 
 /* Polls GetUpdate until the update ends or pauses, or wait_ms passes; a

@@ -4,7 +4,9 @@
  * answers, so a refusal before the call is exit 2 and a line that reached
  * the call is exit 3. */
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -69,4 +71,42 @@ TEST(cli_versions_and_counts_checked_before_the_call) {
     CHECK_I64(RUN("update", "get"), CLI_USAGE);
     CHECK_I64(RUN("update", "pause", "a", "b"), CLI_USAGE);
     CHECK_I64(RUN("update", "abort", "u-1"), CLI_UNREACHABLE);
+}
+
+/* cli_ranges's JSON for spec with count, or "bad:<part>" / "open". */
+static const char *ranges(const char *spec, long long count) {
+    static char buf[512];
+    char bad[80];
+    json_t *a = json_array();
+    int k = cli_ranges(spec, count, a, bad, sizeof bad);
+    if (k < 0) snprintf(buf, sizeof buf, "bad:%s", bad);
+    else if (k > 0) snprintf(buf, sizeof buf, "open");
+    else {
+        char *s = json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
+        snprintf(buf, sizeof buf, "%s", s ? s : "");
+        free(s);
+    }
+    json_decref(a);
+    return buf;
+}
+
+TEST(cli_ranges_from_to) {
+    CHECK_STR(ranges("0:2", -1), "[{\"from\":0,\"to\":2}]");
+    CHECK_STR(ranges("0:2,4:6", -1), "[{\"from\":0,\"to\":2},{\"from\":4,\"to\":6}]");
+    CHECK_STR(ranges(":3", -1), "[{\"from\":0,\"to\":3}]");
+    CHECK_STR(ranges(":", -1), "[]");
+    CHECK_STR(ranges("", -1), "[]");
+    CHECK_STR(ranges(",,1:2,", -1), "[{\"from\":1,\"to\":2}]");
+    /* an open end needs the job's count */
+    CHECK_STR(ranges("1:2,3:", -1), "open");
+    CHECK_STR(ranges("1:2,3:", 5), "[{\"from\":1,\"to\":2},{\"from\":3,\"to\":5}]");
+    CHECK_STR(ranges("7:", 5), "[{\"from\":7,\"to\":5}]"); /* the server says it is past the job */
+    CHECK_STR(ranges("0:4294967295", -1), "[{\"from\":0,\"to\":4294967295}]");
+    CHECK_STR(ranges("3:1", -1), "bad:3:1");
+    CHECK_STR(ranges("0:2,2:2", -1), "bad:2:2");
+    CHECK_STR(ranges("1", -1), "bad:1");
+    CHECK_STR(ranges("a:b", -1), "bad:a:b");
+    CHECK_STR(ranges("-1:3", -1), "bad:-1:3");
+    CHECK_STR(ranges("0:4294967296", -1), "bad:0:4294967296");
+    CHECK_STR(ranges("0:1:2", -1), "bad:0:1:2");
 }
