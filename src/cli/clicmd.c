@@ -1,6 +1,9 @@
 /* The CLI's commands: one row of cli_cmds each, and the function that turns
  * its arguments into calls (requests built as proto3 JSON) and prints the
- * replies as a table, as YAML, or with -j as the reply's JSON. */
+ * replies as a table, as YAML, or with -j as the reply's JSON. Here: the
+ * shared helpers, respool, job create|get|status|query|delete, task
+ * list|get|query and the table; job and task control in clictl.c, updates
+ * and hosts in cliupdate.c (clicmd.h). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -9,71 +12,30 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "clicmd.h"
 #include "cliyaml.h"
-#include "peloton/api/v0/host/svc/host_svc.pb-c.h"
-#include "peloton/api/v0/job/job.pb-c.h"
-#include "peloton/api/v0/respool/respool.pb-c.h"
-#include "peloton/api/v0/task/task.pb-c.h"
-#include "peloton/api/v0/update/svc/update_svc.pb-c.h"
-
-#define JM_(m, rq, rs)                                                                                              \
-    {"peloton.api.job.JobManager::" m, "peloton-jobmgr", &peloton__api__v0__job__##rq##__descriptor,              \
-     &peloton__api__v0__job__##rs##__descriptor}
-#define TM_(m, rq, rs)                                                                                              \
-    {"peloton.api.task.TaskManager::" m, "peloton-jobmgr", &peloton__api__v0__task__##rq##__descriptor,           \
-     &peloton__api__v0__task__##rs##__descriptor}
-#define RM_(m, rq, rs)                                                                                              \
-    {"peloton.api.respool.ResourceManager::" m, "peloton-resmgr", &peloton__api__v0__respool__##rq##__descriptor, \
-     &peloton__api__v0__respool__##rs##__descriptor}
-
-/* Peloton's clients send the package name of the *.svc services */
-#define UM_(m, rq, rs)                                                                                              \
-    {"peloton.api.v0.update.svc.UpdateService::" m, "peloton-jobmgr",                                              \
-     &peloton__api__v0__update__svc__##rq##__descriptor, &peloton__api__v0__update__svc__##rs##__descriptor}
-#define HM_(m, rq, rs)                                                                                              \
-    {"peloton.api.v0.host.svc.HostService::" m, "peloton-hostmgr", &peloton__api__v0__host__svc__##rq##__descriptor, \
-     &peloton__api__v0__host__svc__##rs##__descriptor}
 
 static const struct clirpc_method
-    m_job_create = JM_("Create", create_request, create_response), m_job_get = JM_("Get", get_request, get_response),
+    m_job_create = JM_("Create", create_request, create_response),
+    m_job_get = JM_("Get", get_request, get_response),
     m_job_query = JM_("Query", query_request, query_response),
     m_job_delete = JM_("Delete", delete_request, delete_response),
-    m_job_stop = JM_("Stop", stop_request, stop_response), m_job_start = JM_("Start", start_request, start_response),
-    m_job_restart = JM_("Restart", restart_request, restart_response),
-    m_job_update = JM_("Update", update_request, update_response),
-    m_task_get = TM_("Get", get_request, get_response), m_task_list = TM_("List", list_request, list_response),
+    m_task_get = TM_("Get", get_request, get_response),
+    m_task_list = TM_("List", list_request, list_response),
     m_task_query = TM_("Query", query_request, query_response),
-    m_task_start = TM_("Start", start_request, start_response),
-    m_task_stop = TM_("Stop", stop_request, stop_response),
-    m_task_restart = TM_("Restart", restart_request, restart_response),
-    m_task_events = TM_("GetPodEvents", get_pod_events_request, get_pod_events_response),
-    m_job_refresh = JM_("Refresh", refresh_request, refresh_response),
-    m_job_cache = JM_("GetCache", get_cache_request, get_cache_response),
-    m_job_active = JM_("GetActiveJobs", get_active_jobs_request, get_active_jobs_response),
-    m_upd_create = UM_("CreateUpdate", create_update_request, create_update_response),
-    m_upd_get = UM_("GetUpdate", get_update_request, get_update_response),
-    m_upd_list = UM_("ListUpdates", list_updates_request, list_updates_response),
-    m_upd_pause = UM_("PauseUpdate", pause_update_request, pause_update_response),
-    m_upd_resume = UM_("ResumeUpdate", resume_update_request, resume_update_response),
-    m_upd_rollback = UM_("RollbackUpdate", rollback_update_request, rollback_update_response),
-    m_upd_abort = UM_("AbortUpdate", abort_update_request, abort_update_response),
-    m_upd_cache = UM_("GetUpdateCache", get_update_cache_request, get_update_cache_response),
-    m_host_query = HM_("QueryHosts", query_hosts_request, query_hosts_response),
-    m_host_start = HM_("StartMaintenance", start_maintenance_request, start_maintenance_response),
-    m_host_complete = HM_("CompleteMaintenance", complete_maintenance_request, complete_maintenance_response),
     m_rp_create = RM_("CreateResourcePool", create_request, create_response),
     m_rp_update = RM_("UpdateResourcePool", update_request, update_response),
     m_rp_delete = RM_("DeleteResourcePool", delete_request, delete_response),
     m_rp_lookup = RM_("LookupResourcePoolID", lookup_request, lookup_response),
     m_rp_query = RM_("Query", query_request, query_response);
 
+
 /* ------------------------------------------------------------------ helpers */
 
-static json_t *id_obj(const char *v) { return json_pack("{s:s}", "value", v); }
+json_t *cli_id_obj(const char *v) { return json_pack("{s:s}", "value", v); }
 
 /* An unsigned number argument or flag value; -1 when it is not one. */
-static long long parse_uint(const char *s) {
+long long cli_parse_uint(const char *s) {
     char *end;
     if (!s || !*s || *s == '-') return -1;
     errno = 0;
@@ -89,13 +51,13 @@ static json_t *parse_range(const char *s) {
     if ((size_t)(colon - s) >= sizeof from || strlen(colon + 1) >= sizeof to) return NULL;
     memcpy(from, s, (size_t)(colon - s));
     snprintf(to, sizeof to, "%s", colon + 1);
-    long long f = from[0] ? parse_uint(from) : 0, t = to[0] ? parse_uint(to) : UINT32_MAX;
+    long long f = from[0] ? cli_parse_uint(from) : 0, t = to[0] ? cli_parse_uint(to) : UINT32_MAX;
     if (f < 0 || t < 0 || t < f) return NULL;
     return json_pack("{s:I,s:I}", "from", f, "to", t);
 }
 
 /* A comma-separated flag as a JSON array of strings ([] for NULL or ""). */
-static json_t *split_list(const char *s) {
+json_t *cli_split_list(const char *s) {
     json_t *a = json_array();
     while (s && *s) {
         const char *comma = strchr(s, ',');
@@ -107,8 +69,8 @@ static json_t *split_list(const char *s) {
 }
 
 /* States given as "running,pending": the enum names, upper case. */
-static json_t *state_list(const char *s) {
-    json_t *a = split_list(s), *v;
+json_t *cli_state_list(const char *s) {
+    json_t *a = cli_split_list(s), *v;
     size_t i;
     json_array_foreach(a, i, v) {
         char up[64];
@@ -120,7 +82,7 @@ static json_t *state_list(const char *s) {
 }
 
 /* The id of the pool at path, via LookupResourcePoolID. */
-static int lookup_pool(struct cli *c, const char *path, char *id, size_t idlen) {
+int cli_lookup_pool(struct cli *c, const char *path, char *id, size_t idlen) {
     json_t *resp;
     int rc = cli_call(c, CLI_RESMGR, &m_rp_lookup, json_pack("{s:{s:s}}", "path", "value", path), &resp);
     if (rc) return rc;
@@ -129,7 +91,7 @@ static int lookup_pool(struct cli *c, const char *path, char *id, size_t idlen) 
     return CLI_OK;
 }
 
-static json_t *load_yaml(struct cli *c, const struct cli_inv *in, const ProtobufCMessageDescriptor *d,
+json_t *cli_load_yaml(struct cli *c, const struct cli_inv *in, const ProtobufCMessageDescriptor *d,
                          const char *path) {
     char err[512];
     size_t len;
@@ -142,12 +104,12 @@ static json_t *load_yaml(struct cli *c, const struct cli_inv *in, const Protobuf
 }
 
 /* Prints a reply: -j as JSON, else YAML of the member at key (all when NULL). */
-static void print_reply_yaml(struct cli *c, json_t *resp, const char *key) {
+void cli_print_reply_yaml(struct cli *c, json_t *resp, const char *key) {
     if (c->json) cli_print_json(c, resp);
     else cli_print_yaml(c->out, key ? json_object_get(resp, key) : resp, 0);
 }
 
-static bool pool_path_ok(const char *p) { return p[0] == '/'; }
+bool cli_pool_path_ok(const char *p) { return p[0] == '/'; }
 
 /* ------------------------------------------------------------------ respool */
 
@@ -155,20 +117,20 @@ static bool pool_path_ok(const char *p) { return p[0] == '/'; }
 static int pool_config(struct cli *c, const struct cli_inv *in, json_t **config) {
     const char *path = in->argv[0];
     const char *slash = strrchr(path, '/');
-    if (!pool_path_ok(path) || !slash[1]) {
+    if (!cli_pool_path_ok(path) || !slash[1]) {
         return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with / and ends with its name", path);
     }
-    json_t *cfg = load_yaml(c, in, &peloton__api__v0__respool__resource_pool_config__descriptor, in->argv[1]);
+    json_t *cfg = cli_load_yaml(c, in, &peloton__api__v0__respool__resource_pool_config__descriptor, in->argv[1]);
     if (!cfg) return CLI_USAGE;
     char parent[1024], pid[256];
     snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int rc = lookup_pool(c, parent, pid, sizeof pid);
+    int rc = cli_lookup_pool(c, parent, pid, sizeof pid);
     if (rc) {
         json_decref(cfg);
         return rc;
     }
     json_object_set_new(cfg, "name", json_string(slash + 1));
-    json_object_set_new(cfg, "parent", id_obj(pid));
+    json_object_set_new(cfg, "parent", cli_id_obj(pid));
     *config = cfg;
     return CLI_OK;
 }
@@ -191,11 +153,11 @@ static int cmd_respool_update(struct cli *c, const struct cli_inv *in) {
     char id[256];
     int rc = pool_config(c, in, &cfg);
     if (rc) return rc;
-    if ((rc = lookup_pool(c, in->argv[0], id, sizeof id))) {
+    if ((rc = cli_lookup_pool(c, in->argv[0], id, sizeof id))) {
         json_decref(cfg);
         return rc;
     }
-    rc = cli_call(c, CLI_RESMGR, &m_rp_update, json_pack("{s:o,s:o}", "id", id_obj(id), "config", cfg), &resp);
+    rc = cli_call(c, CLI_RESMGR, &m_rp_update, json_pack("{s:o,s:o}", "id", cli_id_obj(id), "config", cfg), &resp);
     if (rc) return rc;
     if (c->json) cli_print_json(c, resp);
     else fprintf(c->out, "Resource pool %s updated\n", in->argv[0]);
@@ -205,7 +167,7 @@ static int cmd_respool_update(struct cli *c, const struct cli_inv *in) {
 
 static int cmd_respool_delete(struct cli *c, const struct cli_inv *in) {
     json_t *resp;
-    if (!pool_path_ok(in->argv[0])) return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with /", in->argv[0]);
+    if (!cli_pool_path_ok(in->argv[0])) return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with /", in->argv[0]);
     int rc = cli_call(c, CLI_RESMGR, &m_rp_delete, json_pack("{s:{s:s}}", "path", "value", in->argv[0]), &resp);
     if (rc) return rc;
     if (c->json) cli_print_json(c, resp);
@@ -235,12 +197,12 @@ static int cmd_respool_dump(struct cli *c, const struct cli_inv *in) {
 
 /* ---------------------------------------------------------------------- job */
 
-static int job_get(struct cli *c, const char *id, json_t **resp) {
-    return cli_call(c, CLI_JOBMGR, &m_job_get, json_pack("{s:o}", "id", id_obj(id)), resp);
+int cli_job_get(struct cli *c, const char *id, json_t **resp) {
+    return cli_call(c, CLI_JOBMGR, &m_job_get, json_pack("{s:o}", "id", cli_id_obj(id)), resp);
 }
 
 /* Instances counted as up for --wait: running, or already done. */
-static long long job_up(const json_t *info) {
+long long cli_job_up(const json_t *info) {
     json_t *stats = json_object_get(json_object_get(info, "runtime"), "taskStats");
     json_t *r = json_object_get(stats, "RUNNING"), *s = json_object_get(stats, "SUCCEEDED");
     return (json_is_integer(r) ? json_integer_value(r) : 0) + (json_is_integer(s) ? json_integer_value(s) : 0);
@@ -248,17 +210,17 @@ static long long job_up(const json_t *info) {
 
 /* Polls Get until every instance runs (or has succeeded), the job ends
  * another way, or wait_ms passes; a line on stderr at each change. */
-static int job_wait(struct cli *c, const char *id, long wait_ms) {
+int cli_job_wait(struct cli *c, const char *id, long wait_ms) {
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char last[512] = "", line[512], st[64];
     for (;;) {
         json_t *resp;
-        int rc = job_get(c, id, &resp);
+        int rc = cli_job_get(c, id, &resp);
         if (rc) return rc;
         json_t *info = json_object_get(resp, "jobInfo");
         long long want = json_integer_value(json_object_get(json_object_get(info, "config"), "instanceCount"));
-        long long up = job_up(info);
+        long long up = cli_job_up(info);
         cli_str(info, "runtime.state", st, sizeof st);
         if (!st[0]) snprintf(st, sizeof st, "UNKNOWN");
         snprintf(line, sizeof line, "job %.200s: %s, %lld/%lld instances running or done", id, st, up, want);
@@ -285,45 +247,45 @@ static int cmd_job_create(struct cli *c, const struct cli_inv *in) {
     const char *wait = cli_flag(in, "wait-timeout");
     long wait_ms = 0;
     if (cli_switch(in, "wait")) {
-        long long s = parse_uint(wait);
+        long long s = cli_parse_uint(wait);
         if (s <= 0) return cli_usage_error(c, in->cmd, "--wait-timeout is a number of seconds, not \"%s\"", wait);
         wait_ms = (long)s * 1000;
     }
-    if (!pool_path_ok(in->argv[0]))
+    if (!cli_pool_path_ok(in->argv[0]))
         return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with /", in->argv[0]);
-    json_t *cfg = load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]);
+    json_t *cfg = cli_load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]);
     if (!cfg) return CLI_USAGE;
     char pool[256], id[256];
-    int rc = lookup_pool(c, in->argv[0], pool, sizeof pool);
+    int rc = cli_lookup_pool(c, in->argv[0], pool, sizeof pool);
     if (rc) {
         json_decref(cfg);
         return rc;
     }
-    json_object_set_new(cfg, "respoolID", id_obj(pool));
+    json_object_set_new(cfg, "respoolID", cli_id_obj(pool));
     json_t *req = json_pack("{s:o}", "config", cfg), *resp;
     const char *want_id = cli_flag(in, "jobID");
-    if (want_id) json_object_set_new(req, "id", id_obj(want_id));
+    if (want_id) json_object_set_new(req, "id", cli_id_obj(want_id));
     rc = cli_call(c, CLI_JOBMGR, &m_job_create, req, &resp);
     if (rc) return rc;
     cli_str(resp, "jobId.value", id, sizeof id);
     if (c->json) cli_print_json(c, resp);
     else fprintf(c->out, "Job %s created\n", id);
     json_decref(resp);
-    return wait_ms ? job_wait(c, id, wait_ms) : CLI_OK;
+    return wait_ms ? cli_job_wait(c, id, wait_ms) : CLI_OK;
 }
 
 static int cmd_job_get(struct cli *c, const struct cli_inv *in) {
     json_t *resp;
-    int rc = job_get(c, in->argv[0], &resp);
+    int rc = cli_job_get(c, in->argv[0], &resp);
     if (rc) return rc;
-    print_reply_yaml(c, resp, "jobInfo");
+    cli_print_reply_yaml(c, resp, "jobInfo");
     json_decref(resp);
     return CLI_OK;
 }
 
 static int cmd_job_status(struct cli *c, const struct cli_inv *in) {
     json_t *resp;
-    int rc = job_get(c, in->argv[0], &resp);
+    int rc = cli_job_get(c, in->argv[0], &resp);
     if (rc) return rc;
     if (c->json) {
         cli_print_json(c, json_object_get(json_object_get(resp, "jobInfo"), "runtime"));
@@ -351,7 +313,7 @@ static int cmd_job_status(struct cli *c, const struct cli_inv *in) {
 
 static int cmd_job_delete(struct cli *c, const struct cli_inv *in) {
     json_t *resp;
-    int rc = cli_call(c, CLI_JOBMGR, &m_job_delete, json_pack("{s:o}", "id", id_obj(in->argv[0])), &resp);
+    int rc = cli_call(c, CLI_JOBMGR, &m_job_delete, json_pack("{s:o}", "id", cli_id_obj(in->argv[0])), &resp);
     if (rc) return rc;
     if (c->json) cli_print_json(c, resp);
     else fprintf(c->out, "Job %s deleted\n", in->argv[0]);
@@ -361,9 +323,9 @@ static int cmd_job_delete(struct cli *c, const struct cli_inv *in) {
 
 /* A PaginationSpec from --limit, --offset, --sort, --sortorder (and --total). */
 static int pagination(struct cli *c, const struct cli_inv *in, json_t **out) {
-    long long limit = parse_uint(cli_flag(in, "limit")), offset = parse_uint(cli_flag(in, "offset"));
+    long long limit = cli_parse_uint(cli_flag(in, "limit")), offset = cli_parse_uint(cli_flag(in, "offset"));
     const char *total = cli_flag(in, "total"), *sort = cli_flag(in, "sort"), *order = cli_flag(in, "sortorder");
-    long long max = total ? parse_uint(total) : 0;
+    long long max = total ? cli_parse_uint(total) : 0;
     if (limit < 0 || offset < 0 || max < 0) return cli_usage_error(c, in->cmd, "--limit, --offset and --total are numbers");
     if (strcasecmp(order, "ASC") && strcasecmp(order, "DESC"))
         return cli_usage_error(c, in->cmd, "--sortorder is ASC or DESC, not \"%s\"", order);
@@ -382,7 +344,7 @@ static int cmd_job_query(struct cli *c, const struct cli_inv *in) {
     if (rc) goto bad;
     json_object_set_new(spec, "pagination", pg);
     const char *labels = cli_flag(in, "labels"), *rp = cli_flag(in, "respool");
-    json_t *ls = split_list(labels), *l;
+    json_t *ls = cli_split_list(labels), *l;
     size_t i;
     json_t *lab = json_array();
     json_array_foreach(ls, i, l) {
@@ -398,14 +360,14 @@ static int cmd_job_query(struct cli *c, const struct cli_inv *in) {
     }
     json_decref(ls);
     json_object_set_new(spec, "labels", lab);
-    json_object_set_new(spec, "keywords", split_list(cli_flag(in, "keywords")));
-    json_object_set_new(spec, "jobStates", state_list(cli_flag(in, "states")));
+    json_object_set_new(spec, "keywords", cli_split_list(cli_flag(in, "keywords")));
+    json_object_set_new(spec, "jobStates", cli_state_list(cli_flag(in, "states")));
     if (cli_flag(in, "owner")) json_object_set_new(spec, "owner", json_string(cli_flag(in, "owner")));
     if (cli_flag(in, "name")) json_object_set_new(spec, "name", json_string(cli_flag(in, "name")));
     if (rp && *rp) {
         char pid[256];
-        if ((rc = lookup_pool(c, rp, pid, sizeof pid))) goto bad;
-        json_object_set_new(req, "respoolID", id_obj(pid));
+        if ((rc = cli_lookup_pool(c, rp, pid, sizeof pid))) goto bad;
+        json_object_set_new(req, "respoolID", cli_id_obj(pid));
     }
     json_object_set_new(req, "spec", spec);
     spec = NULL;
@@ -442,311 +404,6 @@ bad:
     json_decref(spec);
     json_decref(req);
     return rc;
-}
-
-/* A version (a job's resource or configuration version): a uint64 as
- * proto3 JSON writes it, a string; NULL when s is not a number. */
-static json_t *version_json(const char *s) {
-    char *end;
-    if (!s || !*s || *s == '-' || strlen(s) > 20) return NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno) return NULL;
-    char b[32];
-    snprintf(b, sizeof b, "%llu", v);
-    return json_string(b);
-}
-
-static long elapsed_ms(const struct timespec *t0) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
-/* --wait's bound from --wait-timeout (seconds): 0 without --wait, -1 when bad. */
-static long wait_bound(struct cli *c, const struct cli_inv *in) {
-    if (!cli_switch(in, "wait") && !cli_switch(in, "progress")) return 0;
-    const char *w = cli_flag(in, "wait-timeout");
-    long long s = parse_uint(w);
-    if (s <= 0) {
-        cli_usage_error(c, in->cmd, "--wait-timeout is a number of seconds, not \"%s\"", w ? w : "");
-        return -1;
-    }
-    return (long)s * 1000;
-}
-
-/* The job's instanceCount (for a range's open end), or -1 after printing why not. */
-static long long job_instances(struct cli *c, const char *id) {
-    json_t *resp;
-    if (job_get(c, id, &resp)) return -1;
-    long long n = json_integer_value(json_object_get(json_object_get(json_object_get(resp, "jobInfo"), "config"),
-                                                     "instanceCount"));
-    json_decref(resp);
-    return n;
-}
-
-int cli_ranges(const char *spec, long long count, json_t *out, char *bad, size_t badlen) {
-    size_t n = strlen(spec);
-    const char *p = spec, *end = spec + n;
-    while (p < end) {
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        size_t len = comma ? (size_t)(comma - p) : (size_t)(end - p);
-        const char *colon = memchr(p, ':', len);
-        long long from = -1, to = -1;
-        if (colon && (size_t)(colon - p) < 16 && len - (size_t)(colon - p) - 1 < 16) {
-            char a[16], b[16];
-            snprintf(a, sizeof a, "%.*s", (int)(colon - p), p);
-            snprintf(b, sizeof b, "%.*s", (int)(len - (size_t)(colon - p) - 1), colon + 1);
-            from = a[0] ? parse_uint(a) : 0;
-            to = b[0] ? parse_uint(b) : -2; /* -2: the job's end */
-        }
-        if (len == 1 && *p == ':') { /* every instance: as no range */
-        } else if (len && (from < 0 || to == -1 || (to >= 0 && to <= from))) {
-            snprintf(bad, badlen, "%.*s", (int)(len < 64 ? len : 64), p);
-            return -1;
-        } else if (len) {
-            if (to == -2 && count < 0) return 1;
-            json_array_append_new(out, json_pack("{s:I,s:I}", "from", from, "to", to == -2 ? count : to));
-        }
-        p += len + (comma != NULL);
-    }
-    return 0;
-}
-
-/* -r from:to (repeated, or comma-separated) as InstanceRanges: cli_ranges,
- * with the job's instanceCount read with Get when a range is open-ended
- * (the server takes no open range). */
-static int instance_ranges(struct cli *c, const struct cli_inv *in, const char *job, json_t **ranges) {
-    *ranges = json_array();
-    const char *r = cli_flag(in, "range");
-    char bad[80];
-    int k = r ? cli_ranges(r, -1, *ranges, bad, sizeof bad) : 0;
-    if (k == 1) {
-        long long count = job_instances(c, job);
-        json_array_clear(*ranges);
-        k = count < 0 ? 2 : cli_ranges(r, count, *ranges, bad, sizeof bad);
-    }
-    if (k == 0) return CLI_OK;
-    json_decref(*ranges);
-    *ranges = NULL;
-    if (k == 2) return CLI_ERR;
-    return cli_usage_error(c, in->cmd, "--range \"%s\": expected from:to with from below to (to excluded)", bad);
-}
-
-/* Polls GetUpdate until the update ends or pauses, or wait_ms passes; a
- * line on stderr at each change. SUCCEEDED and PAUSED end with 0; ABORTED,
- * FAILED and ROLLED_BACK with 1. */
-static int update_wait(struct cli *c, const char *uid, long wait_ms) {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    char last[512] = "", line[512], st[64];
-    for (;;) {
-        json_t *resp;
-        int rc = cli_call(c, CLI_JOBMGR, &m_upd_get, json_pack("{s:{s:s}}", "updateId", "value", uid), &resp);
-        if (rc) return rc;
-        json_t *s = json_object_get(json_object_get(resp, "updateInfo"), "status");
-        long long done = json_integer_value(json_object_get(s, "numTasksDone"));
-        long long failed = json_integer_value(json_object_get(s, "numTasksFailed"));
-        long long left = json_integer_value(json_object_get(s, "numTasksRemaining"));
-        cli_str(s, "state", st, sizeof st);
-        json_decref(resp);
-        if (!st[0]) snprintf(st, sizeof st, "INVALID");
-        if (!strcmp(st, "INITIALIZED")) /* not seen by the job manager yet: the counts are the last update's */
-            snprintf(line, sizeof line, "update %.200s: %s", uid, st);
-        else snprintf(line, sizeof line, "update %.200s: %s, %lld/%lld instances done, %lld failed", uid, st, done,
-                      done + failed + left, failed);
-        if (strcmp(line, last)) fprintf(c->err, "%s\n", line);
-        snprintf(last, sizeof last, "%s", line);
-        if (!strcmp(st, "SUCCEEDED")) return CLI_OK;
-        if (!strcmp(st, "PAUSED")) {
-            fprintf(c->err, "update %s is paused: 'peloton update resume %s' goes on\n", uid, uid);
-            return CLI_OK;
-        }
-        if (!strcmp(st, "ABORTED") || !strcmp(st, "FAILED") || !strcmp(st, "ROLLED_BACK")) {
-            fprintf(c->err, "peloton: error: update %s ended %s\n", uid, st);
-            return CLI_ERR;
-        }
-        if (elapsed_ms(&t0) >= wait_ms) {
-            fprintf(c->err, "peloton: error: deadline-exceeded: update %s not done after %ld ms (%s)\n", uid,
-                    wait_ms, last);
-            return CLI_ERR;
-        }
-        usleep(300 * 1000);
-    }
-}
-
-/* Polls Get until the job is KILLED (or ended another way), or wait_ms passes. */
-static int job_wait_stopped(struct cli *c, const char *id, long wait_ms) {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    char last[512] = "", line[512], st[64];
-    for (;;) {
-        json_t *resp;
-        int rc = job_get(c, id, &resp);
-        if (rc) return rc;
-        json_t *info = json_object_get(resp, "jobInfo");
-        cli_str(info, "runtime.state", st, sizeof st);
-        long long up = job_up(info);
-        json_decref(resp);
-        if (!st[0]) snprintf(st, sizeof st, "UNKNOWN");
-        snprintf(line, sizeof line, "job %.200s: %s, %lld instance(s) running", id, st, up);
-        if (strcmp(line, last)) fprintf(c->err, "%s\n", line);
-        snprintf(last, sizeof last, "%s", line);
-        if (!strcmp(st, "KILLED") || !strcmp(st, "SUCCEEDED") || !strcmp(st, "FAILED")) return CLI_OK;
-        if (elapsed_ms(&t0) >= wait_ms) {
-            fprintf(c->err, "peloton: error: deadline-exceeded: job %s not stopped after %ld ms (%s)\n", id,
-                    wait_ms, last);
-            return CLI_ERR;
-        }
-        usleep(300 * 1000);
-    }
-}
-
-enum job_op { OP_STOP, OP_START, OP_RESTART };
-
-/* job stop|start|restart <job> [batch-size] [-r from:to]... [--resourceVersion N] [--wait] */
-static int job_lifecycle(struct cli *c, const struct cli_inv *in, enum job_op op) {
-    static const struct {
-        const struct clirpc_method *m;
-        const char *cfgkey, *done;
-    } ops[] = {{&m_job_stop, "stopConfig", "stopping"},
-               {&m_job_start, "startConfig", "starting"},
-               {&m_job_restart, "restartConfig", "restarting"}};
-    const char *id = in->argv[0];
-    long wait_ms = wait_bound(c, in);
-    if (wait_ms < 0) return CLI_USAGE;
-    json_t *req = json_pack("{s:o}", "id", id_obj(id)), *ranges, *resp;
-    const char *bs = in->argc > 1 ? in->argv[1] : NULL;
-    if (bs) {
-        long long n = parse_uint(bs);
-        if (n < 0) {
-            json_decref(req);
-            return cli_usage_error(c, in->cmd, "batch size \"%s\" is not a number", bs);
-        }
-        json_object_set_new(req, ops[op].cfgkey, json_pack("{s:I}", "batchSize", n));
-    }
-    const char *rv = cli_flag(in, "resourceVersion");
-    if (rv) {
-        json_t *v = version_json(rv);
-        if (!v) {
-            json_decref(req);
-            return cli_usage_error(c, in->cmd, "--resourceVersion is a number, not \"%s\"", rv);
-        }
-        json_object_set_new(req, "resourceVersion", v);
-    }
-    int rc = instance_ranges(c, in, id, &ranges);
-    if (rc) {
-        json_decref(req);
-        return rc;
-    }
-    json_object_set_new(req, "ranges", ranges);
-    if ((rc = cli_call(c, CLI_JOBMGR, ops[op].m, req, &resp))) return rc;
-    char v[64], uid[256];
-    cli_str(resp, "updateID.value", uid, sizeof uid);
-    if (c->json) cli_print_json(c, resp);
-    else if (uid[0])
-        fprintf(c->out, "Job %s %s: update %s (resource version %s)\n", id, ops[op].done, uid,
-                cli_str(resp, "resourceVersion", v, sizeof v)[0] ? v : "0");
-    else fprintf(c->out, "Job %s %s (resource version %s)\n", id, ops[op].done,
-                 cli_str(resp, "resourceVersion", v, sizeof v)[0] ? v : "0");
-    json_decref(resp);
-    if (!wait_ms) return CLI_OK;
-    if (uid[0]) return update_wait(c, uid, wait_ms);
-    return op == OP_STOP ? job_wait_stopped(c, id, wait_ms) : job_wait(c, id, wait_ms);
-}
-
-static int cmd_job_stop(struct cli *c, const struct cli_inv *in) { return job_lifecycle(c, in, OP_STOP); }
-static int cmd_job_start(struct cli *c, const struct cli_inv *in) { return job_lifecycle(c, in, OP_START); }
-static int cmd_job_restart(struct cli *c, const struct cli_inv *in) { return job_lifecycle(c, in, OP_RESTART); }
-
-/* A JobConfig from the YAML for job update / update create: the pool at
- * respool (else the job's own, which Get reads: the config replaces the
- * pool too), and the configuration version given with -c as the
- * precondition. */
-static int new_config(struct cli *c, const struct cli_inv *in, const char *respool, json_t **out) {
-    const char *ver = cli_flag(in, "configuration-version");
-    json_t *v = NULL;
-    if (ver && strcmp(ver, "0") && !(v = version_json(ver)))
-        return cli_usage_error(c, in->cmd, "--configuration-version is a number, not \"%s\"", ver);
-    if (respool && !pool_path_ok(respool)) {
-        json_decref(v);
-        return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with /", respool);
-    }
-    json_t *cfg = load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]);
-    if (!cfg) {
-        json_decref(v);
-        return CLI_USAGE;
-    }
-    if (v) json_object_set_new(cfg, "changeLog", json_pack("{s:o}", "version", v));
-    char pool[256] = "";
-    int rc = CLI_OK;
-    if (respool) rc = lookup_pool(c, respool, pool, sizeof pool);
-    else if (!json_object_get(cfg, "respoolID")) {
-        json_t *resp;
-        if (!(rc = job_get(c, in->argv[0], &resp))) {
-            cli_str(resp, "jobInfo.config.respoolID.value", pool, sizeof pool);
-            json_decref(resp);
-        }
-    }
-    if (rc) {
-        json_decref(cfg);
-        return rc;
-    }
-    if (pool[0]) json_object_set_new(cfg, "respoolID", id_obj(pool));
-    *out = cfg;
-    return CLI_OK;
-}
-
-static int cmd_job_update(struct cli *c, const struct cli_inv *in) {
-    json_t *cfg, *resp;
-    int rc = new_config(c, in, NULL, &cfg);
-    if (rc) return rc;
-    rc = cli_call(c, CLI_JOBMGR, &m_job_update, json_pack("{s:o,s:o}", "id", id_obj(in->argv[0]), "config", cfg),
-                  &resp);
-    if (rc) return rc;
-    char msg[512];
-    if (c->json) cli_print_json(c, resp);
-    else fprintf(c->out, "Job %s updated: %s\n", in->argv[0],
-                 cli_str(resp, "message", msg, sizeof msg)[0] ? msg : "done");
-    json_decref(resp);
-    return CLI_OK;
-}
-
-static int cmd_job_refresh(struct cli *c, const struct cli_inv *in) {
-    json_t *resp;
-    int rc = cli_call(c, CLI_JOBMGR, &m_job_refresh, json_pack("{s:o}", "id", id_obj(in->argv[0])), &resp);
-    if (rc) return rc;
-    if (c->json) cli_print_json(c, resp);
-    else fprintf(c->out, "Job %s refreshed\n", in->argv[0]);
-    json_decref(resp);
-    return CLI_OK;
-}
-
-static int cmd_job_cache(struct cli *c, const struct cli_inv *in) {
-    json_t *resp;
-    int rc = cli_call(c, CLI_JOBMGR, &m_job_cache, json_pack("{s:o}", "id", id_obj(in->argv[0])), &resp);
-    if (rc) return rc;
-    print_reply_yaml(c, resp, NULL);
-    json_decref(resp);
-    return CLI_OK;
-}
-
-static int cmd_job_active(struct cli *c, const struct cli_inv *in) {
-    (void)in;
-    json_t *resp, *e;
-    size_t i;
-    int rc = cli_call(c, CLI_JOBMGR, &m_job_active, json_object(), &resp);
-    if (rc) return rc;
-    if (c->json) cli_print_json(c, resp);
-    else {
-        json_array_foreach(json_object_get(resp, "ids"), i, e) {
-            char b[256];
-            fprintf(c->out, "%s\n", cli_str(e, "value", b, sizeof b));
-        }
-        fprintf(c->err, "%zu active job(s)\n", json_array_size(json_object_get(resp, "ids")));
-    }
-    json_decref(resp);
-    return CLI_OK;
 }
 
 /* --------------------------------------------------------------------- task */
@@ -807,7 +464,7 @@ static int cmd_task_list(struct cli *c, const struct cli_inv *in) {
 }
 
 static int cmd_task_get(struct cli *c, const struct cli_inv *in) {
-    long long inst = parse_uint(in->argv[1]);
+    long long inst = cli_parse_uint(in->argv[1]);
     if (inst < 0) return cli_usage_error(c, in->cmd, "instance \"%s\" is not a number", in->argv[1]);
     json_t *resp;
     int rc = cli_call(c, CLI_JOBMGR, &m_task_get,
@@ -831,8 +488,8 @@ static int cmd_task_query(struct cli *c, const struct cli_inv *in) {
     json_t *pg, *resp;
     int rc = pagination(c, in, &pg);
     if (rc) return rc;
-    json_t *spec = json_pack("{s:o,s:o,s:o,s:o}", "pagination", pg, "taskStates", state_list(cli_flag(in, "states")), "names",
-                             split_list(cli_flag(in, "names")), "hosts", split_list(cli_flag(in, "hosts")));
+    json_t *spec = json_pack("{s:o,s:o,s:o,s:o}", "pagination", pg, "taskStates", cli_state_list(cli_flag(in, "states")), "names",
+                             cli_split_list(cli_flag(in, "names")), "hosts", cli_split_list(cli_flag(in, "hosts")));
     rc = cli_call(c, CLI_JOBMGR, &m_task_query,
                   json_pack("{s:{s:s},s:o}", "jobId", "value", in->argv[0], "spec", spec), &resp);
     if (rc) return rc;
@@ -844,280 +501,6 @@ static int cmd_task_query(struct cli *c, const struct cli_inv *in) {
     }
     json_decref(resp);
     return CLI_OK;
-}
-
-/* task start|stop|restart <job> [-r from:to]... */
-static int task_action(struct cli *c, const struct cli_inv *in, const struct clirpc_method *m, const char *key,
-                       const char *done) {
-    json_t *ranges, *resp;
-    int rc = instance_ranges(c, in, in->argv[0], &ranges);
-    if (rc) return rc;
-    rc = cli_call(c, CLI_JOBMGR, m, json_pack("{s:{s:s},s:o}", "jobId", "value", in->argv[0], "ranges", ranges), &resp);
-    if (rc) return rc;
-    if (c->json) cli_print_json(c, resp);
-    else {
-        json_t *ids = key ? json_object_get(resp, key) : NULL, *e;
-        size_t i;
-        fprintf(c->out, "Job %s: %s", in->argv[0], done);
-        if (!key) fprintf(c->out, " requested");
-        else if (!json_array_size(ids)) fprintf(c->out, " none");
-        json_array_foreach(ids, i, e) fprintf(c->out, "%s%lld", i ? "," : " ", (long long)json_integer_value(e));
-        fputc('\n', c->out);
-    }
-    json_decref(resp);
-    return CLI_OK;
-}
-static int cmd_task_start(struct cli *c, const struct cli_inv *in) {
-    return task_action(c, in, &m_task_start, "startedInstanceIds", "started");
-}
-static int cmd_task_stop(struct cli *c, const struct cli_inv *in) {
-    return task_action(c, in, &m_task_stop, "stoppedInstanceIds", "stopped");
-}
-static int cmd_task_restart(struct cli *c, const struct cli_inv *in) {
-    return task_action(c, in, &m_task_restart, NULL, "restart");
-}
-
-static int cmd_task_events(struct cli *c, const struct cli_inv *in) {
-    long long inst = parse_uint(in->argv[1]);
-    if (inst < 0) return cli_usage_error(c, in->cmd, "instance \"%s\" is not a number", in->argv[1]);
-    json_t *resp;
-    int rc = cli_call(c, CLI_JOBMGR, &m_task_events,
-                      json_pack("{s:{s:s},s:I}", "jobId", "value", in->argv[0], "instanceId", inst), &resp);
-    if (rc) return rc;
-    if (c->json) cli_print_json(c, resp);
-    else {
-        static const char *const heads[] = {"TIME", "STATE", "GOAL", "HOST", "MESSAGE", "REASON"};
-        struct cli_table *t = cli_table_new(6, heads);
-        json_t *e;
-        size_t i;
-        json_array_foreach(json_object_get(resp, "result"), i, e) {
-            char b[6][512];
-            const char *row[6] = {cli_str(e, "timestamp", b[0], 512), cli_str(e, "actualState", b[1], 512),
-                                  cli_str(e, "goalState", b[2], 512), cli_str(e, "hostname", b[3], 512),
-                                  cli_str(e, "message", b[4], 512),   cli_str(e, "reason", b[5], 512)};
-            cli_table_add(t, row);
-        }
-        cli_table_print(t, c->out);
-        cli_table_free(t);
-    }
-    json_decref(resp);
-    return CLI_OK;
-}
-
-/* ------------------------------------------------------------------- update */
-
-static json_t *upd_req(const char *uid) { return json_pack("{s:{s:s}}", "updateId", "value", uid); }
-
-static const char *const upd_heads[] = {"UPDATE-ID", "JOB", "STATE", "DONE", "FAILED", "REMAINING", "BATCH-SIZE"};
-
-static void upd_row(struct cli_table *t, const json_t *u) {
-    char b[7][256];
-    const char *row[7] = {cli_str(u, "updateId.value", b[0], 256),        cli_str(u, "jobId.value", b[1], 256),
-                          cli_str(u, "status.state", b[2], 256),          cli_str(u, "status.numTasksDone", b[3], 256),
-                          cli_str(u, "status.numTasksFailed", b[4], 256), cli_str(u, "status.numTasksRemaining", b[5], 256),
-                          cli_str(u, "config.batchSize", b[6], 256)};
-    if (!b[2][0]) snprintf(b[2], 256, "INVALID");
-    for (int k = 3; k < 7; k++) /* proto3 JSON leaves zeros out */
-        if (!b[k][0]) snprintf(b[k], 256, "0");
-    cli_table_add(t, row);
-}
-
-/* update create <job> <config.yaml> [batch-size] [respool-path] */
-static int cmd_update_create(struct cli *c, const struct cli_inv *in) {
-    long wait_ms = wait_bound(c, in);
-    if (wait_ms < 0) return CLI_USAGE;
-    json_t *uc = json_object();
-    if (in->argc > 2) {
-        long long n = parse_uint(in->argv[2]);
-        if (n < 0) {
-            json_decref(uc);
-            return cli_usage_error(c, in->cmd, "batch size \"%s\" is not a number", in->argv[2]);
-        }
-        json_object_set_new(uc, "batchSize", json_integer(n));
-    }
-    static const char *const counts[][2] = {{"maxattempts", "maxInstanceAttempts"},
-                                            {"maxfailureInstances", "maxFailureInstances"}};
-    for (size_t i = 0; i < 2; i++) {
-        const char *s = cli_flag(in, counts[i][0]);
-        long long n = parse_uint(s);
-        if (n < 0) {
-            json_decref(uc);
-            return cli_usage_error(c, in->cmd, "--%s is a number, not \"%s\"", counts[i][0], s ? s : "");
-        }
-        if (n) json_object_set_new(uc, counts[i][1], json_integer(n));
-    }
-    const char *pct = cli_flag(in, "batch-percentage");
-    if (pct) {
-        char *end;
-        double p = strtod(pct, &end);
-        if (!*pct || *end || !(p > 0 && p <= 100)) {
-            json_decref(uc);
-            return cli_usage_error(c, in->cmd, "--batch-percentage is a number in (0, 100], not \"%s\"", pct);
-        }
-        json_object_set_new(uc, "batchPercentage", json_real(p));
-    }
-    static const char *const sw[][2] = {
-        {"rollbackOnFailure", "rollbackOnFailure"}, {"start-paused", "startPaused"}, {"in-place", "inPlace"}};
-    for (size_t i = 0; i < 3; i++)
-        if (cli_switch(in, sw[i][0])) json_object_set_new(uc, sw[i][1], json_true());
-    json_t *cfg, *resp;
-    int rc = new_config(c, in, in->argc > 3 ? in->argv[3] : NULL, &cfg);
-    if (rc) {
-        json_decref(uc);
-        return rc;
-    }
-    rc = cli_call(c, CLI_JOBMGR, &m_upd_create,
-                  json_pack("{s:o,s:o,s:o}", "jobId", id_obj(in->argv[0]), "jobConfig", cfg, "updateConfig", uc),
-                  &resp);
-    if (rc) return rc;
-    char uid[256];
-    cli_str(resp, "updateID.value", uid, sizeof uid);
-    if (c->json) cli_print_json(c, resp);
-    else fprintf(c->out, "Update %s created for job %s\n", uid, in->argv[0]);
-    json_decref(resp);
-    return wait_ms ? update_wait(c, uid, wait_ms) : CLI_OK;
-}
-
-static int cmd_update_get(struct cli *c, const struct cli_inv *in) {
-    json_t *resp;
-    int rc = cli_call(c, CLI_JOBMGR, &m_upd_get, upd_req(in->argv[0]), &resp);
-    if (rc) return rc;
-    if (c->json) cli_print_json(c, resp);
-    else {
-        struct cli_table *t = cli_table_new(7, upd_heads);
-        upd_row(t, json_object_get(resp, "updateInfo"));
-        cli_table_print(t, c->out);
-        cli_table_free(t);
-    }
-    json_decref(resp);
-    return CLI_OK;
-}
-
-static int cmd_update_list(struct cli *c, const struct cli_inv *in) {
-    json_t *resp, *u;
-    int rc = cli_call(c, CLI_JOBMGR, &m_upd_list, json_pack("{s:{s:s}}", "jobID", "value", in->argv[0]), &resp);
-    if (rc) return rc;
-    if (c->json) cli_print_json(c, resp);
-    else {
-        json_t *all = json_object_get(resp, "updateInfo");
-        struct cli_table *t = cli_table_new(7, upd_heads);
-        size_t i;
-        json_array_foreach(all, i, u) upd_row(t, u);
-        cli_table_print(t, c->out);
-        cli_table_free(t);
-        fprintf(c->err, "%zu update(s)\n", json_array_size(all));
-    }
-    json_decref(resp);
-    return CLI_OK;
-}
-
-static int cmd_update_cache(struct cli *c, const struct cli_inv *in) {
-    json_t *resp;
-    int rc = cli_call(c, CLI_JOBMGR, &m_upd_cache, upd_req(in->argv[0]), &resp);
-    if (rc) return rc;
-    print_reply_yaml(c, resp, NULL);
-    json_decref(resp);
-    return CLI_OK;
-}
-
-static int update_action(struct cli *c, const struct cli_inv *in, const struct clirpc_method *m, const char *done) {
-    json_t *resp;
-    int rc = cli_call(c, CLI_JOBMGR, m, upd_req(in->argv[0]), &resp);
-    if (rc) return rc;
-    if (c->json) cli_print_json(c, resp);
-    else fprintf(c->out, "Update %s %s\n", in->argv[0], done);
-    json_decref(resp);
-    return CLI_OK;
-}
-
-static int cmd_update_pause(struct cli *c, const struct cli_inv *in) {
-    return update_action(c, in, &m_upd_pause, "paused");
-}
-static int cmd_update_resume(struct cli *c, const struct cli_inv *in) {
-    return update_action(c, in, &m_upd_resume, "resumed");
-}
-static int cmd_update_rollback(struct cli *c, const struct cli_inv *in) {
-    return update_action(c, in, &m_upd_rollback, "rolling back");
-}
-static int cmd_update_abort(struct cli *c, const struct cli_inv *in) {
-    return update_action(c, in, &m_upd_abort, "aborted");
-}
-
-/* --------------------------------------------------------------------- host */
-
-/* States given as "draining,HOST_STATE_UP": the enum names. */
-static int host_states(struct cli *c, const struct cli_inv *in, json_t **out) {
-    static const char *const names[] = {"UNKNOWN", "UP", "DRAINING", "DRAINED", "DOWN"};
-    json_t *a = state_list(cli_flag(in, "states")), *v;
-    size_t i;
-    json_array_foreach(a, i, v) {
-        const char *s = json_string_value(v);
-        if (!strncmp(s, "HOST_STATE_", 11)) s += 11;
-        size_t k = 0;
-        while (k < sizeof names / sizeof *names && strcmp(s, names[k])) k++;
-        if (k == sizeof names / sizeof *names) {
-            int rc = cli_usage_error(c, in->cmd,
-                                     "--states: \"%s\" is not a host state (up, draining, drained, down, unknown)",
-                                     json_string_value(v));
-            json_decref(a);
-            return rc;
-        }
-        char full[32];
-        snprintf(full, sizeof full, "HOST_STATE_%s", names[k]);
-        json_array_set_new(a, i, json_string(full));
-    }
-    *out = a;
-    return CLI_OK;
-}
-
-static int cmd_host_query(struct cli *c, const struct cli_inv *in) {
-    json_t *states = NULL, *resp, *h;
-    int rc = host_states(c, in, &states);
-    if (rc) return rc;
-    if ((rc = cli_call(c, CLI_HOSTMGR, &m_host_query, json_pack("{s:o}", "hostStates", states), &resp))) return rc;
-    if (c->json) cli_print_json(c, resp);
-    else {
-        static const char *const heads[] = {"HOSTNAME", "IP", "STATE", "GOAL-STATE"};
-        json_t *all = json_object_get(resp, "hostInfos");
-        struct cli_table *t = cli_table_new(4, heads);
-        size_t i;
-        json_array_foreach(all, i, h) {
-            char b[4][256];
-            const char *row[4] = {cli_str(h, "hostname", b[0], 256), cli_str(h, "ip", b[1], 256),
-                                  cli_str(h, "state", b[2], 256), cli_str(h, "goalState", b[3], 256)};
-            cli_table_add(t, row);
-        }
-        cli_table_print(t, c->out);
-        cli_table_free(t);
-        fprintf(c->err, "%zu host(s)\n", json_array_size(all));
-    }
-    json_decref(resp);
-    return CLI_OK;
-}
-
-/* host maintenance start|complete <host,host,...>: one call a host, in
- * order, stopping at the first refusal (the hosts before it stay changed). */
-static int host_maintenance(struct cli *c, const struct cli_inv *in, const struct clirpc_method *m, const char *done) {
-    json_t *hosts = split_list(in->argv[0]), *h;
-    size_t i;
-    int rc = CLI_OK;
-    if (!json_array_size(hosts)) rc = cli_usage_error(c, in->cmd, "no hostname given");
-    json_array_foreach(hosts, i, h) {
-        json_t *resp;
-        if (rc || (rc = cli_call(c, CLI_HOSTMGR, m, json_pack("{s:O}", "hostname", h), &resp))) break;
-        if (c->json) cli_print_json(c, resp);
-        else fprintf(c->out, "Host %s: %s\n", json_string_value(h), done);
-        json_decref(resp);
-    }
-    json_decref(hosts);
-    return rc;
-}
-
-static int cmd_host_maint_start(struct cli *c, const struct cli_inv *in) {
-    return host_maintenance(c, in, &m_host_start, "maintenance started");
-}
-static int cmd_host_maint_complete(struct cli *c, const struct cli_inv *in) {
-    return host_maintenance(c, in, &m_host_complete, "maintenance completed");
 }
 
 /* -------------------------------------------------------------------- table */
@@ -1201,49 +584,49 @@ const struct cli_cmd cli_cmds[] = {
      false},
     {"job delete", "<job-id>", "delete a job", 1, 1, NULL, cmd_job_delete, false},
     {"job stop", "<job-id>", "stop a job's instances (every one: pelotond has no per-instance stop)", 1, 1, f_job_stop,
-     cmd_job_stop, false},
-    {"job start", "<job-id> [batch-size]", "start a stopped job's instances again", 1, 2, f_job_ctl, cmd_job_start,
+     cli_cmd_job_stop, false},
+    {"job start", "<job-id> [batch-size]", "start a stopped job's instances again", 1, 2, f_job_ctl, cli_cmd_job_start,
      false},
     {"job restart", "<job-id> [batch-size]", "restart instances (a service: a rolling restart, an update)", 1, 2,
-     f_job_ctl, cmd_job_restart, false},
-    {"job update", "<job-id> <config.yaml>", "replace a job's config", 2, 2, f_job_update, cmd_job_update, false},
-    {"job rolling-start", "<job-id> [batch-size]", "start instances (as job start)", 1, 2, f_job_ctl, cmd_job_start,
+     f_job_ctl, cli_cmd_job_restart, false},
+    {"job update", "<job-id> <config.yaml>", "replace a job's config", 2, 2, f_job_update, cli_cmd_job_update, false},
+    {"job rolling-start", "<job-id> [batch-size]", "start instances (as job start)", 1, 2, f_job_ctl, cli_cmd_job_start,
      false},
     {"job rolling-restart", "<job-id> [batch-size]", "restart instances, batch by batch (as job restart)", 1, 2,
-     f_job_ctl, cmd_job_restart, false},
-    {"job rolling-stop", "<job-id> [batch-size]", "stop instances (as job stop)", 1, 2, f_job_ctl, cmd_job_stop,
+     f_job_ctl, cli_cmd_job_restart, false},
+    {"job rolling-stop", "<job-id> [batch-size]", "stop instances (as job stop)", 1, 2, f_job_ctl, cli_cmd_job_stop,
      false},
     {"job refresh", "<job-id>", "reload a job (pelotond caches nothing: checks that it exists)", 1, 1, NULL,
-     cmd_job_refresh, false},
+     cli_cmd_job_refresh, false},
     {"job cache", "<job-id>", "show a job's config and runtime as the job manager has them", 1, 1, NULL,
-     cmd_job_cache, false},
-    {"job active-list", "", "list the ids of the jobs not ended", 0, 0, NULL, cmd_job_active, false},
+     cli_cmd_job_cache, false},
+    {"job active-list", "", "list the ids of the jobs not ended", 0, 0, NULL, cli_cmd_job_active, false},
     {"task list", "<job-id>", "list a job's tasks", 1, 1, f_task_list, cmd_task_list, false},
     {"task get", "<job-id> <instance>", "show one task (every run still kept)", 2, 2, NULL, cmd_task_get, false},
     {"task query", "<job-id>", "list a job's tasks by states, names or hosts", 1, 1, f_task_query, cmd_task_query,
      false},
-    {"task start", "<job-id>", "start tasks", 1, 1, f_task_ranges, cmd_task_start, false},
-    {"task stop", "<job-id>", "stop tasks (all without --range)", 1, 1, f_task_ranges, cmd_task_stop, false},
-    {"task restart", "<job-id>", "restart tasks", 1, 1, f_task_ranges, cmd_task_restart, false},
-    {"task events", "<job-id> <instance>", "show a task's events", 2, 2, NULL, cmd_task_events, false},
+    {"task start", "<job-id>", "start tasks", 1, 1, f_task_ranges, cli_cmd_task_start, false},
+    {"task stop", "<job-id>", "stop tasks (all without --range)", 1, 1, f_task_ranges, cli_cmd_task_stop, false},
+    {"task restart", "<job-id>", "restart tasks", 1, 1, f_task_ranges, cli_cmd_task_restart, false},
+    {"task events", "<job-id> <instance>", "show a task's events", 2, 2, NULL, cli_cmd_task_events, false},
     {"update create", "<job-id> <config.yaml> [batch-size] [respool-path]",
      "roll a service job to a new config, batch by batch (the pool: the job's own when not given)", 2, 4,
-     f_update_create, cmd_update_create, false},
-    {"update get", "<update-id>", "show an update's state and progress", 1, 1, NULL, cmd_update_get, false},
-    {"update list", "<job-id>", "list a job's updates (its latest)", 1, 1, NULL, cmd_update_list, false},
+     f_update_create, cli_cmd_update_create, false},
+    {"update get", "<update-id>", "show an update's state and progress", 1, 1, NULL, cli_cmd_update_get, false},
+    {"update list", "<job-id>", "list a job's updates (its latest)", 1, 1, NULL, cli_cmd_update_list, false},
     {"update cache", "<update-id>", "show an update's instances as the job manager has them", 1, 1, NULL,
-     cmd_update_cache, false},
-    {"update pause", "<update-id>", "pause an update", 1, 1, NULL, cmd_update_pause, false},
-    {"update resume", "<update-id>", "resume a paused update", 1, 1, NULL, cmd_update_resume, false},
+     cli_cmd_update_cache, false},
+    {"update pause", "<update-id>", "pause an update", 1, 1, NULL, cli_cmd_update_pause, false},
+    {"update resume", "<update-id>", "resume a paused update", 1, 1, NULL, cli_cmd_update_resume, false},
     {"update rollback", "<update-id>", "roll an update back to the previous config", 1, 1, NULL,
-     cmd_update_rollback, false},
-    {"update abort", "<update-id>", "abort an update where it is", 1, 1, NULL, cmd_update_abort, false},
+     cli_cmd_update_rollback, false},
+    {"update abort", "<update-id>", "abort an update where it is", 1, 1, NULL, cli_cmd_update_abort, false},
     {"host maintenance start", "<hostname,...>", "drain hosts: their work moves away, no new work comes", 1, 1,
-     NULL, cmd_host_maint_start, false},
+     NULL, cli_cmd_host_maint_start, false},
     {"host maintenance complete", "<hostname,...>", "end hosts' maintenance: they take work again", 1, 1, NULL,
-     cmd_host_maint_complete, false},
-    {"host maintenance query", "", "list hosts by state (as host query)", 0, 0, f_host_query, cmd_host_query, false},
-    {"host query", "", "list hosts by state", 0, 0, f_host_query, cmd_host_query, false},
+     cli_cmd_host_maint_complete, false},
+    {"host maintenance query", "", "list hosts by state (as host query)", 0, 0, f_host_query, cli_cmd_host_query, false},
+    {"host query", "", "list hosts by state", 0, 0, f_host_query, cli_cmd_host_query, false},
     {"respool create", "<respool-path> <config.yaml>", "create a pool from Peloton's YAML ResourcePoolConfig", 2, 2,
      f_config, cmd_respool_create, false},
     {"respool update", "<respool-path> <config.yaml>", "replace a pool's config", 2, 2, f_config, cmd_respool_update,
