@@ -7,6 +7,10 @@ Prints figures; passes or fails nothing.
                        the API server), on 1 HTTP/2 connection and on 16,
                        100 streams in flight per connection
   unary YARPC calls/s  the same lookup over HTTP/1.1 keep-alive, JSON
+  streaming gRPC       v1alpha JobService.ListPods of a 1,000-instance job
+                       (10 messages of 100 PodSummaries per call; no job
+                       manager runs, so every instance reads INITIALIZED),
+                       calls/s and pod summaries/s, 1 connection
 """
 import http.client
 import json
@@ -77,6 +81,17 @@ def main():
             n = 20000
             rps, ok = h2load(path, grpc_body(msg), n, conns)
             report(f"grpc {name} ({conns} conn, 100 streams each)", rps, "calls/s", f"{ok}/{n} ok")
+    st, r = yarpc("peloton.api.v1alpha.job.stateless.svc.JobService::CreateJob",
+                  {"spec": {"name": "bench-stream", "instanceCount": 1000, "respoolId": {"value": "bench"},
+                            "defaultSpec": {"containers": [{"resource": {"cpuLimit": 0.01, "memLimitMb": 1},
+                                                            "command": {"value": "true"}}]}}})
+    assert st == 200 and r.get("jobId"), r
+    sid = r["jobId"]["value"]
+    lp = bytes([0x0a, 2 + len(sid), 0x0a, len(sid)]) + sid.encode()  # ListPodsRequest.job_id
+    n = 500
+    rps, ok = h2load("/peloton.api.v1alpha.job.stateless.svc.JobService/ListPods", grpc_body(lp), n, 1, 10)
+    report("grpc stream ListPods 1000 pods (1 conn, 10 streams)", rps, "calls/s", f"{ok}/{n} ok")
+    report("grpc stream ListPods pod summaries", rps * 1000, "pods/s")
     c = http.client.HTTPConnection("127.0.0.1", NPORT, timeout=30)
     n = 2000
     t0 = time.monotonic()

@@ -1,8 +1,10 @@
 /* Fuzz target: the generic proto3 JSON mapping (pbjson) and the bounded wire
  * decoder (pbmsg). The first byte picks the message: peloton_c.test.AllTypes
  * (every field shape), or a served request whose tree holds the proto2 Mesos
- * messages (job CreateRequest), the pool config (respool CreateRequest) or
- * an update (update.svc CreateUpdateRequest: JobConfig and UpdateConfig).
+ * messages (job CreateRequest), the pool config (respool CreateRequest),
+ * an update (update.svc CreateUpdateRequest: JobConfig and UpdateConfig),
+ * v1alpha's stateless CreateJobRequest (a map keyed by uint32) or
+ * WatchRequest (a uint64).
  * The rest starting with '{' is JSON: what pbjson accepts must pack, unpack
  * and write back as JSON that reads back to the same JSON. Anything else is
  * wire bytes: what pbmsg_unpack accepts must write as JSON (or be refused
@@ -18,6 +20,8 @@
 #include "peloton/api/v0/job/job.pb-c.h"
 #include "peloton/api/v0/respool/respool.pb-c.h"
 #include "peloton/api/v0/update/svc/update_svc.pb-c.h"
+#include "peloton/api/v1alpha/job/stateless/svc/stateless_svc.pb-c.h"
+#include "peloton/api/v1alpha/watch/svc/watch_svc.pb-c.h"
 #include "peloton_c/test/alltypes.pb-c.h"
 
 static const ProtobufCMessageDescriptor *D;
@@ -52,7 +56,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const ProtobufCMessageDescriptor *const descs[] = {
         &peloton_c__test__all_types__descriptor, &peloton__api__v0__job__create_request__descriptor,
         &peloton__api__v0__respool__create_request__descriptor,
-        &peloton__api__v0__update__svc__create_update_request__descriptor};
+        &peloton__api__v0__update__svc__create_update_request__descriptor,
+        &peloton__api__v1alpha__job__stateless__svc__create_job_request__descriptor,
+        &peloton__api__v1alpha__watch__svc__watch_request__descriptor};
     char err[256];
     ProtobufCMessage *m;
     if (!size) return 0;

@@ -3,13 +3,17 @@
  *
  * State (mesosdrv_int.h): agents by id (what the master said of each, its offers, where the
  * write-back of its Node stands), tasks by id (one per pod run the driver
- * launched or found bound to a Mesos Node), and two informers: pods (whole
- * objects) and the Mesos Nodes (label peloton.io/backend=mesos, the agent id
- * in an annotation). pump() compares them and starts what is missing:
- * launches on held offers, KILLs of pods being deleted, final DELETEs,
- * declines, REVIVE, Node writes. It looks at the pods noted in todo (those
- * that changed since, and those that wait), and at every pod only at start
- * and when a Mesos Node appears or changes.
+ * launched or found bound to a Mesos Node), and two informers: pods (what
+ * the driver reads of them, pod_keep) and the Mesos Nodes (label
+ * peloton.io/backend=mesos, the agent id in an annotation; their metadata).
+ * pump() compares them and starts what is missing: launches on held offers,
+ * KILLs of pods being deleted, final DELETEs, declines, REVIVE, Node writes.
+ * It looks at the pods noted in todo (those that changed since, and those
+ * that wait for reconciliation or their deletion), and at every pod only at
+ * start and when a Mesos Node appears or changes. A pod waiting for an offer
+ * is on its agent's wait set; pump visits the agents where a pod began to
+ * wait or an offer came (ready), those holding offers every OFFER_SWEEP_MS,
+ * and every agent only on the tick or when an agent or Node changed.
  *
  * Writes are ops on a list owned by the driver; an op in flight is owned by
  * its request and only detached at stop (op->d = NULL). An ACKNOWLEDGE is
@@ -218,6 +222,8 @@ static void on_offers(struct mdrv *d, const json_t *offers) {
         mo->got_ms = now;
         mo->next = a->offers;
         a->offers = mo;
+        strmap_put(&d->offered, a->id, (void *)1, NULL);
+        if (strmap_count(&a->wait)) strmap_put(&d->ready, a->id, (void *)1, NULL);
     }
 }
 
@@ -225,8 +231,9 @@ static void on_rescind(struct mdrv *d, const char *offer_id) {
     size_t pos = 0;
     const char *k;
     void *v;
-    while (strmap_next(&d->agents, &pos, &k, &v)) {
-        struct md_agent *a = v;
+    while (strmap_next(&d->offered, &pos, &k, &v)) {
+        struct md_agent *a = md_agent_get(d, k, false);
+        if (!a) continue;
         for (struct md_offer **pp = &a->offers; *pp; pp = &(*pp)->next) {
             if (strcmp((*pp)->id, offer_id)) continue;
             struct md_offer *o = *pp;
@@ -282,28 +289,32 @@ static void on_accept_done(void *ud, int status, const char *body) {
     md_kick(d);
 }
 
-/* Launches what waits on a, within its offers. */
-static void launch_on(struct mdrv *d, struct md_agent *a, json_t **waiting, int nw) {
+static void pod_key(const json_t *pod, char *key, size_t len) {
+    const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name");
+    snprintf(key, len, "%s/%s", ns ? ns : "", name ? name : "");
+}
+
+/* Launches what waits on a, within its offers; a launched pod leaves a->wait. */
+static void launch_on(struct mdrv *d, struct md_agent *a, const json_t **waiting, int nw) {
     struct mesos_scalars left = {0};
     int k = 0;
     for (struct md_offer *o = a->offers; o && k < 64; o = o->next, k++) mesos_scalars_add(&left, &o->res);
     json_t *infos = json_array(), *ids = json_array();
-    int more = 0;
     for (int i = 0; i < nw; i++) {
         const json_t *pod = waiting[i];
         struct mesos_scalars need;
         char tid[MESOS_ID_MAX + 1];
         if (mdrv_pod_scalars(pod, &need) || mdrv_task_id(md_str(pod, "uid"), md_pod_run(pod), tid, sizeof tid)) continue;
-        if (!mesos_scalars_fit(&need, &left)) {
-            more++;
-            continue;
-        }
+        if (!mesos_scalars_fit(&need, &left)) continue;
         json_t *ti = mdrv_pod_task_info(pod, tid, a->id, &need);
         if (!ti || !md_task_add(d, tid, a->id, pod)) {
             json_decref(ti);
             continue;
         }
         mesos_scalars_sub(&left, &need);
+        char key[2 * NAME_MAX_LEN + 2];
+        pod_key(pod, key, sizeof key);
+        strmap_del(&a->wait, key);
         json_array_append_new(infos, ti);
         json_array_append_new(ids, json_string(tid));
         fprintf(stderr, "level=info msg=\"mesos: launching\" task=%s pod=%s/%s agent=%s\n", tid,
@@ -320,7 +331,9 @@ static void launch_on(struct mdrv *d, struct md_agent *a, json_t **waiting, int 
     struct md_op *op = md_op_new(d, OP_ACCEPT);
     d->st.launched += json_array_size(infos);
     d->st.accepts++;
-    json_t *c = mesos_call_accept(d->fid, oids, n, infos, more ? 0 : d->o.refuse_seconds);
+    /* no refuse filter: what is left comes back at the next allocation and is held (hold_ms) for
+     * the pods still coming to this agent, instead of waiting for a REVIVE */
+    json_t *c = mesos_call_accept(d->fid, oids, n, infos, 0);
     for (int i = 0; i < n; i++) free(own[i]);
     if (!op) {
         json_decref(ids);
@@ -339,7 +352,6 @@ static void launch_on(struct mdrv *d, struct md_agent *a, json_t **waiting, int 
 
 struct scan {
     struct mdrv *d;
-    struct strmap waiting; /* agent id -> json_t *[] (malloc'd, count in agent->waiting) */
     int64_t now;
 };
 
@@ -350,8 +362,10 @@ static const char *pod_agent(struct mdrv *d, const json_t *pod) {
     return n ? md_ann(n, MDRV_ANN_AGENT) : NULL;
 }
 
-/* Acts on one pod; true when it needs another look later (it waits for an
- * offer or for reconciliation, or it is being deleted). */
+/* Acts on one pod; true when it needs another look later (it waits for
+ * reconciliation or for its agent to be active, or it is being deleted). A
+ * pod waiting for an offer goes on its agent's wait set instead: what looks
+ * at it again is an offer on that agent (or a change of the pod). */
 static bool scan_one(struct scan *s, const json_t *pod) {
     struct mdrv *d = s->d;
     const char *agent_id = pod_agent(d, pod);
@@ -381,17 +395,13 @@ static bool scan_one(struct scan *s, const json_t *pod) {
     if (!d->reconciled) return true;
     struct md_agent *a = md_agent_get(d, agent_id, false);
     if (!a || a->state != AG_ACTIVE) return true; /* placement should not have chosen it: it waits */
-    json_t **w = strmap_get(&s->waiting, agent_id);
-    json_t **nw = realloc(w, (size_t)(a->waiting + 1) * sizeof *nw);
-    if (!nw) return true;
-    nw[a->waiting++] = (json_t *)pod;
-    if (nw != w) strmap_put(&s->waiting, agent_id, nw, NULL);
-    return true;
-}
-
-static void pod_key(const json_t *pod, char *key, size_t len) {
-    const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name");
-    snprintf(key, len, "%s/%s", ns ? ns : "", name ? name : "");
+    char key[2 * NAME_MAX_LEN + 2];
+    pod_key(pod, key, sizeof key);
+    if (strmap_put(&a->wait, key, (void *)1, NULL)) return true;
+    if (!a->offers) d->maybe_revive = true;
+    else strmap_put(&d->ready, agent_id, (void *)1, NULL);
+    d->last_wait_ms = s->now;
+    return false;
 }
 
 /* A full pass: every pod, the ones to look at again noted in todo. */
@@ -453,13 +463,122 @@ static void reconcile(struct mdrv *d) {
     fprintf(stderr, "level=info msg=\"mesos: reconciling\" tasks=%zu\n", strmap_count(&d->tasks));
 }
 
-static void pump(struct mdrv *d) {
-    if (d->stopped || !kc_informer_synced(d->pods) || !kc_informer_synced(d->nodes)) return;
-    struct scan s = {.d = d, .now = md_wall_ms()};
+/* Whether a pod on a's wait set is still to launch there (it may have
+ * changed, gone or been launched since it was put there). */
+static bool still_waits(struct mdrv *d, const struct md_agent *a, const json_t *pod) {
+    const char *agent_id = pod_agent(d, pod), *uid = md_str(pod, "uid");
+    char tid[MESOS_ID_MAX + 1];
+    return agent_id && !strcmp(agent_id, a->id) && !md_str(pod, "deletionTimestamp") &&
+           !md_phase_terminal(md_pod_phase(pod)) && !mdrv_task_id(uid, md_pod_run(pod), tid, sizeof tid) &&
+           !strmap_get(&d->tasks, tid);
+}
+
+/* The pods on a's wait set that still wait, into *out (malloc'd); their count. */
+static int waiting_pods(struct mdrv *d, struct md_agent *a, const json_t ***out) {
+    *out = NULL;
+    size_t n = strmap_count(&a->wait), pos = 0;
+    const json_t **w = n ? malloc(n * sizeof *w) : NULL;
+    if (!w) return 0;
+    int k = 0;
+    const char *key;
+    void *v;
+    while (strmap_next(&a->wait, &pos, &key, &v)) {
+        const char *slash = strchr(key, '/');
+        char ns[NAME_MAX_LEN + 1];
+        const json_t *pod = NULL;
+        if (slash && (size_t)(slash - key) <= NAME_MAX_LEN) {
+            memcpy(ns, key, (size_t)(slash - key));
+            ns[slash - key] = 0;
+            pod = kc_informer_get(d->pods, ns, slash + 1);
+        }
+        if (pod && still_waits(d, a, pod) && (size_t)k < n) w[k++] = pod;
+        else strmap_del(&a->wait, key);
+    }
+    *out = w;
+    return k;
+}
+
+static void decline_all(struct mdrv *d, struct md_agent *a, double refuse_seconds) {
+    const char *oids[64] = {0};
+    char *own[64];
+    int n = take_offers(a, oids, 64, own);
+    md_call(d, mesos_call_decline(d->fid, oids, n, refuse_seconds));
+    for (int i = 0; i < n; i++) free(own[i]);
+    d->st.declines++;
+}
+
+/* An agent that may hold offers: launches on it of what waits there, and
+ * declines of what nobody takes. */
+static void visit_offered(struct mdrv *d, const char *k, int64_t now) {
+    struct md_agent *a = md_agent_get(d, k, false);
+    if (a && a->offers && strmap_count(&a->wait)) {
+        const json_t **w;
+        int nw = waiting_pods(d, a, &w);
+        if (nw) launch_on(d, a, w, nw);
+        free(w);
+        /* what waits does not fit what is offered (a task still ending, another framework): the
+         * offer goes back for a moment and comes again when the agent has more */
+        if (a->offers && nw && now - a->offers->got_ms >= (int64_t)d->o.hold_ms) decline_all(d, a, 1);
+        if (strmap_count(&a->wait)) d->maybe_revive = true;
+    }
+    /* held while pods keep coming (they may come here), at most OFFER_HOLD_MAX_MS */
+    if (a && a->offers && !strmap_count(&a->wait) && now - a->offers->got_ms >= (int64_t)d->o.hold_ms &&
+        (now - d->last_wait_ms >= (int64_t)d->o.hold_ms || now - a->offers->got_ms >= OFFER_HOLD_MAX_MS))
+        decline_all(d, a, d->o.refuse_seconds);
+    if (!a || !a->offers) strmap_del(&d->offered, k);
+}
+
+/* The agents where a pod began to wait or an offer came (d->ready); every
+ * agent holding offers at most every OFFER_SWEEP_MS, for the declines. */
+static void pump_offers(struct mdrv *d, int64_t now) {
     size_t pos = 0;
     const char *k;
     void *v;
-    while (strmap_next(&d->agents, &pos, &k, &v)) ((struct md_agent *)v)->waiting = 0;
+    bool sweep = now - d->last_sweep_ms >= OFFER_SWEEP_MS;
+    if (sweep) d->last_sweep_ms = now;
+    while (strmap_next(sweep ? &d->offered : &d->ready, &pos, &k, &v)) visit_offered(d, k, now);
+    strmap_free(&d->ready);
+}
+
+/* Whether a pod waits on an active agent that has no offer (then REVIVE). */
+static bool any_wait_unoffered(struct mdrv *d) {
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&d->agents, &pos, &k, &v)) {
+        const struct md_agent *a = v;
+        if (strmap_count(&a->wait) && !a->offers) return true;
+    }
+    return false;
+}
+
+/* Every agent: its Node's writes and drains (on the tick, and when an agent
+ * or a Mesos Node changed). */
+static void walk_agents(struct mdrv *d, int64_t now, bool subscribed) {
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    d->agents_walk = false;
+    while (strmap_next(&d->agents, &pos, &k, &v)) {
+        struct md_agent *a = v;
+        const json_t *node = a->hostname ? kc_informer_get(d->nodes, "", a->hostname) : NULL;
+        const char *dr = node ? md_ann(node, MDRV_ANN_DRAIN) : NULL;
+        bool drain = dr && !strcmp(dr, "true");
+        if (drain != a->drain) { /* the operator asked (or no longer asks) for a drain: cordon (uncordon) first */
+            a->drain = drain;
+            a->drain_sent = false;
+            a->dirty = true;
+        }
+        if (a->dirty && !a->busy && now >= a->retry_at_ms) md_node_write(d, a);
+        else if (subscribed && a->drain && !a->drain_sent && !a->dirty && !a->busy && now >= a->retry_at_ms &&
+                 a->state == AG_ACTIVE)
+            md_drain_agent(d, a);
+    }
+}
+
+static void pump(struct mdrv *d) {
+    if (d->stopped || !kc_informer_synced(d->pods) || !kc_informer_synced(d->nodes)) return;
+    struct scan s = {.d = d, .now = md_wall_ms()};
     if (!d->known_built) {
         scan_all(&s);
         d->known_built = true;
@@ -471,54 +590,15 @@ static void pump(struct mdrv *d) {
     }
     if (subscribed && d->rescan) scan_all(&s);
     else if (subscribed) scan_todo(&s);
-    bool revive = false;
-    pos = 0;
-    while (strmap_next(&d->agents, &pos, &k, &v)) {
-        struct md_agent *a = v;
-        json_t **w = strmap_get(&s.waiting, a->id);
-        if (subscribed && a->waiting && a->offers) {
-            launch_on(d, a, w, a->waiting);
-            /* what waits does not fit what is offered (a task still ending, another framework): the
-             * offer goes back for a moment and comes again when the agent has more */
-            if (a->offers && s.now - a->offers->got_ms >= (int64_t)d->o.hold_ms) {
-                const char *oids[64];
-                char *own[64];
-                int n = take_offers(a, oids, 64, own);
-                md_call(d, mesos_call_decline(d->fid, oids, n, 1));
-                for (int i = 0; i < n; i++) free(own[i]);
-                d->st.declines++;
-            }
-        } else if (a->waiting) {
-            revive = true;
+    if (subscribed) pump_offers(d, s.now);
+    if (d->agents_walk) walk_agents(d, s.now, subscribed);
+    if (subscribed && d->maybe_revive && s.now - d->last_revive_ms >= REVIVE_MIN_MS) {
+        d->maybe_revive = any_wait_unoffered(d);
+        if (d->maybe_revive) {
+            md_call(d, mesos_call_roles(MESOS_CALL_REVIVE, d->fid, NULL, 0));
+            d->last_revive_ms = s.now;
+            d->st.revives++;
         }
-        if (subscribed && !a->waiting && a->offers && s.now - a->offers->got_ms >= (int64_t)d->o.hold_ms) {
-            const char *oids[64];
-            char *own[64];
-            int n = take_offers(a, oids, 64, own);
-            md_call(d, mesos_call_decline(d->fid, oids, n, d->o.refuse_seconds));
-            for (int i = 0; i < n; i++) free(own[i]);
-            d->st.declines++;
-        }
-        const json_t *node = a->hostname ? kc_informer_get(d->nodes, "", a->hostname) : NULL;
-        const char *dr = node ? md_ann(node, MDRV_ANN_DRAIN) : NULL;
-        bool drain = dr && !strcmp(dr, "true");
-        if (drain != a->drain) { /* the operator asked (or no longer asks) for a drain: cordon (uncordon) first */
-            a->drain = drain;
-            a->drain_sent = false;
-            a->dirty = true;
-        }
-        if (a->dirty && !a->busy && s.now >= a->retry_at_ms) md_node_write(d, a);
-        else if (subscribed && a->drain && !a->drain_sent && !a->dirty && !a->busy && s.now >= a->retry_at_ms &&
-                 a->state == AG_ACTIVE)
-            md_drain_agent(d, a);
-    }
-    pos = 0;
-    while (strmap_next(&s.waiting, &pos, &k, &v)) free(v);
-    strmap_free(&s.waiting);
-    if (subscribed && revive && s.now - d->last_revive_ms >= REVIVE_MIN_MS) {
-        md_call(d, mesos_call_roles(MESOS_CALL_REVIVE, d->fid, NULL, 0));
-        d->last_revive_ms = s.now;
-        d->st.revives++;
     }
     if (subscribed && s.now - d->last_reconcile_ms >= (int64_t)d->o.reconcile_ms) {
         /* implicit reconciliation, and the agents again: an unreachable agent marked gone brings no event */
@@ -534,7 +614,11 @@ void md_kick(struct mdrv *d) {
     if (!d->stopped && !uv_is_active((uv_handle_t *)&d->kick)) uv_timer_start(&d->kick, on_kick, 0, 0);
 }
 
-static void on_tick(uv_timer_t *t) { pump(t->data); }
+static void on_tick(uv_timer_t *t) {
+    struct mdrv *d = t->data;
+    d->agents_walk = true; /* retries of Node writes and drains come due */
+    pump(d);
+}
 
 /* ---- the subscription ---- */
 
@@ -565,6 +649,7 @@ static void on_lost(void *ud, const char *why, bool final) {
         md_offers_free(a->offers);
         a->offers = NULL;
     }
+    strmap_free(&d->offered);
 }
 
 static void on_event(void *ud, const struct mesos_event *ev, const json_t *root) {
@@ -604,11 +689,13 @@ static void on_pod_update(void *ud, json_t *old, json_t *obj) {
     pod_noted(ud, obj);
 }
 
-/* A Mesos Node appeared or changed: its pods may have waited for it. */
+/* A Mesos Node appeared or changed: its pods may have waited for it (and
+ * its drain annotation may have changed). */
 static void on_node_change(void *ud, json_t *obj) {
     struct mdrv *d = ud;
     (void)obj;
     d->rescan = true;
+    d->agents_walk = true;
     md_kick(d);
 }
 
@@ -643,6 +730,32 @@ static void on_pod_delete(void *ud, json_t *obj) {
 
 static void on_synced(void *ud) { md_kick(ud); }
 
+#define KEY_IS(lit) (len == sizeof lit - 1 && !memcmp(key, lit, len))
+
+/* What the driver's pod feed builds of a pod: metadata (no managedFields),
+ * of its spec the node and what a TaskInfo and its resources are made of,
+ * of its status the phase. The rest (a pod's status grows with every write)
+ * is read and checked, never built. */
+static bool pod_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
+    (void)ud;
+    if (depth == 0) return KEY_IS("metadata") || KEY_IS("spec") || KEY_IS("status");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "spec"))
+        return KEY_IS("nodeName") || KEY_IS("containers") || KEY_IS("initContainers") || KEY_IS("overhead");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase");
+    return true;
+}
+
+/* Of a Mesos Node, the driver reads its name and annotations (the agent id, a drain). */
+static bool node_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
+    (void)ud;
+    if (depth == 0) return KEY_IS("metadata");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
+    return true;
+}
+
+static const struct kc_informer_opts pod_opts = {.keep = pod_keep}, node_opts = {.keep = node_keep};
+
 /* ---- the public part ---- */
 
 struct mdrv *mdrv_start(uv_loop_t *loop, struct kclient *kc, struct ctl_db *db, const struct mdrv_options *o,
@@ -675,8 +788,8 @@ struct mdrv *mdrv_start(uv_loop_t *loop, struct kclient *kc, struct ctl_db *db, 
     if (r) freeReplyObject(r);
     struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
     struct kc_informer_handlers nh = {on_node_change, on_node_update, NULL, on_synced};
-    d->pods = kc_informer_new(kc, "/api/v1/pods", NULL, &ph, d);
-    d->nodes = kc_informer_new(kc, NODES_PATH, "labelSelector=peloton.io%2Fbackend%3Dmesos", &nh, d);
+    d->pods = kc_informer_new_opts(kc, "/api/v1/pods", NULL, &pod_opts, &ph, d);
+    d->nodes = kc_informer_new_opts(kc, NODES_PATH, "labelSelector=peloton.io%2Fbackend%3Dmesos", &node_opts, &nh, d);
     static const char *const roles[] = {"*"};
     static const char *const caps[] = {"GPU_RESOURCES", "PARTITION_AWARE", "TASK_KILLING_STATE", "MULTI_ROLE"};
     struct mclient_config mc = {.master = d->master,
@@ -737,6 +850,8 @@ void mdrv_free(struct mdrv *d) {
     strmap_free(&d->tasks);
     strmap_free(&d->deletes);
     strmap_free(&d->todo);
+    strmap_free(&d->offered);
+    strmap_free(&d->ready);
     free(d->master);
     free(d->user);
     free(d->name);

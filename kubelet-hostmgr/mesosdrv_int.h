@@ -23,6 +23,8 @@
 #define GET_AGENTS_MAX (64u << 20) /* bytes of a GET_AGENTS reply */
 #define KILL_RESEND_MS 10000
 #define REVIVE_MIN_MS 1000
+#define OFFER_SWEEP_MS 100 /* pump visits every agent holding offers at most this often (declines) */
+#define OFFER_HOLD_MAX_MS 10000 /* an offer nobody takes is held this long at most while pods keep coming */
 #define POD_LIMIT "110" /* pods a Mesos Node takes, as a Kubelet's default */
 
 enum { AG_ACTIVE, AG_UNREACHABLE, AG_GONE };
@@ -45,7 +47,7 @@ struct md_agent {
     unsigned fails;
     int64_t retry_at_ms;
     struct md_offer *offers;
-    int waiting;          /* pods waiting for an offer (this pump) */
+    struct strmap wait;   /* "ns/name" of the pods bound here waiting for an offer (checked again at launch) */
 };
 
 struct md_task {
@@ -81,12 +83,18 @@ struct mdrv {
     uv_timer_t tick, kick;
     struct strmap agents, tasks, deletes; /* deletes: "ns/name/uid" of pods whose DELETE was sent */
     struct strmap todo;                   /* "ns/name" of the pods pump looks at (changed, waiting) */
+    struct strmap offered;                /* ids of the agents holding offers: what pump launches on or declines */
+    struct strmap ready;                  /* ids of the agents where a pod began to wait or an offer came */
     bool rescan;                          /* pump looks at every pod next time */
+    bool agents_walk;                     /* pump walks every agent (Node writes, drains) next time */
+    bool maybe_revive;                    /* a pod may wait on an agent without an offer */
     struct md_op *ops;
     int closed;   /* timers closed */
     bool orphan;  /* mdrv_start failed: freed when its timers close */
     bool stopped, known_built, reconciled, agents_busy, agents_again;
     int64_t last_revive_ms, last_reconcile_ms;
+    int64_t last_wait_ms;  /* when a pod last began to wait for an offer */
+    int64_t last_sweep_ms; /* when pump last visited every agent holding offers */
     struct mdrv_stats st;
 };
 

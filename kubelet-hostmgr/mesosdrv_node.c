@@ -23,6 +23,7 @@ struct md_agent *md_agent_get(struct mdrv *d, const char *id, bool create) {
     }
     a->state = AG_ACTIVE;
     a->dirty = true;
+    d->agents_walk = true;
     d->st.agents++;
     return a;
 }
@@ -38,6 +39,7 @@ void md_offers_free(struct md_offer *o) {
 
 void md_agent_free(struct md_agent *a) {
     md_offers_free(a->offers);
+    strmap_free(&a->wait);
     free(a->id);
     free(a->hostname);
     json_decref(a->labels);
@@ -120,6 +122,7 @@ void md_agent_learn(struct mdrv *d, const char *id, const char *hostname, const 
         md_offers_free(a->offers);
         a->offers = NULL;
     }
+    if (a->dirty) d->agents_walk = true;
 }
 
 /* A quantity of v units (scale: of the suffix per unit); whole units without the suffix. */
@@ -173,6 +176,7 @@ static void node_step(struct mdrv *d, struct md_op *op, struct md_agent *a);
 
 static void node_write_end(struct mdrv *d, struct md_op *op, bool ok, long status, const char *error) {
     struct md_agent *a = md_agent_get(d, op->node, false);
+    d->agents_walk = true;
     if (a) {
         a->busy = false;
         if (ok) {

@@ -81,9 +81,11 @@ static json_t *status_patch(const struct mesos_task_status *s, const char *uid) 
     }
     if (s->state == MESOS_TASK_RUNNING) json_object_set_new(st, "startTime", json_string(now));
     bool ready = s->state == MESOS_TASK_RUNNING;
+    /* a merge patch replaces the list whole: PodScheduled (placement's) is kept in it, as a kubelet keeps it */
     json_object_set_new(st, "conditions",
-                        json_pack("[{s:s, s:s, s:s}]", "type", "Ready", "status", ready ? "True" : "False",
-                                  "lastTransitionTime", now));
+                        json_pack("[{s:s, s:s, s:s}, {s:s, s:s, s:s}]", "type", "Ready", "status",
+                                  ready ? "True" : "False", "lastTransitionTime", now, "type", "PodScheduled",
+                                  "status", "True", "lastTransitionTime", now));
     /* the uid is a precondition: a late update must not land on a new pod of the same name */
     return json_pack("{s:{s:s}, s:o}", "metadata", "uid", uid, "status", st);
 }

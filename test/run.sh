@@ -8,7 +8,8 @@
 # services on free loopback ports in its own temporary folders, and spends
 # most of its time waiting on them. A suite's output is printed whole when it
 # ends, with the seconds it took. TEST_JOBS=1 runs them one by one, printing
-# as they go.
+# as they go. An e2e suite whose head has the line "# run.sh: alone" (it
+# bounds wall-clock times) runs with nothing beside it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,11 +65,15 @@ finish_one() {
   nrunning=$((nrunning - 1))
 }
 
-# suite NAME CMD...: runs it, or starts it once fewer than TEST_JOBS run
+# suite NAME CMD...: runs it, or starts it once fewer than TEST_JOBS run.
+# With ALONE=1 it runs once every other suite has ended, and nothing runs
+# beside it (a suite that bounds wall-clock times says so in its head).
 suite() {
-  local name=$1 t0=$SECONDS rc; shift
+  local name=$1 t0 rc; shift
   launched=$((launched + 1))
-  if [ "$jobs_max" -eq 1 ]; then
+  if [ "$jobs_max" -eq 1 ] || [ "${ALONE:-0}" = 1 ]; then
+    while [ "$nrunning" -gt 0 ]; do finish_one; done
+    t0=$SECONDS
     echo "== $name"
     "$@" 2>&1 </dev/null | tee "$work/$name.out"
     rc=${PIPESTATUS[0]}
@@ -93,7 +98,9 @@ for t in test/e2e/test_*.py; do
   [ -e "$t" ] || continue
   # a test may name its interpreter (Debian's python3 has python3-kubernetes)
   interp=$(head -n 1 "$t" | sed -n 's/^#!//p')
-  suite "$(basename "$t" .py)" ${interp:-python3} "$t"
+  alone=0
+  head -n 15 "$t" | grep -q '^# run.sh: alone' && alone=1
+  ALONE=$alone suite "$(basename "$t" .py)" ${interp:-python3} "$t"
 done
 # The fuzz targets' replays: the Makefile's list (make test passes it; run
 # alone, the script reads it from the Makefile), so a new target is named once.

@@ -33,6 +33,11 @@ void rm_metrics_init(struct rm_metrics *m, struct metrics *reg) {
                                      2, pool_reason);
     m->queued = metrics_gauge(reg, "peloton_resmgr_queued_gangs", "Gangs waiting for admission, by leaf pool.", 1,
                               pool);
+    m->queueing = metrics_histogram(reg, "peloton_resmgr_queueing_seconds",
+                                    "Stage created -> queued: from the first member of a gang reaching this "
+                                    "resource manager (its pod informer) to the gang's first queueing on its pool "
+                                    "(a gang waits here for its members).",
+                                    0, NULL, stage_bounds, NSTAGE);
     m->admit_wait = metrics_histogram(reg, "peloton_resmgr_admission_wait_seconds",
                                       "Stage queued -> admitted: from a gang's queueing on its pool (all members "
                                       "present) to its admission, as this resource manager saw it.",

@@ -12,7 +12,7 @@ struct respool_tree;
 struct host_fleet;
 
 struct rm_metrics {
-    struct metrics_family *decisions, *preemptions, *queued, *admit_wait;
+    struct metrics_family *decisions, *preemptions, *queued, *queueing, *admit_wait;
     struct metrics_family *entitlement, *allocation, *demand, *reservation;
     struct metrics_family *hosts;
     struct strmap pools; /* pool name -> the status round it was last written in (its gauges go with it) */

@@ -348,6 +348,13 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
     g->st = RG_QUEUED;
     g->held = 0;
     g->queued_ns = metrics_now_ns();
+    if (!g->queue_timed) { /* created -> queued, once a gang: from its first member's arrival */
+        uint64_t first = g->queued_ns;
+        for (uint32_t i = 0; i < size; i++)
+            if (buf[i]->seen_ns && buf[i]->seen_ns < first) first = buf[i]->seen_ns;
+        metrics_observe(metrics_series0(r->m.queueing), (double)(g->queued_ns - first) / 1e9);
+        g->queue_timed = true;
+    }
     free(g->pool);
     g->pool = strdup(leaf->name);
     /* priority first (higher first), then FIFO: a lower score pops first */

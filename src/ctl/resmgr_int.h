@@ -29,6 +29,7 @@ struct rm_gang {
     uint64_t held;          /* strmap_hash of what its members were told of why it cannot queue, 0: nothing */
     uint32_t said;          /* the admission wait its members were told (wait_code), 0: none */
     uint64_t queued_ns;     /* metrics_now_ns when queued, for the admission wait */
+    bool queue_timed;       /* its first queueing was timed (created -> queued) */
 };
 
 /* A gang waiting for its members to exist (none of them bound yet). */

@@ -421,6 +421,10 @@ void msim_task_ack(struct msim *m, struct msim_task *t, const unsigned char uuid
         return;
     }
     m->stats.acks++;
+    if (u->st.state == MESOS_TASK_RUNNING) {
+        m->stats.running_acks++;
+        m->stats.last_running_ack = msim_wall();
+    }
     t->uq = u->next;
     if (!t->uq) t->uq_tail = NULL;
     free(u);

@@ -292,6 +292,7 @@ void msim_scheduler_call(struct msim *m, const struct mhttp_req *req) {
             call_decline(m, fw, call.body);
             break;
         case MESOS_CALL_REVIVE:
+            m->stats.revives++;
             fw->suppressed = false;
             memset(fw->refuse_until, 0, sizeof *fw->refuse_until * (size_t)m->nagents);
             break;

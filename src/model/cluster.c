@@ -11,6 +11,7 @@
 #include "entitle.h"
 #include "k8sparse.h"
 #include "labels.h"
+#include "metrics.h"
 #include "nodehost.h"
 #include "quantity.h"
 #include "strmap.h"
@@ -531,6 +532,7 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
             return -ENOMEM;
         }
         p->host_ = HOST_NONE;
+        p->seen_ns = metrics_now_ns();
     }
     struct pod_info ni;
     char err[256], *mem = NULL;

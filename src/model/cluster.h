@@ -74,6 +74,7 @@ struct cm_pod {
     bool bad;                    /* obj could not be decoded (info zeroed; never counted) */
     uint64_t version;            /* set from a model-wide counter whenever obj is set: the same version is
                                   * the same pod with the same object (for callers' memos) */
+    uint64_t seen_ns;            /* metrics_now_ns when the model first had the pod (a stage's start) */
     /* Private to the model. */
     char *info_mem_;             /* info's strings */
     uint32_t host_;              /* host index the pod is counted on, or HOST_NONE */

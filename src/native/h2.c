@@ -93,6 +93,7 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
     size_t avail = s->out_len - s->out_off, k = avail < length ? avail : length;
     memcpy(buf, s->out + s->out_off, k);
     s->out_off += k;
+    if (s->call && k) native_call_drained(s->call, s->out_len - s->out_off); /* its producer may send again */
     if (s->out_off == s->out_len) {
         s->out_off = s->out_len = 0;
         if (s->finished) {
@@ -148,6 +149,11 @@ static void stream_http_error(struct h2_stream *s, const char *status) {
 void grpc_h2_call_reply(struct native_call *c, const uint8_t *msg, size_t len, bool last) {
     struct h2_stream *s = c->stream;
     if (!s || s->finished) return;
+    if (s->out_off > s->out_len - s->out_off) { /* more taken than waiting: move the rest down (amortized) */
+        memmove(s->out, s->out + s->out_off, s->out_len - s->out_off);
+        s->out_len -= s->out_off;
+        s->out_off = 0;
+    }
     uint8_t *o = realloc(s->out, s->out_len + GRPC_PREFIX_LEN + len);
     if (!o) {
         stream_status(s, NC_INTERNAL, "out of memory");

@@ -87,15 +87,44 @@ const struct native_method *native_registry_find(const struct native_registry *r
 void native_call_reply(struct native_call *c, const ProtobufCMessage *resp);
 void native_call_fail(struct native_call *c, enum native_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Server streaming: one message of the stream; 0, or -EPIPE when the client
- * is gone or more than NATIVE_MAX_OUTPUT bytes wait for it (its flow-control
- * window stays shut): end the call then. */
+/* Server streaming. A producer registers fn (native_call_set_producer);
+ * native_call_send then queues one message of the stream and returns 0
+ * (send more), 1 (queued, but NATIVE_STREAM_HIGH bytes or more wait for the
+ * client: send no more until fn runs with gone false), or -EPIPE (the client
+ * is gone or the stream was ended: the message is dropped; end the call).
+ * A producer that keeps sending past NATIVE_STREAM_MAX waiting bytes has its
+ * stream ended with RESOURCE_EXHAUSTED (-EPIPE), so a client that does not
+ * read never makes the server buffer without bound. fn runs on the loop,
+ * never from inside a native_* call: with gone false once the waiting bytes
+ * fell to NATIVE_STREAM_LOW after a 1, and once with gone true when the
+ * client has gone (stream reset, connection closed, deadline passed, server
+ * stopping; the server's stop calls it before it returns): the producer
+ * stops and ends the call (its status is then dropped). */
+#define NATIVE_STREAM_HIGH (256u << 10)
+#define NATIVE_STREAM_LOW (64u << 10)
+#define NATIVE_STREAM_MAX (4u << 20)
+typedef void (*native_stream_fn)(void *ud, struct native_call *c, bool gone);
+void native_call_set_producer(struct native_call *c, native_stream_fn fn, void *ud);
 int native_call_send(struct native_call *c, const ProtobufCMessage *m);
 void native_call_end(struct native_call *c, enum native_code code, const char *msg);
 bool native_call_gone(const struct native_call *c);
 /* "grpc" or "yarpc", and the caller's name (YARPC Rpc-Caller, gRPC user-agent). */
 const char *native_call_transport(const struct native_call *c);
 const char *native_call_caller(const struct native_call *c);
+/* The method's name ("ListPods"). */
+const char *native_call_method(const struct native_call *c);
+
+/* ---- calls from inside the process ----
+ * One service answering through another's handler (v1alpha
+ * ResourcePoolService through v0 ResourceManager): the method key
+ * ("<service>/<method>") of the registry outer's server serves, run with req
+ * (a message the call takes: freed with protobuf_c_message_free_unpacked);
+ * done runs exactly once, later or before this returns, with the status and,
+ * for OK, the reply (borrowed for the callback). A call on a stopped server,
+ * or of a method not served, fails with its status through done. */
+typedef void (*native_internal_fn)(void *ud, enum native_code code, const char *msg, const ProtobufCMessage *resp);
+void native_call_internal(struct native_call *outer, const char *key, ProtobufCMessage *req, native_internal_fn done,
+                          void *ud);
 
 /* ---- the server ---- */
 #define NATIVE_DEFAULT_MAX_MESSAGE (4u << 20) /* bytes of one request message (gRPC's default) */

@@ -9,6 +9,10 @@
 #include "svc_respool.h"
 #include "svc_task.h"
 #include "svc_update.h"
+#include "v1_job.h"
+#include "v1_pod.h"
+#include "v1_respool.h"
+#include "v1_watch.h"
 
 struct native_api {
     struct native_registry reg;
@@ -16,6 +20,9 @@ struct native_api {
     struct svc_job *job;
     struct svc_task *task;
     struct svc_host *host;
+    struct v1_job *v1job;
+    struct v1_watch *v1watch;
+    struct v1_pod *v1pod;
     struct native_server *srv;
 };
 
@@ -24,6 +31,9 @@ static void api_free_parts(struct native_api *a) {
     svc_job_free(a->job);
     svc_task_free(a->task);
     svc_host_free(a->host);
+    v1_job_free(a->v1job);
+    v1_watch_free(a->v1watch);
+    v1_pod_free(a->v1pod);
     native_registry_free(&a->reg);
     free(a);
 }
@@ -39,7 +49,10 @@ struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const s
     if (!(a->respool = svc_respool_new(kc)) || svc_respool_register(a->respool, &a->reg) ||
         !(a->job = svc_job_new(kc)) || svc_job_register(a->job, &a->reg) || !(a->task = svc_task_new(kc)) ||
         svc_task_register(a->task, &a->reg) || svc_update_register(kc, &a->reg) || !(a->host = svc_host_new(kc)) ||
-        svc_host_register(a->host, &a->reg)) {
+        svc_host_register(a->host, &a->reg) || !(a->v1job = v1_job_new(kc)) ||
+        v1_job_register(a->v1job, &a->reg) || !(a->v1watch = v1_watch_new(kc)) ||
+        v1_watch_register(a->v1watch, &a->reg) || !(a->v1pod = v1_pod_new(kc)) ||
+        v1_pod_register(a->v1pod, &a->reg) || v1_respool_register(&a->reg)) {
         snprintf(err, errlen, "native: out of memory");
         api_free_parts(a);
         return NULL;

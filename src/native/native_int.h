@@ -29,6 +29,8 @@ struct native_server {
     struct native_stats stats;
     bool stopping;
     int port;
+    uv_timer_t kick;            /* runs the producers' notifications outside the transports */
+    bool kick_armed;
 };
 
 struct native_conn {
@@ -62,6 +64,15 @@ struct native_call {
     uv_timer_t deadline;
     bool has_deadline, timed_out, done, streaming_started, json;
     char caller[128];
+    /* server streaming (native_call_set_producer) */
+    native_stream_fn producer;
+    void *producer_ud;
+    bool full;          /* a send answered 1: the producer waits for writable */
+    bool kick_writable; /* to tell the producer it may send again */
+    bool kick_gone;     /* to tell the producer its client is gone */
+    /* a call from inside the process (native_call_internal) */
+    native_internal_fn internal;
+    void *internal_ud;
 };
 
 /* server.c */
@@ -72,6 +83,9 @@ struct native_call *native_call_new(struct native_conn *conn, const struct nativ
 void native_call_dispatch(struct native_call *c, void *ud, ProtobufCMessage *req);
 /* The client side of c went away (stream reset, connection closed). */
 void native_call_detach(struct native_call *c);
+/* The transport took c's waiting output down to n bytes: a producer told
+ * to wait (native_call_send returned 1) hears it may send again. */
+void native_call_drained(struct native_call *c, size_t n);
 void native_conn_write(struct native_conn *conn, const void *p, size_t n);
 void native_conn_close(struct native_conn *conn);
 void native_conn_pause(struct native_conn *conn, bool pause);

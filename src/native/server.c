@@ -117,14 +117,71 @@ static void call_finish(struct native_call *c) {
     uv_close((uv_handle_t *)&c->deadline, call_freed);
 }
 
+/* Arms the server's zero-delay timer that runs the producers' notifications
+ * (kick_fired): never from inside the transports, whose state a producer's
+ * next send would change under them. */
+static void kick_fired(uv_timer_t *t);
+
+static void kick(struct native_server *s) {
+    if (!s || s->stopping || s->kick_armed) return;
+    s->kick_armed = true;
+    uv_timer_start(&s->kick, kick_fired, 0, 0);
+}
+
 void native_call_detach(struct native_call *c) {
     c->conn = NULL;
     c->stream = NULL;
+    if (c->producer && !c->done) {
+        c->kick_gone = true;
+        kick(c->srv);
+    }
 }
 
-bool native_call_gone(const struct native_call *c) { return !c->conn || c->timed_out; }
+void native_call_drained(struct native_call *c, size_t n) {
+    if (!c->full || c->done || n > NATIVE_STREAM_LOW) return;
+    c->full = false;
+    c->kick_writable = true;
+    kick(c->srv);
+}
+
+/* Tells c's producer what was flagged for it; c may be completed by it. */
+static void notify(struct native_call *c) {
+    if (c->done || !c->producer) return;
+    if (c->kick_gone) {
+        c->kick_gone = c->kick_writable = false;
+        c->producer(c->producer_ud, c, true);
+    } else if (c->kick_writable) {
+        c->kick_writable = false;
+        c->producer(c->producer_ud, c, false);
+    }
+}
+
+static void kick_fired(uv_timer_t *t) {
+    struct native_server *s = t->data;
+    s->kick_armed = false;
+    /* a producer may complete its own call (unlinked, freed later: its next
+     * pointer stays readable) and send on others (flagging them again: the
+     * timer is re-armed for those) */
+    struct native_call *next;
+    for (struct native_call *c = s->calls; c; c = next) {
+        next = c->next;
+        if (c->kick_gone || c->kick_writable) notify(c);
+    }
+}
+
+void native_call_set_producer(struct native_call *c, native_stream_fn fn, void *ud) {
+    c->producer = fn;
+    c->producer_ud = ud;
+    if (!c->conn && !c->done) { /* gone before it registered */
+        c->kick_gone = true;
+        kick(c->srv);
+    }
+}
+
+bool native_call_gone(const struct native_call *c) { return (!c->conn && !c->internal) || c->timed_out; }
 const char *native_call_transport(const struct native_call *c) { return c->json || !c->stream ? "yarpc" : "grpc"; }
 const char *native_call_caller(const struct native_call *c) { return c->caller; }
+const char *native_call_method(const struct native_call *c) { return c->m->name; }
 
 /* The status on the wire (when the client is still there). */
 static void send_status(struct native_call *c, enum native_code code, const char *msg) {
@@ -147,8 +204,18 @@ void native_call_dispatch(struct native_call *c, void *ud, ProtobufCMessage *req
     c->m->fn(ud, c, req);
 }
 
+/* Hands an internal call's outcome to its caller, once. */
+static bool internal_done(struct native_call *c, enum native_code code, const char *msg, const ProtobufCMessage *resp) {
+    if (!c->internal) return false;
+    native_internal_fn fn = c->internal;
+    c->internal = NULL;
+    fn(c->internal_ud, code, msg, resp);
+    call_finish(c);
+    return true;
+}
+
 void native_call_reply(struct native_call *c, const ProtobufCMessage *resp) {
-    if (c->done) return;
+    if (c->done || internal_done(c, NC_OK, "", resp)) return;
     if (c->conn && resp && c->conn->proto == PROTO_H1 && c->json) {
         char err[256];
         size_t n;
@@ -174,27 +241,62 @@ void native_call_fail(struct native_call *c, enum native_code code, const char *
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (internal_done(c, code, msg, NULL)) return;
     send_status(c, code, msg);
     call_finish(c);
 }
 
 int native_call_send(struct native_call *c, const ProtobufCMessage *m) {
-    if (c->done || !c->conn || c->conn->proto != PROTO_H2) return -EPIPE;
+    if (c->done || !c->conn || !c->stream || c->conn->proto != PROTO_H2) return -EPIPE;
     size_t n;
     uint8_t *buf = pbmsg_pack(m, &n);
     if (!buf) return -ENOMEM;
+    bool was_full = c->full;
     grpc_h2_call_reply(c, buf, n, false);
     free(buf);
-    /* a client that does not read (its window stays shut) must not grow the server */
-    return c->conn && c->stream && c->conn->write_pending <= NATIVE_MAX_OUTPUT && grpc_h2_call_buffered(c) <= NATIVE_MAX_OUTPUT
-               ? 0
-               : -EPIPE;
+    if (!c->conn || !c->stream) return -EPIPE;
+    size_t waiting = grpc_h2_call_buffered(c);
+    if (was_full && waiting > NATIVE_STREAM_MAX) { /* the producer did not wait: the stream ends, bounded */
+        char msg[128];
+        snprintf(msg, sizeof msg, "the client does not read: %zu bytes of replies wait for it", waiting);
+        send_status(c, NC_RESOURCE_EXHAUSTED, msg);
+        return -EPIPE;
+    }
+    if (waiting < NATIVE_STREAM_HIGH) return 0;
+    c->full = true;
+    return 1;
 }
 
 void native_call_end(struct native_call *c, enum native_code code, const char *msg) {
-    if (c->done) return;
+    if (c->done || internal_done(c, code, msg ? msg : "", NULL)) return;
     send_status(c, code, msg ? msg : "");
     call_finish(c);
+}
+
+void native_call_internal(struct native_call *outer, const char *key, ProtobufCMessage *req, native_internal_fn done,
+                          void *ud) {
+    struct native_server *s = outer->srv;
+    void *mud = NULL;
+    const struct native_method *m = s && !s->stopping ? native_registry_find(s->cfg.registry, key, &mud) : NULL;
+    struct native_call *c = m && m->in == req->descriptor && !m->server_stream ? calloc(1, sizeof *c) : NULL;
+    if (!c) {
+        protobuf_c_message_free_unpacked(req, NULL);
+        done(ud, !s || s->stopping ? NC_UNAVAILABLE : m ? NC_INTERNAL : NC_UNIMPLEMENTED, key, NULL);
+        return;
+    }
+    /* as native_call_new, without a connection: the call is in the server's list */
+    c->srv = s;
+    c->m = m;
+    c->internal = done;
+    c->internal_ud = ud;
+    snprintf(c->caller, sizeof c->caller, "%s", outer->caller);
+    c->next = s->calls;
+    if (s->calls) s->calls->prev = c;
+    s->calls = c;
+    s->stats.open_calls++;
+    uv_timer_init(s->loop, &c->deadline);
+    c->deadline.data = c;
+    native_call_dispatch(c, mud, req);
 }
 
 bool native_auth_ok(const struct native_server *s, const char *authz) {
@@ -365,7 +467,13 @@ static void on_connection(uv_stream_t *l, int status) {
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
 }
 
-static void listener_closed(uv_handle_t *h) { free(h->data); }
+static void kick_closed(uv_handle_t *h) { free(h->data); }
+
+/* A server that could not listen: its timer closes after its listener, then it is freed. */
+static void listener_closed(uv_handle_t *h) {
+    struct native_server *s = h->data;
+    uv_close((uv_handle_t *)&s->kick, kick_closed);
+}
 
 int native_server_start(uv_loop_t *loop, const struct native_config *cfg, struct native_server **out, char *err,
                         size_t errlen) {
@@ -387,6 +495,8 @@ int native_server_start(uv_loop_t *loop, const struct native_config *cfg, struct
         return rc;
     }
     s->listener.data = s;
+    uv_timer_init(loop, &s->kick);
+    s->kick.data = s;
     if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0)) ||
         (rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection))) {
         snprintf(err, errlen, "native: cannot listen on %s:%d: %s", s->cfg.bind_addr, cfg->port, uv_strerror(rc));
@@ -408,6 +518,16 @@ void native_server_stop(struct native_server *s) {
     s->stopping = true;
     uv_close((uv_handle_t *)&s->listener, NULL);
     while (s->conns) native_conn_close(s->conns);
+    /* producers hear now, before the caller frees what they stream from */
+    struct native_call *next;
+    for (struct native_call *c = s->calls; c; c = next) {
+        next = c->next;
+        if (c->producer && !c->done) {
+            c->kick_gone = true;
+            notify(c);
+        }
+    }
+    uv_close((uv_handle_t *)&s->kick, NULL);
     for (struct native_call *c = s->calls; c; c = c->next) {
         uv_timer_stop(&c->deadline);
         c->srv = NULL;

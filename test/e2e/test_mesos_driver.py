@@ -331,6 +331,69 @@ def test_unknown_task_is_killed():
     wait_until(lambda: not pods("mu"), 30, "mu's pods gone")
 
 
+def test_starting_shows_pending_with_a_reason():
+    """TASK_STARTING is written as the pod's status, Pending with the reason TaskStarting, and acknowledged
+    once stored; RUNNING then keeps placement's PodScheduled condition (a merge patch replaces the list).
+    Seen through a watch of the Job's pods."""
+    import http.client
+    import threading
+    events = []
+    conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+    conn.request("GET", "/api/v1/namespaces/default/pods?watch=1&labelSelector=t%3Dms")
+    resp = conn.getresponse()
+    assert resp.status == 200, resp.status
+
+    def read():
+        try:
+            for line in resp:
+                if line.strip():
+                    events.append(json.loads(line))
+        except (OSError, ValueError):
+            pass
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    acks = sim_state()["acks"]
+    apply(job("ms", 2, -1, cpu="500m", typ="STATELESS"))
+    wait_until(lambda: phases("ms") == ["Running", "Running"], 30, "2 pods Running")
+    st = wait_until(lambda: (lambda st: st["tasks_with_pending_updates"] == 0 and st)(sim_state()), 10,
+                    "every update acknowledged")
+    assert st["acks"] == acks + 4, (acks, st)  # STARTING and RUNNING of each
+    wait_until(lambda: sum(1 for e in events if e["object"].get("status", {}).get("phase") == "Running") >= 2, 10,
+               "the watch sees both pods Running")
+    conn.close()
+    statuses = [e["object"].get("status", {}) for e in events]
+    starting = [x for x in statuses if x.get("reason") == "TaskStarting"]
+    assert starting and all(x.get("phase") == "Pending" for x in starting), statuses
+    # the Running write keeps placement's PodScheduled condition (a merge patch replaces the list)
+    for p in live("ms"):
+        conds = {c["type"]: c["status"] for c in p["status"].get("conditions", [])}
+        assert conds.get("PodScheduled") == "True" and conds.get("Ready") == "True", p["status"]
+    kubectl("delete", "jobs.peloton.io", "ms", "--wait=false")
+    wait_until(lambda: not pods("ms"), 30, "ms's pods gone")
+    wait_until(lambda: not [t for t in sim_tasks()[0] if t["state"] in ("TASK_RUNNING", "TASK_KILLING")], 20,
+               "ms's tasks killed")
+
+
+def test_leftover_offer_comes_back_without_revive():
+    """An ACCEPT leaves no refuse filter: what the launch left of the agent is offered again at the next
+    allocation (held for pods still to come, then declined), with no REVIVE between."""
+    wait_until(lambda: sim_state()["offers"] == 0, 10, "no offer outstanding")
+    apply(job("mo", 1, -1, cpu="500m", typ="STATELESS"))
+    wait_until(lambda: phases("mo") == ["Running"], 30, "1 pod Running")
+    agent = next(t["agent_id"]["value"] for t in sim_tasks()[0] if t["task_id"]["value"] in task_ids("mo"))
+    st0 = sim_state()
+
+    def offered_again():
+        r = operator(SIM_PORT, {"type": "GET_AGENTS"})["get_agents"]["agents"]
+        a = next(x for x in r if x["agent_info"]["id"]["value"] == agent)
+        cpus = sum(x["scalar"]["value"] for x in a.get("offered_resources", []) if x["name"] == "cpus")
+        return cpus > 0 and sim_state()
+    st = wait_until(offered_again, 5, "the agent's leftover offered again")
+    assert st["revives"] == st0["revives"], (st0, st)
+    kubectl("delete", "jobs.peloton.io", "mo", "--wait=false")
+    wait_until(lambda: not pods("mo"), 30, "mo's pods gone")
+
+
 def test_ack_waits_for_the_status_write():
     """An update is acknowledged only once the pod's status is stored: with the API server down, the
     master keeps re-sending TASK_FINISHED; once it is back the pod is Succeeded and the update acknowledged.

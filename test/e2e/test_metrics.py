@@ -183,7 +183,10 @@ def test_workload_seen_by_prometheus():
     wait_until(lambda: scalar('peloton_pool_allocation{pool="metrics-b",kind="cpu"}') == 4, 30,
                "metrics-b's allocation 4 cores")
     assert scalar('peloton_resmgr_queued_gangs{pool="metrics-a"}') == 0
-    # the stages each role saw: 8 gangs queued -> admitted, admitted -> placed, placed -> bound -> Running
+    # the stages each role saw: 8 gangs created -> queued -> admitted, admitted -> placed, placed -> bound
+    # -> Running; a pod alone is queued within a round or two of its arrival (20 ms each)
+    assert scalar('peloton_resmgr_queueing_seconds_count') == 8
+    assert scalar('histogram_quantile(1, sum by (le) (peloton_resmgr_queueing_seconds_bucket))') <= 5
     assert scalar('peloton_resmgr_admission_wait_seconds_count') == 8
     assert scalar('peloton_placement_wait_seconds_count') == 8
     assert scalar('peloton_placement_binding_duration_seconds_count') == 8

@@ -1,3 +1,4 @@
+# run.sh: alone (it bounds wall-clock times)
 """End-to-end: CRD `pattern`s against a real pelotond (issue #24 item 6).
 
 A CRD of 100 patterns costs little memory and gives it back when deleted; a

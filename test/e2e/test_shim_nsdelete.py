@@ -1,3 +1,4 @@
+# run.sh: alone (it bounds wall-clock times)
 """End-to-end: deleting a namespace as kube-apiserver does it. The DELETE
 answers at once with the namespace Terminating; creates in it are refused
 (403, NamespaceTerminating); its contents go in bounded batches while the

@@ -1,3 +1,4 @@
+# run.sh: alone (it bounds wall-clock times)
 """End-to-end: strategic merge patches of long lists against pelotond (the
 ASan build under test) and redis. Lists merge by key in linear time, so a
 patch that updates every element of a long list is accepted, answers within

@@ -37,6 +37,8 @@ struct srv {
     int nheld;
     int late_done;                /* held calls completed after their client left */
     int repeat_sent;              /* messages the last Repeat got accepted */
+    int repeat_gone;              /* Repeat producers told their client left */
+    struct native_stats stats;    /* the server's, when it stopped */
 };
 
 static void h_echo(void *ud, struct native_call *c, const ProtobufCMessage *req) {
@@ -44,19 +46,69 @@ static void h_echo(void *ud, struct native_call *c, const ProtobufCMessage *req)
     native_call_reply(c, req);
 }
 
-/* Sends i32 messages, each with u32 bytes of text and its index in i32. */
+/* Repeat: a flow-controlled producer of i32 messages, each with u32 bytes
+ * of text and its index in i32; it waits when the stream is full and stops
+ * when its client goes. */
+struct repeat {
+    struct srv *s;
+    char *text;
+    int i, n;
+};
+
+static void repeat_free(struct repeat *r) {
+    free(r->text);
+    free(r);
+}
+
+static void repeat_more(void *ud, struct native_call *c, bool gone) {
+    struct repeat *r = ud;
+    if (gone) {
+        r->s->repeat_gone++;
+        native_call_end(c, NC_CANCELLED, "gone");
+        repeat_free(r);
+        return;
+    }
+    while (r->i < r->n) {
+        AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
+        m.i32 = r->i;
+        m.text = r->text;
+        int rc = native_call_send(c, &m.base);
+        if (rc < 0) break;
+        r->s->repeat_sent = ++r->i;
+        if (rc == 1) return; /* full: called again once it drained (or the client left) */
+    }
+    native_call_end(c, NC_OK, NULL);
+    repeat_free(r);
+}
+
 static void h_repeat(void *ud, struct native_call *c, const ProtobufCMessage *req) {
     struct srv *s = ud;
-    const AllTypes *r = (const AllTypes *)req;
+    const AllTypes *q = (const AllTypes *)req;
+    struct repeat *r = calloc(1, sizeof *r);
+    r->s = s;
+    r->n = q->i32;
+    r->text = malloc(q->u32 + 1);
+    memset(r->text, 'x', q->u32);
+    r->text[q->u32] = 0;
     s->repeat_sent = 0;
-    char *text = malloc(r->u32 + 1);
-    memset(text, 'x', r->u32);
-    text[r->u32] = 0;
-    for (int i = 0; i < r->i32; i++) {
+    native_call_set_producer(c, repeat_more, r);
+    repeat_more(r, c, false);
+}
+
+/* Flood: sends i32 messages of u32 bytes without waiting (a producer that
+ * ignores "full"): the server ends the stream, bounded. */
+static void h_flood(void *ud, struct native_call *c, const ProtobufCMessage *req) {
+    struct srv *s = ud;
+    const AllTypes *q = (const AllTypes *)req;
+    char *text = malloc(q->u32 + 1);
+    memset(text, 'x', q->u32);
+    text[q->u32] = 0;
+    s->repeat_sent = 0;
+    for (int i = 0; i < q->i32; i++) {
         AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
         m.i32 = i;
         m.text = text;
-        if (native_call_send(c, &m.base)) break;
+        if (native_call_send(c, &m.base) < 0) break;
         s->repeat_sent++;
     }
     free(text);
@@ -74,6 +126,7 @@ static const struct native_method methods[] = {
     {"Echo", AT_DESC, AT_DESC, h_echo, false},
     {"Repeat", AT_DESC, AT_DESC, h_repeat, true},
     {"Hang", AT_DESC, AT_DESC, h_hang, false},
+    {"Flood", AT_DESC, AT_DESC, h_flood, true},
 };
 
 /* Completes the held calls (their clients are gone by now): answered once, dropped. */
@@ -90,6 +143,7 @@ static void stop_srv(uv_async_t *a) {
     struct srv *s = a->data;
     finish_held(&s->finish_held);
     native_server_stop(s->s);
+    native_server_stats(s->s, &s->stats);
     uv_close((uv_handle_t *)&s->stop, NULL);
     uv_close((uv_handle_t *)&s->finish_held, NULL);
 }
@@ -103,7 +157,7 @@ static int srv_start(struct srv *s) {
     memset(s, 0, sizeof *s);
     uv_loop_init(&s->loop);
     native_registry_init(&s->reg);
-    native_registry_add(&s->reg, "peloton_c.test.Svc", methods, 3, s);
+    native_registry_add(&s->reg, "peloton_c.test.Svc", methods, 4, s);
     struct native_config cfg = {.port = 0, .registry = &s->reg, .max_message = 1 << 20};
     char err[256];
     if (native_server_start(&s->loop, &cfg, &s->s, err, sizeof err)) return -1;
@@ -134,6 +188,7 @@ struct cstream {
     char msg[256];
     bool closed;
     uint32_t rst;
+    bool got_rst; /* an RST_STREAM frame came for it */
 };
 
 struct client {
@@ -184,7 +239,11 @@ static int c_close(nghttp2_session *h, int32_t id, uint32_t code, void *ud) {
 
 static int c_frame(nghttp2_session *h, const nghttp2_frame *f, void *ud) {
     (void)h;
-    if (f->hd.type == NGHTTP2_RST_STREAM) ((struct client *)ud)->rst_frames++;
+    if (f->hd.type == NGHTTP2_RST_STREAM) {
+        ((struct client *)ud)->rst_frames++;
+        struct cstream *s = by_id(ud, f->hd.stream_id);
+        if (s) s->got_rst = true;
+    }
     return 0;
 }
 
@@ -385,7 +444,9 @@ TEST(native_oversize_and_unknown_keep_the_connection) {
     CHECK_I64(client_run(&c, all_closed, 10000), 0);
     CHECK_I64(c.st[0].status, 8); /* RESOURCE_EXHAUSTED */
     CHECK_HAS(c.st[0].msg, "larger than 1048576 bytes");
-    CHECK_I64(c.rst_frames, 1); /* told to stop sending the rest (NO_ERROR) */
+    /* told to stop sending the rest (NO_ERROR); the unknown method's stream
+     * may be told too, when its answer went out before its DATA came in */
+    CHECK(c.st[0].got_rst && !c.st[2].got_rst);
     CHECK(c.st[0].req_off < c.st[0].req_len);
     CHECK_I64(c.st[1].status, 12); /* UNIMPLEMENTED */
     CHECK_I64(c.st[2].status, 0);
@@ -395,23 +456,109 @@ TEST(native_oversize_and_unknown_keep_the_connection) {
     srv_end(&s);
 }
 
-/* A client whose window stays shut: the stream's replies wait in the server,
- * and the handler is told to stop once NATIVE_MAX_OUTPUT bytes wait. */
+/* The client's stream window (SETTINGS_INITIAL_WINDOW_SIZE): 0 reads nothing. */
+static void client_window(struct client *c, uint32_t w) {
+    nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, w};
+    nghttp2_submit_settings(c->h, NGHTTP2_FLAG_NONE, &iv, 1);
+}
+
+/* A call of a streaming method (Repeat, Flood) for n messages of size bytes. */
+static void call_stream(struct client *c, const char *method, int n, uint32_t size) {
+    AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
+    m.i32 = n;
+    m.u32 = size;
+    m.text = "";
+    client_call(c, method, &m.base, NULL);
+}
+
+/* Waits (bounded) until a Repeat producer heard its client left; the count. */
+static int producers_told_gone(struct srv *s) {
+    for (int i = 0; i < 100 && !__atomic_load_n(&s->repeat_gone, __ATOMIC_SEQ_CST); i++) usleep(20000);
+    return __atomic_load_n(&s->repeat_gone, __ATOMIC_SEQ_CST);
+}
+
+/* Waits (bounded) until the server's last streaming handler has had at
+ * least n messages accepted: the server runs on its own thread, and a loaded
+ * machine may run it late. The count read after. */
+static int sent_at_least(struct srv *s, int n) {
+    for (int i = 0; i < 250 && __atomic_load_n(&s->repeat_sent, __ATOMIC_SEQ_CST) < n; i++) usleep(20000);
+    usleep(50000); /* and a moment more: a count past n would show */
+    return __atomic_load_n(&s->repeat_sent, __ATOMIC_SEQ_CST);
+}
+
+/* A client whose window stays shut: the producer is told to wait once
+ * NATIVE_STREAM_HIGH bytes wait, the server holds no more than that, and the
+ * connection closing stops the producer and frees the call. */
 TEST(native_stream_to_a_client_that_does_not_read) {
     struct srv s;
     REQUIRE(srv_start(&s) == 0);
     struct client c;
     REQUIRE(client_open(&c, s.port, 2) == 0);
-    nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
-    nghttp2_submit_settings(c.h, NGHTTP2_FLAG_NONE, &iv, 1);
-    AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
-    m.i32 = 400;     /* 400 messages of 64 KiB: 25 MiB */
-    m.u32 = 65536;
-    m.text = "";
-    client_call(&c, "Repeat", &m.base, NULL);
+    client_window(&c, 0);
+    call_stream(&c, "Repeat", 400, 65536); /* 400 messages of 64 KiB: 25 MiB */
     CHECK_I64(client_run(&c, all_closed, 1000), -ETIMEDOUT); /* nothing can reach it */
+    /* paused at 256 KiB waiting: the 4th message reached it */
+    CHECK_I64(sent_at_least(&s, 4), 4);
+    CHECK_I64(s.repeat_gone, 0);
+    client_close(&c); /* the connection closes: the producer hears it */
+    CHECK_I64(producers_told_gone(&s), 1);
     srv_end(&s);
-    /* the handler stopped a little past 8 MiB: 128 messages and the one that passed it */
-    CHECK(s.repeat_sent >= 120 && s.repeat_sent <= 130);
+    CHECK_I64(s.stats.open_calls, 0);
+}
+
+/* The window opens later: the paused producer resumes and every message
+ * arrives in order; then a reset mid-stream stops the next producer. */
+TEST(native_stream_resumes_and_stops_on_reset) {
+    struct srv s;
+    REQUIRE(srv_start(&s) == 0);
+    struct client c;
+    REQUIRE(client_open(&c, s.port, 4) == 0);
+    client_window(&c, 0);
+    call_stream(&c, "Repeat", 100, 16384); /* 100 × 16 KiB: 1.6 MiB, six times the pause mark */
+    CHECK_I64(client_run(&c, all_closed, 500), -ETIMEDOUT);
+    int paused_at = sent_at_least(&s, 15);
+    CHECK(paused_at >= 15 && paused_at <= 17); /* paused near 256 KiB */
+    client_window(&c, 1 << 20); /* now it reads */
+    CHECK_I64(client_run(&c, all_closed, 10000), 0);
+    CHECK_I64(c.st[0].status, 0);
+    CHECK_I64(check_stream_body(&c.st[0], 16384), 100);
+    /* another, reset by the client after its first messages */
+    client_window(&c, 0);
+    call_stream(&c, "Repeat", 100000, 16384);
+    CHECK_I64(client_run(&c, all_closed, 500), -ETIMEDOUT);
+    nghttp2_submit_rst_stream(c.h, NGHTTP2_FLAG_NONE, c.st[1].id, NGHTTP2_CANCEL);
+    CHECK_I64(client_run(&c, all_closed, 2000), 0);
+    CHECK_I64(producers_told_gone(&s), 1);
+    CHECK(s.repeat_sent < 20);
+    /* a producer that ignores "full" is cut off at NATIVE_STREAM_MAX */
+    call_stream(&c, "Flood", 1000, 65536);
+    CHECK_I64(client_run(&c, all_closed, 500), -ETIMEDOUT); /* its status waits behind its data */
+    int flooded = sent_at_least(&s, 60);
+    CHECK(flooded >= 60 && flooded <= 70); /* 4 MiB / 64 KiB, then -EPIPE */
+    /* the connection still serves */
+    call_stream(&c, "Echo", 0, 0);
+    client_window(&c, 1 << 20);
+    CHECK_I64(client_run(&c, all_closed, 10000), 0);
+    CHECK_I64(c.st[2].status, 8); /* RESOURCE_EXHAUSTED, after what was queued */
+    CHECK_I64(c.st[3].status, 0);
+    client_close(&c);
+    srv_end(&s);
+    CHECK_I64(s.stats.open_calls, 0);
+}
+
+/* The server stopping with a producer paused on a client that does not
+ * read: the producer hears it before the stop returns, and frees. */
+TEST(native_stop_tells_a_paused_producer) {
+    struct srv s;
+    REQUIRE(srv_start(&s) == 0);
+    struct client c;
+    REQUIRE(client_open(&c, s.port, 2) == 0);
+    client_window(&c, 0);
+    call_stream(&c, "Repeat", 1000, 65536);
+    CHECK_I64(client_run(&c, all_closed, 300), -ETIMEDOUT);
+    CHECK_I64(sent_at_least(&s, 4), 4);
+    srv_end(&s); /* the client is still connected */
+    CHECK_I64(s.repeat_gone, 1);
+    CHECK_I64(s.stats.open_calls, 0);
     client_close(&c);
 }
