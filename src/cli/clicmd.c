@@ -573,6 +573,16 @@ static const struct cli_flag f_task_query[] = {
     {0}};
 static const struct cli_flag f_host_query[] = {
     {"states", 's', true, NULL, "host states: up,draining,drained,down,unknown (default every host)"}, {0}};
+static const struct cli_flag f_pod_events[] = {
+    {"run", 'r', true, NULL, "one run only: <job-id>-<instance>-<run>, or the run's number"},
+    {"limit", 'l', true, NULL, "the latest N events"},
+    {0}};
+static const struct cli_flag f_pod_get[] = {
+    {"statusonly", 0, false, NULL, "the status only, not the spec"},
+    {"currentonly", 0, false, NULL, "the current run only, not the previous ones"},
+    {0}};
+static const struct cli_flag f_pod_events_v1[] = {
+    {"id", 'p', true, NULL, "one run: its pod id, <job-id>-<instance>-<run>"}, {0}};
 static const struct cli_flag f_dump[] = {{"format", 0, true, "yaml", "yaml or json"}, {0}};
 
 const struct cli_cmd cli_cmds[] = {
@@ -627,6 +637,14 @@ const struct cli_cmd cli_cmds[] = {
      cli_cmd_host_maint_complete, false},
     {"host maintenance query", "", "list hosts by state (as host query)", 0, 0, f_host_query, cli_cmd_host_query, false},
     {"host query", "", "list hosts by state", 0, 0, f_host_query, cli_cmd_host_query, false},
+    {"pod get", "<pod-name>", "show a pod (<job-id>-<instance>): its current run and the previous ones", 1, 1,
+     f_pod_get, cli_cmd_pod_get, false},
+    {"pod restart", "<pod-name>", "restart a pod: its current run replaced by the next", 1, 1, NULL,
+     cli_cmd_pod_restart, false},
+    {"pod events", "<job-id> <instance>", "show a pod's Kubernetes Events (as task events)", 2, 2, f_pod_events,
+     cli_cmd_task_events, false},
+    {"pod events-v1alpha", "<pod-name>", "show a pod's state changes (v1alpha PodService)", 1, 1, f_pod_events_v1,
+     cli_cmd_pod_events_v1, false},
     {"respool create", "<respool-path> <config.yaml>", "create a pool from Peloton's YAML ResourcePoolConfig", 2, 2,
      f_config, cmd_respool_create, false},
     {"respool update", "<respool-path> <config.yaml>", "replace a pool's config", 2, 2, f_config, cmd_respool_update,

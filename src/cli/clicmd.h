@@ -2,7 +2,7 @@
  * (arguments, YAML configs, Get and its --wait), of clictl.c (--wait's
  * bound, configs for updates) and of cliupdate.c (following an update),
  * and the command functions the table in clicmd.c names (clictl.c: job and
- * task control; cliupdate.c: updates and hosts). Returned JSON is the
+ * task control; cliupdate.c: updates and hosts; clipod.c: pods). Returned JSON is the
  * caller's; the cli_cmd_* return an exit code (cli.h). */
 #ifndef PELOTON_CLI_CLICMD_H
 #define PELOTON_CLI_CLICMD_H
@@ -92,5 +92,8 @@ CLI_CMD(update_abort);
 CLI_CMD(host_query);
 CLI_CMD(host_maint_start);
 CLI_CMD(host_maint_complete);
+CLI_CMD(pod_get);
+CLI_CMD(pod_restart);
+CLI_CMD(pod_events_v1);
 
 #endif

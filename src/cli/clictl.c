@@ -319,9 +319,15 @@ int cli_cmd_task_restart(struct cli *c, const struct cli_inv *in) {
 int cli_cmd_task_events(struct cli *c, const struct cli_inv *in) {
     long long inst = cli_parse_uint(in->argv[1]);
     if (inst < 0) return cli_usage_error(c, in->cmd, "instance \"%s\" is not a number", in->argv[1]);
-    json_t *resp;
-    int rc = cli_call(c, CLI_JOBMGR, &m_task_events,
-                      json_pack("{s:{s:s},s:I}", "jobId", "value", in->argv[0], "instanceId", inst), &resp);
+    json_t *resp, *req = json_pack("{s:{s:s},s:I}", "jobId", "value", in->argv[0], "instanceId", inst);
+    const char *run = cli_flag(in, "run"), *limit = cli_flag(in, "limit");
+    if (limit && cli_parse_uint(limit) < 0) {
+        json_decref(req);
+        return cli_usage_error(c, in->cmd, "--limit is a number, not \"%s\"", limit);
+    }
+    if (req && run) json_object_set_new(req, "runId", json_string(run));
+    if (req && limit) json_object_set_new(req, "limit", json_integer(cli_parse_uint(limit)));
+    int rc = cli_call(c, CLI_JOBMGR, &m_task_events, req, &resp);
     if (rc) return rc;
     if (c->json) cli_print_json(c, resp);
     else {

@@ -36,6 +36,7 @@ static const struct {
     {"host", "manage hosts"},
     {"host maintenance", "host maintenance"},
     {"update", "manage job updates"},
+    {"pod", "manage pods (a pod: <job-id>-<instance>)"},
     {"watch", "watch job / pod changes"},
 };
 

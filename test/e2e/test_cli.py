@@ -429,6 +429,34 @@ def test_task_restart_stop_start_events():
     one_error_line(rc, err, "notFound")
 
 
+def test_pods():
+    jid = WEB["id"]
+    rc, out, err = cli("-j", "pod", "get", f"{jid}-0")
+    assert rc == 0, err
+    cur = json.loads(out)["current"]
+    assert cur["spec"]["podName"]["value"] == f"{jid}-0" and cur["status"]["state"] == "POD_STATE_RUNNING", cur
+    rc, out, err = cli("pod", "get", f"{jid}-0", "--statusonly", "--currentonly")
+    assert rc == 0 and "state: POD_STATE_RUNNING" in out and "previous" not in out and "podName" not in out, out
+    before = live()["2"]
+    rc, out, err = cli("pod", "restart", f"{jid}-2")
+    assert rc == 0 and out == f"Pod {jid}-2 restarting\n", (out, err)
+    services.wait_until(lambda: live().get("2", before) != before, 30, "instance 2's next run")  # kubectl sees it
+    rc, out, err = cli("-j", "pod", "events-v1alpha", f"{jid}-0")
+    evs = json.loads(out)["events"]
+    assert rc == 0 and "POD_STATE_RUNNING" in [e.get("actualState") for e in evs], out
+    rc, out, err = cli("pod", "events-v1alpha", f"{jid}-0")
+    head, *rows = out.splitlines()
+    assert head.split()[:3] == ["TIME", "POD-ID", "STATE"] and len(rows) == len(evs), out
+    rc, out, err = cli("-j", "pod", "events", jid, "0", "--limit", "1")
+    assert rc == 0 and len(json.loads(out)["result"]) == 1, out
+    rc, out, err = cli("pod", "get", "nonsense")
+    one_error_line(rc, err, "invalid-argument")
+    rc, out, err = cli("pod", "restart", f"{ZERO}-0")
+    one_error_line(rc, err, "not-found")
+    rc, out, err = cli("pod", "events", jid, "0", "--limit", "x")
+    assert rc == 2, err
+
+
 def test_unknown_ids_and_bad_input():
     for args, code in [(["update", "get", "nonsense"], "invalid-argument"),
                        (["update", "get", f"{ZERO}-1"], "not-found"),
