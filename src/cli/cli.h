@@ -21,12 +21,15 @@ enum { CLI_OK = 0, CLI_ERR = 1, CLI_USAGE = 2, CLI_UNREACHABLE = 3 };
 #define CLI_MAX_FLAGS 16
 #define CLI_MAX_ARGS 8
 
+/* A flag given more than once: its values joined with ',' (-r 0:2 -r 4:6 reads as 0:2,4:6). */
+#define CLI_VALUES 2
+
 enum cli_target { CLI_JOBMGR, CLI_RESMGR, CLI_HOSTMGR };
 
 struct cli_flag {
     const char *name; /* long name, without "--" */
     char short_name;  /* 0: none */
-    bool takes_value; /* else a switch */
+    int takes_value;  /* false: a switch; true: a value; CLI_VALUES: a value that may repeat */
     const char *def;  /* default value shown in help; NULL: none */
     const char *help;
 };
@@ -73,6 +76,13 @@ bool cli_switch(const struct cli_inv *in, const char *name);
  * code. Errors the reply carries (an `error` member, or v0's top-level
  * notFound / outOfRange) are failures too. On CLI_OK *resp is the reply. */
 int cli_call(struct cli *c, enum cli_target t, const struct clirpc_method *m, json_t *req, json_t **resp);
+
+/* Instance ranges "from:to[,from:to...]" (to excluded) appended to out as
+ * InstanceRange JSON. An empty from is 0; an empty to is count; ":" alone
+ * is every instance (nothing appended). 0: done; -1: a part is not a range
+ * or its from is not below its to (bad: that part); 1: an open end and
+ * count < 0 (call again with the job's count). */
+int cli_ranges(const char *spec, long long count, json_t *out, char *bad, size_t badlen);
 
 /* Output (cliout.c). */
 void cli_print_json(struct cli *c, const json_t *v);

@@ -1,6 +1,9 @@
 /* The CLI's commands: one row of cli_cmds each, and the function that turns
  * its arguments into calls (requests built as proto3 JSON) and prints the
- * replies as a table, as YAML, or with -j as the reply's JSON. */
+ * replies as a table, as YAML, or with -j as the reply's JSON. Here: the
+ * shared helpers, respool, job create|get|status|query|delete, task
+ * list|get|query and the table; job and task control in clictl.c, updates
+ * and hosts in cliupdate.c (clicmd.h). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -9,47 +12,30 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "clicmd.h"
 #include "cliyaml.h"
-#include "peloton/api/v0/job/job.pb-c.h"
-#include "peloton/api/v0/respool/respool.pb-c.h"
-#include "peloton/api/v0/task/task.pb-c.h"
-
-#define JM_(m, rq, rs)                                                                                              \
-    {"peloton.api.job.JobManager::" m, "peloton-jobmgr", &peloton__api__v0__job__##rq##__descriptor,              \
-     &peloton__api__v0__job__##rs##__descriptor}
-#define TM_(m, rq, rs)                                                                                              \
-    {"peloton.api.task.TaskManager::" m, "peloton-jobmgr", &peloton__api__v0__task__##rq##__descriptor,           \
-     &peloton__api__v0__task__##rs##__descriptor}
-#define RM_(m, rq, rs)                                                                                              \
-    {"peloton.api.respool.ResourceManager::" m, "peloton-resmgr", &peloton__api__v0__respool__##rq##__descriptor, \
-     &peloton__api__v0__respool__##rs##__descriptor}
 
 static const struct clirpc_method
-    m_job_create = JM_("Create", create_request, create_response), m_job_get = JM_("Get", get_request, get_response),
+    m_job_create = JM_("Create", create_request, create_response),
+    m_job_get = JM_("Get", get_request, get_response),
     m_job_query = JM_("Query", query_request, query_response),
     m_job_delete = JM_("Delete", delete_request, delete_response),
-    m_job_stop = JM_("Stop", stop_request, stop_response), m_job_start = JM_("Start", start_request, start_response),
-    m_job_restart = JM_("Restart", restart_request, restart_response),
-    m_job_update = JM_("Update", update_request, update_response),
-    m_task_get = TM_("Get", get_request, get_response), m_task_list = TM_("List", list_request, list_response),
+    m_task_get = TM_("Get", get_request, get_response),
+    m_task_list = TM_("List", list_request, list_response),
     m_task_query = TM_("Query", query_request, query_response),
-    m_task_start = TM_("Start", start_request, start_response),
-    m_task_stop = TM_("Stop", stop_request, stop_response),
-    m_task_restart = TM_("Restart", restart_request, restart_response),
-    m_task_events = TM_("GetPodEvents", get_pod_events_request, get_pod_events_response),
     m_rp_create = RM_("CreateResourcePool", create_request, create_response),
     m_rp_update = RM_("UpdateResourcePool", update_request, update_response),
     m_rp_delete = RM_("DeleteResourcePool", delete_request, delete_response),
     m_rp_lookup = RM_("LookupResourcePoolID", lookup_request, lookup_response),
     m_rp_query = RM_("Query", query_request, query_response);
 
+
 /* ------------------------------------------------------------------ helpers */
 
-static json_t *id_obj(const char *v) { return json_pack("{s:s}", "value", v); }
+json_t *cli_id_obj(const char *v) { return json_pack("{s:s}", "value", v); }
 
 /* An unsigned number argument or flag value; -1 when it is not one. */
-static long long parse_uint(const char *s) {
+long long cli_parse_uint(const char *s) {
     char *end;
     if (!s || !*s || *s == '-') return -1;
     errno = 0;
@@ -65,13 +51,13 @@ static json_t *parse_range(const char *s) {
     if ((size_t)(colon - s) >= sizeof from || strlen(colon + 1) >= sizeof to) return NULL;
     memcpy(from, s, (size_t)(colon - s));
     snprintf(to, sizeof to, "%s", colon + 1);
-    long long f = from[0] ? parse_uint(from) : 0, t = to[0] ? parse_uint(to) : UINT32_MAX;
+    long long f = from[0] ? cli_parse_uint(from) : 0, t = to[0] ? cli_parse_uint(to) : UINT32_MAX;
     if (f < 0 || t < 0 || t < f) return NULL;
     return json_pack("{s:I,s:I}", "from", f, "to", t);
 }
 
 /* A comma-separated flag as a JSON array of strings ([] for NULL or ""). */
-static json_t *split_list(const char *s) {
+json_t *cli_split_list(const char *s) {
     json_t *a = json_array();
     while (s && *s) {
         const char *comma = strchr(s, ',');
@@ -83,8 +69,8 @@ static json_t *split_list(const char *s) {
 }
 
 /* States given as "running,pending": the enum names, upper case. */
-static json_t *state_list(const char *s) {
-    json_t *a = split_list(s), *v;
+json_t *cli_state_list(const char *s) {
+    json_t *a = cli_split_list(s), *v;
     size_t i;
     json_array_foreach(a, i, v) {
         char up[64];
@@ -96,7 +82,7 @@ static json_t *state_list(const char *s) {
 }
 
 /* The id of the pool at path, via LookupResourcePoolID. */
-static int lookup_pool(struct cli *c, const char *path, char *id, size_t idlen) {
+int cli_lookup_pool(struct cli *c, const char *path, char *id, size_t idlen) {
     json_t *resp;
     int rc = cli_call(c, CLI_RESMGR, &m_rp_lookup, json_pack("{s:{s:s}}", "path", "value", path), &resp);
     if (rc) return rc;
@@ -105,7 +91,7 @@ static int lookup_pool(struct cli *c, const char *path, char *id, size_t idlen) 
     return CLI_OK;
 }
 
-static json_t *load_yaml(struct cli *c, const struct cli_inv *in, const ProtobufCMessageDescriptor *d,
+json_t *cli_load_yaml(struct cli *c, const struct cli_inv *in, const ProtobufCMessageDescriptor *d,
                          const char *path) {
     char err[512];
     size_t len;
@@ -118,12 +104,12 @@ static json_t *load_yaml(struct cli *c, const struct cli_inv *in, const Protobuf
 }
 
 /* Prints a reply: -j as JSON, else YAML of the member at key (all when NULL). */
-static void print_reply_yaml(struct cli *c, json_t *resp, const char *key) {
+void cli_print_reply_yaml(struct cli *c, json_t *resp, const char *key) {
     if (c->json) cli_print_json(c, resp);
     else cli_print_yaml(c->out, key ? json_object_get(resp, key) : resp, 0);
 }
 
-static bool pool_path_ok(const char *p) { return p[0] == '/'; }
+bool cli_pool_path_ok(const char *p) { return p[0] == '/'; }
 
 /* ------------------------------------------------------------------ respool */
 
@@ -131,20 +117,20 @@ static bool pool_path_ok(const char *p) { return p[0] == '/'; }
 static int pool_config(struct cli *c, const struct cli_inv *in, json_t **config) {
     const char *path = in->argv[0];
     const char *slash = strrchr(path, '/');
-    if (!pool_path_ok(path) || !slash[1]) {
+    if (!cli_pool_path_ok(path) || !slash[1]) {
         return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with / and ends with its name", path);
     }
-    json_t *cfg = load_yaml(c, in, &peloton__api__v0__respool__resource_pool_config__descriptor, in->argv[1]);
+    json_t *cfg = cli_load_yaml(c, in, &peloton__api__v0__respool__resource_pool_config__descriptor, in->argv[1]);
     if (!cfg) return CLI_USAGE;
     char parent[1024], pid[256];
     snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int rc = lookup_pool(c, parent, pid, sizeof pid);
+    int rc = cli_lookup_pool(c, parent, pid, sizeof pid);
     if (rc) {
         json_decref(cfg);
         return rc;
     }
     json_object_set_new(cfg, "name", json_string(slash + 1));
-    json_object_set_new(cfg, "parent", id_obj(pid));
+    json_object_set_new(cfg, "parent", cli_id_obj(pid));
     *config = cfg;
     return CLI_OK;
 }
@@ -167,11 +153,11 @@ static int cmd_respool_update(struct cli *c, const struct cli_inv *in) {
     char id[256];
     int rc = pool_config(c, in, &cfg);
     if (rc) return rc;
-    if ((rc = lookup_pool(c, in->argv[0], id, sizeof id))) {
+    if ((rc = cli_lookup_pool(c, in->argv[0], id, sizeof id))) {
         json_decref(cfg);
         return rc;
     }
-    rc = cli_call(c, CLI_RESMGR, &m_rp_update, json_pack("{s:o,s:o}", "id", id_obj(id), "config", cfg), &resp);
+    rc = cli_call(c, CLI_RESMGR, &m_rp_update, json_pack("{s:o,s:o}", "id", cli_id_obj(id), "config", cfg), &resp);
     if (rc) return rc;
     if (c->json) cli_print_json(c, resp);
     else fprintf(c->out, "Resource pool %s updated\n", in->argv[0]);
@@ -181,7 +167,7 @@ static int cmd_respool_update(struct cli *c, const struct cli_inv *in) {
 
 static int cmd_respool_delete(struct cli *c, const struct cli_inv *in) {
     json_t *resp;
-    if (!pool_path_ok(in->argv[0])) return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with /", in->argv[0]);
+    if (!cli_pool_path_ok(in->argv[0])) return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with /", in->argv[0]);
     int rc = cli_call(c, CLI_RESMGR, &m_rp_delete, json_pack("{s:{s:s}}", "path", "value", in->argv[0]), &resp);
     if (rc) return rc;
     if (c->json) cli_print_json(c, resp);
@@ -211,12 +197,12 @@ static int cmd_respool_dump(struct cli *c, const struct cli_inv *in) {
 
 /* ---------------------------------------------------------------------- job */
 
-static int job_get(struct cli *c, const char *id, json_t **resp) {
-    return cli_call(c, CLI_JOBMGR, &m_job_get, json_pack("{s:o}", "id", id_obj(id)), resp);
+int cli_job_get(struct cli *c, const char *id, json_t **resp) {
+    return cli_call(c, CLI_JOBMGR, &m_job_get, json_pack("{s:o}", "id", cli_id_obj(id)), resp);
 }
 
 /* Instances counted as up for --wait: running, or already done. */
-static long long job_up(const json_t *info) {
+long long cli_job_up(const json_t *info) {
     json_t *stats = json_object_get(json_object_get(info, "runtime"), "taskStats");
     json_t *r = json_object_get(stats, "RUNNING"), *s = json_object_get(stats, "SUCCEEDED");
     return (json_is_integer(r) ? json_integer_value(r) : 0) + (json_is_integer(s) ? json_integer_value(s) : 0);
@@ -224,17 +210,17 @@ static long long job_up(const json_t *info) {
 
 /* Polls Get until every instance runs (or has succeeded), the job ends
  * another way, or wait_ms passes; a line on stderr at each change. */
-static int job_wait(struct cli *c, const char *id, long wait_ms) {
+int cli_job_wait(struct cli *c, const char *id, long wait_ms) {
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char last[512] = "", line[512], st[64];
     for (;;) {
         json_t *resp;
-        int rc = job_get(c, id, &resp);
+        int rc = cli_job_get(c, id, &resp);
         if (rc) return rc;
         json_t *info = json_object_get(resp, "jobInfo");
         long long want = json_integer_value(json_object_get(json_object_get(info, "config"), "instanceCount"));
-        long long up = job_up(info);
+        long long up = cli_job_up(info);
         cli_str(info, "runtime.state", st, sizeof st);
         if (!st[0]) snprintf(st, sizeof st, "UNKNOWN");
         snprintf(line, sizeof line, "job %.200s: %s, %lld/%lld instances running or done", id, st, up, want);
@@ -261,45 +247,45 @@ static int cmd_job_create(struct cli *c, const struct cli_inv *in) {
     const char *wait = cli_flag(in, "wait-timeout");
     long wait_ms = 0;
     if (cli_switch(in, "wait")) {
-        long long s = parse_uint(wait);
+        long long s = cli_parse_uint(wait);
         if (s <= 0) return cli_usage_error(c, in->cmd, "--wait-timeout is a number of seconds, not \"%s\"", wait);
         wait_ms = (long)s * 1000;
     }
-    if (!pool_path_ok(in->argv[0]))
+    if (!cli_pool_path_ok(in->argv[0]))
         return cli_usage_error(c, in->cmd, "\"%s\": a pool's path starts with /", in->argv[0]);
-    json_t *cfg = load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]);
+    json_t *cfg = cli_load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]);
     if (!cfg) return CLI_USAGE;
     char pool[256], id[256];
-    int rc = lookup_pool(c, in->argv[0], pool, sizeof pool);
+    int rc = cli_lookup_pool(c, in->argv[0], pool, sizeof pool);
     if (rc) {
         json_decref(cfg);
         return rc;
     }
-    json_object_set_new(cfg, "respoolID", id_obj(pool));
+    json_object_set_new(cfg, "respoolID", cli_id_obj(pool));
     json_t *req = json_pack("{s:o}", "config", cfg), *resp;
     const char *want_id = cli_flag(in, "jobID");
-    if (want_id) json_object_set_new(req, "id", id_obj(want_id));
+    if (want_id) json_object_set_new(req, "id", cli_id_obj(want_id));
     rc = cli_call(c, CLI_JOBMGR, &m_job_create, req, &resp);
     if (rc) return rc;
     cli_str(resp, "jobId.value", id, sizeof id);
     if (c->json) cli_print_json(c, resp);
     else fprintf(c->out, "Job %s created\n", id);
     json_decref(resp);
-    return wait_ms ? job_wait(c, id, wait_ms) : CLI_OK;
+    return wait_ms ? cli_job_wait(c, id, wait_ms) : CLI_OK;
 }
 
 static int cmd_job_get(struct cli *c, const struct cli_inv *in) {
     json_t *resp;
-    int rc = job_get(c, in->argv[0], &resp);
+    int rc = cli_job_get(c, in->argv[0], &resp);
     if (rc) return rc;
-    print_reply_yaml(c, resp, "jobInfo");
+    cli_print_reply_yaml(c, resp, "jobInfo");
     json_decref(resp);
     return CLI_OK;
 }
 
 static int cmd_job_status(struct cli *c, const struct cli_inv *in) {
     json_t *resp;
-    int rc = job_get(c, in->argv[0], &resp);
+    int rc = cli_job_get(c, in->argv[0], &resp);
     if (rc) return rc;
     if (c->json) {
         cli_print_json(c, json_object_get(json_object_get(resp, "jobInfo"), "runtime"));
@@ -327,7 +313,7 @@ static int cmd_job_status(struct cli *c, const struct cli_inv *in) {
 
 static int cmd_job_delete(struct cli *c, const struct cli_inv *in) {
     json_t *resp;
-    int rc = cli_call(c, CLI_JOBMGR, &m_job_delete, json_pack("{s:o}", "id", id_obj(in->argv[0])), &resp);
+    int rc = cli_call(c, CLI_JOBMGR, &m_job_delete, json_pack("{s:o}", "id", cli_id_obj(in->argv[0])), &resp);
     if (rc) return rc;
     if (c->json) cli_print_json(c, resp);
     else fprintf(c->out, "Job %s deleted\n", in->argv[0]);
@@ -337,9 +323,9 @@ static int cmd_job_delete(struct cli *c, const struct cli_inv *in) {
 
 /* A PaginationSpec from --limit, --offset, --sort, --sortorder (and --total). */
 static int pagination(struct cli *c, const struct cli_inv *in, json_t **out) {
-    long long limit = parse_uint(cli_flag(in, "limit")), offset = parse_uint(cli_flag(in, "offset"));
+    long long limit = cli_parse_uint(cli_flag(in, "limit")), offset = cli_parse_uint(cli_flag(in, "offset"));
     const char *total = cli_flag(in, "total"), *sort = cli_flag(in, "sort"), *order = cli_flag(in, "sortorder");
-    long long max = total ? parse_uint(total) : 0;
+    long long max = total ? cli_parse_uint(total) : 0;
     if (limit < 0 || offset < 0 || max < 0) return cli_usage_error(c, in->cmd, "--limit, --offset and --total are numbers");
     if (strcasecmp(order, "ASC") && strcasecmp(order, "DESC"))
         return cli_usage_error(c, in->cmd, "--sortorder is ASC or DESC, not \"%s\"", order);
@@ -358,7 +344,7 @@ static int cmd_job_query(struct cli *c, const struct cli_inv *in) {
     if (rc) goto bad;
     json_object_set_new(spec, "pagination", pg);
     const char *labels = cli_flag(in, "labels"), *rp = cli_flag(in, "respool");
-    json_t *ls = split_list(labels), *l;
+    json_t *ls = cli_split_list(labels), *l;
     size_t i;
     json_t *lab = json_array();
     json_array_foreach(ls, i, l) {
@@ -374,14 +360,14 @@ static int cmd_job_query(struct cli *c, const struct cli_inv *in) {
     }
     json_decref(ls);
     json_object_set_new(spec, "labels", lab);
-    json_object_set_new(spec, "keywords", split_list(cli_flag(in, "keywords")));
-    json_object_set_new(spec, "jobStates", state_list(cli_flag(in, "states")));
+    json_object_set_new(spec, "keywords", cli_split_list(cli_flag(in, "keywords")));
+    json_object_set_new(spec, "jobStates", cli_state_list(cli_flag(in, "states")));
     if (cli_flag(in, "owner")) json_object_set_new(spec, "owner", json_string(cli_flag(in, "owner")));
     if (cli_flag(in, "name")) json_object_set_new(spec, "name", json_string(cli_flag(in, "name")));
     if (rp && *rp) {
         char pid[256];
-        if ((rc = lookup_pool(c, rp, pid, sizeof pid))) goto bad;
-        json_object_set_new(req, "respoolID", id_obj(pid));
+        if ((rc = cli_lookup_pool(c, rp, pid, sizeof pid))) goto bad;
+        json_object_set_new(req, "respoolID", cli_id_obj(pid));
     }
     json_object_set_new(req, "spec", spec);
     spec = NULL;
@@ -418,76 +404,6 @@ bad:
     json_decref(spec);
     json_decref(req);
     return rc;
-}
-
-/* job stop|rolling-start|rolling-restart|rolling-stop <job> [-r from:to]... */
-static int job_ranges(struct cli *c, const struct cli_inv *in, json_t **ranges) {
-    *ranges = json_array();
-    const char *r = cli_flag(in, "range");
-    if (!r || !*r) return CLI_OK;
-    json_t *parts = split_list(r), *p;
-    size_t i;
-    json_array_foreach(parts, i, p) {
-        json_t *rg = parse_range(json_string_value(p));
-        if (!rg) {
-            json_decref(parts);
-            json_decref(*ranges);
-            return cli_usage_error(c, in->cmd, "--range is from:to[,from:to...], not \"%s\"", r);
-        }
-        json_array_append_new(*ranges, rg);
-    }
-    json_decref(parts);
-    return CLI_OK;
-}
-
-static int job_lifecycle(struct cli *c, const struct cli_inv *in, const struct clirpc_method *m, const char *cfgkey,
-                         const char *done) {
-    json_t *ranges, *resp;
-    int rc = job_ranges(c, in, &ranges);
-    if (rc) return rc;
-    json_t *req = json_pack("{s:o,s:o}", "id", id_obj(in->argv[0]), "ranges", ranges);
-    const char *bs = in->argc > 1 ? in->argv[1] : NULL;
-    if (bs) {
-        long long n = parse_uint(bs);
-        if (n < 0) {
-            json_decref(req);
-            return cli_usage_error(c, in->cmd, "batch size \"%s\" is not a number", bs);
-        }
-        json_object_set_new(req, cfgkey, json_pack("{s:I}", "batchSize", n));
-    }
-    const char *rv = cli_flag(in, "resourceVersion");
-    if (rv && strcmp(rv, "0")) json_object_set_new(req, "resourceVersion", json_string(rv));
-    rc = cli_call(c, CLI_JOBMGR, m, req, &resp);
-    if (rc) return rc;
-    char v[64];
-    if (c->json) cli_print_json(c, resp);
-    else fprintf(c->out, "Job %s %s (resource version %s)\n", in->argv[0], done,
-                 cli_str(resp, "resourceVersion", v, sizeof v)[0] ? v : "0");
-    json_decref(resp);
-    return CLI_OK;
-}
-
-static int cmd_job_stop(struct cli *c, const struct cli_inv *in) {
-    return job_lifecycle(c, in, &m_job_stop, "stopConfig", "stopping");
-}
-static int cmd_job_start(struct cli *c, const struct cli_inv *in) {
-    return job_lifecycle(c, in, &m_job_start, "startConfig", "starting");
-}
-static int cmd_job_restart(struct cli *c, const struct cli_inv *in) {
-    return job_lifecycle(c, in, &m_job_restart, "restartConfig", "restarting");
-}
-
-static int cmd_job_update(struct cli *c, const struct cli_inv *in) {
-    json_t *cfg = load_yaml(c, in, &peloton__api__v0__job__job_config__descriptor, in->argv[1]), *resp;
-    if (!cfg) return CLI_USAGE;
-    int rc = cli_call(c, CLI_JOBMGR, &m_job_update, json_pack("{s:o,s:o}", "id", id_obj(in->argv[0]), "config", cfg),
-                      &resp);
-    if (rc) return rc;
-    char msg[512];
-    if (c->json) cli_print_json(c, resp);
-    else fprintf(c->out, "Job %s updated %s\n", in->argv[0], cli_str(resp, "message", msg, sizeof msg));
-    json_decref(resp);
-    return CLI_OK;
 }
 
 /* --------------------------------------------------------------------- task */
@@ -548,7 +464,7 @@ static int cmd_task_list(struct cli *c, const struct cli_inv *in) {
 }
 
 static int cmd_task_get(struct cli *c, const struct cli_inv *in) {
-    long long inst = parse_uint(in->argv[1]);
+    long long inst = cli_parse_uint(in->argv[1]);
     if (inst < 0) return cli_usage_error(c, in->cmd, "instance \"%s\" is not a number", in->argv[1]);
     json_t *resp;
     int rc = cli_call(c, CLI_JOBMGR, &m_task_get,
@@ -572,8 +488,8 @@ static int cmd_task_query(struct cli *c, const struct cli_inv *in) {
     json_t *pg, *resp;
     int rc = pagination(c, in, &pg);
     if (rc) return rc;
-    json_t *spec = json_pack("{s:o,s:o,s:o,s:o}", "pagination", pg, "taskStates", state_list(cli_flag(in, "states")), "names",
-                             split_list(cli_flag(in, "names")), "hosts", split_list(cli_flag(in, "hosts")));
+    json_t *spec = json_pack("{s:o,s:o,s:o,s:o}", "pagination", pg, "taskStates", cli_state_list(cli_flag(in, "states")), "names",
+                             cli_split_list(cli_flag(in, "names")), "hosts", cli_split_list(cli_flag(in, "hosts")));
     rc = cli_call(c, CLI_JOBMGR, &m_task_query,
                   json_pack("{s:{s:s},s:o}", "jobId", "value", in->argv[0], "spec", spec), &resp);
     if (rc) return rc;
@@ -582,61 +498,6 @@ static int cmd_task_query(struct cli *c, const struct cli_inv *in) {
         print_tasks(c, json_object_get(resp, "records"));
         char tot[32];
         fprintf(c->err, "%s task(s) in all\n", cli_str(resp, "pagination.total", tot, sizeof tot)[0] ? tot : "0");
-    }
-    json_decref(resp);
-    return CLI_OK;
-}
-
-/* task start|stop|restart <job> [-r from:to,...] */
-static int task_action(struct cli *c, const struct cli_inv *in, const struct clirpc_method *m, const char *key,
-                       const char *done) {
-    json_t *ranges, *resp;
-    int rc = job_ranges(c, in, &ranges);
-    if (rc) return rc;
-    rc = cli_call(c, CLI_JOBMGR, m, json_pack("{s:{s:s},s:o}", "jobId", "value", in->argv[0], "ranges", ranges), &resp);
-    if (rc) return rc;
-    if (c->json) cli_print_json(c, resp);
-    else {
-        char ids[1024];
-        fprintf(c->out, "Job %s: %s %s\n", in->argv[0], done,
-                key && cli_str(resp, key, ids, sizeof ids)[0] ? ids : "requested");
-    }
-    json_decref(resp);
-    return CLI_OK;
-}
-
-static int cmd_task_start(struct cli *c, const struct cli_inv *in) {
-    return task_action(c, in, &m_task_start, "startedInstanceIds", "started");
-}
-static int cmd_task_stop(struct cli *c, const struct cli_inv *in) {
-    return task_action(c, in, &m_task_stop, "stoppedInstanceIds", "stopped");
-}
-static int cmd_task_restart(struct cli *c, const struct cli_inv *in) {
-    return task_action(c, in, &m_task_restart, NULL, "restart");
-}
-
-static int cmd_task_events(struct cli *c, const struct cli_inv *in) {
-    long long inst = parse_uint(in->argv[1]);
-    if (inst < 0) return cli_usage_error(c, in->cmd, "instance \"%s\" is not a number", in->argv[1]);
-    json_t *resp;
-    int rc = cli_call(c, CLI_JOBMGR, &m_task_events,
-                      json_pack("{s:{s:s},s:I}", "jobId", "value", in->argv[0], "instanceId", inst), &resp);
-    if (rc) return rc;
-    if (c->json) cli_print_json(c, resp);
-    else {
-        static const char *const heads[] = {"TIME", "STATE", "GOAL", "HOST", "MESSAGE", "REASON"};
-        struct cli_table *t = cli_table_new(6, heads);
-        json_t *e;
-        size_t i;
-        json_array_foreach(json_object_get(resp, "result"), i, e) {
-            char b[6][512];
-            const char *row[6] = {cli_str(e, "timestamp", b[0], 512), cli_str(e, "actualState", b[1], 512),
-                                  cli_str(e, "goalState", b[2], 512), cli_str(e, "hostname", b[3], 512),
-                                  cli_str(e, "message", b[4], 512),   cli_str(e, "reason", b[5], 512)};
-            cli_table_add(t, row);
-        }
-        cli_table_print(t, c->out);
-        cli_table_free(t);
     }
     json_decref(resp);
     return CLI_OK;
@@ -665,12 +526,40 @@ static const struct cli_flag f_job_query[] = {
     {"sort", 'p', true, "creation_time", "order by: creation_time or name"},
     {"sortorder", 'a', true, "DESC", "ASC or DESC"},
     {0}};
-static const struct cli_flag f_ranges[] = {
-    {"range", 'r', true, NULL, "instances from:to (to excluded), comma-separated; default all"},
-    {"resourceVersion", 0, true, "0", "the job's resource version, for concurrency control"},
+#define RANGE_FLAG                                                                                                  \
+    {"range", 'r', CLI_VALUES, NULL,                                                                               \
+     "instances from:to (to excluded; an empty side: 0 or the end), repeated or comma-separated; default all"}
+#define WAIT_FLAGS                                                                                                  \
+    {"wait", 'w', false, NULL, "follow the operation until it ends, printing progress on stderr"},                 \
+        {"wait-timeout", 0, true, "300", "seconds --wait waits at most"}
+static const struct cli_flag f_job_ctl[] = {
+    RANGE_FLAG,
+    {"resourceVersion", 0, true, NULL, "the job's configuration version: refused (ABORTED) when not the current one"},
+    WAIT_FLAGS,
     {0}};
-static const struct cli_flag f_task_ranges[] = {
-    {"range", 'r', true, NULL, "instances from:to (to excluded), comma-separated; default all"}, {0}};
+static const struct cli_flag f_job_stop[] = {
+    RANGE_FLAG,
+    {"resourceVersion", 0, true, NULL, "the job's configuration version: refused (ABORTED) when not the current one"},
+    WAIT_FLAGS,
+    {"progress", 0, false, NULL, "the same as --wait (Peloton's name)"},
+    {0}};
+static const struct cli_flag f_job_update[] = {
+    {"configuration-version", 'c', true, NULL, "the job's current configuration version: refused (ABORTED) when stale"},
+    {"skip-unknown", 0, false, NULL, "skip fields the config's message does not have (a warning each)"},
+    {0}};
+static const struct cli_flag f_task_ranges[] = {RANGE_FLAG, {0}};
+static const struct cli_flag f_update_create[] = {
+    {"configuration-version", 'c', true, NULL, "the job's current configuration version: refused (ABORTED) when stale"},
+    {"override", 'o', false, NULL, "replace the update in progress (pelotond always does)"},
+    {"maxattempts", 0, true, "0", "attempts to bring an instance up before it counts as failed (0: no bound)"},
+    {"maxfailureInstances", 0, true, "0", "failed instances that fail the update (0: no bound)"},
+    {"rollbackOnFailure", 0, false, NULL, "roll back when the update fails"},
+    {"start-paused", 0, false, NULL, "create the update paused"},
+    {"in-place", 0, false, NULL, "prefer the instances' hosts (ignored by pelotond)"},
+    {"batch-percentage", 0, true, NULL, "the batch as a percentage of the instances (over batch-size)"},
+    WAIT_FLAGS,
+    {"skip-unknown", 0, false, NULL, "skip fields the config's message does not have (a warning each)"},
+    {0}};
 static const struct cli_flag f_task_list[] = {
     {"range", 'r', true, ":", "instances from:to (to excluded)"}, {0}};
 static const struct cli_flag f_task_query[] = {
@@ -682,6 +571,18 @@ static const struct cli_flag f_task_query[] = {
     {"sort", 'p', true, NULL, "order by (not applied by pelotond yet)"},
     {"sortorder", 'a', true, "ASC", "ASC or DESC"},
     {0}};
+static const struct cli_flag f_host_query[] = {
+    {"states", 's', true, NULL, "host states: up,draining,drained,down,unknown (default every host)"}, {0}};
+static const struct cli_flag f_pod_events[] = {
+    {"run", 'r', true, NULL, "one run only: <job-id>-<instance>-<run>, or the run's number"},
+    {"limit", 'l', true, NULL, "the latest N events"},
+    {0}};
+static const struct cli_flag f_pod_get[] = {
+    {"statusonly", 0, false, NULL, "the status only, not the spec"},
+    {"currentonly", 0, false, NULL, "the current run only, not the previous ones"},
+    {0}};
+static const struct cli_flag f_pod_events_v1[] = {
+    {"id", 'p', true, NULL, "one run: its pod id, <job-id>-<instance>-<run>"}, {0}};
 static const struct cli_flag f_dump[] = {{"format", 0, true, "yaml", "yaml or json"}, {0}};
 
 const struct cli_cmd cli_cmds[] = {
@@ -692,21 +593,58 @@ const struct cli_cmd cli_cmds[] = {
     {"job query", "", "list jobs by labels, pool, keywords, states, owner or name", 0, 0, f_job_query, cmd_job_query,
      false},
     {"job delete", "<job-id>", "delete a job", 1, 1, NULL, cmd_job_delete, false},
-    {"job stop", "<job-id>", "stop a job's instances", 1, 1, f_ranges, cmd_job_stop, true},
-    {"job update", "<job-id> <config.yaml>", "replace a job's config", 2, 2, f_config, cmd_job_update, true},
-    {"job rolling-start", "<job-id> [batch-size]", "start instances, batch by batch", 1, 2, f_ranges, cmd_job_start,
-     true},
-    {"job rolling-restart", "<job-id> [batch-size]", "restart instances, batch by batch", 1, 2, f_ranges,
-     cmd_job_restart, true},
-    {"job rolling-stop", "<job-id> [batch-size]", "stop instances, batch by batch", 1, 2, f_ranges, cmd_job_stop, true},
+    {"job stop", "<job-id>", "stop a job's instances (every one: pelotond has no per-instance stop)", 1, 1, f_job_stop,
+     cli_cmd_job_stop, false},
+    {"job start", "<job-id> [batch-size]", "start a stopped job's instances again", 1, 2, f_job_ctl, cli_cmd_job_start,
+     false},
+    {"job restart", "<job-id> [batch-size]", "restart instances (a service: a rolling restart, an update)", 1, 2,
+     f_job_ctl, cli_cmd_job_restart, false},
+    {"job update", "<job-id> <config.yaml>", "replace a job's config", 2, 2, f_job_update, cli_cmd_job_update, false},
+    {"job rolling-start", "<job-id> [batch-size]", "start instances (as job start)", 1, 2, f_job_ctl, cli_cmd_job_start,
+     false},
+    {"job rolling-restart", "<job-id> [batch-size]", "restart instances, batch by batch (as job restart)", 1, 2,
+     f_job_ctl, cli_cmd_job_restart, false},
+    {"job rolling-stop", "<job-id> [batch-size]", "stop instances (as job stop)", 1, 2, f_job_ctl, cli_cmd_job_stop,
+     false},
+    {"job refresh", "<job-id>", "reload a job (pelotond caches nothing: checks that it exists)", 1, 1, NULL,
+     cli_cmd_job_refresh, false},
+    {"job cache", "<job-id>", "show a job's config and runtime as the job manager has them", 1, 1, NULL,
+     cli_cmd_job_cache, false},
+    {"job active-list", "", "list the ids of the jobs not ended", 0, 0, NULL, cli_cmd_job_active, false},
     {"task list", "<job-id>", "list a job's tasks", 1, 1, f_task_list, cmd_task_list, false},
     {"task get", "<job-id> <instance>", "show one task (every run still kept)", 2, 2, NULL, cmd_task_get, false},
     {"task query", "<job-id>", "list a job's tasks by states, names or hosts", 1, 1, f_task_query, cmd_task_query,
      false},
-    {"task start", "<job-id>", "start tasks", 1, 1, f_task_ranges, cmd_task_start, true},
-    {"task stop", "<job-id>", "stop tasks (all without --range)", 1, 1, f_task_ranges, cmd_task_stop, true},
-    {"task restart", "<job-id>", "restart tasks", 1, 1, f_task_ranges, cmd_task_restart, true},
-    {"task events", "<job-id> <instance>", "show a task's events", 2, 2, NULL, cmd_task_events, true},
+    {"task start", "<job-id>", "start tasks", 1, 1, f_task_ranges, cli_cmd_task_start, false},
+    {"task stop", "<job-id>", "stop tasks (all without --range)", 1, 1, f_task_ranges, cli_cmd_task_stop, false},
+    {"task restart", "<job-id>", "restart tasks", 1, 1, f_task_ranges, cli_cmd_task_restart, false},
+    {"task events", "<job-id> <instance>", "show a task's events", 2, 2, NULL, cli_cmd_task_events, false},
+    {"update create", "<job-id> <config.yaml> [batch-size] [respool-path]",
+     "roll a service job to a new config, batch by batch (the pool: the job's own when not given)", 2, 4,
+     f_update_create, cli_cmd_update_create, false},
+    {"update get", "<update-id>", "show an update's state and progress", 1, 1, NULL, cli_cmd_update_get, false},
+    {"update list", "<job-id>", "list a job's updates (its latest)", 1, 1, NULL, cli_cmd_update_list, false},
+    {"update cache", "<update-id>", "show an update's instances as the job manager has them", 1, 1, NULL,
+     cli_cmd_update_cache, false},
+    {"update pause", "<update-id>", "pause an update", 1, 1, NULL, cli_cmd_update_pause, false},
+    {"update resume", "<update-id>", "resume a paused update", 1, 1, NULL, cli_cmd_update_resume, false},
+    {"update rollback", "<update-id>", "roll an update back to the previous config", 1, 1, NULL,
+     cli_cmd_update_rollback, false},
+    {"update abort", "<update-id>", "abort an update where it is", 1, 1, NULL, cli_cmd_update_abort, false},
+    {"host maintenance start", "<hostname,...>", "drain hosts: their work moves away, no new work comes", 1, 1,
+     NULL, cli_cmd_host_maint_start, false},
+    {"host maintenance complete", "<hostname,...>", "end hosts' maintenance: they take work again", 1, 1, NULL,
+     cli_cmd_host_maint_complete, false},
+    {"host maintenance query", "", "list hosts by state (as host query)", 0, 0, f_host_query, cli_cmd_host_query, false},
+    {"host query", "", "list hosts by state", 0, 0, f_host_query, cli_cmd_host_query, false},
+    {"pod get", "<pod-name>", "show a pod (<job-id>-<instance>): its current run and the previous ones", 1, 1,
+     f_pod_get, cli_cmd_pod_get, false},
+    {"pod restart", "<pod-name>", "restart a pod: its current run replaced by the next", 1, 1, NULL,
+     cli_cmd_pod_restart, false},
+    {"pod events", "<job-id> <instance>", "show a pod's Kubernetes Events (as task events)", 2, 2, f_pod_events,
+     cli_cmd_task_events, false},
+    {"pod events-v1alpha", "<pod-name>", "show a pod's state changes (v1alpha PodService)", 1, 1, f_pod_events_v1,
+     cli_cmd_pod_events_v1, false},
     {"respool create", "<respool-path> <config.yaml>", "create a pool from Peloton's YAML ResourcePoolConfig", 2, 2,
      f_config, cmd_respool_create, false},
     {"respool update", "<respool-path> <config.yaml>", "replace a pool's config", 2, 2, f_config, cmd_respool_update,

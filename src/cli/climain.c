@@ -36,6 +36,7 @@ static const struct {
     {"host", "manage hosts"},
     {"host maintenance", "host maintenance"},
     {"update", "manage job updates"},
+    {"pod", "manage pods (a pod: <job-id>-<instance>)"},
     {"watch", "watch job / pod changes"},
 };
 
@@ -149,8 +150,9 @@ int cli_call(struct cli *c, enum cli_target t, const struct clirpc_method *m, js
             void *it = json_object_iter(e);
             code = json_object_iter_key(it);
             detail = json_object_iter_value(it);
+            if (json_is_string(detail)) code = "failed"; /* error: {message: "..."} (GetPodEvents) */
         }
-        json_t *msg = json_is_object(detail) ? json_object_get(detail, "message") : NULL;
+        json_t *msg = json_is_object(detail) ? json_object_get(detail, "message") : detail;
         char *dump = NULL;
         if (!json_is_string(msg)) dump = json_dumps(detail, JSON_COMPACT | JSON_ENCODE_ANY);
         fprintf(c->err, "peloton: error: %s: %s\n", code, dump ? dump : json_string_value(msg));
@@ -216,7 +218,8 @@ static const struct cli_cmd *find_cmd(const char *path) {
     return NULL;
 }
 
-int cli_main(int argc, char **argv) {
+/* joined[i]: the values of the command's repeated flag i, joined (freed by cli_main). */
+static int cli_run(int argc, char **argv, char **joined) {
     struct cli c = {.out = stdout, .err = stderr};
     struct cli_inv in = {0};
     const char *gval[G_N] = {0};
@@ -250,7 +253,17 @@ int cli_main(int argc, char **argv) {
                 return cli_usage_error(&c, in.cmd, "flag --%s takes no value", f->name);
             }
             if (global) gval[idx] = val;
-            else in.val[idx] = val;
+            else if (f->takes_value == CLI_VALUES && in.val[idx]) {
+                size_t n1 = strlen(in.val[idx]), n2 = strlen(val);
+                if (n1 + n2 > 65536) return cli_usage_error(&c, in.cmd, "flag --%s given too often", f->name);
+                char *j = malloc(n1 + n2 + 2);
+                if (!j) return CLI_ERR;
+                memcpy(j, in.val[idx], n1);
+                j[n1] = ',';
+                memcpy(j + n1 + 1, val, n2 + 1);
+                free(joined[idx]);
+                in.val[idx] = joined[idx] = j;
+            } else in.val[idx] = val;
             continue;
         }
         if (!in.cmd) {
@@ -308,5 +321,12 @@ int cli_main(int argc, char **argv) {
     rc = in.cmd->run(&c, &in);
     clirpc_free(&c.rpc);
     free(token);
+    return rc;
+}
+
+int cli_main(int argc, char **argv) {
+    char *joined[CLI_MAX_FLAGS] = {0};
+    int rc = cli_run(argc, argv, joined);
+    for (int i = 0; i < CLI_MAX_FLAGS; i++) free(joined[i]);
     return rc;
 }

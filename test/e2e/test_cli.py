@@ -207,6 +207,277 @@ def test_job_delete():
     assert rc == 1 and err.startswith("peloton: error: notFound"), (rc, err)
 
 
+SVC_YAML = """\
+name: cli-web
+type: 1
+owningteam: team6
+instancecount: 3
+defaultconfig:
+  name: srv
+  labels:
+  - key: tag
+    value: TAG
+  resource:
+    cpulimit: 0.1
+    memlimitmb: 64
+  command:
+    value: serve
+"""
+WEB = {}
+ZERO = "00000000-0000-0000-0000-000000000000"
+
+
+def svc_yaml(tag, n=3):
+    return write(f"svc-{tag}-{n}.yaml", SVC_YAML.replace("TAG", tag).replace("instancecount: 3", f"instancecount: {n}"))
+
+
+def web_pods():
+    rc, out = kubectl("get", "pods", "-l", "peloton.io/job=cli-web", "-o", "json")
+    assert rc == 0, out
+    return json.loads(out)["items"]
+
+
+def live(pods=None):
+    """{instance: (pod uid, tag)} of cli-web's Running pods not being deleted."""
+    return {p["metadata"]["labels"]["peloton.io/instance"]: (p["metadata"]["uid"],
+                                                            p["metadata"].get("annotations", {}).get("tag"))
+            for p in (web_pods() if pods is None else pods)
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")}
+
+
+def tags():
+    return sorted(t for _, t in live().values())
+
+
+def update_state(uid):
+    rc, out, err = cli("-j", "update", "get", uid)
+    assert rc == 0, err
+    return json.loads(out)["updateInfo"]["status"]["state"]
+
+
+def one_error_line(rc, err, code, want_rc=1):
+    assert rc == want_rc and err.startswith(f"peloton: error: {code}: ") and err.count("\n") == 1, (rc, err)
+
+
+def test_update_create_wait_get_list_cache():
+    rc, out, err = cli("job", "create", "--wait", "--wait-timeout=40", "/clipool", svc_yaml("v1"))
+    assert rc == 0, (out, err)
+    jid = WEB["id"] = out.split()[1]
+    # a quick minReadySeconds (kubectl -> the native side), so the updates below roll fast
+    rc, out = kubectl("patch", "pj", "cli-web", "--type=merge", "-p", '{"spec":{"updateStrategy":{"minReadySeconds":1}}}')
+    assert rc == 0, out
+    services.wait_until(lambda: tags() == ["v1"] * 3, 20, "cli-web running v1")
+    rc, out, err = cli("update", "list", jid)
+    assert rc == 0 and out.split() == ["UPDATE-ID", "JOB", "STATE", "DONE", "FAILED", "REMAINING", "BATCH-SIZE"], out
+    assert err == "0 update(s)\n", err
+    # create --wait follows the update to its end, progress on stderr
+    rc, out, err = cli("update", "create", jid, svc_yaml("v2"), "1", "/clipool", "--wait", "--wait-timeout=40")
+    assert rc == 0, (out, err)
+    uid = WEB["u1"] = f"{jid}-1"
+    assert out == f"Update {uid} created for job {jid}\n", out
+    lines = err.splitlines()
+    assert lines[-1] == f"update {uid}: SUCCEEDED, 3/3 instances done, 0 failed", err
+    assert all(line.startswith(f"update {uid}: ") for line in lines), err
+    assert tags() == ["v2"] * 3, tags()  # kubectl: every pod on the new template
+    rc, kout = kubectl("get", "pj", "cli-web", "-o", "jsonpath={.status.update.state} {.spec.updateStrategy.batchSize}")
+    assert kout == "SUCCEEDED 1", kout
+    rc, out, err = cli("update", "get", uid)
+    assert rc == 0, err
+    head, row = out.splitlines()
+    assert row.split() == [uid, jid, "SUCCEEDED", "3", "0", "0", "1"], out
+    rc, out, err = cli("-j", "update", "get", uid)
+    info = json.loads(out)["updateInfo"]
+    assert info["status"]["numTasksDone"] == 3 and info["config"]["batchSize"] == 1, info
+    assert info["configVersion"] != info["prevConfigVersion"], info
+    rc, out, err = cli("update", "list", jid)
+    assert [r.split()[:3] for r in out.splitlines()[1:]] == [[uid, jid, "SUCCEEDED"]] and err == "1 update(s)\n", out
+    rc, out, err = cli("update", "cache", uid)
+    assert rc == 0 and "state: SUCCEEDED" in out and "instancesTotal:" in out, out
+    # an ended update can be neither paused nor rolled back
+    rc, out, err = cli("update", "pause", uid)
+    one_error_line(rc, err, "failed-precondition")
+    assert "SUCCEEDED" in err, err
+    rc, out, err = cli("update", "rollback", uid)
+    one_error_line(rc, err, "failed-precondition")
+
+
+def test_update_paused_resumed_paused_rolled_back_aborted():
+    jid = WEB["id"]
+    rc, out, err = cli("update", "create", jid, svc_yaml("v3"), "1", "--start-paused", "--rollbackOnFailure",
+                       "--wait", "--wait-timeout=20")
+    assert rc == 0 and "is paused" in err, (out, err)
+    uid = f"{jid}-2"
+    assert out == f"Update {uid} created for job {jid}\n" and f"update {uid}: PAUSED" in err, (out, err)
+    rc, kout = kubectl("get", "pj", "cli-web", "-o", "jsonpath={.status.update.state} {.spec.updateStrategy.paused}")
+    assert kout == "PAUSED true", kout  # kubectl sees the paused update
+    assert tags() == ["v2"] * 3
+    rc, out, err = cli("update", "resume", uid)
+    assert rc == 0 and out == f"Update {uid} resumed\n", (out, err)
+    services.wait_until(lambda: "v3" in tags(), 20, "an instance on v3", every=0.05)
+    rc, out, err = cli("update", "pause", uid)
+    assert rc == 0 and out == f"Update {uid} paused\n", (out, err)
+    services.wait_until(lambda: update_state(uid) == "PAUSED", 20, "the update PAUSED")
+    rc, kout = kubectl("get", "pj", "cli-web", "-o", "jsonpath={.status.update.state} {.spec.updateStrategy.paused}")
+    assert kout == "PAUSED true", kout
+    rc, out, err = cli("update", "rollback", uid)
+    assert rc == 0 and out == f"Update {uid} rolling back\n", (out, err)
+    services.wait_until(lambda: update_state(uid) == "ROLLED_BACK", 30, "the update ROLLED_BACK", every=0.3)
+    services.wait_until(lambda: tags() == ["v2"] * 3, 20, "every instance back on v2")
+    # the earlier update is no longer the job's: not found, naming the latest
+    rc, out, err = cli("update", "get", WEB["u1"])
+    one_error_line(rc, err, "not-found")
+    assert uid in err, err
+    rc, out, err = cli("update", "create", jid, svc_yaml("v4"), "2", "--start-paused")
+    uid = f"{jid}-3"
+    assert rc == 0 and out == f"Update {uid} created for job {jid}\n", (out, err)
+    services.wait_until(lambda: update_state(uid) == "PAUSED", 20, "the third update PAUSED")
+    rc, out, err = cli("update", "abort", uid)
+    assert rc == 0 and out == f"Update {uid} aborted\n", (out, err)
+    services.wait_until(lambda: update_state(uid) == "ABORTED", 20, "the update ABORTED")
+    rc, kout = kubectl("get", "pj", "cli-web", "-o", "jsonpath={.status.update.state}")
+    assert kout == "ABORTED", kout
+    rc, out, err = cli("update", "resume", uid)
+    one_error_line(rc, err, "failed-precondition")
+
+
+def test_job_update_stop_start_restart():
+    jid = WEB["id"]
+    rc, out, err = cli("-j", "job", "get", jid)
+    ver = json.loads(out)["jobInfo"]["config"]["changeLog"]["version"]
+    rc, out, err = cli("job", "update", jid, svc_yaml("v2", 4), "-c", str(ver))
+    assert rc == 0 and out.startswith(f"Job {jid} updated: job updated to configuration version "), (out, err)
+    rc, kout = kubectl("get", "pj", "cli-web", "-o", "jsonpath={.spec.instanceCount} {.spec.resourcePool}")
+    assert kout == "4 clipool", kout  # the pool kept: the job's own
+    # the version read before is stale now: ABORTED, one line
+    rc, out, err = cli("job", "update", jid, svc_yaml("v2", 4), "-c", str(ver))
+    one_error_line(rc, err, "aborted")
+    assert "stale version" in err, err
+    services.wait_until(lambda: tags() == ["v2"] * 4, 30, "4 instances of v2")
+    # stop --wait: until KILLED; kubectl then sees no pod of the job
+    rc, out, err = cli("job", "stop", jid, "--wait", "--wait-timeout=30")
+    assert rc == 0 and out.startswith(f"Job {jid} stopping (resource version "), (out, err)
+    assert err.splitlines()[-1] == f"job {jid}: KILLED, 0 instance(s) running", err
+    rv = out.split()[-1].rstrip(")")
+    services.wait_until(lambda: not web_pods(), 15, "cli-web's pods gone")
+    rc, out, err = cli("job", "start", jid, "--resourceVersion", "1")
+    one_error_line(rc, err, "aborted")
+    rc, out, err = cli("job", "start", jid, "--resourceVersion", rv, "--wait", "--wait-timeout=30")
+    assert rc == 0 and out.startswith(f"Job {jid} starting"), (out, err)
+    assert "4/4 instances running or done" in err, err
+    services.wait_until(lambda: tags() == ["v2"] * 4, 20, "cli-web back")
+    # restart: a rolling restart, an update of its own, followed with --wait
+    before = {u for u, _ in live().values()}
+    rc, out, err = cli("job", "restart", jid, "2", "--wait", "--wait-timeout=40")
+    assert rc == 0, (out, err)
+    assert out.startswith(f"Job {jid} restarting: update {jid}-"), out
+    assert err.splitlines()[-1].endswith(": SUCCEEDED, 4/4 instances done, 0 failed"), err
+    services.wait_until(lambda: len(live()) == 4 and not before & {u for u, _ in live().values()}, 20,
+                        "every pod replaced")
+    # bad ranges: refused here (2), or by the server (1)
+    rc, out, err = cli("job", "restart", jid, "-r", "3:1")
+    assert rc == 2 and err.startswith('peloton: --range "3:1"') and "usage: peloton job restart" in err, err
+    rc, out, err = cli("job", "stop", jid, "-r", "0:9")
+    one_error_line(rc, err, "invalid-argument")
+    assert "ranges[0].to: 9 exceeds" in err, err
+    rc, out, err = cli("job", "stop", jid, "--resourceVersion", "x")
+    assert rc == 2, err
+    # the cache methods
+    rc, out, err = cli("job", "refresh", jid)
+    assert rc == 0 and out == f"Job {jid} refreshed\n", (out, err)
+    rc, out, err = cli("-j", "job", "cache", jid)
+    assert json.loads(out)["config"]["instanceCount"] == 4, out
+    rc, out, err = cli("job", "active-list")
+    assert rc == 0 and jid in out.split(), out
+
+
+def test_task_restart_stop_start_events():
+    jid = WEB["id"]
+    one = live()
+    # repeated ranges, one with an open end (up to the job's instanceCount)
+    rc, out, err = cli("task", "restart", jid, "-r", "1:2", "-r", "3:")
+    assert rc == 0 and out == f"Job {jid}: restart requested\n", (out, err)
+
+    def restarted():
+        now = live()
+        return (len(now) == 4 and now["0"] == one["0"] and now["2"] == one["2"] and now["1"] != one["1"]
+                and now["3"] != one["3"])
+    services.wait_until(restarted, 30, "instances 1 and 3 restarted, 0 and 2 not")
+    rc, out, err = cli("task", "restart", jid, "-r", "4:7")
+    one_error_line(rc, err, "outOfRange")
+    rc, out, err = cli("task", "restart", jid, "-r", "x:1")
+    assert rc == 2, err
+    # some instances: the Job has no per-instance stop
+    rc, out, err = cli("task", "stop", jid, "-r", "0:2")
+    one_error_line(rc, err, "updateError")
+    rc, out, err = cli("task", "stop", jid)
+    assert rc == 0 and out == f"Job {jid}: stopped 0,1,2,3\n", (out, err)
+    services.wait_until(lambda: not web_pods(), 30, "every task stopped")
+    rc, out, err = cli("-j", "task", "start", jid)
+    assert rc == 0 and json.loads(out)["startedInstanceIds"] == [0, 1, 2, 3], (out, err)
+    services.wait_until(lambda: tags() == ["v2"] * 4, 30, "every task started")
+    rc, out, err = cli("-j", "task", "events", jid, "0")
+    assert rc == 0, err
+    evs = json.loads(out).get("result", [])
+    assert evs and all(e["taskId"]["value"].startswith(f"{jid}-0-") for e in evs), out
+    rc, out, err = cli("task", "events", jid, "0")
+    head, *rows = out.splitlines()
+    assert head.split() == ["TIME", "STATE", "GOAL", "HOST", "MESSAGE", "REASON"] and len(rows) == len(evs), out
+    rc, out, err = cli("task", "events", jid, "9")
+    one_error_line(rc, err, "failed")
+    assert "out of range" in err, err
+    rc, out, err = cli("task", "stop", ZERO)
+    one_error_line(rc, err, "notFound")
+
+
+def test_pods():
+    jid = WEB["id"]
+    rc, out, err = cli("-j", "pod", "get", f"{jid}-0")
+    assert rc == 0, err
+    cur = json.loads(out)["current"]
+    assert cur["spec"]["podName"]["value"] == f"{jid}-0" and cur["status"]["state"] == "POD_STATE_RUNNING", cur
+    rc, out, err = cli("pod", "get", f"{jid}-0", "--statusonly", "--currentonly")
+    assert rc == 0 and "state: POD_STATE_RUNNING" in out and "previous" not in out and "podName" not in out, out
+    before = live()["2"]
+    rc, out, err = cli("pod", "restart", f"{jid}-2")
+    assert rc == 0 and out == f"Pod {jid}-2 restarting\n", (out, err)
+    services.wait_until(lambda: live().get("2", before) != before, 30, "instance 2's next run")  # kubectl sees it
+    rc, out, err = cli("-j", "pod", "events-v1alpha", f"{jid}-0")
+    evs = json.loads(out)["events"]
+    assert rc == 0 and "POD_STATE_RUNNING" in [e.get("actualState") for e in evs], out
+    rc, out, err = cli("pod", "events-v1alpha", f"{jid}-0")
+    head, *rows = out.splitlines()
+    assert head.split()[:3] == ["TIME", "POD-ID", "STATE"] and len(rows) == len(evs), out
+    rc, out, err = cli("-j", "pod", "events", jid, "0", "--limit", "1")
+    assert rc == 0 and len(json.loads(out)["result"]) == 1, out
+    rc, out, err = cli("pod", "get", "nonsense")
+    one_error_line(rc, err, "invalid-argument")
+    rc, out, err = cli("pod", "restart", f"{ZERO}-0")
+    one_error_line(rc, err, "not-found")
+    rc, out, err = cli("pod", "events", jid, "0", "--limit", "x")
+    assert rc == 2, err
+
+
+def test_unknown_ids_and_bad_input():
+    for args, code in [(["update", "get", "nonsense"], "invalid-argument"),
+                       (["update", "get", f"{ZERO}-1"], "not-found"),
+                       (["update", "pause", f"{ZERO}-1"], "not-found"),
+                       (["job", "stop", ZERO], "not-found"),
+                       (["job", "restart", ZERO], "not-found"),
+                       (["update", "create", ZERO, svc_yaml("v9")], "notFound"),
+                       (["update", "create", ZERO, svc_yaml("v9"), "1", "/clipool"], "not-found")]:
+        rc, out, err = cli(*args)
+        one_error_line(rc, err, code)
+        assert out == "", (args, out)
+    for args in [["update", "create", WEB["id"], svc_yaml("v9"), "many"],
+                 ["update", "create", WEB["id"], svc_yaml("v9"), "--batch-percentage", "150"],
+                 ["update", "create", WEB["id"], svc_yaml("v9"), "-c", "-3"],
+                 ["update", "get"], ["job", "start", WEB["id"], "--wait", "--wait-timeout", "0"]]:
+        rc, out, err = cli(*args)
+        assert rc == 2 and "usage: peloton" in err, (args, rc, err)
+    rc, out, err = cli("update", "create", WEB["id"], svc_yaml("v9"), "-c", "1")
+    one_error_line(rc, err, "aborted")
+
+
 def test_example_configs():
     """examples/peloton's files, as docs/cli.md shows them."""
     ex = os.path.join(ROOT, "examples", "peloton")
@@ -218,9 +489,20 @@ def test_example_configs():
     rc, out, err = cli("-j", "job", "get", jid)
     cfg = json.loads(out)["jobInfo"]["config"]
     assert cfg["name"] == "hello_peloton" and cfg["respoolID"]["value"] == "batch", cfg
+    # updates are for service jobs; a BATCH job's is refused, one line
+    rc, out, err = cli("update", "create", jid, os.path.join(ex, "job.yaml"), "1")
+    one_error_line(rc, err, "failed-precondition")
     rc, out, err = cli("job", "delete", jid)
     assert rc == 0, err
     services.wait_until(lambda: kubectl("get", "pj", "hello-peloton")[0] != 0, 15, "the Job deleted")
+    rc, out, err = cli("job", "create", "/batch", os.path.join(ex, "service.yaml"))
+    assert rc == 0, (out, err)
+    jid = out.split()[1]
+    rc, out, err = cli("-j", "job", "get", jid)
+    cfg = json.loads(out)["jobInfo"]["config"]
+    assert cfg["type"] == "SERVICE" and cfg["defaultConfig"]["labels"] == [{"key": "version", "value": "v1"}], cfg
+    rc, out, err = cli("job", "delete", jid)
+    assert rc == 0, err
 
 
 def test_unknown_job_is_an_error_naming_the_code():
@@ -252,7 +534,7 @@ def test_bad_yaml_names_the_line():
         "peloton: error: notFound: resource pool path /no-such-pool not found"], err
     rc, out, err = cli("job", "create", "/clipool", os.path.join(D, "missing.yaml"))
     assert rc == 2 and "No such file" in err, err
-    assert kubectl("get", "pj", "-o", "name")[1].strip() == "", "nothing was created"
+    assert kubectl("get", "pj", "cli-test-job")[0] != 0, "nothing was created"
 
 
 def test_bad_flag_is_usage():
@@ -296,6 +578,46 @@ def test_bad_token_is_unauthenticated():
     rc, out, err = cli("-m", url, "respool", "dump", env={"PELOTON_TOKEN": "s3cret-token"})
     assert rc == 0, err
     assert services.stop(p) == 0, open(plog).read()[-3000:]
+
+
+def host_states(*states):
+    args = ["-j", "host", "query"] + (["-s", ",".join(states)] if states else [])
+    rc, out, err = cli(*args)
+    assert rc == 0, err
+    return {h["hostname"]: (h["state"], h.get("goalState")) for h in json.loads(out).get("hostInfos", [])}
+
+
+def test_host_maintenance():
+    rc, out, err = cli("host", "query")
+    assert rc == 0 and out.split()[:4] == ["HOSTNAME", "IP", "STATE", "GOAL-STATE"] and err == "2 host(s)\n", (out, err)
+    assert host_states() == {"sim-node-0": ("HOST_STATE_UP", "HOST_STATE_UP"),
+                             "sim-node-1": ("HOST_STATE_UP", "HOST_STATE_UP")}, host_states()
+    rc, out, err = cli("host", "maintenance", "start", "sim-node-1")
+    assert rc == 0 and out == "Host sim-node-1: maintenance started\n", (out, err)
+    rc, kout = kubectl("get", "node", "sim-node-1", "-o", "json")
+    node = json.loads(kout)
+    assert node["spec"].get("unschedulable") is True, node["spec"]
+    assert node["metadata"]["annotations"]["peloton.io/maintenance"] in ("draining", "drained"), node["metadata"]
+    rc, out, err = cli("-j", "host", "maintenance", "query", "-s", "draining,HOST_STATE_DRAINED")
+    infos = json.loads(out)["hostInfos"]
+    assert [(h["hostname"], h["goalState"]) for h in infos] == [("sim-node-1", "HOST_STATE_DOWN")], out
+    assert list(host_states("up")) == ["sim-node-0"]
+    rc, out, err = cli("host", "maintenance", "start", "sim-node-1")
+    one_error_line(rc, err, "failed-precondition")
+    rc, out, err = cli("host", "maintenance", "start", "no-such-host")
+    one_error_line(rc, err, "not-found")
+    rc, out, err = cli("host", "maintenance", "complete", "Not_A_Node_Name")
+    one_error_line(rc, err, "invalid-argument")
+    rc, out, err = cli("host", "query", "-s", "sideways")
+    assert rc == 2 and '"SIDEWAYS" is not a host state' in err, err
+    rc, out, err = cli("host", "maintenance", "complete", "sim-node-1,sim-node-0")  # the second is not in maintenance
+    assert rc == 1 and out == "Host sim-node-1: maintenance completed\n", (out, err)
+    assert err.startswith("peloton: error: failed-precondition: ") and err.count("\n") == 1, err
+    rc, kout = kubectl("get", "node", "sim-node-1", "-o", "json")
+    node = json.loads(kout)
+    assert not node["spec"].get("unschedulable") and "peloton.io/maintenance" not in node["metadata"].get(
+        "annotations", {}), node
+    assert sorted(host_states("up")) == ["sim-node-0", "sim-node-1"]
 
 
 def test_exit_clean_under_asan():
