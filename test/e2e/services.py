@@ -180,6 +180,20 @@ def kubectl_rc(kubeconfig, *args, stdin=None, timeout=60):
     return r.returncode, r.stdout + r.stderr
 
 
+def kubectl_apply(kubeconfig, objs):
+    """kubectl apply of the objects objs (dicts) as one List."""
+    kubectl(kubeconfig, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+
+
+def events(kubeconfig, name=None, kind=None, reason=None):
+    """The Events (kubectl get events) about the object name, of that kind,
+    with that reason; None matches any."""
+    items = json.loads(kubectl(kubeconfig, "get", "events", "-o", "json"))["items"]
+    return [e for e in items if (name is None or e.get("involvedObject", {}).get("name") == name)
+            and (kind is None or e.get("involvedObject", {}).get("kind") == kind)
+            and (reason is None or e.get("reason") == reason)]
+
+
 def get(port, path):
     """GET path from the API server on 127.0.0.1:port: the reply as JSON;
     AssertionError unless the status is 200."""
