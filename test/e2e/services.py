@@ -216,6 +216,16 @@ def kubectl_has_flag(verb, flag):
 _flag_cache = {}
 
 
+def stop_clean(proc, log, *before):
+    """A suite's end: proc (pelotond, logging to log) still runs; the
+    processes in before are stopped first; then proc stops with exit 0 (under
+    ASan: no leak). The log's tail is in the assertion that fails."""
+    assert proc.poll() is None, open(log).read()[-3000:]
+    for p in before:
+        stop(p)
+    assert stop(proc) == 0, open(log).read()[-3000:]
+
+
 def stop(p, timeout=10):
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
