@@ -36,6 +36,15 @@ const json_t *svc_list_items(const struct kc_response *r) {
     return json_is_array(items) ? items : NULL;
 }
 
+const json_t *svc_list_items_or_fail(struct svc_op *op, const struct kc_response *r) {
+    const json_t *items = svc_list_items(r);
+    if (!items) {
+        svc_fail_status(op->call, r);
+        svc_op_free(op);
+    }
+    return items;
+}
+
 enum native_code svc_status_code(long http) {
     switch (http) {
     case 0: return NC_UNAVAILABLE;

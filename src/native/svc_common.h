@@ -41,6 +41,10 @@ void svc_op_request(struct svc_op *op, const char *method, const char *path, con
 /* The "items" array of a list answer r (a 200 with a JSON list), borrowed
  * for the callback; NULL for any other answer (then fail the call). */
 const json_t *svc_list_items(const struct kc_response *r);
+/* The same for a callback that has nothing to do but give up without them:
+ * for any other answer it fails op's call (svc_fail_status), frees op and
+ * returns NULL, and the callback returns at once. */
+const json_t *svc_list_items_or_fail(struct svc_op *op, const struct kc_response *r);
 
 /* The gRPC code for an API-server answer with HTTP status http that the
  * mapping has no Peloton error for, the same in every service: 0 (no

@@ -3,7 +3,6 @@
  * the Job object, and back; pbjson makes the response message. */
 #include "svc_job.h"
 
-#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "job_map.h"
 #include "labels.h"
 #include "pbjson.h"
 #include "peloton/api/v0/job/job.pb-c.h"
@@ -19,16 +19,6 @@
 
 #define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
 #define NS_JOBS_PATH "/apis/peloton.io/v1alpha1/namespaces/" NATIVE_JOB_NAMESPACE "/jobs"
-#define A_JOB_ID "peloton.io/job-id"
-#define A_NAME "peloton.io/name"
-#define A_OWNER "peloton.io/owner"
-#define A_TEAM "peloton.io/owning-team"
-#define A_DESC "peloton.io/description"
-#define A_LDAP "peloton.io/ldap-groups" /* JSON array */
-#define A_LABELS "peloton.io/labels"    /* JSON array of {key, value} */
-#define A_FD_LIMIT "peloton.io/fd-limit"
-#define A_TASK_NAME "peloton.io/task-name"
-#define NAME_MAX_K8S 52 /* pods are <job>-<instance>; the job name is a label value too (63) */
 #define QUERY_DEFAULT_LIMIT 100
 
 struct svc_job {
@@ -50,149 +40,37 @@ static json_t *id_json(const char *id) { return json_pack("{s:s}", "value", id);
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
-/* TaskConfig.resource's members and the container resources they are, in
- * both directions (template_from_task, svc_job_task_config). */
-static const struct {
-    const char *field, *res;
-    enum res_kind k;
-} task_resources[] = {{"cpuLimit", "cpu", RES_CPU},
-                      {"memLimitMb", "memory", RES_MEMORY},
-                      {"diskLimitMb", "ephemeral-storage", RES_DISK},
-                      {"gpuLimit", PELOTON_GPU_RESOURCE, RES_GPU}};
-#define N_TASK_RESOURCES (sizeof task_resources / sizeof task_resources[0])
-
-/* name made a DNS-1123 label: lowercase, other characters as '-', at most
- * NAME_MAX_K8S, starting and ending alphanumeric. "" when nothing is left. */
-static void k8s_name(const char *in, char *out) {
-    size_t o = 0;
-    for (const char *p = in; *p && o < NAME_MAX_K8S; p++) {
-        char c = (char)tolower((unsigned char)*p);
-        out[o++] = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ? c : '-';
-    }
-    out[o] = 0;
-    while (o && out[o - 1] == '-') out[--o] = 0;
-    size_t s = strspn(out, "-");
-    memmove(out, out + s, o - s + 1);
-}
-
-/* Refuses a member of obj that is set and is not in allowed (NULL-ended). */
-static int only_known(const json_t *obj, const char *const *allowed, const char *where, char *err, size_t errlen) {
-    const char *k;
-    const json_t *v;
-    json_object_foreach((json_t *)obj, k, v) {
-        bool ok = false;
-        for (const char *const *a = allowed; *a && !ok; a++) ok = !strcmp(*a, k);
-        if (!ok) {
-            snprintf(err, errlen, "%s%s: not supported here yet (docs/native-api.md)", where, k);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------------- JobConfig -> Job */
 
 /* The pod template for a TaskConfig (as JSON), or NULL with err. */
 static json_t *template_from_task(const json_t *tc, char *err, size_t errlen) {
     static const char *const allowed[] = {"name", "labels", "resource", "container", "command", "restartPolicy",
                                           "preemptionPolicy", "killGracePeriodSeconds", NULL};
-    if (only_known(tc, allowed, "defaultConfig.", err, errlen)) return NULL;
-    char cname[NAME_MAX_K8S + 1];
-    k8s_name(jstr(tc, "name") ? jstr(tc, "name") : "", cname);
-    json_t *c = json_pack("{s:s,s:s}", "name", cname[0] ? cname : "task", "image", NATIVE_DEFAULT_IMAGE);
-    json_t *tpl = json_pack("{s:{s:{}},s:{s:s,s:[o]}}", "metadata", "annotations", "spec", "restartPolicy", "Never",
-                            "containers", c);
-    json_t *tann = json_object_get(json_object_get(tpl, "metadata"), "annotations");
-    if (jstr(tc, "name")) json_object_set_new(tann, A_TASK_NAME, json_string(jstr(tc, "name")));
+    if (job_map_only_known(tc, allowed, "defaultConfig.", err, errlen)) return NULL;
+    json_t *tann = json_object();
+    if (jstr(tc, "name")) json_object_set_new(tann, JOB_A_TASK_NAME, json_string(jstr(tc, "name")));
     /* task labels: the pods' annotations (the API server checks the keys) */
-    size_t li;
-    const json_t *l;
-    json_array_foreach(json_object_get(tc, "labels"), li, l)
-        json_object_set_new(tann, jstr(l, "key") ? jstr(l, "key") : "", json_string(jstr(l, "value") ? jstr(l, "value") : ""));
-    /* resources: requests and limits alike (Peloton's limits are what a task is given) */
-    const json_t *rc = json_object_get(tc, "resource");
-    if (rc) {
-        json_t *req = json_object();
-        for (size_t i = 0; i < N_TASK_RESOURCES; i++) {
-            const json_t *v = json_object_get(rc, task_resources[i].field);
-            char q[64], f[64];
-            if (!v) continue;
-            snprintf(f, sizeof f, "defaultConfig.resource.%s", task_resources[i].field);
-            if (!json_is_number(v) || svc_quantity(task_resources[i].k, json_number_value(v), q, sizeof q)) {
-                if (!json_is_number(v)) snprintf(err, errlen, "%s: expected a number", f);
-                else snprintf(err, errlen, "%s: %g is not a non-negative amount", f, json_number_value(v));
-                json_decref(req);
-                json_decref(tpl);
-                return NULL;
-            }
-            if (task_resources[i].k == RES_GPU && json_number_value(v) != floor(json_number_value(v))) {
-                snprintf(err, errlen, "%s: GPUs are whole devices here (%g)", f, json_number_value(v));
-                json_decref(req);
-                json_decref(tpl);
-                return NULL;
-            }
-            json_object_set_new(req, task_resources[i].res, json_string(q));
-        }
-        if (json_object_get(rc, "fdLimit"))
-            json_object_set_new(json_object_get(json_object_get(tpl, "metadata"), "annotations"), A_FD_LIMIT,
-                                json_integer(json_integer_value(json_object_get(rc, "fdLimit"))));
-        json_object_set_new(c, "resources", json_pack("{s:O,s:o}", "requests", req, "limits", req));
+    job_map_labels_to(tann, json_object_get(tc, "labels"));
+    json_t *c = job_map_container(tc, tann, "defaultConfig.", err, errlen);
+    if (!c) {
+        json_decref(tann);
+        return NULL;
     }
-    /* the container image: Docker's, or the Mesos containerizer's Docker image */
-    const json_t *ci = json_object_get(tc, "container");
-    if (ci) {
-        static const char *const callowed[] = {"type", "docker", "mesos", NULL};
-        if (only_known(ci, callowed, "defaultConfig.container.", err, errlen)) goto bad;
-        const char *img = jstr(json_object_get(ci, "docker"), "image");
-        if (!img) img = jstr(json_object_get(json_object_get(json_object_get(ci, "mesos"), "image"), "docker"), "name");
-        if (img) json_object_set_new(c, "image", json_string(img));
-    }
-    const json_t *cmd = json_object_get(tc, "command");
-    if (cmd) {
-        static const char *const mallowed[] = {"shell", "value", "arguments", "environment", NULL};
-        if (only_known(cmd, mallowed, "defaultConfig.command.", err, errlen)) goto bad;
-        const char *value = jstr(cmd, "value") ? jstr(cmd, "value") : "";
-        const json_t *shell = json_object_get(cmd, "shell");
-        if (!shell || json_is_true(shell)) { /* Mesos' default: /bin/sh -c value */
-            json_object_set_new(c, "command", json_pack("[s,s,s]", "/bin/sh", "-c", value));
-        } else {
-            json_object_set_new(c, "command", json_pack("[s]", value));
-            const json_t *args = json_object_get(cmd, "arguments");
-            if (json_array_size(args)) json_object_set(c, "args", (json_t *)args);
-        }
-        const json_t *vars = json_object_get(json_object_get(cmd, "environment"), "variables");
-        if (json_array_size(vars)) {
-            json_t *env = json_array();
-            json_object_set_new(c, "env", env);
-            size_t i;
-            const json_t *v;
-            json_array_foreach(vars, i, v) {
-                const char *t = jstr(v, "type");
-                if (t && strcmp(t, "VALUE")) {
-                    snprintf(err, errlen, "defaultConfig.command.environment.variables[%zu]: only VALUE variables", i);
-                    goto bad;
-                }
-                json_array_append_new(env, json_pack("{s:s,s:s}", "name", jstr(v, "name") ? jstr(v, "name") : "",
-                                                     "value", jstr(v, "value") ? jstr(v, "value") : ""));
-            }
-        }
-    }
+    json_t *tpl = json_pack("{s:{s:o},s:{s:s,s:[o]}}", "metadata", "annotations", tann, "spec", "restartPolicy", "Never",
+                            "containers", c);
     const json_t *kg = json_object_get(tc, "killGracePeriodSeconds");
     if (kg) json_object_set(json_object_get(tpl, "spec"), "terminationGracePeriodSeconds", (json_t *)kg);
     return tpl;
-bad:
-    json_decref(tpl);
-    return NULL;
 }
 
 json_t *svc_job_from_config(const json_t *cfg, const char *id, char *err, size_t errlen) {
     static const char *const allowed[] = {"changeLog", "name", "type", "owningTeam", "ldapGroups", "description",
                                           "labels", "instanceCount", "sla", "defaultConfig", "respoolID", "owner",
                                           NULL};
-    if (only_known(cfg, allowed, "config.", err, errlen)) return NULL;
+    if (job_map_only_known(cfg, allowed, "config.", err, errlen)) return NULL;
     const char *name = jstr(cfg, "name");
-    char kname[NAME_MAX_K8S + 1];
-    k8s_name(name ? name : "", kname);
+    char kname[JOB_NAME_MAX + 1];
+    job_map_k8s_name(name ? name : "", kname);
     if (!kname[0]) {
         snprintf(err, errlen, "config.name: \"%.100s\" gives no object name (letters or digits needed)", name ? name : "");
         return NULL;
@@ -204,22 +82,7 @@ json_t *svc_job_from_config(const json_t *cfg, const char *id, char *err, size_t
     }
     const char *type = jstr(cfg, "type") ? jstr(cfg, "type") : "BATCH";
     const char *ktype = !strcmp(type, "SERVICE") ? "STATELESS" : type; /* BATCH, DAEMON as they are */
-    json_t *ann = json_object();
-    if (strcmp(kname, name)) json_object_set_new(ann, A_NAME, json_string(name));
-    if (id[0]) json_object_set_new(ann, A_JOB_ID, json_string(id));
-    if (jstr(cfg, "owner")) json_object_set_new(ann, A_OWNER, json_string(jstr(cfg, "owner")));
-    if (jstr(cfg, "owningTeam")) json_object_set_new(ann, A_TEAM, json_string(jstr(cfg, "owningTeam")));
-    if (jstr(cfg, "description")) json_object_set_new(ann, A_DESC, json_string(jstr(cfg, "description")));
-    const json_t *a;
-    static const struct {
-        const char *member, *annotation;
-    } lists[] = {{"ldapGroups", A_LDAP}, {"labels", A_LABELS}};
-    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) { /* kept as JSON text */
-        if (!(a = json_object_get(cfg, lists[i].member))) continue;
-        char *txt = json_dumps(a, JSON_COMPACT);
-        json_object_set_new(ann, lists[i].annotation, json_string(txt ? txt : "[]"));
-        free(txt);
-    }
+    json_t *ann = job_map_annotations(cfg, name, kname, id);
     json_t *spec = json_pack("{s:s,s:s}", "type", ktype, "resourcePool", pool);
     json_t *ic = json_object_get(cfg, "instanceCount");
     if (strcmp(ktype, "DAEMON")) json_object_set_new(spec, "instanceCount", json_integer(json_integer_value(ic)));
@@ -227,7 +90,7 @@ json_t *svc_job_from_config(const json_t *cfg, const char *id, char *err, size_t
     if (sla) {
         static const char *const sallowed[] = {"priority", "preemptible", "revocable", "minimumRunningInstances",
                                                "maximumRunningInstances", NULL};
-        if (only_known(sla, sallowed, "config.sla.", err, errlen)) goto bad;
+        if (job_map_only_known(sla, sallowed, "config.sla.", err, errlen)) goto bad;
         json_object_set(spec, "sla", (json_t *)sla);
     }
     const json_t *dc = json_object_get(cfg, "defaultConfig");
@@ -236,20 +99,13 @@ json_t *svc_job_from_config(const json_t *cfg, const char *id, char *err, size_t
     json_decref(empty);
     if (!tpl) goto bad;
     json_object_set_new(spec, "template", tpl);
-    const json_t *rp = json_object_get(dc, "restartPolicy");
-    if (rp) json_object_set_new(spec, "restartPolicy", json_pack("{s:I}", "maxFailures",
-                                                                 json_integer_value(json_object_get(rp, "maxFailures"))));
-    const json_t *pp = json_object_get(dc, "preemptionPolicy");
-    if (pp) {
-        const char *pt = jstr(pp, "type");
-        if (pt && strcmp(pt, "TYPE_INVALID")) {
-            snprintf(err, errlen, "defaultConfig.preemptionPolicy.type: per-task preemptibility is not supported "
-                                  "here yet (use config.sla.preemptible)");
-            goto bad;
-        }
-        json_object_set_new(spec, "preemptionPolicy",
-                            json_pack("{s:b}", "killOnPreempt", json_is_true(json_object_get(pp, "killOnPreempt"))));
+    const char *pt = jstr(json_object_get(dc, "preemptionPolicy"), "type");
+    if (pt && strcmp(pt, "TYPE_INVALID")) {
+        snprintf(err, errlen, "defaultConfig.preemptionPolicy.type: per-task preemptibility is not supported "
+                              "here yet (use config.sla.preemptible)");
+        goto bad;
     }
+    job_map_policies(spec, dc);
     return json_pack("{s:s,s:s,s:{s:s,s:s,s:o},s:o}", "apiVersion", "peloton.io/v1alpha1", "kind", "Job", "metadata",
                      "name", kname, "namespace", NATIVE_JOB_NAMESPACE, "annotations", ann, "spec", spec);
 bad:
@@ -259,7 +115,7 @@ bad:
 }
 
 json_t *svc_job_merge(const json_t *cur, const json_t *fresh) {
-    static const char *const native_ann[] = {A_NAME, A_OWNER, A_TEAM, A_DESC, A_LDAP, A_LABELS};
+    static const char *const native_ann[] = {JOB_A_NAME, JOB_A_OWNER, JOB_A_TEAM, JOB_A_DESC, JOB_A_LDAP, JOB_A_LABELS};
     static const char *const spec_keys[] = {"resourcePool", "instanceCount", "sla", "template", "restartPolicy",
                                             "preemptionPolicy"};
     json_t *out = json_deep_copy(cur);
@@ -271,7 +127,7 @@ json_t *svc_job_merge(const json_t *cur, const json_t *fresh) {
     const char *k;
     json_t *v;
     json_object_foreach(json_object_get(json_object_get(fresh, "metadata"), "annotations"), k, v)
-        if (strcmp(k, A_JOB_ID)) json_object_set(ann, k, v);
+        if (strcmp(k, JOB_A_ID)) json_object_set(ann, k, v);
     /* a rolling restart's mark stays: it is no part of the config, and the template would change without it */
     const json_t *mark = json_object_get(json_object_get(json_object_get(json_object_get(spec, "template"), "metadata"),
                                                          "annotations"), SVC_A_RESTART);
@@ -291,34 +147,20 @@ json_t *svc_job_merge(const json_t *cur, const json_t *fresh) {
 
 const char *svc_job_id(const json_t *job) {
     const json_t *md = json_object_get(job, "metadata");
-    const char *id = jstr(json_object_get(md, "annotations"), A_JOB_ID);
+    const char *id = jstr(json_object_get(md, "annotations"), JOB_A_ID);
     return id ? id : jstr(md, "uid") ? jstr(md, "uid") : "";
-}
-
-static const char *ann(const json_t *job, const char *k) {
-    return jstr(json_object_get(json_object_get(job, "metadata"), "annotations"), k);
-}
-
-static const char *job_name(const json_t *job) {
-    const char *n = ann(job, A_NAME);
-    return n ? n : jstr(json_object_get(job, "metadata"), "name") ? jstr(json_object_get(job, "metadata"), "name") : "";
-}
-
-static json_t *ann_json(const json_t *job, const char *k) {
-    const char *s = ann(job, k);
-    return s ? json_loads(s, 0, NULL) : NULL;
 }
 
 json_t *svc_job_task_config(const json_t *spec) {
     const json_t *tpl = json_object_get(spec, "template");
     const json_t *c = json_array_get(json_object_get(json_object_get(tpl, "spec"), "containers"), 0);
-    const char *tn = jstr(json_object_get(json_object_get(tpl, "metadata"), "annotations"), A_TASK_NAME);
+    const char *tn = jstr(json_object_get(json_object_get(tpl, "metadata"), "annotations"), JOB_A_TASK_NAME);
     json_t *tc = json_pack("{s:s}", "name", tn ? tn : jstr(c, "name") ? jstr(c, "name") : "");
     const char *k;
     const json_t *v;
     json_t *labels = json_array();
     json_object_foreach(json_object_get(json_object_get(tpl, "metadata"), "annotations"), k, v)
-        if (json_is_string(v) && strcmp(k, A_TASK_NAME) && strcmp(k, A_FD_LIMIT) && strcmp(k, SVC_A_RESTART))
+        if (json_is_string(v) && strcmp(k, JOB_A_TASK_NAME) && strcmp(k, JOB_A_FD_LIMIT) && strcmp(k, SVC_A_RESTART))
             json_array_append_new(labels, json_pack("{s:s,s:O}", "key", k, "value", v));
     if (json_array_size(labels)) json_object_set_new(tc, "labels", labels);
     else json_decref(labels);
@@ -326,9 +168,9 @@ json_t *svc_job_task_config(const json_t *spec) {
     if (!res) res = json_object_get(json_object_get(c, "resources"), "limits");
     if (res) {
         json_t *r = json_object();
-        for (size_t i = 0; i < N_TASK_RESOURCES; i++) {
-            double amt = svc_native_amount(task_resources[i].k, json_object_get(res, task_resources[i].res));
-            if (!isnan(amt)) json_object_set_new(r, task_resources[i].field, json_real(amt));
+        for (size_t i = 0; i < job_map_n_resources; i++) {
+            double amt = svc_native_amount(job_map_resources[i].k, json_object_get(res, job_map_resources[i].res));
+            if (!isnan(amt)) json_object_set_new(r, job_map_resources[i].field, json_real(amt));
         }
         json_object_set_new(tc, "resource", r);
     }
@@ -356,12 +198,7 @@ json_t *svc_job_task_config(const json_t *spec) {
             json_array_append_new(vars, json_pack("{s:s,s:s}", "name", jstr(v, "name"), "value", jstr(v, "value")));
         json_object_set_new(json_object_get(tc, "command"), "environment", json_pack("{s:o}", "variables", vars));
     }
-    const json_t *rp = json_object_get(spec, "restartPolicy");
-    if (rp)
-        json_object_set_new(tc, "restartPolicy",
-                            json_pack("{s:I}", "maxFailures", json_integer_value(json_object_get(rp, "maxFailures"))));
-    const json_t *pp = json_object_get(spec, "preemptionPolicy");
-    if (pp) json_object_set_new(tc, "preemptionPolicy", json_pack("{s:b}", "killOnPreempt", json_is_true(json_object_get(pp, "killOnPreempt"))));
+    job_map_policies(tc, spec);
     const json_t *tg = json_object_get(json_object_get(tpl, "spec"), "terminationGracePeriodSeconds");
     if (json_is_integer(tg) && json_integer_value(tg) >= 0 && json_integer_value(tg) <= UINT32_MAX)
         json_object_set(tc, "killGracePeriodSeconds", (json_t *)tg);
@@ -377,7 +214,7 @@ static json_t *runtime_json(const json_t *job, const char *ptype) {
     const char *state = jstr(st, "state");
     if (!is_job_state(state)) state = "INITIALIZED";
     const char *goal = !strcmp(ptype, "BATCH") ? "SUCCEEDED" : "RUNNING";
-    if (ann(job, SVC_A_STOPPED)) { /* Stop (svc_job_ctl.c): scaled to 0, so KILLING until no instance is left */
+    if (job_map_ann(job, SVC_A_STOPPED)) { /* Stop (svc_job_ctl.c): scaled to 0, so KILLING until no instance is left */
         goal = "KILLED";
         state = !strcmp(state, "INITIALIZED") ? "KILLED" : "KILLING";
     }
@@ -407,16 +244,8 @@ const char *svc_job_type(const json_t *spec) {
 static json_t *config_json(const json_t *job) {
     const json_t *md = json_object_get(job, "metadata"), *spec = json_object_get(job, "spec");
     const char *ptype = svc_job_type(spec);
-    json_t *cfg = json_pack("{s:s,s:s}", "name", job_name(job), "type", ptype);
-    const char *s;
-    if ((s = ann(job, A_OWNER))) json_object_set_new(cfg, "owner", json_string(s));
-    if ((s = ann(job, A_TEAM))) json_object_set_new(cfg, "owningTeam", json_string(s));
-    if ((s = ann(job, A_DESC))) json_object_set_new(cfg, "description", json_string(s));
-    json_t *a;
-    if ((a = ann_json(job, A_LDAP)) && json_is_array(a)) json_object_set_new(cfg, "ldapGroups", a);
-    else json_decref(a);
-    if ((a = ann_json(job, A_LABELS)) && json_is_array(a)) json_object_set_new(cfg, "labels", a);
-    else json_decref(a);
+    json_t *cfg = json_pack("{s:s,s:s}", "name", job_map_name(job), "type", ptype);
+    job_map_read_annotations(job, cfg);
     const json_t *ic = json_object_get(spec, "instanceCount");
     if (json_is_integer(ic)) json_object_set(cfg, "instanceCount", (json_t *)ic);
     const json_t *sla = json_object_get(spec, "sla");
@@ -511,11 +340,11 @@ static int by_order(const void *a, const void *b, void *ud) {
     const struct job_order *o = ud;
     const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
     int c;
-    if (o->prop && !strcmp(o->prop, "name")) c = strcmp(job_name(x), job_name(y));
+    if (o->prop && !strcmp(o->prop, "name")) c = strcmp(job_map_name(x), job_map_name(y));
     else {
         c = strcmp(jstr(json_object_get(x, "metadata"), "creationTimestamp") ?: "",
                    jstr(json_object_get(y, "metadata"), "creationTimestamp") ?: "");
-        if (!c) c = strcmp(job_name(x), job_name(y));
+        if (!c) c = strcmp(job_map_name(x), job_map_name(y));
     }
     return o->desc ? -c : c;
 }
@@ -643,12 +472,8 @@ static json_t *not_found(const char *id) {
 
 static void on_list(void *ud, const struct kc_response *r) {
     struct job_call *op = ud;
-    const json_t *items = svc_list_items(r);
-    if (!items) {
-        svc_fail_status(op->base.call, r);
-        svc_op_free(&op->base);
-        return;
-    }
+    const json_t *items = svc_list_items_or_fail(&op->base, r);
+    if (!items) return;
     const json_t *job = op->kind == OP_QUERY ? NULL : find_job(items, op->id);
     switch (op->kind) {
     case OP_QUERY: answer_query(op, items); break;

@@ -136,12 +136,8 @@ static void on_pod_deleted(void *ud, const struct kc_response *r) {
 /* The pods of the Job: delete those of the instances in w->del. */
 static void on_pods(void *ud, const struct kc_response *r) {
     struct svc_jw *w = ud;
-    const json_t *items = svc_list_items(r);
-    if (!items) {
-        svc_fail_status(w->base.call, r);
-        svc_op_free(&w->base);
-        return;
-    }
+    const json_t *items = svc_list_items_or_fail(&w->base, r);
+    if (!items) return;
     /* the instances asked for, as a bitmap: one look-up per pod */
     json_int_t top = 0;
     size_t i;
@@ -216,12 +212,8 @@ static void on_put(void *ud, const struct kc_response *r) {
 
 static void on_jobs(void *ud, const struct kc_response *r) {
     struct svc_jw *w = ud;
-    const json_t *items = svc_list_items(r);
-    if (!items) {
-        svc_fail_status(w->base.call, r);
-        svc_op_free(&w->base);
-        return;
-    }
+    const json_t *items = svc_list_items_or_fail(&w->base, r);
+    if (!items) return;
     size_t i;
     json_t *j;
     json_array_foreach(items, i, j) if (!w->job && !strcmp(svc_job_id(j), w->id)) w->job = json_incref(j);

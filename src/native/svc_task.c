@@ -245,12 +245,8 @@ static int by_event_time(const void *a, const void *b) {
 
 static void on_events(void *ud, const struct kc_response *r) {
     struct task_call *op = ud;
-    const json_t *items = svc_list_items(r);
-    if (!items) {
-        svc_fail_status(op->base.call, r);
-        svc_op_free(&op->base);
-        return;
-    }
+    const json_t *items = svc_list_items_or_fail(&op->base, r);
+    if (!items) return;
     size_t n = json_array_size(items), m = 0, i;
     json_t **sel = calloc(n ? n : 1, sizeof *sel), *e;
     if (!sel) {
@@ -317,12 +313,8 @@ static bool events_of(struct task_call *op, const json_t *pods_list) {
 
 static void on_jobs(void *ud, const struct kc_response *r) {
     struct task_call *op = ud;
-    const json_t *items = svc_list_items(r);
-    if (!items) {
-        svc_fail_status(op->base.call, r);
-        svc_op_free(&op->base);
-        return;
-    }
+    const json_t *items = svc_list_items_or_fail(&op->base, r);
+    if (!items) return;
     size_t i;
     json_t *j;
     json_array_foreach(items, i, j) if (!op->job && !strcmp(svc_job_id(j), op->id)) op->job = json_incref(j);

@@ -316,12 +316,8 @@ static json_t *changed_job(struct jcall *op) {
 
 static void on_pods(void *ud, const struct kc_response *r) {
     struct jcall *op = ud;
-    const json_t *items = svc_list_items(r);
-    if (!items) {
-        svc_fail_status(op->base.call, r);
-        svc_op_free(&op->base);
-        return;
-    }
+    const json_t *items = svc_list_items_or_fail(&op->base, r);
+    if (!items) return;
     op->items = json_incref((json_t *)items);
     op->npods = json_array_size(items);
     op->sorted = calloc(op->npods ? op->npods : 1, sizeof *op->sorted);
@@ -343,12 +339,8 @@ static void on_pods(void *ud, const struct kc_response *r) {
 
 static void on_jobs(void *ud, const struct kc_response *r) {
     struct jcall *op = ud;
-    const json_t *items = svc_list_items(r);
-    if (!items) {
-        svc_fail_status(op->base.call, r);
-        svc_op_free(&op->base);
-        return;
-    }
+    const json_t *items = svc_list_items_or_fail(&op->base, r);
+    if (!items) return;
     if (op->kind == K_LIST_JOBS) {
         op->items = json_incref((json_t *)items);
         start_stream(op);

@@ -4,12 +4,12 @@
  * v1_job_from_spec. */
 #include "v1_map.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "job_map.h"
 #include "labels.h"
 #include "peloton/api/v1alpha/job/stateless/stateless.pb-c.h"
 #include "peloton/api/v1alpha/pod/pod.pb-c.h"
@@ -17,27 +17,12 @@
 #include "svc_common.h"
 #include "svc_job.h"
 
-/* The Job annotations the native API keeps Peloton's fields in: the same
- * keys as svc_job.c's (docs/native-api.md, "v0 JobManager ↔ Job objects"). */
-#define A_JOB_ID "peloton.io/job-id"
-#define A_NAME "peloton.io/name"
-#define A_OWNER "peloton.io/owner"
-#define A_TEAM "peloton.io/owning-team"
-#define A_DESC "peloton.io/description"
-#define A_LDAP "peloton.io/ldap-groups" /* JSON array */
-#define A_LABELS "peloton.io/labels"    /* JSON array of {key, value} */
-#define A_FD_LIMIT "peloton.io/fd-limit"
-#define A_TASK_NAME "peloton.io/task-name"
+/* The Pod annotations the job manager keeps a run's facts in. */
 #define A_RUN "peloton.io/run"
 #define A_FAILURES "peloton.io/failures"
 #define A_CONFIG_VERSION "peloton.io/config-version"
-#define NAME_MAX_K8S 52
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-
-static const char *ann(const json_t *obj, const char *k) {
-    return jstr(json_object_get(json_object_get(obj, "metadata"), "annotations"), k);
-}
 
 static long long num(const char *s, long long dflt) {
     char *end;
@@ -67,14 +52,6 @@ static const char *enum_name(const ProtobufCEnumDescriptor *d, const char *prefi
 
 /* ---------------------------------------------------------------- Job -> v1alpha */
 
-static json_t *ann_array(const json_t *job, const char *k) {
-    const char *s = ann(job, k);
-    json_t *a = s ? json_loads(s, 0, NULL) : NULL;
-    if (json_is_array(a)) return a;
-    json_decref(a);
-    return NULL;
-}
-
 /* A PodSpec from the v0 TaskConfig of the pod template (ContainerSpec has TaskConfig's member names). */
 static json_t *pod_spec(const json_t *spec) {
     json_t *tc = svc_job_task_config(spec);
@@ -93,23 +70,12 @@ static json_t *pod_spec(const json_t *spec) {
     return ps;
 }
 
-static const char *job_name(const json_t *job) {
-    const char *n = ann(job, A_NAME);
-    return n ? n : jstr(json_object_get(job, "metadata"), "name") ?: "";
-}
-
 json_t *v1_pod_spec(const json_t *job) { return pod_spec(json_object_get(job, "spec")); }
 
 json_t *v1_job_spec(const json_t *job) {
     const json_t *spec = json_object_get(job, "spec");
-    json_t *s = json_pack("{s:s,s:{s:I}}", "name", job_name(job), "revision", "version", (json_int_t)generation(job));
-    const char *v;
-    if ((v = ann(job, A_OWNER))) json_object_set_new(s, "owner", json_string(v));
-    if ((v = ann(job, A_TEAM))) json_object_set_new(s, "owningTeam", json_string(v));
-    if ((v = ann(job, A_DESC))) json_object_set_new(s, "description", json_string(v));
-    json_t *a;
-    if ((a = ann_array(job, A_LDAP))) json_object_set_new(s, "ldapGroups", a);
-    if ((a = ann_array(job, A_LABELS))) json_object_set_new(s, "labels", a);
+    json_t *s = json_pack("{s:s,s:{s:I}}", "name", job_map_name(job), "revision", "version", (json_int_t)generation(job));
+    job_map_read_annotations(job, s);
     const json_t *ic = json_object_get(spec, "instanceCount");
     if (json_is_integer(ic)) json_object_set(s, "instanceCount", (json_t *)ic);
     const json_t *sla = json_object_get(spec, "sla");
@@ -231,7 +197,7 @@ json_t *v1_pod_summary(const char *jid, uint32_t i, const json_t *pod, bool dele
     if (!pod) return sum;
     const json_t *pst = json_object_get(pod, "status");
     char pid[300], v[32];
-    snprintf(pid, sizeof pid, "%s-%lld", name, num(ann(pod, A_RUN), 1));
+    snprintf(pid, sizeof pid, "%s-%lld", name, num(job_map_ann(pod, A_RUN), 1));
     json_object_set_new(st, "podId", json_pack("{s:s}", "value", pid));
     const char *node = jstr(json_object_get(pod, "spec"), "nodeName");
     if (node && *node) {
@@ -241,8 +207,8 @@ json_t *v1_pod_summary(const char *jid, uint32_t i, const json_t *pod, bool dele
     if (jstr(pst, "startTime")) json_object_set_new(st, "startTime", json_string(jstr(pst, "startTime")));
     if (jstr(pst, "message")) json_object_set_new(st, "message", json_string(jstr(pst, "message")));
     if (jstr(pst, "reason")) json_object_set_new(st, "reason", json_string(jstr(pst, "reason")));
-    json_object_set_new(st, "failureCount", json_integer(num(ann(pod, A_FAILURES), 0) & 0xffffffff));
-    snprintf(v, sizeof v, "%lld", num(ann(pod, A_CONFIG_VERSION), 0));
+    json_object_set_new(st, "failureCount", json_integer(num(job_map_ann(pod, A_FAILURES), 0) & 0xffffffff));
+    snprintf(v, sizeof v, "%lld", num(job_map_ann(pod, A_CONFIG_VERSION), 0));
     json_object_set_new(st, "jobVersion", json_pack("{s:s}", "value", v));
     size_t k;
     const json_t *c;
@@ -253,121 +219,13 @@ json_t *v1_pod_summary(const char *jid, uint32_t i, const json_t *pod, bool dele
 
 /* ---------------------------------------------------------------- JobSpec -> Job */
 
-/* name made a DNS-1123 label of at most NAME_MAX_K8S ("" when nothing is left). */
-static void k8s_name(const char *in, char *out) {
-    size_t o = 0;
-    for (const char *p = in; *p && o < NAME_MAX_K8S; p++) {
-        char c = (char)tolower((unsigned char)*p);
-        out[o++] = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ? c : '-';
-    }
-    out[o] = 0;
-    while (o && out[o - 1] == '-') out[--o] = 0;
-    size_t s = strspn(out, "-");
-    memmove(out, out + s, o - s + 1);
-}
-
-static int only_known(const json_t *obj, const char *const *allowed, const char *where, char *err, size_t errlen) {
-    const char *k;
-    const json_t *v;
-    json_object_foreach((json_t *)obj, k, v) {
-        bool ok = false;
-        for (const char *const *a = allowed; *a && !ok; a++) ok = !strcmp(*a, k);
-        if (!ok) {
-            snprintf(err, errlen, "%s%s: not supported here yet (docs/native-api.md)", where, k);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static const struct {
-    const char *field, *res;
-    enum res_kind k;
-} resources[] = {{"cpuLimit", "cpu", RES_CPU},
-                 {"memLimitMb", "memory", RES_MEMORY},
-                 {"diskLimitMb", "ephemeral-storage", RES_DISK},
-                 {"gpuLimit", PELOTON_GPU_RESOURCE, RES_GPU}};
-
-/* The container of a ContainerSpec; NULL with err. */
-static json_t *container_from_spec(const json_t *cs, json_t *tann, char *err, size_t errlen) {
-    static const char *const allowed[] = {"name", "resource", "container", "command", NULL};
-    if (only_known(cs, allowed, "spec.defaultSpec.containers[0].", err, errlen)) return NULL;
-    char cname[NAME_MAX_K8S + 1];
-    k8s_name(jstr(cs, "name") ?: "", cname);
-    if (jstr(cs, "name") && strcmp(cname, jstr(cs, "name"))) json_object_set_new(tann, A_TASK_NAME, json_string(jstr(cs, "name")));
-    json_t *c = json_pack("{s:s,s:s}", "name", cname[0] ? cname : "task", "image", NATIVE_DEFAULT_IMAGE);
-    const json_t *rc = json_object_get(cs, "resource");
-    if (rc) {
-        json_t *req = json_object();
-        for (size_t i = 0; i < sizeof resources / sizeof resources[0]; i++) {
-            const json_t *v = json_object_get(rc, resources[i].field);
-            char q[64];
-            if (!v) continue;
-            double d = json_number_value(v);
-            if (!json_is_number(v) || svc_quantity(resources[i].k, d, q, sizeof q) ||
-                (resources[i].k == RES_GPU && d != floor(d))) {
-                snprintf(err, errlen, "spec.defaultSpec.containers[0].resource.%s: %g is not a non-negative amount%s",
-                         resources[i].field, d, resources[i].k == RES_GPU ? " of whole GPUs" : "");
-                json_decref(req);
-                json_decref(c);
-                return NULL;
-            }
-            json_object_set_new(req, resources[i].res, json_string(q));
-        }
-        if (json_object_get(rc, "fdLimit"))
-            json_object_set_new(tann, A_FD_LIMIT, json_integer(json_integer_value(json_object_get(rc, "fdLimit"))));
-        json_object_set_new(c, "resources", json_pack("{s:O,s:o}", "requests", req, "limits", req));
-    }
-    const json_t *ci = json_object_get(cs, "container");
-    if (ci) {
-        static const char *const callowed[] = {"type", "docker", "mesos", NULL};
-        if (only_known(ci, callowed, "spec.defaultSpec.containers[0].container.", err, errlen)) goto bad;
-        const char *img = jstr(json_object_get(ci, "docker"), "image");
-        if (!img) img = jstr(json_object_get(json_object_get(json_object_get(ci, "mesos"), "image"), "docker"), "name");
-        if (img) json_object_set_new(c, "image", json_string(img));
-    }
-    const json_t *cmd = json_object_get(cs, "command");
-    if (cmd) {
-        static const char *const mallowed[] = {"shell", "value", "arguments", "environment", NULL};
-        if (only_known(cmd, mallowed, "spec.defaultSpec.containers[0].command.", err, errlen)) goto bad;
-        const json_t *shell = json_object_get(cmd, "shell");
-        if (!shell || json_is_true(shell)) {
-            json_object_set_new(c, "command", json_pack("[s,s,s]", "/bin/sh", "-c", jstr(cmd, "value") ?: ""));
-        } else {
-            json_object_set_new(c, "command", json_pack("[s]", jstr(cmd, "value") ?: ""));
-            if (json_array_size(json_object_get(cmd, "arguments")))
-                json_object_set(c, "args", json_object_get(cmd, "arguments"));
-        }
-        const json_t *vars = json_object_get(json_object_get(cmd, "environment"), "variables");
-        if (json_array_size(vars)) {
-            json_t *env = json_array();
-            json_object_set_new(c, "env", env);
-            size_t i;
-            const json_t *v;
-            json_array_foreach(vars, i, v) {
-                if (jstr(v, "type") && strcmp(jstr(v, "type"), "VALUE")) {
-                    snprintf(err, errlen, "spec.defaultSpec.containers[0].command.environment.variables[%zu]: only "
-                                          "VALUE variables", i);
-                    goto bad;
-                }
-                json_array_append_new(env, json_pack("{s:s,s:s}", "name", jstr(v, "name") ?: "", "value",
-                                                     jstr(v, "value") ?: ""));
-            }
-        }
-    }
-    return c;
-bad:
-    json_decref(c);
-    return NULL;
-}
-
 json_t *v1_job_from_spec(const json_t *spec, const char *id, const char *ns, char *err, size_t errlen) {
     static const char *const allowed[] = {"revision", "name", "owner", "owningTeam", "ldapGroups", "description",
                                           "labels", "instanceCount", "sla", "defaultSpec", "respoolId", NULL};
-    if (only_known(spec, allowed, "spec.", err, errlen)) return NULL;
+    if (job_map_only_known(spec, allowed, "spec.", err, errlen)) return NULL;
     const char *name = jstr(spec, "name") ?: "";
-    char kname[NAME_MAX_K8S + 1];
-    k8s_name(name, kname);
+    char kname[JOB_NAME_MAX + 1];
+    job_map_k8s_name(name, kname);
     if (!kname[0]) {
         snprintf(err, errlen, "spec.name: \"%.100s\" gives no object name (letters or digits needed)", name);
         return NULL;
@@ -380,33 +238,23 @@ json_t *v1_job_from_spec(const json_t *spec, const char *id, const char *ns, cha
     const json_t *ps = json_object_get(spec, "defaultSpec");
     static const char *const pallowed[] = {"labels", "containers", "restartPolicy", "preemptionPolicy",
                                            "killGracePeriodSeconds", NULL};
-    if (ps && only_known(ps, pallowed, "spec.defaultSpec.", err, errlen)) return NULL;
+    if (ps && job_map_only_known(ps, pallowed, "spec.defaultSpec.", err, errlen)) return NULL;
     if (json_array_size(json_object_get(ps, "containers")) != 1) {
         snprintf(err, errlen, "spec.defaultSpec.containers: exactly one container here (%zu given)",
                  json_array_size(json_object_get(ps, "containers")));
         return NULL;
     }
-    json_t *ann = json_object(), *tann = json_object();
-    if (strcmp(kname, name)) json_object_set_new(ann, A_NAME, json_string(name));
-    if (id && *id) json_object_set_new(ann, A_JOB_ID, json_string(id));
-    static const struct {
-        const char *member, *annotation;
-    } strs[] = {{"owner", A_OWNER}, {"owningTeam", A_TEAM}, {"description", A_DESC}},
-      lists[] = {{"ldapGroups", A_LDAP}, {"labels", A_LABELS}};
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        if (jstr(spec, strs[i].member)) json_object_set_new(ann, strs[i].annotation, json_string(jstr(spec, strs[i].member)));
-    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
-        const json_t *a = json_object_get(spec, lists[i].member);
-        if (!a) continue;
-        char *txt = json_dumps(a, JSON_COMPACT);
-        json_object_set_new(ann, lists[i].annotation, json_string(txt ? txt : "[]"));
-        free(txt);
-    }
-    size_t li;
-    const json_t *l;
-    json_array_foreach(json_object_get(ps, "labels"), li, l) /* pod labels: the pods' annotations */
-        json_object_set_new(tann, jstr(l, "key") ?: "", json_string(jstr(l, "value") ?: ""));
-    json_t *c = container_from_spec(json_array_get(json_object_get(ps, "containers"), 0), tann, err, errlen);
+    json_t *ann = job_map_annotations(spec, name, kname, id), *tann = json_object();
+    job_map_labels_to(tann, json_object_get(ps, "labels")); /* pod labels: the pods' annotations */
+    const json_t *cs = json_array_get(json_object_get(ps, "containers"), 0);
+    static const char *const callowed[] = {"name", "resource", "container", "command", NULL};
+    const char *cn = jstr(cs, "name");
+    char cname[JOB_NAME_MAX + 1];
+    job_map_k8s_name(cn ?: "", cname);
+    if (cn && strcmp(cname, cn)) json_object_set_new(tann, JOB_A_TASK_NAME, json_string(cn));
+    json_t *c = NULL;
+    if (!job_map_only_known(cs, callowed, "spec.defaultSpec.containers[0].", err, errlen))
+        c = job_map_container(cs, tann, "spec.defaultSpec.containers[0].", err, errlen);
     if (!c) {
         json_decref(ann);
         json_decref(tann);
@@ -430,14 +278,7 @@ json_t *v1_job_from_spec(const json_t *spec, const char *id, const char *ns, cha
             if (json_object_get(sla, keys[i])) json_object_set(o, keys[i], json_object_get(sla, keys[i]));
         json_object_set_new(kspec, "sla", o);
     }
-    const json_t *rp = json_object_get(ps, "restartPolicy");
-    if (rp)
-        json_object_set_new(kspec, "restartPolicy",
-                            json_pack("{s:I}", "maxFailures", json_integer_value(json_object_get(rp, "maxFailures"))));
-    const json_t *pp = json_object_get(ps, "preemptionPolicy");
-    if (pp)
-        json_object_set_new(kspec, "preemptionPolicy",
-                            json_pack("{s:b}", "killOnPreempt", json_is_true(json_object_get(pp, "killOnPreempt"))));
+    job_map_policies(kspec, ps);
     return json_pack("{s:s,s:s,s:{s:s,s:s,s:o},s:o}", "apiVersion", "peloton.io/v1alpha1", "kind", "Job", "metadata",
                      "name", kname, "namespace", ns, "annotations", ann, "spec", kspec);
 bad:

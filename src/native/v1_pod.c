@@ -122,12 +122,8 @@ static void on_deleted(void *ud, const struct kc_response *r) {
 
 static void on_pods(void *ud, const struct kc_response *r) {
     struct pcall *op = ud;
-    const json_t *items = svc_list_items(r);
-    if (!items) {
-        svc_fail_status(op->base.call, r);
-        svc_op_free(&op->base);
-        return;
-    }
+    const json_t *items = svc_list_items_or_fail(&op->base, r);
+    if (!items) return;
     size_t n;
     const json_t **runs = runs_of(items, op->inst, &n);
     if (!runs) {
@@ -176,12 +172,8 @@ static void on_pods(void *ud, const struct kc_response *r) {
 
 static void on_jobs(void *ud, const struct kc_response *r) {
     struct pcall *op = ud;
-    const json_t *items = svc_list_items(r);
-    if (!items) {
-        svc_fail_status(op->base.call, r);
-        svc_op_free(&op->base);
-        return;
-    }
+    const json_t *items = svc_list_items_or_fail(&op->base, r);
+    if (!items) return;
     op->job = json_incref((json_t *)v1_find_job(items, op->jid));
     json_int_t count = json_integer_value(json_object_get(json_object_get(op->job, "spec"), "instanceCount"));
     if (!op->job || op->inst >= count) {

@@ -37,6 +37,24 @@ def start_sim(*flags, standby=False):
     return p, port, sport
 
 
+# The sim's timings the driver's tests run with: offers every 100 ms, status
+# updates retried within a second, tasks through STAGING, STARTING and a kill
+# in tens of milliseconds.
+FAST = ["--allocation-interval-ms=100", "--heartbeat-seconds=1", "--update-retry-ms=500",
+        "--update-retry-max-ms=1000", "--staging-ms=20", "--starting-ms=50", "--kill-ms=50"]
+
+
+def master_flag(port):
+    """pelotond's flag for the Mesos master on 127.0.0.1:port."""
+    return f"--mesos-master=http://127.0.0.1:{port}"
+
+
+def start_stack(master_port, *flags, kubelet=None, native=False):
+    """services.start_stack for pelotond with every role and the Mesos driver
+    on the master at 127.0.0.1:master_port (and flags)."""
+    return services.start_stack("--roles=all", master_flag(master_port), *flags, kubelet=kubelet, native=native)
+
+
 def stop_sim(p):
     """Stops the sim with SIGTERM; it must exit 0 (ASan reports no leak)."""
     services.stop(p)

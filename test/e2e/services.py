@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import types
 import urllib.error
 import urllib.request
 
@@ -111,6 +112,29 @@ def start_pelotond(redis_port, *extra):
     return p, port, os.path.join(d, "pelotond.log")
 
 
+def wait_port(port, what="port"):
+    """Waits (bounded) until 127.0.0.1:port takes connections."""
+    wait_for(lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True, what=what)
+
+
+def start_stack(*pelotond_flags, kubelet=None, native=False):
+    """redis-server; pelotond with pelotond_flags, and with a native port it
+    waits for when native is set; its kubeconfig; kubelet-sim with the flags
+    in kubelet (a list; None: no kubelet-sim), waiting for the nodes its
+    --nodes=N names. Returns a namespace: redis, proc, port, log, nport
+    (None without native), kubeconfig, ksim (None without kubelet-sim)."""
+    s = types.SimpleNamespace(redis=start_redis(), nport=free_port() if native else None, ksim=None)
+    native_flag = [f"--native-port={s.nport}"] if native else []
+    s.proc, s.port, s.log = start_pelotond(s.redis, *pelotond_flags, *native_flag)
+    if native:
+        wait_port(s.nport, "native port")
+    s.kubeconfig = kubeconfig(s.port)
+    if kubelet is not None:
+        nodes = [int(f.split("=", 1)[1]) for f in kubelet if f.startswith("--nodes=")]
+        s.ksim, _ = start_kubelet_sim(s.kubeconfig, *kubelet, expect=nodes[0] if nodes else None)
+    return s
+
+
 def kubeconfig(port):
     path = os.path.join(tempdir(), "kubeconfig")
     with open(path, "w") as f:
@@ -138,6 +162,46 @@ def api(port, method, path, body=None, timeout=30, ctype="application/json"):
         return e.code, json.loads(e.read() or b"{}")
 
 
+def kubectl(kubeconfig, *args, stdin=None, check=True, timeout=60):
+    """kubectl against the API server kubeconfig names: its stdout; when it
+    fails and check is set, AssertionError naming the command and its stderr."""
+    r = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", *args], input=stdin, capture_output=True,
+                       text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr}")
+    return r.stdout
+
+
+def kubectl_rc(kubeconfig, *args, stdin=None, timeout=60):
+    """kubectl as above for a test that looks at failures too: (exit code,
+    stdout and stderr together)."""
+    r = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", *args], input=stdin, capture_output=True,
+                       text=True, timeout=timeout)
+    return r.returncode, r.stdout + r.stderr
+
+
+def kubectl_apply(kubeconfig, objs):
+    """kubectl apply of the objects objs (dicts) as one List."""
+    kubectl(kubeconfig, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+
+
+def events(kubeconfig, name=None, kind=None, reason=None):
+    """The Events (kubectl get events) about the object name, of that kind,
+    with that reason; None matches any."""
+    items = json.loads(kubectl(kubeconfig, "get", "events", "-o", "json"))["items"]
+    return [e for e in items if (name is None or e.get("involvedObject", {}).get("name") == name)
+            and (kind is None or e.get("involvedObject", {}).get("kind") == kind)
+            and (reason is None or e.get("reason") == reason)]
+
+
+def get(port, path):
+    """GET path from the API server on 127.0.0.1:port: the reply as JSON;
+    AssertionError unless the status is 200."""
+    st, body = api(port, "GET", path)
+    assert st == 200, (path, st, body)
+    return body
+
+
 def kubectl_has_flag(verb, flag):
     """Whether the kubectl on PATH takes FLAG for VERB: Debian's kubectl 1.20
     lacks some that 1.32 has (patch --subresource), and a test then checks the
@@ -150,6 +214,16 @@ def kubectl_has_flag(verb, flag):
 
 
 _flag_cache = {}
+
+
+def stop_clean(proc, log, *before):
+    """A suite's end: proc (pelotond, logging to log) still runs; the
+    processes in before are stopped first; then proc stops with exit 0 (under
+    ASan: no leak). The log's tail is in the assertion that fails."""
+    assert proc.poll() is None, open(log).read()[-3000:]
+    for p in before:
+        stop(p)
+    assert stop(proc) == 0, open(log).read()[-3000:]
 
 
 def stop(p, timeout=10):

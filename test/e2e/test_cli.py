@@ -9,22 +9,17 @@ relies on: exit 1 with one line naming the code, 2 for usage and bad input
 (with the YAML's line), 3 when nothing answers, and a bad token refused."""
 import json
 import os
-import socket
 import subprocess
 
+import nativeclient
 import services
 from simlib import run_tests
 
 ROOT = services.ROOT
 CLI = os.environ.get("PELOTON_CLI", os.path.join(ROOT, "build", "asan", "peloton"))
 
-REDIS = services.start_redis()
-NPORT = services.free_port()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", f"--native-port={NPORT}")
-KUBECONFIG = services.kubeconfig(PORT)
-KSIM, _ = services.start_kubelet_sim(KUBECONFIG, "--nodes=2", "--cpu=8", "--memory=32Gi", expect=2)
-services.wait_for(lambda: socket.create_connection(("127.0.0.1", NPORT), timeout=1).close() or True,
-                  what="native port")
+S = services.start_stack("--roles=all", kubelet=["--nodes=2", "--cpu=8", "--memory=32Gi"], native=True)
+PROC, PORT, LOG, NPORT, KUBECONFIG = S.proc, S.port, S.log, S.nport, S.kubeconfig
 D = services.tempdir()
 STATE = {}
 
@@ -104,8 +99,7 @@ def cli(*args, env=None, timeout=60):
 
 
 def kubectl(*args):
-    p = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], capture_output=True, text=True, timeout=60)
-    return p.returncode, p.stdout + p.stderr
+    return services.kubectl_rc(KUBECONFIG, *args)
 
 
 def test_respool_create_from_yaml_then_dump():
@@ -560,14 +554,7 @@ def test_unreachable_server():
 
 
 def test_bad_token_is_unauthenticated():
-    d = services.tempdir()
-    tf = os.path.join(d, "token")
-    open(tf, "w").write("s3cret-token\n")
-    nport = services.free_port()
-    p, _, plog = services.start_pelotond(services.start_redis(), "--roles=apiserver,native", f"--native-port={nport}",
-                                         f"--token-file={tf}")
-    services.wait_for(lambda: socket.create_connection(("127.0.0.1", nport), timeout=1).close() or True,
-                      what="native port")
+    p, plog, nport, tf = nativeclient.start_with_token("s3cret-token")
     url = f"127.0.0.1:{nport}"
     rc, out, err = cli("-m", url, "--token", "wrong", "respool", "dump")
     assert rc == 1 and err.startswith("peloton: error: unauthenticated"), (rc, err)

@@ -5,7 +5,6 @@ stops renewing its lease goes NotReady (Ready=Unknown), gets the unreachable
 taint, and its pods are deleted with a NodeLost Event; when the kubelet comes
 back the taint goes. Checked with the Python client and kubectl. Every wait is
 bounded; every process is stopped."""
-import subprocess
 import sys
 import time
 
@@ -38,10 +37,7 @@ SIM, SIM_ERR = start_ksim("--nodes=3", "--name-prefix=hm-", "--lease-seconds=3",
 
 
 def kubectl(*args, timeout=30):
-    p = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], capture_output=True, text=True,
-                       timeout=timeout)
-    assert p.returncode == 0, (args, p.stdout, p.stderr)
-    return p.stdout
+    return services.kubectl(KUBECONFIG, *args, timeout=timeout)
 
 
 def new_bound_pod(name, node):

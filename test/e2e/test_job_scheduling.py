@@ -6,7 +6,6 @@ gang short of members says so; a DAEMON gets instances only where its pod can
 be placed, following taints and labels; a Job naming a pool that does not
 exist yet says so in a condition and Events, and proceeds when it appears."""
 import json
-import subprocess
 import time
 
 import services
@@ -19,15 +18,11 @@ wait_until = services.wait_until
 
 
 def kubectl(*args, stdin=None, check=True):
-    r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
-                       text=True, timeout=60)
-    if check and r.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr}")
-    return r.stdout
+    return services.kubectl(KUBECONFIG, *args, stdin=stdin, check=check)
 
 
 def apply(objs):
-    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    services.kubectl_apply(KUBECONFIG, objs)
 
 
 def ksim(nodes, prefix, cpu, *flags):
@@ -66,9 +61,7 @@ def running(selector):
 
 
 def events_for(name, kind=None):
-    return [e for e in json.loads(kubectl("get", "events", "-o", "json"))["items"]
-            if e.get("involvedObject", {}).get("name") == name
-            and (kind is None or e["involvedObject"].get("kind") == kind)]
+    return services.events(KUBECONFIG, name=name, kind=kind)
 
 
 def delete_job(name):

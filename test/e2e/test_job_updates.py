@@ -29,15 +29,11 @@ wait_until = services.wait_until
 
 
 def kubectl(*args, stdin=None, check=True):
-    r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
-                       text=True, timeout=60)
-    if check and r.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr}")
-    return r.stdout
+    return services.kubectl(KUBECONFIG, *args, stdin=stdin, check=check)
 
 
 def apply(objs):
-    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    services.kubectl_apply(KUBECONFIG, objs)
 
 
 def pool(name):
@@ -83,9 +79,7 @@ def update_status(name):
 
 
 def events(name):
-    items = json.loads(kubectl("get", "events", "-o", "json"))["items"]
-    return [e for e in items if e.get("involvedObject", {}).get("name") == name and
-            e.get("involvedObject", {}).get("kind") == "Job"]
+    return services.events(KUBECONFIG, name=name, kind="Job")
 
 
 def reasons(name):

@@ -3,7 +3,6 @@
 server and redis-server, checked with kubectl and the Python client (Debian's
 python3-kubernetes). Every wait is bounded; every process is stopped."""
 import signal
-import subprocess
 import time
 
 from kubernetes import client
@@ -38,10 +37,7 @@ SIM, SIM_ERR = start_ksim("--nodes=4", "--name-prefix=ksim-", "--cpu=2", "--memo
 
 
 def kubectl(*args, timeout=30):
-    p = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], capture_output=True, text=True,
-                       timeout=timeout)
-    assert p.returncode == 0, (args, p.stdout, p.stderr)
-    return p.stdout
+    return services.kubectl(KUBECONFIG, *args, timeout=timeout)
 
 
 def new_pod(name, node=None, annotations=None, restart="Always", cpu=None, memory=None, grace=30):

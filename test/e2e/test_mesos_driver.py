@@ -12,34 +12,23 @@ import socket
 import subprocess
 
 import services
-from mesosclient import hook, operator, start_sim, stop_sim
+from mesosclient import FAST, hook, master_flag, operator, start_sim, start_stack, stop_sim
 from simlib import run_tests
 
 wait_until = services.wait_until
-FAST = ["--allocation-interval-ms=100", "--heartbeat-seconds=1", "--update-retry-ms=500",
-        "--update-retry-max-ms=1000", "--staging-ms=20", "--starting-ms=50", "--kill-ms=50"]
 SIM, SIM_PORT, _ = start_sim(*FAST, "--agents=3", "--agent-cpus=4", "--agent-mem=8192",
                              "--zones=2", "--agent-attributes=rack=r1", "--hostname-prefix=mesos-agent-")
-REDIS = services.start_redis()
-MASTER = f"--mesos-master=http://127.0.0.1:{SIM_PORT}"
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", MASTER)
-KUBECONFIG = services.kubeconfig(PORT)
-KSIM = services.start_kubelet_sim(KUBECONFIG, "--nodes=2", "--name-prefix=kube-", "--cpu=4", "--memory=8Gi",
-                                  expect=2)[0]
+S = start_stack(SIM_PORT, kubelet=["--nodes=2", "--name-prefix=kube-", "--cpu=4", "--memory=8Gi"])
+REDIS, PROC, PORT, LOG, KUBECONFIG, KSIM = S.redis, S.proc, S.port, S.log, S.kubeconfig, S.ksim
+MASTER = master_flag(SIM_PORT)
 
 
 def kubectl(*args, stdin=None, check=True):
-    r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
-                       text=True, timeout=60)
-    if check and r.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr}")
-    return r.stdout
+    return services.kubectl(KUBECONFIG, *args, stdin=stdin, check=check)
 
 
 def get(path):
-    st, body = services.api(PORT, "GET", path)
-    assert st == 200, (path, st, body)
-    return body
+    return services.get(PORT, path)
 
 
 def redis_get(key):

@@ -6,32 +6,25 @@ leads: the driver resubscribes there as the same framework, its pods keep
 running, a deleted pod's task is killed and its replacement launched on the
 new leader's offers. Every wait is bounded; every process is stopped."""
 import json
-import subprocess
 
 import services
-from mesosclient import call, hook, operator, start_sim, stop_sim
+from mesosclient import call, hook, operator, start_sim, start_stack, stop_sim
 from simlib import run_tests
 
 wait_until = services.wait_until
 SIM, PORT_A, PORT_B = start_sim("--allocation-interval-ms=100", "--heartbeat-seconds=1", "--update-retry-ms=500",
                                 "--staging-ms=20", "--starting-ms=20", "--kill-ms=20", "--agents=2",
                                 "--agent-cpus=4", "--agent-mem=8192", standby=True)
-REDIS = services.start_redis()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", f"--mesos-master=http://127.0.0.1:{PORT_B}")
-KUBECONFIG = services.kubeconfig(PORT)
+S = start_stack(PORT_B)
+PROC, PORT, LOG, KUBECONFIG = S.proc, S.port, S.log, S.kubeconfig
 
 
 def kubectl(*args, stdin=None):
-    r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
-    return r.stdout
+    return services.kubectl(KUBECONFIG, *args, stdin=stdin)
 
 
 def get(path):
-    st, body = services.api(PORT, "GET", path)
-    assert st == 200, (path, st, body)
-    return body
+    return services.get(PORT, path)
 
 
 def live():

@@ -17,26 +17,17 @@ DRAINED, CompleteMaintenance makes it UP and schedulable; and the errors for
 bad input. Every wait is bounded."""
 import http.client
 import json
-import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 
+import nativeclient
 import services
-from mesosclient import operator, start_sim, stop_sim
+from mesosclient import FAST, master_flag, operator, start_sim, start_stack, stop_sim
 from simlib import run_tests
 
-ROOT = services.ROOT
-GEN = services.tempdir()
-subprocess.run(["protoc", f"-I{ROOT}/proto", f"--python_out={GEN}", f"--grpc_out={GEN}",
-                "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"] +
-               [os.path.relpath(os.path.join(d, f), f"{ROOT}/proto")
-                for d, _, fs in os.walk(f"{ROOT}/proto/peloton/api") for f in fs
-                if f.endswith(".proto") and "/host" in d],
-               check=True, cwd=f"{ROOT}/proto")
-sys.path.insert(0, GEN)
+nativeclient.generate_stubs()
 import grpc  # noqa: E402
 from peloton.api.v0.host import host_pb2 as host  # noqa: E402
 from peloton.api.v0.host.svc import host_svc_pb2 as hsvc, host_svc_pb2_grpc as hsvc_grpc  # noqa: E402
@@ -47,34 +38,20 @@ BUDGET = 2
 AGENTS = [f"mesos-agent-{i}" for i in range(4)]
 KUBES = [f"kube-{i}" for i in range(4)]
 
-SIM, SIM_PORT, _ = start_sim("--allocation-interval-ms=100", "--heartbeat-seconds=1", "--update-retry-ms=500",
-                             "--update-retry-max-ms=1000", "--staging-ms=20", "--starting-ms=50", "--kill-ms=50",
-                             "--agents=4", "--agent-cpus=4", "--agent-mem=8192", "--hostname-prefix=mesos-agent-")
-REDIS = services.start_redis()
-NPORT = services.free_port()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", f"--mesos-master=http://127.0.0.1:{SIM_PORT}",
-                                          f"--native-port={NPORT}")
-KUBECONFIG = services.kubeconfig(PORT)
-KSIM = services.start_kubelet_sim(KUBECONFIG, "--nodes=4", "--name-prefix=kube-", "--cpu=6", "--memory=8Gi",
-                                  expect=4)[0]
-services.wait_for(lambda: socket.create_connection(("127.0.0.1", NPORT), timeout=1).close() or True,
-                  what="native port")
-CH = grpc.insecure_channel(f"127.0.0.1:{NPORT}")
+SIM, SIM_PORT, _ = start_sim(*FAST, "--agents=4", "--agent-cpus=4", "--agent-mem=8192", "--hostname-prefix=mesos-agent-")
+S = start_stack(SIM_PORT, kubelet=["--nodes=4", "--name-prefix=kube-", "--cpu=6", "--memory=8Gi"], native=True)
+REDIS, PROC, PORT, LOG, NPORT, KUBECONFIG, KSIM = S.redis, S.proc, S.port, S.log, S.nport, S.kubeconfig, S.ksim
+CH = nativeclient.channel(NPORT)
 HOSTS = hsvc_grpc.HostServiceStub(CH)
 HOSTS1 = h1svc_grpc.HostServiceStub(CH)
 
 
 def kubectl(*args, stdin=None):
-    r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
-    return r.stdout
+    return services.kubectl(KUBECONFIG, *args, stdin=stdin)
 
 
 def get(path):
-    st, body = services.api(PORT, "GET", path)
-    assert st == 200, (path, st, body)
-    return body
+    return services.get(PORT, path)
 
 
 def node(name):
@@ -283,10 +260,10 @@ def test_maintenance_survives_a_restart():
     where = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in running("web")}
     first_log = LOG
     assert services.stop(PROC) == 0, open(LOG).read()[-3000:]
-    PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", f"--mesos-master=http://127.0.0.1:{SIM_PORT}",
-                                              f"--native-port={NPORT}", f"--port={PORT}")
+    PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", master_flag(SIM_PORT), f"--native-port={NPORT}",
+                                              f"--port={PORT}")
     CH.close()  # a new channel: the old one's connection went with the old process
-    CH = grpc.insecure_channel(f"127.0.0.1:{NPORT}")
+    CH = nativeclient.channel(NPORT)
     HOSTS, HOSTS1 = hsvc_grpc.HostServiceStub(CH), h1svc_grpc.HostServiceStub(CH)
     for text in (open(first_log).read(),):
         assert "AddressSanitizer" not in text and "runtime error:" not in text, text[-4000:]

@@ -66,15 +66,11 @@ def get(url, token=TOKEN, timeout=10):
 
 
 def kubectl(*args, stdin=None):
-    r = subprocess.run(["kubectl", f"--kubeconfig={KCFG}", *args], input=stdin, capture_output=True, text=True,
-                       timeout=60)
-    if r.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr}")
-    return r.stdout
+    return services.kubectl(KCFG, *args, stdin=stdin)
 
 
 def apply(objs):
-    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    services.kubectl_apply(KCFG, objs)
 
 
 def pool(name, cpu_res, cpu_lim):

@@ -6,24 +6,15 @@ with grpcio (code generated at test time from proto/) runs to completion on
 kubelet-sim; kubectl sees it; a Job applied with kubectl is returned by
 Get and Query; what cannot be carried yet is refused, naming the field."""
 import json
-import os
 import subprocess
-import sys
 import time
 
+import nativeclient
 import services
 from simlib import run_tests
 
 ROOT = services.ROOT
-GEN = services.tempdir()
-subprocess.run(["protoc", f"-I{ROOT}/proto", f"--python_out={GEN}", f"--grpc_out={GEN}",
-                "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"] +
-               [os.path.relpath(os.path.join(d, f), f"{ROOT}/proto")
-                for d, _, fs in os.walk(f"{ROOT}/proto") for f in fs
-                if f.endswith(".proto") and "google" not in d and "peloton_c" not in d],
-               check=True, cwd=f"{ROOT}/proto")
-sys.path.insert(0, GEN)
-import grpc  # noqa: E402
+nativeclient.generate_stubs()
 from mesos.v1 import mesos_pb2 as mesos  # noqa: E402
 from peloton.api.v0 import peloton_pb2 as pb  # noqa: E402
 from peloton.api.v0.job import job_pb2 as job  # noqa: E402
@@ -31,26 +22,18 @@ from peloton.api.v0.query import query_pb2 as query  # noqa: E402
 from peloton.api.v0.respool import respool_pb2 as rp, respool_pb2_grpc as rpg  # noqa: E402
 from peloton.api.v0.task import task_pb2 as task  # noqa: E402
 
-REDIS = services.start_redis()
-NPORT = services.free_port()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", f"--native-port={NPORT}")
-KUBECONFIG = services.kubeconfig(PORT)
-KSIM, _ = services.start_kubelet_sim(KUBECONFIG, "--nodes=2", "--cpu=8", "--memory=32Gi", expect=2)
-services.wait_for(lambda: __import__("socket").create_connection(("127.0.0.1", NPORT), timeout=1).close() or True,
-                  what="native port")
-CH = grpc.insecure_channel(f"127.0.0.1:{NPORT}")
+S = services.start_stack("--roles=all", kubelet=["--nodes=2", "--cpu=8", "--memory=32Gi"], native=True)
+PROC, LOG, NPORT, KUBECONFIG, KSIM = S.proc, S.log, S.nport, S.kubeconfig, S.ksim
+CH = nativeclient.channel(NPORT)
 WIRE = "/peloton.api.job.JobManager/"
 
 
 def jm(method, req, resp_type):
-    return CH.unary_unary(WIRE + method, request_serializer=type(req).SerializeToString,
-                          response_deserializer=resp_type.FromString)(req, timeout=20, wait_for_ready=True)
+    return nativeclient.unary(CH, WIRE + method, req, resp_type)
 
 
 def kubectl(*args, stdin=None):
-    p = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
-                       text=True, timeout=60)
-    return p.returncode, p.stdout + p.stderr
+    return services.kubectl_rc(KUBECONFIG, *args, stdin=stdin)
 
 
 def batch_config(name, n, **kw):
@@ -67,13 +50,7 @@ def batch_config(name, n, **kw):
 
 
 def test_pool_for_jobs():
-    stub = rpg.ResourceManagerStub(CH)
-    r = stub.CreateResourcePool(rp.CreateRequest(config=rp.ResourcePoolConfig(
-        name="batch", parent=pb.ResourcePoolID(value="root"),
-        resources=[rp.ResourceConfig(kind="cpu", reservation=8, limit=16, share=1),
-                   rp.ResourceConfig(kind="memory", reservation=8192, limit=65536, share=1)])),
-        timeout=20, wait_for_ready=True)
-    assert r.result.value == "batch", r
+    nativeclient.create_pool(CH, "batch", (8, 16), (8192, 65536))
 
 
 def test_batch_job_runs_to_completion():
@@ -246,10 +223,8 @@ def test_pool_with_work_is_busy():
 
 
 def test_exit_clean_under_asan():
-    assert PROC.poll() is None, open(LOG).read()[-3000:]
     CH.close()
-    services.stop(KSIM)
-    assert services.stop(PROC) == 0, open(LOG).read()[-3000:]
+    services.stop_clean(PROC, LOG, KSIM)
 
 
 run_tests("native-job", dict(globals()))

@@ -9,31 +9,22 @@ status and the server keeps serving; the process exits clean under ASan."""
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 
+import nativeclient
 import services
 from simlib import run_tests
 
 ROOT = services.ROOT
-GEN = services.tempdir()
-subprocess.run(["protoc", f"-I{ROOT}/proto", f"--python_out={GEN}", f"--grpc_out={GEN}",
-                "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"] +
-               [os.path.relpath(os.path.join(d, f), f"{ROOT}/proto")
-                for d, _, fs in os.walk(f"{ROOT}/proto/peloton") for f in fs if f.endswith(".proto")],
-               check=True, cwd=f"{ROOT}/proto")
-sys.path.insert(0, GEN)
+GEN = nativeclient.generate_stubs()
 import grpc  # noqa: E402
 from peloton.api.v0 import peloton_pb2 as pb  # noqa: E402
 from peloton.api.v0.respool import respool_pb2 as rp, respool_pb2_grpc as rpg  # noqa: E402
 
-REDIS = services.start_redis()
-NPORT = services.free_port()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=apiserver,native,resmgr", f"--native-port={NPORT}")
-KUBECONFIG = services.kubeconfig(PORT)
-CH = grpc.insecure_channel(f"127.0.0.1:{NPORT}")
+S = services.start_stack("--roles=apiserver,native,resmgr", native=True)
+PROC, PORT, LOG, NPORT, KUBECONFIG = S.proc, S.port, S.log, S.nport, S.kubeconfig
+CH = nativeclient.channel(NPORT)
 STUB = rpg.ResourceManagerStub(CH)  # the proto's package name: peloton.api.v0.respool.ResourceManager
 WIRE = "/peloton.api.respool.ResourceManager/"  # what Peloton's own clients send
 
@@ -56,9 +47,7 @@ def call(method, req, resp_type):
 
 
 def kubectl(*args, stdin=None):
-    p = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
-                       text=True, timeout=60)
-    return p.returncode, p.stdout + p.stderr
+    return services.kubectl_rc(KUBECONFIG, *args, stdin=stdin)
 
 
 def cfg(name, parent, cpu=(0, 0), mem=(0, 0), share=1.0, **kw):
@@ -326,9 +315,8 @@ def test_deadline_from_grpc_timeout_and_ttl():
     p = subprocess.Popen([services.PELOTOND, "--roles=native", f"--native-port={nport}",
                           f"--server=http://127.0.0.1:{PORT}"], stdout=log, stderr=subprocess.STDOUT)
     services._procs.append(p)
-    services.wait_for(lambda: socket.create_connection(("127.0.0.1", nport), timeout=1).close() or True,
-                      what="native role alone")
-    ch = grpc.insecure_channel(f"127.0.0.1:{nport}")
+    services.wait_port(nport, "native role alone")
+    ch = nativeclient.channel(nport)
     stub = rpg.ResourceManagerStub(ch)
     try:
         assert stub.Query(rp.QueryRequest(), timeout=10, wait_for_ready=True) is not None
@@ -363,15 +351,8 @@ def test_deadline_from_grpc_timeout_and_ttl():
 
 def test_bearer_token_when_the_api_has_one():
     """pelotond with --token-file: the native port asks for the same token."""
-    d = services.tempdir()
-    tf = os.path.join(d, "token")
-    open(tf, "w").write("s3cret-token\n")
-    nport = services.free_port()
-    p, _, plog = services.start_pelotond(services.start_redis(), "--roles=apiserver,native", f"--native-port={nport}",
-                                         f"--token-file={tf}")
-    services.wait_for(lambda: socket.create_connection(("127.0.0.1", nport), timeout=1).close() or True,
-                      what="native port")
-    ch = grpc.insecure_channel(f"127.0.0.1:{nport}")
+    p, plog, nport, _ = nativeclient.start_with_token("s3cret-token")
+    ch = nativeclient.channel(nport)
     stub = rpg.ResourceManagerStub(ch)
     for md in [None, [("authorization", "Bearer wrong")], [("authorization", "s3cret-token")]]:
         try:

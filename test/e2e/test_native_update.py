@@ -14,23 +14,15 @@ generated at test time from proto/ and checked with kubectl:
 - bad input: unknown job and update ids, bad instance ranges, stale versions;
 - YARPC with curl, JSON and protobuf encodings, for UpdateService.GetUpdate."""
 import json
-import os
 import subprocess
-import sys
 import time
 
+import nativeclient
 import services
 from simlib import run_tests
 
 ROOT = services.ROOT
-GEN = services.tempdir()
-subprocess.run(["protoc", f"-I{ROOT}/proto", f"--python_out={GEN}", f"--grpc_out={GEN}",
-                "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"] +
-               [os.path.relpath(os.path.join(d, f), f"{ROOT}/proto")
-                for d, _, fs in os.walk(f"{ROOT}/proto") for f in fs
-                if f.endswith(".proto") and "google" not in d and "peloton_c" not in d],
-               check=True, cwd=f"{ROOT}/proto")
-sys.path.insert(0, GEN)
+nativeclient.generate_stubs()
 import grpc  # noqa: E402
 from mesos.v1 import mesos_pb2 as mesos  # noqa: E402
 from peloton.api.v0 import peloton_pb2 as pb  # noqa: E402
@@ -40,21 +32,15 @@ from peloton.api.v0.task import task_pb2 as task  # noqa: E402
 from peloton.api.v0.update import update_pb2 as upd  # noqa: E402
 from peloton.api.v0.update.svc import update_svc_pb2 as us  # noqa: E402
 
-REDIS = services.start_redis()
-NPORT = services.free_port()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", f"--native-port={NPORT}")
-KUBECONFIG = services.kubeconfig(PORT)
-KSIM, _ = services.start_kubelet_sim(KUBECONFIG, "--nodes=2", "--cpu=16", "--memory=64Gi", expect=2)
-services.wait_for(lambda: __import__("socket").create_connection(("127.0.0.1", NPORT), timeout=1).close() or True,
-                  what="native port")
-CH = grpc.insecure_channel(f"127.0.0.1:{NPORT}")
+S = services.start_stack("--roles=all", kubelet=["--nodes=2", "--cpu=16", "--memory=64Gi"], native=True)
+PROC, LOG, NPORT, KUBECONFIG, KSIM = S.proc, S.log, S.nport, S.kubeconfig, S.ksim
+CH = nativeclient.channel(NPORT)
 wait_until = services.wait_until
 RUN = "kubelet-sim.peloton.io/run-seconds"
 
 
 def call(path, req, resp_type, **kw):
-    return CH.unary_unary(path, request_serializer=type(req).SerializeToString,
-                          response_deserializer=resp_type.FromString)(req, timeout=20, wait_for_ready=True, **kw)
+    return nativeclient.unary(CH, path, req, resp_type, **kw)
 
 
 def jm(method, req, resp):
@@ -79,10 +65,7 @@ def status_of(fn):
 
 
 def kubectl(*args, stdin=None):
-    p = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
-                       text=True, timeout=60)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return p.stdout
+    return services.kubectl(KUBECONFIG, *args, stdin=stdin)
 
 
 def job_obj(name):
@@ -123,12 +106,7 @@ WEB = {}
 
 
 def test_pool_and_a_service_job():
-    r = rpg.ResourceManagerStub(CH).CreateResourcePool(rp.CreateRequest(config=rp.ResourcePoolConfig(
-        name="apps", parent=pb.ResourcePoolID(value="root"),
-        resources=[rp.ResourceConfig(kind="cpu", reservation=20, limit=32, share=1),
-                   rp.ResourceConfig(kind="memory", reservation=16384, limit=65536, share=1)])),
-        timeout=20, wait_for_ready=True)
-    assert r.result.value == "apps", r
+    nativeclient.create_pool(CH, "apps", (20, 32), (16384, 65536))
     c = jm("Create", job.CreateRequest(config=config("web", 4, "v1")), job.CreateResponse)
     assert not c.HasField("error"), c
     WEB["id"] = c.jobId.value
@@ -446,10 +424,8 @@ def test_api_server_refusals_map_alike():
 
 
 def test_exit_clean_under_asan():
-    assert PROC.poll() is None, open(LOG).read()[-3000:]
     CH.close()
-    services.stop(KSIM)
-    assert services.stop(PROC) == 0, open(LOG).read()[-3000:]
+    services.stop_clean(PROC, LOG, KSIM)
 
 
 run_tests("native-update", dict(globals()))

@@ -7,30 +7,20 @@ by GetJob; ReplaceJob rolls the pods; ListPods streams every pod; Watch sees
 what kubectl changes and ends on Cancel; a client that cancels mid-stream, and
 one that never reads, leave the server serving the others."""
 import json
-import os
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 
+import nativeclient
 import services
 from simlib import run_tests
 
 ROOT = services.ROOT
-GEN = services.tempdir()
-subprocess.run(["protoc", f"-I{ROOT}/proto", f"--python_out={GEN}", f"--grpc_out={GEN}",
-                "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"] +
-               [os.path.relpath(os.path.join(d, f), f"{ROOT}/proto")
-                for d, _, fs in os.walk(f"{ROOT}/proto") for f in fs
-                if f.endswith(".proto") and "google" not in d and "peloton_c" not in d],
-               check=True, cwd=f"{ROOT}/proto")
-sys.path.insert(0, GEN)
+nativeclient.generate_stubs()
 import grpc  # noqa: E402
 from mesos.v1 import mesos_pb2 as mesos  # noqa: E402
-from peloton.api.v0 import peloton_pb2 as pb0  # noqa: E402
-from peloton.api.v0.respool import respool_pb2 as rp, respool_pb2_grpc as rpg  # noqa: E402
 from peloton.api.v1alpha import peloton_pb2 as pb  # noqa: E402
 from peloton.api.v1alpha.job.stateless import stateless_pb2 as sl  # noqa: E402
 from peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as js, stateless_svc_pb2_grpc as jsg  # noqa: E402
@@ -41,14 +31,9 @@ from peloton.api.v1alpha.respool.svc import respool_svc_pb2 as rs, respool_svc_p
 from peloton.api.v1alpha.watch import watch_pb2 as wf  # noqa: E402
 from peloton.api.v1alpha.watch.svc import watch_svc_pb2 as ws, watch_svc_pb2_grpc as wsg  # noqa: E402
 
-REDIS = services.start_redis()
-NPORT = services.free_port()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", f"--native-port={NPORT}")
-KUBECONFIG = services.kubeconfig(PORT)
-KSIM, _ = services.start_kubelet_sim(KUBECONFIG, "--nodes=2", "--cpu=16", "--memory=64Gi", "--pods=300", expect=2)
-services.wait_for(lambda: socket.create_connection(("127.0.0.1", NPORT), timeout=1).close() or True,
-                  what="native port")
-CH = grpc.insecure_channel(f"127.0.0.1:{NPORT}")
+S = services.start_stack("--roles=all", kubelet=["--nodes=2", "--cpu=16", "--memory=64Gi", "--pods=300"], native=True)
+PROC, LOG, NPORT, KUBECONFIG, KSIM = S.proc, S.log, S.nport, S.kubeconfig, S.ksim
+CH = nativeclient.channel(NPORT)
 JOBS = jsg.JobServiceStub(CH)
 WATCH = wsg.WatchServiceStub(CH)
 PODS = psg.PodServiceStub(CH)
@@ -57,9 +42,7 @@ T = 20  # seconds for a unary call
 
 
 def kubectl(*args, stdin=None):
-    p = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
-                       text=True, timeout=60)
-    return p.returncode, p.stdout + p.stderr
+    return services.kubectl_rc(KUBECONFIG, *args, stdin=stdin)
 
 
 def spec(name, n, cmd="sleep 3600", image="busybox:1.36"):
@@ -87,12 +70,7 @@ STATE = {}
 
 
 def test_pool():
-    r = rpg.ResourceManagerStub(CH).CreateResourcePool(rp.CreateRequest(config=rp.ResourcePoolConfig(
-        name="svc", parent=pb0.ResourcePoolID(value="root"),
-        resources=[rp.ResourceConfig(kind="cpu", reservation=16, limit=32, share=1),
-                   rp.ResourceConfig(kind="memory", reservation=16384, limit=65536, share=1)])),
-        timeout=T, wait_for_ready=True)
-    assert r.result.value == "svc", r
+    nativeclient.create_pool(CH, "svc", (16, 32), (16384, 65536), timeout=T)
 
 
 def test_create_job_shows_in_kubectl_and_runs():
@@ -511,10 +489,8 @@ def test_delete_job():
 
 
 def test_exit_clean_under_asan():
-    assert PROC.poll() is None, open(LOG).read()[-3000:]
     CH.close()
-    services.stop(KSIM)
-    assert services.stop(PROC) == 0, open(LOG).read()[-3000:]
+    services.stop_clean(PROC, LOG, KSIM)
 
 
 run_tests("native-v1", dict(globals()))

@@ -24,15 +24,11 @@ RUN = "kubelet-sim.peloton.io/run-seconds"
 
 
 def kubectl(*args, stdin=None, check=True):
-    r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
-                       text=True, timeout=60)
-    if check and r.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr}")
-    return r.stdout
+    return services.kubectl(KUBECONFIG, *args, stdin=stdin, check=check)
 
 
 def apply(objs):
-    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    services.kubectl_apply(KUBECONFIG, objs)
 
 
 def start_ksim(nodes, prefix, cpu="8"):
@@ -78,8 +74,7 @@ wait_until = services.wait_until
 
 
 def events_for(name):
-    out = kubectl("get", "events", "-o", "json")
-    return [e for e in json.loads(out)["items"] if e.get("involvedObject", {}).get("name") == name]
+    return services.events(KUBECONFIG, name=name)
 
 
 KS = start_ksim(4, "n-")  # 4 nodes x 8 cpu = 32 cpu

@@ -37,7 +37,7 @@ def kubectl(*args, stdin=None, check=True, timeout=60):
 
 
 def apply(objs):
-    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    services.kubectl_apply(KUBECONFIG, objs)
 
 
 def pool(name, cpu_res, cpu_lim, parent=None):
@@ -73,9 +73,7 @@ def pod_scheduled(name):
 
 
 def events(reason=None, name=None):
-    items = json.loads(kubectl("get", "events", "-o", "json").stdout)["items"]
-    return [e for e in items if (reason is None or e.get("reason") == reason) and
-            (name is None or e.get("involvedObject", {}).get("name") == name)]
+    return services.events(KUBECONFIG, name=name, reason=reason)
 
 
 def get_pool(name):

@@ -14,7 +14,6 @@ node controller marks such nodes), driven with real kubectl.
 - Events are aggregated: the same Event again bumps count, no new object."""
 import json
 import re
-import subprocess
 import time
 
 import services
@@ -27,15 +26,11 @@ wait_until = services.wait_until
 
 
 def kubectl(*args, stdin=None):
-    r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True,
-                       text=True, timeout=60)
-    if r.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr}")
-    return r.stdout
+    return services.kubectl(KUBECONFIG, *args, stdin=stdin)
 
 
 def apply(objs):
-    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    services.kubectl_apply(KUBECONFIG, objs)
 
 
 def pool(name, cpu_res, cpu_lim):
@@ -64,8 +59,7 @@ def scheduled(name):
 
 
 def events_for(name, reason="FailedScheduling"):
-    out = json.loads(kubectl("get", "events", "-o", "json"))["items"]
-    return [e for e in out if e.get("involvedObject", {}).get("name") == name and e.get("reason") == reason]
+    return services.events(KUBECONFIG, name=name, reason=reason)
 
 
 def delete(selector):

@@ -11,7 +11,6 @@ import base64
 import json
 import os
 import ssl
-import subprocess
 import urllib.error
 import urllib.request
 
@@ -52,14 +51,11 @@ services.start_kubelet_sim(write_kubeconfig("kc-plain", BASE), "--nodes=2", "--c
 
 
 def kubectl(*args, stdin=None):
-    r = subprocess.run(["kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=stdin, capture_output=True, text=True,
-                       timeout=60)
-    assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
-    return r.stdout
+    return services.kubectl(KUBECONFIG, *args, stdin=stdin)
 
 
 def apply(*objs):
-    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
+    services.kubectl_apply(KUBECONFIG, list(objs))
 
 
 def api(path):
