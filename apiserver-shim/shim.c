@@ -255,8 +255,10 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
         json_decref(obj);
         return;
     }
-    if (!strcmp(r->plural, "namespaces") && !json_object_get(obj, "status"))
-        json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
+    /* a new namespace is Active, whatever status the client sent ("status": {} from kubectl) */
+    if (!strcmp(r->plural, "namespaces")) json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
+    if (!strcmp(r->plural, "secrets") && !r->group[0] && !json_string_length(json_object_get(obj, "type")))
+        json_object_set_new(obj, "type", json_string("Opaque")); /* kube-apiserver's default */
     if (!strcmp(r->plural, "pods")) shim_pod_defaults(obj);
     if (shim_refuse_invalid(r, obj, name, resp) || shim_crd_admit(s, r, obj, NULL, resp)) {
         json_decref(obj);
