@@ -216,6 +216,36 @@ def test_eviction_refused_is_429_status():
     services.wait_until(lambda: get(f"/api/v1/namespaces/{ns}/pods/only")[0] == 404, 20, "pod gone")
 
 
+def test_job_sla_is_a_budget():
+    """A Peloton Job's sla.maximumUnavailableInstances bounds evictions of
+    its pods as a PDB would (no jobmgr runs here: the pods are made by hand
+    as jobmgr makes them)."""
+    ns = "jobsla"
+    ok("132", "create", "namespace", ns)
+    job = {"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": "web", "namespace": ns},
+           "spec": {"type": "STATELESS", "resourcePool": "default", "instanceCount": 2,
+                    "sla": {"maximumUnavailableInstances": 1},
+                    "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+    code, j = services.api(PORT, "POST", f"/apis/peloton.io/v1alpha1/namespaces/{ns}/jobs", job)
+    assert code == 201, j
+    for i in range(2):
+        p = pod(f"web-{i}", ns, "pb-2", "web")
+        p["metadata"]["labels"].update({"peloton.io/job": "web", "peloton.io/instance": str(i)})
+        p["metadata"]["ownerReferences"] = [{"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "name": "web",
+                                             "uid": j["metadata"]["uid"], "controller": True}]
+        code, out = services.api(PORT, "POST", f"/api/v1/namespaces/{ns}/pods", p)
+        assert code == 201, out
+    services.wait_until(lambda: running(ns, "web-0") and running(ns, "web-1"), 20, "job pods running")
+    ev = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-0"}}
+    code, out = services.api(PORT, "POST", f"/api/v1/namespaces/{ns}/pods/web-0/eviction", ev)
+    assert code in (200, 201), out
+    ev["metadata"]["name"] = "web-1"
+    code, st = services.api(PORT, "POST", f"/api/v1/namespaces/{ns}/pods/web-1/eviction", ev)
+    assert code == 429 and st["reason"] == "TooManyRequests", st
+    assert st["details"]["causes"][0]["message"] == \
+        "The disruption budget job/web needs 1 healthy pods and has 1 currently", st
+
+
 # ---- malformed protobuf ----
 
 def bad(body, want):
