@@ -280,6 +280,16 @@ def test_delete_with_protobuf_options():
     assert get("/api/v1/namespaces/pbns132/configmaps/gone")[0] == 404
 
 
+def test_drain_disable_eviction_132():
+    """kubectl 1.32 deletes instead of evicting with DeleteOptions in protobuf
+    (what it did against this server before pods/eviction: a 400)."""
+    rc, out, err = kubectl("132", "drain", "pb-2", "--ignore-daemonsets", "--delete-emptydir-data", "--force",
+                           "--disable-eviction", "--timeout=30s", "-v=8")
+    assert rc == 0, out + err
+    assert "Content-Type: application/vnd.kubernetes.protobuf" in err and "DELETE" in err
+    assert "node/pb-2 drained" in out, out
+
+
 try:
     run_tests("test_shim_protobuf", globals())
 finally:
