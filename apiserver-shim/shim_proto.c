@@ -28,7 +28,6 @@
 #define D_RAWEXT k8s__io__apimachinery__pkg__runtime__raw_extension__descriptor
 #define D_QUANTITY k8s__io__apimachinery__pkg__api__resource__quantity__descriptor
 #define D_INTSTR k8s__io__apimachinery__pkg__util__intstr__int_or_string__descriptor
-#define D_UNKNOWN k8s__io__apimachinery__pkg__runtime__unknown__descriptor
 
 static const unsigned char MAGIC[4] = {'k', '8', 's', 0};
 
@@ -420,6 +419,62 @@ json_t *shim_pb_message_json(const ProtobufCMessageDescriptor *md, const void *b
     return o;
 }
 
+/* A string or bytes field's bytes, into a NUL-terminated buf of len bytes
+ * (longer values are refused: the envelope's names are short). */
+static bool rd_text(struct dec *d, struct cur *c, char *buf, size_t len) {
+    struct cur sub;
+    if (!rd_len(d, c, &sub)) return false;
+    size_t n = (size_t)(sub.end - sub.p);
+    if (n >= len) return fail(d, "%zu bytes, more than %zu", n, len - 1), false;
+    memcpy(buf, sub.p, n);
+    buf[n] = 0;
+    return true;
+}
+
+/* The envelope's runtime.Unknown, read in place: the object's message is
+ * not copied. */
+struct envelope {
+    char api_version[128], kind[128], encoding[64], content_type[128];
+    struct cur raw;
+};
+
+static bool rd_envelope(struct dec *d, struct cur c, struct envelope *e) {
+    while (c.p < c.end && !d->failed) {
+        uint64_t tag;
+        if (!rd_varint(d, &c, &tag)) break;
+        int wt = (int)(tag & 7);
+        uint64_t id = tag >> 3;
+        if (id < 1 || id > 4) {
+            skip(d, &c, wt);
+            continue;
+        }
+        if (wt != 2) {
+            fail(d, "wire type %d, expected 2", wt);
+            break;
+        }
+        static const char *const names[] = {"", "typeMeta", "raw", "contentEncoding", "contentType"};
+        size_t at = path_push(d, "%s%s", names[id]);
+        if (id == 1) {
+            struct cur tm;
+            if (!rd_len(d, &c, &tm)) break;
+            while (tm.p < tm.end && !d->failed) {
+                if (!rd_varint(d, &tm, &tag)) break;
+                if ((tag >> 3 == 1 || tag >> 3 == 2) && (tag & 7) == 2)
+                    rd_text(d, &tm, tag >> 3 == 1 ? e->api_version : e->kind, sizeof e->kind);
+                else if ((tag >> 3 == 1 || tag >> 3 == 2)) fail(d, "wire type %d, expected 2", (int)(tag & 7));
+                else skip(d, &tm, (int)(tag & 7));
+            }
+        } else if (id == 2) {
+            rd_len(d, &c, &e->raw);
+        } else {
+            rd_text(d, &c, id == 3 ? e->encoding : e->content_type, id == 3 ? sizeof e->encoding
+                                                                              : sizeof e->content_type);
+        }
+        d->path[at] = 0;
+    }
+    return !d->failed;
+}
+
 json_t *shim_pb_decode(const void *buf, size_t len, char *err, size_t errlen) {
     if (len < sizeof MAGIC || memcmp(buf, MAGIC, sizeof MAGIC)) {
         snprintf(err, errlen, "the protobuf body does not start with the \"k8s\\x00\" envelope");
@@ -427,41 +482,33 @@ json_t *shim_pb_decode(const void *buf, size_t len, char *err, size_t errlen) {
     }
     struct dec d = {.err = err, .errlen = errlen};
     const uint8_t *p = (const uint8_t *)buf + sizeof MAGIC;
-    json_t *u = message(&d, &D_UNKNOWN, (struct cur){p, p + len - sizeof MAGIC, p}, 0, true);
-    if (!u) return NULL;
-    json_t *tm = json_object_get(u, "typeMeta");
-    const char *av = json_string_value(json_object_get(tm, "apiVersion"));
-    const char *kind = json_string_value(json_object_get(tm, "kind"));
-    const char *enc = json_string_value(json_object_get(u, "contentEncoding"));
-    const char *ct = json_string_value(json_object_get(u, "contentType"));
-    json_t *obj = NULL;
-    const ProtobufCMessageDescriptor *md = shim_pb_descriptor(av, kind);
-    if (enc && enc[0]) {
-        snprintf(err, errlen, "content encoding \"%.40s\" not supported", enc);
-    } else if (ct && ct[0] && strcmp(ct, SHIM_PB_MEDIA)) {
-        snprintf(err, errlen, "embedded content type \"%.60s\" not supported", ct);
-    } else if (!md) {
-        snprintf(err, errlen, "no kind \"%.60s\" is registered for version \"%.60s\" in protobuf", kind ? kind : "",
-                 av ? av : "");
-    } else {
-        json_t *raw = json_object_get(u, "raw");
-        size_t n = json_string_length(raw);
-        unsigned char *bytes = malloc(n ? n : 1);
-        if (!bytes) {
-            snprintf(err, errlen, "out of memory");
-        } else {
-            size_t m = n ? b64_std_decode(json_string_value(raw), n, bytes) : 0;
-            obj = shim_pb_message_json(md, bytes, m, err, errlen);
-            free(bytes);
-        }
-        if (obj && (json_object_set_new(obj, "apiVersion", json_string(av)) ||
-                    json_object_set_new(obj, "kind", json_string(kind)))) {
-            json_decref(obj);
-            obj = NULL;
-            snprintf(err, errlen, "out of memory");
-        }
+    struct envelope e = {.raw = {p, p, p}};
+    if (!rd_envelope(&d, (struct cur){p, p + len - sizeof MAGIC, p}, &e)) return NULL;
+    const ProtobufCMessageDescriptor *md = shim_pb_descriptor(e.api_version, e.kind);
+    if (e.encoding[0]) {
+        snprintf(err, errlen, "content encoding \"%.40s\" not supported", e.encoding);
+        return NULL;
     }
-    json_decref(u);
+    if (e.content_type[0] && strcmp(e.content_type, SHIM_PB_MEDIA)) {
+        snprintf(err, errlen, "embedded content type \"%.60s\" not supported", e.content_type);
+        return NULL;
+    }
+    if (!md) {
+        snprintf(err, errlen, "no kind \"%.60s\" is registered for version \"%.60s\" in protobuf", e.kind,
+                 e.api_version);
+        return NULL;
+    }
+    json_t *obj = message(&d, md, e.raw, 0, false);
+    if (!obj) {
+        if (!d.failed) snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (json_object_set_new(obj, "apiVersion", json_string(e.api_version)) ||
+        json_object_set_new(obj, "kind", json_string(e.kind))) {
+        json_decref(obj);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     return obj;
 }
 
