@@ -125,6 +125,9 @@ def test_reply_in_protobuf_when_preferred():
     assert code == 200 and ctype == PB and body.startswith(b"k8s\x00") and b"ConfigMap" in body and b"mode" in body
     code, ctype, body = raw("GET", "/api/v1/namespaces/pbns132/configmaps", accept=f"{PB},application/json")
     assert code == 200 and ctype.startswith("application/json"), ctype  # a list: JSON, which Accept allows
+    # a create answered by the asynchronous store path, as kubectl 1.32 asks
+    code, ctype, body = raw("POST", "/api/v1/namespaces", namespace_pb("pbreply"), accept=f"{PB},application/json")
+    assert code == 201 and ctype == PB and body.startswith(b"k8s\x00") and b"pbreply" in body, (code, ctype, body)
     code, ctype, body = raw("GET", "/api/v1/namespaces/pbns132/configmaps", accept=PB)
     assert code == 406 and json.loads(body)["reason"] == "NotAcceptable", body
 
