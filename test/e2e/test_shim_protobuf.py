@@ -4,8 +4,9 @@ the kubectl on PATH (1.32) and Debian's kubectl 1.20 (scripts/kubectl-1.20.sh)
 against one stack (redis-server, pelotond, kubelet-sim): kubectl's typed
 creates (namespace, configmap, secret, service, pdb) sent as protobuf, the
 object stored as its JSON twin is, `kubectl drain` through pods/eviction
-held back by a PodDisruptionBudget and then let through, and malformed
-protobuf bodies sent by hand, each a 400 Status."""
+held back by a PodDisruptionBudget (bare pods) or a Peloton Job's SLA (pods
+jobmgr replaces) and then let through, and malformed protobuf bodies sent
+by hand, each a 400 Status."""
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from simlib import run_tests
 KUBECTL120 = subprocess.run([os.path.join(services.ROOT, "scripts", "kubectl-1.20.sh")], capture_output=True,
                             text=True, timeout=300, check=True).stdout.strip()
 REDIS = services.start_redis()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=apiserver")
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all")
 KUBECONFIG = services.kubeconfig(PORT)
 KSIM, _ = services.start_kubelet_sim(KUBECONFIG, "--nodes=3", "--name-prefix=pb-", "--cpu=8", "--memory=16Gi",
                                      expect=3)
@@ -219,36 +220,6 @@ def test_eviction_refused_is_429_status():
     services.wait_until(lambda: get(f"/api/v1/namespaces/{ns}/pods/only")[0] == 404, 20, "pod gone")
 
 
-def test_job_sla_is_a_budget():
-    """A Peloton Job's sla.maximumUnavailableInstances bounds evictions of
-    its pods as a PDB would (no jobmgr runs here: the pods are made by hand
-    as jobmgr makes them)."""
-    ns = "jobsla"
-    ok("132", "create", "namespace", ns)
-    job = {"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": "web", "namespace": ns},
-           "spec": {"type": "STATELESS", "resourcePool": "default", "instanceCount": 2,
-                    "sla": {"maximumUnavailableInstances": 1},
-                    "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
-    code, j = services.api(PORT, "POST", f"/apis/peloton.io/v1alpha1/namespaces/{ns}/jobs", job)
-    assert code == 201, j
-    for i in range(2):
-        p = pod(f"web-{i}", ns, "pb-2", "web")
-        p["metadata"]["labels"].update({"peloton.io/job": "web", "peloton.io/instance": str(i)})
-        p["metadata"]["ownerReferences"] = [{"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "name": "web",
-                                             "uid": j["metadata"]["uid"], "controller": True}]
-        code, out = services.api(PORT, "POST", f"/api/v1/namespaces/{ns}/pods", p)
-        assert code == 201, out
-    services.wait_until(lambda: running(ns, "web-0") and running(ns, "web-1"), 20, "job pods running")
-    ev = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-0"}}
-    code, out = services.api(PORT, "POST", f"/api/v1/namespaces/{ns}/pods/web-0/eviction", ev)
-    assert code in (200, 201), out
-    ev["metadata"]["name"] = "web-1"
-    code, st = services.api(PORT, "POST", f"/api/v1/namespaces/{ns}/pods/web-1/eviction", ev)
-    assert code == 429 and st["reason"] == "TooManyRequests", st
-    assert st["details"]["causes"][0]["message"] == \
-        "The disruption budget job/web needs 1 healthy pods and has 1 currently", st
-
-
 # ---- malformed protobuf ----
 
 def bad(body, want):
@@ -291,6 +262,51 @@ def test_drain_disable_eviction_132():
     assert rc == 0, out + err
     assert "Content-Type: application/vnd.kubernetes.protobuf" in err and "DELETE" in err
     assert "node/pb-2 drained" in out, out
+
+
+JOB = """apiVersion: peloton.io/v1alpha1
+kind: Job
+metadata: {name: web, namespace: jobsla}
+spec:
+  type: STATELESS
+  resourcePool: training
+  instanceCount: 4
+  sla: {maximumUnavailableInstances: 1}
+  template:
+    spec:
+      containers:
+      - name: c
+        image: busybox
+        resources: {requests: {cpu: 100m, memory: 64Mi}}
+"""
+
+
+def job_pods():
+    code, lst = get("/api/v1/namespaces/jobsla/pods")
+    return [p for p in lst["items"] if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_drain_job_sla_132():
+    """Last (the nodes are uncordoned first): a Peloton Job's
+    sla.maximumUnavailableInstances is the budget; drain evicts one instance
+    at a time, waiting (429) until jobmgr has run its replacement elsewhere."""
+    ok("132", "uncordon", "pb-0", "pb-1", "pb-2")
+    ok("132", "apply", "-f", os.path.join(services.ROOT, "examples", "pools.yaml"))
+    ok("132", "create", "namespace", "jobsla")
+    ok("132", "apply", "-f", "-", stdin=JOB)
+    services.wait_until(lambda: len(job_pods()) == 4 and all(p["status"].get("phase") == "Running"
+                                                             for p in job_pods()), 30, "the job's 4 pods running")
+    nodes = [p["spec"]["nodeName"] for p in job_pods()]
+    node = max(set(nodes), key=nodes.count)
+    assert nodes.count(node) >= 2, nodes  # a node with two instances: evicting both breaks the budget once
+    rc, out, err = kubectl("132", "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=50s",
+                           timeout=70)
+    assert rc == 0, out + err
+    assert "would violate the pod's disruption budget" in out + err, out + err  # waited at least once
+    assert f"node/{node} drained" in out, out
+    services.wait_until(lambda: len(job_pods()) == 4 and all(p["status"].get("phase") == "Running" and
+                                                             p["spec"]["nodeName"] != node for p in job_pods()),
+                        30, "the job's 4 pods running off the drained node")
 
 
 try:
