@@ -44,6 +44,7 @@ static const struct {
     {"v1", "Secret", &k8s__io__api__core__v1__secret__descriptor},
     {"v1", "Service", &k8s__io__api__core__v1__service__descriptor},
     {"v1", "Event", &k8s__io__api__core__v1__event__descriptor},
+    {"v1", "Binding", &k8s__io__api__core__v1__binding__descriptor},
     {"v1", "Status", &k8s__io__apimachinery__pkg__apis__meta__v1__status__descriptor},
     {"v1", "DeleteOptions", &k8s__io__apimachinery__pkg__apis__meta__v1__delete_options__descriptor},
     {"meta.k8s.io/v1", "DeleteOptions", &k8s__io__apimachinery__pkg__apis__meta__v1__delete_options__descriptor},

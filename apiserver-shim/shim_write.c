@@ -459,6 +459,8 @@ void shim_write_status(struct shim *s, const struct shim_resource *r, const char
     if (req->method == HTTP_PATCH) {
         bool ssa;
         if (!(apply = shim_patch_parse(req, &body, &ssa, resp))) return;
+    } else if (shim_pb_request(req)) { /* a kubelet's PUT of pods/NAME/status */
+        if (!(body = shim_pb_body(r->kind, req, resp))) return;
     } else {
         json_error_t je;
         body = jparse_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);

@@ -133,6 +133,25 @@ def test_reply_in_protobuf_when_preferred():
     assert code == 406 and json.loads(body)["reason"] == "NotAcceptable", body
 
 
+def test_status_and_binding_in_protobuf():
+    """What a kubelet and kube-scheduler send: pods/NAME/status (PUT) and
+    pods/NAME/binding (POST) as protobuf."""
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bindme", "namespace": "pbns132"},
+            "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "busybox"}]}}
+    code, out = services.api(PORT, "POST", "/api/v1/namespaces/pbns132/pods", body)
+    assert code == 201, out
+    status = ld(1, ld(1, b"bindme") + ld(3, b"pbns132")) + ld(3, ld(1, b"Pending") + ld(3, b"held by the test"))
+    code, _, out = raw("PUT", "/api/v1/namespaces/pbns132/pods/bindme/status", envelope("v1", "Pod", status))
+    assert code == 200, out
+    assert get("/api/v1/namespaces/pbns132/pods/bindme")[1]["status"]["message"] == "held by the test"
+    binding = ld(1, ld(1, b"bindme")) + ld(2, ld(1, b"Node") + ld(3, b"pb-2"))
+    code, _, out = raw("POST", "/api/v1/namespaces/pbns132/pods/bindme/binding", envelope("v1", "Binding", binding))
+    assert code == 201, out
+    assert get("/api/v1/namespaces/pbns132/pods/bindme")[1]["spec"]["nodeName"] == "pb-2"
+    code, _, out = raw("POST", "/api/v1/namespaces/pbns132/pods/bindme/binding", b"k8s\x00\x0a")
+    assert code == 400 and b"could not be decoded as a Binding" in out, out
+
+
 # ---- drain through pods/eviction ----
 
 def pod(name, ns, node, app):
