@@ -328,6 +328,8 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
     json_decref(obj);
 }
 
+static bool is_pdb(const struct shim_resource *r) { return !r->custom && !strcmp(r->plural, "poddisruptionbudgets"); }
+
 static void do_delete(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                       const struct http_request *req, struct http_response *resp, bool dry) {
     struct store_delete_opts opts = {.grace_period_seconds = -1};
@@ -425,6 +427,7 @@ static void do_get(struct shim *s, const struct shim_resource *r, const char *ns
     json_t *out = NULL;
     int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
     enum shim_include inc;
+    if (!rc && is_pdb(r)) shim_pdb_status(s, out);
     if (rc) shim_store_error(s, resp, rc, r, name);
     else if (!shim_wants_table(req)) shim_json(resp, 200, shim_with_type(r, out));
     else {
@@ -493,7 +496,10 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
         if (!pages) list_rv = l.resource_version;
         size_t i, got = json_array_size(l.items);
         json_t *it;
-        json_array_foreach(l.items, i, it) if (selected(ls, fs, it)) json_array_append(items, shim_with_type(r, it));
+        json_array_foreach(l.items, i, it) if (selected(ls, fs, it)) {
+            if (is_pdb(r)) shim_pdb_status(s, it); /* computed, never stored (shim_evict.c) */
+            json_array_append(items, shim_with_type(r, it));
+        }
         token = l.continue_token;
         l.continue_token = NULL;
         remaining = l.remaining;

@@ -4,8 +4,8 @@
  * against us as against it.
  *
  * Budgets, computed from the pods as they are at the eviction (this server
- * runs no disruption controller, so no PodDisruptionBudget status is
- * trusted or kept):
+ * runs no disruption controller: a PodDisruptionBudget's status is computed
+ * the same way when it is read, shim_pdb_status, and never stored):
  *   - the policy/v1 PodDisruptionBudgets of the pod's namespace whose
  *     selector matches the pod (more than one is a 500, as upstream);
  *     expected pods are those the selector matches that have not ended,
@@ -89,6 +89,27 @@ static int scaled(const json_t *v, int expected) {
 
 /* ---- the budgets ---- */
 
+/* A PodDisruptionBudget's spec over the pods of ns now: *expected, *healthy
+ * and *desired (desiredHealthy). 0 or a store error. */
+static int pdb_counts(struct shim *s, const char *ns, const json_t *spec, int *expected, int *healthy,
+                      int *desired) {
+    struct count c = {0};
+    char err[200];
+    int rc = 0;
+    if (labelsel_from_object(json_object_get(spec, "selector"), &c.sel, err, sizeof err) == 0) {
+        rc = shim_each(s, "pods", ns, NULL, count_pod, &c);
+        labelsel_free(c.sel);
+    }
+    json_t *min = json_object_get(spec, "minAvailable"), *max = json_object_get(spec, "maxUnavailable");
+    if (min) *desired = scaled(min, c.expected);
+    else if (max) *desired = c.expected - scaled(max, c.expected);
+    else *desired = 1;
+    if (*desired < 0) *desired = 0;
+    *expected = c.expected;
+    *healthy = c.healthy;
+    return rc;
+}
+
 struct budget {
     char name[300];   /* for the cause: the PDB's name, or job/NAME */
     int desired, healthy;
@@ -143,24 +164,26 @@ static int pdb_budget(struct shim *s, const char *ns, const json_t *pod, struct 
         return -1;
     }
     if (!b->found) return 0;
-    struct count c = {0};
-    char err[200];
-    if (labelsel_from_object(json_object_get(spec, "selector"), &c.sel, err, sizeof err) == 0) {
-        rc = shim_each(s, "pods", ns, NULL, count_pod, &c);
-        labelsel_free(c.sel);
-    }
-    json_t *min = json_object_get(spec, "minAvailable"), *max = json_object_get(spec, "maxUnavailable");
-    if (min) b->desired = scaled(min, c.expected);
-    else if (max) b->desired = c.expected - scaled(max, c.expected);
-    else b->desired = 1;
-    if (b->desired < 0) b->desired = 0;
-    b->healthy = c.healthy;
+    int expected;
+    rc = pdb_counts(s, ns, spec, &expected, &b->healthy, &b->desired);
     json_decref(spec);
     if (rc) {
         shim_store_error(s, resp, rc, shim_find_resource(s, "", "v1", "pods"), "");
         return -1;
     }
     return 0;
+}
+
+void shim_pdb_status(struct shim *s, json_t *pdb) {
+    const char *ns = meta_s(pdb, "namespace");
+    int expected = 0, healthy = 0, desired = 0;
+    if (!ns || pdb_counts(s, ns, json_object_get(pdb, "spec"), &expected, &healthy, &desired)) return;
+    json_t *gen = json_object_get(json_object_get(pdb, "metadata"), "generation");
+    json_object_set_new(pdb, "status",
+                        json_pack("{s:I, s:i, s:i, s:i, s:i}", "observedGeneration",
+                                  json_is_integer(gen) ? json_integer_value(gen) : (json_int_t)1,
+                                  "disruptionsAllowed", healthy > desired ? healthy - desired : 0,
+                                  "currentHealthy", healthy, "desiredHealthy", desired, "expectedPods", expected));
 }
 
 /* The budget a Peloton Job's SLA sets for pod: 0 (b->found), or non-zero

@@ -224,6 +224,14 @@ def test_eviction_refused_is_429_status():
     assert code == 201, out
     services.wait_until(lambda: running(ns, "only"), 20, "pod running")
     ok("132", "create", "pdb", "all", "-n", ns, f"--selector=app={ns}", "--min-available=1")
+    want = {"observedGeneration": 1, "currentHealthy": 1, "desiredHealthy": 1, "disruptionsAllowed": 0,
+            "expectedPods": 1}
+    assert get(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/all")[1]["status"] == want
+    assert get(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets")[1]["items"][0]["status"] == want
+    for v in ("132", "120"):
+        head, row = ok(v, "get", "pdb", "-n", ns).splitlines()
+        assert head.split() == ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"]
+        assert row.split()[:4] == ["all", "1", "N/A", "0"], row
     ev = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "only", "namespace": ns}}
     code, st = services.api(PORT, "POST", f"/api/v1/namespaces/{ns}/pods/only/eviction", ev)
     assert code == 429 and st["reason"] == "TooManyRequests", st
