@@ -375,7 +375,7 @@ static json_t *special(struct dec *d, const ProtobufCMessageDescriptor *md, json
     if (md == &D_TIME || md == &D_MICROTIME) {
         json_int_t secs = int_of(o, "seconds"), nanos = int_of(o, "nanos");
         char buf[64];
-        if (!secs && !nanos) out = json_null();
+        if (!json_object_size(o)) out = json_null(); /* Go's zero Time is an empty message; 0 is 1970 */
         else if (nanos < 0 || nanos > 999999999 || !rfc3339(secs, md == &D_MICROTIME ? (int)(nanos / 1000) : -1,
                                                             buf, sizeof buf))
             fail(d, "time out of range");

@@ -10,7 +10,8 @@
  * objects, bytes as base64), with Kubernetes' own mapping on top:
  *
  *   - meta/v1 Time as RFC 3339 in UTC to the second, MicroTime to the
- *     microsecond; a zero time is left out (JSON's null);
+ *     microsecond; an empty message is Go's zero time (JSON's null), while
+ *     seconds 0 written is 1970-01-01T00:00:00Z;
  *   - resource.Quantity as its string, intstr.IntOrString as a number or a
  *     string, runtime.RawExtension and meta/v1 FieldsV1 as the JSON their
  *     raw bytes hold;
