@@ -47,10 +47,13 @@ TEST(shim_proto_time_and_microtime) {
     pbw_int64(&w, 1, 1700000000);
     pbw_int64(&w, 2, 123456789);
     pbw_end(&w);
+    pbw_begin(&w, 7); /* lastTimestamp: seconds 0 written is the epoch, not Go's zero time */
+    pbw_int64(&w, 1, 0);
+    pbw_end(&w);
     pbw_int64(&w, 8, 0); /* count: 0, left out as JSON's omitempty does */
     char *s = decode(&w, "v1", "Event");
     CHECK_STR(s, "{\"eventTime\":\"2023-11-14T22:13:20.123456Z\",\"firstTimestamp\":\"2023-11-14T22:13:20Z\","
-                 "\"metadata\":{\"creationTimestamp\":null,\"name\":\"e1\"}}");
+                 "\"lastTimestamp\":\"1970-01-01T00:00:00Z\",\"metadata\":{\"creationTimestamp\":null,\"name\":\"e1\"}}");
     free(s);
     pbw_init(&w, 0);
     pbw_begin(&w, 6);
