@@ -70,7 +70,8 @@ static const char *const KEEP_ZERO[] = {
     "defaultMode", "mode", "automountServiceAccountToken", "enableServiceLinks", "setHostnameAsFQDN",
     "shareProcessNamespace", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "priority",
     "controller", "blockOwnerDeletion", "allocateLoadBalancerNodePorts", "started", "timeoutSeconds",
-    "tolerationSeconds", "remainingItemCount",
+    "tolerationSeconds", "remainingItemCount", "privileged", "runAsUser", "runAsGroup", "runAsNonRoot",
+    "readOnlyRootFilesystem", "allowPrivilegeEscalation", "fsGroup",
 };
 
 static bool keep_zero(const char *name) {
@@ -82,7 +83,8 @@ static bool keep_zero(const char *name) {
 /* Go's embedded structs: their fields are the parent's in JSON. */
 static bool inlined(const ProtobufCFieldDescriptor *f) {
     return f->type == PROTOBUF_C_TYPE_MESSAGE &&
-           (!strcmp(f->name, "volumeSource") || !strcmp(f->name, "localObjectReference"));
+           (!strcmp(f->name, "volumeSource") || !strcmp(f->name, "localObjectReference") ||
+            !strcmp(f->name, "handler"));
 }
 
 static bool is_map_entry(const ProtobufCFieldDescriptor *f) {

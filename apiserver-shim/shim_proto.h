@@ -16,7 +16,7 @@
  *     string, runtime.RawExtension and meta/v1 FieldsV1 as the JSON their
  *     raw bytes hold;
  *   - the fields of Go's embedded structs (volumeSource,
- *     localObjectReference) inlined into their parent;
+ *     localObjectReference, a Probe's handler) inlined into their parent;
  *   - scalars at their zero value left out ("", 0, false: Go writes every
  *     non-pointer field, JSON leaves them out with omitempty) except the
  *     pointer fields whose zero means something (SHIM_PB_KEEP_ZERO in .c).

@@ -182,6 +182,35 @@ TEST(shim_proto_encode_round_trip) {
     free(pb);
     CHECK(back && json_equal(obj, back));
     json_decref(back);
+    /* a pod with what kubectl and controllers commonly set: probes (their
+     * handler inlined), affinity, security contexts (false and 0 kept where
+     * Go has pointers), envFrom, a PVC and a downward API volume */
+    const char *pod = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},\"spec\":{"
+                      "\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":"
+                      "{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\","
+                      "\"values\":[\"a\",\"b\"]}]}]}},\"podAntiAffinity\":{\"preferredDuringScheduling"
+                      "IgnoredDuringExecution\":[{\"weight\":10,\"podAffinityTerm\":{\"labelSelector\":"
+                      "{\"matchLabels\":{\"app\":\"w\"}},\"topologyKey\":\"kubernetes.io/hostname\"}}]}},"
+                      "\"containers\":[{\"name\":\"c\",\"image\":\"i\",\"envFrom\":[{\"configMapRef\":"
+                      "{\"name\":\"cm\"}}],\"livenessProbe\":{\"httpGet\":{\"path\":\"/h\",\"port\":\"http\"},"
+                      "\"periodSeconds\":5},\"readinessProbe\":{\"tcpSocket\":{\"port\":8080}},"
+                      "\"securityContext\":{\"runAsNonRoot\":false,\"runAsUser\":0,\"capabilities\":"
+                      "{\"drop\":[\"ALL\"]}}}],\"securityContext\":{\"fsGroup\":2000,\"supplementalGroups\":"
+                      "[1,2]},\"volumes\":[{\"name\":\"d\",\"persistentVolumeClaim\":{\"claimName\":\"pvc\"}},"
+                      "{\"name\":\"e\",\"downwardAPI\":{\"items\":[{\"path\":\"l\",\"fieldRef\":"
+                      "{\"fieldPath\":\"metadata.labels\"}}]}}]}}";
+    json_t *p = json_loads(pod, 0, &je);
+    REQUIRE(p);
+    REQUIRE_I64(shim_pb_encode(p, &pb, &n, err, sizeof err), 0);
+    back = shim_pb_decode(pb, n, err, sizeof err);
+    free(pb);
+    if (!back || !json_equal(p, back)) {
+        char *t = back ? json_dumps(back, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        CHECK_STR(t ? t : err, pod);
+        free(t);
+    }
+    json_decref(back);
+    json_decref(p);
     json_object_set_new(obj, "kind", json_string("PodList"));
     CHECK_I64(shim_pb_encode(obj, &pb, &n, err, sizeof err), -ENOENT);
     json_decref(obj);
