@@ -334,7 +334,7 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
                       const struct http_request *req, struct http_response *resp, bool dry) {
     struct store_delete_opts opts = {.grace_period_seconds = -1};
     json_t *body = NULL;
-    if (req->body_len && shim_pb_request(req)) { /* kubectl 1.20's delete and drain send it in protobuf */
+    if (req->body_len && shim_pb_request(req)) { /* client-go's typed deletes (kubectl drain --disable-eviction) */
         if (!(body = shim_pb_body("DeleteOptions", req, resp))) return;
     } else if (req->body_len) {
         json_error_t je;
