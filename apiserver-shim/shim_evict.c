@@ -17,7 +17,7 @@
  * A pod not healthy itself (or Pending, or ended) is evicted when the budget
  * is not already broken (upstream's IfHealthyBudget); a healthy one needs a
  * disruption allowed. A refusal is kube-apiserver's 429 TooManyRequests with
- * the budget's cause. */
+ * the budget's cause; an eviction done is its 201 Status Success. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -316,4 +316,11 @@ void shim_pod_evict(struct shim *s, const char *ns, const char *name, const stru
     shim_delete(s, pods, ns, name, &dreq, resp);
     free(body);
     json_decref(ev);
+    if (resp->status >= 200 && resp->status < 300) { /* kube-apiserver answers a Status, not the pod */
+        free(resp->body);
+        resp->body = NULL;
+        resp->body_len = 0;
+        shim_json(resp, 201, json_pack("{s:s, s:s, s:{}, s:s, s:i}", "kind", "Status", "apiVersion", "v1",
+                                       "metadata", "status", "Success", "code", 201));
+    }
 }

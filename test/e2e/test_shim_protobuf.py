@@ -243,7 +243,7 @@ def test_eviction_refused_is_429_status():
     assert code == 429, out
     ok("132", "delete", "pdb", "all", "-n", ns)
     code, _, out = raw("POST", f"/api/v1/namespaces/{ns}/pods/only/eviction", body)
-    assert code in (200, 201), out
+    assert code == 201 and json.loads(out)["status"] == "Success", out
     services.wait_until(lambda: get(f"/api/v1/namespaces/{ns}/pods/only")[0] == 404, 20, "pod gone")
 
 
