@@ -12,6 +12,7 @@
 #include "patch.h"
 #include "selector.h"
 #include "jparse.h"
+#include "shim_proto.h"
 #include "ui.h"
 
 #define MAX_SEGMENTS 8
@@ -179,19 +180,23 @@ static int namespace_exists(struct shim *s, const char *ns, struct http_response
 /* Parses and checks a request body for create and update; NULL after an error reply. */
 static json_t *read_body(const struct shim_resource *r, const struct http_request *req, const char *ns,
                          struct http_response *resp) {
-    if (req->content_type[0] && strncmp(req->content_type, "application/json", 16) != 0) {
+    json_t *obj;
+    if (shim_pb_request(req)) { /* kubectl's typed objects (shim_proto.h) */
+        if (!(obj = shim_pb_body(r->kind, req, resp))) return NULL;
+    } else if (req->content_type[0] && strncmp(req->content_type, "application/json", 16) != 0) {
         shim_status(resp, 415, "UnsupportedMediaType", NULL,
                     "the body of the request was in an unknown format - accepted media types include: "
-                    "application/json");
+                    "application/json, " SHIM_PB_MEDIA);
         return NULL;
-    }
-    json_error_t je;
-    json_t *obj = jparse_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
-    if (!obj || !json_is_object(obj)) {
-        shim_status(resp, 400, "BadRequest", NULL, "the body of the request could not be decoded as a %s: %s",
-                    r->kind, obj ? "not a JSON object" : je.text);
-        json_decref(obj);
-        return NULL;
+    } else {
+        json_error_t je;
+        obj = jparse_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+        if (!obj || !json_is_object(obj)) {
+            shim_status(resp, 400, "BadRequest", NULL, "the body of the request could not be decoded as a %s: %s",
+                        r->kind, obj ? "not a JSON object" : je.text);
+            json_decref(obj);
+            return NULL;
+        }
     }
     char av[300];
     const char *kind = json_string_value(json_object_get(obj, "kind"));
@@ -250,8 +255,10 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
         json_decref(obj);
         return;
     }
-    if (!strcmp(r->plural, "namespaces") && !json_object_get(obj, "status"))
-        json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
+    /* a new namespace is Active, whatever status the client sent ("status": {} from kubectl) */
+    if (!strcmp(r->plural, "namespaces")) json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
+    if (!strcmp(r->plural, "secrets") && !r->group[0] && !json_string_length(json_object_get(obj, "type")))
+        json_object_set_new(obj, "type", json_string("Opaque")); /* kube-apiserver's default */
     if (!strcmp(r->plural, "pods")) shim_pod_defaults(obj);
     if (shim_refuse_invalid(r, obj, name, resp) || shim_crd_admit(s, r, obj, NULL, resp)) {
         json_decref(obj);
@@ -321,11 +328,15 @@ static void do_update(struct shim *s, const struct shim_resource *r, const char 
     json_decref(obj);
 }
 
+static bool is_pdb(const struct shim_resource *r) { return !r->custom && !strcmp(r->plural, "poddisruptionbudgets"); }
+
 static void do_delete(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                       const struct http_request *req, struct http_response *resp, bool dry) {
     struct store_delete_opts opts = {.grace_period_seconds = -1};
     json_t *body = NULL;
-    if (req->body_len) {
+    if (req->body_len && shim_pb_request(req)) { /* client-go's typed deletes (kubectl drain --disable-eviction) */
+        if (!(body = shim_pb_body("DeleteOptions", req, resp))) return;
+    } else if (req->body_len) {
         json_error_t je;
         body = jparse_loadb(req->body, req->body_len, 0, &je);
         if (!json_is_object(body)) {
@@ -334,6 +345,8 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
             json_decref(body);
             return;
         }
+    }
+    if (body) {
         json_t *pre = json_object_get(body, "preconditions");
         opts.uid = json_string_value(json_object_get(pre, "uid"));
         opts.resource_version = json_string_value(json_object_get(pre, "resourceVersion"));
@@ -403,11 +416,18 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
     json_decref(body);
 }
 
+void shim_delete(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                 const struct http_request *req, struct http_response *resp) {
+    const char *dr = http_req_arg(req, "dryRun");
+    do_delete(s, r, ns, name, req, resp, dr && !strcmp(dr, "All"));
+}
+
 static void do_get(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                    const struct http_request *req, struct http_response *resp) {
     json_t *out = NULL;
     int rc = store_get(s->st, r->store_key, r->namespaced ? ns : "", name, &out);
     enum shim_include inc;
+    if (!rc && is_pdb(r)) shim_pdb_status(s, out);
     if (rc) shim_store_error(s, resp, rc, r, name);
     else if (!shim_wants_table(req)) shim_json(resp, 200, shim_with_type(r, out));
     else {
@@ -476,7 +496,10 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
         if (!pages) list_rv = l.resource_version;
         size_t i, got = json_array_size(l.items);
         json_t *it;
-        json_array_foreach(l.items, i, it) if (selected(ls, fs, it)) json_array_append(items, shim_with_type(r, it));
+        json_array_foreach(l.items, i, it) if (selected(ls, fs, it)) {
+            if (is_pdb(r)) shim_pdb_status(s, it); /* computed, never stored (shim_evict.c) */
+            json_array_append(items, shim_with_type(r, it));
+        }
         token = l.continue_token;
         l.continue_token = NULL;
         remaining = l.remaining;
@@ -706,6 +729,8 @@ static void route_resource(struct shim *s, const char *group, const char *versio
     if (sub) {
         if (!strcmp(sub, "binding") && !strcmp(r->plural, "pods") && req->method == HTTP_POST)
             shim_pod_binding(s, ns, name, req, resp);
+        else if (!strcmp(sub, "eviction") && !strcmp(r->plural, "pods") && !r->group[0] && req->method == HTTP_POST)
+            shim_pod_evict(s, ns, name, req, resp);
         else if (!strcmp(sub, "log") && !strcmp(r->plural, "pods") && !r->group[0] && req->method == HTTP_GET)
             shim_pod_log(s, ns, name, req, resp);
         else if (!strcmp(sub, "status") && shim_has_status(r))
@@ -765,6 +790,7 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
     struct shim *s = ud;
     if (!s->metrics) {
         handle(s, req, resp);
+        shim_pb_reply(req, resp);
         return;
     }
     s->obs.t0 = metrics_now_ns();
@@ -772,6 +798,7 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
     s->obs.resource[0] = 0;
     s->obs_deferred = false;
     handle(s, req, resp);
+    shim_pb_reply(req, resp);
     if (!s->obs_deferred && strcmp(s->obs.verb, "WATCH")) shim_metrics_request(s->metrics, &s->obs, resp->status);
     s->obs.t0 = 0;
 }

@@ -200,6 +200,18 @@ int shim_keep_status(struct shim *s, const struct shim_resource *r, const char *
 /* POST pods/NAME/binding, or the legacy POST namespaces/NS/bindings (name NULL: from the body). */
 void shim_pod_binding(struct shim *s, const char *ns, const char *name, const struct http_request *req,
                       struct http_response *resp);
+/* POST pods/NAME/eviction (shim_evict.c): the delete, when the pod's
+ * disruption budgets allow it; else a 429 TooManyRequests Status. */
+void shim_pod_evict(struct shim *s, const char *ns, const char *name, const struct http_request *req,
+                    struct http_response *resp);
+/* A PodDisruptionBudget's status (currentHealthy, desiredHealthy,
+ * disruptionsAllowed, expectedPods) computed from the pods now, set on pdb
+ * as it is read (get, list); unchanged when the store fails. */
+void shim_pdb_status(struct shim *s, json_t *pdb);
+/* DELETE of one object, its DeleteOptions in req's body (JSON or protobuf),
+ * dryRun from the query or the options (shim.c). */
+void shim_delete(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                 const struct http_request *req, struct http_response *resp);
 /* GET pods/NAME/log: kubelet-sim runs no process, so there is no log; the
  * answer is a 400 Status saying so, with the container's state (or why the
  * container named is not valid, 404 for a missing pod). */

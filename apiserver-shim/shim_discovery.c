@@ -39,14 +39,16 @@ static json_t *categories_json(const struct shim_resource *r) {
 struct subres {
     const char *name, *kind;
     const char *verbs[3];
+    const char *group, *version; /* the kind's, when not the resource's (pods/eviction: policy/v1) */
 };
 
 static int subresources(const struct shim_resource *r, struct subres *out) {
     int n = 0;
     bool pods = !r->custom && !r->group[0] && !strcmp(r->plural, "pods");
-    if (pods) out[n++] = (struct subres){"binding", "Binding", {"create"}};
-    if (pods) out[n++] = (struct subres){"log", "Pod", {"get"}};
-    if (shim_has_status(r)) out[n++] = (struct subres){"status", r->kind, {"get", "patch", "update"}};
+    if (pods) out[n++] = (struct subres){"binding", "Binding", {"create"}, NULL, NULL};
+    if (pods) out[n++] = (struct subres){"eviction", "Eviction", {"create"}, "policy", "v1"};
+    if (pods) out[n++] = (struct subres){"log", "Pod", {"get"}, NULL, NULL};
+    if (shim_has_status(r)) out[n++] = (struct subres){"status", r->kind, {"get", "patch", "update"}, NULL, NULL};
     return n;
 }
 
@@ -67,13 +69,14 @@ static json_t *group_discovery(const struct shim *s, const char *group) {
         const struct shim_resource *r = shim_res_at(s, i);
         if (!r || strcmp(r->group, group) != 0) continue;
         version = r->version;
-        struct subres sr[4];
+        struct subres sr[5];
         int nsr = subresources(r, sr);
         json_t *subs = json_array();
         for (int k = 0; k < nsr; k++) {
-            const char *g = sr[k].kind == r->kind ? r->group : "";
+            const char *g = sr[k].group ? sr[k].group : sr[k].kind == r->kind ? r->group : "";
+            const char *v = sr[k].version ? sr[k].version : r->version;
             json_array_append_new(subs, json_pack("{s:s, s:{s:s, s:s, s:s}, s:o}", "subresource", sr[k].name,
-                                                  "responseKind", "group", g, "version", r->version, "kind",
+                                                  "responseKind", "group", g, "version", v, "kind",
                                                   sr[k].kind, "verbs", verbs_of(&sr[k])));
         }
         json_t *res = json_pack("{s:s, s:{s:s, s:s, s:s}, s:s, s:s, s:o, s:o}", "resource", r->plural,
@@ -134,14 +137,18 @@ void shim_disc_resource_list(const struct shim *s, struct http_response *resp, c
                                 short_names_json(r));
         if (r->categories[0]) json_object_set_new(res, "categories", categories_json(r));
         json_array_append_new(list, res);
-        struct subres sr[4];
+        struct subres sr[5];
         int nsr = subresources(r, sr);
         for (int k = 0; k < nsr; k++) {
             char sub[300];
             snprintf(sub, sizeof sub, "%s/%s", r->plural, sr[k].name);
-            json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s, s:o}", "name", sub, "singularName", "",
-                                                  "namespaced", r->namespaced, "kind", sr[k].kind, "verbs",
-                                                  verbs_of(&sr[k])));
+            json_t *e = json_pack("{s:s, s:s, s:b, s:s, s:o}", "name", sub, "singularName", "", "namespaced",
+                                  r->namespaced, "kind", sr[k].kind, "verbs", verbs_of(&sr[k]));
+            if (sr[k].group) { /* kubectl drain reads the Eviction's group and version here */
+                json_object_set_new(e, "group", json_string(sr[k].group));
+                json_object_set_new(e, "version", json_string(sr[k].version));
+            }
+            json_array_append_new(list, e);
         }
     }
     if (json_array_size(list) == 0) {

@@ -7,6 +7,7 @@
 
 #include "shim.h"
 #include "jparse.h"
+#include "shim_proto.h"
 
 static const struct shim_resource *pods_resource(void) {
     for (int i = 0; i < shim_nresources; i++)
@@ -59,7 +60,9 @@ void shim_pod_binding(struct shim *s, const char *ns, const char *name, const st
                       struct http_response *resp) {
     const struct shim_resource *pods = pods_resource();
     json_error_t je;
-    json_t *b = jparse_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+    json_t *b = shim_pb_request(req) ? shim_pb_body("Binding", req, resp) /* kube-scheduler's */
+                                     : jparse_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!b && shim_pb_request(req)) return;
     if (!json_is_object(b)) {
         shim_status(resp, 400, "BadRequest", NULL, "the Binding could not be decoded: %s",
                     b ? "not a JSON object" : je.text);

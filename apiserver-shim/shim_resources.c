@@ -20,6 +20,8 @@ const struct shim_resource shim_resources[] = {
     BUILTIN("", "v1", "events", "event", "Event", true, "ev", NULL, "events", NULL),
     BUILTIN("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL, "leases.coordination.k8s.io",
             NULL),
+    BUILTIN("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true, "pdb", NULL,
+            "poddisruptionbudgets.policy", NULL),
     BUILTIN("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
             "CustomResourceDefinition", false, "crd", "crds", "customresourcedefinitions.apiextensions.k8s.io",
             "api-extensions"),

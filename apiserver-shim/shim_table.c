@@ -89,6 +89,9 @@ static const struct column event_cols[] = {{"Last Seen", "string", "", 0},  {"Ty
                                            {"Count", "string", "", 1},      {"Name", "string", "name", 1}};
 static const struct column lease_cols[] = {{"Name", "string", "name", 0}, {"Holder", "string", "", 0},
                                            {"Age", "string", "", 0}};
+static const struct column pdb_cols[] = {{"Name", "string", "name", 0},           {"Min Available", "string", "", 0},
+                                         {"Max Unavailable", "string", "", 0},    {"Allowed Disruptions", "integer", "", 0},
+                                         {"Age", "string", "", 0}};
 static const struct column plain_cols[] = {{"Name", "string", "name", 0}, {"Age", "string", "", 0}};
 
 /* The time since an RFC 3339 timestamp, as human_age writes it; "" when
@@ -355,6 +358,18 @@ static json_t *row_cells(const struct shim_resource *r, const json_t *o) {
         const char *h = str_at(o, "spec", "holderIdentity");
         return json_pack("[sss]", name, h, age);
     }
+    if (!strcmp(p, "poddisruptionbudgets")) { /* an IntOrString each, or N/A */
+        json_t *spec = json_object_get(o, "spec");
+        char v[2][32];
+        const char *keys[2] = {"minAvailable", "maxUnavailable"};
+        for (int k = 0; k < 2; k++) {
+            json_t *x = json_object_get(spec, keys[k]);
+            if (json_is_integer(x)) snprintf(v[k], sizeof v[k], "%lld", (long long)json_integer_value(x));
+            else snprintf(v[k], sizeof v[k], "%s", json_is_string(x) ? json_string_value(x) : "N/A");
+        }
+        json_int_t allowed = json_integer_value(json_object_get(json_object_get(o, "status"), "disruptionsAllowed"));
+        return json_pack("[sssIs]", name, v[0], v[1], allowed, age);
+    }
     return json_pack("[ss]", name, age);
 }
 
@@ -384,6 +399,7 @@ static json_t *columns_for(const struct shim_resource *r) {
     if (!strcmp(p, "services")) return COLS(svc_cols);
     if (!strcmp(p, "events")) return COLS(event_cols);
     if (!strcmp(p, "leases")) return COLS(lease_cols);
+    if (!strcmp(p, "poddisruptionbudgets")) return COLS(pdb_cols);
     return COLS(plain_cols);
 #undef COLS
 }

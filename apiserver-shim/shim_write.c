@@ -21,6 +21,7 @@
 #include "shim.h"
 #include "jparse.h"
 #include "patch.h"
+#include "shim_proto.h"
 
 enum write_kind { WK_CREATE, WK_REPLACE, WK_PATCH, WK_STATUS, WK_BINDING };
 
@@ -40,6 +41,7 @@ struct write_req {
     json_t *err_details;
     struct http_response made; /* a complete answer (CRD admission) when made.body is set */
     struct shim_obs obs;       /* a deferred reply: the request, for its latency */
+    char *accept;              /* a deferred reply: the request's Accept when it names protobuf (shim_proto.h) */
 };
 
 static bool is_crd(const struct shim_resource *r) { return !r->custom && !strcmp(r->plural, "customresourcedefinitions"); }
@@ -48,6 +50,7 @@ static void write_free(struct write_req *w) {
     json_decref(w->body);
     json_decref(w->err_details);
     free(w->made.body);
+    free(w->accept);
     free(w);
 }
 
@@ -315,6 +318,7 @@ static void on_written(void *ud, const struct store_result *res) {
     struct write_req *w = ud;
     struct http_response resp = {.status = 200, .content_type = "application/json"};
     answer(w, res->rc, res->err, res->obj, res->json, res->json_len, &resp);
+    if (w->accept) shim_pb_reply(&(struct http_request){.accept = w->accept}, &resp);
     shim_metrics_request(w->s->metrics, &w->obs, resp.status);
     http_deferred_reply(w->d, &resp);
     write_free(w);
@@ -330,6 +334,7 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
     if (s->astore && !r->custom && !is_crd(r) && (w->d = http_defer(req))) {
         char err[512];
         w->obs = s->obs; /* on_written observes the latency */
+        if (strstr(req->accept, SHIM_PB_MEDIA)) w->accept = strdup(req->accept); /* NULL: a JSON reply */
         s->obs_deferred = true;
         int rc = w->kind == WK_CREATE
                      ? store_async_create(s->astore, r->store_key, ns, json_incref(create_obj), r->namespaced,
@@ -454,6 +459,8 @@ void shim_write_status(struct shim *s, const struct shim_resource *r, const char
     if (req->method == HTTP_PATCH) {
         bool ssa;
         if (!(apply = shim_patch_parse(req, &body, &ssa, resp))) return;
+    } else if (shim_pb_request(req)) { /* a kubelet's PUT of pods/NAME/status */
+        if (!(body = shim_pb_body(r->kind, req, resp))) return;
     } else {
         json_error_t je;
         body = jparse_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);

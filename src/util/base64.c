@@ -1,6 +1,8 @@
 /* Base64 (base64.h). */
 #include "base64.h"
 
+#include <string.h>
+
 static const char STD[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 static const char URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -65,4 +67,19 @@ long b64_std_check(const char *s, size_t n, size_t *bad) {
 fail:
     if (bad) *bad = at;
     return -1;
+}
+
+size_t b64_std_decode(const char *s, size_t n, unsigned char *out) {
+    unsigned v = 0, bits = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n && s[i] != '='; i++) {
+        const char *at = strchr(STD, s[i]);
+        if (!at || !s[i]) continue; /* CR, LF */
+        v = (v << 6 | (unsigned)(at - STD)) & 0xffffff;
+        if ((bits += 6) >= 8) {
+            bits -= 8;
+            out[k++] = (unsigned char)(v >> bits);
+        }
+    }
+    return k;
 }

@@ -24,4 +24,8 @@ size_t b64_encode(const void *in, size_t n, bool url, bool pad, char *out);
  * that is wrong (n when the input ends early). */
 long b64_std_check(const char *s, size_t n, size_t *bad);
 
+/* Decodes n bytes of standard base64 that b64_std_check accepted into out
+ * (the length it returned; CR and LF skipped); returns the bytes written. */
+size_t b64_std_decode(const char *s, size_t n, unsigned char *out);
+
 #endif

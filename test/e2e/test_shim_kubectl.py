@@ -101,7 +101,10 @@ def test_errors_are_status():
     assert st == 400 and b["reason"] == "BadRequest", b
     st, _, b = http("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {}})
     assert st == 422 and b["reason"] == "Invalid" and b["details"]["causes"][0]["field"] == "metadata.name", b
+    # an empty protobuf envelope names no kind (protobuf itself: test_shim_protobuf.py)
     st, _, b = http("POST", "/api/v1/namespaces/default/configmaps", b"k8s\x00", ctype="application/vnd.kubernetes.protobuf")
+    assert st == 400 and b["reason"] == "BadRequest", b
+    st, _, b = http("POST", "/api/v1/namespaces/default/configmaps", b"a: b", ctype="text/plain")
     assert st == 415 and b["reason"] == "UnsupportedMediaType", b
     st, _, b = http("POST", "/api/v1/namespaces/nope/configmaps", {"metadata": {"name": "x"}})
     assert st == 404 and b["message"] == 'namespaces "nope" not found', b

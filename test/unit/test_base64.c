@@ -30,3 +30,18 @@ TEST(base64_encode_and_check) {
     CHECK_I64(bad, 4);
     CHECK_I64(b64_std_check("Zm9v\nYg==\r\n", 11, &bad), 4);
 }
+
+TEST(base64_std_decode) {
+    static const struct {
+        const char *b64, *raw;
+        size_t n;
+    } cases[] = {{"", "", 0}, {"Zg==", "f", 1}, {"Zm8=", "fo", 2}, {"Zm9v", "foo", 3}, {"Zm9vYg==", "foob", 4},
+                 {"+/8=", "\xfb\xff", 2}, {"AP8=", "\x00\xff", 2}, {"Zm9v\r\nYg==", "foob", 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char out[16];
+        size_t len = strlen(cases[i].b64);
+        CHECK_I64(b64_std_check(cases[i].b64, len, NULL), (long)cases[i].n);
+        CHECK_I64(b64_std_decode(cases[i].b64, len, out), cases[i].n);
+        CHECK(memcmp(out, cases[i].raw, cases[i].n) == 0);
+    }
+}
