@@ -46,6 +46,7 @@ static int subresources(const struct shim_resource *r, struct subres *out) {
     bool pods = !r->custom && !r->group[0] && !strcmp(r->plural, "pods");
     if (pods) out[n++] = (struct subres){"binding", "Binding", {"create"}};
     if (pods) out[n++] = (struct subres){"log", "Pod", {"get"}};
+    if (shim_workload_scales(r)) out[n++] = (struct subres){"scale", "Scale", {"get", "patch", "update"}};
     if (shim_has_status(r)) out[n++] = (struct subres){"status", r->kind, {"get", "patch", "update"}};
     return n;
 }
