@@ -382,7 +382,7 @@ json_t *shim_workload_cells(const struct shim_resource *r, const json_t *o, cons
         labels_text(json_object_get(json_object_get(json_object_get(json_object_get(o, "spec"), "template"), "spec"),
                                     "nodeSelector"),
                     nsel, sizeof nsel);
-        return json_pack("[sIIIIIssssss]", name, num(o, "status", "desiredNumberScheduled"),
+        return json_pack("[sIIIIIsssss]", name, num(o, "status", "desiredNumberScheduled"),
                          num(o, "status", "currentNumberScheduled"), num(o, "status", "numberReady"),
                          num(o, "status", "updatedNumberScheduled"), num(o, "status", "numberAvailable"),
                          nsel[0] ? nsel : "<none>", age, names, images, sel);

@@ -91,6 +91,10 @@ def test_daemonset_one_per_node():
                == NODES, 15, "daemonset numberReady")
     ds = get("/apis/apps/v1/namespaces/default/daemonsets/log-agent")["status"]
     assert ds["desiredNumberScheduled"] == NODES, ds
+    table = kubectl("get", "ds", "log-agent")
+    assert table.split("\n")[0].split()[:6] == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE"], table
+    assert table.split("\n")[1].split()[:7] == ["log-agent", "3", "3", "3", "3", "3", "<none>"], table
+    assert "daemonset.apps/log-agent" in kubectl("get", "all")
 
 
 def test_batch_job_complete():
