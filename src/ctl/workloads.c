@@ -115,12 +115,13 @@ static json_t *pj_spec(enum wl_kind k, const json_t *obj, const char *pool) {
     json_int_t replicas = json_is_integer(json_object_get(spec, "replicas")) ? num(obj, "spec", "replicas") : 1;
     json_t *us = json_object();
     json_int_t batch = 1;
+    bool recreate = false;
     if (k == WL_DEPLOY || k == WL_RS) {
         json_object_set_new(out, "instanceCount", json_integer(replicas));
         const json_t *st = json_object_get(spec, "strategy");
         const json_t *ru = json_object_get(st, "rollingUpdate");
         if (str(st, "type", NULL) && !strcmp(str(st, "type", NULL), "Recreate")) {
-            batch = 0; /* all at once */
+            recreate = true; /* every instance at once */
         } else {
             json_int_t mu = int_or_percent(json_object_get(ru, "maxUnavailable"), replicas, false, replicas / 4);
             json_int_t ms = int_or_percent(json_object_get(ru, "maxSurge"), replicas, true, (replicas + 3) / 4);
@@ -143,7 +144,8 @@ static json_t *pj_spec(enum wl_kind k, const json_t *obj, const char *pool) {
         json_int_t bl = json_is_integer(json_object_get(spec, "backoffLimit")) ? num(obj, "spec", "backoffLimit") : 6;
         json_object_set_new(out, "restartPolicy", json_pack("{s:I}", "maxFailures", bl > 100 ? 100 : bl < 0 ? 0 : bl));
     }
-    if (batch < 0) batch = 1;
+    if (batch < 1) batch = 1; /* a percentage that rounds to 0 still moves one at a time */
+    if (recreate) batch = 0;    /* Peloton's "all at once" */
     json_object_set_new(us, "batchSize", json_integer(batch));
     json_int_t mrs = num(obj, "spec", "minReadySeconds");
     json_object_set_new(us, "minReadySeconds", json_integer(mrs < 0 ? 0 : mrs > 86400 ? 86400 : mrs));
