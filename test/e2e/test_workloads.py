@@ -142,6 +142,23 @@ def test_rollout_status_after_image_change():
     assert pj["status"]["update"]["state"] == "SUCCEEDED", pj["status"].get("update")
 
 
+def test_rollout_history_and_undo():
+    def history():
+        out = kubectl("rollout", "history", "deployment/web")
+        return [line.split()[0] for line in out.split("\n")[2:] if line.strip()]
+    wait_until(lambda: history() == ["1", "2"], 15, "revisions 1 and 2 in rollout history")
+    rs = json.loads(kubectl("get", "rs", "-l", "app=web", "-o", "json"))["items"]
+    assert sorted(r["spec"]["replicas"] for r in rs) == [0, 4], [r["spec"] for r in rs]
+    assert all(r["metadata"]["ownerReferences"][0]["kind"] == "Deployment" for r in rs), rs
+    assert get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/" + rs[0]["metadata"]["name"]) is None  # not run
+    kubectl("rollout", "undo", "deployment/web")
+    r = kubectl("rollout", "status", "deployment/web", "--timeout=60s", check=False)
+    assert r.returncode == 0 and "successfully rolled out" in r.stdout, r.stdout + r.stderr
+    wait_until(lambda: {p["spec"]["containers"][0]["image"] for p in running("app=web")} == {"nginx:1.27"}, 15,
+               "pods back on nginx:1.27")
+    wait_until(lambda: history() == ["2", "3"], 15, "revision 1 brought back as 3")
+
+
 def test_unsupported_field_422():
     manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "bad"},
                 "spec": {"completionMode": "Indexed", "completions": 2,
@@ -168,6 +185,8 @@ def test_delete_cascades():
     wait_until(lambda: get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/web") is None, 20,
                "the Peloton Job web to be deleted")
     wait_until(lambda: pods("app=web") == [], 30, "web's pods to be deleted")
+    wait_until(lambda: get("/apis/apps/v1/namespaces/default/replicasets")["items"] == [], 15,
+               "web's ReplicaSets to be deleted")
 
 
 def test_kubectl120_validates_examples():
