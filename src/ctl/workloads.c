@@ -344,6 +344,15 @@ static json_t *status_of(enum wl_kind k, const json_t *obj, const json_t *pj, co
 /* Equal but for the conditions' timestamps (they are kept from old anyway). */
 static bool status_same(const json_t *old, const json_t *st) { return subset(st, old) && subset(old, st); }
 
+/* The merge patch that makes the stored status st: what st leaves out of
+ * old is removed (null), or a count that fell to 0 would stay. Takes st. */
+static json_t *status_patch(const json_t *old, json_t *st) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)old, k, v) if (!json_object_get(st, k)) json_object_set_new(st, k, json_null());
+    return json_pack("{s:o}", "status", st);
+}
+
 /* ---- reconciling ---- */
 
 static void path_of(enum wl_kind k, const char *ns, const char *name, const char *sub, char *out, size_t len) {
@@ -429,7 +438,7 @@ static void rs_status(struct workloads *w, const json_t *rs, json_t *want) {
     }
     char path[512];
     path_of(WL_RS, str(rs, "metadata", "namespace"), str(rs, "metadata", "name"), "status", path, sizeof path);
-    wl_send(w, "PATCH", path, json_pack("{s:o}", "status", want), "application/merge-patch+json");
+    wl_send(w, "PATCH", path, status_patch(json_object_get(rs, "status"), want), "application/merge-patch+json");
 }
 
 static void mirror_rs(struct workloads *w, const json_t *d, const json_t *dst) {
@@ -558,7 +567,7 @@ static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
         return;
     }
     path_of(k, ns, name, "status", path, sizeof path);
-    wl_send(w, "PATCH", path, json_pack("{s:o}", "status", st), "application/merge-patch+json");
+    wl_send(w, "PATCH", path, status_patch(json_object_get(obj, "status"), st), "application/merge-patch+json");
 }
 
 /* The workload a Peloton Job belongs to, and its kind; NULL when none of ours. */

@@ -104,6 +104,7 @@ def test_batch_job_complete():
     kubectl("wait", "--for=condition=complete", "job/report", "--timeout=40s")
     st = get("/apis/batch/v1/namespaces/default/jobs/report")["status"]
     assert st["succeeded"] == 6 and st.get("completionTime"), st
+    assert "active" not in st, st  # no pod is left running
     table = kubectl("get", "job", "report")
     assert table.split("\n")[0].split()[:3] == ["NAME", "STATUS", "COMPLETIONS"], table
     assert table.split("\n")[1].split()[:3] == ["report", "Complete", "6/6"], table
