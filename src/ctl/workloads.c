@@ -149,6 +149,9 @@ static json_t *pj_spec(enum wl_kind k, const json_t *obj, const char *pool) {
     json_object_set_new(us, "batchSize", json_integer(batch));
     json_int_t mrs = num(obj, "spec", "minReadySeconds");
     json_object_set_new(us, "minReadySeconds", json_integer(mrs < 0 ? 0 : mrs > 86400 ? 86400 : mrs));
+    /* an instance that keeps failing at the new template fails the rollout
+     * (Progressing=False), which then waits for kubectl rollout undo */
+    json_object_set_new(us, "maxFailureInstances", json_integer(1));
     if (k != WL_JOB) json_object_set_new(out, "updateStrategy", us);
     else json_decref(us);
     return out;
@@ -546,7 +549,9 @@ static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
             snprintf(path, sizeof path, PJ_PATH "/namespaces/%s/jobs", ns);
             if (body) wl_send(w, "POST", path, body, NULL);
             wl_log("info", "msg=\"Peloton Job created\" kind=%s ns=%s name=%s pool=%s", kinds[k].kind, ns, name, pool);
-        } else if (!subset(spec, json_object_get(pj, "spec"))) {
+        } else if (!subset(spec, json_object_get(pj, "spec")) ||
+                   !json_equal(json_object_get(spec, "template"), json_object_get(json_object_get(pj, "spec"), "template"))) {
+            /* the template whole: a member taken out of it is a change too */
             json_t *body = json_deep_copy(pj);
             json_t *merged = json_deep_copy(json_object_get(pj, "spec"));
             json_object_update(merged, spec); /* defaults the API server added to the rest stay */

@@ -17,7 +17,7 @@ from simlib import run_tests
 
 NODES = 3
 REDIS = services.start_redis()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all")
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", "--restart-backoff-ms=200")
 KUBECONFIG = services.kubeconfig(PORT)
 KS = services.start_kubelet_sim(KUBECONFIG, f"--nodes={NODES}", "--name-prefix=w-", "--cpu=8", "--memory=32Gi",
                                 expect=NODES)[0]
@@ -158,6 +158,18 @@ def test_rollout_history_and_undo():
     wait_until(lambda: {p["spec"]["containers"][0]["image"] for p in running("app=web")} == {"nginx:1.27"}, 15,
                "pods back on nginx:1.27")
     wait_until(lambda: history() == ["2", "3"], 15, "revision 1 brought back as 3")
+
+
+def test_failed_rollout_stops_and_undo():
+    bad = {"spec": {"template": {"metadata": {"annotations": {"kubelet-sim.peloton.io/run-seconds": "0",
+                                                               "kubelet-sim.peloton.io/exit-code": "1"}}}}}
+    kubectl("patch", "deployment/web", "--type=merge", "-p", json.dumps(bad))
+    r = kubectl("rollout", "status", "deployment/web", "--timeout=60s", check=False)
+    assert r.returncode != 0 and "exceeded its progress deadline" in r.stderr, r.stdout + r.stderr
+    kubectl("rollout", "undo", "deployment/web")
+    r = kubectl("rollout", "status", "deployment/web", "--timeout=60s", check=False)
+    assert r.returncode == 0 and "successfully rolled out" in r.stdout, r.stdout + r.stderr
+    wait_until(lambda: len(running("app=web")) == 4, 20, "4 web pods running again")
 
 
 def test_unsupported_field_422():
