@@ -210,6 +210,12 @@ def test_kubectl120_validates_examples():
         assert r.returncode == 0, (f, r.stderr)
     r = kubectl("get", "deploy,sts,ds,job", check=False, binary=k120)
     assert r.returncode == 0 and "cache" in r.stdout, r.stderr
+    r = kubectl("scale", "statefulset/cache", "--replicas=3", check=False, binary=k120)
+    assert r.returncode == 0 and "scaled" in r.stdout, r.stderr
+    r = kubectl("rollout", "status", "statefulset/cache", "--timeout=30s", check=False, binary=k120)
+    assert r.returncode == 0 and "3 new pods" in r.stdout, r.stdout + r.stderr
+    r = kubectl("rollout", "status", "daemonset/log-agent", "--timeout=30s", check=False, binary=k120)
+    assert r.returncode == 0 and "successfully rolled out" in r.stdout, r.stdout + r.stderr
 
 
 ONLY = os.environ.get("ONLY", "").split(",") if os.environ.get("ONLY") else None  # ONLY=test_a,test_b
