@@ -29,6 +29,7 @@ const struct shim_resource shim_resources[] = {
     BUILTIN("apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, "ds", NULL, "daemonsets.apps", "all"),
     BUILTIN("apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, "rs", NULL, "replicasets.apps", "all"),
     BUILTIN("batch", "v1", "jobs", "job", "Job", true, NULL, NULL, "jobs.batch", "all"),
+    BUILTIN("batch", "v1", "cronjobs", "cronjob", "CronJob", true, "cj", NULL, "cronjobs.batch", "all"),
 };
 const int shim_nresources = (int)(sizeof shim_resources / sizeof shim_resources[0]);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cron.h"
 #include "shim.h"
 
 #define WL_MAX_REPLICAS (1 << 24) /* a Peloton Job's instanceCount bound (docs/crds.md) */
@@ -31,7 +32,8 @@ struct wl_check {
     const struct shim_resource *r;
     const char *name;
     json_t *causes;
-    char first[512]; /* the first cause, for the Status message */
+    const char *prefix; /* before every field named: "spec.jobTemplate." inside a CronJob, else "" */
+    char first[700];    /* the first cause, for the Status message */
 };
 
 static void cause(struct wl_check *c, const char *reason, const char *field, const char *fmt, ...)
@@ -42,8 +44,10 @@ static void cause(struct wl_check *c, const char *reason, const char *field, con
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (!c->first[0]) snprintf(c->first, sizeof c->first, "%s: %s", field, msg);
-    json_array_append_new(c->causes, json_pack("{s:s, s:s, s:s}", "reason", reason, "message", msg, "field", field));
+    char f[256];
+    snprintf(f, sizeof f, "%s%s", c->prefix ? c->prefix : "", field);
+    if (!c->first[0]) snprintf(c->first, sizeof c->first, "%s: %s", f, msg);
+    json_array_append_new(c->causes, json_pack("{s:s, s:s, s:s}", "reason", reason, "message", msg, "field", f));
 }
 
 static json_t *obj_at(json_t *o, const char *key) {
@@ -177,7 +181,7 @@ static void check_daemonset(struct wl_check *c, json_t *spec) {
 
 /* A batch Job without a selector gets one on its own name (kube-apiserver
  * uses its uid, which is not known before the store writes it). */
-static void check_job(struct wl_check *c, json_t *spec) {
+static void check_job(struct wl_check *c, json_t *spec, bool gen_selector) {
     check_replicas(c, spec, "parallelism");
     json_t *comp = json_object_get(spec, "completions");
     if (comp && !json_is_null(comp) &&
@@ -201,7 +205,7 @@ static void check_job(struct wl_check *c, json_t *spec) {
             unsupported(c, f, "not translated to a Peloton Job (docs/workloads.md)");
         }
     }
-    if (!json_is_true(json_object_get(spec, "manualSelector")) && !json_object_get(spec, "selector")) {
+    if (gen_selector && !json_is_true(json_object_get(spec, "manualSelector")) && !json_object_get(spec, "selector")) {
         json_t *tmd = obj_at(obj_at(spec, "template"), "metadata");
         json_t *tl = obj_at(tmd, "labels");
         if (tl) {
@@ -213,6 +217,37 @@ static void check_job(struct wl_check *c, json_t *spec) {
     }
 }
 
+/* A CronJob: its schedule and time zone, and its jobTemplate as a Job's
+ * (whose selector is made when each Job is). */
+static void check_cronjob(struct wl_check *c, json_t *spec) {
+    const char *sched = json_string_value(json_object_get(spec, "schedule"));
+    struct cron_sched cs;
+    char why[200];
+    if (!sched) cause(c, "FieldValueRequired", "spec.schedule", "Required value");
+    else if (cron_parse(sched, &cs, why, sizeof why))
+        cause(c, "FieldValueInvalid", "spec.schedule", "Invalid value: \"%.100s\": %s", sched, why);
+    const char *tz = json_string_value(json_object_get(spec, "timeZone"));
+    if (tz && strcmp(tz, "UTC") && strcmp(tz, "Etc/UTC"))
+        unsupported(c, "spec.timeZone", "only UTC schedules are run (leave timeZone unset or \"UTC\")");
+    set_default(spec, "concurrencyPolicy", json_string("Allow"));
+    set_default(spec, "suspend", json_false());
+    set_default(spec, "successfulJobsHistoryLimit", json_integer(3));
+    set_default(spec, "failedJobsHistoryLimit", json_integer(1));
+    const char *cp = json_string_value(json_object_get(spec, "concurrencyPolicy"));
+    if (cp && strcmp(cp, "Allow") && strcmp(cp, "Forbid") && strcmp(cp, "Replace"))
+        cause(c, "FieldValueNotSupported", "spec.concurrencyPolicy",
+              "Unsupported value: \"%s\": supported values: \"Allow\", \"Forbid\", \"Replace\"", cp);
+    json_t *jt = json_object_get(json_object_get(spec, "jobTemplate"), "spec");
+    if (!json_is_object(jt)) {
+        cause(c, "FieldValueRequired", "spec.jobTemplate.spec", "Required value");
+        return;
+    }
+    c->prefix = "spec.jobTemplate.";
+    check_job(c, jt, false);
+    check_template(c, json_object_get(json_object_get(jt, "template"), "spec"), true);
+    c->prefix = "";
+}
+
 int shim_workload_check(const struct shim_resource *r, json_t *obj, const char *name, char *msg, size_t msglen,
                         json_t **details) {
     if (!shim_is_workload(r)) return 0;
@@ -222,14 +257,14 @@ int shim_workload_check(const struct shim_resource *r, json_t *obj, const char *
     if (!json_is_object(spec)) {
         cause(&c, "FieldValueRequired", "spec", "Required value");
     } else if (is(r, "cronjobs")) {
-        /* not served (no CronJob controller) */
+        check_cronjob(&c, spec);
     } else {
         bool batch = is(r, "jobs");
         if (is(r, "deployments")) check_deployment(&c, spec);
         else if (is(r, "statefulsets")) check_statefulset(&c, spec);
         else if (is(r, "daemonsets")) check_daemonset(&c, spec);
         else if (is(r, "replicasets")) check_replicas(&c, spec, "replicas");
-        else if (batch) check_job(&c, spec);
+        else if (batch) check_job(&c, spec, true);
         check_selector(&c, spec);
         json_t *tpl = obj_at(spec, "template");
         check_template(&c, json_object_get(tpl, "spec"), batch);
@@ -271,6 +306,12 @@ static const struct wl_col job_cols[] = {{"Name", "string", 0},       {"Status",
                                          {"Age", "string", 0},        {"Containers", "string", 1},
                                          {"Images", "string", 1},     {"Selector", "string", 1}};
 
+static const struct wl_col cj_cols[] = {{"Name", "string", 0},          {"Schedule", "string", 0},
+                                        {"Timezone", "string", 0},      {"Suspend", "boolean", 0},
+                                        {"Active", "integer", 0},       {"Last Schedule", "string", 0},
+                                        {"Age", "string", 0},           {"Containers", "string", 1},
+                                        {"Images", "string", 1},        {"Selector", "string", 1}};
+
 static json_t *cols_json(const struct wl_col *c, size_t n) {
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++)
@@ -287,6 +328,7 @@ json_t *shim_workload_columns(const struct shim_resource *r) {
     if (is(r, "daemonsets")) return WCOLS(ds_cols);
     if (is(r, "replicasets")) return WCOLS(rs_cols);
     if (is(r, "jobs")) return WCOLS(job_cols);
+    if (is(r, "cronjobs")) return WCOLS(cj_cols);
     return NULL;
 #undef WCOLS
 }
@@ -308,10 +350,12 @@ static void labels_text(const json_t *m, char *out, size_t len) {
     }
 }
 
-/* The template's containers' names and images, comma-separated. */
+/* The template's containers' names and images, comma-separated (a
+ * CronJob's: its jobTemplate's). */
 static void containers_text(const json_t *o, char *names, char *images, size_t len) {
-    json_t *cs = json_object_get(json_object_get(json_object_get(json_object_get(o, "spec"), "template"), "spec"),
-                                 "containers");
+    json_t *spec = json_object_get(o, "spec");
+    if (json_object_get(spec, "jobTemplate")) spec = json_object_get(json_object_get(spec, "jobTemplate"), "spec");
+    json_t *cs = json_object_get(json_object_get(json_object_get(spec, "template"), "spec"), "containers");
     size_t i, no = 0, io = 0;
     json_t *c;
     names[0] = images[0] = 0;
@@ -390,6 +434,28 @@ json_t *shim_workload_cells(const struct shim_resource *r, const json_t *o, cons
     if (is(r, "replicasets"))
         return json_pack("[sIIIssss]", name, want, num(o, "status", "replicas"), num(o, "status", "readyReplicas"), age,
                          names, images, sel);
+    if (is(r, "cronjobs")) {
+        const json_t *spec = json_object_get(o, "spec");
+        const char *tz = json_string_value(json_object_get(spec, "timeZone"));
+        const char *sch = json_string_value(json_object_get(spec, "schedule"));
+        time_t t;
+        char ls[32] = "<none>";
+        if (utc(json_string_value(json_object_get(json_object_get(o, "status"), "lastScheduleTime")), &t)) {
+            long d = (long)(time(NULL) - t);
+            if (d < 0) d = 0;
+            if (d < 120) snprintf(ls, sizeof ls, "%lds", d);
+            else if (d < 7200) snprintf(ls, sizeof ls, "%ldm", d / 60);
+            else snprintf(ls, sizeof ls, "%ldh", d / 3600);
+        }
+        labels_text(json_object_get(json_object_get(json_object_get(json_object_get(spec, "jobTemplate"), "spec"),
+                                                    "selector"),
+                                    "matchLabels"),
+                    sel, sizeof sel);
+        return json_pack("[sssbIsssss]", name, sch ? sch : "", tz ? tz : "<none>",
+                         json_is_true(json_object_get(spec, "suspend")),
+                         (json_int_t)json_array_size(json_object_get(json_object_get(o, "status"), "active")), ls, age,
+                         names, images, sel[0] ? sel : "<none>");
+    }
     /* jobs */
     json_t *c = json_object_get(json_object_get(o, "spec"), "completions");
     json_int_t ok = num(o, "status", "succeeded");

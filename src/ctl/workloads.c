@@ -40,6 +40,7 @@ struct workloads {
     struct workloads_options o;
     struct kc_informer *inf[WL_NKINDS], *pjs, *nss;
     struct wl_sub subs[WL_NKINDS];
+    struct wl_cron *cron;
     uv_timer_t resync;
 };
 
@@ -715,6 +716,7 @@ struct workloads *workloads_start(uv_loop_t *loop, struct kclient *kc, const str
     bad |= !w->nss || !w->pjs;
     if (!bad) bad |= kc_informer_start(w->nss) || kc_informer_start(w->pjs);
     for (int k = 0; k < WL_NKINDS && !bad; k++) bad |= kc_informer_start(w->inf[k]) != 0;
+    if (!bad) bad |= !(w->cron = wl_cron_start(loop, kc));
     if (bad) {
         snprintf(err, errlen, "workloads: cannot start the informers");
         kc_informer_free(w->nss);
@@ -737,6 +739,7 @@ void workloads_stop(struct workloads *w) {
     kc_informer_free(w->nss);
     kc_informer_free(w->pjs);
     for (int k = 0; k < WL_NKINDS; k++) kc_informer_free(w->inf[k]);
+    wl_cron_stop(w->cron);
     uv_timer_stop(&w->resync);
     uv_close((uv_handle_t *)&w->resync, closed);
 }

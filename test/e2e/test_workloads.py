@@ -11,6 +11,7 @@ kubectl 1.20's client-side validation of the same manifests."""
 import json
 import os
 import subprocess
+import time
 
 import services
 from simlib import run_tests
@@ -50,7 +51,7 @@ def running(selector):
 def test_apply_examples():
     out = kubectl("apply", "-f", EX)
     for what in ("deployment.apps/web created", "statefulset.apps/cache created", "daemonset.apps/log-agent created",
-                 "job.batch/report created"):
+                 "job.batch/report created", "cronjob.batch/cleanup created"):
         assert what in out, out
 
 
@@ -108,6 +109,34 @@ def test_batch_job_complete():
     table = kubectl("get", "job", "report")
     assert table.split("\n")[0].split()[:3] == ["NAME", "STATUS", "COMPLETIONS"], table
     assert table.split("\n")[1].split()[:3] == ["report", "Complete", "6/6"], table
+
+
+def test_cronjob_runs_when_due():
+    # as if the last run were 10 minutes ago: a run of "*/5 * * * *" is due now
+    ago = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 600))
+    code, body = services.api(PORT, "PATCH", "/apis/batch/v1/namespaces/default/cronjobs/cleanup/status",
+                              {"status": {"lastScheduleTime": ago}}, ctype="application/merge-patch+json")
+    assert code == 200, body
+
+    def finished():
+        jobs = json.loads(kubectl("get", "jobs", "-l", "app=cleanup", "-o", "json"))["items"]
+        done = [j for j in jobs if any(c["type"] == "Complete" and c["status"] == "True"
+                                       for c in j.get("status", {}).get("conditions", []))]
+        return done
+    done = wait_until(finished, 30, "a Job of CronJob cleanup to complete")
+    ref = done[0]["metadata"]["ownerReferences"][0]
+    assert (ref["kind"], ref["name"]) == ("CronJob", "cleanup"), ref
+    wait_until(lambda: get("/apis/batch/v1/namespaces/default/cronjobs/cleanup")["status"].get("lastSuccessfulTime"),
+               15, "the CronJob's lastSuccessfulTime")
+    st = get("/apis/batch/v1/namespaces/default/cronjobs/cleanup")["status"]
+    assert st["lastScheduleTime"] > ago and "active" not in st, st
+    table = kubectl("get", "cj", "cleanup")
+    assert table.split("\n")[0].split()[:4] == ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND"], table
+    code, body = services.api(PORT, "POST", "/apis/batch/v1/namespaces/default/cronjobs",
+                              {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "bad"},
+                               "spec": {"schedule": "61 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                                   "restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}})
+    assert code == 422 and body["details"]["causes"][0]["field"] == "spec.schedule", body
 
 
 def test_pods_counted_in_pool():
@@ -205,7 +234,7 @@ def test_delete_cascades():
 def test_kubectl120_validates_examples():
     k120 = subprocess.run([os.path.join(services.ROOT, "scripts", "kubectl-1.20.sh")], capture_output=True,
                           text=True, timeout=300, check=True).stdout.strip()
-    for f in ("web.yaml", "cache.yaml", "log-agent.yaml", "report.yaml"):
+    for f in ("web.yaml", "cache.yaml", "log-agent.yaml", "report.yaml", "cleanup.yaml"):
         r = kubectl("apply", "--dry-run=server", "-f", os.path.join(EX, f), check=False, binary=k120)
         assert r.returncode == 0, (f, r.stderr)
     r = kubectl("get", "deploy,sts,ds,job", check=False, binary=k120)
