@@ -222,6 +222,23 @@ def test_unsupported_field_422():
     assert code == 422 and body["details"]["causes"][0]["field"] == "spec.volumeClaimTemplates", body
 
 
+def test_no_pool_is_said():
+    services.api(PORT, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                       "metadata": {"name": "nopool"}})
+    d = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "lost", "namespace": "nopool"},
+         "spec": {"selector": {"matchLabels": {"app": "lost"}},
+                  "template": {"metadata": {"labels": {"app": "lost"}},
+                               "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    kubectl("apply", "-f", "-", stdin=json.dumps(d))
+
+    def said():
+        st = get("/apis/apps/v1/namespaces/nopool/deployments/lost").get("status", {})
+        return [c for c in st.get("conditions", []) if c["type"] == "Progressing" and c["status"] == "False"]
+    cond = wait_until(said, 15, "Progressing=False on a Deployment without a pool")[0]
+    assert cond["reason"] == "NoPelotonJob" and "peloton.io/resource-pool" in cond["message"], cond
+    assert get("/apis/peloton.io/v1alpha1/namespaces/nopool/jobs/lost") is None
+
+
 def test_delete_cascades():
     kubectl("delete", "deployment", "web", "--wait=true")
     wait_until(lambda: get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/web") is None, 20,
