@@ -28,6 +28,8 @@ const struct shim_resource shim_resources[] = {
     BUILTIN("apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, "sts", NULL, "statefulsets.apps", "all"),
     BUILTIN("apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, "ds", NULL, "daemonsets.apps", "all"),
     BUILTIN("apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, "rs", NULL, "replicasets.apps", "all"),
+    BUILTIN("apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", true, NULL, NULL,
+            "controllerrevisions.apps", NULL),
     BUILTIN("batch", "v1", "jobs", "job", "Job", true, NULL, NULL, "jobs.batch", "all"),
     BUILTIN("batch", "v1", "cronjobs", "cronjob", "CronJob", true, "cj", NULL, "cronjobs.batch", "all"),
 };

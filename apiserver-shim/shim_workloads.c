@@ -250,7 +250,7 @@ static void check_cronjob(struct wl_check *c, json_t *spec) {
 
 int shim_workload_check(const struct shim_resource *r, json_t *obj, const char *name, char *msg, size_t msglen,
                         json_t **details) {
-    if (!shim_is_workload(r)) return 0;
+    if (!shim_is_workload(r) || is(r, "controllerrevisions")) return 0; /* a record: nothing to translate */
     struct wl_check c = {.r = r, .name = name, .causes = json_array()};
     if (!c.causes) return -ENOMEM;
     json_t *spec = json_object_get(obj, "spec");
@@ -312,6 +312,9 @@ static const struct wl_col cj_cols[] = {{"Name", "string", 0},          {"Schedu
                                         {"Age", "string", 0},           {"Containers", "string", 1},
                                         {"Images", "string", 1},        {"Selector", "string", 1}};
 
+static const struct wl_col cr_cols[] = {{"Name", "string", 0}, {"Controller", "string", 0},
+                                        {"Revision", "integer", 0}, {"Age", "string", 0}};
+
 static json_t *cols_json(const struct wl_col *c, size_t n) {
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++)
@@ -329,6 +332,7 @@ json_t *shim_workload_columns(const struct shim_resource *r) {
     if (is(r, "replicasets")) return WCOLS(rs_cols);
     if (is(r, "jobs")) return WCOLS(job_cols);
     if (is(r, "cronjobs")) return WCOLS(cj_cols);
+    if (is(r, "controllerrevisions")) return WCOLS(cr_cols);
     return NULL;
 #undef WCOLS
 }
@@ -434,6 +438,23 @@ json_t *shim_workload_cells(const struct shim_resource *r, const json_t *o, cons
     if (is(r, "replicasets"))
         return json_pack("[sIIIssss]", name, want, num(o, "status", "replicas"), num(o, "status", "readyReplicas"), age,
                          names, images, sel);
+    if (is(r, "controllerrevisions")) {
+        char ctl[320] = "<none>", lower[64];
+        size_t i;
+        json_t *ref;
+        json_array_foreach(json_object_get(json_object_get(o, "metadata"), "ownerReferences"), i, ref) {
+            const char *k = json_string_value(json_object_get(ref, "kind")), *n = json_string_value(json_object_get(ref, "name"));
+            const char *av = json_string_value(json_object_get(ref, "apiVersion"));
+            if (!json_is_true(json_object_get(ref, "controller")) || !k || !n) continue;
+            size_t j = 0;
+            for (; k[j] && j < sizeof lower - 1; j++) lower[j] = (char)(k[j] >= 'A' && k[j] <= 'Z' ? k[j] + 32 : k[j]);
+            lower[j] = 0;
+            const char *slash = av ? strchr(av, '/') : NULL;
+            snprintf(ctl, sizeof ctl, "%s%s%.*s/%s", lower, slash ? "." : "", slash ? (int)(slash - av) : 0,
+                     slash ? av : "", n);
+        }
+        return json_pack("[ssIs]", name, ctl, json_integer_value(json_object_get(o, "revision")), age);
+    }
     if (is(r, "cronjobs")) {
         const json_t *spec = json_object_get(o, "spec");
         const char *tz = json_string_value(json_object_get(spec, "timeZone"));

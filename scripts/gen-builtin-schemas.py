@@ -54,6 +54,7 @@ KINDS = [
     ("apps", "v1", "StatefulSet", "V1StatefulSet"),
     ("apps", "v1", "DaemonSet", "V1DaemonSet"),
     ("apps", "v1", "ReplicaSet", "V1ReplicaSet"),
+    ("apps", "v1", "ControllerRevision", "V1ControllerRevision"),
     ("batch", "v1", "Job", "V1Job"),
     ("batch", "v1", "CronJob", "V1CronJob"),
     ("autoscaling", "v1", "Scale", "V1Scale"),
@@ -70,7 +71,7 @@ PACKAGE = {
 # The workload groups' own models (by name); everything else they reach (pod
 # templates, volume claims) is core's.
 GROUP_MODELS = {
-    "apps": re.compile(r"V1(Deployment|StatefulSet|DaemonSet|ReplicaSet|RollingUpdate)"),
+    "apps": re.compile(r"V1(Deployment|StatefulSet|DaemonSet|ReplicaSet|RollingUpdate|ControllerRevision)"),
     "batch": re.compile(r"V1(Job|CronJob|UncountedTerminatedPods|PodFailurePolicy|SuccessPolicy)"),
     "autoscaling": re.compile(r"V1Scale"),
 }

@@ -38,7 +38,7 @@ struct workloads {
     uv_loop_t *loop;
     struct kclient *kc;
     struct workloads_options o;
-    struct kc_informer *inf[WL_NKINDS], *pjs, *nss;
+    struct kc_informer *inf[WL_NKINDS], *pjs, *nss, *crs; /* crs: ControllerRevisions */
     struct wl_sub subs[WL_NKINDS];
     struct wl_cron *cron;
     uv_timer_t resync;
@@ -515,12 +515,80 @@ static int rs_delete_owned(void *ud, json_t *rs) {
     void **a = ud;
     struct workloads *w = a[0];
     const char *uid = NULL;
-    if (!strcmp(controller_kind(rs, &uid), "Deployment") && uid && !strcmp(uid, (const char *)a[1])) {
+    if (!strcmp(controller_kind(rs, &uid), (const char *)a[2]) && uid && !strcmp(uid, (const char *)a[1])) {
         char path[512];
-        path_of(WL_RS, str(rs, "metadata", "namespace"), str(rs, "metadata", "name"), NULL, path, sizeof path);
+        snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/%s/%s", str(rs, "metadata", "namespace"),
+                 !strcmp((const char *)a[2], "Deployment") ? "replicasets" : "controllerrevisions",
+                 str(rs, "metadata", "name"));
         wl_send(w, "DELETE", path, NULL, NULL);
     }
     return 0;
+}
+
+/* ---- a StatefulSet's or DaemonSet's ControllerRevisions ----
+ * kubectl rollout history and undo read these: one per template the
+ * workload had, named <name>-<hash>, labelled with the selector's labels
+ * and controller-revision-hash, its data the strategic merge patch that
+ * puts the template back (as kube-controller-manager writes it). */
+
+#define CR_HASH_LABEL "controller-revision-hash"
+
+struct cr_scan {
+    const char *ns, *uid, *hash;
+    json_int_t max_rev, cur_rev;
+    const json_t *current;
+};
+
+static int cr_scan_one(void *ud, json_t *cr) {
+    struct cr_scan *c = ud;
+    const char *uid = NULL;
+    controller_kind(cr, &uid);
+    if (strcmp(str(cr, "metadata", "namespace") ? str(cr, "metadata", "namespace") : "", c->ns) || !uid ||
+        strcmp(uid, c->uid))
+        return 0;
+    json_int_t rev = json_integer_value(json_object_get(cr, "revision"));
+    if (rev > c->max_rev) c->max_rev = rev;
+    const char *h = str(json_object_get(cr, "metadata"), "labels", CR_HASH_LABEL);
+    if (h && !strcmp(h, c->hash)) c->current = cr, c->cur_rev = rev;
+    return 0;
+}
+
+static void mirror_cr(struct workloads *w, enum wl_kind k, const json_t *obj) {
+    const json_t *md = json_object_get(obj, "metadata"), *spec = json_object_get(obj, "spec");
+    const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL);
+    char hash[16], crname[320], path[512];
+    template_hash(json_object_get(spec, "template"), hash);
+    struct cr_scan c = {.ns = ns, .uid = str(md, "uid", NULL), .hash = hash};
+    kc_informer_foreach(w->crs, cr_scan_one, &c);
+    if (c.current) {
+        if (c.cur_rev < c.max_rev) { /* an older template back (rollout undo): the newest revision again */
+            snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/controllerrevisions/%s", ns,
+                     str(c.current, "metadata", "name"));
+            wl_send(w, "PATCH", path, json_pack("{s:I}", "revision", c.max_rev + 1), "application/merge-patch+json");
+        }
+        return;
+    }
+    json_t *labels = json_deep_copy(json_object_get(json_object_get(spec, "selector"), "matchLabels"));
+    json_t *tpl = json_deep_copy(json_object_get(spec, "template"));
+    if (!json_is_object(labels) || !json_is_object(tpl)) {
+        json_decref(labels);
+        json_decref(tpl);
+        return;
+    }
+    json_object_set_new(labels, CR_HASH_LABEL, json_string(hash));
+    json_object_set_new(tpl, "$patch", json_string("replace"));
+    json_t *ann = json_object();
+    const char *cause = str(json_object_get(md, "annotations"), "kubernetes.io/change-cause", NULL);
+    if (cause) json_object_set_new(ann, "kubernetes.io/change-cause", json_string(cause));
+    snprintf(crname, sizeof crname, "%.240s-%s", name, hash);
+    json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:o, s:o, s:[{s:s, s:s, s:s, s:s, s:b, s:b}]}, s:{s:{s:o}}, "
+                             "s:I}",
+                             "apiVersion", "apps/v1", "kind", "ControllerRevision", "metadata", "name", crname,
+                             "namespace", ns, "labels", labels, "annotations", ann, "ownerReferences", "apiVersion",
+                             "apps/v1", "kind", kinds[k].kind, "name", name, "uid", str(md, "uid", NULL), "controller",
+                             1, "blockOwnerDeletion", 1, "data", "spec", "template", tpl, "revision", c.max_rev + 1);
+    snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/controllerrevisions", ns);
+    if (body) wl_send(w, "POST", path, body, NULL);
 }
 
 static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
@@ -568,6 +636,7 @@ static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
     }
     json_t *st = status_of(k, obj, pj, problem[0] ? problem : NULL);
     if (st && k == WL_DEPLOY && !problem[0]) mirror_rs(w, obj, st);
+    if (st && (k == WL_STS || k == WL_DS) && !problem[0]) mirror_cr(w, k, obj);
     if (!st || status_same(json_object_get(obj, "status"), st)) {
         json_decref(st);
         return;
@@ -634,11 +703,25 @@ static void on_wl_delete(void *ud, json_t *obj) {
     json_t *pj = kc_informer_get(s->w->pjs, str(obj, "metadata", "namespace"), str(obj, "metadata", "name"));
     if (pj && owned_by(pj, str(obj, "metadata", "uid"))) delete_pj(s->w, pj);
     if (s->k == WL_DEPLOY && str(obj, "metadata", "uid")) {
-        void *a[2] = {s->w, (void *)str(obj, "metadata", "uid")};
+        void *a[3] = {s->w, (void *)str(obj, "metadata", "uid"), (void *)"Deployment"};
         kc_informer_foreach(s->w->inf[WL_RS], rs_delete_owned, a);
+    }
+    if ((s->k == WL_STS || s->k == WL_DS) && str(obj, "metadata", "uid")) {
+        void *a[3] = {s->w, (void *)str(obj, "metadata", "uid"), (void *)kinds[s->k].kind};
+        kc_informer_foreach(s->w->crs, rs_delete_owned, a);
     }
 }
 static void on_synced(void *ud) { (void)ud; }
+/* ControllerRevisions are only read (the cache): their events need nothing */
+static void on_none(void *ud, json_t *obj) {
+    (void)ud;
+    (void)obj;
+}
+static void on_none2(void *ud, json_t *old, json_t *obj) {
+    (void)ud;
+    (void)old;
+    (void)obj;
+}
 
 static void on_pj_add(void *ud, json_t *obj) { pj_touch(ud, obj); }
 static void on_pj_update(void *ud, json_t *old, json_t *obj) {
@@ -708,19 +791,22 @@ struct workloads *workloads_start(uv_loop_t *loop, struct kclient *kc, const str
     bool bad = false;
     w->nss = kc_informer_new(kc, "/api/v1/namespaces", NULL, &nh, w);
     w->pjs = kc_informer_new(kc, PJ_PATH "/jobs", NULL, &ph, w);
+    static const struct kc_informer_handlers none = {on_none, on_none2, on_none, on_synced};
+    w->crs = kc_informer_new(kc, "/apis/apps/v1/controllerrevisions", NULL, &none, w);
     for (int k = 0; k < WL_NKINDS; k++) {
         w->subs[k] = (struct wl_sub){w, (enum wl_kind)k};
         w->inf[k] = kc_informer_new(kc, kinds[k].collection, NULL, &wh, &w->subs[k]);
         bad |= !w->inf[k];
     }
-    bad |= !w->nss || !w->pjs;
-    if (!bad) bad |= kc_informer_start(w->nss) || kc_informer_start(w->pjs);
+    bad |= !w->nss || !w->pjs || !w->crs;
+    if (!bad) bad |= kc_informer_start(w->nss) || kc_informer_start(w->pjs) || kc_informer_start(w->crs);
     for (int k = 0; k < WL_NKINDS && !bad; k++) bad |= kc_informer_start(w->inf[k]) != 0;
     if (!bad) bad |= !(w->cron = wl_cron_start(loop, kc));
     if (bad) {
         snprintf(err, errlen, "workloads: cannot start the informers");
         kc_informer_free(w->nss);
         kc_informer_free(w->pjs);
+        kc_informer_free(w->crs);
         for (int k = 0; k < WL_NKINDS; k++) kc_informer_free(w->inf[k]);
         free(w);
         return NULL;
@@ -738,6 +824,7 @@ void workloads_stop(struct workloads *w) {
     if (!w) return;
     kc_informer_free(w->nss);
     kc_informer_free(w->pjs);
+    kc_informer_free(w->crs);
     for (int k = 0; k < WL_NKINDS; k++) kc_informer_free(w->inf[k]);
     wl_cron_stop(w->cron);
     uv_timer_stop(&w->resync);

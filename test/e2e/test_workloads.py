@@ -96,6 +96,7 @@ def test_daemonset_one_per_node():
     assert table.split("\n")[0].split()[:6] == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE"], table
     assert table.split("\n")[1].split()[:7] == ["log-agent", "3", "3", "3", "3", "3", "<none>"], table
     assert "daemonset.apps/log-agent" in kubectl("get", "all")
+    wait_until(lambda: "\n1 " in kubectl("rollout", "history", "daemonset/log-agent"), 15, "revision 1 of log-agent")
 
 
 def test_batch_job_complete():
@@ -159,6 +160,25 @@ def test_scale():
     kubectl("scale", "statefulset/cache", "--replicas=2")
     wait_until(lambda: sorted(p["metadata"]["name"] for p in pods("app=cache")) == ["cache-0", "cache-1"], 30,
                "statefulset scaled down to cache-0, cache-1")
+
+
+def test_statefulset_rollout_history_undo():
+    def history():
+        out = kubectl("rollout", "history", "statefulset/cache")
+        return [line.split()[0] for line in out.split("\n")[2:] if line.strip()]
+    wait_until(lambda: history() == ["1"], 15, "revision 1 of statefulset cache")
+    kubectl("set", "image", "statefulset/cache", "redis=redis:7.4")
+    r = kubectl("rollout", "status", "statefulset/cache", "--timeout=60s", check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {p["spec"]["containers"][0]["image"] for p in running("app=cache")} == {"redis:7.4"}
+    wait_until(lambda: history() == ["1", "2"], 15, "revisions 1 and 2")
+    kubectl("rollout", "undo", "statefulset/cache")
+    wait_until(lambda: {p["spec"]["containers"][0]["image"] for p in running("app=cache")} == {"redis:7.2"}
+               and len(running("app=cache")) == 2, 30, "cache back on redis:7.2")
+    wait_until(lambda: history() == ["2", "3"], 15, "revision 1 brought back as 3")
+    table = kubectl("get", "controllerrevisions")
+    assert table.split("\n")[0].split() == ["NAME", "CONTROLLER", "REVISION", "AGE"], table
+    assert "statefulset.apps/cache" in table, table
 
 
 def test_rollout_status_after_image_change():
