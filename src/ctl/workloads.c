@@ -12,36 +12,14 @@
 #include <time.h>
 
 #include "labels.h"
-#include "workloads.h"
+#include "workloads_int.h"
 
-#define PJ_PATH "/apis/peloton.io/v1alpha1"
-
-enum wl_kind { WL_DEPLOY, WL_RS, WL_STS, WL_DS, WL_JOB, WL_NKINDS };
-
-static const struct wl_kind_info {
-    const char *api_version, *kind, *collection, *pj_type;
-} kinds[WL_NKINDS] = {
+const struct wl_kind_info wl_kinds[WL_NKINDS] = {
     {"apps/v1", "Deployment", "/apis/apps/v1/deployments", "STATELESS"},
     {"apps/v1", "ReplicaSet", "/apis/apps/v1/replicasets", "STATELESS"},
     {"apps/v1", "StatefulSet", "/apis/apps/v1/statefulsets", "STATEFUL"},
     {"apps/v1", "DaemonSet", "/apis/apps/v1/daemonsets", "DAEMON"},
     {"batch/v1", "Job", "/apis/batch/v1/jobs", "BATCH"},
-};
-
-struct workloads;
-struct wl_sub { /* one informer's handler context */
-    struct workloads *w;
-    enum wl_kind k;
-};
-
-struct workloads {
-    uv_loop_t *loop;
-    struct kclient *kc;
-    struct workloads_options o;
-    struct kc_informer *inf[WL_NKINDS], *pjs, *nss, *crs; /* crs: ControllerRevisions */
-    struct wl_sub subs[WL_NKINDS];
-    struct wl_cron *cron;
-    uv_timer_t resync;
 };
 
 static void wl_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -52,14 +30,6 @@ static void wl_log(const char *level, const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-}
-
-static const char *str(const json_t *o, const char *a, const char *b) {
-    json_t *x = json_object_get(o, a);
-    return json_string_value(b ? json_object_get(x, b) : x);
-}
-static json_int_t num(const json_t *o, const char *a, const char *b) {
-    return json_integer_value(json_object_get(json_object_get(o, a), b));
 }
 
 /* Whether every member of want is in have with the same value (objects
@@ -112,7 +82,7 @@ static json_t *pj_spec(enum wl_kind k, const json_t *obj, const char *pool) {
     json_t *tpl = json_deep_copy(json_object_get(spec, "template"));
     json_t *tmd = json_object_get(tpl, "metadata");
     if (json_is_object(tmd)) json_object_del(tmd, "creationTimestamp");
-    json_t *out = json_pack("{s:s, s:s, s:o}", "type", kinds[k].pj_type, "resourcePool", pool, "template", tpl);
+    json_t *out = json_pack("{s:s, s:s, s:o}", "type", wl_kinds[k].pj_type, "resourcePool", pool, "template", tpl);
     json_int_t replicas = json_is_integer(json_object_get(spec, "replicas")) ? num(obj, "spec", "replicas") : 1;
     json_t *us = json_object();
     json_int_t batch = 1;
@@ -176,7 +146,7 @@ static void on_written(void *ud, const struct kc_response *r) {
     free(what);
 }
 
-static void wl_send(struct workloads *w, const char *method, const char *path, json_t *body, const char *ct) {
+void wl_send(struct workloads *w, const char *method, const char *path, json_t *body, const char *ct) {
     kclient_request(w->kc, method, path, body, ct, on_written, strdup(path));
     json_decref(body);
 }
@@ -346,11 +316,11 @@ static json_t *status_of(enum wl_kind k, const json_t *obj, const json_t *pj, co
 }
 
 /* Equal but for the conditions' timestamps (they are kept from old anyway). */
-static bool status_same(const json_t *old, const json_t *st) { return subset(st, old) && subset(old, st); }
+bool wl_status_same(const json_t *old, const json_t *st) { return subset(st, old) && subset(old, st); }
 
 /* The merge patch that makes the stored status st: what st leaves out of
  * old is removed (null), or a count that fell to 0 would stay. Takes st. */
-static json_t *status_patch(const json_t *old, json_t *st) {
+json_t *wl_status_patch(const json_t *old, json_t *st) {
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)old, k, v) if (!json_object_get(st, k)) json_object_set_new(st, k, json_null());
@@ -359,265 +329,40 @@ static json_t *status_patch(const json_t *old, json_t *st) {
 
 /* ---- reconciling ---- */
 
-static void path_of(enum wl_kind k, const char *ns, const char *name, const char *sub, char *out, size_t len) {
-    const char *coll = kinds[k].collection; /* "/apis/G/V/plural" */
+void wl_path_of(enum wl_kind k, const char *ns, const char *name, const char *sub, char *out, size_t len) {
+    const char *coll = wl_kinds[k].collection; /* "/apis/G/V/plural" */
     const char *plural = strrchr(coll, '/');
     snprintf(out, len, "%.*s/namespaces/%s%s/%s%s%s", (int)(plural - coll), coll, ns, plural, name, sub ? "/" : "",
              sub ? sub : "");
-}
-
-/* ---- a Deployment's ReplicaSets, as kubectl reads them ----
- * Peloton updates a Job's instances in place, so no ReplicaSet runs pods
- * here; but kubectl describe, rollout history and rollout undo read a
- * Deployment's revisions from the ReplicaSets it owns. Each template a
- * Deployment had gets one, named <deployment>-<pod-template-hash>, with the
- * revision annotation; the current one shows the Deployment's counts, the
- * others 0. They are not translated into Peloton Jobs. */
-
-#define RS_REVISION "deployment.kubernetes.io/revision"
-#define RS_HASH_LABEL "pod-template-hash"
-
-/* The controller owner's kind of obj ("" when none). */
-static const char *controller_kind(const json_t *obj, const char **uid) {
-    size_t i;
-    json_t *r;
-    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "ownerReferences"), i, r) {
-        if (!json_is_true(json_object_get(r, "controller"))) continue;
-        if (uid) *uid = str(r, "uid", NULL);
-        return str(r, "kind", NULL) ? str(r, "kind", NULL) : "";
-    }
-    return "";
-}
-
-/* A template's hash as kube-controller-manager spells one (FNV-1a over the
- * template's JSON with sorted keys, in its alphabet without vowels); a
- * ReplicaSet's own label and an empty creationTimestamp (what `kubectl
- * rollout undo` copies back) do not count. */
-static void template_hash(const json_t *tpl, char out[16]) {
-    json_t *t = json_deep_copy(tpl);
-    json_t *tmd = json_object_get(t, "metadata");
-    json_object_del(tmd, "creationTimestamp");
-    json_object_del(json_object_get(tmd, "labels"), RS_HASH_LABEL);
-    if (json_is_object(tmd) && !json_object_size(json_object_get(tmd, "labels"))) json_object_del(tmd, "labels");
-    if (json_is_object(tmd) && !json_object_size(tmd)) json_object_del(t, "metadata");
-    char *s = t ? json_dumps(t, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(t);
-    uint32_t h = 2166136261u;
-    for (const char *p = s ? s : ""; *p; p++) h = (h ^ (uint8_t)*p) * 16777619u;
-    free(s);
-    static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-    int n = 0;
-    do out[n++] = alphabet[h % 27], h /= 27;
-    while (h && n < 15);
-    out[n] = 0;
-}
-
-struct rs_scan {
-    const char *ns, *uid, *hash;
-    json_int_t max_rev, cur_rev;
-    const json_t *current;
-    json_t *others; /* owned ReplicaSets of other templates (borrowed) */
-};
-
-static int rs_scan_one(void *ud, json_t *rs) {
-    struct rs_scan *c = ud;
-    const char *uid = NULL;
-    if (strcmp(str(rs, "metadata", "namespace") ? str(rs, "metadata", "namespace") : "", c->ns) ||
-        strcmp(controller_kind(rs, &uid), "Deployment") || !uid || strcmp(uid, c->uid))
-        return 0;
-    const char *r = str(json_object_get(rs, "metadata"), "annotations", RS_REVISION);
-    json_int_t rev = r ? strtoll(r, NULL, 10) : 0;
-    if (rev > c->max_rev) c->max_rev = rev;
-    const char *h = json_string_value(json_object_get(json_object_get(json_object_get(rs, "metadata"), "labels"),
-                                                      RS_HASH_LABEL));
-    if (h && !strcmp(h, c->hash)) c->current = rs, c->cur_rev = rev;
-    else json_array_append(c->others, rs);
-    return 0;
-}
-
-static void rs_status(struct workloads *w, const json_t *rs, json_t *want) {
-    if (status_same(json_object_get(rs, "status"), want)) {
-        json_decref(want);
-        return;
-    }
-    char path[512];
-    path_of(WL_RS, str(rs, "metadata", "namespace"), str(rs, "metadata", "name"), "status", path, sizeof path);
-    wl_send(w, "PATCH", path, status_patch(json_object_get(rs, "status"), want), "application/merge-patch+json");
-}
-
-static void mirror_rs(struct workloads *w, const json_t *d, const json_t *dst) {
-    const json_t *md = json_object_get(d, "metadata"), *spec = json_object_get(d, "spec");
-    const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL);
-    char hash[16], rsname[320], path[512];
-    template_hash(json_object_get(spec, "template"), hash);
-    struct rs_scan c = {.ns = ns, .uid = str(md, "uid", NULL), .hash = hash, .others = json_array()};
-    kc_informer_foreach(w->inf[WL_RS], rs_scan_one, &c);
-    size_t i;
-    json_t *old;
-    json_array_foreach(c.others, i, old) {
-        if (num(old, "spec", "replicas") != 0) { /* an old revision: scaled to 0 */
-            path_of(WL_RS, ns, str(old, "metadata", "name"), NULL, path, sizeof path);
-            wl_send(w, "PATCH", path, json_pack("{s:{s:i}}", "spec", "replicas", 0), "application/merge-patch+json");
-        }
-        rs_status(w, old, json_pack("{s:i, s:i, s:i, s:I}", "replicas", 0, "readyReplicas", 0, "availableReplicas", 0,
-                                    "observedGeneration", num(old, "metadata", "generation")));
-    }
-    json_decref(c.others);
-    json_t *st = json_pack("{s:I, s:I, s:I}", "replicas", json_integer_value(json_object_get(dst, "replicas")),
-                           "readyReplicas", json_integer_value(json_object_get(dst, "readyReplicas")),
-                           "availableReplicas", json_integer_value(json_object_get(dst, "availableReplicas")));
-    if (c.current) {
-        json_object_set_new(st, "observedGeneration", json_integer(num(c.current, "metadata", "generation")));
-        path_of(WL_RS, ns, str(c.current, "metadata", "name"), NULL, path, sizeof path);
-        if (num(c.current, "spec", "replicas") != num(d, "spec", "replicas"))
-            wl_send(w, "PATCH", path, json_pack("{s:{s:I}}", "spec", "replicas", num(d, "spec", "replicas")),
-                    "application/merge-patch+json");
-        if (c.cur_rev < c.max_rev) { /* an older template back (rollout undo): the newest revision again */
-            char rev[24];
-            snprintf(rev, sizeof rev, "%" JSON_INTEGER_FORMAT, c.max_rev + 1);
-            wl_send(w, "PATCH", path, json_pack("{s:{s:{s:s}}}", "metadata", "annotations", RS_REVISION, rev),
-                    "application/merge-patch+json");
-        }
-        rs_status(w, c.current, st);
-        return;
-    }
-    json_decref(st);
-    json_t *tpl = json_deep_copy(json_object_get(spec, "template"));
-    json_t *labels = json_object_get(json_object_get(tpl, "metadata"), "labels");
-    json_t *sel = json_deep_copy(json_object_get(json_object_get(spec, "selector"), "matchLabels"));
-    if (!tpl || !json_is_object(labels) || !json_is_object(sel)) {
-        json_decref(tpl);
-        json_decref(sel);
-        return;
-    }
-    json_object_set_new(labels, RS_HASH_LABEL, json_string(hash));
-    json_object_set_new(sel, RS_HASH_LABEL, json_string(hash));
-    json_t *ann = json_pack("{s:s}", RS_REVISION, "0");
-    char rev[24];
-    snprintf(rev, sizeof rev, "%" JSON_INTEGER_FORMAT, c.max_rev + 1);
-    json_object_set_new(ann, RS_REVISION, json_string(rev));
-    const char *cause = json_string_value(json_object_get(json_object_get(md, "annotations"),
-                                                          "kubernetes.io/change-cause"));
-    if (cause) json_object_set_new(ann, "kubernetes.io/change-cause", json_string(cause));
-    snprintf(rsname, sizeof rsname, "%.240s-%s", name, hash);
-    json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:O, s:o, s:[{s:s, s:s, s:s, s:s, s:b, s:b}]}, "
-                             "s:{s:I, s:{s:o}, s:o}}",
-                             "apiVersion", "apps/v1", "kind", "ReplicaSet", "metadata", "name", rsname, "namespace", ns,
-                             "labels", labels, "annotations", ann, "ownerReferences", "apiVersion", "apps/v1", "kind",
-                             "Deployment", "name", name, "uid", str(md, "uid", NULL), "controller", 1,
-                             "blockOwnerDeletion", 1, "spec", "replicas", num(d, "spec", "replicas"), "selector",
-                             "matchLabels", sel, "template", tpl);
-    snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/replicasets", ns);
-    if (body) wl_send(w, "POST", path, body, NULL);
-}
-
-static int rs_delete_owned(void *ud, json_t *rs) {
-    void **a = ud;
-    struct workloads *w = a[0];
-    const char *uid = NULL;
-    if (!strcmp(controller_kind(rs, &uid), (const char *)a[2]) && uid && !strcmp(uid, (const char *)a[1])) {
-        char path[512];
-        snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/%s/%s", str(rs, "metadata", "namespace"),
-                 !strcmp((const char *)a[2], "Deployment") ? "replicasets" : "controllerrevisions",
-                 str(rs, "metadata", "name"));
-        wl_send(w, "DELETE", path, NULL, NULL);
-    }
-    return 0;
-}
-
-/* ---- a StatefulSet's or DaemonSet's ControllerRevisions ----
- * kubectl rollout history and undo read these: one per template the
- * workload had, named <name>-<hash>, labelled with the selector's labels
- * and controller-revision-hash, its data the strategic merge patch that
- * puts the template back (as kube-controller-manager writes it). */
-
-#define CR_HASH_LABEL "controller-revision-hash"
-
-struct cr_scan {
-    const char *ns, *uid, *hash;
-    json_int_t max_rev, cur_rev;
-    const json_t *current;
-};
-
-static int cr_scan_one(void *ud, json_t *cr) {
-    struct cr_scan *c = ud;
-    const char *uid = NULL;
-    controller_kind(cr, &uid);
-    if (strcmp(str(cr, "metadata", "namespace") ? str(cr, "metadata", "namespace") : "", c->ns) || !uid ||
-        strcmp(uid, c->uid))
-        return 0;
-    json_int_t rev = json_integer_value(json_object_get(cr, "revision"));
-    if (rev > c->max_rev) c->max_rev = rev;
-    const char *h = str(json_object_get(cr, "metadata"), "labels", CR_HASH_LABEL);
-    if (h && !strcmp(h, c->hash)) c->current = cr, c->cur_rev = rev;
-    return 0;
-}
-
-static void mirror_cr(struct workloads *w, enum wl_kind k, const json_t *obj) {
-    const json_t *md = json_object_get(obj, "metadata"), *spec = json_object_get(obj, "spec");
-    const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL);
-    char hash[16], crname[320], path[512];
-    template_hash(json_object_get(spec, "template"), hash);
-    struct cr_scan c = {.ns = ns, .uid = str(md, "uid", NULL), .hash = hash};
-    kc_informer_foreach(w->crs, cr_scan_one, &c);
-    if (c.current) {
-        if (c.cur_rev < c.max_rev) { /* an older template back (rollout undo): the newest revision again */
-            snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/controllerrevisions/%s", ns,
-                     str(c.current, "metadata", "name"));
-            wl_send(w, "PATCH", path, json_pack("{s:I}", "revision", c.max_rev + 1), "application/merge-patch+json");
-        }
-        return;
-    }
-    json_t *labels = json_deep_copy(json_object_get(json_object_get(spec, "selector"), "matchLabels"));
-    json_t *tpl = json_deep_copy(json_object_get(spec, "template"));
-    if (!json_is_object(labels) || !json_is_object(tpl)) {
-        json_decref(labels);
-        json_decref(tpl);
-        return;
-    }
-    json_object_set_new(labels, CR_HASH_LABEL, json_string(hash));
-    json_object_set_new(tpl, "$patch", json_string("replace"));
-    json_t *ann = json_object();
-    const char *cause = str(json_object_get(md, "annotations"), "kubernetes.io/change-cause", NULL);
-    if (cause) json_object_set_new(ann, "kubernetes.io/change-cause", json_string(cause));
-    snprintf(crname, sizeof crname, "%.240s-%s", name, hash);
-    json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:o, s:o, s:[{s:s, s:s, s:s, s:s, s:b, s:b}]}, s:{s:{s:o}}, "
-                             "s:I}",
-                             "apiVersion", "apps/v1", "kind", "ControllerRevision", "metadata", "name", crname,
-                             "namespace", ns, "labels", labels, "annotations", ann, "ownerReferences", "apiVersion",
-                             "apps/v1", "kind", kinds[k].kind, "name", name, "uid", str(md, "uid", NULL), "controller",
-                             1, "blockOwnerDeletion", 1, "data", "spec", "template", tpl, "revision", c.max_rev + 1);
-    snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/controllerrevisions", ns);
-    if (body) wl_send(w, "POST", path, body, NULL);
 }
 
 static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
     const json_t *md = json_object_get(obj, "metadata");
     const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL), *uid = str(md, "uid", NULL);
     if (!ns || !name || !uid || json_object_get(md, "deletionTimestamp")) return;
-    if (k == WL_RS && !strcmp(controller_kind(obj, NULL), "Deployment")) return; /* a revision record: mirror_rs */
+    if (k == WL_RS && !strcmp(wl_controller_kind(obj, NULL), "Deployment")) return; /* a revision record: mirror_rs */
     json_t *pj = kc_informer_get(w->pjs, ns, name);
     const char *pool = pool_of(w, obj);
     char problem[300] = "";
     char path[512];
     if (pj && !owned_by(pj, uid)) {
         snprintf(problem, sizeof problem, "Peloton Job %s/%s exists and belongs to another owner; rename the %s",
-                 ns, name, kinds[k].kind);
+                 ns, name, wl_kinds[k].kind);
         pj = NULL;
     } else if (!pool) {
         snprintf(problem, sizeof problem, "no resource pool: label the %s or its pod template with %s, annotate "
-                 "namespace %s with it, or start pelotond with --default-pool", kinds[k].kind, PL_POOL, ns);
+                 "namespace %s with it, or start pelotond with --default-pool", wl_kinds[k].kind, PL_POOL, ns);
     } else {
         json_t *spec = pj_spec(k, obj, pool);
         if (!pj) {
             json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:O*, s:[{s:s, s:s, s:s, s:s, s:b, s:b}]}, s:o}",
                                      "apiVersion", "peloton.io/v1alpha1", "kind", "Job", "metadata", "name", name,
                                      "namespace", ns, "labels", json_object_get(md, "labels"), "ownerReferences",
-                                     "apiVersion", kinds[k].api_version, "kind", kinds[k].kind, "name", name, "uid",
+                                     "apiVersion", wl_kinds[k].api_version, "kind", wl_kinds[k].kind, "name", name, "uid",
                                      uid, "controller", 1, "blockOwnerDeletion", 1, "spec", spec);
             snprintf(path, sizeof path, PJ_PATH "/namespaces/%s/jobs", ns);
             if (body) wl_send(w, "POST", path, body, NULL);
-            wl_log("info", "msg=\"Peloton Job created\" kind=%s ns=%s name=%s pool=%s", kinds[k].kind, ns, name, pool);
+            wl_log("info", "msg=\"Peloton Job created\" kind=%s ns=%s name=%s pool=%s", wl_kinds[k].kind, ns, name, pool);
         } else if (!subset(spec, json_object_get(pj, "spec")) ||
                    !json_equal(json_object_get(spec, "template"), json_object_get(json_object_get(pj, "spec"), "template"))) {
             /* the template whole: a member taken out of it is a change too */
@@ -635,14 +380,14 @@ static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
         }
     }
     json_t *st = status_of(k, obj, pj, problem[0] ? problem : NULL);
-    if (st && k == WL_DEPLOY && !problem[0]) mirror_rs(w, obj, st);
-    if (st && (k == WL_STS || k == WL_DS) && !problem[0]) mirror_cr(w, k, obj);
-    if (!st || status_same(json_object_get(obj, "status"), st)) {
+    if (st && k == WL_DEPLOY && !problem[0]) wl_mirror_rs(w, obj, st);
+    if (st && (k == WL_STS || k == WL_DS) && !problem[0]) wl_mirror_cr(w, k, obj);
+    if (!st || wl_status_same(json_object_get(obj, "status"), st)) {
         json_decref(st);
         return;
     }
-    path_of(k, ns, name, "status", path, sizeof path);
-    wl_send(w, "PATCH", path, status_patch(json_object_get(obj, "status"), st), "application/merge-patch+json");
+    wl_path_of(k, ns, name, "status", path, sizeof path);
+    wl_send(w, "PATCH", path, wl_status_patch(json_object_get(obj, "status"), st), "application/merge-patch+json");
 }
 
 /* The workload a Peloton Job belongs to, and its kind; NULL when none of ours. */
@@ -654,7 +399,7 @@ static const json_t *owner_of(struct workloads *w, const json_t *pj, enum wl_kin
         if (!json_is_true(json_object_get(r, "controller"))) continue;
         for (int j = 0; j < WL_NKINDS; j++) {
             const char *av = str(r, "apiVersion", NULL), *kind = str(r, "kind", NULL);
-            if (!av || !kind || strcmp(av, kinds[j].api_version) || strcmp(kind, kinds[j].kind)) continue;
+            if (!av || !kind || strcmp(av, wl_kinds[j].api_version) || strcmp(kind, wl_kinds[j].kind)) continue;
             *k = (enum wl_kind)j;
             const json_t *obj = kc_informer_get(w->inf[j], ns, str(r, "name", NULL));
             return obj && !strcmp(str(obj, "metadata", "uid") ? str(obj, "metadata", "uid") : "",
@@ -702,14 +447,7 @@ static void on_wl_delete(void *ud, json_t *obj) {
     struct wl_sub *s = ud;
     json_t *pj = kc_informer_get(s->w->pjs, str(obj, "metadata", "namespace"), str(obj, "metadata", "name"));
     if (pj && owned_by(pj, str(obj, "metadata", "uid"))) delete_pj(s->w, pj);
-    if (s->k == WL_DEPLOY && str(obj, "metadata", "uid")) {
-        void *a[3] = {s->w, (void *)str(obj, "metadata", "uid"), (void *)"Deployment"};
-        kc_informer_foreach(s->w->inf[WL_RS], rs_delete_owned, a);
-    }
-    if ((s->k == WL_STS || s->k == WL_DS) && str(obj, "metadata", "uid")) {
-        void *a[3] = {s->w, (void *)str(obj, "metadata", "uid"), (void *)kinds[s->k].kind};
-        kc_informer_foreach(s->w->crs, rs_delete_owned, a);
-    }
+    if (str(obj, "metadata", "uid")) wl_delete_revisions(s->w, s->k, str(obj, "metadata", "uid"));
 }
 static void on_synced(void *ud) { (void)ud; }
 /* ControllerRevisions are only read (the cache): their events need nothing */
@@ -795,7 +533,7 @@ struct workloads *workloads_start(uv_loop_t *loop, struct kclient *kc, const str
     w->crs = kc_informer_new(kc, "/apis/apps/v1/controllerrevisions", NULL, &none, w);
     for (int k = 0; k < WL_NKINDS; k++) {
         w->subs[k] = (struct wl_sub){w, (enum wl_kind)k};
-        w->inf[k] = kc_informer_new(kc, kinds[k].collection, NULL, &wh, &w->subs[k]);
+        w->inf[k] = kc_informer_new(kc, wl_kinds[k].collection, NULL, &wh, &w->subs[k]);
         bad |= !w->inf[k];
     }
     bad |= !w->nss || !w->pjs || !w->crs;
