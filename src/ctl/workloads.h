@@ -32,9 +32,4 @@ struct workloads *workloads_start(uv_loop_t *loop, struct kclient *kc, const str
  * closed (run the loop). NULL-safe. */
 void workloads_stop(struct workloads *w);
 
-/* ---- inside: CronJobs (workloads_cron.c), started and stopped with the above ---- */
-struct wl_cron;
-struct wl_cron *wl_cron_start(uv_loop_t *loop, struct kclient *kc); /* NULL when out of memory */
-void wl_cron_stop(struct wl_cron *c);
-
 #endif

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "cron.h"
-#include "workloads.h"
+#include "workloads_int.h"
 
 #define CJ_TICK_MS 1000
 #define CJ_MAX_OWNED 256 /* Jobs of one CronJob looked at per tick */

@@ -18,6 +18,7 @@ struct wl_kind_info {
 extern const struct wl_kind_info wl_kinds[WL_NKINDS];
 
 struct workloads;
+struct wl_cron;
 struct wl_sub { /* one informer's handler context */
     struct workloads *w;
     enum wl_kind k;
@@ -58,5 +59,9 @@ const char *wl_controller_kind(const json_t *obj, const char **uid);
 void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst);
 void wl_mirror_cr(struct workloads *w, enum wl_kind k, const json_t *obj);
 void wl_delete_revisions(struct workloads *w, enum wl_kind k, const char *uid);
+
+/* workloads_cron.c: CronJobs, started and stopped with the rest. */
+struct wl_cron *wl_cron_start(uv_loop_t *loop, struct kclient *kc); /* NULL when out of memory */
+void wl_cron_stop(struct wl_cron *c);
 
 #endif
