@@ -23,11 +23,6 @@ struct wl_cron {
     uv_timer_t tick;
 };
 
-static const char *str(const json_t *o, const char *a, const char *b) {
-    json_t *x = json_object_get(o, a);
-    return json_string_value(b ? json_object_get(x, b) : x);
-}
-
 static bool parse_time(const char *ts, int64_t *out) {
     struct tm tm = {0};
     if (!ts || sscanf(ts, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
