@@ -733,6 +733,8 @@ static void route_resource(struct shim *s, const char *group, const char *versio
             shim_pod_evict(s, ns, name, req, resp);
         else if (!strcmp(sub, "log") && !strcmp(r->plural, "pods") && !r->group[0] && req->method == HTTP_GET)
             shim_pod_log(s, ns, name, req, resp);
+        else if (!strcmp(sub, "scale") && shim_workload_scales(r))
+            shim_workload_scale(s, r, ns, name, req, resp);
         else if (!strcmp(sub, "status") && shim_has_status(r))
             shim_status_subresource(s, r, ns, name, req, resp);
         else

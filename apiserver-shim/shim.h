@@ -295,6 +295,22 @@ json_t *shim_openapi_cr_schema(const struct shim_resource *r, const char *refpre
  * out of memory); builtins as from shim_openapi_builtins. */
 json_t *shim_openapi_v2_doc(const struct shim *s, const json_t *builtins);
 
+/* ---- workloads: apps/v1 and batch/v1 (shim_workloads.c) ---- */
+bool shim_is_workload(const struct shim_resource *r);
+/* Whether r has the scale subresource (deployments, statefulsets, replicasets). */
+bool shim_workload_scales(const struct shim_resource *r);
+/* kube-apiserver's defaults on a workload, and a 422's message and *details
+ * (new) for what the translating controller cannot honour: 0, -EINVAL or
+ * -ENOMEM. 0 at once for other kinds. */
+int shim_workload_check(const struct shim_resource *r, json_t *obj, const char *name, char *msg, size_t msglen,
+                        json_t **details);
+/* Table columns and a row's cells (new references); NULL for other kinds. */
+json_t *shim_workload_columns(const struct shim_resource *r);
+json_t *shim_workload_cells(const struct shim_resource *r, const json_t *o, const char *name, const char *age);
+/* GET, PUT and PATCH of KIND/NAME/scale (autoscaling/v1 Scale). */
+void shim_workload_scale(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                         const struct http_request *req, struct http_response *resp);
+
 /* ---- watch (shim_watch.c) ---- */
 struct watch_hub;
 struct watch_hub *watch_hub_new(struct shim *owner, const struct shim_config *cfg);

@@ -48,6 +48,7 @@ static int subresources(const struct shim_resource *r, struct subres *out) {
     if (pods) out[n++] = (struct subres){"binding", "Binding", {"create"}, NULL, NULL};
     if (pods) out[n++] = (struct subres){"eviction", "Eviction", {"create"}, "policy", "v1"};
     if (pods) out[n++] = (struct subres){"log", "Pod", {"get"}, NULL, NULL};
+    if (shim_workload_scales(r)) out[n++] = (struct subres){"scale", "Scale", {"get", "patch", "update"}, "autoscaling", "v1"};
     if (shim_has_status(r)) out[n++] = (struct subres){"status", r->kind, {"get", "patch", "update"}, NULL, NULL};
     return n;
 }

@@ -17,6 +17,7 @@ static const struct shim_resource *pods_resource(void) {
 
 bool shim_has_status(const struct shim_resource *r) {
     if (r->custom) return r->has_status;
+    if (shim_is_workload(r)) return strcmp(r->plural, "controllerrevisions") != 0;
     return !r->group[0] && (!strcmp(r->plural, "pods") || !strcmp(r->plural, "nodes") || !strcmp(r->plural, "namespaces"));
 }
 

@@ -25,6 +25,15 @@ const struct shim_resource shim_resources[] = {
     BUILTIN("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
             "CustomResourceDefinition", false, "crd", "crds", "customresourcedefinitions.apiextensions.k8s.io",
             "api-extensions"),
+    /* the workloads (shim_workloads.c, docs/workloads.md) */
+    BUILTIN("apps", "v1", "deployments", "deployment", "Deployment", true, "deploy", NULL, "deployments.apps", "all"),
+    BUILTIN("apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, "sts", NULL, "statefulsets.apps", "all"),
+    BUILTIN("apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, "ds", NULL, "daemonsets.apps", "all"),
+    BUILTIN("apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, "rs", NULL, "replicasets.apps", "all"),
+    BUILTIN("apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", true, NULL, NULL,
+            "controllerrevisions.apps", NULL),
+    BUILTIN("batch", "v1", "jobs", "job", "Job", true, NULL, NULL, "jobs.batch", "all"),
+    BUILTIN("batch", "v1", "cronjobs", "cronjob", "CronJob", true, "cj", NULL, "cronjobs.batch", "all"),
 };
 const int shim_nresources = (int)(sizeof shim_resources / sizeof shim_resources[0]);
 

@@ -340,6 +340,7 @@ static json_t *row_cells(const struct shim_resource *r, const json_t *o) {
         json_array_foreach(r->columns, i, col) json_array_append_new(cells, column_value(o, col));
         return cells;
     }
+    if (shim_is_workload(r)) return shim_workload_cells(r, o, name, age);
     if (!strcmp(p, "pods")) return pod_cells(o, name, age);
     if (!strcmp(p, "nodes")) return node_cells(o, name, age);
     if (!strcmp(p, "namespaces")) {
@@ -391,6 +392,7 @@ static json_t *columns_for(const struct shim_resource *r) {
         }
         return a;
     }
+    if (shim_is_workload(r)) return shim_workload_columns(r);
     if (!strcmp(p, "pods")) return COLS(pod_cols);
     if (!strcmp(p, "nodes")) return COLS(node_cols);
     if (!strcmp(p, "namespaces")) return COLS(ns_cols);

@@ -14,6 +14,11 @@ int shim_validate(const struct shim_resource *r, json_t *obj, const char *name, 
     *details = NULL;
     struct schema_result res = {0};
     int rc = validate_object(r->group, r->kind, obj, &res);
+    if (!rc) rc = shim_workload_check(r, obj, name, msg, msglen, details); /* defaults, and what is not translated */
+    if (rc && *details) {
+        schema_result_free(&res);
+        return rc;
+    }
     if (rc == -EINVAL) {
         char why[1024];
         schema_result_format(&res, why, sizeof why);

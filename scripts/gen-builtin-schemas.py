@@ -50,12 +50,30 @@ KINDS = [
     ("", "v1", "Event", "CoreV1Event"),
     ("coordination.k8s.io", "v1", "Lease", "V1Lease"),
     ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "V1CustomResourceDefinition"),
+    ("apps", "v1", "Deployment", "V1Deployment"),
+    ("apps", "v1", "StatefulSet", "V1StatefulSet"),
+    ("apps", "v1", "DaemonSet", "V1DaemonSet"),
+    ("apps", "v1", "ReplicaSet", "V1ReplicaSet"),
+    ("apps", "v1", "ControllerRevision", "V1ControllerRevision"),
+    ("batch", "v1", "Job", "V1Job"),
+    ("batch", "v1", "CronJob", "V1CronJob"),
+    ("autoscaling", "v1", "Scale", "V1Scale"),
 ]
 
 PACKAGE = {
     "": "io.k8s.api.core.v1",
     "coordination.k8s.io": "io.k8s.api.coordination.v1",
     "apiextensions.k8s.io": "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1",
+    "apps": "io.k8s.api.apps.v1",
+    "batch": "io.k8s.api.batch.v1",
+    "autoscaling": "io.k8s.api.autoscaling.v1",
+}
+# The workload groups' own models (by name); everything else they reach (pod
+# templates, volume claims) is core's.
+GROUP_MODELS = {
+    "apps": re.compile(r"V1(Deployment|StatefulSet|DaemonSet|ReplicaSet|RollingUpdate|ControllerRevision)"),
+    "batch": re.compile(r"V1(Job|CronJob|UncountedTerminatedPods|PodFailurePolicy|SuccessPolicy)"),
+    "autoscaling": re.compile(r"V1Scale"),
 }
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 META_MODELS = {"V1ObjectMeta", "V1OwnerReference", "V1ManagedFieldsEntry", "V1LabelSelector",
@@ -78,7 +96,10 @@ QUANTITY_FIELDS = {("V1ResourceRequirements", "limits"), ("V1ResourceRequirement
                    ("V1NodeStatus", "capacity"), ("V1NodeStatus", "allocatable"), ("V1PodSpec", "overhead"),
                    ("V1EmptyDirVolumeSource", "sizeLimit"), ("V1ResourceFieldSelector", "divisor"),
                    ("V1ContainerStatus", "allocatedResources")}
-INT_OR_STRING_FIELDS = {("V1HTTPGetAction", "port"), ("V1TCPSocketAction", "port"), ("V1ServicePort", "targetPort")}
+INT_OR_STRING_FIELDS = {("V1HTTPGetAction", "port"), ("V1TCPSocketAction", "port"), ("V1ServicePort", "targetPort"),
+                        ("V1RollingUpdateDeployment", "maxSurge"), ("V1RollingUpdateDeployment", "maxUnavailable"),
+                        ("V1RollingUpdateDaemonSet", "maxSurge"), ("V1RollingUpdateDaemonSet", "maxUnavailable"),
+                        ("V1RollingUpdateStatefulSetStrategy", "maxUnavailable")}
 
 # Fields Kubernetes dropped before 1.32.
 REMOVED = {("V1ObjectMeta", "clusterName")}
@@ -106,6 +127,8 @@ EXTRA_MODELS = {
     "V1ValidationRule": {"rule": "str", "message": "str", "messageExpression": "str", "reason": "str",
                          "fieldPath": "str", "optionalOldSelf": "bool"},
     "V1SelectableField": {"jsonPath": "str"},
+    "V1StatefulSetOrdinals": {"start": "int"},
+    "V1StatefulSetPersistentVolumeClaimRetentionPolicy": {"whenDeleted": "str", "whenScaled": "str"},
 }
 # Fields added after 1.22 to models the client has.
 EXTRA_FIELDS = {
@@ -134,6 +157,13 @@ EXTRA_FIELDS = {
     "V1LeaseSpec": {"strategy": "str", "preferredHolder": "str"},
     "V1JSONSchemaProps": {"x-kubernetes-validations": "list[V1ValidationRule]"},
     "V1CustomResourceDefinitionVersion": {"selectableFields": "list[V1SelectableField]"},
+    "V1StatefulSetSpec": {"ordinals": "V1StatefulSetOrdinals",
+                          "persistentVolumeClaimRetentionPolicy": "V1StatefulSetPersistentVolumeClaimRetentionPolicy"},
+    "V1JobSpec": {"backoffLimitPerIndex": "int", "maxFailedIndexes": "int", "podReplacementPolicy": "str",
+                  "managedBy": "str"},
+    "V1JobStatus": {"ready": "int", "terminating": "int", "failedIndexes": "str"},
+    "V1CronJobSpec": {"timeZone": "str"},
+    "V1RollingUpdateStatefulSetStrategy": {"maxUnavailable": "object"},
 }
 
 # Kubernetes' strategic-merge metadata (its Go struct tags): lists merged by
@@ -166,6 +196,12 @@ PATCH = {
     ("V1ServiceSpec", "ports"): ("merge", "port"),
     ("V1ObjectMeta", "finalizers"): ("merge", None),
     ("V1ObjectMeta", "ownerReferences"): ("merge", "uid"),
+    ("V1DeploymentStatus", "conditions"): ("merge", "type"),
+    ("V1StatefulSetStatus", "conditions"): ("merge", "type"),
+    ("V1DaemonSetStatus", "conditions"): ("merge", "type"),
+    ("V1ReplicaSetStatus", "conditions"): ("merge", "type"),
+    ("V1JobStatus", "conditions"): ("merge", "type"),
+    ("V1DeploymentSpec", "strategy"): ("retainKeys", None),
 }
 
 # What a description record may carry from the current file.
@@ -215,6 +251,9 @@ class Gen:
     def reach(self, model, pkg):
         if model in self.pkg:
             return
+        for group, pat in GROUP_MODELS.items():
+            if pkg == PACKAGE[group] and not pat.match(model):
+                pkg = PACKAGE[""]
         self.pkg[model] = META if model in META_MODELS else pkg
         self.order.append(model)
         for t in model_fields(model).values():

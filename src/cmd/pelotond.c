@@ -62,6 +62,7 @@
 #include "extender_srv.h"
 #include "hostmgr.h"
 #include "jobmgr.h"
+#include "workloads.h"
 #include "kclient.h"
 #include "native_api.h"
 #include "mesosdrv.h"
@@ -89,6 +90,7 @@ struct controllers {
     struct resmgr *resmgr;
     struct placement *placement;
     struct jobmgr *jobmgr;
+    struct workloads *workloads; /* the job manager role's translating controller (apps/v1, batch/v1) */
     struct hostmgr *hostmgr;
     struct mdrv *mesos;
     const char *mesos_master;
@@ -120,6 +122,8 @@ static void ctl_stop_roles(uv_async_t *a) {
     resmgr_stop(c->resmgr);
     placement_stop(c->placement);
     jobmgr_stop(c->jobmgr);
+    workloads_stop(c->workloads);
+    c->workloads = NULL;
     hostmgr_stop(c->hostmgr);
     mdrv_stop(c->mesos); /* freed once the loop is done */
     if (c->extender) extender_srv_stop(c->extender); /* freed once the loop is done */
@@ -203,6 +207,7 @@ static void ctl_main(void *arg) {
     if (c->backoff_ms) jo.backoff_ms = c->backoff_ms;
     if (c->backoff_max_ms) jo.backoff_max_ms = c->backoff_max_ms;
     jo.metrics = c->metrics;
+    struct workloads_options wo = {.default_pool = c->default_pool};
     struct hostmgr_options ho;
     hostmgr_options_default(&ho);
     struct mdrv_options mo;
@@ -211,6 +216,7 @@ static void ctl_main(void *arg) {
     if (((c->roles & ROLE_RESMGR) && !(c->resmgr = resmgr_start(&env, &ro, err, sizeof err))) ||
         ((c->roles & ROLE_PLACEMENT) && !(c->placement = placement_start(&env, &po, err, sizeof err))) ||
         ((c->roles & ROLE_JOBMGR) && !(c->jobmgr = jobmgr_start(&c->loop, c->kc, &jo, err, sizeof err))) ||
+        ((c->roles & ROLE_JOBMGR) && !(c->workloads = workloads_start(&c->loop, c->kc, &wo, err, sizeof err))) ||
         ((c->roles & ROLE_HOSTMGR) && !(c->hostmgr = hostmgr_start(&c->loop, c->kc, &ho, err, sizeof err))) ||
         ((c->roles & ROLE_MESOS) && !(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &mo, err, sizeof err))) ||
         ((c->roles & ROLE_EXTENDER) && start_extender(c, err, sizeof err)) ||

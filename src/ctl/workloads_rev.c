@@ -1,0 +1,244 @@
+/* The revision records kubectl reads (workloads_int.h): a Deployment's
+ * ReplicaSets and a StatefulSet's or DaemonSet's ControllerRevisions
+ * (docs/workloads.md, "A Deployment's ReplicaSets"). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "workloads_int.h"
+
+/* ---- a Deployment's ReplicaSets, as kubectl reads them ----
+ * Peloton updates a Job's instances in place, so no ReplicaSet runs pods
+ * here; but kubectl describe, rollout history and rollout undo read a
+ * Deployment's revisions from the ReplicaSets it owns. Each template a
+ * Deployment had gets one, named <deployment>-<pod-template-hash>, with the
+ * revision annotation; the current one shows the Deployment's counts, the
+ * others 0. They are not translated into Peloton Jobs. */
+
+#define RS_REVISION "deployment.kubernetes.io/revision"
+#define RS_HASH_LABEL "pod-template-hash"
+
+/* The controller owner's kind of obj ("" when none). */
+const char *wl_controller_kind(const json_t *obj, const char **uid) {
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "ownerReferences"), i, r) {
+        if (!json_is_true(json_object_get(r, "controller"))) continue;
+        if (uid) *uid = str(r, "uid", NULL);
+        return str(r, "kind", NULL) ? str(r, "kind", NULL) : "";
+    }
+    return "";
+}
+
+/* A template's hash as kube-controller-manager spells one (FNV-1a over the
+ * template's JSON with sorted keys, in its alphabet without vowels); a
+ * ReplicaSet's own label and an empty creationTimestamp (what `kubectl
+ * rollout undo` copies back) do not count. */
+static void template_hash(const json_t *tpl, char out[16]) {
+    json_t *t = json_deep_copy(tpl);
+    json_t *tmd = json_object_get(t, "metadata");
+    json_object_del(tmd, "creationTimestamp");
+    json_object_del(json_object_get(tmd, "labels"), RS_HASH_LABEL);
+    if (json_is_object(tmd) && !json_object_size(json_object_get(tmd, "labels"))) json_object_del(tmd, "labels");
+    if (json_is_object(tmd) && !json_object_size(tmd)) json_object_del(t, "metadata");
+    char *s = t ? json_dumps(t, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(t);
+    uint32_t h = 2166136261u;
+    for (const char *p = s ? s : ""; *p; p++) h = (h ^ (uint8_t)*p) * 16777619u;
+    free(s);
+    static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+    int n = 0;
+    do out[n++] = alphabet[h % 27], h /= 27;
+    while (h && n < 15);
+    out[n] = 0;
+}
+
+struct rs_scan {
+    const char *ns, *uid, *hash;
+    json_int_t max_rev, cur_rev;
+    const json_t *current;
+    json_t *others; /* owned ReplicaSets of other templates (borrowed) */
+};
+
+static int rs_scan_one(void *ud, json_t *rs) {
+    struct rs_scan *c = ud;
+    const char *uid = NULL;
+    if (strcmp(str(rs, "metadata", "namespace") ? str(rs, "metadata", "namespace") : "", c->ns) ||
+        strcmp(wl_controller_kind(rs, &uid), "Deployment") || !uid || strcmp(uid, c->uid))
+        return 0;
+    const char *r = str(json_object_get(rs, "metadata"), "annotations", RS_REVISION);
+    json_int_t rev = r ? strtoll(r, NULL, 10) : 0;
+    if (rev > c->max_rev) c->max_rev = rev;
+    const char *h = json_string_value(json_object_get(json_object_get(json_object_get(rs, "metadata"), "labels"),
+                                                      RS_HASH_LABEL));
+    if (h && !strcmp(h, c->hash)) c->current = rs, c->cur_rev = rev;
+    else json_array_append(c->others, rs);
+    return 0;
+}
+
+static void rs_status(struct workloads *w, const json_t *rs, json_t *want) {
+    if (wl_status_same(json_object_get(rs, "status"), want)) {
+        json_decref(want);
+        return;
+    }
+    char path[512];
+    wl_path_of(WL_RS, str(rs, "metadata", "namespace"), str(rs, "metadata", "name"), "status", path, sizeof path);
+    wl_send(w, "PATCH", path, wl_status_patch(json_object_get(rs, "status"), want), "application/merge-patch+json");
+}
+
+void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst) {
+    const json_t *md = json_object_get(d, "metadata"), *spec = json_object_get(d, "spec");
+    const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL);
+    char hash[16], rsname[320], path[512];
+    template_hash(json_object_get(spec, "template"), hash);
+    struct rs_scan c = {.ns = ns, .uid = str(md, "uid", NULL), .hash = hash, .others = json_array()};
+    kc_informer_foreach(w->inf[WL_RS], rs_scan_one, &c);
+    size_t i;
+    json_t *old;
+    json_array_foreach(c.others, i, old) {
+        if (num(old, "spec", "replicas") != 0) { /* an old revision: scaled to 0 */
+            wl_path_of(WL_RS, ns, str(old, "metadata", "name"), NULL, path, sizeof path);
+            wl_send(w, "PATCH", path, json_pack("{s:{s:i}}", "spec", "replicas", 0), "application/merge-patch+json");
+        }
+        rs_status(w, old, json_pack("{s:i, s:i, s:i, s:I}", "replicas", 0, "readyReplicas", 0, "availableReplicas", 0,
+                                    "observedGeneration", num(old, "metadata", "generation")));
+    }
+    json_decref(c.others);
+    json_t *st = json_pack("{s:I, s:I, s:I}", "replicas", json_integer_value(json_object_get(dst, "replicas")),
+                           "readyReplicas", json_integer_value(json_object_get(dst, "readyReplicas")),
+                           "availableReplicas", json_integer_value(json_object_get(dst, "availableReplicas")));
+    if (c.current) {
+        json_object_set_new(st, "observedGeneration", json_integer(num(c.current, "metadata", "generation")));
+        wl_path_of(WL_RS, ns, str(c.current, "metadata", "name"), NULL, path, sizeof path);
+        if (num(c.current, "spec", "replicas") != num(d, "spec", "replicas"))
+            wl_send(w, "PATCH", path, json_pack("{s:{s:I}}", "spec", "replicas", num(d, "spec", "replicas")),
+                    "application/merge-patch+json");
+        if (c.cur_rev < c.max_rev) { /* an older template back (rollout undo): the newest revision again */
+            char rev[24];
+            snprintf(rev, sizeof rev, "%" JSON_INTEGER_FORMAT, c.max_rev + 1);
+            wl_send(w, "PATCH", path, json_pack("{s:{s:{s:s}}}", "metadata", "annotations", RS_REVISION, rev),
+                    "application/merge-patch+json");
+        }
+        rs_status(w, c.current, st);
+        return;
+    }
+    json_decref(st);
+    json_t *tpl = json_deep_copy(json_object_get(spec, "template"));
+    json_t *labels = json_object_get(json_object_get(tpl, "metadata"), "labels");
+    json_t *sel = json_deep_copy(json_object_get(json_object_get(spec, "selector"), "matchLabels"));
+    if (!tpl || !json_is_object(labels) || !json_is_object(sel)) {
+        json_decref(tpl);
+        json_decref(sel);
+        return;
+    }
+    json_object_set_new(labels, RS_HASH_LABEL, json_string(hash));
+    json_object_set_new(sel, RS_HASH_LABEL, json_string(hash));
+    json_t *ann = json_pack("{s:s}", RS_REVISION, "0");
+    char rev[24];
+    snprintf(rev, sizeof rev, "%" JSON_INTEGER_FORMAT, c.max_rev + 1);
+    json_object_set_new(ann, RS_REVISION, json_string(rev));
+    const char *cause = json_string_value(json_object_get(json_object_get(md, "annotations"),
+                                                          "kubernetes.io/change-cause"));
+    if (cause) json_object_set_new(ann, "kubernetes.io/change-cause", json_string(cause));
+    snprintf(rsname, sizeof rsname, "%.240s-%s", name, hash);
+    json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:O, s:o, s:[{s:s, s:s, s:s, s:s, s:b, s:b}]}, "
+                             "s:{s:I, s:{s:o}, s:o}}",
+                             "apiVersion", "apps/v1", "kind", "ReplicaSet", "metadata", "name", rsname, "namespace", ns,
+                             "labels", labels, "annotations", ann, "ownerReferences", "apiVersion", "apps/v1", "kind",
+                             "Deployment", "name", name, "uid", str(md, "uid", NULL), "controller", 1,
+                             "blockOwnerDeletion", 1, "spec", "replicas", num(d, "spec", "replicas"), "selector",
+                             "matchLabels", sel, "template", tpl);
+    snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/replicasets", ns);
+    if (body) wl_send(w, "POST", path, body, NULL);
+}
+
+struct owned_by {
+    struct workloads *w;
+    const char *kind, *uid, *plural;
+};
+
+static int delete_owned(void *ud, json_t *rec) {
+    struct owned_by *o = ud;
+    const char *uid = NULL;
+    if (!strcmp(wl_controller_kind(rec, &uid), o->kind) && uid && !strcmp(uid, o->uid)) {
+        char path[512];
+        snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/%s/%s", str(rec, "metadata", "namespace"), o->plural,
+                 str(rec, "metadata", "name"));
+        wl_send(o->w, "DELETE", path, NULL, NULL);
+    }
+    return 0;
+}
+
+/* ---- a StatefulSet's or DaemonSet's ControllerRevisions ----
+ * kubectl rollout history and undo read these: one per template the
+ * workload had, named <name>-<hash>, labelled with the selector's labels
+ * and controller-revision-hash, its data the strategic merge patch that
+ * puts the template back (as kube-controller-manager writes it). */
+
+#define CR_HASH_LABEL "controller-revision-hash"
+
+struct cr_scan {
+    const char *ns, *uid, *hash;
+    json_int_t max_rev, cur_rev;
+    const json_t *current;
+};
+
+static int cr_scan_one(void *ud, json_t *cr) {
+    struct cr_scan *c = ud;
+    const char *uid = NULL;
+    wl_controller_kind(cr, &uid);
+    if (strcmp(str(cr, "metadata", "namespace") ? str(cr, "metadata", "namespace") : "", c->ns) || !uid ||
+        strcmp(uid, c->uid))
+        return 0;
+    json_int_t rev = json_integer_value(json_object_get(cr, "revision"));
+    if (rev > c->max_rev) c->max_rev = rev;
+    const char *h = str(json_object_get(cr, "metadata"), "labels", CR_HASH_LABEL);
+    if (h && !strcmp(h, c->hash)) c->current = cr, c->cur_rev = rev;
+    return 0;
+}
+
+void wl_mirror_cr(struct workloads *w, enum wl_kind k, const json_t *obj) {
+    const json_t *md = json_object_get(obj, "metadata"), *spec = json_object_get(obj, "spec");
+    const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL);
+    char hash[16], crname[320], path[512];
+    template_hash(json_object_get(spec, "template"), hash);
+    struct cr_scan c = {.ns = ns, .uid = str(md, "uid", NULL), .hash = hash};
+    kc_informer_foreach(w->crs, cr_scan_one, &c);
+    if (c.current) {
+        if (c.cur_rev < c.max_rev) { /* an older template back (rollout undo): the newest revision again */
+            snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/controllerrevisions/%s", ns,
+                     str(c.current, "metadata", "name"));
+            wl_send(w, "PATCH", path, json_pack("{s:I}", "revision", c.max_rev + 1), "application/merge-patch+json");
+        }
+        return;
+    }
+    json_t *labels = json_deep_copy(json_object_get(json_object_get(spec, "selector"), "matchLabels"));
+    json_t *tpl = json_deep_copy(json_object_get(spec, "template"));
+    if (!json_is_object(labels) || !json_is_object(tpl)) {
+        json_decref(labels);
+        json_decref(tpl);
+        return;
+    }
+    json_object_set_new(labels, CR_HASH_LABEL, json_string(hash));
+    json_object_set_new(tpl, "$patch", json_string("replace"));
+    json_t *ann = json_object();
+    const char *cause = str(json_object_get(md, "annotations"), "kubernetes.io/change-cause", NULL);
+    if (cause) json_object_set_new(ann, "kubernetes.io/change-cause", json_string(cause));
+    snprintf(crname, sizeof crname, "%.240s-%s", name, hash);
+    json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:o, s:o, s:[{s:s, s:s, s:s, s:s, s:b, s:b}]}, s:{s:{s:o}}, "
+                             "s:I}",
+                             "apiVersion", "apps/v1", "kind", "ControllerRevision", "metadata", "name", crname,
+                             "namespace", ns, "labels", labels, "annotations", ann, "ownerReferences", "apiVersion",
+                             "apps/v1", "kind", wl_kinds[k].kind, "name", name, "uid", str(md, "uid", NULL), "controller",
+                             1, "blockOwnerDeletion", 1, "data", "spec", "template", tpl, "revision", c.max_rev + 1);
+    snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/controllerrevisions", ns);
+    if (body) wl_send(w, "POST", path, body, NULL);
+}
+
+
+void wl_delete_revisions(struct workloads *w, enum wl_kind k, const char *uid) {
+    struct owned_by o = {w, wl_kinds[k].kind, uid, k == WL_DEPLOY ? "replicasets" : "controllerrevisions"};
+    if (k == WL_DEPLOY) kc_informer_foreach(w->inf[WL_RS], delete_owned, &o);
+    else if (k == WL_STS || k == WL_DS) kc_informer_foreach(w->crs, delete_owned, &o);
+}
