@@ -23,6 +23,15 @@ const struct shim_resource shim_resources[] = {
     BUILTIN("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
             "CustomResourceDefinition", false, "crd", "crds", "customresourcedefinitions.apiextensions.k8s.io",
             "api-extensions"),
+    /* RBAC (shim_auth.h): served like any other kind, enforced on every request */
+    BUILTIN("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, NULL, NULL,
+            "roles.rbac.authorization.k8s.io", NULL),
+    BUILTIN("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", true, NULL, NULL,
+            "rolebindings.rbac.authorization.k8s.io", NULL),
+    BUILTIN("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false, NULL, NULL,
+            "clusterroles.rbac.authorization.k8s.io", NULL),
+    BUILTIN("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding",
+            false, NULL, NULL, "clusterrolebindings.rbac.authorization.k8s.io", NULL),
 };
 const int shim_nresources = (int)(sizeof shim_resources / sizeof shim_resources[0]);
 

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "shim.h"
+#include "shim_auth.h"
 #include "jparse.h"
 #include "patch.h"
 
@@ -34,6 +35,7 @@ struct write_req {
     shim_patch_fn apply; /* patch, and status by PATCH */
     const char *node;    /* binding: the target node (in body) */
     struct http_deferred *d;
+    struct audit_rec *audit; /* a deferred reply: the request's audit record (shim_auth.h) */
     /* an error answer chosen by the modify function */
     int err_code;
     const char *err_reason;
@@ -316,6 +318,7 @@ static void on_written(void *ud, const struct store_result *res) {
     struct http_response resp = {.status = 200, .content_type = "application/json"};
     answer(w, res->rc, res->err, res->obj, res->json, res->json_len, &resp);
     shim_metrics_request(w->s->metrics, &w->obs, resp.status);
+    shim_sec_end(w->s, w->audit, resp.status);
     http_deferred_reply(w->d, &resp);
     write_free(w);
 }
@@ -327,10 +330,12 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
     struct shim *s = w->s;
     const struct shim_resource *r = w->r;
     const char *ns = r->namespaced ? w->ns : "";
-    if (s->astore && !r->custom && !is_crd(r) && (w->d = http_defer(req))) {
+    if (s->astore && !r->custom && !is_crd(r) && strcmp(r->group, "rbac.authorization.k8s.io") && /* RBAC: the index is rebuilt once written */
+        (w->d = http_defer(req))) {
         char err[512];
         w->obs = s->obs; /* on_written observes the latency */
         s->obs_deferred = true;
+        w->audit = shim_sec_take(s);
         int rc = w->kind == WK_CREATE
                      ? store_async_create(s->astore, r->store_key, ns, json_incref(create_obj), r->namespaced,
                                           on_written, w, err, sizeof err)
@@ -340,6 +345,7 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
         s->obs_deferred = false;
         http_undefer(w->d);
         answer(w, rc, err, NULL, NULL, 0, resp);
+        shim_sec_end(s, w->audit, resp->status);
         write_free(w);
         return;
     }
