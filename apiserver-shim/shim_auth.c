@@ -12,7 +12,6 @@
 #include "shim.h"
 #include "shim_auth.h"
 
-#define RBAC_GROUP "rbac.authorization.k8s.io"
 
 struct shim_sec {
     struct auth_tokens *tokens;
@@ -112,66 +111,7 @@ static const struct auth_user *authenticate(struct shim_sec *sec, const struct h
 
 /* ---- the RBAC index ---- */
 
-/* What every authenticated user may do whatever the store holds, as
- * kube-apiserver's default system:discovery, system:basic-user and
- * system:public-info-viewer roles give it: read discovery, OpenAPI and
- * health, ask what they may do. */
-static int add_defaults(struct rbac *r) {
-    json_t *rules = json_pack(
-        "[{s:[s], s:[s,s,s,s,s,s,s,s,s,s,s]}, {s:[s], s:[s], s:[s,s]}]", "verbs", "get", "nonResourceURLs", "/api",
-        "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", "/version", "/version/", "/healthz", "/livez",
-        "/readyz", "verbs", "create", "apiGroups", "authorization.k8s.io", "resources", "selfsubjectaccessreviews",
-        "selfsubjectrulesreviews");
-    json_t *b = json_pack("{s:{s:s, s:s}, s:[{s:s, s:s}]}", "roleRef", "kind", "ClusterRole", "name",
-                          "peloton:basic-user", "subjects", "kind", "Group", "name", "system:authenticated");
-    int rc = rules && b ? rbac_add_role(r, "", "peloton:basic-user", rules) : -ENOMEM;
-    if (!rc) rc = rbac_add_binding(r, "", b);
-    json_decref(rules);
-    json_decref(b);
-    return rc;
-}
-
-struct load_ctx {
-    struct rbac *r;
-    bool binding;
-    int rc;
-};
-
-static int load_one(void *ud, json_t *obj) {
-    struct load_ctx *c = ud;
-    const json_t *md = json_object_get(obj, "metadata");
-    const char *ns = json_string_value(json_object_get(md, "namespace"));
-    const char *name = json_string_value(json_object_get(md, "name"));
-    c->rc = c->binding ? rbac_add_binding(c->r, ns ? ns : "", obj)
-                       : rbac_add_role(c->r, ns ? ns : "", name, json_object_get(obj, "rules"));
-    return c->rc;
-}
-
-/* The index as the store holds it now; NULL (everything refused but
- * system:masters) when the store cannot be read. */
-static struct rbac *rbac_load(struct shim *s) {
-    static const char *const keys[] = {"clusterroles." RBAC_GROUP, "roles." RBAC_GROUP,
-                                       "clusterrolebindings." RBAC_GROUP, "rolebindings." RBAC_GROUP};
-    struct rbac *r = rbac_new();
-    if (!r || add_defaults(r)) {
-        rbac_free(r);
-        return NULL;
-    }
-    for (int i = 0; i < 4; i++) {
-        struct load_ctx c = {r, i >= 2, 0};
-        int rc = shim_each(s, keys[i], "", NULL, load_one, &c);
-        if (rc || c.rc) {
-            fprintf(stderr, "level=error msg=\"rbac: cannot read %s\" rc=%d\n", keys[i], rc ? rc : c.rc);
-            rbac_free(r);
-            return NULL;
-        }
-    }
-    if (rbac_finish(r)) {
-        rbac_free(r);
-        return NULL;
-    }
-    return r;
-}
+static struct rbac *rbac_load(struct shim *s) { return rbac_load_store(s->st); }
 
 static bool is_master(const struct auth_user *u) {
     for (int i = 0; i < u->ngroups; i++)
@@ -228,7 +168,7 @@ bool shim_sec_admit(struct shim *s, const struct http_request *req, struct http_
     if (!sec) return true;
     struct authz_attrs *a = &sec->attrs;
     authz_attrs_of(req, a);
-    sec->rbac_write = a->resource && !strcmp(a->group, RBAC_GROUP) && req->method != HTTP_GET &&
+    sec->rbac_write = a->resource && !strcmp(a->group, "rbac.authorization.k8s.io") && req->method != HTTP_GET &&
                       req->method != HTTP_HEAD;
     const struct auth_user *u = authenticate(sec, req);
     sec->who = u;

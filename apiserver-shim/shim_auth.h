@@ -86,6 +86,11 @@ int rbac_add_binding(struct rbac *r, const char *ns, const json_t *binding);
 int rbac_finish(struct rbac *r);
 /* Whether u may do a. system:masters may do anything. */
 bool rbac_allows(const struct rbac *r, const struct auth_user *u, const struct authz_attrs *a);
+/* The index of every Role, ClusterRole and binding in the store, with the
+ * defaults every authenticated user has (discovery, OpenAPI, health,
+ * SelfSubjectAccessReview); NULL when the store cannot be read. */
+struct store;
+struct rbac *rbac_load_store(struct store *st);
 /* Whether one rule (a PolicyRule object) allows a: for tests. */
 bool rbac_rule_allows(const json_t *rule, const struct authz_attrs *a);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "shim_auth.h"
+#include "store.h"
 
 /* A PolicyRule, its lists pointing into the role's JSON (kept alive by the index). */
 struct rrule {
@@ -398,4 +399,68 @@ bool rbac_allows(const struct rbac *r, const struct auth_user *u, const struct a
     for (int i = 0; i < u->ngroups; i++)
         if (subject_allows(r, "g:", u->groups[i], a)) return true;
     return false;
+}
+
+/* ---- loading ---- */
+
+/* What every authenticated user may do whatever the store holds, as
+ * kube-apiserver's default system:discovery, system:basic-user and
+ * system:public-info-viewer roles give it: read discovery, OpenAPI and
+ * health, ask what they may do. */
+static int add_defaults(struct rbac *r) {
+    json_t *rules = json_pack(
+        "[{s:[s], s:[s,s,s,s,s,s,s,s,s,s,s]}, {s:[s], s:[s], s:[s,s]}]", "verbs", "get", "nonResourceURLs", "/api",
+        "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", "/version", "/version/", "/healthz", "/livez",
+        "/readyz", "verbs", "create", "apiGroups", "authorization.k8s.io", "resources", "selfsubjectaccessreviews",
+        "selfsubjectrulesreviews");
+    json_t *b = json_pack("{s:{s:s, s:s}, s:[{s:s, s:s}]}", "roleRef", "kind", "ClusterRole", "name",
+                          "peloton:basic-user", "subjects", "kind", "Group", "name", "system:authenticated");
+    int rc = rules && b ? rbac_add_role(r, "", "peloton:basic-user", rules) : -ENOMEM;
+    if (!rc) rc = rbac_add_binding(r, "", b);
+    json_decref(rules);
+    json_decref(b);
+    return rc;
+}
+
+struct rbac *rbac_load_store(struct store *st) {
+    static const char *const keys[] = {"clusterroles.rbac.authorization.k8s.io", "roles.rbac.authorization.k8s.io",
+                                       "clusterrolebindings.rbac.authorization.k8s.io",
+                                       "rolebindings.rbac.authorization.k8s.io"};
+    struct rbac *r = rbac_new();
+    if (!r || add_defaults(r)) {
+        rbac_free(r);
+        return NULL;
+    }
+    for (int i = 0; i < 4; i++) {
+        char *cont = NULL;
+        int rc = 0;
+        do { /* pages of 500, as the shim reads a kind whole */
+            struct store_list l = {0};
+            rc = store_list(st, keys[i], "", 500, cont, &l);
+            free(cont);
+            cont = NULL;
+            if (rc) break;
+            for (size_t k = 0; !rc && k < json_array_size(l.items); k++) {
+                const json_t *obj = json_array_get(l.items, k), *md = json_object_get(obj, "metadata");
+                const char *ns = json_string_value(json_object_get(md, "namespace"));
+                const char *name = json_string_value(json_object_get(md, "name"));
+                rc = i >= 2 ? rbac_add_binding(r, ns ? ns : "", obj)
+                            : rbac_add_role(r, ns ? ns : "", name, json_object_get(obj, "rules"));
+            }
+            cont = l.continue_token;
+            l.continue_token = NULL;
+            store_list_free(&l);
+        } while (!rc && cont);
+        free(cont);
+        if (rc) {
+            fprintf(stderr, "level=error msg=\"rbac: cannot read %s\" rc=%d\n", keys[i], rc);
+            rbac_free(r);
+            return NULL;
+        }
+    }
+    if (rbac_finish(r)) {
+        rbac_free(r);
+        return NULL;
+    }
+    return r;
 }

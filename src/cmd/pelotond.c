@@ -70,6 +70,7 @@
 #include "server.h"
 #include "shim.h"
 #include "shim_auth.h"
+#include "shim_native_auth.h"
 #include "store.h"
 #include "tlscert.h"
 #include "unixpath.h"
@@ -98,6 +99,10 @@ struct controllers {
     int extender_port;
     const char *extender_prefix;
     struct native_api *native;
+    struct native_authz *native_authz; /* with the API server in this process: RBAC on native calls */
+    bool roles_with_api;
+    const char *token_file;            /* the API server's token file, for native_authz */
+    bool allow_anonymous;
     int native_port;        /* -1: NATIVE_DEFAULT_PORT, and a busy port is a warning, not an error */
     uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
     uint32_t backoff_ms, backoff_max_ms; /* jobmgr's restart backoff; 0: its defaults */
@@ -156,6 +161,12 @@ static int start_native(struct controllers *c, char *err, size_t errlen) {
     /* the API's own token: the controllers' client carries it */
     struct native_config nc = {.bind_addr = "127.0.0.1", .port = c->native_port < 0 ? NATIVE_DEFAULT_PORT : c->native_port,
                                .token = c->kcfg.token};
+    if (c->roles_with_api) { /* the API's users and RBAC decide each call (docs/security.md) */
+        if (!(c->native_authz = native_authz_new(c->token_file, c->allow_anonymous, c->redis_addr, err, errlen)))
+            return -1;
+        nc.authorize = native_authz_check;
+        nc.authorize_ud = c->native_authz;
+    }
     if (!(c->native = native_api_start(&c->loop, c->kc, &nc, err, errlen))) {
         if (c->native_port >= 0) return -1;
         fprintf(stderr, "level=warn msg=\"native API not served\" error=\"%s\" hint=\"give --native-port\"\n", err);
@@ -228,6 +239,7 @@ static void ctl_main(void *arg) {
     uv_run(&c->loop, UV_RUN_DEFAULT);
     extender_srv_free(c->extender);
     native_api_free(c->native);
+    native_authz_free(c->native_authz);
     mdrv_free(c->mesos);
     ctl_db_close(c->db);            /* what the roles deferred reaches Redis */
     uv_run(&c->loop, UV_RUN_DEFAULT); /* its handle closes */
@@ -680,6 +692,9 @@ static int run(int argc, char **argv, struct metrics *reg) {
             fclose(f);
         }
     }
+    ctl.roles_with_api = true;
+    ctl.token_file = token_file;
+    ctl.allow_anonymous = sec_cfg.allow_anonymous;
     if (ctl.roles) {
         char url[160];
         if (unix_path) snprintf(url, sizeof url, "unix://%s", unix_path);

@@ -44,8 +44,9 @@ openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", BAD_KEY, "-o
 
 AUDIT = os.path.join(D, "audit.log")
 AUDIT_MAX = 64 * 1024
+NPORT = services.free_port()
 PROC, PORT, LOG = services.start_pelotond(
-    REDIS, "--tls-port=0", f"--tls-dir={D}/tls", f"--token-file={D}/tokens.csv", f"--client-ca-file={CA}",
+    REDIS, "--roles=apiserver,native", f"--native-port={NPORT}", "--tls-port=0", f"--tls-dir={D}/tls", f"--token-file={D}/tokens.csv", f"--client-ca-file={CA}",
     f"--audit-log-path={AUDIT}", f"--audit-log-maxbytes={AUDIT_MAX}", "--audit-log-maxbackup=2")
 TPORT = services.start_pelotond.tls_port
 CERT = os.path.join(D, "tls", "apiserver.crt")
@@ -276,6 +277,38 @@ def test_audit_rotates_at_its_size_bound():
     assert not os.path.exists(AUDIT + ".3")  # --audit-log-maxbackup=2
     names = [e["objectRef"]["name"] for e in audit_lines() if e.get("objectRef", {}).get("name", "").startswith("rotate-")]
     assert names[-1] == "rotate-399" and names == sorted(names, key=lambda n: int(n.split("-")[1])), names[-3:]
+
+
+def yarpc(who, procedure, body):
+    """A YARPC call (JSON) on the native API with who's token: (HTTP code, Rpc-Error-Code, body)."""
+    headers = {"Rpc-Caller": "test", "Rpc-Service": "peloton-resmgr", "Rpc-Encoding": "json",
+               "Rpc-Procedure": procedure}
+    if who:
+        headers["Authorization"] = f"Bearer {TOKENS[who]}"
+    req = urllib.request.Request(f"http://127.0.0.1:{NPORT}/api/v1", data=json.dumps(body).encode(),
+                                 headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, None, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Rpc-Error-Code"), e.read().decode()
+
+
+def test_native_api_checks_each_method_for_the_token_user():
+    lookup = "peloton.api.v0.respool.ResourceManager::LookupResourcePoolID"
+    delete = "peloton.api.v0.respool.ResourceManager::DeleteResourcePool"
+    code, err, body = yarpc("team", lookup, {"path": {"value": "/"}})
+    assert code == 200, (code, err, body)  # pool-reader: get resourcepools
+    code, err, body = yarpc("team", delete, {"path": {"value": "/rbac-pool"}})
+    assert code == 403 and err == "permission-denied", (code, err, body)
+    assert body == ('User "bob" cannot call peloton.api.v0.respool.ResourceManager::DeleteResourcePool: it needs '
+                    'delete on resource "resourcepools" in API group "peloton.io" at the cluster scope'), body
+    code, err, body = yarpc("team", "peloton.api.v0.host.svc.HostService::StartMaintenance", {"hostnames": ["x"]})
+    assert err == "permission-denied", (code, err, body)
+    code, err, body = yarpc(None, lookup, {"path": {"value": "/"}})
+    assert err == "unauthenticated", (code, err, body)
+    code, err, body = yarpc("admin", lookup, {"path": {"value": "/"}})
+    assert code == 200, (code, err, body)
 
 
 def test_clean_shutdown():
