@@ -156,6 +156,15 @@ static void puts_(struct sb *b, const char *s) { put(b, s, strlen(s)); }
 static void esc(struct sb *b, const char *s, size_t max) {
     static const char hex[] = "0123456789abcdef";
     for (size_t i = 0; s[i] && i < max; i++) {
+        size_t run = 0; /* bytes that need no escape, copied at once */
+        while (i + run < max && (unsigned char)s[i + run] >= 0x20 && s[i + run] != '"' && s[i + run] != '\\' &&
+               s[i + run] != 0x7f)
+            run++;
+        if (run) {
+            put(b, s + i, run);
+            i += run - 1;
+            continue;
+        }
         unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\') {
             char e[2] = {'\\', (char)c};
@@ -180,9 +189,9 @@ static void str(struct sb *b, const char *key, const char *v) {
 static void stamp(struct sb *b, const struct timespec *ts) {
     struct tm tm;
     gmtime_r(&ts->tv_sec, &tm);
-    char t[40];
-    snprintf(t, sizeof t, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-             tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000);
+    char t[96];
+    snprintf(t, sizeof t, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+             tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ts->tv_nsec / 1000) % 1000000);
     puts_(b, t);
 }
 
@@ -190,12 +199,11 @@ struct audit_rec *shim_audit_begin(struct shim_audit *a, const struct http_reque
                                    const struct authz_attrs *at, const char *decision) {
     if (!a) return NULL;
     enum { CAP = AUDIT_MAX_LINE - 512 };
-    struct audit_rec *r = malloc(sizeof *r + CAP);
-    if (!r) return NULL;
-    r->t0_ns = now_ns();
-    r->decision = decision;
-    clock_gettime(CLOCK_REALTIME, &r->t0);
-    struct sb b = {r->line, 0, CAP};
+    char line[CAP]; /* built here, kept in an allocation of its size */
+    struct sb b = {line, 0, CAP};
+    uint64_t t0_ns = now_ns();
+    struct timespec t0;
+    clock_gettime(CLOCK_REALTIME, &t0);
     uint64_t x = a->salt[0] ^ (++a->seq * 0x9e3779b97f4a7c15ull), y = a->salt[1] + a->seq;
     char id[48];
     snprintf(id, sizeof id, "%08x-%04x-4%03x-%04x-%012llx", (unsigned)(x >> 32), (unsigned)(x >> 16) & 0xffff,
@@ -244,6 +252,12 @@ struct audit_rec *shim_audit_begin(struct shim_audit *a, const struct http_reque
         if (at->sub[0]) puts_(&b, ","), str(&b, "subresource", at->sub);
         puts_(&b, "}");
     }
+    struct audit_rec *r = malloc(sizeof *r + b.len);
+    if (!r) return NULL;
+    r->t0_ns = t0_ns;
+    r->t0 = t0;
+    r->decision = decision;
+    memcpy(r->line, line, b.len);
     r->len = b.len;
     return r;
 }

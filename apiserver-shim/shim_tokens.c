@@ -48,7 +48,7 @@ int auth_tokens_count(const struct auth_tokens *t) { return t ? t->n : 0; }
 
 static int rehash(struct auth_tokens *t) {
     int ns = 16;
-    while (ns < 2 * (t->n + 1)) ns *= 2;
+    while (ns < 4 * (t->n + 1)) ns *= 2; /* at most a quarter full after, half before the next */
     int *sl = calloc((size_t)ns, sizeof *sl);
     if (!sl) return -ENOMEM;
     for (int i = 0; i < t->n; i++) {
@@ -103,6 +103,12 @@ static int add_packed(struct auth_tokens *t, char *buf, int ngroups) {
     for (int i = 0; i < ngroups; i++, p += strlen(p) + 1) e->user.groups[e->user.ngroups++] = p;
     e->user.groups[e->user.ngroups++] = "system:authenticated";
     t->n++;
+    if (2 * t->n <= t->nslots) { /* room: just place it */
+        int k = (int)(e->hash & (uint64_t)(t->nslots - 1));
+        while (t->slots[k]) k = (k + 1) & (t->nslots - 1);
+        t->slots[k] = t->n;
+        return 0;
+    }
     int rc = rehash(t);
     if (rc) t->n--, free(buf);
     return rc;
