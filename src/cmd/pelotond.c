@@ -30,10 +30,16 @@
  *
  * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
  * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
- * made on first start in --tls-dir. With --token-file, every port asks for
- * the token (a local user is no less a stranger on the plain port; kubectl
- * sends tokens only over TLS, so it uses the TLS port); without one, every
- * port is open (local development). --unix-socket=PATH
+ * made on first start in --tls-dir. Every port asks who the client is
+ * (docs/security.md): a bearer token of --token-file (kube-apiserver's CSV
+ * of users and groups, or one token alone, user admin in system:masters), a
+ * client certificate verified against --client-ca-file on the TLS port, or,
+ * only with --insecure-allow-anonymous (local development), nobody; RBAC
+ * objects decide what they may do, and --audit-log-path records it
+ * (--audit-log-maxsize=MB or --audit-log-maxbytes, --audit-log-maxbackup).
+ * The controllers in this process use a random token of their own. A local
+ * user is no less a stranger on the plain port; kubectl sends tokens only
+ * over TLS, so it uses the TLS port. --unix-socket=PATH
  * serves the same plain HTTP/1.1 on a Unix-domain socket too (mode 0600),
  * and the controllers in this process reach the API server through it: the
  * same REST and watch protocol without the TCP/IP stack's cost per message.
