@@ -50,12 +50,17 @@ KINDS = [
     ("", "v1", "Event", "CoreV1Event"),
     ("coordination.k8s.io", "v1", "Lease", "V1Lease"),
     ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "V1CustomResourceDefinition"),
+    ("rbac.authorization.k8s.io", "v1", "Role", "V1Role"),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding", "V1RoleBinding"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole", "V1ClusterRole"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "V1ClusterRoleBinding"),
 ]
 
 PACKAGE = {
     "": "io.k8s.api.core.v1",
     "coordination.k8s.io": "io.k8s.api.coordination.v1",
     "apiextensions.k8s.io": "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1",
+    "rbac.authorization.k8s.io": "io.k8s.api.rbac.v1",
 }
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 META_MODELS = {"V1ObjectMeta", "V1OwnerReference", "V1ManagedFieldsEntry", "V1LabelSelector",
