@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """End-to-end: authentication (a static token file with three users, client
 certificates on the TLS port, the plain port closed to anonymous requests),
 RBAC (manifests/rbac-*.yaml; 403 in kube-apiserver's words; kubectl auth
@@ -309,6 +310,25 @@ def test_native_api_checks_each_method_for_the_token_user():
     assert err == "unauthenticated", (code, err, body)
     code, err, body = yarpc("admin", lookup, {"path": {"value": "/"}})
     assert code == 200, (code, err, body)
+
+
+def test_native_grpc_refuses_with_permission_denied():
+    import grpc  # Debian's python3-grpcio; raw bytes: an empty request message is valid protobuf
+    ch = grpc.insecure_channel(f"127.0.0.1:{NPORT}")
+    delete = ch.unary_unary("/peloton.api.v0.respool.ResourceManager/DeleteResourcePool")
+    query = ch.unary_unary("/peloton.api.v0.respool.ResourceManager/Query")
+    for who, call, want in (("team", delete, grpc.StatusCode.PERMISSION_DENIED), (None, query,
+                            grpc.StatusCode.UNAUTHENTICATED)):
+        md = [("authorization", f"Bearer {TOKENS[who]}")] if who else []
+        try:
+            call(b"", metadata=md, timeout=10)
+            assert False, "not refused"
+        except grpc.RpcError as e:
+            assert e.code() == want, (who, e.code(), e.details())
+            if who:
+                assert 'User "bob" cannot call peloton.api.v0.respool.ResourceManager/DeleteResourcePool' in e.details()
+    assert query(b"", metadata=[("authorization", f"Bearer {TOKENS['team']}")], timeout=10) is not None
+    ch.close()
 
 
 def test_clean_shutdown():
