@@ -92,9 +92,12 @@ struct native_authz *native_authz_new(const char *token_file, bool allow_anonymo
         return NULL;
     }
     z->anonymous = allow_anonymous;
-    if (store_parse_addr(redis_addr, z->host, sizeof z->host, &z->port) ||
-        (token_file && auth_tokens_load(token_file, &z->tokens, err, errlen))) {
-        if (!token_file || z->tokens) snprintf(err, errlen, "bad redis address %s", redis_addr);
+    if (store_parse_addr(redis_addr, z->host, sizeof z->host, &z->port)) {
+        snprintf(err, errlen, "bad redis address %s", redis_addr);
+        native_authz_free(z);
+        return NULL;
+    }
+    if (token_file && auth_tokens_load(token_file, &z->tokens, err, errlen)) {
         native_authz_free(z);
         return NULL;
     }
