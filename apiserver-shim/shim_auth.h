@@ -91,6 +91,11 @@ bool rbac_allows(const struct rbac *r, const struct auth_user *u, const struct a
  * SelfSubjectAccessReview); NULL when the store cannot be read. */
 struct store;
 struct rbac *rbac_load_store(struct store *st);
+/* Checks a Role, ClusterRole, RoleBinding or ClusterRoleBinding (kind) as
+ * kube-apiserver does, appending each violation to res (other kinds: none).
+ * 0 or -ENOMEM. */
+struct schema_result;
+int rbac_validate(const char *kind, const json_t *obj, struct schema_result *res);
 /* Whether one rule (a PolicyRule object) allows a: for tests. */
 bool rbac_rule_allows(const json_t *rule, const struct authz_attrs *a);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "shim_auth.h"
+#include "schema.h"
 #include "store.h"
 
 /* A PolicyRule, its lists pointing into the role's JSON (kept alive by the index). */
@@ -463,4 +464,77 @@ struct rbac *rbac_load_store(struct store *st) {
         return NULL;
     }
     return r;
+}
+
+/* ---- validation of the RBAC kinds (kube-apiserver's rules) ---- */
+
+static bool nonempty_strings(const json_t *a) {
+    if (!json_is_array(a) || !json_array_size(a)) return false;
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (!json_is_string(json_array_get(a, i))) return false;
+    return true;
+}
+
+int rbac_validate(const char *kind, const json_t *obj, struct schema_result *res) {
+    char f[96];
+    int rc = 0;
+#define ADD(reason, field, ...) rc |= schema_result_add(res, reason, field, __VA_ARGS__)
+    bool role = !strcmp(kind, "Role"), crole = !strcmp(kind, "ClusterRole");
+    if (role || crole) {
+        const json_t *rules = json_object_get(obj, "rules");
+        if (rules && !json_is_array(rules)) ADD("FieldValueInvalid", "rules", "must be a list");
+        for (size_t i = 0; i < json_array_size(rules) && i < 1000; i++) {
+            const json_t *r = json_array_get(rules, i);
+            const json_t *res_ = json_object_get(r, "resources"), *urls = json_object_get(r, "nonResourceURLs");
+            bool has_res = json_array_size(res_) > 0, has_urls = json_array_size(urls) > 0;
+            if (!nonempty_strings(json_object_get(r, "verbs"))) {
+                snprintf(f, sizeof f, "rules[%zu].verbs", i);
+                ADD("FieldValueRequired", f, "verbs must contain at least one value");
+            }
+            if (has_urls && (role || has_res)) {
+                snprintf(f, sizeof f, "rules[%zu].nonResourceURLs", i);
+                ADD("FieldValueInvalid", f, role ? "namespaced rules cannot apply to non-resource URLs"
+                                                 : "rules cannot apply to both regular resources and non-resource URLs");
+            } else if (!has_urls && !has_res) {
+                snprintf(f, sizeof f, "rules[%zu].resources", i);
+                ADD("FieldValueRequired", f, "resource rules must supply at least one resource");
+            } else if (has_res && !json_array_size(json_object_get(r, "apiGroups"))) {
+                snprintf(f, sizeof f, "rules[%zu].apiGroups", i);
+                ADD("FieldValueRequired", f, "resource rules must supply at least one api group");
+            }
+        }
+        return rc ? -ENOMEM : 0;
+    }
+    bool rb = !strcmp(kind, "RoleBinding"), crb = !strcmp(kind, "ClusterRoleBinding");
+    if (!rb && !crb) return 0;
+    const json_t *ref = json_object_get(obj, "roleRef");
+    const char *rk = json_string_value(json_object_get(ref, "kind"));
+    const char *rn = json_string_value(json_object_get(ref, "name"));
+    const char *rg = json_string_value(json_object_get(ref, "apiGroup"));
+    if (!rk || (strcmp(rk, "ClusterRole") && (crb || strcmp(rk, "Role"))))
+        ADD("FieldValueNotSupported", "roleRef.kind", "supported values: %s", crb ? "\"ClusterRole\"" : "\"Role\", \"ClusterRole\"");
+    if (!rn || !rn[0]) ADD("FieldValueRequired", "roleRef.name", "Required value");
+    if (!rg || strcmp(rg, "rbac.authorization.k8s.io"))
+        ADD("FieldValueNotSupported", "roleRef.apiGroup", "supported values: \"rbac.authorization.k8s.io\"");
+    const json_t *subs = json_object_get(obj, "subjects");
+    for (size_t i = 0; i < json_array_size(subs) && i < 1000; i++) {
+        const json_t *s = json_array_get(subs, i);
+        const char *k = json_string_value(json_object_get(s, "kind"));
+        const char *n = json_string_value(json_object_get(s, "name"));
+        const char *ns = json_string_value(json_object_get(s, "namespace"));
+        if (!k || (strcmp(k, "User") && strcmp(k, "Group") && strcmp(k, "ServiceAccount"))) {
+            snprintf(f, sizeof f, "subjects[%zu].kind", i);
+            ADD("FieldValueNotSupported", f, "supported values: \"ServiceAccount\", \"User\", \"Group\"");
+        }
+        if (!n || !n[0]) {
+            snprintf(f, sizeof f, "subjects[%zu].name", i);
+            ADD("FieldValueRequired", f, "Required value");
+        }
+        if (crb && k && !strcmp(k, "ServiceAccount") && (!ns || !ns[0])) {
+            snprintf(f, sizeof f, "subjects[%zu].namespace", i);
+            ADD("FieldValueRequired", f, "Required value");
+        }
+    }
+#undef ADD
+    return rc ? -ENOMEM : 0;
 }

@@ -178,6 +178,18 @@ def test_rbac_changes_take_effect_at_once():
     assert api("team", "POST", "/api/v1/namespaces/team-a/configmaps", cm)[0] == 403
 
 
+def test_malformed_rbac_objects_are_invalid():
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "bad"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"]}]}
+    code, body = api("admin", "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/roles", role)
+    assert code == 422 and body["reason"] == "Invalid", body
+    assert body["message"] == 'Role "bad" is invalid: rules[0].verbs: verbs must contain at least one value', body
+    crb = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "bad"},
+           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "x"}, "subjects": []}
+    code, body = api("admin", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", crb)
+    assert code == 422 and body["details"]["causes"][0]["field"] == "roleRef.kind", body
+
+
 def test_kubectl_auth_can_i_with_both_versions():
     binaries = ["kubectl"] + ([K120] if K120 else [])
     assert K120, "kubectl 1.20 not available (scripts/kubectl-1.20.sh)"

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "schema.h"
 #include "shim_auth.h"
 #include "test.h"
 
@@ -234,4 +235,38 @@ TEST(ssar_protobuf_to_json) {
     msg[5] = 0x7f; /* a length past the end */
     j = ssar_from_protobuf(msg, sizeof msg);
     CHECK(j == NULL);
+}
+
+static int invalid(const char *kind, const char *json, char *why, size_t n) {
+    json_t *o = json_loads(json, 0, NULL);
+    struct schema_result res = {0};
+    CHECK(rbac_validate(kind, o, &res) == 0);
+    int count = (int)res.n;
+    schema_result_format(&res, why, n);
+    schema_result_free(&res);
+    json_decref(o);
+    return count;
+}
+
+TEST(rbac_validate_roles_and_bindings) {
+    char why[512];
+    CHECK_I64(invalid("Role", "{\"rules\":[{\"verbs\":[\"get\"],\"apiGroups\":[\"\"],\"resources\":[\"pods\"]}]}", why,
+                      sizeof why), 0);
+    CHECK_I64(invalid("Role", "{\"rules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"]}]}", why, sizeof why), 1);
+    CHECK_HAS(why, "rules[0].verbs: verbs must contain at least one value");
+    CHECK_I64(invalid("Role", "{\"rules\":[{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/metrics\"]}]}", why, sizeof why), 1);
+    CHECK_HAS(why, "namespaced rules cannot apply to non-resource URLs");
+    CHECK_I64(invalid("ClusterRole", "{\"rules\":[{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/metrics\"]}]}", why,
+                      sizeof why), 0);
+    CHECK_I64(invalid("ClusterRole", "{\"rules\":[{\"verbs\":[\"get\"],\"resources\":[\"pods\"]}]}", why, sizeof why), 1);
+    CHECK_HAS(why, "rules[0].apiGroups: resource rules must supply at least one api group");
+    const char *ok = "{\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"r\"},"
+                     "\"subjects\":[{\"kind\":\"Group\",\"name\":\"g\"}]}";
+    CHECK_I64(invalid("RoleBinding", ok, why, sizeof why), 0);
+    CHECK_I64(invalid("ClusterRoleBinding", ok, why, sizeof why), 1); /* a Role from a ClusterRoleBinding */
+    CHECK_HAS(why, "roleRef.kind");
+    CHECK_I64(invalid("RoleBinding", "{\"roleRef\":{\"kind\":\"Role\"},\"subjects\":[{\"kind\":\"Robot\"}]}", why,
+                      sizeof why), 4);
+    CHECK_HAS(why, "subjects[0].kind");
+    CHECK_I64(invalid("ConfigMap", "{}", why, sizeof why), 0);
 }
