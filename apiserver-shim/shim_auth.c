@@ -142,25 +142,63 @@ void shim_sec_rbac_changed(struct shim *s) {
 
 /* ---- answers ---- */
 
+/* The length of the valid UTF-8 sequence at p (1-4), or 0. */
+static size_t utf8_len(const unsigned char *p) {
+    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    return n;
+}
+
+/* s as Go's %q shows it (kube-apiserver's messages use it): in quotes, with
+ * quotes, backslashes and control bytes escaped and a byte that is not UTF-8
+ * as \xNN; cut to fit buf. */
+static const char *goq(const char *s, char *buf, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    buf[o++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p && o + 8 < n;) {
+        size_t l = *p >= 0x80 ? utf8_len(p) : 1;
+        if (*p >= 0x80 && l) {
+            memcpy(buf + o, p, l);
+            o += l, p += l;
+        } else if (*p == '"' || *p == '\\') {
+            buf[o++] = '\\', buf[o++] = (char)*p++;
+        } else if (*p < 0x20 || *p >= 0x7f) {
+            buf[o++] = '\\', buf[o++] = 'x', buf[o++] = hex[*p >> 4], buf[o++] = hex[*p & 15];
+            p++;
+        } else {
+            buf[o++] = (char)*p++;
+        }
+    }
+    buf[o++] = '"';
+    buf[o] = 0;
+    return buf;
+}
+
 /* kube-apiserver's 403: "pods \"x\" is forbidden: User \"u\" cannot get
  * resource \"pods\" in API group \"\" in the namespace \"ns\"". */
 static void forbid(struct http_response *resp, const struct auth_user *u, const struct authz_attrs *a) {
+    char qu[300], qp[1100], qn[300], qr[600], qg[300], qns[300];
     if (!a->resource) {
-        shim_status(resp, 403, "Forbidden", NULL, "forbidden: User \"%s\" cannot %s path \"%s\"", u->name, a->verb,
-                    a->path);
+        shim_status(resp, 403, "Forbidden", NULL, "forbidden: User %s cannot %s path %s", goq(u->name, qu, sizeof qu),
+                    a->verb, goq(a->path, qp, sizeof qp));
         return;
     }
     char gr[600], res[600], where[400];
     snprintf(gr, sizeof gr, "%s%s%s", a->plural, a->group[0] ? "." : "", a->group);
     snprintf(res, sizeof res, "%s%s%s", a->plural, a->sub[0] ? "/" : "", a->sub);
-    if (a->ns[0]) snprintf(where, sizeof where, "in the namespace \"%s\"", a->ns);
+    if (a->ns[0]) snprintf(where, sizeof where, "in the namespace %s", goq(a->ns, qns, sizeof qns));
     else snprintf(where, sizeof where, "at the cluster scope");
-    json_t *d = json_pack("{s:s, s:s}", "group", a->group, "kind", a->plural);
-    if (d && a->name[0]) json_object_set_new(d, "name", shim_string(a->name));
-    char name[300] = "";
-    if (a->name[0]) snprintf(name, sizeof name, " \"%.256s\"", a->name);
-    shim_status(resp, 403, "Forbidden", d, "%s%s is forbidden: User \"%s\" cannot %s resource \"%s\" in API group \"%s\" %s",
-                gr, name, u->name, a->verb, res, a->group, where);
+    json_t *d = json_object();
+    json_object_set_new(d, "group", shim_string(a->group));
+    json_object_set_new(d, "kind", shim_string(a->plural));
+    if (a->name[0]) json_object_set_new(d, "name", shim_string(a->name));
+    char name[310] = "";
+    if (a->name[0]) snprintf(name, sizeof name, " %s", goq(a->name, qn, sizeof qn));
+    shim_status(resp, 403, "Forbidden", d, "%s%s is forbidden: User %s cannot %s resource %s in API group %s %s", gr,
+                name, goq(u->name, qu, sizeof qu), a->verb, goq(res, qr, sizeof qr), goq(a->group, qg, sizeof qg),
+                where);
 }
 
 bool shim_sec_admit(struct shim *s, const struct http_request *req, struct http_response *resp) {

@@ -134,6 +134,8 @@ def test_team_user_creates_pods_in_its_namespace_only():
     code, body = api("team", "GET", "/api/v1/namespaces/team-a/secrets/x")
     assert code == 403 and body["message"] == ('secrets "x" is forbidden: User "bob" cannot get resource "secrets" '
                                                'in API group "" in the namespace "team-a"'), body
+    code, body = api("team", "GET", "/api/v1/namespaces/team-b/pods/a%22b%5C")  # quoted as Go's %q does
+    assert body["message"].startswith('pods "a\\"b\\\\" is forbidden: User "bob" cannot get'), body
     code, body = api("team", "GET", "/api/v1/nodes")
     assert code == 403 and body["message"].endswith('cannot list resource "nodes" in API group "" at the cluster '
                                                     'scope'), body
