@@ -330,8 +330,9 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
     struct shim *s = w->s;
     const struct shim_resource *r = w->r;
     const char *ns = r->namespaced ? w->ns : "";
-    if (s->astore && !r->custom && !is_crd(r) && strcmp(r->group, "rbac.authorization.k8s.io") && /* RBAC: the index is rebuilt once written */
-        (w->d = http_defer(req))) {
+    /* RBAC kinds synchronously: the authorizer's index is rebuilt after the request (shim_auth.c) */
+    bool rbac = !strcmp(r->group, "rbac.authorization.k8s.io");
+    if (s->astore && !r->custom && !is_crd(r) && !rbac && (w->d = http_defer(req))) {
         char err[512];
         w->obs = s->obs; /* on_written observes the latency */
         s->obs_deferred = true;
