@@ -96,6 +96,11 @@ struct rbac *rbac_load_store(struct store *st);
  * 0 or -ENOMEM. */
 struct schema_result;
 int rbac_validate(const char *kind, const json_t *obj, struct schema_result *res);
+/* An update of a RoleBinding or ClusterRoleBinding (r) from cur to next that
+ * changes its roleRef: true after a 422 in resp, as kube-apiserver refuses it. */
+struct shim_resource;
+bool shim_rbac_refuse_update(const struct shim_resource *r, const json_t *next, const json_t *cur, const char *name,
+                             struct http_response *resp);
 /* Whether one rule (a PolicyRule object) allows a: for tests. */
 bool rbac_rule_allows(const json_t *rule, const struct authz_attrs *a);
 

@@ -8,6 +8,7 @@
 
 #include "shim_auth.h"
 #include "schema.h"
+#include "shim.h"
 #include "store.h"
 
 /* A PolicyRule, its lists pointing into the role's JSON (kept alive by the index). */
@@ -537,4 +538,19 @@ int rbac_validate(const char *kind, const json_t *obj, struct schema_result *res
     }
 #undef ADD
     return rc ? -ENOMEM : 0;
+}
+
+bool shim_rbac_refuse_update(const struct shim_resource *r, const json_t *next, const json_t *cur, const char *name,
+                             struct http_response *resp) {
+    if (!cur || strcmp(r->group, "rbac.authorization.k8s.io") || !strstr(r->kind, "Binding")) return false;
+    const json_t *was = json_object_get(cur, "roleRef"), *now = json_object_get(next, "roleRef");
+    if (!was || json_equal((json_t *)was, (json_t *)now)) return false;
+    char *v = json_dumps(now ? now : json_null(), JSON_COMPACT | JSON_SORT_KEYS);
+    json_t *d = json_pack("{s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "name", name, "group", r->group, "kind", r->kind,
+                          "causes", "reason", "FieldValueInvalid", "message", "cannot change roleRef", "field",
+                          "roleRef");
+    shim_status(resp, 422, "Invalid", d, "%s.%s \"%s\" is invalid: roleRef: Invalid value: %.300s: cannot change roleRef",
+                r->kind, r->group, name, v ? v : "");
+    free(v);
+    return true;
 }

@@ -64,8 +64,13 @@ static int refuse(struct write_req *w, int code, const char *reason, json_t *det
 /* CRD and custom-resource admission on the object about to be written; a
  * refusal is a complete answer. */
 static int admit(struct write_req *w, json_t *next, const json_t *cur) {
-    if (!w->r->custom && !is_crd(w->r)) return 0;
     struct http_response tmp = {.status = 200};
+    if (shim_rbac_refuse_update(w->r, next, cur, w->name, &tmp)) { /* a binding's roleRef is fixed (shim_rbac.c) */
+        free(w->made.body);
+        w->made = tmp;
+        return -ECANCELED;
+    }
+    if (!w->r->custom && !is_crd(w->r)) return 0;
     if (!shim_crd_admit(w->s, w->r, next, cur, &tmp)) return 0;
     free(w->made.body);
     w->made = tmp;

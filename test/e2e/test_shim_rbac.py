@@ -80,9 +80,9 @@ def kubectl(who, *args, stdin=None, binary="kubectl"):
     return p.returncode, p.stdout, p.stderr
 
 
-def api(who, method, path, body=None, port=None):
+def api(who, method, path, body=None, port=None, ctype="application/json"):
     """A request on the plain port with who's token (None: none): (code, JSON)."""
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": ctype}
     if who:
         headers["Authorization"] = f"Bearer {TOKENS[who]}"
     req = urllib.request.Request(f"http://127.0.0.1:{port or PORT}{path}", method=method, headers=headers,
@@ -190,6 +190,17 @@ def test_malformed_rbac_objects_are_invalid():
            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "x"}, "subjects": []}
     code, body = api("admin", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", crb)
     assert code == 422 and body["details"]["causes"][0]["field"] == "roleRef.kind", body
+    # a binding's roleRef cannot change (PUT and PATCH alike)
+    path = "/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/rolebindings/team-a-workloads"
+    code, rb = api("admin", "GET", path)
+    rb["roleRef"]["name"] = "other"
+    code, body = api("admin", "PUT", path, rb)
+    assert code == 422 and body["message"].endswith("cannot change roleRef"), body
+    code, body = api("admin", "PATCH", path, {"roleRef": {"name": "other"}}, ctype="application/merge-patch+json")
+    assert code == 422 and body["details"]["causes"][0]["field"] == "roleRef", body
+    rb["roleRef"]["name"] = "workload-manager"
+    rb["metadata"]["labels"] = {"x": "y"}
+    assert api("admin", "PUT", path, rb)[0] == 200
 
 
 def test_kubectl_auth_can_i_with_both_versions():
