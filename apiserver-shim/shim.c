@@ -805,6 +805,10 @@ static void handle(struct shim *s, const struct http_request *req, struct http_r
         shim_sec_ssar(s, req, resp);
         return;
     }
+    if (!strcmp(p, "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews")) {
+        shim_sec_ssrr(s, req, resp);
+        return;
+    }
     if (!strcmp(p, "/metrics") && (req->method == HTTP_GET || req->method == HTTP_HEAD)) {
         shim_metrics_serve(s->metrics, resp);
         if (!s->metrics) shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");

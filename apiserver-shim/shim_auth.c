@@ -376,3 +376,55 @@ void shim_sec_ssar(struct shim *s, const struct http_request *req, struct http_r
                                           : json_pack("{s:b}", "allowed", 0));
     shim_json(resp, 201, out);
 }
+
+void shim_sec_ssrr(struct shim *s, const struct http_request *req, struct http_response *resp) {
+    if (req->method != HTTP_POST) {
+        shim_status(resp, 405, "MethodNotAllowed", NULL, "the server does not allow this method on the requested resource");
+        return;
+    }
+    json_t *in = NULL;
+    const char *ns = NULL;
+    const unsigned char *b = (const unsigned char *)req->body;
+    char nsbuf[256] = "";
+    if (!strncmp(req->content_type, "application/vnd.kubernetes.protobuf", 35)) {
+        /* k8s\0, Unknown{raw(2): SSRR{spec(2): {namespace(1)}}} */
+        const unsigned char *p = b + (req->body_len >= 4 ? 4 : req->body_len), *end = b + req->body_len;
+        struct pbf f, g, h;
+        while (req->body_len >= 4 && !memcmp(b, "k8s", 4) && pb_next(&p, end, &f)) {
+            if (f.num != 2 || f.wt != 2) continue;
+            for (const unsigned char *q = f.b; pb_next(&q, f.b + f.n, &g);) {
+                if (g.num != 2 || g.wt != 2) continue;
+                for (const unsigned char *x = g.b; pb_next(&x, g.b + g.n, &h);)
+                    if (h.num == 1 && h.wt == 2 && h.n < sizeof nsbuf) {
+                        memcpy(nsbuf, h.b, h.n);
+                        nsbuf[h.n] = 0;
+                        ns = nsbuf;
+                    }
+            }
+        }
+        in = json_pack("{s:{s:s}}", "spec", "namespace", ns ? ns : "");
+    } else {
+        json_error_t je;
+        in = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+        ns = json_string_value(json_object_get(json_object_get(in, "spec"), "namespace"));
+    }
+    if (!json_is_object(in)) {
+        json_decref(in);
+        shim_status(resp, 400, "BadRequest", NULL, "SelfSubjectRulesReview: a JSON or protobuf object is required");
+        return;
+    }
+    static const struct auth_user open_user = {.name = "system:anonymous", .uid = "", .groups = {"system:masters"},
+                                               .ngroups = 1};
+    const struct auth_user *u = s->sec && s->sec->who ? s->sec->who : &open_user;
+    if (s->sec && !is_master(u)) {
+        struct authz_attrs probe = {.resource = true, .verb = "get", .group = "", .version = "", .plural = "",
+                                    .sub = "", .ns = "", .name = "", .path = ""};
+        allowed(s, u, &probe); /* the index, fresh */
+    }
+    json_t *st = rbac_rules_review(s->sec ? s->sec->rbac : NULL, u, ns ? ns : "");
+    json_object_set_new(in, "kind", json_string("SelfSubjectRulesReview"));
+    json_object_set_new(in, "apiVersion", json_string("authorization.k8s.io/v1"));
+    if (!json_is_object(json_object_get(in, "metadata"))) json_object_set_new(in, "metadata", json_object());
+    json_object_set_new(in, "status", st);
+    shim_json(resp, 201, in);
+}

@@ -101,6 +101,9 @@ int rbac_validate(const char *kind, const json_t *obj, struct schema_result *res
 struct shim_resource;
 bool shim_rbac_refuse_update(const struct shim_resource *r, const json_t *next, const json_t *cur, const char *name,
                              struct http_response *resp);
+/* A SelfSubjectRulesReview's status for u in ns: {resourceRules,
+ * nonResourceRules, incomplete} (new; NULL when out of memory). r may be NULL. */
+json_t *rbac_rules_review(const struct rbac *r, const struct auth_user *u, const char *ns);
 /* Whether one rule (a PolicyRule object) allows a: for tests. */
 bool rbac_rule_allows(const json_t *rule, const struct authz_attrs *a);
 
@@ -144,6 +147,8 @@ struct audit_rec *shim_sec_take(struct shim *s);
 void shim_sec_end(struct shim *s, struct audit_rec *r, int code);
 /* POST selfsubjectaccessreviews: the answer for the request's user. */
 void shim_sec_ssar(struct shim *s, const struct http_request *req, struct http_response *resp);
+/* POST selfsubjectrulesreviews (kubectl auth can-i --list): the user's rules in spec.namespace. */
+void shim_sec_ssrr(struct shim *s, const struct http_request *req, struct http_response *resp);
 /* A protobuf SelfSubjectAccessReview (kubectl's encoding) as its JSON
  * shape: {"spec": {"resourceAttributes": {...}} or nonResourceAttributes};
  * NULL for bytes that are not one. For tests and the fuzz target. */

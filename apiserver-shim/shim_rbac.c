@@ -554,3 +554,48 @@ bool shim_rbac_refuse_update(const struct shim_resource *r, const json_t *next, 
     free(v);
     return true;
 }
+
+/* Appends the rules of subject key's grants that apply in ns. */
+static void rules_of(const struct rbac *r, const char *prefix, const char *name, const char *ns, json_t *res,
+                     json_t *nonres) {
+    char key[1200];
+    if (strlen(name) > 1024) return;
+    snprintf(key, sizeof key, "%s%s", prefix, name);
+    const struct subj *s = subj_find(r, key, fnv(key));
+    for (int i = 0; s && i < s->n; i++) {
+        const struct grant *g = &s->g[i];
+        if (g->ns[0] && strcmp(g->ns, ns)) continue;
+        const json_t *rules = json_object_get(g->role->obj, "rules");
+        for (size_t k = 0; k < json_array_size(rules); k++) {
+            const json_t *rule = json_array_get(rules, k);
+            if (json_array_size(json_object_get(rule, "nonResourceURLs"))) {
+                if (!g->ns[0])
+                    json_array_append_new(nonres, json_pack("{s:O, s:O}", "verbs", json_object_get(rule, "verbs"),
+                                                            "nonResourceURLs",
+                                                            json_object_get(rule, "nonResourceURLs")));
+            } else {
+                json_t *o = json_object();
+                static const char *const keys[] = {"verbs", "apiGroups", "resources", "resourceNames"};
+                for (int j = 0; j < 4; j++)
+                    if (json_object_get(rule, keys[j])) json_object_set(o, keys[j], json_object_get(rule, keys[j]));
+                json_array_append_new(res, o);
+            }
+        }
+    }
+}
+
+json_t *rbac_rules_review(const struct rbac *r, const struct auth_user *u, const char *ns) {
+    json_t *res = json_array(), *nonres = json_array();
+    bool master = false;
+    for (int i = 0; i < u->ngroups; i++) master |= !strcmp(u->groups[i], "system:masters");
+    if (master) {
+        json_array_append_new(res, json_pack("{s:[s], s:[s], s:[s]}", "verbs", "*", "apiGroups", "*", "resources",
+                                             "*"));
+        json_array_append_new(nonres, json_pack("{s:[s], s:[s]}", "verbs", "*", "nonResourceURLs", "*"));
+    }
+    if (r) {
+        rules_of(r, "u:", u->name, ns, res, nonres);
+        for (int i = 0; i < u->ngroups; i++) rules_of(r, "g:", u->groups[i], ns, res, nonres);
+    }
+    return json_pack("{s:o, s:o, s:b}", "resourceRules", res, "nonResourceRules", nonres, "incomplete", 0);
+}

@@ -218,6 +218,17 @@ def test_kubectl_auth_can_i_with_both_versions():
             assert out.strip() == want and rc == (0 if want == "yes" else 1), (b, who, args, out, err)
 
 
+def test_kubectl_auth_can_i_list():
+    for b in ["kubectl"] + ([K120] if K120 else []):
+        rc, out, err = kubectl("team", "auth", "can-i", "--list", "-n", "team-a", binary=b)
+        assert rc == 0, (b, err)
+        rows = {tuple(line.split()[:1]) for line in out.splitlines()[1:]}
+        assert ("pods",) in rows and ("jobs.peloton.io",) in rows and ("resourcepools.peloton.io",) in rows, (b, out)
+        assert "/api/*" in out and "secrets" not in out, (b, out)
+        rc, out, err = kubectl("team", "auth", "can-i", "--list", "-n", "team-b", binary=b)
+        assert rc == 0 and "pods " not in out and "resourcepools.peloton.io" in out, (b, out)
+
+
 def test_client_certificate_user_on_the_tls_port():
     rc, out, err = kubectl("cert", "create", "-n", "team-a", "-f", "-",
                            stdin="apiVersion: v1\nkind: Pod\nmetadata: {name: by-cert}\n"
