@@ -377,6 +377,22 @@ void shim_sec_ssar(struct shim *s, const struct http_request *req, struct http_r
     shim_json(resp, 201, out);
 }
 
+json_t *ssrr_from_protobuf(const unsigned char *b, size_t n) {
+    if (n < 4 || memcmp(b, "k8s", 4)) return NULL;
+    static const char *const spec_names[] = {"namespace"};
+    json_t *spec = NULL;
+    struct pbf f, g;
+    for (const unsigned char *p = b + 4, *end = b + n; pb_next(&p, end, &f);) { /* Unknown{raw(2)} */
+        if (f.num != 2 || f.wt != 2) continue;
+        for (const unsigned char *q = f.b; pb_next(&q, f.b + f.n, &g);) /* SSRR{spec(2)} */
+            if (g.num == 2 && g.wt == 2) {
+                json_decref(spec);
+                spec = pb_strings(g.b, g.n, spec_names, 1);
+            }
+    }
+    return json_pack("{s:o}", "spec", spec ? spec : json_object());
+}
+
 void shim_sec_ssrr(struct shim *s, const struct http_request *req, struct http_response *resp) {
     if (req->method != HTTP_POST) {
         shim_status(resp, 405, "MethodNotAllowed", NULL, "the server does not allow this method on the requested resource");
@@ -384,25 +400,9 @@ void shim_sec_ssrr(struct shim *s, const struct http_request *req, struct http_r
     }
     json_t *in = NULL;
     const char *ns = NULL;
-    const unsigned char *b = (const unsigned char *)req->body;
-    char nsbuf[256] = "";
     if (!strncmp(req->content_type, "application/vnd.kubernetes.protobuf", 35)) {
-        /* k8s\0, Unknown{raw(2): SSRR{spec(2): {namespace(1)}}} */
-        const unsigned char *p = b + (req->body_len >= 4 ? 4 : req->body_len), *end = b + req->body_len;
-        struct pbf f, g, h;
-        while (req->body_len >= 4 && !memcmp(b, "k8s", 4) && pb_next(&p, end, &f)) {
-            if (f.num != 2 || f.wt != 2) continue;
-            for (const unsigned char *q = f.b; pb_next(&q, f.b + f.n, &g);) {
-                if (g.num != 2 || g.wt != 2) continue;
-                for (const unsigned char *x = g.b; pb_next(&x, g.b + g.n, &h);)
-                    if (h.num == 1 && h.wt == 2 && h.n < sizeof nsbuf) {
-                        memcpy(nsbuf, h.b, h.n);
-                        nsbuf[h.n] = 0;
-                        ns = nsbuf;
-                    }
-            }
-        }
-        in = json_pack("{s:{s:s}}", "spec", "namespace", ns ? ns : "");
+        in = ssrr_from_protobuf((const unsigned char *)req->body, req->body_len);
+        ns = json_string_value(json_object_get(json_object_get(in, "spec"), "namespace"));
     } else {
         json_error_t je;
         in = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);

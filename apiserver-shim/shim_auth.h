@@ -153,6 +153,8 @@ void shim_sec_ssrr(struct shim *s, const struct http_request *req, struct http_r
  * shape: {"spec": {"resourceAttributes": {...}} or nonResourceAttributes};
  * NULL for bytes that are not one. For tests and the fuzz target. */
 json_t *ssar_from_protobuf(const unsigned char *b, size_t n);
+/* The same for a SelfSubjectRulesReview: {"spec": {"namespace": …}}. */
+json_t *ssrr_from_protobuf(const unsigned char *b, size_t n);
 /* A write to an RBAC kind happened: the index is rebuilt before its next use. */
 void shim_sec_rbac_changed(struct shim *s);
 

@@ -1,5 +1,6 @@
 /* Fuzz target: the static token file parser (shim_auth.h) and, with the same
- * bytes, the protobuf SelfSubjectAccessReview reader. A parsed file must
+ * bytes, the protobuf SelfSubjectAccessReview and SelfSubjectRulesReview
+ * readers. A parsed file must
  * find each of its tokens again. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,5 +22,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort();
     }
     json_decref(ssar_from_protobuf(data, size));
+    json_decref(ssrr_from_protobuf(data, size));
     return 0;
 }

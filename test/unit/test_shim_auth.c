@@ -270,3 +270,15 @@ TEST(rbac_validate_roles_and_bindings) {
     CHECK_HAS(why, "subjects[0].kind");
     CHECK_I64(invalid("ConfigMap", "{}", why, sizeof why), 0);
 }
+
+TEST(ssrr_protobuf_to_json) {
+    /* k8s\0, Unknown{raw(2): SSRR{spec(2): {namespace(1): "abc"}}} */
+    static const unsigned char msg[] = {'k', '8', 's', 0, 0x12, 7, 0x12, 5, 0x0a, 3, 'a', 'b', 'c'};
+    json_t *j = ssrr_from_protobuf(msg, sizeof msg);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(j, "spec"), "namespace")), "abc");
+    json_decref(j);
+    j = ssrr_from_protobuf(msg, 9); /* cut inside: no spec read, an empty one */
+    CHECK(j && json_object_size(json_object_get(j, "spec")) == 0);
+    json_decref(j);
+    CHECK(ssrr_from_protobuf((const unsigned char *)"{}", 2) == NULL);
+}
