@@ -14,6 +14,7 @@
 #include "jparse.h"
 #include "shim_proto.h"
 #include "ui.h"
+#include "shim_auth.h"
 
 #define MAX_SEGMENTS 8
 
@@ -31,6 +32,7 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
     s->hub = watch_hub_new(s, cfg);
     s->reaper = shim_ns_reaper_new(s, cfg ? cfg->loop : NULL);
     s->metrics = shim_metrics_new(cfg ? cfg->metrics : NULL);
+    s->sec = cfg ? cfg->sec : NULL;
     return s;
 }
 
@@ -47,6 +49,7 @@ void shim_free(struct shim *s) {
     shim_openapi_free(s);
     shim_crd_free(s);
     shim_metrics_free(s->metrics);
+    shim_sec_free(s->sec);
     free(s->token);
     free(s);
 }
@@ -790,17 +793,19 @@ static void handle(struct shim *s, const struct http_request *req, struct http_r
  * its own reply, a watch is not a latency). */
 void shim_handle(void *ud, const struct http_request *req, struct http_response *resp) {
     struct shim *s = ud;
+    s->obs_deferred = false;
     if (!s->metrics) {
         handle(s, req, resp);
         shim_pb_reply(req, resp);
+        shim_sec_done(s, resp->status); /* its audit line, unless a deferred write took it */
         return;
     }
     s->obs.t0 = metrics_now_ns();
     s->obs.verb = req->method_name;
     s->obs.resource[0] = 0;
-    s->obs_deferred = false;
     handle(s, req, resp);
     shim_pb_reply(req, resp);
+    shim_sec_done(s, resp->status);
     if (!s->obs_deferred && strcmp(s->obs.verb, "WATCH")) shim_metrics_request(s->metrics, &s->obs, resp->status);
     s->obs.t0 = 0;
 }
@@ -821,8 +826,16 @@ static void handle(struct shim *s, const struct http_request *req, struct http_r
         ui_serve(req, resp);
         return;
     }
-    if (!authorized(s, req)) {
-        shim_status(resp, 401, "Unauthorized", NULL, "Unauthorized");
+    if (s->sec ? !shim_sec_admit(s, req, resp) : !authorized(s, req)) {
+        if (!s->sec) shim_status(resp, 401, "Unauthorized", NULL, "Unauthorized");
+        return; /* 401 or 403 (shim_auth.c) */
+    }
+    if (!strcmp(p, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")) {
+        shim_sec_ssar(s, req, resp);
+        return;
+    }
+    if (!strcmp(p, "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews")) {
+        shim_sec_ssrr(s, req, resp);
         return;
     }
     if (!strcmp(p, "/metrics") && (req->method == HTTP_GET || req->method == HTTP_HEAD)) {

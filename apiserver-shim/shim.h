@@ -34,6 +34,7 @@ struct shim_config {
                              * least) and gives a continue token; default API_LIST_PAGE_BYTES */
     struct store_async *astore; /* the asynchronous write connection; NULL: every write is synchronous */
     struct metrics *metrics;    /* the process's registry: GET /metrics and the API server's families; NULL: none */
+    struct shim_sec *sec;       /* authentication, RBAC and audit (shim_auth.h), taken; NULL: token above or open */
 };
 
 struct watch_hub;
@@ -57,6 +58,7 @@ struct shim {
     struct shim_metrics *metrics; /* NULL: no metrics (shim_metrics.h) */
     struct shim_obs obs;          /* the request being served, for its latency */
     bool obs_deferred;            /* its reply was deferred: the write observes it */
+    struct shim_sec *sec;         /* NULL: the single token above, or open (shim_auth.h) */
 };
 
 /* The registry: the built-ins, then custom resources. shim_res_at returns

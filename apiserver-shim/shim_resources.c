@@ -34,6 +34,15 @@ const struct shim_resource shim_resources[] = {
             "controllerrevisions.apps", NULL),
     BUILTIN("batch", "v1", "jobs", "job", "Job", true, NULL, NULL, "jobs.batch", "all"),
     BUILTIN("batch", "v1", "cronjobs", "cronjob", "CronJob", true, "cj", NULL, "cronjobs.batch", "all"),
+    /* RBAC (shim_auth.h): served like any other kind, enforced on every request */
+    BUILTIN("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, NULL, NULL,
+            "roles.rbac.authorization.k8s.io", NULL),
+    BUILTIN("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", true, NULL, NULL,
+            "rolebindings.rbac.authorization.k8s.io", NULL),
+    BUILTIN("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false, NULL, NULL,
+            "clusterroles.rbac.authorization.k8s.io", NULL),
+    BUILTIN("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding",
+            false, NULL, NULL, "clusterrolebindings.rbac.authorization.k8s.io", NULL),
 };
 const int shim_nresources = (int)(sizeof shim_resources / sizeof shim_resources[0]);
 

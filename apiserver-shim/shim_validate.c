@@ -5,8 +5,10 @@
  * kube-apiserver's 422 Invalid naming the fields. */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "shim.h"
+#include "shim_auth.h"
 #include "validate.h"
 
 int shim_validate(const struct shim_resource *r, json_t *obj, const char *name, char *msg, size_t msglen,
@@ -19,6 +21,8 @@ int shim_validate(const struct shim_resource *r, json_t *obj, const char *name, 
         schema_result_free(&res);
         return rc;
     }
+    if (!rc && !strcmp(r->group, "rbac.authorization.k8s.io")) /* shim_rbac.c */
+        rc = rbac_validate(r->kind, obj, &res) ? -ENOMEM : res.n ? -EINVAL : 0;
     if (rc == -EINVAL) {
         char why[1024];
         schema_result_format(&res, why, sizeof why);

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "shim.h"
+#include "shim_auth.h"
 #include "jparse.h"
 #include "patch.h"
 #include "shim_proto.h"
@@ -35,6 +36,7 @@ struct write_req {
     shim_patch_fn apply; /* patch, and status by PATCH */
     const char *node;    /* binding: the target node (in body) */
     struct http_deferred *d;
+    struct audit_rec *audit; /* a deferred reply: the request's audit record (shim_auth.h) */
     /* an error answer chosen by the modify function */
     int err_code;
     const char *err_reason;
@@ -65,8 +67,13 @@ static int refuse(struct write_req *w, int code, const char *reason, json_t *det
 /* CRD and custom-resource admission on the object about to be written; a
  * refusal is a complete answer. */
 static int admit(struct write_req *w, json_t *next, const json_t *cur) {
-    if (!w->r->custom && !is_crd(w->r)) return 0;
     struct http_response tmp = {.status = 200};
+    if (shim_rbac_refuse_update(w->r, next, cur, w->name, &tmp)) { /* a binding's roleRef is fixed (shim_rbac.c) */
+        free(w->made.body);
+        w->made = tmp;
+        return -ECANCELED;
+    }
+    if (!w->r->custom && !is_crd(w->r)) return 0;
     if (!shim_crd_admit(w->s, w->r, next, cur, &tmp)) return 0;
     free(w->made.body);
     w->made = tmp;
@@ -320,6 +327,7 @@ static void on_written(void *ud, const struct store_result *res) {
     answer(w, res->rc, res->err, res->obj, res->json, res->json_len, &resp);
     if (w->accept) shim_pb_reply(&(struct http_request){.accept = w->accept}, &resp);
     shim_metrics_request(w->s->metrics, &w->obs, resp.status);
+    shim_sec_end(w->s, w->audit, resp.status);
     http_deferred_reply(w->d, &resp);
     write_free(w);
 }
@@ -331,11 +339,14 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
     struct shim *s = w->s;
     const struct shim_resource *r = w->r;
     const char *ns = r->namespaced ? w->ns : "";
-    if (s->astore && !r->custom && !is_crd(r) && (w->d = http_defer(req))) {
+    /* RBAC kinds synchronously: the authorizer's index is rebuilt after the request (shim_auth.c) */
+    bool rbac = !strcmp(r->group, "rbac.authorization.k8s.io");
+    if (s->astore && !r->custom && !is_crd(r) && !rbac && (w->d = http_defer(req))) {
         char err[512];
         w->obs = s->obs; /* on_written observes the latency */
         if (strstr(req->accept, SHIM_PB_MEDIA)) w->accept = strdup(req->accept); /* NULL: a JSON reply */
         s->obs_deferred = true;
+        w->audit = shim_sec_take(s);
         int rc = w->kind == WK_CREATE
                      ? store_async_create(s->astore, r->store_key, ns, json_incref(create_obj), r->namespaced,
                                           on_written, w, err, sizeof err)
@@ -345,6 +356,7 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
         s->obs_deferred = false;
         http_undefer(w->d);
         answer(w, rc, err, NULL, NULL, 0, resp);
+        shim_sec_end(s, w->audit, resp->status);
         write_free(w);
         return;
     }

@@ -58,6 +58,10 @@ KINDS = [
     ("batch", "v1", "Job", "V1Job"),
     ("batch", "v1", "CronJob", "V1CronJob"),
     ("autoscaling", "v1", "Scale", "V1Scale"),
+    ("rbac.authorization.k8s.io", "v1", "Role", "V1Role"),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding", "V1RoleBinding"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole", "V1ClusterRole"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "V1ClusterRoleBinding"),
 ]
 
 PACKAGE = {
@@ -67,6 +71,7 @@ PACKAGE = {
     "apps": "io.k8s.api.apps.v1",
     "batch": "io.k8s.api.batch.v1",
     "autoscaling": "io.k8s.api.autoscaling.v1",
+    "rbac.authorization.k8s.io": "io.k8s.api.rbac.v1",
 }
 # The workload groups' own models (by name); everything else they reach (pod
 # templates, volume claims) is core's.
@@ -74,6 +79,7 @@ GROUP_MODELS = {
     "apps": re.compile(r"V1(Deployment|StatefulSet|DaemonSet|ReplicaSet|RollingUpdate|ControllerRevision)"),
     "batch": re.compile(r"V1(Job|CronJob|UncountedTerminatedPods|PodFailurePolicy|SuccessPolicy)"),
     "autoscaling": re.compile(r"V1Scale"),
+    "rbac.authorization.k8s.io": re.compile(r"V1(Role|RoleBinding|ClusterRole|ClusterRoleBinding|PolicyRule|Subject|RoleRef|AggregationRule)$"),
 }
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 META_MODELS = {"V1ObjectMeta", "V1OwnerReference", "V1ManagedFieldsEntry", "V1LabelSelector",

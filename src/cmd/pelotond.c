@@ -30,10 +30,16 @@
  *
  * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
  * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
- * made on first start in --tls-dir. With --token-file, every port asks for
- * the token (a local user is no less a stranger on the plain port; kubectl
- * sends tokens only over TLS, so it uses the TLS port); without one, every
- * port is open (local development). --unix-socket=PATH
+ * made on first start in --tls-dir. Every port asks who the client is
+ * (docs/security.md): a bearer token of --token-file (kube-apiserver's CSV
+ * of users and groups, or one token alone, user admin in system:masters), a
+ * client certificate verified against --client-ca-file on the TLS port, or,
+ * only with --insecure-allow-anonymous (local development), nobody; RBAC
+ * objects decide what they may do, and --audit-log-path records it
+ * (--audit-log-maxsize=MB or --audit-log-maxbytes, --audit-log-maxbackup).
+ * The controllers in this process use a random token of their own. A local
+ * user is no less a stranger on the plain port; kubectl sends tokens only
+ * over TLS, so it uses the TLS port. --unix-socket=PATH
  * serves the same plain HTTP/1.1 on a Unix-domain socket too (mode 0600),
  * and the controllers in this process reach the API server through it: the
  * same REST and watch protocol without the TCP/IP stack's cost per message.
@@ -55,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <uv.h>
 
@@ -69,6 +76,8 @@
 #include "metrics.h"
 #include "server.h"
 #include "shim.h"
+#include "shim_auth.h"
+#include "shim_native_auth.h"
 #include "store.h"
 #include "tlscert.h"
 #include "unixpath.h"
@@ -98,6 +107,10 @@ struct controllers {
     int extender_port;
     const char *extender_prefix;
     struct native_api *native;
+    struct native_authz *native_authz; /* with the API server in this process: RBAC on native calls */
+    bool roles_with_api;
+    const char *token_file;            /* the API server's token file, for native_authz */
+    bool allow_anonymous;
     int native_port;        /* -1: NATIVE_DEFAULT_PORT, and a busy port is a warning, not an error */
     uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
     uint32_t backoff_ms, backoff_max_ms; /* jobmgr's restart backoff; 0: its defaults */
@@ -158,6 +171,12 @@ static int start_native(struct controllers *c, char *err, size_t errlen) {
     /* the API's own token: the controllers' client carries it */
     struct native_config nc = {.bind_addr = "127.0.0.1", .port = c->native_port < 0 ? NATIVE_DEFAULT_PORT : c->native_port,
                                .token = c->kcfg.token};
+    if (c->roles_with_api) { /* the API's users and RBAC decide each call (docs/security.md) */
+        if (!(c->native_authz = native_authz_new(c->token_file, c->allow_anonymous, c->redis_addr, err, errlen)))
+            return -1;
+        nc.authorize = native_authz_check;
+        nc.authorize_ud = c->native_authz;
+    }
     if (!(c->native = native_api_start(&c->loop, c->kc, &nc, err, errlen))) {
         if (c->native_port >= 0) return -1;
         fprintf(stderr, "level=warn msg=\"native API not served\" error=\"%s\" hint=\"give --native-port\"\n", err);
@@ -232,6 +251,7 @@ static void ctl_main(void *arg) {
     uv_run(&c->loop, UV_RUN_DEFAULT);
     extender_srv_free(c->extender);
     native_api_free(c->native);
+    native_authz_free(c->native_authz);
     mdrv_free(c->mesos);
     ctl_db_close(c->db);            /* what the roles deferred reaches Redis */
     uv_run(&c->loop, UV_RUN_DEFAULT); /* its handle closes */
@@ -318,6 +338,16 @@ static char *read_token(const char *path) {
 }
 
 static int usage(void);
+
+/* 32 random bytes in hex (malloc'd), or NULL. */
+static char *internal_token(void) {
+    unsigned char b[32];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return NULL;
+    char *t = malloc(2 * sizeof b + 1);
+    for (size_t i = 0; t && i < sizeof b; i++) snprintf(t + 2 * i, 3, "%02x", b[i]);
+    explicit_bzero(b, sizeof b);
+    return t;
+}
 
 /* GET /metrics on the listener of a controller-only process: the registry's
  * text, behind the bearer token of --token-file when one is given (the
@@ -424,7 +454,8 @@ static int usage(void) {
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
                     "[--gang-wait-event-ms=N] [--mesos-master=URL] [--metrics-port=N] "
-                    "[--tls-cert=PEM --tls-key=PEM]\n");
+                    "[--tls-cert=PEM --tls-key=PEM] [--client-ca-file=PEM] [--insecure-allow-anonymous] "
+                    "[--audit-log-path=F] [--audit-log-maxsize=MB | --audit-log-maxbytes=N] [--audit-log-maxbackup=N]\n");
     return 2;
 }
 
@@ -439,6 +470,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
     const char *bind = "127.0.0.1", *roles = "all", *redis = "127.0.0.1:6379", *token_file = NULL,
                *port_file = NULL, *unix_path = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL,
                *tls_key = NULL;
+    const char *client_ca = NULL;
+    struct shim_sec_config sec_cfg = {0}; /* authentication, RBAC and audit (docs/security.md) */
     int tls_port = -1;
     int metrics_port = -1; /* controller-only: serve /metrics on this port (0: a free one) */
     int port = 6080;
@@ -463,6 +496,13 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--unix-socket"))) unix_path = v;
         else if ((v = opt(argv[i], "--redis"))) redis = v;
         else if ((v = opt(argv[i], "--token-file"))) token_file = v;
+        else if ((v = opt(argv[i], "--client-ca-file"))) client_ca = v;
+        else if (!strcmp(argv[i], "--insecure-allow-anonymous") || (v = opt(argv[i], "--insecure-allow-anonymous")))
+            sec_cfg.allow_anonymous = !v || !strcmp(v, "true");
+        else if ((v = opt(argv[i], "--audit-log-path"))) sec_cfg.audit.path = v;
+        else if ((v = opt(argv[i], "--audit-log-maxsize"))) sec_cfg.audit.max_bytes = (size_t)atoll(v) << 20;
+        else if ((v = opt(argv[i], "--audit-log-maxbytes"))) sec_cfg.audit.max_bytes = (size_t)atoll(v);
+        else if ((v = opt(argv[i], "--audit-log-maxbackup"))) sec_cfg.audit.max_backups = atoi(v);
         else if ((v = opt(argv[i], "--history-max"))) history_max = atol(v);
         else if ((v = opt(argv[i], "--list-page-bytes"))) list_page_bytes = atoll(v);
         else if ((v = opt(argv[i], "--watch-poll-ms"))) poll_ms = (unsigned)atoi(v);
@@ -540,9 +580,12 @@ static int run(int argc, char **argv, struct metrics *reg) {
     char host[256];
     int redis_port;
     if (store_parse_addr(redis, host, sizeof host, &redis_port)) return usage();
-    char *token = NULL;
-    if (token_file && !(token = read_token(token_file))) {
-        fprintf(stderr, "pelotond: cannot read a token from %s\n", token_file);
+    /* The controllers in this process reach the API server with a token of
+     * their own, made here and never written anywhere (system:masters); the
+     * token file's users are the API's clients (docs/security.md). */
+    char *token = internal_token();
+    if (!token) {
+        fprintf(stderr, "pelotond: cannot make the internal token\n");
         return 1;
     }
 
@@ -566,7 +609,21 @@ static int run(int argc, char **argv, struct metrics *reg) {
     store_set_metrics(st, metrics_series1(redis_replies, "apiserver"), metrics_series1(redis_errors, "apiserver"));
     store_async_set_metrics(ast, metrics_series1(redis_replies, "apiserver_async"),
                             metrics_series1(redis_errors, "apiserver_async"));
-    struct shim_config scfg = {.token = token, .token_on_plain = true, .loop = d.loop, .poll_ms = poll_ms,
+    char serr[512] = "";
+    sec_cfg.token_file = token_file;
+    sec_cfg.internal_token = token;
+    struct shim_sec *sec = shim_sec_new(&sec_cfg, d.loop, serr, sizeof serr);
+    if (!sec) {
+        fprintf(stderr, "pelotond: %s\n", serr);
+        store_async_close(ast);
+        store_close(st);
+        free(token);
+        return 1;
+    }
+    if (!token_file && !client_ca && !sec_cfg.allow_anonymous)
+        fprintf(stderr, "level=warn msg=\"no --token-file, --client-ca-file or --insecure-allow-anonymous: every "
+                        "request to the API is refused (401) but this process's own\"\n");
+    struct shim_config scfg = {.sec = sec, .loop = d.loop, .poll_ms = poll_ms,
                                .metrics = reg,
                                .bookmark_ms = bookmark_ms, .astore = ast, .list_page_bytes = (size_t)list_page_bytes};
     struct shim *shim = shim_new(st, &scfg);
@@ -609,7 +666,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
         snprintf(cert, sizeof cert, tls_cert ? "%s" : "%s/apiserver.crt", tls_cert ? tls_cert : tls_dir);
         snprintf(key, sizeof key, tls_key ? "%s" : "%s/apiserver.key", tls_key ? tls_key : tls_dir);
         struct http_server_config tcfg = {.bind_addr = bind, .port = tls_port, .handler = shim_handle, .ud = shim,
-                                          .tls_cert = cert, .tls_key = key, .idle_timeout_ms = (unsigned)idle_ms};
+                                          .tls_cert = cert, .tls_key = key, .tls_client_ca = client_ca,
+                                          .idle_timeout_ms = (unsigned)idle_ms};
         if ((!tls_cert && tls_cert_ensure(cert, key, err, sizeof err)) ||
             http_server_start(d.loop, &tcfg, &d.https, err, sizeof err)) {
             fprintf(stderr, "pelotond: %s\n", err);
@@ -632,12 +690,12 @@ static int run(int argc, char **argv, struct metrics *reg) {
     d.ast = ast;
     signals_start(&d);
     int actual = http_server_port(d.http);
+    const char *auth = sec_cfg.allow_anonymous ? "anonymous" : token_file ? "token" : "none";
     fprintf(stderr, "level=info msg=serving api=http://127.0.0.1:%d%s%s redis=%s auth=%s\n", actual,
-            unix_path ? " unix=" : "", unix_path ? unix_path : "", redis,
-            token ? "token" : "none");
+            unix_path ? " unix=" : "", unix_path ? unix_path : "", redis, auth);
     if (d.https)
-        fprintf(stderr, "level=info msg=serving api=https://%s:%d cert=%s auth=%s\n", bind,
-                http_server_port(d.https), cert, token ? "token" : "none");
+        fprintf(stderr, "level=info msg=serving api=https://%s:%d cert=%s auth=%s%s\n", bind,
+                http_server_port(d.https), cert, auth, client_ca ? ",client-cert" : "");
     if (port_file) { /* "PLAIN [TLS]" */
         FILE *f = fopen(port_file, "w");
         if (f) {
@@ -646,6 +704,9 @@ static int run(int argc, char **argv, struct metrics *reg) {
             fclose(f);
         }
     }
+    ctl.roles_with_api = true;
+    ctl.token_file = token_file;
+    ctl.allow_anonymous = sec_cfg.allow_anonymous;
     if (ctl.roles) {
         char url[160];
         if (unix_path) snprintf(url, sizeof url, "unix://%s", unix_path);

@@ -292,6 +292,7 @@ static int tls_input(struct h1_conn *c, const char *p, size_t n) {
             return e == SSL_ERROR_WANT_READ ? 0 : -1;
         }
         c->tls_up = true;
+        http_tls_peer(c->ssl, &c->peer_cn, &c->peer_orgs);
         c->since_ms = uv_now(c->srv->loop);
         const unsigned char *proto = NULL;
         unsigned plen = 0;
@@ -356,6 +357,8 @@ void h1_resume_reading(struct h1_conn *c) {
 void h1_conn_freed(uv_handle_t *h) {
     struct h1_conn *c = h->data;
     SSL_free(c->ssl);
+    free(c->peer_cn);
+    free(c->peer_orgs);
     free(c->in);
     free(c->hbuf);
     free(c->body);
@@ -426,4 +429,10 @@ int h1_conn_later(struct h1_conn *c, http_stream_close_fn fn, void *ud) {
     s->later = l;
     if (!s->stopping) uv_check_start(&s->flush, on_flush);
     return 0;
+}
+
+void h1_conn_identity(const struct h1_conn *c, const char **cn, const char **orgs, const char **peer) {
+    *cn = c->peer_cn;
+    *orgs = c->peer_orgs;
+    *peer = c->peer;
 }

@@ -120,6 +120,7 @@ struct h1_conn {
     char peer[INET6_ADDRSTRLEN];   /* the client's address; "" on the Unix-domain socket */
     SSL *ssl;                      /* the TLS port: this connection's session, over memory BIOs */
     bool tls_up;                   /* its handshake is done */
+    char *peer_cn, *peer_orgs;     /* its verified client certificate's subject (http_tls_peer), or NULL */
     struct h2_conn *h2;            /* S_H2: the HTTP/2 session */
 };
 

@@ -202,7 +202,7 @@ int h1_server_start(uv_loop_t *loop, const struct http_server_config *cfg, struc
     s->conns_open.max_per_client = s->cfg.max_conns_per_client;
     if (cfg->tls_cert && cfg->tls_key) {
         s->tlsbuf = malloc(H1_TLS_READ);
-        s->tls = s->tlsbuf ? http_tls_ctx_new(cfg->tls_cert, cfg->tls_key, err, errlen) : NULL;
+        s->tls = s->tlsbuf ? http_tls_ctx_new(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err, errlen) : NULL;
         if (!s->tls) {
             int rc = s->tlsbuf ? -EINVAL : -ENOMEM;
             server_mem_free(s);

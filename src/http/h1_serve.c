@@ -185,6 +185,9 @@ static void dispatch(struct h1_conn *c, bool ws) {
         .body_len = c->body_len,
         .conn = c,
         .secure = c->ssl != NULL,
+        .client_cn = c->peer_cn,
+        .client_orgs = c->peer_orgs,
+        .peer = c->peer,
         .backend = HTTP_BACKEND_H1,
     };
     struct http_response resp = {.status = 200, .content_type = "application/json"};

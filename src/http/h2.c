@@ -200,6 +200,7 @@ static void dispatch(struct h2_conn *h, struct h2_req *r) {
                                .secure = true,
                                .backend = HTTP_BACKEND_H2};
     const char *keys[HTTP_MAX_ARGS], *vals[HTTP_MAX_ARGS];
+    h1_conn_identity(h->c, &req.client_cn, &req.client_orgs, &req.peer);
     req.method = http_method_of(r->method, &req.method_name);
     int code = http_parse_target(r->target, &req.path, keys, vals, &req.nargs, msg, sizeof msg);
     if (code) {

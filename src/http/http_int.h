@@ -111,7 +111,14 @@ size_t h1_head_end(const char *buf, size_t len);
  * (a client offering neither gets HTTP/1.1). NULL with a message in err.
  * The caller frees it with SSL_CTX_free. */
 typedef struct ssl_ctx_st SSL_CTX;
-SSL_CTX *http_tls_ctx_new(const char *cert, const char *key, char *err, size_t errlen);
+SSL_CTX *http_tls_ctx_new(const char *cert, const char *key, const char *client_ca, char *err, size_t errlen);
+/* The verified client certificate of a finished handshake: *cn and *orgs
+ * malloc'd (orgs '\n'-joined), or both NULL without one. */
+/* c's client address and verified certificate subject, for its requests. */
+struct h1_conn;
+void h1_conn_identity(const struct h1_conn *c, const char **cn, const char **orgs, const char **peer);
+typedef struct ssl_st SSL;
+void http_tls_peer(SSL *ssl, char **cn, char **orgs);
 
 /* ---- HTTP/2 (h2.c) on a connection h1.c accepted ----
  * h1.c keeps the socket, TLS, the output count and the timeouts; h2.c keeps

@@ -72,6 +72,12 @@ struct http_request {
     size_t body_len;
     void *conn;              /* the connection, for http_stream_start */
     bool secure;             /* arrived over TLS (HTTP/1.1 or HTTP/2) */
+    /* The TLS port with a client CA (tls_client_ca): the subject of the
+     * certificate the client proved, verified against that CA: its common
+     * name and its organization values joined by '\n' ("" for none). NULL
+     * when the client sent none (or on the plain port). */
+    const char *client_cn, *client_orgs;
+    const char *peer;        /* the client's address ("" on a Unix-domain socket), for logs */
     int backend;             /* internal: which server serves the connection */
 };
 
@@ -99,6 +105,11 @@ struct http_server_config {
      * by ALPN; NULL = plain HTTP/1.1. A certificate that is expired or about
      * to, or a key others can read, is warned about at start (tlscert.h). */
     const char *tls_cert, *tls_key;
+    /* PEM path of the certificate authorities whose client certificates the
+     * TLS port accepts (asked for, not required: a client without one goes
+     * on, with client_cn NULL; one with a certificate that does not verify
+     * fails its handshake). NULL: no client certificates. */
+    const char *tls_client_ca;
     /* Both ports: a keep-alive connection idle this long between requests
      * (HTTP/2: with no stream open) is closed (0:
      * HTTP_DEFAULT_IDLE_TIMEOUT_MS), and a request head or body, or a TLS

@@ -226,6 +226,14 @@ static void start_request(struct h2_stream *s) {
         stream_status(s, NC_UNIMPLEMENTED, msg);
         return;
     }
+    if (srv->cfg.authorize) {
+        char msg[512];
+        int code = srv->cfg.authorize(srv->cfg.authorize_ud, s->authz, s->path + 1, msg, sizeof msg);
+        if (code != NC_OK) {
+            stream_status(s, (enum native_code)code, msg);
+            return;
+        }
+    }
     grpc_deframer_init(&s->df, srv->cfg.max_message, 1);
 }
 

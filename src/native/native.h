@@ -143,6 +143,13 @@ struct native_config {
      * "authorization: Bearer <token>" (gRPC metadata, or YARPC's HTTP
      * header), the Kubernetes API's token; else UNAUTHENTICATED. */
     const char *token;
+    /* When set, it decides every call once its method is known, and the
+     * token above is not checked: authz is the Authorization value ("" when
+     * absent), procedure "<service>/<method>" (gRPC) or "<service>::<method>"
+     * (YARPC). NC_OK, or a code (NC_UNAUTHENTICATED, NC_PERMISSION_DENIED)
+     * with msg. On the server's loop thread (docs/security.md). */
+    int (*authorize)(void *ud, const char *authz, const char *procedure, char *msg, size_t msglen);
+    void *authorize_ud;
     const struct native_registry *registry;
 };
 

@@ -138,6 +138,10 @@ static void process(struct native_conn *conn) {
         } else if (!(m = native_registry_find(srv->cfg.registry, h.procedure, &ud))) {
             code = NC_UNIMPLEMENTED;
             snprintf(msg, sizeof msg, "procedure %s is not served", h.procedure);
+        } else if (srv->cfg.authorize &&
+                   (code = (enum native_code)srv->cfg.authorize(srv->cfg.authorize_ud, h.authorization, h.procedure,
+                                                                msg, sizeof msg)) != NC_OK) {
+            /* refused: code and msg set */
         } else if (m->server_stream) {
             code = NC_UNIMPLEMENTED;
             snprintf(msg, sizeof msg, "procedure %s streams: use gRPC", h.procedure);
