@@ -93,7 +93,8 @@ int cli_ranges(const char *spec, long long count, json_t *out, char *bad, size_t
 
 /* -r from:to (repeated, or comma-separated) as InstanceRanges: cli_ranges,
  * with the job's instanceCount read with Get when a range is open-ended
- * (the server takes no open range). */
+ * (so a reply lists what the range named; the server also reads a `to`
+ * past the job as its end). */
 static int instance_ranges(struct cli *c, const struct cli_inv *in, const char *job, json_t **ranges) {
     *ranges = json_array();
     const char *r = cli_flag(in, "range");

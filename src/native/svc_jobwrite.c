@@ -55,11 +55,15 @@ json_t *svc_instances_of(const json_t *ranges, uint32_t n, bool *past, char *err
                      (long long)from, (long long)to);
             goto bad;
         }
-        if (to > n) {
-            snprintf(err, errlen, "ranges[%zu].to: %lld exceeds the job's instanceCount %u", k, (long long)to, n);
+        if (from >= n) {
+            snprintf(err, errlen, "ranges[%zu].from: %lld is past the job's instanceCount %u", k, (long long)from,
+                     n);
             *past = true;
             goto bad;
         }
+        /* an open end (Peloton's CLI sends `to` = 2^31-1 for "from i on") names
+         * the instances the job has, as Peloton's own server reads it */
+        if (to > n) to = n;
         for (json_int_t i = from; i < to; i++)
             if (seen && !seen[i]) {
                 seen[i] = 1;

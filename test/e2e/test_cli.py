@@ -370,9 +370,9 @@ def test_job_update_stop_start_restart():
     # bad ranges: refused here (2), or by the server (1)
     rc, out, err = cli("job", "restart", jid, "-r", "3:1")
     assert rc == 2 and err.startswith('peloton: --range "3:1"') and "usage: peloton job restart" in err, err
-    rc, out, err = cli("job", "stop", jid, "-r", "0:9")
+    rc, out, err = cli("job", "stop", jid, "-r", "7:9")
     one_error_line(rc, err, "invalid-argument")
-    assert "ranges[0].to: 9 exceeds" in err, err
+    assert "ranges[0].from: 7 is past the job's instanceCount 4" in err, err
     rc, out, err = cli("job", "stop", jid, "--resourceVersion", "x")
     assert rc == 2, err
     # the cache methods

@@ -307,8 +307,8 @@ def test_job_update_stop_start_restart():
         id=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 3, "to": 1})]), job.RestartResponse))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "ranges[0]" in msg, (code, msg)
     code, msg = status_of(lambda: jm("Stop", job.StopRequest(
-        id=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 0, "to": 9})]), job.StopResponse))
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "ranges[0].to" in msg, (code, msg)
+        id=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 7, "to": 9})]), job.StopResponse))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "ranges[0].from: 7 is past" in msg, (code, msg)
     code, _ = status_of(lambda: jm("Stop", job.StopRequest(id=pb.JobID(value="nope")), job.StopResponse))
     assert code == grpc.StatusCode.NOT_FOUND
     # the cache methods
@@ -330,7 +330,7 @@ def test_task_restart_stop_start():
                if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")}
         return len(now) == 5 and now["0"] == one["0"] and now["1"] != one["1"] and now["2"] != one["2"] and now
     wait_until(restarted, 30, "instances 1 and 2 restarted, the others not")
-    r = tm("Restart", task.RestartRequest(jobId=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 4, "to": 7})]),
+    r = tm("Restart", task.RestartRequest(jobId=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 5, "to": 7})]),
            task.RestartResponse)
     assert r.outOfRange.instanceCount == 5, r
     r = tm("Stop", task.StopRequest(jobId=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 0, "to": 2})]),

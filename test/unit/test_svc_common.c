@@ -106,8 +106,11 @@ TEST(native_svc_instance_ranges) {
     free(s); /* [0,2) after [1,3): 1 is listed once */
     CHECK(!ranges_str("[{\"from\":3,\"to\":1}]", 5, &past, err, sizeof err) && !past);
     CHECK(strstr(err, "ranges[0]: from 3 is not below to 1") != NULL);
-    CHECK(!ranges_str("[{\"to\":1},{\"from\":2,\"to\":9}]", 5, &past, err, sizeof err) && past);
-    CHECK(strstr(err, "ranges[1].to: 9 exceeds the job's instanceCount 5") != NULL);
+    /* past the end: clamped to the job's instances (an open end), unless it starts past them */
+    CHECK_STR((s = ranges_str("[{\"to\":1},{\"from\":3,\"to\":2147483647}]", 5, &past, err, sizeof err)), "[0,3,4]");
+    free(s);
+    CHECK(!ranges_str("[{\"to\":1},{\"from\":7,\"to\":9}]", 5, &past, err, sizeof err) && past);
+    CHECK(strstr(err, "ranges[1].from: 7 is past the job's instanceCount 5") != NULL);
     CHECK(!ranges_str("[{}]", 5, &past, err, sizeof err) && !past); /* an empty range names nothing */
 }
 
