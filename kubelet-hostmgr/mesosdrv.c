@@ -184,7 +184,18 @@ struct md_task *md_task_add(struct mdrv *d, const char *id, const char *agent_id
     return t;
 }
 
+void md_held_free(struct md_held *h) {
+    if (!h) return;
+    free(h->agent_id);
+    free(h->reason);
+    free(h->message);
+    free(h->uuid);
+    free(h);
+}
+
 void md_task_free(struct md_task *t) {
+    md_held_free(t->held);
+    free(t->write_uuid);
     free(t->id);
     free(t->agent_id);
     free(t->ns);

@@ -50,10 +50,19 @@ struct md_agent {
     struct strmap wait;   /* "ns/name" of the pods bound here waiting for an offer (checked again at launch) */
 };
 
+/* An update that came while its task's write was in flight, kept till that write lands. */
+struct md_held {
+    int state;
+    char *agent_id, *reason, *message, *uuid;
+};
+
 struct md_task {
     char *id, *agent_id, *ns, *name, *uid;
     int state;            /* the last state stored in the pod; -1: none yet */
-    bool terminal, lost, delete_sent, busy;
+    bool terminal, lost, delete_sent;
+    bool busy;            /* a write of an update of it is in flight (one at a time, in order) */
+    char *write_uuid;     /* the uuid of that update (NULL: none) */
+    struct md_held *held; /* the newest update that came meanwhile (NULL: none) */
     int64_t kill_at_ms;   /* 0: no KILL sent */
 };
 
@@ -114,6 +123,7 @@ void md_ack(struct mdrv *d, const char *agent_id, const char *task_id, const cha
 void md_kill_task(struct mdrv *d, const char *task_id, const char *agent_id);
 void md_kick(struct mdrv *d);
 void md_task_free(struct md_task *t);
+void md_held_free(struct md_held *h);
 struct md_task *md_task_add(struct mdrv *d, const char *id, const char *agent_id, const json_t *pod);
 unsigned md_pod_run(const json_t *pod);
 bool md_state_lost(int s);

@@ -90,6 +90,18 @@ static json_t *status_patch(const struct mesos_task_status *s, const char *uid) 
     return json_pack("{s:{s:s}, s:o}", "metadata", "uid", uid, "status", st);
 }
 
+static void handle_update(struct mdrv *d, const struct mesos_task_status *s);
+
+/* The update held while t's write was in flight, handled now that it landed. */
+static void replay_held(struct mdrv *d, struct md_task *t) {
+    struct md_held *h = t->held;
+    t->held = NULL;
+    struct mesos_task_status s = {.task_id = t->id, .agent_id = h->agent_id, .state = h->state,
+                                  .reason = h->reason, .message = h->message, .uuid_b64 = h->uuid};
+    handle_update(d, &s);
+    md_held_free(h);
+}
+
 static void on_pod_write_done(void *ud, const struct kc_response *r) {
     struct md_op *op = ud;
     if (!md_op_landed(op)) return;
@@ -97,7 +109,11 @@ static void on_pod_write_done(void *ud, const struct kc_response *r) {
     /* 404: the pod is gone; 409: another pod holds the name now: nothing left to store either way */
     bool ok = md_ok2xx(r->status) || r->status == 404 || r->status == 409;
     struct md_task *t = op->task_id ? strmap_get(&d->tasks, op->task_id) : NULL;
-    if (t) t->busy = false;
+    if (t) {
+        t->busy = false;
+        free(t->write_uuid);
+        t->write_uuid = NULL;
+    }
     if (!ok) {
         fprintf(stderr, "level=warn msg=\"mesos: pod write failed\" pod=%s/%s status=%ld error=\"%s\"\n", op->ns,
                 op->name, r->status, r->error ? r->error : "");
@@ -106,17 +122,22 @@ static void on_pod_write_done(void *ud, const struct kc_response *r) {
             snprintf(key, sizeof key, "%s/%s/%s", op->ns, op->name, op->uid ? op->uid : "");
             strmap_del(&d->deletes, key);
         }
-        md_op_free(op); /* not acknowledged: the master sends the update again */
-        md_kick(d);
-        return;
+        /* not acknowledged: the master sends the update again (and a held one with a uuid, not
+         * acknowledged either; reconciliation repeats one without) */
+        if (t) {
+            md_held_free(t->held);
+            t->held = NULL;
+        }
+    } else {
+        if (op->kind == OP_STATUS || op->kind == OP_LOST) d->st.status_writes++;
+        if (t && op->kind == OP_STATUS) {
+            t->state = op->state;
+            t->terminal = mesos_task_state_terminal(op->state);
+        }
+        if (t && op->kind == OP_LOST) t->lost = t->terminal = true;
+        md_ack(d, op->agent_id, op->task_id, op->uuid);
+        if (t && t->held) replay_held(d, t); /* in the order they came: only now the next write */
     }
-    if (op->kind == OP_STATUS || op->kind == OP_LOST) d->st.status_writes++;
-    if (t && op->kind == OP_STATUS) {
-        t->state = op->state;
-        t->terminal = mesos_task_state_terminal(op->state);
-    }
-    if (t && op->kind == OP_LOST) t->lost = t->terminal = true;
-    md_ack(d, op->agent_id, op->task_id, op->uuid);
     const json_t *pod = t ? kc_informer_get(d->pods, t->ns, t->name) : NULL;
     const char *uid = md_str(pod, "uid");
     if (t && !t->busy && (!uid || strcmp(uid, t->uid))) { /* its pod went meanwhile (on_pod_delete left it) */
@@ -129,8 +150,37 @@ static void on_pod_write_done(void *ud, const struct kc_response *r) {
 
 /* ---- updates ---- */
 
+/* Keeps s as t's held update (the newest one replaces an older). */
+static void hold(struct md_task *t, const struct mesos_task_status *s) {
+    struct md_held *h = calloc(1, sizeof *h);
+    if (!h) return; /* not acknowledged: it comes again */
+    h->state = (int)s->state;
+    h->agent_id = md_dup0(s->agent_id);
+    h->reason = md_dup0(s->reason);
+    h->message = md_dup0(s->message);
+    h->uuid = md_dup0(s->uuid_b64);
+    if ((s->agent_id && !h->agent_id) || (s->reason && !h->reason) || (s->message && !h->message) ||
+        (s->uuid_b64 && !h->uuid)) {
+        md_held_free(h);
+        return;
+    }
+    md_held_free(t->held);
+    t->held = h;
+}
+
 void md_on_update(struct mdrv *d, const struct mesos_task_status *s) {
     d->st.updates++;
+    handle_update(d, s);
+}
+
+/* t's write did not start: nothing is in flight (the update, not acknowledged, comes again). */
+static void write_not_sent(struct md_task *t) {
+    t->busy = false;
+    free(t->write_uuid);
+    t->write_uuid = NULL;
+}
+
+static void handle_update(struct mdrv *d, const struct mesos_task_status *s) {
     int state = (int)s->state;
     struct md_task *t = strmap_get(&d->tasks, s->task_id);
     if (!t) {
@@ -141,6 +191,13 @@ void md_on_update(struct mdrv *d, const struct mesos_task_status *s) {
             md_kill_task(d, s->task_id, s->agent_id);
         }
         md_ack(d, s->agent_id, s->task_id, s->uuid_b64);
+        return;
+    }
+    if (t->busy) {
+        /* one write per task at a time, so that the pod shows its updates in the order they came
+         * (two writes in flight land in any order: a STARTING stored over a RUNNING); a resend of
+         * the update being written is acknowledged by that write, a newer one waits for it */
+        if (!s->uuid_b64 || !t->write_uuid || strcmp(s->uuid_b64, t->write_uuid)) hold(t, s);
         return;
     }
     if (s->agent_id && (!t->agent_id || strcmp(t->agent_id, s->agent_id))) {
@@ -160,14 +217,6 @@ void md_on_update(struct mdrv *d, const struct mesos_task_status *s) {
         md_ack(d, s->agent_id, s->task_id, s->uuid_b64); /* nothing new to store */
         return;
     }
-    const char *phase = md_pod_phase(pod);
-    if ((state == MESOS_TASK_STAGING || state == MESOS_TASK_STARTING) && (!phase || !strcmp(phase, "Pending"))) {
-        /* the pod is Pending until RUNNING: a starting task changes nothing it shows (one status
-         * write per pod instead of two, as a kubelet writes Running once) */
-        t->state = state;
-        md_ack(d, s->agent_id, s->task_id, s->uuid_b64);
-        return;
-    }
     /* killed by a drain (not by a deletion): its work moves, as a lost task's does */
     const struct md_agent *ag = t->agent_id ? md_agent_get(d, t->agent_id, false) : NULL;
     bool drained = state == MESOS_TASK_KILLED && ag && ag->drain && !md_str(pod, "deletionTimestamp");
@@ -185,6 +234,8 @@ void md_on_update(struct mdrv *d, const struct mesos_task_status *s) {
         return;
     }
     t->busy = true;
+    free(t->write_uuid);
+    t->write_uuid = md_dup0(s->uuid_b64);
     if (op->kind == OP_LOST) {
         /* lost: the pod is deleted, as for a lost Kubelet node, and the job manager runs it again */
         d->st.lost++;
@@ -193,17 +244,17 @@ void md_on_update(struct mdrv *d, const struct mesos_task_status *s) {
         ctl_pod_event(d->kc, MDRV_COMPONENT, t->ns, t->name, t->uid, "Warning", "TaskLost",
                       "Mesos task %s is %s (%s): pod %s/%s is lost and deleted", t->id, mesos_task_state_name(state),
                       s->reason ? s->reason : "no reason", t->ns, t->name);
-        md_pod_write(d, op, "DELETE", "", delete_body(t->uid), NULL);
+        if (!md_pod_write(d, op, "DELETE", "", delete_body(t->uid), NULL)) write_not_sent(t);
         return;
     }
     json_t *p = status_patch(s, t->uid);
     if (!p) {
         md_op_free(op);
-        t->busy = false;
+        write_not_sent(t);
         md_ack(d, s->agent_id, s->task_id, s->uuid_b64);
         return;
     }
-    md_pod_write(d, op, "PATCH", "/status", p, MERGE_PATCH);
+    if (!md_pod_write(d, op, "PATCH", "/status", p, MERGE_PATCH)) write_not_sent(t);
 }
 
 /* ---- launching ---- */

@@ -320,10 +320,10 @@ def test_unknown_task_is_killed():
     wait_until(lambda: not pods("mu"), 30, "mu's pods gone")
 
 
-def test_starting_is_acknowledged_without_a_write():
-    """TASK_STARTING changes nothing a pod shows (it is Pending until RUNNING): it is acknowledged at once,
-    with no status write; the pod's only status write is Running, which keeps placement's PodScheduled
-    condition. Seen through a watch of the Job's pods."""
+def test_starting_shows_pending_with_a_reason():
+    """TASK_STARTING is written as the pod's status, Pending with the reason TaskStarting, and acknowledged
+    once stored; RUNNING then keeps placement's PodScheduled condition (a merge patch replaces the list).
+    Seen through a watch of the Job's pods."""
     import http.client
     import threading
     events = []
@@ -351,7 +351,8 @@ def test_starting_is_acknowledged_without_a_write():
                "the watch sees both pods Running")
     conn.close()
     statuses = [e["object"].get("status", {}) for e in events]
-    assert not [x for x in statuses if x.get("reason") in ("TaskStarting", "TaskStaging")], statuses
+    starting = [x for x in statuses if x.get("reason") == "TaskStarting"]
+    assert starting and all(x.get("phase") == "Pending" for x in starting), statuses
     # the Running write keeps placement's PodScheduled condition (a merge patch replaces the list)
     for p in live("ms"):
         conds = {c["type"]: c["status"] for c in p["status"].get("conditions", [])}
@@ -414,6 +415,69 @@ def test_ack_waits_for_the_status_write():
     assert sim_state()["acks"] == acks + 1, (acks, sim_state())
     kubectl("delete", "jobs.peloton.io", "ma", "--wait=false")
     wait_until(lambda: not pods("ma"), 30, "ma's pods gone")
+    assert services.stop(ctl) == 0, open(clog).read()[-3000:]
+    text = open(clog).read()
+    assert "AddressSanitizer" not in text and "runtime error:" not in text, text[-4000:]
+    assert services.stop(PROC) == 0
+    PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", MASTER, f"--port={PORT}")
+
+
+def test_resent_update_waits_for_its_write():
+    """One status write per task at a time, in the order the updates came: while the API server hangs
+    (stopped, its connections left open), the master re-sends TASK_FINISHED; the resends start no second
+    write of the pod (two writes in flight land in any order: an older state could be stored over a newer
+    one), and the one write, once it lands, is acknowledged. Seen through a watch of the Job's pods."""
+    global PROC, PORT, LOG
+    import http.client
+    import os
+    import signal
+    import threading
+    assert services.stop(PROC) == 0
+    PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=apiserver", f"--port={PORT}")
+    d = services.tempdir()
+    clog = f"{d}/controllers.log"
+    ctl = subprocess.Popen([services.PELOTOND, "--roles=resmgr,placement,jobmgr,hostmgr", MASTER,
+                            f"--server=http://127.0.0.1:{PORT}", f"--redis=127.0.0.1:{REDIS}"],
+                           stdout=open(clog, "w"), stderr=subprocess.STDOUT)
+    services._procs.append(ctl)
+    events = []
+    conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=60)
+    conn.request("GET", "/api/v1/namespaces/default/pods?watch=1&labelSelector=t%3Dmw")
+    resp = conn.getresponse()
+    assert resp.status == 200, resp.status
+
+    def read():
+        try:
+            for line in resp:
+                if line.strip():
+                    events.append(json.loads(line))
+        except (OSError, ValueError):
+            pass
+    threading.Thread(target=read, daemon=True).start()
+    apply(job("mw", 1, 3, cpu="500m"))
+    wait_until(lambda: phases("mw") == ["Running"], 30, "1 pod Running")
+    wait_until(lambda: sim_state()["tasks_with_pending_updates"] == 0, 10, "RUNNING acknowledged")
+    acks = sim_state()["acks"]
+    os.kill(PROC.pid, signal.SIGSTOP)  # the API server hangs: the driver's next write stays in flight
+    try:
+        st = wait_until(lambda: (lambda st: st["tasks_with_pending_updates"] == 1 and st)(sim_state()), 20,
+                        "TASK_FINISHED sent")
+        resends = st["update_resends"]
+        wait_until(lambda: sim_state()["update_resends"] >= resends + 2, 20, "TASK_FINISHED re-sent twice")
+    finally:
+        os.kill(PROC.pid, signal.SIGCONT)
+    wait_until(lambda: phases("mw") == ["Succeeded"], 30, "the pod Succeeded")
+    wait_until(lambda: sim_state()["tasks_with_pending_updates"] == 0, 20, "TASK_FINISHED acknowledged")
+    assert sim_state()["acks"] == acks + 1, (acks, sim_state())
+    wait_until(lambda: [e for e in events if e["object"].get("status", {}).get("reason") == "TaskFinished"], 10,
+               "the watch sees the pod Succeeded")
+    kubectl("delete", "jobs.peloton.io", "mw", "--wait=false")
+    wait_until(lambda: not pods("mw"), 30, "mw's pods gone")
+    conn.close()
+    # each status write stamps the Ready condition with its own time: one write, one stamp
+    writes = {c.get("lastTransitionTime") for e in events if e["object"].get("status", {}).get("reason") == "TaskFinished"
+              for c in e["object"]["status"].get("conditions", []) if c.get("type") == "Ready"}
+    assert len(writes) == 1, writes
     assert services.stop(ctl) == 0, open(clog).read()[-3000:]
     text = open(clog).read()
     assert "AddressSanitizer" not in text and "runtime error:" not in text, text[-4000:]
