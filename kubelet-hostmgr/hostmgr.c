@@ -39,6 +39,8 @@ struct hm_node {
     int64_t appeared_ms;  /* wall clock when the Node was first seen */
     bool has_node;        /* a Node object exists (else only pods name it) */
     bool down;            /* the verdict of the last check */
+    bool lapsed;          /* what the lease cache said at the last check (down once a read confirms it) */
+    bool confirming;      /* the direct read of its Lease is in flight */
     bool busy;            /* a node write in flight */
     bool cond_ok, taint_ok, marked; /* since going down: Ready patched, taint added, one attempt done */
     bool untaint_ok;      /* since going up: the taint is gone */
@@ -56,7 +58,7 @@ struct hm_pod {
     bool terminal;     /* Succeeded or Failed */
 };
 
-enum hm_op_kind { OP_COND, OP_TAINT, OP_UNTAINT, OP_POD, OP_MAINT };
+enum hm_op_kind { OP_COND, OP_TAINT, OP_UNTAINT, OP_POD, OP_MAINT, OP_CONFIRM };
 
 struct hm_op {
     struct hm_op *prev, *next;
@@ -85,7 +87,17 @@ struct hostmgr {
     uint32_t inflight;
     bool checked;            /* the first check ran (verdicts exist) */
     bool maint_due;          /* the maintenance pass runs at the next pump (each check, and after its writes) */
+    bool stale;              /* an informer is not current: every judgement is held */
+    bool paused;             /* a mass event: no pod is deleted as lost */
+    uint64_t held;           /* judgements held (hostmgr_held) */
+    struct metrics_series *m_paused;   /* peloton_hostmgr_evictions_paused */
+    struct metrics_series *m_held[4];  /* peloton_hostmgr_judgements_held_total by reason (enum hm_hold) */
 };
+
+/* Why a judgement was held (the reason label of the counter). */
+enum hm_hold { HOLD_NOT_CURRENT, HOLD_RENEWED, HOLD_READ_FAILED, HOLD_PAUSED };
+static const char *const hold_reason[4] = {"informer-not-current", "lease-renewed-on-read", "read-failed",
+                                           "evictions-paused"};
 
 /* ---- time and the verdict (pure) ---- */
 
@@ -188,6 +200,9 @@ void hostmgr_options_default(struct hostmgr_options *o) {
     o->no_lease_ms = 80000;
     o->max_inflight = 32;
     o->retry_max_ms = 30000;
+    o->mass_fraction = 0.55;
+    o->mass_min_nodes = 3;
+    o->metrics = NULL;
 }
 
 /* ---- small helpers ---- */
@@ -269,7 +284,7 @@ static void node_free(struct hm_node *n) {
 
 /* Drops an entry that neither a Node nor a pod needs any more. */
 static void node_maybe_drop(struct hostmgr *h, struct hm_node *n) {
-    if (n->has_node || strmap_count(&n->pods) || n->busy || n->maint_busy) return;
+    if (n->has_node || strmap_count(&n->pods) || n->busy || n->maint_busy || n->confirming) return;
     strmap_del(&h->byname, n->name);
     node_free(n);
 }
@@ -755,45 +770,154 @@ static int maint_visit(void *ud, json_t *node) {
 
 /* ---- the checks ---- */
 
-static void check_node(struct hostmgr *h, struct hm_node *n, int64_t now) {
-    json_t *lease = kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name);
-    bool down = hostmgr_node_is_down(lease, n->appeared_ms, now, &h->o);
-    if (down == n->down) return;
+static void held(struct hostmgr *h, enum hm_hold why) {
+    h->held++;
+    metrics_inc(h->m_held[why]);
+}
+
+/* The verdict changes (one log line); the write-back starts at the next pump. */
+static void set_verdict(struct hostmgr *h, struct hm_node *n, bool down, const json_t *lease, const char *how) {
     n->down = down;
     n->cond_ok = n->taint_ok = n->marked = n->untaint_ok = false;
     n->fails = 0;
     n->retry_at_ms = 0;
     if (down) {
         const char *renew = json_string_value(json_object_get(json_object_get(lease, "spec"), "renewTime"));
-        fprintf(stderr, "level=warn msg=\"hostmgr: node down\" node=%s reason=%s renewTime=%s pods=%zu\n", n->name,
-                lease ? "lease-expired" : "no-lease", renew ? renew : "none", strmap_count(&n->pods));
+        fprintf(stderr, "level=warn msg=\"hostmgr: node down\" node=%s reason=%s renewTime=%s pods=%zu seen=%s\n",
+                n->name, lease ? "lease-expired" : "no-lease", renew ? renew : "none", strmap_count(&n->pods), how);
     } else {
         fprintf(stderr, "level=info msg=\"hostmgr: node up\" node=%s reason=lease-renewed\n", n->name);
     }
+}
+
+/* Are the informers a verdict rests on up to date? The Lease watch must be
+ * open too: between a watch that ended and the next one nothing is known. */
+static bool judging_ok(const struct hostmgr *h) {
+    return kc_informer_fresh(h->leases, 0) && kc_informer_current(h->nodes) && kc_informer_current(h->pods);
+}
+
+static void on_confirm_done(void *ud, const struct kc_response *r) {
+    struct hm_op *op = ud;
+    if (!op_landed(op)) return;
+    struct hostmgr *h = op->h;
+    struct hm_node *n = node_get(h, op->node, false);
+    if (n) {
+        n->confirming = false;
+        json_t *lease = r->status == 200 ? kc_response_body(r) : NULL;
+        if (!judging_ok(h)) {
+            held(h, HOLD_NOT_CURRENT);
+        } else if (r->status != 404 && !json_is_object(json_object_get(lease, "spec"))) {
+            held(h, HOLD_READ_FAILED); /* the next check asks again */
+            fprintf(stderr, "level=warn msg=\"hostmgr: lease read failed, node not judged\" node=%s status=%ld error=\"%s\"\n",
+                    n->name, r->status, r->error ? r->error : "no lease spec");
+        } else if (!hostmgr_node_is_down(lease, n->appeared_ms, wall_ms(), &h->o)) {
+            held(h, HOLD_RENEWED); /* the cache was behind */
+            fprintf(stderr, "level=info msg=\"hostmgr: lease renewed on a direct read, node not down\" node=%s\n",
+                    n->name);
+        } else if (n->has_node && !n->down) {
+            set_verdict(h, n, true, lease, "direct-read");
+        }
+        node_maybe_drop(h, n);
+    }
+    op_free(op);
+    kick(h);
+}
+
+/* A direct GET of n's Lease before it is declared down: the informer's copy
+ * may be behind however current it says it is (a watch silently stalled).
+ * At most max_inflight requests at once; the rest are asked at the next check. */
+static void confirm_start(struct hostmgr *h, struct hm_node *n) {
+    if (n->confirming || h->inflight >= h->o.max_inflight) return;
+    struct hm_op *op = op_new(h, OP_CONFIRM, n->name);
+    if (!op) return;
+    char path[sizeof LEASES_PATH + 3 * NAME_MAX_LEN + 8];
+    int len = snprintf(path, sizeof path, "%s/", LEASES_PATH);
+    kc_escape(n->name, path + len, sizeof path - (size_t)len);
+    n->confirming = true;
+    if (!op_send(op, "GET", path, NULL, NULL, on_confirm_done)) {
+        n->confirming = false;
+        op_free(op);
+    }
+}
+
+/* Evictions pause while a mass event lasts: a Warning Event when it starts, a
+ * Normal one when it ends, about the Namespace of the node leases (one
+ * cluster-level object rather than thousands of Nodes). */
+static void set_paused(struct hostmgr *h, bool on, size_t lapsed, size_t total) {
+    if (on == h->paused) return;
+    h->paused = on;
+    metrics_set(h->m_paused, on ? 1 : 0);
+    fprintf(stderr, "level=%s msg=\"hostmgr: evictions %s\" lapsed=%zu nodes=%zu fraction=%.2f min_nodes=%u\n",
+            on ? "warn" : "info", on ? "paused" : "resumed", lapsed, total, h->o.mass_fraction, h->o.mass_min_nodes);
+    ctl_object_event(h->kc, HOSTMGR_COMPONENT, "v1", "Namespace", "", HOSTMGR_LEASE_NS, "", on ? "Warning" : "Normal",
+                     on ? "NodeEvictionsPaused" : "NodeEvictionsResumed",
+                     on ? "%zu of %zu nodes have lapsed leases (threshold %.2f, at least %u nodes): no pod is deleted "
+                          "as lost until fewer have"
+                        : "%zu of %zu nodes have lapsed leases (threshold %.2f, at least %u nodes): pods of down "
+                          "nodes are deleted as lost again",
+                     lapsed, total, h->o.mass_fraction, h->o.mass_min_nodes);
 }
 
 static bool all_synced(const struct hostmgr *h) {
     return kc_informer_synced(h->nodes) && kc_informer_synced(h->leases) && kc_informer_synced(h->pods);
 }
 
-/* Decides every known node's verdict. */
-static void check_all(struct hostmgr *h) {
+/* Decides every known node's verdict from the caches, or (hold) counts the
+ * verdicts that would change as held. A node goes up from the cache; it goes
+ * down once a direct read of its Lease agrees (confirm_start). The share of
+ * lapsed nodes decides whether evictions are paused. */
+static void check_all(struct hostmgr *h, bool hold) {
     int64_t now = wall_ms();
-    size_t pos = 0;
+    size_t pos = 0, total = 0, lapsed = 0;
     const char *name;
     void *v;
     while (strmap_next(&h->byname, &pos, &name, &v)) {
         struct hm_node *n = v;
-        if (n->has_node) check_node(h, n, now);
+        if (!n->has_node) continue;
+        json_t *lease = kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name);
+        n->lapsed = hostmgr_node_is_down(lease, n->appeared_ms, now, &h->o);
+        total++;
+        lapsed += n->lapsed;
     }
-    h->checked = true;
+    if (!hold)
+        set_paused(h, lapsed >= h->o.mass_min_nodes && (double)lapsed >= h->o.mass_fraction * (double)total, lapsed,
+                   total);
+    pos = 0;
+    while (strmap_next(&h->byname, &pos, &name, &v)) {
+        struct hm_node *n = v;
+        if (!n->has_node || n->lapsed == n->down) continue;
+        if (hold) held(h, HOLD_NOT_CURRENT);
+        else if (n->lapsed) confirm_start(h, n);
+        else set_verdict(h, n, false, NULL, "informer");
+    }
+    if (!hold) h->checked = true;
+}
+
+/* Judges when the informers allow it; otherwise holds, with one log line
+ * when holding starts and one when it ends. */
+static void check(struct hostmgr *h) {
+    bool ok = judging_ok(h);
+    if (ok == h->stale) {
+        h->stale = !ok;
+        if (ok)
+            fprintf(stderr, "level=info msg=\"hostmgr: informers current again, judging nodes\" lease_lists=%u\n",
+                    kc_informer_lists(h->leases));
+        else
+            fprintf(stderr,
+                    "level=warn msg=\"hostmgr: informers not current, node judgements held\" leases_current=%d "
+                    "leases_watching=%d nodes_current=%d pods_current=%d\n",
+                    kc_informer_current(h->leases), kc_informer_fresh(h->leases, 0), kc_informer_current(h->nodes),
+                    kc_informer_current(h->pods));
+    }
+    check_all(h, !ok);
 }
 
 /* Starts the writes still missing, within max_inflight. Nothing before the
  * informers are synced and the first check has given every node a verdict. */
 static void pump(struct hostmgr *h) {
     if (!all_synced(h)) return;
-    if (!h->checked) check_all(h);
+    if (!h->checked) check(h);
+    if (!h->checked) return; /* the first verdicts wait for current informers */
     int64_t now = wall_ms();
     size_t pos = 0;
     const char *name;
@@ -807,6 +931,10 @@ static void pump(struct hostmgr *h) {
         if (n->down) {
             if (!n->busy && retry_ok && (!n->cond_ok || !n->taint_ok)) node_mark(h, n, node);
             if (!n->marked) continue;
+            if (h->stale || h->paused) { /* no pod is lost on what may be a stale or mass view */
+                if (h->paused && live_pods(n)) held(h, HOLD_PAUSED);
+                continue;
+            }
             size_t pp = 0;
             const char *key;
             void *pv;
@@ -843,7 +971,7 @@ static void kick(struct hostmgr *h) {
 static void on_tick(uv_timer_t *t) {
     struct hostmgr *h = t->data;
     if (!all_synced(h)) return;
-    check_all(h);
+    check(h);
     h->maint_due = true;
     pump(h);
 }
@@ -880,6 +1008,17 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
     if (!h->o.max_inflight) h->o.max_inflight = d.max_inflight;
     if (!h->o.retry_max_ms) h->o.retry_max_ms = d.retry_max_ms;
     if (!h->o.no_lease_ms) h->o.no_lease_ms = d.no_lease_ms;
+    if (!(h->o.mass_fraction > 0)) h->o.mass_fraction = d.mass_fraction; /* also NaN */
+    if (!h->o.mass_min_nodes) h->o.mass_min_nodes = d.mass_min_nodes;
+    if (h->o.metrics) {
+        static const char *const why[] = {"reason"};
+        h->m_paused = metrics_series0(metrics_gauge(h->o.metrics, "peloton_hostmgr_evictions_paused",
+                                                    "1 while a mass event pauses evictions (too many nodes lapsed at once).",
+                                                    0, NULL));
+        struct metrics_family *fam = metrics_counter(h->o.metrics, "peloton_hostmgr_judgements_held_total",
+                                                     "Node judgements and evictions held, by reason.", 1, why);
+        for (int i = 0; i < 4; i++) h->m_held[i] = metrics_series1(fam, hold_reason[i]);
+    }
     struct kc_informer_handlers nh = {on_node_add, on_node_update, on_node_delete, on_synced};
     struct kc_informer_handlers lh = {NULL, NULL, NULL, on_synced};
     struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
@@ -902,8 +1041,10 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
         return NULL;
     }
     uv_timer_start(h->tick, on_tick, h->o.check_ms, h->o.check_ms);
-    fprintf(stderr, "level=info msg=\"hostmgr: started\" check_ms=%u grace_ms=%u no_lease_ms=%u\n", h->o.check_ms,
-            h->o.grace_ms, h->o.no_lease_ms);
+    fprintf(stderr,
+            "level=info msg=\"hostmgr: started\" check_ms=%u grace_ms=%u no_lease_ms=%u mass_fraction=%.2f "
+            "mass_min_nodes=%u\n",
+            h->o.check_ms, h->o.grace_ms, h->o.no_lease_ms, h->o.mass_fraction, h->o.mass_min_nodes);
     return h;
 }
 
@@ -960,3 +1101,7 @@ size_t hostmgr_node_count(const struct hostmgr *h, size_t *down) {
     if (down) *down = nd;
     return total;
 }
+
+bool hostmgr_evictions_paused(const struct hostmgr *h) { return h && h->paused; }
+
+uint64_t hostmgr_held(const struct hostmgr *h) { return h ? h->held : 0; }

@@ -56,7 +56,10 @@ struct kc_feed {
     unsigned backoff_ms;
     unsigned lists;         /* complete lists */
     uint64_t watch_started; /* uv_now at the last watch start */
+    uint64_t seen_ms;       /* uv_now when the server last spoke for the cache: a list completed, an event or a
+                             * bookmark arrived */
     bool started, synced, relist_next;
+    bool relisting;         /* a re-list is due or under way: the cache may be behind (kc_informer_current) */
     bool keys_only;         /* cache values are resourceVersions (json strings), not objects */
     kc_transform_fn transform;
     jparse_keep_fn keep;    /* members not decoded (kc_informer_opts) */
@@ -202,6 +205,7 @@ static void on_timer(uv_timer_t *t) {
 static void schedule(struct kc_feed *f, bool relist) {
     if (f->free_pending) return;
     f->relist_next = relist;
+    if (relist) f->relisting = true; /* until a whole list is applied (apply_list) */
     uv_timer_start(f->timer, on_timer, f->backoff_ms, 0);
     f->backoff_ms = f->backoff_ms * 2 > KC_BACKOFF_MAX_MS ? KC_BACKOFF_MAX_MS : f->backoff_ms * 2;
 }
@@ -244,6 +248,8 @@ static void apply_list(struct kc_feed *f) {
         if (stopping(f)) goto out;
     }
     f->synced = true;
+    f->relisting = false;
+    f->seen_ms = uv_now(f->c->loop);
     emit_synced(f);
 out:
     json_decref(fresh);
@@ -338,6 +344,7 @@ static void on_event(void *ud, const char *type, json_t *obj) {
     }
     set_rv(f, obj_rv(obj));
     f->backoff_ms = KC_BACKOFF_MIN_MS;
+    f->seen_ms = uv_now(f->c->loop);
     if (!strcmp(type, "BOOKMARK") || !obj_key(obj, key, sizeof key)) return;
     if (f->transform) f->transform(obj);
     f->busy++;
@@ -479,6 +486,19 @@ int kc_informer_start(struct kc_informer *inf) {
 }
 
 bool kc_informer_synced(const struct kc_informer *inf) { return inf && inf->synced; }
+
+bool kc_informer_current(const struct kc_informer *inf) {
+    return inf && inf->synced && inf->f->synced && !inf->f->relisting;
+}
+
+bool kc_informer_fresh(const struct kc_informer *inf, uint64_t max_age_ms) {
+    if (!kc_informer_current(inf) || !inf->f->watch) return false;
+    return !max_age_ms || uv_now(inf->f->c->loop) - inf->f->seen_ms <= max_age_ms;
+}
+
+uint64_t kc_informer_age_ms(const struct kc_informer *inf) {
+    return inf && inf->f->synced ? uv_now(inf->f->c->loop) - inf->f->seen_ms : UINT64_MAX;
+}
 
 json_t *kc_informer_get(const struct kc_informer *inf, const char *ns, const char *name) {
     char key[1024];
