@@ -419,6 +419,7 @@ TEST(hostmgr_relist_holds_judgements) {
     struct hostmgr_options o;
     hostmgr_options_default(&o);
     o.check_ms = 100;
+    o.retry_max_ms = 200; /* writes that failed while the server was away are retried at once when it is back */
     char err[256] = "";
     struct hostmgr *h = hostmgr_start(&e.loop, e.c, &o, err, sizeof err);
     if (!h) test_fail(__FILE__, __LINE__, "hostmgr_start: %s", err);
