@@ -678,6 +678,46 @@ TEST(kclient_informer_relists_after_410) {
     apisrv_stop(&s);
 }
 
+static bool current_pred(void *arg) { return kc_informer_fresh(arg, 0); }
+
+/* An informer whose watch broke is not current (though still synced: its
+ * cache exists) until the re-list that follows is applied in full, however
+ * long the server stays away; then it is current and fresh again, and its
+ * list generation has moved. */
+TEST(kclient_informer_not_current_while_relisting) {
+    WITH_APISRV(s, e, NULL);
+    REQUIRE(create_pods(&e, "cur", 3) == 0);
+    struct irec r = {.e = &e};
+    struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
+    r.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &r);
+    REQUIRE(r.inf);
+    CHECK(!kc_informer_current(r.inf));
+    CHECK(kc_informer_age_ms(r.inf) == UINT64_MAX);
+    CHECK_I64(kc_informer_start(r.inf), 0);
+    CHECK(run_until(&e, current_pred, r.inf, 10000));
+    CHECK(kc_informer_current(r.inf));
+    CHECK(kc_informer_age_ms(r.inf) < 5000);
+    unsigned lists = kc_informer_lists(r.inf);
+    int port = s.port;
+    apisrv_kill(&s, SIGKILL);
+    run_for(&e, 1500); /* several failed list attempts */
+    CHECK(kc_informer_synced(r.inf));
+    CHECK(!kc_informer_current(r.inf));
+    CHECK(!kc_informer_fresh(r.inf, 0));
+    CHECK(kc_informer_age_ms(r.inf) >= 1000);
+    CHECK(!kc_informer_fresh(r.inf, 60000));
+    CHECK_I64(kc_informer_lists(r.inf), lists);
+    CHECK(apisrv_spawn(&s, port, NULL) == 0);
+    CHECK(run_until(&e, current_pred, r.inf, 15000));
+    CHECK(kc_informer_lists(r.inf) > lists);
+    CHECK(kc_informer_fresh(r.inf, 60000));
+    CHECK_I64(kc_informer_count(r.inf), 3);
+    CHECK_I64(r.synced, 1); /* on_synced stays once */
+    kc_informer_free(r.inf);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
 /* Sets label x=value on default/name by a merge patch; the HTTP status. */
 static long label_pod(struct env *e, const char *name, const char *value) {
     char err[256], path[128];
