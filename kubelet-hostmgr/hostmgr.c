@@ -89,15 +89,18 @@ struct hostmgr {
     bool maint_due;          /* the maintenance pass runs at the next pump (each check, and after its writes) */
     bool stale;              /* an informer is not current: every judgement is held */
     bool paused;             /* a mass event: no pod is deleted as lost */
+    int64_t current_since;   /* wall clock since when the informers have been current and the lease
+                              * cache not rebuilt (0: they are not current) */
+    unsigned lease_lists;    /* the lease informer's list generation at the last check */
     uint64_t held;           /* judgements held (hostmgr_held) */
     struct metrics_series *m_paused;   /* peloton_hostmgr_evictions_paused */
-    struct metrics_series *m_held[4];  /* peloton_hostmgr_judgements_held_total by reason (enum hm_hold) */
+    struct metrics_series *m_held[5];  /* peloton_hostmgr_judgements_held_total by reason (enum hm_hold) */
 };
 
 /* Why a judgement was held (the reason label of the counter). */
-enum hm_hold { HOLD_NOT_CURRENT, HOLD_RENEWED, HOLD_READ_FAILED, HOLD_PAUSED };
-static const char *const hold_reason[4] = {"informer-not-current", "lease-renewed-on-read", "read-failed",
-                                           "evictions-paused"};
+enum hm_hold { HOLD_NOT_CURRENT, HOLD_RENEWED, HOLD_READ_FAILED, HOLD_PAUSED, HOLD_SETTLING };
+static const char *const hold_reason[5] = {"informer-not-current", "lease-renewed-on-read", "read-failed",
+                                           "evictions-paused", "settling"};
 
 /* ---- time and the verdict (pure) ---- */
 
@@ -180,6 +183,16 @@ void hostmgr_format_time(int64_t ms, bool micro, char out[32]) {
 
 bool hostmgr_lease_lapsed(int64_t renew_ms, int64_t duration_s, int64_t now_ms, int64_t grace_ms) {
     return now_ms > renew_ms + duration_s * 1000 + grace_ms;
+}
+
+/* How long a lease lasts, grace included (ms); for no lease, no_lease_ms. */
+static int64_t lease_period_ms(const json_t *lease, const struct hostmgr_options *o) {
+    if (!lease) return o->no_lease_ms;
+    json_t *dur = json_object_get(json_object_get(lease, "spec"), "leaseDurationSeconds");
+    int64_t d = json_is_integer(dur) && json_integer_value(dur) > 0 ? json_integer_value(dur)
+                                                                    : HOSTMGR_DEFAULT_LEASE_SECONDS;
+    if (d > 366 * 86400) d = 366 * 86400;
+    return d * 1000 + o->grace_ms;
 }
 
 bool hostmgr_node_is_down(const json_t *lease, int64_t appeared_ms, int64_t now_ms, const struct hostmgr_options *o) {
@@ -886,9 +899,18 @@ static void check_all(struct hostmgr *h, bool hold) {
     while (strmap_next(&h->byname, &pos, &name, &v)) {
         struct hm_node *n = v;
         if (!n->has_node || n->lapsed == n->down) continue;
-        if (hold) held(h, HOLD_NOT_CURRENT);
-        else if (n->lapsed) confirm_start(h, n);
-        else set_verdict(h, n, false, NULL, "informer");
+        if (hold) {
+            held(h, HOLD_NOT_CURRENT);
+        } else if (!n->lapsed) {
+            set_verdict(h, n, false, NULL, "informer");
+        } else if (now - h->current_since < lease_period_ms(kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name),
+                                                            &h->o)) {
+            /* watched for less than one lease period since the last (re)list: a
+             * kubelet that renewed meanwhile may not have been seen yet */
+            held(h, HOLD_SETTLING);
+        } else {
+            confirm_start(h, n);
+        }
     }
     if (!hold) h->checked = true;
 }
@@ -897,6 +919,10 @@ static void check_all(struct hostmgr *h, bool hold) {
  * when holding starts and one when it ends. */
 static void check(struct hostmgr *h) {
     bool ok = judging_ok(h);
+    unsigned gen = kc_informer_lists(h->leases); /* a re-list between two checks counts too */
+    if (!ok) h->current_since = 0;
+    else if (!h->current_since || gen != h->lease_lists) h->current_since = wall_ms();
+    h->lease_lists = gen;
     if (ok == h->stale) {
         h->stale = !ok;
         if (ok)
@@ -1017,7 +1043,7 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
                                                     0, NULL));
         struct metrics_family *fam = metrics_counter(h->o.metrics, "peloton_hostmgr_judgements_held_total",
                                                      "Node judgements and evictions held, by reason.", 1, why);
-        for (int i = 0; i < 4; i++) h->m_held[i] = metrics_series1(fam, hold_reason[i]);
+        for (int i = 0; i < 5; i++) h->m_held[i] = metrics_series1(fam, hold_reason[i]);
     }
     struct kc_informer_handlers nh = {on_node_add, on_node_update, on_node_delete, on_synced};
     struct kc_informer_handlers lh = {NULL, NULL, NULL, on_synced};

@@ -21,8 +21,10 @@
  *
  * Safety (docs/lifecycle.md, "When a node is lost"): verdicts are made only
  * while the lease, Node and pod informers are current (kc_informer_current:
- * no re-list due or under way) and the lease watch is open; a node is
- * declared down only after a direct GET of its Lease confirms the lapse; and
+ * no re-list due or under way) and the lease watch is open; a lapsed lease is
+ * judged only once they have been current for that lease's duration since
+ * they last (re)listed; a node is declared down only after a direct GET of
+ * its Lease confirms the lapse; and
  * while at least mass_fraction of the nodes (and mass_min_nodes) have lapsed
  * leases, no pod is deleted as lost (a Warning Event NodeEvictionsPaused,
  * the gauge peloton_hostmgr_evictions_paused), as kube-controller-manager

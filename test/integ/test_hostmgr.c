@@ -348,7 +348,7 @@ TEST(hostmgr_stop_midway_and_resume) {
     struct hm_env e;
     if (!hm_begin(&s, &e)) return;
     CHECK_I64(make_node(&e, "old"), 200);
-    CHECK_I64(put_lease(&e, "old", 40, true, "2020-01-01T00:00:00.000000Z"), 201);
+    CHECK_I64(put_lease(&e, "old", 2, true, "2020-01-01T00:00:00.000000Z"), 201); /* one lease period after start */
     enum { NPODS = 40 };
     char name[32];
     for (int i = 0; i < NPODS; i++) {
@@ -461,6 +461,41 @@ TEST(hostmgr_relist_holds_judgements) {
     CHECK(hostmgr_node_down(h, "r2"));
     CHECK(!pod_exists(&e, "rp2"));
     CHECK(pod_exists(&e, "rp1"));
+    hostmgr_stop(h);
+    hm_run_for(&e, 50);
+out:
+    hm_env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* A lease that lapsed while nobody watched (the host manager starting, or
+ * its informer re-listing) gets one whole lease period, counted from when the
+ * informers are current, before its node is judged: a kubelet that renewed
+ * meanwhile is seen first. Then it is lost as usual. */
+TEST(hostmgr_lapsed_before_watching_waits_one_period) {
+    struct apisrv s;
+    struct hm_env e;
+    if (!hm_begin(&s, &e)) return;
+    CHECK_I64(make_node(&e, "s1"), 200);
+    CHECK_I64(put_lease(&e, "s1", 2, true, "2020-01-01T00:00:00.000000Z"), 201);
+    CHECK_I64(make_bound_pod(&e, "sp1", "s1"), 201);
+    struct hostmgr_options o;
+    hostmgr_options_default(&o);
+    o.check_ms = 100;
+    char err[256] = "";
+    struct hostmgr *h = hostmgr_start(&e.loop, e.c, &o, err, sizeof err);
+    if (!h) test_fail(__FILE__, __LINE__, "hostmgr_start: %s", err);
+    if (!h) goto out;
+    double t0 = mono_ms();
+    hm_run_for(&e, 1200);
+    CHECK(!hostmgr_node_down(h, "s1"));
+    CHECK(pod_exists(&e, "sp1"));
+    CHECK(hostmgr_held(h) > 0);
+    double end = mono_ms() + 5000;
+    while (mono_ms() < end && pod_exists(&e, "sp1")) hm_run_for(&e, 100);
+    CHECK(hostmgr_node_down(h, "s1"));
+    CHECK(!pod_exists(&e, "sp1"));
+    CHECK(mono_ms() - t0 >= 2000);
     hostmgr_stop(h);
     hm_run_for(&e, 50);
 out:
