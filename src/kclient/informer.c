@@ -60,6 +60,8 @@ struct kc_feed {
                              * bookmark arrived */
     bool started, synced, relist_next;
     bool relisting;         /* a re-list is due or under way: the cache may be behind (kc_informer_current) */
+    bool paging;            /* the list request in flight carries a continue token */
+    bool unpaged;           /* the next list asks for everything at once (a continue token expired) */
     bool keys_only;         /* cache values are resourceVersions (json strings), not objects */
     kc_transform_fn transform;
     jparse_keep_fn keep;    /* members not decoded (kc_informer_opts) */
@@ -276,6 +278,19 @@ static void on_list(void *ud, const struct kc_response *r) {
         json_decref(page);
         json_decref(f->fresh);
         f->fresh = NULL;
+        /* 410 on a continue token: the collection changes faster than the
+         * server's history lets a paged list finish, and a paged re-list
+         * would fail the same way forever. Ask for the whole list in one
+         * reply instead (as client-go's pager does); back to pages after a
+         * failure of that, or once it succeeded. */
+        bool expired = r->status == 410 && f->paging && !f->unpaged;
+        f->unpaged = expired;
+        if (expired) {
+            fprintf(stderr, "level=info msg=\"informer list continue expired, listing without pages\" path=%s\n",
+                    f->path);
+            list_page(f, NULL);
+            return;
+        }
         schedule(f, true);
         return;
     }
@@ -296,6 +311,7 @@ static void on_list(void *ud, const struct kc_response *r) {
     }
     set_rv(f, json_string_value(json_object_get(md, "resourceVersion")));
     json_decref(page);
+    f->unpaged = false;
     f->lists++; /* the backoff stays: a server whose watches fail at once must not be listed 10 times a second */
     apply_list(f);
 }
@@ -316,7 +332,10 @@ static void list_page(struct kc_feed *f, const char *cont) {
         schedule(f, true);
         return;
     }
-    int n = snprintf(p, cap, "%s%climit=%d", f->path, strchr(f->path, '?') ? '&' : '?', KC_INFORMER_PAGE);
+    char sep = strchr(f->path, '?') ? '&' : '?';
+    int n = f->unpaged ? snprintf(p, cap, "%s%climit=0", f->path, sep)
+                       : snprintf(p, cap, "%s%climit=%d", f->path, sep, KC_INFORMER_PAGE);
+    f->paging = clen > 0;
     if (clen) {
         n += snprintf(p + n, cap - (size_t)n, "&continue=");
         n += kc_escape(cont, p + n, cap - (size_t)n);
