@@ -898,6 +898,7 @@ static void check_all(struct hostmgr *h, bool hold) {
     pos = 0;
     while (strmap_next(&h->byname, &pos, &name, &v)) {
         struct hm_node *n = v;
+        if (h->paused && !hold && n->has_node && n->down && live_pods(n)) held(h, HOLD_PAUSED);
         if (!n->has_node || n->lapsed == n->down) continue;
         if (hold) {
             held(h, HOLD_NOT_CURRENT);
@@ -957,10 +958,7 @@ static void pump(struct hostmgr *h) {
         if (n->down) {
             if (!n->busy && retry_ok && (!n->cond_ok || !n->taint_ok)) node_mark(h, n, node);
             if (!n->marked) continue;
-            if (h->stale || h->paused) { /* no pod is lost on what may be a stale or mass view */
-                if (h->paused && live_pods(n)) held(h, HOLD_PAUSED);
-                continue;
-            }
+            if (h->stale || h->paused) continue; /* no pod is lost on what may be a stale or mass view */
             size_t pp = 0;
             const char *key;
             void *pv;
