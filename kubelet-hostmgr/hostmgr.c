@@ -88,6 +88,7 @@ struct hostmgr {
     bool checked;            /* the first check ran (verdicts exist) */
     bool maint_due;          /* the maintenance pass runs at the next pump (each check, and after its writes) */
     bool stale;              /* an informer is not current: every judgement is held */
+    bool said_stale;         /* the log line saying so was written (its pair comes when they are current) */
     bool paused;             /* a mass event: no pod is deleted as lost */
     int64_t current_since;   /* wall clock since when the informers have been current and the lease
                               * cache not rebuilt (0: they are not current) */
@@ -821,7 +822,8 @@ static void on_confirm_done(void *ud, const struct kc_response *r) {
             held(h, HOLD_NOT_CURRENT);
         } else if (r->status != 404 && !json_is_object(json_object_get(lease, "spec"))) {
             held(h, HOLD_READ_FAILED); /* the next check asks again */
-            fprintf(stderr, "level=warn msg=\"hostmgr: lease read failed, node not judged\" node=%s status=%ld error=\"%s\"\n",
+            fprintf(stderr,
+                    "level=warn msg=\"hostmgr: lease read failed, node not judged\" node=%s status=%ld error=\"%s\"\n",
                     n->name, r->status, r->error ? r->error : "no lease spec");
         } else if (!hostmgr_node_is_down(lease, n->appeared_ms, wall_ms(), &h->o)) {
             held(h, HOLD_RENEWED); /* the cache was behind */
@@ -924,17 +926,18 @@ static void check(struct hostmgr *h) {
     if (!ok) h->current_since = 0;
     else if (!h->current_since || gen != h->lease_lists) h->current_since = wall_ms();
     h->lease_lists = gen;
-    if (ok == h->stale) {
-        h->stale = !ok;
-        if (ok)
-            fprintf(stderr, "level=info msg=\"hostmgr: informers current again, judging nodes\" lease_lists=%u\n",
-                    kc_informer_lists(h->leases));
-        else
-            fprintf(stderr,
-                    "level=warn msg=\"hostmgr: informers not current, node judgements held\" leases_current=%d "
-                    "leases_watching=%d nodes_current=%d pods_current=%d\n",
-                    kc_informer_current(h->leases), kc_informer_fresh(h->leases, 0), kc_informer_current(h->nodes),
-                    kc_informer_current(h->pods));
+    h->stale = !ok;
+    if (ok && h->said_stale) {
+        h->said_stale = false;
+        fprintf(stderr, "level=info msg=\"hostmgr: informers current again, judging nodes\" lease_lists=%u\n",
+                kc_informer_lists(h->leases));
+    } else if (!ok && !h->said_stale && h->checked) { /* not before the first verdicts: informers are starting */
+        h->said_stale = true;
+        fprintf(stderr,
+                "level=warn msg=\"hostmgr: informers not current, node judgements held\" leases_current=%d "
+                "leases_watching=%d nodes_current=%d pods_current=%d\n",
+                kc_informer_current(h->leases), kc_informer_fresh(h->leases, 0), kc_informer_current(h->nodes),
+                kc_informer_current(h->pods));
     }
     check_all(h, !ok);
 }
@@ -1037,7 +1040,8 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
     if (h->o.metrics) {
         static const char *const why[] = {"reason"};
         h->m_paused = metrics_series0(metrics_gauge(h->o.metrics, "peloton_hostmgr_evictions_paused",
-                                                    "1 while a mass event pauses evictions (too many nodes lapsed at once).",
+                                                    "1 while a mass event pauses evictions (too many nodes lapsed "
+                                                    "at once).",
                                                     0, NULL));
         struct metrics_family *fam = metrics_counter(h->o.metrics, "peloton_hostmgr_judgements_held_total",
                                                      "Node judgements and evictions held, by reason.", 1, why);
