@@ -60,6 +60,8 @@ struct hm_pod {
 
 enum hm_op_kind { OP_COND, OP_TAINT, OP_UNTAINT, OP_POD, OP_MAINT, OP_CONFIRM };
 
+#define HM_HOLD_REASONS 6 /* enum hm_hold */
+
 struct hm_op {
     struct hm_op *prev, *next;
     struct hostmgr *h;    /* NULL once the hostmgr is gone */
@@ -70,6 +72,7 @@ struct hm_op {
     bool deleted;         /* OP_POD: done; kept until the pod leaves the cache */
     unsigned fails;
     int64_t retry_at_ms;
+    uint64_t sent_ms;     /* OP_CONFIRM: loop time when the read was sent */
     char *node;           /* node name */
     char *key, *ns, *name, *uid; /* OP_POD: the pod */
 };
@@ -95,13 +98,13 @@ struct hostmgr {
     unsigned lease_lists;    /* the lease informer's list generation at the last check */
     uint64_t held;           /* judgements held (hostmgr_held) */
     struct metrics_series *m_paused;   /* peloton_hostmgr_evictions_paused */
-    struct metrics_series *m_held[5];  /* peloton_hostmgr_judgements_held_total by reason (enum hm_hold) */
+    struct metrics_series *m_held[HM_HOLD_REASONS];  /* peloton_hostmgr_judgements_held_total by reason (enum hm_hold) */
 };
 
 /* Why a judgement was held (the reason label of the counter). */
-enum hm_hold { HOLD_NOT_CURRENT, HOLD_RENEWED, HOLD_READ_FAILED, HOLD_PAUSED, HOLD_SETTLING };
-static const char *const hold_reason[5] = {"informer-not-current", "lease-renewed-on-read", "read-failed",
-                                           "evictions-paused", "settling"};
+enum hm_hold { HOLD_NOT_CURRENT, HOLD_RENEWED, HOLD_READ_FAILED, HOLD_PAUSED, HOLD_SETTLING, HOLD_SLOW_READ };
+static const char *const hold_reason[HM_HOLD_REASONS] = {"informer-not-current", "lease-renewed-on-read", "read-failed",
+                                                         "evictions-paused",     "settling",              "slow-read"};
 
 /* ---- time and the verdict (pure) ---- */
 
@@ -216,6 +219,7 @@ void hostmgr_options_default(struct hostmgr_options *o) {
     o->retry_max_ms = 30000;
     o->mass_fraction = 0.55;
     o->mass_min_nodes = 3;
+    o->slow_read_ms = 2000;
     o->metrics = NULL;
 }
 
@@ -818,8 +822,20 @@ static void on_confirm_done(void *ud, const struct kc_response *r) {
     if (n) {
         n->confirming = false;
         json_t *lease = r->status == 200 ? kc_response_body(r) : NULL;
+        uint64_t rtt = uv_now(h->loop) - op->sent_ms;
         if (!judging_ok(h)) {
             held(h, HOLD_NOT_CURRENT);
+        } else if (rtt > h->o.slow_read_ms) {
+            /* the server took that long to answer: it was stalled, and the
+             * kubelets' renewals were stuck behind the same stall. Nothing it
+             * said about leases meanwhile is evidence: every lease gets one
+             * more period from now. */
+            held(h, HOLD_SLOW_READ);
+            h->current_since = wall_ms();
+            fprintf(stderr,
+                    "level=warn msg=\"hostmgr: lease read slow, server stalled: leases get one more period\" "
+                    "node=%s rtt_ms=%" PRIu64 "\n",
+                    n->name, rtt);
         } else if (r->status != 404 && !json_is_object(json_object_get(lease, "spec"))) {
             held(h, HOLD_READ_FAILED); /* the next check asks again */
             fprintf(stderr,
@@ -849,6 +865,7 @@ static void confirm_start(struct hostmgr *h, struct hm_node *n) {
     int len = snprintf(path, sizeof path, "%s/", LEASES_PATH);
     kc_escape(n->name, path + len, sizeof path - (size_t)len);
     n->confirming = true;
+    op->sent_ms = uv_now(h->loop);
     if (!op_send(op, "GET", path, NULL, NULL, on_confirm_done)) {
         n->confirming = false;
         op_free(op);
@@ -1037,6 +1054,7 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
     if (!h->o.no_lease_ms) h->o.no_lease_ms = d.no_lease_ms;
     if (!(h->o.mass_fraction > 0)) h->o.mass_fraction = d.mass_fraction; /* also NaN */
     if (!h->o.mass_min_nodes) h->o.mass_min_nodes = d.mass_min_nodes;
+    if (!h->o.slow_read_ms) h->o.slow_read_ms = d.slow_read_ms;
     if (h->o.metrics) {
         static const char *const why[] = {"reason"};
         h->m_paused = metrics_series0(metrics_gauge(h->o.metrics, "peloton_hostmgr_evictions_paused",
@@ -1045,7 +1063,7 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
                                                     0, NULL));
         struct metrics_family *fam = metrics_counter(h->o.metrics, "peloton_hostmgr_judgements_held_total",
                                                      "Node judgements and evictions held, by reason.", 1, why);
-        for (int i = 0; i < 5; i++) h->m_held[i] = metrics_series1(fam, hold_reason[i]);
+        for (int i = 0; i < HM_HOLD_REASONS; i++) h->m_held[i] = metrics_series1(fam, hold_reason[i]);
     }
     struct kc_informer_handlers nh = {on_node_add, on_node_update, on_node_delete, on_synced};
     struct kc_informer_handlers lh = {NULL, NULL, NULL, on_synced};

@@ -24,7 +24,8 @@
  * no re-list due or under way) and the lease watch is open; a lapsed lease is
  * judged only once they have been current for that lease's duration since
  * they last (re)listed; a node is declared down only after a direct GET of
- * its Lease confirms the lapse; and
+ * its Lease confirms the lapse (a read slower than slow_read_ms says the
+ * server stalled: every lease then gets one more period); and
  * while at least mass_fraction of the nodes (and mass_min_nodes) have lapsed
  * leases, no pod is deleted as lost (a Warning Event NodeEvictionsPaused,
  * the gauge peloton_hostmgr_evictions_paused), as kube-controller-manager
@@ -63,6 +64,8 @@ struct hostmgr_options {
                                * (and at least mass_min_nodes do); default 0.55 (kube-controller-manager's
                                * --unhealthy-zone-threshold); above 1: never */
     uint32_t mass_min_nodes;  /* the fewest lapsed nodes that make a mass event; default 3 */
+    uint32_t slow_read_ms;    /* a Lease read answered slower than this means the server was stalled: not
+                               * trusted, and every lease gets one more period; default 2000 */
     struct metrics *metrics;  /* the process's registry for hostmgr's families (docs/metrics.md); NULL: none */
 };
 /* The defaults above; hostmgr_start also reads a 0 in any field but grace_ms as its default. */
