@@ -93,9 +93,11 @@ struct hostmgr {
     bool stale;              /* an informer is not current: every judgement is held */
     bool said_stale;         /* the log line saying so was written (its pair comes when they are current) */
     bool paused;             /* a mass event: no pod is deleted as lost */
+    int64_t calm_since;      /* wall clock since when a paused mass event is below the threshold (0: not) */
     int64_t current_since;   /* wall clock since when the informers have been current and the lease
                               * cache not rebuilt (0: they are not current) */
     unsigned lease_lists;    /* the lease informer's list generation at the last check */
+    uint64_t last_tick;      /* loop time of the last check timer */
     uint64_t held;           /* judgements held (hostmgr_held) */
     struct metrics_series *m_paused;   /* peloton_hostmgr_evictions_paused */
     struct metrics_series *m_held[HM_HOLD_REASONS];  /* peloton_hostmgr_judgements_held_total by reason (enum hm_hold) */
@@ -901,6 +903,7 @@ static bool all_synced(const struct hostmgr *h) {
 static void check_all(struct hostmgr *h, bool hold) {
     int64_t now = wall_ms();
     size_t pos = 0, total = 0, lapsed = 0;
+    int64_t longest = 0; /* the longest lease period of a lapsed node */
     const char *name;
     void *v;
     while (strmap_next(&h->byname, &pos, &name, &v)) {
@@ -910,10 +913,17 @@ static void check_all(struct hostmgr *h, bool hold) {
         n->lapsed = hostmgr_node_is_down(lease, n->appeared_ms, now, &h->o);
         total++;
         lapsed += n->lapsed;
+        if (n->lapsed && lease_period_ms(lease, &h->o) > longest) longest = lease_period_ms(lease, &h->o);
     }
-    if (!hold)
-        set_paused(h, lapsed >= h->o.mass_min_nodes && (double)lapsed >= h->o.mass_fraction * (double)total, lapsed,
-                   total);
+    if (!hold) {
+        /* A mass event ends one lease period after it went below the
+         * threshold, not at once: its kubelets come back one by one, and
+         * the last ones must not lose their pods for being late. */
+        bool mass = lapsed >= h->o.mass_min_nodes && (double)lapsed >= h->o.mass_fraction * (double)total;
+        if (mass || !h->paused) h->calm_since = 0;
+        else if (!h->calm_since) h->calm_since = now;
+        set_paused(h, mass || (h->paused && now - h->calm_since < longest), lapsed, total);
+    }
     pos = 0;
     while (strmap_next(&h->byname, &pos, &name, &v)) {
         struct hm_node *n = v;
@@ -1014,7 +1024,21 @@ static void kick(struct hostmgr *h) {
 
 static void on_tick(uv_timer_t *t) {
     struct hostmgr *h = t->data;
+    uint64_t now = uv_now(h->loop), gap = now - h->last_tick;
+    h->last_tick = now;
     if (!all_synced(h)) return;
+    if (gap > (uint64_t)h->o.check_ms + h->o.slow_read_ms) {
+        /* this loop itself was stalled (the process stopped, starved of CPU):
+         * the events of that time are still unread, and if the API server
+         * shares the process the kubelets could not renew either. Hold this
+         * check; every lease gets one more period. */
+        h->current_since = wall_ms();
+        held(h, HOLD_SLOW_READ);
+        fprintf(stderr, "level=warn msg=\"hostmgr: check late, loop stalled: leases get one more period\" late_ms=%" PRIu64
+                        "\n",
+                gap - h->o.check_ms);
+        return;
+    }
     check(h);
     h->maint_due = true;
     pump(h);
@@ -1086,6 +1110,7 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
         hostmgr_stop(h);
         return NULL;
     }
+    h->last_tick = uv_now(loop);
     uv_timer_start(h->tick, on_tick, h->o.check_ms, h->o.check_ms);
     fprintf(stderr,
             "level=info msg=\"hostmgr: started\" check_ms=%u grace_ms=%u no_lease_ms=%u mass_fraction=%.2f "

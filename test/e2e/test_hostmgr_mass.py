@@ -110,6 +110,25 @@ def test_mass_event_pauses_evictions():
     assert not events("NodeLost")
 
 
+def test_whole_process_stall_loses_nothing():
+    """pelotond itself (API server and host manager) stopped past the lease
+    period: when it resumes, its check runs late with the events of the stall
+    still unread and every lease lapsed in storage (the kubelets could not
+    renew). It holds, and the leases get one more period: no node down."""
+    before, start = pod_names(), len(open(LOG).read())
+    PROC.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(7)
+    finally:
+        PROC.send_signal(signal.SIGCONT)
+    wait_until(lambda: "loop stalled" in open(LOG).read()[start:], what="the late check noticed")
+    time.sleep(5)  # the kubelets renew; more than a lease period
+    log = open(LOG).read()[start:]
+    assert "node down" not in log, log[-3000:]
+    assert pod_names() == before
+    assert not events("NodeLost")
+
+
 def test_one_node_down_still_lost():
     node = NODES[-1]  # an mf- node: 1 of 10 is no mass event
     pod = f"mp-{len(NODES) - 1}"

@@ -561,7 +561,20 @@ TEST(hostmgr_mass_event_pauses_evictions) {
     }
     json_decref(l);
     CHECK_I64(paused_events, 1);
-    /* the kubelets come back: the pause ends, the nodes are up, nothing was lost */
+    /* the kubelets come back one by one: with m4 the only one still lapsed
+     * (1 of 5), evictions stay paused for one lease period, so m4's pod is
+     * not deleted for its kubelet being the last */
+    for (int k = 0; k < 12; k++) {
+        for (int j = 0; j < N - 1; j++) {
+            snprintf(name, sizeof name, "m%d", j);
+            put_lease(&e, name, 2, false, NULL);
+        }
+        hm_run_for(&e, 100);
+    }
+    CHECK(hostmgr_evictions_paused(h));
+    CHECK(hostmgr_node_down(h, "m4"));
+    CHECK(pod_exists(&e, "mp4"));
+    /* the last one comes back: the pause ends, the nodes are up, nothing was lost */
     end = mono_ms() + 6000;
     while (mono_ms() < end && (hostmgr_evictions_paused(h) || down)) {
         for (int k = 0; k < N; k++) {
