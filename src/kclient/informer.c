@@ -2,7 +2,9 @@
  * reporting the difference against the cache, then watch from the list's
  * resourceVersion. A 410 (reply or ERROR event), any other ERROR event or a
  * broken stream re-lists after a backoff (100 ms doubling to 5 s, reset by a
- * watch event or a watch that lived a second or more); a stream the server
+ * watch event or a watch that lived a second or more; kc_informer_current is
+ * false from then until the new list is applied; a 410 on a continue token
+ * makes the next list one unpaged request); a stream the server
  * ended cleanly (watches ask for timeoutSeconds 300-600) is re-watched from
  * the last resourceVersion after the same backoff.
  *

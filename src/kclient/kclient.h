@@ -152,8 +152,9 @@ struct kc_informer_handlers {
 struct kc_informer;
 /* path: a collection ("/api/v1/pods", "/apis/peloton.io/v1alpha1/resourcepools");
  * query as for kclient_watch (also applied to the list). Lists in pages of
- * 500, then watches from the list's resourceVersion; on 410 or a broken
- * stream re-lists (backoff 100 ms doubling to 5 s) and reports the difference.
+ * 500 (at once without pages when a continue token expired: 410), then
+ * watches from the list's resourceVersion; on 410 or a broken stream
+ * re-lists (backoff 100 ms doubling to 5 s) and reports the difference.
  * An informer on a path and query another informer of the client already
  * follows joins it: started after that one synced, it gets the cache as adds,
  * then on_synced. Handlers of informers sharing a feed run in the order the
