@@ -39,6 +39,8 @@ struct hm_node {
     int64_t appeared_ms;  /* wall clock when the Node was first seen */
     bool has_node;        /* a Node object exists (else only pods name it) */
     bool down;            /* the verdict of the last check */
+    bool lapsed;          /* what the lease cache said at the last check (down once a read confirms it) */
+    bool confirming;      /* the direct read of its Lease is in flight */
     bool busy;            /* a node write in flight */
     bool cond_ok, taint_ok, marked; /* since going down: Ready patched, taint added, one attempt done */
     bool untaint_ok;      /* since going up: the taint is gone */
@@ -56,7 +58,9 @@ struct hm_pod {
     bool terminal;     /* Succeeded or Failed */
 };
 
-enum hm_op_kind { OP_COND, OP_TAINT, OP_UNTAINT, OP_POD, OP_MAINT };
+enum hm_op_kind { OP_COND, OP_TAINT, OP_UNTAINT, OP_POD, OP_MAINT, OP_CONFIRM };
+
+#define HM_HOLD_REASONS 6 /* enum hm_hold */
 
 struct hm_op {
     struct hm_op *prev, *next;
@@ -68,6 +72,7 @@ struct hm_op {
     bool deleted;         /* OP_POD: done; kept until the pod leaves the cache */
     unsigned fails;
     int64_t retry_at_ms;
+    uint64_t sent_ms;     /* OP_CONFIRM: loop time when the read was sent */
     char *node;           /* node name */
     char *key, *ns, *name, *uid; /* OP_POD: the pod */
 };
@@ -85,7 +90,23 @@ struct hostmgr {
     uint32_t inflight;
     bool checked;            /* the first check ran (verdicts exist) */
     bool maint_due;          /* the maintenance pass runs at the next pump (each check, and after its writes) */
+    bool stale;              /* an informer is not current: every judgement is held */
+    bool said_stale;         /* the log line saying so was written (its pair comes when they are current) */
+    bool paused;             /* a mass event: no pod is deleted as lost */
+    int64_t calm_since;      /* wall clock since when a paused mass event is below the threshold (0: not) */
+    int64_t current_since;   /* wall clock since when the informers have been current and the lease
+                              * cache not rebuilt (0: they are not current) */
+    unsigned lease_lists;    /* the lease informer's list generation at the last check */
+    uint64_t last_tick;      /* loop time of the last check timer */
+    uint64_t held;           /* judgements held (hostmgr_held) */
+    struct metrics_series *m_paused;   /* peloton_hostmgr_evictions_paused */
+    struct metrics_series *m_held[HM_HOLD_REASONS];  /* peloton_hostmgr_judgements_held_total by reason (enum hm_hold) */
 };
+
+/* Why a judgement was held (the reason label of the counter). */
+enum hm_hold { HOLD_NOT_CURRENT, HOLD_RENEWED, HOLD_READ_FAILED, HOLD_PAUSED, HOLD_SETTLING, HOLD_SLOW_READ };
+static const char *const hold_reason[HM_HOLD_REASONS] = {"informer-not-current", "lease-renewed-on-read", "read-failed",
+                                                         "evictions-paused",     "settling",              "slow-read"};
 
 /* ---- time and the verdict (pure) ---- */
 
@@ -170,6 +191,16 @@ bool hostmgr_lease_lapsed(int64_t renew_ms, int64_t duration_s, int64_t now_ms, 
     return now_ms > renew_ms + duration_s * 1000 + grace_ms;
 }
 
+/* How long a lease lasts, grace included (ms); for no lease, no_lease_ms. */
+static int64_t lease_period_ms(const json_t *lease, const struct hostmgr_options *o) {
+    if (!lease) return o->no_lease_ms;
+    json_t *dur = json_object_get(json_object_get(lease, "spec"), "leaseDurationSeconds");
+    int64_t d = json_is_integer(dur) && json_integer_value(dur) > 0 ? json_integer_value(dur)
+                                                                    : HOSTMGR_DEFAULT_LEASE_SECONDS;
+    if (d > 366 * 86400) d = 366 * 86400;
+    return d * 1000 + o->grace_ms;
+}
+
 bool hostmgr_node_is_down(const json_t *lease, int64_t appeared_ms, int64_t now_ms, const struct hostmgr_options *o) {
     json_t *spec = json_object_get(lease, "spec");
     int64_t renew;
@@ -188,6 +219,10 @@ void hostmgr_options_default(struct hostmgr_options *o) {
     o->no_lease_ms = 80000;
     o->max_inflight = 32;
     o->retry_max_ms = 30000;
+    o->mass_fraction = 0.55;
+    o->mass_min_nodes = 3;
+    o->slow_read_ms = 2000;
+    o->metrics = NULL;
 }
 
 /* ---- small helpers ---- */
@@ -269,7 +304,7 @@ static void node_free(struct hm_node *n) {
 
 /* Drops an entry that neither a Node nor a pod needs any more. */
 static void node_maybe_drop(struct hostmgr *h, struct hm_node *n) {
-    if (n->has_node || strmap_count(&n->pods) || n->busy || n->maint_busy) return;
+    if (n->has_node || strmap_count(&n->pods) || n->busy || n->maint_busy || n->confirming) return;
     strmap_del(&h->byname, n->name);
     node_free(n);
 }
@@ -755,45 +790,191 @@ static int maint_visit(void *ud, json_t *node) {
 
 /* ---- the checks ---- */
 
-static void check_node(struct hostmgr *h, struct hm_node *n, int64_t now) {
-    json_t *lease = kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name);
-    bool down = hostmgr_node_is_down(lease, n->appeared_ms, now, &h->o);
-    if (down == n->down) return;
+static void held(struct hostmgr *h, enum hm_hold why) {
+    h->held++;
+    metrics_inc(h->m_held[why]);
+}
+
+/* The verdict changes (one log line); the write-back starts at the next pump. */
+static void set_verdict(struct hostmgr *h, struct hm_node *n, bool down, const json_t *lease, const char *how) {
     n->down = down;
     n->cond_ok = n->taint_ok = n->marked = n->untaint_ok = false;
     n->fails = 0;
     n->retry_at_ms = 0;
     if (down) {
         const char *renew = json_string_value(json_object_get(json_object_get(lease, "spec"), "renewTime"));
-        fprintf(stderr, "level=warn msg=\"hostmgr: node down\" node=%s reason=%s renewTime=%s pods=%zu\n", n->name,
-                lease ? "lease-expired" : "no-lease", renew ? renew : "none", strmap_count(&n->pods));
+        fprintf(stderr, "level=warn msg=\"hostmgr: node down\" node=%s reason=%s renewTime=%s pods=%zu seen=%s\n",
+                n->name, lease ? "lease-expired" : "no-lease", renew ? renew : "none", strmap_count(&n->pods), how);
     } else {
         fprintf(stderr, "level=info msg=\"hostmgr: node up\" node=%s reason=lease-renewed\n", n->name);
     }
+}
+
+/* Are the informers a verdict rests on up to date? The Lease watch must be
+ * open too: between a watch that ended and the next one nothing is known. */
+static bool judging_ok(const struct hostmgr *h) {
+    return kc_informer_fresh(h->leases, 0) && kc_informer_current(h->nodes) && kc_informer_current(h->pods);
+}
+
+static void on_confirm_done(void *ud, const struct kc_response *r) {
+    struct hm_op *op = ud;
+    if (!op_landed(op)) return;
+    struct hostmgr *h = op->h;
+    struct hm_node *n = node_get(h, op->node, false);
+    if (n) {
+        n->confirming = false;
+        json_t *lease = r->status == 200 ? kc_response_body(r) : NULL;
+        uint64_t rtt = uv_now(h->loop) - op->sent_ms;
+        if (!judging_ok(h)) {
+            held(h, HOLD_NOT_CURRENT);
+        } else if (rtt > h->o.slow_read_ms) {
+            /* the server took that long to answer: it was stalled, and the
+             * kubelets' renewals were stuck behind the same stall. Nothing it
+             * said about leases meanwhile is evidence: every lease gets one
+             * more period from now. */
+            held(h, HOLD_SLOW_READ);
+            h->current_since = wall_ms();
+            fprintf(stderr,
+                    "level=warn msg=\"hostmgr: lease read slow, server stalled: leases get one more period\" "
+                    "node=%s rtt_ms=%" PRIu64 "\n",
+                    n->name, rtt);
+        } else if (r->status != 404 && !json_is_object(json_object_get(lease, "spec"))) {
+            held(h, HOLD_READ_FAILED); /* the next check asks again */
+            fprintf(stderr,
+                    "level=warn msg=\"hostmgr: lease read failed, node not judged\" node=%s status=%ld error=\"%s\"\n",
+                    n->name, r->status, r->error ? r->error : "no lease spec");
+        } else if (!hostmgr_node_is_down(lease, n->appeared_ms, wall_ms(), &h->o)) {
+            held(h, HOLD_RENEWED); /* the cache was behind */
+            fprintf(stderr, "level=info msg=\"hostmgr: lease renewed on a direct read, node not down\" node=%s\n",
+                    n->name);
+        } else if (n->has_node && !n->down) {
+            set_verdict(h, n, true, lease, "direct-read");
+        }
+        node_maybe_drop(h, n);
+    }
+    op_free(op);
+    kick(h);
+}
+
+/* A direct GET of n's Lease before it is declared down: the informer's copy
+ * may be behind however current it says it is (a watch silently stalled).
+ * At most max_inflight requests at once; the rest are asked at the next check. */
+static void confirm_start(struct hostmgr *h, struct hm_node *n) {
+    if (n->confirming || h->inflight >= h->o.max_inflight) return;
+    struct hm_op *op = op_new(h, OP_CONFIRM, n->name);
+    if (!op) return;
+    char path[sizeof LEASES_PATH + 3 * NAME_MAX_LEN + 8];
+    int len = snprintf(path, sizeof path, "%s/", LEASES_PATH);
+    kc_escape(n->name, path + len, sizeof path - (size_t)len);
+    n->confirming = true;
+    op->sent_ms = uv_now(h->loop);
+    if (!op_send(op, "GET", path, NULL, NULL, on_confirm_done)) {
+        n->confirming = false;
+        op_free(op);
+    }
+}
+
+/* Evictions pause while a mass event lasts: a Warning Event when it starts, a
+ * Normal one when it ends, about the Namespace of the node leases (one
+ * cluster-level object rather than thousands of Nodes). */
+static void set_paused(struct hostmgr *h, bool on, size_t lapsed, size_t total) {
+    if (on == h->paused) return;
+    h->paused = on;
+    metrics_set(h->m_paused, on ? 1 : 0);
+    fprintf(stderr, "level=%s msg=\"hostmgr: evictions %s\" lapsed=%zu nodes=%zu fraction=%.2f min_nodes=%u\n",
+            on ? "warn" : "info", on ? "paused" : "resumed", lapsed, total, h->o.mass_fraction, h->o.mass_min_nodes);
+    ctl_object_event(h->kc, HOSTMGR_COMPONENT, "v1", "Namespace", "", HOSTMGR_LEASE_NS, "", on ? "Warning" : "Normal",
+                     on ? "NodeEvictionsPaused" : "NodeEvictionsResumed",
+                     on ? "%zu of %zu nodes have lapsed leases (threshold %.2f, at least %u nodes): no pod is deleted "
+                          "as lost until fewer have"
+                        : "%zu of %zu nodes have lapsed leases (threshold %.2f, at least %u nodes): pods of down "
+                          "nodes are deleted as lost again",
+                     lapsed, total, h->o.mass_fraction, h->o.mass_min_nodes);
 }
 
 static bool all_synced(const struct hostmgr *h) {
     return kc_informer_synced(h->nodes) && kc_informer_synced(h->leases) && kc_informer_synced(h->pods);
 }
 
-/* Decides every known node's verdict. */
-static void check_all(struct hostmgr *h) {
+/* Decides every known node's verdict from the caches, or (hold) counts the
+ * verdicts that would change as held. A node goes up from the cache; it goes
+ * down once a direct read of its Lease agrees (confirm_start). The share of
+ * lapsed nodes decides whether evictions are paused. */
+static void check_all(struct hostmgr *h, bool hold) {
     int64_t now = wall_ms();
-    size_t pos = 0;
+    size_t pos = 0, total = 0, lapsed = 0;
+    int64_t longest = 0; /* the longest lease period of a lapsed node */
     const char *name;
     void *v;
     while (strmap_next(&h->byname, &pos, &name, &v)) {
         struct hm_node *n = v;
-        if (n->has_node) check_node(h, n, now);
+        if (!n->has_node) continue;
+        json_t *lease = kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name);
+        n->lapsed = hostmgr_node_is_down(lease, n->appeared_ms, now, &h->o);
+        total++;
+        lapsed += n->lapsed;
+        if (n->lapsed && lease_period_ms(lease, &h->o) > longest) longest = lease_period_ms(lease, &h->o);
     }
-    h->checked = true;
+    if (!hold) {
+        /* A mass event ends one lease period after it went below the
+         * threshold, not at once: its kubelets come back one by one, and
+         * the last ones must not lose their pods for being late. */
+        bool mass = lapsed >= h->o.mass_min_nodes && (double)lapsed >= h->o.mass_fraction * (double)total;
+        if (mass || !h->paused) h->calm_since = 0;
+        else if (!h->calm_since) h->calm_since = now;
+        set_paused(h, mass || (h->paused && now - h->calm_since < longest), lapsed, total);
+    }
+    pos = 0;
+    while (strmap_next(&h->byname, &pos, &name, &v)) {
+        struct hm_node *n = v;
+        if (h->paused && !hold && n->has_node && n->down && live_pods(n)) held(h, HOLD_PAUSED);
+        if (!n->has_node || n->lapsed == n->down) continue;
+        if (hold) {
+            held(h, HOLD_NOT_CURRENT);
+        } else if (!n->lapsed) {
+            set_verdict(h, n, false, NULL, "informer");
+        } else if (now - h->current_since < lease_period_ms(kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name),
+                                                            &h->o)) {
+            /* watched for less than one lease period since the last (re)list: a
+             * kubelet that renewed meanwhile may not have been seen yet */
+            held(h, HOLD_SETTLING);
+        } else {
+            confirm_start(h, n);
+        }
+    }
+    if (!hold) h->checked = true;
+}
+
+/* Judges when the informers allow it; otherwise holds, with one log line
+ * when holding starts and one when it ends. */
+static void check(struct hostmgr *h) {
+    bool ok = judging_ok(h);
+    unsigned gen = kc_informer_lists(h->leases); /* a re-list between two checks counts too */
+    if (!ok) h->current_since = 0;
+    else if (!h->current_since || gen != h->lease_lists) h->current_since = wall_ms();
+    h->lease_lists = gen;
+    h->stale = !ok;
+    if (ok && h->said_stale) {
+        h->said_stale = false;
+        fprintf(stderr, "level=info msg=\"hostmgr: informers current again, judging nodes\" lease_lists=%u\n",
+                kc_informer_lists(h->leases));
+    } else if (!ok && !h->said_stale && h->checked) { /* not before the first verdicts: informers are starting */
+        h->said_stale = true;
+        fprintf(stderr,
+                "level=warn msg=\"hostmgr: informers not current, node judgements held\" leases_current=%d "
+                "leases_watching=%d nodes_current=%d pods_current=%d\n",
+                kc_informer_current(h->leases), kc_informer_fresh(h->leases, 0), kc_informer_current(h->nodes),
+                kc_informer_current(h->pods));
+    }
+    check_all(h, !ok);
 }
 
 /* Starts the writes still missing, within max_inflight. Nothing before the
  * informers are synced and the first check has given every node a verdict. */
 static void pump(struct hostmgr *h) {
     if (!all_synced(h)) return;
-    if (!h->checked) check_all(h);
+    if (!h->checked) check(h);
+    if (!h->checked) return; /* the first verdicts wait for current informers */
     int64_t now = wall_ms();
     size_t pos = 0;
     const char *name;
@@ -807,6 +988,7 @@ static void pump(struct hostmgr *h) {
         if (n->down) {
             if (!n->busy && retry_ok && (!n->cond_ok || !n->taint_ok)) node_mark(h, n, node);
             if (!n->marked) continue;
+            if (h->stale || h->paused) continue; /* no pod is lost on what may be a stale or mass view */
             size_t pp = 0;
             const char *key;
             void *pv;
@@ -842,8 +1024,22 @@ static void kick(struct hostmgr *h) {
 
 static void on_tick(uv_timer_t *t) {
     struct hostmgr *h = t->data;
+    uint64_t now = uv_now(h->loop), gap = now - h->last_tick;
+    h->last_tick = now;
     if (!all_synced(h)) return;
-    check_all(h);
+    if (gap > (uint64_t)h->o.check_ms + h->o.slow_read_ms) {
+        /* this loop itself was stalled (the process stopped, starved of CPU):
+         * the events of that time are still unread, and if the API server
+         * shares the process the kubelets could not renew either. Hold this
+         * check; every lease gets one more period. */
+        h->current_since = wall_ms();
+        held(h, HOLD_SLOW_READ);
+        fprintf(stderr, "level=warn msg=\"hostmgr: check late, loop stalled: leases get one more period\" late_ms=%" PRIu64
+                        "\n",
+                gap - h->o.check_ms);
+        return;
+    }
+    check(h);
     h->maint_due = true;
     pump(h);
 }
@@ -880,6 +1076,19 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
     if (!h->o.max_inflight) h->o.max_inflight = d.max_inflight;
     if (!h->o.retry_max_ms) h->o.retry_max_ms = d.retry_max_ms;
     if (!h->o.no_lease_ms) h->o.no_lease_ms = d.no_lease_ms;
+    if (!(h->o.mass_fraction > 0)) h->o.mass_fraction = d.mass_fraction; /* also NaN */
+    if (!h->o.mass_min_nodes) h->o.mass_min_nodes = d.mass_min_nodes;
+    if (!h->o.slow_read_ms) h->o.slow_read_ms = d.slow_read_ms;
+    if (h->o.metrics) {
+        static const char *const why[] = {"reason"};
+        h->m_paused = metrics_series0(metrics_gauge(h->o.metrics, "peloton_hostmgr_evictions_paused",
+                                                    "1 while a mass event pauses evictions (too many nodes lapsed "
+                                                    "at once).",
+                                                    0, NULL));
+        struct metrics_family *fam = metrics_counter(h->o.metrics, "peloton_hostmgr_judgements_held_total",
+                                                     "Node judgements and evictions held, by reason.", 1, why);
+        for (int i = 0; i < HM_HOLD_REASONS; i++) h->m_held[i] = metrics_series1(fam, hold_reason[i]);
+    }
     struct kc_informer_handlers nh = {on_node_add, on_node_update, on_node_delete, on_synced};
     struct kc_informer_handlers lh = {NULL, NULL, NULL, on_synced};
     struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
@@ -901,9 +1110,12 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
         hostmgr_stop(h);
         return NULL;
     }
+    h->last_tick = uv_now(loop);
     uv_timer_start(h->tick, on_tick, h->o.check_ms, h->o.check_ms);
-    fprintf(stderr, "level=info msg=\"hostmgr: started\" check_ms=%u grace_ms=%u no_lease_ms=%u\n", h->o.check_ms,
-            h->o.grace_ms, h->o.no_lease_ms);
+    fprintf(stderr,
+            "level=info msg=\"hostmgr: started\" check_ms=%u grace_ms=%u no_lease_ms=%u mass_fraction=%.2f "
+            "mass_min_nodes=%u\n",
+            h->o.check_ms, h->o.grace_ms, h->o.no_lease_ms, h->o.mass_fraction, h->o.mass_min_nodes);
     return h;
 }
 
@@ -960,3 +1172,7 @@ size_t hostmgr_node_count(const struct hostmgr *h, size_t *down) {
     if (down) *down = nd;
     return total;
 }
+
+bool hostmgr_evictions_paused(const struct hostmgr *h) { return h && h->paused; }
+
+uint64_t hostmgr_held(const struct hostmgr *h) { return h ? h->held : 0; }

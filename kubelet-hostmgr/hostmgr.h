@@ -19,6 +19,18 @@
  * pod that has not ended is bound to it the annotation becomes "drained"
  * (the job manager moves the pods meanwhile, within each Job's budget).
  *
+ * Safety (docs/lifecycle.md, "When a node is lost"): verdicts are made only
+ * while the lease, Node and pod informers are current (kc_informer_current:
+ * no re-list due or under way) and the lease watch is open; a lapsed lease is
+ * judged only once they have been current for that lease's duration since
+ * they last (re)listed; a node is declared down only after a direct GET of
+ * its Lease confirms the lapse (a read slower than slow_read_ms says the
+ * server stalled: every lease then gets one more period); and
+ * while at least mass_fraction of the nodes (and mass_min_nodes) have lapsed
+ * leases, no pod is deleted as lost (a Warning Event NodeEvictionsPaused,
+ * the gauge peloton_hostmgr_evictions_paused), as kube-controller-manager
+ * stops evicting in a disrupted zone.
+ *
  * All writes are asynchronous, at most max_inflight at once, idempotent and
  * retried with a backoff on the next checks. One log line per node transition.
  *
@@ -35,6 +47,7 @@
 #include <uv.h>
 
 #include "kclient.h"
+#include "metrics.h"
 
 #define HOSTMGR_LEASE_NS "kube-node-lease"
 #define HOSTMGR_TAINT_UNREACHABLE "node.kubernetes.io/unreachable"
@@ -47,6 +60,13 @@ struct hostmgr_options {
     uint32_t no_lease_ms;     /* a node with no lease this long after it appeared is down; default 80000 (2 x 40 s) */
     uint32_t max_inflight;    /* writes in flight at once; default 32 */
     uint32_t retry_max_ms;    /* longest backoff between retries of a failed write; default 30000 */
+    double mass_fraction;     /* evictions pause while at least this fraction of the nodes have lapsed leases
+                               * (and at least mass_min_nodes do); default 0.55 (kube-controller-manager's
+                               * --unhealthy-zone-threshold); above 1: never */
+    uint32_t mass_min_nodes;  /* the fewest lapsed nodes that make a mass event; default 3 */
+    uint32_t slow_read_ms;    /* a Lease read answered slower than this means the server was stalled: not
+                               * trusted, and every lease gets one more period; default 2000 */
+    struct metrics *metrics;  /* the process's registry for hostmgr's families (docs/metrics.md); NULL: none */
 };
 /* The defaults above; hostmgr_start also reads a 0 in any field but grace_ms as its default. */
 void hostmgr_options_default(struct hostmgr_options *o);
@@ -61,6 +81,12 @@ void hostmgr_stop(struct hostmgr *h); /* NULL-safe */
 bool hostmgr_node_down(const struct hostmgr *h, const char *name);
 /* Nodes known (Node objects seen) and of those, down. */
 size_t hostmgr_node_count(const struct hostmgr *h, size_t *down);
+/* Are evictions paused (a mass event: too many nodes lapsed at once)? */
+bool hostmgr_evictions_paused(const struct hostmgr *h);
+/* Judgements held so far (a node's verdict or its pods' loss not acted on:
+ * informers not current, a lease found renewed or unreadable on a direct
+ * read, evictions paused). */
+uint64_t hostmgr_held(const struct hostmgr *h);
 
 /* ---- pure parts, exposed for tests ---- */
 

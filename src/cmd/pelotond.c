@@ -26,7 +26,7 @@
  *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--list-page-bytes=33554432] [--crds=crds]
  *            [--tls-port=N] [--tls-dir=.peloton-tls] [--tls-cert=PEM --tls-key=PEM]
  *            [--admission-round-ms=20] [--placement-tick-ms=10] [--http-idle-timeout-ms=120000]
- *            [--metrics-port=N]
+ *            [--metrics-port=N] [--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3]
  *
  * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
  * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
@@ -103,6 +103,8 @@ struct controllers {
     struct hostmgr *hostmgr;
     struct mdrv *mesos;
     const char *mesos_master;
+    double mass_fraction;       /* hostmgr's mass-event threshold (--hostmgr-mass-fraction) */
+    uint32_t mass_min_nodes;    /* ... and the fewest lapsed nodes (--hostmgr-mass-min-nodes) */
     struct extender_srv *extender;
     int extender_port;
     const char *extender_prefix;
@@ -229,6 +231,9 @@ static void ctl_main(void *arg) {
     struct workloads_options wo = {.default_pool = c->default_pool};
     struct hostmgr_options ho;
     hostmgr_options_default(&ho);
+    ho.metrics = c->metrics;
+    if (c->mass_fraction > 0) ho.mass_fraction = c->mass_fraction;
+    if (c->mass_min_nodes) ho.mass_min_nodes = c->mass_min_nodes;
     struct mdrv_options mo;
     mdrv_options_default(&mo);
     mo.master = c->mesos_master;
@@ -454,6 +459,7 @@ static int usage(void) {
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
                     "[--gang-wait-event-ms=N] [--mesos-master=URL] [--metrics-port=N] "
+                    "[--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3] "
                     "[--tls-cert=PEM --tls-key=PEM] [--client-ca-file=PEM] [--insecure-allow-anonymous] "
                     "[--audit-log-path=F] [--audit-log-maxsize=MB | --audit-log-maxbytes=N] [--audit-log-maxbackup=N]\n");
     return 2;
@@ -473,6 +479,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
     const char *client_ca = NULL;
     struct shim_sec_config sec_cfg = {0}; /* authentication, RBAC and audit (docs/security.md) */
     int tls_port = -1;
+    double mass_fraction = 0.55; /* hostmgr: evictions pause while this share of the nodes lapsed at once */
+    long mass_min_nodes = 3;     /* ... and at least this many */
     int metrics_port = -1; /* controller-only: serve /metrics on this port (0: a free one) */
     int port = 6080;
     long history_max = 0;
@@ -515,6 +523,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
             backoff_max_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
         else if ((v = opt(argv[i], "--gang-wait-event-ms"))) gang_wait_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--mesos-master"))) mesos_master = v;
+        else if ((v = opt(argv[i], "--hostmgr-mass-fraction"))) mass_fraction = atof(v);
+        else if ((v = opt(argv[i], "--hostmgr-mass-min-nodes"))) mass_min_nodes = atol(v);
         else if ((v = opt(argv[i], "--crds"))) crds = v;
         else if ((v = opt(argv[i], "--metrics-port"))) metrics_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
@@ -540,6 +550,11 @@ static int run(int argc, char **argv, struct metrics *reg) {
         fprintf(stderr, "pelotond: --restart-backoff-ms and --restart-backoff-max-ms take 1 to 3600000\n");
         return 2;
     }
+    if (!(mass_fraction > 0 && mass_fraction <= 2) || mass_min_nodes < 1 || mass_min_nodes > 1000000) {
+        fprintf(stderr, "pelotond: --hostmgr-mass-fraction takes (0, 2] (above 1: never pause) and "
+                        "--hostmgr-mass-min-nodes 1 to 1000000\n");
+        return 2;
+    }
     if (unix_path && (unix_path[0] != '/' || strlen(unix_path) > UNIX_SOCKET_PATH_MAX)) {
         fprintf(stderr, "pelotond: --unix-socket needs an absolute path of at most %zu bytes\n", UNIX_SOCKET_PATH_MAX);
         return 2;
@@ -560,7 +575,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
                               .extender_port = ext_port, .extender_prefix = ext_prefix, .native_port = native_port,
                               .round_ms = round_ms, .tick_ms = tick_ms, .backoff_ms = backoff_ms,
                               .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms,
-                              .mesos_master = mesos_master};
+                              .mesos_master = mesos_master, .mass_fraction = mass_fraction,
+                              .mass_min_nodes = (uint32_t)mass_min_nodes};
     struct metrics_family *redis_replies = NULL, *redis_errors = NULL;
     if (reg) {
         static const char *const client[] = {"client"};

@@ -2,7 +2,9 @@
  * reporting the difference against the cache, then watch from the list's
  * resourceVersion. A 410 (reply or ERROR event), any other ERROR event or a
  * broken stream re-lists after a backoff (100 ms doubling to 5 s, reset by a
- * watch event or a watch that lived a second or more); a stream the server
+ * watch event or a watch that lived a second or more; kc_informer_current is
+ * false from then until the new list is applied; a 410 on a continue token
+ * makes the next list one unpaged request); a stream the server
  * ended cleanly (watches ask for timeoutSeconds 300-600) is re-watched from
  * the last resourceVersion after the same backoff.
  *
@@ -56,7 +58,12 @@ struct kc_feed {
     unsigned backoff_ms;
     unsigned lists;         /* complete lists */
     uint64_t watch_started; /* uv_now at the last watch start */
+    uint64_t seen_ms;       /* uv_now when the server last spoke for the cache: a list completed, an event or a
+                             * bookmark arrived */
     bool started, synced, relist_next;
+    bool relisting;         /* a re-list is due or under way: the cache may be behind (kc_informer_current) */
+    bool paging;            /* the list request in flight carries a continue token */
+    bool unpaged;           /* the next list asks for everything at once (a continue token expired) */
     bool keys_only;         /* cache values are resourceVersions (json strings), not objects */
     kc_transform_fn transform;
     jparse_keep_fn keep;    /* members not decoded (kc_informer_opts) */
@@ -202,6 +209,7 @@ static void on_timer(uv_timer_t *t) {
 static void schedule(struct kc_feed *f, bool relist) {
     if (f->free_pending) return;
     f->relist_next = relist;
+    if (relist) f->relisting = true; /* until a whole list is applied (apply_list) */
     uv_timer_start(f->timer, on_timer, f->backoff_ms, 0);
     f->backoff_ms = f->backoff_ms * 2 > KC_BACKOFF_MAX_MS ? KC_BACKOFF_MAX_MS : f->backoff_ms * 2;
 }
@@ -244,6 +252,8 @@ static void apply_list(struct kc_feed *f) {
         if (stopping(f)) goto out;
     }
     f->synced = true;
+    f->relisting = false;
+    f->seen_ms = uv_now(f->c->loop);
     emit_synced(f);
 out:
     json_decref(fresh);
@@ -270,6 +280,19 @@ static void on_list(void *ud, const struct kc_response *r) {
         json_decref(page);
         json_decref(f->fresh);
         f->fresh = NULL;
+        /* 410 on a continue token: the collection changes faster than the
+         * server's history lets a paged list finish, and a paged re-list
+         * would fail the same way forever. Ask for the whole list in one
+         * reply instead (as client-go's pager does); back to pages after a
+         * failure of that, or once it succeeded. */
+        bool expired = r->status == 410 && f->paging && !f->unpaged;
+        f->unpaged = expired;
+        if (expired) {
+            fprintf(stderr, "level=info msg=\"informer list continue expired, listing without pages\" path=%s\n",
+                    f->path);
+            list_page(f, NULL);
+            return;
+        }
         schedule(f, true);
         return;
     }
@@ -290,6 +313,7 @@ static void on_list(void *ud, const struct kc_response *r) {
     }
     set_rv(f, json_string_value(json_object_get(md, "resourceVersion")));
     json_decref(page);
+    f->unpaged = false;
     f->lists++; /* the backoff stays: a server whose watches fail at once must not be listed 10 times a second */
     apply_list(f);
 }
@@ -310,7 +334,10 @@ static void list_page(struct kc_feed *f, const char *cont) {
         schedule(f, true);
         return;
     }
-    int n = snprintf(p, cap, "%s%climit=%d", f->path, strchr(f->path, '?') ? '&' : '?', KC_INFORMER_PAGE);
+    char sep = strchr(f->path, '?') ? '&' : '?';
+    int n = f->unpaged ? snprintf(p, cap, "%s%climit=0", f->path, sep)
+                       : snprintf(p, cap, "%s%climit=%d", f->path, sep, KC_INFORMER_PAGE);
+    f->paging = clen > 0;
     if (clen) {
         n += snprintf(p + n, cap - (size_t)n, "&continue=");
         n += kc_escape(cont, p + n, cap - (size_t)n);
@@ -338,6 +365,7 @@ static void on_event(void *ud, const char *type, json_t *obj) {
     }
     set_rv(f, obj_rv(obj));
     f->backoff_ms = KC_BACKOFF_MIN_MS;
+    f->seen_ms = uv_now(f->c->loop);
     if (!strcmp(type, "BOOKMARK") || !obj_key(obj, key, sizeof key)) return;
     if (f->transform) f->transform(obj);
     f->busy++;
@@ -479,6 +507,19 @@ int kc_informer_start(struct kc_informer *inf) {
 }
 
 bool kc_informer_synced(const struct kc_informer *inf) { return inf && inf->synced; }
+
+bool kc_informer_current(const struct kc_informer *inf) {
+    return inf && inf->synced && inf->f->synced && !inf->f->relisting;
+}
+
+bool kc_informer_fresh(const struct kc_informer *inf, uint64_t max_age_ms) {
+    if (!kc_informer_current(inf) || !inf->f->watch) return false;
+    return !max_age_ms || uv_now(inf->f->c->loop) - inf->f->seen_ms <= max_age_ms;
+}
+
+uint64_t kc_informer_age_ms(const struct kc_informer *inf) {
+    return inf && inf->f->synced ? uv_now(inf->f->c->loop) - inf->f->seen_ms : UINT64_MAX;
+}
 
 json_t *kc_informer_get(const struct kc_informer *inf, const char *ns, const char *name) {
     char key[1024];

@@ -152,8 +152,9 @@ struct kc_informer_handlers {
 struct kc_informer;
 /* path: a collection ("/api/v1/pods", "/apis/peloton.io/v1alpha1/resourcepools");
  * query as for kclient_watch (also applied to the list). Lists in pages of
- * 500, then watches from the list's resourceVersion; on 410 or a broken
- * stream re-lists (backoff 100 ms doubling to 5 s) and reports the difference.
+ * 500 (at once without pages when a continue token expired: 410), then
+ * watches from the list's resourceVersion; on 410 or a broken stream
+ * re-lists (backoff 100 ms doubling to 5 s) and reports the difference.
  * An informer on a path and query another informer of the client already
  * follows joins it: started after that one synced, it gets the cache as adds,
  * then on_synced. Handlers of informers sharing a feed run in the order the
@@ -187,7 +188,21 @@ struct kc_informer *kc_informer_new_opts(struct kclient *c, const char *path, co
                                          const struct kc_informer_opts *o, const struct kc_informer_handlers *h,
                                          void *ud);
 int kc_informer_start(struct kc_informer *inf);
+/* The first complete list has been applied (and stays true afterwards: the
+ * cache exists). Whether the cache is up to date is kc_informer_current. */
 bool kc_informer_synced(const struct kc_informer *inf);
+/* Synced and no re-list due or under way: false from the moment a watch
+ * fails (410 Gone, an ERROR event, a broken stream, a failed list page)
+ * until the re-list that follows has been applied in full, however many
+ * attempts it takes. A consumer that acts on the absence of something
+ * (a lease not renewed, an object gone) asks this, not kc_informer_synced. */
+bool kc_informer_current(const struct kc_informer *inf);
+/* Current, with its watch open, and the server heard from (a list applied,
+ * an event or a bookmark) at most max_age_ms ago (0: any age). */
+bool kc_informer_fresh(const struct kc_informer *inf, uint64_t max_age_ms);
+/* Milliseconds (loop time) since the server was last heard from for this
+ * cache; UINT64_MAX before the first list. */
+uint64_t kc_informer_age_ms(const struct kc_informer *inf);
 /* The cached object (borrowed; valid until the next event), or NULL (also
  * for a keys-only informer). ns is "" for cluster-scoped objects. */
 json_t *kc_informer_get(const struct kc_informer *inf, const char *ns, const char *name);
@@ -196,7 +211,8 @@ size_t kc_informer_count(const struct kc_informer *inf);
 void kc_informer_foreach(const struct kc_informer *inf, int (*fn)(void *ud, json_t *obj), void *ud);
 /* The resourceVersion last seen (list or event), "" before the first list. */
 const char *kc_informer_rv(const struct kc_informer *inf);
-/* Complete lists so far (1 after the first sync; each re-list adds one). */
+/* Complete lists so far (1 after the first sync; each re-list adds one):
+ * a generation counter, which moves whenever the cache was rebuilt. */
 unsigned kc_informer_lists(const struct kc_informer *inf);
 /* Safe inside the informer's own handlers (the free completes when the
  * handler returns). Not needed after kclient_free, which frees it. */

@@ -3,6 +3,7 @@
  * reaped by the test. The host manager runs on a private uv loop; the test's
  * own reads and writes are synchronous requests (kclient_request_sync) between
  * turns of the loop. Every wait has a deadline. */
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -347,7 +348,7 @@ TEST(hostmgr_stop_midway_and_resume) {
     struct hm_env e;
     if (!hm_begin(&s, &e)) return;
     CHECK_I64(make_node(&e, "old"), 200);
-    CHECK_I64(put_lease(&e, "old", 40, true, "2020-01-01T00:00:00.000000Z"), 201);
+    CHECK_I64(put_lease(&e, "old", 2, true, "2020-01-01T00:00:00.000000Z"), 201); /* one lease period after start */
     enum { NPODS = 40 };
     char name[32];
     for (int i = 0; i < NPODS; i++) {
@@ -392,6 +393,203 @@ TEST(hostmgr_stop_midway_and_resume) {
     int events = lost_events(&e, "old", &right);
     CHECK(events >= NPODS && events <= NPODS + 3); /* once per pod, but for those in flight at the stop */
     CHECK(right);
+    hostmgr_stop(h);
+    hm_run_for(&e, 50);
+out:
+    hm_env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* The lease informer has to re-list (its API server killed and started again
+ * on the same port) while every lease is renewed as soon as the server is
+ * back: its cache is frozen meanwhile, but no judgement is made from it, so
+ * no node goes down and no pod is deleted as lost (issue 25's mass NodeLost).
+ * Two nodes: fewer than a mass event, so the freshness rule alone is tested. */
+TEST(hostmgr_relist_holds_judgements) {
+    struct apisrv s;
+    struct hm_env e;
+    if (!hm_begin(&s, &e)) return;
+    const char *nodes[] = {"r1", "r2"};
+    for (int i = 0; i < 2; i++) {
+        CHECK_I64(make_node(&e, nodes[i]), 200);
+        CHECK_I64(put_lease(&e, nodes[i], 2, true, NULL), 201);
+    }
+    CHECK_I64(make_bound_pod(&e, "rp1", "r1"), 201);
+    CHECK_I64(make_bound_pod(&e, "rp2", "r2"), 201);
+    struct hostmgr_options o;
+    hostmgr_options_default(&o);
+    o.check_ms = 100;
+    o.retry_max_ms = 200; /* writes that failed while the server was away are retried at once when it is back */
+    char err[256] = "";
+    struct hostmgr *h = hostmgr_start(&e.loop, e.c, &o, err, sizeof err);
+    if (!h) test_fail(__FILE__, __LINE__, "hostmgr_start: %s", err);
+    if (!h) goto out;
+    for (int i = 0; i < 8; i++) { /* kubelets renewing */
+        put_lease(&e, "r1", 2, false, NULL);
+        put_lease(&e, "r2", 2, false, NULL);
+        hm_run_for(&e, 100);
+    }
+    CHECK(!hostmgr_node_down(h, "r1") && !hostmgr_node_down(h, "r2"));
+    uint64_t held0 = hostmgr_held(h);
+    int port = s.port;
+    apisrv_kill(&s, SIGKILL); /* the watch breaks; the leases age past their 2 s in the cache */
+    hm_run_for(&e, 3500);
+    CHECK(!hostmgr_node_down(h, "r1") && !hostmgr_node_down(h, "r2"));
+    CHECK(hostmgr_held(h) > held0);
+    REQUIRE(apisrv_spawn(&s, port, NULL) == 0);
+    double end = mono_ms() + 6000;
+    while (mono_ms() < end) { /* the kubelets are back at once; the informer re-lists after its backoff */
+        put_lease(&e, "r1", 2, false, NULL);
+        put_lease(&e, "r2", 2, false, NULL);
+        hm_run_for(&e, 100);
+        CHECK(!hostmgr_node_down(h, "r1") && !hostmgr_node_down(h, "r2"));
+    }
+    CHECK(pod_exists(&e, "rp1"));
+    CHECK(pod_exists(&e, "rp2"));
+    bool right;
+    CHECK_I64(lost_events(&e, "r1", &right), 0);
+    struct node_view v;
+    view_node(&e, "r1", &v);
+    CHECK_STR(v.ready, "True");
+    CHECK(!v.taint);
+    /* and judging resumed: r2's kubelet stops, r2 is lost as before */
+    end = mono_ms() + 8000;
+    while (mono_ms() < end && pod_exists(&e, "rp2")) {
+        put_lease(&e, "r1", 2, false, NULL);
+        hm_run_for(&e, 100);
+    }
+    CHECK(hostmgr_node_down(h, "r2"));
+    CHECK(!pod_exists(&e, "rp2"));
+    CHECK(pod_exists(&e, "rp1"));
+    hostmgr_stop(h);
+    hm_run_for(&e, 50);
+out:
+    hm_env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* A lease that lapsed while nobody watched (the host manager starting, or
+ * its informer re-listing) gets one whole lease period, counted from when the
+ * informers are current, before its node is judged: a kubelet that renewed
+ * meanwhile is seen first. Then it is lost as usual. */
+TEST(hostmgr_lapsed_before_watching_waits_one_period) {
+    struct apisrv s;
+    struct hm_env e;
+    if (!hm_begin(&s, &e)) return;
+    CHECK_I64(make_node(&e, "s1"), 200);
+    CHECK_I64(put_lease(&e, "s1", 2, true, "2020-01-01T00:00:00.000000Z"), 201);
+    CHECK_I64(make_bound_pod(&e, "sp1", "s1"), 201);
+    struct hostmgr_options o;
+    hostmgr_options_default(&o);
+    o.check_ms = 100;
+    char err[256] = "";
+    struct hostmgr *h = hostmgr_start(&e.loop, e.c, &o, err, sizeof err);
+    if (!h) test_fail(__FILE__, __LINE__, "hostmgr_start: %s", err);
+    if (!h) goto out;
+    double t0 = mono_ms();
+    hm_run_for(&e, 1200);
+    CHECK(!hostmgr_node_down(h, "s1"));
+    CHECK(pod_exists(&e, "sp1"));
+    CHECK(hostmgr_held(h) > 0);
+    double end = mono_ms() + 5000;
+    while (mono_ms() < end && pod_exists(&e, "sp1")) hm_run_for(&e, 100);
+    CHECK(hostmgr_node_down(h, "s1"));
+    CHECK(!pod_exists(&e, "sp1"));
+    CHECK(mono_ms() - t0 >= 2000);
+    hostmgr_stop(h);
+    hm_run_for(&e, 50);
+out:
+    hm_env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* Most nodes lapse at once (a mass event): they are marked down, but
+ * evictions pause and no pod is deleted; when the leases are renewed the
+ * pause ends with nothing lost. */
+TEST(hostmgr_mass_event_pauses_evictions) {
+    struct apisrv s;
+    struct hm_env e;
+    if (!hm_begin(&s, &e)) return;
+    enum { N = 5 };
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "m%d", i);
+        CHECK_I64(make_node(&e, name), 200);
+        CHECK_I64(put_lease(&e, name, 2, true, NULL), 201);
+        snprintf(name, sizeof name, "mp%d", i);
+        char node[32];
+        snprintf(node, sizeof node, "m%d", i);
+        CHECK_I64(make_bound_pod(&e, name, node), 201);
+    }
+    struct hostmgr_options o;
+    hostmgr_options_default(&o);
+    o.check_ms = 100;
+    char err[256] = "";
+    struct hostmgr *h = hostmgr_start(&e.loop, e.c, &o, err, sizeof err);
+    if (!h) test_fail(__FILE__, __LINE__, "hostmgr_start: %s", err);
+    if (!h) goto out;
+    /* m0 keeps renewing; m1..m4 (80 %) stop */
+    double end = mono_ms() + 6000;
+    while (mono_ms() < end && !(hostmgr_evictions_paused(h) && hostmgr_node_down(h, "m1"))) {
+        put_lease(&e, "m0", 2, false, NULL);
+        hm_run_for(&e, 100);
+    }
+    CHECK(hostmgr_evictions_paused(h));
+    for (int i = 0; i < 10; i++) { /* a second more: still nothing deleted */
+        put_lease(&e, "m0", 2, false, NULL);
+        hm_run_for(&e, 100);
+    }
+    size_t down = 0;
+    hostmgr_node_count(h, &down);
+    CHECK_I64(down, 4);
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "mp%d", i);
+        CHECK(pod_exists(&e, name));
+    }
+    bool right;
+    CHECK_I64(lost_events(&e, "m1", &right), 0);
+    /* the Event, about the leases' Namespace */
+    json_t *l = NULL;
+    CHECK_I64(req(&e, "GET", "/api/v1/namespaces/default/events", NULL, NULL, &l), 200);
+    int paused_events = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(json_object_get(l, "items"), i, ev) {
+        const char *reason = json_string_value(json_object_get(ev, "reason"));
+        const char *kind = json_string_value(json_object_get(json_object_get(ev, "involvedObject"), "kind"));
+        if (reason && !strcmp(reason, "NodeEvictionsPaused") && kind && !strcmp(kind, "Namespace")) paused_events++;
+    }
+    json_decref(l);
+    CHECK_I64(paused_events, 1);
+    /* the kubelets come back one by one: with m4 the only one still lapsed
+     * (1 of 5), evictions stay paused for one lease period, so m4's pod is
+     * not deleted for its kubelet being the last */
+    for (int k = 0; k < 12; k++) {
+        for (int j = 0; j < N - 1; j++) {
+            snprintf(name, sizeof name, "m%d", j);
+            put_lease(&e, name, 2, false, NULL);
+        }
+        hm_run_for(&e, 100);
+    }
+    CHECK(hostmgr_evictions_paused(h));
+    CHECK(hostmgr_node_down(h, "m4"));
+    CHECK(pod_exists(&e, "mp4"));
+    /* the last one comes back: the pause ends, the nodes are up, nothing was lost */
+    end = mono_ms() + 6000;
+    while (mono_ms() < end && (hostmgr_evictions_paused(h) || down)) {
+        for (int k = 0; k < N; k++) {
+            snprintf(name, sizeof name, "m%d", k);
+            put_lease(&e, name, 2, false, NULL);
+        }
+        hm_run_for(&e, 100);
+        hostmgr_node_count(h, &down);
+    }
+    CHECK(!hostmgr_evictions_paused(h));
+    CHECK_I64(down, 0);
+    for (int k = 0; k < N; k++) {
+        snprintf(name, sizeof name, "mp%d", k);
+        CHECK(pod_exists(&e, name));
+    }
     hostmgr_stop(h);
     hm_run_for(&e, 50);
 out:

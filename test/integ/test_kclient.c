@@ -678,6 +678,92 @@ TEST(kclient_informer_relists_after_410) {
     apisrv_stop(&s);
 }
 
+static bool current_pred(void *arg) { return kc_informer_fresh(arg, 0); }
+
+/* An informer whose watch broke is not current (though still synced: its
+ * cache exists) until the re-list that follows is applied in full, however
+ * long the server stays away; then it is current and fresh again, and its
+ * list generation has moved. */
+TEST(kclient_informer_not_current_while_relisting) {
+    WITH_APISRV(s, e, NULL);
+    REQUIRE(create_pods(&e, "cur", 3) == 0);
+    struct irec r = {.e = &e};
+    struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
+    r.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &r);
+    REQUIRE(r.inf);
+    CHECK(!kc_informer_current(r.inf));
+    CHECK(kc_informer_age_ms(r.inf) == UINT64_MAX);
+    CHECK_I64(kc_informer_start(r.inf), 0);
+    CHECK(run_until(&e, current_pred, r.inf, 10000));
+    CHECK(kc_informer_current(r.inf));
+    CHECK(kc_informer_age_ms(r.inf) < 5000);
+    unsigned lists = kc_informer_lists(r.inf);
+    int port = s.port;
+    apisrv_kill(&s, SIGKILL);
+    run_for(&e, 1500); /* several failed list attempts */
+    CHECK(kc_informer_synced(r.inf));
+    CHECK(!kc_informer_current(r.inf));
+    CHECK(!kc_informer_fresh(r.inf, 0));
+    CHECK(kc_informer_age_ms(r.inf) >= 1000);
+    CHECK(!kc_informer_fresh(r.inf, 60000));
+    CHECK_I64(kc_informer_lists(r.inf), lists);
+    CHECK(apisrv_spawn(&s, port, NULL) == 0);
+    CHECK(run_until(&e, current_pred, r.inf, 15000));
+    CHECK(kc_informer_lists(r.inf) > lists);
+    CHECK(kc_informer_fresh(r.inf, 60000));
+    CHECK_I64(kc_informer_count(r.inf), 3);
+    CHECK_I64(r.synced, 1); /* on_synced stays once */
+    kc_informer_free(r.inf);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
+/* A transform that writes 60 pods (more than the server's history of 50)
+ * while the first page of each of churn_rounds lists is read: the list's
+ * continue token is then too old (410) every time it pages. */
+static struct env *churn_env;
+static int churn_rounds, churn_calls, churn_made;
+static void churn_transform(json_t *obj) {
+    (void)obj;
+    if (churn_calls++ % 500 || churn_rounds <= 0) return;
+    churn_rounds--;
+    char err[256];
+    for (int i = 0; i < 60; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "churn-%d", churn_made++);
+        json_t *p = pod(name, "churn");
+        kclient_request_sync(churn_env->c, "POST", "/api/v1/namespaces/default/pods", p, NULL, NULL, err, sizeof err);
+        json_decref(p);
+    }
+}
+
+/* A paged list that cannot finish against churn (410 on its continue token,
+ * again and again) does not loop: the informer asks for the whole list in one
+ * reply and syncs. */
+TEST(kclient_informer_lists_whole_when_continue_expires) {
+    WITH_APISRV(s, e, "--history-max=50");
+    REQUIRE(create_pods(&e, "base", 1100) == 0);
+    churn_env = &e;
+    churn_rounds = 20; /* paged, the old way, that is 20 failed lists and more than a minute of backoff */
+    churn_calls = churn_made = 0;
+    struct irec r = {.e = &e};
+    struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
+    struct kc_informer_opts o = {.transform = churn_transform};
+    r.inf = kc_informer_new_opts(e.c, "/api/v1/namespaces/default/pods", NULL, &o, &h, &r);
+    REQUIRE(r.inf);
+    CHECK_I64(kc_informer_start(r.inf), 0);
+    double t0 = now_ms();
+    CHECK(run_until(&e, synced_pred, r.inf, 8000));
+    fprintf(stderr, "  kclient: synced in %.0f ms against churn, %d pods written meanwhile\n", now_ms() - t0,
+            churn_made);
+    churn_rounds = 0;
+    CHECK(kc_informer_count(r.inf) >= 1100 + 60);
+    CHECK(kc_informer_get(r.inf, "default", "base-1099") != NULL);
+    kc_informer_free(r.inf);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
 /* Sets label x=value on default/name by a merge patch; the HTTP status. */
 static long label_pod(struct env *e, const char *name, const char *value) {
     char err[256], path[128];

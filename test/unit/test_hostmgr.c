@@ -90,6 +90,9 @@ TEST(hostmgr_node_verdict) {
     CHECK_I64(o.check_ms, 1000);
     CHECK_I64(o.grace_ms, 0);
     CHECK_I64(o.no_lease_ms, 80000);
+    CHECK(o.mass_fraction == 0.55); /* kube-controller-manager's --unhealthy-zone-threshold */
+    CHECK_I64(o.mass_min_nodes, 3);
+    CHECK(o.metrics == NULL);
     int64_t t0;
     REQUIRE(hostmgr_parse_microtime("2026-01-01T00:00:00.000000Z", &t0) == 0);
 
