@@ -375,7 +375,8 @@ static json_t *message(struct dec *d, const ProtobufCMessageDescriptor *md, stru
             if (v && inlined(f) && json_is_object(v)) {
                 json_object_update(o, v);
                 json_decref(v);
-            } else if (v && !raw && !sp && zero(v) && !keep_zero(md, f->name)) {
+            } else if (v && !raw && !sp && f->type != PROTOBUF_C_TYPE_MESSAGE && zero(v) &&
+                       !keep_zero(md, f->name)) { /* an IntOrString 0 is a value */
                 json_decref(v);
             } else if (v) {
                 json_object_set_new(o, f->name, v);

@@ -256,6 +256,15 @@ TEST(shim_proto_workload_and_rbac_round_trip) {
     round_trip("{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"ClusterRole\",\"metadata\":{\"name\":"
                "\"cr\"},\"rules\":[{\"apiGroups\":[\"\"],\"resources\":[\"nodes\"],\"verbs\":[\"list\",\"get\"]},"
                "{\"nonResourceURLs\":[\"/healthz\"],\"verbs\":[\"get\"]}]}");
+    /* an IntOrString of 0 is a value (Go's pointer), not a zero left out */
+    round_trip("{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"a\"},\"spec\":"
+               "{\"updateStrategy\":{\"rollingUpdate\":{\"maxSurge\":0,\"maxUnavailable\":1},\"type\":"
+               "\"RollingUpdate\"}},\"status\":{\"numberReady\":3}}");
+    round_trip("{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"metadata\":{\"name\":\"s\"},\"spec\":"
+               "{\"minReadySeconds\":5,\"ordinals\":{\"start\":1},\"persistentVolumeClaimRetentionPolicy\":"
+               "{\"whenDeleted\":\"Delete\"},\"serviceName\":\"s\",\"volumeClaimTemplates\":[{\"metadata\":"
+               "{\"name\":\"d\"},\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":"
+               "{\"storage\":\"1Gi\"}}}}]},\"status\":{\"availableReplicas\":3}}");
     round_trip("{\"apiVersion\":\"autoscaling/v1\",\"kind\":\"Scale\",\"metadata\":{\"name\":\"web\"},\"spec\":"
                "{\"replicas\":0},\"status\":{\"replicas\":3,\"selector\":\"app=web\"}}");
 }
