@@ -15,10 +15,15 @@
 #include "pbwrite.h"
 #include "server.h"
 #include "shim.h"
+#include "k8s/apps.pb-c.h"
+#include "k8s/authorization.pb-c.h"
+#include "k8s/autoscaling.pb-c.h"
+#include "k8s/batch.pb-c.h"
 #include "k8s/core.pb-c.h"
 #include "k8s/intstr.pb-c.h"
 #include "k8s/meta.pb-c.h"
 #include "k8s/policy.pb-c.h"
+#include "k8s/rbac.pb-c.h"
 #include "k8s/resource.pb-c.h"
 #include "k8s/runtime.pb-c.h"
 
@@ -30,6 +35,8 @@
 #define D_INTSTR k8s__io__apimachinery__pkg__util__intstr__int_or_string__descriptor
 
 static const unsigned char MAGIC[4] = {'k', '8', 's', 0};
+
+#define RBAC "rbac.authorization.k8s.io/v1"
 
 /* The kinds, by apiVersion: policy/v1beta1's Eviction and
  * PodDisruptionBudget have policy/v1's field numbers. */
@@ -54,6 +61,20 @@ static const struct {
     {"policy/v1beta1", "Eviction", &k8s__io__api__policy__v1__eviction__descriptor},
     {"policy/v1", "PodDisruptionBudget", &k8s__io__api__policy__v1__pod_disruption_budget__descriptor},
     {"policy/v1beta1", "PodDisruptionBudget", &k8s__io__api__policy__v1__pod_disruption_budget__descriptor},
+    {"apps/v1", "Deployment", &k8s__io__api__apps__v1__deployment__descriptor},
+    {"apps/v1", "StatefulSet", &k8s__io__api__apps__v1__stateful_set__descriptor},
+    {"apps/v1", "DaemonSet", &k8s__io__api__apps__v1__daemon_set__descriptor},
+    {"apps/v1", "ReplicaSet", &k8s__io__api__apps__v1__replica_set__descriptor},
+    {"apps/v1", "ControllerRevision", &k8s__io__api__apps__v1__controller_revision__descriptor},
+    {"batch/v1", "Job", &k8s__io__api__batch__v1__job__descriptor},
+    {"batch/v1", "CronJob", &k8s__io__api__batch__v1__cron_job__descriptor},
+    {"autoscaling/v1", "Scale", &k8s__io__api__autoscaling__v1__scale__descriptor},
+    {RBAC, "Role", &k8s__io__api__rbac__v1__role__descriptor},
+    {RBAC, "RoleBinding", &k8s__io__api__rbac__v1__role_binding__descriptor},
+    {RBAC, "ClusterRole", &k8s__io__api__rbac__v1__cluster_role__descriptor},
+    {RBAC, "ClusterRoleBinding", &k8s__io__api__rbac__v1__cluster_role_binding__descriptor},
+    {"authorization.k8s.io/v1", "SelfSubjectAccessReview",
+     &k8s__io__api__authorization__v1__self_subject_access_review__descriptor},
 };
 
 const ProtobufCMessageDescriptor *shim_pb_descriptor(const char *api_version, const char *kind) {
@@ -64,8 +85,15 @@ const ProtobufCMessageDescriptor *shim_pb_descriptor(const char *api_version, co
 }
 
 /* Go's pointer fields among those declared: present on the wire only when
- * set, so a zero there is a value (gracePeriodSeconds: 0 deletes at once). */
+ * set, so a zero there is a value (gracePeriodSeconds: 0 deletes at once).
+ * "Message.field" names the field of one message only (a Deployment's
+ * spec.replicas is a pointer, its status.replicas is not). */
 static const char *const KEEP_ZERO[] = {
+    "DeploymentSpec.replicas", "StatefulSetSpec.replicas", "ReplicaSetSpec.replicas", "ScaleSpec.replicas",
+    "parallelism", "completions", "backoffLimit", "ttlSecondsAfterFinished", "manualSelector",
+    "completionMode", "suspend", "ready", "startingDeadlineSeconds", "successfulJobsHistoryLimit",
+    "failedJobsHistoryLimit", "timeZone", "revisionHistoryLimit", "progressDeadlineSeconds", "partition",
+    "collisionCount", "storageClassName", "volumeMode",
     "gracePeriodSeconds", "deletionGracePeriodSeconds", "orphanDependents", "immutable", "optional",
     "defaultMode", "mode", "automountServiceAccountToken", "enableServiceLinks", "setHostnameAsFQDN",
     "shareProcessNamespace", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "priority",
@@ -74,9 +102,14 @@ static const char *const KEEP_ZERO[] = {
     "readOnlyRootFilesystem", "allowPrivilegeEscalation", "fsGroup",
 };
 
-static bool keep_zero(const char *name) {
-    for (size_t i = 0; i < sizeof KEEP_ZERO / sizeof KEEP_ZERO[0]; i++)
-        if (!strcmp(KEEP_ZERO[i], name)) return true;
+static bool keep_zero(const ProtobufCMessageDescriptor *md, const char *name) {
+    size_t n = strlen(md->short_name);
+    for (size_t i = 0; i < sizeof KEEP_ZERO / sizeof KEEP_ZERO[0]; i++) {
+        const char *k = KEEP_ZERO[i];
+        if (!strncmp(k, md->short_name, n) && k[n] == '.') k += n + 1;
+        else if (strchr(k, '.')) continue;
+        if (!strcmp(k, name)) return true;
+    }
     return false;
 }
 
@@ -342,7 +375,8 @@ static json_t *message(struct dec *d, const ProtobufCMessageDescriptor *md, stru
             if (v && inlined(f) && json_is_object(v)) {
                 json_object_update(o, v);
                 json_decref(v);
-            } else if (v && !raw && !sp && zero(v) && !keep_zero(f->name)) {
+            } else if (v && !raw && !sp && f->type != PROTOBUF_C_TYPE_MESSAGE && zero(v) &&
+                       !keep_zero(md, f->name)) { /* an IntOrString 0 is a value */
                 json_decref(v);
             } else if (v) {
                 json_object_set_new(o, f->name, v);

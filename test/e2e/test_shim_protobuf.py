@@ -6,7 +6,11 @@ creates (namespace, configmap, secret, service, pdb) sent as protobuf, the
 object stored as its JSON twin is, `kubectl drain` through pods/eviction
 held back by a PodDisruptionBudget (bare pods) or a Peloton Job's SLA (pods
 jobmgr replaces) and then let through, and malformed protobuf bodies sent
-by hand, each a 400 Status."""
+by hand, each a 400 Status; last, kubectl 1.32's typed creates of the
+workload and RBAC kinds (deployment, job, cronjob, role, rolebinding,
+clusterrole, clusterrolebinding), in protobuf, stored as their JSON twins
+are, the Deployment's pods Running and scaled, with kubectl 1.20 (JSON) the
+same commands."""
 import json
 import os
 import subprocess
@@ -342,6 +346,106 @@ def test_drain_job_sla_132():
     services.wait_until(lambda: len(job_pods()) == 4 and all(p["status"].get("phase") == "Running" and
                                                              p["spec"]["nodeName"] != node for p in job_pods()),
                         30, "the job's 4 pods running off the drained node")
+
+
+# ---- the workload and RBAC kinds (after the drains: the nodes uncordoned) ----
+
+POOL = {"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "metadata": {"name": "pbwl"},
+        "spec": {"resources": [{"kind": "cpu", "reservation": "2", "limit": "8"},
+                               {"kind": "memory", "reservation": "2Gi", "limit": "8Gi"}]}}
+
+
+def sends(v, args, ns, ctype):
+    """kubectl v's create with -v=8: it succeeds, and its POST carried ctype."""
+    rc, out, err = kubectl(v, *args, *(["-n", ns] if ns else []), "-v=8")
+    assert rc == 0 and "created" in out, (args, out, err)
+    assert f"Content-Type: {ctype}" in err, (args, err[-2000:])
+
+
+def twin_equal(kind, args, name, ns):
+    """The object kubectl 1.32 created in protobuf (name) against its JSON
+    twin (the generator's -o json with the name twin, through create -f):
+    `get -o json` the same but for identity and status."""
+    nsargs = ["-n", ns] if ns else []
+    doc = ok("132", *args(name + "j"), *nsargs, "--dry-run=client", "-o", "json")
+    ok("132", "create", "-f", "-", *nsargs, stdin=doc)
+    got = []
+    for n in (name, name + "j"):
+        obj = json.loads(ok("132", "get", kind, n, *nsargs, "-o", "json"))
+        uid = obj["metadata"]["uid"]
+        obj = strip(obj)
+        obj.pop("status", None)
+        obj["metadata"].get("annotations", {}).pop("deployment.kubernetes.io/revision", None)
+        got.append(json.dumps(obj, sort_keys=True).replace(uid, "UID").replace(n, "NAME"))
+    assert got[0] == got[1], got
+    return json.loads(got[0])
+
+
+def web_running(ns, n):
+    code, lst = get(f"/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dweb")
+    return len([p for p in lst["items"] if p.get("status", {}).get("phase") == "Running" and
+                not p["metadata"].get("deletionTimestamp")]) == n
+
+
+def test_workload_and_rbac_creates_132():
+    ok("132", "uncordon", "pb-0", "pb-1", "pb-2")
+    ok("132", "create", "-f", "-", stdin=json.dumps(POOL))
+    ns = "pbwl132"
+    code, out = services.api(PORT, "POST", "/api/v1/namespaces", {
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": ns, "annotations": {"peloton.io/resource-pool": "pbwl"}}})
+    assert code == 201, out
+    cmds = [("deployment", lambda n: ["create", "deployment", n, "--image=nginx", "--replicas=2"], "web", ns),
+            ("job", lambda n: ["create", "job", n, "--image=busybox"], "pbjob", ns),
+            ("cronjob", lambda n: ["create", "cronjob", n, "--image=busybox", "--schedule=*/5 * * * *"], "pbcron", ns),
+            ("role", lambda n: ["create", "role", n, "--verb=get", "--resource=pods"], "pbrole", ns),
+            ("rolebinding", lambda n: ["create", "rolebinding", n, "--role=pbrole", "--user=u"], "pbrb", ns),
+            ("clusterrole", lambda n: ["create", "clusterrole", n, "--verb=list", "--resource=nodes"], "pbcr", None),
+            ("clusterrolebinding", lambda n: ["create", "clusterrolebinding", n, "--clusterrole=pbcr", "--user=u"],
+             "pbcrb", None)]
+    objs = {}
+    for kind, args, name, where in cmds:
+        sends("132", args(name), where, PB)
+        objs[kind] = twin_equal(kind, args, name, where)
+    assert objs["deployment"]["spec"]["replicas"] == 2, objs["deployment"]
+    assert objs["deployment"]["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx"
+    assert objs["cronjob"]["spec"]["schedule"] == "*/5 * * * *", objs["cronjob"]
+    assert objs["role"]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}], objs["role"]
+    assert objs["rolebinding"]["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                                                "name": "u"}], objs["rolebinding"]
+    assert objs["rolebinding"]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                              "name": "pbrole"}, objs["rolebinding"]
+    assert objs["clusterrole"]["rules"][0]["verbs"] == ["list"], objs["clusterrole"]
+    # replies in protobuf, as kubectl 1.32 asks for them
+    code, ctype, body = raw("GET", f"/apis/apps/v1/namespaces/{ns}/deployments/web", accept=f"{PB},application/json")
+    assert code == 200 and ctype == PB and body.startswith(b"k8s\x00") and b"Deployment" in body, (code, ctype)
+    code, ctype, body = raw("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/pbcr",
+                            accept=f"{PB},application/json")
+    assert code == 200 and ctype == PB and b"ClusterRole" in body and b"nodes" in body, (code, ctype)
+    # the Deployment runs, and scales (kubectl scale sends a JSON merge patch)
+    services.wait_until(lambda: web_running(ns, 2), 30, "web's 2 pods running")
+    assert "scaled" in ok("132", "scale", "deployment", "web", "--replicas=3", "-n", ns)
+    services.wait_until(lambda: web_running(ns, 3), 30, "web's 3 pods running")
+    # kubectl 1.32's SelfSubjectAccessReview (protobuf both ways)
+    assert ok("132", "auth", "can-i", "get", "pods", "-n", ns).strip() == "yes"
+
+
+def test_workload_and_rbac_creates_120():
+    """kubectl 1.20 sends these kinds as JSON; its create cronjob is
+    batch/v1beta1, which is not served (docs/workloads.md)."""
+    ns = "pbwl120"
+    ok("120", "create", "namespace", ns)
+    for args, where in ((["create", "deployment", "web", "--image=nginx", "--replicas=2"], ns),
+                        (["create", "job", "j", "--image=busybox"], ns),
+                        (["create", "role", "r", "--verb=get", "--resource=pods"], ns),
+                        (["create", "rolebinding", "rb", "--role=r", "--user=u"], ns),
+                        (["create", "clusterrole", "pbcr120", "--verb=list", "--resource=nodes"], None),
+                        (["create", "clusterrolebinding", "pbcrb120", "--clusterrole=pbcr120", "--user=u"], None)):
+        sends("120", args, where, "application/json")
+    code, d = get(f"/apis/apps/v1/namespaces/{ns}/deployments/web")
+    assert code == 200 and d["spec"]["replicas"] == 2, d
+    assert "scaled" in ok("120", "scale", "deployment", "web", "--replicas=3", "-n", ns)
+    assert get(f"/apis/apps/v1/namespaces/{ns}/deployments/web")[1]["spec"]["replicas"] == 3
 
 
 try:

@@ -215,3 +215,92 @@ TEST(shim_proto_encode_round_trip) {
     CHECK_I64(shim_pb_encode(obj, &pb, &n, err, sizeof err), -ENOENT);
     json_decref(obj);
 }
+
+/* JSON -> protobuf -> JSON of one object (text), which must come back equal. */
+static void round_trip(const char *text) {
+    json_error_t je;
+    json_t *obj = json_loads(text, 0, &je);
+    REQUIRE(obj);
+    unsigned char *pb = NULL;
+    size_t n = 0;
+    char err[200] = "";
+    CHECK_I64(shim_pb_encode(obj, &pb, &n, err, sizeof err), 0);
+    json_t *back = pb ? shim_pb_decode(pb, n, err, sizeof err) : NULL;
+    free(pb);
+    char *t = back ? json_dumps(back, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *want = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
+    CHECK_STR(t ? t : err, want);
+    free(t);
+    free(want);
+    json_decref(back);
+    json_decref(obj);
+}
+
+TEST(shim_proto_workload_and_rbac_round_trip) {
+    /* kubectl create deployment's object, with the fields defaults fill in */
+    round_trip("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"labels\":{\"app\":\"web\"},"
+               "\"name\":\"web\",\"namespace\":\"ns\"},\"spec\":{\"progressDeadlineSeconds\":600,\"replicas\":2,"
+               "\"revisionHistoryLimit\":10,\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"strategy\":"
+               "{\"rollingUpdate\":{\"maxSurge\":\"25%\",\"maxUnavailable\":1},\"type\":\"RollingUpdate\"},"
+               "\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{\"image\":"
+               "\"nginx\",\"name\":\"nginx\",\"resources\":{}}]}}},\"status\":{\"conditions\":[{\"lastUpdateTime\":"
+               "\"2024-01-02T03:04:05Z\",\"status\":\"True\",\"type\":\"Available\"}],\"readyReplicas\":2}}");
+    round_trip("{\"apiVersion\":\"batch/v1\",\"kind\":\"CronJob\",\"metadata\":{\"name\":\"c\"},\"spec\":"
+               "{\"jobTemplate\":{\"metadata\":{\"name\":\"c\"},\"spec\":{\"backoffLimit\":0,\"suspend\":false,"
+               "\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"busybox\"}],\"restartPolicy\":"
+               "\"OnFailure\"}}}},\"schedule\":\"*/5 * * * *\",\"suspend\":false}}");
+    round_trip("{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"RoleBinding\",\"metadata\":{\"name\":"
+               "\"rb\",\"namespace\":\"ns\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":"
+               "\"Role\",\"name\":\"r\"},\"subjects\":[{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":"
+               "\"User\",\"name\":\"u\"},{\"kind\":\"ServiceAccount\",\"name\":\"sa\",\"namespace\":\"ns\"}]}");
+    round_trip("{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"ClusterRole\",\"metadata\":{\"name\":"
+               "\"cr\"},\"rules\":[{\"apiGroups\":[\"\"],\"resources\":[\"nodes\"],\"verbs\":[\"list\",\"get\"]},"
+               "{\"nonResourceURLs\":[\"/healthz\"],\"verbs\":[\"get\"]}]}");
+    /* an IntOrString of 0 is a value (Go's pointer), not a zero left out */
+    round_trip("{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"a\"},\"spec\":"
+               "{\"updateStrategy\":{\"rollingUpdate\":{\"maxSurge\":0,\"maxUnavailable\":1},\"type\":"
+               "\"RollingUpdate\"}},\"status\":{\"numberReady\":3}}");
+    round_trip("{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"metadata\":{\"name\":\"s\"},\"spec\":"
+               "{\"minReadySeconds\":5,\"ordinals\":{\"start\":1},\"persistentVolumeClaimRetentionPolicy\":"
+               "{\"whenDeleted\":\"Delete\"},\"serviceName\":\"s\",\"volumeClaimTemplates\":[{\"metadata\":"
+               "{\"name\":\"d\"},\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":"
+               "{\"storage\":\"1Gi\"}}}}]},\"status\":{\"availableReplicas\":3}}");
+    round_trip("{\"apiVersion\":\"autoscaling/v1\",\"kind\":\"Scale\",\"metadata\":{\"name\":\"web\"},\"spec\":"
+               "{\"replicas\":0},\"status\":{\"replicas\":3,\"selector\":\"app=web\"}}");
+}
+
+TEST(shim_proto_pointer_zero_per_message) {
+    /* a Deployment's spec.replicas is a pointer (0 is "scaled to zero"), its
+     * status.replicas is not (Go writes 0, JSON leaves it out) */
+    struct pbw w;
+    pbw_init(&w, 0);
+    pbw_begin(&w, 1); /* metadata */
+    pbw_string(&w, 1, "d");
+    pbw_end(&w);
+    pbw_begin(&w, 2); /* spec */
+    pbw_int64(&w, 1, 0);
+    pbw_bool(&w, 7, false); /* paused: not a pointer */
+    pbw_end(&w);
+    pbw_begin(&w, 3); /* status */
+    pbw_int64(&w, 2, 0);
+    pbw_int64(&w, 7, 0);
+    pbw_end(&w);
+    char *s = decode(&w, "apps/v1", "Deployment");
+    CHECK_STR(s, "{\"metadata\":{\"name\":\"d\"},\"spec\":{\"replicas\":0},\"status\":{}}");
+    free(s);
+    /* a Job's suspend (a pointer) is kept, its status counts are not */
+    pbw_init(&w, 0);
+    pbw_begin(&w, 2);
+    pbw_bool(&w, 10, false);
+    pbw_int64(&w, 7, 0); /* backoffLimit */
+    pbw_end(&w);
+    pbw_begin(&w, 3);
+    pbw_int64(&w, 4, 0); /* active */
+    pbw_end(&w);
+    s = decode(&w, "batch/v1", "Job");
+    CHECK_STR(s, "{\"spec\":{\"backoffLimit\":0,\"suspend\":false},\"status\":{}}");
+    free(s);
+    CHECK(shim_pb_descriptor("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") != NULL);
+    CHECK(shim_pb_descriptor("authorization.k8s.io/v1", "SelfSubjectAccessReview") != NULL);
+    CHECK(shim_pb_descriptor("batch/v1beta1", "CronJob") == NULL);
+}
