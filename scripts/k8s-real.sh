@@ -239,13 +239,15 @@ scheduler() {
     sed -e "s|^\(  kubeconfig:\).*|\1 $d/scheduler.kubeconfig|" -e '/^extenders:/,$d' \
       manifests/scheduler-config-v1beta1.yaml >"$cfg"
   fi
-  printf 'leaderElection:\n  leaderElect: false\n' >>"$cfg"
+  # With --config, kube-scheduler takes its (insecure) health and metrics
+  # address from the file, not from --address/--port (0.0.0.0:10251 else).
+  port=$(pl_free_port)
+  printf '%s\n' 'leaderElection:' '  leaderElect: false' "healthzBindAddress: 127.0.0.1:$port" \
+    "metricsBindAddress: 127.0.0.1:$port" >>"$cfg"
   grep -q "$d/scheduler.kubeconfig" "$cfg" || pl_die "k8s-real scheduler: could not set the kubeconfig in $cfg"
   [ -z "$url" ] || grep -q "$url" "$cfg" || pl_die "k8s-real scheduler: could not set urlPrefix in $cfg"
-  port=$(pl_free_port)
   echo "$port" >"$d/scheduler.port"
-  exec "$exe" --config="$cfg" --address=127.0.0.1 --port="$port" --secure-port=0 \
-    --profiling=false --v="${K8S_SCHEDULER_V:-1}"
+  exec "$exe" --config="$cfg" --secure-port=0 --profiling=false --v="${K8S_SCHEDULER_V:-1}"
 }
 
 case "${1:-}" in

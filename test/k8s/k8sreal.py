@@ -116,10 +116,17 @@ class Cluster:
     def kubectl(self, *args, check=True, input=None, kubeconfig=None, timeout=60):
         """kubectl 1.20 (the one built with the API server); returns the CompletedProcess."""
         p = subprocess.run([os.path.join(self.bin, "kubectl"), f"--kubeconfig={kubeconfig or self.kubeconfig}",
-                            *args], capture_output=True, text=True, input=input, timeout=timeout)
+                            f"--cache-dir={self.path('kubectl-cache')}", *args], capture_output=True, text=True, input=input, timeout=timeout)
         if check and p.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
         return p
+
+    def forget_discovery(self):
+        """Drops kubectl's discovery cache: kubectl 1.20 keeps it 10 minutes
+        and does not look again when a resource type is missing from it, so
+        the types of CRDs applied after its first call stay unknown to it
+        (`the server doesn't have a resource type "rp"`)."""
+        shutil.rmtree(self.path("kubectl-cache"), ignore_errors=True)
 
     def start_scheduler(self, extender_url=None, kind="preempt"):
         """kube-scheduler (scripts/k8s-real.sh scheduler): with the extender

@@ -35,6 +35,7 @@ CUSTOM = client.CustomObjectsApi(API)
 CRD_APPLY = C.kubectl("apply", "-f", k8sreal.CRDS)
 for crd in ("resourcepools.peloton.io", "jobs.peloton.io"):
     C.kubectl("wait", "--for=condition=established", "--timeout=30s", f"crd/{crd}")
+C.forget_discovery()
 MANIFESTS_APPLY = C.kubectl("apply", "-k", os.path.join(k8sreal.ROOT, "manifests"))
 
 C.kubectl("apply", "-f", "-", input="""
@@ -142,7 +143,7 @@ def test_the_extender_runs_with_only_its_cluster_role():
     def can(*args):
         return C.kubectl("auth", "can-i", *args, kubeconfig=ext_kc, check=False).stdout.strip()
     assert can("watch", "pods") == "yes"
-    assert can("create", "pods/binding", "-n", "team-a") == "yes"
+    assert can("create", "pods", "--subresource=binding", "-n", "team-a") == "yes"
     assert can("patch", "resourcepools.peloton.io/team-a", "--subresource=status") == "yes"
     assert can("delete", "pods", "-n", "team-a") == "no"
     assert can("patch", "resourcepools.peloton.io/team-a") == "no"
@@ -216,10 +217,13 @@ def test_non_preemptible_burst_held_at_the_reservation():
         n = len(bound("svc", "np-"))
         assert n == 6, f"{n} non-preemptible pods bound against a reservation of 3 cores (6 pods)"
         time.sleep(0.5)
+    # kube-scheduler 1.20 does not know FailedAndUnresolvableNodes (1.21 and
+    # later): the extender's reason is not in its message, only in the
+    # extender's decisions
     msgs = [unscheduled_message(p) for p in pods("svc", "np-") if not p.spec.node_name]
-    assert len(msgs) == 14 and all(m and "reservation" in m for m in msgs), msgs[:3]
+    assert len(msgs) == 14 and all(m and m.startswith("0/4 nodes are available") for m in msgs), msgs[:3]
     assert prom_value(ext_metrics(), "peloton_extender_filter_decisions_total", pool="svc",
-                      reason="reservation") > 0
+                      reason="reservation") >= 14
 
 
 def gang_pod(name, gang, size, pclass="peloton-lowest", cpu="1"):
@@ -230,13 +234,16 @@ def gang_pod(name, gang, size, pclass="peloton-lowest", cpu="1"):
 def test_gang_bound_all_or_nothing_and_never_split_by_preemption():
     clean()
     # 3 of 4 members: none is bound
+    held = "peloton_extender_filter_decisions_total"
+    n0 = prom_value(ext_metrics(), held, pool="team-a", reason="gang_incomplete")
     for i in range(3):
         gang_pod(f"g-{i}", "g", 4)
-    time.sleep(3)
+    wait_until(lambda: prom_value(ext_metrics(), held, pool="team-a", reason="gang_incomplete") >= n0 + 3, 30,
+               "the 3 members filtered and held")
+    wait_until(lambda: unscheduled_message(CORE.read_namespaced_pod("g-0", "team-a")), 30,
+               "kube-scheduler's FailedScheduling on g-0")
+    time.sleep(2)
     assert not bound("team-a", "g-"), [p.metadata.name for p in bound("team-a", "g-")]
-    msg = wait_until(lambda: unscheduled_message(CORE.read_namespaced_pod("g-0", "team-a")), 30,
-                     "a FailedScheduling reason on g-0")
-    assert "3 of 4" in msg, msg
     gang_pod("g-3", "g", 4)
     wait_until(lambda: len(bound("team-a", "g-")) == 4, 60, "the whole gang bound")
     # the gang has the lowest PriorityClass; fill the rest of the cluster
@@ -266,7 +273,10 @@ def test_extender_metrics_scraped():
     assert prom_value(m, dec, pool="team-a", reason="admitted") > 0
     assert prom_value(m, dec, pool="team-a", reason="gang_incomplete") > 0
     assert prom_value(m, "peloton_extender_binds_total", result="bound") > 0
-    assert prom_value(m, "peloton_extender_binds_total", result="failed") == 0
+    # failed binds happen here only for pods deleted by clean() while bound
+    bad = [line for line in open(EXT_LOG) if "msg=bind" in line and "error=" in line
+           and "not found" not in line and "is being deleted" not in line]
+    assert not bad, bad[:3]
     assert prom_value(m, "peloton_extender_model_nodes") == NODES
     assert prom_value(m, "peloton_extender_gangs_admitted_total") >= 1
     assert prom_value(m, "peloton_extender_cache_synced", kind="Pod") == 1
