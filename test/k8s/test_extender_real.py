@@ -156,12 +156,15 @@ def test_kubectl_get_rp_shows_the_pool_status():
     wait_until(lambda: len(bound("team-a", "rp-")) == 5, 60, "5 pods of team-a bound")
 
     def row():
-        out = C.kubectl("get", "rp").stdout.split("\n")
-        head = out[0].split()
+        # kubectl's columns: cut each line at the header's word starts (an
+        # empty PARENT leaves a gap, not a word)
+        out = C.kubectl("get", "rp").stdout.rstrip("\n").split("\n")
+        starts = [i for i, ch in enumerate(out[0]) if ch != " " and (i == 0 or out[0][i - 1] == " ")]
+        names = out[0].split()
         for line in out[1:]:
-            cols = line.split()
-            if cols and cols[0] == "team-a":
-                return dict(zip(head, cols)) if len(cols) == len(head) else None
+            cols = [line[a:b].strip() for a, b in zip(starts, starts[1:] + [len(line)])]
+            if cols[0] == "team-a":
+                return dict(zip(names, cols))
         return None
     r = wait_until(lambda: (lambda x: x if x and x.get("CPU-ALLOC") == "5" else None)(row()), 30,
                    "kubectl get rp: team-a CPU-ALLOC 5")
