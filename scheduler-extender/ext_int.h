@@ -191,6 +191,7 @@ struct ext_core {
     bool dirty;
     json_t *jobs;           /* "ns/name" -> integer enum job_type */
     json_t *inflight;       /* "ns/name" -> binds of the pod with the API server (ext_bind_begin) */
+    json_t *passed;         /* "ns/name" -> expiry (ms): unbound pods a filter admitted (ext_filter.c) */
     json_t *nominated;      /* "ns/name" -> node: unbound pods kube-scheduler nominated (status.nominatedNodeName) */
     struct ext_gang *gangs; /* admitted gangs */
     struct ext_stats st;

@@ -169,7 +169,7 @@ def test_kubectl_get_rp_shows_the_pool_status():
     r = wait_until(lambda: (lambda x: x if x and x.get("CPU-ALLOC") == "5" else None)(row()), 30,
                    "kubectl get rp: team-a CPU-ALLOC 5")
     assert r["CPU-RES"] == "4", r
-    assert int(r["CPU-ENT"]) >= 5, r
+    assert float(r["CPU-ENT"]) >= 5, r
     st = CUSTOM.get_cluster_custom_object("peloton.io", "v1alpha1", "resourcepools", "team-a")["status"]
     cond = {c["type"]: c for c in st.get("conditions", [])}
     assert cond["TreeValid"]["status"] == "True", st
@@ -248,7 +248,10 @@ def test_gang_bound_all_or_nothing_and_never_split_by_preemption():
     time.sleep(2)
     assert not bound("team-a", "g-"), [p.metadata.name for p in bound("team-a", "g-")]
     gang_pod("g-3", "g", 4)
-    wait_until(lambda: len(bound("team-a", "g-")) == 4, 60, "the whole gang bound")
+    # the fourth passes at once; kube-scheduler 1.20 retries the three it
+    # found unschedulable only when its 60 s flush of that queue comes (a new
+    # pending pod is not an event that moves them), so up to ~70 s here
+    wait_until(lambda: len(bound("team-a", "g-")) == 4, 150, "the whole gang bound", every=0.5)
     # the gang has the lowest PriorityClass; fill the rest of the cluster
     for i in range(12):
         make_pod("team-a", f"fill-{i}")
