@@ -30,7 +30,7 @@
 #   beside the plain one with that one line added.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
+# shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 
 CACHE=${K8S_REAL_CACHE:-$HOME/.cache/peloton-k8s}
@@ -77,7 +77,8 @@ build() {
   local src
   src=$(find "$CACHE/src" -maxdepth 1 -type d -name "$SRCDIR_GLOB" | head -n 1)
   if [ -z "$src" ]; then
-    (cd "$CACHE/src" && apt-get source -qq "$SRCPKG" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+    # as root, apt-get only warns that its _apt sandbox cannot write here
+    (cd "$CACHE/src" && apt-get source -qq "$SRCPKG") 2>&1 | { grep -v '^W: Download is performed unsandboxed' || true; }
     src=$(find "$CACHE/src" -maxdepth 1 -type d -name "$SRCDIR_GLOB" | head -n 1)
     [ -n "$src" ] || pl_die "k8s-real build: apt-get source $SRCPKG gave no $SRCDIR_GLOB"
   fi

@@ -3,7 +3,7 @@
 # plane (each file starts its own, see k8sreal.py), then the scheduling-rate
 # benchmark unless K8S_BENCH=0. Ends with one line "N passed, N failed".
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 pass=0 fail=0
 for t in test/k8s/test_*.py; do
   echo "== $t"
