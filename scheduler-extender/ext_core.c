@@ -102,6 +102,7 @@ int ext_core_set(struct ext_core *x, const char *kind, json_t *obj) {
     else if (!strcmp(kind, "Pod")) {
         rc = cluster_pod_set(x->cm, obj);
         if (!rc) ext_nominated_note(x, ext_obj_ns(obj), ext_obj_name(obj), obj);
+        if (!rc) ext_passed_seen(x, ext_obj_ns(obj), ext_obj_name(obj));
     } else if (!strcmp(kind, "Job")) {
         char key[600];
         if ((rc = job_key(obj, key, sizeof key))) return rc;

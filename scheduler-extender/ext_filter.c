@@ -243,15 +243,27 @@ nomem_free:
  * is bound (its node counts then), filtered again (judged afresh), ends, or
  * PASS_TTL_MS pass (kube-scheduler dropped it after the filter: another
  * extender, a Reserve or Permit plugin). A pod the request brought (not yet
- * in the watch) leaves the model with the request and is not counted. */
+ * in the watch: in a burst kube-scheduler's informer is often ahead of ours)
+ * leaves the model with the request, and counts from its watch event on. */
 #define PASS_TTL_MS 5000
 
 static void passed_add(struct ext_core *x, struct cm_pod *p, uint64_t now_ms) {
-    if (!p->pool || p->node || (x->adopted_name && !strcmp(x->adopted_name, p->name) &&
-                                x->adopted_ns && !strcmp(x->adopted_ns, p->ns)))
-        return;
+    if (!p->pool || p->node) return;
     if (json_object_set_new(x->passed, p->key, json_integer((json_int_t)(now_ms + PASS_TTL_MS)))) return;
+    /* a pod the request brought leaves the model with the request: it is
+     * counted once the watch shows it (ext_passed_seen) */
+    if (x->adopted_name && !strcmp(x->adopted_name, p->name) && x->adopted_ns && !strcmp(x->adopted_ns, p->ns))
+        return;
     cluster_admit(x->cm, p, true);
+}
+
+void ext_passed_seen(struct ext_core *x, const char *ns, const char *name) {
+    char key[2 * EXTENDER_MAX_NAME + 2];
+    if (!json_object_size(x->passed) || !ns || !name) return;
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    if (!json_object_get(x->passed, key)) return;
+    struct cm_pod *p = cluster_pod(x->cm, ns, name);
+    if (p && !p->node && !p->admitted && !p->info.terminal) cluster_admit(x->cm, p, true);
 }
 
 static void passed_expire(struct ext_core *x, uint64_t now_ms) {
@@ -266,7 +278,7 @@ static void passed_expire(struct ext_core *x, uint64_t now_ms) {
             ns[slash - key] = '\0';
             p = cluster_pod(x->cm, ns, slash + 1);
         }
-        if (p && !p->node && (uint64_t)json_integer_value(v) > now_ms) continue;
+        if ((!p || !p->node) && (uint64_t)json_integer_value(v) > now_ms) continue;
         if (p && p->admitted && !p->node) cluster_admit(x->cm, p, false);
         json_object_del(x->passed, key);
     }

@@ -665,6 +665,28 @@ TEST(ext_srv_filtered_pods_count_before_their_binds_arrive) {
     json_decref(r);
     for (int i = 0; i < 3; i++) json_decref(np[i]);
     ext_core_free(x);
+    /* a pod filtered before the watch showed it (it came with the request)
+     * counts once the watch does */
+    x = cluster4();
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "nq%d", i);
+        np[i] = pod_obj(name, "team-a", "1", NULL, 0, i);
+        annotate(np[i], "annotations", "peloton.io/preemptible", "false");
+        json_t *c0 = json_array_get(json_object_get(json_object_get(np[i], "spec"), "containers"), 0);
+        json_object_del(json_object_get(json_object_get(c0, "resources"), "requests"), "memory");
+    }
+    r = filter(x, np[0], ALL, 4, true, 1000); /* not in the model yet */
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    for (int i = 0; i < 3; i++) set_new(x, "Pod", json_incref(np[i]));
+    r = filter(x, np[1], ALL, 4, true, 1010);
+    CHECK_I64(passing(r), 4);
+    json_decref(r);
+    r = filter(x, np[2], ALL, 4, true, 1020);
+    CHECK_I64(passing(r), 0);
+    json_decref(r);
+    for (int i = 0; i < 3; i++) json_decref(np[i]);
+    ext_core_free(x);
 }
 
 /* An admitted gang's plan holds room on its nodes only for members that
