@@ -214,6 +214,15 @@ test: deps $(BINS) build/asan/unit $(ASAN_BINS) $(FUZZ_TARGETS:%=build/asan/fuzz
       $(if $(INTEG_SRC),build/asan/integ)
 	@FUZZ_TARGETS="$(FUZZ_TARGETS)" test/run.sh
 
+# e2e tests on a real Kubernetes 1.20 control plane (test/k8s/; docs/extender.md,
+# "Testing against a real control plane"). Not part of `make test`: the first
+# run builds kube-apiserver and kube-scheduler from Debian's kubernetes source
+# package into ~/.cache/peloton-k8s (scripts/k8s-real.sh build).
+.PHONY: test-k8s
+test-k8s: deps bin/peloton-extender bin/kubelet-sim $(CRDS_PRE125)
+	@scripts/k8s-real.sh build
+	@test/k8s/run.sh
+
 bench: deps $(BENCH_BIN) $(BINS)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 	@for b in bench/*.py; do [ -e "$$b" ] || continue; echo "== $$b"; python3 $$b || exit 1; done

@@ -4,7 +4,7 @@
  * counted against its pool and node from the moment the bind is accepted
  * (ext_bind_begin, as kube-scheduler assumes its pods), kept when the API
  * server takes it (ext_bind_commit), given back when it fails
- * (ext_bind_abort). The POST itself is ext_http.c's. */
+ * (ext_bind_abort, which also ends the count its filter began). The POST itself is ext_http.c's. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -110,4 +110,13 @@ void ext_bind_abort(struct ext_core *x, const struct extender_binding_args *b) {
         cluster_forget(x->cm, b->pod_namespace, b->pod_name);
         x->dirty = true;
     }
+    /* nor does its filter's count stay (ext_filter.c): kube-scheduler filters it again */
+    p = cluster_pod(x->cm, b->pod_namespace, b->pod_name);
+    if (p && p->admitted && !p->node) {
+        cluster_admit(x->cm, p, false);
+        x->dirty = true;
+    }
+    char key[2 * EXTENDER_MAX_NAME + 2];
+    inflight_key(b, key, sizeof key);
+    json_object_del(x->passed, key);
 }

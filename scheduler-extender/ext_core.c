@@ -29,6 +29,7 @@ struct ext_core *ext_core_new(const struct ext_core_options *o) {
      * share, as in pelotond's resource manager. */
     co.count_pending = true;
     if (!(x->cm = cluster_new(&co)) || !(x->jobs = json_object()) || !(x->inflight = json_object()) ||
+        !(x->passed = json_object()) ||
         !(x->nominated = json_object()) || ext_metrics_init(x, x->o.metrics))
         goto fail;
     return x;
@@ -45,6 +46,7 @@ void ext_core_free(struct ext_core *x) {
     cluster_free(x->cm);
     json_decref(x->jobs);
     json_decref(x->inflight);
+    json_decref(x->passed);
     json_decref(x->nominated);
     free(x->default_pool);
     ext_scratch_free(&x->sc);
@@ -100,6 +102,7 @@ int ext_core_set(struct ext_core *x, const char *kind, json_t *obj) {
     else if (!strcmp(kind, "Pod")) {
         rc = cluster_pod_set(x->cm, obj);
         if (!rc) ext_nominated_note(x, ext_obj_ns(obj), ext_obj_name(obj), obj);
+        if (!rc) ext_passed_seen(x, ext_obj_ns(obj), ext_obj_name(obj));
     } else if (!strcmp(kind, "Job")) {
         char key[600];
         if ((rc = job_key(obj, key, sizeof key))) return rc;

@@ -235,6 +235,55 @@ nomem_free:
     return -EAGAIN;
 }
 
+/* A pod that passes filter counts against its pool from then on
+ * (cluster_admit), not only once its bind arrives: kube-scheduler binds in a
+ * goroutine of its own after assuming the pod, and filters the next pods
+ * meanwhile, so a burst would otherwise pass the pool's reservation or
+ * entitlement before the first bind comes in. The count holds until the pod
+ * is bound (its node counts then), filtered again (judged afresh), ends, or
+ * PASS_TTL_MS pass (kube-scheduler dropped it after the filter: another
+ * extender, a Reserve or Permit plugin). A pod the request brought (not yet
+ * in the watch: in a burst kube-scheduler's informer is often ahead of ours)
+ * leaves the model with the request, and counts from its watch event on. */
+#define PASS_TTL_MS 5000
+
+static void passed_add(struct ext_core *x, struct cm_pod *p, uint64_t now_ms) {
+    if (!p->pool || p->node) return;
+    if (json_object_set_new(x->passed, p->key, json_integer((json_int_t)(now_ms + PASS_TTL_MS)))) return;
+    /* a pod the request brought leaves the model with the request: it is
+     * counted once the watch shows it (ext_passed_seen) */
+    if (x->adopted_name && !strcmp(x->adopted_name, p->name) && x->adopted_ns && !strcmp(x->adopted_ns, p->ns))
+        return;
+    cluster_admit(x->cm, p, true);
+}
+
+void ext_passed_seen(struct ext_core *x, const char *ns, const char *name) {
+    char key[2 * EXTENDER_MAX_NAME + 2];
+    if (!json_object_size(x->passed) || !ns || !name) return;
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    if (!json_object_get(x->passed, key)) return;
+    struct cm_pod *p = cluster_pod(x->cm, ns, name);
+    if (p && !p->node && !p->admitted && !p->info.terminal) cluster_admit(x->cm, p, true);
+}
+
+static void passed_expire(struct ext_core *x, uint64_t now_ms) {
+    const char *key;
+    json_t *v, *tmp;
+    json_object_foreach_safe(x->passed, tmp, key, v) {
+        struct cm_pod *p = NULL;
+        const char *slash = strchr(key, '/');
+        char ns[EXTENDER_MAX_NAME + 1];
+        if (slash && (size_t)(slash - key) < sizeof ns) {
+            memcpy(ns, key, (size_t)(slash - key));
+            ns[slash - key] = '\0';
+            p = cluster_pod(x->cm, ns, slash + 1);
+        }
+        if ((!p || !p->node) && (uint64_t)json_integer_value(v) > now_ms) continue;
+        if (p && p->admitted && !p->node) cluster_admit(x->cm, p, false);
+        json_object_del(x->passed, key);
+    }
+}
+
 /* The verdict of every request node into x->sc.v[0..n), reasons borrowed
  * from static strings, x->sc.why or x->sc.arena (valid until the next
  * request); the passing nodes' positions into x->sc.at[0..*npass). scan: the
@@ -262,7 +311,9 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
     int rc = 0;
 
     /* the pod as a whole: its pool, its gang, its pool's admission */
-    bool resolvable = true, pod_fails = false;
+    bool resolvable = true, pod_fails = false, admit = false;
+    passed_expire(x, now_ms);
+    ext_gangs_expire(x, now_ms); /* an expired plan holds no room for the pods below */
     const char *planned = NULL;
     if (cluster_pod_pool_problem(x->cm, p, why, whylen)) {
         pod_fails = true;
@@ -270,8 +321,11 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
     } else if (p->info.gang && p->info.gang_size > 1) {
         ext_gangs_expire(x, now_ms);
         pod_fails = gang_admit(x, p, now_ms, &planned, why, whylen, &resolvable) != 0;
-    } else if (cluster_admit_check(x->cm, p, p->info.req, why, whylen, &resolvable)) {
-        pod_fails = true;
+    } else {
+        /* its own earlier pass is not counted against it again */
+        if (p->admitted && !p->node) cluster_admit(x->cm, p, false);
+        if (cluster_admit_check(x->cm, p, p->info.req, why, whylen, &resolvable)) pod_fails = true;
+        else admit = true;
     }
     ext_metrics_decision(x, p->pool, pod_fails ? ext_decision_of(why, resolvable) : EXT_DEC_ADMITTED);
     if (pod_fails) {
@@ -337,6 +391,7 @@ static int judge(struct ext_core *x, json_t *pod, const struct extender_name *na
     if (rc) return rc;
     for (size_t i = 0; owned && i < n; i++)
         if (sc->own[i]) v[i].reason = sc->arena.data + sc->own[i] - 1;
+    if (admit && *npass) passed_add(x, p, now_ms);
     return 0;
 }
 

@@ -80,7 +80,10 @@ struct ext_held *ext_holds_collect(struct ext_core *x, const struct cm_pod *p, s
     for (const struct ext_gang *g = x->gangs; g; g = g->next) {
         if (p->info.gang && !strcmp(g->ns, p->ns) && !strcmp(g->id, p->info.gang)) continue;
         for (uint32_t i = 0; i < g->n; i++) {
-            uint32_t idx = g->nodes[i] ? host_fleet_find(f, g->nodes[i]) : HOST_NONE;
+            /* a member deleted (or ended) since the plan holds nothing */
+            const struct cm_pod *q = g->nodes[i] && g->pods[i] ? cluster_pod(x->cm, g->ns, g->pods[i]) : NULL;
+            if (!q || q->info.terminal) continue;
+            uint32_t idx = host_fleet_find(f, g->nodes[i]);
             if (idx != HOST_NONE) h[k++] = (struct ext_held){idx, g->req[i], false, g->id};
         }
     }

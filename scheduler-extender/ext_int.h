@@ -183,6 +183,9 @@ void ext_metrics_watch_event(struct ext_core *x, int kind, const json_t *obj);
 /* Sets the gauges of the model's state (loop thread): before the extender's
  * own scrape and on a timer when another thread scrapes the registry. */
 void ext_metrics_gauges(struct ext_core *x);
+/* A pod's watch event: counts it against its pool if a filter passed it
+ * while it was known only from the request (ext_filter.c). */
+void ext_passed_seen(struct ext_core *x, const char *ns, const char *name);
 
 struct ext_core {
     struct ext_core_options o;
@@ -191,6 +194,7 @@ struct ext_core {
     bool dirty;
     json_t *jobs;           /* "ns/name" -> integer enum job_type */
     json_t *inflight;       /* "ns/name" -> binds of the pod with the API server (ext_bind_begin) */
+    json_t *passed;         /* "ns/name" -> expiry (ms): unbound pods a filter admitted (ext_filter.c) */
     json_t *nominated;      /* "ns/name" -> node: unbound pods kube-scheduler nominated (status.nominatedNodeName) */
     struct ext_gang *gangs; /* admitted gangs */
     struct ext_stats st;
