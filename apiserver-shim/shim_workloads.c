@@ -13,6 +13,7 @@
 
 #include "cron.h"
 #include "shim.h"
+#include "shim_proto.h"
 
 #define WL_MAX_REPLICAS (1 << 24) /* a Peloton Job's instanceCount bound (docs/crds.md) */
 
@@ -545,7 +546,12 @@ void shim_workload_scale(struct shim *s, const struct shim_resource *r, const ch
         return;
     }
     json_t *want = NULL;
-    if (req->method == HTTP_PUT) {
+    if (req->method == HTTP_PUT && shim_pb_request(req)) { /* a client-go scale client's protobuf Scale */
+        if (!(want = shim_pb_body("Scale", req, resp))) {
+            json_decref(scale);
+            return;
+        }
+    } else if (req->method == HTTP_PUT) {
         json_error_t je;
         want = json_loadb(req->body, req->body_len, 0, &je);
         if (!json_is_object(want)) {

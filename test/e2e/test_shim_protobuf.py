@@ -426,6 +426,14 @@ def test_workload_and_rbac_creates_132():
     services.wait_until(lambda: web_running(ns, 2), 30, "web's 2 pods running")
     assert "scaled" in ok("132", "scale", "deployment", "web", "--replicas=3", "-n", ns)
     services.wait_until(lambda: web_running(ns, 3), 30, "web's 3 pods running")
+    # a client-go scale client PUTs an autoscaling/v1 Scale in protobuf (spec.replicas, field 1 of spec)
+    scale = ld(1, ld(1, b"web") + ld(3, ns.encode())) + ld(2, varint(1 << 3) + varint(4))
+    code, _, out = raw("PUT", f"/apis/apps/v1/namespaces/{ns}/deployments/web/scale",
+                       envelope("autoscaling/v1", "Scale", scale))
+    assert code == 200, out
+    assert get(f"/apis/apps/v1/namespaces/{ns}/deployments/web")[1]["spec"]["replicas"] == 4
+    code, _, out = raw("PUT", f"/apis/apps/v1/namespaces/{ns}/deployments/web/scale", b"k8s\x00\x0a")
+    assert code == 400 and b"could not be decoded as a Scale" in out, out
     # kubectl 1.32's SelfSubjectAccessReview (protobuf both ways)
     assert ok("132", "auth", "can-i", "get", "pods", "-n", ns).strip() == "yes"
 
