@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ktime.h"
 #include "shim.h"
 
 bool shim_wants_table(const struct http_request *req) {
@@ -16,22 +17,16 @@ bool shim_wants_table(const struct http_request *req) {
 
 /* Whether ts is an RFC 3339 UTC time, seconds or micro (an Event's eventTime:
  * 2026-01-01T00:00:00.123456Z); *tm gets it. */
-static bool utc_time(const char *ts, struct tm *tm) {
-    const char *p = ts ? strptime(ts, "%Y-%m-%dT%H:%M:%S", tm) : NULL;
-    if (p && *p == '.')
-        for (p++; *p >= '0' && *p <= '9'; p++) {}
-    return p && p[0] == 'Z' && !p[1];
-}
 
 /* Kubernetes' short human durations: 45s, 3m20s, 15m, 5h30m, 20h, 3d4h, 30d, 2y. */
 static void human_age(const json_t *obj, char *out, size_t len) {
     const char *ts = json_string_value(json_object_get(json_object_get(obj, "metadata"), "creationTimestamp"));
-    struct tm tm = {0};
-    if (!utc_time(ts, &tm)) {
+    int64_t t;
+    if (!ktime_parse(ts, &t)) {
         snprintf(out, len, "<unknown>");
         return;
     }
-    long long s = (long long)(time(NULL) - timegm(&tm));
+    long long s = (long long)(time(NULL) - t);
     if (s < 0) s = 0;
     long long m = s / 60, h = s / 3600, d = s / 86400;
     if (s < 120) snprintf(out, len, "%llds", s);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cron.h"
+#include "ktime.h"
 #include "shim.h"
 #include "shim_proto.h"
 
@@ -385,13 +386,9 @@ static bool cond_true(const json_t *o, const char *type) {
 }
 
 static bool utc(const char *ts, time_t *out) {
-    struct tm tm = {0};
-    if (!ts || sscanf(ts, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-                      &tm.tm_sec) != 6)
-        return false;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    *out = timegm(&tm);
+    int64_t s;
+    if (!ktime_parse(ts, &s)) return false;
+    *out = (time_t)s;
     return true;
 }
 

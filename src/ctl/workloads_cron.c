@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cron.h"
+#include "ktime.h"
 #include "workloads_int.h"
 
 #define CJ_TICK_MS 1000
@@ -23,16 +24,7 @@ struct wl_cron {
     uv_timer_t tick;
 };
 
-static bool parse_time(const char *ts, int64_t *out) {
-    struct tm tm = {0};
-    if (!ts || sscanf(ts, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-                      &tm.tm_sec) != 6)
-        return false;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    *out = (int64_t)timegm(&tm);
-    return true;
-}
+static bool parse_time(const char *ts, int64_t *out) { return ktime_parse(ts, out); }
 
 static void fmt_time(int64_t t, char out[32]) {
     time_t tt = (time_t)t;

@@ -1,5 +1,6 @@
 /* Pods in the core's terms (podspec.h). */
 #include "podspec.h"
+#include "ktime.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -190,10 +191,8 @@ static bool parse_u32(const char *s, uint32_t *out) {
 }
 
 static int64_t parse_time_ms(const char *s) {
-    struct tm tm;
-    memset(&tm, 0, sizeof tm);
-    if (!s || !strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
-    return (int64_t)timegm(&tm) * 1000;
+    int64_t secs;
+    return ktime_parse(s, &secs) ? secs * 1000 : 0;
 }
 
 int pod_info_decode(const json_t *pod, struct pod_info *out, char *err, size_t errlen) {
