@@ -24,7 +24,7 @@ def fail_whole(why):
 
 
 def main():
-    node = shutil.which("node")
+    node = os.environ.get("NODE") or shutil.which("node")  # NODE: another node binary
     if node is None:
         fail_whole("setup: node is not installed (scripts/deps.sh installs Debian's nodejs)")
     dep = subprocess.run([os.path.join(services.ROOT, "scripts", "npm-deps.sh"), NODE_DIR],
@@ -32,7 +32,8 @@ def main():
     if dep.returncode != 0:
         fail_whole("setup: " + (dep.stderr.strip() or f"scripts/npm-deps.sh exited {dep.returncode}"))
 
-    s = services.start_stack(kubelet=[f"--nodes={NODES}", "--cpu=4", "--memory=8Gi"])
+    # resmgr removes a deleted ResourcePool's finalizer
+    s = services.start_stack("--roles=apiserver,resmgr", kubelet=[f"--nodes={NODES}", "--cpu=4", "--memory=8Gi"])
     # an ES module finds its imports from its own folder: run it beside node_modules
     script = os.path.join(NODE_DIR, "client_test.mjs")
     shutil.copyfile(SCRIPT, script)
