@@ -6,6 +6,7 @@
 // exits 1 when any check failed.
 import * as k8s from '@kubernetes/client-node';
 
+console.log(`# node ${process.version}`);
 const NS = 'default';
 const kc = new k8s.KubeConfig();
 kc.loadFromFile(process.env.KUBECONFIG);
