@@ -145,6 +145,26 @@ await check('patch: strategic merge patch', async () => {
   assert(cm.data.k === 'v' && cm.data.k2 === 'v2', JSON.stringify(cm.data));
 });
 
+await check('watch from a list resourceVersion sees ADDED then DELETED', async () => {
+  const rv = (await core.listNamespacedConfigMap({ namespace: NS })).metadata.resourceVersion;
+  const seen = [];
+  let ended = null;
+  const req = await new k8s.Watch(kc).watch(`/api/v1/namespaces/${NS}/configmaps`,
+    { resourceVersion: rv, allowWatchBookmarks: true },
+    (type, obj) => seen.push([type, obj.metadata.name]), (err) => { ended = err || 'done'; });
+  try {
+    await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'cn-w' } } });
+    await waitFor(() => seen.some((e) => e[0] === 'ADDED' && e[1] === 'cn-w'), 5000, 'ADDED cn-w');
+    assert(ended === null, `watch ended early: ${ended}`);
+    await core.deleteNamespacedConfigMap({ name: 'cn-w', namespace: NS });
+    await waitFor(() => seen.some((e) => e[0] === 'DELETED' && e[1] === 'cn-w'), 5000, 'DELETED cn-w');
+    const kinds = seen.filter((e) => e[0] !== 'BOOKMARK').map((e) => e.join(' '));
+    assert(kinds.join() === 'ADDED cn-w,DELETED cn-w', `events ${JSON.stringify(seen)}`);
+  } finally {
+    req.abort();
+  }
+});
+
 await check('informer sees add, update, delete in order', async () => {
   const events = [];
   const informer = k8s.makeInformer(kc, `/api/v1/namespaces/${NS}/pods`,
