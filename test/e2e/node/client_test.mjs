@@ -264,7 +264,14 @@ await check('error: 422 on an invalid object names the field', async () => {
   // a built-in kind: the message names the field (pelotond gives no details.causes here)
   const s = await expectError(() => core.createNamespacedPod({ namespace: NS, body: pod('Bad_Name') }), 422, 'Invalid');
   assert(s.message.startsWith('metadata.name: Invalid value: "Bad_Name"'), `message ${s.message}`);
-  assert(s.details && s.details.name === 'Bad_Name' && s.details.kind === 'pods', JSON.stringify(s.details));
+  assert(s.details && s.details.name === 'Bad_Name', JSON.stringify(s.details));
+  // a bad label key: details.causes name the field, details.kind is the kind
+  const s1 = await expectError(() => core.createNamespacedPod({ namespace: NS, body: pod('cn-bad', { 'a/b/c': 'v' }) }),
+    422, 'Invalid');
+  const c1 = (s1.details && s1.details.causes) || [];
+  assert(s1.details.kind === 'Pod' && c1.length === 1 && c1[0].field === 'metadata.labels' &&
+         c1[0].reason === 'FieldValueInvalid', `details ${JSON.stringify(s1.details)}`);
+  assert(s1.message.startsWith('Pod "cn-bad" is invalid: metadata.labels: Invalid value: "a/b/c"'), s1.message);
   // a custom object against its CRD's schema: details.causes name each field
   const job = {
     apiVersion: 'peloton.io/v1alpha1', kind: 'Job', metadata: { name: 'cn-bad' },
