@@ -47,7 +47,8 @@ def main():
         r = subprocess.run([node, script], capture_output=True, text=True, timeout=60, env=env, cwd=NODE_DIR)
         out, rc, err = r.stdout, r.returncode, r.stderr
     except subprocess.TimeoutExpired as e:
-        out, rc, err = (e.stdout or b"").decode(), -1, "client_test.mjs: no end within 60 s"
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc, err = -1, "client_test.mjs: no end within 60 s"
     passed = failed = 0
     for line in out.splitlines():
         print(line)
