@@ -167,8 +167,9 @@ await check('watch from a list resourceVersion sees ADDED then DELETED', async (
 
 await check('informer sees add, update, delete in order', async () => {
   const events = [];
+  let lists = 0; // one list, then the watch carries every event (a broken watch relists)
   const informer = k8s.makeInformer(kc, `/api/v1/namespaces/${NS}/pods`,
-    () => core.listNamespacedPod({ namespace: NS, labelSelector: 'app=inf' }), 'app=inf');
+    () => { lists++; return core.listNamespacedPod({ namespace: NS, labelSelector: 'app=inf' }); }, 'app=inf');
   for (const verb of ['add', 'update', 'delete']) {
     informer.on(verb, (obj) => events.push([verb, obj.metadata.name, obj.metadata.labels.step || '']));
   }
@@ -191,6 +192,7 @@ await check('informer sees add, update, delete in order', async () => {
     assert(events.every((e) => e[1] === 'cn-inf'), `names ${JSON.stringify(events)}`);
     assert(events.find((e) => e[0] === 'update')[2] === 'patched', `update carries the label ${JSON.stringify(events)}`);
     assert(informer.list(NS).length === 0, 'cache empty after delete');
+    assert(lists === 1, `${lists} lists`);
   } finally {
     await informer.stop();
   }
