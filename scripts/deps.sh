@@ -18,6 +18,11 @@ PKGS=(
 # kubectl for the e2e tests: the machine image ships one (package "kubectl");
 # Debian's kubernetes-client (kubectl 1.20) conflicts with it, so only when none is on PATH.
 command -v kubectl >/dev/null 2>&1 || PKGS+=(kubernetes-client)
+# node and npm for the client-node e2e suite (scripts/npm-deps.sh installs the
+# client itself): Debian's, unless the machine has its own (NodeSource's nodejs
+# bundles npm and conflicts with Debian's npm package).
+command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 
 missing=()
 for p in "${PKGS[@]}"; do
