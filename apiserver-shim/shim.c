@@ -67,6 +67,31 @@ static json_t *details(const struct shim_resource *r, const char *name) {
     return d;
 }
 
+/* A field's error from the store ("metadata.name: Invalid value: ...") as
+ * kube-apiserver words an Invalid: `Pod "x" is invalid: <msg>`, details with
+ * the kind (not the resource) and the field as a cause. False when msg is
+ * not of that form. */
+static bool invalid_field(struct http_response *resp, const struct shim_resource *r, const char *name,
+                          const char *msg) {
+    static const struct {
+        const char *what, *reason;
+    } kinds[] = {{"Invalid value", "FieldValueInvalid"},
+                 {"Required value", "FieldValueRequired"},
+                 {"Unsupported value", "FieldValueNotSupported"},
+                 {"Too long", "FieldValueTooLong"}};
+    const char *sep = msg ? strstr(msg, ": ") : NULL;
+    if (!sep || sep == msg || (size_t)(sep - msg) > 200 || memchr(msg, ' ', (size_t)(sep - msg))) return false;
+    const char *rest = sep + 2, *cause = NULL;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0] && !cause; i++)
+        if (!strncmp(rest, kinds[i].what, strlen(kinds[i].what))) cause = kinds[i].reason;
+    if (!cause) return false;
+    json_t *d = json_pack("{s:s, s:s, s:[{s:s, s:s, s:s%}]}", "group", r->group, "kind", r->kind, "causes", "reason",
+                          cause, "message", rest, "field", msg, (size_t)(sep - msg));
+    if (d && name && name[0]) json_object_set_new(d, "name", shim_string(name));
+    shim_status(resp, 422, "Invalid", d, "%s \"%s\" is invalid: %s", r->kind, name ? name : "", msg);
+    return true;
+}
+
 void shim_store_error(struct shim *s, struct http_response *resp, int rc, const struct shim_resource *r,
                       const char *name) {
     shim_store_error_msg(resp, rc, r, name, store_errmsg(s->st));
@@ -103,6 +128,7 @@ void shim_store_error_msg(struct http_response *resp, int rc, const struct shim_
         break;
     }
     default:
+        if (rc == -EINVAL && invalid_field(resp, r, name, msg)) break;
         shim_status(resp, code, reason, details(r, name), "%s", msg);
     }
 }

@@ -263,10 +263,12 @@ await check('error: 409 on creating an existing name', async () => {
 });
 
 await check('error: 422 on an invalid object names the field', async () => {
-  // a built-in kind: the message names the field (pelotond gives no details.causes here)
+  // a bad name: kube-apiserver's wording, details.kind the kind, the field as a cause
   const s = await expectError(() => core.createNamespacedPod({ namespace: NS, body: pod('Bad_Name') }), 422, 'Invalid');
-  assert(s.message.startsWith('metadata.name: Invalid value: "Bad_Name"'), `message ${s.message}`);
-  assert(s.details && s.details.name === 'Bad_Name', JSON.stringify(s.details));
+  assert(s.message.startsWith('Pod "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name"'), `message ${s.message}`);
+  const c0 = (s.details && s.details.causes) || [];
+  assert(s.details && s.details.name === 'Bad_Name' && s.details.kind === 'Pod' && c0.length === 1 &&
+         c0[0].field === 'metadata.name' && c0[0].reason === 'FieldValueInvalid', JSON.stringify(s.details));
   // a bad label key: details.causes name the field, details.kind is the kind
   const s1 = await expectError(() => core.createNamespacedPod({ namespace: NS, body: pod('cn-bad', { 'a/b/c': 'v' }) }),
     422, 'Invalid');
