@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import types
@@ -205,6 +206,26 @@ def get(port, path):
     st, body = api(port, "GET", path)
     assert st == 200, (path, st, body)
     return body
+
+
+def kubectl_minor(binary="kubectl"):
+    """The client minor version of a kubectl (32 for 1.32; 0 when it cannot
+    say). CI's fresh root has only Debian's 1.20 on PATH: a check of what
+    kubectl 1.32 itself does runs in .ci/run's second pass, on the
+    development machine, where PATH's kubectl is 1.32."""
+    try:
+        p = subprocess.run([binary, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=30)
+        return int("".join(ch for ch in json.loads(p.stdout)["clientVersion"]["minor"] if ch.isdigit()) or 0)
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return 0
+
+
+def without_tests(namespace, names, why):
+    """Removes the named test functions from a test module's namespace,
+    saying so on stderr with why (never counted as passed)."""
+    for n in names:
+        namespace.pop(n)
+    print(f"not run here ({why}): {', '.join(names)}", file=sys.stderr)
 
 
 def kubectl_has_flag(verb, flag):
