@@ -1057,6 +1057,55 @@ static bool build(struct ksim *s, struct kwrite *w, const char **method, char *p
     }
 }
 
+/* An Event write's path and body, written as JSON text (as the status
+ * patch is): the new Event, or its count and lastTimestamp when posted before. */
+static char *event_body(const struct kevent *ev, char *path, size_t plen, size_t *len) {
+    char name[300], ts[32], num[24];
+    struct tb b = {0};
+    snprintf(name, sizeof name, "%.200s.%llx", ev->pod, (unsigned long long)ev->name_us);
+    snprintf(num, sizeof num, "%u", ev->count);
+    ksim_rfc3339(ev->last, ts);
+    if (ev->patch) {
+        snprintf(path, plen, "/api/v1/namespaces/%s/events/%s", ev->ns, name);
+        tb_lit(&b, "{\"count\":");
+        tb_lit(&b, num);
+        tb_kv(&b, "lastTimestamp", ts);
+        tb_lit(&b, "}");
+    } else {
+        char fp[300];
+        snprintf(path, plen, "/api/v1/namespaces/%s/events", ev->ns);
+        snprintf(fp, sizeof fp, "spec.containers{%s}", ev->ctr);
+        tb_lit(&b, "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":");
+        tb_str(&b, name);
+        tb_kv(&b, "namespace", ev->ns);
+        tb_lit(&b, "},\"involvedObject\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\"");
+        tb_kv(&b, "namespace", ev->ns);
+        tb_kv(&b, "name", ev->pod);
+        tb_kv(&b, "uid", ev->uid);
+        tb_kv(&b, "fieldPath", fp);
+        tb_lit(&b, "}");
+        tb_kv(&b, "reason", ev_reasons[ev->reason]);
+        tb_kv(&b, "message", ev->msg);
+        tb_kv(&b, "type", ev->reason == EV_BACKOFF ? "Warning" : "Normal");
+        tb_lit(&b, ",\"source\":{\"component\":\"kubelet\"");
+        tb_kv(&b, "host", ev->node);
+        tb_lit(&b, "},\"reportingComponent\":\"kubelet\"");
+        tb_kv(&b, "reportingInstance", ev->node);
+        tb_kv(&b, "lastTimestamp", ts);
+        ksim_rfc3339(ev->first, ts);
+        tb_kv(&b, "firstTimestamp", ts);
+        tb_lit(&b, ",\"count\":");
+        tb_lit(&b, num);
+        tb_lit(&b, "}");
+    }
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
 static void pump(struct ksim *s) {
     if (s->stopping && !s->deleting_nodes) return;
     while (s->qhead && s->inflight < (size_t)s->cfg.max_inflight) {
@@ -1096,36 +1145,18 @@ static void pump(struct ksim *s) {
         struct kevent *ev = w->ev;
         if (ev->slot) ev->slot->pending = NULL; /* sent: a repeat from now on is a new write */
         ev->slot = NULL;
-        char path[800], name[300], first[32], last[32];
-        const char *method = ev->patch ? "PATCH" : "POST";
-        json_t *body;
-        snprintf(name, sizeof name, "%.200s.%llx", ev->pod, (unsigned long long)ev->name_us);
-        ksim_rfc3339(ev->last, last);
-        if (ev->patch) {
-            snprintf(path, sizeof path, "/api/v1/namespaces/%s/events/%s", ev->ns, name);
-            body = json_pack("{s:I, s:s}", "count", (json_int_t)ev->count, "lastTimestamp", last);
-        } else {
-            char fp[300];
-            snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", ev->ns);
-            snprintf(fp, sizeof fp, "spec.containers{%s}", ev->ctr);
-            ksim_rfc3339(ev->first, first);
-            body = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:s, "
-                             "s:{s:s, s:s}, s:s, s:s, s:I, s:s, s:s}",
-                             "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace", ev->ns,
-                             "involvedObject", "apiVersion", "v1", "kind", "Pod", "namespace", ev->ns, "name", ev->pod,
-                             "uid", ev->uid, "fieldPath", fp, "reason", ev_reasons[ev->reason], "message", ev->msg,
-                             "type", ev->reason == EV_BACKOFF ? "Warning" : "Normal", "source", "component",
-                             "kubelet", "host", ev->node, "firstTimestamp", first, "lastTimestamp", last, "count",
-                             (json_int_t)ev->count, "reportingComponent", "kubelet", "reportingInstance", ev->node);
-        }
+        char path[800];
+        size_t len = 0;
+        char *body = event_body(ev, path, sizeof path, &len);
         s->inflight++;
         s->ev_inflight++;
-        if (!body || kclient_request(s->kc, method, path, body, ev->patch ? "application/merge-patch+json" : NULL,
-                                     on_write_done, w)) {
+        if (!body || kclient_request_text(s->kc, ev->patch ? "PATCH" : "POST", path, body, len,
+                                          ev->patch ? "application/merge-patch+json" : "application/json",
+                                          on_write_done, w)) {
             struct kc_response fake = {.status = 0, .raw = "", .error = "request not started"};
             complete(w, &fake);
         }
-        json_decref(body);
+        free(body);
     }
 }
 
