@@ -1163,7 +1163,7 @@ static void pump(struct ksim *s) {
 /* Records an Event of container ci of a pod: queued, or counted on the same
  * Event still queued; dropped (counted) when the queue is full. */
 static void pod_event(struct ksim *s, struct kpod *p, enum evreason r, size_t ci) {
-    if (!s->cfg.events || s->stopping) return;
+    if (!s->cfg.events || s->stopping || s->nodes[p->node].down) return; /* a down kubelet posts nothing */
     const json_t *c = json_array_get(p->ctrs, ci);
     const char *cname = json_string_value(json_object_get(c, "name"));
     const char *image = json_string_value(json_object_get(c, "image"));
