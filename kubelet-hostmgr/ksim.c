@@ -23,6 +23,7 @@ const char ksim_usage[] =
     "  --restart-backoff=10 --restart-backoff-max=300   seconds before a restart, doubling\n"
     "  --down=name1,name2                     nodes that start down\n"
     "  --max-inflight=256 --retries=5 --kubelet-version=v1.32.0-sim\n"
+    "  --events=true                          post the kubelet's Events (Pulled, Created, Started, ...)\n"
     "  --delete-nodes-on-exit --quiet --verbose --help\n";
 
 /* ---------------------------------------------------------------- config */
@@ -132,6 +133,7 @@ int ksim_config_parse(struct ksim_config *c, int argc, char **argv, char *err, s
     c->backoff_max_seconds = 300;
     c->max_inflight = 256;
     c->retries = 5;
+    c->events = true;
     if (!(c->labels = json_object()) || set_str(&c->name_prefix, "sim-node-") ||
         set_str(&c->kubelet_version, "v1.32.0-sim"))
         return core_fail(err, errlen, -ENOMEM, "out of memory");
@@ -146,6 +148,7 @@ int ksim_config_parse(struct ksim_config *c, int argc, char **argv, char *err, s
         flag[fn] = 0;
         const char *v = eq ? eq + 1 : NULL;
         bool *bf = !strcmp(flag, "quiet") ? &c->quiet : !strcmp(flag, "verbose") ? &c->verbose
+                 : !strcmp(flag, "events") ? &c->events
                  : !strcmp(flag, "delete-nodes-on-exit") ? &c->delete_nodes_on_exit
                  : !strcmp(flag, "help") ? &c->help : NULL;
         if (bf) {
@@ -418,6 +421,7 @@ int ksim_node_index(const char *prefix, int n, const char *name) {
 #define RETRY_MAX_MS 5000
 #define REG_RETRIES 10    /* registration writes retry more: the server may still be starting */
 #define STOP_BOUND_MS 5000
+#define EVQ_MAX 10000     /* Events queued at most; more are dropped (counted) */
 
 #define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 
@@ -432,6 +436,30 @@ struct ktimer {
 enum pstate { PS_HELD, PS_STARTING, PS_RUNNING, PS_BACKOFF, PS_DONE, PS_REJECTED, PS_TERMINATING, PS_DELETING };
 
 struct kwrite;
+
+/* The Events a kubelet posts about a pod's container, in its wording. */
+enum evreason { EV_PULLED, EV_CREATED, EV_STARTED, EV_KILLING, EV_BACKOFF, EV_N };
+static const char *const ev_reasons[] = {"Pulled", "Created", "Started", "Killing", "BackOff"};
+
+/* One Event of one container of a pod: how often it happened, its name
+ * (from the time it was first recorded, so names sort by time) and the
+ * write carrying it while that is queued (a repeat is counted on it). */
+struct kevslot {
+    uint32_t count;
+    int64_t first, name_us;
+    struct kwrite *pending;
+};
+
+/* What an Event write sends. Owned by the write: the pod may be gone by then. */
+struct kevent {
+    struct kevslot *slot; /* NULL once the write is sent or the pod forgotten */
+    char *ns, *pod, *uid, *ctr, *msg, *node;
+    uint8_t reason;
+    uint32_t count;
+    int64_t first, last, name_us;
+    bool patch; /* the Event was posted before: count it on that one */
+};
+
 struct kpod {
     struct ktimer t;
     struct kpod *hnext;         /* hash chain */
@@ -441,6 +469,8 @@ struct kpod {
     char *uid;
     char *message;              /* admission refusal */
     json_t *ctrs, *inits;       /* the containers' and init containers' names and images: [{name, image}] */
+    struct kevslot *evs;        /* [container * EV_N + reason], for nevs containers; NULL until an Event */
+    size_t nevs;
     const char *reason;         /* static */
     struct ksim_res req;
     int64_t start_ms, run_ms;
@@ -462,15 +492,16 @@ struct knode {
 };
 
 enum wkind { W_POD, W_NODE_CREATE, W_NODE_TAKEOVER, W_NODE_STATUS, W_LEASE_CREATE, W_LEASE_RENEW, W_NODE_DELETE,
-             W_LEASE_DELETE };
+             W_LEASE_DELETE, W_EVENT };
 static const char *const wnames[] = {"pod", "node-create", "node-takeover", "node-status", "lease-create",
-                                     "lease-renew", "node-delete", "lease-delete"};
+                                     "lease-renew", "node-delete", "lease-delete", "event"};
 
 struct kwrite {
     struct ktimer t;     /* a retry waits in the heap */
     struct kwrite *next; /* queue */
     struct ksim *s;
     struct kpod *pod;    /* W_POD: NULL once the pod is forgotten */
+    struct kevent *ev;   /* W_EVENT */
     int32_t node;
     uint8_t kind, tries;
     bool reg, is_delete; /* part of registration; W_POD: this one is the final DELETE */
@@ -491,6 +522,9 @@ struct ksim {
     int nnodes, reg_left;
     struct kwrite *qhead, *qtail;
     size_t queued, inflight;
+    struct kwrite *eqhead, *eqtail; /* Events: sent only when no other write waits */
+    size_t eqn, ev_inflight;
+    int64_t last_ev_us;
     struct kc_informer *pods_inf, *nodes_inf;
     uint32_t next_ip;
     void (*on_registered)(void *, int);
@@ -671,9 +705,28 @@ static void enqueue(struct ksim *s, struct kwrite *w) {
     s->qtail = w;
     s->queued++;
 }
+static void kevent_free(struct kevent *ev) {
+    if (!ev) return;
+    if (ev->slot) ev->slot->pending = NULL;
+    free(ev->ns);
+    free(ev->pod);
+    free(ev->uid);
+    free(ev->ctr);
+    free(ev->msg);
+    free(ev->node);
+    free(ev);
+}
 static void write_free(struct kwrite *w) {
     if (w->pod && w->pod->w == w) w->pod->w = NULL;
+    kevent_free(w->ev);
     free(w);
+}
+static void ev_enqueue(struct ksim *s, struct kwrite *w) {
+    w->next = NULL;
+    if (s->eqtail) s->eqtail->next = w;
+    else s->eqhead = w;
+    s->eqtail = w;
+    s->eqn++;
 }
 static int node_write(struct ksim *s, enum wkind kind, int node, bool reg) {
     struct kwrite *w = write_new(s, kind, node, NULL);
@@ -1004,6 +1057,55 @@ static bool build(struct ksim *s, struct kwrite *w, const char **method, char *p
     }
 }
 
+/* An Event write's path and body, written as JSON text (as the status
+ * patch is): the new Event, or its count and lastTimestamp when posted before. */
+static char *event_body(const struct kevent *ev, char *path, size_t plen, size_t *len) {
+    char name[300], ts[32], num[24];
+    struct tb b = {0};
+    snprintf(name, sizeof name, "%.200s.%llx", ev->pod, (unsigned long long)ev->name_us);
+    snprintf(num, sizeof num, "%u", ev->count);
+    ksim_rfc3339(ev->last, ts);
+    if (ev->patch) {
+        snprintf(path, plen, "/api/v1/namespaces/%s/events/%s", ev->ns, name);
+        tb_lit(&b, "{\"count\":");
+        tb_lit(&b, num);
+        tb_kv(&b, "lastTimestamp", ts);
+        tb_lit(&b, "}");
+    } else {
+        char fp[300];
+        snprintf(path, plen, "/api/v1/namespaces/%s/events", ev->ns);
+        snprintf(fp, sizeof fp, "spec.containers{%s}", ev->ctr);
+        tb_lit(&b, "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":");
+        tb_str(&b, name);
+        tb_kv(&b, "namespace", ev->ns);
+        tb_lit(&b, "},\"involvedObject\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\"");
+        tb_kv(&b, "namespace", ev->ns);
+        tb_kv(&b, "name", ev->pod);
+        tb_kv(&b, "uid", ev->uid);
+        tb_kv(&b, "fieldPath", fp);
+        tb_lit(&b, "}");
+        tb_kv(&b, "reason", ev_reasons[ev->reason]);
+        tb_kv(&b, "message", ev->msg);
+        tb_kv(&b, "type", ev->reason == EV_BACKOFF ? "Warning" : "Normal");
+        tb_lit(&b, ",\"source\":{\"component\":\"kubelet\"");
+        tb_kv(&b, "host", ev->node);
+        tb_lit(&b, "},\"reportingComponent\":\"kubelet\"");
+        tb_kv(&b, "reportingInstance", ev->node);
+        tb_kv(&b, "lastTimestamp", ts);
+        ksim_rfc3339(ev->first, ts);
+        tb_kv(&b, "firstTimestamp", ts);
+        tb_lit(&b, ",\"count\":");
+        tb_lit(&b, num);
+        tb_lit(&b, "}");
+    }
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
 static void pump(struct ksim *s) {
     if (s->stopping && !s->deleting_nodes) return;
     while (s->qhead && s->inflight < (size_t)s->cfg.max_inflight) {
@@ -1032,6 +1134,126 @@ static void pump(struct ksim *s) {
             s->inflight++;
         }
     }
+    /* Events take what status writes leave, and at most a quarter of the slots */
+    size_t ev_cap = s->cfg.max_inflight > 4 ? (size_t)s->cfg.max_inflight / 4 : 1;
+    while (!s->stopping && !s->qhead && s->eqhead && s->inflight < (size_t)s->cfg.max_inflight &&
+           s->ev_inflight < ev_cap) {
+        struct kwrite *w = s->eqhead;
+        s->eqhead = w->next;
+        if (!s->eqhead) s->eqtail = NULL;
+        s->eqn--;
+        struct kevent *ev = w->ev;
+        if (ev->slot) ev->slot->pending = NULL; /* sent: a repeat from now on is a new write */
+        ev->slot = NULL;
+        char path[800];
+        size_t len = 0;
+        char *body = event_body(ev, path, sizeof path, &len);
+        s->inflight++;
+        s->ev_inflight++;
+        if (!body || kclient_request_text(s->kc, ev->patch ? "PATCH" : "POST", path, body, len,
+                                          ev->patch ? "application/merge-patch+json" : "application/json",
+                                          on_write_done, w)) {
+            struct kc_response fake = {.status = 0, .raw = "", .error = "request not started"};
+            complete(w, &fake);
+        }
+        free(body);
+    }
+}
+
+/* Records an Event of container ci of a pod: queued, or counted on the same
+ * Event still queued; dropped (counted) when the queue is full. */
+static void pod_event(struct ksim *s, struct kpod *p, enum evreason r, size_t ci) {
+    if (!s->cfg.events || s->stopping || s->nodes[p->node].down) return; /* a down kubelet posts nothing */
+    const json_t *c = json_array_get(p->ctrs, ci);
+    const char *cname = json_string_value(json_object_get(c, "name"));
+    const char *image = json_string_value(json_object_get(c, "image"));
+    if (!cname || !image) return;
+    size_t nc = json_array_size(p->ctrs);
+    if (p->nevs < nc) {
+        struct kevslot *e = realloc(p->evs, nc * EV_N * sizeof *e);
+        if (!e) {
+            s->st.events_dropped++;
+            return;
+        }
+        for (size_t k = p->nevs * EV_N; k < nc * EV_N; k++) e[k] = (struct kevslot){0};
+        for (size_t k = 0; k < p->nevs * EV_N; k++) /* the queued writes follow their slot */
+            if (e[k].pending) e[k].pending->ev->slot = &e[k];
+        p->evs = e, p->nevs = nc;
+    }
+    struct kevslot *sl = &p->evs[ci * EV_N + r];
+    int64_t now = wall_s();
+    sl->count++;
+    if (sl->pending) {
+        sl->pending->ev->count = sl->count;
+        sl->pending->ev->last = now;
+        s->st.events_counted++;
+        return;
+    }
+    if (s->eqn >= EVQ_MAX) {
+        s->st.events_dropped++;
+        return;
+    }
+    if (!sl->name_us) {
+        int64_t us = wall_us();
+        sl->name_us = s->last_ev_us = us > s->last_ev_us ? us : s->last_ev_us + 1;
+        sl->first = now;
+    }
+    const char *slash = strchr(p->key, '/');
+    char msg[700];
+    switch (r) {
+    case EV_PULLED:
+        snprintf(msg, sizeof msg, "Container image \"%.300s\" already present on machine", image);
+        break;
+    case EV_CREATED:
+        snprintf(msg, sizeof msg, "Created container %s", cname);
+        break;
+    case EV_STARTED:
+        snprintf(msg, sizeof msg, "Started container %s", cname);
+        break;
+    case EV_KILLING:
+        snprintf(msg, sizeof msg, "Stopping container %s", cname);
+        break;
+    default:
+        snprintf(msg, sizeof msg, "Back-off restarting failed container %s in pod %s_%.*s(%s)", cname, slash + 1,
+                 (int)(slash - p->key), p->key, p->uid);
+    }
+    struct kevent *ev = calloc(1, sizeof *ev);
+    struct kwrite *w = ev ? write_new(s, W_EVENT, p->node, NULL) : NULL;
+    if (ev) {
+        ev->ns = strndup(p->key, (size_t)(slash - p->key));
+        ev->pod = strdup(slash + 1), ev->uid = strdup(p->uid), ev->ctr = strdup(cname);
+        ev->msg = strdup(msg), ev->node = strdup(s->nodes[p->node].name);
+    }
+    if (!w || !ev->ns || !ev->pod || !ev->uid || !ev->ctr || !ev->msg || !ev->node) {
+        kevent_free(ev);
+        free(w);
+        s->st.events_dropped++;
+        return;
+    }
+    ev->reason = (uint8_t)r, ev->count = sl->count, ev->first = sl->first, ev->last = now, ev->name_us = sl->name_us;
+    ev->patch = sl->count > 1;
+    ev->slot = sl;
+    sl->pending = w;
+    w->ev = ev;
+    ev_enqueue(s, w);
+}
+
+/* An Event write's answer: a PATCH of one the server no longer has posts it
+ * again with its count (and a POST of a name taken counts on it), once. */
+static void event_done(struct ksim *s, struct kwrite *w, const struct kc_response *r) {
+    struct kevent *ev = w->ev;
+    if (r->status >= 200 && r->status < 300) {
+        if (ev->patch) s->st.events_counted++;
+        else s->st.events_posted++;
+    } else if (!s->stopping && !w->tries && (r->status == 404 || r->status == 409)) {
+        w->tries++;
+        ev->patch = r->status == 409;
+        ev_enqueue(s, w);
+        return;
+    } else {
+        s->st.events_dropped++;
+    }
+    write_free(w);
 }
 
 /* ---- pods ---- */
@@ -1070,6 +1292,11 @@ static void pod_run(struct ksim *s, struct kpod *p) {
     p->state = PS_RUNNING;
     p->started_at = wall_s();
     s->st.running++;
+    for (size_t i = 0; s->cfg.events && i < json_array_size(p->ctrs); i++) {
+        pod_event(s, p, EV_PULLED, i);
+        pod_event(s, p, EV_CREATED, i);
+        pod_event(s, p, EV_STARTED, i);
+    }
     if (p->run_ms == 0) { /* exits at once: its first report already shows it terminated, as a real kubelet's does */
         pod_exit(s, p);
         return;
@@ -1114,6 +1341,7 @@ static void pod_exit(struct ksim *s, struct kpod *p) {
         if (d < 10) d = 10; /* a zero run and zero backoff must still let the loop breathe */
         p->state = PS_BACKOFF;
         heap_set(s, &p->t, uv_now(s->loop) + (uint64_t)d);
+        for (size_t i = 0; s->cfg.events && i < json_array_size(p->ctrs); i++) pod_event(s, p, EV_BACKOFF, i);
         if (d >= 1000) pod_report(s, p); /* a visible CrashLoopBackOff only when it lasts */
         return;
     }
@@ -1156,6 +1384,8 @@ static void pod_delete_begin(struct ksim *s, struct kpod *p) {
     case PS_BACKOFF:
         if (p->state == PS_RUNNING) p->exit_code = 0, p->finished_at = wall_s();
         else p->exit_code = p->last_exit, p->finished_at = p->last_finished;
+        for (size_t i = 0; p->state == PS_RUNNING && s->cfg.events && i < json_array_size(p->ctrs); i++)
+            pod_event(s, p, EV_KILLING, i);
         p->killed = true;
         node_release(s, p);
         p->state = PS_TERMINATING;
@@ -1177,12 +1407,15 @@ static void pod_free(struct kpod *p) {
     free(p->message);
     json_decref(p->ctrs);
     json_decref(p->inits);
+    free(p->evs);
     free(p);
 }
 
 static void pod_forget(struct ksim *s, struct kpod *p) {
     heap_del(s, &p->t);
     if (p->w) p->w->pod = NULL;
+    for (size_t k = 0; k < p->nevs * EV_N; k++) /* its queued Events still go */
+        if (p->evs[k].pending) p->evs[k].pending->ev->slot = NULL;
     node_release(s, p);
     struct knode *n = &s->nodes[p->node];
     if (p->nprev) p->nprev->nnext = p->nnext;
@@ -1503,6 +1736,11 @@ static bool route_missing(const struct kc_response *r) {
 static void complete(struct kwrite *w, const struct kc_response *r) {
     struct ksim *s = w->s;
     s->inflight--;
+    if (w->kind == W_EVENT) {
+        s->ev_inflight--;
+        event_done(s, w, r);
+        return;
+    }
     if (s->stopping || (w->kind == W_POD && !w->pod)) {
         write_free(w);
         return;
@@ -1630,11 +1868,12 @@ static void on_stats(uv_timer_t *h) {
     ksim_get_stats(s, &st);
     fprintf(stderr, "kubelet-sim: level=info pods=%zu seen=%llu running=%llu succeeded=%llu failed=%llu rejected=%llu "
             "restarts=%llu deleted=%llu writes=%llu errors=%llu retries=%llu leases=%llu queued=%zu inflight=%zu "
-            "down=%d\n", st.pods, (unsigned long long)st.pods_seen, (unsigned long long)st.running,
+            "down=%d events=%llu counted=%llu dropped=%llu\n", st.pods, (unsigned long long)st.pods_seen, (unsigned long long)st.running,
             (unsigned long long)st.succeeded, (unsigned long long)st.failed, (unsigned long long)st.rejected,
             (unsigned long long)st.restarts, (unsigned long long)st.deleted, (unsigned long long)st.writes_ok,
             (unsigned long long)st.write_errors, (unsigned long long)st.retries, (unsigned long long)st.lease_renewals,
-            st.queued, st.inflight, st.nodes_down);
+            st.queued, st.inflight, st.nodes_down, (unsigned long long)st.events_posted,
+            (unsigned long long)st.events_counted, (unsigned long long)st.events_dropped);
 }
 
 struct ksim *ksim_new(uv_loop_t *loop, struct kclient *kc, const struct ksim_config *cfg, char *err, size_t errlen) {
@@ -1728,6 +1967,12 @@ static void drop_pending(struct ksim *s) {
     }
     s->qhead = s->qtail = NULL;
     s->queued = 0;
+    for (struct kwrite *w = s->eqhead, *nx; w; w = nx) {
+        nx = w->next;
+        write_free(w);
+    }
+    s->eqhead = s->eqtail = NULL;
+    s->eqn = 0;
     while (s->hn) {
         struct ktimer *t = s->heap[0];
         heap_del(s, t);
@@ -1775,6 +2020,8 @@ void ksim_free(struct ksim *s) {
         for (struct kpod *p = s->buckets[b], *nx; p; p = nx) {
             nx = p->hnext;
             if (p->w) p->w->pod = NULL;
+            for (size_t k = 0; k < p->nevs * EV_N; k++)
+                if (p->evs[k].pending) p->evs[k].pending->ev->slot = NULL;
             pod_free(p);
         }
     for (int i = 0; i < s->nnodes; i++) free(s->nodes[i].name);

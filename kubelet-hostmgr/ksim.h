@@ -14,6 +14,9 @@
  * Everything runs on one libuv loop: one min-heap of deadlines drained by one
  * uv timer; status writes are async requests with bounded concurrency (the
  * rest queue, a pod's pending writes coalesce into one) and bounded retries.
+ * Events go on a second, bounded queue sent only when no status write waits;
+ * a repeat of an Event still queued is counted on it, one past the bound is
+ * dropped (counted in events_dropped).
  *
  * Ownership: ksim_new copies what it needs from the config; the kclient is
  * borrowed and must outlive the ksim's last request (free the kclient after
@@ -61,6 +64,7 @@ struct ksim_config {
     char *kubelet_version;     /* --kubelet-version=v1.32.0-sim */
     int max_inflight;          /* --max-inflight=256 requests at once; more queue */
     int retries;               /* --retries=5 per write on 409 / 5xx / transport errors */
+    bool events;               /* --events=true: post the kubelet's Events (Pulled, Created, ...) */
     bool quiet, verbose, delete_nodes_on_exit, help;
 };
 
@@ -127,6 +131,7 @@ struct ksim;
 struct ksim_stats {
     uint64_t pods_seen, running, succeeded, failed, rejected, restarts, deleted;
     uint64_t writes_ok, write_errors, retries, lease_renewals;
+    uint64_t events_posted, events_counted, events_dropped; /* new Events, repeats counted on one, lost */
     size_t pods, queued, inflight;
     int nodes_registered, nodes_down;
 };

@@ -2,6 +2,7 @@
 """End-to-end: kubelet-sim (build/asan/kubelet-sim) against pelotond's API
 server and redis-server, checked with kubectl and the Python client (Debian's
 python3-kubernetes). Every wait is bounded; every process is stopped."""
+import json
 import signal
 import time
 
@@ -160,6 +161,71 @@ def test_graceful_delete():
         except ApiException as e:
             return e.status == 404
     wait_until(gone, 5, "the pod to disappear")
+
+
+def kubelet_events(name):
+    """The Events kubectl lists for a pod, as kubectl prints them (oldest first)."""
+    out = kubectl("get", "events", "--field-selector", f"involvedObject.name={name}", "-o", "json")
+    return [e for e in json.loads(out)["items"] if e["source"].get("component") == "kubelet"]
+
+
+def wait_events(name, reasons, timeout=10):
+    wait_until(lambda: reasons <= {e["reason"] for e in kubelet_events(name)}, timeout, f"{reasons} of {name}")
+    return kubelet_events(name)
+
+
+def test_events_of_a_run():
+    evs = wait_events("run-ok", {"Pulled", "Created", "Started"})
+    assert [e["reason"] for e in evs][:3] == ["Pulled", "Created", "Started"], evs
+    pod_uid = pod("run-ok").metadata.uid
+    for e in evs:
+        assert e["source"] == {"component": "kubelet", "host": "ksim-0"}, e
+        o = e["involvedObject"]
+        assert o["kind"] == "Pod" and o["uid"] == pod_uid and o["fieldPath"] == "spec.containers{main}", o
+        assert e["type"] == "Normal" and e["count"] == 1, e
+    msgs = {e["reason"]: e["message"] for e in evs}
+    assert msgs["Pulled"] == 'Container image "busybox" already present on machine', msgs
+    assert msgs["Created"] == "Created container main" and msgs["Started"] == "Started container main", msgs
+    out = kubectl("describe", "pod", "run-ok")
+    events = out[out.index("Events:"):]
+    for reason, msg in msgs.items():
+        assert reason in events and msg in events, events
+    assert events.index("Pulled") < events.index("Created") < events.index("Started"), events
+    assert "kubelet" in events, events
+
+
+def test_events_killing_on_delete():
+    evs = wait_events("victim", {"Killing"})
+    kill = [e for e in evs if e["reason"] == "Killing"]
+    assert len(kill) == 1 and kill[0]["message"] == "Stopping container main", kill
+    assert kill[0]["source"]["host"] == "ksim-2", kill
+
+
+def test_events_backoff_counted_on_one():
+    wait_until(lambda: any(e["reason"] == "BackOff" and e["count"] > 1 for e in kubelet_events("crashy")), 10,
+               "a BackOff counted twice")
+    evs = kubelet_events("crashy")
+    backoff = [e for e in evs if e["reason"] == "BackOff"]
+    assert len(backoff) == 1, backoff  # one Event, counted; not one per restart
+    uid = pod("crashy").metadata.uid
+    assert backoff[0]["type"] == "Warning", backoff
+    assert backoff[0]["message"] == f"Back-off restarting failed container main in pod crashy_default({uid})", backoff
+    assert backoff[0]["lastTimestamp"] >= backoff[0]["firstTimestamp"], backoff
+    started = [e for e in evs if e["reason"] == "Started"]
+    assert len(started) == 1 and started[0]["count"] > 1, started  # each restart starts it again
+
+
+def test_events_off():
+    p, err = start_ksim("--nodes=1", "--name-prefix=noev-", "--events=false", "--quiet", expect=1)
+    try:
+        new_pod("quiet-pod", "noev-0", restart="Never")
+        wait_until(phase_is("quiet-pod", "Running"), 10, "Running")
+        API.delete_namespaced_pod("quiet-pod", "default")
+        wait_until(lambda: not any(x.metadata.name == "quiet-pod" for x in API.list_namespaced_pod("default").items),
+                   10, "the pod to go")
+        assert kubelet_events("quiet-pod") == []
+    finally:
+        assert services.stop(p) == 0, open(err).read()
 
 
 def test_out_of_cpu_and_memory():

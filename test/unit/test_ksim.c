@@ -26,6 +26,7 @@ TEST(ksim_flags_defaults) {
     CHECK(c.renew_seconds == 10);
     CHECK_I64(c.max_inflight, 256);
     CHECK(!c.quiet && !c.verbose && !c.delete_nodes_on_exit);
+    CHECK(c.events);
     CHECK_I64(json_object_size(c.labels), 0);
     ksim_config_free(&c);
 }
@@ -37,7 +38,7 @@ TEST(ksim_flags_all) {
                           "--memory=1.5Gi", "--pods=20", "--gpu=1", "--gpu-nodes=2", "--gpu-per-node=4",
                           "--labels=a=b,team.example.com/x=y,empty=", "--zones=3", "--lease-seconds=20",
                           "--renew-seconds=2.5", "--down=n-1,n-3", "--quiet", "--verbose=false",
-                          "--delete-nodes-on-exit", "--restart-backoff=0", "--max-inflight=64", NULL};
+                          "--delete-nodes-on-exit", "--restart-backoff=0", "--max-inflight=64", "--events=false", NULL};
     REQUIRE(parse(&c, args, err, sizeof err) == 0);
     CHECK_STR(c.kubeconfig, "/tmp/kc");
     CHECK_STR(c.context, "x");
@@ -61,6 +62,7 @@ TEST(ksim_flags_all) {
     CHECK(c.quiet && !c.verbose && c.delete_nodes_on_exit);
     CHECK(c.backoff_seconds == 0);
     CHECK_I64(c.max_inflight, 64);
+    CHECK(!c.events);
     ksim_config_free(&c);
 }
 
@@ -81,6 +83,7 @@ TEST(ksim_flags_refused) {
         {"--server=http://x", "--kubeconfig=k", NULL},
         {"--server=http://x", "stray", NULL},
         {"--server=http://x", "--quiet=maybe", NULL},
+        {"--server=http://x", "--events=no", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct ksim_config c;
