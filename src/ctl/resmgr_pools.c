@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "crd_pool.h"
 #include "resmgr_int.h"
@@ -70,6 +71,59 @@ static void release_empty_pools(struct resmgr *r) {
     json_decref(counts);
 }
 
+/* ---- running gangs ---- */
+
+static void held_add(struct resmgr *r, const char *tag, int d) {
+    json_t *n = json_object_get(r->held_n, tag);
+    json_int_t v = (n ? json_integer_value(n) : 0) + d;
+    const char *tab = strchr(tag, '\t');
+    char pool[256];
+    snprintf(pool, sizeof pool, "%.*s", tab ? (int)(tab - tag) : 0, tag);
+    int gangs_d = (v > 0) - (n != NULL); /* +1: the gang's first holder, -1: its last one went */
+    if (v > 0) json_object_set_new(r->held_n, tag, json_integer(v));
+    else json_object_del(r->held_n, tag);
+    if (!gangs_d) return;
+    json_t *g = json_object_get(r->running, pool);
+    json_int_t gv = (g ? json_integer_value(g) : 0) + gangs_d;
+    if (gv > 0) json_object_set_new(r->running, pool, json_integer(gv));
+    else json_object_del(r->running, pool);
+}
+
+void rm_track_pod(struct resmgr *r, const char *key, const struct cm_pod *p) {
+    char tag[1024] = "";
+    if (p && !p->bad && p->pool && !p->info.terminal && (p->node || p->admitted)) {
+        char gk[600];
+        rm_gang_key(p->ns, p->name, p->info.gang && p->info.gang[0] ? p->info.gang : NULL, gk, sizeof gk);
+        snprintf(tag, sizeof tag, "%s\t%s", p->pool, gk);
+    }
+    const char *was = json_string_value(json_object_get(r->holders, key));
+    if (was && strcmp(was, tag) == 0) return;
+    if (was) {
+        held_add(r, was, -1);
+        json_object_del(r->holders, key);
+    }
+    if (tag[0]) {
+        held_add(r, tag, +1);
+        json_object_set_new(r->holders, key, json_string(tag));
+    }
+}
+
+/* Pending and running gangs of p's subtree. */
+static struct crd_pool_gangs subtree_gangs(struct resmgr *r, const struct respool *p) {
+    struct crd_pool_gangs g = {0, 0};
+    if (respool_is_leaf(p)) {
+        g.pending = admit_queued(p, -1);
+        g.running = (size_t)json_integer_value(json_object_get(r->running, p->name));
+        return g;
+    }
+    for (const struct respool *c = p->first_child; c; c = c->next_sibling) {
+        struct crd_pool_gangs s = subtree_gangs(r, c);
+        g.pending += s.pending;
+        g.running += s.running;
+    }
+    return g;
+}
+
 /* ---- pool status ---- */
 
 void rm_on_status(uv_timer_t *tm) {
@@ -77,14 +131,22 @@ void rm_on_status(uv_timer_t *tm) {
     if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
     release_empty_pools(r);
     rm_metrics_pools(&r->m, cluster_tree(r->cm), cluster_fleet(r->cm));
+    char now[40];
+    time_t t = time(NULL);
+    struct tm utc;
+    if (!gmtime_r(&t, &utc) || !strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &utc)) return;
     size_t n;
     struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
     for (size_t i = 0; all && i < n; i++) {
         struct respool *p = all[i];
         if (!p->parent) continue;
         json_t *st = crd_pool_status(p);
-        if (!st) continue;
         json_t *prev = json_object_get(r->sent, p->name);
+        if (st && crd_pool_status_gangs(st, p, subtree_gangs(r, p), json_object_get(prev, "conditions"), now)) {
+            json_decref(st);
+            st = NULL;
+        }
+        if (!st) continue;
         if (prev && json_equal(prev, st)) {
             json_decref(st);
             continue;
