@@ -579,11 +579,11 @@ int crd_pool_status_gangs(json_t *st, const struct respool *p, struct crd_pool_g
     const struct gang *h = held_in(p, &leaf);
     if (h) {
         admit_why_format(h, line, sizeof line);
-        snprintf(msg, sizeof msg, "%s; %zu gang%s wait", line, g.pending, g.pending == 1 ? "" : "s");
+        snprintf(msg, sizeof msg, "%s; %zu gang%s", line, g.pending, g.pending == 1 ? " waits" : "s wait");
         bad |= add_condition(conds, prev_conditions, "Admitting", false, held_reason(h->why.check), msg, now);
     } else {
-        snprintf(msg, sizeof msg, "%zu gang%s wait, none is held by an admission rule", g.pending,
-                 g.pending == 1 ? "" : "s");
+        snprintf(msg, sizeof msg, "%zu gang%s, none is held by an admission rule", g.pending,
+                 g.pending == 1 ? " waits" : "s wait");
         bad |= add_condition(conds, prev_conditions, "Admitting", true, g.pending ? "Admitting" : "NothingWaiting",
                              msg, now);
     }

@@ -49,8 +49,9 @@ def condition(obj, ctype):
 
 KS, _ = services.start_kubelet_sim(KUBECONFIG, "--nodes=3", "--name-prefix=ps-", "--cpu=4", "--memory=32Gi",
                                    expect=3)
+# jobs: 1 cpu, for a Job of two 1-cpu instances (one runs, one waits for admission)
 # full: 2 cpu reserved and its limit; borrow: 1 cpu reserved, up to 6
-apply([pool("full", 2, 2), pool("borrow", 1, 6)])
+apply([pool("full", 2, 2), pool("borrow", 1, 6), pool("jobs", 1, 1)])
 apply([pod("full-run", "full", 2), pod("full-w1", "full", 1), pod("full-w2", "full", 1),
        pod("borrow-run", "borrow", 3)])
 
@@ -82,16 +83,47 @@ def test_a_pool_above_its_reservation_says_it_borrows():
     c = condition(get_pool("full"), "Borrowing")
     assert c.get("status") == "False", c
 
+apply([{"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": "waits", "namespace": "default"},
+        "spec": {"type": "BATCH", "resourcePool": "jobs", "instanceCount": 2,
+                 "template": {"spec": {"containers": [{"name": "c", "image": "x",
+                                                       "resources": {"requests": {"cpu": "1"}}}]}}}}])
+
+
+def test_a_job_whose_pods_wait_for_admission_says_why():
+    def why():
+        j = json.loads(kubectl("get", "pj", "waits", "-o", "json"))
+        c = condition(j, "Running")
+        return c.get("reason") == "WaitingForAdmission" and c
+    c = wait_until(why, 20, "job waits: Running False, WaitingForAdmission")
+    assert c["status"] == "False", c
+    assert c["message"].startswith("1 of 1 waiting pods: WaitingForAdmission; e.g. "), c
+    assert "cpu" in c["message"], c
+    out = kubectl("describe", "pj", "waits")
+    assert "WaitingForAdmission" in out, out
+
 
 def test_an_idle_cluster_writes_no_pool_status():
     wait_until(lambda: condition(get_pool("borrow"), "Borrowing").get("status") == "True", 20, "borrowing")
     time.sleep(1.5)  # a status tick after the last change
-    before = {n: get_pool(n)["metadata"]["resourceVersion"] for n in ("full", "borrow")}
+    before = {n: get_pool(n)["metadata"]["resourceVersion"] for n in ("full", "borrow", "jobs")}
+    job_before = json.loads(kubectl("get", "pj", "waits", "-o", "json"))["metadata"]["resourceVersion"]
     ltt = condition(get_pool("full"), "Admitting")["lastTransitionTime"]
     time.sleep(3)
-    after = {n: get_pool(n)["metadata"]["resourceVersion"] for n in ("full", "borrow")}
+    after = {n: get_pool(n)["metadata"]["resourceVersion"] for n in ("full", "borrow", "jobs")}
     assert before == after, (before, after)
+    job_after = json.loads(kubectl("get", "pj", "waits", "-o", "json"))["metadata"]["resourceVersion"]
+    assert job_before == job_after, (job_before, job_after)
     assert condition(get_pool("full"), "Admitting")["lastTransitionTime"] == ltt
+
+
+def test_a_job_says_running_once_every_instance_runs():
+    kubectl("delete", "pod", "borrow-run", "--wait=false")
+    apply([pool("jobs", 2, 2)])  # job pods are non-preemptible: held by the reservation
+    def runs():
+        c = condition(json.loads(kubectl("get", "pj", "waits", "-o", "json")), "Running")
+        return c.get("status") == "True" and c
+    c = wait_until(runs, 20, "job waits: Running True")
+    assert c["reason"] == "AllRunning" and c["message"] == "2 of 2 instances run", c
 
 
 def test_admitting_again_once_the_work_ends():
