@@ -1,6 +1,7 @@
 /* resmgr's pool controller (resmgr_int.h): writes each pool's entitlement,
  * allocation and demand into its status when they change, and takes our
  * finalizer off a pool marked for deletion once it is empty. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,20 +109,35 @@ void rm_track_pod(struct resmgr *r, const char *key, const struct cm_pod *p) {
     }
 }
 
-/* Pending and running gangs of p's subtree. */
-static struct crd_pool_gangs subtree_gangs(struct resmgr *r, const struct respool *p) {
-    struct crd_pool_gangs g = {0, 0};
-    if (respool_is_leaf(p)) {
-        g.pending = admit_queued(p, -1);
-        g.running = (size_t)json_integer_value(json_object_get(r->running, p->name));
-        return g;
+/* Pending and running gangs and the held queue head of every pool's subtree,
+ * into agg (index: the pool's in pre-order). One pass: a pool's subtree
+ * follows it in pre-order, so a pool's sums are complete when the walk
+ * leaves its subtree (stack: its open ancestors). 0 or -ENOMEM. */
+static int subtree_gangs(struct resmgr *r, struct respool *const *all, size_t n, struct crd_pool_gangs *agg) {
+    size_t *open = malloc((n ? n : 1) * sizeof *open), depth = 0;
+    if (!open) return -ENOMEM;
+    for (size_t i = 0; i <= n; i++) {
+        const struct respool *parent = i < n ? all[i]->parent : NULL;
+        while (depth && (i == n || all[open[depth - 1]] != parent)) { /* open[depth-1]'s subtree is done */
+            size_t done = open[--depth];
+            if (!depth) continue;
+            struct crd_pool_gangs *up = &agg[open[depth - 1]];
+            up->pending += agg[done].pending;
+            up->running += agg[done].running;
+            if (!up->held) up->held = agg[done].held; /* pre-order: the first held leaf */
+        }
+        if (i == n) break;
+        const struct respool *p = all[i];
+        agg[i] = (struct crd_pool_gangs){0, 0, NULL};
+        if (respool_is_leaf(p)) {
+            agg[i].pending = admit_queued(p, -1);
+            agg[i].running = (size_t)json_integer_value(json_object_get(r->running, p->name));
+            agg[i].held = crd_pool_held_head(p);
+        }
+        open[depth++] = i;
     }
-    for (const struct respool *c = p->first_child; c; c = c->next_sibling) {
-        struct crd_pool_gangs s = subtree_gangs(r, c);
-        g.pending += s.pending;
-        g.running += s.running;
-    }
-    return g;
+    free(open);
+    return 0;
 }
 
 /* ---- pool status ---- */
@@ -137,12 +153,17 @@ void rm_on_status(uv_timer_t *tm) {
     if (!gmtime_r(&t, &utc) || !strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &utc)) return;
     size_t n;
     struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
-    for (size_t i = 0; all && i < n; i++) {
+    struct crd_pool_gangs *agg = all && n ? calloc(n, sizeof *agg) : NULL;
+    if (!agg || subtree_gangs(r, all, n, agg)) {
+        free(agg);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
         struct respool *p = all[i];
         if (!p->parent) continue;
         json_t *st = crd_pool_status(p);
         json_t *prev = json_object_get(r->sent, p->name);
-        if (st && crd_pool_status_gangs(st, p, subtree_gangs(r, p), json_object_get(prev, "conditions"), now)) {
+        if (st && crd_pool_status_gangs(st, p, agg[i], json_object_get(prev, "conditions"), now)) {
             json_decref(st);
             st = NULL;
         }
@@ -158,4 +179,5 @@ void rm_on_status(uv_timer_t *tm) {
         json_decref(body);
         json_object_set_new(r->sent, p->name, st);
     }
+    free(agg);
 }

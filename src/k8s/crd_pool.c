@@ -515,26 +515,11 @@ json_t *crd_pool_status(const struct respool *p) {
 
 /* ---- status: gangs and conditions ---- */
 
-/* The held head of a leaf's queues: the first of them that was tried and
- * failed a rule (the pending queue first, the type-specific ones after). */
-static const struct gang *held_head(const struct respool *leaf) {
+const struct gang *crd_pool_held_head(const struct respool *leaf) {
+    if (!respool_is_leaf(leaf)) return NULL;
     for (int q = 0; q < ADMIT_NQUEUES; q++) {
         const struct gang *h = admit_head(leaf, (enum admit_queue)q);
         if (h && h->why.check != ADMIT_CHECK_NONE) return h;
-    }
-    return NULL;
-}
-
-/* The first leaf of p's subtree (p itself when a leaf), in pre-order, whose
- * queue head is held; NULL when none is. */
-static const struct gang *held_in(const struct respool *p, const struct respool **leaf) {
-    if (respool_is_leaf(p)) {
-        *leaf = p;
-        return held_head(p);
-    }
-    for (const struct respool *c = p->first_child; c; c = c->next_sibling) {
-        const struct gang *h = held_in(c, leaf);
-        if (h) return h;
     }
     return NULL;
 }
@@ -575,8 +560,7 @@ int crd_pool_status_gangs(json_t *st, const struct respool *p, struct crd_pool_g
                                                          (json_int_t)g.running));
     char msg[512], line[384];
     /* Admitting: whether the head of a queue in the subtree is held, by which rule */
-    const struct respool *leaf = NULL;
-    const struct gang *h = held_in(p, &leaf);
+    const struct gang *h = g.held;
     if (h) {
         admit_why_format(h, line, sizeof line);
         snprintf(msg, sizeof msg, "%s; %zu gang%s", line, g.pending, g.pending == 1 ? " waits" : "s wait");

@@ -24,9 +24,11 @@ def apply(objs):
     services.kubectl_apply(KUBECONFIG, objs)
 
 
-def pool(name, cpu_res, cpu_lim):
-    return {"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "metadata": {"name": name},
-            "spec": {"resources": [{"kind": "cpu", "reservation": str(cpu_res), "limit": str(cpu_lim), "share": 1}]}}
+def pool(name, cpu_res, cpu_lim, parent=None):
+    spec = {"resources": [{"kind": "cpu", "reservation": str(cpu_res), "limit": str(cpu_lim), "share": 1}]}
+    if parent:
+        spec["parent"] = parent
+    return {"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "metadata": {"name": name}, "spec": spec}
 
 
 def pod(name, pool_name, cpu):
@@ -50,8 +52,8 @@ def condition(obj, ctype):
 KS, _ = services.start_kubelet_sim(KUBECONFIG, "--nodes=3", "--name-prefix=ps-", "--cpu=4", "--memory=32Gi",
                                    expect=3)
 # jobs: 1 cpu, for a Job of two 1-cpu instances (one runs, one waits for admission)
-# full: 2 cpu reserved and its limit; borrow: 1 cpu reserved, up to 6
-apply([pool("full", 2, 2), pool("borrow", 1, 6), pool("jobs", 1, 1)])
+# full (under org): 2 cpu reserved and its limit; borrow: 1 cpu reserved, up to 6
+apply([pool("org", 4, 8), pool("full", 2, 2, "org"), pool("borrow", 1, 6), pool("jobs", 1, 1)])
 apply([pod("full-run", "full", 2), pod("full-w1", "full", 1), pod("full-w2", "full", 1),
        pod("borrow-run", "borrow", 3)])
 
@@ -66,6 +68,11 @@ def test_a_pool_at_its_entitlement_says_why_and_how_many_wait():
     assert c["reason"] == "AtEntitlement", c
     assert "cpu entitlement 2" in c["message"] and "2 gangs wait" in c["message"], c
     assert c.get("lastTransitionTime"), c
+    # the parent: the sums over its subtree, and its held leaf
+    org = get_pool("org")
+    assert org["status"]["gangs"] == {"pending": 2, "running": 1}, org["status"]
+    c = condition(org, "Admitting")
+    assert c["status"] == "False" and c["reason"] == "AtEntitlement" and "pool /org/full:" in c["message"], c
     # the printer column
     out = kubectl("get", "resourcepool", "full")
     head, row = out.splitlines()[:2]

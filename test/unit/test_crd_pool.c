@@ -615,7 +615,7 @@ TEST(crdpool_crd_file_is_structural) {
     struct respool_tree *t = NULL;
     REQUIRE_I64(crd_pool_build_tree((const json_t *const *)v, n, &t, err, sizeof err), 0);
     json_t *st = crd_pool_status(crd_pool_find(t, "team1"));
-    REQUIRE_I64(crd_pool_status_gangs(st, crd_pool_find(t, "team1"), (struct crd_pool_gangs){1, 2}, NULL,
+    REQUIRE_I64(crd_pool_status_gangs(st, crd_pool_find(t, "team1"), (struct crd_pool_gangs){1, 2, NULL}, NULL,
                                       "2026-01-01T00:00:00Z"), 0);
     json_t *sprops = json_object_get(json_object_get(json_object_get(json_object_get(json_object_get(json_object_get(ver, "schema"), "openAPIV3Schema"), "properties"), "status"), "properties"), "summary");
     const char *key;
@@ -752,7 +752,7 @@ TEST(crdpool_status_gangs_and_conditions) {
     team->alloc.c[UC_PREEMPT].v[RES_CPU] = 4000;
     /* nothing waits, nothing borrowed */
     json_t *st = crd_pool_status(team);
-    REQUIRE_I64(crd_pool_status_gangs(st, team, (struct crd_pool_gangs){0, 1}, NULL, "2026-01-01T00:00:00Z"), 0);
+    REQUIRE_I64(crd_pool_status_gangs(st, team, (struct crd_pool_gangs){0, 1, crd_pool_held_head(team)}, NULL, "2026-01-01T00:00:00Z"), 0);
     CHECK_I64(json_integer_value(json_object_get(json_object_get(st, "gangs"), "pending")), 0);
     CHECK_I64(json_integer_value(json_object_get(json_object_get(st, "gangs"), "running")), 1);
     CHECK_STR(COND_FIELD(st, "Admitting", "status"), "True");
@@ -769,7 +769,7 @@ TEST(crdpool_status_gangs_and_conditions) {
     CHECK_I64(admit_pool_round(team, out, 4), 0);
     json_t *st2 = crd_pool_status(team);
     json_t *prev = json_object_get(st, "conditions");
-    REQUIRE_I64(crd_pool_status_gangs(st2, team, (struct crd_pool_gangs){3, 1}, prev, "2026-01-01T00:00:09Z"), 0);
+    REQUIRE_I64(crd_pool_status_gangs(st2, team, (struct crd_pool_gangs){3, 1, crd_pool_held_head(team)}, prev, "2026-01-01T00:00:09Z"), 0);
     CHECK_STR(COND_FIELD(st2, "Admitting", "status"), "False");
     CHECK_STR(COND_FIELD(st2, "Admitting", "reason"), "AtEntitlement");
     CHECK_HAS(COND_FIELD(st2, "Admitting", "message"), "cpu entitlement 4");
@@ -778,14 +778,14 @@ TEST(crdpool_status_gangs_and_conditions) {
     CHECK_STR(COND_FIELD(st2, "Borrowing", "lastTransitionTime"), "2026-01-01T00:00:00Z"); /* it did not */
     /* the parent says the same of its subtree */
     json_t *sp = crd_pool_status(org);
-    REQUIRE_I64(crd_pool_status_gangs(sp, org, (struct crd_pool_gangs){3, 1}, NULL, "2026-01-01T00:00:09Z"), 0);
+    REQUIRE_I64(crd_pool_status_gangs(sp, org, (struct crd_pool_gangs){3, 1, crd_pool_held_head(team)}, NULL, "2026-01-01T00:00:09Z"), 0);
     CHECK_STR(COND_FIELD(sp, "Admitting", "reason"), "AtEntitlement");
     CHECK_HAS(COND_FIELD(sp, "Admitting", "message"), "/org/team");
     /* borrowing: 6 cpu allocated on a reservation of 4; and marked for deletion */
     team->alloc.c[UC_PREEMPT].v[RES_CPU] = 6000;
     team->deleting = true;
     json_t *st3 = crd_pool_status(team);
-    REQUIRE_I64(crd_pool_status_gangs(st3, team, (struct crd_pool_gangs){3, 1}, json_object_get(st2, "conditions"),
+    REQUIRE_I64(crd_pool_status_gangs(st3, team, (struct crd_pool_gangs){3, 1, crd_pool_held_head(team)}, json_object_get(st2, "conditions"),
                                       "2026-01-01T00:00:20Z"), 0);
     CHECK_STR(COND_FIELD(st3, "Borrowing", "status"), "True");
     CHECK_STR(COND_FIELD(st3, "Borrowing", "reason"), "AboveReservation");
@@ -794,7 +794,7 @@ TEST(crdpool_status_gangs_and_conditions) {
     CHECK_STR(COND_FIELD(st3, "Terminating", "status"), "True");
     /* the same inputs again build the same status (no write on an idle cluster) */
     json_t *st4 = crd_pool_status(team);
-    REQUIRE_I64(crd_pool_status_gangs(st4, team, (struct crd_pool_gangs){3, 1}, json_object_get(st3, "conditions"),
+    REQUIRE_I64(crd_pool_status_gangs(st4, team, (struct crd_pool_gangs){3, 1, crd_pool_held_head(team)}, json_object_get(st3, "conditions"),
                                       "2026-01-01T00:05:00Z"), 0);
     CHECK(json_equal(st3, st4));
     admit_remove(&g);
