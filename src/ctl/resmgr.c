@@ -210,10 +210,15 @@ static void on_pool_delete(void *ud, json_t *obj) {
     json_object_del(r->terminating, obj_name(obj));
     json_object_del(r->told_waiting, obj_name(obj));
 }
-static void on_ns_add(void *ud, json_t *obj) { cluster_ns_set(((struct resmgr *)ud)->cm, obj); }
+static void on_ns_add(void *ud, json_t *obj) {
+    struct resmgr *r = ud;
+    cluster_ns_set(r->cm, obj);
+    r->retrack = true; /* its default pool may have changed (rare: a walk is fine) */
+}
 static void on_ns_update(void *ud, json_t *old, json_t *obj) { on_ns_add(ud, obj); }
 static void on_ns_delete(void *ud, json_t *obj) {
     if (obj_name(obj)) cluster_ns_del(((struct resmgr *)ud)->cm, obj_name(obj));
+    ((struct resmgr *)ud)->retrack = true;
 }
 
 static bool synced(const struct resmgr *r) {

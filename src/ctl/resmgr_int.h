@@ -59,6 +59,7 @@ struct resmgr {
     json_t *holders;  /* pod key -> "pool\tgang key": pods that hold work (bound or admitted, not ended) */
     json_t *held_n;   /* "pool\tgang key" -> its members in holders */
     json_t *running;  /* pool name -> gangs in held_n for it */
+    bool retrack;     /* a namespace changed: pods' pools may resolve anew, count them all again */
     json_t *told_waiting; /* pool name -> true: its Event said what its deletion waits for */
     uint64_t admitted_total;
     uint64_t busy_ms; /* when a round last found gangs to look at */

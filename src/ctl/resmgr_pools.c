@@ -109,6 +109,22 @@ void rm_track_pod(struct resmgr *r, const char *key, const struct cm_pod *p) {
     }
 }
 
+static int retrack_each(void *ud, struct cm_pod *p) {
+    rm_track_pod(ud, p->key, p);
+    return 0;
+}
+
+/* After a namespace changed (and the model resolved pods' pools again):
+ * every pod counted again (rare, so a walk). */
+static void retrack_all(struct resmgr *r) {
+    if (!r->retrack) return;
+    r->retrack = false;
+    json_object_clear(r->holders);
+    json_object_clear(r->held_n);
+    json_object_clear(r->running);
+    cluster_foreach_pod(r->cm, retrack_each, r);
+}
+
 /* Pending and running gangs and the held queue head of every pool's subtree,
  * into agg (index: the pool's in pre-order). One pass: a pool's subtree
  * follows it in pre-order, so a pool's sums are complete when the walk
@@ -146,6 +162,7 @@ void rm_on_status(uv_timer_t *tm) {
     struct resmgr *r = tm->data;
     if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
     release_empty_pools(r);
+    retrack_all(r);
     rm_metrics_pools(&r->m, cluster_tree(r->cm), cluster_fleet(r->cm));
     char now[40];
     time_t t = time(NULL);
