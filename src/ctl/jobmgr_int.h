@@ -164,6 +164,16 @@ struct jm_backoff_status {
 json_t *jm_status_build(enum job_state state, const struct job_counts *counts, const struct jm_update_status *u,
                         const struct jm_backoff_status *bo);
 /* Whether the Job's current status already says what desired says. */
+/* Appends to st's conditions the condition Running: False while pods wait
+ * to be scheduled, with the most common reason of their PodScheduled=False
+ * conditions (WaitingForAdmission, WaitingForGang, Unschedulable,
+ * WaitingForPool, ...) and one of their messages; True (AllRunning) once every
+ * instance runs; False (NotAllRunning) otherwise. waiting: the job's pods that
+ * are present, unbound and not ended (borrowed). lastTransitionTime is kept
+ * from current (the stored status) while the status is unchanged, else now.
+ * 0 or -ENOMEM. */
+int jm_status_set_running(json_t *st, const json_t *current, const json_t *const *waiting, size_t nwaiting,
+                          const struct job_counts *counts, const char *now);
 bool jm_status_same(const json_t *current, const json_t *desired);
 
 #endif

@@ -356,3 +356,68 @@ int jm_status_set_pool(json_t *st, const json_t *current, enum jm_pool_check c, 
     }
     return json_array_append_new(conds, cond) ? -ENOMEM : 0;
 }
+
+/* The reason and message of a pod's PodScheduled=False condition (NULL when
+ * it has none). */
+static const json_t *unscheduled(const json_t *pod) {
+    const json_t *c = condition(json_object_get(pod, "status"), "PodScheduled");
+    const char *st = json_string_value(json_object_get(c, "status"));
+    return st && !strcmp(st, "False") && json_is_string(json_object_get(c, "reason")) ? c : NULL;
+}
+
+int jm_status_set_running(json_t *st, const json_t *current, const json_t *const *waiting, size_t nwaiting,
+                          const struct job_counts *counts, const char *now) {
+    enum { MAXR = 8 };
+    const json_t *first[MAXR]; /* the first pod of each reason seen */
+    const char *reason[MAXR];
+    size_t n[MAXR], nr = 0, none = 0;
+    for (size_t i = 0; i < nwaiting; i++) {
+        const json_t *c = unscheduled(waiting[i]);
+        if (!c) { none++; continue; }
+        const char *why = json_string_value(json_object_get(c, "reason"));
+        size_t k = 0;
+        while (k < nr && strcmp(reason[k], why)) k++;
+        if (k == nr && nr < MAXR) first[nr] = c, reason[nr] = why, n[nr++] = 0;
+        if (k < nr) n[k]++;
+    }
+    size_t best = 0;
+    for (size_t k = 1; k < nr; k++)
+        if (n[k] > n[best]) best = k;
+    uint32_t running = counts->n[TASK_RUNNING], total = counts->total;
+    bool status = false;
+    const char *why;
+    char msg[900];
+    if (nr) {
+        const char *ex = json_string_value(json_object_get(first[best], "message"));
+        why = reason[best];
+        snprintf(msg, sizeof msg, "%zu of %zu waiting pods: %s; e.g. %.700s", n[best], nwaiting, why, ex ? ex : "");
+    } else if (nwaiting) {
+        why = "WaitingForScheduler";
+        snprintf(msg, sizeof msg, "%zu pods wait to be looked at by the scheduler", none);
+    } else if (total && running == total) {
+        status = true;
+        why = "AllRunning";
+        snprintf(msg, sizeof msg, "%" PRIu32 " of %" PRIu32 " instances run", running, total);
+    } else {
+        why = "NotAllRunning";
+        snprintf(msg, sizeof msg, "%" PRIu32 " of %" PRIu32 " instances run; none waits to be scheduled", running,
+                 total);
+    }
+    const char *cs = status ? "True" : "False";
+    const json_t *was = condition(current, "Running");
+    const char *was_status = json_string_value(json_object_get(was, "status"));
+    const char *was_time = json_string_value(json_object_get(was, "lastTransitionTime"));
+    const char *since = was_status && was_time && !strcmp(was_status, cs) ? was_time : now;
+    json_t *cond = json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "Running", "status", cs, "reason", why, "message",
+                             msg, "lastTransitionTime", since);
+    json_t *conds = json_object_get(st, "conditions");
+    if (!cond) return -ENOMEM;
+    if (!json_is_array(conds)) {
+        conds = json_array();
+        if (!conds || json_object_set_new(st, "conditions", conds)) {
+            json_decref(cond);
+            return -ENOMEM;
+        }
+    }
+    return json_array_append_new(conds, cond) ? -ENOMEM : 0;
+}

@@ -494,6 +494,26 @@ static void send_status(struct ctx *c, const struct job_plan *plan, const struct
         json_decref(st);
         st = NULL;
     }
+    /* why it is not yet Running: the pods that wait to be scheduled */
+    size_t nw = 0;
+    for (uint32_t i = 0; i < job->ninst; i++) {
+        const struct jm_inst *r = &job->inst[i];
+        nw += r->used && r->present && !r->bound && !r->deleting && r->pod && !task_state_terminal(r->state);
+    }
+    const json_t **waiting = nw ? calloc(nw, sizeof *waiting) : NULL;
+    size_t k = 0;
+    for (uint32_t i = 0; waiting && i < job->ninst; i++) {
+        const struct jm_inst *r = &job->inst[i];
+        if (!r->used || !r->present || r->bound || r->deleting || !r->pod || task_state_terminal(r->state)) continue;
+        const json_t *pod = kc_informer_get(c->jm->pods, job->ns, r->pod);
+        if (pod) waiting[k++] = pod;
+    }
+    if (st && ((nw && !waiting) ||
+               jm_status_set_running(st, json_object_get(c->obj, "status"), waiting, k, &plan->counts, now))) {
+        json_decref(st);
+        st = NULL;
+    }
+    free(waiting);
     const json_t *gen = json_object_get(json_object_get(c->obj, "metadata"), "generation");
     if (st && json_is_integer(gen))
         json_object_set_new(st, "observedGeneration", json_integer(json_integer_value(gen)));

@@ -54,7 +54,7 @@ static bool eligible(const struct resmgr *r, const struct cm_pod *p) {
     return r->o.serve_default_scheduler && !strcmp(p->info.scheduler, "default-scheduler");
 }
 
-static void gang_key_of(const char *ns, const char *name, const char *gang, char *out, size_t len) {
+void rm_gang_key(const char *ns, const char *name, const char *gang, char *out, size_t len) {
     if (gang) snprintf(out, len, "%s/%s", ns, gang);
     else snprintf(out, len, "%s/pod:%s", ns, name);
 }
@@ -81,7 +81,7 @@ static void mark(struct resmgr *r, const char *key) {
 /* The gang a pod belongs to (its gang label, else itself), marked. */
 static void mark_gang(struct resmgr *r, const char *ns, const char *name, const char *gang) {
     char key[600];
-    gang_key_of(ns, name, gang && gang[0] ? gang : NULL, key, sizeof key);
+    rm_gang_key(ns, name, gang && gang[0] ? gang : NULL, key, sizeof key);
     mark(r, key);
 }
 
@@ -130,11 +130,23 @@ static void mark_known(struct resmgr *r, const json_t *obj) {
     if (p) mark_each(r, p);
 }
 
+/* The running-gang count follows the model's pod (resmgr_pools.c). */
+static void track_obj(struct resmgr *r, const json_t *obj) {
+    json_t *md = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace")),
+               *name = json_string_value(json_object_get(md, "name"));
+    if (!ns || !name) return;
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    rm_track_pod(r, key, cluster_pod(r->cm, ns, name));
+}
+
 static void on_pod_add(void *ud, json_t *obj) {
     struct resmgr *r = ud;
     mark_known(r, obj); /* a re-list's add may be a pod the model has */
     cluster_pod_set(r->cm, obj);
     mark_obj(r, obj);
+    track_obj(r, obj);
 }
 static void on_pod_update(void *ud, json_t *old, json_t *obj) { on_pod_add(ud, obj); }
 static void on_pod_delete(void *ud, json_t *obj) {
@@ -149,6 +161,7 @@ static void on_pod_delete(void *ud, json_t *obj) {
         snprintf(key, sizeof key, "%s/%s", ns, name);
         strmap_del(&r->evicting, key);
         cluster_pod_del(r->cm, ns, name);
+        rm_track_pod(r, key, NULL);
     }
 }
 static const char *obj_name(const json_t *obj) {
@@ -197,10 +210,15 @@ static void on_pool_delete(void *ud, json_t *obj) {
     json_object_del(r->terminating, obj_name(obj));
     json_object_del(r->told_waiting, obj_name(obj));
 }
-static void on_ns_add(void *ud, json_t *obj) { cluster_ns_set(((struct resmgr *)ud)->cm, obj); }
+static void on_ns_add(void *ud, json_t *obj) {
+    struct resmgr *r = ud;
+    cluster_ns_set(r->cm, obj);
+    r->retrack = true; /* its default pool may have changed (rare: a walk is fine) */
+}
 static void on_ns_update(void *ud, json_t *old, json_t *obj) { on_ns_add(ud, obj); }
 static void on_ns_delete(void *ud, json_t *obj) {
     if (obj_name(obj)) cluster_ns_del(((struct resmgr *)ud)->cm, obj_name(obj));
+    ((struct resmgr *)ud)->retrack = true;
 }
 
 static bool synced(const struct resmgr *r) {
@@ -209,6 +227,11 @@ static bool synced(const struct resmgr *r) {
 }
 
 /* ---- gangs ---- */
+
+static void admit_pod(struct resmgr *r, struct cm_pod *p) {
+    cluster_admit(r->cm, p, true);
+    rm_track_pod(r, p->key, p);
+}
 
 static struct rm_gang *gang_get(struct resmgr *r, const char *key, const char *ns, const char *label) {
     struct rm_gang *g = strmap_get(&r->gangs, key);
@@ -322,7 +345,7 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
     if (!leaf) {
         char why[300];
         if (!p0->pool) { /* unmanaged: no admission, straight to placement */
-            for (uint32_t i = 0; i < size; i++) cluster_admit(r->cm, buf[i], true);
+            for (uint32_t i = 0; i < size; i++) admit_pod(r, buf[i]);
             g->st = RG_ADMITTED;
             json_t *names = json_array();
             for (uint32_t i = 0; i < size; i++) json_array_append_new(names, json_string(buf[i]->name));
@@ -390,7 +413,7 @@ static void admit_pass(struct resmgr *r) {
         uint32_t took = 0;
         for (size_t j = 0; j < m && took < out[i]->ntasks; j++)
             if (eligible(r, buf[j])) {
-                cluster_admit(r->cm, buf[j], true);
+                admit_pod(r, buf[j]);
                 json_array_append_new(names, json_string(buf[j]->name));
                 took++;
             }
@@ -434,7 +457,7 @@ static void recover(struct resmgr *r) {
                 if (g) g->st = RG_ADMITTED;
                 json_array_foreach(names, j, nm) {
                     struct cm_pod *p = cluster_pod(r->cm, ns->str, json_string_value(nm) ? json_string_value(nm) : "");
-                    if (p && eligible(r, p)) cluster_admit(r->cm, p, true);
+                    if (p && eligible(r, p)) admit_pod(r, p);
                 }
                 n++;
             }
@@ -674,9 +697,12 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
     r->cm = cluster_new(&co);
     r->sent = json_object();
     r->terminating = json_object();
+    r->holders = json_object();
+    r->held_n = json_object();
+    r->running = json_object();
     r->told_waiting = json_object();
     r->rec = ctl_recorder_new(env->kc, RM_COMPONENT, 0);
-    if (!r->cm || !r->sent || !r->terminating || !r->told_waiting || !r->rec || preempt_state_init(&r->ps, &pc)) {
+    if (!r->cm || !r->sent || !r->terminating || !r->holders || !r->held_n || !r->running || !r->told_waiting || !r->rec || preempt_state_init(&r->ps, &pc)) {
         snprintf(err, errlen, "out of memory");
         resmgr_stop(r);
         return NULL;
@@ -738,6 +764,9 @@ void resmgr_stop(struct resmgr *r) {
     preempt_state_free(&r->ps);
     json_decref(r->sent);
     json_decref(r->terminating);
+    json_decref(r->holders);
+    json_decref(r->held_n);
+    json_decref(r->running);
     json_decref(r->told_waiting);
     if (r->rec) {
         uint64_t posted, counted;

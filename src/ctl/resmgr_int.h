@@ -55,6 +55,11 @@ struct resmgr {
     struct preempt_state ps;
     json_t *sent; /* pool name -> last status written */
     json_t *terminating; /* pool name -> its object, for pools marked for deletion that keep our finalizer */
+    /* Running gangs, counted as pods change (no walk of the pods): */
+    json_t *holders;  /* pod key -> "pool\tgang key": pods that hold work (bound or admitted, not ended) */
+    json_t *held_n;   /* "pool\tgang key" -> its members in holders */
+    json_t *running;  /* pool name -> gangs in held_n for it */
+    bool retrack;     /* a namespace changed: pods' pools may resolve anew, count them all again */
     json_t *told_waiting; /* pool name -> true: its Event said what its deletion waits for */
     uint64_t admitted_total;
     uint64_t busy_ms; /* when a round last found gangs to look at */
@@ -73,6 +78,13 @@ struct resmgr {
  * (may exceed cap). *ns_out points into nsbuf, *label_out into key. */
 size_t rm_gang_members(struct resmgr *r, const char *key, struct cm_pod **out, size_t cap, const char **ns_out,
                        const char **label_out, char *nsbuf, size_t nslen);
+
+/* A gang's key: "ns/gang" for a gang label, else "ns/pod:name". */
+void rm_gang_key(const char *ns, const char *name, const char *gang, char *out, size_t len);
+
+/* Recounts pod key's holding of work after the model changed it (p: the
+ * model's pod, NULL when gone): keeps the running gangs per pool. */
+void rm_track_pod(struct resmgr *r, const char *key, const struct cm_pod *p);
 
 /* Timer callbacks (data: the resmgr), each acting only while leader. */
 void rm_on_preempt(uv_timer_t *tm); /* plans preemption and evicts the victims (resmgr_preempt.c) */

@@ -1,9 +1,11 @@
 /* resmgr's pool controller (resmgr_int.h): writes each pool's entitlement,
  * allocation and demand into its status when they change, and takes our
  * finalizer off a pool marked for deletion once it is empty. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "crd_pool.h"
 #include "resmgr_int.h"
@@ -70,21 +72,119 @@ static void release_empty_pools(struct resmgr *r) {
     json_decref(counts);
 }
 
+/* ---- running gangs ---- */
+
+static void held_add(struct resmgr *r, const char *tag, int d) {
+    json_t *n = json_object_get(r->held_n, tag);
+    json_int_t v = (n ? json_integer_value(n) : 0) + d;
+    const char *tab = strchr(tag, '\t');
+    char pool[256];
+    snprintf(pool, sizeof pool, "%.*s", tab ? (int)(tab - tag) : 0, tag);
+    int gangs_d = (v > 0) - (n != NULL); /* +1: the gang's first holder, -1: its last one went */
+    if (v > 0) json_object_set_new(r->held_n, tag, json_integer(v));
+    else json_object_del(r->held_n, tag);
+    if (!gangs_d) return;
+    json_t *g = json_object_get(r->running, pool);
+    json_int_t gv = (g ? json_integer_value(g) : 0) + gangs_d;
+    if (gv > 0) json_object_set_new(r->running, pool, json_integer(gv));
+    else json_object_del(r->running, pool);
+}
+
+void rm_track_pod(struct resmgr *r, const char *key, const struct cm_pod *p) {
+    char tag[1024] = "";
+    if (p && !p->bad && p->pool && !p->info.terminal && (p->node || p->admitted)) {
+        char gk[600];
+        rm_gang_key(p->ns, p->name, p->info.gang && p->info.gang[0] ? p->info.gang : NULL, gk, sizeof gk);
+        snprintf(tag, sizeof tag, "%s\t%s", p->pool, gk);
+    }
+    const char *was = json_string_value(json_object_get(r->holders, key));
+    if (was && strcmp(was, tag) == 0) return;
+    if (was) {
+        held_add(r, was, -1);
+        json_object_del(r->holders, key);
+    }
+    if (tag[0]) {
+        held_add(r, tag, +1);
+        json_object_set_new(r->holders, key, json_string(tag));
+    }
+}
+
+static int retrack_each(void *ud, struct cm_pod *p) {
+    rm_track_pod(ud, p->key, p);
+    return 0;
+}
+
+/* After a namespace changed (and the model resolved pods' pools again):
+ * every pod counted again (rare, so a walk). */
+static void retrack_all(struct resmgr *r) {
+    if (!r->retrack) return;
+    r->retrack = false;
+    json_object_clear(r->holders);
+    json_object_clear(r->held_n);
+    json_object_clear(r->running);
+    cluster_foreach_pod(r->cm, retrack_each, r);
+}
+
+/* Pending and running gangs and the held queue head of every pool's subtree,
+ * into agg (index: the pool's in pre-order). One pass: a pool's subtree
+ * follows it in pre-order, so a pool's sums are complete when the walk
+ * leaves its subtree (stack: its open ancestors). 0 or -ENOMEM. */
+static int subtree_gangs(struct resmgr *r, struct respool *const *all, size_t n, struct crd_pool_gangs *agg) {
+    size_t *open = malloc((n ? n : 1) * sizeof *open), depth = 0;
+    if (!open) return -ENOMEM;
+    for (size_t i = 0; i <= n; i++) {
+        const struct respool *parent = i < n ? all[i]->parent : NULL;
+        while (depth && (i == n || all[open[depth - 1]] != parent)) { /* open[depth-1]'s subtree is done */
+            size_t done = open[--depth];
+            if (!depth) continue;
+            struct crd_pool_gangs *up = &agg[open[depth - 1]];
+            up->pending += agg[done].pending;
+            up->running += agg[done].running;
+            if (!up->held) up->held = agg[done].held; /* pre-order: the first held leaf */
+        }
+        if (i == n) break;
+        const struct respool *p = all[i];
+        agg[i] = (struct crd_pool_gangs){0, 0, NULL};
+        if (respool_is_leaf(p)) {
+            agg[i].pending = admit_queued(p, -1);
+            agg[i].running = (size_t)json_integer_value(json_object_get(r->running, p->name));
+            agg[i].held = crd_pool_held_head(p);
+        }
+        open[depth++] = i;
+    }
+    free(open);
+    return 0;
+}
+
 /* ---- pool status ---- */
 
 void rm_on_status(uv_timer_t *tm) {
     struct resmgr *r = tm->data;
     if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
     release_empty_pools(r);
+    retrack_all(r);
     rm_metrics_pools(&r->m, cluster_tree(r->cm), cluster_fleet(r->cm));
+    char now[40];
+    time_t t = time(NULL);
+    struct tm utc;
+    if (!gmtime_r(&t, &utc) || !strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &utc)) return;
     size_t n;
     struct respool *const *all = respool_preorder(cluster_tree(r->cm), &n);
-    for (size_t i = 0; all && i < n; i++) {
+    struct crd_pool_gangs *agg = all && n ? calloc(n, sizeof *agg) : NULL;
+    if (!agg || subtree_gangs(r, all, n, agg)) {
+        free(agg);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
         struct respool *p = all[i];
         if (!p->parent) continue;
         json_t *st = crd_pool_status(p);
-        if (!st) continue;
         json_t *prev = json_object_get(r->sent, p->name);
+        if (st && crd_pool_status_gangs(st, p, agg[i], json_object_get(prev, "conditions"), now)) {
+            json_decref(st);
+            st = NULL;
+        }
+        if (!st) continue;
         if (prev && json_equal(prev, st)) {
             json_decref(st);
             continue;
@@ -96,4 +196,5 @@ void rm_on_status(uv_timer_t *tm) {
         json_decref(body);
         json_object_set_new(r->sent, p->name, st);
     }
+    free(agg);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
 #include "crd_common.h"
 #include "errmsg.h"
 #include "quantity.h"
@@ -510,4 +511,94 @@ json_t *crd_pool_status(const struct respool *p) {
     bad |= json_object_set_new(st, "summary", sum);
     if (bad) { json_decref(st); return NULL; }
     return st;
+}
+
+/* ---- status: gangs and conditions ---- */
+
+const struct gang *crd_pool_held_head(const struct respool *leaf) {
+    if (!respool_is_leaf(leaf)) return NULL;
+    for (int q = 0; q < ADMIT_NQUEUES; q++) {
+        const struct gang *h = admit_head(leaf, (enum admit_queue)q);
+        if (h && h->why.check != ADMIT_CHECK_NONE) return h;
+    }
+    return NULL;
+}
+
+static const char *held_reason(enum admit_check c) {
+    switch (c) {
+    case ADMIT_CHECK_ENTITLEMENT: return "AtEntitlement";
+    case ADMIT_CHECK_SLACK: return "AtSlackEntitlement";
+    case ADMIT_CHECK_CONTROLLER: return "AtControllerLimit";
+    case ADMIT_CHECK_RESERVATION: return "ReservationExhausted";
+    case ADMIT_CHECK_DELETING: return "Terminating";
+    default: return "Waiting";
+    }
+}
+
+/* One condition; its lastTransitionTime is the one in prev (the conditions
+ * last written) when the same type had the same status there, else now. */
+static int add_condition(json_t *arr, const json_t *prev, const char *type, bool status, const char *reason,
+                         const char *message, const char *now) {
+    const char *st = status ? "True" : "False", *since = now;
+    size_t i;
+    json_t *c;
+    json_array_foreach(prev, i, c) {
+        const char *t = json_string_value(json_object_get(c, "type")),
+                   *s = json_string_value(json_object_get(c, "status")),
+                   *l = json_string_value(json_object_get(c, "lastTransitionTime"));
+        if (t && s && l && strcmp(t, type) == 0 && strcmp(s, st) == 0) since = l;
+    }
+    return json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", type, "status", st, "reason",
+                                                 reason, "message", message, "lastTransitionTime", since));
+}
+
+int crd_pool_status_gangs(json_t *st, const struct respool *p, struct crd_pool_gangs g,
+                          const json_t *prev_conditions, const char *now) {
+    json_t *conds = json_array();
+    if (!st || !conds) { json_decref(conds); return -ENOMEM; }
+    int bad = json_object_set_new(st, "gangs", json_pack("{s:I, s:I}", "pending", (json_int_t)g.pending, "running",
+                                                         (json_int_t)g.running));
+    char msg[512], line[384];
+    /* Admitting: whether the head of a queue in the subtree is held, by which rule */
+    const struct gang *h = g.held;
+    if (h) {
+        admit_why_format(h, line, sizeof line);
+        snprintf(msg, sizeof msg, "%s; %zu gang%s", line, g.pending, g.pending == 1 ? " waits" : "s wait");
+        bad |= add_condition(conds, prev_conditions, "Admitting", false, held_reason(h->why.check), msg, now);
+    } else {
+        snprintf(msg, sizeof msg, "%zu gang%s, none is held by an admission rule", g.pending,
+                 g.pending == 1 ? " waits" : "s wait");
+        bad |= add_condition(conds, prev_conditions, "Admitting", true, g.pending ? "Admitting" : "NothingWaiting",
+                             msg, now);
+    }
+    /* Borrowing: allocation above reservation in some kind */
+    struct resvec alloc = resvec_add(usage_nonslack(&p->alloc), p->alloc.c[UC_REVOCABLE]);
+    size_t len = 0;
+    msg[0] = 0;
+    for (int k = 0; k < RES_NKINDS; k++) {
+        enum res_kind kind = (enum res_kind)k;
+        int64_t res = p->cfg.res[k].reservation;
+        if (alloc.v[k] <= res || res == RES_UNLIMITED) continue;
+        char a[48], r[48], d[48];
+        quantity_format(kind, alloc.v[k], a, sizeof a);
+        quantity_format(kind, res, r, sizeof r);
+        quantity_format(kind, alloc.v[k] - res, d, sizeof d);
+        int w = snprintf(msg + len, sizeof msg - len, "%s%s: allocation %s exceeds reservation %s by %s",
+                         len ? "; " : "", res_kind_name(kind), a, r, d);
+        if (w > 0 && (size_t)w < sizeof msg - len) len += (size_t)w;
+    }
+    if (len) {
+        snprintf(msg + len, sizeof msg - len, "; preemption may take it back");
+        bad |= add_condition(conds, prev_conditions, "Borrowing", true, "AboveReservation", msg, now);
+    } else {
+        bad |= add_condition(conds, prev_conditions, "Borrowing", false, "WithinReservation",
+                             "allocation is within the reservation in every kind", now);
+    }
+    if (p->deleting) {
+        snprintf(msg, sizeof msg, "marked for deletion; it goes once it has no child pools (now %d) and holds no work",
+                 p->nchildren);
+        bad |= add_condition(conds, prev_conditions, "Terminating", true, "MarkedForDeletion", msg, now);
+    }
+    bad |= json_object_set_new(st, "conditions", conds);
+    return bad ? -ENOMEM : 0;
 }

@@ -80,4 +80,30 @@ bool crd_pool_has_finalizer(const json_t *cr);
  * columns' targets). NULL on allocation failure. */
 json_t *crd_pool_status(const struct respool *p);
 
+/* Gangs in a pool's subtree: waiting in an admission queue, and holding work
+ * (some member bound or admitted); held: the queue head that Admitting
+ * reports (the subtree's first leaf in pre-order with a held head,
+ * crd_pool_held_head), NULL when none is held. */
+struct gang;
+struct crd_pool_gangs {
+    size_t pending, running;
+    const struct gang *held;
+};
+
+/* The head of one of leaf's admission queues that was tried and failed a
+ * rule (the pending queue first, then the type-specific ones); NULL when
+ * none, or when p is not a leaf. */
+const struct gang *crd_pool_held_head(const struct respool *leaf);
+
+/* Adds to st (a crd_pool_status object) gangs.{pending, running} and
+ * conditions in Kubernetes shape: Admitting (False while g.held: reason AtEntitlement,
+ * AtSlackEntitlement, AtControllerLimit, ReservationExhausted or Terminating,
+ * message with the numbers), Borrowing (True while allocation exceeds the
+ * reservation in some kind, naming it and by how much) and, for a pool
+ * marked for deletion, Terminating. A condition keeps the lastTransitionTime
+ * it has in prev_conditions (the conditions last written; may be NULL) while
+ * its status is unchanged; otherwise it gets now (RFC 3339). 0 or -ENOMEM. */
+int crd_pool_status_gangs(json_t *st, const struct respool *p, struct crd_pool_gangs g,
+                          const json_t *prev_conditions, const char *now);
+
 #endif

@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 
+#include "admit.h"
 #include "crd_pool.h"
 #include "quantity.h"
 #include "test.h"
@@ -603,9 +604,9 @@ TEST(crdpool_crd_file_is_structural) {
                           ".status.summary.memory.reservation", ".status.summary.memory.entitlement",
                           ".status.summary.memory.allocation", ".status.summary.memory.demand",
                           ".status.summary.gpu.entitlement", ".status.summary.gpu.allocation",
-                          ".metadata.creationTimestamp"};
-    REQUIRE_I64(json_array_size(cols), 12);
-    for (size_t i = 0; i < 12; i++)
+                          ".status.gangs.pending", ".status.gangs.running", ".metadata.creationTimestamp"};
+    REQUIRE_I64(json_array_size(cols), 14);
+    for (size_t i = 0; i < 14; i++)
         CHECK_STR(json_string_value(json_object_get(json_array_get(cols, i), "jsonPath")), want[i]);
     CHECK_STR(json_string_value(json_array_get(json_object_get(json_object_get(json_object_get(crd, "spec"), "names"), "shortNames"), 0)), "rp");
     /* the status fields the builder writes are all in the schema */
@@ -614,6 +615,8 @@ TEST(crdpool_crd_file_is_structural) {
     struct respool_tree *t = NULL;
     REQUIRE_I64(crd_pool_build_tree((const json_t *const *)v, n, &t, err, sizeof err), 0);
     json_t *st = crd_pool_status(crd_pool_find(t, "team1"));
+    REQUIRE_I64(crd_pool_status_gangs(st, crd_pool_find(t, "team1"), (struct crd_pool_gangs){1, 2, NULL}, NULL,
+                                      "2026-01-01T00:00:00Z"), 0);
     json_t *sprops = json_object_get(json_object_get(json_object_get(json_object_get(json_object_get(json_object_get(ver, "schema"), "openAPIV3Schema"), "properties"), "status"), "properties"), "summary");
     const char *key;
     json_t *x;
@@ -721,4 +724,86 @@ TEST(crdpool_tree_many_pools_shuffled) {
     json_decref(extra);
     free_all(v, n);
     free(v);
+}
+
+static const json_t *cond(const json_t *st, const char *type) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(st, "conditions"), i, c) {
+        if (strcmp(json_string_value(json_object_get(c, "type")), type) == 0) return c;
+    }
+    return NULL;
+}
+#define COND_FIELD(st, type, field) json_string_value(json_object_get(cond(st, type), field))
+
+/* gangs and conditions: Admitting says which rule holds the head of a queue,
+ * with the numbers; Borrowing says by how much allocation exceeds the
+ * reservation; lastTransitionTime stays while a status does not change. */
+TEST(crdpool_status_gangs_and_conditions) {
+    json_t *v[2] = {mkpool("org", "{\"resources\": [{\"kind\": \"cpu\", \"reservation\": 8, \"limit\": 16}]}"),
+                    mkpool("team", "{\"parent\": \"org\", \"resources\": [{\"kind\": \"cpu\", \"reservation\": 4,"
+                                   " \"limit\": 8}]}")};
+    struct respool_tree *t = NULL;
+    char err[256] = "";
+    REQUIRE_I64(crd_pool_build_tree((const json_t *const *)v, 2, &t, err, sizeof err), 0);
+    struct respool *team = crd_pool_find(t, "team"), *org = crd_pool_find(t, "org");
+    REQUIRE(team && org);
+    team->entitlement.v[RES_CPU] = 4000;
+    team->alloc.c[UC_PREEMPT].v[RES_CPU] = 4000;
+    /* nothing waits, nothing borrowed */
+    json_t *st = crd_pool_status(team);
+    REQUIRE_I64(crd_pool_status_gangs(st, team, (struct crd_pool_gangs){0, 1, crd_pool_held_head(team)}, NULL, "2026-01-01T00:00:00Z"), 0);
+    CHECK_I64(json_integer_value(json_object_get(json_object_get(st, "gangs"), "pending")), 0);
+    CHECK_I64(json_integer_value(json_object_get(json_object_get(st, "gangs"), "running")), 1);
+    CHECK_STR(COND_FIELD(st, "Admitting", "status"), "True");
+    CHECK_STR(COND_FIELD(st, "Admitting", "reason"), "NothingWaiting");
+    CHECK_STR(COND_FIELD(st, "Borrowing", "status"), "False");
+    CHECK(!cond(st, "Terminating"));
+    /* a gang of 2 cpu at the head of the queue, held by the entitlement */
+    struct gang g;
+    struct resvec d = resvec_zero();
+    d.v[RES_CPU] = 2000;
+    admit_gang_init(&g, "default/g1", 0, 0, 2, d);
+    REQUIRE_I64(admit_enqueue(team, &g, err, sizeof err), 0);
+    struct gang *out[4];
+    CHECK_I64(admit_pool_round(team, out, 4), 0);
+    json_t *st2 = crd_pool_status(team);
+    json_t *prev = json_object_get(st, "conditions");
+    REQUIRE_I64(crd_pool_status_gangs(st2, team, (struct crd_pool_gangs){3, 1, crd_pool_held_head(team)}, prev, "2026-01-01T00:00:09Z"), 0);
+    CHECK_STR(COND_FIELD(st2, "Admitting", "status"), "False");
+    CHECK_STR(COND_FIELD(st2, "Admitting", "reason"), "AtEntitlement");
+    CHECK_HAS(COND_FIELD(st2, "Admitting", "message"), "cpu entitlement 4");
+    CHECK_HAS(COND_FIELD(st2, "Admitting", "message"), "3 gangs wait");
+    CHECK_STR(COND_FIELD(st2, "Admitting", "lastTransitionTime"), "2026-01-01T00:00:09Z"); /* it changed */
+    CHECK_STR(COND_FIELD(st2, "Borrowing", "lastTransitionTime"), "2026-01-01T00:00:00Z"); /* it did not */
+    /* the parent says the same of its subtree */
+    json_t *sp = crd_pool_status(org);
+    REQUIRE_I64(crd_pool_status_gangs(sp, org, (struct crd_pool_gangs){3, 1, crd_pool_held_head(team)}, NULL, "2026-01-01T00:00:09Z"), 0);
+    CHECK_STR(COND_FIELD(sp, "Admitting", "reason"), "AtEntitlement");
+    CHECK_HAS(COND_FIELD(sp, "Admitting", "message"), "/org/team");
+    /* borrowing: 6 cpu allocated on a reservation of 4; and marked for deletion */
+    team->alloc.c[UC_PREEMPT].v[RES_CPU] = 6000;
+    team->deleting = true;
+    json_t *st3 = crd_pool_status(team);
+    REQUIRE_I64(crd_pool_status_gangs(st3, team, (struct crd_pool_gangs){3, 1, crd_pool_held_head(team)}, json_object_get(st2, "conditions"),
+                                      "2026-01-01T00:00:20Z"), 0);
+    CHECK_STR(COND_FIELD(st3, "Borrowing", "status"), "True");
+    CHECK_STR(COND_FIELD(st3, "Borrowing", "reason"), "AboveReservation");
+    CHECK_HAS(COND_FIELD(st3, "Borrowing", "message"), "cpu: allocation 6 exceeds reservation 4 by 2");
+    CHECK_STR(COND_FIELD(st3, "Admitting", "lastTransitionTime"), "2026-01-01T00:00:09Z");
+    CHECK_STR(COND_FIELD(st3, "Terminating", "status"), "True");
+    /* the same inputs again build the same status (no write on an idle cluster) */
+    json_t *st4 = crd_pool_status(team);
+    REQUIRE_I64(crd_pool_status_gangs(st4, team, (struct crd_pool_gangs){3, 1, crd_pool_held_head(team)}, json_object_get(st3, "conditions"),
+                                      "2026-01-01T00:05:00Z"), 0);
+    CHECK(json_equal(st3, st4));
+    admit_remove(&g);
+    json_decref(st);
+    json_decref(st2);
+    json_decref(st3);
+    json_decref(st4);
+    json_decref(sp);
+    admit_tree_release(t);
+    respool_tree_free(t);
+    free_all(v, 2);
 }

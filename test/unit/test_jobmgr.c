@@ -567,3 +567,61 @@ TEST(jobmgr_status_pool_condition) {
     CHECK_I64(json_array_size(json_object_get(st, "conditions")), 1);
     json_decref(st);
 }
+
+static json_t *waiting_pod(const char *reason, const char *message) {
+    if (!reason) return json_pack("{s:{s:s}}", "status", "phase", "Pending");
+    return json_pack("{s:{s:s, s:[{s:s, s:s, s:s, s:s}]}}", "status", "phase", "Pending", "conditions", "type",
+                     "PodScheduled", "status", "False", "reason", reason, "message", message);
+}
+
+/* Running says why the job does not run yet: the most common reason among
+ * its waiting pods' PodScheduled=False, one message of it; True once every
+ * instance runs. lastTransitionTime stays while the status holds. */
+TEST(jobmgr_status_running_condition) {
+    json_t *w[4] = {waiting_pod("WaitingForGang", "gang g waits for 2 more members"),
+                    waiting_pod("WaitingForAdmission", "pool /a: cpu entitlement 2 < allocation 2 + gang 1"),
+                    waiting_pod("WaitingForAdmission", "queued behind another gang"), waiting_pod(NULL, NULL)};
+    struct job_counts counts = {0};
+    counts.n[TASK_PENDING] = 4;
+    counts.n[TASK_RUNNING] = 1;
+    counts.total = 5;
+    json_t *st = load("{\"state\": \"PENDING\"}");
+    REQUIRE(jm_status_set_running(st, NULL, (const json_t *const *)w, 4, &counts, "2026-01-01T00:00:00Z") == 0);
+    const json_t *c = json_array_get(json_object_get(st, "conditions"), 0);
+    CHECK_STR(json_string_value(json_object_get(c, "type")), "Running");
+    CHECK_STR(json_string_value(json_object_get(c, "status")), "False");
+    CHECK_STR(json_string_value(json_object_get(c, "reason")), "WaitingForAdmission");
+    CHECK_STR(json_string_value(json_object_get(c, "message")),
+              "2 of 4 waiting pods: WaitingForAdmission; e.g. pool /a: cpu entitlement 2 < allocation 2 + gang 1");
+    json_t *stored = json_deep_copy(st);
+    json_decref(st);
+    /* pods not yet looked at */
+    st = load("{\"state\": \"PENDING\"}");
+    REQUIRE(jm_status_set_running(st, stored, (const json_t *const *)&w[3], 1, &counts, "2026-01-01T00:01:00Z") == 0);
+    c = json_array_get(json_object_get(st, "conditions"), 0);
+    CHECK_STR(json_string_value(json_object_get(c, "reason")), "WaitingForScheduler");
+    CHECK_STR(json_string_value(json_object_get(c, "lastTransitionTime")), "2026-01-01T00:00:00Z");
+    json_decref(st);
+    /* every instance runs */
+    counts.n[TASK_PENDING] = 0;
+    counts.n[TASK_RUNNING] = 5;
+    st = load("{\"state\": \"RUNNING\"}");
+    REQUIRE(jm_status_set_running(st, stored, NULL, 0, &counts, "2026-01-01T00:02:00Z") == 0);
+    c = json_array_get(json_object_get(st, "conditions"), 0);
+    CHECK_STR(json_string_value(json_object_get(c, "status")), "True");
+    CHECK_STR(json_string_value(json_object_get(c, "reason")), "AllRunning");
+    CHECK_STR(json_string_value(json_object_get(c, "message")), "5 of 5 instances run");
+    CHECK_STR(json_string_value(json_object_get(c, "lastTransitionTime")), "2026-01-01T00:02:00Z");
+    json_decref(st);
+    /* some ended, none waits */
+    counts.n[TASK_RUNNING] = 2;
+    counts.n[TASK_SUCCEEDED] = 3;
+    st = load("{\"state\": \"RUNNING\"}");
+    REQUIRE(jm_status_set_running(st, stored, NULL, 0, &counts, "2026-01-01T00:03:00Z") == 0);
+    c = json_array_get(json_object_get(st, "conditions"), 0);
+    CHECK_STR(json_string_value(json_object_get(c, "reason")), "NotAllRunning");
+    CHECK_STR(json_string_value(json_object_get(c, "lastTransitionTime")), "2026-01-01T00:00:00Z");
+    json_decref(st);
+    json_decref(stored);
+    for (int i = 0; i < 4; i++) json_decref(w[i]);
+}
