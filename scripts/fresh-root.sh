@@ -64,6 +64,14 @@ mmdebstrap --quiet --variant=minbase --include=git,make,ca-certificates bookworm
   "deb $MIRROR bookworm main" "deb $MIRROR bookworm-updates main" \
   "deb ${MIRROR%/debian}/debian-security bookworm-security main"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# The certificate authorities this machine adds to Debian's (a network's TLS
+# proxy, say) are trusted in the root too, as a user's machine on the same
+# network would trust them: npm reaches its registry over TLS.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$ROOT/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+  chroot "$ROOT" update-ca-certificates >/dev/null
+fi
 git clone --quiet --no-hardlinks "$SRC" "$ROOT/src"
 echo "fresh-root: root ready in $(($(date +%s) - t0)) s; running: $*" >&2
 

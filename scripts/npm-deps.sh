@@ -20,6 +20,12 @@ mkdir -p "$dir"
 cp "$src/package.json" "$src/package-lock.json" "$dir/"
 rm -f "$stamp"
 log="$dir/npm-ci.log"
+# npm is Node, which trusts its own list of authorities: the system's bundle
+# too (with what the machine adds to it, e.g. a TLS proxy's), unless the
+# caller said otherwise
+if [ -z "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
+fi
 secs=${NPM_DEPS_TIMEOUT:-300}
 if ! timeout "$secs" npm ci --prefix "$dir" --no-audit --no-fund --ignore-scripts \
       --fetch-retries=1 --fetch-timeout=60000 >"$log" 2>&1; then
