@@ -173,7 +173,7 @@ def test_two_teams_borrow_and_give_back_by_preemption():
         out = kubectl("get", "rp", "-o", "wide")
         head = out.splitlines()[0].split()
         assert head[2:] == ["CPU-RES", "CPU-ENT", "CPU-ALLOC", "CPU-DEMAND", "MEM-RES", "MEM-ENT", "MEM-ALLOC",
-                            "MEM-DEMAND", "GPU-ENT", "GPU-ALLOC", "AGE"], head
+                            "MEM-DEMAND", "GPU-ENT", "GPU-ALLOC", "PENDING", "RUNNING", "AGE"], head
         row = next(l.split() for l in out.splitlines() if l.startswith("team-a "))
         return row if row[2:6] == ["16", "16", "16", "16"] else None
     row = wait_until(team_a_row, 10, "team-a's row at 16 cpu reserved, entitled, allocated and demanded")
