@@ -37,6 +37,9 @@
  * only with --insecure-allow-anonymous (local development), nobody; RBAC
  * objects decide what they may do, and --audit-log-path records it
  * (--audit-log-maxsize=MB or --audit-log-maxbytes, --audit-log-maxbackup).
+ * Each user but system:masters is held to --max-requests-per-user a second
+ * (bursts of --max-request-burst-per-user) and --max-watches-per-user open
+ * watches: past either, 429 with Retry-After (apiserver-shim/shim_limits.h).
  * The controllers in this process use a random token of their own. A local
  * user is no less a stranger on the plain port; kubectl sends tokens only
  * over TLS, so it uses the TLS port. --unix-socket=PATH
@@ -461,8 +464,16 @@ static int usage(void) {
                     "[--gang-wait-event-ms=N] [--mesos-master=URL] [--metrics-port=N] "
                     "[--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3] "
                     "[--tls-cert=PEM --tls-key=PEM] [--client-ca-file=PEM] [--insecure-allow-anonymous] "
-                    "[--audit-log-path=F] [--audit-log-maxsize=MB | --audit-log-maxbytes=N] [--audit-log-maxbackup=N]\n");
+                    "[--audit-log-path=F] [--audit-log-maxsize=MB | --audit-log-maxbytes=N] [--audit-log-maxbackup=N] "
+                    "[--max-requests-per-user=N|none] [--max-request-burst-per-user=N] [--max-watches-per-user=N|none]\n");
     return 2;
+}
+
+/* A per-user limit's value: a count, or "none" (no limit); 0 or junk keeps the default. */
+static unsigned limit_arg(const char *v) {
+    if (!strcmp(v, "none")) return UINT32_MAX;
+    long n = atol(v);
+    return n > 0 && n < (long)UINT32_MAX ? (unsigned)n : 0;
 }
 
 static int run(int argc, char **argv, struct metrics *reg) {
@@ -511,6 +522,9 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--audit-log-maxsize"))) sec_cfg.audit.max_bytes = (size_t)atoll(v) << 20;
         else if ((v = opt(argv[i], "--audit-log-maxbytes"))) sec_cfg.audit.max_bytes = (size_t)atoll(v);
         else if ((v = opt(argv[i], "--audit-log-maxbackup"))) sec_cfg.audit.max_backups = atoi(v);
+        else if ((v = opt(argv[i], "--max-requests-per-user"))) sec_cfg.limits.qps = limit_arg(v);
+        else if ((v = opt(argv[i], "--max-request-burst-per-user"))) sec_cfg.limits.burst = limit_arg(v);
+        else if ((v = opt(argv[i], "--max-watches-per-user"))) sec_cfg.limits.watches = limit_arg(v);
         else if ((v = opt(argv[i], "--history-max"))) history_max = atol(v);
         else if ((v = opt(argv[i], "--list-page-bytes"))) list_page_bytes = atoll(v);
         else if ((v = opt(argv[i], "--watch-poll-ms"))) poll_ms = (unsigned)atoi(v);
