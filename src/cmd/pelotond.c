@@ -37,6 +37,10 @@
  * only with --insecure-allow-anonymous (local development), nobody; RBAC
  * objects decide what they may do, and --audit-log-path records it
  * (--audit-log-maxsize=MB or --audit-log-maxbytes, --audit-log-maxbackup).
+ * The singleton roles (resmgr, jobmgr with the workload translator, hostmgr,
+ * the Mesos driver) act only while this process holds their Redis lease
+ * (src/ctl/ctl_lease.h; --lease-ms, default 10 s; --leader-elect=false
+ * starts them without), so several pelotonds may run them on one Redis.
  * Each user but system:masters is held to --max-requests-per-user a second
  * (bursts of --max-request-burst-per-user) and --max-watches-per-user open
  * watches: past either, 429 with Retry-After (apiserver-shim/shim_limits.h).
@@ -66,9 +70,11 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "ctl.h"
+#include "ctl_lease.h"
 #include "extender_srv.h"
 #include "hostmgr.h"
 #include "jobmgr.h"
@@ -122,6 +128,19 @@ struct controllers {
     uint32_t gang_wait_ms;      /* 0: the resource manager's default */
     struct metrics *metrics;    /* the process's registry (the roles register theirs on this thread) */
     struct metrics_series *redis_series[2]; /* this thread's Redis replies and errors (made on the main one) */
+    /* The singleton roles (jobmgr with workloads, hostmgr, the Mesos driver)
+     * run only while this process holds their lease (ctl_lease.h), unless
+     * --leader-elect=false; their options are kept for each new term. */
+    bool leader_elect;
+    uint32_t lease_ms;
+    char lease_id[128];
+    struct ctl_lease *lease_jobmgr, *lease_hostmgr, *lease_mesos;
+    struct jobmgr_options jo;
+    struct workloads_options wo;
+    struct hostmgr_options ho;
+    struct mdrv_options mo;
+    struct mdrv **retired; /* drivers of ended terms: freed once the loop is done */
+    int nretired;
     int rc;
 };
 
@@ -137,6 +156,10 @@ struct daemon {
 
 static void ctl_stop_roles(uv_async_t *a) {
     struct controllers *c = a->data;
+    ctl_lease_stop(c->lease_jobmgr); /* each stops its role first, then hands the lease over */
+    ctl_lease_stop(c->lease_hostmgr);
+    ctl_lease_stop(c->lease_mesos);
+    c->lease_jobmgr = c->lease_hostmgr = c->lease_mesos = NULL;
     resmgr_stop(c->resmgr);
     placement_stop(c->placement);
     jobmgr_stop(c->jobmgr);
@@ -192,6 +215,81 @@ static int start_native(struct controllers *c, char *err, size_t errlen) {
     return 0;
 }
 
+/* ---- the singleton roles' terms ---- */
+
+static void jobmgr_term(void *ud, bool leader, long long epoch) {
+    struct controllers *c = ud;
+    (void)epoch;
+    char err[512];
+    if (!leader) {
+        jobmgr_stop(c->jobmgr);
+        workloads_stop(c->workloads);
+        c->jobmgr = NULL;
+        c->workloads = NULL;
+        return;
+    }
+    if (!(c->jobmgr = jobmgr_start(&c->loop, c->kc, &c->jo, err, sizeof err)) ||
+        !(c->workloads = workloads_start(&c->loop, c->kc, &c->wo, err, sizeof err))) {
+        fprintf(stderr, "pelotond: jobmgr: %s\n", err);
+        jobmgr_term(c, false, epoch);
+    }
+}
+
+static void hostmgr_term(void *ud, bool leader, long long epoch) {
+    struct controllers *c = ud;
+    (void)epoch;
+    char err[512];
+    if (!leader) {
+        hostmgr_stop(c->hostmgr);
+        c->hostmgr = NULL;
+        return;
+    }
+    if (!(c->hostmgr = hostmgr_start(&c->loop, c->kc, &c->ho, err, sizeof err)))
+        fprintf(stderr, "pelotond: hostmgr: %s\n", err);
+}
+
+static void mesos_term(void *ud, bool leader, long long epoch) {
+    struct controllers *c = ud;
+    (void)epoch;
+    char err[512];
+    if (!leader) {
+        if (!c->mesos) return;
+        mdrv_stop(c->mesos);
+        struct mdrv **r = realloc(c->retired, (size_t)(c->nretired + 1) * sizeof *r);
+        if (r) {
+            c->retired = r;
+            c->retired[c->nretired++] = c->mesos;
+        } /* else it leaks: freeing it before the loop is done is not safe */
+        c->mesos = NULL;
+        return;
+    }
+    if (!(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &c->mo, err, sizeof err)))
+        fprintf(stderr, "pelotond: mesos: %s\n", err);
+}
+
+/* Starts the singleton roles: under their leases, or at once without leader election. */
+static int start_singletons(struct controllers *c, char *err, size_t errlen) {
+    if (!c->leader_elect) {
+        if (c->roles & ROLE_JOBMGR) {
+            if (!(c->jobmgr = jobmgr_start(&c->loop, c->kc, &c->jo, err, errlen))) return -1;
+            if (!(c->workloads = workloads_start(&c->loop, c->kc, &c->wo, err, errlen))) return -1;
+        }
+        if ((c->roles & ROLE_HOSTMGR) && !(c->hostmgr = hostmgr_start(&c->loop, c->kc, &c->ho, err, errlen))) return -1;
+        if ((c->roles & ROLE_MESOS) && !(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &c->mo, err, errlen))) return -1;
+        return 0;
+    }
+    if (((c->roles & ROLE_JOBMGR) &&
+         !(c->lease_jobmgr = ctl_lease_start(&c->loop, c->db, "jobmgr", c->lease_id, c->lease_ms, jobmgr_term, c))) ||
+        ((c->roles & ROLE_HOSTMGR) &&
+         !(c->lease_hostmgr = ctl_lease_start(&c->loop, c->db, "hostmgr", c->lease_id, c->lease_ms, hostmgr_term, c))) ||
+        ((c->roles & ROLE_MESOS) &&
+         !(c->lease_mesos = ctl_lease_start(&c->loop, c->db, "mesos", c->lease_id, c->lease_ms, mesos_term, c)))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 /* The resource manager queued gangs ready: this process's placement looks now if it was idle. */
 static void tell_placement(void *ud) { placement_kick(((struct controllers *)ud)->placement); }
 
@@ -199,7 +297,9 @@ static void ctl_main(void *arg) {
     struct controllers *c = arg;
     char err[512];
     struct ctl_env env = {.loop = &c->loop, .identity = "pelotond", .metrics = c->metrics};
-    bool need_redis = (c->roles & (ROLE_RESMGR | ROLE_PLACEMENT | ROLE_MESOS)) != 0; /* the task queues, the framework id */
+    /* the task queues, the framework id, the leases */
+    bool need_redis = (c->roles & (ROLE_RESMGR | ROLE_PLACEMENT | ROLE_MESOS)) != 0 ||
+                      (c->leader_elect && (c->roles & (ROLE_JOBMGR | ROLE_HOSTMGR)));
     if ((need_redis && !(c->db = ctl_db_open(&c->loop, c->redis_addr, err, sizeof err))) ||
         !(c->kc = kclient_new(&c->loop, &c->kcfg, err, sizeof err))) {
         fprintf(stderr, "pelotond: controllers: %s\n", err);
@@ -226,26 +326,26 @@ static void ctl_main(void *arg) {
     struct placement_options po;
     placement_options_default(&po);
     po.tick_ms = c->tick_ms ? c->tick_ms : po.tick_ms;
-    struct jobmgr_options jo;
-    jobmgr_options_default(&jo);
-    if (c->backoff_ms) jo.backoff_ms = c->backoff_ms;
-    if (c->backoff_max_ms) jo.backoff_max_ms = c->backoff_max_ms;
-    jo.metrics = c->metrics;
-    struct workloads_options wo = {.default_pool = c->default_pool};
-    struct hostmgr_options ho;
-    hostmgr_options_default(&ho);
-    ho.metrics = c->metrics;
-    if (c->mass_fraction > 0) ho.mass_fraction = c->mass_fraction;
-    if (c->mass_min_nodes) ho.mass_min_nodes = c->mass_min_nodes;
-    struct mdrv_options mo;
-    mdrv_options_default(&mo);
-    mo.master = c->mesos_master;
+    if (c->lease_ms) ro.lease_ms = c->lease_ms;
+    jobmgr_options_default(&c->jo);
+    if (c->backoff_ms) c->jo.backoff_ms = c->backoff_ms;
+    if (c->backoff_max_ms) c->jo.backoff_max_ms = c->backoff_max_ms;
+    c->jo.metrics = c->metrics;
+    c->wo = (struct workloads_options){.default_pool = c->default_pool};
+    hostmgr_options_default(&c->ho);
+    c->ho.metrics = c->metrics;
+    if (c->mass_fraction > 0) c->ho.mass_fraction = c->mass_fraction;
+    if (c->mass_min_nodes) c->ho.mass_min_nodes = c->mass_min_nodes;
+    mdrv_options_default(&c->mo);
+    c->mo.master = c->mesos_master;
+    uint32_t rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd) rnd = (uint32_t)uv_hrtime();
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(c->lease_id, sizeof c->lease_id, "%s-%ld-%08x", host[0] ? host : "pelotond", (long)getpid(), rnd);
     if (((c->roles & ROLE_RESMGR) && !(c->resmgr = resmgr_start(&env, &ro, err, sizeof err))) ||
         ((c->roles & ROLE_PLACEMENT) && !(c->placement = placement_start(&env, &po, err, sizeof err))) ||
-        ((c->roles & ROLE_JOBMGR) && !(c->jobmgr = jobmgr_start(&c->loop, c->kc, &jo, err, sizeof err))) ||
-        ((c->roles & ROLE_JOBMGR) && !(c->workloads = workloads_start(&c->loop, c->kc, &wo, err, sizeof err))) ||
-        ((c->roles & ROLE_HOSTMGR) && !(c->hostmgr = hostmgr_start(&c->loop, c->kc, &ho, err, sizeof err))) ||
-        ((c->roles & ROLE_MESOS) && !(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &mo, err, sizeof err))) ||
+        start_singletons(c, err, sizeof err) ||
         ((c->roles & ROLE_EXTENDER) && start_extender(c, err, sizeof err)) ||
         ((c->roles & ROLE_NATIVE) && start_native(c, err, sizeof err))) {
         fprintf(stderr, "pelotond: %s\n", err);
@@ -261,6 +361,8 @@ static void ctl_main(void *arg) {
     native_api_free(c->native);
     native_authz_free(c->native_authz);
     mdrv_free(c->mesos);
+    for (int i = 0; i < c->nretired; i++) mdrv_free(c->retired[i]);
+    free(c->retired);
     ctl_db_close(c->db);            /* what the roles deferred reaches Redis */
     uv_run(&c->loop, UV_RUN_DEFAULT); /* its handle closes */
 }
@@ -462,6 +564,7 @@ static int usage(void) {
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
                     "[--gang-wait-event-ms=N] [--mesos-master=URL] [--metrics-port=N] "
+                    "[--leader-elect=true|false] [--lease-ms=10000] "
                     "[--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3] "
                     "[--tls-cert=PEM --tls-key=PEM] [--client-ca-file=PEM] [--insecure-allow-anonymous] "
                     "[--audit-log-path=F] [--audit-log-maxsize=MB | --audit-log-maxbytes=N] [--audit-log-maxbackup=N] "
@@ -498,7 +601,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
     long long list_page_bytes = 0;
     long idle_ms = 0; /* 0: the HTTP layer's default (server.h) */
     unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0, backoff_ms = 0, backoff_max_ms = 0,
-             gang_wait_ms = 0;
+             gang_wait_ms = 0, lease_ms = 0;
+    bool leader_elect = true; /* the singleton roles under leases (ctl_lease.h) */
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = opt(argv[i], "--roles"))) roles = v;
@@ -535,6 +639,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--restart-backoff-ms"))) backoff_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
         else if ((v = opt(argv[i], "--restart-backoff-max-ms")))
             backoff_max_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
+        else if ((v = opt(argv[i], "--leader-elect"))) leader_elect = strcmp(v, "false") != 0;
+        else if ((v = opt(argv[i], "--lease-ms"))) lease_ms = atoi(v) >= 300 ? (unsigned)atoi(v) : 0;
         else if ((v = opt(argv[i], "--gang-wait-event-ms"))) gang_wait_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--mesos-master"))) mesos_master = v;
         else if ((v = opt(argv[i], "--hostmgr-mass-fraction"))) mass_fraction = atof(v);
@@ -590,7 +696,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
                               .round_ms = round_ms, .tick_ms = tick_ms, .backoff_ms = backoff_ms,
                               .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms,
                               .mesos_master = mesos_master, .mass_fraction = mass_fraction,
-                              .mass_min_nodes = (uint32_t)mass_min_nodes};
+                              .mass_min_nodes = (uint32_t)mass_min_nodes, .leader_elect = leader_elect,
+                              .lease_ms = lease_ms};
     struct metrics_family *redis_replies = NULL, *redis_errors = NULL;
     if (reg) {
         static const char *const client[] = {"client"};

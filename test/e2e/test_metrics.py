@@ -268,6 +268,7 @@ def test_controller_only_metrics_port():
     port_file = os.path.join(d, "port")
     log = open(os.path.join(d, "ctl.log"), "w")
     p = subprocess.Popen([services.PELOTOND, "--roles=jobmgr,hostmgr", f"--server=http://127.0.0.1:{PORT}",
+                          f"--redis=127.0.0.1:{REDIS}",  # their leases
                           f"--token-file={TOKEN_FILE}", "--metrics-port=0", f"--port-file={port_file}"],
                          stdout=log, stderr=subprocess.STDOUT)
     services._procs.append(p)
