@@ -1,7 +1,7 @@
 /* pelotond: the Peloton-C daemon, one binary with roles (docs/architecture.md):
  *   apiserver  the Kubernetes API (apiserver-shim) over HTTP, backed by Redis
  *   resmgr     pools, entitlement, admission, preemption (leader by Redis lease)
- *   placement  ready gangs -> hosts -> Bindings (several may run at once)
+ *   placement  ready gangs -> hosts -> Bindings (leader by Redis lease; --placement-active-active: several)
  *   jobmgr     Job objects -> Pods, restarts, rolling updates
  *   hostmgr    host inventory, lease checks: a lapsed node's tasks are LOST
  *   native     Peloton's own API (gRPC and YARPC HTTP on one port, --native-port,
@@ -37,10 +37,13 @@
  * only with --insecure-allow-anonymous (local development), nobody; RBAC
  * objects decide what they may do, and --audit-log-path records it
  * (--audit-log-maxsize=MB or --audit-log-maxbytes, --audit-log-maxbackup).
- * The singleton roles (resmgr, jobmgr with the workload translator, hostmgr,
- * the Mesos driver) act only while this process holds their Redis lease
+ * The singleton roles (resmgr, placement, jobmgr with the workload
+ * translator, hostmgr, the Mesos driver) act only while this process holds
+ * their Redis lease
  * (src/ctl/ctl_lease.h; --lease-ms, default 10 s; --leader-elect=false
  * starts them without), so several pelotonds may run them on one Redis.
+ * --placement-active-active runs placement in every process instead (each
+ * pops gangs atomically, but two engines may commit the same free capacity).
  * Each user but system:masters is held to --max-requests-per-user a second
  * (bursts of --max-request-burst-per-user) and --max-watches-per-user open
  * watches: past either, 429 with Retry-After (apiserver-shim/shim_limits.h).
@@ -134,7 +137,10 @@ struct controllers {
     bool leader_elect;
     uint32_t lease_ms;
     char lease_id[128];
-    struct ctl_lease *lease_jobmgr, *lease_hostmgr, *lease_mesos;
+    struct ctl_lease *lease_jobmgr, *lease_hostmgr, *lease_mesos, *lease_placement;
+    bool placement_active_active; /* placement in every process, no lease (--placement-active-active) */
+    struct ctl_env env;           /* what the roles are started with */
+    struct placement_options po;
     struct jobmgr_options jo;
     struct workloads_options wo;
     struct hostmgr_options ho;
@@ -159,7 +165,8 @@ static void ctl_stop_roles(uv_async_t *a) {
     ctl_lease_stop(c->lease_jobmgr); /* each stops its role first, then hands the lease over */
     ctl_lease_stop(c->lease_hostmgr);
     ctl_lease_stop(c->lease_mesos);
-    c->lease_jobmgr = c->lease_hostmgr = c->lease_mesos = NULL;
+    ctl_lease_stop(c->lease_placement);
+    c->lease_jobmgr = c->lease_hostmgr = c->lease_mesos = c->lease_placement = NULL;
     resmgr_stop(c->resmgr);
     placement_stop(c->placement);
     jobmgr_stop(c->jobmgr);
@@ -248,6 +255,19 @@ static void hostmgr_term(void *ud, bool leader, long long epoch) {
         fprintf(stderr, "pelotond: hostmgr: %s\n", err);
 }
 
+static void placement_term(void *ud, bool leader, long long epoch) {
+    struct controllers *c = ud;
+    (void)epoch;
+    char err[512];
+    if (!leader) {
+        placement_stop(c->placement);
+        c->placement = NULL;
+        return;
+    }
+    if (!(c->placement = placement_start(&c->env, &c->po, err, sizeof err)))
+        fprintf(stderr, "pelotond: placement: %s\n", err);
+}
+
 static void mesos_term(void *ud, bool leader, long long epoch) {
     struct controllers *c = ud;
     (void)epoch;
@@ -269,6 +289,9 @@ static void mesos_term(void *ud, bool leader, long long epoch) {
 
 /* Starts the singleton roles: under their leases, or at once without leader election. */
 static int start_singletons(struct controllers *c, char *err, size_t errlen) {
+    if ((c->roles & ROLE_PLACEMENT) && (!c->leader_elect || c->placement_active_active) &&
+        !(c->placement = placement_start(&c->env, &c->po, err, errlen)))
+        return -1;
     if (!c->leader_elect) {
         if (c->roles & ROLE_JOBMGR) {
             if (!(c->jobmgr = jobmgr_start(&c->loop, c->kc, &c->jo, err, errlen))) return -1;
@@ -278,7 +301,10 @@ static int start_singletons(struct controllers *c, char *err, size_t errlen) {
         if ((c->roles & ROLE_MESOS) && !(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &c->mo, err, errlen))) return -1;
         return 0;
     }
-    if (((c->roles & ROLE_JOBMGR) &&
+    if (((c->roles & ROLE_PLACEMENT) && !c->placement_active_active &&
+         !(c->lease_placement = ctl_lease_start(&c->loop, c->db, "placement", c->lease_id, c->lease_ms,
+                                                placement_term, c))) ||
+        ((c->roles & ROLE_JOBMGR) &&
          !(c->lease_jobmgr = ctl_lease_start(&c->loop, c->db, "jobmgr", c->lease_id, c->lease_ms, jobmgr_term, c))) ||
         ((c->roles & ROLE_HOSTMGR) &&
          !(c->lease_hostmgr = ctl_lease_start(&c->loop, c->db, "hostmgr", c->lease_id, c->lease_ms, hostmgr_term, c))) ||
@@ -311,6 +337,7 @@ static void ctl_main(void *arg) {
     }
     env.kc = c->kc;
     env.db = c->db;
+    c->env = env;
     if (c->db) {
         c->db->m_replies = c->redis_series[0];
         c->db->m_errors = c->redis_series[1];
@@ -323,9 +350,8 @@ static void ctl_main(void *arg) {
     ro.on_ready_ud = c;
     ro.round_ms = c->round_ms ? c->round_ms : ro.round_ms;
     ro.gang_wait_ms = c->gang_wait_ms ? c->gang_wait_ms : ro.gang_wait_ms;
-    struct placement_options po;
-    placement_options_default(&po);
-    po.tick_ms = c->tick_ms ? c->tick_ms : po.tick_ms;
+    placement_options_default(&c->po);
+    c->po.tick_ms = c->tick_ms ? c->tick_ms : c->po.tick_ms;
     if (c->lease_ms) ro.lease_ms = c->lease_ms;
     jobmgr_options_default(&c->jo);
     if (c->backoff_ms) c->jo.backoff_ms = c->backoff_ms;
@@ -344,7 +370,6 @@ static void ctl_main(void *arg) {
     gethostname(host, sizeof host - 1);
     snprintf(c->lease_id, sizeof c->lease_id, "%s-%ld-%08x", host[0] ? host : "pelotond", (long)getpid(), rnd);
     if (((c->roles & ROLE_RESMGR) && !(c->resmgr = resmgr_start(&env, &ro, err, sizeof err))) ||
-        ((c->roles & ROLE_PLACEMENT) && !(c->placement = placement_start(&env, &po, err, sizeof err))) ||
         start_singletons(c, err, sizeof err) ||
         ((c->roles & ROLE_EXTENDER) && start_extender(c, err, sizeof err)) ||
         ((c->roles & ROLE_NATIVE) && start_native(c, err, sizeof err))) {
@@ -564,7 +589,7 @@ static int usage(void) {
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
                     "[--gang-wait-event-ms=N] [--mesos-master=URL] [--metrics-port=N] "
-                    "[--leader-elect=true|false] [--lease-ms=10000] "
+                    "[--leader-elect=true|false] [--lease-ms=10000] [--placement-active-active] "
                     "[--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3] "
                     "[--tls-cert=PEM --tls-key=PEM] [--client-ca-file=PEM] [--insecure-allow-anonymous] "
                     "[--audit-log-path=F] [--audit-log-maxsize=MB | --audit-log-maxbytes=N] [--audit-log-maxbackup=N] "
@@ -603,6 +628,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
     unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0, backoff_ms = 0, backoff_max_ms = 0,
              gang_wait_ms = 0, lease_ms = 0;
     bool leader_elect = true; /* the singleton roles under leases (ctl_lease.h) */
+    bool placement_aa = false; /* placement in every process without a lease */
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = opt(argv[i], "--roles"))) roles = v;
@@ -640,6 +666,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--restart-backoff-max-ms")))
             backoff_max_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
         else if ((v = opt(argv[i], "--leader-elect"))) leader_elect = strcmp(v, "false") != 0;
+        else if (!strcmp(argv[i], "--placement-active-active")) placement_aa = true;
         else if ((v = opt(argv[i], "--lease-ms"))) lease_ms = atoi(v) >= 300 ? (unsigned)atoi(v) : 0;
         else if ((v = opt(argv[i], "--gang-wait-event-ms"))) gang_wait_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--mesos-master"))) mesos_master = v;
@@ -697,7 +724,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
                               .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms,
                               .mesos_master = mesos_master, .mass_fraction = mass_fraction,
                               .mass_min_nodes = (uint32_t)mass_min_nodes, .leader_elect = leader_elect,
-                              .lease_ms = lease_ms};
+                              .lease_ms = lease_ms, .placement_active_active = placement_aa};
     struct metrics_family *redis_replies = NULL, *redis_errors = NULL;
     if (reg) {
         static const char *const client[] = {"client"};

@@ -5,7 +5,8 @@ manager) acts in exactly one of them at a time (src/ctl/ctl_lease.h,
 docs/operations.md). One API server (pelotond --roles=apiserver),
 kubelet-sim with 4 nodes, and controller processes A, B (and C) with a
 3 s lease:
-- one holder per role; a BATCH Job runs each instance once;
+- one holder per role (placement too: two engines acting at once could
+  commit the same free capacity); a BATCH Job runs each instance once;
 - the job manager's holder killed with -9: another takes its roles within
   the lease and the next Job runs;
 - the holder stopped cleanly: it hands its leases over at once (well
@@ -29,7 +30,8 @@ KUBECONFIG = services.kubeconfig(PORT)
 SIM, SIM_ERR = services.start_kubelet_sim(KUBECONFIG, "--nodes=4", "--name-prefix=ha-", expect=4)
 wait_until = services.wait_until
 CTL = {}  # name -> (process, log path)
-ROLES = ("jobmgr", "hostmgr", "resmgr")
+ROLES = ("jobmgr", "hostmgr", "resmgr", "placement")
+EXTRA = os.environ.get("HA_CTL_FLAGS", "").split()  # e.g. --placement-active-active, to see the test fail
 
 
 def start_ctl(name):
@@ -37,7 +39,7 @@ def start_ctl(name):
     log = os.path.join(d, f"{name}.log")
     p = subprocess.Popen([services.PELOTOND, "--roles=resmgr,placement,jobmgr,hostmgr",
                           f"--server=http://127.0.0.1:{PORT}", f"--redis=127.0.0.1:{REDIS}",
-                          f"--lease-ms={LEASE_MS}"], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+                          f"--lease-ms={LEASE_MS}", *EXTRA], stdout=open(log, "w"), stderr=subprocess.STDOUT)
     services._procs.append(p)
     CTL[name] = (p, log)
     wait_until(lambda: "controllers running" in open(log).read() or p.poll() is not None, 15, f"{name} to start")
