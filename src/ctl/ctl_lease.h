@@ -1,4 +1,4 @@
-/* A singleton role's lease in Redis (docs/operations.md "Several pelotonds"):
+/* A singleton role's lease in Redis (docs/architecture.md, "Roles and processes"):
  * the key peloton:<role>:leader holds the holder's id for lease_ms (SET NX
  * PX); the holder renews it every third of that, by a script that extends
  * it only while it still holds the holder's id; every acquisition bumps

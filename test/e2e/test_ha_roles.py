@@ -2,7 +2,7 @@
 """End-to-end: several pelotonds run the controller roles on one Redis, and
 each singleton role (the job manager, the host manager, the resource
 manager) acts in exactly one of them at a time (src/ctl/ctl_lease.h,
-docs/operations.md). One API server (pelotond --roles=apiserver),
+docs/architecture.md, "Roles and processes"). One API server (pelotond --roles=apiserver),
 kubelet-sim with 4 nodes, and controller processes A, B (and C) with a
 3 s lease:
 - one holder per role (placement too: two engines acting at once could
