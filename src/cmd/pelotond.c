@@ -584,7 +584,7 @@ static int usage(void) {
                     "[--extender-port=8888] [--extender-prefix=/peloton] "
                     "[--server=URL | --kubeconfig=F] [--default-pool=NAME] [--scheduler-default=true|false] "
                     "[--bind=ADDR] [--port=N] [--port-file=F] [--unix-socket=/PATH] "
-                    "[--redis=HOST:PORT|unix:///PATH] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
+                    "[--redis=HOST:PORT|unix:///PATH | --redis-sentinel=H:P,H:P,... [--redis-master-name=peloton]] [--redis-wait-replicas=N] [--redis-wait-timeout-ms=1000] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
@@ -612,6 +612,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
     const char *server = NULL, *kubeconfig = NULL, *default_pool = NULL, *sched_default = "true";
     const char *ext_prefix = NULL, *mesos_master = NULL;
     int ext_port = EXT_DEFAULT_PORT, native_port = -1;
+    const char *sentinels = NULL, *master_name = "peloton"; /* Redis behind Sentinel (store.h) */
+    int wait_replicas = 0, wait_timeout_ms = 0;             /* acknowledged writes on replicas (store_options) */
     const char *bind = "127.0.0.1", *roles = "all", *redis = "127.0.0.1:6379", *token_file = NULL,
                *port_file = NULL, *unix_path = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL,
                *tls_key = NULL;
@@ -644,6 +646,10 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--port-file"))) port_file = v;
         else if ((v = opt(argv[i], "--unix-socket"))) unix_path = v;
         else if ((v = opt(argv[i], "--redis"))) redis = v;
+        else if ((v = opt(argv[i], "--redis-sentinel"))) sentinels = v;
+        else if ((v = opt(argv[i], "--redis-master-name"))) master_name = v;
+        else if ((v = opt(argv[i], "--redis-wait-replicas"))) wait_replicas = atoi(v);
+        else if ((v = opt(argv[i], "--redis-wait-timeout-ms"))) wait_timeout_ms = atoi(v);
         else if ((v = opt(argv[i], "--token-file"))) token_file = v;
         else if ((v = opt(argv[i], "--client-ca-file"))) client_ca = v;
         else if (!strcmp(argv[i], "--insecure-allow-anonymous") || (v = opt(argv[i], "--insecure-allow-anonymous")))
@@ -739,11 +745,25 @@ static int run(int argc, char **argv, struct metrics *reg) {
         ctl.redis_series[1] = metrics_series1(redis_errors, "controllers");
     }
     ctl.metrics = reg;
+    if (sentinels) { /* before any connection, any thread */
+        char serr[300];
+        if (store_sentinel_config(sentinels, master_name, serr, sizeof serr)) {
+            fprintf(stderr, "pelotond: --redis-sentinel: %s\n", serr);
+            return 2;
+        }
+    }
     if (!(role_bits & ROLE_API))
         return run_controllers_only(&ctl, server, kubeconfig, token_file, metrics_port, port_file);
     char host[256];
     int redis_port;
     if (store_parse_addr(redis, host, sizeof host, &redis_port)) return usage();
+    if (sentinels) {
+        char serr[300];
+        if (store_sentinel_primary(host, sizeof host, &redis_port, serr, sizeof serr))
+            fprintf(stderr, "level=warn msg=\"redis: %s; trying on\"\n", serr);
+        else fprintf(stderr, "level=info msg=\"redis: primary from Sentinel\" master=%s addr=%s:%d\n", master_name, host,
+                     redis_port);
+    }
     /* The controllers in this process reach the API server with a token of
      * their own, made here and never written anywhere (system:masters); the
      * token file's users are the API's clients (docs/security.md). */
@@ -757,6 +777,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
     struct store_options so;
     store_options_init(&so);
     if (history_max > 0) so.history_max = history_max;
+    so.wait_replicas = wait_replicas;
+    so.wait_timeout_ms = wait_timeout_ms;
     if (store_open(host, redis_port, &so, &st)) {
         fprintf(stderr, "pelotond: cannot reach redis at %s\n", redis);
         free(token);

@@ -36,6 +36,11 @@
  * commands reach Redis in the order they were made. */
 struct ctl_db {
     redisContext *c;
+    char host[256];     /* where it connects again (store_redis_connect) */
+    int port;
+    bool replica;       /* a write was refused READONLY: reconnect (a failover) */
+    unsigned reading;   /* ctl_redis_append'ed commands whose replies are unread */
+    uint64_t tried_ms;  /* the last reconnect attempt */
     unsigned deferred;  /* commands queued whose replies are unread */
     uv_check_t *flush;  /* freed by its close callback */
     struct metrics_series *m_replies, *m_errors; /* replies read, and failed ones (metrics.h); NULL: not counted */
