@@ -66,13 +66,13 @@ def test_a_pool_at_its_entitlement_says_why_and_how_many_wait():
             p["status"]["gangs"].get("running") == 1 and c
     c = wait_until(held, 20, "pool full: Admitting False with 2 gangs waiting and 1 running")
     assert c["reason"] == "AtEntitlement", c
-    assert "cpu entitlement 2" in c["message"] and "2 gangs wait" in c["message"], c
+    assert "cpu entitlement: 2 of 2 cores allocated" in c["message"] and "2 gangs wait" in c["message"], c
     assert c.get("lastTransitionTime"), c
     # the parent: the sums over its subtree, and its held leaf
     org = get_pool("org")
     assert org["status"]["gangs"] == {"pending": 2, "running": 1}, org["status"]
     c = condition(org, "Admitting")
-    assert c["status"] == "False" and c["reason"] == "AtEntitlement" and "pool /org/full:" in c["message"], c
+    assert c["status"] == "False" and c["reason"] == "AtEntitlement" and "pool /org/full at its cpu entitlement" in c["message"], c
     # the printer column
     out = kubectl("get", "resourcepool", "full")
     head, row = out.splitlines()[:2]
