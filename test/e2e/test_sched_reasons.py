@@ -154,7 +154,7 @@ def test_every_pod_waiting_for_admission_says_why_and_binding_clears_it():
     # the moment each was told: wait-1 may have been told before wait-2 came)
     want = {0: re.escape("waiting for admission: pool /adm at its cpu entitlement: 2 of 2 cores allocated, gang "
                          "needs 1; position 1 of ") + "[1-3]" +
-               re.escape(" in the pool's queue; admitted when 1 core of its work ends or its entitlement grows by 1 "
+               re.escape(" in the pool's queue; admitted once its work frees 1 core or its entitlement grows by 1 "
                          "core")}
     for i in (1, 2):
         want[i] = (re.escape("waiting for admission: pool /adm: queued behind higher-priority or earlier gangs, "
@@ -211,8 +211,15 @@ def test_preempted_pod_says_who_and_why_and_the_preemptor_names_it():
                       "the preemptor's Preempting Events")
     for n in names:  # the preemptor names each victim
         assert any(m.startswith(f"preempting default/{n}: priority 9 gang ") for m in mine), (n, mine)
-    desc = kubectl("describe", "pod", sorted(names)[0])
-    assert re.search(r"Warning\s+Preempted\s+.*peloton-resmgr\s+priority 9 gang", desc), desc
+    # kubectl get events shows the victims' side (they are gone), kubectl describe the preemptor's
+    table = kubectl("get", "events")
+    for n in names:
+        assert re.search(r"Warning\s+Preempted\s+pod/" + n + r"\s+priority 9 gang \S+ preempts priority 1", table), \
+            table
+    desc = kubectl("describe", "pod", "hi-0")
+    for n in names:
+        assert re.search(r"Normal\s+Preempting\s+.*peloton-resmgr\s+preempting default/" + n + ": priority 9", desc), \
+            desc
     wait_until(lambda: get_pod("hi-0")["spec"].get("nodeName"), 30, "the preemptor bound")
     delete("t=pri")
 
@@ -224,6 +231,9 @@ def test_inter_pool_victims_name_the_pool_they_make_room_for():
     apply([pod(f"ia-{i}", "ia", 1, labels={"t": "ia"}) for i in range(8)])
     wait_until(lambda: sum(1 for i in range(8) if get_pod(f"ia-{i}")["spec"].get("nodeName")) == 8, 30,
                "ia borrowing all of org's 8 cores")
+    # the nodes' last 4 cores go to other work: ib's pods, admitted, wait for ia's to leave the nodes
+    apply([pod("fill-0", "sr", 4, labels={"t": "ib"})])
+    wait_until(lambda: get_pod("fill-0")["spec"].get("nodeName"), 30, "the filler bound")
     apply([pod(f"ib-{i}", "ib", 1, labels={"t": "ib"}) for i in range(4)])
     vic = wait_until(lambda: [e for e in services.events(KUBECONFIG, reason="Preempted")
                               if e["involvedObject"]["name"].startswith("ia-")], 40, "ia's victims told")
