@@ -237,6 +237,7 @@ static void ctl_main(void *arg) {
     struct mdrv_options mo;
     mdrv_options_default(&mo);
     mo.master = c->mesos_master;
+    mo.metrics = c->metrics;
     if (((c->roles & ROLE_RESMGR) && !(c->resmgr = resmgr_start(&env, &ro, err, sizeof err))) ||
         ((c->roles & ROLE_PLACEMENT) && !(c->placement = placement_start(&env, &po, err, sizeof err))) ||
         ((c->roles & ROLE_JOBMGR) && !(c->jobmgr = jobmgr_start(&c->loop, c->kc, &jo, err, sizeof err))) ||
