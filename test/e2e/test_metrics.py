@@ -78,13 +78,14 @@ def pool(name, cpu_res, cpu_lim):
             "spec": {"resources": [{"kind": "cpu", "reservation": str(cpu_res), "limit": str(cpu_lim), "share": 1}]}}
 
 
-def pod(name, pool_name, cpu, prio=None, app="metrics-test"):
+def pod(name, pool_name, cpu, prio=None, app="metrics-test", memory=None):
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default", "labels": {"peloton.io/resource-pool": pool_name,
                                                                            "app": app},
                          "annotations": {"peloton.io/priority": str(prio)} if prio is not None else {}},
             "spec": {"schedulerName": "peloton", "restartPolicy": "Never",
-                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": str(cpu)}}}]}}
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {
+                         "cpu": str(cpu), **({"memory": memory} if memory else {})}}}]}}
 
 
 def samples(text, name):
@@ -251,7 +252,7 @@ def test_waiting_and_preemption_seen_by_prometheus():
     the head and 'queued' for the one behind it); a priority 9 pod then preempts one of the running pods
     (preemptions 1, by pool and reason 'priority')."""
     apply([pool("metrics-q", 0, 2)])
-    apply([pod(f"mq-run-{i}", "metrics-q", 1, prio=1, app="mq") for i in range(2)])
+    apply([pod(f"mq-run-{i}", "metrics-q", 1, prio=1, app="mq", memory="1Gi") for i in range(2)])
     wait_until(lambda: kubectl("get", "pods", "-l", "app=mq", "-o", "jsonpath={.items[*].spec.nodeName}").count("m-")
                == 2, 30, "2 pods of metrics-q bound")
     apply([pod("mq-wait-0", "metrics-q", 1, prio=1, app="mq")])
@@ -265,6 +266,9 @@ def test_waiting_and_preemption_seen_by_prometheus():
     # the pool's gauges: entitlement and allocation 2, demand 2 (capped by the limit), reservation 0
     for g, v in (("entitlement", 2), ("allocation", 2), ("demand", 2), ("reservation", 0)):
         assert scalar(f'peloton_pool_{g}{{pool="metrics-q",kind="cpu"}}') == v, g
+    # per kind, in base units: the two running pods' memory in bytes
+    assert scalar('peloton_pool_allocation{pool="metrics-q",kind="memory"}') == 2 * 2**30
+    assert scalar('peloton_pool_allocation{pool="metrics-q",kind="gpu"}') == 0
     assert (scalar('sum(peloton_resmgr_preemptions_total{pool="metrics-q"})') or 0) == 0
     apply([pod("mq-hi", "metrics-q", 1, prio=9, app="mq")])
     wait_until(lambda: scalar('peloton_resmgr_preemptions_total{pool="metrics-q",reason="priority"}') == 1, 30,
