@@ -369,13 +369,14 @@ static const char *queue_name(int q) {
     return "";
 }
 
-/* An amount of kind k for a person: "4 cores", "1 core", "2 GPUs", "3Gi". */
-static void amount(enum res_kind k, int64_t v, char *buf, size_t len) {
+int admit_amount_format(enum res_kind k, int64_t v, char *buf, size_t len) {
     char q[40];
     quantity_format_display(k, v, q, sizeof q);
     const char *unit = k == RES_CPU ? (v == 1000 ? " core" : " cores") : k == RES_GPU ? (v == 1000 ? " GPU" : " GPUs") : "";
-    snprintf(buf, len, "%s%s", q, unit);
+    return snprintf(buf, len, "%s%s", q, unit);
 }
+
+static void amount(enum res_kind k, int64_t v, char *buf, size_t len) { admit_amount_format(k, v, buf, len); }
 
 int admit_why_format(const struct gang *g, char *buf, size_t len) {
     const char *path = g->pool ? g->pool->path : "(none)";

@@ -117,6 +117,9 @@ void admit_tree_release(struct respool_tree *t);
 /* "entitlement", "slack entitlement", "controller limit", "reservation",
  * "deletion", "none". */
 const char *admit_check_name(enum admit_check c);
+/* An amount of kind k for a person: "4 cores", "1 core", "0.5 cores", "2
+ * GPUs", "3Gi". snprintf semantics. */
+int admit_amount_format(enum res_kind k, int64_t v, char *buf, size_t len);
 /* g's place in its queue, from 1 (the head), or 0 when it is not queued.
  * The head is O(1); any other gang sorts a copy of its queue once per change
  * of the queue (O(n log n)), then finds itself by binary search. */
