@@ -372,11 +372,11 @@ static const char *queue_name(int q) {
 int admit_amount_format(enum res_kind k, int64_t v, char *buf, size_t len) {
     char q[40];
     quantity_format_display(k, v, q, sizeof q);
-    const char *unit = k == RES_CPU ? (v == 1000 ? " core" : " cores") : k == RES_GPU ? (v == 1000 ? " GPU" : " GPUs") : "";
+    const char *unit = k == RES_CPU   ? (v == 1000 ? " core" : " cores")
+                       : k == RES_GPU ? (v == 1000 ? " GPU" : " GPUs")
+                                      : "";
     return snprintf(buf, len, "%s%s", q, unit);
 }
-
-static void amount(enum res_kind k, int64_t v, char *buf, size_t len) { admit_amount_format(k, v, buf, len); }
 
 int admit_why_format(const struct gang *g, char *buf, size_t len) {
     const char *path = g->pool ? g->pool->path : "(none)";
@@ -395,7 +395,7 @@ int admit_why_format(const struct gang *g, char *buf, size_t len) {
         return snprintf(buf, len, "pool %s: is being deleted; it admits no new work (create the pod in another pool)",
                         path);
     char lim[64], al[48], gq[48], need[64];
-    amount(w->kind, w->limit, lim, sizeof lim);
+    admit_amount_format(w->kind, w->limit, lim, sizeof lim);
     quantity_format_display(w->kind, w->alloc, al, sizeof al);
     quantity_format_display(w->kind, w->gang, gq, sizeof gq);
     const char *to = w->check == ADMIT_CHECK_ENTITLEMENT ? ""
@@ -411,7 +411,7 @@ int admit_why_format(const struct gang *g, char *buf, size_t len) {
     if (n < 0 || (size_t)n >= len) return n;
     int64_t short_by = w->alloc + w->gang - w->limit;
     if (short_by <= 0) return n; /* the numbers moved since it was tried: it is tried again next round */
-    amount(w->kind, short_by, need, sizeof need);
+    admit_amount_format(w->kind, short_by, need, sizeof need);
     if (w->gang > w->limit) /* no work ending is enough */
         return n + snprintf(buf + n, len - (size_t)n, "; admitted once its %s grows by %s (the gang is larger than "
                             "the whole %s)", admit_check_name(w->check), need, admit_check_name(w->check));

@@ -88,8 +88,8 @@ static bool gains(const struct respool *p, const struct preempt_victim *v, const
     return running[p->index].v[v->kind] < want;
 }
 
-/* "; for pool /org/b" (or "pools /org/b, /org/c"): who an inter-pool victim
- * makes room for, appended to its message. */
+/* "; for the work of pool(s) /org/b, /org/c": who an inter-pool victim makes
+ * room for, appended to its message (nothing when no pool lacks room now). */
 static void append_gainers(char *why, size_t len, struct respool *const *all, size_t npools,
                            const struct preempt_victim *v, const struct resvec *running) {
     size_t at = strlen(why), count = 0;
