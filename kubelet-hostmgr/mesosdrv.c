@@ -625,10 +625,48 @@ void md_kick(struct mdrv *d) {
     if (!d->stopped && !uv_is_active((uv_handle_t *)&d->kick)) uv_timer_start(&d->kick, on_kick, 0, 0);
 }
 
+/* The metrics from the driver's counts: what changed since the last tick. */
+static void md_metrics(struct mdrv *d) {
+    if (!d->o.metrics) return;
+    const struct mdrv_stats *n = &d->st, *o = &d->m_last;
+    metrics_add(d->m_calls[0], n->accepts - o->accepts);
+    metrics_add(d->m_calls[1], n->declines - o->declines);
+    metrics_add(d->m_calls[2], n->revives - o->revives);
+    metrics_add(d->m_calls[3], n->kills - o->kills);
+    metrics_add(d->m_calls[4], n->acks - o->acks);
+    metrics_add(d->m_launched, n->launched - o->launched);
+    metrics_add(d->m_updates, n->updates - o->updates);
+    metrics_add(d->m_lost, n->lost - o->lost);
+    metrics_set(d->m_agents, (double)strmap_count(&d->agents));
+    metrics_set(d->m_subscribed, d->mc && mclient_subscribed(d->mc) && d->fid ? 1 : 0);
+    d->m_last = d->st;
+}
+
+static void md_metrics_init(struct mdrv *d) {
+    struct metrics *reg = d->o.metrics;
+    if (!reg) return;
+    static const char *const call[] = {"ACCEPT", "DECLINE", "REVIVE", "KILL", "ACKNOWLEDGE"};
+    struct metrics_family *calls = metrics_counter(reg, "peloton_mesos_calls_total",
+                                                   "Calls the Mesos driver sent to the master, by type.", 1,
+                                                   (const char *const[]){"call"});
+    for (int i = 0; i < 5; i++) d->m_calls[i] = metrics_series1(calls, call[i]);
+    d->m_launched = metrics_series0(metrics_counter(reg, "peloton_mesos_tasks_launched_total",
+                                                    "Tasks launched on Mesos agents (one per pod).", 0, NULL));
+    d->m_updates = metrics_series0(metrics_counter(reg, "peloton_mesos_status_updates_total",
+                                                   "Task status updates received from the master.", 0, NULL));
+    d->m_lost = metrics_series0(metrics_counter(reg, "peloton_mesos_tasks_lost_total",
+                                                "Pods failed because their task was lost, gone or dropped.", 0, NULL));
+    d->m_agents = metrics_series0(metrics_gauge(reg, "peloton_mesos_agents",
+                                                "Agents the driver knows (each a Node).", 0, NULL));
+    d->m_subscribed = metrics_series0(metrics_gauge(reg, "peloton_mesos_subscribed",
+                                                    "1 while the framework is subscribed to the master.", 0, NULL));
+}
+
 static void on_tick(uv_timer_t *t) {
     struct mdrv *d = t->data;
     d->agents_walk = true; /* retries of Node writes and drains come due */
     pump(d);
+    md_metrics(d);
 }
 
 /* ---- the subscription ---- */
@@ -791,6 +829,8 @@ struct mdrv *mdrv_start(uv_loop_t *loop, struct kclient *kc, struct ctl_db *db, 
     if (o->hold_ms) d->o.hold_ms = o->hold_ms;
     if (o->refuse_seconds > 0) d->o.refuse_seconds = o->refuse_seconds;
     if (o->reconcile_ms) d->o.reconcile_ms = o->reconcile_ms;
+    d->o.metrics = o->metrics;
+    md_metrics_init(d);
     uv_timer_init(loop, &d->tick);
     uv_timer_init(loop, &d->kick);
     d->tick.data = d->kick.data = d;

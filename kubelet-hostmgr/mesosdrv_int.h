@@ -105,6 +105,9 @@ struct mdrv {
     int64_t last_wait_ms;  /* when a pod last began to wait for an offer */
     int64_t last_sweep_ms; /* when pump last visited every agent holding offers */
     struct mdrv_stats st;
+    /* peloton_mesos_* (NULL without a registry): set from st every tick */
+    struct metrics_series *m_calls[5], *m_launched, *m_updates, *m_lost, *m_agents, *m_subscribed;
+    struct mdrv_stats m_last; /* st as the counters last had it */
 };
 
 /* ---- shared helpers (mesosdrv.c unless said) ---- */

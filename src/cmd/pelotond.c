@@ -364,6 +364,7 @@ static void ctl_main(void *arg) {
     if (c->mass_min_nodes) c->ho.mass_min_nodes = c->mass_min_nodes;
     mdrv_options_default(&c->mo);
     c->mo.master = c->mesos_master;
+    c->mo.metrics = c->metrics;
     uint32_t rnd = 0;
     if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd) rnd = (uint32_t)uv_hrtime();
     char host[64] = "";

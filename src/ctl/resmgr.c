@@ -493,7 +493,7 @@ static void tell_wait(struct resmgr *r, struct rm_gang *g) {
     static struct cm_pod *buf[RM_GANG_MAX];
     uint32_t code = wait_code(&g->g);
     if (g->st != RG_QUEUED || g->said == code) return;
-    char why[300], msg[340], nsbuf[256];
+    char why[700], msg[760], nsbuf[256];
     const char *ns, *label;
     admit_why_format(&g->g, why, sizeof why);
     snprintf(msg, sizeof msg, "waiting for admission: %s", why);

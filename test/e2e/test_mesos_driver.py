@@ -157,6 +157,17 @@ def test_batch_job_runs_then_succeeds():
     st = wait_until(lambda: (lambda st: st["tasks_with_pending_updates"] == 0 and st["acks"] == st["updates_sent"]
                              and st)(sim_state()), 10, "every update acknowledged")
     assert st["tasks_launched"] == 4 and st["bad_calls"] == 0, st
+    # the driver's metrics (docs/metrics.md) say the same: 4 tasks launched, every update acknowledged
+    want = {"peloton_mesos_tasks_launched_total": 4, 'peloton_mesos_calls_total{call="ACKNOWLEDGE"}': st["acks"],
+            "peloton_mesos_agents": 3, "peloton_mesos_subscribed": 1}
+
+    def metrics():
+        text = __import__("urllib.request").request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=10).read()
+        got = {l.rpartition(" ")[0]: float(l.rpartition(" ")[2]) for l in text.decode().splitlines()
+               if l.startswith("peloton_mesos_")}
+        return got if all(got.get(k) == v for k, v in want.items()) else None
+    got = wait_until(metrics, 10, f"the driver's metrics at {want}")
+    assert got['peloton_mesos_calls_total{call="ACCEPT"}'] >= 1 and got["peloton_mesos_status_updates_total"] >= 8, got
     kubectl("delete", "jobs.peloton.io", "mb", "--wait=false")
     wait_until(lambda: not pods("mb"), 30, "mb's pods gone")
 
