@@ -956,3 +956,107 @@ TEST(jobmgr_integ_update_survives_restart) {
     CHECK(r.max_unavailable <= 1);
     env_stop(&e);
 }
+
+/* ---- sla.maximumRunningInstances and spec.stoppedInstances ---- */
+
+/* Pods of the job not ended: not Succeeded nor Failed (being deleted counts:
+ * its run has not ended yet). */
+static size_t live_pods(struct env *e, const char *job) {
+    json_t *pods = list_pods(e, job);
+    size_t i, n = 0;
+    json_t *pod;
+    json_array_foreach(pods, i, pod) {
+        const char *ph = pphase(pod);
+        n += !ph || (strcmp(ph, "Succeeded") && strcmp(ph, "Failed"));
+    }
+    json_decref(pods);
+    return n;
+}
+
+struct max_live {
+    const char *job;
+    size_t max;
+};
+static bool done_tracking(struct env *e, void *ud) {
+    struct max_live *m = ud;
+    size_t n = live_pods(e, m->job);
+    if (n > m->max) m->max = n;
+    struct want_state ws = {m->job, "SUCCEEDED"};
+    return job_in_state(e, &ws);
+}
+
+/* A BATCH job of 5 with maximumRunningInstances 2: never more than 2 pods
+ * not ended at once, the next started as one ends, all 5 succeed. */
+TEST(jobmgr_integ_batch_max_running) {
+    START(e);
+    REQUIRE(create_job(&e, "mr", "BATCH", 5, "\"sla\":{\"maximumRunningInstances\":2},", "img") == 201);
+    struct max_live m = {"mr", 0};
+    CHECK(wait_until(&e, "mr", run_to_success, done_tracking, &m));
+    CHECK_I64((long)m.max, 2);
+    json_t *job = get_job(&e, "mr");
+    CHECK_I64(job_stat(job, "SUCCEEDED"), 5);
+    json_decref(job);
+    json_t *pods = list_pods(&e, "mr");
+    CHECK_I64(json_array_size(pods), 5);
+    json_decref(pods);
+    env_stop(&e);
+}
+
+struct want_instances {
+    const char *job;
+    const char *want; /* the instances with a Running pod not being deleted, e.g. "0,1,4" */
+};
+static bool instances_running(struct env *e, void *ud) {
+    struct want_instances *w = ud;
+    json_t *pods = list_pods(e, w->job);
+    char have[10][16];
+    size_t i, n = 0;
+    json_t *pod;
+    bool ok = true;
+    json_array_foreach(pods, i, pod) {
+        if (pmeta(pod, "deletionTimestamp") || !pphase(pod) || strcmp(pphase(pod), "Running")) {
+            ok = false; /* something is still moving */
+            continue;
+        }
+        if (n < 10) snprintf(have[n++], sizeof have[0], "%s", plabel(pod, PL_INSTANCE) ? plabel(pod, PL_INSTANCE) : "");
+    }
+    json_decref(pods);
+    qsort(have, n, sizeof have[0], (int (*)(const void *, const void *))strcmp);
+    char got[200] = "";
+    for (i = 0; i < n; i++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? "," : "", have[i]);
+    return ok && !strcmp(got, w->want);
+}
+
+/* spec.stoppedInstances: the named instances' pods are killed and not
+ * replaced while named; taken out of the list, they run again. */
+TEST(jobmgr_integ_stopped_instances) {
+    START(e);
+    REQUIRE(create_job(&e, "st", "STATELESS", 5, NULL, "img") == 201);
+    struct want_instances all = {"st", "0,1,2,3,4"};
+    CHECK(wait_until(&e, "st", run_forever, instances_running, &all));
+    CHECK(api(&e, "PATCH", JOBS "/st", "{\"spec\":{\"stoppedInstances\":[{\"from\":2,\"to\":4}]}}",
+              "application/merge-patch+json", NULL) == 200);
+    struct want_instances some = {"st", "0,1,4"};
+    CHECK(wait_until(&e, "st", run_forever, instances_running, &some));
+    for (int k = 0; k < 20; k++) { /* two resyncs later: still gone */
+        pump(&e, 100);
+        kubelet_step(&e, "st", run_forever);
+    }
+    CHECK(instances_running(&e, &some));
+    json_t *job = get_job(&e, "st");
+    CHECK_I64(job_stat(job, "KILLED"), 2);
+    CHECK_I64(job_stat(job, "RUNNING"), 3);
+    json_decref(job);
+    /* a bad range is refused by the API server with the field named */
+    json_t *out = NULL;
+    CHECK(api(&e, "PATCH", JOBS "/st", "{\"spec\":{\"stoppedInstances\":[{\"from\":3,\"to\":3}]}}",
+              "application/merge-patch+json", &out) == 422);
+    char *msg = json_dumps(out, JSON_COMPACT);
+    CHECK(msg && strstr(msg, "spec.stoppedInstances[0]"));
+    free(msg);
+    json_decref(out);
+    CHECK(api(&e, "PATCH", JOBS "/st", "{\"spec\":{\"stoppedInstances\":null}}", "application/merge-patch+json",
+              NULL) == 200);
+    CHECK(wait_until(&e, "st", run_forever, instances_running, &all));
+    env_stop(&e);
+}
