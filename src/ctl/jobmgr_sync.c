@@ -710,12 +710,20 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
 
 /* ---- request completions ---- */
 
-/* A create answered 409: whether the pod of that name is another's (not
- * this run of this instance of this Job), as the pod informer knows it. */
+/* A create of a generated name answered 409: whether the pod of that name
+ * is another's, i.e. not known to the pod informer as this run of this
+ * instance of this Job (the informer sees only pods labelled
+ * peloton.io/job, so a stranger's pod is not in it at all). Taking another
+ * name for a create of ours that went through unseen costs a second pod of
+ * the run, which the first one's arrival sends to the garbage. (A
+ * <job>-<instance> name has no other to take: that create waits until the
+ * other pod is gone, as before.) */
 static bool name_taken(struct jobmgr *jm, const struct jm_job *job, const struct jm_req *q) {
+    char plain[512];
+    if (jm_pod_name(plain, sizeof plain, job->name, q->instance, q->run) == 0 && !strcmp(plain, q->pod)) return false;
     const json_t *pod = kc_informer_get(jm->pods, job->ns, q->pod);
     struct jm_pod_view v;
-    if (!pod) return false; /* not seen yet: most likely ours */
+    if (!pod) return true;
     if (jm_pod_parse(pod, &v)) return true;
     return strcmp(v.job, job->name) || v.instance != q->instance || v.run != q->run ||
            (v.owner_uid && job->uid && strcmp(v.owner_uid, job->uid));

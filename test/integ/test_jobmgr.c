@@ -1060,3 +1060,51 @@ TEST(jobmgr_integ_stopped_instances) {
     CHECK(wait_until(&e, "st", run_forever, instances_running, &all));
     env_stop(&e);
 }
+
+/* Generated pod names (JM_A_POD_NAMES): <job>-<pod-template-hash>-<5>; a
+ * name another pod already holds is given up for the next salt. */
+TEST(jobmgr_integ_generated_names_and_a_taken_name) {
+    START(e);
+    const char *body =
+        "{\"apiVersion\":\"peloton.io/v1alpha1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"gn\","
+        "\"annotations\":{\"" JM_A_POD_NAMES "\":\"" JM_POD_NAMES_GENERATED "\"}},"
+        "\"spec\":{\"type\":\"BATCH\",\"resourcePool\":\"pool-a\",\"instanceCount\":2,"
+        "\"sla\":{\"maximumRunningInstances\":1},"
+        "\"template\":{\"metadata\":{\"labels\":{\"app\":\"gn\",\"" JM_HASH_LABEL "\":\"h7\"}},"
+        "\"spec\":{\"containers\":[{\"name\":\"main\",\"image\":\"img\"}]}}}}";
+    json_t *job = NULL;
+    REQUIRE(api(&e, "POST", JOBS, body, NULL, &job) == 201);
+    char uid[128], n0[128], n1[128], n1b[128];
+    snprintf(uid, sizeof uid, "%s", pmeta(job, "uid"));
+    json_decref(job);
+    REQUIRE_I64(jm_pod_name_generated(n0, sizeof n0, "gn-h7", uid, 0, 1, 0), 0);
+    REQUIRE_I64(jm_pod_name_generated(n1, sizeof n1, "gn-h7", uid, 1, 1, 0), 0);
+    REQUIRE_I64(jm_pod_name_generated(n1b, sizeof n1b, "gn-h7", uid, 1, 1, 1), 0);
+    /* instance 1 waits (one at a time): a stranger's pod takes its name meanwhile */
+    char stranger[400];
+    snprintf(stranger, sizeof stranger,
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\"},"
+             "\"spec\":{\"containers\":[{\"name\":\"x\",\"image\":\"x\"}]}}", n1);
+    CHECK(api(&e, "POST", PODS, stranger, NULL, NULL) == 201);
+    struct want_pods one = {"gn", 1, "Pending"};
+    CHECK(wait_until(&e, NULL, NULL, pods_are, &one));
+    json_t *pods = list_pods(&e, "gn");
+    CHECK_STR(pmeta(json_array_get(pods, 0), "name"), n0);
+    json_decref(pods);
+    struct want_state ws = {"gn", "SUCCEEDED"};
+    CHECK(wait_until(&e, "gn", run_to_success, job_in_state, &ws));
+    pods = list_pods(&e, "gn");
+    CHECK(find_pod(pods, n0) != NULL);
+    json_t *p1 = find_pod(pods, n1b);
+    CHECK(p1 != NULL);
+    if (p1) CHECK_STR(plabel(p1, PL_INSTANCE), "1");
+    CHECK_I64(json_array_size(pods), 2);
+    json_decref(pods);
+    char p[300];
+    snprintf(p, sizeof p, PODS "/%s", n1);
+    json_t *s = NULL;
+    CHECK(api(&e, "GET", p, NULL, NULL, &s) == 200); /* the stranger's pod is left alone */
+    CHECK(!plabel(s, PL_JOB));
+    json_decref(s);
+    env_stop(&e);
+}
