@@ -496,8 +496,10 @@ static void send_pass(struct ctx *c) {
         struct jm_inst *r = &job->inst[i];
         if (!r->used) continue;
         bool due = !r->create_ms || c->now - r->create_ms >= CREATE_RETRY_MS || r->pod == NULL;
-        if (r->state == TASK_INITIALIZED && !r->present && !r->creating && !r->kill && !crd_job_stopped(c->x, i) && due &&
-            c->pool_check == JM_POOL_OK && slots > 0) { /* no pods while the pool is not right (docs/lifecycle.md) */
+        /* no pods while the pool is not right (docs/lifecycle.md), for a
+         * stopped instance, or beyond sla.maximumRunningInstances */
+        if (r->state == TASK_INITIALIZED && !r->present && !r->creating && !r->kill && due &&
+            c->pool_check == JM_POOL_OK && !crd_job_stopped(c->x, i) && slots > 0) {
             send_create(c, r, i);
             if (slots != UINT32_MAX) slots--;
         }
