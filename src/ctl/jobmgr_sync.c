@@ -350,6 +350,15 @@ static void update_step(struct ctx *c) {
         struct task t;
         task_of(job, &job->inst[i], i, u->target, &t);
         update_instance_of(&t, &snap[n++]);
+        if (job->inst[i].stopped && !job->inst[i].restart_pending) {
+            /* stopped (spec.stoppedInstances): nothing to roll now; shown to
+             * the planner as settled at the target, it is started at the
+             * Job's template when it starts again (as Peloton left a stopped
+             * instance stopped through an update) */
+            snap[n - 1].version = u->target;
+            snap[n - 1].state = TASK_RUNNING;
+            snap[n - 1].state_since_ms = 0;
+        }
     }
     char err[512];
     enum update_state before = u->state;

@@ -1108,3 +1108,28 @@ TEST(jobmgr_integ_generated_names_and_a_taken_name) {
     json_decref(s);
     env_stop(&e);
 }
+
+/* A rolling update goes past stopped instances (they start again at the
+ * new template), and they stay stopped through it. */
+TEST(jobmgr_integ_update_passes_stopped_instances) {
+    START(e);
+    REQUIRE(create_job(&e, "us", "STATELESS", 4,
+                       "\"updateStrategy\":{\"batchSize\":1,\"minReadySeconds\":0},"
+                       "\"stoppedInstances\":[{\"from\":1,\"to\":3}],", "v1") == 201);
+    struct want_instances some = {"us", "0,3"};
+    CHECK(wait_until(&e, "us", run_forever, instances_running, &some));
+    CHECK(set_image(&e, "us", "v2") == 200);
+    struct roll r = {"us", "v2", "SUCCEEDED", 2, 0};
+    CHECK(wait_until(&e, "us", run_forever, rolled, &r));
+    CHECK(instances_running(&e, &some));
+    CHECK(api(&e, "PATCH", JOBS "/us", "{\"spec\":{\"stoppedInstances\":[]}}", "application/merge-patch+json",
+              NULL) == 200);
+    struct want_instances all = {"us", "0,1,2,3"};
+    CHECK(wait_until(&e, "us", run_forever, instances_running, &all));
+    json_t *pods = list_pods(&e, "us");
+    size_t i;
+    json_t *pod;
+    json_array_foreach(pods, i, pod) CHECK_STR(pimage(pod), "v2");
+    json_decref(pods);
+    env_stop(&e);
+}
