@@ -113,6 +113,8 @@ const char *native_call_transport(const struct native_call *c);
 const char *native_call_caller(const struct native_call *c);
 /* The method's name ("ListPods"). */
 const char *native_call_method(const struct native_call *c);
+/* The server's native_config.app (NULL once the server is gone). */
+void *native_call_app(const struct native_call *c);
 
 /* ---- calls from inside the process ----
  * One service answering through another's handler (v1alpha
@@ -151,6 +153,7 @@ struct native_config {
     int (*authorize)(void *ud, const char *authz, const char *procedure, char *msg, size_t msglen);
     void *authorize_ud;
     const struct native_registry *registry;
+    void *app; /* the role's own context for its handlers (native_call_app), borrowed */
 };
 
 struct native_stats {

@@ -182,6 +182,7 @@ bool native_call_gone(const struct native_call *c) { return (!c->conn && !c->int
 const char *native_call_transport(const struct native_call *c) { return c->json || !c->stream ? "yarpc" : "grpc"; }
 const char *native_call_caller(const struct native_call *c) { return c->caller; }
 const char *native_call_method(const struct native_call *c) { return c->m->name; }
+void *native_call_app(const struct native_call *c) { return c->srv ? c->srv->cfg.app : NULL; }
 
 /* The status on the wire (when the client is still there). */
 static void send_status(struct native_call *c, enum native_code code, const char *msg) {

@@ -1,0 +1,247 @@
+/* The native role's read cache (ncache.h). */
+#include "ncache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strmap.h"
+#include "svc_job.h"
+
+#define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
+#define POOLS_PATH "/apis/peloton.io/v1alpha1/resourcepools"
+
+struct job_entry {
+    json_t *obj;   /* the Job (a reference on the informer's object) */
+    bool dup;      /* two Jobs carry this JobID: never served from here */
+    ProtobufCMessage *memo[NCACHE_MEMOS];
+};
+
+struct ncache {
+    struct kclient *kc;
+    struct kc_informer *jobs, *pools;
+    struct strmap by_id;               /* JobID -> struct job_entry */
+    json_t *pool_items;                /* the pools in a list's order, built on demand; NULL after any change */
+    uint64_t fence[NCACHE_NKINDS];     /* highest resourceVersion a native write of the kind got back */
+    struct ncache_stats st;
+};
+
+static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+
+static bool same_object(const json_t *a, const json_t *b) {
+    const json_t *ma = json_object_get(a, "metadata"), *mb = json_object_get(b, "metadata");
+    return !strcmp(jstr(ma, "namespace") ?: "", jstr(mb, "namespace") ?: "") &&
+           !strcmp(jstr(ma, "name") ?: "", jstr(mb, "name") ?: "");
+}
+
+static void entry_forget_memos(struct job_entry *e) {
+    for (int i = 0; i < NCACHE_MEMOS; i++) {
+        if (e->memo[i]) protobuf_c_message_free_unpacked(e->memo[i], NULL);
+        e->memo[i] = NULL;
+    }
+}
+
+static void entry_free(struct job_entry *e) {
+    if (!e) return;
+    entry_forget_memos(e);
+    json_decref(e->obj);
+    free(e);
+}
+
+/* obj (a Job now in the cache) under its JobID. Out of memory leaves the id
+ * out: it is then read through the API server. */
+static void index_put(struct ncache *c, json_t *obj) {
+    const char *id = svc_job_id(obj);
+    struct job_entry *e = strmap_get(&c->by_id, id);
+    if (e) {
+        if (!same_object(e->obj, obj)) e->dup = true;
+        entry_forget_memos(e);
+        json_decref(e->obj);
+        e->obj = json_incref(obj);
+        return;
+    }
+    if (!(e = calloc(1, sizeof *e))) return;
+    e->obj = json_incref(obj);
+    if (strmap_put(&c->by_id, id, e, NULL)) entry_free(e);
+}
+
+/* obj (a Job leaving the cache, or its old state) is no longer under its JobID. */
+static void index_del(struct ncache *c, const json_t *obj) {
+    const char *id = svc_job_id(obj);
+    struct job_entry *e = strmap_get(&c->by_id, id);
+    if (!e || (!same_object(e->obj, obj) && !e->dup)) return;
+    entry_free(strmap_del(&c->by_id, id));
+}
+
+static void on_add(void *ud, json_t *obj) { index_put(ud, obj); }
+
+static void on_update(void *ud, json_t *old, json_t *obj) {
+    if (old && strcmp(svc_job_id(old), svc_job_id(obj))) index_del(ud, old);
+    index_put(ud, obj);
+}
+
+static void on_delete(void *ud, json_t *obj) { index_del(ud, obj); }
+
+/* Any change of a pool: the array of them is built again when next asked for. */
+static void pools_changed(struct ncache *c) {
+    json_decref(c->pool_items);
+    c->pool_items = NULL;
+}
+static void on_pool_add(void *ud, json_t *obj) { (void)obj, pools_changed(ud); }
+static void on_pool_update(void *ud, json_t *old, json_t *obj) { (void)old, (void)obj, pools_changed(ud); }
+
+struct ncache *ncache_new(struct kclient *kc) {
+    struct ncache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->kc = kc;
+    static const struct kc_informer_handlers h = {on_add, on_update, on_delete, NULL};
+    static const struct kc_informer_handlers hp = {on_pool_add, on_pool_update, on_pool_add, NULL};
+    if (!(c->jobs = kc_informer_new(kc, JOBS_PATH, NULL, &h, c)) || kc_informer_start(c->jobs) ||
+        !(c->pools = kc_informer_new(kc, POOLS_PATH, NULL, &hp, c)) || kc_informer_start(c->pools)) {
+        ncache_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void ncache_stop(struct ncache *c) {
+    if (!c) return;
+    kc_informer_free(c->jobs);
+    kc_informer_free(c->pools);
+    c->jobs = c->pools = NULL;
+    pools_changed(c);
+}
+
+void ncache_free(struct ncache *c) {
+    if (!c) return;
+    ncache_stop(c);
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&c->by_id, &pos, &k, &v)) entry_free(v);
+    strmap_free(&c->by_id);
+    free(c);
+}
+
+/* The kind of the collection a request path names ("/api/v1/namespaces/x/pods/y",
+ * "/apis/peloton.io/v1alpha1/jobs"), or -1 for one not cached. */
+static int path_kind(const char *path) {
+    const char *p = !strncmp(path, "/api/", 5) ? path + 5 : !strncmp(path, "/apis/", 6) ? path + 6 : NULL;
+    if (!p) return -1;
+    int skip = path[4] == '/' ? 1 : 2; /* version; group and version */
+    for (int i = 0; i < skip && p; i++) p = (p = strchr(p, '/')) ? p + 1 : NULL;
+    if (p && !strncmp(p, "namespaces/", 11)) {
+        const char *q = strchr(p + 11, '/');
+        if (q) p = q + 1; /* else the namespace object itself */
+    }
+    if (!p) return -1;
+    size_t n = strcspn(p, "/?");
+    if (n == 4 && !strncmp(p, "jobs", 4)) return NCACHE_JOBS;
+    if (n == 4 && !strncmp(p, "pods", 4)) return NCACHE_PODS;
+    if (n == 13 && !strncmp(p, "resourcepools", 13)) return NCACHE_POOLS;
+    return -1;
+}
+
+int ncache_write_kind(const char *method, const char *path) { return strcmp(method, "GET") ? path_kind(path) : -1; }
+
+void ncache_wrote(struct ncache *c, int k, const struct kc_response *r) {
+    if (!c || k < 0 || k >= NCACHE_NKINDS || r->status < 200 || r->status > 299) return;
+    const char *rv = jstr(json_object_get(kc_response_body(r), "metadata"), "resourceVersion");
+    char *end;
+    errno = 0;
+    unsigned long long v = rv ? strtoull(rv, &end, 10) : 0;
+    if (!rv || errno || end == rv || *end) v = UINT64_MAX; /* not a version understood: from now on k is read
+                                                              * through the API server (safe, slow) */
+    if (v > c->fence[k]) c->fence[k] = v;
+}
+
+bool ncache_usable(const struct ncache *c, enum ncache_kind k) {
+    const struct kc_informer *inf = !c ? NULL : k == NCACHE_JOBS ? c->jobs : k == NCACHE_POOLS ? c->pools : NULL;
+    if (!inf || !kc_informer_fresh(inf, 0)) return false;
+    char *end;
+    const char *rv = kc_informer_rv(inf);
+    errno = 0;
+    unsigned long long v = strtoull(rv, &end, 10);
+    return !errno && end != rv && !*end && v >= c->fence[k];
+}
+
+static struct job_entry *usable_entry(struct ncache *c, const char *id) {
+    if (!ncache_usable(c, NCACHE_JOBS)) {
+        c->st.fallbacks++;
+        return NULL;
+    }
+    struct job_entry *e = strmap_get(&c->by_id, id);
+    if (!e || e->dup) {
+        c->st.misses++;
+        return NULL;
+    }
+    return e;
+}
+
+const json_t *ncache_job(struct ncache *c, const char *id) {
+    if (!c) return NULL;
+    struct job_entry *e = usable_entry(c, id);
+    if (!e) return NULL;
+    c->st.hits++;
+    return e->obj;
+}
+
+const ProtobufCMessage *ncache_job_memo(struct ncache *c, const char *id, enum ncache_memo m) {
+    struct job_entry *e = c ? strmap_get(&c->by_id, id) : NULL;
+    if (!e || !e->memo[m]) return NULL;
+    c->st.memo_hits++;
+    return e->memo[m];
+}
+
+void ncache_job_memo_set(struct ncache *c, const char *id, enum ncache_memo m, ProtobufCMessage *msg) {
+    struct job_entry *e = c ? strmap_get(&c->by_id, id) : NULL;
+    if (!e) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        return;
+    }
+    if (e->memo[m]) protobuf_c_message_free_unpacked(e->memo[m], NULL);
+    e->memo[m] = msg;
+}
+
+static int add_pool(void *ud, json_t *obj) { return json_array_append(ud, obj); }
+
+static int by_name(const void *a, const void *b) {
+    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    return strcmp(jstr(json_object_get(x, "metadata"), "name") ?: "", jstr(json_object_get(y, "metadata"), "name") ?: "");
+}
+
+/* The pools as an array by name (the API server's list order for a
+ * cluster-scoped kind), or NULL when out of memory. */
+static json_t *sorted_pools(const struct ncache *c) {
+    json_t *items = json_array();
+    if (!items) return NULL;
+    kc_informer_foreach(c->pools, add_pool, items);
+    size_t n = json_array_size(items);
+    json_t **v = n == kc_informer_count(c->pools) ? calloc(n ? n : 1, sizeof *v) : NULL;
+    if (!v) {
+        json_decref(items);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) v[i] = json_incref(json_array_get(items, i));
+    qsort(v, n, sizeof *v, by_name);
+    json_array_clear(items);
+    for (size_t i = 0; i < n; i++) json_array_append_new(items, v[i]);
+    free(v);
+    return items;
+}
+
+const json_t *ncache_pools(struct ncache *c) {
+    if (!c) return NULL;
+    if (!ncache_usable(c, NCACHE_POOLS)) {
+        c->st.fallbacks++;
+        return NULL;
+    }
+    if (!c->pool_items && !(c->pool_items = sorted_pools(c))) return NULL;
+    c->st.hits++;
+    return c->pool_items;
+}
+
+void ncache_stats(const struct ncache *c, struct ncache_stats *out) {
+    if (c) *out = c->st;
+    else memset(out, 0, sizeof *out);
+}

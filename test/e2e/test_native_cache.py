@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""End-to-end: the native role's read cache (docs/native-api.md "Read
+cache"). v0 JobManager.Get and v1alpha JobService.GetJob answer from watch-fed
+copies of the Jobs; these tests hold them to what a read through the API
+server gave:
+
+- read-your-writes: a Get right after the client's own Create, Update, Stop,
+  Delete through the native API sees the write, every time (many rounds,
+  both API versions);
+- a write made with kubectl shows (bounded wait);
+- a cache that is not current is not served: the native role runs in its own
+  process against API server A; with A stopped, the Job is changed through
+  API server B (same Redis); Get then fails (UNAVAILABLE), never answers the
+  old Job; with A back on its port, the first Get that answers has the change.
+"""
+import json
+import os
+import subprocess
+import time
+
+import grpc
+import nativeclient
+import services
+from simlib import run_tests
+
+nativeclient.generate_stubs()
+from peloton.api.v0 import peloton_pb2 as pb  # noqa: E402
+from peloton.api.v0.job import job_pb2 as job  # noqa: E402
+from peloton.api.v0.task import task_pb2 as task  # noqa: E402
+from mesos.v1 import mesos_pb2 as mesos  # noqa: E402
+from peloton.api.v1alpha import peloton_pb2 as v1pb  # noqa: E402
+from peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as v1svc  # noqa: E402
+
+REDIS = services.start_redis()
+APORT = services.free_port()  # API server A: the native role's
+NPORT = services.free_port()
+D = services.tempdir()
+
+
+def start_api(port):
+    """API server A on its fixed port (restarted on the same one)."""
+    log = open(os.path.join(D, f"api-{time.monotonic_ns()}.log"), "w")
+    p = subprocess.Popen([services.PELOTOND, f"--port={port}", f"--redis=127.0.0.1:{REDIS}", "--roles=apiserver",
+                          f"--crds={os.path.join(services.ROOT, 'crds')}", "--insecure-allow-anonymous"],
+                         stdout=log, stderr=subprocess.STDOUT)
+    services._procs.append(p)
+    services.wait_for(lambda: services.api(port, "GET", "/healthz")[0] == 200, what="API server A")
+    return p
+
+
+API_A = start_api(APORT)
+API_B, BPORT, _ = services.start_pelotond(REDIS)  # API server B, for writes while A is down
+KUBECONFIG_B = services.kubeconfig(BPORT)
+NLOG = os.path.join(D, "native.log")
+NATIVE = subprocess.Popen([services.PELOTOND, "--roles=native", f"--native-port={NPORT}",
+                           f"--server=http://127.0.0.1:{APORT}"], stdout=open(NLOG, "w"), stderr=subprocess.STDOUT)
+services._procs.append(NATIVE)
+services.wait_port(NPORT, "native role")
+CH = nativeclient.channel(NPORT)
+
+
+def jm(method, req, resp, **kw):
+    return nativeclient.unary(CH, "/peloton.api.job.JobManager/" + method, req, resp, **kw)
+
+
+def v1get(jid, **kw):
+    return nativeclient.unary(CH, "/peloton.api.v1alpha.job.stateless.svc.JobService/GetJob",
+                              v1svc.GetJobRequest(jobId=v1pb.JobID(value=jid)), v1svc.GetJobResponse, **kw)
+
+
+def config(name, n, desc=""):
+    return job.JobConfig(name=name, type=job.BATCH, instanceCount=n, description=desc,
+                         respoolID=pb.ResourcePoolID(value="cache"),
+                         defaultConfig=task.TaskConfig(name="w", resource=task.ResourceConfig(cpuLimit=0.1, memLimitMb=16),
+                                                       command=mesos.CommandInfo(value="true")))
+
+
+def get(jid, **kw):
+    return jm("Get", job.GetRequest(id=pb.JobID(value=jid)), job.GetResponse, **kw)
+
+
+def test_pool():
+    nativeclient.create_pool(CH, "cache", (4, 8), (1024, 4096))
+
+
+def test_read_your_writes_create_update_delete():
+    """Each write, then at once a read by both API versions: the read sees it.
+    The cache is warm and current throughout (other Jobs' reads hit it)."""
+    warm = jm("Create", job.CreateRequest(config=config("warm", 1)), job.CreateResponse).jobId.value
+    for _ in range(20):
+        assert get(warm).jobInfo.config.name == "warm"
+    for i in range(15):
+        name = f"ryw-{i}"
+        jid = jm("Create", job.CreateRequest(config=config(name, 1, "first")), job.CreateResponse).jobId.value
+        g = get(jid)
+        assert g.jobInfo.id.value == jid and g.jobInfo.config.description == "first", (i, g)
+        assert v1get(jid).jobInfo.spec.name == name
+        cfg = config(name, 2, "second")
+        cfg.changeLog.version = g.jobInfo.config.changeLog.version
+        u = jm("Update", job.UpdateRequest(id=pb.JobID(value=jid), config=cfg), job.UpdateResponse)
+        assert not u.HasField("error"), u
+        g = get(jid)
+        assert g.jobInfo.config.description == "second" and g.jobInfo.config.instanceCount == 2, (i, g)
+        assert v1get(jid).jobInfo.spec.instanceCount == 2
+        d = jm("Delete", job.DeleteRequest(id=pb.JobID(value=jid)), job.DeleteResponse)
+        assert not d.HasField("error"), d
+        g = get(jid)
+        assert g.HasField("error") and g.error.notFound.id.value == jid, (i, g)
+        try:
+            v1get(jid)
+            raise AssertionError(f"v1 GetJob found deleted job {jid}")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.NOT_FOUND, e
+
+
+def test_stop_seen_at_once():
+    jid = jm("Create", job.CreateRequest(config=config("stopper", 2)), job.CreateResponse).jobId.value
+    assert get(jid).jobInfo.runtime.goalState == job.SUCCEEDED
+    jm("Stop", job.StopRequest(id=pb.JobID(value=jid)), job.StopResponse)
+    assert get(jid).jobInfo.runtime.goalState == job.KILLED
+
+
+def kubectl_b(*args):
+    return services.kubectl(KUBECONFIG_B, *args)
+
+
+def test_kubectl_write_shows():
+    jid = jm("Create", job.CreateRequest(config=config("kube-edit", 1, "native")), job.CreateResponse).jobId.value
+    assert get(jid).jobInfo.config.description == "native"
+    kubectl_b("annotate", "--overwrite", "pj", "kube-edit", "peloton.io/description=kubectl")
+    services.wait_until(lambda: get(jid).jobInfo.config.description == "kubectl", 5, "kubectl's write in Get")
+    services.wait_until(lambda: get(jid).jobInfo.config.description == "kubectl" and
+                        v1get(jid).jobInfo.spec.description == "kubectl", 5, "kubectl's write in GetJob")
+
+
+def test_not_current_is_not_served():
+    global API_A
+    jid = jm("Create", job.CreateRequest(config=config("outage", 1, "before")), job.CreateResponse).jobId.value
+    for _ in range(10):  # warm: served from the cache
+        assert get(jid).jobInfo.config.description == "before"
+    assert services.stop(API_A) == 0
+    kubectl_b("annotate", "--overwrite", "pj", "outage", "peloton.io/description=during")
+    for _ in range(10):
+        try:
+            g = get(jid, wait_for_ready=False, timeout=5)
+            raise AssertionError(f"answered with the API server down: {g.jobInfo.config.description!r}")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+    API_A = start_api(APORT)
+    g = None
+    deadline = time.monotonic() + 10
+    while g is None and time.monotonic() < deadline:
+        try:
+            g = get(jid, wait_for_ready=False, timeout=5)
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+            time.sleep(0.02)
+    assert g is not None, "no answer once the API server was back"
+    assert g.jobInfo.config.description == "during", g  # never the cache's old copy
+    assert v1get(jid).jobInfo.spec.description == "during"
+    # and the cache comes back: reads keep answering the new state
+    for _ in range(10):
+        assert get(jid).jobInfo.config.description == "during"
+
+
+def test_zz_stop():
+    CH.close()
+    assert NATIVE.poll() is None, open(NLOG).read()[-3000:]
+    assert services.stop(NATIVE) == 0, open(NLOG).read()[-3000:]
+    services.stop_all()
+
+
+run_tests("native-cache", dict(globals()))
