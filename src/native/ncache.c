@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "labels.h"
 #include "strmap.h"
 #include "svc_job.h"
 
@@ -17,11 +18,20 @@ struct job_entry {
     ProtobufCMessage *memo[NCACHE_MEMOS];
 };
 
+/* The pods of one Job (label peloton.io/job in the Job's namespace). */
+struct pod_set {
+    struct strmap by_name; /* pod name -> the pod (a reference) */
+    json_t *sorted;        /* the pods by name (a list's order), built on demand; NULL after any change */
+};
+
 struct ncache {
     struct kclient *kc;
-    struct kc_informer *jobs, *pools;
+    struct kc_informer *jobs, *pools, *pods;
+    struct strmap pod_sets;            /* "<namespace>/<job name>" -> struct pod_set */
+    json_t *no_pods;                   /* an empty array, for a Job without pods */
     struct strmap by_id;               /* JobID -> struct job_entry */
     json_t *pool_items;                /* the pools in a list's order, built on demand; NULL after any change */
+    bool pods_broken;                  /* the pod index missed one (out of memory): pods are read through */
     uint64_t fence[NCACHE_NKINDS];     /* highest resourceVersion a native write of the kind got back */
     struct ncache_stats st;
 };
@@ -88,6 +98,68 @@ static void pools_changed(struct ncache *c) {
     c->pool_items = NULL;
 }
 static void on_pool_add(void *ud, json_t *obj) { (void)obj, pools_changed(ud); }
+
+/* The key of the Job a pod belongs to ("<namespace>/<job name>"); false for a pod of none. */
+static bool pod_job_key(const json_t *pod, char *out, size_t len) {
+    const json_t *md = json_object_get(pod, "metadata");
+    const char *job = jstr(json_object_get(md, "labels"), PL_JOB);
+    if (!job) return false;
+    int n = snprintf(out, len, "%s/%s", jstr(md, "namespace") ?: "", job);
+    return n > 0 && (size_t)n < len;
+}
+
+static void pod_set_free(struct pod_set *ps) {
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&ps->by_name, &pos, &k, &v)) json_decref(v);
+    strmap_free(&ps->by_name);
+    json_decref(ps->sorted);
+    free(ps);
+}
+
+/* pod leaves its Job's set (gone, or its old state). */
+static void pod_unindex(struct ncache *c, const json_t *pod) {
+    char key[600];
+    struct pod_set *ps = pod_job_key(pod, key, sizeof key) ? strmap_get(&c->pod_sets, key) : NULL;
+    const char *name = jstr(json_object_get(pod, "metadata"), "name");
+    if (!ps || !name) return;
+    json_decref(strmap_del(&ps->by_name, name));
+    json_decref(ps->sorted);
+    ps->sorted = NULL;
+    if (!strmap_count(&ps->by_name)) pod_set_free(strmap_del(&c->pod_sets, key));
+}
+
+/* pod (in the informer's cache) joins its Job's set. Out of memory: the
+ * cache stops answering pods (a set that misses one would answer wrong). */
+static void pod_index(struct ncache *c, json_t *pod) {
+    char key[600];
+    const char *name = jstr(json_object_get(pod, "metadata"), "name");
+    if (!name || !pod_job_key(pod, key, sizeof key)) return;
+    struct pod_set *ps = strmap_get(&c->pod_sets, key);
+    if (!ps) {
+        if (!(ps = calloc(1, sizeof *ps)) || strmap_put(&c->pod_sets, key, ps, NULL)) {
+            free(ps);
+            c->pods_broken = true;
+            return;
+        }
+    }
+    void *old = NULL;
+    if (strmap_put(&ps->by_name, name, json_incref(pod), &old)) {
+        json_decref(pod);
+        c->pods_broken = true;
+    }
+    json_decref(old);
+    json_decref(ps->sorted);
+    ps->sorted = NULL;
+}
+
+static void on_pod_add(void *ud, json_t *pod) { pod_index(ud, pod); }
+static void on_pod_update(void *ud, json_t *old, json_t *pod) {
+    if (old) pod_unindex(ud, old);
+    pod_index(ud, pod);
+}
+static void on_pod_delete(void *ud, json_t *pod) { pod_unindex(ud, pod); }
 static void on_pool_update(void *ud, json_t *old, json_t *obj) { (void)old, (void)obj, pools_changed(ud); }
 
 struct ncache *ncache_new(struct kclient *kc) {
@@ -96,8 +168,16 @@ struct ncache *ncache_new(struct kclient *kc) {
     c->kc = kc;
     static const struct kc_informer_handlers h = {on_add, on_update, on_delete, NULL};
     static const struct kc_informer_handlers hp = {on_pool_add, on_pool_update, on_pool_add, NULL};
-    if (!(c->jobs = kc_informer_new(kc, JOBS_PATH, NULL, &h, c)) || kc_informer_start(c->jobs) ||
-        !(c->pools = kc_informer_new(kc, POOLS_PATH, NULL, &hp, c)) || kc_informer_start(c->pools)) {
+    static const struct kc_informer_handlers hpod = {on_pod_add, on_pod_update, on_pod_delete, NULL};
+    /* the job manager's own informers follow the same paths and queries: in
+     * one process they share one list, watch and decoding of each event */
+    char sel[64], q[96];
+    kc_escape(PL_JOB, sel, sizeof sel);
+    snprintf(q, sizeof q, "labelSelector=%s", sel);
+    if (!(c->no_pods = json_array()) || !(c->jobs = kc_informer_new(kc, JOBS_PATH, NULL, &h, c)) ||
+        kc_informer_start(c->jobs) || !(c->pools = kc_informer_new(kc, POOLS_PATH, NULL, &hp, c)) ||
+        kc_informer_start(c->pools) || !(c->pods = kc_informer_new(kc, "/api/v1/pods", q, &hpod, c)) ||
+        kc_informer_start(c->pods)) {
         ncache_free(c);
         return NULL;
     }
@@ -108,7 +188,8 @@ void ncache_stop(struct ncache *c) {
     if (!c) return;
     kc_informer_free(c->jobs);
     kc_informer_free(c->pools);
-    c->jobs = c->pools = NULL;
+    kc_informer_free(c->pods);
+    c->jobs = c->pools = c->pods = NULL;
     pools_changed(c);
 }
 
@@ -120,6 +201,10 @@ void ncache_free(struct ncache *c) {
     void *v;
     while (strmap_next(&c->by_id, &pos, &k, &v)) entry_free(v);
     strmap_free(&c->by_id);
+    pos = 0;
+    while (strmap_next(&c->pod_sets, &pos, &k, &v)) pod_set_free(v);
+    strmap_free(&c->pod_sets);
+    json_decref(c->no_pods);
     free(c);
 }
 
@@ -156,8 +241,12 @@ void ncache_wrote(struct ncache *c, int k, const struct kc_response *r) {
 }
 
 bool ncache_usable(const struct ncache *c, enum ncache_kind k) {
-    const struct kc_informer *inf = !c ? NULL : k == NCACHE_JOBS ? c->jobs : k == NCACHE_POOLS ? c->pools : NULL;
-    if (!inf || !kc_informer_fresh(inf, 0)) return false;
+    const struct kc_informer *inf = !c                  ? NULL
+                                    : k == NCACHE_JOBS  ? c->jobs
+                                    : k == NCACHE_POOLS ? c->pools
+                                    : c->pods_broken    ? NULL
+                                                        : c->pods;
+    if (!inf || !kc_informer_fresh(inf, NCACHE_MAX_SILENCE_MS)) return false;
     char *end;
     const char *rv = kc_informer_rv(inf);
     errno = 0;
@@ -239,6 +328,44 @@ const json_t *ncache_pools(struct ncache *c) {
     if (!c->pool_items && !(c->pool_items = sorted_pools(c))) return NULL;
     c->st.hits++;
     return c->pool_items;
+}
+
+static int by_pod_name(const void *a, const void *b) { return by_name(a, b); }
+
+const json_t *ncache_job_pods(struct ncache *c, const json_t *job) {
+    if (!c || !job) return NULL;
+    if (!ncache_usable(c, NCACHE_PODS)) {
+        c->st.fallbacks++;
+        return NULL;
+    }
+    const json_t *md = json_object_get(job, "metadata");
+    char key[600];
+    int n = snprintf(key, sizeof key, "%s/%s", jstr(md, "namespace") ?: "", jstr(md, "name") ?: "");
+    if (n <= 0 || (size_t)n >= sizeof key) return NULL;
+    struct pod_set *ps = strmap_get(&c->pod_sets, key);
+    if (!ps) return c->no_pods;
+    if (!ps->sorted) {
+        size_t cnt = strmap_count(&ps->by_name), i = 0, pos = 0;
+        json_t **v = calloc(cnt ? cnt : 1, sizeof *v);
+        json_t *arr = v ? json_array() : NULL;
+        if (!arr) {
+            free(v);
+            return NULL;
+        }
+        const char *k;
+        void *p;
+        while (i < cnt && strmap_next(&ps->by_name, &pos, &k, &p)) v[i++] = p;
+        qsort(v, i, sizeof *v, by_pod_name);
+        for (size_t j = 0; j < i; j++)
+            if (json_array_append(arr, v[j])) {
+                json_decref(arr);
+                free(v);
+                return NULL;
+            }
+        free(v);
+        ps->sorted = arr;
+    }
+    return ps->sorted;
 }
 
 void ncache_stats(const struct ncache *c, struct ncache_stats *out) {

@@ -1,14 +1,16 @@
 /* The native role's read cache: watch-fed copies (kc_informer) of the Jobs
- * of every namespace and of the ResourcePools, so the reads the native API
- * serves most (JobManager.Get, JobService.GetJob, ResourceManager.GetResourcePool,
- * LookupResourcePoolID, Query) are answered from memory instead of a list of
- * every object through the API server. docs/native-api.md ("Read cache")
+ * of every namespace, of their pods (label peloton.io/job) and of the
+ * ResourcePools, so the reads the native API serves most (JobManager.Get,
+ * JobService.GetJob, TaskManager.Get/List/Query, ResourceManager.GetResourcePool,
+ * LookupResourcePoolID, Query) are answered from memory instead of lists
+ * through the API server. docs/native-api.md ("Read cache")
  * says what is served from it.
  *
  * Semantics kept:
  * - not synced, or not current (a watch broke, a re-list is due or under
- *   way), or the watch not open: nothing is served (the caller reads through
- *   the API server as before);
+ *   way), or the watch not open, or the server silent for
+ *   NCACHE_MAX_SILENCE_MS: nothing is served (the caller reads through the
+ *   API server as before);
  * - read-your-writes: every write the native role makes (svc_op_request,
  *   svc_jobwrite's pod deletions) reports the resourceVersion it got back
  *   (ncache_wrote); a kind is served from memory only once its informer has
@@ -31,6 +33,11 @@
 #include <stdint.h>
 
 #include "kclient.h"
+
+/* A cache whose API server has said nothing (no event, no bookmark: ours
+ * sends one every 10 s) for this long is not served: a server that hangs
+ * without closing the watch is noticed within it. */
+#define NCACHE_MAX_SILENCE_MS 30000
 
 enum ncache_kind { NCACHE_JOBS, NCACHE_PODS, NCACHE_POOLS, NCACHE_NKINDS };
 
@@ -72,6 +79,11 @@ void ncache_job_memo_set(struct ncache *c, const char *id, enum ncache_memo m, P
  * (by name), when the cache may answer; NULL: read through. Borrowed until
  * the next event of the loop. c may be NULL. */
 const json_t *ncache_pools(struct ncache *c);
+
+/* The pods of job (a Job ncache_job returned) in the order a list of them
+ * from the API server gives (by name), when the cache may answer pods; NULL:
+ * read through. Borrowed until the next event of the loop. */
+const json_t *ncache_job_pods(struct ncache *c, const json_t *job);
 
 void ncache_stats(const struct ncache *c, struct ncache_stats *out);
 

@@ -8,6 +8,8 @@ server gave:
   Delete through the native API sees the write, every time (many rounds,
   both API versions);
 - a write made with kubectl shows (bounded wait);
+- TaskManager Get/List read the cached pods: pods made with kubectl show, and
+  a Restart's own pod deletion shows in the Get right after it;
 - a cache that is not current is not served: the native role runs in its own
   process against API server A; with A stopped, the Job is changed through
   API server B (same Redis); Get then fails (UNAVAILABLE), never answers the
@@ -133,6 +135,11 @@ def kubectl_b(*args):
     return services.kubectl(KUBECONFIG_B, *args)
 
 
+def kubectl_b_stdin(text):
+    rc, out = services.kubectl_rc(KUBECONFIG_B, "create", "-f", "-", stdin=text)
+    assert rc == 0, out
+
+
 def test_kubectl_write_shows():
     jid = jm("Create", job.CreateRequest(config=config("kube-edit", 1, "native")), job.CreateResponse).jobId.value
     assert get(jid).jobInfo.config.description == "native"
@@ -140,6 +147,39 @@ def test_kubectl_write_shows():
     services.wait_until(lambda: get(jid).jobInfo.config.description == "kubectl", 5, "kubectl's write in Get")
     services.wait_until(lambda: get(jid).jobInfo.config.description == "kubectl" and
                         v1get(jid).job_info.spec.description == "kubectl", 5, "kubectl's write in GetJob")
+
+
+def tm(method, req, resp):
+    return nativeclient.unary(CH, "/peloton.api.task.TaskManager/" + method, req, resp)
+
+
+def test_tasks_from_the_cache():
+    """TaskManager reads from the cached pods: pods made with kubectl show;
+    a Restart's own pod deletion shows in the Get right after it."""
+    jid = jm("Create", job.CreateRequest(config=config("tasks", 2)), job.CreateResponse).jobId.value
+    lst = tm("List", task.ListRequest(jobId=pb.JobID(value=jid)), task.ListResponse)
+    assert {i: t.runtime.state for i, t in lst.result.value.items()} == {0: task.INITIALIZED, 1: task.INITIALIZED}, lst
+    for i in range(2):  # no job manager runs here: the pods are made by hand, as it would
+        kubectl_b_stdin(json.dumps({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"tasks-{i}", "namespace": "default",
+                         "labels": {"peloton.io/job": "tasks", "peloton.io/instance": str(i)},
+                         "annotations": {"peloton.io/run": "1"}},
+            "spec": {"containers": [{"name": "w", "image": "busybox"}]}}))
+
+    def states():
+        return {i: t.runtime.state for i, t in
+                tm("List", task.ListRequest(jobId=pb.JobID(value=jid)), task.ListResponse).result.value.items()}
+    services.wait_until(lambda: states() == {0: task.PENDING, 1: task.PENDING}, 5, "kubectl's pods in List")
+    for _ in range(5):
+        assert states() == {0: task.PENDING, 1: task.PENDING}
+    r = tm("Restart", task.RestartRequest(jobId=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 0, "to": 1})]),
+           task.RestartResponse)
+    assert not r.HasField("notFound") and not r.HasField("outOfRange"), r
+    g = tm("Get", task.GetRequest(jobId=pb.JobID(value=jid), instanceId=0), task.GetResponse)
+    assert g.result.runtime.state != task.PENDING, g  # the pod deleted (or being deleted), not the old copy
+    assert tm("Get", task.GetRequest(jobId=pb.JobID(value=jid), instanceId=1),
+              task.GetResponse).result.runtime.state == task.PENDING
 
 
 def test_not_current_is_not_served():
