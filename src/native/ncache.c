@@ -2,6 +2,8 @@
 #include "ncache.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,12 @@
 
 #define JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
 #define POOLS_PATH "/apis/peloton.io/v1alpha1/resourcepools"
+
+/* Counted over the cache's life; ncache_stop logs them in one line. */
+struct ncache_stats {
+    uint64_t hits, misses, fallbacks; /* served from memory / id not cached / cache not usable */
+    uint64_t memo_hits;               /* replies sent as built before */
+};
 
 struct job_entry {
     json_t *obj;   /* the Job (a reference on the informer's object) */
@@ -185,7 +193,11 @@ struct ncache *ncache_new(struct kclient *kc) {
 }
 
 void ncache_stop(struct ncache *c) {
-    if (!c) return;
+    if (!c || !c->jobs) return;
+    fprintf(stderr,
+            "level=info msg=\"native read cache\" hits=%" PRIu64 " memo_hits=%" PRIu64 " misses=%" PRIu64
+            " fallbacks=%" PRIu64 "\n",
+            c->st.hits, c->st.memo_hits, c->st.misses, c->st.fallbacks);
     kc_informer_free(c->jobs);
     kc_informer_free(c->pools);
     kc_informer_free(c->pods);
@@ -366,9 +378,4 @@ const json_t *ncache_job_pods(struct ncache *c, const json_t *job) {
         ps->sorted = arr;
     }
     return ps->sorted;
-}
-
-void ncache_stats(const struct ncache *c, struct ncache_stats *out) {
-    if (c) *out = c->st;
-    else memset(out, 0, sizeof *out);
 }

@@ -44,11 +44,6 @@ enum ncache_kind { NCACHE_JOBS, NCACHE_PODS, NCACHE_POOLS, NCACHE_NKINDS };
 /* Replies built from one Job and kept with it until it changes. */
 enum ncache_memo { NCACHE_MEMO_V0_GET, NCACHE_MEMO_V1_GET, NCACHE_MEMO_V1_SUMMARY, NCACHE_MEMOS };
 
-struct ncache_stats {
-    uint64_t hits, misses, fallbacks; /* served from memory / id not cached / cache not usable */
-    uint64_t memo_hits;
-};
-
 struct ncache;
 /* NULL on allocation failure. The informers start at once. */
 struct ncache *ncache_new(struct kclient *kc);
@@ -84,7 +79,5 @@ const json_t *ncache_pools(struct ncache *c);
  * from the API server gives (by name), when the cache may answer pods; NULL:
  * read through. Borrowed until the next event of the loop. */
 const json_t *ncache_job_pods(struct ncache *c, const json_t *job);
-
-void ncache_stats(const struct ncache *c, struct ncache_stats *out);
 
 #endif

@@ -159,27 +159,34 @@ def test_tasks_from_the_cache():
     jid = jm("Create", job.CreateRequest(config=config("tasks", 2)), job.CreateResponse).jobId.value
     lst = tm("List", task.ListRequest(jobId=pb.JobID(value=jid)), task.ListResponse)
     assert {i: t.runtime.state for i, t in lst.result.value.items()} == {0: task.INITIALIZED, 1: task.INITIALIZED}, lst
-    for i in range(2):  # no job manager runs here: the pods are made by hand, as it would
+    def make_pod(i, run):  # no job manager runs here: the pods are made by hand, as it would make them
         kubectl_b_stdin(json.dumps({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"tasks-{i}", "namespace": "default",
+            "metadata": {"name": f"tasks-{i}-{run}", "namespace": "default",
                          "labels": {"peloton.io/job": "tasks", "peloton.io/instance": str(i)},
-                         "annotations": {"peloton.io/run": "1"}},
+                         "annotations": {"peloton.io/run": str(run)}},
             "spec": {"containers": [{"name": "w", "image": "busybox"}]}}))
 
     def states():
         return {i: t.runtime.state for i, t in
                 tm("List", task.ListRequest(jobId=pb.JobID(value=jid)), task.ListResponse).result.value.items()}
+
+    def get0():
+        return tm("Get", task.GetRequest(jobId=pb.JobID(value=jid), instanceId=0), task.GetResponse).result.runtime
+
+    make_pod(0, 1)
+    make_pod(1, 1)
     services.wait_until(lambda: states() == {0: task.PENDING, 1: task.PENDING}, 5, "kubectl's pods in List")
-    for _ in range(5):
-        assert states() == {0: task.PENDING, 1: task.PENDING}
-    r = tm("Restart", task.RestartRequest(jobId=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 0, "to": 1})]),
-           task.RestartResponse)
-    assert not r.HasField("notFound") and not r.HasField("outOfRange"), r
-    g = tm("Get", task.GetRequest(jobId=pb.JobID(value=jid), instanceId=0), task.GetResponse)
-    assert g.result.runtime.state != task.PENDING, g  # the pod deleted (or being deleted), not the old copy
-    assert tm("Get", task.GetRequest(jobId=pb.JobID(value=jid), instanceId=1),
-              task.GetResponse).result.runtime.state == task.PENDING
+    for run in range(2, 18):  # each round: the pod deleted by Restart, then a Get at once
+        r = tm("Restart", task.RestartRequest(jobId=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 0, "to": 1})]),
+               task.RestartResponse)
+        assert not r.HasField("notFound") and not r.HasField("outOfRange"), r
+        g = get0()
+        assert g.state != task.PENDING, (run, g)  # the pod deleted (or being deleted), not the old copy
+        assert states()[1] == task.PENDING
+        make_pod(0, run)
+        services.wait_until(lambda: get0().mesosTaskId.value == f"{jid}-0-{run}" and get0().state == task.PENDING, 5,
+                            f"run {run}'s pod in Get")
 
 
 def test_not_current_is_not_served():
