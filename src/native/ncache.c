@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "labels.h"
+#include "pbmsg.h"
 #include "strmap.h"
 #include "svc_job.h"
 
@@ -23,7 +24,7 @@ struct ncache_stats {
 struct job_entry {
     json_t *obj;   /* the Job (a reference on the informer's object) */
     bool dup;      /* two Jobs carry this JobID: never served from here */
-    ProtobufCMessage *memo[NCACHE_MEMOS];
+    struct ncache_reply memo[NCACHE_MEMOS];
 };
 
 /* The pods of one Job (label peloton.io/job in the Job's namespace). */
@@ -52,11 +53,14 @@ static bool same_object(const json_t *a, const json_t *b) {
            !strcmp(jstr(ma, "name") ?: "", jstr(mb, "name") ?: "");
 }
 
+static void reply_free(struct ncache_reply *r) {
+    if (r->msg) protobuf_c_message_free_unpacked(r->msg, NULL);
+    free(r->packed);
+    *r = (struct ncache_reply){0};
+}
+
 static void entry_forget_memos(struct job_entry *e) {
-    for (int i = 0; i < NCACHE_MEMOS; i++) {
-        if (e->memo[i]) protobuf_c_message_free_unpacked(e->memo[i], NULL);
-        e->memo[i] = NULL;
-    }
+    for (int i = 0; i < NCACHE_MEMOS; i++) reply_free(&e->memo[i]);
 }
 
 static void entry_free(struct job_entry *e) {
@@ -287,25 +291,30 @@ const json_t *ncache_job(struct ncache *c, const char *id) {
     return e->obj;
 }
 
-const ProtobufCMessage *ncache_job_memo(struct ncache *c, const char *id, enum ncache_memo m) {
+const struct ncache_reply *ncache_job_memo(struct ncache *c, const char *id, enum ncache_memo m) {
     struct job_entry *e = c ? strmap_get(&c->by_id, id) : NULL;
-    if (!e || !e->memo[m]) return NULL;
+    if (!e || !e->memo[m].msg) return NULL;
     c->st.memo_hits++;
-    return e->memo[m];
+    return &e->memo[m];
 }
 
-void ncache_job_memo_set(struct ncache *c, const char *id, enum ncache_memo m, ProtobufCMessage *msg) {
+const struct ncache_reply *ncache_job_memo_set(struct ncache *c, const char *id, enum ncache_memo m,
+                                               ProtobufCMessage *msg) {
     struct job_entry *e = c ? strmap_get(&c->by_id, id) : NULL;
-    if (!e) {
+    size_t len = 0;
+    uint8_t *packed = e ? pbmsg_pack(msg, &len) : NULL;
+    if (!packed) {
         protobuf_c_message_free_unpacked(msg, NULL);
-        return;
+        return NULL;
     }
-    if (e->memo[m]) protobuf_c_message_free_unpacked(e->memo[m], NULL);
-    e->memo[m] = msg;
+    reply_free(&e->memo[m]);
+    e->memo[m] = (struct ncache_reply){msg, packed, len};
+    return &e->memo[m];
 }
 
 static int add_pool(void *ud, json_t *obj) { return json_array_append(ud, obj); }
 
+/* Objects (json_t *) by metadata.name. */
 static int by_name(const void *a, const void *b) {
     const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
     return strcmp(jstr(json_object_get(x, "metadata"), "name") ?: "", jstr(json_object_get(y, "metadata"), "name") ?: "");
@@ -342,8 +351,6 @@ const json_t *ncache_pools(struct ncache *c) {
     return c->pool_items;
 }
 
-static int by_pod_name(const void *a, const void *b) { return by_name(a, b); }
-
 const json_t *ncache_job_pods(struct ncache *c, const json_t *job) {
     if (!c || !job) return NULL;
     if (!ncache_usable(c, NCACHE_PODS)) {
@@ -367,7 +374,7 @@ const json_t *ncache_job_pods(struct ncache *c, const json_t *job) {
         const char *k;
         void *p;
         while (i < cnt && strmap_next(&ps->by_name, &pos, &k, &p)) v[i++] = p;
-        qsort(v, i, sizeof *v, by_pod_name);
+        qsort(v, i, sizeof *v, by_name);
         for (size_t j = 0; j < i; j++)
             if (json_array_append(arr, v[j])) {
                 json_decref(arr);

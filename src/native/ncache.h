@@ -64,11 +64,20 @@ bool ncache_usable(const struct ncache *c, enum ncache_kind k);
 /* The Job whose JobID (svc_job_id) is id, when the cache may answer and has
  * it; NULL means: read through the API server. c may be NULL. */
 const json_t *ncache_job(struct ncache *c, const char *id);
-/* The reply kept as memo m for the Job ncache_job just returned (NULL: none
- * yet); ncache_job_memo_set keeps m (stolen; freed with
- * protobuf_c_message_free_unpacked) with it. */
-const ProtobufCMessage *ncache_job_memo(struct ncache *c, const char *id, enum ncache_memo m);
-void ncache_job_memo_set(struct ncache *c, const char *id, enum ncache_memo m, ProtobufCMessage *msg);
+/* A reply kept with a Job: the message and its packed bytes. */
+struct ncache_reply {
+    ProtobufCMessage *msg;
+    uint8_t *packed;
+    size_t len;
+};
+/* The reply kept as memo m for the Job ncache_job just returned (NULL:
+ * none yet). ncache_job_memo_set keeps msg (stolen; freed with
+ * protobuf_c_message_free_unpacked) packed with it and returns the kept
+ * reply, or NULL (msg freed) when out of memory or the Job is gone. Send it
+ * with native_call_reply_packed. */
+const struct ncache_reply *ncache_job_memo(struct ncache *c, const char *id, enum ncache_memo m);
+const struct ncache_reply *ncache_job_memo_set(struct ncache *c, const char *id, enum ncache_memo m,
+                                               ProtobufCMessage *msg);
 
 /* Every ResourcePool, in the order a list from the API server gives them
  * (by name), when the cache may answer; NULL: read through. Borrowed until

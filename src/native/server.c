@@ -235,6 +235,16 @@ void native_call_reply(struct native_call *c, const ProtobufCMessage *resp) {
     call_finish(c);
 }
 
+void native_call_reply_packed(struct native_call *c, const ProtobufCMessage *resp, const uint8_t *packed, size_t len) {
+    if (c->done || c->internal || !c->conn || (c->conn->proto == PROTO_H1 && c->json)) {
+        native_call_reply(c, resp);
+        return;
+    }
+    if (c->conn->proto == PROTO_H2) grpc_h2_call_reply(c, packed, len, true);
+    else h1_call_reply(c, packed, len);
+    call_finish(c);
+}
+
 void native_call_fail(struct native_call *c, enum native_code code, const char *fmt, ...) {
     if (c->done) return;
     char msg[1024];

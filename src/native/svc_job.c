@@ -436,17 +436,15 @@ static bool get_cached(struct native_call *call, const char *id) {
     struct ncache *c = svc_cache(call);
     const json_t *job = ncache_job(c, id);
     if (!job) return false;
-    const ProtobufCMessage *m = ncache_job_memo(c, id, NCACHE_MEMO_V0_GET);
+    const struct ncache_reply *m = ncache_job_memo(c, id, NCACHE_MEMO_V0_GET);
     if (!m) {
         char err[256];
         json_t *j = json_pack("{s:o}", "jobInfo", svc_job_info(job));
         ProtobufCMessage *built = j ? pbjson_to_msg(&peloton__api__v0__job__get_response__descriptor, j, err, sizeof err) : NULL;
         json_decref(j);
-        if (!built) return false; /* the slow path says why */
-        ncache_job_memo_set(c, id, NCACHE_MEMO_V0_GET, built);
-        m = built;
+        if (!built || !(m = ncache_job_memo_set(c, id, NCACHE_MEMO_V0_GET, built))) return false; /* the slow path says why */
     }
-    native_call_reply(call, m);
+    native_call_reply_packed(call, m->msg, m->packed, m->len);
     return true;
 }
 

@@ -511,7 +511,7 @@ static bool get_cached(struct native_call *call, const ProtobufCMessage *msg) {
         if (strcmp(req->version->value, cur)) return false;
     }
     enum ncache_memo which = req->summary_only ? NCACHE_MEMO_V1_SUMMARY : NCACHE_MEMO_V1_GET;
-    const ProtobufCMessage *m = ncache_job_memo(c, id, which);
+    const struct ncache_reply *m = ncache_job_memo(c, id, which);
     if (!m) {
         json_t *resp;
         if (req->summary_only) {
@@ -528,11 +528,9 @@ static bool get_cached(struct native_call *call, const ProtobufCMessage *msg) {
         char err[256];
         ProtobufCMessage *built = resp ? pbjson_to_msg(D(get_job_response), resp, err, sizeof err) : NULL;
         json_decref(resp);
-        if (!built) return false; /* the slow path says why */
-        ncache_job_memo_set(c, id, which, built);
-        m = built;
+        if (!built || !(m = ncache_job_memo_set(c, id, which, built))) return false; /* the slow path says why */
     }
-    native_call_reply(call, m);
+    native_call_reply_packed(call, m->msg, m->packed, m->len);
     return true;
 }
 

@@ -15,6 +15,7 @@ server gave:
   API server B (same Redis); Get then fails (UNAVAILABLE), never answers the
   old Job; with A back on its port, the first Get that answers has the change.
 """
+import http.client
 import json
 import os
 import subprocess
@@ -129,6 +130,36 @@ def test_stop_seen_at_once():
     assert get(jid).jobInfo.runtime.goalState == job.SUCCEEDED
     jm("Stop", job.StopRequest(id=pb.JobID(value=jid)), job.StopResponse)
     assert get(jid).jobInfo.runtime.goalState == job.KILLED
+
+
+def yarpc(proc, body, enc):
+    c = http.client.HTTPConnection("127.0.0.1", NPORT, timeout=20)
+    c.request("POST", "/api/v1", body=body, headers={"Rpc-Procedure": proc, "Rpc-Encoding": enc,
+                                                     "Rpc-Caller": "test", "Rpc-Service": "peloton"})
+    r = c.getresponse()
+    return r.status, r.read()
+
+
+def test_cached_reply_on_every_transport():
+    """A reply kept packed with the Job is the same message over gRPC, YARPC
+    proto and YARPC JSON, for both API versions, call after call."""
+    jid = jm("Create", job.CreateRequest(config=config("wire", 3, "on the wire")), job.CreateResponse).jobId.value
+    want = get(jid)
+    assert want.jobInfo.config.description == "on the wire"
+    req = job.GetRequest(id=pb.JobID(value=jid)).SerializeToString()
+    for _ in range(3):
+        assert get(jid) == want
+        st, body = yarpc("peloton.api.job.JobManager::Get", req, "proto")
+        assert st == 200 and job.GetResponse.FromString(body) == want, (st, body[:200])
+        st, body = yarpc("peloton.api.job.JobManager::Get", json.dumps({"id": {"value": jid}}), "json")
+        j = json.loads(body)
+        assert st == 200 and j["jobInfo"]["config"]["description"] == "on the wire", (st, j)
+        assert j["jobInfo"]["config"]["instanceCount"] == 3, j
+        v1 = v1get(jid)
+        st, body = yarpc("peloton.api.v1alpha.job.stateless.svc.JobService::GetJob",
+                         json.dumps({"jobId": {"value": jid}, "summaryOnly": True}), "json")
+        j = json.loads(body)
+        assert st == 200 and j["summary"]["name"] == "wire" and v1.job_info.spec.name == "wire", (st, j)
 
 
 def kubectl_b(*args):
