@@ -225,20 +225,21 @@ void ncache_free(struct ncache *c) {
 }
 
 /* The kind of the collection a request path names ("/api/v1/namespaces/x/pods/y",
- * "/apis/peloton.io/v1alpha1/jobs"), or -1 for one not cached. */
+ * "/apis/peloton.io/v1alpha1/jobs"), or -1 for one not cached (another
+ * group's "jobs" too: the cache follows peloton.io's). */
 static int path_kind(const char *path) {
-    const char *p = !strncmp(path, "/api/", 5) ? path + 5 : !strncmp(path, "/apis/", 6) ? path + 6 : NULL;
-    if (!p) return -1;
-    int skip = path[4] == '/' ? 1 : 2; /* version; group and version */
-    for (int i = 0; i < skip && p; i++) p = (p = strchr(p, '/')) ? p + 1 : NULL;
-    if (p && !strncmp(p, "namespaces/", 11)) {
+    static const char core[] = "/api/v1/", peloton[] = "/apis/peloton.io/v1alpha1/";
+    bool is_core = !strncmp(path, core, sizeof core - 1);
+    if (!is_core && strncmp(path, peloton, sizeof peloton - 1)) return -1;
+    const char *p = path + (is_core ? sizeof core : sizeof peloton) - 1;
+    if (!strncmp(p, "namespaces/", 11)) {
         const char *q = strchr(p + 11, '/');
-        if (q) p = q + 1; /* else the namespace object itself */
+        if (!q) return -1; /* the namespace object itself */
+        p = q + 1;
     }
-    if (!p) return -1;
     size_t n = strcspn(p, "/?");
+    if (is_core) return n == 4 && !strncmp(p, "pods", 4) ? NCACHE_PODS : -1;
     if (n == 4 && !strncmp(p, "jobs", 4)) return NCACHE_JOBS;
-    if (n == 4 && !strncmp(p, "pods", 4)) return NCACHE_PODS;
     if (n == 13 && !strncmp(p, "resourcepools", 13)) return NCACHE_POOLS;
     return -1;
 }
