@@ -145,9 +145,9 @@ def one_run(run, via):
     cpu0 = cpu_of(procs)
     perf = None
     if os.environ.get("BENCH_NATIVE_JOB_PERF"):  # a profile of pelotond over the run: perf report -i <file>.<via>
-        perf = subprocess.Popen(["perf", "record", "-q", "-F", "499", "-g", "-p", str(proc.pid), "-o",
-                                 f"{os.environ['BENCH_NATIVE_JOB_PERF']}.{via}"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        perf = subprocess.Popen(["perf", "record", "-q", "-F", "199", "--call-graph", "dwarf,16384", "-p",
+                                 str(proc.pid), "-o", f"{os.environ['BENCH_NATIVE_JOB_PERF']}.{via}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
     t0 = time.monotonic()
     if via == "native":
