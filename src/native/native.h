@@ -85,6 +85,10 @@ const struct native_method *native_registry_find(const struct native_registry *r
 
 /* ---- completing a call (loop thread) ---- */
 void native_call_reply(struct native_call *c, const ProtobufCMessage *resp);
+/* The same with resp packed already (len bytes at packed, borrowed), sent as
+ * they are where the wire wants protobuf (a reply kept and sent many times
+ * is packed once); resp serves YARPC's JSON and calls from inside. */
+void native_call_reply_packed(struct native_call *c, const ProtobufCMessage *resp, const uint8_t *packed, size_t len);
 void native_call_fail(struct native_call *c, enum native_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Server streaming. A producer registers fn (native_call_set_producer);
@@ -113,6 +117,8 @@ const char *native_call_transport(const struct native_call *c);
 const char *native_call_caller(const struct native_call *c);
 /* The method's name ("ListPods"). */
 const char *native_call_method(const struct native_call *c);
+/* The server's native_config.app (NULL once the server is gone). */
+void *native_call_app(const struct native_call *c);
 
 /* ---- calls from inside the process ----
  * One service answering through another's handler (v1alpha
@@ -151,6 +157,7 @@ struct native_config {
     int (*authorize)(void *ud, const char *authz, const char *procedure, char *msg, size_t msglen);
     void *authorize_ud;
     const struct native_registry *registry;
+    void *app; /* the role's own context for its handlers (native_call_app), borrowed */
 };
 
 struct native_stats {

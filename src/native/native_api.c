@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ncache.h"
 #include "svc_host.h"
 #include "svc_job.h"
 #include "svc_respool.h"
@@ -24,6 +25,7 @@ struct native_api {
     struct v1_watch *v1watch;
     struct v1_pod *v1pod;
     struct native_server *srv;
+    struct ncache *cache;
 };
 
 static void api_free_parts(struct native_api *a) {
@@ -35,6 +37,7 @@ static void api_free_parts(struct native_api *a) {
     v1_watch_free(a->v1watch);
     v1_pod_free(a->v1pod);
     native_registry_free(&a->reg);
+    ncache_free(a->cache);
     free(a);
 }
 
@@ -52,13 +55,14 @@ struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const s
         svc_host_register(a->host, &a->reg) || !(a->v1job = v1_job_new(kc)) ||
         v1_job_register(a->v1job, &a->reg) || !(a->v1watch = v1_watch_new(kc)) ||
         v1_watch_register(a->v1watch, &a->reg) || !(a->v1pod = v1_pod_new(kc)) ||
-        v1_pod_register(a->v1pod, &a->reg) || v1_respool_register(&a->reg)) {
+        v1_pod_register(a->v1pod, &a->reg) || v1_respool_register(&a->reg) || !(a->cache = ncache_new(kc))) {
         snprintf(err, errlen, "native: out of memory");
         api_free_parts(a);
         return NULL;
     }
     struct native_config c = *cfg;
     c.registry = &a->reg;
+    c.app = a->cache;
     if (native_server_start(loop, &c, &a->srv, err, errlen)) {
         api_free_parts(a);
         return NULL;
@@ -69,7 +73,9 @@ struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const s
 int native_api_port(const struct native_api *a) { return native_server_port(a->srv); }
 
 void native_api_stop(struct native_api *a) {
-    if (a) native_server_stop(a->srv);
+    if (!a) return;
+    native_server_stop(a->srv);
+    ncache_stop(a->cache); /* its informers go before the client */
 }
 
 void native_api_free(struct native_api *a) {

@@ -182,6 +182,7 @@ bool native_call_gone(const struct native_call *c) { return (!c->conn && !c->int
 const char *native_call_transport(const struct native_call *c) { return c->json || !c->stream ? "yarpc" : "grpc"; }
 const char *native_call_caller(const struct native_call *c) { return c->caller; }
 const char *native_call_method(const struct native_call *c) { return c->m->name; }
+void *native_call_app(const struct native_call *c) { return c->srv ? c->srv->cfg.app : NULL; }
 
 /* The status on the wire (when the client is still there). */
 static void send_status(struct native_call *c, enum native_code code, const char *msg) {
@@ -231,6 +232,16 @@ void native_call_reply(struct native_call *c, const ProtobufCMessage *resp) {
         else h1_call_reply(c, buf, n);
         free(buf);
     }
+    call_finish(c);
+}
+
+void native_call_reply_packed(struct native_call *c, const ProtobufCMessage *resp, const uint8_t *packed, size_t len) {
+    if (c->done || c->internal || !c->conn || (c->conn->proto == PROTO_H1 && c->json)) {
+        native_call_reply(c, resp);
+        return;
+    }
+    if (c->conn->proto == PROTO_H2) grpc_h2_call_reply(c, packed, len, true);
+    else h1_call_reply(c, packed, len);
     call_finish(c);
 }
 

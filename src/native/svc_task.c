@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "labels.h"
+#include "ncache.h"
 #include "pbjson.h"
 #include "peloton/api/v0/task/task.pb-c.h"
 #include "svc_common.h"
@@ -345,8 +346,20 @@ static void on_jobs(void *ud, const struct kc_response *r) {
     svc_op_request(&op->base, "GET", path, NULL, on_pods);
 }
 
-/* Finds the Job first (on_jobs), then its pods (on_pods). */
-static void start(struct task_call *op) { svc_op_request(&op->base, "GET", JOBS_PATH, NULL, on_jobs); }
+/* Finds the Job first (on_jobs), then its pods (on_pods); Get, List and
+ * Query from the read cache when it has the Job and may answer pods. */
+static void start(struct task_call *op) {
+    struct ncache *c = op->kind != OP_EVENTS ? svc_cache(op->base.call) : NULL;
+    const json_t *job = ncache_job(c, op->id);
+    const json_t *pods = ncache_job_pods(c, job);
+    if (pods) {
+        op->job = json_incref((json_t *)job);
+        answer(op, pods);
+        svc_op_free(&op->base);
+        return;
+    }
+    svc_op_request(&op->base, "GET", JOBS_PATH, NULL, on_jobs);
+}
 
 static struct task_call *op_new(struct svc_task *svc, struct native_call *call, enum task_op kind,
                                 const Peloton__Api__V0__Peloton__JobID *id) {
