@@ -219,16 +219,17 @@ static void start_request(struct h2_stream *s) {
         stream_status(s, NC_INTERNAL, "malformed grpc-timeout");
         return;
     }
-    s->m = s->path[0] == '/' ? native_registry_find(srv->cfg.registry, s->path + 1, &s->ud) : NULL;
+    char nmsg[400];
+    snprintf(nmsg, sizeof nmsg, "method %s is not served", s->path);
+    s->m = s->path[0] == '/' ? native_server_find(srv, s->path + 1, &s->ud, nmsg, sizeof nmsg) : NULL;
     if (!s->m) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "method %s is not served", s->path);
-        stream_status(s, NC_UNIMPLEMENTED, msg);
+        stream_status(s, NC_UNIMPLEMENTED, nmsg);
         return;
     }
     if (srv->cfg.authorize) {
         char msg[512];
-        int code = srv->cfg.authorize(srv->cfg.authorize_ud, s->authz, s->path + 1, msg, sizeof msg);
+        int code = srv->cfg.authorize(srv->cfg.authorize_ud, s->authz, s->conn->peer_cn, s->conn->peer_orgs,
+                                      s->path + 1, msg, sizeof msg);
         if (code != NC_OK) {
             stream_status(s, (enum native_code)code, msg);
             return;
