@@ -47,6 +47,20 @@ void clirpc_free(struct clirpc *r);
 int clirpc_call(struct clirpc *r, const char *base, const struct clirpc_method *m, const json_t *req,
                 json_t **resp);
 
+/* One server-streaming call over gRPC (clistream.c): HTTP/2 through
+ * libcurl, cleartext with prior knowledge for "host:port" and http:// bases,
+ * TLS with ALPN h2 for https:// ones (any path in base is dropped: gRPC's is
+ * "/<service>/<method>"). The request is one framed message; each reply
+ * message is decoded with pbmsg's bounds and handed to fn as proto3 JSON
+ * (borrowed) as it arrives; fn returns 0 for more, 1 to stop (the stream is
+ * cancelled; not an error). max_ms bounds the whole call (0: none; reaching
+ * it is not an error either). The status comes from grpc-status and
+ * grpc-message (trailers, or a Trailers-Only answer): CLIRPC_ERR_STATUS
+ * with r->code as YARPC names it ("not-found") for a non-zero status. */
+typedef int (*clirpc_stream_fn)(void *ud, json_t *msg);
+int clirpc_stream(struct clirpc *r, const char *base, const struct clirpc_method *m, const json_t *req, long max_ms,
+                  clirpc_stream_fn fn, void *ud);
+
 /* The URL a call to base goes to, into out. */
 void clirpc_url(const char *base, char *out, size_t outlen);
 
