@@ -78,6 +78,12 @@ int clirpc_init(struct clirpc *r, const char *token, long timeout_ms) {
     return r->curl ? 0 : -1;
 }
 
+void clirpc_tls(const struct clirpc *r, void *c) {
+    if (r->cacert) curl_easy_setopt(c, CURLOPT_CAINFO, r->cacert);
+    if (r->cert) curl_easy_setopt(c, CURLOPT_SSLCERT, r->cert);
+    if (r->key) curl_easy_setopt(c, CURLOPT_SSLKEY, r->key);
+}
+
 void clirpc_free(struct clirpc *r) {
     if (r->curl) curl_easy_cleanup(r->curl);
     r->curl = NULL;
@@ -135,6 +141,10 @@ int clirpc_call(struct clirpc *r, const char *base, const struct clirpc_method *
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
+    /* YARPC's transport is HTTP/1.1: over TLS libcurl would offer h2 by
+     * ALPN, and an HTTP/2 request to a native port is gRPC */
+    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    clirpc_tls(r, c);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)wire);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)wlen);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);

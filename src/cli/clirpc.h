@@ -27,6 +27,7 @@ enum clirpc_rc {
 struct clirpc {
     void *curl;
     const char *token;  /* borrowed; NULL: none */
+    const char *cacert, *cert, *key; /* TLS (borrowed, NULL: libcurl's defaults, no client certificate) */
     long timeout_ms;
     char code[64];      /* YARPC error code: "not-found", "unauthenticated", … */
     char msg[1024];
@@ -39,6 +40,8 @@ struct clirpc_method {
 };
 
 int clirpc_init(struct clirpc *r, const char *token, long timeout_ms);
+/* The TLS options of r on the handle c (a libcurl easy handle). */
+void clirpc_tls(const struct clirpc *r, void *c);
 void clirpc_free(struct clirpc *r);
 
 /* base: "host:port", "http://host:port" or a URL with a path (used as is).

@@ -158,6 +158,7 @@ int clirpc_stream(struct clirpc *r, const char *base, const struct clirpc_method
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTP_VERSION, tls ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
+    clirpc_tls(r, c);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)framed);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(wlen + GRPC_PREFIX_LEN));
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);

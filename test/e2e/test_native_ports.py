@@ -94,6 +94,32 @@ def test_grpc_port_takes_yarpc_too_but_http_port_no_grpc():
         assert e.code() == grpc.StatusCode.UNAVAILABLE, e
 
 
+CLI = os.environ.get("PELOTON_CLI", os.path.join(services.ROOT, "build", "asan", "peloton"))
+
+
+def cli(*args):
+    env = {k: v for k, v in os.environ.items() if not k.endswith("MGR_URL") and not k.startswith("PELOTON_")}
+    p = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60, env=env)
+    assert "Sanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_cli_with_each_daemons_port():
+    m, v, u = (f"127.0.0.1:{PORTS[d]}" for d in DAEMONS)
+    rc, out, err = cli("-m", m, "-v", v, "-u", u, "respool", "dump", "--format", "json")
+    assert rc == 0 and "root" in out, (rc, out, err)
+    rc, out, err = cli("-m", m, "-v", v, "-u", u, "host", "query")
+    assert rc == 0 and out.startswith("HOSTNAME"), (rc, out, err)
+    rc, out, err = cli("-m", m, "-v", v, "-u", u, "watch", "job", "-n", "1")  # gRPC streaming on jobmgr's port
+    assert rc == 0 and out.startswith("revision=") and " watch=" in out, (rc, out, err)
+    # the resource manager's calls sent to the job manager: one line naming where they go
+    rc, out, err = cli("-m", m, "respool", "dump")
+    assert rc == 1 and err.startswith("peloton: error: unimplemented: ") and f"ask resmgr: gRPC port {PORTS['resmgr']}" \
+        in err, (rc, err)
+    rc, out, err = cli("-m", v, "watch", "job", "-n", "1")
+    assert rc == 1 and err.startswith("peloton: error: unimplemented: ") and "ask jobmgr" in err, (rc, err)
+
+
 def test_bad_port_flags_are_usage_errors():
     for flag in ("--native-daemon-ports=jobmgr=x", "--native-daemon-ports=nomgr=1", "--native-daemon-ports=jobmgr",
                  "--native-daemon-ports=jobmgr=70000"):
@@ -199,6 +225,24 @@ def test_yarpc_over_https():
     code, st, err, body = yarpc(TNPORT, "peloton.api.respool.ResourceManager::Query", scheme="https",
                                 extra=("--http1.1", "--cacert", CA))
     assert (code, err) == ("401", "unauthenticated"), (code, st, err, body)
+
+
+def test_cli_over_tls():
+    url = f"https://127.0.0.1:{TNPORT}"
+    rc, out, err = cli("-m", url, "--cacert", CA, "--token", "nat-tok", "respool", "dump", "--format", "json")
+    assert rc == 0 and "root" in out, (rc, out, err)  # YARPC over HTTPS (HTTP/1.1 by ALPN)
+    rc, out, err = cli("-m", url, "--cacert", CA, "--token", "nat-tok", "watch", "job", "-n", "1")
+    assert rc == 0 and out.startswith("revision="), (rc, out, err)  # gRPC over TLS (h2 by ALPN)
+    rc, out, err = cli("-m", url, "--cacert", CA, "--cert", CL, "--key", CL_KEY, "watch", "job", "-n", "1")
+    assert rc == 0 and out.startswith("revision="), (rc, out, err)  # the client certificate is the user
+    rc, out, err = cli("-m", url, "--cacert", CA, "respool", "dump")
+    assert rc == 1 and err.startswith("peloton: error: unauthenticated: "), (rc, err)
+    rc, out, err = cli("-m", url, "--cacert", CA, "watch", "job", "-n", "1")
+    assert rc == 1 and err.startswith("peloton: error: unauthenticated: "), (rc, err)
+    rc, out, err = cli("-m", url, "--token", "nat-tok", "respool", "dump")  # not signed by a CA it knows
+    assert rc == 3 and err.startswith("peloton: no answer: "), (rc, err)
+    rc, out, err = cli("-m", url, "--cert", CL, "respool", "dump")
+    assert rc == 2 and "--cert and --key go together" in err, (rc, err)
 
 
 def test_exit_clean_under_asan():
