@@ -10,24 +10,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "clirpc.h"
+#include "clistream.h"
 #include "grpc_frame.h"
 #include "native.h"
 #include "pbjson.h"
 #include "pbmsg.h"
-
-struct stream {
-    struct clirpc *r;
-    const struct clirpc_method *m;
-    struct grpc_deframer df;
-    clirpc_stream_fn fn;
-    void *ud;
-    bool stopped;      /* fn asked to stop: the abort that follows is ours */
-    bool bad;          /* a reply could not be read: r->msg says why */
-    char status[16];   /* grpc-status, "" until seen */
-    char message[512]; /* grpc-message, percent-decoded */
-    char ctype[64];
-};
 
 /* A header (or trailer) line "name: value\r\n": its value when the name matches. */
 static bool header_is(const char *line, size_t n, const char *name, char *out, size_t outlen) {
@@ -56,17 +43,26 @@ static void pct_decode(char *s) {
     *w = 0;
 }
 
+void clistream_reply_init(struct clistream_reply *st, struct clirpc *r, const struct clirpc_method *m,
+                          clirpc_stream_fn fn, void *ud) {
+    *st = (struct clistream_reply){.r = r, .m = m, .fn = fn, .ud = ud};
+    grpc_deframer_init(&st->df, CLIRPC_MAX_REPLY, UINT32_MAX);
+}
+
+void clistream_reply_free(struct clistream_reply *st) { grpc_deframer_free(&st->df); }
+
+void clistream_reply_header(struct clistream_reply *st, const char *line, size_t n) {
+    if (header_is(line, n, "grpc-message", st->message, sizeof st->message)) pct_decode(st->message);
+    header_is(line, n, "grpc-status", st->status, sizeof st->status);
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *arg) {
-    struct stream *st = arg;
-    size_t len = size * n;
-    if (header_is(p, len, "grpc-message", st->message, sizeof st->message)) pct_decode(st->message);
-    header_is(p, len, "grpc-status", st->status, sizeof st->status);
-    header_is(p, len, "content-type", st->ctype, sizeof st->ctype);
-    return len;
+    clistream_reply_header(arg, p, size * n);
+    return size * n;
 }
 
 /* One whole reply message: decoded and handed on. false to stop reading. */
-static bool deliver(struct stream *st, const uint8_t *msg, size_t len) {
+static bool deliver(struct clistream_reply *st, const uint8_t *msg, size_t len) {
     char err[512];
     ProtobufCMessage *pm = pbmsg_unpack(st->m->resp, msg, len, err, sizeof err);
     json_t *j = pm ? pbjson_from_msg(pm, err, sizeof err) : NULL;
@@ -82,16 +78,16 @@ static bool deliver(struct stream *st, const uint8_t *msg, size_t len) {
     return !more;
 }
 
-static size_t on_body(char *p, size_t size, size_t n, void *arg) {
-    struct stream *st = arg;
-    size_t len = size * n, off = 0;
+bool clistream_reply_body(struct clistream_reply *st, const uint8_t *p, size_t len) {
+    size_t off = 0;
+    if (st->bad || st->stopped) return false;
     while (off < len) {
-        long used = grpc_deframer_feed(&st->df, (const uint8_t *)p + off, len - off);
+        long used = grpc_deframer_feed(&st->df, p + off, len - off);
         if (used < 0) {
             snprintf(st->r->msg, sizeof st->r->msg, "bad reply framing (%s)",
                      used == GRPC_FRAME_TOO_LARGE ? "a message over the bound" : "compressed or malformed");
             st->bad = true;
-            return 0;
+            return false;
         }
         off += (size_t)used;
         size_t mlen;
@@ -99,10 +95,33 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg) {
         if (msg) {
             bool go = deliver(st, msg, mlen);
             free(msg);
-            if (!go) return 0; /* libcurl aborts the transfer: the stream is reset */
+            if (!go) return false;
         }
     }
-    return len;
+    return true;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg) {
+    /* 0 makes libcurl abort the transfer: the stream is reset */
+    return clistream_reply_body(arg, (const uint8_t *)p, size * n) ? size * n : 0;
+}
+
+int clistream_reply_status(struct clistream_reply *st) {
+    if (!st->status[0]) return CLIRPC_ERR_TRANSPORT;
+    char *end;
+    long code = strtol(st->status, &end, 10);
+    if (*end || end == st->status || code < 0 || code > 16) {
+        snprintf(st->r->msg, sizeof st->r->msg, "grpc-status \"%.20s\" is not a status code", st->status);
+        return CLIRPC_ERR_TRANSPORT;
+    }
+    if (code == 0 && grpc_deframer_partial(&st->df)) {
+        snprintf(st->r->msg, sizeof st->r->msg, "the stream ended inside a message");
+        return CLIRPC_ERR_TRANSPORT;
+    }
+    if (code == 0) return CLIRPC_OK;
+    snprintf(st->r->code, sizeof st->r->code, "%s", native_code_yarpc((enum native_code)code));
+    snprintf(st->r->msg, sizeof st->r->msg, "%s", st->message);
+    return CLIRPC_ERR_STATUS;
 }
 
 /* The gRPC URL: base's scheme and authority, then "/<service>/<method>". */
@@ -150,8 +169,8 @@ int clirpc_stream(struct clirpc *r, const char *base, const struct clirpc_method
         snprintf(line, sizeof line, "Authorization: Bearer %s", r->token);
         h = curl_slist_append(h, line);
     }
-    struct stream st = {.r = r, .m = m, .fn = fn, .ud = ud};
-    grpc_deframer_init(&st.df, CLIRPC_MAX_REPLY, UINT32_MAX);
+    struct clistream_reply st;
+    clistream_reply_init(&st, r, m, fn, ud);
 
     CURL *c = r->curl;
     curl_easy_reset(c);
@@ -181,15 +200,10 @@ int clirpc_stream(struct clirpc *r, const char *base, const struct clirpc_method
     } else if (st.stopped || (cc == CURLE_OPERATION_TIMEDOUT && max_ms > 0 && http == 200 && !st.status[0])) {
         rc = CLIRPC_OK; /* enough messages, or the time asked for: both ends of a watch */
     } else if (st.status[0]) {
-        long code = strtol(st.status, NULL, 10);
-        if (code == 0 && grpc_deframer_partial(&st.df)) {
-            snprintf(r->msg, sizeof r->msg, "%.400s: the stream ended inside a message", url);
-        } else if (code == 0) {
-            rc = CLIRPC_OK;
-        } else {
-            snprintf(r->code, sizeof r->code, "%s", native_code_yarpc((enum native_code)code));
-            snprintf(r->msg, sizeof r->msg, "%s", st.message);
-            rc = CLIRPC_ERR_STATUS;
+        if ((rc = clistream_reply_status(&st)) == CLIRPC_ERR_TRANSPORT) {
+            char why[512];
+            snprintf(why, sizeof why, "%.500s", r->msg);
+            snprintf(r->msg, sizeof r->msg, "%.400s: %s", url, why);
         }
     } else if (cc != CURLE_OK) {
         snprintf(r->msg, sizeof r->msg, "%.400s: %.200s%s", url, curl_easy_strerror(cc),
@@ -197,7 +211,7 @@ int clirpc_stream(struct clirpc *r, const char *base, const struct clirpc_method
     } else {
         snprintf(r->msg, sizeof r->msg, "%.400s: HTTP %ld without a grpc-status (not a gRPC endpoint?)", url, http);
     }
-    grpc_deframer_free(&st.df);
+    clistream_reply_free(&st);
     curl_slist_free_all(h);
     free(framed);
     return rc;
