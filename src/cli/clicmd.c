@@ -343,22 +343,10 @@ static int cmd_job_query(struct cli *c, const struct cli_inv *in) {
     int rc = pagination(c, in, &pg);
     if (rc) goto bad;
     json_object_set_new(spec, "pagination", pg);
-    const char *labels = cli_flag(in, "labels"), *rp = cli_flag(in, "respool");
-    json_t *ls = cli_split_list(labels), *l;
+    const char *rp = cli_flag(in, "respool");
     size_t i;
-    json_t *lab = json_array();
-    json_array_foreach(ls, i, l) {
-        const char *kv = json_string_value(l), *eq = strchr(kv, '=');
-        if (!eq) eq = strchr(kv, ':');
-        if (!eq) {
-            json_decref(ls);
-            json_decref(lab);
-            rc = cli_usage_error(c, in->cmd, "--labels is key=value,key=value; \"%s\" has no =", kv);
-            goto bad;
-        }
-        json_array_append_new(lab, json_pack("{s:s%,s:s}", "key", kv, (size_t)(eq - kv), "value", eq + 1));
-    }
-    json_decref(ls);
+    json_t *lab;
+    if ((rc = cli_labels(c, in, "labels", &lab))) goto bad;
     json_object_set_new(spec, "labels", lab);
     json_object_set_new(spec, "keywords", cli_split_list(cli_flag(in, "keywords")));
     json_object_set_new(spec, "jobStates", cli_state_list(cli_flag(in, "states")));

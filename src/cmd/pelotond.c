@@ -5,7 +5,9 @@
  *   jobmgr     Job objects -> Pods, restarts, rolling updates
  *   hostmgr    host inventory, lease checks: a lapsed node's tasks are LOST
  *   native     Peloton's own API (gRPC and YARPC HTTP on one port, --native-port,
- *              127.0.0.1): a facade over the same objects (docs/native-api.md)
+ *              or on Peloton's six, --native-daemon-ports; 127.0.0.1 unless
+ *              --native-bind; TLS with the API's certificate, --native-tls):
+ *              a facade over the same objects (docs/native-api.md)
  *   mesos      the host manager's Mesos driver (docs/mesos.md): Mesos agents as
  *              Nodes, pods bound to them run as Mesos tasks; on (with hostmgr)
  *              when --mesos-master=URL is given
@@ -19,6 +21,7 @@
  * and loop, so the API server's loop never waits for them.
  *
  *   pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr,native] [--native-port=5392]
+ *            [--native-daemon-ports[=jobmgr=N,jobmgr-http=N,...]] [--native-bind=ADDR] [--native-tls]
  *            [--server=URL | --kubeconfig=F] [--default-pool=NAME]
  *            [--scheduler-default=true|false]
  *            [--bind=127.0.0.1] [--port=6080] [--port-file=F] [--unix-socket=PATH]
