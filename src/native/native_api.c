@@ -128,6 +128,18 @@ struct native_api *native_api_start(uv_loop_t *loop, struct kclient *kc, const s
         }
         return a;
     }
+    size_t pos = 0;
+    const char *key;
+    void *val;
+    while (strmap_next(&a->reg.by_path, &pos, &key, &val)) { /* a service added without its daemon in routes[] */
+        char service[512];
+        snprintf(service, sizeof service, "%.*s", (int)strcspn(key, "/"), key);
+        if (native_daemon_of(service) < 0) {
+            snprintf(err, errlen, "native: %s has no daemon for --native-daemon-ports (native_api.c routes)", service);
+            api_free_parts(a);
+            return NULL;
+        }
+    }
     for (int d = 0; d < NATIVE_DAEMONS; d++) {
         a->route[d] = (struct daemon_route){.a = a, .d = (enum native_daemon)d};
         for (int k = 0; k < 2; k++) {
