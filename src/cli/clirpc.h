@@ -13,7 +13,9 @@
 
 #include <jansson.h>
 #include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define CLIRPC_MAX_REPLY (64u << 20)
 
@@ -63,6 +65,13 @@ int clirpc_call(struct clirpc *r, const char *base, const struct clirpc_method *
 typedef int (*clirpc_stream_fn)(void *ud, json_t *msg);
 int clirpc_stream(struct clirpc *r, const char *base, const struct clirpc_method *m, const json_t *req, long max_ms,
                   clirpc_stream_fn fn, void *ud);
+
+/* req (proto3 JSON) as m's request on the wire (the caller frees it), or
+ * NULL with r->msg saying why. */
+uint8_t *clirpc_encode(struct clirpc *r, const struct clirpc_method *m, const json_t *req, size_t *len);
+/* A header line "Name: value\r\n": true with its value (trimmed, cut to
+ * outlen) in out when its name is name (without case). */
+bool clirpc_header_value(const char *line, size_t n, const char *name, char *out, size_t outlen);
 
 /* The URL a call to base goes to, into out. */
 void clirpc_url(const char *base, char *out, size_t outlen);

@@ -16,19 +16,6 @@
 #include "pbjson.h"
 #include "pbmsg.h"
 
-/* A header (or trailer) line "name: value\r\n": its value when the name matches. */
-static bool header_is(const char *line, size_t n, const char *name, char *out, size_t outlen) {
-    size_t k = strlen(name);
-    if (n <= k || strncasecmp(line, name, k) || line[k] != ':') return false;
-    const char *v = line + k + 1, *end = line + n;
-    while (v < end && (*v == ' ' || *v == '\t')) v++;
-    while (end > v && isspace((unsigned char)end[-1])) end--;
-    size_t len = (size_t)(end - v) < outlen - 1 ? (size_t)(end - v) : outlen - 1;
-    memcpy(out, v, len);
-    out[len] = 0;
-    return true;
-}
-
 static void pct_decode(char *s) {
     char *w = s;
     for (const char *p = s; *p; p++) {
@@ -52,8 +39,8 @@ void clistream_reply_init(struct clistream_reply *st, struct clirpc *r, const st
 void clistream_reply_free(struct clistream_reply *st) { grpc_deframer_free(&st->df); }
 
 void clistream_reply_header(struct clistream_reply *st, const char *line, size_t n) {
-    if (header_is(line, n, "grpc-message", st->message, sizeof st->message)) pct_decode(st->message);
-    header_is(line, n, "grpc-status", st->status, sizeof st->status);
+    if (clirpc_header_value(line, n, "grpc-message", st->message, sizeof st->message)) pct_decode(st->message);
+    clirpc_header_value(line, n, "grpc-status", st->status, sizeof st->status);
 }
 
 static size_t on_header(char *p, size_t size, size_t n, void *arg) {
@@ -138,17 +125,12 @@ static void grpc_url(const char *base, const char *procedure, char *out, size_t 
 
 int clirpc_stream(struct clirpc *r, const char *base, const struct clirpc_method *m, const json_t *req, long max_ms,
                   clirpc_stream_fn fn, void *ud) {
-    char url[1024], err[512], line[1200];
+    char url[1024], line[1200];
     r->code[0] = r->msg[0] = 0;
-    ProtobufCMessage *msg = pbjson_to_msg(m->req, req, err, sizeof err);
-    if (!msg) {
-        snprintf(r->msg, sizeof r->msg, "%s", err);
-        return CLIRPC_ERR_INPUT;
-    }
     size_t wlen;
-    uint8_t *wire = pbmsg_pack(msg, &wlen);
-    protobuf_c_message_free_unpacked(msg, NULL);
-    uint8_t *framed = wire ? malloc(wlen + GRPC_PREFIX_LEN) : NULL;
+    uint8_t *wire = clirpc_encode(r, m, req, &wlen);
+    if (!wire) return CLIRPC_ERR_INPUT;
+    uint8_t *framed = malloc(wlen + GRPC_PREFIX_LEN);
     if (!framed) {
         free(wire);
         snprintf(r->msg, sizeof r->msg, "out of memory");
