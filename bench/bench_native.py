@@ -14,11 +14,15 @@ Prints figures; passes or fails nothing.
                        (10 messages of 100 PodSummaries per call; no job
                        manager runs, so every instance reads INITIALIZED),
                        calls/s and pod summaries/s, 1 connection
+  gRPC over TLS        the lookup on a second pelotond with --native-tls
+                       (a self-signed certificate, ALPN h2), 1 and 16
+                       connections: what TLS costs the native port
 """
 import http.client
 import json
 import os
 import re
+import ssl
 import struct
 import subprocess
 import sys
@@ -42,8 +46,9 @@ def report(name, value, unit, target=""):
     print(f"bench {name:<46} {value:12.3f} {unit:<10} {target}")
 
 
-def yarpc(proc, body):
-    c = http.client.HTTPConnection("127.0.0.1", NPORT, timeout=30)
+def yarpc(proc, body, tls_port=None):
+    c = (http.client.HTTPSConnection("127.0.0.1", tls_port, timeout=30, context=ssl._create_unverified_context())
+         if tls_port else http.client.HTTPConnection("127.0.0.1", NPORT, timeout=30))
     c.request("POST", "/api/v1", body=json.dumps(body), headers={
         "Rpc-Procedure": proc, "Rpc-Encoding": "json", "Rpc-Caller": "bench", "Rpc-Service": "peloton"})
     r = c.getresponse()
@@ -58,7 +63,7 @@ def loadavg():
     return open("/proc/loadavg").read().split()[0]
 
 
-def h2load(path, body, n, conns, streams=100, lat=None, seconds=None):
+def h2load(path, body, n, conns, streams=100, lat=None, seconds=None, base=None):
     """calls/s and the count of 2xx answers; lat (a list) gets each call's
     latency in microseconds. seconds: run that long (after 1 s of warm-up)
     instead of n calls."""
@@ -68,7 +73,8 @@ def h2load(path, body, n, conns, streams=100, lat=None, seconds=None):
     count = ["-D", str(seconds), "--warm-up-time=1"] if seconds else ["-n", str(n)]
     out = subprocess.run(["h2load", *count, "-c", str(conns), "-m", str(streams), "-d", f,
                           "-H", "content-type: application/grpc", "-H", "te: trailers", f"--log-file={log}",
-                          f"http://127.0.0.1:{NPORT}{path}"], capture_output=True, text=True, timeout=300).stdout
+                          f"{base or f'http://127.0.0.1:{NPORT}'}{path}"], capture_output=True, text=True,
+                         timeout=300).stdout
     rps = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out).group(1))
     ok = int(re.search(r"(\d+) succeeded", out).group(1))
     n = int(re.search(r"requests: (\d+) total", out).group(1))
@@ -146,6 +152,23 @@ def main():
         assert r.status == 200
     report("yarpc json LookupResourcePoolID (1 client)", n / (time.monotonic() - t0), "calls/s")
     assert services.stop(PROC) == 0
+    tport = services.free_port()
+    tproc, _, tlog = services.start_pelotond(services.start_redis("everysec"), "--roles=apiserver,native",
+                                              f"--native-port={tport}", "--native-tls", f"--tls-dir={D}/tls")
+    services.wait_port(tport, "native TLS port")
+    services.wait_for(lambda: yarpc("peloton.api.respool.ResourceManager::Query", {}, tport)[0] == 200,
+                      what="native TLS")
+    st, r = yarpc("peloton.api.respool.ResourceManager::CreateResourcePool",
+                  {"config": {"name": "bench", "resources": [{"kind": "cpu", "reservation": 1, "limit": 2, "share": 1}]}},
+                  tport)
+    assert st == 200 and r.get("result"), r
+    for conns in (1, 16):
+        n = 20000
+        rps, ok, n = h2load("/peloton.api.respool.ResourceManager/LookupResourcePoolID", grpc_body(lookup), n, conns,
+                         base=f"https://127.0.0.1:{tport}")
+        report(f"grpc TLS LookupResourcePoolID ({conns} conn, 100 streams each)", rps, "calls/s",
+               f"{ok}/{n} ok")
+    assert services.stop(tproc) == 0, open(tlog).read()[-2000:]
 
 
 main()

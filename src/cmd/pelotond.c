@@ -5,7 +5,9 @@
  *   jobmgr     Job objects -> Pods, restarts, rolling updates
  *   hostmgr    host inventory, lease checks: a lapsed node's tasks are LOST
  *   native     Peloton's own API (gRPC and YARPC HTTP on one port, --native-port,
- *              127.0.0.1): a facade over the same objects (docs/native-api.md)
+ *              or on Peloton's six, --native-daemon-ports; 127.0.0.1 unless
+ *              --native-bind; TLS with the API's certificate, --native-tls):
+ *              a facade over the same objects (docs/native-api.md)
  *   mesos      the host manager's Mesos driver (docs/mesos.md): Mesos agents as
  *              Nodes, pods bound to them run as Mesos tasks; on (with hostmgr)
  *              when --mesos-master=URL is given
@@ -19,6 +21,7 @@
  * and loop, so the API server's loop never waits for them.
  *
  *   pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr,native] [--native-port=5392]
+ *            [--native-daemon-ports[=jobmgr=N,jobmgr-http=N,...]] [--native-bind=ADDR] [--native-tls]
  *            [--server=URL | --kubeconfig=F] [--default-pool=NAME]
  *            [--scheduler-default=true|false]
  *            [--bind=127.0.0.1] [--port=6080] [--port-file=F] [--unix-socket=PATH]
@@ -84,6 +87,7 @@
 #include "workloads.h"
 #include "kclient.h"
 #include "native_api.h"
+#include "tlsctx.h"
 #include "mesosdrv.h"
 #include "metrics.h"
 #include "server.h"
@@ -126,6 +130,12 @@ struct controllers {
     const char *token_file;            /* the API server's token file, for native_authz */
     bool allow_anonymous;
     int native_port;        /* -1: NATIVE_DEFAULT_PORT, and a busy port is a warning, not an error */
+    const char *native_bind;           /* --native-bind, default 127.0.0.1 */
+    struct native_ports native_ports;  /* --native-daemon-ports: Peloton's six */
+    bool native_tls;                   /* --native-tls: the API's certificate, key and client CA */
+    const char *native_cert, *native_key, *native_client_ca;
+    bool native_cert_made;             /* the self-signed one of --tls-dir: made when missing */
+    SSL_CTX *native_ssl;
     uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
     uint32_t backoff_ms, backoff_max_ms; /* jobmgr's restart backoff; 0: its defaults */
     uint32_t gang_wait_ms;      /* 0: the resource manager's default */
@@ -201,10 +211,12 @@ static int start_extender(struct controllers *c, char *err, size_t errlen) {
 
 /* The native API on the controllers' loop and API client. On the default
  * port, a port already taken (another pelotond on this machine) leaves the
- * role off with a warning; a port given with --native-port must be had. */
+ * role off with a warning; a port given with --native-port or
+ * --native-daemon-ports must be had. */
 static int start_native(struct controllers *c, char *err, size_t errlen) {
+    const char *bind = c->native_bind ? c->native_bind : "127.0.0.1";
     /* the API's own token: the controllers' client carries it */
-    struct native_config nc = {.bind_addr = "127.0.0.1", .port = c->native_port < 0 ? NATIVE_DEFAULT_PORT : c->native_port,
+    struct native_config nc = {.bind_addr = bind, .port = c->native_port < 0 ? NATIVE_DEFAULT_PORT : c->native_port,
                                .token = c->kcfg.token};
     if (c->roles_with_api) { /* the API's users and RBAC decide each call (docs/security.md) */
         if (!(c->native_authz = native_authz_new(c->token_file, c->allow_anonymous, c->redis_addr, err, errlen)))
@@ -212,13 +224,58 @@ static int start_native(struct controllers *c, char *err, size_t errlen) {
         nc.authorize = native_authz_check;
         nc.authorize_ud = c->native_authz;
     }
-    if (!(c->native = native_api_start(&c->loop, c->kc, &nc, err, errlen))) {
-        if (c->native_port >= 0) return -1;
+    if (c->native_tls) { /* the API's TLS certificate (made on first start when it is --tls-dir's) */
+        if ((c->native_cert_made && tls_cert_ensure(c->native_cert, c->native_key, err, errlen)) ||
+            !(c->native_ssl = http_tls_ctx_new(c->native_cert, c->native_key, c->native_client_ca, err, errlen)))
+            return -1;
+        nc.tls = c->native_ssl;
+    }
+    bool daemons = c->native_ports.per_daemon;
+    if (!(c->native = native_api_start(&c->loop, c->kc, &nc, daemons ? &c->native_ports : NULL, err, errlen))) {
+        if (c->native_port >= 0 || daemons) return -1;
         fprintf(stderr, "level=warn msg=\"native API not served\" error=\"%s\" hint=\"give --native-port\"\n", err);
         return 0;
     }
-    fprintf(stderr, "level=info msg=\"native serving\" grpc=127.0.0.1:%d yarpc=http://127.0.0.1:%d/api/v1\n",
-            native_api_port(c->native), native_api_port(c->native));
+    const char *scheme = c->native_tls ? "https" : "http";
+    if (!daemons) {
+        fprintf(stderr, "level=info msg=\"native serving\" grpc=%s:%d yarpc=%s://%s:%d/api/v1 tls=%s\n", bind,
+                native_api_port(c->native), scheme, bind, native_api_port(c->native), c->native_tls ? "on" : "off");
+        return 0;
+    }
+    for (int d = 0; d < NATIVE_DAEMONS; d++)
+        fprintf(stderr, "level=info msg=\"native serving\" daemon=%s grpc=%s:%d yarpc=%s://%s:%d/api/v1 tls=%s\n",
+                native_daemon_name((enum native_daemon)d), bind,
+                native_api_daemon_port(c->native, (enum native_daemon)d, true), scheme, bind,
+                native_api_daemon_port(c->native, (enum native_daemon)d, false), c->native_tls ? "on" : "off");
+    return 0;
+}
+
+/* --native-daemon-ports[=LIST]: Peloton's six ports, LIST changing some
+ * ("jobmgr=N,jobmgr-http=N,resmgr=N,resmgr-http=N,hostmgr=N,hostmgr-http=N";
+ * 0 is a free port). 0, or -1 for a bad LIST. */
+static int parse_daemon_ports(const char *list, struct native_ports *p) {
+    native_ports_peloton(p);
+    while (list && *list) {
+        size_t n = strcspn(list, ",");
+        const char *eq = memchr(list, '=', n);
+        if (!eq) return -1;
+        char name[32], *end;
+        size_t kl = (size_t)(eq - list);
+        if (kl >= sizeof name) return -1;
+        memcpy(name, list, kl);
+        name[kl] = 0;
+        long port = strtol(eq + 1, &end, 10);
+        if (end != list + n || end == eq + 1 || port < 0 || port > 65535) return -1;
+        bool http = kl > 5 && !strcmp(name + kl - 5, "-http");
+        if (http) name[kl - 5] = 0;
+        int d = -1;
+        for (int k = 0; k < NATIVE_DAEMONS; k++)
+            if (!strcmp(name, native_daemon_name((enum native_daemon)k))) d = k;
+        if (d < 0) return -1;
+        if (http) p->http[d] = (int)port;
+        else p->grpc[d] = (int)port;
+        list += n + (list[n] == ',');
+    }
     return 0;
 }
 
@@ -386,6 +443,7 @@ static void ctl_main(void *arg) {
     extender_srv_free(c->extender);
     native_api_free(c->native);
     native_authz_free(c->native_authz);
+    if (c->native_ssl) SSL_CTX_free(c->native_ssl);
     mdrv_free(c->mesos);
     for (int i = 0; i < c->nretired; i++) mdrv_free(c->retired[i]);
     free(c->retired);
@@ -581,7 +639,8 @@ static int run_controllers_only(struct controllers *cp, const char *server, cons
 
 static int usage(void) {
     fprintf(stderr, "usage: pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr,native,extender] "
-                    "[--native-port=5392] "
+                    "[--native-port=5392 | --native-daemon-ports[=jobmgr=N,jobmgr-http=N,...]] "
+                    "[--native-bind=127.0.0.1] [--native-tls] "
                     "[--extender-port=8888] [--extender-prefix=/peloton] "
                     "[--server=URL | --kubeconfig=F] [--default-pool=NAME] [--scheduler-default=true|false] "
                     "[--bind=ADDR] [--port=N] [--port-file=F] [--unix-socket=/PATH] "
@@ -615,6 +674,9 @@ static int run(int argc, char **argv, struct metrics *reg) {
     int ext_port = EXT_DEFAULT_PORT, native_port = -1;
     const char *sentinels = NULL, *master_name = "peloton"; /* Redis behind Sentinel (store.h) */
     int wait_replicas = 0, wait_timeout_ms = 0;             /* acknowledged writes on replicas (store_options) */
+    const char *native_bind = NULL;
+    bool native_tls = false;
+    struct native_ports native_ports = {0};
     const char *bind = "127.0.0.1", *roles = "all", *redis = "127.0.0.1:6379", *token_file = NULL,
                *port_file = NULL, *unix_path = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL,
                *tls_key = NULL;
@@ -642,6 +704,15 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--extender-port"))) ext_port = atoi(v);
         else if ((v = opt(argv[i], "--extender-prefix"))) ext_prefix = v;
         else if ((v = opt(argv[i], "--native-port"))) native_port = atoi(v);
+        else if ((v = opt(argv[i], "--native-bind"))) native_bind = v;
+        else if (!strcmp(argv[i], "--native-tls")) native_tls = true;
+        else if (!strcmp(argv[i], "--native-daemon-ports") || (v = opt(argv[i], "--native-daemon-ports"))) {
+            if (parse_daemon_ports(!strcmp(argv[i], "--native-daemon-ports") ? NULL : v, &native_ports)) {
+                fprintf(stderr, "pelotond: --native-daemon-ports takes jobmgr=N,jobmgr-http=N,resmgr=N,resmgr-http=N,"
+                                "hostmgr=N,hostmgr-http=N (each optional; Peloton's ports by default)\n");
+                return 2;
+            }
+        }
         else if ((v = opt(argv[i], "--bind"))) bind = v;
         else if ((v = opt(argv[i], "--port"))) port = atoi(v);
         else if ((v = opt(argv[i], "--port-file"))) port_file = v;
@@ -715,6 +786,19 @@ static int run(int argc, char **argv, struct metrics *reg) {
     }
     unsigned role_bits = parse_roles(roles);
     if (!role_bits) return usage();
+    if (native_ports.per_daemon && native_port >= 0) {
+        fprintf(stderr, "pelotond: --native-port and --native-daemon-ports exclude each other\n");
+        return 2;
+    }
+    if ((tls_cert != NULL) != (tls_key != NULL)) {
+        fprintf(stderr, "pelotond: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
+    /* the native ports' TLS: the API's certificate, the operator's or --tls-dir's self-signed one */
+    char ncert[4096], nkey[4096];
+    snprintf(ncert, sizeof ncert, tls_cert ? "%s" : "%s/apiserver.crt", tls_cert ? tls_cert : tls_dir);
+    snprintf(nkey, sizeof nkey, tls_key ? "%s" : "%s/apiserver.key", tls_key ? tls_key : tls_dir);
+    if (native_tls && !tls_cert) mkdir(tls_dir, 0700);
     if (mesos_master && (role_bits & ROLE_HOSTMGR)) role_bits |= ROLE_MESOS; /* the host manager's second driver */
     if ((role_bits & ROLE_MESOS) && (!mesos_master || strncmp(mesos_master, "http://", 7))) {
         fprintf(stderr, "pelotond: the mesos role needs --mesos-master=http://HOST:PORT\n");
@@ -731,7 +815,10 @@ static int run(int argc, char **argv, struct metrics *reg) {
                               .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms,
                               .mesos_master = mesos_master, .mass_fraction = mass_fraction,
                               .mass_min_nodes = (uint32_t)mass_min_nodes, .leader_elect = leader_elect,
-                              .lease_ms = lease_ms, .placement_active_active = placement_aa};
+                              .lease_ms = lease_ms, .placement_active_active = placement_aa,
+                              .native_bind = native_bind,
+                              .native_ports = native_ports, .native_tls = native_tls, .native_cert = ncert,
+                              .native_key = nkey, .native_client_ca = client_ca, .native_cert_made = !tls_cert};
     struct metrics_family *redis_replies = NULL, *redis_errors = NULL;
     if (reg) {
         static const char *const client[] = {"client"};
