@@ -482,6 +482,43 @@ static void preempts(struct cluster_run *r, struct wconn *c, int n, int iters) {
     free(body);
 }
 
+/* From the extender's own histogram (/metrics): how many of a verb's
+ * requests took at most le seconds in the handler, and how many there
+ * were (*count). Tells the handler's time apart from the wire's. */
+static double served_within(int port, const char *verb, const char *le, double *count) {
+    struct wconn c = {.fd = -1};
+    wc_open(&c, port);
+    char *t = NULL, key[160];
+    if (wc_request(&c, "GET", "/metrics", "", 0, &t, NULL) != 200) die("GET /metrics");
+    wc_close(&c);
+    double within = 0;
+    snprintf(key, sizeof key, "peloton_extender_request_duration_seconds_bucket{verb=\"%s\",le=\"%s\"} ", verb, le);
+    char *p = strstr(t, key);
+    if (p) within = atof(p + strlen(key));
+    snprintf(key, sizeof key, "peloton_extender_request_duration_seconds_count{verb=\"%s\"} ", verb);
+    p = strstr(t, key);
+    *count = p ? atof(p + strlen(key)) : 0;
+    free(t);
+    return within;
+}
+
+static const char *const verbs4[] = {"filter", "prioritize", "bind", "preempt"};
+
+/* Prints, per verb, the requests of this size whose handler took over 1 ms. */
+static void served_report(int port, int nodes, double before[4][2]) {
+    for (int v = 0; v < 4; v++) {
+        double count, within = served_within(port, verbs4[v], "0.001", &count);
+        char name[96];
+        snprintf(name, sizeof name, "extender wire %d nodes %s handler > 1 ms", nodes, verbs4[v]);
+        double n = count - before[v][1];
+        bench_report(name, n > 0 ? 100.0 * ((n - (within - before[v][0])) / n) : 0, "%", NULL);
+    }
+}
+
+static void served_mark(int port, double out[4][2]) {
+    for (int v = 0; v < 4; v++) out[v][0] = served_within(port, verbs4[v], "0.001", &out[v][1]);
+}
+
 int main(void) {
     bool quick = getenv("BENCH_QUICK") != NULL;
     int sizes[3] = {50, 1000, 5000}, nsizes = 3;
@@ -495,9 +532,12 @@ int main(void) {
     for (int s = 0; s < nsizes; s++) {
         grow(&r, sizes[s]);
         wait_model(&r);
+        double mark[4][2];
+        served_mark(r.ext_port, mark);
         uint64_t t0 = bench_now_ns();
         cycles(&r, &c, sizes[s], ncyc);
         preempts(&r, &c, sizes[s], quick ? 50 : 2000);
+        served_report(r.ext_port, sizes[s], mark);
         fprintf(stderr, "bench_extender_wire: %d nodes done in %.1f s\n", sizes[s],
                 (double)(bench_now_ns() - t0) / 1e9);
     }
