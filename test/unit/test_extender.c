@@ -358,6 +358,10 @@ TEST(extender_decode_preemption_full) {
          "ExtenderPreemptionArgs.NodeNameToVictims key: must not be empty"},
         {"{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[],\"pods\":[]}}}", -EINVAL,
          "more than one key for field Pods"},
+        /* the messages are built only once a node fails (decoded again, named): the node and index are right */
+        {"{\"Pod\":{},\"NodeNameToMetaVictims\":{\"a\":{\"Pods\":[{\"UID\":\"u1\"}]},"
+         "\"b\":{\"Pods\":[{\"UID\":\"u2\"},{\"UID\":7}]}}}",
+         -EINVAL, "ExtenderPreemptionArgs.NodeNameToMetaVictims[\"b\"].Pods[1].UID: expected a string, got integer"},
     };
     CHECK_BAD_CASES(EXTENDER_PREEMPT, cases);
 }
