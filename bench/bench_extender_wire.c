@@ -446,6 +446,7 @@ static void cycles(struct cluster_run *r, struct wconn *c, int n, int ncycles) {
     }
     static const char *const verb[] = {"filter", "prioritize", "bind"};
     for (int v = 0; v < 3; v++) report(n, verb[v], lat[v], ncycles, (double)spent[v] / 1e9);
+    fflush(stdout);
     if (bad) fprintf(stderr, "bench_extender_wire: %d requests failed or were refused\n", bad);
     for (int i = 0; i < ncycles; i++) json_decref(pods[i]);
     for (int v = 0; v < 3; v++) free(lat[v]);
@@ -546,7 +547,7 @@ int main(void) {
         cycles(&r, &c, sizes[s], ncyc);
         preempts(&r, &c, sizes[s], quick ? 50 : 2000);
         served_report(r.ext_port, sizes[s], mark);
-        fprintf(stderr, "bench_extender_wire: %d nodes done in %.1f s\n", sizes[s],
+        printf("bench extender wire: %d nodes done in %.1f s\n", sizes[s],
                 (double)(bench_now_ns() - t0) / 1e9);
     }
     FILE *f = fopen("/proc/loadavg", "r");
