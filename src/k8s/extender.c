@@ -411,10 +411,10 @@ int extender_decode_preemption_args(const json_t *body, struct extender_preempti
     size_t total = 0;
     const char *k;
     json_t *v;
+    char what[96]; /* the same for every key: written once, not per node */
+    snprintf(what, sizeof what, "ExtenderPreemptionArgs.%s key", map);
     json_object_foreach(m, k, v) {
         if (rc) break;
-        char what[96];
-        snprintf(what, sizeof what, "ExtenderPreemptionArgs.%s key", map);
         struct extender_victims *nv = &a->nodes[a->nnodes];
         if ((rc = check_name(k, strlen(k), what, false, err, errlen))) break;
         if (!(nv->node = strdup(k))) {
