@@ -419,6 +419,20 @@ static void handle(void *ud, const struct http_request *req, struct http_respons
 static bool serve_verb(struct extender_srv *s, enum extender_verb v, const struct http_request *req,
                        struct http_response *resp, uint64_t t0) {
     if ((v == EXTENDER_FILTER || v == EXTENDER_PRIORITIZE) && serve_fast(s, v, req, resp)) return false;
+    if (v == EXTENDER_PREEMPT && extender_srv_ready(s)) { /* MetaVictims scanned; else as below */
+        struct extender_preemption_args *a = NULL;
+        char err[EXTENDER_MAX_REASON];
+        json_t *out = NULL;
+        int rc = extender_scan_preemption_args(req->body, req->body_len, &a);
+        if (rc != -EAGAIN) {
+            if (rc) reply_error(resp, 500, v, "out of memory");
+            else if ((rc = ext_preempt(s->core, a, &out, err, sizeof err)))
+                reply_error(resp, rc == -ENOMEM ? 500 : 400, v, err);
+            else reply_json(resp, 200, out);
+            extender_preemption_args_free(a);
+            return false;
+        }
+    }
     bool deferred = false;
     json_error_t jerr;
     json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
