@@ -373,6 +373,19 @@ static const char *pod_agent(struct mdrv *d, const json_t *pod) {
     return n ? md_ann(n, MDRV_ANN_AGENT) : NULL;
 }
 
+/* The task state a pod shows (what the driver stored before a restart), -1
+ * when none: Running, or Pending with the reason of STARTING or STAGING. */
+static int stored_state(const json_t *pod) {
+    const char *phase = md_pod_phase(pod);
+    const json_t *st = json_object_get(pod, "status");
+    const char *reason = json_string_value(json_object_get(st, "reason"));
+    if (phase && !strcmp(phase, "Running")) return MESOS_TASK_RUNNING;
+    if (!phase || strcmp(phase, "Pending") || !reason) return -1;
+    if (!strcmp(reason, "TaskStarting")) return MESOS_TASK_STARTING;
+    if (!strcmp(reason, "TaskStaging")) return MESOS_TASK_STAGING;
+    return -1;
+}
+
 /* Acts on one pod; true when it needs another look later (it waits for
  * reconciliation or for its agent to be active, or it is being deleted). A
  * pod waiting for an offer goes on its agent's wait set instead: what looks
@@ -389,7 +402,7 @@ static bool scan_one(struct scan *s, const json_t *pod) {
     bool deleting = md_str(pod, "deletionTimestamp") != NULL;
     bool terminal = md_phase_terminal(md_pod_phase(pod));
     if (!d->known_built) { /* the tasks of the pods bound before this driver started */
-        if (!t && !terminal) md_task_add(d, tid, agent_id, pod);
+        if (!t && !terminal && (t = md_task_add(d, tid, agent_id, pod))) t->state = stored_state(pod);
         return deleting;
     }
     if (deleting) { /* looked at until it is gone */
@@ -745,7 +758,8 @@ static void on_synced(void *ud) { md_kick(ud); }
 
 /* What the driver's pod feed builds of a pod: metadata (no managedFields),
  * of its spec the node and what a TaskInfo and its resources are made of,
- * of its status the phase. The rest (a pod's status grows with every write)
+ * of its status the phase and reason (the task state stored before a
+ * restart). The rest (a pod's status grows with every write)
  * is read and checked, never built. */
 static bool pod_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     (void)ud;
@@ -753,7 +767,7 @@ static bool pod_keep(void *ud, const struct jparse_seg *path, int depth, const c
     if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
     if (depth == 1 && JPARSE_SEG_IS(&path[0], "spec"))
         return KEY_IS("nodeName") || KEY_IS("containers") || KEY_IS("initContainers") || KEY_IS("overhead");
-    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase") || KEY_IS("reason");
     return true;
 }
 

@@ -132,6 +132,7 @@ struct msim_stats {
     uint64_t offers_sent, offers_declined, offers_rescinded, tasks_launched, updates_sent, update_resends, acks,
         heartbeats, calls, bad_calls;
     uint64_t revives;
+    uint64_t acks_ignored;       /* acknowledgements with no pending update of that uuid (a task's or none) */
     uint64_t running_acks;       /* acknowledgements of TASK_RUNNING updates (benchmarks time launches by them) */
     double last_running_ack;     /* wall seconds of the latest one */
 };

@@ -418,6 +418,7 @@ void msim_task_ack(struct msim *m, struct msim_task *t, const unsigned char uuid
     struct msim_update *u = t->uq;
     if (!u || memcmp(u->st.uuid, uuid, MESOS_UUID_LEN)) {
         msim_log(m, "level=warn event=ack_ignored task=%s msg=\"no pending update with that uuid\"", t->id);
+        m->stats.acks_ignored++;
         return;
     }
     m->stats.acks++;
