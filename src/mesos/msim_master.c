@@ -747,7 +747,7 @@ int msim_start(uv_loop_t *loop, const struct msim_config *cfg, struct msim **out
         int port = i == 0 ? cfg->port : cfg->standby_port;
         if (port < 0) continue;
         struct mhttp_config hc = {.addr = cfg->addr, .port = port, .index = i, .max_body = cfg->max_body,
-                                  .handler = on_request, .ud = m};
+                                  .idle_ms = cfg->conn_idle_ms, .handler = on_request, .ud = m};
         int rc = mhttp_listen(loop, &hc, &m->http[i], err, errlen);
         if (rc) {
             if (m->http[0]) mhttp_stop(m->http[0]);
