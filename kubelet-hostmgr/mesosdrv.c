@@ -522,13 +522,50 @@ static int waiting_pods(struct mdrv *d, struct md_agent *a, const json_t ***out)
     return k;
 }
 
-static void decline_all(struct mdrv *d, struct md_agent *a, double refuse_seconds) {
-    const char *oids[64] = {0};
-    char *own[64];
-    int n = take_offers(a, oids, 64, own);
-    md_call(d, mesos_call_decline(d->fid, oids, n, refuse_seconds));
-    for (int i = 0; i < n; i++) free(own[i]);
-    d->st.declines++;
+/* The DECLINEs of what this pass declined: one call per filter and
+ * DECLINE_BATCH offers, whatever their agents. */
+static void flush_declines(struct mdrv *d) {
+    for (int cls = 0; cls < 2; cls++) {
+        struct md_declines *q = &d->decl[cls];
+        double refuse = cls ? d->o.refuse_seconds : 1;
+        for (int off = 0; off < q->n; off += DECLINE_BATCH) {
+            int n = q->n - off < DECLINE_BATCH ? q->n - off : DECLINE_BATCH;
+            md_call(d, mesos_call_decline(d->fid, (const char *const *)q->ids + off, n, refuse));
+            d->st.declines++;
+        }
+        for (int i = 0; i < q->n; i++) free(q->ids[i]);
+        q->n = 0;
+    }
+}
+
+static bool decline_room(struct md_declines *q) {
+    if (q->n < q->cap) return true;
+    int cap = q->cap ? q->cap * 2 : 256;
+    char **ids = realloc(q->ids, (size_t)cap * sizeof *ids);
+    if (!ids) return false;
+    q->ids = ids;
+    q->cap = cap;
+    return true;
+}
+
+/* a's offers declined (cls: which filter, md_declines), sent at the end of the pass. */
+static void decline_all(struct mdrv *d, struct md_agent *a, int cls) {
+    struct md_declines *q = &d->decl[cls];
+    while (a->offers) {
+        if (!decline_room(q)) { /* out of memory: this agent's offers in a call of their own */
+            const char *oids[64] = {0};
+            char *own[64];
+            int n = take_offers(a, oids, 64, own);
+            md_call(d, mesos_call_decline(d->fid, oids, n, cls ? d->o.refuse_seconds : 1));
+            for (int i = 0; i < n; i++) free(own[i]);
+            d->st.declines++;
+            continue;
+        }
+        struct md_offer *o = a->offers;
+        a->offers = o->next;
+        q->ids[q->n++] = o->id;
+        free(o);
+    }
 }
 
 /* An agent that may hold offers: launches on it of what waits there, and
@@ -542,13 +579,13 @@ static void visit_offered(struct mdrv *d, const char *k, int64_t now) {
         free(w);
         /* what waits does not fit what is offered (a task still ending, another framework): the
          * offer goes back for a moment and comes again when the agent has more */
-        if (a->offers && nw && now - a->offers->got_ms >= (int64_t)d->o.hold_ms) decline_all(d, a, 1);
+        if (a->offers && nw && now - a->offers->got_ms >= (int64_t)d->o.hold_ms) decline_all(d, a, 0);
         if (strmap_count(&a->wait)) d->maybe_revive = true;
     }
     /* held while pods keep coming (they may come here), at most OFFER_HOLD_MAX_MS */
     if (a && a->offers && !strmap_count(&a->wait) && now - a->offers->got_ms >= (int64_t)d->o.hold_ms &&
         (now - d->last_wait_ms >= (int64_t)d->o.hold_ms || now - a->offers->got_ms >= OFFER_HOLD_MAX_MS))
-        decline_all(d, a, d->o.refuse_seconds);
+        decline_all(d, a, 1);
     if (!a || !a->offers) strmap_del(&d->offered, k);
 }
 
@@ -562,6 +599,7 @@ static void pump_offers(struct mdrv *d, int64_t now) {
     if (sweep) d->last_sweep_ms = now;
     while (strmap_next(sweep ? &d->offered : &d->ready, &pos, &k, &v)) visit_offered(d, k, now);
     strmap_free(&d->ready);
+    flush_declines(d);
 }
 
 /* Whether a pod waits on an active agent that has no offer (then REVIVE). */
@@ -674,6 +712,10 @@ static void on_lost(void *ud, const char *why, bool final) {
         a->offers = NULL;
     }
     strmap_free(&d->offered);
+    for (int cls = 0; cls < 2; cls++) {
+        for (int i = 0; i < d->decl[cls].n; i++) free(d->decl[cls].ids[i]);
+        free(d->decl[cls].ids);
+    }
 }
 
 static void on_event(void *ud, const struct mesos_event *ev, const json_t *root) {
