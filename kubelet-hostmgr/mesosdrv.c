@@ -373,6 +373,19 @@ static const char *pod_agent(struct mdrv *d, const json_t *pod) {
     return n ? md_ann(n, MDRV_ANN_AGENT) : NULL;
 }
 
+/* The task state a pod shows (what the driver stored before a restart), -1
+ * when none: Running, or Pending with the reason of STARTING or STAGING. */
+static int stored_state(const json_t *pod) {
+    const char *phase = md_pod_phase(pod);
+    const json_t *st = json_object_get(pod, "status");
+    const char *reason = json_string_value(json_object_get(st, "reason"));
+    if (phase && !strcmp(phase, "Running")) return MESOS_TASK_RUNNING;
+    if (!phase || strcmp(phase, "Pending") || !reason) return -1;
+    if (!strcmp(reason, "TaskStarting")) return MESOS_TASK_STARTING;
+    if (!strcmp(reason, "TaskStaging")) return MESOS_TASK_STAGING;
+    return -1;
+}
+
 /* Acts on one pod; true when it needs another look later (it waits for
  * reconciliation or for its agent to be active, or it is being deleted). A
  * pod waiting for an offer goes on its agent's wait set instead: what looks
@@ -389,7 +402,7 @@ static bool scan_one(struct scan *s, const json_t *pod) {
     bool deleting = md_str(pod, "deletionTimestamp") != NULL;
     bool terminal = md_phase_terminal(md_pod_phase(pod));
     if (!d->known_built) { /* the tasks of the pods bound before this driver started */
-        if (!t && !terminal) md_task_add(d, tid, agent_id, pod);
+        if (!t && !terminal && (t = md_task_add(d, tid, agent_id, pod))) t->state = stored_state(pod);
         return deleting;
     }
     if (deleting) { /* looked at until it is gone */
@@ -509,13 +522,50 @@ static int waiting_pods(struct mdrv *d, struct md_agent *a, const json_t ***out)
     return k;
 }
 
-static void decline_all(struct mdrv *d, struct md_agent *a, double refuse_seconds) {
-    const char *oids[64] = {0};
-    char *own[64];
-    int n = take_offers(a, oids, 64, own);
-    md_call(d, mesos_call_decline(d->fid, oids, n, refuse_seconds));
-    for (int i = 0; i < n; i++) free(own[i]);
-    d->st.declines++;
+/* The DECLINEs of what this pass declined: one call per filter and
+ * DECLINE_BATCH offers, whatever their agents. */
+static void flush_declines(struct mdrv *d) {
+    for (int cls = 0; cls < 2; cls++) {
+        struct md_declines *q = &d->decl[cls];
+        double refuse = cls ? d->o.refuse_seconds : 1;
+        for (int off = 0; off < q->n; off += DECLINE_BATCH) {
+            int n = q->n - off < DECLINE_BATCH ? q->n - off : DECLINE_BATCH;
+            md_call(d, mesos_call_decline(d->fid, (const char *const *)q->ids + off, n, refuse));
+            d->st.declines++;
+        }
+        for (int i = 0; i < q->n; i++) free(q->ids[i]);
+        q->n = 0;
+    }
+}
+
+static bool decline_room(struct md_declines *q) {
+    if (q->n < q->cap) return true;
+    int cap = q->cap ? q->cap * 2 : 256;
+    char **ids = realloc(q->ids, (size_t)cap * sizeof *ids);
+    if (!ids) return false;
+    q->ids = ids;
+    q->cap = cap;
+    return true;
+}
+
+/* a's offers declined (cls: which filter, md_declines), sent at the end of the pass. */
+static void decline_all(struct mdrv *d, struct md_agent *a, int cls) {
+    struct md_declines *q = &d->decl[cls];
+    while (a->offers) {
+        if (!decline_room(q)) { /* out of memory: this agent's offers in a call of their own */
+            const char *oids[64] = {0};
+            char *own[64];
+            int n = take_offers(a, oids, 64, own);
+            md_call(d, mesos_call_decline(d->fid, oids, n, cls ? d->o.refuse_seconds : 1));
+            for (int i = 0; i < n; i++) free(own[i]);
+            d->st.declines++;
+            continue;
+        }
+        struct md_offer *o = a->offers;
+        a->offers = o->next;
+        q->ids[q->n++] = o->id;
+        free(o);
+    }
 }
 
 /* An agent that may hold offers: launches on it of what waits there, and
@@ -529,13 +579,13 @@ static void visit_offered(struct mdrv *d, const char *k, int64_t now) {
         free(w);
         /* what waits does not fit what is offered (a task still ending, another framework): the
          * offer goes back for a moment and comes again when the agent has more */
-        if (a->offers && nw && now - a->offers->got_ms >= (int64_t)d->o.hold_ms) decline_all(d, a, 1);
+        if (a->offers && nw && now - a->offers->got_ms >= (int64_t)d->o.hold_ms) decline_all(d, a, 0);
         if (strmap_count(&a->wait)) d->maybe_revive = true;
     }
     /* held while pods keep coming (they may come here), at most OFFER_HOLD_MAX_MS */
     if (a && a->offers && !strmap_count(&a->wait) && now - a->offers->got_ms >= (int64_t)d->o.hold_ms &&
         (now - d->last_wait_ms >= (int64_t)d->o.hold_ms || now - a->offers->got_ms >= OFFER_HOLD_MAX_MS))
-        decline_all(d, a, d->o.refuse_seconds);
+        decline_all(d, a, 1);
     if (!a || !a->offers) strmap_del(&d->offered, k);
 }
 
@@ -549,6 +599,7 @@ static void pump_offers(struct mdrv *d, int64_t now) {
     if (sweep) d->last_sweep_ms = now;
     while (strmap_next(sweep ? &d->offered : &d->ready, &pos, &k, &v)) visit_offered(d, k, now);
     strmap_free(&d->ready);
+    flush_declines(d);
 }
 
 /* Whether a pod waits on an active agent that has no offer (then REVIVE). */
@@ -699,6 +750,10 @@ static void on_lost(void *ud, const char *why, bool final) {
         a->offers = NULL;
     }
     strmap_free(&d->offered);
+    for (int cls = 0; cls < 2; cls++) {
+        for (int i = 0; i < d->decl[cls].n; i++) free(d->decl[cls].ids[i]);
+        free(d->decl[cls].ids);
+    }
 }
 
 static void on_event(void *ud, const struct mesos_event *ev, const json_t *root) {
@@ -783,7 +838,8 @@ static void on_synced(void *ud) { md_kick(ud); }
 
 /* What the driver's pod feed builds of a pod: metadata (no managedFields),
  * of its spec the node and what a TaskInfo and its resources are made of,
- * of its status the phase. The rest (a pod's status grows with every write)
+ * of its status the phase and reason (the task state stored before a
+ * restart). The rest (a pod's status grows with every write)
  * is read and checked, never built. */
 static bool pod_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     (void)ud;
@@ -791,7 +847,7 @@ static bool pod_keep(void *ud, const struct jparse_seg *path, int depth, const c
     if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
     if (depth == 1 && JPARSE_SEG_IS(&path[0], "spec"))
         return KEY_IS("nodeName") || KEY_IS("containers") || KEY_IS("initContainers") || KEY_IS("overhead");
-    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase") || KEY_IS("reason");
     return true;
 }
 

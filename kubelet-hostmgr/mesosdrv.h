@@ -55,6 +55,7 @@ void mdrv_options_default(struct mdrv_options *o);
 
 struct mdrv_stats {
     uint64_t launched, accepts, declines, revives, kills, updates, acks, status_writes, lost, agents;
+    uint64_t stale_updates; /* updates older than the state stored: acknowledged, not stored */
 };
 
 struct mdrv;
