@@ -36,17 +36,23 @@ static void on_tick(uv_timer_t *t) {
     struct ctl_lease *l = t->data;
     uint64_t now = mono_ms();
     if (l->held) {
-        /* paused or blocked past the safe part of the lease: another process
-         * may hold it by now, so act no more, whatever Redis says next */
-        if (now - l->renewed_ms > (uint64_t)l->lease_ms * 2 / 3) {
-            end_term(l, "late");
-            return;
-        }
+        /* The key still holding this id proves nobody else took the lease
+         * since the last renewal (an acquisition replaces the value), even
+         * after a pause past the lease: the term goes on. Otherwise it ends
+         * here; what the loop ran between a long pause and this check is
+         * what fencing tokens are for. */
+        bool late = now - l->renewed_ms > (uint64_t)l->lease_ms * 2 / 3;
         redisReply *rep = ctl_redis(l->db, "EVAL %s 1 %s %s %u", RENEW, l->key, l->id, l->lease_ms);
         bool ok = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
         freeReplyObject(rep);
-        if (ok) l->renewed_ms = now;
-        else end_term(l, "renewal refused");
+        if (!ok) {
+            end_term(l, late ? "late" : "renewal refused");
+            return;
+        }
+        if (late)
+            fprintf(stderr, "level=warn msg=\"%s: lease renewed late\" epoch=%lld late_ms=%llu\n", l->role, l->epoch,
+                    (unsigned long long)(now - l->renewed_ms));
+        l->renewed_ms = now;
         return;
     }
     redisReply *rep = ctl_redis(l->db, "SET %s %s NX PX %u", l->key, l->id, l->lease_ms);
@@ -82,7 +88,8 @@ struct ctl_lease *ctl_lease_start(uv_loop_t *loop, struct ctl_db *db, const char
     uv_timer_init(loop, &l->timer);
     l->timer.data = l;
     unsigned every = l->lease_ms / 3 ? l->lease_ms / 3 : 1;
-    uv_timer_start(&l->timer, on_tick, 0, every);
+    uv_timer_start(&l->timer, on_tick, every, every);
+    on_tick(&l->timer); /* the first attempt now: a role without a contender starts at once */
     return l;
 }
 

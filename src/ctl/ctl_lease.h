@@ -4,12 +4,14 @@
  * it only while it still holds the holder's id; every acquisition bumps
  * peloton:<role>:epoch, the fencing token of the term.
  *
- * The holder stops acting before the lease can have run out for anyone
- * else: a renewal that fails, or a check that finds the last renewal more
- * than two thirds of the lease ago (the process was paused, or its loop
- * blocked), ends the term at once, before the loop serves anything else
- * (libuv runs due timers before I/O). A clean stop deletes the key, so a
- * successor does not wait the lease out.
+ * A renewal that fails ends the term. A holder paused or blocked past its
+ * lease finds out at its next renewal: if the key still holds its id,
+ * nobody took the lease meanwhile (an acquisition replaces the value) and
+ * the term goes on; otherwise the term ends then. Whatever the loop ran
+ * between the end of such a pause and that renewal is not covered: that
+ * window is what the epoch (a fencing token checked where writes land) is
+ * for. A clean stop deletes the key, so a successor does not wait the
+ * lease out. The first attempt is made within ctl_lease_start.
  *
  * on_change(ud, true, epoch) when a term begins, (ud, false, epoch) when it
  * ends (lost, or the lease stopped while held). Loop thread only. */
@@ -26,7 +28,7 @@ typedef void (*ctl_lease_fn)(void *ud, bool leader, long long epoch);
 #define CTL_LEASE_DEFAULT_MS 10000
 
 /* role: "jobmgr", "hostmgr", "mesos"…; id: this process (unique among the
- * contenders). The first attempt is made at once. NULL when out of memory. */
+ * contenders). NULL when out of memory. */
 struct ctl_lease *ctl_lease_start(uv_loop_t *loop, struct ctl_db *db, const char *role, const char *id,
                                   unsigned lease_ms, ctl_lease_fn on_change, void *ud);
 /* Releases the lease if held (on_change(false) is called first) and frees
