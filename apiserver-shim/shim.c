@@ -271,6 +271,7 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
                       const struct http_request *req, struct http_response *resp, bool dry) {
     json_t *obj = read_body(r, req, ns, resp);
     if (!obj) return;
+    shim_meta_omit_empty(obj);
     json_t *md = json_object_get(obj, "metadata");
     generate_name(md);
     const char *name = json_string_value(json_object_get(md, "name"));
@@ -437,6 +438,15 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
         int rc = shim_ns_terminate(s, name, &out);
         shim_reply_written(s, resp, rc, r, name, 200, out);
         return;
+    }
+    if (shim_delete_orphans(body, req)) { /* --cascade=orphan: the dependents lose their reference first */
+        int orc = shim_orphan_dependents(s, r, ns, name);
+        if (orc) {
+            shim_status(resp, 500, "InternalError", NULL, "orphaning the dependents of %s \"%s\": %s", r->kind,
+                        name, store_errmsg(s->st));
+            json_decref(body);
+            return;
+        }
     }
     json_t *out = NULL;
     int deleted = 0;
