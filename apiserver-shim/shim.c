@@ -179,6 +179,7 @@ bool shim_typed(const struct shim_resource *r, const json_t *obj) {
     char av[300];
     const char *k = json_string_value(json_object_get(obj, "kind"));
     const char *v = json_string_value(json_object_get(obj, "apiVersion"));
+    if (shim_view_converts(r)) return false; /* shown only through shim_view_out */
     return k && v && !strcmp(k, r->kind) && !strcmp(v, api_version_of(r, av, sizeof av));
 }
 
@@ -187,7 +188,7 @@ json_t *shim_with_type(const struct shim_resource *r, json_t *obj) {
     char av[300];
     json_object_set_new(obj, "kind", json_string(r->kind));
     json_object_set_new(obj, "apiVersion", json_string(api_version_of(r, av, sizeof av)));
-    return obj;
+    return shim_view_out(r, obj);
 }
 
 static int namespace_exists(struct shim *s, const char *ns, struct http_response *resp) {
@@ -251,7 +252,7 @@ static json_t *read_body(const struct shim_resource *r, const struct http_reques
         json_decref(obj);
         return NULL;
     }
-    return shim_with_type(r, obj);
+    return shim_view_in(r, shim_with_type(r, obj));
 }
 
 static void generate_name(json_t *md) {

@@ -154,7 +154,7 @@ static int patch_fn(void *ud, const json_t *cur, json_t **next, char *err, size_
     if (json_is_null(json_object_get(n, "status"))) json_object_del(n, "status");
     if (!json_string_value(json_object_get(json_object_get(w->body, "metadata"), "resourceVersion")))
         json_object_del(md, "resourceVersion");
-    shim_with_type(r, n);
+    shim_view_in(r, shim_with_type(r, n)); /* stored in the preferred version's meaning (shim_versions.c) */
     json_t *d;
     if ((rc = shim_validate(r, n, w->name, err, errlen, &d))) {
         json_decref(n);
