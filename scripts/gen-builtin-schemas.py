@@ -190,6 +190,7 @@ EXTRA_FIELDS = {
                   "managedBy": "str"},
     "V1JobStatus": {"ready": "int", "terminating": "int", "failedIndexes": "str"},
     "V1CronJobSpec": {"timeZone": "str"},
+    "V1PodDisruptionBudgetSpec": {"unhealthyPodEvictionPolicy": "str"},
     "V1RollingUpdateStatefulSetStrategy": {"maxUnavailable": "object"},
 }
 
