@@ -618,10 +618,10 @@ def test_report():
     cols = ["1.32", "1.20"]
     w = max(len(v) for v in VERBS) + 2
     lines = ["kubectl verbs: " + " ".join(f"{c}={VERSIONS.get(c, 'not run here')}" for c in cols),
-             "verb".ljust(w) + "".join(c.ljust(22) for c in cols)]
+             "verb".ljust(w) + "".join(c.ljust(26) for c in cols)]
     for verb in VERBS:
         lines.append(verb.ljust(w) + "".join(
-            RESULTS.get((verb, c), "not run here" if c not in VERSIONS else "failed").ljust(22) for c in cols))
+            RESULTS.get((verb, c), "not run here" if c not in VERSIONS else "failed").ljust(26) for c in cols))
     lines += [f"known gap: {verb}: {why}" for verb, why in KNOWN.items()]
     print("\n".join(lines), file=sys.stderr)
     assert all((verb, v) in RESULTS for verb in VERBS for v in VERSIONS)
