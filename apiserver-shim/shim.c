@@ -179,6 +179,7 @@ bool shim_typed(const struct shim_resource *r, const json_t *obj) {
     char av[300];
     const char *k = json_string_value(json_object_get(obj, "kind"));
     const char *v = json_string_value(json_object_get(obj, "apiVersion"));
+    if (shim_view_converts(r)) return false; /* shown only through shim_view_out */
     return k && v && !strcmp(k, r->kind) && !strcmp(v, api_version_of(r, av, sizeof av));
 }
 
@@ -187,7 +188,7 @@ json_t *shim_with_type(const struct shim_resource *r, json_t *obj) {
     char av[300];
     json_object_set_new(obj, "kind", json_string(r->kind));
     json_object_set_new(obj, "apiVersion", json_string(api_version_of(r, av, sizeof av)));
-    return obj;
+    return shim_view_out(r, obj);
 }
 
 static int namespace_exists(struct shim *s, const char *ns, struct http_response *resp) {
@@ -251,7 +252,7 @@ static json_t *read_body(const struct shim_resource *r, const struct http_reques
         json_decref(obj);
         return NULL;
     }
-    return shim_with_type(r, obj);
+    return shim_view_in(r, shim_with_type(r, obj));
 }
 
 static void generate_name(json_t *md) {
@@ -271,6 +272,7 @@ static void do_create(struct shim *s, const struct shim_resource *r, const char 
                       const struct http_request *req, struct http_response *resp, bool dry) {
     json_t *obj = read_body(r, req, ns, resp);
     if (!obj) return;
+    shim_meta_omit_empty(obj);
     json_t *md = json_object_get(obj, "metadata");
     generate_name(md);
     const char *name = json_string_value(json_object_get(md, "name"));
@@ -437,6 +439,15 @@ static void do_delete(struct shim *s, const struct shim_resource *r, const char 
         int rc = shim_ns_terminate(s, name, &out);
         shim_reply_written(s, resp, rc, r, name, 200, out);
         return;
+    }
+    if (shim_delete_orphans(body, req)) { /* --cascade=orphan: the dependents lose their reference first */
+        int orc = shim_orphan_dependents(s, r, ns, name);
+        if (orc) {
+            shim_status(resp, 500, "InternalError", NULL, "orphaning the dependents of %s \"%s\": %s", r->kind,
+                        name, store_errmsg(s->st));
+            json_decref(body);
+            return;
+        }
     }
     json_t *out = NULL;
     int deleted = 0;

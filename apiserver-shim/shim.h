@@ -190,7 +190,26 @@ void shim_write_binding(struct shim *s, const struct shim_resource *pods, const 
  * resp; true when it refused. */
 int shim_validate(const struct shim_resource *r, json_t *obj, const char *name, char *msg, size_t msglen,
                   json_t **details);
+/* Drops obj's empty metadata labels, annotations, finalizers, ownerReferences
+ * and managedFields, as kube-apiserver's omitempty types do (shim_write.c). */
+void shim_meta_omit_empty(json_t *obj);
 bool shim_refuse_invalid(const struct shim_resource *r, json_t *obj, const char *name, struct http_response *resp);
+
+/* ---- kinds served in two versions (shim_versions.c) ----
+ * shim_view_in: obj (a request's, of resource r's version) changed in place
+ * to what is stored; shim_view_out: a stored obj changed in place to r's
+ * version (shim_with_type calls it). Both return obj. */
+json_t *shim_view_in(const struct shim_resource *r, json_t *obj);
+json_t *shim_view_out(const struct shim_resource *r, json_t *obj);
+bool shim_view_converts(const struct shim_resource *r); /* whether the two differ for r */
+
+/* ---- DELETE with propagationPolicy Orphan (shim_orphan.c) ----
+ * shim_delete_orphans: whether the DeleteOptions body (may be NULL) or the
+ * query asks for it. shim_orphan_dependents: every object owned by the
+ * stored owner (ns/name of kind r) loses its reference to it; 0, or the
+ * store's error. */
+bool shim_delete_orphans(const json_t *body, const struct http_request *req);
+int shim_orphan_dependents(struct shim *s, const struct shim_resource *owner, const char *ns, const char *name);
 
 /* ---- pods and status subresources (shim_pods.c) ---- */
 bool shim_has_status(const struct shim_resource *r); /* pods, nodes, namespaces */

@@ -63,13 +63,43 @@ bool shim_disc_wants_aggregated(const struct http_request *req) {
     return strstr(req->accept, "as=APIGroupDiscoveryList") != NULL;
 }
 
-static json_t *group_discovery(const struct shim *s, const char *group) {
-    json_t *resources = json_array();
-    const char *version = "v1";
+#define MAX_GROUP_VERSIONS 8
+
+/* The versions group is served in, in the registry's order: the first is
+ * the preferred one (the registry lists a group's v1 before its v1beta1). */
+static int group_versions(const struct shim *s, const char *group, const char *out[MAX_GROUP_VERSIONS]) {
+    int n = 0;
     for (int i = 0; i < shim_res_count(s); i++) {
         const struct shim_resource *r = shim_res_at(s, i);
         if (!r || strcmp(r->group, group) != 0) continue;
-        version = r->version;
+        bool seen = false;
+        for (int k = 0; k < n && !seen; k++) seen = !strcmp(out[k], r->version);
+        if (!seen && n < MAX_GROUP_VERSIONS) out[n++] = r->version;
+    }
+    return n;
+}
+
+/* [{groupVersion, version}] of group, preferred first; *preferred its first. */
+static json_t *versions_json(const struct shim *s, const char *group, json_t **preferred) {
+    const char *v[MAX_GROUP_VERSIONS];
+    int n = group_versions(s, group, v);
+    json_t *a = json_array();
+    *preferred = NULL;
+    for (int k = 0; k < n; k++) {
+        char gv[300];
+        snprintf(gv, sizeof gv, "%s/%s", group, v[k]);
+        json_t *e = json_pack("{s:s, s:s}", "groupVersion", gv, "version", v[k]);
+        if (!k) *preferred = json_incref(e);
+        json_array_append_new(a, e);
+    }
+    return a;
+}
+
+static json_t *version_discovery(const struct shim *s, const char *group, const char *version) {
+    json_t *resources = json_array();
+    for (int i = 0; i < shim_res_count(s); i++) {
+        const struct shim_resource *r = shim_res_at(s, i);
+        if (!r || strcmp(r->group, group) != 0 || strcmp(r->version, version) != 0) continue;
         struct subres sr[5];
         int nsr = subresources(r, sr);
         json_t *subs = json_array();
@@ -89,8 +119,18 @@ static json_t *group_discovery(const struct shim *s, const char *group) {
         else json_decref(subs);
         json_array_append_new(resources, res);
     }
-    return json_pack("{s:{s:s}, s:[{s:s, s:o, s:s}]}", "metadata", "name", group, "versions", "version", version,
-                     "resources", resources, "freshness", "Current");
+    return json_pack("{s:s, s:o, s:s}", "version", version, "resources", resources, "freshness", "Current");
+}
+
+/* A group in aggregated discovery: each version it is served in, the
+ * preferred one first (the core group: v1). */
+static json_t *group_discovery(const struct shim *s, const char *group) {
+    const char *v[MAX_GROUP_VERSIONS];
+    int n = group[0] ? group_versions(s, group, v) : 1;
+    if (!group[0]) v[0] = "v1";
+    json_t *versions = json_array();
+    for (int k = 0; k < n; k++) json_array_append_new(versions, version_discovery(s, group, v[k]));
+    return json_pack("{s:{s:s}, s:o}", "metadata", "name", group, "versions", versions);
 }
 
 void shim_disc_aggregated(const struct shim *s, struct http_response *resp, bool legacy) {
@@ -118,11 +158,9 @@ void shim_disc_group_list(const struct shim *s, struct http_response *resp) {
         bool seen = !r->group[0];
         for (int j = 0; j < i && !seen; j++) seen = shim_res_at(s, j) && !strcmp(shim_res_at(s, j)->group, r->group);
         if (seen) continue;
-        char gv[300];
-        snprintf(gv, sizeof gv, "%s/%s", r->group, r->version);
-        json_array_append_new(groups, json_pack("{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}", "name", r->group, "versions",
-                                                "groupVersion", gv, "version", r->version, "preferredVersion",
-                                                "groupVersion", gv, "version", r->version));
+        json_t *preferred, *versions = versions_json(s, r->group, &preferred);
+        json_array_append_new(groups, json_pack("{s:s, s:o, s:o}", "name", r->group, "versions", versions,
+                                                "preferredVersion", preferred));
     }
     shim_json(resp, 200, json_pack("{s:s, s:s, s:o}", "kind", "APIGroupList", "apiVersion", "v1", "groups", groups));
 }
@@ -189,9 +227,14 @@ void shim_disc_root(const struct shim *s, struct http_response *resp) {
     for (int i = 0; i < shim_res_count(s); i++) {
         if (!first_of_group(s, i)) continue;
         const struct shim_resource *r = shim_res_at(s, i);
-        size_t len = strlen(r->group) + strlen(r->version) + 8;
+        const char *v[MAX_GROUP_VERSIONS];
+        int nv = group_versions(s, r->group, v);
+        size_t len = strlen(r->group) + 8;
         if ((paths[n] = malloc(len))) snprintf(paths[n++], len, "/apis/%s", r->group);
-        if ((paths[n] = malloc(len))) snprintf(paths[n++], len, "/apis/%s/%s", r->group, r->version);
+        for (int k = 0; k < nv && n < cap; k++) {
+            size_t vlen = strlen(r->group) + strlen(v[k]) + 8;
+            if ((paths[n] = malloc(vlen))) snprintf(paths[n++], vlen, "/apis/%s/%s", r->group, v[k]);
+        }
     }
     qsort(paths, n, sizeof *paths, cmp_str);
     json_t *a = json_array();
@@ -207,11 +250,9 @@ void shim_disc_group(const struct shim *s, struct http_response *resp, const cha
     for (int i = 0; i < shim_res_count(s); i++) {
         const struct shim_resource *r = shim_res_at(s, i);
         if (!r || !r->group[0] || strcmp(r->group, group) != 0) continue;
-        char gv[300];
-        snprintf(gv, sizeof gv, "%s/%s", r->group, r->version);
-        shim_json(resp, 200, json_pack("{s:s, s:s, s:s, s:[{s:s, s:s}], s:{s:s, s:s}}", "kind", "APIGroup",
-                                       "apiVersion", "v1", "name", r->group, "versions", "groupVersion", gv, "version",
-                                       r->version, "preferredVersion", "groupVersion", gv, "version", r->version));
+        json_t *preferred, *versions = versions_json(s, r->group, &preferred);
+        shim_json(resp, 200, json_pack("{s:s, s:s, s:s, s:o, s:o}", "kind", "APIGroup", "apiVersion", "v1", "name",
+                                       r->group, "versions", versions, "preferredVersion", preferred));
         return;
     }
     shim_status(resp, 404, "NotFound", NULL, "the server could not find the requested resource");

@@ -39,7 +39,8 @@ static const unsigned char MAGIC[4] = {'k', '8', 's', 0};
 #define RBAC "rbac.authorization.k8s.io/v1"
 
 /* The kinds, by apiVersion: policy/v1beta1's Eviction and
- * PodDisruptionBudget have policy/v1's field numbers. */
+ * PodDisruptionBudget, and batch/v1beta1's CronJob, have their v1 field
+ * numbers. */
 static const struct {
     const char *api_version, *kind;
     const ProtobufCMessageDescriptor *d;
@@ -68,6 +69,7 @@ static const struct {
     {"apps/v1", "ControllerRevision", &k8s__io__api__apps__v1__controller_revision__descriptor},
     {"batch/v1", "Job", &k8s__io__api__batch__v1__job__descriptor},
     {"batch/v1", "CronJob", &k8s__io__api__batch__v1__cron_job__descriptor},
+    {"batch/v1beta1", "CronJob", &k8s__io__api__batch__v1__cron_job__descriptor}, /* v1's numbers, as for PDBs */
     {"autoscaling/v1", "Scale", &k8s__io__api__autoscaling__v1__scale__descriptor},
     {RBAC, "Role", &k8s__io__api__rbac__v1__role__descriptor},
     {RBAC, "RoleBinding", &k8s__io__api__rbac__v1__role_binding__descriptor},

@@ -43,6 +43,12 @@ const struct shim_resource shim_resources[] = {
             "clusterroles.rbac.authorization.k8s.io", NULL),
     BUILTIN("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding",
             false, NULL, NULL, "clusterrolebindings.rbac.authorization.k8s.io", NULL),
+    /* the older versions kubectl 1.20's generators write, as kube-apiserver
+     * 1.20 served them: views of the same stored objects (shim_versions.c);
+     * after the preferred versions, which discovery names first */
+    BUILTIN("policy", "v1beta1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true, "pdb",
+            NULL, "poddisruptionbudgets.policy", NULL),
+    BUILTIN("batch", "v1beta1", "cronjobs", "cronjob", "CronJob", true, "cj", NULL, "cronjobs.batch", NULL),
 };
 const int shim_nresources = (int)(sizeof shim_resources / sizeof shim_resources[0]);
 

@@ -82,11 +82,26 @@ static int admit(struct write_req *w, json_t *next, const json_t *cur) {
 
 /* ---- the modify functions ---- */
 
+/* ObjectMeta's lists and maps are omitempty in kube-apiserver's types: an
+ * empty one written (kubectl diff's and apply's patches carry
+ * `annotations: {}` when the last-applied annotation is left out) is not
+ * stored, nor shown. */
+void shim_meta_omit_empty(json_t *obj) {
+    static const char *const keys[] = {"labels", "annotations", "finalizers", "ownerReferences", "managedFields"};
+    json_t *md = json_object_get(obj, "metadata");
+    for (size_t i = 0; json_is_object(md) && i < sizeof keys / sizeof *keys; i++) {
+        json_t *v = json_object_get(md, keys[i]);
+        if (json_is_null(v) || (json_is_object(v) && !json_object_size(v)) || (json_is_array(v) && !json_array_size(v)))
+            json_object_del(md, keys[i]);
+    }
+}
+
 /* PUT: the caller's object, with status kept where a status subresource owns it. */
 static int replace_fn(void *ud, const json_t *cur, json_t **next, char *err, size_t errlen) {
     struct write_req *w = ud;
     json_t *n = json_deep_copy(w->body);
     if (!n) return snprintf(err, errlen, "out of memory"), -ENOMEM;
+    shim_meta_omit_empty(n);
     if (shim_has_status(w->r)) {
         json_t *st = json_object_get(cur, "status");
         if (st) json_object_set(n, "status", st);
@@ -124,6 +139,7 @@ static int patch_fn(void *ud, const json_t *cur, json_t **next, char *err, size_
     char msg[512] = "";
     int rc = w->apply(cur, w->body, &n, msg, sizeof msg);
     if (rc) return patch_refused(w, rc, msg, err, errlen);
+    shim_meta_omit_empty(n);
     json_t *md = json_object_get(n, "metadata");
     const char *nname = json_string_value(json_object_get(md, "name"));
     if (!json_is_object(n) || !json_is_object(md) || !nname || strcmp(nname, w->name) != 0) {
@@ -138,7 +154,7 @@ static int patch_fn(void *ud, const json_t *cur, json_t **next, char *err, size_
     if (json_is_null(json_object_get(n, "status"))) json_object_del(n, "status");
     if (!json_string_value(json_object_get(json_object_get(w->body, "metadata"), "resourceVersion")))
         json_object_del(md, "resourceVersion");
-    shim_with_type(r, n);
+    shim_view_in(r, shim_with_type(r, n)); /* stored in the preferred version's meaning (shim_versions.c) */
     json_t *d;
     if ((rc = shim_validate(r, n, w->name, err, errlen, &d))) {
         json_decref(n);

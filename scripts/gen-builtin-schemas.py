@@ -57,6 +57,12 @@ KINDS = [
     ("apps", "v1", "ControllerRevision", "V1ControllerRevision"),
     ("batch", "v1", "Job", "V1Job"),
     ("batch", "v1", "CronJob", "V1CronJob"),
+    ("policy", "v1", "PodDisruptionBudget", "V1PodDisruptionBudget"),
+    # the older versions kubectl 1.20's generators write (create cronjob,
+    # create pdb), served as views of the same stored objects; after the v1
+    # kinds, so that what they share (a Job's spec) keeps its v1 package
+    ("batch", "v1beta1", "CronJob", "V1beta1CronJob"),
+    ("policy", "v1beta1", "PodDisruptionBudget", "V1beta1PodDisruptionBudget"),
     ("autoscaling", "v1", "Scale", "V1Scale"),
     ("rbac.authorization.k8s.io", "v1", "Role", "V1Role"),
     ("rbac.authorization.k8s.io", "v1", "RoleBinding", "V1RoleBinding"),
@@ -72,10 +78,25 @@ PACKAGE = {
     "batch": "io.k8s.api.batch.v1",
     "autoscaling": "io.k8s.api.autoscaling.v1",
     "rbac.authorization.k8s.io": "io.k8s.api.rbac.v1",
+    "policy": "io.k8s.api.policy.v1",
 }
-# The workload groups' own models (by name); everything else they reach (pod
-# templates, volume claims) is core's.
+# A kind of a group's other version: its package.
+PACKAGE_GV = {
+    ("batch", "v1beta1"): "io.k8s.api.batch.v1beta1",
+    ("policy", "v1beta1"): "io.k8s.api.policy.v1beta1",
+}
+
+
+def package_of(group, version):
+    return PACKAGE_GV.get((group, version)) or PACKAGE[group]
+
+
+# The workload groups' own models (by name, per package); everything else
+# they reach (pod templates, volume claims) is core's.
 GROUP_MODELS = {
+    "io.k8s.api.batch.v1beta1": re.compile(r"V1beta1(CronJob|JobTemplateSpec)"),
+    "io.k8s.api.policy.v1": re.compile(r"V1PodDisruptionBudget"),
+    "io.k8s.api.policy.v1beta1": re.compile(r"V1beta1PodDisruptionBudget"),
     "apps": re.compile(r"V1(Deployment|StatefulSet|DaemonSet|ReplicaSet|RollingUpdate|ControllerRevision)"),
     "batch": re.compile(r"V1(Job|CronJob|UncountedTerminatedPods|PodFailurePolicy|SuccessPolicy)"),
     "autoscaling": re.compile(r"V1Scale"),
@@ -169,6 +190,7 @@ EXTRA_FIELDS = {
                   "managedBy": "str"},
     "V1JobStatus": {"ready": "int", "terminating": "int", "failedIndexes": "str"},
     "V1CronJobSpec": {"timeZone": "str"},
+    "V1PodDisruptionBudgetSpec": {"unhealthyPodEvictionPolicy": "str"},
     "V1RollingUpdateStatefulSetStrategy": {"maxUnavailable": "object"},
 }
 
@@ -258,7 +280,7 @@ class Gen:
         if model in self.pkg:
             return
         for group, pat in GROUP_MODELS.items():
-            if pkg == PACKAGE[group] and not pat.match(model):
+            if pkg == PACKAGE.get(group, group) and not pat.match(model):
                 pkg = PACKAGE[""]
         self.pkg[model] = META if model in META_MODELS else pkg
         self.order.append(model)
@@ -268,7 +290,7 @@ class Gen:
                 self.reach(e, pkg)
 
     def def_name(self, model):
-        short = RENAMED.get(model) or re.sub(r"^(?:[A-Z][a-z]+)*V\d+", "", model)
+        short = RENAMED.get(model) or re.sub(r"^(?:[A-Z][a-z]+)*V\d+(?:(?:alpha|beta)\d+)?", "", model)
         return f"{self.pkg[model]}.{short}"
 
     # ---- the current file's descriptions ----
@@ -413,8 +435,8 @@ class Gen:
         return d
 
     def build(self):
-        for group, _, _, model in KINDS:
-            self.reach(model, PACKAGE[group])
+        for group, version, _, model in KINDS:
+            self.reach(model, package_of(group, version))
         self.absorb_current()
         defs = {}
         for name, sch in SPECIAL.items():

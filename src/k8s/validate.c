@@ -257,21 +257,46 @@ static void check_container(struct vc *c, const char *at, const json_t *ctr) {
     }
 }
 
-static void check_containers(struct vc *c, const json_t *spec, const char *key) {
+/* A string field of a container that must be there and not empty. */
+static void require_str(struct vc *c, const char *at, const json_t *ctr, const char *key) {
+    const char *v = json_string_value(json_object_get(ctr, key));
+    char f[FIELD_MAX];
+    snprintf(f, sizeof f, "%s.%s", at, key);
+    if (!v || !v[0]) ADD(c, REQUIRED, f, "Required value");
+}
+
+/* validateContainers' first checks: a name and an image each, names unique
+ * across containers and initContainers (seen: names so far, borrowed). */
+static void check_containers(struct vc *c, const json_t *spec, const char *key, json_t *seen) {
     const json_t *arr = json_object_get(spec, key);
     size_t i;
     json_t *ctr;
-    char at[64];
+    char at[64], f[FIELD_MAX], qs[SCHEMA_MAX_VALUE_SHOWN * 4 + 16];
     json_array_foreach(arr, i, ctr) {
         snprintf(at, sizeof at, "spec.%s[%zu]", key, i);
-        if (json_is_object(ctr)) check_container(c, at, ctr);
+        if (!json_is_object(ctr)) continue; /* pod_info_decode says so */
+        require_str(c, at, ctr, "name");
+        require_str(c, at, ctr, "image");
+        const char *name = json_string_value(json_object_get(ctr, "name"));
+        if (name && name[0] && seen) {
+            snprintf(f, sizeof f, "%s.name", at);
+            if (json_object_get(seen, name)) ADD(c, "FieldValueDuplicate", f, "Duplicate value: %s",
+                                                 quote(name, qs, sizeof qs));
+            else if (json_object_set_new(seen, name, json_true())) c->oom = 1;
+        }
+        check_container(c, at, ctr);
     }
 }
 
 static void check_pod(struct vc *c, const json_t *pod) {
     const json_t *spec = json_object_get(pod, "spec");
-    check_containers(c, spec, "containers");
-    check_containers(c, spec, "initContainers");
+    const json_t *ctrs = json_object_get(spec, "containers");
+    if (!json_is_array(ctrs) || !json_array_size(ctrs)) ADD(c, REQUIRED, "spec.containers", "Required value");
+    json_t *seen = json_object();
+    if (!seen) c->oom = 1;
+    check_containers(c, spec, "containers", seen);
+    check_containers(c, spec, "initContainers", seen);
+    json_decref(seen);
     check_list(c, "spec.overhead", json_object_get(spec, "overhead"));
     if (c->res->n || c->oom) return;
     /* what the scheduler would refuse to read: "field: why" */

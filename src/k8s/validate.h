@@ -6,7 +6,9 @@
  *                values; metadata.annotations: keys are qualified names,
  *                keys and values together at most VALIDATE_MAX_ANNOTATIONS
  *                bytes
- *   Pod          resource requests, limits and overhead: standard or
+ *   Pod          spec.containers not empty, each container (and init
+ *                container) with a name and an image, names unique;
+ *                resource requests, limits and overhead: standard or
  *                extended resource names, valid quantities, not negative;
  *                extended resources (nvidia.com/gpu) whole numbers with a
  *                request equal to the limit; a request no more than its

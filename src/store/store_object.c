@@ -339,7 +339,15 @@ int store_prepare_delete(const char *res, const json_t *cur, const struct store_
     *out = NULL;
     *del = !has_finalizers(cur) && !graceful;
     const json_t *curmeta = json_object_get(cur, "metadata");
-    if (!*del && json_object_get(curmeta, "deletionTimestamp")) return 0;
+    /* Deleting what is being deleted writes nothing, unless it shortens the
+     * grace period (a kubelet's final DELETE with gracePeriodSeconds=0 while
+     * finalizers still hold the pod): as kube-apiserver, the shorter period
+     * is recorded, so the update that removes the last finalizer removes the
+     * object. */
+    const json_t *curgrace = json_object_get(curmeta, "deletionGracePeriodSeconds");
+    if (!*del && json_object_get(curmeta, "deletionTimestamp") &&
+        (grace < 0 || (json_is_integer(curgrace) && json_integer_value(curgrace) <= grace)))
+        return 0;
     json_t *c = json_deep_copy(cur);
     if (!c) goto oom;
     if (!*del) {

@@ -559,6 +559,41 @@ static void body_finalizers(struct redis_fixture *f) {
 }
 TEST(store_finalizers) { with_fixture(NULL, body_finalizers); }
 
+/* The kubelet's final DELETE (gracePeriodSeconds=0) comes while a finalizer
+ * still holds the pod: the shorter grace period is recorded, and removing
+ * the finalizer then removes the pod (kubectl wait --for=delete returns). */
+static void body_final_delete_before_finalizer(struct redis_fixture *f) {
+    struct store *s = f->store;
+    json_t *p = pod("hold", "x"), *o = NULL, *d = NULL, *d0 = NULL, *d1 = NULL, *u = NULL, *g = NULL;
+    set_meta(p, "finalizers", json_pack("[s]", "example.com/hold"));
+    REQUIRE_I64(store_create(s, "pods", "default", p, &o), 0);
+    struct store_delete_opts graceful = {.grace_period_seconds = 30, .graceful = 1}, now = {.grace_period_seconds = 0};
+    int deleted = -1;
+    REQUIRE_I64(store_delete(s, "pods", "default", "hold", &graceful, &d, &deleted), 0);
+    CHECK_I64(deleted, 0);
+    REQUIRE_I64(store_delete(s, "pods", "default", "hold", &now, &d0, &deleted), 0);
+    CHECK_I64(deleted, 0);
+    CHECK_I64(json_integer_value(json_object_get(json_object_get(d0, "metadata"), "deletionGracePeriodSeconds")), 0);
+    CHECK(rv_of(d0) > rv_of(d));
+    /* a longer period again changes nothing */
+    uint64_t before = cur_rv(s);
+    REQUIRE_I64(store_delete(s, "pods", "default", "hold", &graceful, &d1, &deleted), 0);
+    CHECK_I64(cur_rv(s), before);
+    json_t *clear = json_deep_copy(d0);
+    set_meta(clear, "finalizers", json_array());
+    REQUIRE_I64(store_update(s, "pods", "default", clear, &u, &deleted), 0);
+    CHECK_I64(deleted, 1);
+    CHECK_I64(store_get(s, "pods", "default", "hold", &g), -ENOENT);
+    json_decref(clear);
+    json_decref(u);
+    json_decref(d1);
+    json_decref(d0);
+    json_decref(d);
+    json_decref(o);
+    json_decref(p);
+}
+TEST(store_final_delete_before_finalizer) { with_fixture(NULL, body_final_delete_before_finalizer); }
+
 /* Without a grace period (most resources), emptying finalizers removes the object. */
 static void body_finalizers_no_grace(struct redis_fixture *f) {
     struct store *s = f->store;

@@ -33,11 +33,14 @@ static json_t *vcheck(const char *kind, const char *text, const char *want, int 
 #define VALID(kind, text) json_decref(vcheck(kind, text, NULL, __LINE__))
 #define INVALID(kind, text, want) json_decref(vcheck(kind, text, want, __LINE__))
 
+/* A pod spec with one container, as short as kube-apiserver takes. */
+#define SPEC1 "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}"
+
 /* A pod whose one container has the given resources (JSON). */
 static char *pod_res(const char *resources) {
     static char buf[4096];
     snprintf(buf, sizeof buf,
-             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":%s}]}}",
+             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i\",\"resources\":%s}]}}",
              resources);
     return buf;
 }
@@ -64,10 +67,23 @@ TEST(validate_pod_quantities) {
             "[memory]: Invalid value: \"boolean\": must be a valid");
     INVALID("Pod", pod_res("{\"requests\":[1]}"), "spec.containers[0].resources.requests: Invalid value: array");
     /* init containers and overhead too */
-    INVALID("Pod", "{\"spec\":{\"initContainers\":[{\"name\":\"i\",\"resources\":{\"requests\":{\"cpu\":\"x\"}}}],"
+    INVALID("Pod", "{\"spec\":{\"initContainers\":[{\"name\":\"i\",\"image\":\"i\",\"resources\":{\"requests\":{\"cpu\":\"x\"}}}],"
                    "\"overhead\":{\"memory\":\"-2\"}}}",
-            "[spec.initContainers[0].resources.requests[cpu]: Invalid value: \"x\": must be a valid quantity, "
+            "spec.initContainers[0].resources.requests[cpu]: Invalid value: \"x\": must be a valid quantity, "
             "spec.overhead[memory]: Invalid value: \"-2\": must be greater than or equal to 0]");
+}
+
+TEST(validate_pod_containers_named_with_images) {
+    VALID("Pod", "{\"metadata\":{\"name\":\"p\"}," SPEC1 "}");
+    INVALID("Pod", "{\"spec\":{}}", "spec.containers: Required value");
+    INVALID("Pod", "{\"spec\":{\"containers\":[]}}", "spec.containers: Required value");
+    INVALID("Pod", "{\"spec\":{\"containers\":[{\"name\":\"c\"}]}}", "spec.containers[0].image: Required value");
+    INVALID("Pod", "{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"\"}]}}",
+            "spec.containers[0].image: Required value");
+    INVALID("Pod", "{\"spec\":{\"containers\":[{\"image\":\"i\"}]}}", "spec.containers[0].name: Required value");
+    INVALID("Pod", "{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i\"}],"
+                   "\"initContainers\":[{\"name\":\"c\",\"image\":\"i\"},{\"name\":\"d\"}]}}",
+            "[spec.initContainers[0].name: Duplicate value: \"c\", spec.initContainers[1].image: Required value]");
 }
 
 TEST(validate_pod_extended_resources) {
@@ -97,18 +113,18 @@ TEST(validate_pod_extended_resources) {
 }
 
 TEST(validate_pod_what_the_scheduler_cannot_read) {
-    INVALID("Pod", "{\"metadata\":{\"annotations\":{\"peloton.io/priority\":\"high\"}},\"spec\":{}}",
+    INVALID("Pod", "{\"metadata\":{\"annotations\":{\"peloton.io/priority\":\"high\"}}," SPEC1 "}",
             "metadata.annotations[peloton.io/priority]: \"high\" is not a non-negative integer");
-    INVALID("Pod", "{\"metadata\":{\"labels\":{\"peloton.io/gang\":\"g\"}},\"spec\":{}}",
+    INVALID("Pod", "{\"metadata\":{\"labels\":{\"peloton.io/gang\":\"g\"}}," SPEC1 "}",
             "metadata.labels[peloton.io/gang-size]: a gang needs a size");
-    VALID("Pod", "{\"metadata\":{\"labels\":{\"peloton.io/gang\":\"g\",\"peloton.io/gang-size\":\"2\"}},\"spec\":{}}");
+    VALID("Pod", "{\"metadata\":{\"labels\":{\"peloton.io/gang\":\"g\",\"peloton.io/gang-size\":\"2\"}}," SPEC1 "}");
 }
 
 TEST(validate_labels_and_annotations_every_kind) {
     const char *kinds[] = {"ConfigMap", "Pod", "Namespace"};
     for (size_t i = 0; i < 3; i++) {
         VALID(kinds[i], "{\"metadata\":{\"labels\":{\"app\":\"web\",\"example.com/tier\":\"\",\"a_b.c-d\":\"X.y_z-1\"},"
-                        "\"annotations\":{\"Example.com/Some-Note\":\"any text at all: /{}\"}},\"spec\":{}}");
+                        "\"annotations\":{\"Example.com/Some-Note\":\"any text at all: /{}\"}}," SPEC1 "}");
         INVALID(kinds[i], "{\"metadata\":{\"labels\":{\"a/b/c\":\"x\"}}}",
                 "metadata.labels: Invalid value: \"a/b/c\": a qualified name must consist of alphanumeric characters");
     }
