@@ -115,9 +115,18 @@ static struct metrics_family *family_new(struct metrics *m, enum metrics_type ty
         errno = ENOMEM;
         return NULL;
     }
+    struct metrics_family *same = NULL; /* the family made before under this name, when it is this one */
     pthread_mutex_lock(&m->mu);
     for (struct metrics_family *g = m->first; g; g = g->next)
-        if (!strcmp(g->name, name)) ok = false;
+        if (!strcmp(g->name, name)) {
+            ok = false;
+            if (g->type == f->type && g->nlabels == f->nlabels && g->nb == f->nb &&
+                !memcmp(g->bounds, f->bounds, (size_t)f->nb * sizeof *f->bounds)) {
+                same = g;
+                for (int i = 0; i < f->nlabels; i++)
+                    if (strcmp(g->labels[i], f->labels[i])) same = NULL;
+            }
+        }
     if (ok) {
         if (m->last) m->last->next = f;
         else m->first = f;
@@ -126,6 +135,7 @@ static struct metrics_family *family_new(struct metrics *m, enum metrics_type ty
     pthread_mutex_unlock(&m->mu);
     if (!ok) {
         family_free(f);
+        if (same) return same; /* a role started again in this process: its series go on */
         errno = EINVAL;
         return NULL;
     }

@@ -58,8 +58,11 @@ struct metrics *metrics_new(void);
 void metrics_free(struct metrics *m);
 
 /* A family (name, help, labels: nlabels names, at most METRICS_MAX_LABELS).
- * Strings are copied. NULL with errno EINVAL for a bad name, a repeated
- * name or bad bounds, ENOMEM. Histogram bounds: nb (1 to
+ * Strings are copied. A name made before with the same type, labels and
+ * bounds gives that family again (a role stopped and started again in one
+ * process, as a lease's terms do, goes on with its series); NULL with
+ * errno EINVAL for a bad name, a name made before otherwise, or bad
+ * bounds, ENOMEM. Histogram bounds: nb (1 to
  * METRICS_MAX_BUCKETS) finite upper bounds in increasing order; +Inf is
  * added. Bounds in the unit the name says (seconds). */
 struct metrics_family *metrics_counter(struct metrics *m, const char *name, const char *help, int nlabels,

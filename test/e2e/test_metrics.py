@@ -351,16 +351,19 @@ def test_controller_only_metrics_port():
 def test_each_controller_role_alone_serves_its_metrics():
     """Every controller role run alone (a process without the API server) serves /metrics on --metrics-port
     with its own families and the process's, behind the token, text promtool accepts. A second resource
-    manager stands by (the leader is the first process's); a second placement engine sees no work here."""
+    manager stands by (the leader is the first process's). The roles that start only in a term of their
+    lease (placement, jobmgr, hostmgr, the Mesos driver) run here without leader election: the first
+    process holds their leases, and a standby would not have started them."""
     closed = services.free_port()  # a Mesos master that is not there: the driver keeps trying, unsubscribed
     for roles, extra, families in (
             ("resmgr", [f"--redis=127.0.0.1:{REDIS}"], ["peloton_resmgr_admission_decisions_total",
                                                          "peloton_resmgr_queueing_seconds", "peloton_pool_allocation"]),
-            ("placement", [f"--redis=127.0.0.1:{REDIS}"], ["peloton_placement_bindings_total",
+            ("placement", [f"--redis=127.0.0.1:{REDIS}", "--leader-elect=false"], ["peloton_placement_bindings_total",
                                                             "peloton_placement_wait_seconds"]),
-            ("jobmgr", [], ["peloton_jobmgr_jobs", "peloton_jobmgr_writes_total"]),
-            ("hostmgr", [], ["peloton_hostmgr_evictions_paused", "peloton_hostmgr_judgements_held_total"]),
-            ("mesos", [f"--redis=127.0.0.1:{REDIS}", f"--mesos-master=http://127.0.0.1:{closed}"],
+            ("jobmgr", ["--leader-elect=false"], ["peloton_jobmgr_jobs", "peloton_jobmgr_writes_total"]),
+            ("hostmgr", ["--leader-elect=false"], ["peloton_hostmgr_evictions_paused",
+                                                   "peloton_hostmgr_judgements_held_total"]),
+            ("mesos", [f"--redis=127.0.0.1:{REDIS}", f"--mesos-master=http://127.0.0.1:{closed}", "--leader-elect=false"],
              ["peloton_mesos_calls_total", "peloton_mesos_subscribed"]),
             ("native", ["--native-port=0"], [])):
         d = services.tempdir()

@@ -246,3 +246,28 @@ TEST(metrics_series_drop_keeps_the_rest) {
         }
     metrics_free(m);
 }
+
+TEST(metrics_family_made_again_is_the_same_family) {
+    /* a role stopped and started again in one process (a lease's terms)
+     * registers its families again: the same ones, their series kept */
+    struct metrics *m = metrics_new();
+    static const char *const l[] = {"pool"};
+    static const double b[] = {0.1, 1};
+    struct metrics_family *c = metrics_counter(m, "x_total", "x", 1, l);
+    struct metrics_family *h = metrics_histogram(m, "y_seconds", "y", 1, l, b, 2);
+    metrics_inc(metrics_series1(c, "a"));
+    CHECK(metrics_counter(m, "x_total", "x", 1, l) == c);
+    CHECK(metrics_histogram(m, "y_seconds", "y", 1, l, b, 2) == h);
+    metrics_inc(metrics_series1(metrics_counter(m, "x_total", "x", 1, l), "a"));
+    char *text = render(m);
+    CHECK(text && strstr(text, "x_total{pool=\"a\"} 2\n"));
+    free(text);
+    /* the name with another shape is still refused */
+    static const char *const l2[] = {"node"};
+    static const double b2[] = {0.5, 1};
+    CHECK(metrics_gauge(m, "x_total", "x", 1, l) == NULL);
+    CHECK(metrics_counter(m, "x_total", "x", 1, l2) == NULL);
+    CHECK(metrics_counter(m, "x_total", "x", 0, NULL) == NULL);
+    CHECK(metrics_histogram(m, "y_seconds", "y", 1, l, b2, 2) == NULL);
+    metrics_free(m);
+}
