@@ -312,6 +312,44 @@ def test_a_pods_timeline():
     shot("ui-pod.png")
 
 
+def post(path, obj):
+    req = urllib.request.Request(BASE + path, method="POST", data=json.dumps(obj).encode(),
+                                 headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_a_bindings_annotations_go_onto_the_pod():
+    # what carries the timeline: kube-apiserver copies a Binding's annotations onto the pod; bad ones are refused
+    obj = pod("bind-me", "team-a", 1)
+    obj["spec"]["schedulerName"] = "someone-else"  # none of ours binds it
+    obj["metadata"]["annotations"] = {"keep": "me"}
+    apply(obj)
+    path = "/api/v1/namespaces/default/pods/bind-me/binding"
+
+    def binding(ann):
+        return {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bind-me", "annotations": ann},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "sim-node-0"}}
+    try:
+        code, st = post(path, binding({"x": 1}))
+        assert code == 400 and st["kind"] == "Status" and "metadata.annotations" in st["message"], (code, st)
+        code, st = post(path, binding({"big": "x" * (256 * 1024)}))
+        assert code == 422 and st["reason"] == "Invalid" and "Too long" in st["message"], (code, st)
+        assert not api("/api/v1/namespaces/default/pods/bind-me")["spec"].get("nodeName")
+        code, st = post(path, binding({"peloton.io/placed-at": "2026-11-27T13:20:01.123Z"}))
+        assert code == 201, (code, st)
+        got = api("/api/v1/namespaces/default/pods/bind-me")
+        assert got["spec"]["nodeName"] == "sim-node-0"
+        ann = got["metadata"]["annotations"]
+        ann.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+        assert ann == {"keep": "me", "peloton.io/placed-at": "2026-11-27T13:20:01.123Z"}, ann
+    finally:
+        kubectl("delete", "pod", "bind-me", "--wait=false")
+
+
 def test_hosts_show_allocated_allocatable_readiness_and_cordon():
     go("hosts")
     kubectl("cordon", "sim-node-1")
