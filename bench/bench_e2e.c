@@ -9,7 +9,8 @@
  * controllers and Redis are reached through Unix-domain sockets (one_run).
  * First, the cost of metrics and Events (observe_cost): BENCH_E2E_OBSERVE_PAIRS
  * pairs of runs (default 5; 0: none) at BENCH_E2E_OBSERVE_NODES nodes
- * (default 1000), on and off; BENCH_E2E_OBSERVE_ONLY=1 stops after them. */
+ * (default 1000), pelotond's metrics and Events on and off (kubelet-sim's Events as
+ * BENCH_E2E_EVENTS says, in both); BENCH_E2E_OBSERVE_ONLY=1 stops after them. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -565,16 +566,18 @@ static void sort_runs(double *v, int n) {
         }
 }
 
-/* The cost of metrics and Events on the burst: pairs of runs, one with
- * everything on (pelotond's metrics scraped every second, its roles'
- * Events, kubelet-sim's Events) and one with all of it off (pelotond
- * --metrics=false --events=false, kubelet-sim --events=false), alternating
- * which goes first; prints each mode's median and range of create ->
- * Running and of CPU per pod, and the median of the pairs' differences,
- * beside the spread of the runs of one mode (the noise). */
-static void observe_cost(int nodes, int pods, int pairs) {
-    static const struct observe on = {.ksim_events = true, .pelotond_off = false, .scrape_ms = 1000},
-                                off = {.ksim_events = false, .pelotond_off = true, .scrape_ms = 0};
+/* The cost of pelotond's metrics and Events on the burst: pairs of runs,
+ * one with them on (metrics scraped every second, as the e2e test's
+ * Prometheus does; the roles' Events: Scheduled for every pod) and one with
+ * them off (pelotond --metrics=false --events=false, not scraped),
+ * alternating which goes first; kubelet-sim's own Events are the same in
+ * both (ksim_events: a Kubelet fleet posts them whatever the scheduler
+ * does). Prints each mode's median and range of create -> Running and of
+ * CPU per pod, and the median of the pairs' differences, beside the spread
+ * of the runs of one mode (the noise). */
+static void observe_cost(int nodes, int pods, int pairs, bool ksim_events) {
+    const struct observe on = {.ksim_events = ksim_events, .pelotond_off = false, .scrape_ms = 1000},
+                         off = {.ksim_events = ksim_events, .pelotond_off = true, .scrape_ms = 0};
     double rate[2][20], cpu[2][20], diff[20];
     int n = 0;
     for (int i = 0; i < pairs && n < 20; i++) {
@@ -633,7 +636,7 @@ int main(void) {
     const struct observe dflt = {.ksim_events = evs && !strcmp(evs, "1"), .scrape_ms = sms ? atoi(sms) : 0};
     const char *ps = getenv("BENCH_E2E_OBSERVE_PAIRS"), *pn = getenv("BENCH_E2E_OBSERVE_NODES");
     int pairs = ps ? atoi(ps) : 5;
-    if (pairs > 0) observe_cost(pn ? atoi(pn) : 1000, pods, pairs > 20 ? 20 : pairs);
+    if (pairs > 0) observe_cost(pn ? atoi(pn) : 1000, pods, pairs > 20 ? 20 : pairs, dflt.ksim_events);
     if (getenv("BENCH_E2E_OBSERVE_ONLY")) return 0;
     int sizes[2] = {1000, 5000}, nsizes = 2;
     if (nl) sizes[0] = atoi(nl), nsizes = 1;
