@@ -10,7 +10,8 @@
  * First, the cost of metrics and Events (observe_cost): BENCH_E2E_OBSERVE_PAIRS
  * pairs of runs (default 5; 0: none) at BENCH_E2E_OBSERVE_NODES nodes
  * (default 1000), pelotond's metrics and Events on and off (kubelet-sim's Events as
- * BENCH_E2E_EVENTS says, in both); BENCH_E2E_OBSERVE_ONLY=1 stops after them. */
+ * BENCH_E2E_EVENTS says, in both; BENCH_E2E_OBSERVE_OFF="--events=false" turns off
+ * only those); BENCH_E2E_OBSERVE_ONLY=1 stops after them. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -405,8 +406,9 @@ static int one_run(int nodes, int pods, const struct observe *obs, struct run_fi
     /* without metrics and Events: pelotond's switches, beside BENCH_PELOTOND_ARGS */
     const char *more = getenv("BENCH_PELOTOND_ARGS");
     char *saved = more ? strdup(more) : NULL, args[512];
-    if (obs->pelotond_off) {
-        snprintf(args, sizeof args, "%s --metrics=false --events=false", saved ? saved : "");
+    if (obs->pelotond_off) { /* BENCH_E2E_OBSERVE_OFF: what "off" turns off (one of them, to split the cost) */
+        const char *what = getenv("BENCH_E2E_OBSERVE_OFF");
+        snprintf(args, sizeof args, "%s %s", saved ? saved : "", what ? what : "--metrics=false --events=false");
         setenv("BENCH_PELOTOND_ARGS", args, 1);
     }
     int port = bench_start_pelotond(dir, raddr, unix_arg, &pd);
@@ -578,7 +580,9 @@ static void sort_runs(double *v, int n) {
 static void observe_cost(int nodes, int pods, int pairs, bool ksim_events) {
     const struct observe on = {.ksim_events = ksim_events, .pelotond_off = false, .scrape_ms = 1000},
                          off = {.ksim_events = ksim_events, .pelotond_off = true, .scrape_ms = 0};
-    double rate[2][20], cpu[2][20], diff[20];
+    static const int shown[] = {F_RUNNING, F_STEADY, F_PELOTOND, F_API, F_CTL, F_ALL};
+    enum { NSHOWN = sizeof shown / sizeof shown[0] };
+    double v[2][NSHOWN][20], diff[20];
     int n = 0;
     for (int i = 0; i < pairs && n < 20; i++) {
         struct run_figs f[2];
@@ -592,30 +596,30 @@ static void observe_cost(int nodes, int pods, int pairs, bool ksim_events) {
             printf("bench e2e observe %d nodes: pair %d incomplete\n", nodes, i + 1);
             continue;
         }
-        for (int m = 0; m < 2; m++) rate[m][n] = f[m].v[F_RUNNING], cpu[m][n] = f[m].v[F_ALL];
+        for (int m = 0; m < 2; m++)
+            for (int j = 0; j < NSHOWN; j++) v[m][j][n] = f[m].v[shown[j]];
         diff[n] = 100.0 * (f[0].v[F_RUNNING] - f[1].v[F_RUNNING]) / f[1].v[F_RUNNING];
         printf("bench e2e observe %d nodes: pair %d: on %.0f pods/s, off %.0f pods/s (%+.1f%%)\n", nodes, i + 1,
                f[0].v[F_RUNNING], f[1].v[F_RUNNING], diff[n]);
         n++;
     }
     if (!n) return;
-    static const char *const mode[2] = {"metrics+Events on", "metrics+Events off"};
-    for (int m = 0; m < 2; m++) {
-        char name[128], target[128];
-        sort_runs(rate[m], n);
-        sort_runs(cpu[m], n);
-        snprintf(name, sizeof name, "e2e observe %d nodes: %s, create -> Running", nodes, mode[m]);
-        snprintf(target, sizeof target, "[%.4g-%.4g over %d runs, spread %.1f%% of the median]", rate[m][0],
-                 rate[m][n - 1], n, 100.0 * (rate[m][n - 1] - rate[m][0]) / rate[m][n / 2]);
-        bench_report(name, rate[m][n / 2], "pods/s", target);
-        snprintf(name, sizeof name, "e2e observe %d nodes: %s, CPU per pod", nodes, mode[m]);
-        snprintf(target, sizeof target, "[%.4g-%.4g over %d runs]", cpu[m][0], cpu[m][n - 1], n);
-        bench_report(name, cpu[m][n / 2], "us", target);
-    }
+    static const char *const mode[2] = {"on ", "off"};
+    for (int j = 0; j < NSHOWN; j++)
+        for (int m = 0; m < 2; m++) {
+            char name[160], target[128];
+            double *x = v[m][j];
+            sort_runs(x, n);
+            snprintf(name, sizeof name, "e2e observe %d nodes, %s: %s", nodes, mode[m], figs[shown[j]].name);
+            snprintf(target, sizeof target, "[%.4g-%.4g over %d runs, spread %.0f%% of the median]", x[0], x[n - 1],
+                     n, x[n / 2] ? 100.0 * (x[n - 1] - x[0]) / x[n / 2] : 0);
+            bench_report(name, x[n / 2], figs[shown[j]].unit, target);
+        }
     sort_runs(diff, n);
     char target[128];
-    snprintf(target, sizeof target, "[%+.1f%% to %+.1f%% over %d pairs; within the noise when inside the spreads above]",
-             diff[0], diff[n - 1], n);
+    snprintf(target, sizeof target,
+             "[%+.1f%% to %+.1f%% over %d pairs; within the noise when inside the spreads above]", diff[0],
+             diff[n - 1], n);
     bench_report("e2e observe: on vs off, create -> Running", diff[n / 2], "%", target);
 }
 

@@ -538,7 +538,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--tls-key"))) tls_key = v;
         else return usage();
     }
-    /* benchmarks (docs/metrics.md): no metrics kept (/metrics is empty), no Events posted by the roles */
+    /* benchmarks (docs/metrics.md): no metrics kept (/metrics is 404), no Events posted by the roles */
     if (metrics_off) reg = NULL;
     if (events_off) ctl_events_disable();
     if (list_page_bytes < 0 || list_page_bytes > API_LIST_PAGE_BYTES) {

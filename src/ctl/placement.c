@@ -329,7 +329,8 @@ static void on_tick(uv_timer_t *t) {
         return;
     }
     for (size_t i = 0; i < rep->elements; i++)
-        ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts why admitted queued", CTL_KEY_GANG, rep->element[i]->str);
+        ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts why admitted queued", CTL_KEY_GANG,
+                         rep->element[i]->str);
     for (size_t i = 0; i < rep->elements; i++) recs[i] = ctl_redis_reply(p->env.db);
     if (rep->elements) p->busy_ms = uv_now(p->env.loop);
     for (size_t i = 0; i < rep->elements; i++) place_one(p, rep->element[i]->str, recs[i], pods, tasks, pt, hosts);

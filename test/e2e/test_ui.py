@@ -10,6 +10,7 @@ Screenshots go to build/ui-test/ (docs/ui.md shows where)."""
 import base64
 import json
 import os
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -311,6 +312,7 @@ def test_a_pods_timeline():
     obj = api("/api/v1/namespaces/default/pods/web-0")
     a = obj["metadata"]["annotations"]
     assert times[1:4] == [a["peloton.io/queued-at"], a["peloton.io/admitted-at"], a["peloton.io/placed-at"]], (times, a)
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", t) for t in times[1:4]), times
     assert times[4] == [c for c in obj["status"]["conditions"] if c["type"] == "PodScheduled"][0]["lastTransitionTime"]
     assert f"on {obj['spec']['nodeName']}" in steps[4][3]
     assert "on pool team-b" in steps[1][3]
