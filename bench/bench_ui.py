@@ -80,7 +80,6 @@ def main():
             api = page.eval("performance.getEntriesByType('resource').filter(e => /\\/apis?\\//.test(e.name))"
                             ".map(e => [e.name, e.transferSize])")
             lists = [a for a in api if "watch=1" not in a[0]]
-            watches = len(api) - len(lists)
             # one redraw: the page's update, timed in the page
             redraw = page.eval("(async () => { const t = performance.now();"
                                " location.hash = location.hash; window.dispatchEvent(new HashChangeEvent('hashchange'));"
@@ -88,7 +87,7 @@ def main():
                                " return performance.now() - t; })()")
             print(f"#/{route}: first contentful paint {fcp / 1000:.2f} s, "
                   f"drawn {ms / 1000:.2f} s after navigation; {len(lists)} list requests, "
-                  f"{sum(a[1] for a in lists) / 1e6:.1f} MB, {watches} watches; "
+                  f"{sum(a[1] for a in lists) / 1e6:.1f} MB; "
                   f"re-route and redraw {redraw:.0f} ms; errors {page.errors or 'none'}")
             page.close()
     finally:

@@ -19,7 +19,10 @@ const STEP_OF = {
 function stepOf(e) {
   if (e.reason !== "FailedScheduling") return STEP_OF[e.reason];
   const m = e.message || "";
-  return /^waiting for admission/.test(m) ? "admitted" : /^(gang|waiting for gang)/.test(m) ? "queued" : "placed";
+  if (/^waiting for admission/.test(m)) return "admitted";
+  // WaitingForGang ("gang g8: 5/8 members, ...") and WaitingForPool ("resource pool \"x\" not found") wait to queue
+  if (/^gang \S+: \d+\/\d+ members/.test(m) || /^resource pool /.test(m)) return "queued";
+  return "placed"; // placement's "0/5 nodes are available: ..."
 }
 
 function evTime(e) {
@@ -39,7 +42,8 @@ function gainers(rule, at, allEvents) {
 
 // The steps of a pod's way, each with its time and a word on it:
 //   queued     peloton.io/queued-at (its gang entered its pool's admission
-//              queue), or PodScheduled=False WaitingForAdmission / WaitingForGang
+//              queue), or PodScheduled=False WaitingForAdmission; while
+//              WaitingForGang or WaitingForPool it waits here
 //   admitted   peloton.io/admitted-at (the resource manager admitted the gang)
 //   placed     peloton.io/placed-at (placement chose its node)
 //   bound      PodScheduled=True and spec.nodeName (the Binding stored)
@@ -76,7 +80,7 @@ function steps(pod, gone, events, allEvents) {
     { step: "created", time: m.creationTimestamp, done: true },
     { step: "queued", time: a["peloton.io/queued-at"] || (waiting === "WaitingForAdmission" ? sched.lastTransitionTime : null),
       done: !!a["peloton.io/queued-at"] || waiting === "WaitingForAdmission" || bound,
-      detail: pool ? `on pool ${pool}` : "", wait: waiting === "WaitingForGang" ? waitMsg : "" },
+      detail: pool ? `on pool ${pool}` : "", wait: /^WaitingFor(Gang|Pool)$/.test(waiting) ? waitMsg : "" },
     { step: "admitted", time: a["peloton.io/admitted-at"] || null,
       done: !!a["peloton.io/admitted-at"] || waiting === "Unschedulable" || bound,
       wait: waiting === "WaitingForAdmission" ? waitMsg : "" },
