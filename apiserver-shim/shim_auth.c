@@ -2,6 +2,7 @@
  * (shim_auth.h): who sent a request, whether RBAC lets them, the 401 and
  * 403 answers, the RBAC index's rebuilds, SelfSubjectAccessReview. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +20,13 @@ struct shim_sec {
     struct rbac *rbac;      /* NULL until first needed, and after a change */
     uint64_t built_ms;
     struct shim_audit *audit;
+    struct limits *limits;
     /* the request being served */
     struct audit_rec *cur;
     bool rbac_write;        /* it writes an RBAC kind: rebuild after it */
     struct auth_user user;  /* a certificate's or the anonymous user */
     const struct auth_user *who;
+    struct limits_user *lim; /* who's limits entry; NULL for system:masters */
     char certbuf[4200];
     struct authz_attrs attrs;
 };
@@ -51,6 +54,11 @@ struct shim_sec *shim_sec_new(const struct shim_sec_config *cfg, uv_loop_t *loop
         shim_sec_free(sec);
         return NULL;
     }
+    if (!(sec->limits = limits_new(&cfg->limits))) {
+        snprintf(err, errlen, "out of memory");
+        shim_sec_free(sec);
+        return NULL;
+    }
     err[0] = 0;
     sec->audit = shim_audit_open(&cfg->audit, loop, err, errlen);
     if (!sec->audit && err[0]) {
@@ -66,6 +74,7 @@ void shim_sec_free(struct shim_sec *sec) {
     shim_audit_close(sec->audit);
     auth_tokens_free(sec->tokens);
     rbac_free(sec->rbac);
+    limits_free(sec->limits);
     free(sec);
 }
 
@@ -201,6 +210,20 @@ static void forbid(struct http_response *resp, const struct auth_user *u, const 
                 where);
 }
 
+/* kube-apiserver's answer to a client it will not serve now (priority and
+ * fairness): 429 TooManyRequests, retryAfterSeconds in the details and the
+ * Retry-After header, which client-go waits out before it retries. */
+static void __attribute__((format(printf, 3, 4))) too_many(struct http_response *resp, unsigned retry,
+                                                           const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    shim_status(resp, 429, "TooManyRequests", json_pack("{s:i}", "retryAfterSeconds", (int)retry), "%s", msg);
+    resp->retry_after = retry;
+}
+
 bool shim_sec_admit(struct shim *s, const struct http_request *req, struct http_response *resp) {
     struct shim_sec *sec = s->sec;
     if (!sec) return true;
@@ -222,8 +245,38 @@ bool shim_sec_admit(struct shim *s, const struct http_request *req, struct http_
     if (!ok) {
         forbid(resp, u, a);
         shim_sec_done(s, 403);
+        return false;
     }
-    return ok;
+    sec->lim = NULL;
+    unsigned retry = 1;
+    if (!is_master(u) && !(sec->lim = limits_take(sec->limits, u->name, mono_ms(), &retry))) {
+        too_many(resp, retry, "Too many requests, please try again later.");
+        shim_sec_done(s, 429);
+        return false;
+    }
+    return true;
+}
+
+bool shim_sec_watch_begin(struct shim *s, struct http_response *resp, void **hold) {
+    *hold = NULL;
+    struct shim_sec *sec = s->sec;
+    if (!sec || !sec->lim) return true; /* open, or system:masters */
+    if (!limits_watch_begin(sec->limits, sec->lim)) {
+        too_many(resp, 1, "Too many watches open by user %s, please close some and try again later.",
+                 sec->who ? sec->who->name : "");
+        return false;
+    }
+    *hold = sec->lim;
+    return true;
+}
+
+void shim_sec_watch_end(struct shim *s, void *hold) {
+    if (s->sec && hold) limits_watch_end(s->sec->limits, hold);
+}
+
+void shim_sec_limits_stats(const struct shim *s, struct limits_stats *out) {
+    if (s->sec) limits_stats(s->sec->limits, out);
+    else memset(out, 0, sizeof *out);
 }
 
 void shim_sec_done(struct shim *s, int code) {

@@ -30,6 +30,7 @@
 #include <uv.h>
 
 #include "server.h"
+#include "shim_limits.h"
 
 #define AUTH_MAX_FILE (1u << 20)   /* a token file's bytes */
 #define AUTH_MAX_TOKENS 10000      /* its lines */
@@ -132,6 +133,7 @@ struct shim_sec_config {
     const char *internal_token; /* this process's controllers' token (system:masters); NULL: none */
     bool allow_anonymous;      /* a request without credentials is system:anonymous in system:masters */
     struct audit_config audit;
+    struct limits_config limits; /* per user, system:masters exempt (shim_limits.h) */
 };
 struct shim_sec;
 /* NULL with err on a bad token file or audit path. */
@@ -140,6 +142,13 @@ void shim_sec_free(struct shim_sec *sec);
 /* Authenticates and authorizes req: true when it may be served (and its
  * audit record begun); false after a 401 or 403 answer in resp (audited). */
 bool shim_sec_admit(struct shim *s, const struct http_request *req, struct http_response *resp);
+/* The current request opens a watch: true with *hold (what
+ * shim_sec_watch_end gives back; NULL when not counted), or false after a
+ * 429 in resp (its user holds the most watches). */
+bool shim_sec_watch_begin(struct shim *s, struct http_response *resp, void **hold);
+void shim_sec_watch_end(struct shim *s, void *hold);
+/* The per-user limits' counters (zeros without security). */
+void shim_sec_limits_stats(const struct shim *s, struct limits_stats *out);
 /* The request's answer is known (code): its audit line. */
 void shim_sec_done(struct shim *s, int code);
 /* The current request's audit record, taken by a deferred reply (then given to shim_sec_end). */

@@ -133,15 +133,30 @@ const char *native_authz_map(const char *procedure, int i, const char **group, c
     return NULL;
 }
 
-int native_authz_check(void *ud, const char *authz, const char *procedure, char *msg, size_t msglen) {
+int native_authz_check(void *ud, const char *authz, const char *peer_cn, const char *peer_orgs,
+                       const char *procedure, char *msg, size_t msglen) {
     struct native_authz *z = ud;
     const struct auth_user *u = NULL;
+    struct auth_user cert = {.uid = ""};
+    char orgs[4096];
     static const struct auth_user anon = {.name = "system:anonymous", .uid = "",
                                           .groups = {"system:unauthenticated", "system:masters"}, .ngroups = 2};
     if (!strncasecmp(authz, "bearer ", 7)) {
         const char *t = authz + 7;
         while (*t == ' ') t++;
         u = auth_tokens_find(z->tokens, t, strcspn(t, " "));
+    } else if (!authz[0] && peer_cn && peer_cn[0]) { /* the certificate's subject: CN the user, each O a group */
+        cert.name = peer_cn;
+        snprintf(orgs, sizeof orgs, "%s", peer_orgs ? peer_orgs : "");
+        for (char *g = orgs; *g && cert.ngroups < AUTH_MAX_GROUPS;) {
+            char *nl = strchr(g, '\n');
+            if (nl) *nl = 0;
+            if (*g) cert.groups[cert.ngroups++] = g;
+            if (!nl) break;
+            g = nl + 1;
+        }
+        cert.groups[cert.ngroups++] = "system:authenticated";
+        u = &cert;
     } else if (!authz[0] && z->anonymous) {
         u = &anon;
     }

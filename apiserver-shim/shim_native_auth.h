@@ -17,7 +17,10 @@ struct native_authz *native_authz_new(const char *token_file, bool allow_anonymo
                                       char *err, size_t errlen);
 void native_authz_free(struct native_authz *z);
 /* 0 (OK), 16 (UNAUTHENTICATED) or 7 (PERMISSION_DENIED) with msg. */
-int native_authz_check(void *ud, const char *authz, const char *procedure, char *msg, size_t msglen);
+/* Without a bearer token, a verified client certificate (peer_cn, its O
+ * entries '\n'-joined in peer_orgs) is the user, as on the API's TLS port. */
+int native_authz_check(void *ud, const char *authz, const char *peer_cn, const char *peer_orgs,
+                       const char *procedure, char *msg, size_t msglen);
 /* The i-th (0, 1) check of procedure ("svc/Method" or "svc::Method"): its
  * verb with *group and *resource, or NULL (no more; none for an unknown method). */
 const char *native_authz_map(const char *procedure, int i, const char **group, const char **resource);

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "shim.h"
+#include "shim_auth.h"
 
 #define HISTORY_BATCH 5000
 #define TICK_READS_MAX 64       /* history reads per resource per tick, so one tick stays bounded */
@@ -49,6 +50,7 @@ struct watcher {
     struct labelsel *ls;
     struct fieldsel *fs;
     struct http_stream *st;
+    void *lim;            /* its user's count of watches (shim_sec_watch_begin), or NULL */
     uint64_t rv;          /* everything up to here was considered */
     uint64_t deadline_ms; /* 0: no timeout */
     uint64_t next_bookmark_ms;
@@ -166,6 +168,7 @@ static void watcher_unlink_free(struct watcher *w) {
     else h->head = w->next;
     if (w->next) w->next->prev = w->prev;
     metrics_gauge_add(w->open, -1);
+    shim_sec_watch_end(h->owner, w->lim);
     labelsel_free(w->ls);
     fieldsel_free(w->fs);
     free(w);
@@ -624,13 +627,21 @@ void watch_start(struct watch_hub *h, const struct shim_resource *r, const char 
             return;
         }
     }
+    void *hold = NULL; /* the user's count of watches (shim_limits.h) */
+    if (!shim_sec_watch_begin(h->owner, resp, &hold)) {
+        labelsel_free(ls);
+        fieldsel_free(fs);
+        return; /* 429 */
+    }
     struct watcher *w = calloc(1, sizeof *w);
     if (!w) {
+        shim_sec_watch_end(h->owner, hold);
         labelsel_free(ls);
         fieldsel_free(fs);
         shim_status(resp, 500, "InternalError", NULL, "out of memory");
         return;
     }
+    w->lim = hold;
     w->hub = h;
     w->r = r;
     snprintf(w->ns, sizeof w->ns, "%s", r->namespaced ? ns : "");
@@ -646,6 +657,7 @@ void watch_start(struct watch_hub *h, const struct shim_resource *r, const char 
     w->next_bookmark_ms = now + h->bookmark_ms;
     w->st = http_stream_start(req, 200, "application/json", h->max_buffer, on_stream_closed, w);
     if (!w->st) {
+        shim_sec_watch_end(h->owner, hold);
         labelsel_free(ls);
         fieldsel_free(fs);
         free(w);

@@ -3,7 +3,9 @@
  *   remove: 100,000 queued gangs taken back from anywhere in their queues
  *   head-of-line: a round where every pool blocks at its entitlement
  *   preempt_plan: 100,000 running tasks, half the pools over entitlement and a
- *   waiting high-priority gang in every pool */
+ *   waiting high-priority gang in every pool
+ *   rank: the place of each of 20,000 gangs queued in one pool, as the
+ *   resource manager's reasons say it (admit_why_format) */
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,7 +167,45 @@ static void bench_preempt(void) {
     free(g);
 }
 
+/* The reasons of gangs waiting in one pool carry their place in its queue:
+ * the first rank after a change of the queue sorts a copy of it, the rest
+ * search it. Both figures: every waiting gang told in one round (one sort),
+ * and the worst case, a change of the queue before each rank. */
+static void bench_rank(void) {
+    enum { N = 20000 };
+    struct respool_tree *t = respool_tree_new();
+    struct respool_config c;
+    respool_config_default(&c);
+    struct respool *p = NULL;
+    char err[256], why[700];
+    if (respool_create(t, "/team", &c, &p, err, sizeof err)) { fprintf(stderr, "%s\n", err); exit(1); }
+    struct gang *g = calloc(N + 1, sizeof *g);
+    if (!g) exit(1);
+    for (size_t i = 0; i < N; i++) {
+        admit_gang_init(&g[i], "default/g", (uint32_t)(next_rand() % 10), WF_PREEMPTIBLE, 1,
+                        (struct resvec){{500, 1 << 28, 0, 0}});
+        if (admit_enqueue(p, &g[i], NULL, 0)) exit(1);
+    }
+    uint64_t t0 = bench_now_ns(), sum = 0;
+    for (size_t i = 0; i < N; i++) sum += (uint64_t)admit_why_format(&g[i], why, sizeof why);
+    uint64_t t1 = bench_now_ns();
+    bench_report("why+rank, 20,000 queued (one sort)", (t1 - t0) / 1e3 / N, "us/gang", "");
+    admit_gang_init(&g[N], "default/x", 5, WF_PREEMPTIBLE, 1, (struct resvec){{500, 1 << 28, 0, 0}});
+    t0 = bench_now_ns();
+    for (int i = 0; i < 100; i++) { /* the queue changes before each: every rank sorts */
+        if (admit_enqueue(p, &g[N], NULL, 0) || admit_remove(&g[N])) exit(1);
+        sum += admit_gang_rank(&g[(size_t)i * 97 % N]);
+    }
+    t1 = bench_now_ns();
+    bench_report("rank after a change, 20,000 queued (a sort)", (t1 - t0) / 1e6 / 100, "ms", "");
+    if (!sum) fprintf(stderr, "no output\n");
+    admit_tree_release(t);
+    respool_tree_free(t);
+    free(g);
+}
+
 int main(void) {
+    bench_rank();
     bench_admission();
     bench_preempt();
     return 0;

@@ -9,7 +9,9 @@
  * decode exactly what it decodes (and say where the Pod and the NodeNames
  * array stand in the body); its text replies, for any names and for the
  * scan's own (compact runs copied from the body), must be the bytes
- * json_dumps writes for the json_t replies. */
+ * json_dumps writes for the json_t replies. The preempt scan
+ * (extender_scan_preemption_args) is held to extender_decode_preemption_args
+ * the same way. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdint.h>
@@ -197,9 +199,37 @@ static void run_scan(const uint8_t *data, size_t size) {
     extender_scan_free(&s);
 }
 
+/* The preempt scan: -EAGAIN, or exactly what the jansson path decodes. */
+static void run_scan_preemption(const uint8_t *data, size_t size) {
+    struct extender_preemption_args *s = NULL;
+    int rc = extender_scan_preemption_args((const char *)data, size, &s);
+    if (rc == -EAGAIN) {
+        if (s) abort();
+        return;
+    }
+    if (rc != 0 || !s) abort();
+    json_t *b = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
+    struct extender_preemption_args *a = NULL;
+    char err[256] = "";
+    if (!b || extender_decode_preemption_args(b, &a, err, sizeof err) != 0) abort();
+    if (!a->meta || !s->meta || a->nnodes != s->nnodes || !json_equal(a->pod, s->pod)) abort();
+    for (size_t i = 0; i < a->nnodes; i++) {
+        const struct extender_victims *x = &a->nodes[i], *y = &s->nodes[i];
+        if (strcmp(x->node, y->node) || x->npods != y->npods || x->num_pdb_violations != y->num_pdb_violations ||
+            y->pods || extender_preemption_find(s, x->node) != (long)i)
+            abort();
+        for (size_t j = 0; j < x->npods; j++)
+            if (strcmp(x->uids[j], y->uids[j])) abort();
+    }
+    extender_preemption_args_free(a);
+    extender_preemption_args_free(s);
+    json_decref(b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     run_scan(data, size);
+    run_scan_preemption(data, size);
     json_t *body = json_loadb((const char *)data, size, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
     if (!body) return 0;
     json_t *copy = json_deep_copy(body);

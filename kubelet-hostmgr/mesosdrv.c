@@ -373,6 +373,19 @@ static const char *pod_agent(struct mdrv *d, const json_t *pod) {
     return n ? md_ann(n, MDRV_ANN_AGENT) : NULL;
 }
 
+/* The task state a pod shows (what the driver stored before a restart), -1
+ * when none: Running, or Pending with the reason of STARTING or STAGING. */
+static int stored_state(const json_t *pod) {
+    const char *phase = md_pod_phase(pod);
+    const json_t *st = json_object_get(pod, "status");
+    const char *reason = json_string_value(json_object_get(st, "reason"));
+    if (phase && !strcmp(phase, "Running")) return MESOS_TASK_RUNNING;
+    if (!phase || strcmp(phase, "Pending") || !reason) return -1;
+    if (!strcmp(reason, "TaskStarting")) return MESOS_TASK_STARTING;
+    if (!strcmp(reason, "TaskStaging")) return MESOS_TASK_STAGING;
+    return -1;
+}
+
 /* Acts on one pod; true when it needs another look later (it waits for
  * reconciliation or for its agent to be active, or it is being deleted). A
  * pod waiting for an offer goes on its agent's wait set instead: what looks
@@ -389,7 +402,7 @@ static bool scan_one(struct scan *s, const json_t *pod) {
     bool deleting = md_str(pod, "deletionTimestamp") != NULL;
     bool terminal = md_phase_terminal(md_pod_phase(pod));
     if (!d->known_built) { /* the tasks of the pods bound before this driver started */
-        if (!t && !terminal) md_task_add(d, tid, agent_id, pod);
+        if (!t && !terminal && (t = md_task_add(d, tid, agent_id, pod))) t->state = stored_state(pod);
         return deleting;
     }
     if (deleting) { /* looked at until it is gone */
@@ -509,13 +522,50 @@ static int waiting_pods(struct mdrv *d, struct md_agent *a, const json_t ***out)
     return k;
 }
 
-static void decline_all(struct mdrv *d, struct md_agent *a, double refuse_seconds) {
-    const char *oids[64] = {0};
-    char *own[64];
-    int n = take_offers(a, oids, 64, own);
-    md_call(d, mesos_call_decline(d->fid, oids, n, refuse_seconds));
-    for (int i = 0; i < n; i++) free(own[i]);
-    d->st.declines++;
+/* The DECLINEs of what this pass declined: one call per filter and
+ * DECLINE_BATCH offers, whatever their agents. */
+static void flush_declines(struct mdrv *d) {
+    for (int cls = 0; cls < 2; cls++) {
+        struct md_declines *q = &d->decl[cls];
+        double refuse = cls ? d->o.refuse_seconds : 1;
+        for (int off = 0; off < q->n; off += DECLINE_BATCH) {
+            int n = q->n - off < DECLINE_BATCH ? q->n - off : DECLINE_BATCH;
+            md_call(d, mesos_call_decline(d->fid, (const char *const *)q->ids + off, n, refuse));
+            d->st.declines++;
+        }
+        for (int i = 0; i < q->n; i++) free(q->ids[i]);
+        q->n = 0;
+    }
+}
+
+static bool decline_room(struct md_declines *q) {
+    if (q->n < q->cap) return true;
+    int cap = q->cap ? q->cap * 2 : 256;
+    char **ids = realloc(q->ids, (size_t)cap * sizeof *ids);
+    if (!ids) return false;
+    q->ids = ids;
+    q->cap = cap;
+    return true;
+}
+
+/* a's offers declined (cls: which filter, md_declines), sent at the end of the pass. */
+static void decline_all(struct mdrv *d, struct md_agent *a, int cls) {
+    struct md_declines *q = &d->decl[cls];
+    while (a->offers) {
+        if (!decline_room(q)) { /* out of memory: this agent's offers in a call of their own */
+            const char *oids[64] = {0};
+            char *own[64];
+            int n = take_offers(a, oids, 64, own);
+            md_call(d, mesos_call_decline(d->fid, oids, n, cls ? d->o.refuse_seconds : 1));
+            for (int i = 0; i < n; i++) free(own[i]);
+            d->st.declines++;
+            continue;
+        }
+        struct md_offer *o = a->offers;
+        a->offers = o->next;
+        q->ids[q->n++] = o->id;
+        free(o);
+    }
 }
 
 /* An agent that may hold offers: launches on it of what waits there, and
@@ -529,13 +579,13 @@ static void visit_offered(struct mdrv *d, const char *k, int64_t now) {
         free(w);
         /* what waits does not fit what is offered (a task still ending, another framework): the
          * offer goes back for a moment and comes again when the agent has more */
-        if (a->offers && nw && now - a->offers->got_ms >= (int64_t)d->o.hold_ms) decline_all(d, a, 1);
+        if (a->offers && nw && now - a->offers->got_ms >= (int64_t)d->o.hold_ms) decline_all(d, a, 0);
         if (strmap_count(&a->wait)) d->maybe_revive = true;
     }
     /* held while pods keep coming (they may come here), at most OFFER_HOLD_MAX_MS */
     if (a && a->offers && !strmap_count(&a->wait) && now - a->offers->got_ms >= (int64_t)d->o.hold_ms &&
         (now - d->last_wait_ms >= (int64_t)d->o.hold_ms || now - a->offers->got_ms >= OFFER_HOLD_MAX_MS))
-        decline_all(d, a, d->o.refuse_seconds);
+        decline_all(d, a, 1);
     if (!a || !a->offers) strmap_del(&d->offered, k);
 }
 
@@ -549,6 +599,7 @@ static void pump_offers(struct mdrv *d, int64_t now) {
     if (sweep) d->last_sweep_ms = now;
     while (strmap_next(sweep ? &d->offered : &d->ready, &pos, &k, &v)) visit_offered(d, k, now);
     strmap_free(&d->ready);
+    flush_declines(d);
 }
 
 /* Whether a pod waits on an active agent that has no offer (then REVIVE). */
@@ -625,10 +676,48 @@ void md_kick(struct mdrv *d) {
     if (!d->stopped && !uv_is_active((uv_handle_t *)&d->kick)) uv_timer_start(&d->kick, on_kick, 0, 0);
 }
 
+/* The metrics from the driver's counts: what changed since the last tick. */
+static void md_metrics(struct mdrv *d) {
+    if (!d->o.metrics) return;
+    const struct mdrv_stats *n = &d->st, *o = &d->m_last;
+    metrics_add(d->m_calls[0], n->accepts - o->accepts);
+    metrics_add(d->m_calls[1], n->declines - o->declines);
+    metrics_add(d->m_calls[2], n->revives - o->revives);
+    metrics_add(d->m_calls[3], n->kills - o->kills);
+    metrics_add(d->m_calls[4], n->acks - o->acks);
+    metrics_add(d->m_launched, n->launched - o->launched);
+    metrics_add(d->m_updates, n->updates - o->updates);
+    metrics_add(d->m_lost, n->lost - o->lost);
+    metrics_set(d->m_agents, (double)strmap_count(&d->agents));
+    metrics_set(d->m_subscribed, d->mc && mclient_subscribed(d->mc) && d->fid ? 1 : 0);
+    d->m_last = d->st;
+}
+
+static void md_metrics_init(struct mdrv *d) {
+    struct metrics *reg = d->o.metrics;
+    if (!reg) return;
+    static const char *const call[] = {"ACCEPT", "DECLINE", "REVIVE", "KILL", "ACKNOWLEDGE"};
+    struct metrics_family *calls = metrics_counter(reg, "peloton_mesos_calls_total",
+                                                   "Calls the Mesos driver sent to the master, by type.", 1,
+                                                   (const char *const[]){"call"});
+    for (int i = 0; i < 5; i++) d->m_calls[i] = metrics_series1(calls, call[i]);
+    d->m_launched = metrics_series0(metrics_counter(reg, "peloton_mesos_tasks_launched_total",
+                                                    "Tasks launched on Mesos agents (one per pod).", 0, NULL));
+    d->m_updates = metrics_series0(metrics_counter(reg, "peloton_mesos_status_updates_total",
+                                                   "Task status updates received from the master.", 0, NULL));
+    d->m_lost = metrics_series0(metrics_counter(reg, "peloton_mesos_tasks_lost_total",
+                                                "Pods failed because their task was lost, gone or dropped.", 0, NULL));
+    d->m_agents = metrics_series0(metrics_gauge(reg, "peloton_mesos_agents",
+                                                "Agents the driver knows (each a Node).", 0, NULL));
+    d->m_subscribed = metrics_series0(metrics_gauge(reg, "peloton_mesos_subscribed",
+                                                    "1 while the framework is subscribed to the master.", 0, NULL));
+}
+
 static void on_tick(uv_timer_t *t) {
     struct mdrv *d = t->data;
     d->agents_walk = true; /* retries of Node writes and drains come due */
     pump(d);
+    md_metrics(d);
 }
 
 /* ---- the subscription ---- */
@@ -661,6 +750,10 @@ static void on_lost(void *ud, const char *why, bool final) {
         a->offers = NULL;
     }
     strmap_free(&d->offered);
+    for (int cls = 0; cls < 2; cls++) {
+        for (int i = 0; i < d->decl[cls].n; i++) free(d->decl[cls].ids[i]);
+        free(d->decl[cls].ids);
+    }
 }
 
 static void on_event(void *ud, const struct mesos_event *ev, const json_t *root) {
@@ -745,7 +838,8 @@ static void on_synced(void *ud) { md_kick(ud); }
 
 /* What the driver's pod feed builds of a pod: metadata (no managedFields),
  * of its spec the node and what a TaskInfo and its resources are made of,
- * of its status the phase. The rest (a pod's status grows with every write)
+ * of its status the phase and reason (the task state stored before a
+ * restart). The rest (a pod's status grows with every write)
  * is read and checked, never built. */
 static bool pod_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     (void)ud;
@@ -753,7 +847,7 @@ static bool pod_keep(void *ud, const struct jparse_seg *path, int depth, const c
     if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
     if (depth == 1 && JPARSE_SEG_IS(&path[0], "spec"))
         return KEY_IS("nodeName") || KEY_IS("containers") || KEY_IS("initContainers") || KEY_IS("overhead");
-    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase") || KEY_IS("reason");
     return true;
 }
 
@@ -791,6 +885,8 @@ struct mdrv *mdrv_start(uv_loop_t *loop, struct kclient *kc, struct ctl_db *db, 
     if (o->hold_ms) d->o.hold_ms = o->hold_ms;
     if (o->refuse_seconds > 0) d->o.refuse_seconds = o->refuse_seconds;
     if (o->reconcile_ms) d->o.reconcile_ms = o->reconcile_ms;
+    d->o.metrics = o->metrics;
+    md_metrics_init(d);
     uv_timer_init(loop, &d->tick);
     uv_timer_init(loop, &d->kick);
     d->tick.data = d->kick.data = d;

@@ -32,6 +32,7 @@
 #include "ctl.h"
 #include "kclient.h"
 #include "mesos_json.h"
+#include "metrics.h"
 
 #define MDRV_KEY_FRAMEWORK "peloton:mesos:framework-id"
 #define MDRV_LABEL_BACKEND "peloton.io/backend"
@@ -48,11 +49,13 @@ struct mdrv_options {
     uint32_t hold_ms;          /* an offer nobody waits for is declined after this; default 1000 */
     double refuse_seconds;     /* the DECLINE's refuse filter; default 30 */
     uint32_t reconcile_ms;     /* implicit reconciliation period; default 60000 */
+    struct metrics *metrics;   /* its peloton_mesos_* families join it (docs/metrics.md); NULL: none */
 };
 void mdrv_options_default(struct mdrv_options *o);
 
 struct mdrv_stats {
     uint64_t launched, accepts, declines, revives, kills, updates, acks, status_writes, lost, agents;
+    uint64_t stale_updates; /* updates older than the state stored: acknowledged, not stored */
 };
 
 struct mdrv;

@@ -24,6 +24,7 @@
 #define KILL_RESEND_MS 10000
 #define REVIVE_MIN_MS 1000
 #define OFFER_SWEEP_MS 100 /* pump visits every agent holding offers at most this often (declines) */
+#define DECLINE_BATCH 1000 /* offer ids in one DECLINE */
 #define OFFER_HOLD_MAX_MS 10000 /* an offer nobody takes is held this long at most while pods keep coming */
 #define POD_LIMIT "110" /* pods a Mesos Node takes, as a Kubelet's default */
 
@@ -81,6 +82,14 @@ struct md_op {
     json_t *task_ids;                /* OP_ACCEPT: the tasks launched */
 };
 
+/* Offers a pass declines, sent at its end in one DECLINE per filter (a
+ * master takes offers of any agents in one DECLINE; only an ACCEPT's must
+ * share an agent). */
+struct md_declines {
+    char **ids;
+    int n, cap;
+};
+
 struct mdrv {
     uv_loop_t *loop;
     struct kclient *kc;
@@ -97,6 +106,7 @@ struct mdrv {
     bool rescan;                          /* pump looks at every pod next time */
     bool agents_walk;                     /* pump walks every agent (Node writes, drains) next time */
     bool maybe_revive;                    /* a pod may wait on an agent without an offer */
+    struct md_declines decl[2]; /* [0]: with a 1 s filter (what waits does not fit), [1]: refuse_seconds */
     struct md_op *ops;
     int closed;   /* timers closed */
     bool orphan;  /* mdrv_start failed: freed when its timers close */
@@ -105,6 +115,9 @@ struct mdrv {
     int64_t last_wait_ms;  /* when a pod last began to wait for an offer */
     int64_t last_sweep_ms; /* when pump last visited every agent holding offers */
     struct mdrv_stats st;
+    /* peloton_mesos_* (NULL without a registry): set from st every tick */
+    struct metrics_series *m_calls[5], *m_launched, *m_updates, *m_lost, *m_agents, *m_subscribed;
+    struct mdrv_stats m_last; /* st as the counters last had it */
 };
 
 /* ---- shared helpers (mesosdrv.c unless said) ---- */

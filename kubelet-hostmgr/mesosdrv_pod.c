@@ -150,8 +150,25 @@ static void on_pod_write_done(void *ud, const struct kc_response *r) {
 
 /* ---- updates ---- */
 
-/* Keeps s as t's held update (the newest one replaces an older). */
+/* Where a state stands in a task's life: STAGING < STARTING < RUNNING <
+ * every end (terminal or lost). A task never steps back: an update ranked
+ * below the state stored is stale (a resend that crossed a newer update,
+ * after a failed write or a reconciliation). */
+static int state_rank(int state) {
+    switch (state) {
+    case MESOS_TASK_STAGING: return 0;
+    case MESOS_TASK_STARTING: return 1;
+    case MESOS_TASK_RUNNING:
+    case MESOS_TASK_KILLING: return 2;
+    default: return 3;
+    }
+}
+
+/* Keeps s as t's held update: the newest one replaces an older, unless it
+ * ranks below the one held (then it is not acknowledged: when the master
+ * sends it again, it is refused as stale and acknowledged). */
 static void hold(struct md_task *t, const struct mesos_task_status *s) {
+    if (t->held && state_rank((int)s->state) < state_rank(t->held->state)) return;
     struct md_held *h = calloc(1, sizeof *h);
     if (!h) return; /* not acknowledged: it comes again */
     h->state = (int)s->state;
@@ -215,6 +232,14 @@ static void handle_update(struct mdrv *d, const struct mesos_task_status *s) {
     }
     if (state == MESOS_TASK_KILLING || (state == t->state && !md_state_lost(state))) {
         md_ack(d, s->agent_id, s->task_id, s->uuid_b64); /* nothing new to store */
+        return;
+    }
+    if (t->state >= 0 && state_rank(state) < state_rank(t->state)) {
+        /* older than what the pod shows: not stored, acknowledged so that the master stops sending it */
+        d->st.stale_updates++;
+        fprintf(stderr, "level=info msg=\"mesos: stale update not stored\" task=%s state=%s stored=%s\n", t->id,
+                mesos_task_state_name(state), mesos_task_state_name(t->state));
+        md_ack(d, s->agent_id, s->task_id, s->uuid_b64);
         return;
     }
     /* killed by a drain (not by a deletion): its work moves, as a lost task's does */

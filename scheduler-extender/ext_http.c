@@ -36,7 +36,7 @@ struct feed {
 struct bind_op {
     struct extender_srv *s; /* NULL once the server is freed */
     uint64_t t0;            /* uv_hrtime when the request came */
-    struct http_stream *st; /* NULL once the client's stream is over */
+    struct http_deferred *d; /* the reply kube-scheduler waits for; NULL once answered */
     struct extender_binding_args *b;
     char *conflict;         /* the 409's message, while the pod is read back */
     uv_timer_t timer;       /* --bind-timeout-ms: the answer kube-scheduler gets when the API server is slow */
@@ -162,7 +162,7 @@ static void op_finish(struct bind_op *op, const char *error) {
     }
     fprintf(stderr, "level=%s msg=bind pod=%s/%s node=%s%s%s%s\n", error ? "warn" : "info", b->pod_namespace,
             b->pod_name, b->node, error ? " error=\"" : "", error ? error : "", error ? "\"" : "");
-    if (!op->st) return;
+    if (!op->d) return;
     json_t *v = NULL;
     char *text = NULL;
     if (!extender_binding_result(error, &v) && v) text = json_dumps(v, JSON_COMPACT);
@@ -171,9 +171,13 @@ static void op_finish(struct bind_op *op, const char *error) {
     /* a message the encoder refuses (too long, not UTF-8): the error reply cuts it */
     if (!text && error && !extender_error_reply(EXTENDER_BIND, error, &v) && v) text = json_dumps(v, JSON_COMPACT);
     json_decref(v);
-    if (text) http_stream_write(op->st, text, strlen(text));
-    free(text);
-    http_stream_end(op->st);
+    /* one reply with its length, written at once (a stream would send its
+     * head first and the body a loop turn later: two segments) */
+    struct http_response resp = {.status = text ? 200 : 500, .content_type = "application/json", .body = text,
+                                 .body_len = text ? strlen(text) : 0};
+    http_deferred_reply(op->d, &resp);
+    op->d = NULL;
+    op_unref(op); /* the reply's */
 }
 
 /* The API server has not answered in time: kube-scheduler gets an Error
@@ -187,12 +191,6 @@ static void op_timeout(uv_timer_t *t) {
              "against its pool",
              op->b->pod_namespace, op->b->pod_name, op->b->node, op->s ? op->s->bind_timeout_ms : 0);
     op_finish(op, msg);
-}
-
-static void op_stream_closed(void *ud) {
-    struct bind_op *op = ud;
-    op->st = NULL;
-    op_unref(op);
 }
 
 static void op_read_back(void *ud, const struct kc_response *r) {
@@ -279,15 +277,15 @@ static bool serve_bind(struct extender_srv *s, const struct http_request *req, s
     op->s = s;
     op->b = b;
     op->t0 = t0;
-    op->st = http_stream_start(req, 200, "application/json", 1u << 16, op_stream_closed, op);
-    if (!op->st) {
+    op->d = http_defer(req);
+    if (!op->d) {
         free(op);
         json_decref(binding);
         extender_binding_args_free(b);
         reply_error(resp, 500, EXTENDER_BIND, "cannot defer the reply");
         return false;
     }
-    op->refs = 1; /* the stream's */
+    op->refs = 1; /* the reply's */
     op->next = s->ops;
     if (s->ops) s->ops->prev = op;
     s->ops = op;
@@ -421,6 +419,20 @@ static void handle(void *ud, const struct http_request *req, struct http_respons
 static bool serve_verb(struct extender_srv *s, enum extender_verb v, const struct http_request *req,
                        struct http_response *resp, uint64_t t0) {
     if ((v == EXTENDER_FILTER || v == EXTENDER_PRIORITIZE) && serve_fast(s, v, req, resp)) return false;
+    if (v == EXTENDER_PREEMPT && extender_srv_ready(s)) { /* MetaVictims scanned; else as below */
+        struct extender_preemption_args *a = NULL;
+        char err[EXTENDER_MAX_REASON];
+        json_t *out = NULL;
+        int rc = extender_scan_preemption_args(req->body, req->body_len, &a);
+        if (rc != -EAGAIN) {
+            if (rc) reply_error(resp, 500, v, "out of memory");
+            else if ((rc = ext_preempt(s->core, a, &out, err, sizeof err)))
+                reply_error(resp, rc == -ENOMEM ? 500 : 400, v, err);
+            else reply_json(resp, 200, out);
+            extender_preemption_args_free(a);
+            return false;
+        }
+    }
     bool deferred = false;
     json_error_t jerr;
     json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);

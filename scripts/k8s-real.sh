@@ -240,6 +240,13 @@ scheduler() {
     sed -e "s|^\(  kubeconfig:\).*|\1 $d/scheduler.kubeconfig|" -e '/^extenders:/,$d' \
       manifests/scheduler-config-v1beta1.yaml >"$cfg"
   fi
+  # K8S_SCHEDULER_QPS=N: clientConnection qps and burst N (v1beta1's
+  # defaults, 50 and 100, limit kube-scheduler's own Bindings; the
+  # benchmark bench/bench_k8s_sched.py runs with and without them).
+  if [ -n "${K8S_SCHEDULER_QPS:-}" ]; then
+    [[ $K8S_SCHEDULER_QPS =~ ^[0-9]+$ ]] || pl_die "k8s-real scheduler: K8S_SCHEDULER_QPS=$K8S_SCHEDULER_QPS: want a number"
+    sed -i "s|^  kubeconfig: .*|&\n  qps: $K8S_SCHEDULER_QPS\n  burst: $K8S_SCHEDULER_QPS|" "$cfg"
+  fi
   # With --config, kube-scheduler takes its (insecure) health and metrics
   # address from the file, not from --address/--port (0.0.0.0:10251 else).
   port=$(pl_free_port)

@@ -343,22 +343,10 @@ static int cmd_job_query(struct cli *c, const struct cli_inv *in) {
     int rc = pagination(c, in, &pg);
     if (rc) goto bad;
     json_object_set_new(spec, "pagination", pg);
-    const char *labels = cli_flag(in, "labels"), *rp = cli_flag(in, "respool");
-    json_t *ls = cli_split_list(labels), *l;
+    const char *rp = cli_flag(in, "respool");
     size_t i;
-    json_t *lab = json_array();
-    json_array_foreach(ls, i, l) {
-        const char *kv = json_string_value(l), *eq = strchr(kv, '=');
-        if (!eq) eq = strchr(kv, ':');
-        if (!eq) {
-            json_decref(ls);
-            json_decref(lab);
-            rc = cli_usage_error(c, in->cmd, "--labels is key=value,key=value; \"%s\" has no =", kv);
-            goto bad;
-        }
-        json_array_append_new(lab, json_pack("{s:s%,s:s}", "key", kv, (size_t)(eq - kv), "value", eq + 1));
-    }
-    json_decref(ls);
+    json_t *lab;
+    if ((rc = cli_labels(c, in, "labels", &lab))) goto bad;
     json_object_set_new(spec, "labels", lab);
     json_object_set_new(spec, "keywords", cli_split_list(cli_flag(in, "keywords")));
     json_object_set_new(spec, "jobStates", cli_state_list(cli_flag(in, "states")));
@@ -584,6 +572,43 @@ static const struct cli_flag f_pod_get[] = {
 static const struct cli_flag f_pod_events_v1[] = {
     {"id", 'p', true, NULL, "one run: its pod id, <job-id>-<instance>-<run>"}, {0}};
 static const struct cli_flag f_dump[] = {{"format", 0, true, "yaml", "yaml or json"}, {0}};
+#define EV_FLAG {"entity-version", 0, true, NULL, "the job's entity version: refused (ABORTED) when not the current one"}
+static const struct cli_flag f_sl_create[] = {
+    {"jobID", 'i', true, NULL, "the new job's id (a UUID); default a new one"},
+    {"skip-unknown", 0, false, NULL, "skip fields the spec's message does not have (a warning each)"},
+    {0}};
+static const struct cli_flag f_sl_get[] = {
+    EV_FLAG, {"summary-only", 0, false, NULL, "the job's summary only"}, {0}};
+static const struct cli_flag f_sl_replace[] = {
+    EV_FLAG,
+    {"max-instance-retries", 0, true, NULL, "attempts to bring an instance up before it counts as failed"},
+    {"max-tolerable-instance-failures", 0, true, NULL, "failed instances that fail the update"},
+    {"rollback-on-failure", 0, false, NULL, "roll back when the update fails"},
+    {"start-paused", 0, false, NULL, "create the update paused"},
+    {"in-place", 0, false, NULL, "prefer the instances' hosts"},
+    {"skip-unknown", 0, false, NULL, "skip fields the spec's message does not have (a warning each)"},
+    {0}};
+static const struct cli_flag f_sl_ev[] = {EV_FLAG, {0}};
+static const struct cli_flag f_sl_restart[] = {RANGE_FLAG, EV_FLAG, {0}};
+static const struct cli_flag f_sl_delete[] = {
+    EV_FLAG, {"force", 0, false, NULL, "delete a job that is not stopped"}, {0}};
+static const struct cli_flag f_sl_list_pods[] = {
+    {"range", 'r', true, NULL, "instances from:to (to excluded); default all"}, {0}};
+static const struct cli_flag f_sl_query[] = {
+    {"labels", 'l', true, NULL, "labels every job has: key=value,key=value"},
+    {"keywords", 'k', true, NULL, "words each in the name, owner or labels: a,b"},
+    {"states", 's', true, NULL, "job states: JOB_STATE_RUNNING,..."},
+    {"owner", 0, true, NULL, "the owner"},
+    {"name", 0, true, NULL, "the job's name"},
+    {"limit", 'n', true, "100", "jobs to return"},
+    {0}};
+#define WATCH_FLAGS                                                                                                 \
+    {"labels", 'l', true, NULL, "only objects with these labels: key=value,key=value"},                            \
+        {"limit", 'n', true, NULL, "stop after this many messages (default: until Ctrl-C)"},                       \
+        {"duration", 'd', true, NULL, "stop after this many seconds (default: until Ctrl-C)"}
+static const struct cli_flag f_watch_job[] = {WATCH_FLAGS, {0}};
+static const struct cli_flag f_watch_pod[] = {
+    {"job-id", 0, true, NULL, "only this job's pods"}, WATCH_FLAGS, {0}};
 
 const struct cli_cmd cli_cmds[] = {
     {"job create", "<respool-path> <config.yaml>", "create a job from Peloton's YAML JobConfig", 2, 2, f_job_create,
@@ -645,6 +670,31 @@ const struct cli_cmd cli_cmds[] = {
      cli_cmd_task_events, false},
     {"pod events-v1alpha", "<pod-name>", "show a pod's state changes (v1alpha PodService)", 1, 1, f_pod_events_v1,
      cli_cmd_pod_events_v1, false},
+    {"job stateless create", "<respool-path> <spec.yaml>", "create a stateless job from a v1alpha JobSpec (YAML)", 2, 2,
+     f_sl_create, cli_cmd_sl_create, false},
+    {"job stateless get", "<job-id>", "show a stateless job's spec, status and workflow (YAML)", 1, 1, f_sl_get,
+     cli_cmd_sl_get, false},
+    {"job stateless replace", "<job-id> <spec.yaml> [batch-size] [respool-path]",
+     "replace a stateless job's spec: a rolling update (the pool: the job's own when not given)", 2, 4,
+     f_sl_replace, cli_cmd_sl_replace, false},
+    {"job stateless list-pods", "<job-id>", "list a stateless job's pods (a stream)", 1, 1, f_sl_list_pods,
+     cli_cmd_sl_list_pods, false},
+    {"job stateless list", "", "list every stateless job (a stream)", 0, 0, NULL, cli_cmd_sl_list, false},
+    {"job stateless query", "", "list stateless jobs by labels, keywords, states, owner or name", 0, 0, f_sl_query,
+     cli_cmd_sl_query, false},
+    {"job stateless restart", "<job-id> [batch-size]", "restart a stateless job's pods, batch by batch", 1, 2,
+     f_sl_restart, cli_cmd_sl_restart, false},
+    {"job stateless pause", "<job-id>", "pause a stateless job's workflow (its update)", 1, 1, f_sl_ev,
+     cli_cmd_sl_pause, false},
+    {"job stateless resume", "<job-id>", "resume a stateless job's paused workflow", 1, 1, f_sl_ev, cli_cmd_sl_resume,
+     false},
+    {"job stateless abort", "<job-id>", "abort a stateless job's workflow where it is", 1, 1, f_sl_ev, cli_cmd_sl_abort,
+     false},
+    {"job stateless delete", "<job-id>", "delete a stateless job", 1, 1, f_sl_delete, cli_cmd_sl_delete, false},
+    {"watch job", "[job-id...]", "print stateless jobs' changes as they happen (all jobs when no id)", 0,
+     CLI_MAX_ARGS, f_watch_job, cli_cmd_watch_job, false},
+    {"watch pod", "[pod-name...]", "print pods' changes as they happen", 0, CLI_MAX_ARGS, f_watch_pod,
+     cli_cmd_watch_pod, false},
     {"respool create", "<respool-path> <config.yaml>", "create a pool from Peloton's YAML ResourcePoolConfig", 2, 2,
      f_config, cmd_respool_create, false},
     {"respool update", "<respool-path> <config.yaml>", "replace a pool's config", 2, 2, f_config, cmd_respool_update,

@@ -95,5 +95,20 @@ CLI_CMD(host_maint_complete);
 CLI_CMD(pod_get);
 CLI_CMD(pod_restart);
 CLI_CMD(pod_events_v1);
+/* clistateless.c: v1alpha JobService and WatchService */
+int cli_labels(struct cli *c, const struct cli_inv *in, const char *flag, json_t **out);
+CLI_CMD(sl_create);
+CLI_CMD(sl_get);
+CLI_CMD(sl_replace);
+CLI_CMD(sl_restart);
+CLI_CMD(sl_pause);
+CLI_CMD(sl_resume);
+CLI_CMD(sl_abort);
+CLI_CMD(sl_delete);
+CLI_CMD(sl_query);
+CLI_CMD(sl_list_pods);
+CLI_CMD(sl_list);
+CLI_CMD(watch_job);
+CLI_CMD(watch_pod);
 
 #endif

@@ -21,10 +21,13 @@ static const struct cli_flag global_flags[] = {
     {"timeout", 't', true, "20s", "timeout of each call: 500ms, 20s, 2m ($TIMEOUT)"},
     {"token", 0, true, NULL, "bearer token sent with every call ($PELOTON_TOKEN)"},
     {"token-file", 0, true, NULL, "file holding the bearer token ($PELOTON_TOKEN_FILE)"},
+    {"cacert", 0, true, NULL, "https:// addresses: the CA certificates (PEM) to verify the server with ($PELOTON_CACERT)"},
+    {"cert", 0, true, NULL, "https:// addresses: a client certificate (PEM) to present ($PELOTON_CERT)"},
+    {"key", 0, true, NULL, "the client certificate's key (PEM) ($PELOTON_KEY)"},
     {"help", 'h', false, NULL, "show help for the command"},
     {0},
 };
-enum { G_JSON, G_JOBMGR, G_RESMGR, G_HOSTMGR, G_TIMEOUT, G_TOKEN, G_TOKEN_FILE, G_HELP, G_N };
+enum { G_JSON, G_JOBMGR, G_RESMGR, G_HOSTMGR, G_TIMEOUT, G_TOKEN, G_TOKEN_FILE, G_CACERT, G_CERT, G_KEY, G_HELP, G_N };
 
 static const struct {
     const char *path, *help;
@@ -317,6 +320,14 @@ static int cli_run(int argc, char **argv, char **joined) {
         free(token);
         fprintf(stderr, "peloton: cannot start libcurl\n");
         return CLI_ERR;
+    }
+    c.rpc.cacert = gval[G_CACERT] ? gval[G_CACERT] : getenv("PELOTON_CACERT");
+    c.rpc.cert = gval[G_CERT] ? gval[G_CERT] : getenv("PELOTON_CERT");
+    c.rpc.key = gval[G_KEY] ? gval[G_KEY] : getenv("PELOTON_KEY");
+    if (!c.rpc.cert != !c.rpc.key) {
+        clirpc_free(&c.rpc);
+        free(token);
+        return cli_usage_error(&c, in.cmd, "--cert and --key go together");
     }
     rc = in.cmd->run(&c, &in);
     clirpc_free(&c.rpc);

@@ -39,10 +39,9 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg) {
     return add;
 }
 
-/* A header line "Name: value\r\n" whose name is name: its value into out. */
-static void header_value(const char *line, size_t n, const char *name, char *out, size_t outlen) {
+bool clirpc_header_value(const char *line, size_t n, const char *name, char *out, size_t outlen) {
     size_t k = strlen(name);
-    if (n <= k + 1 || strncasecmp(line, name, k) || line[k] != ':') return;
+    if (n <= k + 1 || strncasecmp(line, name, k) || line[k] != ':') return false;
     const char *v = line + k + 1;
     const char *end = line + n;
     while (v < end && (*v == ' ' || *v == '\t')) v++;
@@ -50,12 +49,13 @@ static void header_value(const char *line, size_t n, const char *name, char *out
     size_t len = (size_t)(end - v) < outlen - 1 ? (size_t)(end - v) : outlen - 1;
     memcpy(out, v, len);
     out[len] = 0;
+    return true;
 }
 
 static size_t on_header(char *p, size_t size, size_t n, void *arg) {
     struct reply *rp = arg;
-    header_value(p, size * n, "Rpc-Status", rp->status, sizeof rp->status);
-    header_value(p, size * n, "Rpc-Error-Code", rp->error_code, sizeof rp->error_code);
+    clirpc_header_value(p, size * n, "Rpc-Status", rp->status, sizeof rp->status);
+    clirpc_header_value(p, size * n, "Rpc-Error-Code", rp->error_code, sizeof rp->error_code);
     return size * n;
 }
 
@@ -78,6 +78,12 @@ int clirpc_init(struct clirpc *r, const char *token, long timeout_ms) {
     return r->curl ? 0 : -1;
 }
 
+void clirpc_tls(const struct clirpc *r, void *c) {
+    if (r->cacert) curl_easy_setopt(c, CURLOPT_CAINFO, r->cacert);
+    if (r->cert) curl_easy_setopt(c, CURLOPT_SSLCERT, r->cert);
+    if (r->key) curl_easy_setopt(c, CURLOPT_SSLKEY, r->key);
+}
+
 void clirpc_free(struct clirpc *r) {
     if (r->curl) curl_easy_cleanup(r->curl);
     r->curl = NULL;
@@ -92,6 +98,19 @@ static void one_line(const unsigned char *p, size_t n, char *out, size_t outlen)
     out[k] = 0;
 }
 
+uint8_t *clirpc_encode(struct clirpc *r, const struct clirpc_method *m, const json_t *req, size_t *len) {
+    char err[512];
+    ProtobufCMessage *msg = pbjson_to_msg(m->req, req, err, sizeof err);
+    if (!msg) {
+        snprintf(r->msg, sizeof r->msg, "%s", err);
+        return NULL;
+    }
+    uint8_t *wire = pbmsg_pack(msg, len);
+    protobuf_c_message_free_unpacked(msg, NULL);
+    if (!wire) snprintf(r->msg, sizeof r->msg, "out of memory");
+    return wire;
+}
+
 int clirpc_call(struct clirpc *r, const char *base, const struct clirpc_method *m, const json_t *req,
                 json_t **resp) {
     char url[1024], err[512];
@@ -102,18 +121,8 @@ int clirpc_call(struct clirpc *r, const char *base, const struct clirpc_method *
     *resp = NULL;
     r->code[0] = r->msg[0] = 0;
 
-    ProtobufCMessage *msg = pbjson_to_msg(m->req, req, err, sizeof err);
-    if (!msg) {
-        snprintf(r->msg, sizeof r->msg, "%s", err);
-        return CLIRPC_ERR_INPUT;
-    }
     size_t wlen;
-    wire = pbmsg_pack(msg, &wlen);
-    protobuf_c_message_free_unpacked(msg, NULL);
-    if (!wire) {
-        snprintf(r->msg, sizeof r->msg, "out of memory");
-        return CLIRPC_ERR_INPUT;
-    }
+    if (!(wire = clirpc_encode(r, m, req, &wlen))) return CLIRPC_ERR_INPUT;
 
     clirpc_url(base, url, sizeof url);
     char line[1200];
@@ -135,6 +144,10 @@ int clirpc_call(struct clirpc *r, const char *base, const struct clirpc_method *
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
+    /* YARPC's transport is HTTP/1.1: over TLS libcurl would offer h2 by
+     * ALPN, and an HTTP/2 request to a native port is gRPC */
+    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    clirpc_tls(r, c);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)wire);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)wlen);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);

@@ -36,7 +36,8 @@ static void usage(FILE *f) {
           "  [--agent-attributes=k=v,...] [--zones=N] [--hostname-prefix=agent-]\n"
           "  [--heartbeat-seconds=15] [--allocation-interval-ms=1000] [--staging-ms=20] [--starting-ms=20]\n"
           "  [--kill-ms=20] [--task-run-seconds=-1] [--update-retry-ms=10000] [--update-retry-max-ms=600000]\n"
-          "  [--max-tasks=1000000] [--max-frameworks=64] [--chunk-bytes=0] [--master-id=ID] [--quiet]\n",
+          "  [--max-tasks=1000000] [--max-frameworks=64] [--chunk-bytes=0] [--conn-idle-ms=120000]\n"
+          "  [--master-id=ID] [--quiet]\n",
           f);
 }
 
@@ -62,7 +63,7 @@ int main(int argc, char **argv) {
         {"heartbeat-seconds", 1, 0, 'b'}, {"allocation-interval-ms", 1, 0, 'i'}, {"staging-ms", 1, 0, 's'},
         {"starting-ms", 1, 0, 't'}, {"kill-ms", 1, 0, 'k'}, {"task-run-seconds", 1, 0, 'r'},
         {"update-retry-ms", 1, 0, 'u'}, {"update-retry-max-ms", 1, 0, 'U'}, {"max-tasks", 1, 0, 'T'},
-        {"max-frameworks", 1, 0, 'F'}, {"chunk-bytes", 1, 0, 'C'}, {"master-id", 1, 0, 'M'},
+        {"max-frameworks", 1, 0, 'F'}, {"chunk-bytes", 1, 0, 'C'}, {"conn-idle-ms", 1, 0, 'I'}, {"master-id", 1, 0, 'M'},
         {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -95,6 +96,7 @@ int main(int argc, char **argv) {
         case 'T': cfg.max_tasks = (int)num("max-tasks", optarg, 1, 10000000); break;
         case 'F': cfg.max_frameworks = (int)num("max-frameworks", optarg, 1, 256); break;
         case 'C': cfg.chunk_bytes = (size_t)num("chunk-bytes", optarg, 0, 1 << 20); break;
+        case 'I': cfg.conn_idle_ms = (unsigned)num("conn-idle-ms", optarg, 1, 3600000); break;
         case 'M':
             if (strlen(optarg) > 36 || strspn(optarg, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(optarg)) {
                 fprintf(stderr, "mesos-master-sim: --master-id: at most 36 of [a-z0-9-]\n");

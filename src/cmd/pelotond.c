@@ -1,11 +1,13 @@
 /* pelotond: the Peloton-C daemon, one binary with roles (docs/architecture.md):
  *   apiserver  the Kubernetes API (apiserver-shim) over HTTP, backed by Redis
  *   resmgr     pools, entitlement, admission, preemption (leader by Redis lease)
- *   placement  ready gangs -> hosts -> Bindings (several may run at once)
+ *   placement  ready gangs -> hosts -> Bindings (leader by Redis lease; --placement-active-active: several)
  *   jobmgr     Job objects -> Pods, restarts, rolling updates
  *   hostmgr    host inventory, lease checks: a lapsed node's tasks are LOST
  *   native     Peloton's own API (gRPC and YARPC HTTP on one port, --native-port,
- *              127.0.0.1): a facade over the same objects (docs/native-api.md)
+ *              or on Peloton's six, --native-daemon-ports; 127.0.0.1 unless
+ *              --native-bind; TLS with the API's certificate, --native-tls):
+ *              a facade over the same objects (docs/native-api.md)
  *   mesos      the host manager's Mesos driver (docs/mesos.md): Mesos agents as
  *              Nodes, pods bound to them run as Mesos tasks; on (with hostmgr)
  *              when --mesos-master=URL is given
@@ -19,6 +21,7 @@
  * and loop, so the API server's loop never waits for them.
  *
  *   pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr,native] [--native-port=5392]
+ *            [--native-daemon-ports[=jobmgr=N,jobmgr-http=N,...]] [--native-bind=ADDR] [--native-tls]
  *            [--server=URL | --kubeconfig=F] [--default-pool=NAME]
  *            [--scheduler-default=true|false]
  *            [--bind=127.0.0.1] [--port=6080] [--port-file=F] [--unix-socket=PATH]
@@ -38,6 +41,16 @@
  * only with --insecure-allow-anonymous (local development), nobody; RBAC
  * objects decide what they may do, and --audit-log-path records it
  * (--audit-log-maxsize=MB or --audit-log-maxbytes, --audit-log-maxbackup).
+ * The singleton roles (resmgr, placement, jobmgr with the workload
+ * translator, hostmgr, the Mesos driver) act only while this process holds
+ * their Redis lease
+ * (src/ctl/ctl_lease.h; --lease-ms, default 10 s; --leader-elect=false
+ * starts them without), so several pelotonds may run them on one Redis.
+ * --placement-active-active runs placement in every process instead (each
+ * pops gangs atomically, but two engines may commit the same free capacity).
+ * Each user but system:masters is held to --max-requests-per-user a second
+ * (bursts of --max-request-burst-per-user) and --max-watches-per-user open
+ * watches: past either, 429 with Retry-After (apiserver-shim/shim_limits.h).
  * The controllers in this process use a random token of their own. A local
  * user is no less a stranger on the plain port; kubectl sends tokens only
  * over TLS, so it uses the TLS port. --unix-socket=PATH
@@ -64,15 +77,18 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "ctl.h"
+#include "ctl_lease.h"
 #include "extender_srv.h"
 #include "hostmgr.h"
 #include "jobmgr.h"
 #include "workloads.h"
 #include "kclient.h"
 #include "native_api.h"
+#include "tlsctx.h"
 #include "mesosdrv.h"
 #include "metrics.h"
 #include "server.h"
@@ -115,11 +131,33 @@ struct controllers {
     const char *token_file;            /* the API server's token file, for native_authz */
     bool allow_anonymous;
     int native_port;        /* -1: NATIVE_DEFAULT_PORT, and a busy port is a warning, not an error */
+    const char *native_bind;           /* --native-bind, default 127.0.0.1 */
+    struct native_ports native_ports;  /* --native-daemon-ports: Peloton's six */
+    bool native_tls;                   /* --native-tls: the API's certificate, key and client CA */
+    const char *native_cert, *native_key, *native_client_ca;
+    bool native_cert_made;             /* the self-signed one of --tls-dir: made when missing */
+    SSL_CTX *native_ssl;
     uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
     uint32_t backoff_ms, backoff_max_ms; /* jobmgr's restart backoff; 0: its defaults */
     uint32_t gang_wait_ms;      /* 0: the resource manager's default */
     struct metrics *metrics;    /* the process's registry (the roles register theirs on this thread) */
     struct metrics_series *redis_series[2]; /* this thread's Redis replies and errors (made on the main one) */
+    /* The singleton roles (jobmgr with workloads, hostmgr, the Mesos driver)
+     * run only while this process holds their lease (ctl_lease.h), unless
+     * --leader-elect=false; their options are kept for each new term. */
+    bool leader_elect;
+    uint32_t lease_ms;
+    char lease_id[128];
+    struct ctl_lease *lease_jobmgr, *lease_hostmgr, *lease_mesos, *lease_placement;
+    bool placement_active_active; /* placement in every process, no lease (--placement-active-active) */
+    struct ctl_env env;           /* what the roles are started with */
+    struct placement_options po;
+    struct jobmgr_options jo;
+    struct workloads_options wo;
+    struct hostmgr_options ho;
+    struct mdrv_options mo;
+    struct mdrv **retired; /* drivers of ended terms: freed once the loop is done */
+    int nretired;
     int rc;
 };
 
@@ -135,6 +173,11 @@ struct daemon {
 
 static void ctl_stop_roles(uv_async_t *a) {
     struct controllers *c = a->data;
+    ctl_lease_stop(c->lease_jobmgr); /* each stops its role first, then hands the lease over */
+    ctl_lease_stop(c->lease_hostmgr);
+    ctl_lease_stop(c->lease_mesos);
+    ctl_lease_stop(c->lease_placement);
+    c->lease_jobmgr = c->lease_hostmgr = c->lease_mesos = c->lease_placement = NULL;
     resmgr_stop(c->resmgr);
     placement_stop(c->placement);
     jobmgr_stop(c->jobmgr);
@@ -169,10 +212,12 @@ static int start_extender(struct controllers *c, char *err, size_t errlen) {
 
 /* The native API on the controllers' loop and API client. On the default
  * port, a port already taken (another pelotond on this machine) leaves the
- * role off with a warning; a port given with --native-port must be had. */
+ * role off with a warning; a port given with --native-port or
+ * --native-daemon-ports must be had. */
 static int start_native(struct controllers *c, char *err, size_t errlen) {
+    const char *bind = c->native_bind ? c->native_bind : "127.0.0.1";
     /* the API's own token: the controllers' client carries it */
-    struct native_config nc = {.bind_addr = "127.0.0.1", .port = c->native_port < 0 ? NATIVE_DEFAULT_PORT : c->native_port,
+    struct native_config nc = {.bind_addr = bind, .port = c->native_port < 0 ? NATIVE_DEFAULT_PORT : c->native_port,
                                .token = c->kcfg.token};
     if (c->roles_with_api) { /* the API's users and RBAC decide each call (docs/security.md) */
         if (!(c->native_authz = native_authz_new(c->token_file, c->allow_anonymous, c->redis_addr, err, errlen)))
@@ -180,13 +225,152 @@ static int start_native(struct controllers *c, char *err, size_t errlen) {
         nc.authorize = native_authz_check;
         nc.authorize_ud = c->native_authz;
     }
-    if (!(c->native = native_api_start(&c->loop, c->kc, &nc, err, errlen))) {
-        if (c->native_port >= 0) return -1;
+    if (c->native_tls) { /* the API's TLS certificate (made on first start when it is --tls-dir's) */
+        if ((c->native_cert_made && tls_cert_ensure(c->native_cert, c->native_key, err, errlen)) ||
+            !(c->native_ssl = http_tls_ctx_new(c->native_cert, c->native_key, c->native_client_ca, err, errlen)))
+            return -1;
+        nc.tls = c->native_ssl;
+    }
+    bool daemons = c->native_ports.per_daemon;
+    if (!(c->native = native_api_start(&c->loop, c->kc, &nc, daemons ? &c->native_ports : NULL, err, errlen))) {
+        if (c->native_port >= 0 || daemons) return -1;
         fprintf(stderr, "level=warn msg=\"native API not served\" error=\"%s\" hint=\"give --native-port\"\n", err);
         return 0;
     }
-    fprintf(stderr, "level=info msg=\"native serving\" grpc=127.0.0.1:%d yarpc=http://127.0.0.1:%d/api/v1\n",
-            native_api_port(c->native), native_api_port(c->native));
+    const char *scheme = c->native_tls ? "https" : "http";
+    if (!daemons) {
+        fprintf(stderr, "level=info msg=\"native serving\" grpc=%s:%d yarpc=%s://%s:%d/api/v1 tls=%s\n", bind,
+                native_api_port(c->native), scheme, bind, native_api_port(c->native), c->native_tls ? "on" : "off");
+        return 0;
+    }
+    for (int d = 0; d < NATIVE_DAEMONS; d++)
+        fprintf(stderr, "level=info msg=\"native serving\" daemon=%s grpc=%s:%d yarpc=%s://%s:%d/api/v1 tls=%s\n",
+                native_daemon_name((enum native_daemon)d), bind,
+                native_api_daemon_port(c->native, (enum native_daemon)d, true), scheme, bind,
+                native_api_daemon_port(c->native, (enum native_daemon)d, false), c->native_tls ? "on" : "off");
+    return 0;
+}
+
+/* --native-daemon-ports[=LIST]: Peloton's six ports, LIST changing some
+ * ("jobmgr=N,jobmgr-http=N,resmgr=N,resmgr-http=N,hostmgr=N,hostmgr-http=N";
+ * 0 is a free port). 0, or -1 for a bad LIST. */
+static int parse_daemon_ports(const char *list, struct native_ports *p) {
+    native_ports_peloton(p);
+    while (list && *list) {
+        size_t n = strcspn(list, ",");
+        const char *eq = memchr(list, '=', n);
+        if (!eq) return -1;
+        char name[32], *end;
+        size_t kl = (size_t)(eq - list);
+        if (kl >= sizeof name) return -1;
+        memcpy(name, list, kl);
+        name[kl] = 0;
+        long port = strtol(eq + 1, &end, 10);
+        if (end != list + n || end == eq + 1 || port < 0 || port > 65535) return -1;
+        bool http = kl > 5 && !strcmp(name + kl - 5, "-http");
+        if (http) name[kl - 5] = 0;
+        int d = -1;
+        for (int k = 0; k < NATIVE_DAEMONS; k++)
+            if (!strcmp(name, native_daemon_name((enum native_daemon)k))) d = k;
+        if (d < 0) return -1;
+        if (http) p->http[d] = (int)port;
+        else p->grpc[d] = (int)port;
+        list += n + (list[n] == ',');
+    }
+    return 0;
+}
+
+/* ---- the singleton roles' terms ---- */
+
+static void jobmgr_term(void *ud, bool leader, long long epoch) {
+    struct controllers *c = ud;
+    (void)epoch;
+    char err[512];
+    if (!leader) {
+        jobmgr_stop(c->jobmgr);
+        workloads_stop(c->workloads);
+        c->jobmgr = NULL;
+        c->workloads = NULL;
+        return;
+    }
+    if (!(c->jobmgr = jobmgr_start(&c->loop, c->kc, &c->jo, err, sizeof err)) ||
+        !(c->workloads = workloads_start(&c->loop, c->kc, &c->wo, err, sizeof err))) {
+        fprintf(stderr, "pelotond: jobmgr: %s\n", err);
+        jobmgr_term(c, false, epoch);
+    }
+}
+
+static void hostmgr_term(void *ud, bool leader, long long epoch) {
+    struct controllers *c = ud;
+    (void)epoch;
+    char err[512];
+    if (!leader) {
+        hostmgr_stop(c->hostmgr);
+        c->hostmgr = NULL;
+        return;
+    }
+    if (!(c->hostmgr = hostmgr_start(&c->loop, c->kc, &c->ho, err, sizeof err)))
+        fprintf(stderr, "pelotond: hostmgr: %s\n", err);
+}
+
+static void placement_term(void *ud, bool leader, long long epoch) {
+    struct controllers *c = ud;
+    (void)epoch;
+    char err[512];
+    if (!leader) {
+        placement_stop(c->placement);
+        c->placement = NULL;
+        return;
+    }
+    if (!(c->placement = placement_start(&c->env, &c->po, err, sizeof err)))
+        fprintf(stderr, "pelotond: placement: %s\n", err);
+}
+
+static void mesos_term(void *ud, bool leader, long long epoch) {
+    struct controllers *c = ud;
+    (void)epoch;
+    char err[512];
+    if (!leader) {
+        if (!c->mesos) return;
+        mdrv_stop(c->mesos);
+        struct mdrv **r = realloc(c->retired, (size_t)(c->nretired + 1) * sizeof *r);
+        if (r) {
+            c->retired = r;
+            c->retired[c->nretired++] = c->mesos;
+        } /* else it leaks: freeing it before the loop is done is not safe */
+        c->mesos = NULL;
+        return;
+    }
+    if (!(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &c->mo, err, sizeof err)))
+        fprintf(stderr, "pelotond: mesos: %s\n", err);
+}
+
+/* Starts the singleton roles: under their leases, or at once without leader election. */
+static int start_singletons(struct controllers *c, char *err, size_t errlen) {
+    if ((c->roles & ROLE_PLACEMENT) && (!c->leader_elect || c->placement_active_active) &&
+        !(c->placement = placement_start(&c->env, &c->po, err, errlen)))
+        return -1;
+    if (!c->leader_elect) {
+        if (c->roles & ROLE_JOBMGR) {
+            if (!(c->jobmgr = jobmgr_start(&c->loop, c->kc, &c->jo, err, errlen))) return -1;
+            if (!(c->workloads = workloads_start(&c->loop, c->kc, &c->wo, err, errlen))) return -1;
+        }
+        if ((c->roles & ROLE_HOSTMGR) && !(c->hostmgr = hostmgr_start(&c->loop, c->kc, &c->ho, err, errlen))) return -1;
+        if ((c->roles & ROLE_MESOS) && !(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &c->mo, err, errlen))) return -1;
+        return 0;
+    }
+    if (((c->roles & ROLE_PLACEMENT) && !c->placement_active_active &&
+         !(c->lease_placement = ctl_lease_start(&c->loop, c->db, "placement", c->lease_id, c->lease_ms,
+                                                placement_term, c))) ||
+        ((c->roles & ROLE_JOBMGR) &&
+         !(c->lease_jobmgr = ctl_lease_start(&c->loop, c->db, "jobmgr", c->lease_id, c->lease_ms, jobmgr_term, c))) ||
+        ((c->roles & ROLE_HOSTMGR) &&
+         !(c->lease_hostmgr = ctl_lease_start(&c->loop, c->db, "hostmgr", c->lease_id, c->lease_ms, hostmgr_term, c))) ||
+        ((c->roles & ROLE_MESOS) &&
+         !(c->lease_mesos = ctl_lease_start(&c->loop, c->db, "mesos", c->lease_id, c->lease_ms, mesos_term, c)))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     return 0;
 }
 
@@ -197,7 +381,9 @@ static void ctl_main(void *arg) {
     struct controllers *c = arg;
     char err[512];
     struct ctl_env env = {.loop = &c->loop, .identity = "pelotond", .metrics = c->metrics};
-    bool need_redis = (c->roles & (ROLE_RESMGR | ROLE_PLACEMENT | ROLE_MESOS)) != 0; /* the task queues, the framework id */
+    /* the task queues, the framework id, the leases */
+    bool need_redis = (c->roles & (ROLE_RESMGR | ROLE_PLACEMENT | ROLE_MESOS)) != 0 ||
+                      (c->leader_elect && (c->roles & (ROLE_JOBMGR | ROLE_HOSTMGR)));
     if ((need_redis && !(c->db = ctl_db_open(&c->loop, c->redis_addr, err, sizeof err))) ||
         !(c->kc = kclient_new(&c->loop, &c->kcfg, err, sizeof err))) {
         fprintf(stderr, "pelotond: controllers: %s\n", err);
@@ -209,6 +395,7 @@ static void ctl_main(void *arg) {
     }
     env.kc = c->kc;
     env.db = c->db;
+    c->env = env;
     if (c->db) {
         c->db->m_replies = c->redis_series[0];
         c->db->m_errors = c->redis_series[1];
@@ -221,29 +408,28 @@ static void ctl_main(void *arg) {
     ro.on_ready_ud = c;
     ro.round_ms = c->round_ms ? c->round_ms : ro.round_ms;
     ro.gang_wait_ms = c->gang_wait_ms ? c->gang_wait_ms : ro.gang_wait_ms;
-    struct placement_options po;
-    placement_options_default(&po);
-    po.tick_ms = c->tick_ms ? c->tick_ms : po.tick_ms;
-    struct jobmgr_options jo;
-    jobmgr_options_default(&jo);
-    if (c->backoff_ms) jo.backoff_ms = c->backoff_ms;
-    if (c->backoff_max_ms) jo.backoff_max_ms = c->backoff_max_ms;
-    jo.metrics = c->metrics;
-    struct workloads_options wo = {.default_pool = c->default_pool};
-    struct hostmgr_options ho;
-    hostmgr_options_default(&ho);
-    ho.metrics = c->metrics;
-    if (c->mass_fraction > 0) ho.mass_fraction = c->mass_fraction;
-    if (c->mass_min_nodes) ho.mass_min_nodes = c->mass_min_nodes;
-    struct mdrv_options mo;
-    mdrv_options_default(&mo);
-    mo.master = c->mesos_master;
+    placement_options_default(&c->po);
+    c->po.tick_ms = c->tick_ms ? c->tick_ms : c->po.tick_ms;
+    if (c->lease_ms) ro.lease_ms = c->lease_ms;
+    jobmgr_options_default(&c->jo);
+    if (c->backoff_ms) c->jo.backoff_ms = c->backoff_ms;
+    if (c->backoff_max_ms) c->jo.backoff_max_ms = c->backoff_max_ms;
+    c->jo.metrics = c->metrics;
+    c->wo = (struct workloads_options){.default_pool = c->default_pool};
+    hostmgr_options_default(&c->ho);
+    c->ho.metrics = c->metrics;
+    if (c->mass_fraction > 0) c->ho.mass_fraction = c->mass_fraction;
+    if (c->mass_min_nodes) c->ho.mass_min_nodes = c->mass_min_nodes;
+    mdrv_options_default(&c->mo);
+    c->mo.master = c->mesos_master;
+    c->mo.metrics = c->metrics;
+    uint32_t rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd) rnd = (uint32_t)uv_hrtime();
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(c->lease_id, sizeof c->lease_id, "%s-%ld-%08x", host[0] ? host : "pelotond", (long)getpid(), rnd);
     if (((c->roles & ROLE_RESMGR) && !(c->resmgr = resmgr_start(&env, &ro, err, sizeof err))) ||
-        ((c->roles & ROLE_PLACEMENT) && !(c->placement = placement_start(&env, &po, err, sizeof err))) ||
-        ((c->roles & ROLE_JOBMGR) && !(c->jobmgr = jobmgr_start(&c->loop, c->kc, &jo, err, sizeof err))) ||
-        ((c->roles & ROLE_JOBMGR) && !(c->workloads = workloads_start(&c->loop, c->kc, &wo, err, sizeof err))) ||
-        ((c->roles & ROLE_HOSTMGR) && !(c->hostmgr = hostmgr_start(&c->loop, c->kc, &ho, err, sizeof err))) ||
-        ((c->roles & ROLE_MESOS) && !(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &mo, err, sizeof err))) ||
+        start_singletons(c, err, sizeof err) ||
         ((c->roles & ROLE_EXTENDER) && start_extender(c, err, sizeof err)) ||
         ((c->roles & ROLE_NATIVE) && start_native(c, err, sizeof err))) {
         fprintf(stderr, "pelotond: %s\n", err);
@@ -258,7 +444,10 @@ static void ctl_main(void *arg) {
     extender_srv_free(c->extender);
     native_api_free(c->native);
     native_authz_free(c->native_authz);
+    if (c->native_ssl) SSL_CTX_free(c->native_ssl);
     mdrv_free(c->mesos);
+    for (int i = 0; i < c->nretired; i++) mdrv_free(c->retired[i]);
+    free(c->retired);
     ctl_db_close(c->db);            /* what the roles deferred reaches Redis */
     uv_run(&c->loop, UV_RUN_DEFAULT); /* its handle closes */
 }
@@ -451,20 +640,29 @@ static int run_controllers_only(struct controllers *cp, const char *server, cons
 
 static int usage(void) {
     fprintf(stderr, "usage: pelotond [--roles=all|apiserver,resmgr,placement,jobmgr,hostmgr,native,extender] "
-                    "[--native-port=5392] "
+                    "[--native-port=5392 | --native-daemon-ports[=jobmgr=N,jobmgr-http=N,...]] "
+                    "[--native-bind=127.0.0.1] [--native-tls] "
                     "[--extender-port=8888] [--extender-prefix=/peloton] "
                     "[--server=URL | --kubeconfig=F] [--default-pool=NAME] [--scheduler-default=true|false] "
                     "[--bind=ADDR] [--port=N] [--port-file=F] [--unix-socket=/PATH] "
-                    "[--redis=HOST:PORT|unix:///PATH] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
+                    "[--redis=HOST:PORT|unix:///PATH | --redis-sentinel=H:P,H:P,... [--redis-master-name=peloton]] [--redis-wait-replicas=N] [--redis-wait-timeout-ms=1000] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
                     "[--gang-wait-event-ms=N] [--mesos-master=URL] [--metrics-port=N] [--metrics=false] "
-                    "[--events=false] "
+                    "[--events=false] [--leader-elect=true|false] [--lease-ms=10000] [--placement-active-active] "
                     "[--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3] "
                     "[--tls-cert=PEM --tls-key=PEM] [--client-ca-file=PEM] [--insecure-allow-anonymous] "
-                    "[--audit-log-path=F] [--audit-log-maxsize=MB | --audit-log-maxbytes=N] [--audit-log-maxbackup=N]\n");
+                    "[--audit-log-path=F] [--audit-log-maxsize=MB | --audit-log-maxbytes=N] [--audit-log-maxbackup=N] "
+                    "[--max-requests-per-user=N|none] [--max-request-burst-per-user=N] [--max-watches-per-user=N|none]\n");
     return 2;
+}
+
+/* A per-user limit's value: a count, or "none" (no limit); 0 or junk keeps the default. */
+static unsigned limit_arg(const char *v) {
+    if (!strcmp(v, "none")) return UINT32_MAX;
+    long n = atol(v);
+    return n > 0 && n < (long)UINT32_MAX ? (unsigned)n : 0;
 }
 
 static int run(int argc, char **argv, struct metrics *reg) {
@@ -475,6 +673,11 @@ static int run(int argc, char **argv, struct metrics *reg) {
     const char *server = NULL, *kubeconfig = NULL, *default_pool = NULL, *sched_default = "true";
     const char *ext_prefix = NULL, *mesos_master = NULL;
     int ext_port = EXT_DEFAULT_PORT, native_port = -1;
+    const char *sentinels = NULL, *master_name = "peloton"; /* Redis behind Sentinel (store.h) */
+    int wait_replicas = 0, wait_timeout_ms = 0;             /* acknowledged writes on replicas (store_options) */
+    const char *native_bind = NULL;
+    bool native_tls = false;
+    struct native_ports native_ports = {0};
     const char *bind = "127.0.0.1", *roles = "all", *redis = "127.0.0.1:6379", *token_file = NULL,
                *port_file = NULL, *unix_path = NULL, *crds = "crds", *tls_dir = ".peloton-tls", *tls_cert = NULL,
                *tls_key = NULL;
@@ -490,7 +693,9 @@ static int run(int argc, char **argv, struct metrics *reg) {
     long long list_page_bytes = 0;
     long idle_ms = 0; /* 0: the HTTP layer's default (server.h) */
     unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0, backoff_ms = 0, backoff_max_ms = 0,
-             gang_wait_ms = 0;
+             gang_wait_ms = 0, lease_ms = 0;
+    bool leader_elect = true; /* the singleton roles under leases (ctl_lease.h) */
+    bool placement_aa = false; /* placement in every process without a lease */
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = opt(argv[i], "--roles"))) roles = v;
@@ -501,11 +706,24 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--extender-port"))) ext_port = atoi(v);
         else if ((v = opt(argv[i], "--extender-prefix"))) ext_prefix = v;
         else if ((v = opt(argv[i], "--native-port"))) native_port = atoi(v);
+        else if ((v = opt(argv[i], "--native-bind"))) native_bind = v;
+        else if (!strcmp(argv[i], "--native-tls")) native_tls = true;
+        else if (!strcmp(argv[i], "--native-daemon-ports") || (v = opt(argv[i], "--native-daemon-ports"))) {
+            if (parse_daemon_ports(!strcmp(argv[i], "--native-daemon-ports") ? NULL : v, &native_ports)) {
+                fprintf(stderr, "pelotond: --native-daemon-ports takes jobmgr=N,jobmgr-http=N,resmgr=N,resmgr-http=N,"
+                                "hostmgr=N,hostmgr-http=N (each optional; Peloton's ports by default)\n");
+                return 2;
+            }
+        }
         else if ((v = opt(argv[i], "--bind"))) bind = v;
         else if ((v = opt(argv[i], "--port"))) port = atoi(v);
         else if ((v = opt(argv[i], "--port-file"))) port_file = v;
         else if ((v = opt(argv[i], "--unix-socket"))) unix_path = v;
         else if ((v = opt(argv[i], "--redis"))) redis = v;
+        else if ((v = opt(argv[i], "--redis-sentinel"))) sentinels = v;
+        else if ((v = opt(argv[i], "--redis-master-name"))) master_name = v;
+        else if ((v = opt(argv[i], "--redis-wait-replicas"))) wait_replicas = atoi(v);
+        else if ((v = opt(argv[i], "--redis-wait-timeout-ms"))) wait_timeout_ms = atoi(v);
         else if ((v = opt(argv[i], "--token-file"))) token_file = v;
         else if ((v = opt(argv[i], "--client-ca-file"))) client_ca = v;
         else if (!strcmp(argv[i], "--insecure-allow-anonymous") || (v = opt(argv[i], "--insecure-allow-anonymous")))
@@ -514,6 +732,9 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--audit-log-maxsize"))) sec_cfg.audit.max_bytes = (size_t)atoll(v) << 20;
         else if ((v = opt(argv[i], "--audit-log-maxbytes"))) sec_cfg.audit.max_bytes = (size_t)atoll(v);
         else if ((v = opt(argv[i], "--audit-log-maxbackup"))) sec_cfg.audit.max_backups = atoi(v);
+        else if ((v = opt(argv[i], "--max-requests-per-user"))) sec_cfg.limits.qps = limit_arg(v);
+        else if ((v = opt(argv[i], "--max-request-burst-per-user"))) sec_cfg.limits.burst = limit_arg(v);
+        else if ((v = opt(argv[i], "--max-watches-per-user"))) sec_cfg.limits.watches = limit_arg(v);
         else if ((v = opt(argv[i], "--history-max"))) history_max = atol(v);
         else if ((v = opt(argv[i], "--list-page-bytes"))) list_page_bytes = atoll(v);
         else if ((v = opt(argv[i], "--watch-poll-ms"))) poll_ms = (unsigned)atoi(v);
@@ -524,6 +745,9 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--restart-backoff-ms"))) backoff_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
         else if ((v = opt(argv[i], "--restart-backoff-max-ms")))
             backoff_max_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
+        else if ((v = opt(argv[i], "--leader-elect"))) leader_elect = strcmp(v, "false") != 0;
+        else if (!strcmp(argv[i], "--placement-active-active")) placement_aa = true;
+        else if ((v = opt(argv[i], "--lease-ms"))) lease_ms = atoi(v) >= 300 ? (unsigned)atoi(v) : 0;
         else if ((v = opt(argv[i], "--gang-wait-event-ms"))) gang_wait_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--mesos-master"))) mesos_master = v;
         else if ((v = opt(argv[i], "--hostmgr-mass-fraction"))) mass_fraction = atof(v);
@@ -569,6 +793,19 @@ static int run(int argc, char **argv, struct metrics *reg) {
     }
     unsigned role_bits = parse_roles(roles);
     if (!role_bits) return usage();
+    if (native_ports.per_daemon && native_port >= 0) {
+        fprintf(stderr, "pelotond: --native-port and --native-daemon-ports exclude each other\n");
+        return 2;
+    }
+    if ((tls_cert != NULL) != (tls_key != NULL)) {
+        fprintf(stderr, "pelotond: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
+    /* the native ports' TLS: the API's certificate, the operator's or --tls-dir's self-signed one */
+    char ncert[4096], nkey[4096];
+    snprintf(ncert, sizeof ncert, tls_cert ? "%s" : "%s/apiserver.crt", tls_cert ? tls_cert : tls_dir);
+    snprintf(nkey, sizeof nkey, tls_key ? "%s" : "%s/apiserver.key", tls_key ? tls_key : tls_dir);
+    if (native_tls && !tls_cert) mkdir(tls_dir, 0700);
     if (mesos_master && (role_bits & ROLE_HOSTMGR)) role_bits |= ROLE_MESOS; /* the host manager's second driver */
     if ((role_bits & ROLE_MESOS) && (!mesos_master || strncmp(mesos_master, "http://", 7))) {
         fprintf(stderr, "pelotond: the mesos role needs --mesos-master=http://HOST:PORT\n");
@@ -584,7 +821,11 @@ static int run(int argc, char **argv, struct metrics *reg) {
                               .round_ms = round_ms, .tick_ms = tick_ms, .backoff_ms = backoff_ms,
                               .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms,
                               .mesos_master = mesos_master, .mass_fraction = mass_fraction,
-                              .mass_min_nodes = (uint32_t)mass_min_nodes};
+                              .mass_min_nodes = (uint32_t)mass_min_nodes, .leader_elect = leader_elect,
+                              .lease_ms = lease_ms, .placement_active_active = placement_aa,
+                              .native_bind = native_bind,
+                              .native_ports = native_ports, .native_tls = native_tls, .native_cert = ncert,
+                              .native_key = nkey, .native_client_ca = client_ca, .native_cert_made = !tls_cert};
     struct metrics_family *redis_replies = NULL, *redis_errors = NULL;
     if (reg) {
         static const char *const client[] = {"client"};
@@ -599,11 +840,25 @@ static int run(int argc, char **argv, struct metrics *reg) {
         ctl.redis_series[1] = metrics_series1(redis_errors, "controllers");
     }
     ctl.metrics = reg;
+    if (sentinels) { /* before any connection, any thread */
+        char serr[300];
+        if (store_sentinel_config(sentinels, master_name, serr, sizeof serr)) {
+            fprintf(stderr, "pelotond: --redis-sentinel: %s\n", serr);
+            return 2;
+        }
+    }
     if (!(role_bits & ROLE_API))
         return run_controllers_only(&ctl, server, kubeconfig, token_file, metrics_port, port_file);
     char host[256];
     int redis_port;
     if (store_parse_addr(redis, host, sizeof host, &redis_port)) return usage();
+    if (sentinels) {
+        char serr[300];
+        if (store_sentinel_primary(host, sizeof host, &redis_port, serr, sizeof serr))
+            fprintf(stderr, "level=warn msg=\"redis: %s; trying on\"\n", serr);
+        else fprintf(stderr, "level=info msg=\"redis: primary from Sentinel\" master=%s addr=%s:%d\n", master_name, host,
+                     redis_port);
+    }
     /* The controllers in this process reach the API server with a token of
      * their own, made here and never written anywhere (system:masters); the
      * token file's users are the API's clients (docs/security.md). */
@@ -617,6 +872,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
     struct store_options so;
     store_options_init(&so);
     if (history_max > 0) so.history_max = history_max;
+    so.wait_replicas = wait_replicas;
+    so.wait_timeout_ms = wait_timeout_ms;
     if (store_open(host, redis_port, &so, &st)) {
         fprintf(stderr, "pelotond: cannot reach redis at %s\n", redis);
         free(token);

@@ -21,6 +21,10 @@ struct heap_ent {
 struct heap {
     struct heap_ent *a;
     uint32_t n, cap;
+    /* The entries in queue order, made when a gang asks its rank and the
+     * heap changed since (admit_gang_rank); freed with the heap. */
+    struct heap_ent *sorted;
+    bool stale;
 };
 
 struct admit_leaf {
@@ -73,10 +77,12 @@ static int heap_push(struct heap *h, struct gang *g) {
     }
     h->a[h->n] = (struct heap_ent){g->priority, g->seq, g};
     sift_up(h, h->n++);
+    h->stale = true;
     return 0;
 }
 
 static void heap_delete(struct heap *h, uint32_t i) {
+    h->stale = true;
     h->n--;
     if (i == h->n) return;
     h->a[i] = h->a[h->n];
@@ -292,7 +298,10 @@ int admit_gang_queue(const struct gang *g) { return g->qid_ ? g->qid_ - 1 : -1; 
 static void leaf_free(struct respool *p) {
     struct admit_leaf *a = p->admit;
     if (!a) return;
-    for (int i = 0; i < ADMIT_NQUEUES; i++) free(a->q[i].a);
+    for (int i = 0; i < ADMIT_NQUEUES; i++) {
+        free(a->q[i].a);
+        free(a->q[i].sorted);
+    }
     free(a);
     p->admit = NULL;
 }
@@ -323,23 +332,89 @@ const char *admit_check_name(enum admit_check c) {
     return "none";
 }
 
+static int cmp_ent(const void *x, const void *y) {
+    const struct heap_ent *a = x, *b = y;
+    return ent_before(a, b) ? -1 : ent_before(b, a) ? 1 : 0;
+}
+
+uint32_t admit_gang_rank(const struct gang *g) {
+    if (!g->qid_ || !g->pool || !g->pool->admit) return 0;
+    if (g->qpos_ == 0) return 1; /* the head */
+    struct heap *h = &((struct admit_leaf *)g->pool->admit)->q[g->qid_ - 1];
+    if (h->stale || !h->sorted) {
+        struct heap_ent *s = realloc(h->sorted, (size_t)h->cap * sizeof *s);
+        if (!s) return 0;
+        memcpy(s, h->a, (size_t)h->n * sizeof *s);
+        qsort(s, h->n, sizeof *s, cmp_ent);
+        h->sorted = s;
+        h->stale = false;
+    }
+    struct heap_ent key = {g->priority, g->seq, NULL};
+    uint32_t lo = 0, hi = h->n;
+    while (lo < hi) { /* the first entry not before g's: g's own (seq is unique in a leaf) */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ent_before(&h->sorted[mid], &key)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < h->n && h->sorted[lo].g == g ? lo + 1 : 0;
+}
+
+static const char *queue_name(int q) {
+    switch (q) {
+    case ADMIT_Q_PENDING: return "";
+    case ADMIT_Q_NONPREEMPT: return "non-preemptible ";
+    case ADMIT_Q_CONTROLLER: return "controller ";
+    case ADMIT_Q_REVOCABLE: return "revocable ";
+    }
+    return "";
+}
+
+int admit_amount_format(enum res_kind k, int64_t v, char *buf, size_t len) {
+    char q[40];
+    quantity_format_display(k, v, q, sizeof q);
+    const char *unit = k == RES_CPU   ? (v == 1000 ? " core" : " cores")
+                       : k == RES_GPU ? (v == 1000 ? " GPU" : " GPUs")
+                                      : "";
+    return snprintf(buf, len, "%s%s", q, unit);
+}
+
 int admit_why_format(const struct gang *g, char *buf, size_t len) {
     const char *path = g->pool ? g->pool->path : "(none)";
     const struct admit_why *w = &g->why;
+    char pos[96] = "";
+    uint32_t rank = admit_gang_rank(g);
+    if (rank)
+        snprintf(pos, sizeof pos, "position %u of %zu in the pool's %squeue", rank,
+                 admit_queued(g->pool, admit_gang_queue(g)), queue_name(admit_gang_queue(g)));
     if (w->check == ADMIT_CHECK_NONE) {
         if (!g->qid_) return snprintf(buf, len, "pool %s: not queued", path);
-        return snprintf(buf, len, "pool %s: queued behind higher-priority or earlier gangs", path);
+        return snprintf(buf, len, "pool %s: queued behind higher-priority or earlier gangs, %s; admitted after the %u "
+                        "ahead of it", path, pos, rank ? rank - 1 : 0);
     }
     if (w->check == ADMIT_CHECK_DELETING)
-        return snprintf(buf, len, "pool %s: is being deleted; it admits no new work", path);
-    char lim[48], al[48], gq[48];
-    quantity_format(w->kind, w->limit, lim, sizeof lim);
-    quantity_format(w->kind, w->alloc, al, sizeof al);
-    quantity_format(w->kind, w->gang, gq, sizeof gq);
-    const char *what = w->check == ADMIT_CHECK_ENTITLEMENT ? "allocation"
-                       : w->check == ADMIT_CHECK_SLACK     ? "revocable allocation"
-                       : w->check == ADMIT_CHECK_CONTROLLER ? "controller allocation"
-                                                            : "non-preemptible allocation";
-    return snprintf(buf, len, "pool %s: %s %s %s < %s %s + gang %s", path, res_kind_name(w->kind),
-                    admit_check_name(w->check), lim, what, al, gq);
+        return snprintf(buf, len, "pool %s: is being deleted; it admits no new work (create the pod in another pool)",
+                        path);
+    char lim[64], al[48], gq[48], need[64];
+    admit_amount_format(w->kind, w->limit, lim, sizeof lim);
+    quantity_format_display(w->kind, w->alloc, al, sizeof al);
+    quantity_format_display(w->kind, w->gang, gq, sizeof gq);
+    const char *to = w->check == ADMIT_CHECK_ENTITLEMENT ? ""
+                     : w->check == ADMIT_CHECK_SLACK     ? " to revocable work"
+                     : w->check == ADMIT_CHECK_CONTROLLER ? " to controllers"
+                                                          : " to non-preemptible work";
+    const char *work = w->check == ADMIT_CHECK_ENTITLEMENT ? "work"
+                       : w->check == ADMIT_CHECK_SLACK     ? "revocable work"
+                       : w->check == ADMIT_CHECK_CONTROLLER ? "controllers' work"
+                                                            : "non-preemptible work";
+    int n = snprintf(buf, len, "pool %s at its %s %s: %s of %s allocated%s, gang needs %s%s%s", path,
+                     res_kind_name(w->kind), admit_check_name(w->check), al, lim, to, gq, pos[0] ? "; " : "", pos);
+    if (n < 0 || (size_t)n >= len) return n;
+    int64_t short_by = w->alloc + w->gang - w->limit;
+    if (short_by <= 0) return n; /* the numbers moved since it was tried: it is tried again next round */
+    admit_amount_format(w->kind, short_by, need, sizeof need);
+    if (w->gang > w->limit) /* no work ending is enough */
+        return n + snprintf(buf + n, len - (size_t)n, "; admitted once its %s grows by %s (the gang is larger than "
+                            "the whole %s)", admit_check_name(w->check), need, admit_check_name(w->check));
+    return n + snprintf(buf + n, len - (size_t)n, "; admitted once its %s frees %s or its %s grows by %s", work,
+                        need, admit_check_name(w->check), need);
 }

@@ -117,8 +117,18 @@ void admit_tree_release(struct respool_tree *t);
 /* "entitlement", "slack entitlement", "controller limit", "reservation",
  * "deletion", "none". */
 const char *admit_check_name(enum admit_check c);
-/* One line for a waiting gang, e.g. "pool /a/b: cpu entitlement 4 < allocation
- * 3 + gang 2". snprintf semantics. */
+/* An amount of kind k for a person: "4 cores", "1 core", "0.5 cores", "2
+ * GPUs", "3Gi". snprintf semantics. */
+int admit_amount_format(enum res_kind k, int64_t v, char *buf, size_t len);
+/* g's place in its queue, from 1 (the head), or 0 when it is not queued.
+ * The head is O(1); any other gang sorts a copy of its queue once per change
+ * of the queue (O(n log n)), then finds itself by binary search. */
+uint32_t admit_gang_rank(const struct gang *g);
+/* One line for a waiting gang with the numbers of the rule that holds it,
+ * its place in its queue and what would let it in, e.g. "pool /a/b at its cpu
+ * entitlement: 3 of 4 cores allocated, gang needs 2; position 1 of 3 in the
+ * pool's queue; admitted once its work frees 1 core or its entitlement grows
+ * by 1 core". snprintf semantics. */
 int admit_why_format(const struct gang *g, char *buf, size_t len);
 
 #endif

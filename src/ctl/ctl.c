@@ -15,9 +15,50 @@
 #include "podspec.h"
 #include "store.h"
 
-static void log_reply_error(redisContext *c, redisReply *rep) {
+static void log_reply_error(struct ctl_db *db, redisReply *rep) {
+    redisContext *c = db->c;
     if (!rep) fprintf(stderr, "level=error msg=\"redis: %s\"\n", c->errstr[0] ? c->errstr : "no reply");
-    else if (rep->type == REDIS_REPLY_ERROR) fprintf(stderr, "level=error msg=\"redis: %s\"\n", rep->str);
+    else if (rep->type == REDIS_REPLY_ERROR) {
+        fprintf(stderr, "level=error msg=\"redis: %s\"\n", rep->str);
+        /* a primary demoted by a failover: its writes go elsewhere now */
+        if (!strncmp(rep->str, "READONLY", 8)) db->replica = true;
+    }
+}
+
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A new connection when the one held is broken or reaches a replica (at most
+ * every CTL_RECONNECT_MS; through Sentinel when configured, store.h): what
+ * was deferred on the old one is settled or lost first, never mixed in. Not
+ * while a pipeline of reads awaits its replies. */
+#define CTL_RECONNECT_MS 500
+static void heal(struct ctl_db *db) {
+    if ((!db->c->err && !db->replica) || db->reading) return;
+    uint64_t now = mono_ms();
+    if (db->tried_ms && now - db->tried_ms < CTL_RECONNECT_MS) return;
+    db->tried_ms = now;
+    ctl_redis_settle(db);
+    redisContext *r = store_redis_connect(db->host, db->port, 2000);
+    if (!r) return;
+    if (r->err) {
+        if (!db->c->err) { /* the replica still answers reads; keep it until a primary does */
+            redisFree(r);
+            return;
+        }
+        redisFree(db->c);
+        db->c = r; /* commands fail fast on it until the next attempt */
+        return;
+    }
+    redisSetTimeout(r, (struct timeval){5, 0});
+    redisFree(db->c);
+    db->c = r;
+    db->replica = false;
+    db->deferred = 0;
+    fprintf(stderr, "level=info msg=\"redis: reconnected\"\n");
 }
 
 static void on_flush(uv_check_t *h) {
@@ -43,6 +84,10 @@ struct ctl_db *ctl_db_open(uv_loop_t *loop, const char *addr, char *err, size_t 
     }
     redisSetTimeout(r, (struct timeval){5, 0});
     struct ctl_db *db = calloc(1, sizeof *db);
+    if (db) {
+        snprintf(db->host, sizeof db->host, "%s", host);
+        db->port = port;
+    }
     uv_check_t *flush = malloc(sizeof *flush);
     if (!db || !flush) {
         snprintf(err, errlen, "out of memory");
@@ -72,14 +117,14 @@ void ctl_redis_settle(struct ctl_db *db) {
         void *rep = NULL;
         db->deferred--;
         if (redisGetReply(db->c, &rep) != REDIS_OK) { /* the connection is gone: nothing more will come */
-            log_reply_error(db->c, NULL);
+            log_reply_error(db, NULL);
             db->deferred = 0;
             break;
         }
         metrics_inc(db->m_replies);
         if (((redisReply *)rep)->type == REDIS_REPLY_ERROR) {
             metrics_inc(db->m_errors);
-            log_reply_error(db->c, rep);
+            log_reply_error(db, rep);
         }
         freeReplyObject(rep);
     }
@@ -87,6 +132,7 @@ void ctl_redis_settle(struct ctl_db *db) {
 
 redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...) {
     ctl_redis_settle(db);
+    heal(db);
     va_list ap;
     va_start(ap, fmt);
     redisReply *rep = redisvCommand(db->c, fmt, ap);
@@ -94,7 +140,7 @@ redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...) {
     metrics_inc(db->m_replies);
     if (!rep || rep->type == REDIS_REPLY_ERROR) {
         metrics_inc(db->m_errors);
-        log_reply_error(db->c, rep);
+        log_reply_error(db, rep);
         freeReplyObject(rep);
         return NULL;
     }
@@ -235,12 +281,13 @@ static int append_command(struct ctl_db *db, bool batch, const char *fmt, va_lis
 }
 
 void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
+    heal(db);
     va_list ap;
     va_start(ap, fmt);
     int rc = append_command(db, true, fmt, ap);
     va_end(ap);
     if (rc != REDIS_OK) {
-        log_reply_error(db->c, NULL);
+        log_reply_error(db, NULL);
         return;
     }
     if (db->deferred++ == 0) uv_check_start(db->flush, on_flush);
@@ -249,7 +296,7 @@ void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
         int done = 0;
         while (!done)
             if (redisBufferWrite(db->c, &done) != REDIS_OK) {
-                log_reply_error(db->c, NULL);
+                log_reply_error(db, NULL);
                 break;
             }
     }
@@ -257,18 +304,21 @@ void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
 
 void ctl_redis_append(struct ctl_db *db, const char *fmt, ...) {
     ctl_redis_settle(db);
+    heal(db);
     va_list ap;
     va_start(ap, fmt);
-    if (append_command(db, false, fmt, ap) != REDIS_OK) log_reply_error(db->c, NULL);
+    if (append_command(db, false, fmt, ap) != REDIS_OK) log_reply_error(db, NULL);
+    else db->reading++;
     va_end(ap);
 }
 
 redisReply *ctl_redis_reply(struct ctl_db *db) {
     void *rep = NULL;
     metrics_inc(db->m_replies);
+    if (db->reading) db->reading--;
     if (redisGetReply(db->c, &rep) != REDIS_OK) {
         metrics_inc(db->m_errors);
-        log_reply_error(db->c, NULL);
+        log_reply_error(db, NULL);
         return NULL;
     }
     if (((redisReply *)rep)->type == REDIS_REPLY_ERROR) metrics_inc(db->m_errors);

@@ -4,8 +4,9 @@
  * loop, a client and a Redis connection, or run in separate processes.
  *
  * Redis keys (prefix peloton:):
- *   resmgr:leader   the resource manager's lease (SET NX PX), value = holder id
- *   resmgr:epoch    fencing token: incremented by each new leader
+ *   <role>:leader   a singleton role's lease (resmgr, jobmgr, hostmgr, mesos; ctl_lease.h),
+ *                   value = holder id
+ *   <role>:epoch    its fencing token: incremented by each new term
  *   pending:<pool>  ZSET of gang keys waiting for admission, by priority then FIFO
  *   ready           LIST of admitted gang keys, popped by placement engines
  *   retry           ZSET of gang keys placement could not place, by due time (ms)
@@ -22,8 +23,6 @@
 
 #include "kclient.h"
 
-#define CTL_KEY_LEADER "peloton:resmgr:leader"
-#define CTL_KEY_EPOCH "peloton:resmgr:epoch"
 #define CTL_KEY_PENDING "peloton:pending:"
 #define CTL_KEY_READY "peloton:ready"
 #define CTL_KEY_RETRY "peloton:retry"
@@ -37,6 +36,11 @@
  * commands reach Redis in the order they were made. */
 struct ctl_db {
     redisContext *c;
+    char host[256];     /* where it connects again (store_redis_connect) */
+    int port;
+    bool replica;       /* a write was refused READONLY: reconnect (a failover) */
+    unsigned reading;   /* ctl_redis_append'ed commands whose replies are unread */
+    uint64_t tried_ms;  /* the last reconnect attempt */
     unsigned deferred;  /* commands queued whose replies are unread */
     uv_check_t *flush;  /* freed by its close callback */
     struct metrics_series *m_replies, *m_errors; /* replies read, and failed ones (metrics.h); NULL: not counted */

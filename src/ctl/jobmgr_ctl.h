@@ -36,6 +36,8 @@ struct jm_inst {
     bool kill_sent;
     bool restart_pending;     /* an update wants a new run at restart_version once this one ends */
     bool moving;              /* this run is killed to move off a node in maintenance (jobmgr_drain.c) */
+    bool stopped;             /* spec.stoppedInstances names it: killed, not run again (set each reconcile) */
+    uint32_t name_salt;       /* generated pod names: bumped when another pod holds the name */
     uint32_t restart_version;
     uint32_t crash_loop;      /* task.crash_loop: restarts in the current crash loop */
     int64_t running_ms;       /* when this run was seen RUNNING (task.running_since_ms); 0: not yet */

@@ -51,6 +51,20 @@ uint32_t jm_template_version(const json_t *tpl);
 /* "<job>-<instance>" for run 1, "<job>-<instance>-<run>" after. */
 int jm_pod_name(char *out, size_t len, const char *job, uint32_t instance, uint32_t run);
 
+/* Job annotation (written by the workloads controller): the Job's pods are
+ * named as kube-controller-manager names a ReplicaSet's, DaemonSet's or
+ * batch Job's, "<base>-<5 characters>", instead of "<job>-<instance>". */
+#define JM_A_POD_NAMES "peloton.io/pod-names"
+#define JM_POD_NAMES_GENERATED "generated"
+#define JM_HASH_LABEL "pod-template-hash" /* a Deployment's template carries it: part of the base */
+
+/* "<base>-<5 characters>" from kube's alphabet (no vowels, no 0 1 3), the
+ * characters a hash of (uid, instance, run, salt): the same run always gets
+ * the same name (a create sent again finds its pod: 409), another salt gives
+ * another name (a name some other pod holds). */
+int jm_pod_name_generated(char *out, size_t len, const char *base, const char *uid, uint32_t instance,
+                          uint32_t run, uint32_t salt);
+
 struct jm_pod_params {
     const char *job, *ns, *uid;   /* the Job's name, namespace, uid */
     const char *pool;             /* spec.resourcePool */
@@ -62,6 +76,8 @@ struct jm_pod_params {
     const char *host;             /* DAEMON: the node (required); STATEFUL: previous node (preferred) */
     const char *scheduler;        /* spec.schedulerName */
     const struct crd_job_extra *x;/* SLA: priority, preemptible, revocable */
+    bool generated;               /* JM_A_POD_NAMES: "<job>[-<pod-template-hash>]-<5 characters>" */
+    uint32_t salt;                /* for the generated name */
 };
 
 /* The gang label of a job's gang: "<job>-gang-<first>" when its lowest

@@ -28,6 +28,26 @@ int jm_pod_name(char *out, size_t len, const char *job, uint32_t instance, uint3
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+int jm_pod_name_generated(char *out, size_t len, const char *base, const char *uid, uint32_t instance,
+                          uint32_t run, uint32_t salt) {
+    static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789"; /* kube's: no vowels, no 0 1 3 */
+    char key[400];
+    snprintf(key, sizeof key, "%.300s/%" PRIu32 "/%" PRIu32 "/%" PRIu32, uid ? uid : "", instance, run, salt);
+    uint64_t h = 14695981039346656037ull; /* FNV-1a 64 */
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        h ^= *p;
+        h *= 1099511628211ull;
+    }
+    char sfx[6];
+    for (int i = 0; i < 5; i++) {
+        sfx[i] = alphabet[h % (sizeof alphabet - 1)];
+        h /= sizeof alphabet - 1;
+    }
+    sfx[5] = 0;
+    int n = snprintf(out, len, "%s-%s", base, sfx);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
 int jm_gang_name(char *out, size_t len, const char *job, uint32_t first, uint32_t run) {
     int n = run <= 1 ? snprintf(out, len, "%s-gang-%" PRIu32, job, first)
                      : snprintf(out, len, "%s-gang-%" PRIu32 "-%" PRIu32, job, first, run);
@@ -100,8 +120,11 @@ json_t *jm_pod_build(const json_t *tpl, const struct jm_pod_params *p, char *err
         snprintf(err, errlen, "job %s/%s: spec.template.spec: expected an object", p->ns, p->job);
         return NULL;
     }
-    char name[512];
-    if (jm_pod_name(name, sizeof name, p->job, p->instance, p->run)) {
+    char name[512], base[400];
+    const char *hash = json_string_value(json_object_get(json_object_get(tmd, "labels"), JM_HASH_LABEL));
+    if (p->generated) snprintf(base, sizeof base, "%.250s%s%.60s", p->job, hash ? "-" : "", hash ? hash : "");
+    if (p->generated ? jm_pod_name_generated(name, sizeof name, base, p->uid, p->instance, p->run, p->salt)
+                     : jm_pod_name(name, sizeof name, p->job, p->instance, p->run)) {
         snprintf(err, errlen, "job %s/%s: pod name too long", p->ns, p->job);
         return NULL;
     }

@@ -149,6 +149,7 @@ struct ctx {
     int64_t now;
     struct task_config tcfg;
     struct update_intent want; /* the operator's, for the update */
+    bool generated;            /* JM_A_POD_NAMES: generated pod names */
 };
 
 static const json_t *tpl_for(const struct ctx *c, uint32_t version) {
@@ -164,7 +165,8 @@ static void send_create(const struct ctx *c, struct jm_inst *r, uint32_t i) {
                               .type = spec->type, .instance = i, .run = r->run, .version = r->version,
                               .failures = r->failures, .lost = r->lost, .crash_loop = r->crash_loop,
                               .gang = r->gang_first, .gang_run = r->gang_run, .gang_size = r->gang_size,
-                              .scheduler = c->jm->o.scheduler_name, .x = c->x};
+                              .scheduler = c->jm->o.scheduler_name, .x = c->x, .generated = c->generated,
+                              .salt = r->name_salt};
     if (spec->type == JOB_DAEMON) p.host = r->pin;
     else if (spec->type == JOB_STATEFUL) p.host = r->last_host;
     char err[512];
@@ -330,6 +332,7 @@ static void task_of(const struct jm_job *job, const struct jm_inst *r, uint32_t 
     t->crash_loop = r->crash_loop;
     t->running_since_ms = r->running_ms;
     t->held = r->restart_pending || (job->u && i < job->u->count && update_holds(job->u, i));
+    t->stop = r->stopped;
     t->host = r->present ? r->host : NULL;
     t->last_host = r->last_host;
     t->pinned_host = r->pin;
@@ -347,6 +350,15 @@ static void update_step(struct ctx *c) {
         struct task t;
         task_of(job, &job->inst[i], i, u->target, &t);
         update_instance_of(&t, &snap[n++]);
+        if (job->inst[i].stopped && !job->inst[i].restart_pending) {
+            /* stopped (spec.stoppedInstances): nothing to roll now; shown to
+             * the planner as settled at the target, it is started at the
+             * Job's template when it starts again (as Peloton left a stopped
+             * instance stopped through an update) */
+            snap[n - 1].version = u->target;
+            snap[n - 1].state = TASK_RUNNING;
+            snap[n - 1].state_since_ms = 0;
+        }
     }
     char err[512];
     enum update_state before = u->state;
@@ -390,7 +402,7 @@ static void pending_restarts(struct ctx *c) {
     struct jm_job *job = c->job;
     for (uint32_t i = 0; i < job->ninst; i++) {
         struct jm_inst *r = &job->inst[i];
-        if (!r->used || !r->restart_pending) continue;
+        if (!r->used || !r->restart_pending || r->stopped) continue; /* a stopped one waits for its start */
         uint32_t v = r->restart_version;
         if (task_state_terminal(r->state)) {
             uint32_t loop;
@@ -462,17 +474,44 @@ static void apply_action(struct ctx *c, const struct job_action *a) {
     }
 }
 
+/* An instance holds one of sla.maximumRunningInstances' slots from the
+ * moment its pod is asked for until that run ends: its pod exists (or is
+ * being created) and the run is not terminal. */
+static bool holds_slot(const struct jm_inst *r) {
+    return r->used && (r->present || r->creating) && !task_state_terminal(r->state);
+}
+
+/* How many more pods of the job may start now: sla.maximumRunningInstances
+ * less the instances holding a slot, for a BATCH job with a maximum
+ * (Peloton's job manager holds the rest back and releases the next one as a
+ * run ends); UINT32_MAX otherwise. */
+static uint32_t free_slots(const struct ctx *c) {
+    if (c->spec->type != JOB_BATCH || !c->x->max_running) return UINT32_MAX;
+    uint32_t held = 0;
+    for (uint32_t i = 0; i < c->job->ninst; i++) held += holds_slot(&c->job->inst[i]);
+    return held >= c->x->max_running ? 0 : c->x->max_running - held;
+}
+
 static void send_pass(struct ctx *c) {
     struct jm_job *job = c->job;
     for (uint32_t i = 0; i < job->ninst; i++) {
         struct jm_inst *r = &job->inst[i];
-        if (!r->used) continue;
-        if (r->creating && !r->create_inflight && !r->present && c->now - r->create_ms > (int64_t)c->jm->o.resync_ms)
+        if (r->used && r->creating && !r->create_inflight && !r->present &&
+            c->now - r->create_ms > (int64_t)c->jm->o.resync_ms)
             r->creating = false; /* created but never seen: send it again (409 is fine) */
+    }
+    uint32_t slots = free_slots(c);
+    for (uint32_t i = 0; i < job->ninst; i++) {
+        struct jm_inst *r = &job->inst[i];
+        if (!r->used) continue;
         bool due = !r->create_ms || c->now - r->create_ms >= CREATE_RETRY_MS || r->pod == NULL;
+        /* no pods while the pool is not right (docs/lifecycle.md), for a
+         * stopped instance, or beyond sla.maximumRunningInstances */
         if (r->state == TASK_INITIALIZED && !r->present && !r->creating && !r->kill && due &&
-            c->pool_check == JM_POOL_OK) /* no pods while the pool is not right (docs/lifecycle.md) */
+            c->pool_check == JM_POOL_OK && !crd_job_stopped(c->x, i) && slots > 0) {
             send_create(c, r, i);
+            if (slots != UINT32_MAX) slots--;
+        }
         if (r->kill && r->present && !r->deleting && !r->kill_sent && r->pod) {
             r->kill_sent = true;
             send_delete(c->jm, job, JM_RQ_KILL, r->pod, idle_pod(c->jm, r), i, r->run);
@@ -617,6 +656,8 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
     }
     struct ctx c = {.jm = jm, .job = job, .obj = obj, .spec = &spec, .x = &x, .pool = pool, .now = jm_now_ms(jm)};
     jm_task_config(jm, &c.tcfg);
+    const char *naming = json_string_value(json_object_get(json_object_get(md, "annotations"), JM_A_POD_NAMES));
+    c.generated = naming && !strcmp(naming, JM_POD_NAMES_GENERATED);
     c.pool_check = jm_pool_check(jm, pool);
     tell_pool(&c);
     c.tpl = json_object_get(json_object_get(obj, "spec"), "template");
@@ -630,6 +671,7 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
         if (r->used && r->present && r->bound && !task_state_terminal(r->state) && !jm_node_exists(jm, r->host))
             jm_set_state(jm, r, TASK_LOST);
     }
+    for (uint32_t i = 0; i < job->ninst; i++) job->inst[i].stopped = crd_job_stopped(&x, i);
     jm_update_intent(jm, job, obj, x.update_paused, &c.want);
     if (job->u) update_step(&c);
     if (jm_any_maintenance(jm)) jm_drain_step(jm, job, spec.type, spec.instance_count, jm_drain_budget(&x));
@@ -679,6 +721,25 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
 
 /* ---- request completions ---- */
 
+/* A create of a generated name answered 409: whether the pod of that name
+ * is another's, i.e. not known to the pod informer as this run of this
+ * instance of this Job (the informer sees only pods labelled
+ * peloton.io/job, so a stranger's pod is not in it at all). Taking another
+ * name for a create of ours that went through unseen costs a second pod of
+ * the run, which the first one's arrival sends to the garbage. (A
+ * <job>-<instance> name has no other to take: that create waits until the
+ * other pod is gone, as before.) */
+static bool name_taken(struct jobmgr *jm, const struct jm_job *job, const struct jm_req *q) {
+    char plain[512];
+    if (jm_pod_name(plain, sizeof plain, job->name, q->instance, q->run) == 0 && !strcmp(plain, q->pod)) return false;
+    const json_t *pod = kc_informer_get(jm->pods, job->ns, q->pod);
+    struct jm_pod_view v;
+    if (!pod) return true;
+    if (jm_pod_parse(pod, &v)) return true;
+    return strcmp(v.job, job->name) || v.instance != q->instance || v.run != q->run ||
+           (v.owner_uid && job->uid && strcmp(v.owner_uid, job->uid));
+}
+
 void jm_req_done(struct jobmgr *jm, struct jm_job *job, const struct jm_req *q, long status, const char *error) {
     bool ok = status >= 200 && status < 300;
     struct jm_inst *r = job && (q->kind == JM_RQ_CREATE || q->kind == JM_RQ_KILL) && q->instance < job->ninst
@@ -688,6 +749,10 @@ void jm_req_done(struct jobmgr *jm, struct jm_job *job, const struct jm_req *q, 
     switch (q->kind) {
     case JM_RQ_CREATE:
         if (status == 409) ok = true; /* it exists: the informer will show it */
+        if (r && status == 409 && name_taken(jm, job, q)) { /* by another pod: the next try takes another name */
+            r->name_salt++;
+            ok = false;
+        }
         if (r) {
             r->create_inflight = false;
             if (!ok) {

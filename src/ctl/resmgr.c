@@ -35,6 +35,7 @@
 #include "quantity.h"
 #include "strmap.h"
 
+#include "ctl_lease.h"
 #include "resmgr_int.h"
 
 void resmgr_options_default(struct resmgr_options *o) {
@@ -476,7 +477,7 @@ static void recover(struct resmgr *r) {
     if (keys && keys->type == REDIS_REPLY_ARRAY)
         for (size_t i = 0; i < keys->elements; i++) freeReplyObject(ctl_redis(r->env.db, "DEL %s", keys->element[i]->str));
     freeReplyObject(keys);
-    fprintf(stderr, "level=info msg=\"resmgr: leader\" epoch=%lld recovered_gangs=%zu\n", r->epoch, n);
+    fprintf(stderr, "level=info msg=\"resmgr: recovered\" epoch=%lld recovered_gangs=%zu\n", r->epoch, n);
 }
 
 /* What a waiting gang is told, as a code: the rule that holds it and the
@@ -495,7 +496,7 @@ static void tell_wait(struct resmgr *r, struct rm_gang *g) {
     static struct cm_pod *buf[RM_GANG_MAX];
     uint32_t code = wait_code(&g->g);
     if (g->st != RG_QUEUED || g->said == code) return;
-    char why[300], msg[340], nsbuf[256];
+    char why[700], msg[760], nsbuf[256];
     const char *ns, *label;
     admit_why_format(&g->g, why, sizeof why);
     snprintf(msg, sizeof msg, "waiting for admission: %s", why);
@@ -636,31 +637,15 @@ static void on_round(uv_timer_t *t) {
 
 /* ---- the lease ---- */
 
-static void on_lease(uv_timer_t *tm) {
-    struct resmgr *r = tm->data;
-    struct ctl_db *rc = r->env.db;
-    if (r->leader) {
-        redisReply *rep = ctl_redis(rc,
-                                    "EVAL %s 1 %s %s %u",
-                                    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-                                    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end",
-                                    CTL_KEY_LEADER, r->id, r->o.lease_ms);
-        bool ok = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
-        freeReplyObject(rep);
-        if (!ok) {
-            fprintf(stderr, "level=warn msg=\"resmgr: lost the lease\" epoch=%lld\n", r->epoch);
-            r->leader = false; /* stop acting; a later acquisition rebuilds from scratch */
-            r->recovered = false;
-        }
+/* A term begins or ends (ctl_lease.h). */
+static void on_term(void *ud, bool leader, long long epoch) {
+    struct resmgr *r = ud;
+    r->recovered = false;
+    if (!leader) {
+        r->leader = false; /* stop acting; a later term rebuilds from scratch */
         return;
     }
-    redisReply *rep = ctl_redis(rc, "SET %s %s NX PX %u", CTL_KEY_LEADER, r->id, r->o.lease_ms);
-    bool got = rep && rep->type == REDIS_REPLY_STATUS;
-    freeReplyObject(rep);
-    if (!got) return;
-    rep = ctl_redis(rc, "INCR %s", CTL_KEY_EPOCH);
-    r->epoch = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
-    freeReplyObject(rep);
+    r->epoch = epoch;
     /* state from an earlier term is not trusted: rebuild */
     size_t pos = 0;
     void *v;
@@ -671,7 +656,6 @@ static void on_lease(uv_timer_t *tm) {
     }
     strmap_free(&r->gangs);
     r->leader = true;
-    r->recovered = false;
 }
 
 /* ---- start and stop ---- */
@@ -724,13 +708,17 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
         resmgr_stop(r);
         return NULL;
     }
-    uv_timer_t *ts[4] = {&r->round_t, &r->lease_t, &r->preempt_t, &r->status_t};
-    for (int i = 0; i < 4; i++) {
+    uv_timer_t *ts[3] = {&r->round_t, &r->preempt_t, &r->status_t};
+    for (int i = 0; i < 3; i++) {
         uv_timer_init(env->loop, ts[i]);
         ts[i]->data = r;
         r->timers_open++;
     }
-    uv_timer_start(&r->lease_t, on_lease, 0, r->o.lease_ms / 3 ? r->o.lease_ms / 3 : 1);
+    if (!(r->lease = ctl_lease_start(env->loop, env->db, "resmgr", r->id, r->o.lease_ms, on_term, r))) {
+        snprintf(err, errlen, "out of memory");
+        resmgr_stop(r);
+        return NULL;
+    }
     uv_timer_start(&r->round_t, on_round, r->o.round_ms, round_period(r));
     uv_timer_start(&r->preempt_t, rm_on_preempt, r->o.preempt_ms, r->o.preempt_ms ? r->o.preempt_ms : 1000);
     uv_timer_start(&r->status_t, rm_on_status, r->o.status_ms, r->o.status_ms ? r->o.status_ms : 1000);
@@ -746,12 +734,8 @@ static void on_closed(uv_handle_t *h) {
 
 void resmgr_stop(struct resmgr *r) {
     if (!r) return;
-    if (r->leader) /* hand over at once rather than after the lease runs out */
-        freeReplyObject(ctl_redis(r->env.db,
-                                  "EVAL %s 1 %s %s",
-                                  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) "
-                                  "else return 0 end",
-                                  CTL_KEY_LEADER, r->id));
+    ctl_lease_stop(r->lease); /* hands over at once rather than after the lease runs out */
+    r->lease = NULL;
     kc_informer_free(r->pods);
     kc_informer_free(r->nodes);
     kc_informer_free(r->pools);
@@ -788,6 +772,6 @@ void resmgr_stop(struct resmgr *r) {
         free(r);
         return;
     }
-    uv_timer_t *ts[4] = {&r->round_t, &r->lease_t, &r->preempt_t, &r->status_t};
-    for (int i = 0; i < 4; i++) uv_close((uv_handle_t *)ts[i], on_closed);
+    uv_timer_t *ts[3] = {&r->round_t, &r->preempt_t, &r->status_t};
+    for (int i = 0; i < 3; i++) uv_close((uv_handle_t *)ts[i], on_closed);
 }

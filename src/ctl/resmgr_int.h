@@ -47,8 +47,9 @@ struct resmgr {
     struct cluster *cm;
     struct kc_informer *pods, *nodes, *pools, *nss;
     struct strmap gangs, dirty, evicting;
-    uv_timer_t round_t, lease_t, preempt_t, status_t;
+    uv_timer_t round_t, preempt_t, status_t;
     int timers_open;
+    struct ctl_lease *lease; /* the leader's term (ctl_lease.h) */
     bool leader, recovered;
     long long epoch;
     char id[96];

@@ -64,59 +64,89 @@ static void evict(struct resmgr *r, const struct cm_pod *p, const char *why) {
     json_decref(patch);
 }
 
-/* The other side of an inter-pool preemption: every leaf pool whose work
- * on nodes is below what it is entitled to and asks for, in the victims'
- * kind, gets a Preempting Event naming the pool that gives back and the
- * numbers (the intra-pool path tells the waiting gang itself). Admission
- * already counts its waiting work as allocation, so what it lacks shows as
- * the gap between its entitlement and what runs on nodes (tasks t[0..n)).
- * One Event per (gaining pool, victim pool, kind) in a round. */
-static void tell_gainers(struct resmgr *r, const struct preempt_plan *plan, const struct preempt_task *t, size_t n) {
-    size_t npools;
-    struct respool *const *all = respool_preorder(cluster_tree(r->cm), &npools);
+/* What runs on nodes per pool index (tasks t[0..n)), not counting what is on
+ * its way out; NULL without memory. The caller frees it. */
+static struct resvec *running_by_pool(struct respool *const *all, size_t npools, const struct preempt_task *t,
+                                      size_t n) {
     uint32_t top = 0;
-    for (size_t k = 0; all && k < npools; k++)
+    for (size_t k = 0; k < npools; k++)
         if (all[k]->index > top) top = all[k]->index;
-    struct resvec *running = NULL;
+    struct resvec *running = calloc((size_t)top + 1, sizeof *running);
+    if (!running) return NULL;
+    for (size_t j = 0; j < n; j++)
+        if (t[j].state != TASK_PREEMPTING && t[j].state != TASK_KILLING)
+            running[t[j].pool->index] = resvec_add(running[t[j].pool->index], t[j].res);
+    return running;
+}
+
+/* Whether leaf pool p gains from an inter-pool victim v: its work on nodes
+ * is below what it is entitled to and asks for, in v's kind. Admission
+ * already counts its waiting work as allocation, so what it lacks shows as
+ * the gap between its entitlement and what runs on nodes. */
+static bool gains(const struct respool *p, const struct preempt_victim *v, const struct resvec *running) {
+    if (p->first_child || p == v->pool || !p->parent) return false;
+    int64_t want = p->entitlement.v[v->kind];
+    if (p->demand.v[v->kind] < want) want = p->demand.v[v->kind];
+    return running[p->index].v[v->kind] < want;
+}
+
+/* "; for the work of pool(s) /org/b, /org/c": who an inter-pool victim makes
+ * room for, appended to its message (nothing when no pool lacks room now). */
+static void append_gainers(char *why, size_t len, struct respool *const *all, size_t npools,
+                           const struct preempt_victim *v, const struct resvec *running) {
+    size_t at = strlen(why), count = 0;
+    for (size_t k = 0; k < npools && at < len; k++) {
+        if (!gains(all[k], v, running)) continue;
+        int w = snprintf(why + at, len - at, "%s%s", count ? ", " : "; for the work of pool(s) ", all[k]->path);
+        if (w < 0) break;
+        at += (size_t)w;
+        count++;
+    }
+}
+
+/* The other side of an inter-pool preemption: every leaf pool that gains
+ * (above) gets a Preempting Event naming the pool that gives back, the
+ * numbers and the victims (the intra-pool path tells the waiting gang
+ * itself). One Event per (gaining pool, victim pool, kind) in a round. */
+static void tell_gainers(struct resmgr *r, const struct preempt_plan *plan, struct cm_pod **pods,
+                         struct respool *const *all, size_t npools, const struct resvec *running) {
     for (size_t i = 0; i < plan->n; i++) {
         const struct preempt_victim *v = &plan->v[i];
         if (v->gang_id) continue; /* intra-pool: told above */
-        size_t victims = 0;
+        size_t victims = 0, at = 0;
         bool first = true;
+        char names[512] = "";
         for (size_t j = 0; j < plan->n; j++) {
             const struct preempt_victim *w = &plan->v[j];
             if (w->gang_id || w->pool != v->pool || w->kind != v->kind) continue;
             if (j < i) first = false;
+            if (victims < 8 && at < sizeof names) {
+                int k = snprintf(names + at, sizeof names - at, "%s%s/%s", victims ? ", " : "", pods[w->task]->ns,
+                                 pods[w->task]->name);
+                if (k > 0) at += (size_t)k;
+            } else if (victims == 8 && at < sizeof names) {
+                at += (size_t)snprintf(names + at, sizeof names - at, ", ...");
+            }
             victims++;
         }
-        if (!first || !all) continue;
-        if (!running) { /* what runs on nodes, per pool, not counting what is on its way out */
-            if (!(running = calloc(top + 1, sizeof *running))) return;
-            for (size_t j = 0; j < n; j++)
-                if (t[j].state != TASK_PREEMPTING && t[j].state != TASK_KILLING)
-                    running[t[j].pool->index] = resvec_add(running[t[j].pool->index], t[j].res);
-        }
+        if (!first) continue;
         char over[64];
         quantity_format(v->kind, v->amount, over, sizeof over);
         for (size_t k = 0; k < npools; k++) {
             const struct respool *p = all[k];
-            if (p->first_child || p == v->pool || !p->parent) continue;
-            int64_t on_nodes = running[p->index].v[v->kind], want = p->entitlement.v[v->kind];
-            if (p->demand.v[v->kind] < want) want = p->demand.v[v->kind];
-            if (on_nodes >= want) continue;
+            if (!gains(p, v, running)) continue;
             char ent[64], run[64];
             quantity_format(v->kind, p->entitlement.v[v->kind], ent, sizeof ent);
-            quantity_format(v->kind, on_nodes, run, sizeof run);
+            quantity_format(v->kind, running[p->index].v[v->kind], run, sizeof run);
             ctl_object_event(r->env.kc, RM_COMPONENT, "peloton.io/v1alpha1", "ResourcePool", "", p->name, NULL,
                              "Normal", "Preempting",
                              "preempting %zu pod(s) of pool %s, over its %s%s entitlement by %s for %u checks, "
-                             "for this pool's work (%s entitlement %s, running %s)",
+                             "for this pool's work (%s entitlement %s, running %s): %s",
                              victims, v->pool->path, res_kind_name(v->kind),
                              v->reason == PREEMPT_OVER_SLACK ? " slack" : "", over, v->checks,
-                             res_kind_name(v->kind), ent, run);
+                             res_kind_name(v->kind), ent, run, names);
         }
     }
-    free(running);
 }
 
 void rm_on_preempt(uv_timer_t *tm) {
@@ -126,17 +156,22 @@ void rm_on_preempt(uv_timer_t *tm) {
     struct collect c = {r, calloc(cap ? cap : 1, sizeof *c.t), calloc(cap ? cap : 1, sizeof *c.p), 0, cap};
     struct preempt_plan plan = {0};
     char err[256];
+    struct resvec *running = NULL;
     if (!c.t || !c.p) goto out;
     cluster_foreach_pod(r->cm, collect_one, &c);
     if (preempt_plan(&r->ps, cluster_tree(r->cm), c.t, c.n, &plan, err, sizeof err)) {
         fprintf(stderr, "level=error msg=\"resmgr: preemption: %s\"\n", err);
         goto out;
     }
+    size_t npools = 0;
+    struct respool *const *all = plan.n ? respool_preorder(cluster_tree(r->cm), &npools) : NULL;
+    if (all) running = running_by_pool(all, npools, c.t, c.n);
     for (size_t i = 0; i < plan.n; i++) {
         const struct preempt_victim *v = &plan.v[i];
         struct cm_pod *p = c.p[v->task];
-        char why[400];
+        char why[600];
         preempt_victim_format(v, why, sizeof why);
+        if (!v->gang_id && running) append_gainers(why, sizeof why, all, npools, v, running);
         evict(r, p, why);
         const char *mv[2] = {v->pool ? v->pool->name : "", preempt_reason_name(v->reason)};
         metrics_inc(metrics_series(r->m.preemptions, mv));
@@ -153,8 +188,9 @@ void rm_on_preempt(uv_timer_t *tm) {
         }
         fprintf(stderr, "level=info msg=\"resmgr: preempt\" pod=%s reason=\"%s\"\n", p->key, why);
     }
-    tell_gainers(r, &plan, c.t, c.n);
+    if (running) tell_gainers(r, &plan, c.p, all, npools, running);
 out:
+    free(running);
     preempt_plan_free(&plan);
     free(c.t);
     free(c.p);

@@ -82,6 +82,16 @@ static json_t *pj_spec(enum wl_kind k, const json_t *obj, const char *pool) {
     json_t *tpl = json_deep_copy(json_object_get(spec, "template"));
     json_t *tmd = json_object_get(tpl, "metadata");
     if (json_is_object(tmd)) json_object_del(tmd, "creationTimestamp");
+    if (k == WL_DEPLOY && json_is_object(tpl)) {
+        /* its pods carry their ReplicaSet's hash, and are named after it
+         * (<deployment>-<hash>-<5 characters>, the job manager) */
+        char hash[16];
+        wl_template_hash(tpl, hash);
+        if (!json_is_object(tmd)) json_object_set_new(tpl, "metadata", tmd = json_object());
+        json_t *lb = json_object_get(tmd, "labels");
+        if (!json_is_object(lb)) json_object_set_new(tmd, "labels", lb = json_object());
+        json_object_set_new(lb, "pod-template-hash", json_string(hash));
+    }
     json_t *out = json_pack("{s:s, s:s, s:o}", "type", wl_kinds[k].pj_type, "resourcePool", pool, "template", tpl);
     json_int_t replicas = json_is_integer(json_object_get(spec, "replicas")) ? num(obj, "spec", "replicas") : 1;
     json_t *us = json_object();
@@ -126,6 +136,17 @@ static json_t *pj_spec(enum wl_kind k, const json_t *obj, const char *pool) {
     if (k != WL_JOB) json_object_set_new(out, "updateStrategy", us);
     else json_decref(us);
     return out;
+}
+
+/* Pods named as kube-controller-manager names them, <base>-<5 characters>
+ * (the job manager, JM_A_POD_NAMES): all but a StatefulSet's, whose pods
+ * keep <name>-<ordinal>. */
+#define PJ_A_POD_NAMES "peloton.io/pod-names"
+static bool generated_names(enum wl_kind k) { return k != WL_STS; }
+
+static bool names_as_wanted(enum wl_kind k, const json_t *pj) {
+    const char *v = str(json_object_get(pj, "metadata"), "annotations", PJ_A_POD_NAMES);
+    return generated_names(k) ? v && !strcmp(v, "generated") : !v;
 }
 
 static bool owned_by(const json_t *pj, const char *uid) {
@@ -360,13 +381,22 @@ static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
                                      "namespace", ns, "labels", json_object_get(md, "labels"), "ownerReferences",
                                      "apiVersion", wl_kinds[k].api_version, "kind", wl_kinds[k].kind, "name", name, "uid",
                                      uid, "controller", 1, "blockOwnerDeletion", 1, "spec", spec);
+            if (body && generated_names(k))
+                json_object_set_new(json_object_get(body, "metadata"), "annotations",
+                                    json_pack("{s:s}", PJ_A_POD_NAMES, "generated"));
             snprintf(path, sizeof path, PJ_PATH "/namespaces/%s/jobs", ns);
             if (body) wl_send(w, "POST", path, body, NULL);
             wl_log("info", "msg=\"Peloton Job created\" kind=%s ns=%s name=%s pool=%s", wl_kinds[k].kind, ns, name, pool);
         } else if (!subset(spec, json_object_get(pj, "spec")) ||
-                   !json_equal(json_object_get(spec, "template"), json_object_get(json_object_get(pj, "spec"), "template"))) {
+                   !json_equal(json_object_get(spec, "template"), json_object_get(json_object_get(pj, "spec"), "template")) ||
+                   !names_as_wanted(k, pj)) {
             /* the template whole: a member taken out of it is a change too */
             json_t *body = json_deep_copy(pj);
+            json_t *bmd = json_object_get(body, "metadata");
+            json_t *ann = json_object_get(bmd, "annotations");
+            if (!json_is_object(ann)) json_object_set_new(bmd, "annotations", ann = json_object());
+            if (generated_names(k)) json_object_set_new(ann, PJ_A_POD_NAMES, json_string("generated"));
+            else json_object_del(ann, PJ_A_POD_NAMES);
             json_t *merged = json_deep_copy(json_object_get(pj, "spec"));
             json_object_update(merged, spec); /* defaults the API server added to the rest stay */
             json_object_set_new(body, "spec", merged);

@@ -57,6 +57,9 @@ const char *wl_controller_kind(const json_t *obj, const char **uid);
  * brought in line with the workload; and deleting those a deleted workload
  * (kind, uid) owned. */
 void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst);
+/* A template's pod-template-hash as kube-controller-manager spells one (at
+ * most 15 characters; its own pod-template-hash label does not count). */
+void wl_template_hash(const json_t *tpl, char out[16]);
 void wl_mirror_cr(struct workloads *w, enum wl_kind k, const json_t *obj);
 void wl_delete_revisions(struct workloads *w, enum wl_kind k, const char *uid);
 

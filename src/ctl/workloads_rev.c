@@ -35,7 +35,7 @@ const char *wl_controller_kind(const json_t *obj, const char **uid) {
  * template's JSON with sorted keys, in its alphabet without vowels); a
  * ReplicaSet's own label and an empty creationTimestamp (what `kubectl
  * rollout undo` copies back) do not count. */
-static void template_hash(const json_t *tpl, char out[16]) {
+void wl_template_hash(const json_t *tpl, char out[16]) {
     json_t *t = json_deep_copy(tpl);
     json_t *tmd = json_object_get(t, "metadata");
     json_object_del(tmd, "creationTimestamp");
@@ -91,7 +91,7 @@ void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst) {
     const json_t *md = json_object_get(d, "metadata"), *spec = json_object_get(d, "spec");
     const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL);
     char hash[16], rsname[320], path[512];
-    template_hash(json_object_get(spec, "template"), hash);
+    wl_template_hash(json_object_get(spec, "template"), hash);
     struct rs_scan c = {.ns = ns, .uid = str(md, "uid", NULL), .hash = hash, .others = json_array()};
     kc_informer_foreach(w->inf[WL_RS], rs_scan_one, &c);
     size_t i;
@@ -202,7 +202,7 @@ void wl_mirror_cr(struct workloads *w, enum wl_kind k, const json_t *obj) {
     const json_t *md = json_object_get(obj, "metadata"), *spec = json_object_get(obj, "spec");
     const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL);
     char hash[16], crname[320], path[512];
-    template_hash(json_object_get(spec, "template"), hash);
+    wl_template_hash(json_object_get(spec, "template"), hash);
     struct cr_scan c = {.ns = ns, .uid = str(md, "uid", NULL), .hash = hash};
     kc_informer_foreach(w->crs, cr_scan_one, &c);
     if (c.current) {

@@ -54,10 +54,11 @@ static const char *reason_phrase(int code) {
 
 /* The status line and headers of a response with a body of len bytes
  * (len < 0: chunked), into out. */
-static int put_head(struct h1_conn *c, int status, const char *ctype, long long len) {
+static int put_head(struct h1_conn *c, int status, const char *ctype, long long len, unsigned retry_after) {
     char h[512];
     int n = snprintf(h, sizeof h, "HTTP/1.1 %d %s\r\ncontent-type: %s\r\n", status, reason_phrase(status),
                      ctype ? ctype : "application/json");
+    if (retry_after) n += snprintf(h + n, sizeof h - (size_t)n, "retry-after: %u\r\n", retry_after);
     if (len >= 0) n += snprintf(h + n, sizeof h - (size_t)n, "content-length: %lld\r\n", len);
     else n += snprintf(h + n, sizeof h - (size_t)n, "transfer-encoding: chunked\r\n");
     if (c->close_after) n += snprintf(h + n, sizeof h - (size_t)n, "connection: close\r\n");
@@ -68,8 +69,8 @@ static int put_head(struct h1_conn *c, int status, const char *ctype, long long 
 }
 
 /* Sends a whole response (body taken) and goes on to the next request. */
-static void respond(struct h1_conn *c, int status, const char *ctype, char *body, size_t len) {
-    int rc = put_head(c, status, ctype, (long long)len);
+static void respond(struct h1_conn *c, int status, const char *ctype, char *body, size_t len, unsigned retry_after) {
+    int rc = put_head(c, status, ctype, (long long)len, retry_after);
     if (!rc && len && c->head.method != HTTP_HEAD) rc = h1_out_append(c, body, len);
     free(body);
     if (rc) {
@@ -86,7 +87,7 @@ static void respond_status(struct h1_conn *c, int code, const char *reason, cons
     size_t n = 0;
     char *b = http_status_body(code, reason, msg, &n);
     if (close) c->close_after = true;
-    respond(c, code, "application/json", b, b ? n : 0);
+    respond(c, code, "application/json", b, b ? n : 0, 0);
 }
 
 /* ---- websocket ---- */
@@ -207,7 +208,7 @@ static void dispatch(struct h1_conn *c, bool ws) {
         h1_flush(c);
         return;
     }
-    respond(c, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0);
+    respond(c, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0, resp.retry_after);
 }
 
 static bool has_token(const char *list, const char *tok) {
@@ -391,7 +392,7 @@ struct http_stream *h1_stream_start(const struct http_request *req, int status, 
     st->on_close = on_close;
     st->ud = ud;
     if (c->state != S_WS) {
-        if (put_head(c, status, content_type, -1)) {
+        if (put_head(c, status, content_type, -1, 0)) {
             free(st);
             return NULL;
         }
@@ -479,6 +480,6 @@ void h1_deferred_reply(struct http_deferred *d, struct http_response *resp) {
     }
     c->deferred = NULL;
     respond(c, resp->status, resp->content_type ? resp->content_type : "application/json", body,
-            body ? resp->body_len : 0);
+            body ? resp->body_len : 0, resp->retry_after);
     h1_resume_reading(c);
 }

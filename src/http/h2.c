@@ -144,12 +144,14 @@ static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
 
 /* Submits the response: headers, then body (taken) unless empty or HEAD. */
-static int respond(struct h2_req *r, int status, const char *ctype, char *body, size_t len, bool head) {
-    char st[8], cl[24];
+static int respond(struct h2_req *r, int status, const char *ctype, char *body, size_t len, bool head,
+                   unsigned retry_after) {
+    char st[8], cl[24], ra[16];
     snprintf(st, sizeof st, "%d", status);
     snprintf(cl, sizeof cl, "%zu", len);
+    snprintf(ra, sizeof ra, "%u", retry_after);
     nghttp2_nv nv[] = {NV(":status", st), NV("content-type", ctype ? ctype : "application/json"),
-                       NV("content-length", cl)};
+                       NV("content-length", cl), NV("retry-after", ra)};
     r->answered = true;
     nghttp2_data_provider dp = {.source.ptr = r, .read_callback = read_data};
     bool data = len && !head;
@@ -161,7 +163,7 @@ static int respond(struct h2_req *r, int status, const char *ctype, char *body, 
     } else {
         free(body);
     }
-    return nghttp2_submit_response(r->h->ng, r->id, nv, 3, data ? &dp : NULL) ? -1 : 0;
+    return nghttp2_submit_response(r->h->ng, r->id, nv, retry_after ? 4 : 3, data ? &dp : NULL) ? -1 : 0;
 }
 
 static void refuse(struct h2_req *r, int code, const char *msg) {
@@ -171,7 +173,7 @@ static void refuse(struct h2_req *r, int code, const char *msg) {
                                        : "BadRequest";
     size_t n = 0;
     char *b = http_status_body(code, reason, msg, &n);
-    respond(r, code, "application/json", b, b ? n : 0, false);
+    respond(r, code, "application/json", b, b ? n : 0, false, 0);
 }
 
 /* ---- requests ---- */
@@ -215,7 +217,8 @@ static void dispatch(struct h2_conn *h, struct h2_req *r) {
         free(resp.body);
         return;
     }
-    respond(r, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0, req.method == HTTP_HEAD);
+    respond(r, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0, req.method == HTTP_HEAD,
+            resp.retry_after);
 }
 
 /* A refusal found while reading the head; the first one stands. */
@@ -533,6 +536,6 @@ void h2_deferred_reply(struct http_deferred *d, struct http_response *resp) {
     }
     r->deferred = NULL;
     bool head = r->method && !strcmp(r->method, "HEAD");
-    respond(r, resp->status, resp->content_type, body, body ? resp->body_len : 0, head);
+    respond(r, resp->status, resp->content_type, body, body ? resp->body_len : 0, head, resp->retry_after);
     h1_conn_kick(r->h->c);
 }

@@ -86,6 +86,7 @@ struct http_response {
     const char *content_type; /* static string; default "application/json" */
     char *body;               /* malloc'd by the handler, freed by the server; may be NULL */
     size_t body_len;
+    unsigned retry_after;     /* seconds: sent as Retry-After when not 0 (a 429 or 503) */
 };
 
 typedef void (*http_handler_fn)(void *ud, const struct http_request *req, struct http_response *resp);

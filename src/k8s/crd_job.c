@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "crd_common.h"
@@ -52,6 +53,64 @@ static int opt_bool(const json_t *obj, const char *key, const char *name, const 
     return 0;
 }
 
+static int cmp_range(const void *a, const void *b) {
+    uint32_t x = ((const struct crd_job_range *)a)->from, y = ((const struct crd_job_range *)b)->from;
+    return (x > y) - (x < y);
+}
+
+/* spec.stoppedInstances: a list of {from, to} ranges ([from, to), as
+ * Peloton's InstanceRange), at most CRD_JOB_MAX_STOPPED; kept sorted and
+ * merged so crd_job_stopped can search them. */
+static int decode_stopped(const json_t *s, const char *name, struct crd_job_extra *x, char *err, size_t errlen) {
+    const json_t *v = json_object_get(s, "stoppedInstances");
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_array(v))
+        return job_fail(err, errlen, -EINVAL, name, "spec.stoppedInstances: expected a list of {from, to} ranges");
+    if (json_array_size(v) > CRD_JOB_MAX_STOPPED)
+        return job_fail(err, errlen, -EINVAL, name, "spec.stoppedInstances: %zu ranges, more than %d",
+                        json_array_size(v), CRD_JOB_MAX_STOPPED);
+    static const char *const rk[] = {"from", "to", NULL};
+    char where[64];
+    size_t i;
+    const json_t *r;
+    json_array_foreach(v, i, r) {
+        snprintf(where, sizeof where, "spec.stoppedInstances[%zu]", i);
+        if (!json_is_object(r)) return job_fail(err, errlen, -EINVAL, name, "%s: expected an object {from, to}", where);
+        int rc = known_keys(r, rk, name, where, err, errlen);
+        if (rc) return rc;
+        struct crd_job_range g = {0, 0};
+        if (!json_object_get(r, "to"))
+            return job_fail(err, errlen, -EINVAL, name, "%s.to: required (the range is [from, to))", where);
+        if ((rc = opt_uint(r, "from", JOB_MAX_INSTANCES, name, where, &g.from, err, errlen))) return rc;
+        if ((rc = opt_uint(r, "to", JOB_MAX_INSTANCES, name, where, &g.to, err, errlen))) return rc;
+        if (g.from >= g.to)
+            return job_fail(err, errlen, -EINVAL, name, "%s: from %u is not below to %u (the range is [from, to))",
+                            where, g.from, g.to);
+        x->stopped[x->nstopped++] = g;
+    }
+    qsort(x->stopped, x->nstopped, sizeof x->stopped[0], cmp_range);
+    uint32_t k = 0;
+    for (uint32_t j = 0; j < x->nstopped; j++) {
+        if (k && x->stopped[j].from <= x->stopped[k - 1].to) {
+            if (x->stopped[j].to > x->stopped[k - 1].to) x->stopped[k - 1].to = x->stopped[j].to;
+        } else {
+            x->stopped[k++] = x->stopped[j];
+        }
+    }
+    x->nstopped = k;
+    return 0;
+}
+
+bool crd_job_stopped(const struct crd_job_extra *x, uint32_t instance) {
+    uint32_t lo = 0, hi = x->nstopped;
+    while (lo < hi) { /* the last range with from <= instance */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (x->stopped[mid].from <= instance) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo > 0 && instance < x->stopped[lo - 1].to;
+}
+
 static int parse_type(const char *s) {
     for (int t = 0; t < JOB_NTYPES; t++)
         if (s && strcmp(s, job_type_name((enum job_type)t)) == 0) return t;
@@ -91,7 +150,7 @@ static int decode_all(const json_t *cr, struct job_spec *spec, const char **pool
     const json_t *s = json_object_get(cr, "spec");
     if (!json_is_object(s)) return job_fail(err, errlen, -EINVAL, name, "spec: required (an object)");
     static const char *const allowed[] = {"type", "resourcePool", "instanceCount", "sla", "template", "restartPolicy",
-                                          "updateStrategy", "preemptionPolicy", NULL};
+                                          "updateStrategy", "preemptionPolicy", "stoppedInstances", NULL};
     int rc = known_keys(s, allowed, name, "spec", err, errlen);
     if (rc) return rc;
 
@@ -189,6 +248,7 @@ static int decode_all(const json_t *cr, struct job_spec *spec, const char **pool
         x->update.min_running_ms = (int64_t)ready * 1000;
         if ((rc = opt_bool(us, "paused", name, "spec.updateStrategy", &x->update_paused, NULL, err, errlen))) return rc;
     }
+    if ((rc = decode_stopped(s, name, x, err, errlen))) return rc;
     if ((rc = check_template(s, name, err, errlen))) return rc;
 
     /* The recorded state, so the reconciler marks only real changes. */

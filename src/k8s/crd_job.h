@@ -6,7 +6,8 @@
  * pool's name. What job_spec has no field for comes out of
  * crd_job_decode_extra: the SLA's priority, preemptible, revocable and
  * maximumRunningInstances (for admission: admit_gang_init's priority and WF_*
- * flags) and updateStrategy as the update planner's struct update_spec.
+ * flags), updateStrategy as the update planner's struct update_spec, and
+ * spec.stoppedInstances (the per-instance stop goal).
  * spec.template is checked for shape only (an object with spec.containers).
  * Goal is always JOB_GOAL_RUN and config_version 0: the caller sets them.
  *
@@ -28,6 +29,13 @@
 
 #define CRD_JOB_RESOURCE "jobs.peloton.io"
 
+#define CRD_JOB_MAX_STOPPED 256 /* ranges in spec.stoppedInstances */
+
+/* Instances [from, to) (Peloton's InstanceRange). */
+struct crd_job_range {
+    uint32_t from, to;
+};
+
 /* What struct job_spec has no field for. */
 struct crd_job_extra {
     uint32_t priority;         /* sla.priority; higher first */
@@ -41,6 +49,8 @@ struct crd_job_extra {
                                   rollbackOnFailure, minReadySeconds (min_running_ms; default
                                   CRD_JOB_MIN_READY_SECONDS) */
     bool update_paused;        /* updateStrategy.paused: the rolling update makes no new starts */
+    uint32_t nstopped;         /* spec.stoppedInstances: instances whose goal is to stay stopped, */
+    struct crd_job_range stopped[CRD_JOB_MAX_STOPPED]; /* sorted by from, overlaps merged */
 };
 
 #define CRD_JOB_MIN_READY_SECONDS 10     /* default settle time of an updated instance */
@@ -53,6 +63,9 @@ int crd_job_decode(const json_t *cr, struct job_spec *spec, char *pool_name, siz
 
 /* The same validation; fills *x with the fields job_spec lacks. */
 int crd_job_decode_extra(const json_t *cr, struct crd_job_extra *x, char *err, size_t errlen);
+
+/* Whether spec.stoppedInstances names the instance (binary search). */
+bool crd_job_stopped(const struct crd_job_extra *x, uint32_t instance);
 
 /* WF_PREEMPTIBLE / WF_REVOCABLE (respool.h) for the job's gangs. */
 unsigned crd_job_work_flags(const struct crd_job_extra *x);

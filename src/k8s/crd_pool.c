@@ -558,7 +558,7 @@ int crd_pool_status_gangs(json_t *st, const struct respool *p, struct crd_pool_g
     if (!st || !conds) { json_decref(conds); return -ENOMEM; }
     int bad = json_object_set_new(st, "gangs", json_pack("{s:I, s:I}", "pending", (json_int_t)g.pending, "running",
                                                          (json_int_t)g.running));
-    char msg[512], line[384];
+    char msg[800], line[700];
     /* Admitting: whether the head of a queue in the subtree is held, by which rule */
     const struct gang *h = g.held;
     if (h) {

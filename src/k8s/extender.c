@@ -302,11 +302,14 @@ void extender_preemption_args_free(struct extender_preemption_args *a) {
     free(a);
 }
 
-/* One Victims or MetaVictims value (val may be NULL: no victims). */
-static int decode_victims(struct extender_victims *v, const json_t *val, bool meta, const char *map, size_t *total,
-                          char *err, size_t errlen) {
-    char what[128];
-    snprintf(what, sizeof what, "ExtenderPreemptionArgs.%s[\"%.64s\"]", map, v->node);
+/* One Victims or MetaVictims value (val may be NULL: no victims). named:
+ * the error messages name where in the request (built per node and per
+ * victim, they cost more than the decoding itself at hundreds of nodes), else
+ * the caller decodes again with named set when this one fails. */
+static int decode_victims_at(struct extender_victims *v, const json_t *val, bool meta, const char *map,
+                             size_t *total, bool named, char *err, size_t errlen) {
+    char what[128] = "";
+    if (named) snprintf(what, sizeof what, "ExtenderPreemptionArgs.%s[\"%.64s\"]", map, v->node);
     if (!val) return 0;
     if (!json_is_object(val))
         return core_fail(err, errlen, -EINVAL, "%s: expected an object or null, got %s", what, json_type_name(val));
@@ -334,26 +337,42 @@ static int decode_victims(struct extender_victims *v, const json_t *val, bool me
     if (!(v->uids = calloc(n ? n : 1, sizeof *v->uids))) return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         json_t *p = json_array_get(f[0], i), *uid;
-        char pw[160];
-        snprintf(pw, sizeof pw, "%s.Pods[%zu]", what, i);
+        char pw[160] = "";
+        if (named) snprintf(pw, sizeof pw, "%s.Pods[%zu]", what, i);
         if (!json_is_object(p))
             return core_fail(err, errlen, -EINVAL, "%s: expected %s object, got %s", pw, meta ? "a MetaPod" : "a Pod",
                              json_type_name(p));
         if (meta) {
             if ((rc = get_fields(p, pw, METAPOD_FIELDS, 1, &uid, err, errlen))) return rc;
-            snprintf(pw, sizeof pw, "%s.Pods[%zu].UID", what, i);
+            if (named) snprintf(pw, sizeof pw, "%s.Pods[%zu].UID", what, i);
         } else {
             if (!depth_ok(p, EXTENDER_MAX_DEPTH))
                 return core_fail(err, errlen, -E2BIG, "%s: nested deeper than %d levels", pw, EXTENDER_MAX_DEPTH);
             json_t *md = json_object_get(p, "metadata");
             uid = json_is_object(md) ? json_object_get(md, "uid") : NULL;
-            snprintf(pw, sizeof pw, "%s.Pods[%zu].metadata.uid", what, i);
+            if (named) snprintf(pw, sizeof pw, "%s.Pods[%zu].metadata.uid", what, i);
         }
         if ((rc = take_name(uid && !json_is_null(uid) ? uid : NULL, pw, false, &v->uids[i], err, errlen))) return rc;
         v->npods++;
     }
     if (!meta) v->pods = json_incref(f[0]);
     return 0;
+}
+
+/* decode_victims_at without the names first; a failure is decoded again,
+ * from the same state, for its message. */
+static int decode_victims(struct extender_victims *v, const json_t *val, bool meta, const char *map, size_t *total,
+                          char *err, size_t errlen) {
+    size_t total0 = *total;
+    int rc = decode_victims_at(v, val, meta, map, total, false, err, errlen);
+    if (!rc || rc == -ENOMEM) return rc;
+    for (size_t j = 0; j < v->npods; j++) free(v->uids[j]);
+    free(v->uids);
+    v->uids = NULL;
+    v->npods = 0;
+    v->num_pdb_violations = 0;
+    *total = total0;
+    return decode_victims_at(v, val, meta, map, total, true, err, errlen);
 }
 
 int extender_decode_preemption_args(const json_t *body, struct extender_preemption_args **out, char *err,
@@ -392,10 +411,10 @@ int extender_decode_preemption_args(const json_t *body, struct extender_preempti
     size_t total = 0;
     const char *k;
     json_t *v;
+    char what[96]; /* the same for every key: written once, not per node */
+    snprintf(what, sizeof what, "ExtenderPreemptionArgs.%s key", map);
     json_object_foreach(m, k, v) {
         if (rc) break;
-        char what[96];
-        snprintf(what, sizeof what, "ExtenderPreemptionArgs.%s key", map);
         struct extender_victims *nv = &a->nodes[a->nnodes];
         if ((rc = check_name(k, strlen(k), what, false, err, errlen))) break;
         if (!(nv->node = strdup(k))) {

@@ -85,6 +85,12 @@ struct extender_preemption_args {
 int extender_decode_preemption_args(const json_t *body, struct extender_preemption_args **out, char *err,
                                     size_t errlen);
 void extender_preemption_args_free(struct extender_preemption_args *a);
+/* The fast path for preempt with NodeNameToMetaVictims (nodeCacheCapable):
+ * the raw body scanned without a jansson value per node or victim (only the
+ * Pod goes through jansson). *out (new) holds what
+ * extender_decode_preemption_args gives for the same body, -EAGAIN for
+ * anything else (the jansson path decides, with its errors), -ENOMEM. */
+int extender_scan_preemption_args(const char *body, size_t len, struct extender_preemption_args **out);
 
 /* Position of a node in decoded args, or -1. */
 long extender_args_find(const struct extender_args *a, const char *node);

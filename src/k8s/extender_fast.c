@@ -457,3 +457,204 @@ void extender_scan_free(struct extender_scan *s) {
     free(s->slots_);
     memset(s, 0, sizeof *s);
 }
+
+/* ---- the fast path for preempt (NodeNameToMetaVictims) ----
+ * kube-scheduler sends one entry per candidate node (hundreds at thousands
+ * of nodes): jansson's value per node, per victim list and per UID cost more
+ * than the preemption itself. The same rules as scan_body: only what the
+ * jansson path accepts, and exactly as it decodes it; anything else (escaped
+ * names, NodeNameToVictims, unknown keys, an error to report) is -EAGAIN. */
+
+/* p at a string's opening quote: the string without escapes into [*s0, *s1)
+ * and p past its closing quote; NULL otherwise. */
+static const char *plain_string(const char *p, const char *end, const char **s0, const char **s1) {
+    if (p == end || *p != '"') return NULL;
+    bool esc;
+    const char *q = string_end(p + 1, end, &esc);
+    if (!q || esc) return NULL;
+    *s0 = p + 1;
+    *s1 = q;
+    return q + 1;
+}
+
+/* p at an object key: which of names[0..n) it is (case-insensitively, as
+ * get_fields), p past the ':' and the blanks after it; -1 for another key. */
+static int scan_key(const char **pp, const char *end, const char *const *names, int n) {
+    const char *k0, *k1, *p = plain_string(*pp, end, &k0, &k1);
+    char key[64];
+    if (!p || (size_t)(k1 - k0) >= sizeof key) return -1;
+    memcpy(key, k0, (size_t)(k1 - k0));
+    key[k1 - k0] = '\0';
+    int f = -1;
+    for (int i = 0; i < n && f < 0; i++)
+        if (key_is(key, names[i])) f = i;
+    p = skip_ws(p, end);
+    if (f < 0 || p == end || *p != ':') return -1;
+    *pp = skip_ws(p + 1, end);
+    return f;
+}
+
+static bool is_null(const char **pp, const char *end) {
+    if (end - *pp < 4 || memcmp(*pp, "null", 4) != 0) return false;
+    *pp += 4;
+    return true;
+}
+
+/* After a member: ',' (true: another follows) or the closing c (false, p
+ * past it); -1 for anything else. */
+static int next_member(const char **pp, const char *end, char c) {
+    const char *p = skip_ws(*pp, end);
+    if (p == end) return -1;
+    if (*p == ',') {
+        *pp = skip_ws(p + 1, end);
+        return 1;
+    }
+    if (*p != c) return -1;
+    *pp = p + 1;
+    return 0;
+}
+
+static const char *const SCAN_VICTIMS[] = {"Pods", "NumPDBViolations"};
+static const char *const SCAN_METAPOD[] = {"UID"};
+
+/* One MetaVictims value at *pp (an object or null) into v. */
+static int scan_victims(const char **pp, const char *end, struct extender_victims *v, size_t *total) {
+    const char *p = *pp;
+    if (is_null(&p, end)) {
+        *pp = p;
+        return 0;
+    }
+    if (p == end || *p != '{') return -EAGAIN;
+    p = skip_ws(p + 1, end);
+    bool seen[2] = {false, false};
+    size_t cap = 0;
+    int more = p < end && *p == '}' ? 0 : 1;
+    if (!more) p++;
+    while (more == 1) {
+        int f = scan_key(&p, end, SCAN_VICTIMS, 2);
+        if (f < 0 || seen[f]) return -EAGAIN;
+        seen[f] = true;
+        if (is_null(&p, end)) {
+        } else if (f == 1) { /* a non-negative integer, as jansson reads it */
+            const char *d = p;
+            while (p < end && *p >= '0' && *p <= '9') p++;
+            if (p == d || p - d > 18 || (*d == '0' && p - d > 1) || (p < end && (*p == '.' || *p == 'e' || *p == 'E')))
+                return -EAGAIN;
+            v->num_pdb_violations = strtoll(d, NULL, 10);
+        } else {
+            if (p == end || *p != '[') return -EAGAIN;
+            p = skip_ws(p + 1, end);
+            int items = p < end && *p == ']' ? 0 : 1;
+            if (!items) p++;
+            while (items == 1) {
+                if (p == end || *p != '{') return -EAGAIN;
+                p = skip_ws(p + 1, end);
+                const char *u0, *u1;
+                if (scan_key(&p, end, SCAN_METAPOD, 1) != 0 || !(p = plain_string(p, end, &u0, &u1)) ||
+                    next_member(&p, end, '}') != 0)
+                    return -EAGAIN; /* a MetaPod is {"UID": "..."} here; anything more: the jansson path */
+                char err[8];
+                if (check_name(u0, (size_t)(u1 - u0), "", false, err, sizeof err)) return -EAGAIN;
+                if (v->npods >= EXTENDER_MAX_VICTIMS || ++*total > EXTENDER_MAX_VICTIMS_TOTAL) return -EAGAIN;
+                if (v->npods == cap) {
+                    size_t nc = cap ? 2 * cap : 4;
+                    char **u = realloc(v->uids, nc * sizeof *u);
+                    if (!u) return -ENOMEM;
+                    v->uids = u;
+                    cap = nc;
+                }
+                if (!(v->uids[v->npods] = strndup(u0, (size_t)(u1 - u0)))) return -ENOMEM;
+                v->npods++;
+                items = next_member(&p, end, ']');
+                if (items < 0) return -EAGAIN;
+            }
+        }
+        more = next_member(&p, end, '}');
+        if (more < 0) return -EAGAIN;
+    }
+    *pp = p;
+    return 0;
+}
+
+static const char *const SCAN_PREEMPT[] = {"Pod", "NodeNameToVictims", "NodeNameToMetaVictims"};
+
+static int scan_preempt(const char *body, size_t len, struct extender_preemption_args *a) {
+    const char *p = skip_ws(body, body + len), *end = body + len, *pod0 = NULL, *pod1 = NULL;
+    bool seen[3] = {false, false, false}, meta = false;
+    if (p == end || *p != '{') return -EAGAIN;
+    p = skip_ws(p + 1, end);
+    size_t cap = 0, total = 0;
+    for (int more = 1; more == 1;) {
+        int f = scan_key(&p, end, SCAN_PREEMPT, 3);
+        if (f < 0 || seen[f]) return -EAGAIN;
+        seen[f] = true;
+        if (f == 0) {
+            if (p == end || *p != '{' || !(pod1 = skip_nested(p, end))) return -EAGAIN;
+            pod0 = p;
+            p = pod1;
+        } else if (f == 1) {
+            if (!is_null(&p, end)) return -EAGAIN; /* Pod objects as victims: the jansson path */
+        } else {
+            if (p == end || *p != '{') return -EAGAIN;
+            meta = true;
+            p = skip_ws(p + 1, end);
+            int nodes = p < end && *p == '}' ? 0 : 1;
+            if (!nodes) p++;
+            while (nodes == 1) {
+                const char *n0, *n1;
+                if (!(p = plain_string(p, end, &n0, &n1))) return -EAGAIN;
+                p = skip_ws(p, end);
+                if (p == end || *p != ':') return -EAGAIN;
+                p = skip_ws(p + 1, end);
+                char err[8];
+                if (check_name(n0, (size_t)(n1 - n0), "", false, err, sizeof err) || a->nnodes >= EXTENDER_MAX_NODES)
+                    return -EAGAIN;
+                if (a->nnodes == cap) {
+                    size_t nc = cap ? 2 * cap : 64;
+                    struct extender_victims *nv = realloc(a->nodes, nc * sizeof *nv);
+                    if (!nv) return -ENOMEM;
+                    a->nodes = nv;
+                    cap = nc;
+                }
+                struct extender_victims *v = &a->nodes[a->nnodes];
+                *v = (struct extender_victims){0};
+                if (!(v->node = strndup(n0, (size_t)(n1 - n0)))) return -ENOMEM;
+                a->nnodes++;
+                if (json_object_get(a->index, v->node)) return -EAGAIN; /* a duplicate: the jansson path refuses it */
+                json_t *pos = json_integer((json_int_t)(a->nnodes - 1));
+                if (!pos || json_object_set_new(a->index, v->node, pos)) return -ENOMEM;
+                int rc = scan_victims(&p, end, v, &total);
+                if (rc) return rc;
+                nodes = next_member(&p, end, '}');
+                if (nodes < 0) return -EAGAIN;
+            }
+        }
+        more = next_member(&p, end, '}');
+        if (more < 0) return -EAGAIN;
+    }
+    if (skip_ws(p, end) != end || !pod0 || !meta) return -EAGAIN;
+    json_t *pod = json_loadb(pod0, (size_t)(pod1 - pod0), JSON_REJECT_DUPLICATES, NULL);
+    if (!pod || !depth_ok(pod, EXTENDER_MAX_DEPTH)) {
+        json_decref(pod);
+        return -EAGAIN;
+    }
+    a->pod = pod;
+    a->meta = true;
+    return 0;
+}
+
+int extender_scan_preemption_args(const char *body, size_t len, struct extender_preemption_args **out) {
+    *out = NULL;
+    struct extender_preemption_args *a = calloc(1, sizeof *a);
+    if (!a || !(a->index = json_object())) {
+        extender_preemption_args_free(a);
+        return -ENOMEM;
+    }
+    int rc = body ? scan_preempt(body, len, a) : -EAGAIN;
+    if (rc) {
+        extender_preemption_args_free(a);
+        return rc;
+    }
+    *out = a;
+    return 0;
+}

@@ -1,18 +1,23 @@
-/* mclient (mclient.h): a subscription and calls over libcurl multi on the
- * loop. libcurl's callbacks only record (bytes into the RecordIO decoder,
- * decoded records into a queue, headers into the transfer); everything that
- * reaches the user happens in process(), after curl_multi_socket_action has
- * returned, so that user callbacks may add calls or stop the client. */
+/* mclient (mclient.h): the subscription over libcurl multi on the loop, and
+ * calls over the client's own kept-alive, pipelined HTTP/1.1 connections
+ * (libcurl for an https:// master). libcurl's callbacks only record (bytes
+ * into the RecordIO decoder, decoded records into a queue, headers into the
+ * transfer); everything that reaches the user happens in process(), after
+ * curl_multi_socket_action has returned, so that user callbacks may add
+ * calls or stop the client. A pooled call's answer reaches the user from
+ * the connection's read callback, the connection's state settled first. */
 #include "mclient.h"
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "jparse.h"
+#include "mresp.h"
 #include "recordio.h"
 
 #define WATCHDOG_MS 250
@@ -21,6 +26,17 @@
  * (libcurl walks its pending handles on every action: a long line there
  * costs quadratic time). */
 #define MAX_INFLIGHT 64
+/* Calls over the client's own connections (an http:// master): at most
+ * POOL_CONNS kept alive, at most PIPELINE_MAX calls sent and unanswered on
+ * one (a master answers a connection's requests in order, as libprocess
+ * does; Mesos' own scheduler library pipelines its calls on one
+ * connection). A new connection opens only when every open one has
+ * PIPELINE_MAX calls out. */
+#define POOL_CONNS 4
+#define PIPELINE_MAX 64
+#define POOL_INFLIGHT (POOL_CONNS * PIPELINE_MAX)
+#define CONN_IDLE_MS 50000 /* an idle connection is closed after this (before a server's idle limit) */
+#define CONN_READ 65536    /* bytes read at once (one buffer, shared: reads are handled at once) */
 
 struct msock {
     uv_poll_t poll;
@@ -40,6 +56,9 @@ struct xfer {
     char stream_id[130];
     size_t len;
     bool stream, started;
+    bool retried;             /* pooled: sent again once after its kept-alive connection closed unanswered */
+    uint64_t sent_ms;         /* pooled: when handed to a connection */
+    struct xfer *cnext;       /* pooled: the next call on the same connection, in the order sent */
     mclient_done_fn done;
     void *ud;
     struct xfer *prev, *next; /* every call, waiting or sent */
@@ -62,6 +81,14 @@ struct mclient {
     CURL *idle[MAX_INFLIGHT];       /* finished call handles, reset and reused */
     int nidle;
     struct msock *socks;
+    /* the pool of call connections (an http:// leader) */
+    struct mconn *conns;
+    uv_prepare_t flusher;           /* writes what calls of a loop turn queued, before the loop polls */
+    uv_timer_t conn_timer;          /* call and connect timeouts, idle connections */
+    char addr_for[MCLIENT_URL_MAX]; /* the leader addr was resolved for ("": none yet) */
+    struct sockaddr_storage addr;
+    char host_hdr[MCLIENT_URL_MAX], path[MCLIENT_URL_MAX + 32];
+    char *rbuf;
     struct recordio_decoder dec;
     json_t **q;                     /* decoded records not yet processed */
     size_t qn, qcap;
@@ -77,6 +104,8 @@ struct mclient {
 static void process(struct mclient *c);
 static void schedule_subscribe(struct mclient *c, unsigned delay_ms);
 static void on_watchdog(uv_timer_t *t);
+static void call_answered(struct mclient *c, struct xfer *x, int status, const char *location, char *reply);
+static void pump(struct mclient *c);
 
 /* ---- libcurl on the loop ---- */
 static void drive(struct mclient *c, curl_socket_t fd, int flags) {
@@ -308,13 +337,387 @@ static int xfer_start(struct mclient *c, struct xfer *x) {
 
 static void call_finish(struct mclient *c, struct xfer *x, int status, char *reply);
 
+/* ---- calls over the client's own connections ---- */
+
+struct mconn {
+    uv_tcp_t tcp;
+    uv_connect_t creq;
+    struct mclient *c;            /* NULL once closing (libuv may still run its callbacks) */
+    struct mconn *next;
+    char base[MCLIENT_URL_MAX];   /* the master it talks to */
+    struct xfer *head, *tail;     /* calls sent or queued on it, answered in this order */
+    unsigned n;
+    char *out;                    /* requests queued for the next flush */
+    size_t outlen, outcap;
+    bool connected, writing, close_after;
+    bool retry_ok;                /* its unanswered calls may be sent again: it went from idle to busy
+                                   * after an answer and no byte came since, or an answer closed it */
+    unsigned served;              /* answers read on it */
+    uint64_t opened_ms, idle_ms;
+    struct mresp resp;
+};
+
+struct mwrite {
+    uv_write_t w;
+    struct mconn *k;
+    char *buf;
+};
+
+/* Whether calls go over the pool: an http:// leader (libcurl carries https). */
+static bool pooled(const struct mclient *c) { return !strncmp(c->leader, "http://", 7); }
+
+static void on_conn_closed(uv_handle_t *h) {
+    struct mconn *k = h->data;
+    mresp_free(&k->resp);
+    free(k->out);
+    free(k);
+}
+
+/* Takes k out of the pool and closes it; the calls on it are the caller's
+ * (detached from k first). */
+static void conn_close(struct mclient *c, struct mconn *k) {
+    for (struct mconn **pp = &c->conns; *pp; pp = &(*pp)->next)
+        if (*pp == k) {
+            *pp = k->next;
+            break;
+        }
+    k->c = NULL;
+    k->head = k->tail = NULL;
+    k->n = 0;
+    uv_close((uv_handle_t *)&k->tcp, on_conn_closed);
+}
+
+/* k failed (why): its calls are sent again when the master cannot have
+ * read them (a kept-alive connection it closed before any byte of an
+ * answer, as libcurl retries; calls behind an answer that closed the
+ * connection), once each; the others are answered -EIO. k is closed. */
+static void conn_fail(struct mclient *c, struct mconn *k, const char *why) {
+    struct xfer *x = k->head;
+    bool again = k->retry_ok;
+    unsigned failed = 0;
+    conn_close(c, k);
+    struct xfer *redo = NULL, *redo_last = NULL;
+    while (x && !c->stopping) {
+        struct xfer *next = x->cnext;
+        x->cnext = NULL;
+        x->started = false;
+        c->inflight--;
+        if (again && !x->retried) {
+            x->retried = true;
+            x->wnext = NULL;
+            if (redo_last) redo_last->wnext = x;
+            else redo = x;
+            redo_last = x;
+        } else {
+            if (!failed++)
+                fprintf(stderr, "level=warn msg=\"mesos: calls failed\" master=%s error=\"%s\"\n", k->base, why);
+            call_answered(c, x, -EIO, NULL, NULL); /* may stop the client: then it answered the rest */
+        }
+        x = next;
+    }
+    if (redo && !c->stopping) { /* back at the head of the line, in their order */
+        redo_last->wnext = c->waitq;
+        if (!c->waitq) c->waitq_tail = redo_last;
+        c->waitq = redo;
+    }
+    pump(c);
+}
+
+static void on_flush(uv_prepare_t *p);
+
+static void conn_want_flush(struct mclient *c) {
+    if (!uv_is_active((uv_handle_t *)&c->flusher)) uv_prepare_start(&c->flusher, on_flush);
+}
+
+static void on_conn_written(uv_write_t *w, int status) {
+    struct mwrite *mw = (struct mwrite *)w;
+    struct mconn *k = mw->k;
+    free(mw->buf);
+    free(mw);
+    struct mclient *c = k->c;
+    if (!c) return;
+    k->writing = false;
+    if (status < 0) conn_fail(c, k, uv_strerror(status));
+    else if (k->outlen) conn_want_flush(c);
+}
+
+/* Writes what is queued on k (one write at a time: what comes meanwhile waits for the next). */
+static void conn_flush(struct mclient *c, struct mconn *k) {
+    if (!k->connected || k->writing || !k->outlen) return;
+    struct mwrite *mw = malloc(sizeof *mw);
+    if (!mw) {
+        conn_fail(c, k, "out of memory");
+        return;
+    }
+    mw->k = k;
+    mw->buf = k->out;
+    uv_buf_t b = uv_buf_init(k->out, (unsigned)k->outlen);
+    k->out = NULL;
+    k->outlen = k->outcap = 0;
+    int rc = uv_write(&mw->w, (uv_stream_t *)&k->tcp, &b, 1, on_conn_written);
+    if (rc) {
+        free(mw->buf);
+        free(mw);
+        conn_fail(c, k, uv_strerror(rc));
+        return;
+    }
+    k->writing = true;
+}
+
+static void on_flush(uv_prepare_t *p) {
+    struct mclient *c = p->data;
+    uv_prepare_stop(p);
+    for (struct mconn *k = c->conns, *next; k && !c->stopping; k = next) {
+        next = k->next; /* conn_flush may close k (or others: a closed one has no c) */
+        if (k->c) conn_flush(c, k);
+    }
+}
+
+static void conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+    struct mconn *k = h->data;
+    (void)hint;
+    if (!k->c || !k->c->rbuf) {
+        *buf = uv_buf_init(NULL, 0);
+        return;
+    }
+    *buf = uv_buf_init(k->c->rbuf, CONN_READ);
+}
+
+/* The call at k's head is answered by k->resp. */
+static void conn_answer(struct mclient *c, struct mconn *k) {
+    struct xfer *x = k->head;
+    k->head = x->cnext;
+    if (!k->head) k->tail = NULL;
+    k->n--;
+    k->served++;
+    if (!k->n) k->idle_ms = uv_now(c->loop);
+    x->cnext = NULL;
+    char *body = k->resp.body;
+    k->resp.body = NULL;
+    char loc[MRESP_LOCATION_MAX];
+    snprintf(loc, sizeof loc, "%s", k->resp.location);
+    int status = k->resp.status;
+    bool closing = k->resp.close;
+    mresp_next(&k->resp);
+    if (closing) k->close_after = true;
+    call_answered(c, x, status, loc[0] ? loc : NULL, body);
+}
+
+static void on_conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+    struct mconn *k = st->data;
+    struct mclient *c = k->c;
+    if (!c || nread == 0) return;
+    if (nread < 0) {
+        int rc = mresp_eof(&k->resp);
+        if (rc == MRESP_DONE && k->head) {
+            k->retry_ok = false;
+            conn_answer(c, k);
+            if (!k->c) return;
+        }
+        conn_fail(c, k, nread == UV_EOF ? (rc == MRESP_ERROR ? k->resp.err : "the master closed the connection")
+                                        : uv_strerror((int)nread));
+        return;
+    }
+    k->retry_ok = false;
+    const char *p = buf->base;
+    size_t left = (size_t)nread;
+    while (left) {
+        if (!k->head) {
+            conn_fail(c, k, "bytes from the master with no call waiting");
+            return;
+        }
+        size_t used = 0;
+        int rc = mresp_feed(&k->resp, p, left, &used);
+        p += used;
+        left -= used;
+        if (rc == MRESP_ERROR) {
+            char why[200];
+            snprintf(why, sizeof why, "bad response: %s", k->resp.err);
+            conn_fail(c, k, why);
+            return;
+        }
+        if (rc != MRESP_DONE) continue;
+        conn_answer(c, k);
+        if (!k->c || c->stopping) return; /* the caller stopped the client, or k closed */
+        if (k->close_after) { /* what was sent behind that answer was not read */
+            k->retry_ok = true;
+            conn_fail(c, k, "the master closed the connection");
+            return;
+        }
+    }
+}
+
+static void on_conn_connected(uv_connect_t *cr, int status) {
+    struct mconn *k = cr->data;
+    struct mclient *c = k->c;
+    if (!c) return;
+    if (status < 0) {
+        char why[160];
+        snprintf(why, sizeof why, "connect to %.100s: %s", k->base, uv_strerror(status));
+        conn_fail(c, k, why);
+        return;
+    }
+    k->connected = true;
+    uv_tcp_nodelay(&k->tcp, 1);
+    int rc = uv_read_start((uv_stream_t *)&k->tcp, conn_alloc, on_conn_read);
+    if (rc) {
+        conn_fail(c, k, uv_strerror(rc));
+        return;
+    }
+    conn_flush(c, k);
+}
+
+/* The leader's address, host header and path; 0, or -1 when the URL names
+ * no host that resolves (resolved once per leader). */
+static int leader_addr(struct mclient *c) {
+    if (!strcmp(c->addr_for, c->leader)) return 0;
+    const char *h = c->leader + 7; /* after "http://" */
+    size_t hlen = strcspn(h, "/?#");
+    snprintf(c->host_hdr, sizeof c->host_hdr, "%.*s", (int)hlen, h);
+    snprintf(c->path, sizeof c->path, "%s/api/v1/scheduler", h + hlen);
+    char host[MCLIENT_URL_MAX], port[8] = "80";
+    const char *colon;
+    if (c->host_hdr[0] == '[') { /* [v6]:port */
+        const char *rb = strchr(c->host_hdr, ']');
+        if (!rb) return -1;
+        snprintf(host, sizeof host, "%.*s", (int)(rb - c->host_hdr - 1), c->host_hdr + 1);
+        colon = rb[1] == ':' ? rb + 1 : NULL;
+    } else {
+        colon = strrchr(c->host_hdr, ':');
+        snprintf(host, sizeof host, "%.*s", (int)(colon ? (size_t)(colon - c->host_hdr) : strlen(c->host_hdr)),
+                 c->host_hdr);
+    }
+    if (colon) snprintf(port, sizeof port, "%.7s", colon + 1);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    uv_getaddrinfo_t req;
+    /* a master named by address resolves without a lookup; a name, once per
+     * leader, on the loop (the subscription's libcurl resolved it a moment ago) */
+    if (uv_getaddrinfo(c->loop, &req, NULL, host, port, &hints) || !req.addrinfo) return -1;
+    memcpy(&c->addr, req.addrinfo->ai_addr, req.addrinfo->ai_addrlen);
+    uv_freeaddrinfo(req.addrinfo);
+    snprintf(c->addr_for, sizeof c->addr_for, "%s", c->leader);
+    return 0;
+}
+
+static void on_conn_timer(uv_timer_t *t);
+
+static struct mconn *conn_open(struct mclient *c) {
+    struct mconn *k = calloc(1, sizeof *k);
+    if (!k) return NULL;
+    k->c = c;
+    snprintf(k->base, sizeof k->base, "%s", c->leader);
+    uv_tcp_init(c->loop, &k->tcp);
+    k->tcp.data = k->creq.data = k;
+    mresp_init(&k->resp);
+    k->opened_ms = uv_now(c->loop);
+    k->next = c->conns;
+    c->conns = k;
+    int rc = uv_tcp_connect(&k->creq, &k->tcp, (const struct sockaddr *)&c->addr, on_conn_connected);
+    if (rc) {
+        conn_close(c, k);
+        return NULL;
+    }
+    if (!uv_is_active((uv_handle_t *)&c->conn_timer)) uv_timer_start(&c->conn_timer, on_conn_timer, 250, 250);
+    return k;
+}
+
+/* The connection for the next call: the leader's with the fewest calls out,
+ * a new one while every open one has PIPELINE_MAX out (at most POOL_CONNS);
+ * NULL when none can take it now. Connections to an old leader close once
+ * idle. */
+static struct mconn *conn_pick(struct mclient *c) {
+    struct mconn *best = NULL;
+    unsigned open = 0;
+    for (struct mconn *k = c->conns, *next; k; k = next) {
+        next = k->next;
+        if (strcmp(k->base, c->leader) || k->close_after) {
+            if (!k->n) conn_close(c, k);
+            continue;
+        }
+        open++;
+        if (!best || k->n < best->n) best = k;
+    }
+    if (best && best->n < PIPELINE_MAX) return best;
+    return open < POOL_CONNS ? conn_open(c) : NULL;
+}
+
+static int out_put(struct mconn *k, const char *s, size_t n) {
+    if (k->outlen + n > k->outcap) {
+        size_t cap = k->outcap ? k->outcap : 4096;
+        while (cap < k->outlen + n) cap *= 2;
+        char *o = realloc(k->out, cap);
+        if (!o) return -1;
+        k->out = o;
+        k->outcap = cap;
+    }
+    memcpy(k->out + k->outlen, s, n);
+    k->outlen += n;
+    return 0;
+}
+
+/* Queues x on a connection of the pool: 0; 1 when every connection is full
+ * (x waits); -EIO when the leader does not resolve or out of memory. */
+static int conn_send(struct mclient *c, struct xfer *x) {
+    if (leader_addr(c)) return -EIO;
+    struct mconn *k = conn_pick(c);
+    if (!k) return 1;
+    char head[MCLIENT_URL_MAX * 2 + 400];
+    int hl = snprintf(head, sizeof head,
+                      "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                      "Accept: application/json\r\nMesos-Stream-Id: %s\r\nContent-Length: %zu\r\n\r\n",
+                      c->path, c->host_hdr, c->stream_id, x->len);
+    size_t mark = k->outlen;
+    if (hl <= 0 || (size_t)hl >= sizeof head || out_put(k, head, (size_t)hl) || out_put(k, x->body, x->len)) {
+        k->outlen = mark;
+        return -EIO;
+    }
+    if (!k->n && k->served) k->retry_ok = true;
+    x->cnext = NULL;
+    if (k->tail) k->tail->cnext = x;
+    else k->head = x;
+    k->tail = x;
+    k->n++;
+    x->started = true;
+    x->sent_ms = uv_now(c->loop);
+    c->inflight++;
+    conn_want_flush(c);
+    return 0;
+}
+
+/* Timeouts: a call unanswered for call_timeout_ms, a connect not done in
+ * connect_timeout_ms; idle connections past CONN_IDLE_MS close. */
+static void on_conn_timer(uv_timer_t *t) {
+    struct mclient *c = t->data;
+    uint64_t now = uv_now(c->loop);
+    for (struct mconn *k = c->conns, *next; k; k = next) {
+        next = k->next; /* answering may close others: a closed one has no c */
+        if (!k->c) continue;
+        if (!k->connected && now - k->opened_ms > c->cfg.connect_timeout_ms) {
+            k->retry_ok = false;
+            conn_fail(c, k, "connect timed out");
+        } else if (k->head && now - k->head->sent_ms > c->cfg.call_timeout_ms) {
+            k->retry_ok = false;
+            conn_fail(c, k, "call timed out");
+        } else if (!k->n && now - k->idle_ms > CONN_IDLE_MS) {
+            conn_close(c, k);
+        }
+        if (c->stopping) return;
+    }
+    if (!c->conns) uv_timer_stop(t);
+}
+
 /* Sends waiting calls while there is room. */
 static void pump(struct mclient *c) {
-    while (c->waitq && c->inflight < MAX_INFLIGHT && !c->stopping) {
+    while (c->waitq && !c->stopping) {
+        bool pool = pooled(c);
+        if (c->inflight >= (pool ? POOL_INFLIGHT : MAX_INFLIGHT)) break;
         struct xfer *x = c->waitq;
+        int rc = pool ? conn_send(c, x) : xfer_start(c, x) ? -ENOMEM : 0;
+        if (rc > 0) break; /* every connection full: it waits for an answer */
         c->waitq = x->wnext;
         if (!c->waitq) c->waitq_tail = NULL;
-        if (xfer_start(c, x)) call_finish(c, x, -ENOMEM, NULL);
+        x->wnext = NULL;
+        if (rc < 0) call_finish(c, x, rc, NULL);
     }
 }
 
@@ -518,16 +921,15 @@ static void call_finish(struct mclient *c, struct xfer *x, int status, char *rep
     free(reply);
 }
 
-static void call_done(struct mclient *c, struct xfer *x, CURLcode rc) {
-    long code = 0;
-    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    int status = rc == CURLE_OK ? (int)code : -EIO;
+/* A call's answer (status, or a negative errno), from libcurl or the pool: a
+ * 307 moves the client to the leader it names. reply is taken. */
+static void call_answered(struct mclient *c, struct xfer *x, int status, const char *location, char *reply) {
     if (status < 0 || status >= 400) c->stats.call_errors++;
-    if (status == 307 && x->location[0]) {
+    if (status == 307 && location && location[0]) {
         char base[MCLIENT_URL_MAX];
         /* Only when the client does not follow that leader already: calls
          * sent to the old master come back 307 after the stream moved. */
-        if (!mclient_redirect_base(c->leader, x->location, base, sizeof base) && strcmp(base, c->leader)) {
+        if (!mclient_redirect_base(c->leader, location, base, sizeof base) && strcmp(base, c->leader)) {
             c->stats.redirects++;
             snprintf(c->leader, sizeof c->leader, "%s", base);
             c->redirected = true;
@@ -535,10 +937,16 @@ static void call_done(struct mclient *c, struct xfer *x, CURLcode rc) {
             if (c->stream || c->subscribed) stream_lost(c, "a call was redirected to another master");
         }
     }
-    char *reply = x->reply;
-    x->reply = NULL;
     call_finish(c, x, status, reply);
     pump(c);
+}
+
+static void call_done(struct mclient *c, struct xfer *x, CURLcode rc) {
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    char *reply = x->reply;
+    x->reply = NULL;
+    call_answered(c, x, rc == CURLE_OK ? (int)code : -EIO, x->location, reply);
 }
 
 static void process(struct mclient *c) {
@@ -618,7 +1026,9 @@ int mclient_start(uv_loop_t *loop, const struct mclient_config *cfg, struct mcli
     c->cfg.fi = (struct mesos_framework_info){0}; /* the caller's strings are not kept */
     c->cfg.master = NULL;
     c->multi = curl_multi_init();
-    if (!c->subscribe || !c->multi) {
+    c->rbuf = malloc(CONN_READ);
+    if (!c->subscribe || !c->multi || !c->rbuf) {
+        free(c->rbuf);
         json_decref(c->subscribe);
         if (c->multi) curl_multi_cleanup(c->multi);
         free(c);
@@ -635,8 +1045,10 @@ int mclient_start(uv_loop_t *loop, const struct mclient_config *cfg, struct mcli
     uv_timer_init(loop, &c->curl_timer);
     uv_timer_init(loop, &c->watchdog);
     uv_timer_init(loop, &c->retry);
-    c->curl_timer.data = c->watchdog.data = c->retry.data = c;
-    c->open_handles = 3;
+    uv_prepare_init(loop, &c->flusher);
+    uv_timer_init(loop, &c->conn_timer);
+    c->curl_timer.data = c->watchdog.data = c->retry.data = c->flusher.data = c->conn_timer.data = c;
+    c->open_handles = 5;
     recordio_decoder_init(&c->dec, cfg->max_record);
     subscribe_now(c);
     *out = c;
@@ -652,6 +1064,7 @@ void mclient_stop(struct mclient *c) {
     if (c->stopping) return;
     c->stopping = true;
     if (c->stream) stream_lost(c, "stopped");
+    while (c->conns) conn_close(c, c->conns); /* their calls are answered below */
     c->waitq = c->waitq_tail = NULL;
     while (c->calls) call_finish(c, c->calls, -ECANCELED, NULL);
     while (c->nidle) curl_easy_cleanup(c->idle[--c->nidle]);
@@ -663,6 +1076,8 @@ void mclient_stop(struct mclient *c) {
     uv_close((uv_handle_t *)&c->curl_timer, on_handle_closed);
     uv_close((uv_handle_t *)&c->watchdog, on_handle_closed);
     uv_close((uv_handle_t *)&c->retry, on_handle_closed);
+    uv_close((uv_handle_t *)&c->flusher, on_handle_closed);
+    uv_close((uv_handle_t *)&c->conn_timer, on_handle_closed);
 }
 
 void mclient_free(struct mclient *c) {
@@ -670,5 +1085,6 @@ void mclient_free(struct mclient *c) {
     json_decref(c->subscribe);
     recordio_decoder_free(&c->dec);
     free(c->q);
+    free(c->rbuf);
     free(c);
 }

@@ -1,6 +1,8 @@
-/* mclient: the framework side of the Mesos v1 scheduler API on a libuv loop
- * (libcurl multi underneath): the transport of the host manager's Mesos
- * driver. It keeps one subscription alive and carries calls:
+/* mclient: the framework side of the Mesos v1 scheduler API on a libuv loop:
+ * the transport of the host manager's Mesos driver. It keeps one
+ * subscription alive (libcurl multi) and carries calls (to an http://
+ * master over its own kept-alive, pipelined HTTP/1.1 connections, read by
+ * mresp.h; to an https:// one over libcurl):
  *
  * - SUBSCRIBE on a long-lived POST, its chunked body decoded as RecordIO
  *   (records split across chunks or several in one, bounded by max_record;
@@ -21,7 +23,9 @@
  *   its own.
  *
  * Callbacks run on the loop thread, never inside a libcurl callback, so they
- * may make calls and may call mclient_stop. Ownership: the caller owns the
+ * may make calls and may call mclient_stop. A call's answer over the
+ * client's own connections is given from that connection's read callback
+ * (its state settled first), one answer at a time, in the order sent. Ownership: the caller owns the
  * client; mclient_stop closes everything (loop thread), the loop then runs
  * dry, and mclient_free releases it. Calls still in flight at stop are
  * answered with -ECANCELED. */
@@ -62,7 +66,8 @@ struct mclient_config {
     unsigned connect_timeout_ms, call_timeout_ms; /* 0: 10000, 30000 */
     unsigned subscribe_timeout_ms;    /* 0: 30000 */
     size_t max_record;                /* 0: RECORDIO_DEFAULT_MAX */
-    unsigned max_connections;         /* to the master, the stream's included; 0: 16 (more calls wait in line) */
+    unsigned max_connections;         /* https: to the master, the stream's included; 0: 16 (more calls
+                                       * wait in line); http: calls use at most 4 of their own */
     mclient_subscribed_fn on_subscribed;
     mclient_event_fn on_event;        /* every event but SUBSCRIBED and HEARTBEAT */
     mclient_lost_fn on_lost;

@@ -39,6 +39,7 @@ struct msim_config {
     unsigned update_retry_ms, update_retry_max_ms; /* the agent's status update retry: 10 s doubling to 10 min */
     int max_tasks, max_frameworks;
     size_t chunk_bytes;      /* --chunk-bytes: 0 one chunk per event, else events re-cut into chunks of N bytes */
+    unsigned conn_idle_ms;   /* --conn-idle-ms: an idle kept-alive connection is closed after this (0: 120000) */
     size_t max_body;
     const char *master_id;   /* prefix of every ID; random when NULL */
     bool quiet;
@@ -132,6 +133,7 @@ struct msim_stats {
     uint64_t offers_sent, offers_declined, offers_rescinded, tasks_launched, updates_sent, update_resends, acks,
         heartbeats, calls, bad_calls;
     uint64_t revives;
+    uint64_t acks_ignored;       /* acknowledgements with no pending update of that uuid (a task's or none) */
     uint64_t running_acks;       /* acknowledgements of TASK_RUNNING updates (benchmarks time launches by them) */
     double last_running_ack;     /* wall seconds of the latest one */
 };

@@ -418,6 +418,7 @@ void msim_task_ack(struct msim *m, struct msim_task *t, const unsigned char uuid
     struct msim_update *u = t->uq;
     if (!u || memcmp(u->st.uuid, uuid, MESOS_UUID_LEN)) {
         msim_log(m, "level=warn event=ack_ignored task=%s msg=\"no pending update with that uuid\"", t->id);
+        m->stats.acks_ignored++;
         return;
     }
     m->stats.acks++;
@@ -746,7 +747,7 @@ int msim_start(uv_loop_t *loop, const struct msim_config *cfg, struct msim **out
         int port = i == 0 ? cfg->port : cfg->standby_port;
         if (port < 0) continue;
         struct mhttp_config hc = {.addr = cfg->addr, .port = port, .index = i, .max_body = cfg->max_body,
-                                  .handler = on_request, .ud = m};
+                                  .idle_ms = cfg->conn_idle_ms, .handler = on_request, .ud = m};
         int rc = mhttp_listen(loop, &hc, &m->http[i], err, errlen);
         if (rc) {
             if (m->http[0]) mhttp_stop(m->http[0]);

@@ -209,6 +209,7 @@ static void call_acknowledge(struct msim *m, struct msim_framework *fw, const js
     unsigned char u[MESOS_UUID_LEN];
     if (!t || mesos_uuid_decode(json_string_value(json_object_get(body, "uuid")), u)) {
         msim_log(m, "level=warn framework=%s msg=\"acknowledgement for an unknown task: ignored\"", fw->id);
+        m->stats.acks_ignored++;
         return;
     }
     msim_task_ack(m, t, u);

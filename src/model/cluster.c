@@ -832,18 +832,27 @@ size_t cluster_gang_members(const struct cluster *c, const char *ns, const char 
 
 /* ---- admission ---- */
 
-static void fmt_q(enum res_kind k, int64_t v, char *buf, size_t len) {
-    if (v >= RES_UNLIMITED) snprintf(buf, len, "unlimited");
-    else quantity_format(k, v, buf, len);
-}
-
+/* Why a pod's pool does not admit it, with the numbers and the way in, as
+ * the resource manager says it (admit_why_format): "pool /a at its cpu
+ * entitlement: 4 of 4 cores allocated, needs 1; admitted once its work frees
+ * 1 core or its entitlement grows by 1 core". */
 static int fail(char *why, size_t len, const struct respool *pool, enum res_kind k, const char *rule, int64_t limit,
-                int64_t alloc, int64_t demand) {
-    char a[48], b[48], d[48];
-    fmt_q(k, limit, a, sizeof a);
-    fmt_q(k, alloc, b, sizeof b);
-    fmt_q(k, demand, d, sizeof d);
-    if (why) snprintf(why, len, "pool %s: %s %s %s < allocation %s + %s", pool->name, res_kind_name(k), rule, a, b, d);
+                int64_t alloc, int64_t demand, const char *to, const char *work) {
+    if (!why) return -ENOSPC;
+    char a[64], b[48], d[48], need[64];
+    admit_amount_format(k, limit, a, sizeof a);
+    quantity_format_display(k, alloc, b, sizeof b);
+    quantity_format_display(k, demand, d, sizeof d);
+    admit_amount_format(k, alloc + demand - limit, need, sizeof need);
+    int n = snprintf(why, len, "pool %s at its %s %s: %s of %s allocated%s, needs %s", pool->path, res_kind_name(k),
+                     rule, b, a, to, d);
+    if (n < 0 || (size_t)n >= len) return -ENOSPC;
+    if (demand > limit) /* no work ending is enough */
+        snprintf(why + n, len - (size_t)n, "; admitted once its %s grows by %s (the pod is larger than the whole %s)",
+                 rule, need, rule);
+    else
+        snprintf(why + n, len - (size_t)n, "; admitted once its %s frees %s or its %s grows by %s", work, need, rule,
+                 need);
     return -ENOSPC;
 }
 
@@ -866,15 +875,16 @@ int cluster_admit_check(struct cluster *c, const struct cm_pod *p, struct resvec
         if (d <= 0) continue;
         if (!(fl & WF_PREEMPTIBLE) && u.c[UC_NONPREEMPT].v[k] + d > leaf->cfg.res[k].reservation) {
             if (resolvable) *resolvable = false;
-            return fail(why, len, leaf, k, "reservation", leaf->cfg.res[k].reservation, u.c[UC_NONPREEMPT].v[k], d);
+            return fail(why, len, leaf, k, "reservation", leaf->cfg.res[k].reservation, u.c[UC_NONPREEMPT].v[k], d,
+                        " to non-preemptible work", "non-preemptible work");
         }
         if (fl & WF_REVOCABLE) {
             if (u.c[UC_REVOCABLE].v[k] + d > leaf->slack_entitlement.v[k])
                 return fail(why, len, leaf, k, "slack entitlement", leaf->slack_entitlement.v[k],
-                            u.c[UC_REVOCABLE].v[k], d);
+                            u.c[UC_REVOCABLE].v[k], d, " to revocable work", "revocable work");
         } else if (ns.v[k] + d > leaf->entitlement.v[k]) {
             if (resolvable && d > respool_effective_limit(leaf, k)) *resolvable = false;
-            return fail(why, len, leaf, k, "entitlement", leaf->entitlement.v[k], ns.v[k], d);
+            return fail(why, len, leaf, k, "entitlement", leaf->entitlement.v[k], ns.v[k], d, "", "work");
         }
     }
     return 0;

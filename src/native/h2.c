@@ -34,6 +34,9 @@ struct h2_stream {
     bool deferred;    /* the data source waits for output */
     bool trailers_sent;
     bool client_done; /* the client ended its side (END_STREAM) */
+    bool early;       /* being decided at its headers (start_request) */
+    bool held;        /* refused at its headers: the answer waits for the client's END_STREAM */
+    size_t dropped;   /* bytes of DATA received for it since */
     uint8_t *req;     /* the request message */
     size_t req_len;
     bool has_req;
@@ -117,21 +120,33 @@ static void start_response(struct h2_stream *s) {
     s->answered = true;
 }
 
-/* The status: as trailers after the output, or Trailers-Only when nothing was sent. */
+static void trailers_only(struct h2_stream *s) {
+    char c[8], m[1600];
+    snprintf(c, sizeof c, "%d", (int)s->status);
+    pct_encode(s->status_msg, m, sizeof m);
+    nghttp2_nv h[4] = {NV(":status", "200"), NV("content-type", "application/grpc"), NV("grpc-status", c),
+                       NV("grpc-message", m)};
+    nghttp2_submit_response(s->conn->h2, s->id, h, m[0] ? 4 : 3, NULL);
+    s->answered = true;
+    s->trailers_sent = true;
+    s->held = false;
+}
+
+/* The status: as trailers after the output, or Trailers-Only when nothing
+ * was sent. A call refused at its headers (unknown method, no token) is
+ * answered once its request has come (END_STREAM), or once more than a
+ * message's worth of it has: answered earlier, its stream would be reset to
+ * stop the message on its way (on_frame_send), and some clients (libcurl
+ * 7.88) lose the answer with the stream. */
 static void stream_status(struct h2_stream *s, enum native_code code, const char *msg) {
     if (s->finished) return;
     s->finished = true;
     s->status = code;
     snprintf(s->status_msg, sizeof s->status_msg, "%s", msg ? msg : "");
-    if (!s->answered) {
-        char c[8], m[1600];
-        snprintf(c, sizeof c, "%d", (int)code);
-        pct_encode(s->status_msg, m, sizeof m);
-        nghttp2_nv h[4] = {NV(":status", "200"), NV("content-type", "application/grpc"), NV("grpc-status", c),
-                           NV("grpc-message", m)};
-        nghttp2_submit_response(s->conn->h2, s->id, h, m[0] ? 4 : 3, NULL);
-        s->answered = true;
-        s->trailers_sent = true;
+    if (!s->answered && s->early && !s->client_done) {
+        s->held = true;
+    } else if (!s->answered) {
+        trailers_only(s);
     } else if (s->deferred) {
         s->deferred = false;
         nghttp2_session_resume_data(s->conn->h2, s->id);
@@ -195,6 +210,7 @@ void grpc_h2_call_status(struct native_call *c, enum native_code code, const cha
 static void start_request(struct h2_stream *s) {
     struct native_server *srv = s->conn->srv;
     if (!srv) return;
+    s->early = true; /* a refusal below waits for the request (stream_status) */
     if (s->hdr_bad) {
         stream_status(s, NC_INTERNAL, "a request header is too long");
         return;
@@ -219,21 +235,23 @@ static void start_request(struct h2_stream *s) {
         stream_status(s, NC_INTERNAL, "malformed grpc-timeout");
         return;
     }
-    s->m = s->path[0] == '/' ? native_registry_find(srv->cfg.registry, s->path + 1, &s->ud) : NULL;
+    char nmsg[400];
+    snprintf(nmsg, sizeof nmsg, "method %s is not served", s->path);
+    s->m = s->path[0] == '/' ? native_server_find(srv, s->path + 1, &s->ud, nmsg, sizeof nmsg) : NULL;
     if (!s->m) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "method %s is not served", s->path);
-        stream_status(s, NC_UNIMPLEMENTED, msg);
+        stream_status(s, NC_UNIMPLEMENTED, nmsg);
         return;
     }
     if (srv->cfg.authorize) {
         char msg[512];
-        int code = srv->cfg.authorize(srv->cfg.authorize_ud, s->authz, s->path + 1, msg, sizeof msg);
+        int code = srv->cfg.authorize(srv->cfg.authorize_ud, s->authz, s->conn->peer_cn, s->conn->peer_orgs,
+                                      s->path + 1, msg, sizeof msg);
         if (code != NC_OK) {
             stream_status(s, (enum native_code)code, msg);
             return;
         }
     }
+    s->early = false;
     grpc_deframer_init(&s->df, srv->cfg.max_message, 1);
 }
 
@@ -313,6 +331,8 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     (void)flags;
     (void)ud;
     struct h2_stream *s = nghttp2_session_get_stream_user_data(session, id);
+    if (s && s->held && (s->dropped += len) > (s->conn->srv ? s->conn->srv->cfg.max_message + GRPC_PREFIX_LEN : 0))
+        trailers_only(s); /* more than a message: answered now, and told to stop (on_frame_send) */
     if (!s || s->finished || !s->m) return 0; /* refused already: dropped */
     while (len) {
         long used = grpc_deframer_feed(&s->df, data, len);
@@ -351,6 +371,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
         (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         s->client_done = true;
+        if (s->held) trailers_only(s);
         end_request(s);
     }
     return 0;

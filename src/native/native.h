@@ -85,6 +85,10 @@ const struct native_method *native_registry_find(const struct native_registry *r
 
 /* ---- completing a call (loop thread) ---- */
 void native_call_reply(struct native_call *c, const ProtobufCMessage *resp);
+/* The same with resp packed already (len bytes at packed, borrowed), sent as
+ * they are where the wire wants protobuf (a reply kept and sent many times
+ * is packed once); resp serves YARPC's JSON and calls from inside. */
+void native_call_reply_packed(struct native_call *c, const ProtobufCMessage *resp, const uint8_t *packed, size_t len);
 void native_call_fail(struct native_call *c, enum native_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Server streaming. A producer registers fn (native_call_set_producer);
@@ -111,8 +115,14 @@ bool native_call_gone(const struct native_call *c);
 /* "grpc" or "yarpc", and the caller's name (YARPC Rpc-Caller, gRPC user-agent). */
 const char *native_call_transport(const struct native_call *c);
 const char *native_call_caller(const struct native_call *c);
+/* The caller's verified TLS client certificate: its subject's CN and its O
+ * entries ('\n'-joined), or NULL (plain port, or no certificate). */
+const char *native_call_peer_cn(const struct native_call *c);
+const char *native_call_peer_orgs(const struct native_call *c);
 /* The method's name ("ListPods"). */
 const char *native_call_method(const struct native_call *c);
+/* The server's native_config.app (NULL once the server is gone). */
+void *native_call_app(const struct native_call *c);
 
 /* ---- calls from inside the process ----
  * One service answering through another's handler (v1alpha
@@ -145,12 +155,31 @@ struct native_config {
     const char *token;
     /* When set, it decides every call once its method is known, and the
      * token above is not checked: authz is the Authorization value ("" when
-     * absent), procedure "<service>/<method>" (gRPC) or "<service>::<method>"
-     * (YARPC). NC_OK, or a code (NC_UNAUTHENTICATED, NC_PERMISSION_DENIED)
-     * with msg. On the server's loop thread (docs/security.md). */
-    int (*authorize)(void *ud, const char *authz, const char *procedure, char *msg, size_t msglen);
+     * absent), peer_cn and peer_orgs the caller's verified TLS client
+     * certificate (native_call_peer_cn; NULL without one), procedure
+     * "<service>/<method>" (gRPC) or "<service>::<method>" (YARPC). NC_OK,
+     * or a code (NC_UNAUTHENTICATED, NC_PERMISSION_DENIED) with msg. On the
+     * server's loop thread (docs/security.md). */
+    int (*authorize)(void *ud, const char *authz, const char *peer_cn, const char *peer_orgs, const char *procedure,
+                     char *msg, size_t msglen);
     void *authorize_ud;
     const struct native_registry *registry;
+    void *app; /* the role's own context for its handlers (native_call_app), borrowed */
+    /* Which transports the port takes: both (the default, told apart by the
+     * first bytes), or YARPC's HTTP/1.1 only (an HTTP/2 connection is
+     * closed at once). */
+    enum native_serve { NATIVE_SERVE_BOTH = 0, NATIVE_SERVE_YARPC } serve;
+    /* When set, the services this port serves out of the registry: route
+     * returns NULL for a service served here, else where it is ("the
+     * resource manager's port 5394"), and a call of it gets UNIMPLEMENTED
+     * (YARPC: unimplemented) saying so. Calls from inside the process
+     * (native_call_internal) are not routed. */
+    const char *(*route)(void *ud, const char *service);
+    void *route_ud;
+    /* TLS (borrowed SSL_CTX, it must outlive the server): every connection
+     * is TLS; ALPN "h2" is gRPC, "http/1.1" or none YARPC; a client
+     * certificate the context verified names the caller (peer_cn below). */
+    struct ssl_ctx_st *tls;
 };
 
 struct native_stats {
@@ -166,6 +195,10 @@ int native_server_port(const struct native_server *s);
  * gone); run the loop until it has no more work, then native_server_free. */
 void native_server_stop(struct native_server *s);
 void native_server_free(struct native_server *s);
+/* A server started but not to be used (a later step of its owner's start
+ * failed, before the loop ran): stopped, and freed by the loop once its
+ * handles are closed. */
+void native_server_discard(struct native_server *s);
 void native_server_stats(const struct native_server *s, struct native_stats *out);
 
 #endif

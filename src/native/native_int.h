@@ -42,6 +42,10 @@ struct native_conn {
     size_t nsniff;
     size_t write_pending;      /* bytes handed to uv_write, not yet written */
     bool closing, reading;
+    /* TLS (the server's cfg.tls): OpenSSL over memory BIOs, so libuv keeps the socket */
+    struct ssl_st *ssl;
+    bool tls_up;               /* the handshake is done */
+    char *peer_cn, *peer_orgs; /* its verified client certificate's subject, or NULL */
     /* HTTP/2 */
     nghttp2_session *h2;
     bool in_recv;              /* inside nghttp2_session_mem_recv: flush afterwards */
@@ -76,6 +80,11 @@ struct native_call {
 };
 
 /* server.c */
+/* The method key ("<service>/<method>" or "<service>::<method>") names on
+ * server s, with its ud; NULL with msg set when it is not served here (not
+ * registered, or routed to another port: cfg.route). */
+const struct native_method *native_server_find(const struct native_server *s, const char *key, void **ud, char *msg,
+                                               size_t msglen);
 /* Whether authz (an Authorization value, "" when absent) passes the server's token. */
 bool native_auth_ok(const struct native_server *s, const char *authz);
 struct native_call *native_call_new(struct native_conn *conn, const struct native_method *m, long long timeout_ms,

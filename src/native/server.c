@@ -1,6 +1,8 @@
 /* The native API server: registry, listener, connections and calls
  * (native.h). The transports are in h2.c (gRPC) and yarpc.c (YARPC). */
 #include <errno.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include "native_int.h"
 #include "pbjson.h"
 #include "pbmsg.h"
+#include "tlsctx.h"
 
 static const char H2_PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -70,6 +73,23 @@ const struct native_method *native_registry_find(const struct native_registry *r
     if (!e) return NULL;
     if (ud) *ud = e->ud;
     return e->m;
+}
+
+const struct native_method *native_server_find(const struct native_server *s, const char *key, void **ud, char *msg,
+                                               size_t msglen) {
+    const struct native_method *m = native_registry_find(s->cfg.registry, key, ud);
+    if (!m) {
+        snprintf(msg, msglen, "%s is not served", key);
+        return NULL;
+    }
+    if (!s->cfg.route) return m;
+    size_t n = strcspn(key, "/:"); /* the service: before "/" or "::" */
+    char service[512];
+    snprintf(service, sizeof service, "%.*s", (int)n, key);
+    const char *elsewhere = s->cfg.route(s->cfg.route_ud, service);
+    if (!elsewhere) return m;
+    snprintf(msg, msglen, "%s is not served on this port: %s", service, elsewhere);
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- calls */
@@ -182,6 +202,9 @@ bool native_call_gone(const struct native_call *c) { return (!c->conn && !c->int
 const char *native_call_transport(const struct native_call *c) { return c->json || !c->stream ? "yarpc" : "grpc"; }
 const char *native_call_caller(const struct native_call *c) { return c->caller; }
 const char *native_call_method(const struct native_call *c) { return c->m->name; }
+void *native_call_app(const struct native_call *c) { return c->srv ? c->srv->cfg.app : NULL; }
+const char *native_call_peer_cn(const struct native_call *c) { return c->conn ? c->conn->peer_cn : NULL; }
+const char *native_call_peer_orgs(const struct native_call *c) { return c->conn ? c->conn->peer_orgs : NULL; }
 
 /* The status on the wire (when the client is still there). */
 static void send_status(struct native_call *c, enum native_code code, const char *msg) {
@@ -231,6 +254,16 @@ void native_call_reply(struct native_call *c, const ProtobufCMessage *resp) {
         else h1_call_reply(c, buf, n);
         free(buf);
     }
+    call_finish(c);
+}
+
+void native_call_reply_packed(struct native_call *c, const ProtobufCMessage *resp, const uint8_t *packed, size_t len) {
+    if (c->done || c->internal || !c->conn || (c->conn->proto == PROTO_H1 && c->json)) {
+        native_call_reply(c, resp);
+        return;
+    }
+    if (c->conn->proto == PROTO_H2) grpc_h2_call_reply(c, packed, len, true);
+    else h1_call_reply(c, packed, len);
     call_finish(c);
 }
 
@@ -321,6 +354,9 @@ struct write_req {
 static void conn_closed(uv_handle_t *h) {
     struct native_conn *conn = h->data;
     free(conn->in);
+    if (conn->ssl) SSL_free(conn->ssl);
+    free(conn->peer_cn);
+    free(conn->peer_orgs);
     free(conn);
 }
 
@@ -380,7 +416,32 @@ static void on_written(uv_write_t *w, int status) {
     }
 }
 
+static void conn_write_raw(struct native_conn *conn, const void *p, size_t n);
+
+/* Sends what OpenSSL wrote into the connection's output BIO. */
+static void tls_flush(struct native_conn *conn) {
+    BIO *w = SSL_get_wbio(conn->ssl);
+    char buf[16384];
+    int k;
+    while (!conn->closing && BIO_ctrl_pending(w) > 0 && (k = BIO_read(w, buf, sizeof buf)) > 0)
+        conn_write_raw(conn, buf, (size_t)k);
+}
+
 void native_conn_write(struct native_conn *conn, const void *p, size_t n) {
+    if (conn->closing || !n) return;
+    if (!conn->ssl) {
+        conn_write_raw(conn, p, n);
+        return;
+    }
+    if (SSL_write(conn->ssl, p, (int)n) <= 0) { /* memory BIOs: only a broken session fails */
+        ERR_clear_error();
+        native_conn_close(conn);
+        return;
+    }
+    tls_flush(conn);
+}
+
+static void conn_write_raw(struct native_conn *conn, const void *p, size_t n) {
     if (conn->closing || !n) return;
     struct write_req *r = malloc(sizeof *r + n);
     if (!r) {
@@ -408,25 +469,21 @@ static int sniff(struct native_conn *conn, const uint8_t *p, size_t n, size_t *u
     memcpy(conn->sniff + conn->nsniff, p, k);
     conn->nsniff += k;
     *used = k;
+    enum native_serve serve = conn->srv ? conn->srv->cfg.serve : NATIVE_SERVE_BOTH;
     if (memcmp(conn->sniff, H2_PREFACE, conn->nsniff)) {
         conn->proto = PROTO_H1;
         return h1_conn_recv(conn, conn->sniff, conn->nsniff);
     }
     if (conn->nsniff < sizeof H2_PREFACE - 1) return 0;
+    if (serve == NATIVE_SERVE_YARPC) return -1; /* a YARPC port: HTTP/1.1 only */
     conn->proto = PROTO_H2;
     if (grpc_h2_conn_start(conn)) return -1;
     return grpc_h2_conn_recv(conn, conn->sniff, conn->nsniff);
 }
 
-static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
-    struct native_conn *conn = st->data;
-    if (nread < 0) {
-        free(buf->base);
-        native_conn_close(conn);
-        return;
-    }
-    const uint8_t *p = (const uint8_t *)buf->base;
-    size_t n = (size_t)nread, used = 0;
+/* Plain bytes of the connection (after TLS, if any): 0, or -1 to close it. */
+static int conn_feed(struct native_conn *conn, const uint8_t *p, size_t n) {
+    size_t used = 0;
     int rc = 0;
     if (conn->proto == PROTO_UNKNOWN && n) {
         rc = sniff(conn, p, n, &used);
@@ -437,8 +494,51 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
         if (conn->proto == PROTO_H2) rc = grpc_h2_conn_recv(conn, p, n);
         else if (conn->proto == PROTO_H1) rc = h1_conn_recv(conn, p, n);
     }
+    return rc;
+}
+
+/* Ciphertext in: the handshake goes on, then what it decrypts is fed. */
+static int tls_recv(struct native_conn *conn, const uint8_t *p, size_t n) {
+    if (BIO_write(SSL_get_rbio(conn->ssl), p, (int)n) != (int)n) return -1;
+    int rc = 0;
+    if (!conn->tls_up) {
+        int r = SSL_do_handshake(conn->ssl);
+        if (r == 1) {
+            conn->tls_up = true;
+            http_tls_peer(conn->ssl, &conn->peer_cn, &conn->peer_orgs);
+        } else if (SSL_get_error(conn->ssl, r) != SSL_ERROR_WANT_READ) {
+            rc = -1;
+        }
+    }
+    uint8_t buf[16384];
+    while (!rc && conn->tls_up && !conn->closing) {
+        int k = SSL_read(conn->ssl, buf, sizeof buf);
+        if (k > 0) {
+            rc = conn_feed(conn, buf, (size_t)k);
+            continue;
+        }
+        int e = SSL_get_error(conn->ssl, k);
+        if (e != SSL_ERROR_WANT_READ) rc = -1; /* close_notify, or a broken record */
+        break;
+    }
+    ERR_clear_error();
+    if (!conn->closing) tls_flush(conn); /* the handshake's answers */
+    return rc;
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+    struct native_conn *conn = st->data;
+    if (nread < 0) {
+        free(buf->base);
+        native_conn_close(conn);
+        return;
+    }
+    int rc = 0;
+    if (nread > 0)
+        rc = conn->ssl ? tls_recv(conn, (const uint8_t *)buf->base, (size_t)nread)
+                       : conn_feed(conn, (const uint8_t *)buf->base, (size_t)nread);
     free(buf->base);
-    if (rc) native_conn_close(conn);
+    if (rc && !conn->closing) native_conn_close(conn);
 }
 
 static void on_connection(uv_stream_t *l, int status) {
@@ -455,6 +555,18 @@ static void on_connection(uv_stream_t *l, int status) {
     if (s->stats.open_conns >= s->cfg.max_conns) { /* over the bound: closed at once */
         uv_close((uv_handle_t *)&conn->tcp, conn_closed);
         return;
+    }
+    if (s->cfg.tls) {
+        BIO *r = BIO_new(BIO_s_mem()), *w = BIO_new(BIO_s_mem());
+        conn->ssl = r && w ? SSL_new(s->cfg.tls) : NULL;
+        if (!conn->ssl) {
+            BIO_free(r);
+            BIO_free(w);
+            uv_close((uv_handle_t *)&conn->tcp, conn_closed);
+            return;
+        }
+        SSL_set_bio(conn->ssl, r, w);
+        SSL_set_accept_state(conn->ssl);
     }
     uv_tcp_nodelay(&conn->tcp, 1);
     conn->srv = s;
@@ -513,7 +625,10 @@ int native_server_start(uv_loop_t *loop, const struct native_config *cfg, struct
 
 int native_server_port(const struct native_server *s) { return s->port; }
 
-void native_server_stop(struct native_server *s) {
+static void server_stop(struct native_server *s, bool discard);
+void native_server_stop(struct native_server *s) { server_stop(s, false); }
+
+static void server_stop(struct native_server *s, bool discard) {
     if (s->stopping) return;
     s->stopping = true;
     uv_close((uv_handle_t *)&s->listener, NULL);
@@ -527,7 +642,7 @@ void native_server_stop(struct native_server *s) {
             notify(c);
         }
     }
-    uv_close((uv_handle_t *)&s->kick, NULL);
+    if (!discard) uv_close((uv_handle_t *)&s->kick, NULL);
     for (struct native_call *c = s->calls; c; c = c->next) {
         uv_timer_stop(&c->deadline);
         c->srv = NULL;
@@ -536,5 +651,10 @@ void native_server_stop(struct native_server *s) {
 }
 
 void native_server_free(struct native_server *s) { free(s); }
+
+void native_server_discard(struct native_server *s) {
+    server_stop(s, true);
+    uv_close((uv_handle_t *)&s->kick, kick_closed); /* closes after the listener; its callback frees s */
+}
 
 void native_server_stats(const struct native_server *s, struct native_stats *out) { *out = s->stats; }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ncache.h"
 #include "pbjson.h"
 #include "quantity.h"
 
@@ -25,7 +26,22 @@ void *svc_op_new(size_t size, struct kclient *kc, struct native_call *call, void
 
 void svc_op_free(struct svc_op *op) { op->release(op); }
 
+struct ncache *svc_cache(struct native_call *call) { return native_call_app(call); }
+
+/* A write's answer: the cache hears of it before the service replies. */
+static void on_write_done(void *ud, const struct kc_response *r) {
+    struct svc_op *op = ud;
+    ncache_wrote(op->write_cache, op->write_kind, r);
+    op->write_done(ud, r);
+}
+
 void svc_op_request(struct svc_op *op, const char *method, const char *path, const json_t *body, kc_done_fn done) {
+    op->write_kind = ncache_write_kind(method, path);
+    if (op->write_kind >= 0) {
+        op->write_cache = svc_cache(op->call);
+        op->write_done = done;
+        done = on_write_done;
+    }
     if (kclient_request(op->kc, method, path, body, NULL, done, op) == 0) return;
     native_call_fail(op->call, NC_UNAVAILABLE, "API server unreachable");
     svc_op_free(op);

@@ -26,6 +26,11 @@ struct svc_op {
     struct kclient *kc;                    /* the service's client, borrowed */
     struct native_call *call;              /* the call to answer */
     void (*release)(struct svc_op *op);    /* frees the service's struct and what it holds */
+    /* a write in flight (svc_op_request): its kind for the read cache
+     * (ncache_write_kind) and the service's callback */
+    int write_kind;
+    struct ncache *write_cache;
+    kc_done_fn write_done;
 };
 
 /* A zeroed per-call struct of size bytes (struct svc_op first) with its
@@ -35,8 +40,13 @@ void svc_op_free(struct svc_op *op);
 
 /* Sends method path (body: NULL or JSON, borrowed) for op; done(op, r) runs
  * later, exactly once. When it cannot be sent, op's call fails with
- * UNAVAILABLE "API server unreachable" and op is freed (done never runs). */
+ * UNAVAILABLE "API server unreachable" and op is freed (done never runs).
+ * A write's answer is told to the role's read cache (ncache_wrote) before
+ * done runs, so the client's next read sees it. */
 void svc_op_request(struct svc_op *op, const char *method, const char *path, const json_t *body, kc_done_fn done);
+
+/* The role's read cache (native_call_app of the call), or NULL. */
+struct ncache *svc_cache(struct native_call *call);
 
 /* The "items" array of a list answer r (a 200 with a JSON list), borrowed
  * for the callback; NULL for any other answer (then fail the call). */

@@ -12,6 +12,7 @@
 
 #include "job_map.h"
 #include "labels.h"
+#include "ncache.h"
 #include "pbjson.h"
 #include "peloton/api/v0/job/job.pb-c.h"
 #include "svc_common.h"
@@ -429,8 +430,27 @@ static void h_create(void *ud, struct native_call *call, const ProtobufCMessage 
     json_decref(job);
 }
 
+/* Get from the read cache: the reply built once per version of the Job
+ * (a memo) and sent as it is. false: read through the API server. */
+static bool get_cached(struct native_call *call, const char *id) {
+    struct ncache *c = svc_cache(call);
+    const json_t *job = ncache_job(c, id);
+    if (!job) return false;
+    const struct ncache_reply *m = ncache_job_memo(c, id, NCACHE_MEMO_V0_GET);
+    if (!m) {
+        char err[256];
+        json_t *j = json_pack("{s:o}", "jobInfo", svc_job_info(job));
+        ProtobufCMessage *built = j ? pbjson_to_msg(&peloton__api__v0__job__get_response__descriptor, j, err, sizeof err) : NULL;
+        json_decref(j);
+        if (!built || !(m = ncache_job_memo_set(c, id, NCACHE_MEMO_V0_GET, built))) return false; /* the slow path says why */
+    }
+    native_call_reply_packed(call, m->msg, m->packed, m->len);
+    return true;
+}
+
 static void h_get(void *ud, struct native_call *call, const ProtobufCMessage *msg) {
     const Peloton__Api__V0__Job__GetRequest *req = (const void *)msg;
+    if (get_cached(call, req->id && req->id->value ? req->id->value : "")) return;
     struct job_call *op = op_new(ud, call, OP_GET, req->id && req->id->value ? req->id->value : "");
     if (op) svc_op_request(&op->base, "GET", JOBS_PATH, NULL, on_list);
 }

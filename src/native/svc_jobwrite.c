@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "labels.h"
+#include "ncache.h"
 #include "svc_job.h"
 
 #define MAX_INSTANCES (1u << 24) /* spec.instanceCount's bound */
@@ -127,6 +128,7 @@ static void finish(struct svc_jw *w, const json_t *stored) {
 
 static void on_pod_deleted(void *ud, const struct kc_response *r) {
     struct svc_jw *w = ud;
+    ncache_wrote(w->del_cache, NCACHE_PODS, r);
     /* 404: the pod went meanwhile, which is what was asked */
     if (r->status != 200 && r->status != 202 && r->status != 404 && !w->tries) {
         w->tries = -1; /* the first failure answers the call */
@@ -156,6 +158,7 @@ static void on_pods(void *ud, const struct kc_response *r) {
     json_array_foreach(w->del, i, p) want[json_integer_value(p)] = 1;
     w->deleted = json_array();
     w->tries = 0;
+    w->del_cache = svc_cache(w->base.call);
     json_array_foreach(items, i, p) {
         const json_t *md = json_object_get(p, "metadata");
         const char *inst = svc_jstr(json_object_get(md, "labels"), PL_INSTANCE);

@@ -56,6 +56,7 @@ struct svc_jw {
     json_t *del;       /* instances whose pods to delete: a JSON array of integers, or NULL */
     json_t *deleted;   /* instances whose pods were deleted */
     size_t pending;    /* pod deletions in flight */
+    struct ncache *del_cache; /* the read cache to tell of them */
     int tries;
     bool precondition; /* the client gave a version: a lost race is ABORTED, not retried */
     uint64_t arg;      /* the method's own number */

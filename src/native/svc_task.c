@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "labels.h"
+#include "ncache.h"
 #include "pbjson.h"
 #include "peloton/api/v0/task/task.pb-c.h"
 #include "svc_common.h"
@@ -345,8 +346,20 @@ static void on_jobs(void *ud, const struct kc_response *r) {
     svc_op_request(&op->base, "GET", path, NULL, on_pods);
 }
 
-/* Finds the Job first (on_jobs), then its pods (on_pods). */
-static void start(struct task_call *op) { svc_op_request(&op->base, "GET", JOBS_PATH, NULL, on_jobs); }
+/* Finds the Job first (on_jobs), then its pods (on_pods); Get, List and
+ * Query from the read cache when it has the Job and may answer pods. */
+static void start(struct task_call *op) {
+    struct ncache *c = op->kind != OP_EVENTS ? svc_cache(op->base.call) : NULL;
+    const json_t *job = ncache_job(c, op->id);
+    const json_t *pods = ncache_job_pods(c, job);
+    if (pods) {
+        op->job = json_incref((json_t *)job);
+        answer(op, pods);
+        svc_op_free(&op->base);
+        return;
+    }
+    svc_op_request(&op->base, "GET", JOBS_PATH, NULL, on_jobs);
+}
 
 static struct task_call *op_new(struct svc_task *svc, struct native_call *call, enum task_op kind,
                                 const Peloton__Api__V0__Peloton__JobID *id) {
@@ -430,6 +443,104 @@ static json_t *task_ranges(struct svc_jw *w, uint32_t n, bool in_error, json_t *
     return NULL;
 }
 
+/* ---- per-instance stop: spec.stoppedInstances (docs/crds.md) ---- */
+
+#define STOPPED_MAX_RANGES 256 /* the Job's bound on spec.stoppedInstances */
+
+struct irange {
+    uint32_t from, to;
+};
+
+static int irange_cmp(const void *a, const void *b) {
+    uint32_t x = ((const struct irange *)a)->from, y = ((const struct irange *)b)->from;
+    return (x > y) - (x < y);
+}
+
+static int u32_cmp(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The Job's spec.stoppedInstances with the instances inst added (stop) or
+ * taken out (start), as sorted, merged {from, to} ranges ([from, to)); NULL
+ * on ENOMEM or when it would take more than STOPPED_MAX_RANGES ranges. */
+static json_t *stopped_with(const json_t *job, const json_t *inst, bool stop) {
+    const json_t *cur = json_object_get(json_object_get(job, "spec"), "stoppedInstances");
+    size_t ncur = json_array_size(cur), ninst = json_array_size(inst);
+    struct irange *v = malloc((ncur + (stop ? ninst : 0) + 1) * sizeof *v);
+    uint32_t *ids = malloc((ninst + 1) * sizeof *ids);
+    json_t *out = NULL;
+    if (!v || !ids) goto done;
+    size_t n = 0, k;
+    const json_t *r;
+    json_array_foreach(cur, k, r) {
+        json_int_t f = json_integer_value(json_object_get(r, "from")), t = json_integer_value(json_object_get(r, "to"));
+        if (f >= 0 && t > f && t <= MAX_INSTANCES) v[n++] = (struct irange){(uint32_t)f, (uint32_t)t};
+    }
+    json_array_foreach(inst, k, r) ids[k] = (uint32_t)json_integer_value(r);
+    if (stop)
+        for (k = 0; k < ninst; k++) v[n++] = (struct irange){ids[k], ids[k] + 1};
+    qsort(v, n, sizeof *v, irange_cmp);
+    size_t m = 0;
+    for (k = 0; k < n; k++) { /* merged: overlapping or adjacent ranges become one */
+        if (m && v[k].from <= v[m - 1].to) {
+            if (v[k].to > v[m - 1].to) v[m - 1].to = v[k].to;
+        } else {
+            v[m++] = v[k];
+        }
+    }
+    if (!(out = json_array())) goto done;
+    qsort(ids, ninst, sizeof *ids, u32_cmp);
+    size_t j = 0; /* walks ids (start: the holes to cut) */
+    for (k = 0; k < m; k++) {
+        uint32_t from = v[k].from;
+        if (!stop) {
+            while (j < ninst && ids[j] < v[k].from) j++;
+            for (; j < ninst && ids[j] < v[k].to; j++) {
+                if (ids[j] > from) json_array_append_new(out, json_pack("{s:I, s:I}", "from", (json_int_t)from, "to",
+                                                                        (json_int_t)ids[j]));
+                from = ids[j] + 1;
+            }
+        }
+        if (from < v[k].to)
+            json_array_append_new(out, json_pack("{s:I, s:I}", "from", (json_int_t)from, "to", (json_int_t)v[k].to));
+    }
+    if (json_array_size(out) > STOPPED_MAX_RANGES) {
+        json_decref(out);
+        out = NULL;
+    }
+done:
+    free(v);
+    free(ids);
+    return out;
+}
+
+/* Some instances of a running job stopped or started: the Job with its new
+ * spec.stoppedInstances in *put, or *reply at once when nothing changes;
+ * -1 after failing the call. */
+static int stop_some(struct svc_jw *w, const json_t *job, json_t *inst, bool stop, json_t **put, json_t **reply) {
+    const char *key = stop ? "stoppedInstanceIds" : "startedInstanceIds";
+    json_t *st = stopped_with(job, inst, stop);
+    if (!st) {
+        json_decref(inst);
+        native_call_fail(w->base.call, NC_INVALID_ARGUMENT,
+                         "ranges: the job's stopped instances would need more than %d ranges", STOPPED_MAX_RANGES);
+        return -1;
+    }
+    const json_t *cur = json_object_get(json_object_get(job, "spec"), "stoppedInstances");
+    if (json_equal(st, cur) || (!cur && !json_array_size(st))) { /* nothing changes */
+        json_decref(st);
+        *reply = json_pack("{s:o}", key, inst);
+        return 0;
+    }
+    *put = json_deep_copy(job);
+    json_t *spec = json_object_get(*put, "spec");
+    if (json_array_size(st)) json_object_set_new(spec, "stoppedInstances", st);
+    else json_decref(st), json_object_del(spec, "stoppedInstances");
+    json_object_set_new(w->req, "instances", inst);
+    return 0;
+}
+
 static int tstop_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t **reply) {
     long long stopped = svc_job_stopped_count(job);
     uint32_t n = stopped >= 0 ? (uint32_t)stopped : svc_job_instances(job);
@@ -439,18 +550,13 @@ static int tstop_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t 
         *reply = json_pack("{s:o}", "stoppedInstanceIds", inst);
         return 0;
     }
-    if (json_array_size(inst) != n) {
-        *reply = json_pack("{s:{s:{s:s}},s:o}", "error", "updateError", "message",
-                           "stopping some instances of a job: a Job object has no per-instance stop yet; stop them "
-                           "all (no ranges), or restart these", "invalidInstanceIds", inst);
-        return 0;
-    }
     if (!strcmp(svc_jstr(json_object_get(job, "spec"), "type") ?: "", "DAEMON")) {
         json_decref(inst);
         native_call_fail(w->base.call, NC_FAILED_PRECONDITION,
                          "job %.128s is a DAEMON job: stopping it is not supported here", w->id);
         return -1;
     }
+    if (json_array_size(inst) != n) return stop_some(w, job, inst, true, put, reply); /* spec.stoppedInstances */
     *put = svc_job_stop(job);
     json_object_set_new(w->req, "instances", inst);
     return 0;
@@ -461,10 +567,8 @@ static int tstart_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t
     uint32_t n = stopped >= 0 ? (uint32_t)stopped : svc_job_instances(job);
     json_t *inst = task_ranges(w, n, true, reply);
     if (!inst) return *reply ? 0 : -1;
-    if (stopped < 0) { /* running: the job manager keeps every instance going */
-        *reply = json_pack("{s:o}", "startedInstanceIds", inst);
-        return 0;
-    }
+    if (stopped < 0) /* running: those of its instances that were stopped start again */
+        return stop_some(w, job, inst, false, put, reply);
     if (json_array_size(inst) != n) {
         *reply = json_pack("{s:{s:{s:s}},s:o}", "error", "failure", "message",
                            "starting some instances of a stopped job: start them all (no ranges)",
@@ -472,6 +576,7 @@ static int tstart_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t
         return 0;
     }
     *put = svc_job_start(job);
+    json_object_del(json_object_get(*put, "spec"), "stoppedInstances"); /* every instance runs again */
     json_object_set_new(w->req, "instances", inst);
     return 0;
 }

@@ -135,11 +135,11 @@ static void process(struct native_conn *conn) {
                                 (ttl = atoll(h.ttl)) <= 0 || ttl > (1LL << 31))) {
             code = NC_INVALID_ARGUMENT;
             snprintf(msg, sizeof msg, "Context-TTL-Ms \"%s\": a whole number of milliseconds", h.ttl);
-        } else if (!(m = native_registry_find(srv->cfg.registry, h.procedure, &ud))) {
+        } else if (!(m = native_server_find(srv, h.procedure, &ud, msg, sizeof msg))) {
             code = NC_UNIMPLEMENTED;
-            snprintf(msg, sizeof msg, "procedure %s is not served", h.procedure);
         } else if (srv->cfg.authorize &&
-                   (code = (enum native_code)srv->cfg.authorize(srv->cfg.authorize_ud, h.authorization, h.procedure,
+                   (code = (enum native_code)srv->cfg.authorize(srv->cfg.authorize_ud, h.authorization, conn->peer_cn,
+                                                                conn->peer_orgs, h.procedure,
                                                                 msg, sizeof msg)) != NC_OK) {
             /* refused: code and msg set */
         } else if (m->server_stream) {

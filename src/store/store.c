@@ -22,6 +22,7 @@ struct store {
     char host[256];
     int port;
     int connect_timeout_ms, command_timeout_ms;
+    int wait_replicas, wait_timeout_ms; /* store_options */
     struct store_cfg cfg;
     struct store_rng rng;
     store_write_hook_fn hook;
@@ -122,6 +123,20 @@ static int load_scripts(struct store *s) {
     return 0;
 }
 
+/* The writes sent on this connection reached wait_replicas replicas (or no
+ * wait is asked): 0, else -EIO with s->err. */
+static int replicated(struct store *s) {
+    if (!s->wait_replicas) return 0;
+    redisReply *r = s->c ? redisCommand(s->c, "WAIT %d %d", s->wait_replicas, s->wait_timeout_ms) : NULL;
+    long long got = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r) freeReplyObject(r);
+    if (got >= s->wait_replicas) return 0;
+    snprintf(s->err, sizeof s->err,
+             "redis: the write reached %lld of %d replica(s) within %d ms; it is not acknowledged (its outcome is "
+             "unknown)", got < 0 ? 0 : got, s->wait_replicas, s->wait_timeout_ms);
+    return -EIO;
+}
+
 /* (Re)connects when there is no healthy connection. */
 static int ensure_conn(struct store *s) {
     if (s->c && !s->c->err) return 0;
@@ -153,6 +168,15 @@ static redisReply *run(struct store *s, struct store_cmd *c, int *rc) {
     }
     if ((*rc = ensure_conn(s))) return NULL;
     redisReply *r = redisCommandArgv(s->c, c->argc, c->argv, c->argvlen);
+    if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "READONLY", 8)) {
+        /* a primary demoted by a failover refused it (nothing was written):
+         * once more on a new connection, to the primary of now */
+        freeReplyObject(r);
+        redisFree(s->c);
+        s->c = NULL;
+        if ((*rc = ensure_conn(s))) return NULL;
+        r = redisCommandArgv(s->c, c->argc, c->argv, c->argvlen);
+    }
     if (is_noscript(r)) { /* scripts flushed (SCRIPT FLUSH, restart): EVAL caches it again */
         freeReplyObject(r);
         store_cmd_as_eval(c);
@@ -190,6 +214,8 @@ int store_open(const char *host, int port, const struct store_options *opt, stru
     s->port = port;
     s->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 2000;
     s->command_timeout_ms = opt->command_timeout_ms > 0 ? opt->command_timeout_ms : 10000;
+    s->wait_replicas = opt->wait_replicas > 0 ? opt->wait_replicas : 0;
+    s->wait_timeout_ms = opt->wait_timeout_ms > 0 ? opt->wait_timeout_ms : 1000;
     int rc = ensure_conn(s);
     if (rc) {
         store_close(s);
@@ -219,6 +245,7 @@ static int write_obj(struct store *s, const char *res, const char *ns, const cha
     if (r) {
         uint64_t rv = 0;
         rc = store_decode_write(r, res, name, &rv, s->err, sizeof s->err);
+        if (!rc) rc = replicated(s);
         if (!rc) {
             store_set_rv(obj, rv);
             report(s, res, ns, !expected_rv ? STORE_ADDED : del ? STORE_DELETED : STORE_MODIFIED, rv, obj, &b);
@@ -324,7 +351,6 @@ int store_create_many(struct store *s, const char *resource, const char *ns,
             rcs[i] = drc ? drc : crc[j];
             if (!rcs[i]) {
                 store_set_rv(prep[i], rvs[j]);
-                report(s, resource, ns, STORE_ADDED, rvs[j], prep[i], &blobs[i]);
             } else if (rcs[i] == -EEXIST)
                 snprintf(s->err, sizeof s->err, "%s \"%s\" already exists", resource, names[from + j]);
         }
@@ -341,10 +367,19 @@ int store_create_many(struct store *s, const char *resource, const char *ns,
         for (size_t j = 0; j < cnt; j++) {
             size_t i = idx[from + j];
             rcs[i] = drc ? drc : crc[j];
-            if (!rcs[i]) {
-                store_set_rv(prep[i], rvs[j]);
-                report(s, resource, ns, STORE_ADDED, rvs[j], prep[i], &blobs[i]);
-            }
+            if (!rcs[i]) store_set_rv(prep[i], rvs[j]);
+        }
+    }
+    /* reported once acknowledged: replicated when that is asked */
+    int wrc = replicated(s);
+    for (size_t k = 0; k < nvalid; k++) {
+        size_t i = idx[k];
+        if (rcs[i]) continue;
+        if (wrc) rcs[i] = wrc;
+        else {
+            int ok = 0;
+            report(s, resource, ns, STORE_ADDED, store_parse_rv(store_meta_str(prep[i], "resourceVersion"), &ok),
+                   prep[i], &blobs[i]);
         }
     }
     for (size_t i = 0; i < n && outs; i++) {
@@ -648,6 +683,17 @@ int store_current_rv(struct store *s, uint64_t *rv) {
 }
 
 redisContext *store_redis_connect(const char *host, int port, int timeout_ms) {
+    if (store_sentinel_on()) {
+        char h[256], err[sizeof ((redisContext *)0)->errstr];
+        int p = 0;
+        if (store_sentinel_primary(h, sizeof h, &p, err, sizeof err)) {
+            /* a context in error, as a failed connect gives, saying why */
+            redisContext *c = redisConnectUnix("/nonexistent/peloton-sentinel");
+            if (c) memcpy(c->errstr, err, sizeof c->errstr);
+            return c;
+        }
+        return redisConnectWithTimeout(h, p, ms_tv(timeout_ms));
+    }
     return host[0] == '/' ? redisConnectUnixWithTimeout(host, ms_tv(timeout_ms))
                           : redisConnectWithTimeout(host, port, ms_tv(timeout_ms));
 }

@@ -65,6 +65,12 @@ struct store_options {
     size_t max_object_bytes;   /* serialized object bound; default 1.5 MiB */
     int connect_timeout_ms;    /* default 2,000 */
     int command_timeout_ms;    /* default 10,000 */
+    /* A write is acknowledged only once this many replicas have it (Redis
+     * WAIT, within wait_timeout_ms, default 1,000); short of that it fails
+     * -EIO (a 5xx: its outcome is unknown) and is not reported to the write
+     * hook (watchers find it in the history if it stays). 0: no wait. */
+    int wait_replicas;
+    int wait_timeout_ms;
 };
 
 /* Fills o with the defaults above. */
@@ -86,6 +92,23 @@ int store_parse_addr(const char *addr, char *host, size_t hostlen, int *port);
  * timeout_ms: check its err; NULL when out of memory. */
 struct redisContext;
 struct redisContext *store_redis_connect(const char *host, int port, int timeout_ms);
+
+/* ---- Redis behind Sentinel (docs/operations.md) ----
+ * Once configured (at start, before any thread connects), every connection
+ * this process makes (store_redis_connect, the asynchronous store) goes to
+ * the primary the Sentinels name for master_name, asked again at each new
+ * connection, and only to a server that says it is a primary (ROLE): the
+ * host and port the callers pass are then ignored. A connection that finds
+ * a write refused READONLY (the primary demoted by a failover) is dropped
+ * and made again. sentinels: "host:port,host:port,…" (at most
+ * STORE_MAX_SENTINELS). 0, or -EINVAL with err. */
+#define STORE_MAX_SENTINELS 8
+int store_sentinel_config(const char *sentinels, const char *master_name, char *err, size_t errlen);
+bool store_sentinel_on(void);
+/* The current primary: 0 with host and port, or -EIO with err (no
+ * Sentinel answered, none knows the name, or the one named is not a
+ * primary yet). */
+int store_sentinel_primary(char *host, size_t hostlen, int *port, char *err, size_t errlen);
 
 /* The message of the last failed call on s ("" after a success). */
 const char *store_errmsg(const struct store *s);

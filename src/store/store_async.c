@@ -43,6 +43,7 @@ struct store_async {
     char host[256];
     int port;
     int command_timeout_ms;
+    int wait_replicas, wait_timeout_ms; /* store_options */
     struct store_cfg cfg;
     struct store_rng rng;
     redisAsyncContext *ac; /* NULL while disconnected */
@@ -87,11 +88,19 @@ struct op {
     char keys[];
 };
 
-/* A batch of writes sent as one script call. */
+/* A batch of writes sent as one script call (and, when replicas are waited
+ * for, a WAIT after it: the batch is answered when both have replied). */
 struct batch {
     struct store_async *a;
     struct store_cmd cmd; /* kept for a NOSCRIPT resend */
     bool evaled;
+    int pending;          /* replies still to come for it */
+    int fail;             /* 0, or -EIO once a reply failed (failmsg) */
+    const char *failmsg;
+    bool decoded;         /* rcs/rvs hold the script's answer */
+    long long replicas;   /* what the last WAIT answered (-1: nothing) */
+    int *rcs;             /* per write, once decoded (wait mode) */
+    uint64_t *rvs;
     size_t n;
     struct op *ops[];
 };
@@ -259,9 +268,13 @@ static void on_connect(const redisAsyncContext *ac, int status) {
 /* A connection, made when none is healthy: commands queue in hiredis while it connects. */
 static int ensure_conn(struct store_async *a, char *err, size_t errlen) {
     if (a->ac) return 0;
-    redisAsyncContext *ac = a->host[0] == '/' ? redisAsyncConnectUnix(a->host) : redisAsyncConnect(a->host, a->port);
+    char host[256];
+    int port = a->port;
+    snprintf(host, sizeof host, "%s", a->host);
+    if (store_sentinel_on() && store_sentinel_primary(host, sizeof host, &port, err, errlen)) return -EIO;
+    redisAsyncContext *ac = host[0] == '/' ? redisAsyncConnectUnix(host) : redisAsyncConnect(host, port);
     if (!ac || ac->err) {
-        snprintf(err, errlen, "redis: cannot connect to %s (port %d): %s", a->host, a->port,
+        snprintf(err, errlen, "redis: cannot connect to %s (port %d): %s", host, port,
                  ac ? ac->errstr : "out of memory");
         if (ac) redisAsyncFree(ac);
         return -EIO;
@@ -445,13 +458,59 @@ static void write_done(struct op *o, int rc, uint64_t rv) {
 
 /* ---- batches ---- */
 
+static void batch_free(struct batch *b) {
+    store_cmd_free(&b->cmd);
+    free(b->rcs);
+    free(b->rvs);
+    free(b);
+}
+
 static void batch_fail(struct batch *b, int rc, const char *msg) {
     for (size_t i = 0; i < b->n; i++) {
         snprintf(b->ops[i]->err, sizeof b->ops[i]->err, "%s", msg);
         finish(b->ops[i], rc, NULL);
     }
-    store_cmd_free(&b->cmd);
-    free(b);
+    batch_free(b);
+}
+
+/* Both replies are in (wait mode): the writes are answered, each as the
+ * script said if the replicas have them, else as not acknowledged. */
+static void batch_settle(struct batch *b) {
+    struct store_async *a = b->a;
+    if (b->fail || !b->decoded) {
+        batch_fail(b, -EIO, b->failmsg ? b->failmsg : "redis: connection lost");
+        return;
+    }
+    bool acked = b->replicas >= a->wait_replicas;
+    for (size_t i = 0; i < b->n; i++) {
+        struct op *o = b->ops[i];
+        if (!b->rcs[i] && !acked) {
+            snprintf(o->err, sizeof o->err,
+                     "redis: the write reached %lld of %d replica(s) within %d ms; it is not acknowledged (its "
+                     "outcome is unknown)", b->replicas < 0 ? 0 : b->replicas, a->wait_replicas, a->wait_timeout_ms);
+            finish(o, -EIO, NULL);
+        } else {
+            write_done(o, b->rcs[i], b->rvs[i]);
+        }
+    }
+    batch_free(b);
+}
+
+static void on_batch_wait(redisAsyncContext *ac, void *reply, void *priv) {
+    struct batch *b = priv;
+    struct store_async *a = b->a;
+    redisReply *r = reply;
+    (void)ac;
+    a->inflight--;
+    a->progress_ms = uv_now(a->loop);
+    metrics_inc(a->m_replies);
+    if (!r || r->type != REDIS_REPLY_INTEGER) metrics_inc(a->m_errors);
+    b->replicas = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (!r && !b->fail) {
+        b->fail = -EIO;
+        b->failmsg = a->closing ? "redis: the store is closing" : "redis: connection lost";
+    }
+    if (--b->pending == 0) batch_settle(b);
 }
 
 static void on_batch_reply(redisAsyncContext *ac, void *reply, void *priv);
@@ -468,7 +527,18 @@ static int batch_send(struct batch *b) {
     if (a->closing || ensure_conn(a, err, sizeof err)) return -EIO;
     if (redisAsyncCommandArgv(a->ac, on_batch_reply, b, b->cmd.argc, b->cmd.argv, b->cmd.argvlen) != REDIS_OK)
         return -EIO;
+    b->pending++;
     note_sent(a);
+    if (a->wait_replicas) {
+        if (redisAsyncCommand(a->ac, on_batch_wait, b, "WAIT %d %d", a->wait_replicas, a->wait_timeout_ms) !=
+            REDIS_OK) { /* the script's reply comes; no acknowledgement can follow it */
+            b->fail = -EIO;
+            b->failmsg = "redis: cannot queue WAIT";
+            return 0;
+        }
+        b->pending++;
+        note_sent(a);
+    }
     return 0;
 }
 
@@ -480,14 +550,45 @@ static void on_batch_reply(redisAsyncContext *ac, void *reply, void *priv) {
     a->progress_ms = uv_now(a->loop);
     metrics_inc(a->m_replies);
     if (!r || r->type == REDIS_REPLY_ERROR) metrics_inc(a->m_errors);
+    b->pending--;
     if (!r) {
-        batch_fail(b, -EIO, a->closing ? "redis: the store is closing" : "redis: connection lost");
+        const char *msg = a->closing ? "redis: the store is closing" : "redis: connection lost";
+        if (!b->pending) batch_fail(b, -EIO, msg);
+        else { /* its WAIT's reply (NULL too) settles it */
+            b->fail = -EIO;
+            b->failmsg = msg;
+        }
         return;
+    }
+    if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "READONLY", 8) && a->ac == ac) {
+        fprintf(stderr, "level=warn msg=\"redis: writes refused by a replica (a failover); reconnecting\"\n");
+        redisAsyncDisconnect(ac); /* the next command connects to the primary of now */
     }
     if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) && !b->evaled) {
         store_cmd_as_eval(&b->cmd); /* EVAL caches the script again */
         b->evaled = true;
-        if (batch_send(b)) batch_fail(b, -EIO, "redis: cannot resend a batch");
+        if (batch_send(b)) {
+            if (!b->pending) batch_fail(b, -EIO, "redis: cannot resend a batch");
+            else {
+                b->fail = -EIO;
+                b->failmsg = "redis: cannot resend a batch";
+            }
+        }
+        return;
+    }
+    if (a->wait_replicas) { /* answered once the WAIT after it has replied */
+        if (!b->rcs) b->rcs = calloc(b->n ? b->n : 1, sizeof *b->rcs);
+        if (!b->rvs) b->rvs = calloc(b->n ? b->n : 1, sizeof *b->rvs);
+        if (!b->rcs || !b->rvs) {
+            b->fail = -EIO;
+            b->failmsg = "out of memory";
+        } else {
+            for (size_t i = 0; i < b->n; i++)
+                b->rcs[i] = store_decode_write_batch(r, i, b->ops[i]->res, b->ops[i]->name, &b->rvs[i],
+                                                     b->ops[i]->err, sizeof b->ops[i]->err);
+            b->decoded = true;
+        }
+        if (!b->pending) batch_settle(b);
         return;
     }
     for (size_t i = 0; i < b->n; i++) {
@@ -496,8 +597,7 @@ static void on_batch_reply(redisAsyncContext *ac, void *reply, void *priv) {
         int rc = store_decode_write_batch(r, i, o->res, o->name, &rv, o->err, sizeof o->err);
         write_done(o, rc, rv);
     }
-    store_cmd_free(&b->cmd);
-    free(b);
+    batch_free(b);
 }
 
 #define BATCH_MAX 256 /* writes per script call: bounds how long Redis runs one */
@@ -584,6 +684,8 @@ int store_async_open(uv_loop_t *loop, const char *host, int port, const struct s
     snprintf(a->host, sizeof a->host, "%s", host);
     a->port = port;
     a->command_timeout_ms = opt->command_timeout_ms > 0 ? opt->command_timeout_ms : 10000;
+    a->wait_replicas = opt->wait_replicas > 0 ? opt->wait_replicas : 0;
+    a->wait_timeout_ms = opt->wait_timeout_ms > 0 ? opt->wait_timeout_ms : 1000;
     a->watchdog = malloc(sizeof *a->watchdog);
     if (!a->watchdog) {
         free(a);

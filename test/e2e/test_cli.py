@@ -400,9 +400,10 @@ def test_task_restart_stop_start_events():
     one_error_line(rc, err, "outOfRange")
     rc, out, err = cli("task", "restart", jid, "-r", "x:1")
     assert rc == 2, err
-    # some instances: the Job has no per-instance stop
+    # some instances: the Job's spec.stoppedInstances; their pods go, the others stay
     rc, out, err = cli("task", "stop", jid, "-r", "0:2")
-    one_error_line(rc, err, "updateError")
+    assert rc == 0 and out == f"Job {jid}: stopped 0,1\n", (out, err)
+    services.wait_until(lambda: len(live()) == 2 and set(live()) == {"2", "3"}, 30, "instances 0 and 1 stopped")
     rc, out, err = cli("task", "stop", jid)
     assert rc == 0 and out == f"Job {jid}: stopped 0,1,2,3\n", (out, err)
     services.wait_until(lambda: not web_pods(), 30, "every task stopped")
@@ -605,6 +606,136 @@ def test_host_maintenance():
     assert not node["spec"].get("unschedulable") and "peloton.io/maintenance" not in node["metadata"].get(
         "annotations", {}), node
     assert sorted(host_states("up")) == ["sim-node-0", "sim-node-1"]
+
+
+SL_YAML = """\
+name: cli_stateless
+owner: alice
+owningTeam: team6
+instanceCount: 2
+labels:
+- key: tier
+  value: sl
+sla:
+  priority: 3
+defaultSpec:
+  containers:
+  - name: main
+    resource:
+      cpuLimit: 0.05
+      memLimitMb: 16
+    container:
+      type: DOCKER
+      docker:
+        image: "busybox:1.36"
+    command:
+      value: "{cmd}"
+"""
+
+
+def sl_pods(jid):
+    rc, out, err = cli("-j", "job", "stateless", "list-pods", jid)
+    assert rc == 0, err
+    return [p for m in json.loads("[" + out.replace("}\n{", "},{") + "]") for p in m.get("pods", [])] if out else []
+
+
+def test_stateless_create_get_list_pods():
+    rc, out, err = cli("job", "stateless", "create", "/clipool", write("sl.yaml", SL_YAML.format(cmd="sleep 3600")))
+    assert rc == 0 and out.startswith("Job ") and " created (entity version " in out, (rc, out, err)
+    jid = out.split()[1]
+    STATE["sl"] = jid
+    services.wait_until(lambda: [p["status"].get("state") for p in sl_pods(jid)] == ["POD_STATE_RUNNING"] * 2, 40,
+                        "the stateless job's pods running")
+    rc, out, err = cli("job", "stateless", "list-pods", jid)
+    head, *rows = out.splitlines()
+    assert rc == 0 and head.split()[:3] == ["POD", "STATE", "DESIRED"], out
+    assert [r.split()[0] for r in rows] == [f"{jid}-0", f"{jid}-1"] and all("POD_STATE_RUNNING" in r for r in rows), out
+    rc, out, err = cli("job", "stateless", "list-pods", jid, "-r", "1:2")
+    assert [r.split()[0] for r in out.splitlines()[1:]] == [f"{jid}-1"], out
+    rc, out, err = cli("-j", "job", "stateless", "get", jid)
+    info = json.loads(out)["jobInfo"]
+    assert rc == 0 and info["jobId"]["value"] == jid and info["spec"]["instanceCount"] == 2, info
+    assert info["spec"]["defaultSpec"]["containers"][0]["command"]["value"] == "sleep 3600", info
+    assert info["spec"]["respoolId"]["value"], info
+    rc, out, err = cli("job", "stateless", "get", jid, "--summary-only")
+    assert rc == 0 and "name: cli_stateless" in out and "jobInfo" not in out, out
+    # kubectl sees the same Job
+    rc, kout = kubectl("get", "pj", "-o", "json")
+    assert rc == 0 and any(o["metadata"]["uid"] == jid and o["spec"]["type"] == "STATELESS"
+                           for o in json.loads(kout)["items"]), kout
+    rc, out, err = cli("job", "stateless", "list")
+    assert rc == 0 and any(l.split()[0] == jid for l in out.splitlines()[1:]), out
+    rc, out, err = cli("job", "stateless", "query", "-l", "tier=sl")
+    rows = out.splitlines()[1:]
+    assert rc == 0 and [r.split()[0] for r in rows] == [jid], out
+
+
+def test_stateless_replace_seen_by_watch():
+    jid = STATE["sl"]
+    w = subprocess.Popen([CLI, "-m", f"127.0.0.1:{NPORT}", "watch", "pod", "--job-id", jid, "-n", "3", "-d", "60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = w.stdout.readline()  # the watch is open
+        assert first.startswith("revision=") and " watch=" in first, (first, w.stderr.read() if w.poll() else "")
+        rc, out, err = cli("job", "stateless", "replace", jid, write("sl2.yaml", SL_YAML.format(cmd="sleep 7200")),
+                           "1")
+        assert rc == 0 and out.startswith(f"Job {jid} replaced (entity version "), (rc, out, err)
+        out, err = w.communicate(timeout=60)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    assert w.returncode == 0, err
+    assert "ERROR: AddressSanitizer" not in err and "LeakSanitizer" not in err, err
+    lines = out.splitlines()
+    assert len(lines) >= 2 and all(l.startswith("revision=") and f" pod={jid}-" in l for l in lines), out
+    services.wait_until(lambda: cli("-j", "job", "stateless", "get", jid)[1] and json.loads(
+        cli("-j", "job", "stateless", "get", jid)[1])["jobInfo"]["spec"]["defaultSpec"]["containers"][0]["command"]
+        ["value"] == "sleep 7200", 20, "the new spec")
+    # a stale entity version is refused, one line naming the code
+    rc, out, err = cli("job", "stateless", "replace", jid, write("sl3.yaml", SL_YAML.format(cmd="sleep 1")),
+                       "--entity-version=1-1-1")
+    assert rc == 1 and err.startswith("peloton: error: aborted: ") and err.count("\n") == 1, (rc, err)
+
+
+def test_stateless_workflow_restart_delete():
+    jid = STATE["sl"]
+    for verb, said in (("pause", "workflow paused"), ("resume", "workflow resumed"), ("abort", "workflow aborted")):
+        rc, out, err = cli("job", "stateless", verb, jid)
+        assert rc == 0 and out.startswith(f"Job {jid} {said} (entity version "), (verb, rc, out, err)
+    rc, out, err = cli("job", "stateless", "restart", jid, "1")
+    assert rc == 0 and out.startswith(f"Job {jid} restarting"), (rc, out, err)
+    rc, out, err = cli("-j", "job", "stateless", "restart", jid, "-r", "0:2")
+    assert rc == 0 and json.loads(out)["version"]["value"], (rc, out, err)
+    rc, out, err = cli("job", "stateless", "restart", jid, "-r", "0:1")  # pelotond restarts every instance or none
+    assert rc == 1 and err.startswith("peloton: error: invalid-argument: ranges: "), (rc, out, err)
+    rc, out, err = cli("job", "stateless", "restart", jid, "-r", "2:1")
+    assert rc == 2 and "--range" in err, (rc, err)
+    rc, out, err = cli("job", "stateless", "delete", jid, "--force")
+    assert rc == 0 and out == f"Job {jid} deleted\n", (rc, out, err)
+    services.wait_until(lambda: cli("job", "stateless", "get", jid)[0] == 1, 20, "the job gone")
+
+
+def test_stateless_and_watch_errors():
+    rc, out, err = cli("job", "stateless", "get", "no-such-job")
+    assert rc == 1 and err.startswith("peloton: error: not-found: "), (rc, err)
+    rc, out, err = cli("job", "stateless", "list-pods", "no-such-job")  # the stream's status
+    assert rc == 1 and err.startswith("peloton: error: not-found: ") and err.count("\n") == 1, (rc, out, err)
+    rc, out, err = cli("watch", "pod", "-n", "x")
+    assert rc == 2 and "--limit is a number" in err, err
+    rc, out, err = cli("watch", "job", "-l", "novalue")
+    assert rc == 2 and "--labels is key=value" in err, err
+    rc, out, err = cli("watch", "job", "-n", "1", env={"JOBMGR_URL": f"127.0.0.1:{services.free_port()}"})
+    assert rc == 3 and err.startswith("peloton: no answer: "), (rc, err)
+    rc, out, err = cli("job", "stateless", "create", "/clipool", write("bad.yaml", "name: x\nnoSuchField: 1\n"))
+    assert rc == 2 and "noSuchField" in err, (rc, err)
+    rc, out, err = cli("job", "stateless", "--help")
+    assert rc == 0 and all(w in out for w in ("create", "replace", "list-pods", "pause", "delete")), out
+    rc, out, err = cli("watch", "pod", "--help")
+    assert rc == 0 and "--limit" in out and "--duration" in out, out
+    # a watch bounded by time ends by itself, exit 0
+    rc, out, err = cli("watch", "job", "-d", "1", timeout=30)
+    assert rc == 0 and out.startswith("revision=") and " watch=" in out, (rc, out, err)
 
 
 def test_exit_clean_under_asan():

@@ -12,6 +12,7 @@ import os
 import random
 import re
 import shutil
+import socket
 import ssl
 import subprocess
 import time
@@ -306,6 +307,33 @@ def bind_cases():
     # a pod the API server does not have: an Error, not a crash
     r = post(URL + "/bind", {"PodName": "nope", "PodNamespace": "team-a", "PodUID": "", "Node": "n1"})[1]
     assert r["Error"], r
+
+
+def test_bind_reply_is_one_write_with_its_length():
+    """A bind's answer waits for the API server; it then goes out whole, with
+    Content-Length, in one write: not as a chunked stream whose head leaves
+    first and whose body follows a loop turn later (two segments, and a
+    reply kube-scheduler reads in pieces)."""
+    pod = make_pod("team-a", "bind-once")
+    try:
+        wait_until(lambda: pods_seen() >= 1, "extender sees the pod")
+        s = socket.create_connection(("127.0.0.1", EXT_PORT), timeout=10)
+        body = json.dumps({"PodName": "bind-once", "PodNamespace": "team-a", "PodUID": pod["metadata"]["uid"],
+                           "Node": "n1"}).encode()
+        s.sendall(b"POST /peloton/bind HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        first = s.recv(65536)  # the first segment: it must hold the whole reply
+        s.close()
+        head, _, rest = first.partition(b"\r\n\r\n")
+        lines = head.decode().lower().split("\r\n")
+        assert lines[0].startswith("http/1.1 200"), head
+        assert "transfer-encoding: chunked" not in lines, head
+        length = [int(x.split(":")[1]) for x in lines if x.startswith("content-length:")]
+        assert length and len(rest) == length[0], (head, rest)
+        assert json.loads(rest) == {"Error": ""}, rest
+        assert read_pod("team-a", "bind-once")["spec"]["nodeName"] == "n1"
+    finally:
+        delete_pods("team-a")
 
 
 def test_gang_of_4_held_until_whole_then_admitted_together():

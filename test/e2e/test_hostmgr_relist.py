@@ -37,6 +37,7 @@ def start_hostmgr():
     d = services.tempdir()
     log = os.path.join(d, "hostmgr.log")
     p = subprocess.Popen([services.PELOTOND, "--roles=hostmgr", f"--server=http://127.0.0.1:{PORT}",
+                          f"--redis=127.0.0.1:{REDIS}",  # its lease
                           "--metrics-port=0", f"--port-file={os.path.join(d, 'port')}",
                           "--hostmgr-mass-min-nodes=100"],
                          stdout=open(log, "w"), stderr=subprocess.STDOUT)

@@ -157,6 +157,17 @@ def test_batch_job_runs_then_succeeds():
     st = wait_until(lambda: (lambda st: st["tasks_with_pending_updates"] == 0 and st["acks"] == st["updates_sent"]
                              and st)(sim_state()), 10, "every update acknowledged")
     assert st["tasks_launched"] == 4 and st["bad_calls"] == 0, st
+    # the driver's metrics (docs/metrics.md) say the same: 4 tasks launched, every update acknowledged
+    want = {"peloton_mesos_tasks_launched_total": 4, 'peloton_mesos_calls_total{call="ACKNOWLEDGE"}': st["acks"],
+            "peloton_mesos_agents": 3, "peloton_mesos_subscribed": 1}
+
+    def metrics():
+        text = __import__("urllib.request").request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=10).read()
+        got = {l.rpartition(" ")[0]: float(l.rpartition(" ")[2]) for l in text.decode().splitlines()
+               if l.startswith("peloton_mesos_")}
+        return got if all(got.get(k) == v for k, v in want.items()) else None
+    got = wait_until(metrics, 10, f"the driver's metrics at {want}")
+    assert got['peloton_mesos_calls_total{call="ACCEPT"}'] >= 1 and got["peloton_mesos_status_updates_total"] >= 8, got
     kubectl("delete", "jobs.peloton.io", "mb", "--wait=false")
     wait_until(lambda: not pods("mb"), 30, "mb's pods gone")
 
@@ -483,6 +494,52 @@ def test_resent_update_waits_for_its_write():
     assert "AddressSanitizer" not in text and "runtime error:" not in text, text[-4000:]
     assert services.stop(PROC) == 0
     PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", MASTER, f"--port={PORT}")
+
+
+def inject_update(tid, agent, state):
+    """Writes one UPDATE of task tid into the driver's stream (/sim/inject), with a uuid the master never
+    sent: what a master's resend of an older update looks like to the driver."""
+    import base64
+    import os
+    fid = redis_get("peloton:mesos:framework-id")
+    ev = json.dumps({"type": "UPDATE", "update": {"status": {
+        "task_id": {"value": tid}, "agent_id": {"value": agent}, "state": state, "source": "SOURCE_EXECUTOR",
+        "uuid": base64.b64encode(os.urandom(16)).decode()}}}, separators=(",", ":"))
+    hook(SIM_PORT, "inject", {"framework_id": fid, "data": f"{len(ev.encode())}\n{ev}"})
+
+
+def test_stale_update_is_not_stored():
+    """A task never steps back: an update older than the state stored (TASK_STARTING for a Running pod, as
+    the master's resend of an update whose write failed) is acknowledged and not stored, the pod stays
+    Running; after a restart the state stored is read back from the pod (reconciliation's RUNNING then
+    writes nothing: the Ready condition keeps its time), and the same holds."""
+    global PROC, PORT, LOG
+    apply(job("mb", 1, -1, cpu="500m", typ="STATELESS"))
+    wait_until(lambda: phases("mb") == ["Running"], 30, "1 pod Running")
+    wait_until(lambda: sim_state()["tasks_with_pending_updates"] == 0, 10, "RUNNING acknowledged")
+    tid = next(iter(task_ids("mb")))
+    agent = next(t["agent_id"]["value"] for t in sim_tasks()[0] if t["task_id"]["value"] == tid)
+    def ready_time():
+        p = live("mb")[0]
+        return next(c["lastTransitionTime"] for c in p["status"]["conditions"] if c["type"] == "Ready")
+    for restart in (False, True):
+        if restart:
+            import time
+            stamp, sent = ready_time(), sim_state()["updates_sent"]
+            time.sleep(1)  # a status write after the restart would stamp another second
+            assert services.stop(PROC) == 0
+            PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", MASTER, f"--port={PORT}")
+            wait_until(lambda: sim_state()["updates_sent"] > sent, 20, "reconciliation answered")
+            time.sleep(1)  # what the driver makes of the answer lands
+            assert ready_time() == stamp, (stamp, live("mb")[0]["status"])
+        ignored = sim_state()["acks_ignored"]
+        inject_update(tid, agent, "TASK_STARTING")
+        # acknowledged (the master ignores the uuid it never sent); the driver acknowledges only after
+        # what it stores is stored, so the pod read now shows what it did
+        wait_until(lambda: sim_state()["acks_ignored"] == ignored + 1, 10, "the stale update acknowledged")
+        assert phases("mb") == ["Running"], (restart, [p["status"] for p in live("mb")])
+    kubectl("delete", "jobs.peloton.io", "mb", "--wait=false")
+    wait_until(lambda: not pods("mb"), 30, "mb's pods gone")
 
 
 def test_pelotond_log_is_clean():

@@ -78,12 +78,14 @@ def pool(name, cpu_res, cpu_lim):
             "spec": {"resources": [{"kind": "cpu", "reservation": str(cpu_res), "limit": str(cpu_lim), "share": 1}]}}
 
 
-def pod(name, pool_name, cpu):
+def pod(name, pool_name, cpu, prio=None, app="metrics-test", memory=None):
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default", "labels": {"peloton.io/resource-pool": pool_name,
-                                                                           "app": "metrics-test"}},
+                                                                           "app": app},
+                         "annotations": {"peloton.io/priority": str(prio)} if prio is not None else {}},
             "spec": {"schedulerName": "peloton", "restartPolicy": "Never",
-                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": str(cpu)}}}]}}
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {
+                         "cpu": str(cpu), **({"memory": memory} if memory else {})}}}]}}
 
 
 def samples(text, name):
@@ -166,6 +168,9 @@ def test_workload_seen_by_prometheus():
     # 8 bindings, as the API server answered them and as placement saw them
     wait_until(lambda: scalar('sum(peloton_placement_bindings_total{result="bound"})') == 8, 30,
                "8 bindings in Prometheus")
+    # placements: 8 gangs placed, none unplaceable (the cluster has room); per second is rate() of these
+    assert scalar('peloton_placement_gangs_total{result="placed"}') == 8
+    assert (scalar('sum(peloton_placement_gangs_total{result="unplaceable"})') or 0) == 0
     wait_until(lambda: scalar('sum(peloton_apiserver_request_duration_seconds_count'
                               '{verb="CREATE",resource="pods/binding",code="201"})') == 8, 30,
                "8 binding requests in Prometheus")
@@ -242,6 +247,62 @@ def test_jobs_seen_by_prometheus():
                30, "the Job's 3 gangs admitted in metrics-b too")
 
 
+def test_waiting_and_preemption_seen_by_prometheus():
+    """A pool of 2 cores with 2 pods running: two more wait (its queue length 2, a decision 'entitlement' for
+    the head and 'queued' for the one behind it); a priority 9 pod then preempts one of the running pods
+    (preemptions 1, by pool and reason 'priority')."""
+    apply([pool("metrics-q", 0, 2)])
+    apply([pod(f"mq-run-{i}", "metrics-q", 1, prio=1, app="mq", memory="1Gi") for i in range(2)])
+    wait_until(lambda: kubectl("get", "pods", "-l", "app=mq", "-o", "jsonpath={.items[*].spec.nodeName}").count("m-")
+               == 2, 30, "2 pods of metrics-q bound")
+    apply([pod("mq-wait-0", "metrics-q", 1, prio=1, app="mq")])
+    wait_until(lambda: scalar('peloton_resmgr_admission_decisions_total{pool="metrics-q",reason="entitlement"}')
+               == 1, 30, "the waiting head's decision 'entitlement'")
+    apply([pod("mq-wait-1", "metrics-q", 1, prio=1, app="mq")])
+    wait_until(lambda: scalar('peloton_resmgr_queued_gangs{pool="metrics-q"}') == 2, 30, "2 gangs queued")
+    wait_until(lambda: scalar('peloton_resmgr_admission_decisions_total{pool="metrics-q",reason="queued"}') == 1,
+               30, "the one behind: 'queued'")
+    assert scalar('peloton_resmgr_admission_decisions_total{pool="metrics-q",reason="admitted"}') == 2
+    # the pool's gauges: entitlement and allocation 2, demand 2 (capped by the limit), reservation 0
+    for g, v in (("entitlement", 2), ("allocation", 2), ("demand", 2), ("reservation", 0)):
+        assert scalar(f'peloton_pool_{g}{{pool="metrics-q",kind="cpu"}}') == v, g
+    # per kind, in base units: the two running pods' memory in bytes
+    assert scalar('peloton_pool_allocation{pool="metrics-q",kind="memory"}') == 2 * 2**30
+    assert scalar('peloton_pool_allocation{pool="metrics-q",kind="gpu"}') == 0
+    assert (scalar('sum(peloton_resmgr_preemptions_total{pool="metrics-q"})') or 0) == 0
+    apply([pod("mq-hi", "metrics-q", 1, prio=9, app="mq")])
+    wait_until(lambda: scalar('peloton_resmgr_preemptions_total{pool="metrics-q",reason="priority"}') == 1, 30,
+               "one preemption in metrics-q by priority")
+    wait_until(lambda: "m-" in kubectl("get", "pod", "mq-hi", "-o", "jsonpath={.spec.nodeName}"), 30, "mq-hi bound")
+    time.sleep(3)  # three preemption periods: nothing more to preempt (the waiting pods have the victims' priority)
+    assert scalar('sum(peloton_resmgr_preemptions_total{pool="metrics-q"})') == 1
+    assert scalar('peloton_resmgr_queued_gangs{pool="metrics-q"}') == 2
+    kubectl("delete", "pods", "-l", "app=mq", "--wait=false")
+    wait_until(lambda: scalar('peloton_resmgr_queued_gangs{pool="metrics-q"}') == 0, 30, "metrics-q's queue empty")
+
+
+def test_host_fleet_by_state():
+    kubectl("cordon", "m-3")
+    try:
+        wait_until(lambda: scalar('peloton_hosts{state="cordoned",backend="kubelet"}') == 1, 30, "m-3 cordoned")
+        assert scalar('peloton_hosts{state="ready",backend="kubelet"}') == 3
+    finally:
+        kubectl("uncordon", "m-3")
+    wait_until(lambda: scalar('peloton_hosts{state="ready",backend="kubelet"}') == 4, 30, "m-3 ready again")
+    assert (scalar('sum(peloton_hosts{state="cordoned"})') or 0) == 0
+
+
+def test_request_latency_by_verb_resource_and_code():
+    before = scalar('sum(peloton_apiserver_request_duration_seconds_count{verb="GET",resource="pods",code="404"})') or 0
+    for i in range(3):
+        assert services.kubectl(KCFG, "get", "pod", f"no-such-pod-{i}", check=False) is not None
+    wait_until(lambda: (scalar('sum(peloton_apiserver_request_duration_seconds_count'
+                               '{verb="GET",resource="pods",code="404"})') or 0) == before + 3, 30,
+               "3 more GETs of pods answered 404")
+    lists = scalar('sum(peloton_apiserver_request_duration_seconds_count{verb="LIST",resource="pods",code="200"})')
+    assert lists >= 1, lists
+
+
 def test_deleted_pool_takes_its_gauges():
     def text():
         return get(f"http://127.0.0.1:{PORT}/metrics")[2]
@@ -268,6 +329,7 @@ def test_controller_only_metrics_port():
     port_file = os.path.join(d, "port")
     log = open(os.path.join(d, "ctl.log"), "w")
     p = subprocess.Popen([services.PELOTOND, "--roles=jobmgr,hostmgr", f"--server=http://127.0.0.1:{PORT}",
+                          f"--redis=127.0.0.1:{REDIS}",  # their leases
                           f"--token-file={TOKEN_FILE}", "--metrics-port=0", f"--port-file={port_file}"],
                          stdout=log, stderr=subprocess.STDOUT)
     services._procs.append(p)
@@ -284,6 +346,44 @@ def test_controller_only_metrics_port():
     r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     assert services.stop(p) == 0
+
+
+def test_each_controller_role_alone_serves_its_metrics():
+    """Every controller role run alone (a process without the API server) serves /metrics on --metrics-port
+    with its own families and the process's, behind the token, text promtool accepts. A second resource
+    manager stands by (the leader is the first process's); a second placement engine sees no work here."""
+    closed = services.free_port()  # a Mesos master that is not there: the driver keeps trying, unsubscribed
+    for roles, extra, families in (
+            ("resmgr", [f"--redis=127.0.0.1:{REDIS}"], ["peloton_resmgr_admission_decisions_total",
+                                                         "peloton_resmgr_queueing_seconds", "peloton_pool_allocation"]),
+            ("placement", [f"--redis=127.0.0.1:{REDIS}"], ["peloton_placement_bindings_total",
+                                                            "peloton_placement_wait_seconds"]),
+            ("jobmgr", [], ["peloton_jobmgr_jobs", "peloton_jobmgr_writes_total"]),
+            ("hostmgr", [], ["peloton_hostmgr_evictions_paused", "peloton_hostmgr_judgements_held_total"]),
+            ("mesos", [f"--redis=127.0.0.1:{REDIS}", f"--mesos-master=http://127.0.0.1:{closed}"],
+             ["peloton_mesos_calls_total", "peloton_mesos_subscribed"]),
+            ("native", ["--native-port=0"], [])):
+        d = services.tempdir()
+        port_file = os.path.join(d, "port")
+        log_path = os.path.join(d, "role.log")
+        p = subprocess.Popen([services.PELOTOND, f"--roles={roles}", f"--server=http://127.0.0.1:{PORT}",
+                              f"--token-file={TOKEN_FILE}", "--metrics-port=0", f"--port-file={port_file}", *extra],
+                             stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+        services._procs.append(p)
+        services.wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip() != "",
+                          what=f"the {roles} role's metrics port")
+        mport = int(open(port_file).read().split()[0])
+        assert get(f"http://127.0.0.1:{mport}/metrics", token=None)[0] == 401, roles
+        st, _, body = get(f"http://127.0.0.1:{mport}/metrics")
+        assert st == 200, (roles, st)
+        for fam in families + ["process_cpu_seconds_total", "process_resident_memory_bytes"]:
+            assert f"# TYPE {fam} " in body, (roles, fam, body[:2000])
+        assert "peloton_apiserver" not in body, roles
+        if roles == "mesos":
+            assert "peloton_mesos_subscribed 0\n" in body, body
+        r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, (roles, r.stdout + r.stderr)
+        assert services.stop(p) == 0, (roles, open(log_path).read()[-3000:])
 
 
 def test_extender_role_in_the_process_metrics():

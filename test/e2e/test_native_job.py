@@ -209,6 +209,53 @@ def test_yarpc_json_create_with_curl():
     assert rc == 0 and json.loads(out) == ["/bin/true"], out
 
 
+def test_task_stop_start_some_instances():
+    """TaskManager.Stop with ranges stops instances 2 and 3 of a service of 5
+    (the Job's spec.stoppedInstances): their pods end and are not replaced;
+    Start with the same range brings them back Running."""
+    cfg = batch_config("svc-five", 5)
+    cfg.type = job.SERVICE
+    del cfg.defaultConfig.labels[:]  # no run-seconds: runs until stopped
+    r = jm("Create", job.CreateRequest(config=cfg), job.CreateResponse)
+    assert not r.HasField("error"), r
+    jid = r.jobId.value
+    TM = "/peloton.api.task.TaskManager/"
+
+    def tm(method, req, resp_type):
+        return nativeclient.unary(CH, TM + method, req, resp_type)
+
+    def running():
+        rc, out = kubectl("get", "pods", "-l", "peloton.io/job=svc-five", "-o", "json")
+        assert rc == 0, out
+        items = json.loads(out)["items"]
+        live = sorted(int(p["metadata"]["labels"]["peloton.io/instance"]) for p in items
+                      if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"))
+        return live if len(live) == len(items) else None  # None: something is still moving
+    services.wait_until(lambda: running() == [0, 1, 2, 3, 4], 30, "5 instances Running")
+    rng = [task.InstanceRange(**{"from": 2, "to": 4})]
+    r = tm("Stop", task.StopRequest(jobId=pb.JobID(value=jid), ranges=rng), task.StopResponse)
+    assert list(r.stoppedInstanceIds) == [2, 3] and not r.HasField("error"), r
+    rc, out = kubectl("get", "pj", "svc-five", "-o", "jsonpath={.spec.stoppedInstances}")
+    assert rc == 0 and json.loads(out) == [{"from": 2, "to": 4}], out
+    services.wait_until(lambda: running() == [0, 1, 4], 30, "instances 2 and 3 stopped")
+    time.sleep(3)  # a job manager resync or two: they stay stopped
+    assert running() == [0, 1, 4]
+    lst = tm("List", task.ListRequest(jobId=pb.JobID(value=jid)), task.ListResponse)
+    states = {i: t.runtime.state for i, t in lst.result.value.items()}
+    assert states.get(0) == task.RUNNING and states.get(2) != task.RUNNING, states
+    # stopping them again changes nothing; Start with the range brings them back
+    r = tm("Stop", task.StopRequest(jobId=pb.JobID(value=jid), ranges=rng), task.StopResponse)
+    assert list(r.stoppedInstanceIds) == [2, 3], r
+    r = tm("Start", task.StartRequest(jobId=pb.JobID(value=jid), ranges=rng), task.StartResponse)
+    assert list(r.startedInstanceIds) == [2, 3] and not r.HasField("error"), r
+    services.wait_until(lambda: running() == [0, 1, 2, 3, 4], 30, "instances 2 and 3 Running again")
+    rc, out = kubectl("get", "pj", "svc-five", "-o", "jsonpath={.spec.stoppedInstances}")
+    assert rc == 0 and out == "", out
+    r = tm("Stop", task.StopRequest(jobId=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 6, "to": 8})]),
+           task.StopResponse)
+    assert r.error.outOfRange.instanceCount == 5, r  # the service runs on; test_pool_with_work_is_busy deletes it
+
+
 def test_pool_with_work_is_busy():
     stub = rpg.ResourceManagerStub(CH)
     d = stub.DeleteResourcePool(rp.DeleteRequest(path=rp.ResourcePoolPath(value="/batch")), timeout=20)

@@ -143,7 +143,8 @@ def test_non_preemptible_work_stays_within_reservation():
     assert len(waiting) == 1, "the third should wait"
     ev = wait_until(lambda: [e["message"] for e in events_for(waiting[0]) if e["reason"] == "FailedScheduling"], 10,
                     "an Event saying why it waits")
-    assert "pool /np: cpu reservation 4 < non-preemptible allocation 4 + gang 2" in ev[0], ev
+    assert ("pool /np at its cpu reservation: 4 of 4 cores allocated to non-preemptible work, gang needs 2" in ev[0]
+            and "admitted once its non-preemptible work frees 2 cores or its reservation grows by 2 cores" in ev[0]), ev
     kubectl("delete", "pods", "-l", "t=np", "--wait=false")
     wait_until(lambda: not pods("t=np"), 30, "np pods gone")
 

@@ -66,13 +66,13 @@ def test_a_pool_at_its_entitlement_says_why_and_how_many_wait():
             p["status"]["gangs"].get("running") == 1 and c
     c = wait_until(held, 20, "pool full: Admitting False with 2 gangs waiting and 1 running")
     assert c["reason"] == "AtEntitlement", c
-    assert "cpu entitlement 2" in c["message"] and "2 gangs wait" in c["message"], c
+    assert "cpu entitlement: 2 of 2 cores allocated" in c["message"] and "2 gangs wait" in c["message"], c
     assert c.get("lastTransitionTime"), c
     # the parent: the sums over its subtree, and its held leaf
     org = get_pool("org")
     assert org["status"]["gangs"] == {"pending": 2, "running": 1}, org["status"]
     c = condition(org, "Admitting")
-    assert c["status"] == "False" and c["reason"] == "AtEntitlement" and "pool /org/full:" in c["message"], c
+    assert c["status"] == "False" and c["reason"] == "AtEntitlement" and "pool /org/full at its cpu entitlement" in c["message"], c
     # the printer column
     out = kubectl("get", "resourcepool", "full")
     head, row = out.splitlines()[:2]
@@ -104,9 +104,14 @@ def test_a_job_whose_pods_wait_for_admission_says_why():
     c = wait_until(why, 20, "job waits: Running False, WaitingForAdmission")
     assert c["status"] == "False", c
     assert c["message"].startswith("1 of 1 waiting pods: WaitingForAdmission; e.g. "), c
-    assert "cpu" in c["message"], c
+    # the pool, its numbers, the place in the queue and the way in (issue #21)
+    # (a Job's pods are non-preemptible unless its sla says otherwise: the reservation holds them)
+    assert c["message"].endswith("e.g. waiting for admission: pool /jobs at its cpu reservation: 1 of 1 core "
+                                 "allocated to non-preemptible work, gang needs 1; position 1 of 1 in the pool's "
+                                 "non-preemptible queue; admitted once its non-preemptible work frees 1 core or its "
+                                 "reservation grows by 1 core"), c
     out = kubectl("describe", "pj", "waits")
-    assert "WaitingForAdmission" in out, out
+    assert "WaitingForAdmission" in out and "pool /jobs at its cpu reservation" in out, out
 
 
 def test_an_idle_cluster_writes_no_pool_status():

@@ -33,15 +33,18 @@ def apply(objs):
     services.kubectl_apply(KUBECONFIG, objs)
 
 
-def pool(name, cpu_res, cpu_lim):
-    return {"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "metadata": {"name": name},
-            "spec": {"resources": [{"kind": "cpu", "reservation": str(cpu_res), "limit": str(cpu_lim), "share": 1}]}}
+def pool(name, cpu_res, cpu_lim, parent=None):
+    spec = {"resources": [{"kind": "cpu", "reservation": str(cpu_res), "limit": str(cpu_lim), "share": 1}]}
+    if parent:
+        spec["parent"] = parent
+    return {"apiVersion": "peloton.io/v1alpha1", "kind": "ResourcePool", "metadata": {"name": name}, "spec": spec}
 
 
-def pod(name, pool_name, cpu, labels=None):
+def pod(name, pool_name, cpu, labels=None, prio=None):
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default",
-                         "labels": {"peloton.io/resource-pool": pool_name, **(labels or {})}},
+                         "labels": {"peloton.io/resource-pool": pool_name, **(labels or {})},
+                         "annotations": {"peloton.io/priority": str(prio)} if prio is not None else {}},
             "spec": {"schedulerName": "peloton", "restartPolicy": "Never",
                      "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": str(cpu)}}}]}}
 
@@ -139,32 +142,115 @@ def test_gang_failure_says_how_many_members_fit_and_where():
 
 
 def test_every_pod_waiting_for_admission_says_why_and_binding_clears_it():
+    """Issue #21: the pool and its numbers, the place in the pool's queue and what would let it in;
+    kubectl describe shows it."""
     apply([pool("adm", 0, 2)])
     apply([pod(f"run-{i}", "adm", 1, labels={"t": "adm", "r": "run"}) for i in range(2)])
     wait_until(lambda: all(get_pod(f"run-{i}")["spec"].get("nodeName") for i in range(2)), 20, "two pods bound")
-    apply([pod(f"wait-{i}", "adm", 1, labels={"t": "adm"}) for i in range(3)])
-    for i in range(3):  # the head of the queue and the two behind it
-        c = wait_until(lambda: scheduled(f"wait-{i}"), 20, f"wait-{i} to have PodScheduled")
+    for i in range(3):  # one at a time, so that their order in the queue is known
+        apply([pod(f"wait-{i}", "adm", 1, labels={"t": "adm"})])
+        wait_until(lambda: scheduled(f"wait-{i}"), 20, f"wait-{i} to have PodScheduled")
+    # the head, with the numbers and the way in; those behind with their place (the queue's length is that of
+    # the moment each was told: wait-1 may have been told before wait-2 came)
+    want = {0: re.escape("waiting for admission: pool /adm at its cpu entitlement: 2 of 2 cores allocated, gang "
+                         "needs 1; position 1 of ") + "[1-3]" +
+               re.escape(" in the pool's queue; admitted once its work frees 1 core or its entitlement grows by 1 "
+                         "core")}
+    for i in (1, 2):
+        want[i] = (re.escape("waiting for admission: pool /adm: queued behind higher-priority or earlier gangs, "
+                             f"position {i + 1} of ") + f"[{i + 1}-3]" +
+                   re.escape(f" in the pool's queue; admitted after the {i} ahead of it"))
+
+    def told(i):
+        c = scheduled(f"wait-{i}")
+        return c if re.fullmatch(want[i], c["message"]) else None
+    for i in range(3):
+        c = wait_until(lambda: told(i), 20, f"wait-{i} told {want[i]!r} (has {scheduled(f'wait-{i}')})")
         assert c["status"] == "False" and c["reason"] == "WaitingForAdmission", c
-        assert c["message"].startswith("waiting for admission: pool /adm: "), c
-        ev = wait_until(lambda: events_for(f"wait-{i}"), 10, f"an Event for wait-{i}")
-        assert ev[0]["message"] == c["message"], (ev, c)
-    head = [i for i in range(3) if "cpu entitlement" in scheduled(f"wait-{i}")["message"]]
-    behind = [i for i in range(3) if "queued behind" in scheduled(f"wait-{i}")["message"]]
-    assert len(head) == 1 and len(behind) == 2, [scheduled(f"wait-{i}")["message"] for i in range(3)]
+        ev = wait_until(lambda: [e for e in events_for(f"wait-{i}") if e["message"] == c["message"]], 10,
+                        f"an Event for wait-{i}")
+        assert ev[0]["source"]["component"] == "peloton-resmgr", ev
+        want[i] = c["message"]
+    desc = kubectl("describe", "pod", "wait-0")
+    assert re.search(r"Warning\s+FailedScheduling\s+.*peloton-resmgr\s+" + re.escape(want[0]), desc), desc
+    assert "PodScheduled      False" in desc or re.search(r"PodScheduled\s+False", desc), desc
     time.sleep(2)  # a hundred rounds: no new Event while the reason stays
     for i in range(3):
-        assert len(events_for(f"wait-{i}")) == 1, events_for(f"wait-{i}")
+        assert len(events_for(f"wait-{i}")) <= 2, events_for(f"wait-{i}")
+        assert len([e for e in events_for(f"wait-{i}") if e["message"] == want[i]]) == 1, events_for(f"wait-{i}")
+        assert all(e.get("count", 1) == 1 for e in events_for(f"wait-{i}")), events_for(f"wait-{i}")
     for i in range(2):
         assert scheduled(f"run-{i}")["status"] == "True", scheduled(f"run-{i}")
     delete("r=run")
     wait_until(lambda: sum(1 for i in range(3) if get_pod(f"wait-{i}")["spec"].get("nodeName")) == 2, 30,
                "two waiting pods admitted and bound")
-    for i in range(3):
-        if get_pod(f"wait-{i}")["spec"].get("nodeName"):
-            c = scheduled(f"wait-{i}")
-            assert c["status"] == "True", c
+    assert get_pod("wait-0")["spec"].get("nodeName") and get_pod("wait-1")["spec"].get("nodeName"), "queue order"
+    for i in range(2):
+        assert scheduled(f"wait-{i}")["status"] == "True", scheduled(f"wait-{i}")
+    # wait-2 is the head now: told again, at position 1 of 1
+    c = wait_until(lambda: scheduled("wait-2") if "position 1 of 1 " in scheduled("wait-2")["message"] else None, 20,
+                   "wait-2 told it heads the queue")
+    assert c["message"].startswith("waiting for admission: pool /adm at its cpu entitlement: 2 of 2 cores"), c
     delete("t=adm")
+
+
+def test_preempted_pod_says_who_and_why_and_the_preemptor_names_it():
+    """Intra-pool: a priority 9 pod of a full pool preempts lower-priority pods of that pool; the victims say
+    the gang and the rule (priority), the preemptor's Event names each victim."""
+    apply([pool("pri", 0, 4)])
+    apply([pod(f"lo-{i}", "pri", 1, labels={"t": "pri"}, prio=1) for i in range(4)])
+    wait_until(lambda: all(get_pod(f"lo-{i}")["spec"].get("nodeName") for i in range(4)), 20, "4 low pods bound")
+    apply([pod("hi-0", "pri", 2, labels={"t": "pri"}, prio=9)])
+    vic = wait_until(lambda: [e for e in services.events(KUBECONFIG, reason="Preempted")
+                              if e["involvedObject"]["name"].startswith("lo-")], 30, "victims' Preempted Events")
+    pat = re.compile(r"^priority 9 gang (\S+) preempts priority 1 \(pool /pri short of cpu entitlement by 2\)$")
+    assert all(pat.match(e["message"]) for e in vic), [e["message"] for e in vic]
+    assert pat.match(vic[0]["message"]).group(1).endswith("hi-0"), vic[0]["message"]
+    names = {e["involvedObject"]["name"] for e in vic}
+    mine = wait_until(lambda: [e["message"] for e in events_for("hi-0", reason="Preempting")], 20,
+                      "the preemptor's Preempting Events")
+    for n in names:  # the preemptor names each victim
+        assert any(m.startswith(f"preempting default/{n}: priority 9 gang ") for m in mine), (n, mine)
+    # kubectl get events shows the victims' side (they are gone), kubectl describe the preemptor's
+    table = kubectl("get", "events")
+    for n in names:
+        assert re.search(r"Warning\s+Preempted\s+pod/" + n + r"\s+priority 9 gang \S+ preempts priority 1", table), \
+            table
+    desc = kubectl("describe", "pod", "hi-0")
+    for n in names:
+        assert re.search(r"Normal\s+Preempting\s+.*peloton-resmgr\s+preempting default/" + n + ": priority 9", desc), \
+            desc
+    wait_until(lambda: get_pod("hi-0")["spec"].get("nodeName"), 30, "the preemptor bound")
+    delete("t=pri")
+
+
+def test_inter_pool_victims_name_the_pool_they_make_room_for():
+    """Inter-pool: the borrowing pool's pods say by how much it is over its entitlement and for which pool;
+    the gaining pool's Event names the victims."""
+    apply([pool("org", 8, 8), pool("ia", 4, 8, "org"), pool("ib", 4, 8, "org")])
+    apply([pod(f"ia-{i}", "ia", 1, labels={"t": "ia"}) for i in range(8)])
+    wait_until(lambda: sum(1 for i in range(8) if get_pod(f"ia-{i}")["spec"].get("nodeName")) == 8, 30,
+               "ia borrowing all of org's 8 cores")
+    # the nodes' last 4 cores go to other work: ib's pods, admitted, wait for ia's to leave the nodes
+    apply([pod("fill-0", "sr", 4, labels={"t": "ib"})])
+    wait_until(lambda: get_pod("fill-0")["spec"].get("nodeName"), 30, "the filler bound")
+    apply([pod(f"ib-{i}", "ib", 1, labels={"t": "ib"}) for i in range(4)])
+    vic = wait_until(lambda: [e for e in services.events(KUBECONFIG, reason="Preempted")
+                              if e["involvedObject"]["name"].startswith("ia-")], 40, "ia's victims told")
+    pat = re.compile(r"^pool /org/ia over cpu entitlement by 4 for \d+ checks; for the work of pool\(s\) /org/ib$")
+    assert all(pat.match(e["message"]) for e in vic), [e["message"] for e in vic]
+    gain = wait_until(lambda: services.events(KUBECONFIG, name="ib", kind="ResourcePool", reason="Preempting"), 20,
+                      "ib told it gains")
+    m = re.match(r"^preempting (\d+) pod\(s\) of pool /org/ia, over its cpu entitlement by 4 for \d+ checks, "
+                 r"for this pool's work \(cpu entitlement 4, running 0\): (.*)$", gain[0]["message"])
+    assert m, gain[0]["message"]
+    named = set(x.strip() for x in m.group(2).split(","))
+    assert int(m.group(1)) == len(named) and named <= {f"default/{e['involvedObject']['name']}" for e in vic} | \
+        {f"default/ia-{i}" for i in range(8)}, (named, [e["involvedObject"]["name"] for e in vic])
+    wait_until(lambda: sum(1 for i in range(4) if get_pod(f"ib-{i}")["spec"].get("nodeName")) == 4, 40,
+               "ib's pods bound after the preemption")
+    delete("t=ia")
+    delete("t=ib")
 
 
 def test_pods_of_an_incomplete_gang_say_they_wait_for_it():

@@ -8,9 +8,13 @@ pod per node, the batch Job Complete; `kubectl scale`, `kubectl rollout
 status` after an image change, deletion cascading to the Peloton Job and its
 pods, a 422 for what is not translated, the pods counted in their pool; and
 kubectl 1.20's client-side validation of the same manifests."""
+import http.client
 import json
 import os
+import re
+import socket
 import subprocess
+import threading
 import time
 
 import services
@@ -75,6 +79,25 @@ def test_deployment_available():
     assert table.split("\n")[1].split()[:4] == ["web", "3/3", "3", "3"], table
 
 
+SUFFIX = "[bcdfghjklmnpqrstvwxz2456789]{5}"  # kube-controller-manager's generated names
+
+
+def test_deployment_pods_named_after_their_replicaset():
+    web = pods("app=web")
+    hashes = {p["metadata"]["labels"].get("pod-template-hash") for p in web}
+    assert len(hashes) == 1 and None not in hashes, [p["metadata"] for p in web]
+    h = hashes.pop()
+    for p in web:
+        assert re.fullmatch(f"web-{h}-{SUFFIX}", p["metadata"]["name"]), p["metadata"]["name"]
+    # the Peloton Job still knows each pod's instance, by its label
+    assert sorted(p["metadata"]["labels"]["peloton.io/instance"] for p in web) == ["0", "1", "2"], web
+    rs = wait_until(lambda: [r for r in json.loads(kubectl("get", "rs", "-l", "app=web", "-o", "json"))["items"]
+                             if r["spec"]["replicas"]], 15, "web's current ReplicaSet")
+    assert rs[0]["metadata"]["name"] == f"web-{h}", rs[0]["metadata"]
+    table = kubectl("get", "pods", "-l", "app=web")
+    assert all(re.match(f"web-{h}-{SUFFIX} ", ln) for ln in table.splitlines()[1:]), table
+
+
 def test_statefulset_pods_named():
     wait_until(lambda: len(running("app=cache")) == 3, 30, "statefulset cache's 3 pods running")
     assert sorted(p["metadata"]["name"] for p in pods("app=cache")) == ["cache-0", "cache-1", "cache-2"]
@@ -92,6 +115,8 @@ def test_daemonset_one_per_node():
                == NODES, 15, "daemonset numberReady")
     ds = get("/apis/apps/v1/namespaces/default/daemonsets/log-agent")["status"]
     assert ds["desiredNumberScheduled"] == NODES, ds
+    for p in pods("app=log-agent"):
+        assert re.fullmatch(f"log-agent-{SUFFIX}", p["metadata"]["name"]), p["metadata"]["name"]
     table = kubectl("get", "ds", "log-agent")
     assert table.split("\n")[0].split()[:6] == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE"], table
     assert table.split("\n")[1].split()[:7] == ["log-agent", "3", "3", "3", "3", "3", "<none>"], table
@@ -107,6 +132,8 @@ def test_batch_job_complete():
     st = get("/apis/batch/v1/namespaces/default/jobs/report")["status"]
     assert st["succeeded"] == 6 and st.get("completionTime"), st
     assert "active" not in st, st  # no pod is left running
+    names = [p["metadata"]["name"] for p in pods("job-name=report")]
+    assert len(names) == 6 and all(re.fullmatch(f"report-{SUFFIX}", n) for n in names), names
     table = kubectl("get", "job", "report")
     assert table.split("\n")[0].split()[:3] == ["NAME", "STATUS", "COMPLETIONS"], table
     assert table.split("\n")[1].split()[:3] == ["report", "Complete", "6/6"], table
@@ -138,6 +165,96 @@ def test_cronjob_runs_when_due():
                                "spec": {"schedule": "61 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
                                    "restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}})
     assert code == 422 and body["details"]["causes"][0]["field"] == "spec.schedule", body
+
+
+class PodWatch:
+    """A watch of the pods matching selector (from now on, in a thread):
+    the largest number of them seen at once that had not ended (phase
+    neither Succeeded nor Failed; a pod being deleted has not ended yet),
+    and the pods that succeeded."""
+
+    def __init__(self, selector):
+        self.max, self.live, self.succeeded, self.error = 0, {}, set(), None
+        self.conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=90)
+        self.conn.request("GET", f"/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=80"
+                                 f"&labelSelector={selector}")
+        self.resp = self.conn.getresponse()
+        assert self.resp.status == 200, self.resp.status
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            for line in self.resp:
+                if not line.strip():
+                    continue
+                ev = json.loads(line)
+                pod = ev["object"]
+                name, phase = pod["metadata"]["name"], pod.get("status", {}).get("phase")
+                if ev["type"] == "DELETED" or phase in ("Succeeded", "Failed"):
+                    self.live.pop(name, None)
+                else:
+                    self.live[name] = phase
+                if phase == "Succeeded":
+                    self.succeeded.add(name)
+                self.max = max(self.max, len(self.live))
+        except (OSError, ValueError) as e:  # closed by stop()
+            self.error = e
+
+    def stop(self):
+        try:
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.thread.join(10)
+        self.conn.close()
+
+
+def test_batch_parallelism_enforced():
+    """completions 6, parallelism 2: the Peloton Job's
+    sla.maximumRunningInstances 2 holds the other instances back; a watch
+    never sees more than 2 pods that have not ended, and all 6 succeed."""
+    w = PodWatch("job-name%3Dpar")
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "par"},
+           "spec": {"completions": 6, "parallelism": 2, "backoffLimit": 1,
+                    "template": {"metadata": {"labels": {"peloton.io/resource-pool": "workloads"},
+                                              "annotations": {"kubelet-sim.peloton.io/run-seconds": "1"}},
+                                 "spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "c", "image": "busybox",
+                                                          "resources": {"requests": {"cpu": "100m"}}}]}}}}
+    try:
+        kubectl("apply", "-f", "-", stdin=json.dumps(job))
+        kubectl("wait", "--for=condition=complete", "job/par", "--timeout=60s")
+        wait_until(lambda: len(w.succeeded) == 6, 10, "the watch to see 6 pods succeed")
+    finally:
+        w.stop()
+    assert w.max == 2, (w.max, w.live)  # at most 2, and 2 did run together
+    pj = get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/par")
+    assert pj["spec"]["sla"]["maximumRunningInstances"] == 2, pj["spec"]
+    assert get("/apis/batch/v1/namespaces/default/jobs/par")["status"]["succeeded"] == 6
+
+
+def test_peloton_job_maximum_running_instances():
+    """A BATCH Peloton Job applied with kubectl, 5 instances, at most 2 at a time."""
+    w = PodWatch("app%3Dmrun")
+    pj = {"apiVersion": "peloton.io/v1alpha1", "kind": "Job", "metadata": {"name": "mrun"},
+          "spec": {"type": "BATCH", "resourcePool": "workloads", "instanceCount": 5,
+                   "sla": {"maximumRunningInstances": 2},
+                   "template": {"metadata": {"labels": {"app": "mrun"},
+                                             "annotations": {"kubelet-sim.peloton.io/run-seconds": "1"}},
+                                "spec": {"containers": [{"name": "c", "image": "busybox",
+                                                         "resources": {"requests": {"cpu": "100m"}}}]}}}}
+    try:
+        kubectl("apply", "-f", "-", stdin=json.dumps(pj))
+        wait_until(lambda: (get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/mrun") or {}).get(
+            "status", {}).get("state") == "SUCCEEDED", 60, "Peloton Job mrun SUCCEEDED")
+        wait_until(lambda: len(w.succeeded) == 5, 10, "the watch to see 5 pods succeed")
+    finally:
+        w.stop()
+    assert w.max == 2, (w.max, w.live)
+    # a Peloton Job's pods keep <job>-<instance>
+    assert sorted(w.succeeded) == [f"mrun-{i}" for i in range(5)], w.succeeded
+    kubectl("delete", "pj", "mrun")
 
 
 def test_pods_counted_in_pool():

@@ -956,3 +956,180 @@ TEST(jobmgr_integ_update_survives_restart) {
     CHECK(r.max_unavailable <= 1);
     env_stop(&e);
 }
+
+/* ---- sla.maximumRunningInstances and spec.stoppedInstances ---- */
+
+/* Pods of the job not ended: not Succeeded nor Failed (being deleted counts:
+ * its run has not ended yet). */
+static size_t live_pods(struct env *e, const char *job) {
+    json_t *pods = list_pods(e, job);
+    size_t i, n = 0;
+    json_t *pod;
+    json_array_foreach(pods, i, pod) {
+        const char *ph = pphase(pod);
+        n += !ph || (strcmp(ph, "Succeeded") && strcmp(ph, "Failed"));
+    }
+    json_decref(pods);
+    return n;
+}
+
+struct max_live {
+    const char *job;
+    size_t max;
+};
+static bool done_tracking(struct env *e, void *ud) {
+    struct max_live *m = ud;
+    size_t n = live_pods(e, m->job);
+    if (n > m->max) m->max = n;
+    struct want_state ws = {m->job, "SUCCEEDED"};
+    return job_in_state(e, &ws);
+}
+
+/* A BATCH job of 5 with maximumRunningInstances 2: never more than 2 pods
+ * not ended at once, the next started as one ends, all 5 succeed. */
+TEST(jobmgr_integ_batch_max_running) {
+    START(e);
+    REQUIRE(create_job(&e, "mr", "BATCH", 5, "\"sla\":{\"maximumRunningInstances\":2},", "img") == 201);
+    struct max_live m = {"mr", 0};
+    CHECK(wait_until(&e, "mr", run_to_success, done_tracking, &m));
+    CHECK_I64((long)m.max, 2);
+    json_t *job = get_job(&e, "mr");
+    CHECK_I64(job_stat(job, "SUCCEEDED"), 5);
+    json_decref(job);
+    json_t *pods = list_pods(&e, "mr");
+    CHECK_I64(json_array_size(pods), 5);
+    json_decref(pods);
+    env_stop(&e);
+}
+
+struct want_instances {
+    const char *job;
+    const char *want; /* the instances with a Running pod not being deleted, e.g. "0,1,4" */
+};
+static bool instances_running(struct env *e, void *ud) {
+    struct want_instances *w = ud;
+    json_t *pods = list_pods(e, w->job);
+    char have[10][16];
+    size_t i, n = 0;
+    json_t *pod;
+    bool ok = true;
+    json_array_foreach(pods, i, pod) {
+        if (pmeta(pod, "deletionTimestamp") || !pphase(pod) || strcmp(pphase(pod), "Running")) {
+            ok = false; /* something is still moving */
+            continue;
+        }
+        if (n < 10) snprintf(have[n++], sizeof have[0], "%s", plabel(pod, PL_INSTANCE) ? plabel(pod, PL_INSTANCE) : "");
+    }
+    json_decref(pods);
+    qsort(have, n, sizeof have[0], (int (*)(const void *, const void *))strcmp);
+    char got[200] = "";
+    for (i = 0; i < n; i++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? "," : "", have[i]);
+    return ok && !strcmp(got, w->want);
+}
+
+/* spec.stoppedInstances: the named instances' pods are killed and not
+ * replaced while named; taken out of the list, they run again. */
+TEST(jobmgr_integ_stopped_instances) {
+    START(e);
+    REQUIRE(create_job(&e, "st", "STATELESS", 5, NULL, "img") == 201);
+    struct want_instances all = {"st", "0,1,2,3,4"};
+    CHECK(wait_until(&e, "st", run_forever, instances_running, &all));
+    CHECK(api(&e, "PATCH", JOBS "/st", "{\"spec\":{\"stoppedInstances\":[{\"from\":2,\"to\":4}]}}",
+              "application/merge-patch+json", NULL) == 200);
+    struct want_instances some = {"st", "0,1,4"};
+    CHECK(wait_until(&e, "st", run_forever, instances_running, &some));
+    for (int k = 0; k < 20; k++) { /* two resyncs later: still gone */
+        pump(&e, 100);
+        kubelet_step(&e, "st", run_forever);
+    }
+    CHECK(instances_running(&e, &some));
+    json_t *job = get_job(&e, "st");
+    CHECK_I64(job_stat(job, "KILLED"), 2);
+    CHECK_I64(job_stat(job, "RUNNING"), 3);
+    json_decref(job);
+    /* a bad range is refused by the API server with the field named */
+    json_t *out = NULL;
+    CHECK(api(&e, "PATCH", JOBS "/st", "{\"spec\":{\"stoppedInstances\":[{\"from\":3,\"to\":3}]}}",
+              "application/merge-patch+json", &out) == 422);
+    char *msg = json_dumps(out, JSON_COMPACT);
+    CHECK(msg && strstr(msg, "spec.stoppedInstances[0]"));
+    free(msg);
+    json_decref(out);
+    CHECK(api(&e, "PATCH", JOBS "/st", "{\"spec\":{\"stoppedInstances\":null}}", "application/merge-patch+json",
+              NULL) == 200);
+    CHECK(wait_until(&e, "st", run_forever, instances_running, &all));
+    env_stop(&e);
+}
+
+/* Generated pod names (JM_A_POD_NAMES): <job>-<pod-template-hash>-<5>; a
+ * name another pod already holds is given up for the next salt. */
+TEST(jobmgr_integ_generated_names_and_a_taken_name) {
+    START(e);
+    const char *body =
+        "{\"apiVersion\":\"peloton.io/v1alpha1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"gn\","
+        "\"annotations\":{\"" JM_A_POD_NAMES "\":\"" JM_POD_NAMES_GENERATED "\"}},"
+        "\"spec\":{\"type\":\"BATCH\",\"resourcePool\":\"pool-a\",\"instanceCount\":2,"
+        "\"sla\":{\"maximumRunningInstances\":1},"
+        "\"template\":{\"metadata\":{\"labels\":{\"app\":\"gn\",\"" JM_HASH_LABEL "\":\"h7\"}},"
+        "\"spec\":{\"containers\":[{\"name\":\"main\",\"image\":\"img\"}]}}}}";
+    json_t *job = NULL;
+    REQUIRE(api(&e, "POST", JOBS, body, NULL, &job) == 201);
+    char uid[128], n0[128], n1[128], n1b[128];
+    snprintf(uid, sizeof uid, "%s", pmeta(job, "uid"));
+    json_decref(job);
+    REQUIRE_I64(jm_pod_name_generated(n0, sizeof n0, "gn-h7", uid, 0, 1, 0), 0);
+    REQUIRE_I64(jm_pod_name_generated(n1, sizeof n1, "gn-h7", uid, 1, 1, 0), 0);
+    REQUIRE_I64(jm_pod_name_generated(n1b, sizeof n1b, "gn-h7", uid, 1, 1, 1), 0);
+    /* instance 1 waits (one at a time): a stranger's pod takes its name meanwhile */
+    char stranger[400];
+    snprintf(stranger, sizeof stranger,
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\"},"
+             "\"spec\":{\"containers\":[{\"name\":\"x\",\"image\":\"x\"}]}}", n1);
+    CHECK(api(&e, "POST", PODS, stranger, NULL, NULL) == 201);
+    struct want_pods one = {"gn", 1, "Pending"};
+    CHECK(wait_until(&e, NULL, NULL, pods_are, &one));
+    json_t *pods = list_pods(&e, "gn");
+    CHECK_STR(pmeta(json_array_get(pods, 0), "name"), n0);
+    json_decref(pods);
+    struct want_state ws = {"gn", "SUCCEEDED"};
+    CHECK(wait_until(&e, "gn", run_to_success, job_in_state, &ws));
+    pods = list_pods(&e, "gn");
+    CHECK(find_pod(pods, n0) != NULL);
+    json_t *p1 = find_pod(pods, n1b);
+    CHECK(p1 != NULL);
+    if (p1) CHECK_STR(plabel(p1, PL_INSTANCE), "1");
+    CHECK_I64(json_array_size(pods), 2);
+    json_decref(pods);
+    char p[300];
+    snprintf(p, sizeof p, PODS "/%s", n1);
+    json_t *s = NULL;
+    CHECK(api(&e, "GET", p, NULL, NULL, &s) == 200); /* the stranger's pod is left alone */
+    CHECK(!plabel(s, PL_JOB));
+    json_decref(s);
+    env_stop(&e);
+}
+
+/* A rolling update goes past stopped instances (they start again at the
+ * new template), and they stay stopped through it. */
+TEST(jobmgr_integ_update_passes_stopped_instances) {
+    START(e);
+    REQUIRE(create_job(&e, "us", "STATELESS", 4,
+                       "\"updateStrategy\":{\"batchSize\":1,\"minReadySeconds\":0},"
+                       "\"stoppedInstances\":[{\"from\":1,\"to\":3}],", "v1") == 201);
+    struct want_instances some = {"us", "0,3"};
+    CHECK(wait_until(&e, "us", run_forever, instances_running, &some));
+    CHECK(set_image(&e, "us", "v2") == 200);
+    struct roll r = {"us", "v2", "SUCCEEDED", 2, 0};
+    CHECK(wait_until(&e, "us", run_forever, rolled, &r));
+    CHECK(instances_running(&e, &some));
+    CHECK(api(&e, "PATCH", JOBS "/us", "{\"spec\":{\"stoppedInstances\":[]}}", "application/merge-patch+json",
+              NULL) == 200);
+    struct want_instances all = {"us", "0,1,2,3"};
+    CHECK(wait_until(&e, "us", run_forever, instances_running, &all));
+    json_t *pods = list_pods(&e, "us");
+    size_t i;
+    json_t *pod;
+    json_array_foreach(pods, i, pod) CHECK_STR(pimage(pod), "v2");
+    json_decref(pods);
+    env_stop(&e);
+}

@@ -324,6 +324,33 @@ TEST(mclient_follows_redirects_across_a_master_failover) {
     with_sim(flags, failover_body);
 }
 
+static bool two_calls_done(struct app *a) { return a->calls_done >= 2; }
+
+static void idle_close_body(struct simproc *p) {
+    struct app a;
+    REQUIRE(app_start(&a, p->port, 0, 0) == 0);
+    REQUIRE(run_until(&a, is_subscribed, 5000));
+    CHECK_I64(mclient_call(a.c, mesos_call_new(MESOS_CALL_REVIVE, NULL), on_call, &a), 0);
+    CHECK(run_until(&a, call_done, 5000));
+    CHECK_I64(a.last_status, 202);
+    /* the loop stands still while the master closes the idle kept-alive connection: the next call
+     * is queued on it before the client reads the end, and is sent again on a new connection */
+    usleep(2500 * 1000);
+    CHECK_I64(mclient_call(a.c, mesos_call_new(MESOS_CALL_REVIVE, NULL), on_call, &a), 0);
+    CHECK(run_until(&a, two_calls_done, 5000));
+    CHECK_I64(a.last_status, 202);
+    struct mclient_stats st;
+    mclient_get_stats(a.c, &st);
+    CHECK_I64(st.call_errors, 0);
+    CHECK_I64(a.lost, 0);
+    app_stop(&a);
+}
+
+TEST(mclient_call_after_the_master_closed_an_idle_connection) {
+    static const char *const flags[] = {FAST, "--heartbeat-seconds=5", "--conn-idle-ms=100", NULL};
+    with_sim(flags, idle_close_body);
+}
+
 static void watchdog_body(struct simproc *p) {
     struct app a;
     REQUIRE(app_start(&a, p->port, 0, 2) == 0); /* 3 intervals of 0.3 s without an event */

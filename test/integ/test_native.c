@@ -189,6 +189,7 @@ struct cstream {
     bool closed;
     uint32_t rst;
     bool got_rst; /* an RST_STREAM frame came for it */
+    bool hold;    /* its message is not sent yet (the request's headers are) */
 };
 
 struct client {
@@ -253,6 +254,7 @@ static ssize_t c_read_req(nghttp2_session *h, int32_t id, uint8_t *buf, size_t l
     (void)id;
     (void)ud;
     struct cstream *s = src->ptr;
+    if (s->hold) return NGHTTP2_ERR_DEFERRED;
     size_t k = s->req_len - s->req_off < len ? s->req_len - s->req_off : len;
     memcpy(buf, s->req + s->req_off, k);
     s->req_off += k;
@@ -451,6 +453,39 @@ TEST(native_oversize_and_unknown_keep_the_connection) {
     CHECK_I64(c.st[1].status, 12); /* UNIMPLEMENTED */
     CHECK_I64(c.st[2].status, 0);
     (void)none;
+    free(big);
+    client_close(&c);
+    srv_end(&s);
+}
+
+/* A call refused at its headers is answered once its message has come
+ * (END_STREAM), without a reset: libcurl 7.88 lost an answer that came
+ * before it had sent the message, the stream being reset (docs/native-api.md).
+ * One that keeps sending past a message's bound is answered and reset then. */
+TEST(native_refusal_at_headers_waits_for_the_request) {
+    struct srv s;
+    REQUIRE(srv_start(&s) == 0);
+    struct client c;
+    REQUIRE(client_open(&c, s.port, 2) == 0);
+    AllTypes m = PELOTON_C__TEST__ALL_TYPES__INIT;
+    m.text = "hello";
+    struct cstream *a = client_call(&c, "Nope", &m.base, NULL);
+    a->hold = true;
+    CHECK_I64(client_run(&c, all_closed, 400), -ETIMEDOUT);
+    CHECK_I64(a->status, -1); /* not answered while its message is on its way */
+    a->hold = false;
+    nghttp2_session_resume_data(c.h, a->id);
+    CHECK_I64(client_run(&c, all_closed, 10000), 0);
+    CHECK_I64(a->status, 12); /* UNIMPLEMENTED */
+    CHECK(!a->got_rst);
+    char *big = malloc((2 << 20) + 1); /* twice the server's 1 MiB bound */
+    memset(big, 'z', 2 << 20);
+    big[2 << 20] = 0;
+    m.text = big;
+    struct cstream *b = client_call(&c, "Nope", &m.base, NULL);
+    CHECK_I64(client_run(&c, all_closed, 10000), 0);
+    CHECK_I64(b->status, 12);
+    CHECK(b->got_rst && b->req_off < b->req_len); /* told to stop before all of it went */
     free(big);
     client_close(&c);
     srv_end(&s);

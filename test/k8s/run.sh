@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make test-k8s: every test/k8s/test_*.py on a real Kubernetes 1.20 control
 # plane (each file starts its own, see k8sreal.py), then the scheduling-rate
-# benchmark unless K8S_BENCH=0. Ends with one line "N passed, N failed".
+# benchmark (bench/bench_k8s_sched.py, one round) unless K8S_BENCH=0.
+# Ends with one line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 pass=0 fail=0
@@ -22,9 +23,9 @@ for t in test/k8s/test_*.py; do
   fi
   pass=$((pass + p)) fail=$((fail + f))
 done
-if [ "${K8S_BENCH:-1}" != 0 ] && [ -e test/k8s/bench_sched_rate.py ]; then
-  echo "== test/k8s/bench_sched_rate.py"
-  /usr/bin/python3 test/k8s/bench_sched_rate.py </dev/null || fail=$((fail + 1))
+if [ "${K8S_BENCH:-1}" != 0 ]; then
+  echo "== bench/bench_k8s_sched.py"
+  K8S_BENCH_ROUNDS=${K8S_BENCH_ROUNDS:-1} /usr/bin/python3 bench/bench_k8s_sched.py </dev/null || fail=$((fail + 1))
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -52,6 +52,39 @@ TEST(admit_priority_then_fifo) {
     teardown(t);
 }
 
+/* A gang's place in its queue is its rank in admission order, kept true
+ * as gangs come and go; the message of a gang behind others says it. */
+TEST(admit_gang_rank_follows_the_queue) {
+    struct respool_tree *t = respool_tree_new();
+    struct respool *p = mkpool(t, "/a", 0);
+    REQUIRE(p);
+    static const uint32_t prio[] = {1, 5, 5, 3, 5, 0};
+    static const uint32_t rank[] = {5, 1, 2, 4, 3, 6}; /* g1, g2, g4, g3, g0, g5 */
+    struct gang g[6];
+    char ids[6][16];
+    for (int i = 0; i < 6; i++) {
+        snprintf(ids[i], sizeof ids[i], "g%d", i);
+        admit_gang_init(&g[i], ids[i], prio[i], WF_PREEMPTIBLE, 1, cpu(1));
+        REQUIRE(admit_enqueue(p, &g[i], NULL, 0) == 0);
+    }
+    for (int i = 0; i < 6; i++) CHECK_I64(admit_gang_rank(&g[i]), rank[i]);
+    char buf[300];
+    admit_why_format(&g[3], buf, sizeof buf);
+    CHECK_STR(buf, "pool /a: queued behind higher-priority or earlier gangs, position 4 of 6 in the pool's queue; "
+                   "admitted after the 3 ahead of it");
+    admit_remove(&g[2]); /* one ahead of g3 leaves */
+    CHECK_I64(admit_gang_rank(&g[3]), 3);
+    CHECK_I64(admit_gang_rank(&g[5]), 5);
+    CHECK_I64(admit_gang_rank(&g[2]), 0);
+    struct gang late;
+    admit_gang_init(&late, "late", 9, WF_PREEMPTIBLE, 1, cpu(1)); /* ahead of all */
+    REQUIRE(admit_enqueue(p, &late, NULL, 0) == 0);
+    CHECK_I64(admit_gang_rank(&late), 1);
+    CHECK_I64(admit_gang_rank(&g[1]), 2);
+    CHECK_I64(admit_gang_rank(&g[3]), 4);
+    teardown(t);
+}
+
 TEST(admit_moves_pending_to_alloc) {
     struct respool_tree *t = respool_tree_new();
     struct respool *p = mkpool(t, "/a", 10);
@@ -103,9 +136,10 @@ TEST(admit_gang_all_or_nothing) {
     CHECK_I64(g.why.alloc, CORES(3));
     CHECK_I64(g.why.gang, CORES(3));
     CHECK_I64(g.why.limit, CORES(5));
-    char buf[200];
+    char buf[400];
     admit_why_format(&g, buf, sizeof buf);
-    CHECK_STR(buf, "pool /a: cpu entitlement 5 < allocation 3 + gang 3");
+    CHECK_STR(buf, "pool /a at its cpu entitlement: 3 of 5 cores allocated, gang needs 3; position 1 of 1 in the pool's "
+                   "queue; admitted once its work frees 1 core or its entitlement grows by 1 core");
     /* once one core is released it fits exactly */
     p->alloc.c[UC_PREEMPT] = cpu(2);
     CHECK_I64(admit_pool_round(p, out, 1), 1);
@@ -129,7 +163,7 @@ TEST(admit_head_of_line_blocks_pool) {
     CHECK(admit_head(p, ADMIT_Q_PENDING) == &big);
     CHECK_I64(admit_gang_queue(&big), ADMIT_Q_PENDING);
     CHECK_I64(small.why.check, ADMIT_CHECK_NONE);
-    char buf[200];
+    char buf[400];
     admit_why_format(&small, buf, sizeof buf);
     CHECK_HAS(buf, "queued behind");
     /* taking big away unblocks the pool */
@@ -162,9 +196,11 @@ TEST(admit_nonpreemptible_moves_aside) {
     CHECK_I64(np2.why.check, ADMIT_CHECK_RESERVATION);
     CHECK_I64(np2.why.limit, CORES(4));
     CHECK_I64(p->alloc.c[UC_NONPREEMPT].v[RES_CPU], CORES(4));
-    char buf[200];
+    char buf[400];
     admit_why_format(&np2, buf, sizeof buf);
-    CHECK_STR(buf, "pool /a: cpu reservation 4 < non-preemptible allocation 3 + gang 3");
+    CHECK_STR(buf, "pool /a at its cpu reservation: 3 of 4 cores allocated to non-preemptible work, gang needs 3; position "
+                   "1 of 1 in the pool's non-preemptible queue; admitted once its non-preemptible work frees 2 cores or "
+                   "its reservation grows by 2 cores");
     /* the type queue's head is retried each round: releasing np1 lets np2 in */
     CHECK(admit_release(p, 0, cpu(3)) == 0);
     REQUIRE_I64(admit_pool_round(p, out, 4), 1);
@@ -207,7 +243,7 @@ TEST(admit_controller_limit) {
     c.res[RES_CPU].reservation = CORES(10);
     c.controller_limit_pct = 50 * RESPOOL_PCT_ONE; /* 5 cores */
     struct respool *p;
-    char err[200];
+    char err[400];
     REQUIRE(respool_create(t, "/a", &c, &p, err, sizeof err) == 0);
     p->entitlement = cpu(20);
     CHECK_I64(respool_controller_limit(p).v[RES_CPU], CORES(5));
@@ -226,7 +262,9 @@ TEST(admit_controller_limit) {
     CHECK_I64(c2.why.check, ADMIT_CHECK_CONTROLLER);
     CHECK_I64(p->alloc.c[UC_CONTROLLER].v[RES_CPU], CORES(4));
     admit_why_format(&c2, err, sizeof err);
-    CHECK_STR(err, "pool /a: cpu controller limit 5 < controller allocation 4 + gang 2");
+    CHECK_STR(err, "pool /a at its cpu controller limit: 4 of 5 cores allocated to controllers, gang needs 2; position 1 "
+                   "of 1 in the pool's controller queue; admitted once its controllers' work frees 1 core or its "
+                   "controller limit grows by 1 core");
     /* still refused next round; admitted once c1 finishes */
     CHECK_I64(admit_pool_round(p, out, 3), 0);
     CHECK(admit_release(p, WF_PREEMPTIBLE | WF_CONTROLLER, cpu(4)) == 0);
@@ -263,10 +301,12 @@ TEST(admit_revocable_uses_slack_entitlement) {
     CHECK_I64(pre.why.check, ADMIT_CHECK_ENTITLEMENT);
     CHECK_I64(p->alloc.c[UC_REVOCABLE].v[RES_CPU], CORES(3));
     CHECK_I64(usage_nonslack(&p->alloc).v[RES_CPU], CORES(4)); /* revocable is not non-slack */
-    char buf[200];
+    char buf[400];
     admit_why_format(&r2, buf, sizeof buf);
     /* the numbers are those of the moment r2 was tried: after r1, before r3 */
-    CHECK_STR(buf, "pool /a: cpu slack entitlement 3 < revocable allocation 2 + gang 2");
+    CHECK_STR(buf, "pool /a at its cpu slack entitlement: 2 of 3 cores allocated to revocable work, gang needs 2; position "
+                   "1 of 1 in the pool's revocable queue; admitted once its revocable work frees 1 core or its slack "
+                   "entitlement grows by 1 core");
     teardown(t);
 }
 
@@ -497,7 +537,7 @@ TEST(admit_deleting_pool_admits_nothing) {
     CHECK_I64(h->why.check, ADMIT_CHECK_DELETING);
     char why[200];
     admit_why_format(h, why, sizeof why);
-    CHECK_STR(why, "pool /a: is being deleted; it admits no new work");
+    CHECK_STR(why, "pool /a: is being deleted; it admits no new work (create the pod in another pool)");
     CHECK_STR(admit_check_name(ADMIT_CHECK_DELETING), "deletion");
     CHECK_I64(usage_nonslack(&p->alloc).v[RES_CPU], 0);
     p->deleting = false;

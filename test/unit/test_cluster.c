@@ -402,7 +402,8 @@ TEST(cluster_admission_reasons) {
     struct cm_pod *p = cluster_pod(c, "d", "big");
     /* a is at its limit (4): 3 + 5 > 4, and 5 > limit: preemption cannot help */
     CHECK_I64(cluster_admit_check(c, p, p->info.req, why, sizeof why, &res), -ENOSPC);
-    CHECK_HAS(why, "pool a: cpu entitlement");
+    CHECK_STR(why, "pool /a at its cpu entitlement: 3 of 4 cores allocated, needs 5; admitted once its entitlement "
+                   "grows by 4 cores (the pod is larger than the whole entitlement)");
     CHECK(!res);
     p = cluster_pod(c, "d", "np");
     CHECK_I64(cluster_admit_check(c, p, p->info.req, why, sizeof why, &res), 0); /* 0 + 1 <= reservation 2 */
@@ -411,10 +412,12 @@ TEST(cluster_admission_reasons) {
     struct resvec two = {{2000, 0, 0, 0}}, three = {{3000, 0, 0, 0}};
     /* its own 1 is not counted twice: 0 + 2 <= reservation 2, but 3 + 2 > entitlement 4 */
     CHECK_I64(cluster_admit_check(c, p, two, why, sizeof why, &res), -ENOSPC);
-    CHECK_HAS(why, "pool a: cpu entitlement 4 < allocation 3 + 2");
+    CHECK_STR(why, "pool /a at its cpu entitlement: 3 of 4 cores allocated, needs 2; admitted once its work frees 1 "
+                   "core or its entitlement grows by 1 core");
     CHECK(res);
     CHECK_I64(cluster_admit_check(c, p, three, why, sizeof why, &res), -ENOSPC);
-    CHECK_HAS(why, "pool a: cpu reservation 2 < allocation 0 + 3");
+    CHECK_STR(why, "pool /a at its cpu reservation: 0 of 2 cores allocated to non-preemptible work, needs 3; admitted "
+                   "once its reservation grows by 1 core (the pod is larger than the whole reservation)");
     CHECK(!res); /* preemption never makes room for non-preemptible work beyond the reservation */
     p = cluster_pod(c, "d", "lost");
     CHECK_I64(cluster_admit_check(c, p, p->info.req, why, sizeof why, &res), -ENOSPC);

@@ -195,6 +195,66 @@ TEST(crdjob_decode_errors_name_the_field) {
     json_decref(cr);
 }
 
+/* spec.stoppedInstances: ranges [from, to), sorted and merged, searched. */
+TEST(crdjob_stopped_instances) {
+    json_t *cr = mkjob("s", "{\"type\": \"STATELESS\", \"resourcePool\": \"p\", \"instanceCount\": 20,"
+                            " \"stoppedInstances\": [{\"from\": 9, \"to\": 12}, {\"to\": 2},"
+                            " {\"from\": 5, \"to\": 7}, {\"from\": 6, \"to\": 9}, {\"from\": 30, \"to\": 31}],"
+                            " \"template\": TEMPLATE}");
+    REQUIRE(cr);
+    struct crd_job_extra x;
+    char err[256] = "";
+    REQUIRE_I64(crd_job_decode_extra(cr, &x, err, sizeof err), 0);
+    CHECK_I64(x.nstopped, 3); /* [0,2) [5,12) [30,31) */
+    CHECK_I64(x.stopped[0].from, 0);
+    CHECK_I64(x.stopped[0].to, 2);
+    CHECK_I64(x.stopped[1].from, 5);
+    CHECK_I64(x.stopped[1].to, 12);
+    CHECK_I64(x.stopped[2].from, 30);
+    static const bool want[32] = {[0] = 1, [1] = 1, [5] = 1, [6] = 1, [7] = 1, [8] = 1, [9] = 1, [10] = 1, [11] = 1,
+                                  [30] = 1};
+    for (uint32_t i = 0; i < 32; i++)
+        if (crd_job_stopped(&x, i) != want[i]) test_fail(__FILE__, __LINE__, "instance %u: stopped %d", i, !want[i]);
+    json_decref(cr);
+    cr = mkjob("s", "{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 2, \"template\": TEMPLATE}");
+    REQUIRE_I64(crd_job_decode_extra(cr, &x, err, sizeof err), 0);
+    CHECK_I64(x.nstopped, 0);
+    CHECK(!crd_job_stopped(&x, 0));
+    json_decref(cr);
+    static const struct { const char *stopped, *want; } bad[] = {
+        {"{}", "spec.stoppedInstances: expected a list"},
+        {"[{\"from\": 3, \"to\": 3}]", "spec.stoppedInstances[0]: from 3 is not below to 3"},
+        {"[{\"to\": 1}, {\"from\": 2}]", "spec.stoppedInstances[1].to: required"},
+        {"[{\"to\": 1}, 4]", "spec.stoppedInstances[1]: expected an object"},
+        {"[{\"to\": 1, \"step\": 2}]", "spec.stoppedInstances[0].step: unknown field"},
+        {"[{\"from\": -1, \"to\": 1}]", "spec.stoppedInstances[0].from: -1 is negative"},
+        {"[{\"to\": 16777217}]", "spec.stoppedInstances[0].to: 16777217 exceeds 16777216"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char spec[512];
+        snprintf(spec, sizeof spec, "{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 2,"
+                                    " \"stoppedInstances\": %s, \"template\": TEMPLATE}", bad[i].stopped);
+        cr = mkjob("s", spec);
+        REQUIRE(cr);
+        CHECK_I64(crd_job_decode_extra(cr, &x, err, sizeof err), -EINVAL);
+        CHECK_HAS(err, bad[i].want);
+        json_decref(cr);
+    }
+    /* at most CRD_JOB_MAX_STOPPED ranges */
+    cr = mkjob("s", "{\"type\": \"BATCH\", \"resourcePool\": \"p\", \"instanceCount\": 2, \"template\": TEMPLATE}");
+    json_t *many = json_array();
+    for (int i = 0; i <= CRD_JOB_MAX_STOPPED; i++)
+        json_array_append_new(many, json_pack("{s:i, s:i}", "from", 2 * i, "to", 2 * i + 1));
+    json_object_set_new(json_object_get(cr, "spec"), "stoppedInstances", many);
+    CHECK_I64(crd_job_decode_extra(cr, &x, err, sizeof err), -EINVAL);
+    CHECK_HAS(err, "spec.stoppedInstances: 257 ranges, more than 256");
+    json_array_remove(many, 0);
+    CHECK_I64(crd_job_decode_extra(cr, &x, err, sizeof err), 0);
+    CHECK_I64(x.nstopped, 256);
+    CHECK(crd_job_stopped(&x, 512) && !crd_job_stopped(&x, 511) && !crd_job_stopped(&x, 0));
+    json_decref(cr);
+}
+
 TEST(crdjob_status_counts_every_state) {
     struct job_counts c;
     memset(&c, 0, sizeof c);

@@ -772,7 +772,7 @@ TEST(crdpool_status_gangs_and_conditions) {
     REQUIRE_I64(crd_pool_status_gangs(st2, team, (struct crd_pool_gangs){3, 1, crd_pool_held_head(team)}, prev, "2026-01-01T00:00:09Z"), 0);
     CHECK_STR(COND_FIELD(st2, "Admitting", "status"), "False");
     CHECK_STR(COND_FIELD(st2, "Admitting", "reason"), "AtEntitlement");
-    CHECK_HAS(COND_FIELD(st2, "Admitting", "message"), "cpu entitlement 4");
+    CHECK_HAS(COND_FIELD(st2, "Admitting", "message"), "cpu entitlement: 4 of 4 cores allocated, gang needs 2");
     CHECK_HAS(COND_FIELD(st2, "Admitting", "message"), "3 gangs wait");
     CHECK_STR(COND_FIELD(st2, "Admitting", "lastTransitionTime"), "2026-01-01T00:00:09Z"); /* it changed */
     CHECK_STR(COND_FIELD(st2, "Borrowing", "lastTransitionTime"), "2026-01-01T00:00:00Z"); /* it did not */

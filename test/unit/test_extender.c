@@ -358,6 +358,10 @@ TEST(extender_decode_preemption_full) {
          "ExtenderPreemptionArgs.NodeNameToVictims key: must not be empty"},
         {"{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[],\"pods\":[]}}}", -EINVAL,
          "more than one key for field Pods"},
+        /* the messages are built only once a node fails (decoded again, named): the node and index are right */
+        {"{\"Pod\":{},\"NodeNameToMetaVictims\":{\"a\":{\"Pods\":[{\"UID\":\"u1\"}]},"
+         "\"b\":{\"Pods\":[{\"UID\":\"u2\"},{\"UID\":7}]}}}",
+         -EINVAL, "ExtenderPreemptionArgs.NodeNameToMetaVictims[\"b\"].Pods[1].UID: expected a string, got integer"},
     };
     CHECK_BAD_CASES(EXTENDER_PREEMPT, cases);
 }
@@ -949,6 +953,69 @@ TEST(extender_scan_takes_the_common_shapes) {
 
 /* What the scan leaves to the jansson path, which refuses (a 400 with an
  * Error, as before) or, for the shapes it does not handle, decodes. */
+/* The preempt scan decodes what the jansson path decodes, byte for byte the
+ * same args, and leaves everything else to it. */
+static void check_preempt_scan_same(const char *body) {
+    struct extender_preemption_args *s = NULL, *a = NULL;
+    REQUIRE_I64(extender_scan_preemption_args(body, strlen(body), &s), 0);
+    json_t *b = parse(body);
+    char err[256] = "";
+    REQUIRE_I64(extender_decode_preemption_args(b, &a, err, sizeof err), 0);
+    CHECK(s->meta && a->meta);
+    CHECK(json_equal(s->pod, a->pod));
+    REQUIRE_I64((int64_t)s->nnodes, (int64_t)a->nnodes);
+    for (size_t i = 0; i < a->nnodes; i++) {
+        CHECK_STR(s->nodes[i].node, a->nodes[i].node);
+        CHECK_I64((int64_t)s->nodes[i].npods, (int64_t)a->nodes[i].npods);
+        CHECK_I64(s->nodes[i].num_pdb_violations, a->nodes[i].num_pdb_violations);
+        for (size_t j = 0; j < a->nodes[i].npods && j < s->nodes[i].npods; j++)
+            CHECK_STR(s->nodes[i].uids[j], a->nodes[i].uids[j]);
+        CHECK_I64(extender_preemption_find(s, a->nodes[i].node), (int64_t)i);
+    }
+    extender_preemption_args_free(s);
+    extender_preemption_args_free(a);
+    json_decref(b);
+}
+
+TEST(extender_scan_preempt_same_as_jansson) {
+    check_preempt_scan_same("{\"Pod\":{\"metadata\":{\"name\":\"p\",\"uid\":\"u\"}},\"NodeNameToVictims\":null,"
+                            "\"NodeNameToMetaVictims\":{\"n1\":{\"Pods\":[{\"UID\":\"a\"},{\"UID\":\"b\"}],"
+                            "\"NumPDBViolations\":2},\"n2\":null,\"n3\":{\"Pods\":null,\"NumPDBViolations\":0},"
+                            "\"n4\":{\"Pods\":[]}}}");
+    /* blanks anywhere, keys folded as Go matches them, no NodeNameToVictims, no nodes */
+    check_preempt_scan_same(" {\n \"pod\" : {\"metadata\":{}} , \"nodeNameToMetaVictims\" : { \"n\" : { \"pods\" : "
+                            "[ { \"uid\" : \"x\" } ] , \"numPDBViolations\" : 10 } } } \n");
+    check_preempt_scan_same("{\"NodeNameToMetaVictims\":{},\"Pod\":{}}");
+    static const char *const rest[] = {
+        "{\"Pod\":{},\"NodeNameToVictims\":{\"n\":{\"Pods\":[{\"metadata\":{\"uid\":\"u\"}}]}}}", /* Pod victims */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{}},\"Other\":1}",                        /* unknown key */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{\"UID\":\"u\",\"x\":1}]}}}",  /* more than UID */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{},\"n\":{}}}",                          /* duplicate node */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"\\u006e\":{}}}",                               /* escaped name */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"\":{}}}",                                      /* empty name */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{\"UID\":\"\"}]}}}",           /* empty UID */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{\"UID\":7}]}}}",              /* UID not a string */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{}]}}}",                       /* UID missing */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"NumPDBViolations\":-1}}}",
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"NumPDBViolations\":01}}}",
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"NumPDBViolations\":1.5}}}",
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"NumPDBViolations\":1e2}}}",
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[],\"pods\":[]}}}",            /* folded twice */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{}}} x",                                  /* trailing bytes */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{}},}",                                   /* trailing comma */
+        "{\"Pod\":[],\"NodeNameToMetaVictims\":{}}",                                            /* Pod not an object */
+        "{\"Pod\":{\"a\":1,\"a\":2},\"NodeNameToMetaVictims\":{}}",                             /* Pod duplicate key */
+        "{\"NodeNameToMetaVictims\":{}}",                                                       /* no Pod */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\xff\":{}}}",                                /* invalid UTF-8 */
+        "{\"Pod\":{},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{\"UID\":\"u\"}]}",             /* truncated */
+    };
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) {
+        struct extender_preemption_args *s = (void *)1;
+        CHECK_I64(extender_scan_preemption_args(rest[i], strlen(rest[i]), &s), -EAGAIN);
+        CHECK(s == NULL);
+    }
+}
+
 TEST(extender_scan_leaves_the_rest_to_jansson) {
     struct {
         const char *body;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "jobmgr_int.h"
 #include "labels.h"
@@ -47,6 +48,47 @@ TEST(jobmgr_pod_name_runs) {
     CHECK_I64(jm_pod_name(b, sizeof b, "train", 2, 3), 0);
     CHECK_STR(b, "train-2-3");
     CHECK_I64(jm_pod_name(b, 6, "train", 2, 3), -ENAMETOOLONG);
+}
+
+/* Generated names: <base>-<5 of kube's characters>, the same for the same
+ * run, another for another run, instance, uid or salt. */
+TEST(jobmgr_pod_name_generated) {
+    char a[64], b[64];
+    CHECK_I64(jm_pod_name_generated(a, sizeof a, "web-6b9f7c", "u-1", 2, 1, 0), 0);
+    CHECK_I64(strlen(a), strlen("web-6b9f7c-") + 5);
+    CHECK(!strncmp(a, "web-6b9f7c-", 11));
+    for (const char *p = a + 11; *p; p++) CHECK(strchr("bcdfghjklmnpqrstvwxz2456789", *p) != NULL);
+    CHECK_I64(jm_pod_name_generated(b, sizeof b, "web-6b9f7c", "u-1", 2, 1, 0), 0);
+    CHECK_STR(a, b);
+    static const struct { const char *uid; uint32_t instance, run, salt; } other[] = {
+        {"u-2", 2, 1, 0}, {"u-1", 3, 1, 0}, {"u-1", 2, 2, 0}, {"u-1", 2, 1, 1}};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        CHECK_I64(jm_pod_name_generated(b, sizeof b, "web-6b9f7c", other[i].uid, other[i].instance, other[i].run,
+                                        other[i].salt), 0);
+        if (!strcmp(a, b)) test_fail(__FILE__, __LINE__, "case %zu: the same name %s", i, b);
+    }
+    CHECK_I64(jm_pod_name_generated(b, 10, "web-6b9f7c", "u-1", 2, 1, 0), -ENAMETOOLONG);
+    /* the pod: named from the job and its template's pod-template-hash */
+    json_t *tpl = load("{\"metadata\": {\"labels\": {\"app\": \"web\", \"pod-template-hash\": \"6b9f7c\"}},"
+                       " \"spec\": {\"containers\": [{\"name\": \"c\", \"image\": \"nginx\"}]}}");
+    struct jm_pod_params p = params(JOB_STATELESS, 2, 1);
+    p.job = "web";
+    p.uid = "u-1";
+    p.generated = true;
+    char err[256] = "";
+    json_t *pod = jm_pod_build(tpl, &p, err, sizeof err);
+    REQUIRE(pod);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")), a);
+    CHECK_STR(lab(pod, PL_INSTANCE), "2");
+    CHECK_STR(lab(pod, "pod-template-hash"), "6b9f7c");
+    json_decref(pod);
+    json_object_del(json_object_get(json_object_get(tpl, "metadata"), "labels"), "pod-template-hash");
+    pod = jm_pod_build(tpl, &p, err, sizeof err); /* no hash: <job>-<5> (a DaemonSet's, a batch Job's) */
+    REQUIRE(pod);
+    const char *name = json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+    CHECK(!strncmp(name, "web-", 4) && strlen(name) == 9);
+    json_decref(pod);
+    json_decref(tpl);
 }
 
 TEST(jobmgr_pod_build_batch) {

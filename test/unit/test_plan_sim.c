@@ -56,7 +56,9 @@ TEST(admit_plan_sim_blog_scenario) {
     REQUIRE_I64(json_array_size(pend), 1);
     CHECK_STR(str_at(pend, 0, "gang"), "g2");
     CHECK_STR(str_at(pend, 0, "check"), "entitlement");
-    CHECK_STR(str_at(pend, 0, "reason"), "pool /org/team2: cpu entitlement 50 < allocation 50 + gang 1");
+    CHECK_STR(str_at(pend, 0, "reason"), "pool /org/team2 at its cpu entitlement: 50 of 50 cores allocated, gang needs 1; "
+                                               "position 1 of 1 in the pool's queue; admitted once its work frees 1 "
+                                               "core or its entitlement grows by 1 core");
     json_t *pre = json_object_get(out, "preemptions");
     /* 80 - 50 = 30: c (READY, cheapest) then b (newest running) */
     REQUIRE_I64(json_array_size(pre), 2);
