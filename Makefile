@@ -225,7 +225,8 @@ test-k8s: deps bin/peloton-extender bin/kubelet-sim $(CRDS_PRE125)
 
 bench: deps $(BENCH_BIN) $(BINS)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
-	@for b in bench/*.py; do [ -e "$$b" ] || continue; echo "== $$b"; python3 $$b || exit 1; done
+	@for b in bench/*.py; do [ -e "$$b" ] || continue; echo "== $$b"; \
+	  i=$$(head -n 1 "$$b" | sed -n 's/^#!//p'); $${i:-python3} $$b || exit 1; done # its #! names the interpreter
 
 # redis-server, pelotond (every role) and kubelet-sim with a small fleet; prints
 # the kubectl command to use; Ctrl-C stops all of it (docs/quickstart.md).

@@ -57,6 +57,17 @@ static const char *meta_str(const json_t *obj, const char *key) {
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
 }
 
+/* A Binding's annotations, which the pod gets (Kubernetes copies them onto
+ * it): absent, or an object of strings. */
+static bool binding_annotations_ok(const json_t *ann) {
+    if (!ann || json_is_null(ann)) return true;
+    if (!json_is_object(ann)) return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)ann, k, v) if (!json_is_string(v)) return false;
+    return true;
+}
+
 void shim_pod_binding(struct shim *s, const char *ns, const char *name, const struct http_request *req,
                       struct http_response *resp) {
     const struct shim_resource *pods = pods_resource();
@@ -82,6 +93,9 @@ void shim_pod_binding(struct shim *s, const char *ns, const char *name, const st
     } else if (!node || !node[0]) {
         shim_status(resp, 422, "Invalid", NULL, "Binding \"%s\" is invalid: target.name: Required value",
                     name ? name : bname);
+    } else if (!binding_annotations_ok(json_object_get(json_object_get(b, "metadata"), "annotations"))) {
+        shim_status(resp, 400, "BadRequest", NULL, "the Binding could not be decoded: metadata.annotations must "
+                    "map strings to strings");
     } else {
         shim_write_binding(s, pods, ns, name ? name : bname, b, node, req, resp);
         return;

@@ -23,6 +23,7 @@
 #include "jparse.h"
 #include "patch.h"
 #include "shim_proto.h"
+#include "validate.h"
 
 enum write_kind { WK_CREATE, WK_REPLACE, WK_PATCH, WK_STATUS, WK_BINDING };
 
@@ -282,7 +283,24 @@ static int binding_fn(void *ud, const json_t *cur, json_t **next, char *err, siz
     json_object_set_new(c, "spec", spec = json_is_object(spec) ? json_copy(spec) : json_object());
     json_object_set_new(spec, "nodeName", json_string(w->node));
     set_condition(c, "PodScheduled", "True");
-    json_object_del(json_object_get(c, "metadata"), "resourceVersion"); /* checked above, on this very object */
+    json_t *md = json_object_get(c, "metadata");
+    json_t *ann = json_object_get(json_object_get(w->body, "metadata"), "annotations");
+    if (json_object_size(ann) && json_is_object(md)) { /* the Binding's annotations go onto the pod, as in kube */
+        json_t *mine = json_object_get(md, "annotations");
+        json_object_set_new(md, "annotations", mine = json_is_object(mine) ? json_copy(mine) : json_object());
+        json_object_update(mine, ann);
+        size_t total = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(mine, k, v) total += strlen(k) + json_string_length(v);
+        if (total > VALIDATE_MAX_ANNOTATIONS) {
+            json_decref(c);
+            snprintf(err, errlen, "Binding \"%s\" is invalid: metadata.annotations: Too long: must have at most "
+                     "%d bytes", w->name, VALIDATE_MAX_ANNOTATIONS);
+            return refuse(w, 422, "Invalid", NULL, -EINVAL);
+        }
+    }
+    json_object_del(md, "resourceVersion"); /* checked above, on this very object */
     *next = c;
     return 0;
 }

@@ -6,7 +6,12 @@
  * on loopback, creates pods through the API (raw HTTP/1.1, 64 in flight) into
  * a pool, and counts them Running through a watch of Running pods. Figures only; no timing
  * asserts. BENCH_E2E_PODS (default 5000) sets the pods per run. pelotond's
- * controllers and Redis are reached through Unix-domain sockets (one_run). */
+ * controllers and Redis are reached through Unix-domain sockets (one_run).
+ * First, the cost of metrics and Events (observe_cost): BENCH_E2E_OBSERVE_PAIRS
+ * pairs of runs (default 5; 0: none) at BENCH_E2E_OBSERVE_NODES nodes
+ * (default 1000), pelotond's metrics and Events on and off (kubelet-sim's Events as
+ * BENCH_E2E_EVENTS says, in both; BENCH_E2E_OBSERVE_OFF="--events=false" turns off
+ * only those); BENCH_E2E_OBSERVE_ONLY=1 stops after them. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -368,7 +373,15 @@ struct run_figs {
     bool complete;
 };
 
-static int one_run(int nodes, int pods, struct run_figs *out) {
+/* What a run observes: kubelet-sim's Events (Pulled, Created, Started),
+ * pelotond's metrics and its roles' Events (Scheduled, FailedScheduling...),
+ * and /metrics scraped every scrape_ms (0: not). */
+struct observe {
+    bool ksim_events, pelotond_off;
+    int scrape_ms;
+};
+
+static int one_run(int nodes, int pods, const struct observe *obs, struct run_figs *out) {
     struct redis_proc rp = {0};
     if (redis_proc_start(&rp, "everysec")) {
         fprintf(stderr, "bench_e2e: cannot start redis-server\n");
@@ -390,7 +403,18 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     if (tcp_only) snprintf(raddr, sizeof raddr, "127.0.0.1:%d", rp.port);
     else snprintf(raddr, sizeof raddr, "unix://%s", rp.unix_path);
     pid_t pd = 0;
+    /* without metrics and Events: pelotond's switches, beside BENCH_PELOTOND_ARGS */
+    const char *more = getenv("BENCH_PELOTOND_ARGS");
+    char *saved = more ? strdup(more) : NULL, args[512];
+    if (obs->pelotond_off) { /* BENCH_E2E_OBSERVE_OFF: what "off" turns off (one of them, to split the cost) */
+        const char *what = getenv("BENCH_E2E_OBSERVE_OFF");
+        snprintf(args, sizeof args, "%s %s", saved ? saved : "", what ? what : "--metrics=false --events=false");
+        setenv("BENCH_PELOTOND_ARGS", args, 1);
+    }
     int port = bench_start_pelotond(dir, raddr, unix_arg, &pd);
+    if (saved) setenv("BENCH_PELOTOND_ARGS", saved, 1);
+    else unsetenv("BENCH_PELOTOND_ARGS");
+    free(saved);
     if (!port) {
         redis_proc_destroy(&rp);
         return -1;
@@ -398,12 +422,8 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     if (!tcp_only && getenv("BENCH_E2E_KSIM_UNIX")) snprintf(server, sizeof server, "--server=unix://%s/api.sock", dir);
     else snprintf(server, sizeof server, "--server=http://127.0.0.1:%d", port);
     snprintf(nodes_arg, sizeof nodes_arg, "--nodes=%d", nodes);
-    /* kubelet-sim's own Events (Pulled, Created, Started: three POSTs a pod)
-     * are off unless BENCH_E2E_EVENTS=1, so the series stays comparable
-     * with the rows before them; the figures with them are in benchmarks.md */
-    const char *evs = getenv("BENCH_E2E_EVENTS");
     char *kargv[] = {"bin/kubelet-sim", server, nodes_arg, "--cpu=64", "--memory=256Gi", "--pods=500", "--quiet",
-                     evs && !strcmp(evs, "1") ? NULL : "--events=false", NULL};
+                     obs->ksim_events ? NULL : "--events=false", NULL};
     uint64_t t_reg = bench_now_ns();
     pid_t ks = bench_spawn(kargv, log2);
     for (int i = 0; i < 1200 && !bench_file_has(log2, "nodes registered"); i++) usleep(50000);
@@ -437,10 +457,9 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     double cpu0[4], api0 = bench_cpu_us(pd, pd); /* pelotond's main thread serves the API */
     double ctx0 = 0;
     for (int i = 0; i < 4; i++) cpu0[i] = cpu_us(who[i]), ctx0 += ctx_switches(who[i]);
-    const char *sms = getenv("BENCH_E2E_SCRAPE_MS");
     uv_timer_init(r.loop, &r.scrape);
     r.scrape.data = &r;
-    if (sms && atoi(sms) > 0) uv_timer_start(&r.scrape, on_scrape, 0, (uint64_t)atoi(sms));
+    if (obs->scrape_ms > 0) uv_timer_start(&r.scrape, on_scrape, 0, (uint64_t)obs->scrape_ms);
     r.t0 = bench_now_ns();
     create_more(&r);
     uv_run(r.loop, UV_RUN_DEFAULT);
@@ -473,7 +492,7 @@ static int one_run(int nodes, int pods, struct run_figs *out) {
     if (r.timed_out || r.create_errs)
         printf("bench e2e %d nodes: %d of %d Running, %d create errors%s\n", nodes, r.running, pods, r.create_errs,
                r.timed_out ? " (timed out)" : "");
-    if (sms && atoi(sms) > 0)
+    if (obs->scrape_ms > 0)
         printf("bench e2e %d nodes: /metrics scraped %d times (%d errors), %zu bytes each\n", nodes, r.scrapes,
                r.scrape_errs, r.scrape_bytes);
     if (getenv("BENCH_E2E_REDIS_STATS")) redis_stats(rp.port, r.running);
@@ -539,6 +558,71 @@ static void queue_ops(void) {
     redis_proc_destroy(&rp);
 }
 
+/* Sorts v[0..n) (insertion: a few runs). */
+static void sort_runs(double *v, int n) {
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+            double t = v[b];
+            v[b] = v[b - 1];
+            v[b - 1] = t;
+        }
+}
+
+/* The cost of pelotond's metrics and Events on the burst: pairs of runs,
+ * one with them on (metrics scraped every second, as the e2e test's
+ * Prometheus does; the roles' Events: Scheduled for every pod) and one with
+ * them off (pelotond --metrics=false --events=false, not scraped),
+ * alternating which goes first; kubelet-sim's own Events are the same in
+ * both (ksim_events: a Kubelet fleet posts them whatever the scheduler
+ * does). Prints each mode's median and range of create -> Running and of
+ * CPU per pod, and the median of the pairs' differences, beside the spread
+ * of the runs of one mode (the noise). */
+static void observe_cost(int nodes, int pods, int pairs, bool ksim_events) {
+    const struct observe on = {.ksim_events = ksim_events, .pelotond_off = false, .scrape_ms = 1000},
+                         off = {.ksim_events = ksim_events, .pelotond_off = true, .scrape_ms = 0};
+    static const int shown[] = {F_RUNNING, F_STEADY, F_PELOTOND, F_API, F_CTL, F_ALL};
+    enum { NSHOWN = sizeof shown / sizeof shown[0] };
+    double v[2][NSHOWN][20], diff[20];
+    int n = 0;
+    for (int i = 0; i < pairs && n < 20; i++) {
+        struct run_figs f[2];
+        bool ok = true;
+        for (int k = 0; k < 2; k++) { /* even pairs: on first; odd pairs: off first */
+            int mode = (i % 2) ^ k; /* 0 on, 1 off */
+            memset(&f[mode], 0, sizeof f[mode]);
+            if (one_run(nodes, pods, mode ? &off : &on, &f[mode]) || !f[mode].complete) ok = false;
+        }
+        if (!ok) {
+            printf("bench e2e observe %d nodes: pair %d incomplete\n", nodes, i + 1);
+            continue;
+        }
+        for (int m = 0; m < 2; m++)
+            for (int j = 0; j < NSHOWN; j++) v[m][j][n] = f[m].v[shown[j]];
+        diff[n] = 100.0 * (f[0].v[F_RUNNING] - f[1].v[F_RUNNING]) / f[1].v[F_RUNNING];
+        printf("bench e2e observe %d nodes: pair %d: on %.0f pods/s, off %.0f pods/s (%+.1f%%)\n", nodes, i + 1,
+               f[0].v[F_RUNNING], f[1].v[F_RUNNING], diff[n]);
+        n++;
+    }
+    if (!n) return;
+    static const char *const mode[2] = {"on ", "off"};
+    for (int j = 0; j < NSHOWN; j++)
+        for (int m = 0; m < 2; m++) {
+            char name[160], target[128];
+            double *x = v[m][j];
+            sort_runs(x, n);
+            snprintf(name, sizeof name, "e2e observe %d nodes, %s: %s", nodes, mode[m], figs[shown[j]].name);
+            snprintf(target, sizeof target, "[%.4g-%.4g over %d runs, spread %.0f%% of the median]", x[0], x[n - 1],
+                     n, x[n / 2] ? 100.0 * (x[n - 1] - x[0]) / x[n / 2] : 0);
+            bench_report(name, x[n / 2], figs[shown[j]].unit, target);
+        }
+    sort_runs(diff, n);
+    char target[128];
+    snprintf(target, sizeof target,
+             "[%+.1f%% to %+.1f%% over %d pairs; within the noise when inside the spreads above]", diff[0],
+             diff[n - 1], n);
+    bench_report("e2e observe: on vs off, create -> Running", diff[n / 2], "%", target);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *e = getenv("BENCH_E2E_PODS");
@@ -549,6 +633,15 @@ int main(void) {
     const char *rs = getenv("BENCH_E2E_RUNS");
     int runs = rs ? atoi(rs) : 3;
     if (runs < 1 || runs > 20) runs = 3;
+    /* kubelet-sim's own Events (Pulled, Created, Started: three POSTs a pod)
+     * are off unless BENCH_E2E_EVENTS=1, so the series stays comparable
+     * with the rows before them; observe_cost below has them */
+    const char *evs = getenv("BENCH_E2E_EVENTS"), *sms = getenv("BENCH_E2E_SCRAPE_MS");
+    const struct observe dflt = {.ksim_events = evs && !strcmp(evs, "1"), .scrape_ms = sms ? atoi(sms) : 0};
+    const char *ps = getenv("BENCH_E2E_OBSERVE_PAIRS"), *pn = getenv("BENCH_E2E_OBSERVE_NODES");
+    int pairs = ps ? atoi(ps) : 5;
+    if (pairs > 0) observe_cost(pn ? atoi(pn) : 1000, pods, pairs > 20 ? 20 : pairs, dflt.ksim_events);
+    if (getenv("BENCH_E2E_OBSERVE_ONLY")) return 0;
     int sizes[2] = {1000, 5000}, nsizes = 2;
     if (nl) sizes[0] = atoi(nl), nsizes = 1;
     for (int k = 0; k < nsizes; k++) {
@@ -556,18 +649,13 @@ int main(void) {
         int ok = 0;
         for (int i = 0; i < runs; i++) {
             memset(&f[ok], 0, sizeof f[ok]);
-            if (one_run(sizes[k], pods, &f[ok]) == 0 && f[ok].complete) ok++;
+            if (one_run(sizes[k], pods, &dflt, &f[ok]) == 0 && f[ok].complete) ok++;
             else printf("bench e2e %d nodes: run %d incomplete\n", sizes[k], i + 1);
         }
         for (int j = 0; j < NFIGS && ok; j++) { /* the median, and the spread over the runs */
             double v[20];
             for (int i = 0; i < ok; i++) v[i] = f[i].v[j];
-            for (int a = 1; a < ok; a++)
-                for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
-                    double t = v[b];
-                    v[b] = v[b - 1];
-                    v[b - 1] = t;
-                }
+            sort_runs(v, ok);
             char name[128], target[96];
             snprintf(name, sizeof name, "e2e %d nodes: %s", sizes[k], figs[j].name);
             snprintf(target, sizeof target, "[%.4g-%.4g over %d runs] %s", v[0], v[ok - 1], ok, figs[j].target);

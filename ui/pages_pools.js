@@ -124,6 +124,24 @@ function poolEvents(state, events) {
   return by;
 }
 
+// The resource manager's conditions (Admitting, Borrowing, Terminating),
+// each as a tag with its reason; the message and since when on hover, and
+// as text for those not in their quiet state.
+const QUIET = { Admitting: "True", Borrowing: "False" };
+
+function conditions(list, now) {
+  if (!list || !list.length) return null;
+  return h("div", { class: "conditions" }, list.map((c) => {
+    const quiet = QUIET[c.type] === c.status;
+    const cls = quiet ? "tag" : c.type === "Borrowing" ? "tag warn" : "tag bad";
+    return h("span", { class: "condition", "data-type": c.type, "data-status": c.status },
+      h("span", { class: cls, title: `${c.message || ""}${c.lastTransitionTime ? ` (since ${c.lastTransitionTime})` : ""}` },
+        `${c.type}=${c.status}`, c.reason ? ` ${c.reason}` : ""),
+      !quiet && c.message ? h("span", { class: "small muted", "data-field": "message" }, ` ${c.message}` +
+        (c.lastTransitionTime ? ` (for ${age(c.lastTransitionTime, now)})` : "")) : null, " ");
+  }));
+}
+
 export function poolsPage(main, state) {
   const body = h("div", { class: "pools" });
   main.append(h("h1", {}, "Resource pools"),
@@ -146,7 +164,11 @@ export function poolsPage(main, state) {
         const head = h("tr", { class: "pool-head", "data-pool": name },
           h("td", { colspan: 8, style: `padding-left:${0.5 + depth * 1.5}em` },
             h("span", { class: "pool-name" }, name), " ", h("span", { class: "muted" }, st.path || "(no status yet)"),
-            pool.metadata.deletionTimestamp && h("span", { class: "tag warn" }, "deleting")));
+            pool.metadata.deletionTimestamp && h("span", { class: "tag warn" }, "deleting"),
+            st.gangs && h("span", { class: "gangs" }, " gangs: ",
+              h("span", { "data-field": "gangs-pending" }, `${st.gangs.pending || 0}`), " pending, ",
+              h("span", { "data-field": "gangs-running" }, `${st.gangs.running || 0}`), " running"),
+            conditions(st.conditions, now)));
         rows.push(head);
         for (const kind of KINDS) {
           const s = sum[kind] || {};

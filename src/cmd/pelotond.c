@@ -30,6 +30,7 @@
  *            [--tls-port=N] [--tls-dir=.peloton-tls] [--tls-cert=PEM --tls-key=PEM]
  *            [--admission-round-ms=20] [--placement-tick-ms=10] [--http-idle-timeout-ms=120000]
  *            [--metrics-port=N] [--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3]
+ *            [--metrics=false] [--events=false]
  *
  * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
  * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
@@ -648,8 +649,8 @@ static int usage(void) {
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
-                    "[--gang-wait-event-ms=N] [--mesos-master=URL] [--metrics-port=N] "
-                    "[--leader-elect=true|false] [--lease-ms=10000] [--placement-active-active] "
+                    "[--gang-wait-event-ms=N] [--mesos-master=URL] [--metrics-port=N] [--metrics=false] "
+                    "[--events=false] [--leader-elect=true|false] [--lease-ms=10000] [--placement-active-active] "
                     "[--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3] "
                     "[--tls-cert=PEM --tls-key=PEM] [--client-ca-file=PEM] [--insecure-allow-anonymous] "
                     "[--audit-log-path=F] [--audit-log-maxsize=MB | --audit-log-maxbytes=N] [--audit-log-maxbackup=N] "
@@ -686,6 +687,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
     double mass_fraction = 0.55; /* hostmgr: evictions pause while this share of the nodes lapsed at once */
     long mass_min_nodes = 3;     /* ... and at least this many */
     int metrics_port = -1; /* controller-only: serve /metrics on this port (0: a free one) */
+    bool metrics_off = false, events_off = false;
     int port = 6080;
     long history_max = 0;
     long long list_page_bytes = 0;
@@ -752,12 +754,17 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--hostmgr-mass-min-nodes"))) mass_min_nodes = atol(v);
         else if ((v = opt(argv[i], "--crds"))) crds = v;
         else if ((v = opt(argv[i], "--metrics-port"))) metrics_port = atoi(v);
+        else if ((v = opt(argv[i], "--metrics"))) metrics_off = !strcmp(v, "false");
+        else if ((v = opt(argv[i], "--events"))) events_off = !strcmp(v, "false");
         else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-dir"))) tls_dir = v;
         else if ((v = opt(argv[i], "--tls-cert"))) tls_cert = v;
         else if ((v = opt(argv[i], "--tls-key"))) tls_key = v;
         else return usage();
     }
+    /* benchmarks (docs/metrics.md): no metrics kept (/metrics is 404), no Events posted by the roles */
+    if (metrics_off) reg = NULL;
+    if (events_off) ctl_events_disable();
     if (list_page_bytes < 0 || list_page_bytes > API_LIST_PAGE_BYTES) {
         fprintf(stderr, "pelotond: --list-page-bytes takes 1 to %u (what every client buffers)\n", API_LIST_PAGE_BYTES);
         return 2;

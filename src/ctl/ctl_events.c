@@ -62,9 +62,15 @@ static void event_name(char *out, size_t len, const char *name, const struct tim
     snprintf(out, len, "%.200s.%lx%05lx", name, (unsigned long)tv->tv_sec, (unsigned long)tv->tv_usec);
 }
 
+/* pelotond --events=false: set before the roles start, read only after */
+static bool events_off;
+
+void ctl_events_disable(void) { events_off = true; }
+
 void ctl_event_post(struct kclient *kc, const char *component, const char *api_version, const char *kind,
                     const char *ns, const char *name, const char *uid, const char *type, const char *reason,
                     const char *msg) {
+    if (events_off) return;
     char ts[40], ename[320], path[512];
     struct timeval tv;
     now_ts(ts, sizeof ts, &tv);
@@ -166,6 +172,7 @@ static void on_bumped(void *ud, const struct kc_response *res) {
 int ctl_record(struct ctl_recorder *r, const char *api_version, const char *kind, const char *ns, const char *name,
                const char *uid, const char *type, const char *reason, const char *fmt, ...) {
     char msg[1024], ts[40], path[800];
+    if (events_off) return 0;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);

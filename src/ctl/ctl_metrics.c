@@ -1,6 +1,7 @@
 /* The controller roles' metrics: ctl_metrics.h. */
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "admit.h"
@@ -16,6 +17,16 @@ int64_t ctl_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void ctl_format_ms(int64_t ms, char out[32]) {
+    out[0] = 0;
+    if (ms <= 0) return;
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
 }
 
 void rm_metrics_init(struct rm_metrics *m, struct metrics *reg) {

@@ -41,4 +41,8 @@ void pl_metrics_init(struct pl_metrics *m, struct metrics *reg);
  * record, read by placement, perhaps in another process. */
 int64_t ctl_now_ms(void);
 
+/* ms (wall clock) as RFC 3339 with milliseconds, "2026-11-27T13:20:01.123Z"
+ * (the pods' timeline annotations, labels.h); "" for ms <= 0. */
+void ctl_format_ms(int64_t ms, char out[32]);
+
 #endif

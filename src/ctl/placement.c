@@ -152,7 +152,24 @@ static void on_bound(void *ud, const struct kc_response *res) {
     bind_ctx_free(b);
 }
 
-static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, const char *node) {
+/* When a gang was queued, admitted (resource manager) and placed (here):
+ * the Binding's annotations, which the API server copies onto the pod
+ * (Kubernetes' rule), so the timeline costs no write of its own. */
+struct stamps {
+    char queued[32], admitted[32], placed[32];
+};
+
+static int append_stamp(char **body, size_t *len, size_t *cap, bool *first, const char *key, const char *v) {
+    if (!v[0]) return 0;
+    int rc = jdump_append(body, len, cap, *first ? ",\"annotations\":{" : ",", *first ? 16 : 1);
+    *first = false;
+    rc = rc ? rc : jdump_append_string(body, len, cap, key, strlen(key));
+    rc = rc ? rc : jdump_append(body, len, cap, ":", 1);
+    return rc ? rc : jdump_append_string(body, len, cap, v, strlen(v));
+}
+
+static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, const char *node,
+                     const struct stamps *st) {
     struct bind_ctx *b = calloc(1, sizeof *b);
     if (!b || !(b->ns = strdup(pod->ns)) || !(b->name = strdup(pod->name)) || !(b->node = strdup(node)) ||
         !(b->gang = strdup(gang)) || (pod->uid && !(b->uid = strdup(pod->uid)))) {
@@ -174,6 +191,11 @@ static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, 
         rc = rc ? rc : jdump_append(&body, &len, &cap, ",\"uid\":", 7);
         rc = rc ? rc : jdump_append_string(&body, &len, &cap, pod->uid, strlen(pod->uid));
     }
+    bool first = true;
+    rc = rc ? rc : append_stamp(&body, &len, &cap, &first, PA_QUEUED_AT, st->queued);
+    rc = rc ? rc : append_stamp(&body, &len, &cap, &first, PA_ADMITTED_AT, st->admitted);
+    rc = rc ? rc : append_stamp(&body, &len, &cap, &first, PA_PLACED_AT, st->placed);
+    if (!first) rc = rc ? rc : jdump_append(&body, &len, &cap, "}", 1);
     static const char target[] = "},\"target\":{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":";
     rc = rc ? rc : jdump_append(&body, &len, &cap, target, sizeof target - 1);
     rc = rc ? rc : jdump_append_string(&body, &len, &cap, node, strlen(node));
@@ -207,10 +229,10 @@ static void tell_unplaced(struct placement *p, const char *key, struct cm_pod **
     if (changed) ctl_redis_defer(p->env.db, "HSET %s%s why %s", CTL_KEY_GANG, key, hash);
 }
 
-/* One gang from the ready queue; h is its record (HMGET ns pods attempts why admitted), taken. */
+/* One gang from the ready queue; h is its record (HMGET ns pods attempts why admitted queued), taken. */
 static void place_one(struct placement *p, const char *key, redisReply *h, struct cm_pod **pods,
                       struct pod_task *tasks, struct place_task *pt, uint32_t *hosts) {
-    if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 5 || h->element[0]->type != REDIS_REPLY_STRING ||
+    if (!h || h->type != REDIS_REPLY_ARRAY || h->elements != 6 || h->element[0]->type != REDIS_REPLY_STRING ||
         h->element[1]->type != REDIS_REPLY_STRING) {
         freeReplyObject(h); /* gone: its pods ended or were bound; nothing to do */
         return;
@@ -261,7 +283,12 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
             if (h->element[4]->type == REDIS_REPLY_STRING) /* admitted by this version of resmgr */
                 metrics_observe(metrics_series0(p->m.place_wait),
                                 (double)(now_ms() - atoll(h->element[4]->str)) / 1e3);
-            for (uint32_t j = 0; j < nt; j++) bind_pod(p, key, pods[j], host_name(cluster_fleet(p->cm), hosts[j]));
+            struct stamps st;
+            ctl_format_ms(h->element[5]->type == REDIS_REPLY_STRING ? atoll(h->element[5]->str) : 0, st.queued);
+            ctl_format_ms(h->element[4]->type == REDIS_REPLY_STRING ? atoll(h->element[4]->str) : 0, st.admitted);
+            ctl_format_ms(now_ms(), st.placed);
+            for (uint32_t j = 0; j < nt; j++)
+                bind_pod(p, key, pods[j], host_name(cluster_fleet(p->cm), hosts[j]), &st);
         } else {
             char why[1024];
             if (rc == -ENOSPC)
@@ -302,7 +329,8 @@ static void on_tick(uv_timer_t *t) {
         return;
     }
     for (size_t i = 0; i < rep->elements; i++)
-        ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts why admitted", CTL_KEY_GANG, rep->element[i]->str);
+        ctl_redis_append(p->env.db, "HMGET %s%s ns pods attempts why admitted queued", CTL_KEY_GANG,
+                         rep->element[i]->str);
     for (size_t i = 0; i < rep->elements; i++) recs[i] = ctl_redis_reply(p->env.db);
     if (rep->elements) p->busy_ms = uv_now(p->env.loop);
     for (size_t i = 0; i < rep->elements; i++) place_one(p, rep->element[i]->str, recs[i], pods, tasks, pt, hosts);

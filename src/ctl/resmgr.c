@@ -378,6 +378,7 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
             if (buf[i]->seen_ns && buf[i]->seen_ns < first) first = buf[i]->seen_ns;
         metrics_observe(metrics_series0(r->m.queueing), (double)(g->queued_ns - first) / 1e9);
         g->queue_timed = true;
+        g->queued_ms = ctl_now_ms();
     }
     free(g->pool);
     g->pool = strdup(leaf->name);
@@ -422,8 +423,10 @@ static void admit_pass(struct resmgr *r) {
         char *s = json_dumps(names, JSON_COMPACT);
         json_decref(names);
         ctl_redis_defer(r->env.db, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
-        ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld admitted %lld", CTL_KEY_GANG, g->key,
-                        g->ns, s ? s : "[]", g->pool, r->epoch, (long long)ctl_now_ms());
+        /* queued and admitted: placement puts them on the pods with their Bindings (no write of their own) */
+        ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld admitted %lld queued %lld",
+                        CTL_KEY_GANG, g->key, g->ns, s ? s : "[]", g->pool, r->epoch, (long long)ctl_now_ms(),
+                        (long long)g->queued_ms);
         ctl_redis_defer(r->env.db, "RPUSH %s %s", CTL_KEY_READY, g->key);
         r->readied = true;
         rm_metrics_decision(&r->m, g->pool, 0, true);

@@ -30,6 +30,7 @@ struct rm_gang {
     uint32_t said;          /* the admission wait its members were told (wait_code), 0: none */
     uint64_t queued_ns;     /* metrics_now_ns when queued, for the admission wait */
     bool queue_timed;       /* its first queueing was timed (created -> queued) */
+    int64_t queued_ms;      /* wall clock of its first queueing (the pods' peloton.io/queued-at) */
 };
 
 /* A gang waiting for its members to exist (none of them bound yet). */

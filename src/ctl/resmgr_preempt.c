@@ -56,7 +56,9 @@ static void evict(struct resmgr *r, const struct cm_pod *p, const char *why) {
     if (!e) return;
     e->kc = r->env.kc;
     snprintf(e->path, sizeof e->path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
-    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", PA_PREEMPTED, why);
+    char at[32];
+    ctl_format_ms(ctl_now_ms(), at);
+    json_t *patch = json_pack("{s:{s:{s:s, s:s}}}", "metadata", "annotations", PA_PREEMPTED, why, PA_PREEMPTED_AT, at);
     if (!patch || kclient_request(r->env.kc, "PATCH", e->path, patch, "application/merge-patch+json", on_marked, e))
         free(e);
     json_decref(patch);

@@ -37,6 +37,15 @@
 /* Set by the resource manager on a preemption victim before its graceful
  * delete (value: why), so the job manager applies killOnPreempt. */
 #define PA_PREEMPTED "peloton.io/preempted"
+/* ... and when (RFC 3339, milliseconds), in the same write. */
+#define PA_PREEMPTED_AT "peloton.io/preempted-at"
+/* The timeline of a pod placement bound (RFC 3339, milliseconds): when its
+ * gang was queued on its pool and admitted (the resource manager's clock)
+ * and placed (placement's); carried by the Binding, which the API server
+ * copies onto the pod. */
+#define PA_QUEUED_AT "peloton.io/queued-at"
+#define PA_ADMITTED_AT "peloton.io/admitted-at"
+#define PA_PLACED_AT "peloton.io/placed-at"
 
 /* Host maintenance of a Node: requested as "draining" (with the Node
  * cordoned), set to "drained" by the host manager once nothing runs there. */

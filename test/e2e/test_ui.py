@@ -10,6 +10,7 @@ Screenshots go to build/ui-test/ (docs/ui.md shows where)."""
 import base64
 import json
 import os
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -96,7 +97,15 @@ PAGE = chromium.Page(BROWSER)
 
 
 def shot(name):
-    return PAGE.screenshot(os.path.join(SHOTS, name))
+    """The page down to its content's end (no blank below it), as a PNG in SHOTS."""
+    h = PAGE.eval("Math.ceil(Math.max(document.getElementById('main').getBoundingClientRect().bottom, 200))")
+    w = PAGE.eval("document.documentElement.clientWidth")
+    data = PAGE.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
+                                                "clip": {"x": 0, "y": 0, "width": w, "height": h, "scale": 1}},
+                     timeout=30)["data"]
+    os.makedirs(SHOTS, exist_ok=True)
+    with open(os.path.join(SHOTS, name), "wb") as f:
+        f.write(base64.b64decode(data))
 
 
 def go(route):
@@ -195,6 +204,56 @@ def test_the_pool_tree_shows_the_numbers_the_api_holds():
     shot("ui-pools.png")
 
 
+def pool_conditions_in_api():
+    out = {}
+    for p in api("/apis/peloton.io/v1alpha1/resourcepools")["items"]:
+        st = p.get("status", {})
+        g = st.get("gangs") or {}
+        out[p["metadata"]["name"]] = {
+            "gangs": [str(g.get("pending", 0)), str(g.get("running", 0))] if "gangs" in st else None,
+            "conditions": sorted(f"{c['type']}={c['status']} {c.get('reason', '')}".strip()
+                                 for c in st.get("conditions", []))}
+    return out
+
+
+POOL_CONDITIONS_IN_DOM = """(() => {
+  const out = {};
+  for (const row of document.querySelectorAll('tr.pool-head')) {
+    const g = row.querySelector('.gangs');
+    out[row.dataset.pool] = {
+      gangs: g ? [g.querySelector('[data-field=gangs-pending]').textContent,
+                  g.querySelector('[data-field=gangs-running]').textContent] : null,
+      conditions: [...row.querySelectorAll('.condition .tag')].map(t => t.textContent).sort()};
+  }
+  return out;
+})()"""
+
+
+def pool_conditions_shown(what, check=None):
+    """Waits until every pool's conditions (type=status reason) and gang
+    counts on the pools page are the API's, and check(API's) holds."""
+    def same():
+        want = pool_conditions_in_api()
+        if check and not check(want):
+            return False
+        return PAGE.eval(POOL_CONDITIONS_IN_DOM) == want and want
+    try:
+        return wait_until(same, 20, what)
+    except AssertionError:
+        raise AssertionError(f"{what}: API {pool_conditions_in_api()} DOM {PAGE.eval(POOL_CONDITIONS_IN_DOM)}")
+
+
+def test_the_pool_tree_shows_conditions_and_gang_counts():
+    go("pools")
+    # a-fill runs in team-a: one running gang there and in org; nothing waits
+    want = pool_conditions_shown("the pools' conditions and gangs as in the API", lambda w: all(
+        w[p]["gangs"] == ["0", "1"] and any(c.startswith("Admitting=True") for c in w[p]["conditions"])
+        for p in ("org", "team-a")))
+    assert "Borrowing=False WithinReservation" in want["team-a"]["conditions"], want
+    # a waiting message is on screen for a condition not in its quiet state (none here)
+    assert PAGE.eval("document.querySelectorAll('tr.pool-head [data-field=message]').length") == 0
+
+
 def test_a_job_created_with_kubectl_appears_and_reaches_running_without_a_reload():
     go("jobs")
     PAGE.eval("window.notReloaded = true")
@@ -231,14 +290,74 @@ def test_a_job_created_with_kubectl_appears_and_reaches_running_without_a_reload
     assert PAGE.eval("window.notReloaded") is True
 
 
+TIMELINE = """[...document.querySelectorAll('.timeline > li')].map(li => [li.dataset.step,
+  li.classList.contains('done'), li.dataset.time || '', li.querySelector('.step').textContent])"""
+
+
 def test_a_pods_timeline():
     go("pod/default/web-0")
-    done = PAGE.wait("(l => l.includes('running') && l)([...document.querySelectorAll('.timeline > li.done')]"
-                     ".map(li => li.dataset.step))", 10, "the timeline up to running")
-    assert done == ["created", "scheduled", "running"], done
-    node = api("/api/v1/namespaces/default/pods/web-0")["spec"]["nodeName"]
-    assert f"on {node}" in PAGE.eval("document.querySelector('[data-step=scheduled]').textContent")
+    steps = PAGE.wait(f"(l => l.some(s => s[0] === 'running' && s[1]) && l)({TIMELINE})", 10,
+                      "the timeline up to running")
+    assert [s[0] for s in steps if s[1]] == ["created", "queued", "admitted", "placed", "bound", "running"], steps
+    assert [s[0] for s in steps if not s[1]] == ["ended"], steps
+    # every step reached has its time, shown, and they come in order (bound's
+    # time, PodScheduled's lastTransitionTime, has whole seconds only)
+    times = [s[2] for s in steps if s[1]]
+    assert all(times) and all(t in s[3] for t, s in zip(times, steps)), steps
+    secs = [t[:19] for t in times]
+    assert secs == sorted(secs), times
+    placed = [t for t, s in zip(times, steps) if s[0] in ("queued", "admitted", "placed")]
+    assert placed == sorted(placed), placed
+    # the times are the pod's: the annotations the Binding carried, the condition, the container
+    obj = api("/api/v1/namespaces/default/pods/web-0")
+    a = obj["metadata"]["annotations"]
+    assert times[1:4] == [a["peloton.io/queued-at"], a["peloton.io/admitted-at"], a["peloton.io/placed-at"]], (times, a)
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", t) for t in times[1:4]), times
+    assert times[4] == [c for c in obj["status"]["conditions"] if c["type"] == "PodScheduled"][0]["lastTransitionTime"]
+    assert f"on {obj['spec']['nodeName']}" in steps[4][3]
+    assert "on pool team-b" in steps[1][3]
+    # the Scheduled Event explains the bound step
+    PAGE.wait("!!document.querySelector('[data-step=bound] li[data-reason=Scheduled]')", 10,
+              "the Scheduled Event under bound")
     shot("ui-pod.png")
+
+
+def post(path, obj):
+    req = urllib.request.Request(BASE + path, method="POST", data=json.dumps(obj).encode(),
+                                 headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_a_bindings_annotations_go_onto_the_pod():
+    # what carries the timeline: kube-apiserver copies a Binding's annotations onto the pod; bad ones are refused
+    obj = pod("bind-me", "team-a", 1)
+    obj["spec"]["schedulerName"] = "someone-else"  # none of ours binds it
+    obj["metadata"]["annotations"] = {"keep": "me"}
+    apply(obj)
+    path = "/api/v1/namespaces/default/pods/bind-me/binding"
+
+    def binding(ann):
+        return {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bind-me", "annotations": ann},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "sim-node-0"}}
+    try:
+        code, st = post(path, binding({"x": 1}))
+        assert code == 400 and st["kind"] == "Status" and "metadata.annotations" in st["message"], (code, st)
+        code, st = post(path, binding({"big": "x" * (256 * 1024)}))
+        assert code == 422 and st["reason"] == "Invalid" and "Too long" in st["message"], (code, st)
+        assert not api("/api/v1/namespaces/default/pods/bind-me")["spec"].get("nodeName")
+        code, st = post(path, binding({"peloton.io/placed-at": "2026-11-27T13:20:01.123Z"}))
+        assert code == 201, (code, st)
+        got = api("/api/v1/namespaces/default/pods/bind-me")
+        assert got["spec"]["nodeName"] == "sim-node-0"
+        ann = got["metadata"]["annotations"]
+        ann.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+        assert ann == {"keep": "me", "peloton.io/placed-at": "2026-11-27T13:20:01.123Z"}, ann
+    finally:
+        kubectl("delete", "pod", "bind-me", "--wait=false")
 
 
 def test_hosts_show_allocated_allocatable_readiness_and_cordon():
@@ -289,9 +408,12 @@ def pending_shown():
     # its timeline: not scheduled, with the Event that says why under that step
     PAGE.eval(f"{sel}.querySelector('a').click()")
     msg = PAGE.wait("(li => li && !li.classList.contains('done') && (e => e && e.textContent)("
-                    "li.querySelector('li[data-reason=FailedScheduling]')))(document.querySelector('[data-step=scheduled]'))",
-                    15, "too-big's scheduled step waiting, with its FailedScheduling Event")
+                    "li.querySelector('li[data-reason=FailedScheduling]')))(document.querySelector('[data-step=admitted]'))",
+                    15, "too-big's admitted step waiting, with its FailedScheduling Event")
     assert "waiting for admission: pool /org/team-a" in msg, msg
+    steps = PAGE.eval(TIMELINE)
+    assert [s[0] for s in steps if s[1]] == ["created", "queued"], steps
+    assert "waiting: WaitingForAdmission" in steps[2][3], steps
     shot("ui-pod-waiting.png")
 
 
@@ -302,6 +424,13 @@ def test_a_preemption_shows_on_both_pools():
                            api("/api/v1/pods?labelSelector=peloton.io/resource-pool%3Dteam-a")["items"]) == 5, 30,
                "team-a using 6 of the 8 cpu (a-fill's 2, a-0..3's 1 each)")
     go("pools")
+    # team-a borrows: Borrowing=True on its row, with the message saying by how much
+    pool_conditions_shown("team-a Borrowing on screen as in the API",
+                          lambda w: "Borrowing=True AboveReservation" in w["team-a"]["conditions"])
+    msg = PAGE.eval("document.querySelector('tr.pool-head[data-pool=\"team-a\"] "
+                    ".condition[data-type=Borrowing] [data-field=message]').textContent")
+    assert "cpu: allocation 6 exceeds reservation 4 by 2" in msg, msg
+    shot("ui-pools-borrowing.png")
     apply(*[pod(f"b-{i}", "team-b", 1, {"t": "b"}) for i in range(2)])
     PAGE.wait("!!document.querySelector('tr.pool-events[data-pool=\"team-a\"] li[data-reason=Preempted]')", 30,
               "team-a's pods preempted, on team-a's row")
@@ -322,7 +451,16 @@ def test_a_preemption_shows_on_both_pools():
                     "li.querySelector('li[data-reason=Preempted]')))(document.querySelector('[data-step=preempted]'))",
                     15, "the victim's preempted step with its Event")
     assert "pool /org/team-a over cpu entitlement" in why, why
+    # who: the resource manager, for team-b (its Preempting Event under the step too)
+    who = PAGE.wait("(li => li.textContent.includes('for pool team-b') && li.querySelector('.step').textContent)"
+                    "(document.querySelector('[data-step=preempted]'))", 15, "the preempting pool named")
+    assert "by peloton-resmgr for pool team-b (inter-pool)" in who, who
+    assert PAGE.eval("!!document.querySelector('[data-step=preempted] li[data-reason=Preempting]')")
     PAGE.wait("document.querySelector('[data-step=ended]').classList.contains('done')", 30, "the victim ended")
+    steps = PAGE.eval(TIMELINE)
+    assert [s[0] for s in steps if s[1]] == ["created", "queued", "admitted", "placed", "bound", "running",
+                                             "preempted", "ended"], steps
+    assert all(s[2] for s in steps[:-1]), steps  # a deleted pod's end has no time of its own
     shot("ui-pod-preempted.png")
 
 

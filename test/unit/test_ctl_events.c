@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "ctl_metrics.h"
 #include "test.h"
 
 static const char *str(const json_t *o, const char *a, const char *b) {
@@ -60,4 +61,18 @@ TEST(ctl_pod_scheduled_patch_shape) {
     CHECK_STR(str(c, "status", NULL), "True");
     CHECK(json_is_null(json_object_get(c, "reason")) && json_is_null(json_object_get(c, "message")));
     json_decref(p);
+}
+
+/* The pods' timeline annotations (labels.h): RFC 3339 in UTC with
+ * milliseconds, what the UI and kubectl read; nothing for no time. */
+TEST(ctl_format_ms_rfc3339_millis) {
+    char out[32];
+    ctl_format_ms(1795785601123LL, out); /* 2026-11-27T13:20:01.123Z */
+    CHECK_STR(out, "2026-11-27T13:20:01.123Z");
+    ctl_format_ms(1795785601005LL, out);
+    CHECK_STR(out, "2026-11-27T13:20:01.005Z");
+    ctl_format_ms(0, out);
+    CHECK_STR(out, "");
+    ctl_format_ms(-5, out);
+    CHECK_STR(out, "");
 }
