@@ -127,7 +127,9 @@ static void on_tick(uv_timer_t *t);
 static void arm_tick(struct jobmgr *jm) {
     if (jm->tick_armed || jm->stopping) return;
     jm->tick_armed = true;
-    uv_timer_start(&jm->tick, on_tick, jm->o.tick_ms, 0);
+    /* an informer sharing another role's cache may call back from
+     * kc_informer_start, before the timers exist: started with them */
+    if (jm->open_handles) uv_timer_start(&jm->tick, on_tick, jm->o.tick_ms, 0);
 }
 
 void jm_mark_dirty(struct jobmgr *jm, struct jm_job *job) {
@@ -663,6 +665,7 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
     uv_timer_init(loop, &jm->wake);
     jm->tick.data = jm->resync.data = jm->wake.data = jm;
     jm->open_handles = 3;
+    if (jm->tick_armed) uv_timer_start(&jm->tick, on_tick, jm->o.tick_ms, 0); /* marked while starting */
     uv_timer_start(&jm->resync, on_resync, jm->o.resync_ms, jm->o.resync_ms);
     jm_log("info", "msg=started scheduler=%s resync_ms=%u", jm->o.scheduler_name, jm->o.resync_ms);
     return jm;
