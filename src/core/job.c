@@ -258,7 +258,9 @@ int job_reconcile(const struct job_input *in, struct job_plan *plan, char *err, 
         }
         sorted[nlive++] = t;
     }
-    qsort(sorted, nlive, sizeof *sorted, cmp_task_ptr);
+    bool in_order = true; /* the job manager passes its records by id: no sort then */
+    for (size_t i = 1; i < nlive && in_order; i++) in_order = sorted[i - 1]->instance <= sorted[i]->instance;
+    if (!in_order) qsort(sorted, nlive, sizeof *sorted, cmp_task_ptr);
     for (size_t i = 1; i < nlive; i++)
         if (sorted[i]->instance == sorted[i - 1]->instance) {
             rc = core_fail(err, errlen, -EINVAL, "duplicate records for instance %u", sorted[i]->instance);

@@ -92,6 +92,7 @@ static struct jm_job *job_get(struct jobmgr *jm, const char *ns, const char *nam
 static void job_destroy(struct jm_job *j) {
     for (uint32_t i = 0; i < j->ninst; i++) jm_inst_clear(&j->inst[i]);
     free(j->inst);
+    free(j->tasks);
     for (size_t i = 0; i < j->ngarbage; i++) free(j->garbage[i].name);
     free(j->garbage);
     json_decref(j->gindex);
@@ -414,6 +415,7 @@ static void adopt(struct jobmgr *jm, struct jm_inst *r, const struct jm_pod_view
     r->deleting = v->deleting;
     r->preempted = v->preempted;
     r->creating = false;
+    if (!r->host || !v->node || strcmp(r->host, v->node)) r->node_gen = 0; /* looked up on the next reconcile */
     jm_set_str(&r->host, v->node);
     if (v->node) jm_set_str(&r->last_host, v->node);
     if (v->pin) jm_set_str(&r->pin, v->pin);
@@ -525,11 +527,13 @@ static void mark_all(struct jobmgr *jm) {
 
 static void on_node_add(void *ud, json_t *obj) {
     count_event(ud);
+    ((struct jobmgr *)ud)->node_gen++;
     fleet_stale(ud);
     mark_all(ud);
 }
 static void on_node_delete(void *ud, json_t *obj) {
     count_event(ud);
+    ((struct jobmgr *)ud)->node_gen++;
     fleet_stale(ud);
     mark_all(ud);
 }
@@ -569,6 +573,7 @@ static int apply_each_pod(void *ud, json_t *obj) {
 
 static void on_synced(void *ud) {
     struct jobmgr *jm = ud;
+    jm->node_gen++; /* a relist: every host is looked up again */
     if (!all_synced(jm)) return;
     kc_informer_foreach(jm->jobs, touch_each_job, jm);
     mark_all(jm);
@@ -624,6 +629,7 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
     }
     jm->loop = loop;
     jm->maint_nodes = -1;
+    jm->node_gen = 1;
     jm->kc = kc;
     jobmgr_options_default(&jm->o);
     if (o) {

@@ -665,11 +665,15 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
     if (!job->loaded) load_versions(job, obj, c.tpl, c.H);
     versions_step(&c);
 
-    /* a pod on a node that is gone is LOST (at-least-once: it runs again) */
+    /* a pod on a node that is gone is LOST (at-least-once: it runs again);
+     * a host found once is looked up again only when a Node came or went
+     * (jm->node_gen) or the record's host changed */
     for (uint32_t i = 0; i < job->ninst; i++) {
         struct jm_inst *r = &job->inst[i];
-        if (r->used && r->present && r->bound && !task_state_terminal(r->state) && !jm_node_exists(jm, r->host))
-            jm_set_state(jm, r, TASK_LOST);
+        if (!r->used || !r->present || !r->bound || task_state_terminal(r->state) || r->node_gen == jm->node_gen)
+            continue;
+        if (jm_node_exists(jm, r->host)) r->node_gen = jm->node_gen;
+        else jm_set_state(jm, r, TASK_LOST);
     }
     for (uint32_t i = 0; i < job->ninst; i++) job->inst[i].stopped = crd_job_stopped(&x, i);
     jm_update_intent(jm, job, obj, x.update_paused, &c.want);
@@ -691,11 +695,17 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
         send_garbage(jm, job);
         return false;
     }
-    struct task *tasks = calloc(n ? n : 1, sizeof *tasks);
-    if (!tasks) {
-        free(hosts);
-        return false;
+    if (n > job->cap_tasks || !job->tasks) { /* kept: a large job's array is not allocated (and zeroed) per sync */
+        size_t cap = n > 16 ? n + n / 4 : 16;
+        struct task *v = realloc(job->tasks, cap * sizeof *v);
+        if (!v) {
+            free(hosts);
+            return false;
+        }
+        job->tasks = v;
+        job->cap_tasks = cap;
     }
+    struct task *tasks = job->tasks;
     n = 0;
     for (uint32_t i = 0; i < job->ninst; i++)
         if (job->inst[i].used) task_of(job, &job->inst[i], i, cur, &tasks[n++]);
@@ -714,7 +724,6 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
         persist(jm, job);
     }
     job_plan_free(&plan);
-    free(tasks);
     free(hosts);
     return false;
 }
