@@ -93,6 +93,7 @@ static void job_destroy(struct jm_job *j) {
     for (uint32_t i = 0; i < j->ninst; i++) jm_inst_clear(&j->inst[i]);
     free(j->inst);
     free(j->tasks);
+    free(j->snap);
     for (size_t i = 0; i < j->ngarbage; i++) free(j->garbage[i].name);
     free(j->garbage);
     json_decref(j->gindex);

@@ -86,6 +86,8 @@ struct jm_job {
     enum jm_pool_check pool_told; /* what the last pool Event said (JM_POOL_OK: nothing wrong was told) */
     struct task *tasks;       /* job_reconcile's input, kept between reconciles (no large allocation per sync) */
     size_t cap_tasks;
+    struct update_instance *snap; /* update_plan's input, likewise */
+    size_t cap_snap;
 };
 
 enum jm_req_kind { JM_RQ_CREATE, JM_RQ_KILL, JM_RQ_GARBAGE, JM_RQ_STATUS, JM_RQ_ANNOTATE };

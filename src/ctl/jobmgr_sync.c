@@ -341,9 +341,16 @@ static void task_of(const struct jm_job *job, const struct jm_inst *r, uint32_t 
 static void update_step(struct ctx *c) {
     struct jm_job *job = c->job;
     struct update *u = job->u;
-    struct update_instance *snap = calloc(job->ninst ? job->ninst : 1, sizeof *snap);
+    if (job->ninst > job->cap_snap || !job->snap) { /* kept between reconciles */
+        size_t cap = job->ninst > 16 ? job->ninst : 16;
+        struct update_instance *v = realloc(job->snap, cap * sizeof *v);
+        if (!v) return;
+        job->snap = v;
+        job->cap_snap = cap;
+    }
+    struct update_instance *snap = job->snap;
     struct update_action *acts = calloc(u->batch + 1, sizeof *acts);
-    if (!snap || !acts) goto out;
+    if (!acts) goto out;
     size_t n = 0, nacts = 0;
     for (uint32_t i = 0; i < job->ninst && i < u->count; i++) {
         if (!job->inst[i].used) continue;
@@ -391,7 +398,6 @@ static void update_step(struct ctx *c) {
         job->persist = true;
     }
 out:
-    free(snap);
     free(acts);
 }
 
