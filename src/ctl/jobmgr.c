@@ -127,7 +127,10 @@ void jm_job_free(struct jobmgr *jm, struct jm_job *job) {
 static void on_tick(uv_timer_t *t);
 
 static void arm_tick(struct jobmgr *jm) {
-    if (jm->tick_armed || jm->stopping) return;
+    /* not before jobmgr_start made the timers: an informer joining a feed
+     * another role already holds delivers its objects from inside
+     * kc_informer_start (jobmgr_start arms the tick once they exist) */
+    if (jm->tick_armed || jm->stopping || !jm->open_handles) return;
     jm->tick_armed = true;
     uv_timer_start(&jm->tick, on_tick, jm->o.tick_ms, 0);
 }
@@ -164,7 +167,7 @@ static void on_wake(uv_timer_t *t) {
 }
 
 void jm_wake_at(struct jobmgr *jm, struct jm_job *job, int64_t at_ms) {
-    if (jm->stopping) return;
+    if (jm->stopping || !jm->open_handles) return;
     if (job->wake_ms && job->wake_ms <= at_ms) return;
     job->wake_ms = at_ms;
     if (jm->wake_at && jm->wake_at <= at_ms) return;
@@ -670,6 +673,7 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
     uv_timer_init(loop, &jm->wake);
     jm->tick.data = jm->resync.data = jm->wake.data = jm;
     jm->open_handles = 3;
+    if (jm->dirty) arm_tick(jm); /* marked while the informers started */
     uv_timer_start(&jm->resync, on_resync, jm->o.resync_ms, jm->o.resync_ms);
     jm_log("info", "msg=started scheduler=%s resync_ms=%u", jm->o.scheduler_name, jm->o.resync_ms);
     return jm;
