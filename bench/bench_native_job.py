@@ -75,6 +75,20 @@ def cpu_of(procs):
     return out
 
 
+def metric(port, name):
+    """The value of an unlabelled series on pelotond's /metrics, or None."""
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", "/metrics")
+        body = c.getresponse().read().decode()
+    except OSError:
+        return None
+    for line in body.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None
+
+
 class PodWatch(threading.Thread):
     """Counts pods seen Running (each once), with the time each count was reached."""
 
@@ -143,6 +157,7 @@ def one_run(run, via):
     w.start()
     procs = {"pelotond": proc.pid, "kubelet-sim": ksim.pid, "redis": services.start_redis.last[0].pid}
     cpu0 = cpu_of(procs)
+    rec0 = metric(port, "peloton_jobmgr_reconciles_total")
     perf = None
     if os.environ.get("BENCH_NATIVE_JOB_PERF"):  # a profile of pelotond over the run: perf report -i <file>.<via>
         perf = subprocess.Popen(["perf", "record", "-q", "-F", "199", "--call-graph", "dwarf,16384", "-p",
@@ -174,6 +189,7 @@ def one_run(run, via):
     t_pods = (w.last - t0) if w.done.is_set() else None
     la = loadavg()
     cpu1 = cpu_of(procs)
+    rec1 = metric(port, "peloton_jobmgr_reconciles_total")
     if perf:
         perf.send_signal(signal.SIGINT)
         perf.wait(30)
@@ -189,6 +205,8 @@ def one_run(run, via):
     print("  Running ", " ".join(f"{t - t0:.2f}" for t in w.running_at), flush=True)
     if t_job is not None:
         report("... JobManager.Get taskStats RUNNING = N after", t_job, "s")
+    if rec0 is not None and rec1 is not None:  # each one walks the job's 10,000 records
+        report("... job manager reconciles during the run", rec1 - rec0, "")
     used = sorted(((cpu1.get(k, 0) - v, k) for k, v in cpu0.items()), reverse=True)
     print("CPU per pod by thread (us): " + ", ".join(f"{k} {d / N * 1e6:.0f}" for d, k in used if d > 0.005),
           flush=True)

@@ -117,6 +117,17 @@ static long host_index(const char *const *hosts, size_t n, const char *name) {
     return hit ? (long)(hit - hosts) : -1;
 }
 
+/* The live (not DELETED) records in ascending id order: the input itself
+ * when it is so already, else a sorted array of pointers into it. */
+struct live {
+    const struct task *direct;
+    const struct task **sorted;
+};
+
+static const struct task *live_at(const struct live *lv, size_t i) {
+    return lv->direct ? &lv->direct[i] : lv->sorted[i];
+}
+
 /* The state a KILL action moves a non-terminal task to. */
 static enum task_state kill_target(enum task_state s) {
     switch (s) {
@@ -241,27 +252,38 @@ int job_reconcile(const struct job_input *in, struct job_plan *plan, char *err, 
     bool *claimed = NULL;
     size_t nlive = 0, nhosts = 0;
 
-    sorted = malloc((in->ntasks ? in->ntasks : 1) * sizeof *sorted);
-    if (!sorted) return core_fail(err, errlen, -ENOMEM, "out of memory");
+    bool in_order = true, any_deleted = false;
     for (size_t i = 0; i < in->ntasks; i++) {
         const struct task *t = &in->tasks[i];
         if ((int)t->state < 0 || t->state >= TASK_NSTATES || t->state == TASK_UNKNOWN ||
-            t->state == TASK_RESERVED) {
-            rc = core_fail(err, errlen, -EINVAL, "instance %u is in state %s, which a job instance never holds",
-                      t->instance, task_state_name(t->state));
-            goto out;
+            t->state == TASK_RESERVED)
+            return core_fail(err, errlen, -EINVAL, "instance %u is in state %s, which a job instance never holds",
+                             t->instance, task_state_name(t->state));
+        if (t->state == TASK_DELETED) {
+            any_deleted = true;
+            continue;
         }
-        if (t->state == TASK_DELETED) continue;
-        if (t->instance >= JOB_MAX_INSTANCES) {
-            rc = core_fail(err, errlen, -EINVAL, "instance id %u exceeds %u", t->instance, JOB_MAX_INSTANCES);
-            goto out;
-        }
-        sorted[nlive++] = t;
+        if (t->instance >= JOB_MAX_INSTANCES)
+            return core_fail(err, errlen, -EINVAL, "instance id %u exceeds %u", t->instance, JOB_MAX_INSTANCES);
+        if (i && in->tasks[i - 1].instance > t->instance) in_order = false;
     }
-    qsort(sorted, nlive, sizeof *sorted, cmp_task_ptr);
+    /* Records in ascending id order without DELETED ones (how the job
+     * manager passes them) are read in place: no copy, no sort. */
+    struct live lv = {0};
+    if (in_order && !any_deleted) {
+        lv.direct = in->tasks;
+        nlive = in->ntasks;
+    } else {
+        sorted = malloc((in->ntasks ? in->ntasks : 1) * sizeof *sorted);
+        if (!sorted) return core_fail(err, errlen, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < in->ntasks; i++)
+            if (in->tasks[i].state != TASK_DELETED) sorted[nlive++] = &in->tasks[i];
+        qsort(sorted, nlive, sizeof *sorted, cmp_task_ptr);
+        lv.sorted = sorted;
+    }
     for (size_t i = 1; i < nlive; i++)
-        if (sorted[i]->instance == sorted[i - 1]->instance) {
-            rc = core_fail(err, errlen, -EINVAL, "duplicate records for instance %u", sorted[i]->instance);
+        if (live_at(&lv, i)->instance == live_at(&lv, i - 1)->instance) {
+            rc = core_fail(err, errlen, -EINVAL, "duplicate records for instance %u", live_at(&lv, i)->instance);
             goto out;
         }
 
@@ -282,7 +304,7 @@ int job_reconcile(const struct job_input *in, struct job_plan *plan, char *err, 
     }
 
     for (size_t i = 0; i < nlive; i++) {
-        const struct task *t = sorted[i];
+        const struct task *t = live_at(&lv, i);
         bool wanted;
         const char *pin = NULL;
         if (spec->type == JOB_DAEMON) {
@@ -306,8 +328,8 @@ int job_reconcile(const struct job_input *in, struct job_plan *plan, char *err, 
             uint32_t next = 0;
             for (size_t h = 0; h < nhosts; h++) {
                 if (claimed[h]) continue;
-                while (k < nlive && sorted[k]->instance < next) k++;
-                while (k < nlive && sorted[k]->instance == next) {
+                while (k < nlive && live_at(&lv, k)->instance < next) k++;
+                while (k < nlive && live_at(&lv, k)->instance == next) {
                     next++;
                     k++;
                 }
@@ -321,8 +343,8 @@ int job_reconcile(const struct job_input *in, struct job_plan *plan, char *err, 
             }
         } else {
             for (uint32_t i = 0; i < spec->instance_count; i++) {
-                while (k < nlive && sorted[k]->instance < i) k++;
-                if (k < nlive && sorted[k]->instance == i) continue;
+                while (k < nlive && live_at(&lv, k)->instance < i) k++;
+                if (k < nlive && live_at(&lv, k)->instance == i) continue;
                 struct job_action a = {.kind = JOB_ACT_CREATE, .instance = i, .run = 1,
                                        .version = spec->config_version, .gang = job_gang_of(spec, i)};
                 r.proj.n[TASK_INITIALIZED]++;

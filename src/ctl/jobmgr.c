@@ -92,6 +92,8 @@ static struct jm_job *job_get(struct jobmgr *jm, const char *ns, const char *nam
 static void job_destroy(struct jm_job *j) {
     for (uint32_t i = 0; i < j->ninst; i++) jm_inst_clear(&j->inst[i]);
     free(j->inst);
+    free(j->tasks);
+    free(j->snap);
     for (size_t i = 0; i < j->ngarbage; i++) free(j->garbage[i].name);
     free(j->garbage);
     json_decref(j->gindex);
@@ -125,11 +127,12 @@ void jm_job_free(struct jobmgr *jm, struct jm_job *job) {
 static void on_tick(uv_timer_t *t);
 
 static void arm_tick(struct jobmgr *jm) {
-    if (jm->tick_armed || jm->stopping) return;
+    /* not before jobmgr_start made the timers: an informer joining a feed
+     * another role already holds delivers its objects from inside
+     * kc_informer_start (jobmgr_start arms the tick once they exist) */
+    if (jm->tick_armed || jm->stopping || !jm->open_handles) return;
     jm->tick_armed = true;
-    /* an informer sharing another role's cache may call back from
-     * kc_informer_start, before the timers exist: started with them */
-    if (jm->open_handles) uv_timer_start(&jm->tick, on_tick, jm->o.tick_ms, 0);
+    uv_timer_start(&jm->tick, on_tick, jm->o.tick_ms, 0);
 }
 
 void jm_mark_dirty(struct jobmgr *jm, struct jm_job *job) {
@@ -164,7 +167,7 @@ static void on_wake(uv_timer_t *t) {
 }
 
 void jm_wake_at(struct jobmgr *jm, struct jm_job *job, int64_t at_ms) {
-    if (jm->stopping) return;
+    if (jm->stopping || !jm->open_handles) return;
     if (job->wake_ms && job->wake_ms <= at_ms) return;
     job->wake_ms = at_ms;
     if (jm->wake_at && jm->wake_at <= at_ms) return;
@@ -416,6 +419,7 @@ static void adopt(struct jobmgr *jm, struct jm_inst *r, const struct jm_pod_view
     r->deleting = v->deleting;
     r->preempted = v->preempted;
     r->creating = false;
+    if (!r->host || !v->node || strcmp(r->host, v->node)) r->node_gen = 0; /* looked up on the next reconcile */
     jm_set_str(&r->host, v->node);
     if (v->node) jm_set_str(&r->last_host, v->node);
     if (v->pin) jm_set_str(&r->pin, v->pin);
@@ -527,11 +531,13 @@ static void mark_all(struct jobmgr *jm) {
 
 static void on_node_add(void *ud, json_t *obj) {
     count_event(ud);
+    ((struct jobmgr *)ud)->node_gen++;
     fleet_stale(ud);
     mark_all(ud);
 }
 static void on_node_delete(void *ud, json_t *obj) {
     count_event(ud);
+    ((struct jobmgr *)ud)->node_gen++;
     fleet_stale(ud);
     mark_all(ud);
 }
@@ -571,6 +577,7 @@ static int apply_each_pod(void *ud, json_t *obj) {
 
 static void on_synced(void *ud) {
     struct jobmgr *jm = ud;
+    jm->node_gen++; /* a relist: every host is looked up again */
     if (!all_synced(jm)) return;
     kc_informer_foreach(jm->jobs, touch_each_job, jm);
     mark_all(jm);
@@ -626,6 +633,7 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
     }
     jm->loop = loop;
     jm->maint_nodes = -1;
+    jm->node_gen = 1;
     jm->kc = kc;
     jobmgr_options_default(&jm->o);
     if (o) {
@@ -665,7 +673,7 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
     uv_timer_init(loop, &jm->wake);
     jm->tick.data = jm->resync.data = jm->wake.data = jm;
     jm->open_handles = 3;
-    if (jm->tick_armed) uv_timer_start(&jm->tick, on_tick, jm->o.tick_ms, 0); /* marked while starting */
+    if (jm->dirty) arm_tick(jm); /* marked while the informers started */
     uv_timer_start(&jm->resync, on_resync, jm->o.resync_ms, jm->o.resync_ms);
     jm_log("info", "msg=started scheduler=%s resync_ms=%u", jm->o.scheduler_name, jm->o.resync_ms);
     return jm;

@@ -46,6 +46,7 @@ struct jm_inst {
     char *host, *last_host;   /* node of the current run; node of the latest placed run */
     char *pin;                /* DAEMON: the node the instance belongs to */
     uint32_t gang_first, gang_run, gang_size; /* the gang this run was started in (size 1: none) */
+    uint64_t node_gen;        /* host was among the Nodes at jobmgr.node_gen (0: not looked up since it changed) */
 };
 
 struct jm_garbage {
@@ -83,6 +84,10 @@ struct jm_job {
     char *oneshot_seen[JM_NONESHOT]; /* update-abort/-rollback annotation values handled last */
     bool oneshot_clear[JM_NONESHOT]; /* remove that annotation with the next persist */
     enum jm_pool_check pool_told; /* what the last pool Event said (JM_POOL_OK: nothing wrong was told) */
+    struct task *tasks;       /* job_reconcile's input, kept between reconciles (no large allocation per sync) */
+    size_t cap_tasks;
+    struct update_instance *snap; /* update_plan's input, likewise */
+    size_t cap_snap;
 };
 
 enum jm_req_kind { JM_RQ_CREATE, JM_RQ_KILL, JM_RQ_GARBAGE, JM_RQ_STATUS, JM_RQ_ANNOTATE };
@@ -117,6 +122,7 @@ struct jobmgr {
     struct jm_fleet *fleet;   /* the nodes as placement sees them (DAEMON eligibility), NULL: stale */
     json_t *parents;          /* names of the pools that have children, NULL: stale */
     long maint_nodes;         /* Nodes in maintenance; -1: stale (counted again on a node change) */
+    uint64_t node_gen;        /* bumped when a Node comes or goes: a record's host is looked up again */
 };
 
 /* jobmgr.c */

@@ -341,9 +341,16 @@ static void task_of(const struct jm_job *job, const struct jm_inst *r, uint32_t 
 static void update_step(struct ctx *c) {
     struct jm_job *job = c->job;
     struct update *u = job->u;
-    struct update_instance *snap = calloc(job->ninst ? job->ninst : 1, sizeof *snap);
+    if (job->ninst > job->cap_snap || !job->snap) { /* kept between reconciles */
+        size_t cap = job->ninst > 16 ? job->ninst : 16;
+        struct update_instance *v = realloc(job->snap, cap * sizeof *v);
+        if (!v) return;
+        job->snap = v;
+        job->cap_snap = cap;
+    }
+    struct update_instance *snap = job->snap;
     struct update_action *acts = calloc(u->batch + 1, sizeof *acts);
-    if (!snap || !acts) goto out;
+    if (!acts) goto out;
     size_t n = 0, nacts = 0;
     for (uint32_t i = 0; i < job->ninst && i < u->count; i++) {
         if (!job->inst[i].used) continue;
@@ -391,7 +398,6 @@ static void update_step(struct ctx *c) {
         job->persist = true;
     }
 out:
-    free(snap);
     free(acts);
 }
 
@@ -665,11 +671,15 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
     if (!job->loaded) load_versions(job, obj, c.tpl, c.H);
     versions_step(&c);
 
-    /* a pod on a node that is gone is LOST (at-least-once: it runs again) */
+    /* a pod on a node that is gone is LOST (at-least-once: it runs again);
+     * a host found once is looked up again only when a Node came or went
+     * (jm->node_gen) or the record's host changed */
     for (uint32_t i = 0; i < job->ninst; i++) {
         struct jm_inst *r = &job->inst[i];
-        if (r->used && r->present && r->bound && !task_state_terminal(r->state) && !jm_node_exists(jm, r->host))
-            jm_set_state(jm, r, TASK_LOST);
+        if (!r->used || !r->present || !r->bound || task_state_terminal(r->state) || r->node_gen == jm->node_gen)
+            continue;
+        if (jm_node_exists(jm, r->host)) r->node_gen = jm->node_gen;
+        else jm_set_state(jm, r, TASK_LOST);
     }
     for (uint32_t i = 0; i < job->ninst; i++) job->inst[i].stopped = crd_job_stopped(&x, i);
     jm_update_intent(jm, job, obj, x.update_paused, &c.want);
@@ -691,11 +701,17 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
         send_garbage(jm, job);
         return false;
     }
-    struct task *tasks = calloc(n ? n : 1, sizeof *tasks);
-    if (!tasks) {
-        free(hosts);
-        return false;
+    if (n > job->cap_tasks || !job->tasks) { /* kept: a large job's array is not allocated (and zeroed) per sync */
+        size_t cap = n > 16 ? n + n / 4 : 16;
+        struct task *v = realloc(job->tasks, cap * sizeof *v);
+        if (!v) {
+            free(hosts);
+            return false;
+        }
+        job->tasks = v;
+        job->cap_tasks = cap;
     }
+    struct task *tasks = job->tasks;
     n = 0;
     for (uint32_t i = 0; i < job->ninst; i++)
         if (job->inst[i].used) task_of(job, &job->inst[i], i, cur, &tasks[n++]);
@@ -714,7 +730,6 @@ bool jm_sync_job(struct jobmgr *jm, struct jm_job *job) {
         persist(jm, job);
     }
     job_plan_free(&plan);
-    free(tasks);
     free(hosts);
     return false;
 }

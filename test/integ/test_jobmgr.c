@@ -472,6 +472,40 @@ TEST(jobmgr_integ_stateless_pod_comes_back) {
     env_stop(&e);
 }
 
+/* The job manager looks a record's node up once and again only when a Node
+ * comes or goes: a node deleted after its pods were seen Running still
+ * makes them LOST, and their next run is created without waiting for the
+ * kubelet (none confirms anything here after the delete). */
+TEST(jobmgr_integ_node_deleted_after_seen_is_lost) {
+    START(e);
+    REQUIRE(create_job(&e, "g1", "BATCH", 2, NULL, "img") == 201);
+    struct want_pods wp = {"g1", 2, "Running"};
+    CHECK(wait_until(&e, "g1", run_forever, pods_are, &wp));
+    pump(&e, 300); /* reconciles that found both nodes */
+    json_t *pods = list_pods(&e, "g1");
+    char inst[16] = "";
+    size_t i;
+    json_t *pod;
+    json_array_foreach(pods, i, pod) if (pnode(pod) && !strcmp(pnode(pod), "n2"))
+        snprintf(inst, sizeof inst, "%s", plabel(pod, PL_INSTANCE));
+    json_decref(pods);
+    REQUIRE(inst[0]);
+    CHECK(api(&e, "DELETE", "/api/v1/nodes/n2", NULL, NULL, NULL) == 200);
+    bool again = false;
+    uv_update_time(&e.loop);
+    for (uint64_t end = uv_now(&e.loop) + WAIT_MS; !again && uv_now(&e.loop) < end;) {
+        pump(&e, 50);
+        pods = list_pods(&e, "g1");
+        json_array_foreach(pods, i, pod) {
+            const char *run = pann(pod, JM_A_RUN), *in = plabel(pod, PL_INSTANCE);
+            if (run && in && !strcmp(in, inst) && !strcmp(run, "2")) again = true;
+        }
+        json_decref(pods);
+    }
+    CHECK(again);
+    env_stop(&e);
+}
+
 static bool daemon_nodes_of(struct env *e, const char *job, const char *want) {
     json_t *pods = list_pods(e, job);
     char have[128] = "";

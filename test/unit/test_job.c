@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <stdlib.h>
 
 #include "job.h"
 #include "test.h"
@@ -635,6 +636,68 @@ TEST(job_reconcile_rejects_bad_records) {
     REQUIRE(job_reconcile(&in, &p, err, sizeof err) == 0);
     CHECK_I64(count_kind(&p, JOB_ACT_CREATE), 2);
     job_plan_free(&p);
+}
+
+/* job_reconcile takes records in any order; the job manager passes them by
+ * id, which job_reconcile reads in place (no copy, no sort): a large job's
+ * plan is the same either way. */
+TEST(job_reconcile_same_plan_in_any_record_order) {
+    enum { N = 3000 };
+    static const enum task_state states[] = {TASK_INITIALIZED, TASK_PENDING, TASK_LAUNCHED, TASK_RUNNING,
+                                             TASK_KILLING,     TASK_SUCCEEDED, TASK_FAILED, TASK_LOST,
+                                             TASK_KILLED}; /* no DELETED: the in-place path */
+    struct task *t = calloc(N, sizeof *t);
+    REQUIRE(t != NULL);
+    struct job_spec spec = {.type = JOB_STATEFUL, .instance_count = N + 10, .min_running = 5, .config_version = 2};
+    uint64_t seed = 11;
+    size_t n = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        if (test_range(&seed, 0, 9) == 0) continue; /* missing: a CREATE */
+        task_init(&t[n], i, 1, 0);
+        t[n].state = states[test_range(&seed, 0, (int64_t)(sizeof states / sizeof *states) - 1)];
+        t[n].state_since_ms = test_range(&seed, 0, 5000);
+        t[n].failures = (uint32_t)test_range(&seed, 0, 2);
+        t[n].desired_version = 2;
+        t[n].last_host = i % 2 ? "h1" : "h2";
+        n++;
+    }
+    struct job_input in = {.spec = &spec, .tasks = t, .ntasks = n, .now_ms = 100000};
+    struct job_plan a, b;
+    char err[256];
+    REQUIRE(job_reconcile(&in, &a, err, sizeof err) == 0);
+    for (size_t i = n - 1; i > 0; i--) { /* shuffled */
+        size_t j = (size_t)test_range(&seed, 0, (int64_t)i);
+        struct task x = t[i];
+        t[i] = t[j];
+        t[j] = x;
+    }
+    REQUIRE(job_reconcile(&in, &b, err, sizeof err) == 0);
+    CHECK(a.n > 100);
+    CHECK_I64(a.n, b.n);
+    CHECK_I64(a.state, b.state);
+    CHECK_I64(a.next_deadline_ms, b.next_deadline_ms);
+    CHECK(!memcmp(&a.counts, &b.counts, sizeof a.counts));
+    size_t same = 0;
+    for (size_t k = 0; k < a.n && k < b.n; k++) {
+        const struct job_action *x = &a.v[k], *y = &b.v[k];
+        same += x->kind == y->kind && x->instance == y->instance && x->run == y->run && x->version == y->version &&
+                x->gang == y->gang && x->gang_size == y->gang_size && x->gang_first == y->gang_first &&
+                x->gang_first_run == y->gang_first_run && x->count_failure == y->count_failure &&
+                ((!x->host && !y->host) || (x->host && y->host && !strcmp(x->host, y->host)));
+    }
+    CHECK_I64(same, a.n);
+    job_plan_free(&a);
+    job_plan_free(&b);
+    /* a duplicate in otherwise ascending records is still refused */
+    struct task d[3];
+    static const uint32_t ids[3] = {0, 1, 1};
+    for (uint32_t i = 0; i < 3; i++) task_init(&d[i], ids[i], 1, 0);
+    in.tasks = d;
+    in.ntasks = 3;
+    CHECK_I64(job_reconcile(&in, &a, err, sizeof err), -EINVAL);
+    CHECK_HAS(err, "duplicate records for instance 1");
+    job_plan_free(&a);
+    free(t);
 }
 
 /* Batch jobs under random failures, losses and preemptions, driven to the end
