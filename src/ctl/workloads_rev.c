@@ -18,6 +18,8 @@
 
 #define RS_REVISION "deployment.kubernetes.io/revision"
 #define RS_HASH_LABEL "pod-template-hash"
+#define RS_HISTORY "deployment.kubernetes.io/revision-history"
+#define RS_HISTORY_MAX 2000 /* characters of revision-history, as kube-controller-manager bounds it */
 
 /* The controller owner's kind of obj ("" when none). */
 const char *wl_controller_kind(const json_t *obj, const char **uid) {
@@ -87,6 +89,27 @@ static void rs_status(struct workloads *w, const json_t *rs, json_t *want) {
     wl_send(w, "PATCH", path, wl_status_patch(json_object_get(rs, "status"), want), "application/merge-patch+json");
 }
 
+/* The annotations that make rs, an older revision brought back, revision
+ * rev: its former revision is appended to deployment.kubernetes.io/
+ * revision-history (comma-separated, the oldest dropped beyond
+ * RS_HISTORY_MAX characters), as kube-controller-manager keeps it. New
+ * reference, a merge patch's annotations. */
+static json_t *rs_rollback_ann(const json_t *rs, const char *rev) {
+    const json_t *ann = json_object_get(json_object_get(rs, "metadata"), "annotations");
+    const char *was = str(ann, RS_REVISION, NULL), *hist = str(ann, RS_HISTORY, NULL);
+    json_t *out = json_pack("{s:s}", RS_REVISION, rev);
+    if (!was || !was[0] || strlen(was) >= RS_HISTORY_MAX) return out;
+    char buf[RS_HISTORY_MAX + 1];
+    const char *h = hist ? hist : "";
+    while (h[0] && strlen(h) + 1 + strlen(was) > RS_HISTORY_MAX) { /* the oldest go first */
+        const char *comma = strchr(h, ',');
+        h = comma ? comma + 1 : "";
+    }
+    snprintf(buf, sizeof buf, "%s%s%s", h, h[0] ? "," : "", was);
+    json_object_set_new(out, RS_HISTORY, json_string(buf));
+    return out;
+}
+
 void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst) {
     const json_t *md = json_object_get(d, "metadata"), *spec = json_object_get(d, "spec");
     const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL);
@@ -105,6 +128,18 @@ void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst) {
                                     "observedGeneration", num(old, "metadata", "generation")));
     }
     json_decref(c.others);
+    /* the Deployment's own revision annotation, as kube-controller-manager
+     * keeps it: kubectl rollout undo replaces /metadata/annotations with a
+     * JSON patch, which needs the map there, and carries this value over */
+    json_int_t rev_now = c.current && c.cur_rev > 0 && c.cur_rev >= c.max_rev ? c.cur_rev : c.max_rev + 1;
+    char rev[24];
+    snprintf(rev, sizeof rev, "%" JSON_INTEGER_FORMAT, rev_now);
+    const char *drev = str(json_object_get(md, "annotations"), RS_REVISION, NULL);
+    if (!drev || strcmp(drev, rev)) {
+        wl_path_of(WL_DEPLOY, ns, name, NULL, path, sizeof path);
+        wl_send(w, "PATCH", path, json_pack("{s:{s:{s:s}}}", "metadata", "annotations", RS_REVISION, rev),
+                "application/merge-patch+json");
+    }
     json_t *st = json_pack("{s:I, s:I, s:I}", "replicas", json_integer_value(json_object_get(dst, "replicas")),
                            "readyReplicas", json_integer_value(json_object_get(dst, "readyReplicas")),
                            "availableReplicas", json_integer_value(json_object_get(dst, "availableReplicas")));
@@ -114,12 +149,10 @@ void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst) {
         if (num(c.current, "spec", "replicas") != num(d, "spec", "replicas"))
             wl_send(w, "PATCH", path, json_pack("{s:{s:I}}", "spec", "replicas", num(d, "spec", "replicas")),
                     "application/merge-patch+json");
-        if (c.cur_rev < c.max_rev) { /* an older template back (rollout undo): the newest revision again */
-            char rev[24];
-            snprintf(rev, sizeof rev, "%" JSON_INTEGER_FORMAT, c.max_rev + 1);
-            wl_send(w, "PATCH", path, json_pack("{s:{s:{s:s}}}", "metadata", "annotations", RS_REVISION, rev),
+        if (rev_now != c.cur_rev) /* an older template back (rollout undo): the newest revision again */
+            wl_send(w, "PATCH", path,
+                    json_pack("{s:{s:o}}", "metadata", "annotations", rs_rollback_ann(c.current, rev)),
                     "application/merge-patch+json");
-        }
         rs_status(w, c.current, st);
         return;
     }
@@ -134,10 +167,7 @@ void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst) {
     }
     json_object_set_new(labels, RS_HASH_LABEL, json_string(hash));
     json_object_set_new(sel, RS_HASH_LABEL, json_string(hash));
-    json_t *ann = json_pack("{s:s}", RS_REVISION, "0");
-    char rev[24];
-    snprintf(rev, sizeof rev, "%" JSON_INTEGER_FORMAT, c.max_rev + 1);
-    json_object_set_new(ann, RS_REVISION, json_string(rev));
+    json_t *ann = json_pack("{s:s}", RS_REVISION, rev);
     const char *cause = json_string_value(json_object_get(json_object_get(md, "annotations"),
                                                           "kubernetes.io/change-cause"));
     if (cause) json_object_set_new(ann, "kubernetes.io/change-cause", json_string(cause));
@@ -153,11 +183,26 @@ void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst) {
     if (body) wl_send(w, "POST", path, body, NULL);
 }
 
+/* A Deployment's revision record: controlled by a Deployment, or left
+ * ownerless by one deleted with --cascade=orphan (it still carries the
+ * revision annotation and the pod-template-hash label). Neither is
+ * translated into a Peloton Job: the pods it stands for are its
+ * Deployment's Peloton Job's. */
+bool wl_rs_is_record(const json_t *rs) {
+    const char *kind = wl_controller_kind(rs, NULL);
+    if (!strcmp(kind, "Deployment")) return true;
+    const json_t *md = json_object_get(rs, "metadata");
+    return !kind[0] && str(json_object_get(md, "annotations"), RS_REVISION, NULL) &&
+           str(json_object_get(md, "labels"), RS_HASH_LABEL, NULL);
+}
+
 struct owned_by {
     struct workloads *w;
     const char *kind, *uid, *plural;
 };
 
+/* A record rec controlled by the owner (kind, uid) in o: deleted, unless
+ * orphaned meanwhile (wl_delete_if_owned reads it again). */
 static int delete_owned(void *ud, json_t *rec) {
     struct owned_by *o = ud;
     const char *uid = NULL;
@@ -165,7 +210,7 @@ static int delete_owned(void *ud, json_t *rec) {
         char path[512];
         snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/%s/%s", str(rec, "metadata", "namespace"), o->plural,
                  str(rec, "metadata", "name"));
-        wl_send(o->w, "DELETE", path, NULL, NULL);
+        wl_delete_if_owned(o->w, path, uid);
     }
     return 0;
 }
