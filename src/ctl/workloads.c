@@ -128,6 +128,7 @@ static json_t *pj_spec(enum wl_kind k, const json_t *obj, const char *pool) {
     return out;
 }
 
+/* Whether pj's controller owner is uid. */
 static bool owned_by(const json_t *pj, const char *uid) {
     size_t i;
     json_t *r;
@@ -340,7 +341,7 @@ static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
     const json_t *md = json_object_get(obj, "metadata");
     const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL), *uid = str(md, "uid", NULL);
     if (!ns || !name || !uid || json_object_get(md, "deletionTimestamp")) return;
-    if (k == WL_RS && !strcmp(wl_controller_kind(obj, NULL), "Deployment")) return; /* a revision record: mirror_rs */
+    if (k == WL_RS && wl_rs_is_record(obj)) return; /* a Deployment's revision record: wl_mirror_rs */
     json_t *pj = kc_informer_get(w->pjs, ns, name);
     const char *pool = pool_of(w, obj);
     char problem[300] = "";
@@ -411,15 +412,65 @@ static const json_t *owner_of(struct workloads *w, const json_t *pj, enum wl_kin
     return NULL;
 }
 
-static void delete_pj(struct workloads *w, const json_t *pj) {
+/* ---- deleting what a deleted workload owned ----
+ * kubectl delete --cascade=orphan: the API server drops the dependents'
+ * references to the owner, then deletes the owner; but those writes reach
+ * this controller in separate watch streams (the Peloton Jobs', the
+ * ReplicaSets', the owner's), so when the owner's deletion is seen the
+ * caches may still show a dependent as owned. A dependent is therefore read
+ * again before it is deleted (a read made after the owner's deletion was
+ * seen shows the references as the API server left them) and deleted only
+ * when it still names the owner as its controller, with that version as the
+ * precondition; one that changed meanwhile (409) is looked at again at the
+ * next resync. */
+
+struct owned_check {
+    struct workloads *w;
+    char uid[128];  /* the owner's */
+    char path[512]; /* the dependent's */
+};
+
+static void on_owned_read(void *ud, const struct kc_response *r) {
+    struct owned_check *c = ud;
+    json_t *obj = r->status == 200 ? kc_response_body(r) : NULL;
+    const json_t *md = json_object_get(obj, "metadata");
+    if (obj && owned_by(obj, c->uid) && !json_object_get(md, "deletionTimestamp")) {
+        wl_log("info", "msg=\"owner gone: deleting what it owned\" path=%s", c->path);
+        json_t *body = json_pack("{s:s, s:s, s:s, s:{s:s?, s:s?}}", "kind", "DeleteOptions", "apiVersion", "v1",
+                                 "propagationPolicy", "Background", "preconditions", "uid", str(md, "uid", NULL),
+                                 "resourceVersion", str(md, "resourceVersion", NULL));
+        if (body) wl_send(c->w, "DELETE", c->path, body, NULL);
+    } else if (obj && !json_object_get(md, "deletionTimestamp")) {
+        wl_log("info", "msg=\"owner gone, dependent orphaned: kept\" path=%s", c->path);
+    }
+    free(c);
+}
+
+void wl_delete_if_owned(struct workloads *w, const char *path, const char *owner_uid) {
+    struct owned_check *c = calloc(1, sizeof *c);
+    if (!c || !owner_uid) {
+        free(c);
+        return;
+    }
+    c->w = w;
+    snprintf(c->uid, sizeof c->uid, "%s", owner_uid);
+    snprintf(c->path, sizeof c->path, "%s", path);
+    kclient_request(w->kc, "GET", path, NULL, NULL, on_owned_read, c);
+}
+
+/* pj's controller (uid) is gone: pj goes, unless it was orphaned meanwhile. */
+static void delete_pj(struct workloads *w, const json_t *pj, const char *owner_uid) {
     char path[512];
     snprintf(path, sizeof path, PJ_PATH "/namespaces/%s/jobs/%s", str(pj, "metadata", "namespace"),
              str(pj, "metadata", "name"));
-    wl_log("info", "msg=\"owner gone: deleting its Peloton Job\" ns=%s name=%s", str(pj, "metadata", "namespace"),
-           str(pj, "metadata", "name"));
-    wl_send(w, "DELETE", path, json_pack("{s:s, s:s, s:s}", "kind", "DeleteOptions", "apiVersion", "v1",
-                                      "propagationPolicy", "Background"),
-         NULL);
+    wl_delete_if_owned(w, path, owner_uid);
+}
+
+/* The uid of obj's controller owner, or NULL. */
+static const char *controller_uid(const json_t *obj) {
+    const char *uid = NULL;
+    wl_controller_kind(obj, &uid);
+    return uid;
 }
 
 /* A Peloton Job changed: its owner's status follows; an orphan of ours goes. */
@@ -429,7 +480,7 @@ static void pj_touch(struct workloads *w, const json_t *pj) {
     if (!owner) return;
     if (owner == pj) {
         if (kc_informer_synced(w->inf[k]) && !json_object_get(json_object_get(pj, "metadata"), "deletionTimestamp"))
-            delete_pj(w, pj);
+            delete_pj(w, pj, controller_uid(pj));
         return;
     }
     reconcile(w, k, owner);
@@ -446,7 +497,7 @@ static void on_wl_update(void *ud, json_t *old, json_t *obj) {
 static void on_wl_delete(void *ud, json_t *obj) {
     struct wl_sub *s = ud;
     json_t *pj = kc_informer_get(s->w->pjs, str(obj, "metadata", "namespace"), str(obj, "metadata", "name"));
-    if (pj && owned_by(pj, str(obj, "metadata", "uid"))) delete_pj(s->w, pj);
+    if (pj && owned_by(pj, str(obj, "metadata", "uid"))) delete_pj(s->w, pj, str(obj, "metadata", "uid"));
     if (str(obj, "metadata", "uid")) wl_delete_revisions(s->w, s->k, str(obj, "metadata", "uid"));
 }
 static void on_synced(void *ud) { (void)ud; }
