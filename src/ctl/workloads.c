@@ -420,9 +420,10 @@ static const json_t *owner_of(struct workloads *w, const json_t *pj, enum wl_kin
  * caches may still show a dependent as owned. A dependent is therefore read
  * again before it is deleted (a read made after the owner's deletion was
  * seen shows the references as the API server left them) and deleted only
- * when it still names the owner as its controller, with that version as the
- * precondition; one that changed meanwhile (409) is looked at again at the
- * next resync. */
+ * when it still names the owner as its controller (with its uid as the
+ * precondition: not a namesake made since). No resourceVersion
+ * precondition: the owner is gone by then, so nothing orphans the dependent
+ * any more, and a status write meanwhile must not leave it behind. */
 
 struct owned_check {
     struct workloads *w;
@@ -436,9 +437,8 @@ static void on_owned_read(void *ud, const struct kc_response *r) {
     const json_t *md = json_object_get(obj, "metadata");
     if (obj && owned_by(obj, c->uid) && !json_object_get(md, "deletionTimestamp")) {
         wl_log("info", "msg=\"owner gone: deleting what it owned\" path=%s", c->path);
-        json_t *body = json_pack("{s:s, s:s, s:s, s:{s:s?, s:s?}}", "kind", "DeleteOptions", "apiVersion", "v1",
-                                 "propagationPolicy", "Background", "preconditions", "uid", str(md, "uid", NULL),
-                                 "resourceVersion", str(md, "resourceVersion", NULL));
+        json_t *body = json_pack("{s:s, s:s, s:s, s:{s:s?}}", "kind", "DeleteOptions", "apiVersion", "v1",
+                                 "propagationPolicy", "Background", "preconditions", "uid", str(md, "uid", NULL));
         if (body) wl_send(c->w, "DELETE", c->path, body, NULL);
     } else if (obj && !json_object_get(md, "deletionTimestamp")) {
         wl_log("info", "msg=\"owner gone, dependent orphaned: kept\" path=%s", c->path);

@@ -33,17 +33,34 @@ const char *wl_controller_kind(const json_t *obj, const char **uid) {
     return "";
 }
 
+/* v without its null members and its empty objects, recursively (in place).
+ * A Go client's round trip of a template (kubectl rollout undo copies an old
+ * ReplicaSet's template back through typed structs) adds `resources: {}`
+ * and `creationTimestamp: null`, which kube-apiserver would have stored
+ * anyway; here what a client sent is stored as sent. The API server bounds
+ * a body's depth, so the recursion is bounded. */
+static void prune_empty(json_t *v) {
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++) prune_empty(json_array_get(v, i));
+        return;
+    }
+    if (!json_is_object(v)) return;
+    const char *k;
+    json_t *m, *tmp;
+    json_object_foreach_safe(v, tmp, k, m) {
+        prune_empty(m);
+        if (json_is_null(m) || (json_is_object(m) && !json_object_size(m))) json_object_del(v, k);
+    }
+}
+
 /* A template's hash as kube-controller-manager spells one (FNV-1a over the
  * template's JSON with sorted keys, in its alphabet without vowels); a
- * ReplicaSet's own label and an empty creationTimestamp (what `kubectl
- * rollout undo` copies back) do not count. */
+ * ReplicaSet's own label, null members and empty objects (what a Go
+ * client's round trip adds: prune_empty) do not count. */
 static void template_hash(const json_t *tpl, char out[16]) {
     json_t *t = json_deep_copy(tpl);
-    json_t *tmd = json_object_get(t, "metadata");
-    json_object_del(tmd, "creationTimestamp");
-    json_object_del(json_object_get(tmd, "labels"), RS_HASH_LABEL);
-    if (json_is_object(tmd) && !json_object_size(json_object_get(tmd, "labels"))) json_object_del(tmd, "labels");
-    if (json_is_object(tmd) && !json_object_size(tmd)) json_object_del(t, "metadata");
+    json_object_del(json_object_get(json_object_get(t, "metadata"), "labels"), RS_HASH_LABEL);
+    prune_empty(t);
     char *s = t ? json_dumps(t, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(t);
     uint32_t h = 2166136261u;
