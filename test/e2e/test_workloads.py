@@ -259,6 +259,75 @@ def test_no_pool_is_said():
     assert get("/apis/peloton.io/v1alpha1/namespaces/nopool/jobs/lost") is None
 
 
+def deployment(name, image, replicas=1):
+    """A Deployment as a client that adds no annotations writes it (kubectl apply adds one)."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}}}}
+
+
+def test_revision_annotations_and_undo():
+    """The Deployment and each ReplicaSet carry deployment.kubernetes.io/revision
+    as kube-controller-manager writes them; kubectl rollout undo (which
+    replaces /metadata/annotations with a JSON patch) works on a Deployment
+    made without annotations, to the previous revision and --to-revision."""
+    rev = "deployment.kubernetes.io/revision"
+    code, _ = services.api(PORT, "POST", "/apis/apps/v1/namespaces/default/deployments", deployment("rev", "busybox:1"))
+    assert code == 201, code
+
+    def revision():
+        return get("/apis/apps/v1/namespaces/default/deployments/rev")["metadata"].get("annotations", {}).get(rev)
+
+    def rs_revisions():
+        items = get("/apis/apps/v1/namespaces/default/replicasets?labelSelector=app%3Drev")["items"]
+        return {r["spec"]["template"]["spec"]["containers"][0]["image"]: r["metadata"]["annotations"] for r in items}
+
+    def images():
+        return {p["spec"]["containers"][0]["image"] for p in running("app=rev")}
+    wait_until(lambda: revision() == "1" and len(running("app=rev")) == 1, 30, "Deployment rev at revision 1")
+    assert rs_revisions()["busybox:1"][rev] == "1"
+    kubectl("set", "image", "deployment/rev", "c=busybox:2")
+    wait_until(lambda: revision() == "2" and images() == {"busybox:2"}, 30, "revision 2 on busybox:2")
+    kubectl("rollout", "undo", "deployment/rev")
+    wait_until(lambda: revision() == "3" and images() == {"busybox:1"}, 30, "undo: revision 1 back as 3")
+    hist = "deployment.kubernetes.io/revision-history"
+    wait_until(lambda: rs_revisions() == {"busybox:1": {rev: "3", hist: "1"}, "busybox:2": {rev: "2"}}, 15,
+               "the ReplicaSet of busybox:1 at revision 3, after 1")
+    kubectl("rollout", "undo", "deployment/rev", "--to-revision=2")
+    wait_until(lambda: revision() == "4" and images() == {"busybox:2"}, 30, "undo --to-revision=2: back as 4")
+    wait_until(lambda: rs_revisions() == {"busybox:1": {rev: "3", hist: "1"}, "busybox:2": {rev: "4", hist: "2"}},
+               15, "the ReplicaSet of busybox:2 at revision 4, after 2")
+    out = kubectl("rollout", "history", "deployment/rev")
+    assert [line.split()[0] for line in out.split("\n")[2:] if line.strip()] == ["3", "4"], out
+    kubectl("delete", "deployment", "rev", "--wait=true")
+    wait_until(lambda: pods("app=rev") == [], 30, "rev's pods gone")
+
+
+def test_delete_orphan_keeps_pods():
+    """kubectl delete --cascade=orphan: the Deployment goes; its Peloton Job
+    and ReplicaSet stay, ownerless, and the pods keep running (also past a
+    resync); the orphaned ReplicaSet is not translated into a Peloton Job of
+    its own. Deleting the Peloton Job then removes the pods."""
+    code, _ = services.api(PORT, "POST", "/apis/apps/v1/namespaces/default/deployments",
+                           deployment("keep", "busybox", replicas=2))
+    assert code == 201, code
+    wait_until(lambda: len(running("app=keep")) == 2, 30, "keep's 2 pods running")
+    before = sorted(p["metadata"]["uid"] for p in running("app=keep"))
+    kubectl("delete", "deployment", "keep", "--cascade=orphan", "--wait=true")
+    assert get("/apis/apps/v1/namespaces/default/deployments/keep") is None
+    time.sleep(12)  # past the controller's 10 s resync
+    assert sorted(p["metadata"]["uid"] for p in running("app=keep")) == before, pods("app=keep")
+    pj = get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/keep")
+    assert pj and not pj["metadata"].get("deletionTimestamp") and "ownerReferences" not in pj["metadata"], pj
+    rs = get("/apis/apps/v1/namespaces/default/replicasets?labelSelector=app%3Dkeep")["items"]
+    assert len(rs) == 1 and "ownerReferences" not in rs[0]["metadata"], rs
+    assert get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/" + rs[0]["metadata"]["name"]) is None
+    kubectl("delete", "jobs.peloton.io", "keep", "--wait=true")
+    wait_until(lambda: pods("app=keep") == [], 30, "keep's pods gone with their Peloton Job")
+    kubectl("delete", "rs", "-l", "app=keep")
+
+
 def test_delete_cascades():
     kubectl("delete", "deployment", "web", "--wait=true")
     wait_until(lambda: get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/web") is None, 20,
