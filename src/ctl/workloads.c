@@ -337,6 +337,33 @@ void wl_path_of(enum wl_kind k, const char *ns, const char *name, const char *su
              sub ? sub : "");
 }
 
+bool wl_selects(const json_t *obj, const json_t *labels) {
+    const json_t *sel = json_object_get(json_object_get(json_object_get(obj, "spec"), "selector"), "matchLabels");
+    return json_is_object(sel) && json_object_size(sel) && subset(sel, labels);
+}
+
+/* Whether workload obj of kind k may adopt pj, the Peloton Job of its name,
+ * which nobody controls (a workload deleted with --cascade=orphan left it):
+ * of the kind's type, its pods' labels matched by obj's selector, as
+ * kube-controller-manager adopts an orphan its selector matches. */
+static bool adoptable(enum wl_kind k, const json_t *obj, const json_t *pj) {
+    const char *type = str(pj, "spec", "type");
+    const json_t *tpl = json_object_get(json_object_get(pj, "spec"), "template");
+    return !wl_controller_kind(pj, NULL)[0] && type && !strcmp(type, wl_kinds[k].pj_type) &&
+           wl_selects(obj, json_object_get(json_object_get(tpl, "metadata"), "labels"));
+}
+
+/* ref (borrowed) added to a copy of obj's ownerReferences (new reference). */
+json_t *wl_refs_with(const json_t *obj, const json_t *ref) {
+    json_t *refs = json_deep_copy(json_object_get(json_object_get(obj, "metadata"), "ownerReferences"));
+    if (!json_is_array(refs)) {
+        json_decref(refs);
+        refs = json_array();
+    }
+    json_array_append(refs, (json_t *)ref);
+    return refs;
+}
+
 static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
     const json_t *md = json_object_get(obj, "metadata");
     const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL), *uid = str(md, "uid", NULL);
@@ -346,7 +373,8 @@ static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
     const char *pool = pool_of(w, obj);
     char problem[300] = "";
     char path[512];
-    if (pj && !owned_by(pj, uid)) {
+    bool adopt = pj && !owned_by(pj, uid) && pool && adoptable(k, obj, pj);
+    if (pj && !owned_by(pj, uid) && !adopt) {
         snprintf(problem, sizeof problem, "Peloton Job %s/%s exists and belongs to another owner; rename the %s",
                  ns, name, wl_kinds[k].kind);
         pj = NULL;
@@ -355,16 +383,16 @@ static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
                  "namespace %s with it, or start pelotond with --default-pool", wl_kinds[k].kind, PL_POOL, ns);
     } else {
         json_t *spec = pj_spec(k, obj, pool);
+        json_t *ref = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "apiVersion", wl_kinds[k].api_version, "kind",
+                                wl_kinds[k].kind, "name", name, "uid", uid, "controller", 1, "blockOwnerDeletion", 1);
         if (!pj) {
-            json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:O*, s:[{s:s, s:s, s:s, s:s, s:b, s:b}]}, s:o}",
-                                     "apiVersion", "peloton.io/v1alpha1", "kind", "Job", "metadata", "name", name,
-                                     "namespace", ns, "labels", json_object_get(md, "labels"), "ownerReferences",
-                                     "apiVersion", wl_kinds[k].api_version, "kind", wl_kinds[k].kind, "name", name, "uid",
-                                     uid, "controller", 1, "blockOwnerDeletion", 1, "spec", spec);
+            json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:O*, s:[O]}, s:o}", "apiVersion",
+                                     "peloton.io/v1alpha1", "kind", "Job", "metadata", "name", name, "namespace", ns,
+                                     "labels", json_object_get(md, "labels"), "ownerReferences", ref, "spec", spec);
             snprintf(path, sizeof path, PJ_PATH "/namespaces/%s/jobs", ns);
             if (body) wl_send(w, "POST", path, body, NULL);
             wl_log("info", "msg=\"Peloton Job created\" kind=%s ns=%s name=%s pool=%s", wl_kinds[k].kind, ns, name, pool);
-        } else if (!subset(spec, json_object_get(pj, "spec")) ||
+        } else if (adopt || !subset(spec, json_object_get(pj, "spec")) ||
                    !json_equal(json_object_get(spec, "template"), json_object_get(json_object_get(pj, "spec"), "template"))) {
             /* the template whole: a member taken out of it is a change too */
             json_t *body = json_deep_copy(pj);
@@ -372,13 +400,20 @@ static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
             json_object_update(merged, spec); /* defaults the API server added to the rest stay */
             json_object_set_new(body, "spec", merged);
             json_object_del(body, "status");
+            if (adopt) { /* its pods carry on under this workload; a template that differs rolls them */
+                json_object_set_new(json_object_get(body, "metadata"), "ownerReferences", wl_refs_with(pj, ref));
+                wl_log("info", "msg=\"orphaned Peloton Job adopted\" kind=%s ns=%s name=%s", wl_kinds[k].kind, ns,
+                       name);
+            }
             snprintf(path, sizeof path, PJ_PATH "/namespaces/%s/jobs/%s", ns, name);
             wl_send(w, "PUT", path, body, NULL);
             json_decref(spec);
+            json_decref(ref);
             return; /* the status follows the Peloton Job's next event */
         } else {
             json_decref(spec);
         }
+        json_decref(ref);
     }
     json_t *st = status_of(k, obj, pj, problem[0] ? problem : NULL);
     if (st && k == WL_DEPLOY && !problem[0]) wl_mirror_rs(w, obj, st);

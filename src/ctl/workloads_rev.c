@@ -57,7 +57,7 @@ static void prune_empty(json_t *v) {
  * template's JSON with sorted keys, in its alphabet without vowels); a
  * ReplicaSet's own label, null members and empty objects (what a Go
  * client's round trip adds: prune_empty) do not count. */
-static void template_hash(const json_t *tpl, char out[16]) {
+void wl_template_hash(const json_t *tpl, char out[16]) {
     json_t *t = json_deep_copy(tpl);
     json_object_del(json_object_get(json_object_get(t, "metadata"), "labels"), RS_HASH_LABEL);
     prune_empty(t);
@@ -73,18 +73,51 @@ static void template_hash(const json_t *tpl, char out[16]) {
     out[n] = 0;
 }
 
+/* Whether rec, a revision record in namespace ns nobody controls (its
+ * workload was deleted with --cascade=orphan), is one workload obj adopts:
+ * its labels matched by obj's selector, as kube-controller-manager adopts. */
+static bool orphan_for(const json_t *rec, const char *ns, const json_t *obj) {
+    const json_t *md = json_object_get(rec, "metadata");
+    return !strcmp(str(md, "namespace", NULL) ? str(md, "namespace", NULL) : "", ns) &&
+           !wl_controller_kind(rec, NULL)[0] && wl_selects(obj, json_object_get(md, "labels"));
+}
+
+/* The records in adopt (borrowed) made workload obj's (kind k): obj's
+ * controller reference added to each; plural: "replicasets" or
+ * "controllerrevisions". */
+static void adopt_records(struct workloads *w, enum wl_kind k, const json_t *obj, const json_t *adopt,
+                          const char *plural) {
+    const json_t *md = json_object_get(obj, "metadata");
+    json_t *ref = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "apiVersion", wl_kinds[k].api_version, "kind",
+                            wl_kinds[k].kind, "name", str(md, "name", NULL), "uid", str(md, "uid", NULL),
+                            "controller", 1, "blockOwnerDeletion", 1);
+    size_t i;
+    json_t *rec;
+    json_array_foreach(adopt, i, rec) {
+        char path[512];
+        snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/%s/%s", str(rec, "metadata", "namespace"), plural,
+                 str(rec, "metadata", "name"));
+        if (ref) wl_send(w, "PATCH", path, json_pack("{s:{s:o}}", "metadata", "ownerReferences", wl_refs_with(rec, ref)),
+                         "application/merge-patch+json");
+    }
+    json_decref(ref);
+}
+
 struct rs_scan {
     const char *ns, *uid, *hash;
+    const json_t *d; /* the Deployment */
     json_int_t max_rev, cur_rev;
     const json_t *current;
     json_t *others; /* owned ReplicaSets of other templates (borrowed) */
+    json_t *adopt;  /* orphaned ones it takes (borrowed), counted as owned */
 };
 
 static int rs_scan_one(void *ud, json_t *rs) {
     struct rs_scan *c = ud;
     const char *uid = NULL;
-    if (strcmp(str(rs, "metadata", "namespace") ? str(rs, "metadata", "namespace") : "", c->ns) ||
-        strcmp(wl_controller_kind(rs, &uid), "Deployment") || !uid || strcmp(uid, c->uid))
+    if (wl_rs_is_record(rs) && orphan_for(rs, c->ns, c->d)) json_array_append(c->adopt, rs);
+    else if (strcmp(str(rs, "metadata", "namespace") ? str(rs, "metadata", "namespace") : "", c->ns) ||
+             strcmp(wl_controller_kind(rs, &uid), "Deployment") || !uid || strcmp(uid, c->uid))
         return 0;
     const char *r = str(json_object_get(rs, "metadata"), "annotations", RS_REVISION);
     json_int_t rev = r ? strtoll(r, NULL, 10) : 0;
@@ -110,8 +143,8 @@ static void rs_status(struct workloads *w, const json_t *rs, json_t *want) {
  * rev: its former revision is appended to deployment.kubernetes.io/
  * revision-history (comma-separated, the oldest dropped beyond
  * RS_HISTORY_MAX characters), as kube-controller-manager keeps it. New
- * reference, a merge patch's annotations. */
-static json_t *rs_rollback_ann(const json_t *rs, const char *rev) {
+ * reference, a merge patch's annotations (workloads_int.h). */
+json_t *wl_rs_rollback_ann(const json_t *rs, const char *rev) {
     const json_t *ann = json_object_get(json_object_get(rs, "metadata"), "annotations");
     const char *was = str(ann, RS_REVISION, NULL), *hist = str(ann, RS_HISTORY, NULL);
     json_t *out = json_pack("{s:s}", RS_REVISION, rev);
@@ -131,9 +164,12 @@ void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst) {
     const json_t *md = json_object_get(d, "metadata"), *spec = json_object_get(d, "spec");
     const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL);
     char hash[16], rsname[320], path[512];
-    template_hash(json_object_get(spec, "template"), hash);
-    struct rs_scan c = {.ns = ns, .uid = str(md, "uid", NULL), .hash = hash, .others = json_array()};
+    wl_template_hash(json_object_get(spec, "template"), hash);
+    struct rs_scan c = {.ns = ns, .uid = str(md, "uid", NULL), .hash = hash, .d = d, .others = json_array(),
+                        .adopt = json_array()};
     kc_informer_foreach(w->inf[WL_RS], rs_scan_one, &c);
+    adopt_records(w, WL_DEPLOY, d, c.adopt, "replicasets");
+    json_decref(c.adopt);
     size_t i;
     json_t *old;
     json_array_foreach(c.others, i, old) {
@@ -168,7 +204,7 @@ void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst) {
                     "application/merge-patch+json");
         if (rev_now != c.cur_rev) /* an older template back (rollout undo): the newest revision again */
             wl_send(w, "PATCH", path,
-                    json_pack("{s:{s:o}}", "metadata", "annotations", rs_rollback_ann(c.current, rev)),
+                    json_pack("{s:{s:o}}", "metadata", "annotations", wl_rs_rollback_ann(c.current, rev)),
                     "application/merge-patch+json");
         rs_status(w, c.current, st);
         return;
@@ -242,16 +278,19 @@ static int delete_owned(void *ud, json_t *rec) {
 
 struct cr_scan {
     const char *ns, *uid, *hash;
+    const json_t *obj; /* the StatefulSet or DaemonSet */
     json_int_t max_rev, cur_rev;
     const json_t *current;
+    json_t *adopt; /* orphaned ones it takes (borrowed), counted as owned */
 };
 
 static int cr_scan_one(void *ud, json_t *cr) {
     struct cr_scan *c = ud;
     const char *uid = NULL;
     wl_controller_kind(cr, &uid);
-    if (strcmp(str(cr, "metadata", "namespace") ? str(cr, "metadata", "namespace") : "", c->ns) || !uid ||
-        strcmp(uid, c->uid))
+    if (orphan_for(cr, c->ns, c->obj)) json_array_append(c->adopt, cr);
+    else if (strcmp(str(cr, "metadata", "namespace") ? str(cr, "metadata", "namespace") : "", c->ns) || !uid ||
+             strcmp(uid, c->uid))
         return 0;
     json_int_t rev = json_integer_value(json_object_get(cr, "revision"));
     if (rev > c->max_rev) c->max_rev = rev;
@@ -264,9 +303,11 @@ void wl_mirror_cr(struct workloads *w, enum wl_kind k, const json_t *obj) {
     const json_t *md = json_object_get(obj, "metadata"), *spec = json_object_get(obj, "spec");
     const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL);
     char hash[16], crname[320], path[512];
-    template_hash(json_object_get(spec, "template"), hash);
-    struct cr_scan c = {.ns = ns, .uid = str(md, "uid", NULL), .hash = hash};
+    wl_template_hash(json_object_get(spec, "template"), hash);
+    struct cr_scan c = {.ns = ns, .uid = str(md, "uid", NULL), .hash = hash, .obj = obj, .adopt = json_array()};
     kc_informer_foreach(w->crs, cr_scan_one, &c);
+    adopt_records(w, k, obj, c.adopt, "controllerrevisions");
+    json_decref(c.adopt);
     if (c.current) {
         if (c.cur_rev < c.max_rev) { /* an older template back (rollout undo): the newest revision again */
             snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/controllerrevisions/%s", ns,

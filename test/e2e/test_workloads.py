@@ -308,7 +308,9 @@ def test_delete_orphan_keeps_pods():
     """kubectl delete --cascade=orphan: the Deployment goes; its Peloton Job
     and ReplicaSet stay, ownerless, and the pods keep running (also past a
     resync); the orphaned ReplicaSet is not translated into a Peloton Job of
-    its own. Deleting the Peloton Job then removes the pods."""
+    its own. The Deployment made again adopts them: the same pods carry on
+    and its history goes on. Deleting the Peloton Job (orphaned again)
+    removes the pods."""
     code, _ = services.api(PORT, "POST", "/apis/apps/v1/namespaces/default/deployments",
                            deployment("keep", "busybox", replicas=2))
     assert code == 201, code
@@ -323,6 +325,23 @@ def test_delete_orphan_keeps_pods():
     rs = get("/apis/apps/v1/namespaces/default/replicasets?labelSelector=app%3Dkeep")["items"]
     assert len(rs) == 1 and "ownerReferences" not in rs[0]["metadata"], rs
     assert get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/" + rs[0]["metadata"]["name"]) is None
+    code, d = services.api(PORT, "POST", "/apis/apps/v1/namespaces/default/deployments",
+                           deployment("keep", "busybox", replicas=2))
+    assert code == 201, d
+
+    def owner(path):
+        refs = (get(path) or {}).get("metadata", {}).get("ownerReferences", [])
+        return [r["uid"] for r in refs if r.get("controller")]
+    wait_until(lambda: owner("/apis/peloton.io/v1alpha1/namespaces/default/jobs/keep") == [d["metadata"]["uid"]],
+               15, "the Peloton Job adopted by the new Deployment keep")
+    rs_path = "/apis/apps/v1/namespaces/default/replicasets/" + rs[0]["metadata"]["name"]
+    wait_until(lambda: owner(rs_path) == [d["metadata"]["uid"]], 15, "the ReplicaSet adopted")
+    wait_until(lambda: (get("/apis/apps/v1/namespaces/default/deployments/keep").get("status") or {})
+               .get("readyReplicas") == 2, 15, "the new Deployment keep ready")
+    assert sorted(p["metadata"]["uid"] for p in running("app=keep")) == before, pods("app=keep")
+    assert len(get("/apis/apps/v1/namespaces/default/replicasets?labelSelector=app%3Dkeep")["items"]) == 1
+    kubectl("delete", "deployment", "keep", "--cascade=orphan", "--wait=true")
+    wait_until(lambda: owner("/apis/peloton.io/v1alpha1/namespaces/default/jobs/keep") == [], 15, "orphaned again")
     kubectl("delete", "jobs.peloton.io", "keep", "--wait=true")
     wait_until(lambda: pods("app=keep") == [], 30, "keep's pods gone with their Peloton Job")
     kubectl("delete", "rs", "-l", "app=keep")
