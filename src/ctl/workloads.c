@@ -490,7 +490,7 @@ void wl_delete_if_owned(struct workloads *w, const char *path, const char *owner
     c->w = w;
     snprintf(c->uid, sizeof c->uid, "%s", owner_uid);
     snprintf(c->path, sizeof c->path, "%s", path);
-    kclient_request(w->kc, "GET", path, NULL, NULL, on_owned_read, c);
+    if (kclient_request(w->kc, "GET", path, NULL, NULL, on_owned_read, c)) free(c); /* not sent: no callback */
 }
 
 /* pj's controller (uid) is gone: pj goes, unless it was orphaned meanwhile. */
