@@ -345,11 +345,13 @@ bool wl_selects(const json_t *obj, const json_t *labels) {
 /* Whether workload obj of kind k may adopt pj, the Peloton Job of its name,
  * which nobody controls (a workload deleted with --cascade=orphan left it):
  * of the kind's type, its pods' labels matched by obj's selector, as
- * kube-controller-manager adopts an orphan its selector matches. */
+ * kube-controller-manager adopts an orphan its selector matches. Not a
+ * batch Job: on a cluster its default selector names its own uid, so a new
+ * Job never takes an old one's pods (nor a finished run's result). */
 static bool adoptable(enum wl_kind k, const json_t *obj, const json_t *pj) {
     const char *type = str(pj, "spec", "type");
     const json_t *tpl = json_object_get(json_object_get(pj, "spec"), "template");
-    return !wl_controller_kind(pj, NULL)[0] && type && !strcmp(type, wl_kinds[k].pj_type) &&
+    return k != WL_JOB && !wl_controller_kind(pj, NULL)[0] && type && !strcmp(type, wl_kinds[k].pj_type) &&
            wl_selects(obj, json_object_get(json_object_get(tpl, "metadata"), "labels"));
 }
 

@@ -347,6 +347,38 @@ def test_delete_orphan_keeps_pods():
     kubectl("delete", "rs", "-l", "app=keep")
 
 
+def test_statefulset_orphan_adopted():
+    """A StatefulSet deleted with --cascade=orphan leaves its Peloton Job,
+    pods and ControllerRevision ownerless; made again it adopts them (the
+    same pod carries on); deleted normally, all of it goes."""
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "ks", "namespace": "default"},
+           "spec": {"replicas": 1, "serviceName": "ks", "selector": {"matchLabels": {"app": "ks"}},
+                    "template": {"metadata": {"labels": {"app": "ks"}},
+                                 "spec": {"containers": [{"name": "c", "image": "redis:7.2"}]}}}}
+    code, made = services.api(PORT, "POST", "/apis/apps/v1/namespaces/default/statefulsets", sts)
+    assert code == 201, made
+    crs = "/apis/apps/v1/namespaces/default/controllerrevisions?labelSelector=app%3Dks"
+
+    def owners():
+        pj = get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/ks") or {}
+        cr = (get(crs) or {}).get("items", [])
+        return ([r["uid"] for r in pj.get("metadata", {}).get("ownerReferences", [])],
+                [[r["uid"] for r in c["metadata"].get("ownerReferences", [])] for c in cr])
+    uid = made["metadata"]["uid"]
+    wait_until(lambda: len(running("app=ks")) == 1 and owners() == ([uid], [[uid]]), 30, "ks running, its revision")
+    before = [p["metadata"]["uid"] for p in running("app=ks")]
+    kubectl("delete", "statefulset", "ks", "--cascade=orphan", "--wait=true")
+    time.sleep(2)
+    assert owners() == ([], [[]]) and [p["metadata"]["uid"] for p in running("app=ks")] == before, owners()
+    code, made = services.api(PORT, "POST", "/apis/apps/v1/namespaces/default/statefulsets", sts)
+    assert code == 201, made
+    uid = made["metadata"]["uid"]
+    wait_until(lambda: owners() == ([uid], [[uid]]), 15, "the Peloton Job and the revision adopted")
+    assert [p["metadata"]["uid"] for p in running("app=ks")] == before
+    kubectl("delete", "statefulset", "ks", "--wait=true")
+    wait_until(lambda: pods("app=ks") == [] and not get(crs)["items"], 30, "ks's pods and revision gone")
+
+
 def test_delete_cascades():
     kubectl("delete", "deployment", "web", "--wait=true")
     wait_until(lambda: get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/web") is None, 20,
