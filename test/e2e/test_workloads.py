@@ -5,8 +5,10 @@ kubelet-sim's Kubelets; `kubectl apply -f examples/k8s/` with kubectl 1.32,
 then each workload brought to its ready state by its Peloton Job: the
 Deployment Available, the StatefulSet's pods cache-0..2, the DaemonSet one
 pod per node, the batch Job Complete; `kubectl scale`, `kubectl rollout
-status` after an image change, deletion cascading to the Peloton Job and its
-pods, a 422 for what is not translated, the pods counted in their pool; and
+status` after an image change, the revision annotations `kubectl rollout
+undo` needs, deletion cascading to the Peloton Job and its pods, deletion
+with --cascade=orphan keeping them (and the workload made again adopting
+them), a 422 for what is not translated, the pods counted in their pool; and
 kubectl 1.20's client-side validation of the same manifests."""
 import json
 import os
