@@ -149,6 +149,7 @@ static bool names_as_wanted(enum wl_kind k, const json_t *pj) {
     return generated_names(k) ? v && !strcmp(v, "generated") : !v;
 }
 
+/* Whether pj's controller owner is uid. */
 static bool owned_by(const json_t *pj, const char *uid) {
     size_t i;
     json_t *r;
@@ -357,16 +358,46 @@ void wl_path_of(enum wl_kind k, const char *ns, const char *name, const char *su
              sub ? sub : "");
 }
 
+bool wl_selects(const json_t *obj, const json_t *labels) {
+    const json_t *sel = json_object_get(json_object_get(json_object_get(obj, "spec"), "selector"), "matchLabels");
+    return json_is_object(sel) && json_object_size(sel) && subset(sel, labels);
+}
+
+/* Whether workload obj of kind k may adopt pj, the Peloton Job of its name,
+ * which nobody controls (a workload deleted with --cascade=orphan left it):
+ * of the kind's type, its pods' labels matched by obj's selector, as
+ * kube-controller-manager adopts an orphan its selector matches. Not a
+ * batch Job: on a cluster its default selector names its own uid, so a new
+ * Job never takes an old one's pods (nor a finished run's result). */
+static bool adoptable(enum wl_kind k, const json_t *obj, const json_t *pj) {
+    const char *type = str(pj, "spec", "type");
+    const json_t *tpl = json_object_get(json_object_get(pj, "spec"), "template");
+    return k != WL_JOB && !wl_controller_kind(pj, NULL)[0] && type && !strcmp(type, wl_kinds[k].pj_type) &&
+           wl_selects(obj, json_object_get(json_object_get(tpl, "metadata"), "labels"));
+}
+
+/* ref (borrowed) added to a copy of obj's ownerReferences (new reference). */
+json_t *wl_refs_with(const json_t *obj, const json_t *ref) {
+    json_t *refs = json_deep_copy(json_object_get(json_object_get(obj, "metadata"), "ownerReferences"));
+    if (!json_is_array(refs)) {
+        json_decref(refs);
+        refs = json_array();
+    }
+    json_array_append(refs, (json_t *)ref);
+    return refs;
+}
+
 static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
     const json_t *md = json_object_get(obj, "metadata");
     const char *ns = str(md, "namespace", NULL), *name = str(md, "name", NULL), *uid = str(md, "uid", NULL);
     if (!ns || !name || !uid || json_object_get(md, "deletionTimestamp")) return;
-    if (k == WL_RS && !strcmp(wl_controller_kind(obj, NULL), "Deployment")) return; /* a revision record: mirror_rs */
+    if (k == WL_RS && wl_rs_is_record(obj)) return; /* a Deployment's revision record: wl_mirror_rs */
     json_t *pj = kc_informer_get(w->pjs, ns, name);
     const char *pool = pool_of(w, obj);
     char problem[300] = "";
     char path[512];
-    if (pj && !owned_by(pj, uid)) {
+    bool adopt = pj && !owned_by(pj, uid) && pool && adoptable(k, obj, pj);
+    if (pj && !owned_by(pj, uid) && !adopt) {
         snprintf(problem, sizeof problem, "Peloton Job %s/%s exists and belongs to another owner; rename the %s",
                  ns, name, wl_kinds[k].kind);
         pj = NULL;
@@ -375,19 +406,19 @@ static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
                  "namespace %s with it, or start pelotond with --default-pool", wl_kinds[k].kind, PL_POOL, ns);
     } else {
         json_t *spec = pj_spec(k, obj, pool);
+        json_t *ref = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "apiVersion", wl_kinds[k].api_version, "kind",
+                                wl_kinds[k].kind, "name", name, "uid", uid, "controller", 1, "blockOwnerDeletion", 1);
         if (!pj) {
-            json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:O*, s:[{s:s, s:s, s:s, s:s, s:b, s:b}]}, s:o}",
-                                     "apiVersion", "peloton.io/v1alpha1", "kind", "Job", "metadata", "name", name,
-                                     "namespace", ns, "labels", json_object_get(md, "labels"), "ownerReferences",
-                                     "apiVersion", wl_kinds[k].api_version, "kind", wl_kinds[k].kind, "name", name, "uid",
-                                     uid, "controller", 1, "blockOwnerDeletion", 1, "spec", spec);
+            json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:O*, s:[O]}, s:o}", "apiVersion",
+                                     "peloton.io/v1alpha1", "kind", "Job", "metadata", "name", name, "namespace", ns,
+                                     "labels", json_object_get(md, "labels"), "ownerReferences", ref, "spec", spec);
             if (body && generated_names(k))
                 json_object_set_new(json_object_get(body, "metadata"), "annotations",
                                     json_pack("{s:s}", PJ_A_POD_NAMES, "generated"));
             snprintf(path, sizeof path, PJ_PATH "/namespaces/%s/jobs", ns);
             if (body) wl_send(w, "POST", path, body, NULL);
             wl_log("info", "msg=\"Peloton Job created\" kind=%s ns=%s name=%s pool=%s", wl_kinds[k].kind, ns, name, pool);
-        } else if (!subset(spec, json_object_get(pj, "spec")) ||
+        } else if (adopt || !subset(spec, json_object_get(pj, "spec")) ||
                    !json_equal(json_object_get(spec, "template"), json_object_get(json_object_get(pj, "spec"), "template")) ||
                    !names_as_wanted(k, pj)) {
             /* the template whole: a member taken out of it is a change too */
@@ -401,13 +432,20 @@ static void reconcile(struct workloads *w, enum wl_kind k, const json_t *obj) {
             json_object_update(merged, spec); /* defaults the API server added to the rest stay */
             json_object_set_new(body, "spec", merged);
             json_object_del(body, "status");
+            if (adopt) { /* its pods carry on under this workload; a template that differs rolls them */
+                json_object_set_new(json_object_get(body, "metadata"), "ownerReferences", wl_refs_with(pj, ref));
+                wl_log("info", "msg=\"orphaned Peloton Job adopted\" kind=%s ns=%s name=%s", wl_kinds[k].kind, ns,
+                       name);
+            }
             snprintf(path, sizeof path, PJ_PATH "/namespaces/%s/jobs/%s", ns, name);
             wl_send(w, "PUT", path, body, NULL);
             json_decref(spec);
+            json_decref(ref);
             return; /* the status follows the Peloton Job's next event */
         } else {
             json_decref(spec);
         }
+        json_decref(ref);
     }
     json_t *st = status_of(k, obj, pj, problem[0] ? problem : NULL);
     if (st && k == WL_DEPLOY && !problem[0]) wl_mirror_rs(w, obj, st);
@@ -441,15 +479,65 @@ static const json_t *owner_of(struct workloads *w, const json_t *pj, enum wl_kin
     return NULL;
 }
 
-static void delete_pj(struct workloads *w, const json_t *pj) {
+/* ---- deleting what a deleted workload owned ----
+ * kubectl delete --cascade=orphan: the API server drops the dependents'
+ * references to the owner, then deletes the owner; but those writes reach
+ * this controller in separate watch streams (the Peloton Jobs', the
+ * ReplicaSets', the owner's), so when the owner's deletion is seen the
+ * caches may still show a dependent as owned. A dependent is therefore read
+ * again before it is deleted (a read made after the owner's deletion was
+ * seen shows the references as the API server left them) and deleted only
+ * when it still names the owner as its controller (with its uid as the
+ * precondition: not a namesake made since). No resourceVersion
+ * precondition: the owner is gone by then, so nothing orphans the dependent
+ * any more, and a status write meanwhile must not leave it behind. */
+
+struct owned_check {
+    struct workloads *w;
+    char uid[128];  /* the owner's */
+    char path[512]; /* the dependent's */
+};
+
+static void on_owned_read(void *ud, const struct kc_response *r) {
+    struct owned_check *c = ud;
+    json_t *obj = r->status == 200 ? kc_response_body(r) : NULL;
+    const json_t *md = json_object_get(obj, "metadata");
+    if (obj && owned_by(obj, c->uid) && !json_object_get(md, "deletionTimestamp")) {
+        wl_log("info", "msg=\"owner gone: deleting what it owned\" path=%s", c->path);
+        json_t *body = json_pack("{s:s, s:s, s:s, s:{s:s?}}", "kind", "DeleteOptions", "apiVersion", "v1",
+                                 "propagationPolicy", "Background", "preconditions", "uid", str(md, "uid", NULL));
+        if (body) wl_send(c->w, "DELETE", c->path, body, NULL);
+    } else if (obj && !json_object_get(md, "deletionTimestamp")) {
+        wl_log("info", "msg=\"owner gone, dependent orphaned: kept\" path=%s", c->path);
+    }
+    free(c);
+}
+
+void wl_delete_if_owned(struct workloads *w, const char *path, const char *owner_uid) {
+    struct owned_check *c = calloc(1, sizeof *c);
+    if (!c || !owner_uid) {
+        free(c);
+        return;
+    }
+    c->w = w;
+    snprintf(c->uid, sizeof c->uid, "%s", owner_uid);
+    snprintf(c->path, sizeof c->path, "%s", path);
+    if (kclient_request(w->kc, "GET", path, NULL, NULL, on_owned_read, c)) free(c); /* not sent: no callback */
+}
+
+/* pj's controller (uid) is gone: pj goes, unless it was orphaned meanwhile. */
+static void delete_pj(struct workloads *w, const json_t *pj, const char *owner_uid) {
     char path[512];
     snprintf(path, sizeof path, PJ_PATH "/namespaces/%s/jobs/%s", str(pj, "metadata", "namespace"),
              str(pj, "metadata", "name"));
-    wl_log("info", "msg=\"owner gone: deleting its Peloton Job\" ns=%s name=%s", str(pj, "metadata", "namespace"),
-           str(pj, "metadata", "name"));
-    wl_send(w, "DELETE", path, json_pack("{s:s, s:s, s:s}", "kind", "DeleteOptions", "apiVersion", "v1",
-                                      "propagationPolicy", "Background"),
-         NULL);
+    wl_delete_if_owned(w, path, owner_uid);
+}
+
+/* The uid of obj's controller owner, or NULL. */
+static const char *controller_uid(const json_t *obj) {
+    const char *uid = NULL;
+    wl_controller_kind(obj, &uid);
+    return uid;
 }
 
 /* A Peloton Job changed: its owner's status follows; an orphan of ours goes. */
@@ -459,7 +547,7 @@ static void pj_touch(struct workloads *w, const json_t *pj) {
     if (!owner) return;
     if (owner == pj) {
         if (kc_informer_synced(w->inf[k]) && !json_object_get(json_object_get(pj, "metadata"), "deletionTimestamp"))
-            delete_pj(w, pj);
+            delete_pj(w, pj, controller_uid(pj));
         return;
     }
     reconcile(w, k, owner);
@@ -476,7 +564,7 @@ static void on_wl_update(void *ud, json_t *old, json_t *obj) {
 static void on_wl_delete(void *ud, json_t *obj) {
     struct wl_sub *s = ud;
     json_t *pj = kc_informer_get(s->w->pjs, str(obj, "metadata", "namespace"), str(obj, "metadata", "name"));
-    if (pj && owned_by(pj, str(obj, "metadata", "uid"))) delete_pj(s->w, pj);
+    if (pj && owned_by(pj, str(obj, "metadata", "uid"))) delete_pj(s->w, pj, str(obj, "metadata", "uid"));
     if (str(obj, "metadata", "uid")) wl_delete_revisions(s->w, s->k, str(obj, "metadata", "uid"));
 }
 static void on_synced(void *ud) { (void)ud; }

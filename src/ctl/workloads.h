@@ -5,8 +5,9 @@
  * the job manager runs that Job's pods through pools, admission, gangs,
  * preemption and the rolling-update planner like any other. The workload's
  * status is written back in its own shape from the Peloton Job's status, and
- * a deleted workload's Peloton Job is deleted (its pods with it). The mapping
- * field by field: docs/workloads.md.
+ * a deleted workload's Peloton Job is deleted (its pods with it), unless the
+ * deletion orphaned it (then it runs on ownerless, and a workload made again
+ * under its name adopts it). The mapping field by field: docs/workloads.md.
  *
  * A client of the Kubernetes API (kclient) on the caller's loop; not
  * thread-safe: call everything on the loop's thread. */

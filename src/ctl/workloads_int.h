@@ -49,6 +49,13 @@ void wl_path_of(enum wl_kind k, const char *ns, const char *name, const char *su
 /* Equal statuses, and the merge patch that writes st over old (st taken; what st leaves out is nulled). */
 bool wl_status_same(const json_t *old, const json_t *st);
 json_t *wl_status_patch(const json_t *old, json_t *st);
+/* The object at path (a workload's dependent) deleted if, read again now,
+ * its controller is still owner_uid (not orphaned meanwhile). */
+void wl_delete_if_owned(struct workloads *w, const char *path, const char *owner_uid);
+/* Whether workload obj's spec.selector.matchLabels (not empty) select labels. */
+bool wl_selects(const json_t *obj, const json_t *labels);
+/* A copy of obj's ownerReferences with ref (borrowed) added; new reference. */
+json_t *wl_refs_with(const json_t *obj, const json_t *ref);
 /* The kind of obj's controller owner ("" when none); *uid (may be NULL) its uid. */
 const char *wl_controller_kind(const json_t *obj, const char **uid);
 
@@ -57,9 +64,17 @@ const char *wl_controller_kind(const json_t *obj, const char **uid);
  * brought in line with the workload; and deleting those a deleted workload
  * (kind, uid) owned. */
 void wl_mirror_rs(struct workloads *w, const json_t *d, const json_t *dst);
-/* A template's pod-template-hash as kube-controller-manager spells one (at
- * most 15 characters; its own pod-template-hash label does not count). */
+/* A pod template's pod-template-hash as kube-controller-manager spells one
+ * (at most 15 characters of its alphabet); null members, empty objects and
+ * the pod-template-hash label do not count. */
 void wl_template_hash(const json_t *tpl, char out[16]);
+/* The annotations (a merge patch's, new reference) that make rs, an older
+ * revision brought back, revision rev, its former revision appended to its
+ * revision-history (at most 2000 characters, the oldest dropped). */
+json_t *wl_rs_rollback_ann(const json_t *rs, const char *rev);
+/* Whether ReplicaSet rs is a Deployment's revision record (its own or one it
+ * orphaned), which is not translated. */
+bool wl_rs_is_record(const json_t *rs);
 void wl_mirror_cr(struct workloads *w, enum wl_kind k, const json_t *obj);
 void wl_delete_revisions(struct workloads *w, enum wl_kind k, const char *uid);
 

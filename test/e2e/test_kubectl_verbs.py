@@ -459,15 +459,41 @@ def test_rollout():
 
 
 def test_rollout_undo():
+    def history(k):
+        out = k("rollout", "history", "deploy/web")
+        return [line.split()[0] for line in out.split("\n")[2:] if line.strip()]
+
+    def revision(k):
+        return k.json("deploy", "web")["metadata"].get("annotations", {}).get("deployment.kubernetes.io/revision")
+
+    def image(k):
+        return k.json("deploy", "web")["spec"]["template"]["spec"]["containers"][0]["image"]
+
     def case(k):
+        # test_patch and test_rollout left revision 1 (nginx:1.25) and the
+        # latest, top (nginx:1.26, restarted)
+        revs = wait_until(lambda: history(k), 15, f"{k.v}: rollout history")
+        top = int(revs[-1])
+        assert revs[0] == "1" and top >= 3, revs
+        wait_until(lambda: revision(k) == str(top), 15, f"{k.v}: the Deployment at revision {top}")
         k("rollout", "undo", "deploy/web", "--to-revision=1")
-        wait_until(lambda: k.json("deploy", "web")["spec"]["template"]["spec"]["containers"][0]["image"]
-                   == "nginx:1.25", 30, f"{k.v}: undo back to nginx:1.25")
+        wait_until(lambda: image(k) == "nginx:1.25", 30, f"{k.v}: undo back to nginx:1.25")
         k("rollout", "status", "deploy/web", "--timeout=90s", timeout=120)
-    # kubectl's undo patches /metadata/annotations (the Deployment's
-    # deployment.kubernetes.io/revision, which kube's deployment controller
-    # keeps there): the workloads controller (src/ctl) does not write it
-    each_version("rollout undo", case, known="the Deployment has no deployment.kubernetes.io/revision annotation")
+        after = revs[1:] + [str(top + 1)]
+        wait_until(lambda: history(k) == after and revision(k) == str(top + 1), 15,
+                   f"{k.v}: revision 1 brought back as {top + 1}: {after}")
+        k("rollout", "undo", "deploy/web")  # to the previous revision, top
+        wait_until(lambda: image(k) == "nginx:1.26", 30, f"{k.v}: undo back to nginx:1.26")
+        ann = k.json("deploy", "web")["spec"]["template"]["metadata"].get("annotations", {})
+        assert "kubectl.kubernetes.io/restartedAt" in ann, ann  # the latest template, not an older one of 1.26
+        k("rollout", "status", "deploy/web", "--timeout=90s", timeout=120)
+        after = [r for r in after if r != str(top)] + [str(top + 2)]
+        wait_until(lambda: history(k) == after and revision(k) == str(top + 2), 15,
+                   f"{k.v}: revision {top} brought back as {top + 2}: {after}")
+        wait_until(lambda: {p["spec"]["containers"][0]["image"] for p in k.json("pods", "-l", "app=web")["items"]
+                            if not p["metadata"].get("deletionTimestamp")} == {"nginx:1.26"}, 60,
+                   f"{k.v}: web's pods on nginx:1.26")
+    each_version("rollout undo", case)
 
 
 def test_wait():
@@ -595,11 +621,12 @@ def test_delete_cascade_orphan_keeps_a_workloads_pods():
         left = [p["metadata"]["name"] for p in k.json("pods", "-l", "app=orph")["items"]
                 if not p["metadata"].get("deletionTimestamp")]
         assert len(left) == 1, left
-    # the API server drops the references (test above), but the workloads
-    # controller (src/ctl) then deletes the orphaned Peloton Job and
-    # ReplicaSet from its caches, and with them the pods
-    each_version("delete --cascade=orphan (a Deployment's pods)", case,
-                 known="the workloads controller deletes the orphaned Peloton Job and its pods")
+        rs = [r for r in k.json("rs", "-l", "app=orph")["items"] if not r["metadata"].get("deletionTimestamp")]
+        assert len(rs) == 1 and "ownerReferences" not in rs[0]["metadata"], rs  # orphaned, kept
+        k("delete", "jobs.peloton.io", "orph", "--wait=true", timeout=90)  # the pods go with their Peloton Job
+        wait_until(lambda: not k.json("pods", "-l", "app=orph")["items"], 30, f"{k.v}: orph's pods gone")
+        k("delete", "rs", "-l", "app=orph")
+    each_version("delete --cascade=orphan (a Deployment's pods)", case)
 
 
 def test_delete_namespace():

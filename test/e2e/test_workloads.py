@@ -5,8 +5,10 @@ kubelet-sim's Kubelets; `kubectl apply -f examples/k8s/` with kubectl 1.32,
 then each workload brought to its ready state by its Peloton Job: the
 Deployment Available, the StatefulSet's pods cache-0..2, the DaemonSet one
 pod per node, the batch Job Complete; `kubectl scale`, `kubectl rollout
-status` after an image change, deletion cascading to the Peloton Job and its
-pods, a 422 for what is not translated, the pods counted in their pool; and
+status` after an image change, the revision annotations `kubectl rollout
+undo` needs, deletion cascading to the Peloton Job and its pods, deletion
+with --cascade=orphan keeping them (and the workload made again adopting
+them), a 422 for what is not translated, the pods counted in their pool; and
 kubectl 1.20's client-side validation of the same manifests."""
 import http.client
 import json
@@ -374,6 +376,126 @@ def test_no_pool_is_said():
     cond = wait_until(said, 15, "Progressing=False on a Deployment without a pool")[0]
     assert cond["reason"] == "NoPelotonJob" and "peloton.io/resource-pool" in cond["message"], cond
     assert get("/apis/peloton.io/v1alpha1/namespaces/nopool/jobs/lost") is None
+
+
+def deployment(name, image, replicas=1):
+    """A Deployment as a client that adds no annotations writes it (kubectl apply adds one)."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}}}}
+
+
+def test_revision_annotations_and_undo():
+    """The Deployment and each ReplicaSet carry deployment.kubernetes.io/revision
+    as kube-controller-manager writes them; kubectl rollout undo (which
+    replaces /metadata/annotations with a JSON patch) works on a Deployment
+    made without annotations, to the previous revision and --to-revision."""
+    rev = "deployment.kubernetes.io/revision"
+    code, _ = services.api(PORT, "POST", "/apis/apps/v1/namespaces/default/deployments", deployment("rev", "busybox:1"))
+    assert code == 201, code
+
+    def revision():
+        return get("/apis/apps/v1/namespaces/default/deployments/rev")["metadata"].get("annotations", {}).get(rev)
+
+    def rs_revisions():
+        items = get("/apis/apps/v1/namespaces/default/replicasets?labelSelector=app%3Drev")["items"]
+        return {r["spec"]["template"]["spec"]["containers"][0]["image"]: r["metadata"]["annotations"] for r in items}
+
+    def images():
+        return {p["spec"]["containers"][0]["image"] for p in running("app=rev")}
+    wait_until(lambda: revision() == "1" and len(running("app=rev")) == 1, 30, "Deployment rev at revision 1")
+    assert rs_revisions()["busybox:1"][rev] == "1"
+    kubectl("set", "image", "deployment/rev", "c=busybox:2")
+    wait_until(lambda: revision() == "2" and images() == {"busybox:2"}, 30, "revision 2 on busybox:2")
+    kubectl("rollout", "undo", "deployment/rev")
+    wait_until(lambda: revision() == "3" and images() == {"busybox:1"}, 30, "undo: revision 1 back as 3")
+    hist = "deployment.kubernetes.io/revision-history"
+    wait_until(lambda: rs_revisions() == {"busybox:1": {rev: "3", hist: "1"}, "busybox:2": {rev: "2"}}, 15,
+               "the ReplicaSet of busybox:1 at revision 3, after 1")
+    kubectl("rollout", "undo", "deployment/rev", "--to-revision=2")
+    wait_until(lambda: revision() == "4" and images() == {"busybox:2"}, 30, "undo --to-revision=2: back as 4")
+    wait_until(lambda: rs_revisions() == {"busybox:1": {rev: "3", hist: "1"}, "busybox:2": {rev: "4", hist: "2"}},
+               15, "the ReplicaSet of busybox:2 at revision 4, after 2")
+    out = kubectl("rollout", "history", "deployment/rev")
+    assert [line.split()[0] for line in out.split("\n")[2:] if line.strip()] == ["3", "4"], out
+    kubectl("delete", "deployment", "rev", "--wait=true")
+    wait_until(lambda: pods("app=rev") == [], 30, "rev's pods gone")
+
+
+def test_delete_orphan_keeps_pods():
+    """kubectl delete --cascade=orphan: the Deployment goes; its Peloton Job
+    and ReplicaSet stay, ownerless, and the pods keep running (also past a
+    resync); the orphaned ReplicaSet is not translated into a Peloton Job of
+    its own. The Deployment made again adopts them: the same pods carry on
+    and its history goes on. Deleting the Peloton Job (orphaned again)
+    removes the pods."""
+    code, _ = services.api(PORT, "POST", "/apis/apps/v1/namespaces/default/deployments",
+                           deployment("keep", "busybox", replicas=2))
+    assert code == 201, code
+    wait_until(lambda: len(running("app=keep")) == 2, 30, "keep's 2 pods running")
+    before = sorted(p["metadata"]["uid"] for p in running("app=keep"))
+    kubectl("delete", "deployment", "keep", "--cascade=orphan", "--wait=true")
+    assert get("/apis/apps/v1/namespaces/default/deployments/keep") is None
+    time.sleep(12)  # past the controller's 10 s resync
+    assert sorted(p["metadata"]["uid"] for p in running("app=keep")) == before, pods("app=keep")
+    pj = get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/keep")
+    assert pj and not pj["metadata"].get("deletionTimestamp") and "ownerReferences" not in pj["metadata"], pj
+    rs = get("/apis/apps/v1/namespaces/default/replicasets?labelSelector=app%3Dkeep")["items"]
+    assert len(rs) == 1 and "ownerReferences" not in rs[0]["metadata"], rs
+    assert get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/" + rs[0]["metadata"]["name"]) is None
+    code, d = services.api(PORT, "POST", "/apis/apps/v1/namespaces/default/deployments",
+                           deployment("keep", "busybox", replicas=2))
+    assert code == 201, d
+
+    def owner(path):
+        refs = (get(path) or {}).get("metadata", {}).get("ownerReferences", [])
+        return [r["uid"] for r in refs if r.get("controller")]
+    wait_until(lambda: owner("/apis/peloton.io/v1alpha1/namespaces/default/jobs/keep") == [d["metadata"]["uid"]],
+               15, "the Peloton Job adopted by the new Deployment keep")
+    rs_path = "/apis/apps/v1/namespaces/default/replicasets/" + rs[0]["metadata"]["name"]
+    wait_until(lambda: owner(rs_path) == [d["metadata"]["uid"]], 15, "the ReplicaSet adopted")
+    wait_until(lambda: (get("/apis/apps/v1/namespaces/default/deployments/keep").get("status") or {})
+               .get("readyReplicas") == 2, 15, "the new Deployment keep ready")
+    assert sorted(p["metadata"]["uid"] for p in running("app=keep")) == before, pods("app=keep")
+    assert len(get("/apis/apps/v1/namespaces/default/replicasets?labelSelector=app%3Dkeep")["items"]) == 1
+    kubectl("delete", "deployment", "keep", "--cascade=orphan", "--wait=true")
+    wait_until(lambda: owner("/apis/peloton.io/v1alpha1/namespaces/default/jobs/keep") == [], 15, "orphaned again")
+    kubectl("delete", "jobs.peloton.io", "keep", "--wait=true")
+    wait_until(lambda: pods("app=keep") == [], 30, "keep's pods gone with their Peloton Job")
+    kubectl("delete", "rs", "-l", "app=keep")
+
+
+def test_statefulset_orphan_adopted():
+    """A StatefulSet deleted with --cascade=orphan leaves its Peloton Job,
+    pods and ControllerRevision ownerless; made again it adopts them (the
+    same pod carries on); deleted normally, all of it goes."""
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "ks", "namespace": "default"},
+           "spec": {"replicas": 1, "serviceName": "ks", "selector": {"matchLabels": {"app": "ks"}},
+                    "template": {"metadata": {"labels": {"app": "ks"}},
+                                 "spec": {"containers": [{"name": "c", "image": "redis:7.2"}]}}}}
+    code, made = services.api(PORT, "POST", "/apis/apps/v1/namespaces/default/statefulsets", sts)
+    assert code == 201, made
+    crs = "/apis/apps/v1/namespaces/default/controllerrevisions?labelSelector=app%3Dks"
+
+    def owners():
+        pj = get("/apis/peloton.io/v1alpha1/namespaces/default/jobs/ks") or {}
+        cr = (get(crs) or {}).get("items", [])
+        return ([r["uid"] for r in pj.get("metadata", {}).get("ownerReferences", [])],
+                [[r["uid"] for r in c["metadata"].get("ownerReferences", [])] for c in cr])
+    uid = made["metadata"]["uid"]
+    wait_until(lambda: len(running("app=ks")) == 1 and owners() == ([uid], [[uid]]), 30, "ks running, its revision")
+    before = [p["metadata"]["uid"] for p in running("app=ks")]
+    kubectl("delete", "statefulset", "ks", "--cascade=orphan", "--wait=true")
+    time.sleep(2)
+    assert owners() == ([], [[]]) and [p["metadata"]["uid"] for p in running("app=ks")] == before, owners()
+    code, made = services.api(PORT, "POST", "/apis/apps/v1/namespaces/default/statefulsets", sts)
+    assert code == 201, made
+    uid = made["metadata"]["uid"]
+    wait_until(lambda: owners() == ([uid], [[uid]]), 15, "the Peloton Job and the revision adopted")
+    assert [p["metadata"]["uid"] for p in running("app=ks")] == before
+    kubectl("delete", "statefulset", "ks", "--wait=true")
+    wait_until(lambda: pods("app=ks") == [] and not get(crs)["items"], 30, "ks's pods and revision gone")
 
 
 def test_delete_cascades():
