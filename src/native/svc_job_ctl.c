@@ -47,6 +47,31 @@ static json_t *ranges_of(struct svc_jw *w, uint32_t n) {
     return all;
 }
 
+/* The instances the request's ranges name stopped (or started again) while
+ * the job runs: the Job with its new spec.stoppedInstances in *put (none
+ * when nothing changes); -1 after failing the call. */
+static int stop_some(struct svc_jw *w, const json_t *job, bool stop, json_t **put) {
+    json_t *inst = ranges_of(w, svc_job_instances(job));
+    if (!inst) return -1;
+    json_t *st = svc_job_stopped_with(job, inst, stop);
+    json_decref(inst);
+    if (!st) {
+        native_call_fail(w->base.call, NC_INVALID_ARGUMENT, "ranges: the job's stopped instances would need more "
+                         "ranges than a Job holds");
+        return -1;
+    }
+    const json_t *cur = json_object_get(json_object_get(job, "spec"), "stoppedInstances");
+    if (json_equal(st, cur) || (!cur && !json_array_size(st))) { /* nothing changes */
+        json_decref(st);
+        return 0;
+    }
+    *put = json_deep_copy(job);
+    json_t *spec = json_object_get(*put, "spec");
+    if (json_array_size(st)) json_object_set_new(spec, "stoppedInstances", st);
+    else json_decref(st), json_object_del(spec, "stoppedInstances");
+    return 0;
+}
+
 /* How many instances req's "ranges" name among n (none given: n, without
  * listing them); -1 after failing the call. */
 static int count_named(struct svc_jw *w, uint32_t n, size_t *k) {
@@ -136,14 +161,9 @@ static int stop_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t *
     uint32_t n = svc_job_instances(job);
     size_t k;
     if (count_named(w, n, &k)) return -1;
-    if (k != n) {
-        native_call_fail(w->base.call, NC_UNIMPLEMENTED,
-                         "stopping %zu of the %u instances: a Job object has no per-instance stop yet; stop the whole "
-                         "job (no ranges)", k, n);
-        return -1;
-    }
-    *put = svc_job_stop(job);
     (void)reply;
+    if (k != n) return stop_some(w, job, true, put); /* spec.stoppedInstances */
+    *put = svc_job_stop(job);
     return 0;
 }
 
@@ -166,7 +186,14 @@ json_t *svc_job_start(const json_t *job) {
 static int start_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t **reply) {
     if (svc_jw_check_version(w, json_object_get(w->req, "resourceVersion"))) return -1;
     long long n = svc_job_stopped_count(job);
-    if (n < 0) return 0; /* running already */
+    (void)reply;
+    if (n < 0) { /* running: its stopped instances (those named, or all) start again */
+        if (json_array_size(json_object_get(w->req, "ranges"))) return stop_some(w, job, false, put);
+        if (!json_object_get(json_object_get(job, "spec"), "stoppedInstances")) return 0;
+        *put = json_deep_copy(job);
+        json_object_del(json_object_get(*put, "spec"), "stoppedInstances");
+        return 0;
+    }
     size_t k;
     if (count_named(w, (uint32_t)n, &k)) return -1;
     if (k != (size_t)n) {
@@ -175,7 +202,7 @@ static int start_plan(struct svc_jw *w, const json_t *job, json_t **put, json_t 
         return -1;
     }
     *put = svc_job_start(job);
-    (void)reply;
+    json_object_del(json_object_get(*put, "spec"), "stoppedInstances"); /* every instance runs again */
     return 0;
 }
 

@@ -101,6 +101,12 @@ int svc_job_rolling_restart(const json_t *job, uint32_t batch, json_t **put);
 long long svc_job_stopped_count(const json_t *job);
 json_t *svc_job_stop(const json_t *job);
 json_t *svc_job_start(const json_t *job);
+/* Some instances stopped or started while the job runs (docs/crds.md,
+ * spec.stoppedInstances): the Job's stoppedInstances with the instances inst
+ * (a JSON array of numbers) added (stop) or taken out (start), as sorted,
+ * merged {from, to} ranges, new; NULL on ENOMEM or past the Job's bound of
+ * ranges. In svc_task.c. */
+json_t *svc_job_stopped_with(const json_t *job, const json_t *inst, bool stop);
 
 /* The instances named by ranges (a JSON array of InstanceRange, [from, to))
  * of a job with n instances, as a new JSON array; none given: all. NULL with

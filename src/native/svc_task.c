@@ -464,7 +464,7 @@ static int u32_cmp(const void *a, const void *b) {
 /* The Job's spec.stoppedInstances with the instances inst added (stop) or
  * taken out (start), as sorted, merged {from, to} ranges ([from, to)); NULL
  * on ENOMEM or when it would take more than STOPPED_MAX_RANGES ranges. */
-static json_t *stopped_with(const json_t *job, const json_t *inst, bool stop) {
+json_t *svc_job_stopped_with(const json_t *job, const json_t *inst, bool stop) {
     const json_t *cur = json_object_get(json_object_get(job, "spec"), "stoppedInstances");
     size_t ncur = json_array_size(cur), ninst = json_array_size(inst);
     struct irange *v = malloc((ncur + (stop ? ninst : 0) + 1) * sizeof *v);
@@ -520,7 +520,7 @@ done:
  * -1 after failing the call. */
 static int stop_some(struct svc_jw *w, const json_t *job, json_t *inst, bool stop, json_t **put, json_t **reply) {
     const char *key = stop ? "stoppedInstanceIds" : "startedInstanceIds";
-    json_t *st = stopped_with(job, inst, stop);
+    json_t *st = svc_job_stopped_with(job, inst, stop);
     if (!st) {
         json_decref(inst);
         native_call_fail(w->base.call, NC_INVALID_ARGUMENT,

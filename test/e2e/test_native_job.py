@@ -256,6 +256,36 @@ def test_task_stop_start_some_instances():
     assert r.error.outOfRange.instanceCount == 5, r  # the service runs on; test_pool_with_work_is_busy deletes it
 
 
+def test_job_manager_stop_start_some_instances():
+    """JobManager.Stop and Start with ranges do what TaskManager's do: the
+    Job's spec.stoppedInstances (they were refused UNIMPLEMENTED before)."""
+    r = jm("Query", job.QueryRequest(spec=job.QuerySpec(name="svc-five")), job.QueryResponse)
+    jid = r.results[0].id.value
+
+    def stopped():
+        rc, out = kubectl("get", "pj", "svc-five", "-o", "jsonpath={.spec.stoppedInstances}")
+        assert rc == 0, out
+        return json.loads(out) if out else []
+
+    def live():
+        rc, out = kubectl("get", "pods", "-l", "peloton.io/job=svc-five", "-o", "json")
+        items = json.loads(out)["items"]
+        got = sorted(int(p["metadata"]["labels"]["peloton.io/instance"]) for p in items
+                     if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"))
+        return got if len(got) == len(items) else None
+    rng = [task.InstanceRange(**{"from": 0, "to": 1}), task.InstanceRange(**{"from": 4, "to": 5})]
+    jm("Stop", job.StopRequest(id=pb.JobID(value=jid), ranges=rng), job.StopResponse)
+    assert stopped() == [{"from": 0, "to": 1}, {"from": 4, "to": 5}], stopped()
+    services.wait_until(lambda: live() == [1, 2, 3], 30, "instances 0 and 4 stopped")
+    jm("Start", job.StartRequest(id=pb.JobID(value=jid), ranges=[task.InstanceRange(**{"from": 4, "to": 5})]),
+       job.StartResponse)
+    assert stopped() == [{"from": 0, "to": 1}], stopped()
+    services.wait_until(lambda: live() == [1, 2, 3, 4], 30, "instance 4 Running again")
+    jm("Start", job.StartRequest(id=pb.JobID(value=jid)), job.StartResponse)  # no ranges: every instance
+    assert stopped() == [], stopped()
+    services.wait_until(lambda: live() == [0, 1, 2, 3, 4], 30, "all 5 Running again")
+
+
 def test_pool_with_work_is_busy():
     stub = rpg.ResourceManagerStub(CH)
     d = stub.DeleteResourcePool(rp.DeleteRequest(path=rp.ResourcePoolPath(value="/batch")), timeout=20)
