@@ -98,13 +98,15 @@ def bench_watch(nwatchers, events=20):
     lat = []
     for e in range(events):
         name = f"w{nwatchers}-{e}".encode()
-        body = json.dumps({"metadata": {"name": name.decode(), "labels": {"app": "watch"}}})
+        body = json.dumps({"metadata": {"name": name.decode(), "labels": {"app": "watch"}},
+                           "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
         pending = set(range(nwatchers))
         bufs = {}
         t0 = time.monotonic()
         c.request("POST", PODS, body=body, headers={"Content-Type": "application/json"})
         r = c.getresponse()
         r.read()
+        assert r.status == 201, r.status  # an event only for a pod that was made
         deadline = t0 + 5
         while pending and time.monotonic() < deadline:
             for key, _ in sel.select(timeout=0.5):
