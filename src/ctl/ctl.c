@@ -25,12 +25,6 @@ static void log_reply_error(struct ctl_db *db, redisReply *rep) {
     }
 }
 
-static uint64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* A new connection when the one held is broken or reaches a replica (at most
  * every CTL_RECONNECT_MS; through Sentinel when configured, store.h): what
  * was deferred on the old one is settled or lost first, never mixed in. Not
@@ -38,7 +32,7 @@ static uint64_t mono_ms(void) {
 #define CTL_RECONNECT_MS 500
 static void heal(struct ctl_db *db) {
     if ((!db->c->err && !db->replica) || db->reading) return;
-    uint64_t now = mono_ms();
+    uint64_t now = uv_hrtime() / 1000000;
     if (db->tried_ms && now - db->tried_ms < CTL_RECONNECT_MS) return;
     db->tried_ms = now;
     ctl_redis_settle(db);

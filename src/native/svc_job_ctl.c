@@ -53,23 +53,12 @@ static json_t *ranges_of(struct svc_jw *w, uint32_t n) {
 static int stop_some(struct svc_jw *w, const json_t *job, bool stop, json_t **put) {
     json_t *inst = ranges_of(w, svc_job_instances(job));
     if (!inst) return -1;
-    json_t *st = svc_job_stopped_with(job, inst, stop);
+    int rc = svc_job_stop_some(job, inst, stop, put);
     json_decref(inst);
-    if (!st) {
-        native_call_fail(w->base.call, NC_INVALID_ARGUMENT, "ranges: the job's stopped instances would need more "
-                         "ranges than a Job holds");
-        return -1;
-    }
-    const json_t *cur = json_object_get(json_object_get(job, "spec"), "stoppedInstances");
-    if (json_equal(st, cur) || (!cur && !json_array_size(st))) { /* nothing changes */
-        json_decref(st);
-        return 0;
-    }
-    *put = json_deep_copy(job);
-    json_t *spec = json_object_get(*put, "spec");
-    if (json_array_size(st)) json_object_set_new(spec, "stoppedInstances", st);
-    else json_decref(st), json_object_del(spec, "stoppedInstances");
-    return 0;
+    if (rc)
+        native_call_fail(w->base.call, NC_INVALID_ARGUMENT,
+                         "ranges: the job's stopped instances would need more than %d ranges", SVC_STOPPED_MAX_RANGES);
+    return rc;
 }
 
 /* How many instances req's "ranges" name among n (none given: n, without

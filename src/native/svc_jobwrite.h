@@ -102,11 +102,13 @@ long long svc_job_stopped_count(const json_t *job);
 json_t *svc_job_stop(const json_t *job);
 json_t *svc_job_start(const json_t *job);
 /* Some instances stopped or started while the job runs (docs/crds.md,
- * spec.stoppedInstances): the Job's stoppedInstances with the instances inst
- * (a JSON array of numbers) added (stop) or taken out (start), as sorted,
- * merged {from, to} ranges, new; NULL on ENOMEM or past the Job's bound of
- * ranges. In svc_task.c. */
-json_t *svc_job_stopped_with(const json_t *job, const json_t *inst, bool stop);
+ * spec.stoppedInstances; TaskManager's and JobManager's Stop and Start with
+ * ranges): 0 with *put the Job with the instances inst (a JSON array of
+ * numbers) added to (stop) or taken out of (start) its stoppedInstances, as
+ * sorted, merged {from, to} ranges, or *put NULL when that changes nothing;
+ * -1 on ENOMEM or past SVC_STOPPED_MAX_RANGES ranges. In svc_task.c. */
+#define SVC_STOPPED_MAX_RANGES 256 /* the Job's bound on spec.stoppedInstances */
+int svc_job_stop_some(const json_t *job, const json_t *inst, bool stop, json_t **put);
 
 /* The instances named by ranges (a JSON array of InstanceRange, [from, to))
  * of a job with n instances, as a new JSON array; none given: all. NULL with

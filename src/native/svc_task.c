@@ -445,7 +445,6 @@ static json_t *task_ranges(struct svc_jw *w, uint32_t n, bool in_error, json_t *
 
 /* ---- per-instance stop: spec.stoppedInstances (docs/crds.md) ---- */
 
-#define STOPPED_MAX_RANGES 256 /* the Job's bound on spec.stoppedInstances */
 
 struct irange {
     uint32_t from, to;
@@ -463,8 +462,8 @@ static int u32_cmp(const void *a, const void *b) {
 
 /* The Job's spec.stoppedInstances with the instances inst added (stop) or
  * taken out (start), as sorted, merged {from, to} ranges ([from, to)); NULL
- * on ENOMEM or when it would take more than STOPPED_MAX_RANGES ranges. */
-json_t *svc_job_stopped_with(const json_t *job, const json_t *inst, bool stop) {
+ * on ENOMEM or when it would take more than SVC_STOPPED_MAX_RANGES ranges. */
+static json_t *stopped_with(const json_t *job, const json_t *inst, bool stop) {
     const json_t *cur = json_object_get(json_object_get(job, "spec"), "stoppedInstances");
     size_t ncur = json_array_size(cur), ninst = json_array_size(inst);
     struct irange *v = malloc((ncur + (stop ? ninst : 0) + 1) * sizeof *v);
@@ -505,7 +504,7 @@ json_t *svc_job_stopped_with(const json_t *job, const json_t *inst, bool stop) {
         if (from < v[k].to)
             json_array_append_new(out, json_pack("{s:I, s:I}", "from", (json_int_t)from, "to", (json_int_t)v[k].to));
     }
-    if (json_array_size(out) > STOPPED_MAX_RANGES) {
+    if (json_array_size(out) > SVC_STOPPED_MAX_RANGES) {
         json_decref(out);
         out = NULL;
     }
@@ -515,29 +514,34 @@ done:
     return out;
 }
 
-/* Some instances of a running job stopped or started: the Job with its new
- * spec.stoppedInstances in *put, or *reply at once when nothing changes;
- * -1 after failing the call. */
-static int stop_some(struct svc_jw *w, const json_t *job, json_t *inst, bool stop, json_t **put, json_t **reply) {
-    const char *key = stop ? "stoppedInstanceIds" : "startedInstanceIds";
-    json_t *st = svc_job_stopped_with(job, inst, stop);
-    if (!st) {
-        json_decref(inst);
-        native_call_fail(w->base.call, NC_INVALID_ARGUMENT,
-                         "ranges: the job's stopped instances would need more than %d ranges", STOPPED_MAX_RANGES);
-        return -1;
-    }
+int svc_job_stop_some(const json_t *job, const json_t *inst, bool stop, json_t **put) {
+    *put = NULL;
+    json_t *st = stopped_with(job, inst, stop);
+    if (!st) return -1;
     const json_t *cur = json_object_get(json_object_get(job, "spec"), "stoppedInstances");
     if (json_equal(st, cur) || (!cur && !json_array_size(st))) { /* nothing changes */
         json_decref(st);
-        *reply = json_pack("{s:o}", key, inst);
         return 0;
     }
     *put = json_deep_copy(job);
     json_t *spec = json_object_get(*put, "spec");
     if (json_array_size(st)) json_object_set_new(spec, "stoppedInstances", st);
     else json_decref(st), json_object_del(spec, "stoppedInstances");
-    json_object_set_new(w->req, "instances", inst);
+    return 0;
+}
+
+/* Some instances of a running job stopped or started: the Job with its new
+ * spec.stoppedInstances in *put, or *reply at once when nothing changes;
+ * -1 after failing the call. inst is taken. */
+static int stop_some(struct svc_jw *w, const json_t *job, json_t *inst, bool stop, json_t **put, json_t **reply) {
+    if (svc_job_stop_some(job, inst, stop, put)) {
+        json_decref(inst);
+        native_call_fail(w->base.call, NC_INVALID_ARGUMENT,
+                         "ranges: the job's stopped instances would need more than %d ranges", SVC_STOPPED_MAX_RANGES);
+        return -1;
+    }
+    if (!*put) *reply = json_pack("{s:o}", stop ? "stoppedInstanceIds" : "startedInstanceIds", inst);
+    else json_object_set_new(w->req, "instances", inst);
     return 0;
 }
 
