@@ -377,6 +377,15 @@ static int start_singletons(struct controllers *c, char *err, size_t errlen) {
 /* The resource manager queued gangs ready: this process's placement looks now if it was idle. */
 static void tell_placement(void *ud) { placement_kick(((struct controllers *)ud)->placement); }
 
+/* The controllers could not start: the process stops as on SIGTERM (the
+ * main loop's handler stops the API server too) and exits 1, so that a
+ * supervisor sees the failure rather than a process serving half its roles. */
+static void ctl_failed(struct controllers *c) {
+    c->rc = 1;
+    fprintf(stderr, "level=error msg=\"pelotond: a role could not start; stopping\"\n");
+    kill(getpid(), SIGTERM);
+}
+
 static void ctl_main(void *arg) {
     struct controllers *c = arg;
     char err[512];
@@ -387,7 +396,7 @@ static void ctl_main(void *arg) {
     if ((need_redis && !(c->db = ctl_db_open(&c->loop, c->redis_addr, err, sizeof err))) ||
         !(c->kc = kclient_new(&c->loop, &c->kcfg, err, sizeof err))) {
         fprintf(stderr, "pelotond: controllers: %s\n", err);
-        c->rc = 1;
+        ctl_failed(c);
         uv_run(&c->loop, UV_RUN_DEFAULT); /* until stopped */
         ctl_db_close(c->db);
         uv_run(&c->loop, UV_RUN_DEFAULT);
@@ -433,8 +442,8 @@ static void ctl_main(void *arg) {
         ((c->roles & ROLE_EXTENDER) && start_extender(c, err, sizeof err)) ||
         ((c->roles & ROLE_NATIVE) && start_native(c, err, sizeof err))) {
         fprintf(stderr, "pelotond: %s\n", err);
-        c->rc = 1;
         ctl_stop_roles(&c->stop);
+        ctl_failed(c);
     } else {
         fprintf(stderr, "level=info msg=\"controllers running\" api=%s%s redis=%s\n",
                 c->kcfg.unix_socket ? "unix://" : c->kcfg.server, c->kcfg.unix_socket ? c->kcfg.unix_socket : "",
@@ -1015,7 +1024,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
     store_close(st);
     free(token);
     fprintf(stderr, "level=info msg=stopped\n");
-    return 0;
+    return ctl.roles ? ctl.rc : 0;
 }
 
 int main(int argc, char **argv) {

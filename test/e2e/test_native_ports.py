@@ -151,12 +151,40 @@ def test_a_taken_daemon_port_fails_the_role_and_closes_the_others():
         # the five opened before it are closed again
         services.wait_until(lambda: all(refused(ports[k]) for k in ports if k != "hostmgr-http"), 10,
                             "the opened ports closed")
-    finally:
-        # a failed role leaves the process to its signal (as with --native-port)
-        p.send_signal(signal.SIGTERM)
+        # and the process stops by itself, exit status 1: a supervisor sees the failure
         p.wait(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=20)
     out = open(log).read()
-    assert p.returncode == 1 and "Sanitizer" not in out, out
+    assert p.returncode == 1 and "a role could not start; stopping" in out and "Sanitizer" not in out, out
+
+
+def test_a_role_that_cannot_start_stops_the_api_server_too():
+    """With the API server in the same process: the native role's port is taken, the whole process stops
+    (its API port closed) and exits 1, rather than serving the API without the role."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    log = os.path.join(D, "taken-api.log")
+    api = services.free_port()
+    try:
+        with open(log, "w") as f:
+            p = subprocess.Popen([services.PELOTOND, "--roles=apiserver,native", f"--port={api}",
+                                  f"--redis=127.0.0.1:{REDIS}", f"--native-port={taken.getsockname()[1]}"],
+                                 stdout=f, stderr=subprocess.STDOUT)
+        try:
+            p.wait(timeout=20)
+        finally:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                p.wait(timeout=10)
+    finally:
+        taken.close()
+    out = open(log).read()
+    assert p.returncode == 1 and "cannot listen" in out and "a role could not start; stopping" in out, out
+    assert "level=info msg=stopped" in out and "Sanitizer" not in out, out
 
 
 # ---- TLS ----
