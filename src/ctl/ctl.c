@@ -15,11 +15,32 @@
 #include "podspec.h"
 #include "store.h"
 
+/* One line per error; the same error again within CTL_ERR_QUIET_MS is
+ * counted, not logged (every command fails alike while Redis is away, and a
+ * failover took ~45 lines in two seconds). The count is logged with that
+ * error's next line, or before a different error's. */
+#define CTL_ERR_QUIET_MS 5000
+static void log_error(struct ctl_db *db, const char *msg) {
+    uint64_t now = uv_hrtime() / 1000000;
+    bool same = !strncmp(db->last_err, msg, sizeof db->last_err - 1);
+    if (same && now - db->last_err_ms < CTL_ERR_QUIET_MS) {
+        db->repeated++;
+        return;
+    }
+    if (db->repeated && !same)
+        fprintf(stderr, "level=error msg=\"redis: %s\" repeated=%u\n", db->last_err, db->repeated);
+    if (db->repeated && same) fprintf(stderr, "level=error msg=\"redis: %s\" repeated=%u\n", msg, db->repeated);
+    else fprintf(stderr, "level=error msg=\"redis: %s\"\n", msg);
+    snprintf(db->last_err, sizeof db->last_err, "%s", msg);
+    db->last_err_ms = now;
+    db->repeated = 0;
+}
+
 static void log_reply_error(struct ctl_db *db, redisReply *rep) {
     redisContext *c = db->c;
-    if (!rep) fprintf(stderr, "level=error msg=\"redis: %s\"\n", c->errstr[0] ? c->errstr : "no reply");
+    if (!rep) log_error(db, c->errstr[0] ? c->errstr : "no reply");
     else if (rep->type == REDIS_REPLY_ERROR) {
-        fprintf(stderr, "level=error msg=\"redis: %s\"\n", rep->str);
+        log_error(db, rep->str);
         /* a primary demoted by a failover: its writes go elsewhere now */
         if (!strncmp(rep->str, "READONLY", 8)) db->replica = true;
     }
@@ -52,6 +73,7 @@ static void heal(struct ctl_db *db) {
     db->c = r;
     db->replica = false;
     db->deferred = 0;
+    db->gen++;
     fprintf(stderr, "level=info msg=\"redis: reconnected\"\n");
 }
 

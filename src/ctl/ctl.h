@@ -44,6 +44,10 @@ struct ctl_db {
     unsigned deferred;  /* commands queued whose replies are unread */
     uv_check_t *flush;  /* freed by its close callback */
     struct metrics_series *m_replies, *m_errors; /* replies read, and failed ones (metrics.h); NULL: not counted */
+    unsigned gen;       /* connections made since open: a new one means writes deferred on the old may be lost */
+    char last_err[160]; /* the error last logged, its time, and the same ones not logged since */
+    uint64_t last_err_ms;
+    unsigned repeated;
 };
 
 struct ctl_env {

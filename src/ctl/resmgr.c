@@ -598,9 +598,21 @@ static void note_fresh(struct resmgr *r, const char *key) {
     r->fresh[r->nfresh++] = g;
 }
 
+static void forget_gangs(struct resmgr *r);
+
 static void on_round(uv_timer_t *t) {
     struct resmgr *r = t->data;
     if (!r->leader || !synced(r)) return;
+    if (r->env.db && r->env.db->gen != r->db_gen) {
+        /* Redis came back on a new connection (an outage, a failover) within
+         * the lease: queue writes deferred on the old one may be lost, so
+         * what was admitted is read back as at a new term */
+        if (r->recovered)
+            fprintf(stderr, "level=warn msg=\"resmgr: redis connection renewed, rebuilding\" epoch=%lld\n", r->epoch);
+        r->db_gen = r->env.db->gen;
+        forget_gangs(r);
+        r->recovered = false;
+    }
     if (!r->recovered) {
         cluster_refresh(r->cm);
         recover(r);
@@ -647,7 +659,12 @@ static void on_term(void *ud, bool leader, long long epoch) {
         return;
     }
     r->epoch = epoch;
-    /* state from an earlier term is not trusted: rebuild */
+    forget_gangs(r); /* state from an earlier term is not trusted: rebuild */
+    r->leader = true;
+}
+
+/* Drops every gang; the next round rebuilds them from Redis and the pods (recover). */
+static void forget_gangs(struct resmgr *r) {
     size_t pos = 0;
     void *v;
     while (strmap_next(&r->gangs, &pos, NULL, &v)) {
@@ -656,7 +673,7 @@ static void on_term(void *ud, bool leader, long long epoch) {
         gang_free(g);
     }
     strmap_free(&r->gangs);
-    r->leader = true;
+    r->nfresh = 0; /* they pointed at the gangs just freed */
 }
 
 /* ---- start and stop ---- */

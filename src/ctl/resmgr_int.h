@@ -52,6 +52,7 @@ struct resmgr {
     struct ctl_lease *lease; /* the leader's term (ctl_lease.h) */
     bool leader, recovered;
     long long epoch;
+    unsigned db_gen; /* the Redis connection its state was built on (ctl_db.gen) */
     char id[96];
     struct respool_tree *last_tree;
     struct preempt_state ps;

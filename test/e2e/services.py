@@ -161,6 +161,25 @@ current-context: c
     return path
 
 
+def redis_cmd(port, *args, timeout=1.0):
+    """One command over RESP: its reply (bulk strings and simple strings as
+    str, arrays as lists of those joined by spaces, errors as "-ERR …")."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"*{len(args)}\r\n".encode() + b"".join(f"${len(a)}\r\n{a}\r\n".encode() for a in args))
+        f = s.makefile("rb")
+
+        def one():
+            line = f.readline().rstrip(b"\r\n").decode(errors="replace")
+            if line[:1] == "$":
+                n = int(line[1:])
+                return "" if n < 0 else f.read(n + 2)[:-2].decode(errors="replace")
+            if line[:1] == "*":
+                n = int(line[1:])
+                return " ".join(str(one()) for _ in range(max(n, 0)))
+            return line[1:] if line[:1] in "+:" else line
+        return one()
+
+
 def api(port, method, path, body=None, timeout=30, ctype="application/json"):
     """One request to the API server on 127.0.0.1:port: (status, the reply
     as JSON, or {} when empty). body, when given, is sent as JSON; an error

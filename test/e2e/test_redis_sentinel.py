@@ -22,35 +22,16 @@ Every wait is bounded; every process is stopped."""
 import http.client
 import json
 import os
-import socket
 import subprocess
 import threading
 import time
 
 import services
+from services import redis_cmd
 from simlib import run_tests
 
 wait_until = services.wait_until
 NAME = "peloton"
-
-
-def redis_cmd(port, *args, timeout=1.0):
-    """One command over RESP: its reply (bulk strings and simple strings as
-    str, arrays as lists of those joined by spaces, errors as "-ERR …")."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(f"*{len(args)}\r\n".encode() + b"".join(f"${len(a)}\r\n{a}\r\n".encode() for a in args))
-        f = s.makefile("rb")
-
-        def one():
-            line = f.readline().rstrip(b"\r\n").decode(errors="replace")
-            if line[:1] == "$":
-                n = int(line[1:])
-                return "" if n < 0 else f.read(n + 2)[:-2].decode(errors="replace")
-            if line[:1] == "*":
-                n = int(line[1:])
-                return " ".join(str(one()) for _ in range(max(n, 0)))
-            return line[1:] if line[:1] in "+:" else line
-        return one()
 
 
 def start_server(port, d, *extra):
@@ -173,7 +154,15 @@ def test_failover_to_the_replica_is_followed():
     for i in range(6):
         create(f"after-{i}")
     first_write = time.monotonic() - t0
-    wait_until(lambda: list(phases().values()).count("Running") == 12, 30, "the six new pods Running too")
+    try:
+        wait_until(lambda: list(phases().values()).count("Running") == 12, 30, "the six new pods Running too")
+    except AssertionError:
+        code, body = services.api(PORT, "GET", "/api/v1/namespaces/default/pods?labelSelector=t%3Dsn")
+        for p in body.get("items", []):
+            print(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"),
+                  [(c["type"], c["status"], c.get("reason")) for c in p["status"].get("conditions", [])])
+        print("".join(line for line in open(LOG) if "redis:" not in line)[-5000:])
+        raise
     running = time.monotonic() - t0
     print(f"failover: replica promoted after {promoted:.1f} s, the six creates through pelotond done after "
           f"{first_write:.1f} s, all 12 pods Running after {running:.1f} s")
