@@ -10,7 +10,13 @@
  *   Redis's own CPU per object created in batches of 100 (what the API
  *   server's writes cost the Redis process), for pods of about 170, 630 and
  *   1,650 bytes, with the AOF (everysec) and without: the fixed and the
- *   per-byte parts of a write */
+ *   per-byte parts of a write
+ *   Redis's own CPU per lease renewal (store_modify: a read and one
+ *   compare-and-set script per write) and its time in the script
+ *   (commandstats), history kept by time (the default) and by count alone
+ *   (the rule before), twice each in turn (no AOF), and the bytes of Redis
+ *   memory each history entry takes (what history kept for T seconds costs:
+ *   bytes x writes/s x T) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +127,92 @@ static void redis_cpu_per_create(struct store *s, const struct redis_proc *rp, b
         snprintf(note, sizeof note, "(%zu-byte object; best of 3 x %d)", bytes, N);
         bench_report(figure, best, "us", note);
     }
+}
+
+/* A lease of about 300 bytes, renewed at renewTime n. */
+static json_t *make_lease(const char *name, long n) {
+    char t[64];
+    snprintf(t, sizeof t, "2026-01-01T00:%02ld:%02ld.%06ldZ", n / 60 % 60, n % 60, n % 1000000);
+    return json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:i,s:s}}", "apiVersion", "coordination.k8s.io/v1", "kind", "Lease",
+                     "metadata", "name", name, "spec", "holderIdentity", name, "leaseDurationSeconds", 40,
+                     "renewTime", t);
+}
+
+static int renew(void *ud, const json_t *cur, json_t **next, char *err, size_t errlen) {
+    (void)err, (void)errlen;
+    json_t *o = json_deep_copy(cur);
+    if (!o) return -ENOMEM;
+    json_t *fresh = make_lease("x", *(long *)ud);
+    json_object_set(json_object_get(o, "spec"), "renewTime", json_object_get(json_object_get(fresh, "spec"), "renewTime"));
+    json_decref(fresh);
+    *next = o;
+    return 0;
+}
+
+/* Redis's own time per call of cmd (INFO commandstats, since the last
+ * CONFIG RESETSTAT), in us; -1 when it cannot tell. */
+static double redis_usec_per_call(redisContext *c, const char *cmd) {
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    double us = -1;
+    char key[64];
+    snprintf(key, sizeof key, "cmdstat_%s:", cmd);
+    const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : NULL;
+    if (p && (p = strstr(p, key)) && (p = strstr(p, "usec_per_call="))) us = atof(p + strlen("usec_per_call="));
+    if (r) freeReplyObject(r);
+    return us;
+}
+
+/* Redis's CPU per renewal of 100 leases round robin (best of 3 x 5,000)
+ * with history_seconds secs and history_max max, Redis's own time in the
+ * compare-and-set script (commandstats), and the stream's memory per entry. */
+static void redis_cpu_per_renewal(const struct redis_proc *rp, long secs, long max, const char *label) {
+    enum { NL = 100, N = 5000 };
+    struct store_options o;
+    struct store *s = NULL;
+    store_options_init(&o);
+    o.history_seconds = secs;
+    o.history_max = max;
+    int rc = store_open("127.0.0.1", rp->port, &o, &s);
+    if (rc) die("store_open", NULL, rc);
+    char res[64], name[32], figure[128];
+    static int calls;
+    snprintf(res, sizeof res, "leases-%d.coordination.k8s.io", calls++);
+    for (int i = 0; i < NL; i++) {
+        snprintf(name, sizeof name, "node-%03d", i);
+        json_t *l = make_lease(name, 0);
+        if ((rc = store_create(s, res, "kube-node-lease", l, NULL))) die("create lease", s, rc);
+        json_decref(l);
+    }
+    double best = 0;
+    long n = 0;
+    redisContext *c = redisConnect("127.0.0.1", rp->port);
+    if (!c || c->err) die("redisConnect", NULL, -EIO);
+    freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
+    for (int round = 0; round < 3; round++) {
+        double cpu0 = bench_cpu_us(rp->pid, 0);
+        for (int i = 0; i < N; i++, n++) {
+            snprintf(name, sizeof name, "node-%03d", i % NL);
+            if ((rc = store_modify(s, res, "kube-node-lease", name, renew, &n, NULL, NULL))) die("renew", s, rc);
+        }
+        double us = (bench_cpu_us(rp->pid, 0) - cpu0) / N;
+        if (round == 0 || us < best) best = us;
+    }
+    snprintf(figure, sizeof figure, "redis CPU per lease renewal, %s", label);
+    bench_report(figure, best, "us", "(read + CAS script; best of 3 x 5,000)");
+    snprintf(figure, sizeof figure, "redis time in the CAS script, %s", label);
+    bench_report(figure, redis_usec_per_call(c, "evalsha"), "us", "(commandstats usec_per_call, 15,000 calls)");
+    char key[128];
+    snprintf(key, sizeof key, "pc:ev:%s", res);
+    redisReply *mem = c && !c->err ? redisCommand(c, "MEMORY USAGE %s SAMPLES 0", key) : NULL;
+    redisReply *len = c && !c->err ? redisCommand(c, "XLEN %s", key) : NULL;
+    if (mem && len && mem->type == REDIS_REPLY_INTEGER && len->type == REDIS_REPLY_INTEGER && len->integer > 0) {
+        snprintf(figure, sizeof figure, "redis memory per history entry, lease, %s", label);
+        bench_report(figure, (double)mem->integer / (double)len->integer, "bytes", "(MEMORY USAGE / XLEN)");
+    }
+    if (mem) freeReplyObject(mem);
+    if (len) freeReplyObject(len);
+    redisFree(c);
+    store_close(s);
 }
 
 int main(void) {
@@ -261,6 +353,12 @@ int main(void) {
     if (rep) freeReplyObject(rep);
     if (rc_admin) redisFree(rc_admin);
     if (aof_off) redis_cpu_per_create(s, &rp, false);
+    if (aof_off) {
+        redis_cpu_per_renewal(&rp, STORE_DEFAULT_HISTORY_SECONDS, STORE_DEFAULT_HISTORY, "history by time (300 s)");
+        redis_cpu_per_renewal(&rp, 0, 10000, "history by count (10,000: the rule before)");
+        redis_cpu_per_renewal(&rp, STORE_DEFAULT_HISTORY_SECONDS, STORE_DEFAULT_HISTORY, "history by time (300 s)");
+        redis_cpu_per_renewal(&rp, 0, 10000, "history by count (10,000: the rule before)");
+    }
     store_close(s);
     redis_proc_destroy(&rp);
     return 0;

@@ -25,7 +25,7 @@
  *            [--server=URL | --kubeconfig=F] [--default-pool=NAME]
  *            [--scheduler-default=true|false]
  *            [--bind=127.0.0.1] [--port=6080] [--port-file=F] [--unix-socket=PATH]
- *            [--redis=127.0.0.1:6379 | --redis=unix:///PATH] [--token-file=F] [--history-max=10000]
+ *            [--redis=127.0.0.1:6379 | --redis=unix:///PATH] [--token-file=F] [--history-max=1000000] [--history-seconds=300]
  *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--list-page-bytes=33554432] [--crds=crds]
  *            [--tls-port=N] [--tls-dir=.peloton-tls] [--tls-cert=PEM --tls-key=PEM]
  *            [--admission-round-ms=20] [--placement-tick-ms=10] [--http-idle-timeout-ms=120000]
@@ -654,7 +654,7 @@ static int usage(void) {
                     "[--extender-port=8888] [--extender-prefix=/peloton] "
                     "[--server=URL | --kubeconfig=F] [--default-pool=NAME] [--scheduler-default=true|false] "
                     "[--bind=ADDR] [--port=N] [--port-file=F] [--unix-socket=/PATH] "
-                    "[--redis=HOST:PORT|unix:///PATH | --redis-sentinel=H:P,H:P,... [--redis-master-name=peloton]] [--redis-wait-replicas=N] [--redis-wait-timeout-ms=1000] [--token-file=F] [--history-max=N] [--watch-poll-ms=N] "
+                    "[--redis=HOST:PORT|unix:///PATH | --redis-sentinel=H:P,H:P,... [--redis-master-name=peloton]] [--redis-wait-replicas=N] [--redis-wait-timeout-ms=1000] [--token-file=F] [--history-max=N] [--history-seconds=N] [--watch-poll-ms=N] "
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
@@ -698,7 +698,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
     int metrics_port = -1; /* controller-only: serve /metrics on this port (0: a free one) */
     bool metrics_off = false, events_off = false;
     int port = 6080;
-    long history_max = 0;
+    long history_max = 0, history_seconds = -1;
     long long list_page_bytes = 0;
     long idle_ms = 0; /* 0: the HTTP layer's default (server.h) */
     unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0, backoff_ms = 0, backoff_max_ms = 0,
@@ -745,6 +745,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--max-request-burst-per-user"))) sec_cfg.limits.burst = limit_arg(v);
         else if ((v = opt(argv[i], "--max-watches-per-user"))) sec_cfg.limits.watches = limit_arg(v);
         else if ((v = opt(argv[i], "--history-max"))) history_max = atol(v);
+        else if ((v = opt(argv[i], "--history-seconds"))) history_seconds = atol(v);
         else if ((v = opt(argv[i], "--list-page-bytes"))) list_page_bytes = atoll(v);
         else if ((v = opt(argv[i], "--watch-poll-ms"))) poll_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--watch-bookmark-ms"))) bookmark_ms = (unsigned)atoi(v);
@@ -881,6 +882,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
     struct store_options so;
     store_options_init(&so);
     if (history_max > 0) so.history_max = history_max;
+    if (history_seconds >= 0) so.history_seconds = history_seconds;
     so.wait_replicas = wait_replicas;
     so.wait_timeout_ms = wait_timeout_ms;
     if (store_open(host, redis_port, &so, &st)) {

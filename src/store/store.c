@@ -50,6 +50,7 @@ void store_options_init(struct store_options *o) {
     o->prefix = "pc:";
     o->history_max = STORE_DEFAULT_HISTORY;
     o->history_exact = 0;
+    o->history_seconds = STORE_DEFAULT_HISTORY_SECONDS;
     o->max_object_bytes = STORE_MAX_OBJECT_BYTES;
     o->connect_timeout_ms = 2000;
     o->command_timeout_ms = 10000;

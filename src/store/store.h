@@ -54,14 +54,20 @@
 #define STORE_MAX_NAMESPACE 63                 /* DNS label */
 #define STORE_MAX_RESOURCE 253
 #define STORE_MAX_CONTINUE 4096                /* bytes of an accepted continue token */
-#define STORE_DEFAULT_HISTORY 10000
+#define STORE_DEFAULT_HISTORY 1000000       /* history entries per resource, at most */
+#define STORE_DEFAULT_HISTORY_SECONDS 300   /* history kept, at least (etcd's compaction interval) */
 
 struct store;
 
 struct store_options {
     const char *prefix;        /* prefix of every key; default "pc:" (copied) */
-    long history_max;          /* events kept per resource; default 10,000 */
-    int history_exact;         /* 1: trim with MAXLEN = (exact, slower); 0: MAXLEN ~ */
+    /* History per resource (docs/store.md): the events of the last
+     * history_seconds seconds (default 300; 0: no time rule) are kept, as
+     * long as they are at most history_max entries (default 1,000,000, the
+     * bound that protects Redis's memory); older ones are trimmed. */
+    long history_max;
+    long history_seconds;
+    int history_exact;         /* 1: trim exactly (=, slower); 0: whole stream nodes (~) */
     size_t max_object_bytes;   /* serialized object bound; default 1.5 MiB */
     int connect_timeout_ms;    /* default 2,000 */
     int command_timeout_ms;    /* default 10,000 */

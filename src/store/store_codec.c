@@ -91,10 +91,8 @@ static void cmd_start(struct store_cmd *c, const struct store_cfg *cfg, enum sto
     push_fmt(c, "%d", numkeys);
 }
 
-/* KEYS rv obj idx ev floor and ARGV member name ns head tail maxlen trim:
- * the common prefix of create and cas. */
 /* KEYS every write script starts with: the counter and the resource's
- * hash, index, stream and floor. */
+ * hash, index, stream, floor and time marks. */
 static void push_res_keys(struct store_cmd *c, const struct store_cfg *cfg, const char *res) {
     const char *p = cfg->prefix;
     push_fmt(c, "%srv", p);
@@ -102,12 +100,14 @@ static void push_res_keys(struct store_cmd *c, const struct store_cfg *cfg, cons
     push_fmt(c, "%sidx:%s", p, res);
     push_fmt(c, "%sev:%s", p, res);
     push_fmt(c, "%sfloor:%s", p, res);
+    push_fmt(c, "%shist:%s", p, res);
 }
 
-/* ARGV maxlen trim: how the stream is trimmed. */
+/* ARGV maxlen trim secs: how the stream is trimmed. */
 static void push_trim(struct store_cmd *c, const struct store_cfg *cfg) {
     push_fmt(c, "%ld", cfg->history_max);
     push_str(c, cfg->history_exact ? "=" : "~");
+    push_fmt(c, "%ld", cfg->history_seconds);
 }
 
 /* ARGV member name ns head tail maxlen trim of the single-object scripts. */
@@ -123,14 +123,14 @@ static void push_write_args(struct store_cmd *c, const struct store_cfg *cfg, co
 
 void store_build_create(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                         const char *ns, const char *name, const struct store_blob *b) {
-    cmd_start(c, cfg, STORE_SCRIPT_CREATE, 5);
+    cmd_start(c, cfg, STORE_SCRIPT_CREATE, 6);
     push_res_keys(c, cfg, res);
     push_write_args(c, cfg, ns, name, b);
 }
 
 void store_build_create_in_ns(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                               const char *ns, const char *name, const struct store_blob *b) {
-    cmd_start(c, cfg, STORE_SCRIPT_CREATE, 6);
+    cmd_start(c, cfg, STORE_SCRIPT_CREATE, 7);
     push_res_keys(c, cfg, res);
     push_fmt(c, "%sobj:namespaces", cfg->prefix);
     push_write_args(c, cfg, ns, name, b);
@@ -140,7 +140,7 @@ void store_build_create_in_ns(struct store_cmd *c, const struct store_cfg *cfg, 
 void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                      const char *ns, const char *name, const char *expected_rv, int del,
                      const struct store_blob *b) {
-    cmd_start(c, cfg, STORE_SCRIPT_CAS, 5);
+    cmd_start(c, cfg, STORE_SCRIPT_CAS, 6);
     push_res_keys(c, cfg, res);
     push_write_args(c, cfg, ns, name, b);
     push_str(c, expected_rv);
@@ -150,7 +150,7 @@ void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const cha
 void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                               const char *ns, const char *const *names,
                               const struct store_blob *const *blobs, size_t n) {
-    cmd_start(c, cfg, STORE_SCRIPT_CREATE_BATCH, 5);
+    cmd_start(c, cfg, STORE_SCRIPT_CREATE_BATCH, 6);
     push_res_keys(c, cfg, res);
     push_str(c, ns);
     push_trim(c, cfg);
@@ -164,7 +164,7 @@ void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, 
 
 void store_build_write_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                              const struct store_batch_write *w, size_t n) {
-    cmd_start(c, cfg, STORE_SCRIPT_WRITE_BATCH, 6);
+    cmd_start(c, cfg, STORE_SCRIPT_WRITE_BATCH, 7);
     push_res_keys(c, cfg, res);
     push_fmt(c, "%sobj:namespaces", cfg->prefix);
     push_trim(c, cfg);
@@ -271,12 +271,14 @@ void store_set_rv(json_t *obj, uint64_t rv) {
 
 int store_cfg_init(struct store_cfg *cfg, const struct store_options *opt) {
     if (!opt->prefix || strlen(opt->prefix) >= STORE_PREFIX_MAX || opt->history_max < 1 ||
+        opt->history_seconds < 0 ||
         opt->max_object_bytes < 64)
         return -EINVAL;
     memset(cfg, 0, sizeof *cfg);
     snprintf(cfg->prefix, sizeof cfg->prefix, "%s", opt->prefix);
     cfg->history_max = opt->history_max;
     cfg->history_exact = opt->history_exact;
+    cfg->history_seconds = opt->history_seconds;
     cfg->max_object_bytes = opt->max_object_bytes;
     for (int i = 0; i < STORE_NSCRIPTS; i++) { /* Redis names a script by the SHA-1 of its text */
         unsigned char md[EVP_MAX_MD_SIZE];

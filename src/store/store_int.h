@@ -41,6 +41,7 @@ struct store_cfg {
     char prefix[STORE_PREFIX_MAX];
     long history_max;
     int history_exact;
+    long history_seconds;
     size_t max_object_bytes;
     char sha[STORE_NSCRIPTS][41]; /* "" until SCRIPT LOAD answered */
 };

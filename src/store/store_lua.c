@@ -12,30 +12,56 @@
 
 /* Shared by the write scripts: append one change to a history stream (ID
  * "<rv>-0"), and trim it, recording in the floor key the highest
- * resourceVersion that may have been trimmed (history is complete above it). */
+ * resourceVersion that may have been trimmed (history is complete above it).
+ *
+ * History is kept by time and bounded by count. The marks key (a sorted set)
+ * holds, for each second in which the resource was written, the first
+ * version written in it (member: the second of Redis's TIME, score: that
+ * version), so versions below a mark were written before its second. The
+ * first write of a new second pops the marks of seconds at least secs old,
+ * and trims the stream below the last one popped: what goes was written
+ * more than secs seconds ago. Then the stream is cut to maxlen entries
+ * whatever their age. A clock that steps back only keeps more (the walk
+ * stops at the first mark not old enough, in version order). first: the
+ * first version this script wrote (nil: it wrote nothing). */
 #define STORE_LUA_EMIT                                                             \
     "local function emit(ev, typ, rvs, ns, name, obj)\n"                           \
     "  redis.call('XADD', ev, rvs .. '-0', 'type', typ, 'ns', ns, 'name', name,\n"  \
     "             'obj', obj)\n"                                                   \
     "end\n"                                                                        \
-    "local function trim(ev, floor, mode, maxlen)\n"                               \
-    "  local n = redis.call('XTRIM', ev, 'MAXLEN', mode, maxlen)\n"                \
-    "  if n > 0 then\n"                                                            \
-    "    local first = redis.call('XRANGE', ev, '-', '+', 'COUNT', 1)\n"           \
-    "    local fid = tonumber(string.match(first[1][1], '^(%d+)'))\n"              \
-    "    redis.call('SET', floor, string.format('%d', fid - 1))\n"                 \
-    "  end\n"                                                                      \
+    "local function trim(ev, floor, marks, mode, maxlen, secs, first)\n"          \
+    "  if not first then return end\n"                                            \
+    "  local n, keep = 0, tonumber(secs)\n"                                       \
+    "  if keep > 0 then\n"                                                        \
+    "    local now = tonumber(redis.call('TIME')[1])\n"                           \
+    "    if redis.call('ZADD', marks, 'NX', first, now) == 1 then\n"              \
+    "      local minid\n"                                                         \
+    "      local m = redis.call('ZRANGE', marks, 0, 0, 'WITHSCORES')\n"           \
+    "      while m[1] and tonumber(m[1]) <= now - keep do\n"                      \
+    "        minid = string.format('%d', tonumber(m[2]))\n"                       \
+    "        redis.call('ZREM', marks, m[1])\n"                                    \
+    "        m = redis.call('ZRANGE', marks, 0, 0, 'WITHSCORES')\n"               \
+    "      end\n"                                                                 \
+    "      if minid then n = redis.call('XTRIM', ev, 'MINID', mode, minid) end\n" \
+    "    end\n"                                                                   \
+    "  end\n"                                                                     \
+    "  n = n + redis.call('XTRIM', ev, 'MAXLEN', mode, maxlen)\n"                 \
+    "  if n > 0 then\n"                                                           \
+    "    local head = redis.call('XRANGE', ev, '-', '+', 'COUNT', 1)\n"           \
+    "    local fid = tonumber(string.match(head[1][1], '^(%d+)'))\n"              \
+    "    redis.call('SET', floor, string.format('%d', fid - 1))\n"                \
+    "  end\n"                                                                     \
     "end\n"
 
-/* KEYS: rv obj idx ev floor [nsobj]
- * ARGV: member name ns head tail maxlen trim [nsfield]
+/* KEYS: rv obj idx ev floor marks [nsobj]
+ * ARGV: member name ns head tail maxlen trim secs [nsfield]
  * -> {0, rv} | {1, existing rv} | {5} (the namespace object nsfield ("o:/ns")
  * of hash nsobj does not exist) | {6} (the namespace is being deleted: its
  * marker "t:/ns" is set); the namespace is checked only when both are given */
 static const char lua_create[] =
     STORE_LUA_EMIT
-    "if KEYS[6] and redis.call('HEXISTS', KEYS[6], ARGV[8]) == 0 then return {5} end\n"
-    "if KEYS[6] and redis.call('HEXISTS', KEYS[6], 't' .. string.sub(ARGV[8], 2)) == 1 then return {6} end\n"
+    "if KEYS[7] and redis.call('HEXISTS', KEYS[7], ARGV[9]) == 0 then return {5} end\n"
+    "if KEYS[7] and redis.call('HEXISTS', KEYS[7], 't' .. string.sub(ARGV[9], 2)) == 1 then return {6} end\n"
     "local cur = redis.call('HGET', KEYS[2], 'v:' .. ARGV[1])\n"
     "if cur then return {1, cur} end\n"
     "local rvs = string.format('%d', redis.call('INCR', KEYS[1]))\n"
@@ -43,20 +69,20 @@ static const char lua_create[] =
     "emit(KEYS[4], 'ADDED', rvs, ARGV[3], ARGV[2], obj)\n"
     "redis.call('HSET', KEYS[2], 'o:' .. ARGV[1], obj, 'v:' .. ARGV[1], rvs)\n"
     "redis.call('ZADD', KEYS[3], 0, ARGV[1])\n"
-    "trim(KEYS[4], KEYS[5], ARGV[7], ARGV[6])\n"
+    "trim(KEYS[4], KEYS[5], KEYS[6], ARGV[7], ARGV[6], ARGV[8], rvs)\n"
     "return {0, rvs}\n";
 
-/* KEYS: rv obj idx ev floor
- * ARGV: member name ns head tail maxlen trim expected_rv op(put|del)
+/* KEYS: rv obj idx ev floor marks
+ * ARGV: member name ns head tail maxlen trim secs expected_rv op(put|del)
  * -> {0, rv} | {2, current rv} | {3} */
 static const char lua_cas[] =
     STORE_LUA_EMIT
     "local cur = redis.call('HGET', KEYS[2], 'v:' .. ARGV[1])\n"
     "if not cur then return {3} end\n"
-    "if cur ~= ARGV[8] then return {2, cur} end\n"
+    "if cur ~= ARGV[9] then return {2, cur} end\n"
     "local rvs = string.format('%d', redis.call('INCR', KEYS[1]))\n"
     "local obj = ARGV[4] .. rvs .. ARGV[5]\n"
-    "if ARGV[9] == 'del' then\n"
+    "if ARGV[10] == 'del' then\n"
     "  emit(KEYS[4], 'DELETED', rvs, ARGV[3], ARGV[2], obj)\n"
     "  redis.call('HDEL', KEYS[2], 'o:' .. ARGV[1], 'v:' .. ARGV[1], 't:' .. ARGV[1])\n"
     "  redis.call('ZREM', KEYS[3], ARGV[1])\n"
@@ -64,7 +90,7 @@ static const char lua_cas[] =
     "  emit(KEYS[4], 'MODIFIED', rvs, ARGV[3], ARGV[2], obj)\n"
     "  redis.call('HSET', KEYS[2], 'o:' .. ARGV[1], obj, 'v:' .. ARGV[1], rvs)\n"
     "end\n"
-    "trim(KEYS[4], KEYS[5], ARGV[7], ARGV[6])\n"
+    "trim(KEYS[4], KEYS[5], KEYS[6], ARGV[7], ARGV[6], ARGV[8], rvs)\n"
     "return {0, rvs}\n";
 
 /* KEYS: rv obj idx floor
@@ -141,14 +167,14 @@ static const char lua_history[] =
     "end\n"
     "return out\n";
 
-/* KEYS: rv obj idx ev floor
- * ARGV: ns maxlen trim, then per object: member name head tail
+/* KEYS: rv obj idx ev floor marks
+ * ARGV: ns maxlen trim secs, then per object: member name head tail
  * -> per object, in order: its new rv (a string) or 1 (AlreadyExists).
  * Objects are created one after the other; a duplicate fails alone. */
 static const char lua_create_batch[] =
     STORE_LUA_EMIT
-    "local out = {}\n"
-    "for i = 4, #ARGV, 4 do\n"
+    "local out, first = {}, nil\n"
+    "for i = 5, #ARGV, 4 do\n"
     "  local member = ARGV[i]\n"
     "  if redis.call('HEXISTS', KEYS[2], 'v:' .. member) == 1 then\n"
     "    out[#out + 1] = 1\n"
@@ -159,32 +185,34 @@ static const char lua_create_batch[] =
     "    redis.call('HSET', KEYS[2], 'o:' .. member, obj, 'v:' .. member, rvs)\n"
     "    redis.call('ZADD', KEYS[3], 0, member)\n"
     "    out[#out + 1] = rvs\n"
+    "    first = first or rvs\n"
     "  end\n"
     "end\n"
-    "trim(KEYS[4], KEYS[5], ARGV[3], ARGV[2])\n"
+    "trim(KEYS[4], KEYS[5], KEYS[6], ARGV[3], ARGV[2], ARGV[4], first)\n"
     "return out\n";
 
-/* KEYS: rv obj idx ev floor nsobj
- * ARGV: maxlen trim, then per write: op(c|p|d) member name ns head tail expected_rv nscheck(1|0)
+/* KEYS: rv obj idx ev floor marks nsobj
+ * ARGV: maxlen trim secs, then per write: op(c|p|d) member name ns head tail expected_rv nscheck(1|0)
  * -> per write, in order, a pair: {0, rv} | {1, existing rv} | {2, current rv} | {3, ""} | {5, ""} | {6, ""}
  * The writes of a loop turn to one resource, in one call: each is the create
  * (c) or compare-and-set (p: put, d: delete) the single scripts do, with its
  * own outcome; the stream is trimmed once at the end. */
 static const char lua_write_batch[] =
     STORE_LUA_EMIT
-    "local out = {}\n"
-    "for i = 3, #ARGV, 8 do\n"
+    "local out, first = {}, nil\n"
+    "for i = 4, #ARGV, 8 do\n"
     "  local op, member, name, ns = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]\n"
     "  local cur = redis.call('HGET', KEYS[2], 'v:' .. member)\n"
     "  local code, val = 0, ''\n"
     "  if op == 'c' then\n"
-    "    if ARGV[i + 7] == '1' and redis.call('HEXISTS', KEYS[6], 'o:/' .. ns) == 0 then code = 5\n"
-    "    elseif ARGV[i + 7] == '1' and redis.call('HEXISTS', KEYS[6], 't:/' .. ns) == 1 then code = 6\n"
+    "    if ARGV[i + 7] == '1' and redis.call('HEXISTS', KEYS[7], 'o:/' .. ns) == 0 then code = 5\n"
+    "    elseif ARGV[i + 7] == '1' and redis.call('HEXISTS', KEYS[7], 't:/' .. ns) == 1 then code = 6\n"
     "    elseif cur then code, val = 1, cur end\n"
     "  elseif not cur then code = 3\n"
     "  elseif cur ~= ARGV[i + 6] then code, val = 2, cur end\n"
     "  if code == 0 then\n"
     "    val = string.format('%d', redis.call('INCR', KEYS[1]))\n"
+    "    first = first or val\n"
     "    local obj = ARGV[i + 4] .. val .. ARGV[i + 5]\n"
     "    if op == 'd' then\n"
     "      emit(KEYS[4], 'DELETED', val, ns, name, obj)\n"
@@ -199,7 +227,7 @@ static const char lua_write_batch[] =
     "  out[#out + 1] = code\n"
     "  out[#out + 1] = val\n"
     "end\n"
-    "trim(KEYS[4], KEYS[5], ARGV[2], ARGV[1])\n"
+    "trim(KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[1], ARGV[3], first)\n"
     "return out\n";
 
 const char *const store_scripts[STORE_NSCRIPTS] = {

@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "redis_fixture.h"
 #include "store.h"
@@ -1019,3 +1020,83 @@ static void body_special_content(struct redis_fixture *f) {
     json_decref(p);
 }
 TEST(store_special_content) { with_fixture(NULL, body_special_content); }
+
+/* --- history kept by time ---------------------------------------------------------- */
+
+/* Redis's clock (TIME), in seconds: what the write scripts mark history with. */
+static long redis_secs(struct redis_fixture *f) {
+    redisContext *c = store_redis_connect("127.0.0.1", f->proc.port, 2000);
+    long t = -1;
+    redisReply *r = c && !c->err ? redisCommand(c, "TIME") : NULL;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) t = atol(r->element[0]->str);
+    freeReplyObject(r);
+    redisFree(c);
+    return t;
+}
+
+/* Sleeps (bounded) until Redis's clock reaches second t. */
+static void wait_secs(struct redis_fixture *f, long t) {
+    for (int i = 0; i < 100 && redis_secs(f) < t; i++) usleep(50000);
+}
+
+/* n pods prefix-0.. in one script call (one second of Redis's clock). */
+static void create_batch(struct store *s, const char *prefix, int n) {
+    json_t *objs[500];
+    int rcs[500];
+    for (int base = 0; base < n; base += 500) {
+        int k = n - base < 500 ? n - base : 500;
+        for (int i = 0; i < k; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "%s-%d", prefix, base + i);
+            objs[i] = pod(name, "x");
+        }
+        CHECK_I64(store_create_many(s, "pods", "default", objs, (size_t)k, rcs, NULL), 0);
+        for (int i = 0; i < k; i++) {
+            CHECK_I64(rcs[i], 0);
+            json_decref(objs[i]);
+        }
+    }
+}
+
+/* History of 2 seconds, exact trims, a count bound far away: the events of a
+ * second stay until a write comes 2 seconds after the next second marked;
+ * then the floor is exactly below what remains. */
+static void body_history_by_time(struct redis_fixture *f) {
+    struct store *s = f->store;
+    struct store_history h;
+    create_batch(s, "a", 10); /* rv 1..10 in second sa */
+    long sa = redis_secs(f);
+    wait_secs(f, sa + 1);
+    create_batch(s, "b", 5); /* rv 11..15 in second sb > sa */
+    long sb = redis_secs(f);
+    REQUIRE_I64(store_history_after(s, "pods", "", 0, 100, &h), 0);
+    CHECK_I64(h.n, 15);
+    store_history_free(&h);
+    wait_secs(f, sb + 2);
+    create_batch(s, "c", 1); /* rv 16, 2 s after sb: rv 1..10 came before sb, more than 2 s ago */
+    CHECK_I64(store_history_after(s, "pods", "", 0, 100, &h), -ESTALE);
+    CHECK_STR(store_errmsg(s), "too old resource version: 0 (10)");
+    CHECK_I64(store_history_after(s, "pods", "", 9, 100, &h), -ESTALE);
+    REQUIRE_I64(store_history_after(s, "pods", "", 10, 100, &h), 0);
+    CHECK_I64(h.n, 6);
+    if (h.n) CHECK_I64(h.events[0].resource_version, 11);
+    store_history_free(&h);
+}
+TEST(store_history_by_time) {
+    struct store_options o;
+    store_options_init(&o);
+    o.history_seconds = 2;
+    o.history_exact = 1;
+    with_fixture(&o, body_history_by_time);
+}
+
+/* With the defaults (300 s), a burst of writes well past the old
+ * 10,000-entry history all stays, from the first write on. */
+static void body_history_keeps_bursts(struct redis_fixture *f) {
+    struct store_history h;
+    create_batch(f->store, "burst", 15000);
+    REQUIRE_I64(store_history_after(f->store, "pods", "", 0, 15010, &h), 0);
+    CHECK_I64(h.n, 15000);
+    store_history_free(&h);
+}
+TEST(store_history_keeps_bursts) { with_fixture(NULL, body_history_keeps_bursts); }
