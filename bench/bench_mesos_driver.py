@@ -27,6 +27,13 @@ and RUNNING written to the pod and acknowledged.
            sizes; per task: the second minus the first over N (the whole
            process: the job manager's and models' per-pod state is in it).
 
+pelotond runs as bench_e2e runs it (docs/benchmarks.md): its controllers,
+the Mesos driver among them, reach its API server over a Unix-domain socket
+(--unix-socket) and Redis over Redis's (--redis=unix://), as `make run`
+does; the creates and the master are on loopback TCP. BENCH_MESOS_TCP=1
+puts the controllers and Redis on loopback TCP instead (the method before
+2026-11-28).
+
 BENCH_MESOS_RUNS="pods:agents,..." (default 10000:1000,20000:5000) and
 BENCH_MESOS_REPEAT (default 3) change the runs; BENCH_MESOS_TIMELINE=1 prints
 the tasks launched and RUNNING acknowledged every 0.5 s of a run;
@@ -51,6 +58,7 @@ RUNS = [tuple(int(x) for x in r.split(":"))
         for r in os.environ.get("BENCH_MESOS_RUNS", "10000:1000,20000:5000").split(",")]
 REPEAT = int(os.environ.get("BENCH_MESOS_REPEAT", "3"))
 TIMELINE = os.environ.get("BENCH_MESOS_TIMELINE") == "1"
+TCP = os.environ.get("BENCH_MESOS_TCP") == "1"
 
 
 def cpu_seconds(pid):
@@ -112,8 +120,10 @@ def run(n, agents):
     sim, sim_port, _ = mesosclient.start_sim("--allocation-interval-ms=100", "--heartbeat-seconds=5",
                                              f"--agents={agents}", "--agent-cpus=16", "--agent-mem=65536")
     redis = services.start_redis("everysec")
-    rproc = services._procs[-1]
-    proc, port, log = services.start_pelotond(redis, "--roles=all", f"--mesos-master=http://127.0.0.1:{sim_port}")
+    rproc, rdir, _ = services.start_redis.last
+    local = [] if TCP else [f"--unix-socket={services.tempdir()}/api.sock", f"--redis=unix://{rdir}/redis.sock"]
+    proc, port, log = services.start_pelotond(redis, "--roles=all", f"--mesos-master=http://127.0.0.1:{sim_port}",
+                                              *local)
     try:
         services.wait_until(lambda: len(services.api(port, "GET", "/api/v1/nodes")[1]["items"]) == agents, 120,
                             "the agents' Nodes")
@@ -129,6 +139,7 @@ def run(n, agents):
         rss0 = rss_kib(proc.pid)
         pids = {"pelotond": proc.pid, "master-sim": sim.pid, "redis": rproc.pid, "bench": os.getpid()}
         cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
+        st0 = sim_state(sim_port)
         reqs = [create_request(i, spec) for i in range(n)]
         t0 = time.time()
         loader = threading.Thread(target=lambda: created.append(asyncio.run(create_pods(port, reqs))))
@@ -162,7 +173,10 @@ def run(n, agents):
               f"acknowledged ({running} Running; {ok} created in {t_created - t0:.2f} s); cpu/pod µs: {cpu}; pelotond RSS {rss0 / 1024:6.1f} MiB with the "
               f"agents, +{(rss1 - rss0) / n:4.2f} KiB/task; master: {st['tasks_launched']} launched, "
               f"{st['acks']}/{st['updates_sent']} updates acknowledged, {st['offers_sent']} offers, "
-              f"{st['offers_declined']} declined", flush=True)
+              f"{st['offers_declined']} declined, {st['revives'] - st0['revives']} REVIVEs, "
+              f"{(st['calls'] - st0['calls']) / n:.2f} calls and {(st.get('writes', 0) - st0.get('writes', 0)) / n:.2f} "
+              f"writes of the master per pod; "
+              f"load {open('/proc/loadavg').read().split()[0]}", flush=True)
         return n / dt, rss0
     finally:
         services.stop(proc)

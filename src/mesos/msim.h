@@ -83,6 +83,8 @@ struct msim_update {
     char message[128], reason[48];
 };
 
+#define MSIM_WHEEL 1024
+
 struct msim_task {
     char *id, *name;
     struct msim_framework *fw;
@@ -90,6 +92,9 @@ struct msim_task {
     struct msim_task *agent_prev, *agent_next;
     struct msim_task *busy_prev, *busy_next;
     bool busy;
+    struct msim_task *wprev, *wnext; /* in the wheel's slot of wtick (when filed) */
+    uint64_t wtick;
+    bool filed;
     struct mesos_scalars res;
     json_t *info;                  /* the TaskInfo, kept for GET_TASKS */
     enum mesos_task_state state;   /* the latest state */
@@ -156,6 +161,11 @@ struct msim {
     uint64_t offer_seq, fw_seq, uuid_seq;
     uint64_t next_alloc, alloc_round;
     struct msim_task *busy;
+    /* When busy tasks are next due (a step, or a resend): a wheel of
+     * MSIM_WHEEL slots of one tick each; the tick looks only at the slots
+     * that came due (their tasks, not every busy task) */
+    struct msim_task *wheel[MSIM_WHEEL];
+    uint64_t wtick;                /* the next tick the wheel looks at */
     int ntasks;
     struct msim_completed *completed; /* ring */
     int ncompleted, completed_at;

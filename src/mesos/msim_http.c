@@ -18,6 +18,10 @@ struct mhttp_conn {
     char *in;
     size_t inlen, incap;
     size_t backlog;        /* bytes handed to uv_write and not yet written */
+    char *out;             /* what this loop turn wrote: handed to uv_write in one piece before the loop polls */
+    size_t outlen, outcap;
+    struct mhttp_conn *fnext; /* on the server's flush list (queued) */
+    bool queued;
     uint64_t since;        /* loop time of the accept or of the last reply */
     bool streaming, closing, close_after, replied;
     mhttp_close_fn on_close;
@@ -28,8 +32,11 @@ struct mhttp_server {
     uv_loop_t *loop;
     uv_tcp_t listener;
     uv_timer_t sweep;
+    uv_prepare_t flush;    /* writes the turn's output of the queued connections */
     struct mhttp_config cfg;
     struct mhttp_conn *conns;
+    struct mhttp_conn *flushq;
+    unsigned long long writes; /* uv_write calls: one per connection and loop turn with output */
     unsigned nconns;
     int port, open_handles;
     bool stopping;
@@ -39,7 +46,7 @@ struct wreq {
     uv_write_t w;
     struct mhttp_conn *c;
     size_t len;
-    char data[];
+    char *data;
 };
 
 static const char *reason(int status) {
@@ -74,7 +81,14 @@ static void on_conn_closed(uv_handle_t *h) {
     else s->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     s->nconns--;
+    if (c->queued)
+        for (struct mhttp_conn **pp = &s->flushq; *pp; pp = &(*pp)->fnext)
+            if (*pp == c) {
+                *pp = c->fnext;
+                break;
+            }
     free(c->in);
+    free(c->out);
     free(c);
     server_handle_closed(s);
 }
@@ -98,8 +112,12 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
     conn_close(c);
 }
 
+static void conn_flush(struct mhttp_conn *c);
+
 /* Closes c once what was written has gone out. */
 static void conn_finish(struct mhttp_conn *c) {
+    if (c->closing) return;
+    conn_flush(c);
     if (c->closing) return;
     uv_shutdown_t *req = malloc(sizeof *req);
     if (!req || uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown)) {
@@ -115,33 +133,82 @@ static void on_written(uv_write_t *w, int status) {
     struct wreq *r = (struct wreq *)w;
     r->c->backlog -= r->len;
     if (status < 0) conn_close(r->c);
+    free(r->data);
     free(r);
 }
 
-/* Queues the concatenation of up to three pieces. -ENOBUFS past the bound (c is then closed). */
+/* Hands what c's turn wrote to uv_write, in one piece (one write syscall
+ * where the socket takes it all). */
+static void conn_flush(struct mhttp_conn *c) {
+    if (c->closing || !c->outlen) return;
+    struct wreq *r = malloc(sizeof *r);
+    if (!r) {
+        conn_close(c);
+        return;
+    }
+    r->data = c->out;
+    r->len = c->outlen;
+    r->c = c;
+    c->out = NULL;
+    c->outlen = c->outcap = 0;
+    c->backlog += r->len;
+    c->s->writes++;
+    uv_buf_t buf = uv_buf_init(r->data, (unsigned)r->len);
+    if (uv_write(&r->w, (uv_stream_t *)&c->tcp, &buf, 1, on_written)) {
+        c->backlog -= r->len;
+        free(r->data);
+        free(r);
+        conn_close(c);
+    }
+}
+
+/* Before the loop polls: every connection's output of the turn goes out,
+ * replies and stream chunks in the order they were written. */
+static void on_flush(uv_prepare_t *h) {
+    struct mhttp_server *s = h->data;
+    struct mhttp_conn *c = s->flushq;
+    s->flushq = NULL;
+    uv_prepare_stop(h);
+    while (c) {
+        struct mhttp_conn *n = c->fnext;
+        c->fnext = NULL;
+        c->queued = false;
+        conn_flush(c);
+        c = n;
+    }
+}
+
+/* Adds the concatenation of up to three pieces to c's output of this turn.
+ * -ENOBUFS past the bound (c is then closed). */
 static int conn_write(struct mhttp_conn *c, const char *a, size_t al, const char *b, size_t bl, const char *t, size_t tl) {
     if (c->closing) return -EPIPE;
-    if (c->backlog > c->s->cfg.max_stream_backlog) {
+    if (c->backlog + c->outlen > c->s->cfg.max_stream_backlog) {
         conn_close(c);
         return -ENOBUFS;
     }
-    struct wreq *r = malloc(sizeof *r + al + bl + tl);
-    if (!r) {
-        conn_close(c);
-        return -ENOMEM;
+    size_t need = c->outlen + al + bl + tl;
+    if (need > c->outcap) {
+        size_t cap = c->outcap ? c->outcap : 4096;
+        while (cap < need) cap *= 2;
+        char *o = realloc(c->out, cap);
+        if (!o) {
+            conn_close(c);
+            return -ENOMEM;
+        }
+        c->out = o;
+        c->outcap = cap;
     }
-    memcpy(r->data, a, al);
-    if (bl) memcpy(r->data + al, b, bl);
-    if (tl) memcpy(r->data + al + bl, t, tl);
-    r->len = al + bl + tl;
-    r->c = c;
-    uv_buf_t buf = uv_buf_init(r->data, (unsigned)r->len);
-    if (uv_write(&r->w, (uv_stream_t *)&c->tcp, &buf, 1, on_written)) {
-        free(r);
-        conn_close(c);
-        return -EPIPE;
+    memcpy(c->out + c->outlen, a, al);
+    if (bl) memcpy(c->out + c->outlen + al, b, bl);
+    if (tl) memcpy(c->out + c->outlen + al + bl, t, tl);
+    c->outlen = need;
+    if (!c->queued) {
+        struct mhttp_server *s = c->s;
+        c->queued = true;
+        c->fnext = s->flushq;
+        s->flushq = c;
+        if (!s->stopping) uv_prepare_start(&s->flush, on_flush);
     }
-    c->backlog += r->len;
     return 0;
 }
 
@@ -382,8 +449,9 @@ int mhttp_listen(uv_loop_t *loop, const struct mhttp_config *cfg, struct mhttp_s
     if (rc) rc = uv_ip6_addr(s->cfg.addr, cfg->port, (struct sockaddr_in6 *)&sa);
     uv_tcp_init(loop, &s->listener);
     uv_timer_init(loop, &s->sweep);
-    s->listener.data = s->sweep.data = s;
-    s->open_handles = 2;
+    uv_prepare_init(loop, &s->flush);
+    s->listener.data = s->sweep.data = s->flush.data = s;
+    s->open_handles = 3;
     if (!rc) rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&sa, 0);
     if (!rc) rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
     if (rc) {
@@ -391,6 +459,7 @@ int mhttp_listen(uv_loop_t *loop, const struct mhttp_config *cfg, struct mhttp_s
         s->stopping = true;
         uv_close((uv_handle_t *)&s->listener, on_server_handle_closed);
         uv_close((uv_handle_t *)&s->sweep, on_server_handle_closed);
+        uv_close((uv_handle_t *)&s->flush, on_server_handle_closed);
         return rc;
     }
     struct sockaddr_storage got;
@@ -406,10 +475,13 @@ int mhttp_listen(uv_loop_t *loop, const struct mhttp_config *cfg, struct mhttp_s
 
 int mhttp_port(const struct mhttp_server *s) { return s->port; }
 
+unsigned long long mhttp_writes(const struct mhttp_server *s) { return s->writes; }
+
 void mhttp_stop(struct mhttp_server *s) {
     if (s->stopping) return;
     s->stopping = true;
     for (struct mhttp_conn *c = s->conns; c; c = c->next) conn_close(c);
     uv_close((uv_handle_t *)&s->listener, on_server_handle_closed);
     uv_close((uv_handle_t *)&s->sweep, on_server_handle_closed);
+    uv_close((uv_handle_t *)&s->flush, on_server_handle_closed);
 }

@@ -9,6 +9,9 @@
  * body of max_body bytes (413 past it), max_conns connections (503 past
  * it), an idle keep-alive connection closed after idle_ms, a stream's unsent
  * output at most max_stream_backlog bytes (the stream is cut past it).
+ * What a connection is sent in one loop turn (replies to pipelined
+ * requests, stream chunks) is gathered and handed to uv_write once, before
+ * the loop polls again.
  *
  * The handler is called on the loop thread and must answer before it
  * returns, with mhttp_reply or mhttp_stream_start. Request strings are
@@ -53,6 +56,9 @@ struct mhttp_config {
 
 int mhttp_listen(uv_loop_t *loop, const struct mhttp_config *cfg, struct mhttp_server **out, char *err, size_t errlen);
 int mhttp_port(const struct mhttp_server *s);
+/* uv_write calls so far: a connection's replies and stream chunks of one loop
+ * turn go out in one (the write syscalls, where the socket takes them). */
+unsigned long long mhttp_writes(const struct mhttp_server *s);
 /* Closes the listener and every connection (streams get on_close); frees the
  * server once the loop has closed its handles. */
 void mhttp_stop(struct mhttp_server *s);

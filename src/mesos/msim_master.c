@@ -306,16 +306,59 @@ static void allocate(struct msim *m) {
 }
 
 /* ---- tasks ---- */
+
+/* When t is next due: its step, or the resend of its unacknowledged update
+ * (UINT64_MAX: neither). */
+static uint64_t task_due(const struct msim_task *t) {
+    uint64_t d = t->step != MSIM_STEP_NONE ? t->step_at : UINT64_MAX;
+    return t->uq && t->retry_at < d ? t->retry_at : d;
+}
+
+static void wheel_unlink(struct msim *m, struct msim_task *t) {
+    if (!t->filed) return;
+    if (t->wprev) t->wprev->wnext = t->wnext;
+    else m->wheel[t->wtick % MSIM_WHEEL] = t->wnext;
+    if (t->wnext) t->wnext->wprev = t->wprev;
+    t->wprev = t->wnext = NULL;
+    t->filed = false;
+}
+
+/* Files t in the slot of the tick it is due at, or of an earlier one (a
+ * task looked at early is filed again): never beyond the wheel's turn, and
+ * never at a tick the wheel has passed. */
+static void wheel_file(struct msim *m, struct msim_task *t) {
+    uint64_t due = task_due(t);
+    if (due == UINT64_MAX) {
+        wheel_unlink(m, t);
+        return;
+    }
+    uint64_t tick = due / TICK_MS;
+    if (tick < m->wtick) tick = m->wtick;
+    if (tick > m->wtick + MSIM_WHEEL - 2) tick = m->wtick + MSIM_WHEEL - 2;
+    if (t->filed && t->wtick <= tick) return; /* looked at no later than due already */
+    wheel_unlink(m, t);
+    struct msim_task **slot = &m->wheel[tick % MSIM_WHEEL];
+    t->wtick = tick;
+    t->filed = true;
+    t->wprev = NULL;
+    t->wnext = *slot;
+    if (*slot) (*slot)->wprev = t;
+    *slot = t;
+}
+
 static void busy_add(struct msim *m, struct msim_task *t) {
-    if (t->busy) return;
-    t->busy = true;
-    t->busy_prev = NULL;
-    t->busy_next = m->busy;
-    if (m->busy) m->busy->busy_prev = t;
-    m->busy = t;
+    if (!t->busy) {
+        t->busy = true;
+        t->busy_prev = NULL;
+        t->busy_next = m->busy;
+        if (m->busy) m->busy->busy_prev = t;
+        m->busy = t;
+    }
+    wheel_file(m, t);
 }
 
 static void busy_del(struct msim *m, struct msim_task *t) {
+    wheel_unlink(m, t);
     if (!t->busy) return;
     t->busy = false;
     if (t->busy_prev) t->busy_prev->busy_next = t->busy_next;
@@ -386,6 +429,7 @@ static void task_send_head(struct msim *m, struct msim_task *t) {
     msim_send(m, t->fw, mesos_event_update(&u->st));
     t->retry_at = uv_now(m->loop) + t->retry_ms;
     t->retry_ms = t->retry_ms * 2 > m->cfg.update_retry_max_ms ? m->cfg.update_retry_max_ms : t->retry_ms * 2;
+    if (t->busy) wheel_file(m, t);
 }
 
 /* Queues an update from the agent (with a uuid, retried until acknowledged). */
@@ -672,11 +716,18 @@ static void on_tick(uv_timer_t *h) {
             i--;
         }
     }
-    for (struct msim_task *t = m->busy, *next; t; t = next) {
-        next = t->busy_next;
-        if (t->step != MSIM_STEP_NONE && now >= t->step_at) task_step(m, t, now);
-        if (t->uq && t->fw->stream && now >= t->retry_at) task_send_head(m, t);
-        if (t->step == MSIM_STEP_NONE && !t->uq) busy_del(m, t);
+    /* the busy tasks whose tick came: a step due, a resend due (with a stream to send it on) */
+    for (uint64_t last = now / TICK_MS; m->wtick <= last;) {
+        struct msim_task **slot = &m->wheel[m->wtick % MSIM_WHEEL];
+        m->wtick++; /* what is filed from here on goes to a later tick */
+        struct msim_task *t;
+        while ((t = *slot)) {
+            wheel_unlink(m, t);
+            if (t->step != MSIM_STEP_NONE && now >= t->step_at) task_step(m, t, now);
+            if (t->uq && t->fw->stream && now >= t->retry_at) task_send_head(m, t);
+            if (t->step == MSIM_STEP_NONE && !t->uq) busy_del(m, t);
+            else wheel_file(m, t);
+        }
     }
 }
 
@@ -759,6 +810,7 @@ int msim_start(uv_loop_t *loop, const struct msim_config *cfg, struct msim **out
     uv_timer_init(loop, &m->tick);
     uv_check_init(loop, &m->flush);
     m->tick.data = m->flush.data = m;
+    m->wtick = uv_now(loop) / TICK_MS;
     uv_timer_start(&m->tick, on_tick, TICK_MS, TICK_MS);
     if (cfg->chunk_bytes) uv_check_start(&m->flush, on_flush);
     m->next_alloc = uv_now(loop);

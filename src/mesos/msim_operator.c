@@ -163,7 +163,10 @@ static json_t *sim_state(struct msim *m) {
     const struct msim_stats *s = &m->stats;
     int pending = 0;
     for (struct msim_task *t = m->busy; t; t = t->busy_next) pending += t->uq != NULL;
-    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "leader_port",
+    unsigned long long writes = 0;
+    for (int i = 0; i < 2; i++)
+        if (m->http[i]) writes += mhttp_writes(m->http[i]);
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I}", "leader_port",
                      mhttp_port(m->http[m->leader]), "frameworks", m->nfws, "tasks", m->ntasks, "offers",
                      (int)strmap_count(&m->offers), "tasks_with_pending_updates", pending, "offers_sent",
                      (json_int_t)s->offers_sent, "offers_declined", (json_int_t)s->offers_declined, "offers_rescinded",
@@ -171,7 +174,7 @@ static json_t *sim_state(struct msim *m) {
                      (json_int_t)s->updates_sent, "update_resends", (json_int_t)s->update_resends, "acks",
                      (json_int_t)s->acks, "heartbeats", (json_int_t)s->heartbeats, "calls", (json_int_t)s->calls,
                      "bad_calls", (json_int_t)s->bad_calls, "revives", (json_int_t)s->revives, "acks_ignored", (json_int_t)s->acks_ignored, "running_acks", (json_int_t)s->running_acks,
-                     "last_running_ack", s->last_running_ack);
+                     "last_running_ack", s->last_running_ack, "writes", (json_int_t)writes);
 }
 
 void msim_hook(struct msim *m, const struct mhttp_req *req) {
