@@ -322,7 +322,9 @@ static void placement_term(void *ud, bool leader, long long epoch) {
         c->placement = NULL;
         return;
     }
-    if (!(c->placement = placement_start(&c->env, &c->po, err, sizeof err)))
+    struct ctl_env env = c->env;
+    env.lease = c->lease_placement; /* its Redis writes are the term's (fenced) */
+    if (!(c->placement = placement_start(&env, &c->po, err, sizeof err)))
         fprintf(stderr, "pelotond: placement: %s\n", err);
 }
 
@@ -359,10 +361,17 @@ static int start_singletons(struct controllers *c, char *err, size_t errlen) {
         if ((c->roles & ROLE_MESOS) && !(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &c->mo, err, errlen))) return -1;
         return 0;
     }
-    if (((c->roles & ROLE_PLACEMENT) && !c->placement_active_active &&
-         !(c->lease_placement = ctl_lease_start(&c->loop, c->db, "placement", c->lease_id, c->lease_ms,
-                                                placement_term, c))) ||
-        ((c->roles & ROLE_JOBMGR) &&
+    if ((c->roles & ROLE_PLACEMENT) && !c->placement_active_active) {
+        /* made before its first term, which names it */
+        if (!(c->lease_placement =
+                  ctl_lease_new(&c->loop, c->db, "placement", c->lease_id, c->lease_ms, placement_term, c))) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        ctl_lease_metrics(c->lease_placement, c->metrics);
+        ctl_lease_begin(c->lease_placement);
+    }
+    if (((c->roles & ROLE_JOBMGR) &&
          !(c->lease_jobmgr = ctl_lease_start(&c->loop, c->db, "jobmgr", c->lease_id, c->lease_ms, jobmgr_term, c))) ||
         ((c->roles & ROLE_HOSTMGR) &&
          !(c->lease_hostmgr = ctl_lease_start(&c->loop, c->db, "hostmgr", c->lease_id, c->lease_ms, hostmgr_term, c))) ||
@@ -410,6 +419,7 @@ static void ctl_main(void *arg) {
     ro.gang_wait_ms = c->gang_wait_ms ? c->gang_wait_ms : ro.gang_wait_ms;
     placement_options_default(&c->po);
     c->po.tick_ms = c->tick_ms ? c->tick_ms : c->po.tick_ms;
+    c->po.claims = c->placement_active_active; /* engines side by side claim capacity before binding */
     if (c->lease_ms) ro.lease_ms = c->lease_ms;
     jobmgr_options_default(&c->jo);
     if (c->backoff_ms) c->jo.backoff_ms = c->backoff_ms;

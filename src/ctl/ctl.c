@@ -15,10 +15,83 @@
 #include "podspec.h"
 #include "store.h"
 
+const char ctl_fence_script[] =
+    "local held = redis.call('GET', KEYS[1]) "
+    "if held ~= ARGV[1] then return redis.error_reply('" CTL_FENCE_REFUSED " ' .. KEYS[1] .. ' ' .. ARGV[1] .. ' ' "
+    ".. (held or 'none')) end "
+    "return redis.call(unpack(ARGV, 2))";
+
+/* The hook of a refused fenced write; true when it was one. */
+static bool fence_refused(struct ctl_db *db, const char *msg) {
+    size_t n = sizeof CTL_FENCE_REFUSED - 1;
+    if (strncmp(msg, CTL_FENCE_REFUSED, n) || msg[n] != ' ') return false;
+    const char *key = msg + n + 1;
+    size_t kl = strcspn(key, " ");
+    for (int i = 0; i < CTL_FENCE_HOOKS; i++)
+        if (db->hooks[i].fn && strlen(db->hooks[i].key) == kl && !strncmp(db->hooks[i].key, key, kl)) {
+            db->hooks[i].fn(db->hooks[i].ud, msg);
+            return true;
+        }
+    fprintf(stderr, "level=warn msg=\"redis: write refused, stale epoch\" refusal=\"%s\"\n", msg);
+    return true;
+}
+
+int ctl_db_hook(struct ctl_db *db, const char *epoch_key, void (*fn)(void *ud, const char *refusal), void *ud) {
+    for (int i = 0; i < CTL_FENCE_HOOKS; i++)
+        if (!db->hooks[i].fn) {
+            snprintf(db->hooks[i].key, sizeof db->hooks[i].key, "%s", epoch_key);
+            db->hooks[i].fn = fn;
+            db->hooks[i].ud = ud;
+            return 0;
+        }
+    return -1;
+}
+
+void ctl_db_unhook(struct ctl_db *db, const char *epoch_key, void *ud) {
+    for (int i = 0; i < CTL_FENCE_HOOKS; i++)
+        if (db->hooks[i].fn && db->hooks[i].ud == ud && !strcmp(db->hooks[i].key, epoch_key))
+            memset(&db->hooks[i], 0, sizeof db->hooks[i]);
+}
+
+/* Loads the scripts run by EVALSHA on the connection's server (at each
+ * connection: a new primary after a failover may not have them). */
+static void load_script(struct ctl_db *db, int i) {
+    redisReply *rep = redisCommand(db->c, "SCRIPT LOAD %s", db->scripts[i]);
+    if (rep && rep->type == REDIS_REPLY_STRING && rep->len < sizeof db->shas[i])
+        snprintf(db->shas[i], sizeof db->shas[i], "%s", rep->str);
+    else
+        fprintf(stderr, "level=error msg=\"redis: cannot load a script\" error=\"%s\"\n",
+                rep && rep->type == REDIS_REPLY_ERROR ? rep->str : db->c->errstr);
+    freeReplyObject(rep);
+}
+
+static void load_scripts(struct ctl_db *db) {
+    for (int i = 0; i < db->nscripts; i++) load_script(db, i);
+    snprintf(db->fence_sha, sizeof db->fence_sha, "%s", db->shas[0]);
+    db->reload = false;
+}
+
+int ctl_db_script(struct ctl_db *db, const char *text) {
+    for (int i = 0; i < db->nscripts; i++)
+        if (db->scripts[i] == text) return i;
+    if (db->nscripts == CTL_SCRIPTS) return -1;
+    db->scripts[db->nscripts] = text;
+    ctl_redis_settle(db);
+    if (!db->reading) load_script(db, db->nscripts);
+    return db->nscripts++;
+}
+
+const char *ctl_db_sha(const struct ctl_db *db, int script) {
+    return script >= 0 && script < db->nscripts ? db->shas[script] : "";
+}
+
 static void log_reply_error(struct ctl_db *db, redisReply *rep) {
     redisContext *c = db->c;
     if (!rep) fprintf(stderr, "level=error msg=\"redis: %s\"\n", c->errstr[0] ? c->errstr : "no reply");
-    else if (rep->type == REDIS_REPLY_ERROR) {
+    else if (rep->type == REDIS_REPLY_ERROR && fence_refused(db, rep->str)) {
+        return;
+    } else if (rep->type == REDIS_REPLY_ERROR) {
+        if (!strncmp(rep->str, "NOSCRIPT", 8)) db->reload = true;
         fprintf(stderr, "level=error msg=\"redis: %s\"\n", rep->str);
         /* a primary demoted by a failover: its writes go elsewhere now */
         if (!strncmp(rep->str, "READONLY", 8)) db->replica = true;
@@ -31,6 +104,7 @@ static void log_reply_error(struct ctl_db *db, redisReply *rep) {
  * while a pipeline of reads awaits its replies. */
 #define CTL_RECONNECT_MS 500
 static void heal(struct ctl_db *db) {
+    if (db->reload && !db->c->err && !db->replica && !db->reading && !db->deferred) load_scripts(db);
     if ((!db->c->err && !db->replica) || db->reading) return;
     uint64_t now = uv_hrtime() / 1000000;
     if (db->tried_ms && now - db->tried_ms < CTL_RECONNECT_MS) return;
@@ -52,6 +126,7 @@ static void heal(struct ctl_db *db) {
     db->c = r;
     db->replica = false;
     db->deferred = 0;
+    load_scripts(db);
     fprintf(stderr, "level=info msg=\"redis: reconnected\"\n");
 }
 
@@ -92,6 +167,8 @@ struct ctl_db *ctl_db_open(uv_loop_t *loop, const char *addr, char *err, size_t 
     }
     db->c = r;
     db->flush = flush;
+    db->scripts[db->nscripts++] = ctl_fence_script;
+    load_scripts(db);
     uv_check_init(loop, flush);
     flush->data = db;
     return db;
@@ -125,12 +202,31 @@ void ctl_redis_settle(struct ctl_db *db) {
 }
 
 redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...) {
-    ctl_redis_settle(db);
-    heal(db);
     va_list ap;
     va_start(ap, fmt);
-    redisReply *rep = redisvCommand(db->c, fmt, ap);
+    redisReply *rep = ctl_vredis(db, fmt, ap);
     va_end(ap);
+    return rep;
+}
+
+redisReply *ctl_redis_argv(struct ctl_db *db, int argc, const char **argv, const size_t *argl) {
+    ctl_redis_settle(db);
+    heal(db);
+    redisReply *rep = redisCommandArgv(db->c, argc, argv, argl);
+    metrics_inc(db->m_replies);
+    if (!rep || rep->type == REDIS_REPLY_ERROR) {
+        metrics_inc(db->m_errors);
+        log_reply_error(db, rep);
+        freeReplyObject(rep);
+        return NULL;
+    }
+    return rep;
+}
+
+redisReply *ctl_vredis(struct ctl_db *db, const char *fmt, va_list ap) {
+    ctl_redis_settle(db);
+    heal(db);
+    redisReply *rep = redisvCommand(db->c, fmt, ap);
     metrics_inc(db->m_replies);
     if (!rep || rep->type == REDIS_REPLY_ERROR) {
         metrics_inc(db->m_errors);
@@ -275,11 +371,15 @@ static int append_command(struct ctl_db *db, bool batch, const char *fmt, va_lis
 }
 
 void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
-    heal(db);
     va_list ap;
     va_start(ap, fmt);
-    int rc = append_command(db, true, fmt, ap);
+    ctl_redis_vdefer(db, fmt, ap);
     va_end(ap);
+}
+
+void ctl_redis_vdefer(struct ctl_db *db, const char *fmt, va_list ap) {
+    heal(db);
+    int rc = append_command(db, true, fmt, ap);
     if (rc != REDIS_OK) {
         log_reply_error(db, NULL);
         return;
