@@ -245,7 +245,7 @@ static int claim(struct placement *p, const char *key, struct cm_pod **pods, con
                  const uint32_t *hosts, uint32_t nt) {
     const char **uids = malloc(nt * sizeof *uids);
     struct resvec *req = malloc(nt * sizeof *req);
-    char node[256] = "";
+    char node[256];
     int rc = -1;
     if (uids && req) {
         for (uint32_t j = 0; j < nt; j++) {
@@ -257,10 +257,9 @@ static int claim(struct placement *p, const char *key, struct cm_pod **pods, con
     free(uids);
     free(req);
     if (!rc) return 0;
-    metrics_inc(metrics_series1(p->m.placements, "claim_conflict"));
-    if (rc > 0)
-        fprintf(stderr, "level=info msg=\"placement: capacity claimed by another engine\" gang=%s node=%s\n", key,
-                node);
+    /* counted, not logged: while the other engines' bindings reach this
+     * engine's copy of the nodes, every attempt on their room is refused */
+    metrics_inc(metrics_series1(p->m.placements, rc > 0 ? "claim_conflict" : "claim_failed"));
     retry_later(p, key, 20);
     return -1;
 }
