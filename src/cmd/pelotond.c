@@ -47,7 +47,8 @@
  * (src/ctl/ctl_lease.h; --lease-ms, default 10 s; --leader-elect=false
  * starts them without), so several pelotonds may run them on one Redis.
  * --placement-active-active runs placement in every process instead (each
- * pops gangs atomically, but two engines may commit the same free capacity).
+ * pops gangs atomically, and claims capacity in Redis before binding, so
+ * two engines never commit the same free capacity: placement_claim.h).
  * Each user but system:masters is held to --max-requests-per-user a second
  * (bursts of --max-request-burst-per-user) and --max-watches-per-user open
  * watches: past either, 429 with Retry-After (apiserver-shim/shim_limits.h).
