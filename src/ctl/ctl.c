@@ -15,11 +15,17 @@
 #include "podspec.h"
 #include "store.h"
 
+/* ARGV[2..]: commands, each its argument count then its arguments; the
+ * reply is the last one's. Refused: the commands are counted, not run. */
 const char ctl_fence_script[] =
     "local held = redis.call('GET', KEYS[1]) "
-    "if held ~= ARGV[1] then return redis.error_reply('" CTL_FENCE_REFUSED " ' .. KEYS[1] .. ' ' .. ARGV[1] .. ' ' "
-    ".. (held or 'none')) end "
-    "return redis.call(unpack(ARGV, 2))";
+    "local i, n, r = 2, 0, nil "
+    "if held ~= ARGV[1] then "
+    "  while i <= #ARGV do n = n + 1 i = i + tonumber(ARGV[i]) + 1 end "
+    "  return redis.error_reply('" CTL_FENCE_REFUSED " ' .. KEYS[1] .. ' ' .. ARGV[1] .. ' ' .. (held or 'none') .. "
+    "' ' .. n) end "
+    "while i <= #ARGV do local k = tonumber(ARGV[i]) r = redis.call(unpack(ARGV, i + 1, i + k)) i = i + k + 1 end "
+    "return r";
 
 /* The hook of a refused fenced write; true when it was one. */
 static bool fence_refused(struct ctl_db *db, const char *msg) {
@@ -130,6 +136,8 @@ static void heal(struct ctl_db *db) {
     fprintf(stderr, "level=info msg=\"redis: reconnected\"\n");
 }
 
+static void fence_flush(struct ctl_db *db);
+
 static void on_flush(uv_check_t *h) {
     struct ctl_db *db = h->data;
     uv_check_stop(h);
@@ -180,10 +188,12 @@ void ctl_db_close(struct ctl_db *db) {
     uv_check_stop(db->flush);
     uv_close((uv_handle_t *)db->flush, flush_closed);
     redisFree(db->c);
+    free(db->batch.buf);
     free(db);
 }
 
 void ctl_redis_settle(struct ctl_db *db) {
+    fence_flush(db);
     while (db->deferred) {
         void *rep = NULL;
         db->deferred--;
@@ -370,6 +380,103 @@ static int append_command(struct ctl_db *db, bool batch, const char *fmt, va_lis
     return redisvAppendCommand(db->c, fmt, ap);
 }
 
+/* ---- fenced writes: a turn's writes of one term go as one script call ---- */
+
+/* Room for n more bytes in b; -1 when out of memory. */
+static int batch_reserve(struct ctl_fence_batch *b, size_t n) {
+    if (b->len + n <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n) cap *= 2;
+    char *nb = realloc(b->buf, cap);
+    if (!nb) return -1;
+    b->buf = nb;
+    b->cap = cap;
+    return 0;
+}
+
+/* The batch as one EVALSHA appended to the connection's output; its reply
+ * is read as a deferred one's. */
+static void fence_flush(struct ctl_db *db) {
+    struct ctl_fence_batch *b = &db->batch;
+    if (!b->cmds) return;
+    char head[512], num[24];
+    int nl = snprintf(num, sizeof num, "%lld", b->epoch);
+    int hl = snprintf(head, sizeof head, "*%u\r\n$7\r\nEVALSHA\r\n$%zu\r\n%s\r\n$1\r\n1\r\n$%zu\r\n%s\r\n$%d\r\n%s\r\n",
+                      5 + b->args, strlen(db->fence_sha), db->fence_sha, strlen(b->key), b->key, nl, num);
+    /* one command: the head and the batch are bytes in a row on the output */
+    if (hl <= 0 || (size_t)hl >= sizeof head || redisAppendFormattedCommand(db->c, head, (size_t)hl) != REDIS_OK ||
+        redisAppendFormattedCommand(db->c, b->buf, b->len) != REDIS_OK)
+        log_reply_error(db, NULL);
+    else if (db->deferred++ == 0)
+        uv_check_start(db->flush, on_flush);
+    b->len = b->cmds = b->args = 0;
+}
+
+/* Adds a command (fmt, ap) to the batch of (key, epoch); -1 when it cannot be formatted. */
+static int fence_add(struct ctl_db *db, const char *key, long long epoch, const char *fmt, va_list ap) {
+    struct ctl_fence_batch *b = &db->batch;
+    if (b->cmds && (b->epoch != epoch || strcmp(b->key, key))) fence_flush(db);
+    char out[RESP_BYTES + 16 * RESP_ARGS], *cmd = out, *big = NULL;
+    va_list mine;
+    va_copy(mine, ap);
+    int n = ctl_resp_vformat(out, sizeof out, fmt, mine);
+    va_end(mine);
+    if (n <= 0 && (n = redisvFormatCommand(&big, fmt, ap)) <= 0) return -1;
+    if (big) cmd = big;
+    /* "*<argc>\r\n" then the arguments: argc becomes a bulk string of its own */
+    char *end;
+    long argc = strtol(cmd + 1, &end, 10);
+    size_t skip = (size_t)(end - cmd) + 2, body = (size_t)n - skip;
+    int rc = batch_reserve(b, 48 + body);
+    if (!rc) {
+        b->len += (size_t)snprintf(b->buf + b->len, 48, "$%d\r\n%ld\r\n", snprintf(NULL, 0, "%ld", argc), argc);
+        memcpy(b->buf + b->len, cmd + skip, body);
+        b->len += body;
+        if (!b->cmds) {
+            snprintf(b->key, sizeof b->key, "%s", key);
+            b->epoch = epoch;
+        }
+        b->cmds++;
+        b->args += 1 + (unsigned)argc;
+    }
+    if (big) redisFreeCommand(big);
+    return rc;
+}
+
+int ctl_redis_vfenced(struct ctl_db *db, const char *epoch_key, long long epoch, const char *fmt, va_list ap) {
+    heal(db);
+    if (fence_add(db, epoch_key, epoch, fmt, ap)) {
+        log_reply_error(db, NULL);
+        return -1;
+    }
+    if (db->batch.len >= CTL_DEFER_SEND_BYTES) fence_flush(db);
+    else uv_check_start(db->flush, on_flush); /* the turn's end sends it */
+    return 0;
+}
+
+redisReply *ctl_redis_vfenced_now(struct ctl_db *db, const char *epoch_key, long long epoch, const char *fmt,
+                                  va_list ap) {
+    ctl_redis_settle(db);
+    heal(db);
+    if (fence_add(db, epoch_key, epoch, fmt, ap)) {
+        log_reply_error(db, NULL);
+        return NULL;
+    }
+    unsigned before = db->deferred;
+    fence_flush(db);
+    if (db->deferred == before) return NULL; /* not sent (logged) */
+    db->deferred--; /* its reply is read here */
+    void *rep = NULL;
+    metrics_inc(db->m_replies);
+    if (redisGetReply(db->c, &rep) != REDIS_OK || ((redisReply *)rep)->type == REDIS_REPLY_ERROR) {
+        metrics_inc(db->m_errors);
+        log_reply_error(db, rep);
+        freeReplyObject(rep);
+        return NULL;
+    }
+    return rep;
+}
+
 void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -378,6 +485,7 @@ void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
 }
 
 void ctl_redis_vdefer(struct ctl_db *db, const char *fmt, va_list ap) {
+    fence_flush(db); /* in the order they were made */
     heal(db);
     int rc = append_command(db, true, fmt, ap);
     if (rc != REDIS_OK) {

@@ -38,7 +38,7 @@ struct ctl_lease;
  * command. A call that wants its reply first settles what is deferred, so
  * commands reach Redis in the order they were made. */
 /* A fenced write refused (a reply starting CTL_FENCE_REFUSED, "STALEEPOCH
- * <epoch key> <epoch sent> <epoch held>") is handed to the hook registered
+ * <epoch key> <epoch sent> <epoch held> <commands>") is handed to the hook registered
  * for its epoch key (the role's lease), not logged as an error. */
 #define CTL_FENCE_REFUSED "STALEEPOCH"
 #define CTL_FENCE_HOOKS 8
@@ -49,8 +49,19 @@ struct ctl_fence_hook {
     void *ud;
 };
 
+/* Fenced writes of one term waiting to leave as one script call: each
+ * command's argument count, then its arguments, as RESP bulk strings. */
+struct ctl_fence_batch {
+    char *buf;
+    size_t len, cap;
+    unsigned cmds, args; /* commands, and bulk strings in buf */
+    char key[64];        /* the epoch key */
+    long long epoch;
+};
+
 struct ctl_db {
     redisContext *c;
+    struct ctl_fence_batch batch;
     char fence_sha[41]; /* the fence script's SHA1, loaded at each (re)connection; "" = not loaded */
     bool reload;        /* a NOSCRIPT reply: load the scripts again */
     const char *scripts[CTL_SCRIPTS]; /* the scripts run by EVALSHA (ctl_db_script); [0] the fence */
@@ -91,11 +102,19 @@ redisReply *ctl_vredis(struct ctl_db *db, const char *fmt, va_list ap);
 /* The same with the arguments apart (argc of them, argv[i] of argl[i] bytes). */
 redisReply *ctl_redis_argv(struct ctl_db *db, int argc, const char **argv, const size_t *argl);
 /* The fence script (a Lua script run by EVALSHA, ctl_lease_defer):
- * KEYS[1] the role's epoch key, ARGV[1] the term's epoch, ARGV[2..] a
- * command, run only when KEYS[1] holds ARGV[1]; else an error reply
- * CTL_FENCE_REFUSED. The command's own keys are not declared (a single
- * Redis, not a cluster). */
+ * KEYS[1] the role's epoch key, ARGV[1] the term's epoch, ARGV[2..]
+ * commands (each its argument count, then its arguments), run only when
+ * KEYS[1] holds ARGV[1]; else an error reply "CTL_FENCE_REFUSED <key>
+ * <epoch> <held> <commands>". The commands' own keys are not declared (a
+ * single Redis, not a cluster). */
 extern const char ctl_fence_script[];
+/* A write fenced by (epoch_key, epoch): deferred, and sent with the
+ * turn's other fenced writes of that term as one fence-script call (before
+ * any other command, so the order holds). -1 when it cannot be formatted. */
+int ctl_redis_vfenced(struct ctl_db *db, const char *epoch_key, long long epoch, const char *fmt, va_list ap);
+/* The same at once: the command's reply, NULL when refused or failed (logged or handed to the hook). */
+redisReply *ctl_redis_vfenced_now(struct ctl_db *db, const char *epoch_key, long long epoch, const char *fmt,
+                                  va_list ap);
 /* Registers a Lua script (static text) to run by EVALSHA: loaded now and at
  * each new connection. Its index (for ctl_db_sha), -1 when CTL_SCRIPTS are
  * registered. */

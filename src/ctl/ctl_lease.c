@@ -110,12 +110,15 @@ static void on_tick(uv_timer_t *t) {
  * reading, so the term ends from the timer, not here). */
 static void on_refused(void *ud, const char *refusal) {
     struct ctl_lease *l = ud;
-    metrics_inc(l->m_refused);
-    if (l->refused++ == 0) { /* one line a term; the metric counts them all */
-        const char *held = strrchr(refusal, ' ');
-        fprintf(stderr, "level=warn msg=\"%s: write refused, stale epoch\" epoch=%lld held=%s\n", l->role, l->epoch,
-                held ? held + 1 : "?");
-    }
+    /* "<mark> <key> <epoch> <held> <commands>" */
+    char held[32] = "?";
+    long long n = 1;
+    if (sscanf(refusal, "%*s %*s %*s %31s %lld", held, &n) < 2 || n < 1) n = 1;
+    metrics_add(l->m_refused, (uint64_t)n);
+    if (l->refused == 0) /* one line a term; the metric counts them all */
+        fprintf(stderr, "level=warn msg=\"%s: write refused, stale epoch\" epoch=%lld held=%s writes=%lld\n", l->role,
+                l->epoch, held, n);
+    l->refused += (uint64_t)n;
     if (l->held && !l->stale) {
         l->stale = true;
         l->ending = "stale-epoch";
@@ -195,13 +198,6 @@ bool ctl_lease_held(const struct ctl_lease *l) { return l && l->held && !l->stal
 
 long long ctl_lease_epoch(const struct ctl_lease *l) { return l ? l->epoch : 0; }
 
-/* "EVALSHA <sha> 1 <epoch key> <epoch> " before fmt: the fence script runs
- * the command (the prefix holds no '%'); -1 when it does not fit. */
-static int fenced_format(const struct ctl_lease *l, const char *fmt, char *out, size_t cap) {
-    int n = snprintf(out, cap, "EVALSHA %s 1 %s %lld %s", l->db->fence_sha, l->epoch_key, l->epoch, fmt);
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
-}
-
 /* Whether a write of the term may leave; one that may not is counted
  * (and, past the local deadline, ends the term from the timer). */
 static bool may_write(struct ctl_lease *l) {
@@ -222,10 +218,8 @@ int ctl_lease_defer(struct ctl_lease *l, struct ctl_db *db, const char *fmt, ...
     va_list ap;
     va_start(ap, fmt);
     int rc = 0;
-    char f[1024];
     if (!l) ctl_redis_vdefer(db, fmt, ap);
-    else if (!may_write(l) || fenced_format(l, fmt, f, sizeof f)) rc = -1;
-    else ctl_redis_vdefer(l->db, f, ap);
+    else rc = may_write(l) ? ctl_redis_vfenced(l->db, l->epoch_key, l->epoch, fmt, ap) : -1;
     va_end(ap);
     return rc;
 }
@@ -234,9 +228,8 @@ redisReply *ctl_lease_redis(struct ctl_lease *l, struct ctl_db *db, const char *
     va_list ap;
     va_start(ap, fmt);
     redisReply *rep = NULL;
-    char f[1024];
     if (!l) rep = ctl_vredis(db, fmt, ap);
-    else if (may_write(l) && !fenced_format(l, fmt, f, sizeof f)) rep = ctl_vredis(l->db, f, ap);
+    else if (may_write(l)) rep = ctl_redis_vfenced_now(l->db, l->epoch_key, l->epoch, fmt, ap);
     va_end(ap);
     return rep;
 }

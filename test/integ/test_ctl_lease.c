@@ -153,3 +153,52 @@ TEST(ctl_lease_a_holder_that_did_not_renew_stops_before_its_lease_can_run_out) {
     uv_loop_close(&loop);
     redis_fixture_stop(&f);
 }
+
+TEST(ctl_lease_fenced_writes_batched_keep_their_order_among_others) {
+    struct redis_fixture f;
+    REQUIRE_I64(redis_fixture_start(&f, NULL), 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct ctl_db *db = open_db(&loop, &f);
+    REQUIRE(db);
+    struct terms t = {0};
+    struct ctl_lease *l = ctl_lease_start(&loop, db, "batched", "me", 30000, on_term, &t);
+    REQUIRE(l && ctl_lease_held(l));
+    /* fenced and unfenced writes interleaved, a value with spaces, then a read: in order */
+    enum { N = 6000 };
+    for (int i = 0; i < N; i++) {
+        if (i % 7 == 3) ctl_redis_defer(db, "RPUSH ctl:order %d", i);
+        else ctl_lease_defer(l, db, "RPUSH ctl:order %d", i);
+        if (i == 4000) { /* a read in between sends what waits first */
+            redisReply *r = ctl_redis(db, "LLEN ctl:order");
+            CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 4001);
+            freeReplyObject(r);
+        }
+    }
+    ctl_lease_defer(l, db, "SET ctl:spaced %s", "a value with spaces");
+    /* a synchronous fenced write answers with its own reply */
+    redisReply *r = ctl_lease_redis(l, db, "LPOP ctl:order");
+    CHECK(r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "0"));
+    freeReplyObject(r);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    r = ctl_redis(db, "LLEN ctl:order");
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == N - 1);
+    freeReplyObject(r);
+    int bad = 0;
+    for (int i = 1; i < N; i += 397) {
+        r = ctl_redis(db, "LINDEX ctl:order %d", i - 1);
+        if (!r || r->type != REDIS_REPLY_STRING || atoi(r->str) != i) bad++;
+        freeReplyObject(r);
+    }
+    CHECK_I64(bad, 0);
+    r = ctl_redis(db, "GET ctl:spaced");
+    CHECK(r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "a value with spaces"));
+    freeReplyObject(r);
+    CHECK(ctl_lease_held(l));
+    CHECK_I64(db->deferred, 0);
+    ctl_lease_stop(l);
+    ctl_db_close(db);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    redis_fixture_stop(&f);
+}
