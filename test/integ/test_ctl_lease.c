@@ -135,11 +135,11 @@ TEST(ctl_lease_a_holder_that_did_not_renew_stops_before_its_lease_can_run_out) {
     struct ctl_db *db = open_db(&loop, &f);
     REQUIRE(db);
     struct terms t = {0};
-    struct ctl_lease *l = ctl_lease_start(&loop, db, "slow", "me", 500, on_term, &t);
+    struct ctl_lease *l = ctl_lease_start(&loop, db, "slow", "me", 3000, on_term, &t);
     REQUIRE(l && ctl_lease_held(l));
-    /* the loop does not run for 430 ms (a long pause): no renewal; the
-     * lease in Redis (500 ms) still holds, but the holder's own time (400 ms) is up */
-    nanosleep(&(struct timespec){0, 430 * 1000000L}, NULL);
+    /* the loop does not run for 2.5 s (a long pause): no renewal; the
+     * lease in Redis (3 s) still holds, but the holder's own time (2.4 s) is up */
+    nanosleep(&(struct timespec){2, 500 * 1000000L}, NULL);
     CHECK(exists(db, "peloton:slow:leader"));
     CHECK(!ctl_lease_held(l));
     CHECK_I64(ctl_lease_defer(l, db, "SET %s %s", "ctl:late", "x"), -1);
