@@ -344,6 +344,7 @@ static void mesos_term(void *ud, bool leader, long long epoch) {
         c->mesos = NULL;
         return;
     }
+    c->mo.lease = c->lease_mesos; /* its Redis write is the term's (fenced) */
     if (!(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &c->mo, err, sizeof err)))
         fprintf(stderr, "pelotond: mesos: %s\n", err);
 }
@@ -377,9 +378,13 @@ static int start_singletons(struct controllers *c, char *err, size_t errlen) {
         ((c->roles & ROLE_HOSTMGR) &&
          !(c->lease_hostmgr = ctl_lease_start(&c->loop, c->db, "hostmgr", c->lease_id, c->lease_ms, hostmgr_term, c))) ||
         ((c->roles & ROLE_MESOS) &&
-         !(c->lease_mesos = ctl_lease_start(&c->loop, c->db, "mesos", c->lease_id, c->lease_ms, mesos_term, c)))) {
+         !(c->lease_mesos = ctl_lease_new(&c->loop, c->db, "mesos", c->lease_id, c->lease_ms, mesos_term, c)))) {
         snprintf(err, errlen, "out of memory");
         return -1;
+    }
+    if (c->lease_mesos) { /* made before its first term, which names it */
+        ctl_lease_metrics(c->lease_mesos, c->metrics);
+        ctl_lease_begin(c->lease_mesos);
     }
     return 0;
 }
