@@ -219,10 +219,8 @@ redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...) {
     return rep;
 }
 
-redisReply *ctl_redis_argv(struct ctl_db *db, int argc, const char **argv, const size_t *argl) {
-    ctl_redis_settle(db);
-    heal(db);
-    redisReply *rep = redisCommandArgv(db->c, argc, argv, argl);
+/* A synchronous command's reply, counted; NULL (logged, freed) for none or an error. */
+static redisReply *checked(struct ctl_db *db, redisReply *rep) {
     metrics_inc(db->m_replies);
     if (!rep || rep->type == REDIS_REPLY_ERROR) {
         metrics_inc(db->m_errors);
@@ -233,18 +231,16 @@ redisReply *ctl_redis_argv(struct ctl_db *db, int argc, const char **argv, const
     return rep;
 }
 
+redisReply *ctl_redis_argv(struct ctl_db *db, int argc, const char **argv, const size_t *argl) {
+    ctl_redis_settle(db);
+    heal(db);
+    return checked(db, redisCommandArgv(db->c, argc, argv, argl));
+}
+
 redisReply *ctl_vredis(struct ctl_db *db, const char *fmt, va_list ap) {
     ctl_redis_settle(db);
     heal(db);
-    redisReply *rep = redisvCommand(db->c, fmt, ap);
-    metrics_inc(db->m_replies);
-    if (!rep || rep->type == REDIS_REPLY_ERROR) {
-        metrics_inc(db->m_errors);
-        log_reply_error(db, rep);
-        freeReplyObject(rep);
-        return NULL;
-    }
-    return rep;
+    return checked(db, redisvCommand(db->c, fmt, ap));
 }
 
 /* ---- commands in Redis' wire format ---- */
@@ -467,14 +463,8 @@ redisReply *ctl_redis_vfenced_now(struct ctl_db *db, const char *epoch_key, long
     if (db->deferred == before) return NULL; /* not sent (logged) */
     db->deferred--; /* its reply is read here */
     void *rep = NULL;
-    metrics_inc(db->m_replies);
-    if (redisGetReply(db->c, &rep) != REDIS_OK || ((redisReply *)rep)->type == REDIS_REPLY_ERROR) {
-        metrics_inc(db->m_errors);
-        log_reply_error(db, rep);
-        freeReplyObject(rep);
-        return NULL;
-    }
-    return rep;
+    if (redisGetReply(db->c, &rep) != REDIS_OK) rep = NULL;
+    return checked(db, rep);
 }
 
 void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {

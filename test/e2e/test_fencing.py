@@ -13,7 +13,6 @@ test's window), kubelet-sim with one node:
   uid or resourceVersion, get 409 Conflict in Kubernetes' words.
 Every wait is bounded; every process is stopped."""
 import json
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -29,28 +28,7 @@ wait_until = services.wait_until
 
 
 def redis(*args):
-    """One command to the test's redis-server (RESP over a socket); its reply (str, int, list or None)."""
-    s = socket.create_connection(("127.0.0.1", REDIS), timeout=5)
-    out = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a.encode()), a.encode()) for a in map(str, args))
-    s.sendall(out)
-    f = s.makefile("rb")
-
-    def read():
-        line = f.readline().rstrip(b"\r\n")
-        kind, rest = line[:1], line[1:].decode()
-        if kind in (b"+", b"-"):
-            return rest
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            return None if rest == "-1" else f.read(int(rest) + 2)[:-2].decode()
-        if kind == b"*":
-            return None if rest == "-1" else [read() for _ in range(int(rest))]
-        raise ValueError(line)
-    try:
-        return read()
-    finally:
-        s.close()
+    return services.redis_cmd(REDIS, *args)
 
 
 def log():

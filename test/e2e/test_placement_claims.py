@@ -14,7 +14,6 @@ and two placement engines:
 Every wait is bounded; every process is stopped."""
 import json
 import os
-import socket
 import subprocess
 import time
 
@@ -31,26 +30,7 @@ CTL = []
 
 
 def redis(*args):
-    """One command to the test's redis-server; its reply (bulk strings, integers, arrays)."""
-    s = socket.create_connection(("127.0.0.1", REDIS), timeout=5)
-    s.sendall(b"*%d\r\n" % len(args) +
-              b"".join(b"$%d\r\n%s\r\n" % (len(a.encode()), a.encode()) for a in map(str, args)))
-    f = s.makefile("rb")
-
-    def read():
-        line = f.readline().rstrip(b"\r\n")
-        kind, rest = line[:1], line[1:].decode()
-        if kind in (b"+", b"-"):
-            return rest
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            return None if rest == "-1" else f.read(int(rest) + 2)[:-2].decode()
-        return None if rest == "-1" else [read() for _ in range(int(rest))]
-    try:
-        return read()
-    finally:
-        s.close()
+    return services.redis_cmd(REDIS, *args)
 
 
 def start_ctl(name, roles):

@@ -50,20 +50,43 @@ static void run_until_ended(uv_loop_t *loop, const struct terms *t) {
     while (!t->ended && uv_hrtime() / 1000000 < until) uv_run(loop, UV_RUN_ONCE);
 }
 
-TEST(ctl_lease_a_stale_terms_writes_are_refused_and_end_it) {
+/* A redis-server, a loop and a connection to it: each test's setting. */
+struct setting {
     struct redis_fixture f;
-    REQUIRE_I64(redis_fixture_start(&f, NULL), 0);
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    struct ctl_db *db = open_db(&loop, &f);
+    struct ctl_db *db;
+    struct terms t;
+};
+
+static int setting_open(struct setting *s) {
+    memset(s, 0, sizeof *s);
+    if (redis_fixture_start(&s->f, NULL)) return -1;
+    uv_loop_init(&s->loop);
+    s->db = open_db(&s->loop, &s->f);
+    return s->db ? 0 : -1;
+}
+
+/* Stops the lease (NULL-safe), closes the connection and the server. */
+static void setting_close(struct setting *s, struct ctl_lease *l) {
+    ctl_lease_stop(l);
+    ctl_db_close(s->db);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+    redis_fixture_stop(&s->f);
+}
+
+TEST(ctl_lease_a_stale_terms_writes_are_refused_and_end_it) {
+    struct setting st;
+    REQUIRE_I64(setting_open(&st), 0);
+    struct ctl_db *db = st.db;
     struct metrics *reg = metrics_new();
-    REQUIRE(db && reg);
-    struct terms t = {0};
-    struct ctl_lease *l = ctl_lease_new(&loop, db, "fenced", "me", 30000, on_term, &t);
+    REQUIRE(reg);
+    struct terms *tp = &st.t;
+    struct ctl_lease *l = ctl_lease_new(&st.loop, db, "fenced", "me", 30000, on_term, tp);
     REQUIRE(l);
     ctl_lease_metrics(l, reg);
     ctl_lease_begin(l);
-    CHECK_I64(t.began, 1);
+    CHECK_I64(tp->began, 1);
     CHECK(ctl_lease_held(l));
     /* a write of the current term lands */
     CHECK_I64(ctl_lease_defer(l, db, "SET %s %s", "ctl:before", "x"), 0);
@@ -83,8 +106,8 @@ TEST(ctl_lease_a_stale_terms_writes_are_refused_and_end_it) {
     CHECK(r == NULL);
     ctl_redis_settle(db);
     CHECK(!exists(db, "ctl:later"));
-    run_until_ended(&loop, &t); /* the term ends from the loop */
-    CHECK_I64(t.ended, 1);
+    run_until_ended(&st.loop, tp); /* the term ends from the loop */
+    CHECK_I64(tp->ended, 1);
     char *text = NULL;
     size_t len = 0;
     REQUIRE_I64(metrics_render(reg, &text, &len), 0);
@@ -94,23 +117,15 @@ TEST(ctl_lease_a_stale_terms_writes_are_refused_and_end_it) {
     CHECK_I64(ctl_lease_defer(NULL, db, "SET %s %s", "ctl:unfenced", "x"), 0);
     ctl_redis_settle(db);
     CHECK(exists(db, "ctl:unfenced"));
-    ctl_lease_stop(l);
-    ctl_db_close(db);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    setting_close(&st, l);
     metrics_free(reg);
-    redis_fixture_stop(&f);
 }
 
 TEST(ctl_lease_the_fence_script_survives_a_script_flush_and_a_new_connection) {
-    struct redis_fixture f;
-    REQUIRE_I64(redis_fixture_start(&f, NULL), 0);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    struct ctl_db *db = open_db(&loop, &f);
-    REQUIRE(db);
-    struct terms t = {0};
-    struct ctl_lease *l = ctl_lease_start(&loop, db, "flushed", "me", 30000, on_term, &t);
+    struct setting st;
+    REQUIRE_I64(setting_open(&st), 0);
+    struct ctl_db *db = st.db;
+    struct ctl_lease *l = ctl_lease_start(&st.loop, db, "flushed", "me", 30000, on_term, &st.t);
     REQUIRE(l && ctl_lease_held(l));
     freeReplyObject(ctl_redis(db, "SCRIPT FLUSH"));
     ctl_lease_defer(l, db, "SET %s %s", "ctl:lost", "x"); /* NOSCRIPT: lost, and the script is loaded again */
@@ -120,22 +135,14 @@ TEST(ctl_lease_the_fence_script_survives_a_script_flush_and_a_new_connection) {
     ctl_redis_settle(db);
     CHECK(exists(db, "ctl:kept"));
     CHECK(ctl_lease_held(l)); /* a missing script is no refusal */
-    ctl_lease_stop(l);
-    ctl_db_close(db);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
-    redis_fixture_stop(&f);
+    setting_close(&st, l);
 }
 
 TEST(ctl_lease_a_holder_that_did_not_renew_stops_before_its_lease_can_run_out) {
-    struct redis_fixture f;
-    REQUIRE_I64(redis_fixture_start(&f, NULL), 0);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    struct ctl_db *db = open_db(&loop, &f);
-    REQUIRE(db);
-    struct terms t = {0};
-    struct ctl_lease *l = ctl_lease_start(&loop, db, "slow", "me", 3000, on_term, &t);
+    struct setting st;
+    REQUIRE_I64(setting_open(&st), 0);
+    struct ctl_db *db = st.db;
+    struct ctl_lease *l = ctl_lease_start(&st.loop, db, "slow", "me", 3000, on_term, &st.t);
     REQUIRE(l && ctl_lease_held(l));
     /* the loop does not run for 2.5 s (a long pause): no renewal; the
      * lease in Redis (3 s) still holds, but the holder's own time (2.4 s) is up */
@@ -145,24 +152,16 @@ TEST(ctl_lease_a_holder_that_did_not_renew_stops_before_its_lease_can_run_out) {
     CHECK_I64(ctl_lease_defer(l, db, "SET %s %s", "ctl:late", "x"), -1);
     ctl_redis_settle(db);
     CHECK(!exists(db, "ctl:late"));
-    run_until_ended(&loop, &t);
-    CHECK_I64(t.ended, 1);
-    ctl_lease_stop(l);
-    ctl_db_close(db);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
-    redis_fixture_stop(&f);
+    run_until_ended(&st.loop, &st.t);
+    CHECK_I64(st.t.ended, 1);
+    setting_close(&st, l);
 }
 
 TEST(ctl_lease_fenced_writes_batched_keep_their_order_among_others) {
-    struct redis_fixture f;
-    REQUIRE_I64(redis_fixture_start(&f, NULL), 0);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    struct ctl_db *db = open_db(&loop, &f);
-    REQUIRE(db);
-    struct terms t = {0};
-    struct ctl_lease *l = ctl_lease_start(&loop, db, "batched", "me", 30000, on_term, &t);
+    struct setting st;
+    REQUIRE_I64(setting_open(&st), 0);
+    struct ctl_db *db = st.db;
+    struct ctl_lease *l = ctl_lease_start(&st.loop, db, "batched", "me", 30000, on_term, &st.t);
     REQUIRE(l && ctl_lease_held(l));
     /* fenced and unfenced writes interleaved, a value with spaces, then a read: in order */
     enum { N = 6000 };
@@ -180,7 +179,7 @@ TEST(ctl_lease_fenced_writes_batched_keep_their_order_among_others) {
     redisReply *r = ctl_lease_redis(l, db, "LPOP ctl:order");
     CHECK(r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "0"));
     freeReplyObject(r);
-    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_run(&st.loop, UV_RUN_NOWAIT);
     r = ctl_redis(db, "LLEN ctl:order");
     CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == N - 1);
     freeReplyObject(r);
@@ -196,9 +195,5 @@ TEST(ctl_lease_fenced_writes_batched_keep_their_order_among_others) {
     freeReplyObject(r);
     CHECK(ctl_lease_held(l));
     CHECK_I64(db->deferred, 0);
-    ctl_lease_stop(l);
-    ctl_db_close(db);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
-    redis_fixture_stop(&f);
+    setting_close(&st, l);
 }
