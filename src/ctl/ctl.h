@@ -13,6 +13,8 @@
  *   ready           LIST of admitted gang keys, popped by placement engines
  *   retry           ZSET of gang keys placement could not place, by due time (ms)
  *   gang:<key>      HASH: ns, pods (JSON array of names), pool, epoch, attempts
+ *   claims:<node>   HASH pod uid -> capacity claimed by a placement engine run
+ *                   active-active, until bound or expired (placement_claim.h)
  * A gang key is "<namespace>/<gang label>" or, for a pod alone, "<namespace>/pod:<name>". */
 #ifndef PELOTON_CTL_H
 #define PELOTON_CTL_H
