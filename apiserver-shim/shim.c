@@ -111,6 +111,11 @@ void shim_store_error_msg(struct http_response *resp, int rc, const struct shim_
         shim_status(resp, code, reason, details(r, name), "%s \"%s\" already exists", q, name);
         break;
     case STORE_ECONFLICT:
+        if (msg && !strncmp(msg, "Precondition failed: ", 21)) { /* a DELETE's preconditions: kube says which */
+            shim_status(resp, code, reason, details(r, name), "Operation cannot be fulfilled on %s \"%s\": %s", q, name,
+                        msg);
+            break;
+        }
         shim_status(resp, code, reason, details(r, name),
                     "Operation cannot be fulfilled on %s \"%s\": the object has been modified; please apply your "
                     "changes to the latest version and try again",

@@ -188,10 +188,12 @@ static const char *meta_str(const json_t *obj, const char *key) {
 }
 
 /* KIND/NAME/status: only status moves. A kubelet sends its pod's uid as a
- * precondition, and its resourceVersion on PUT. */
+ * precondition, and its resourceVersion on PUT; a merge or strategic-merge
+ * PATCH naming metadata.resourceVersion is held to it too, as kube holds it
+ * (a controller's write decided from an old copy gets 409). */
 static int status_fn(void *ud, const json_t *cur, json_t **next, char *err, size_t errlen) {
     struct write_req *w = ud;
-    const char *want_uid = meta_str(w->body, "uid"), *want_rv = w->apply ? NULL : meta_str(w->body, "resourceVersion");
+    const char *want_uid = meta_str(w->body, "uid"), *want_rv = meta_str(w->body, "resourceVersion");
     const char *uid = meta_str(cur, "uid"), *rv = meta_str(cur, "resourceVersion");
     if ((want_uid && want_uid[0] && strcmp(want_uid, uid ? uid : "")) ||
         (want_rv && want_rv[0] && strcmp(want_rv, rv ? rv : ""))) {

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ctl_lease.h"
 #include "errmsg.h"
 #include "mesosdrv_int.h"
 
@@ -727,7 +728,7 @@ static void on_subscribed(void *ud, const char *fid) {
     if (!d->fid || strcmp(d->fid, fid)) {
         free(d->fid);
         d->fid = strdup(fid);
-        redisReply *r = ctl_redis(d->db, "SET %s %s", MDRV_KEY_FRAMEWORK, fid);
+        redisReply *r = ctl_lease_redis(d->o.lease, d->db, "SET %s %s", MDRV_KEY_FRAMEWORK, fid); /* fenced */
         if (r) freeReplyObject(r);
     }
     fprintf(stderr, "level=info msg=\"mesos: subscribed\" framework_id=%s master=%s\n", fid, mclient_leader(d->mc));
@@ -884,6 +885,7 @@ struct mdrv *mdrv_start(uv_loop_t *loop, struct kclient *kc, struct ctl_db *db, 
     if (o->failover_timeout > 0) d->o.failover_timeout = o->failover_timeout;
     if (o->hold_ms) d->o.hold_ms = o->hold_ms;
     if (o->refuse_seconds > 0) d->o.refuse_seconds = o->refuse_seconds;
+    d->o.lease = o->lease;
     if (o->reconcile_ms) d->o.reconcile_ms = o->reconcile_ms;
     d->o.metrics = o->metrics;
     md_metrics_init(d);

@@ -42,6 +42,8 @@
 #define MDRV_MAX_KV 256 /* argv words, environment variables, labels of one task */
 #define MDRV_SCALAR_MAX 1e12 /* cpus, MB, gpus: past any machine; larger ones are refused */
 
+struct ctl_lease;
+
 struct mdrv_options {
     const char *master;        /* "http://host:port" */
     const char *user, *name;   /* framework user and name; "peloton" */
@@ -50,6 +52,7 @@ struct mdrv_options {
     double refuse_seconds;     /* the DECLINE's refuse filter; default 30 */
     uint32_t reconcile_ms;     /* implicit reconciliation period; default 60000 */
     struct metrics *metrics;   /* its peloton_mesos_* families join it (docs/metrics.md); NULL: none */
+    struct ctl_lease *lease;   /* the term its Redis write (the framework id) is fenced by (ctl_lease.h); NULL: none */
 };
 void mdrv_options_default(struct mdrv_options *o);
 

@@ -47,7 +47,8 @@
  * (src/ctl/ctl_lease.h; --lease-ms, default 10 s; --leader-elect=false
  * starts them without), so several pelotonds may run them on one Redis.
  * --placement-active-active runs placement in every process instead (each
- * pops gangs atomically, but two engines may commit the same free capacity).
+ * pops gangs atomically, and claims capacity in Redis before binding, so
+ * two engines never commit the same free capacity: placement_claim.h).
  * Each user but system:masters is held to --max-requests-per-user a second
  * (bursts of --max-request-burst-per-user) and --max-watches-per-user open
  * watches: past either, 429 with Retry-After (apiserver-shim/shim_limits.h).
@@ -322,7 +323,9 @@ static void placement_term(void *ud, bool leader, long long epoch) {
         c->placement = NULL;
         return;
     }
-    if (!(c->placement = placement_start(&c->env, &c->po, err, sizeof err)))
+    struct ctl_env env = c->env;
+    env.lease = c->lease_placement; /* its Redis writes are the term's (fenced) */
+    if (!(c->placement = placement_start(&env, &c->po, err, sizeof err)))
         fprintf(stderr, "pelotond: placement: %s\n", err);
 }
 
@@ -341,6 +344,7 @@ static void mesos_term(void *ud, bool leader, long long epoch) {
         c->mesos = NULL;
         return;
     }
+    c->mo.lease = c->lease_mesos; /* its Redis write is the term's (fenced) */
     if (!(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &c->mo, err, sizeof err)))
         fprintf(stderr, "pelotond: mesos: %s\n", err);
 }
@@ -359,17 +363,28 @@ static int start_singletons(struct controllers *c, char *err, size_t errlen) {
         if ((c->roles & ROLE_MESOS) && !(c->mesos = mdrv_start(&c->loop, c->kc, c->db, &c->mo, err, errlen))) return -1;
         return 0;
     }
-    if (((c->roles & ROLE_PLACEMENT) && !c->placement_active_active &&
-         !(c->lease_placement = ctl_lease_start(&c->loop, c->db, "placement", c->lease_id, c->lease_ms,
-                                                placement_term, c))) ||
-        ((c->roles & ROLE_JOBMGR) &&
+    if ((c->roles & ROLE_PLACEMENT) && !c->placement_active_active) {
+        /* made before its first term, which names it */
+        if (!(c->lease_placement =
+                  ctl_lease_new(&c->loop, c->db, "placement", c->lease_id, c->lease_ms, placement_term, c))) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        ctl_lease_metrics(c->lease_placement, c->metrics);
+        ctl_lease_begin(c->lease_placement);
+    }
+    if (((c->roles & ROLE_JOBMGR) &&
          !(c->lease_jobmgr = ctl_lease_start(&c->loop, c->db, "jobmgr", c->lease_id, c->lease_ms, jobmgr_term, c))) ||
         ((c->roles & ROLE_HOSTMGR) &&
          !(c->lease_hostmgr = ctl_lease_start(&c->loop, c->db, "hostmgr", c->lease_id, c->lease_ms, hostmgr_term, c))) ||
         ((c->roles & ROLE_MESOS) &&
-         !(c->lease_mesos = ctl_lease_start(&c->loop, c->db, "mesos", c->lease_id, c->lease_ms, mesos_term, c)))) {
+         !(c->lease_mesos = ctl_lease_new(&c->loop, c->db, "mesos", c->lease_id, c->lease_ms, mesos_term, c)))) {
         snprintf(err, errlen, "out of memory");
         return -1;
+    }
+    if (c->lease_mesos) { /* made before its first term, which names it */
+        ctl_lease_metrics(c->lease_mesos, c->metrics);
+        ctl_lease_begin(c->lease_mesos);
     }
     return 0;
 }
@@ -419,6 +434,7 @@ static void ctl_main(void *arg) {
     ro.gang_wait_ms = c->gang_wait_ms ? c->gang_wait_ms : ro.gang_wait_ms;
     placement_options_default(&c->po);
     c->po.tick_ms = c->tick_ms ? c->tick_ms : c->po.tick_ms;
+    c->po.claims = c->placement_active_active; /* engines side by side claim capacity before binding */
     if (c->lease_ms) ro.lease_ms = c->lease_ms;
     jobmgr_options_default(&c->jo);
     if (c->backoff_ms) c->jo.backoff_ms = c->backoff_ms;

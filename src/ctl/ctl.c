@@ -36,10 +36,89 @@ static void log_error(struct ctl_db *db, const char *msg) {
     db->repeated = 0;
 }
 
+/* ARGV[2..]: commands, each its argument count then its arguments; the
+ * reply is the last one's. Refused: the commands are counted, not run. */
+const char ctl_fence_script[] =
+    "local held = redis.call('GET', KEYS[1]) "
+    "local i, n, r = 2, 0, nil "
+    "if held ~= ARGV[1] then "
+    "  while i <= #ARGV do n = n + 1 i = i + tonumber(ARGV[i]) + 1 end "
+    "  return redis.error_reply('" CTL_FENCE_REFUSED " ' .. KEYS[1] .. ' ' .. ARGV[1] .. ' ' .. (held or 'none') .. "
+    "' ' .. n) end "
+    "while i <= #ARGV do local k = tonumber(ARGV[i]) r = redis.call(unpack(ARGV, i + 1, i + k)) i = i + k + 1 end "
+    "return r";
+
+/* The hook of a refused fenced write; true when it was one. */
+static bool fence_refused(struct ctl_db *db, const char *msg) {
+    size_t n = sizeof CTL_FENCE_REFUSED - 1;
+    if (strncmp(msg, CTL_FENCE_REFUSED, n) || msg[n] != ' ') return false;
+    const char *key = msg + n + 1;
+    size_t kl = strcspn(key, " ");
+    for (int i = 0; i < CTL_FENCE_HOOKS; i++)
+        if (db->hooks[i].fn && strlen(db->hooks[i].key) == kl && !strncmp(db->hooks[i].key, key, kl)) {
+            db->hooks[i].fn(db->hooks[i].ud, msg);
+            return true;
+        }
+    fprintf(stderr, "level=warn msg=\"redis: write refused, stale epoch\" refusal=\"%s\"\n", msg);
+    return true;
+}
+
+int ctl_db_hook(struct ctl_db *db, const char *epoch_key, void (*fn)(void *ud, const char *refusal), void *ud) {
+    for (int i = 0; i < CTL_FENCE_HOOKS; i++)
+        if (!db->hooks[i].fn) {
+            snprintf(db->hooks[i].key, sizeof db->hooks[i].key, "%s", epoch_key);
+            db->hooks[i].fn = fn;
+            db->hooks[i].ud = ud;
+            return 0;
+        }
+    return -1;
+}
+
+void ctl_db_unhook(struct ctl_db *db, const char *epoch_key, void *ud) {
+    for (int i = 0; i < CTL_FENCE_HOOKS; i++)
+        if (db->hooks[i].fn && db->hooks[i].ud == ud && !strcmp(db->hooks[i].key, epoch_key))
+            memset(&db->hooks[i], 0, sizeof db->hooks[i]);
+}
+
+/* Loads the scripts run by EVALSHA on the connection's server (at each
+ * connection: a new primary after a failover may not have them). */
+static void load_script(struct ctl_db *db, int i) {
+    redisReply *rep = redisCommand(db->c, "SCRIPT LOAD %s", db->scripts[i]);
+    if (rep && rep->type == REDIS_REPLY_STRING && rep->len < sizeof db->shas[i])
+        snprintf(db->shas[i], sizeof db->shas[i], "%s", rep->str);
+    else
+        fprintf(stderr, "level=error msg=\"redis: cannot load a script\" error=\"%s\"\n",
+                rep && rep->type == REDIS_REPLY_ERROR ? rep->str : db->c->errstr);
+    freeReplyObject(rep);
+}
+
+static void load_scripts(struct ctl_db *db) {
+    for (int i = 0; i < db->nscripts; i++) load_script(db, i);
+    snprintf(db->fence_sha, sizeof db->fence_sha, "%s", db->shas[0]);
+    db->reload = false;
+}
+
+int ctl_db_script(struct ctl_db *db, const char *text) {
+    for (int i = 0; i < db->nscripts; i++)
+        if (db->scripts[i] == text) return i;
+    if (db->nscripts == CTL_SCRIPTS) return -1;
+    db->scripts[db->nscripts] = text;
+    ctl_redis_settle(db);
+    if (!db->reading) load_script(db, db->nscripts);
+    return db->nscripts++;
+}
+
+const char *ctl_db_sha(const struct ctl_db *db, int script) {
+    return script >= 0 && script < db->nscripts ? db->shas[script] : "";
+}
+
 static void log_reply_error(struct ctl_db *db, redisReply *rep) {
     redisContext *c = db->c;
     if (!rep) log_error(db, c->errstr[0] ? c->errstr : "no reply");
-    else if (rep->type == REDIS_REPLY_ERROR) {
+    else if (rep->type == REDIS_REPLY_ERROR && fence_refused(db, rep->str)) {
+        return;
+    } else if (rep->type == REDIS_REPLY_ERROR) {
+        if (!strncmp(rep->str, "NOSCRIPT", 8)) db->reload = true;
         log_error(db, rep->str);
         /* a primary demoted by a failover: its writes go elsewhere now */
         if (!strncmp(rep->str, "READONLY", 8)) db->replica = true;
@@ -52,6 +131,7 @@ static void log_reply_error(struct ctl_db *db, redisReply *rep) {
  * while a pipeline of reads awaits its replies. */
 #define CTL_RECONNECT_MS 500
 static void heal(struct ctl_db *db) {
+    if (db->reload && !db->c->err && !db->replica && !db->reading && !db->deferred) load_scripts(db);
     if ((!db->c->err && !db->replica) || db->reading) return;
     uint64_t now = uv_hrtime() / 1000000;
     if (db->tried_ms && now - db->tried_ms < CTL_RECONNECT_MS) return;
@@ -74,8 +154,11 @@ static void heal(struct ctl_db *db) {
     db->replica = false;
     db->deferred = 0;
     db->gen++;
+    load_scripts(db);
     fprintf(stderr, "level=info msg=\"redis: reconnected\"\n");
 }
+
+static void fence_flush(struct ctl_db *db);
 
 static void on_flush(uv_check_t *h) {
     struct ctl_db *db = h->data;
@@ -114,6 +197,8 @@ struct ctl_db *ctl_db_open(uv_loop_t *loop, const char *addr, char *err, size_t 
     }
     db->c = r;
     db->flush = flush;
+    db->scripts[db->nscripts++] = ctl_fence_script;
+    load_scripts(db);
     uv_check_init(loop, flush);
     flush->data = db;
     return db;
@@ -125,10 +210,12 @@ void ctl_db_close(struct ctl_db *db) {
     uv_check_stop(db->flush);
     uv_close((uv_handle_t *)db->flush, flush_closed);
     redisFree(db->c);
+    free(db->batch.buf);
     free(db);
 }
 
 void ctl_redis_settle(struct ctl_db *db) {
+    fence_flush(db);
     while (db->deferred) {
         void *rep = NULL;
         db->deferred--;
@@ -147,12 +234,15 @@ void ctl_redis_settle(struct ctl_db *db) {
 }
 
 redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...) {
-    ctl_redis_settle(db);
-    heal(db);
     va_list ap;
     va_start(ap, fmt);
-    redisReply *rep = redisvCommand(db->c, fmt, ap);
+    redisReply *rep = ctl_vredis(db, fmt, ap);
     va_end(ap);
+    return rep;
+}
+
+/* A synchronous command's reply, counted; NULL (logged, freed) for none or an error. */
+static redisReply *checked(struct ctl_db *db, redisReply *rep) {
     metrics_inc(db->m_replies);
     if (!rep || rep->type == REDIS_REPLY_ERROR) {
         metrics_inc(db->m_errors);
@@ -161,6 +251,18 @@ redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...) {
         return NULL;
     }
     return rep;
+}
+
+redisReply *ctl_redis_argv(struct ctl_db *db, int argc, const char **argv, const size_t *argl) {
+    ctl_redis_settle(db);
+    heal(db);
+    return checked(db, redisCommandArgv(db->c, argc, argv, argl));
+}
+
+redisReply *ctl_vredis(struct ctl_db *db, const char *fmt, va_list ap) {
+    ctl_redis_settle(db);
+    heal(db);
+    return checked(db, redisvCommand(db->c, fmt, ap));
 }
 
 /* ---- commands in Redis' wire format ---- */
@@ -296,12 +398,108 @@ static int append_command(struct ctl_db *db, bool batch, const char *fmt, va_lis
     return redisvAppendCommand(db->c, fmt, ap);
 }
 
-void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
+/* ---- fenced writes: a turn's writes of one term go as one script call ---- */
+
+/* Room for n more bytes in b; -1 when out of memory. */
+static int batch_reserve(struct ctl_fence_batch *b, size_t n) {
+    if (b->len + n <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n) cap *= 2;
+    char *nb = realloc(b->buf, cap);
+    if (!nb) return -1;
+    b->buf = nb;
+    b->cap = cap;
+    return 0;
+}
+
+/* The batch as one EVALSHA appended to the connection's output; its reply
+ * is read as a deferred one's. */
+static void fence_flush(struct ctl_db *db) {
+    struct ctl_fence_batch *b = &db->batch;
+    if (!b->cmds) return;
+    char head[512], num[24];
+    int nl = snprintf(num, sizeof num, "%lld", b->epoch);
+    int hl = snprintf(head, sizeof head, "*%u\r\n$7\r\nEVALSHA\r\n$%zu\r\n%s\r\n$1\r\n1\r\n$%zu\r\n%s\r\n$%d\r\n%s\r\n",
+                      5 + b->args, strlen(db->fence_sha), db->fence_sha, strlen(b->key), b->key, nl, num);
+    /* one command: the head and the batch are bytes in a row on the output */
+    if (hl <= 0 || (size_t)hl >= sizeof head || redisAppendFormattedCommand(db->c, head, (size_t)hl) != REDIS_OK ||
+        redisAppendFormattedCommand(db->c, b->buf, b->len) != REDIS_OK)
+        log_reply_error(db, NULL);
+    else if (db->deferred++ == 0)
+        uv_check_start(db->flush, on_flush);
+    b->len = b->cmds = b->args = 0;
+}
+
+/* Adds a command (fmt, ap) to the batch of (key, epoch); -1 when it cannot be formatted. */
+static int fence_add(struct ctl_db *db, const char *key, long long epoch, const char *fmt, va_list ap) {
+    struct ctl_fence_batch *b = &db->batch;
+    if (b->cmds && (b->epoch != epoch || strcmp(b->key, key))) fence_flush(db);
+    char out[RESP_BYTES + 16 * RESP_ARGS], *cmd = out, *big = NULL;
+    va_list mine;
+    va_copy(mine, ap);
+    int n = ctl_resp_vformat(out, sizeof out, fmt, mine);
+    va_end(mine);
+    if (n <= 0 && (n = redisvFormatCommand(&big, fmt, ap)) <= 0) return -1;
+    if (big) cmd = big;
+    /* "*<argc>\r\n" then the arguments: argc becomes a bulk string of its own */
+    char *end;
+    long argc = strtol(cmd + 1, &end, 10);
+    size_t skip = (size_t)(end - cmd) + 2, body = (size_t)n - skip;
+    int rc = batch_reserve(b, 48 + body);
+    if (!rc) {
+        b->len += (size_t)snprintf(b->buf + b->len, 48, "$%d\r\n%ld\r\n", snprintf(NULL, 0, "%ld", argc), argc);
+        memcpy(b->buf + b->len, cmd + skip, body);
+        b->len += body;
+        if (!b->cmds) {
+            snprintf(b->key, sizeof b->key, "%s", key);
+            b->epoch = epoch;
+        }
+        b->cmds++;
+        b->args += 1 + (unsigned)argc;
+    }
+    if (big) redisFreeCommand(big);
+    return rc;
+}
+
+int ctl_redis_vfenced(struct ctl_db *db, const char *epoch_key, long long epoch, const char *fmt, va_list ap) {
     heal(db);
+    if (fence_add(db, epoch_key, epoch, fmt, ap)) {
+        log_reply_error(db, NULL);
+        return -1;
+    }
+    if (db->batch.len >= CTL_DEFER_SEND_BYTES) fence_flush(db);
+    else uv_check_start(db->flush, on_flush); /* the turn's end sends it */
+    return 0;
+}
+
+redisReply *ctl_redis_vfenced_now(struct ctl_db *db, const char *epoch_key, long long epoch, const char *fmt,
+                                  va_list ap) {
+    ctl_redis_settle(db);
+    heal(db);
+    if (fence_add(db, epoch_key, epoch, fmt, ap)) {
+        log_reply_error(db, NULL);
+        return NULL;
+    }
+    unsigned before = db->deferred;
+    fence_flush(db);
+    if (db->deferred == before) return NULL; /* not sent (logged) */
+    db->deferred--; /* its reply is read here */
+    void *rep = NULL;
+    if (redisGetReply(db->c, &rep) != REDIS_OK) rep = NULL;
+    return checked(db, rep);
+}
+
+void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int rc = append_command(db, true, fmt, ap);
+    ctl_redis_vdefer(db, fmt, ap);
     va_end(ap);
+}
+
+void ctl_redis_vdefer(struct ctl_db *db, const char *fmt, va_list ap) {
+    fence_flush(db); /* in the order they were made */
+    heal(db);
+    int rc = append_command(db, true, fmt, ap);
     if (rc != REDIS_OK) {
         log_reply_error(db, NULL);
         return;

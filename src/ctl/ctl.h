@@ -6,11 +6,15 @@
  * Redis keys (prefix peloton:):
  *   <role>:leader   a singleton role's lease (resmgr, jobmgr, hostmgr, mesos; ctl_lease.h),
  *                   value = holder id
- *   <role>:epoch    its fencing token: incremented by each new term
+ *   <role>:epoch    its fencing token: incremented by each new term; a term's
+ *                   writes go through the fence script, which runs them only
+ *                   while this still holds the term's epoch (ctl_lease_defer)
  *   pending:<pool>  ZSET of gang keys waiting for admission, by priority then FIFO
  *   ready           LIST of admitted gang keys, popped by placement engines
  *   retry           ZSET of gang keys placement could not place, by due time (ms)
  *   gang:<key>      HASH: ns, pods (JSON array of names), pool, epoch, attempts
+ *   claims:<node>   HASH pod uid -> capacity claimed by a placement engine run
+ *                   active-active, until bound or expired (placement_claim.h)
  * A gang key is "<namespace>/<gang label>" or, for a pod alone, "<namespace>/pod:<name>". */
 #ifndef PELOTON_CTL_H
 #define PELOTON_CTL_H
@@ -23,6 +27,7 @@
 
 #include "kclient.h"
 
+struct ctl_lease;
 #define CTL_KEY_PENDING "peloton:pending:"
 #define CTL_KEY_READY "peloton:ready"
 #define CTL_KEY_RETRY "peloton:retry"
@@ -34,8 +39,37 @@
  * turn's I/O (a uv_check handle): one round trip per turn instead of one per
  * command. A call that wants its reply first settles what is deferred, so
  * commands reach Redis in the order they were made. */
+/* A fenced write refused (a reply starting CTL_FENCE_REFUSED, "STALEEPOCH
+ * <epoch key> <epoch sent> <epoch held> <commands>") is handed to the hook registered
+ * for its epoch key (the role's lease), not logged as an error. */
+#define CTL_FENCE_REFUSED "STALEEPOCH"
+#define CTL_FENCE_HOOKS 8
+#define CTL_SCRIPTS 8
+struct ctl_fence_hook {
+    char key[64];                                /* peloton:<role>:epoch; "" = free slot */
+    void (*fn)(void *ud, const char *refusal);   /* the reply's text */
+    void *ud;
+};
+
+/* Fenced writes of one term waiting to leave as one script call: each
+ * command's argument count, then its arguments, as RESP bulk strings. */
+struct ctl_fence_batch {
+    char *buf;
+    size_t len, cap;
+    unsigned cmds, args; /* commands, and bulk strings in buf */
+    char key[64];        /* the epoch key */
+    long long epoch;
+};
+
 struct ctl_db {
     redisContext *c;
+    struct ctl_fence_batch batch;
+    char fence_sha[41]; /* the fence script's SHA1, loaded at each (re)connection; "" = not loaded */
+    bool reload;        /* a NOSCRIPT reply: load the scripts again */
+    const char *scripts[CTL_SCRIPTS]; /* the scripts run by EVALSHA (ctl_db_script); [0] the fence */
+    char shas[CTL_SCRIPTS][41];
+    int nscripts;
+    struct ctl_fence_hook hooks[CTL_FENCE_HOOKS];
     char host[256];     /* where it connects again (store_redis_connect) */
     int port;
     bool replica;       /* a write was refused READONLY: reconnect (a failover) */
@@ -55,6 +89,8 @@ struct ctl_env {
     struct kclient *kc;
     struct ctl_db *db;
     const char *identity; /* this process, for leases and Events */
+    struct ctl_lease *lease; /* the term a singleton role's Redis writes belong to (ctl_lease_defer); NULL:
+                              * unfenced (resmgr keeps its own; placement run active-active has none) */
     struct metrics *metrics; /* the process's registry: each role registers its families from its
                               * thread (docs/metrics.md); NULL: none */
 };
@@ -67,6 +103,34 @@ void ctl_db_close(struct ctl_db *db);
 redisReply *ctl_redis(struct ctl_db *db, const char *fmt, ...);
 /* Queues a write whose reply only matters when it is an error (logged). */
 void ctl_redis_defer(struct ctl_db *db, const char *fmt, ...);
+void ctl_redis_vdefer(struct ctl_db *db, const char *fmt, va_list ap);
+redisReply *ctl_vredis(struct ctl_db *db, const char *fmt, va_list ap);
+/* The same with the arguments apart (argc of them, argv[i] of argl[i] bytes). */
+redisReply *ctl_redis_argv(struct ctl_db *db, int argc, const char **argv, const size_t *argl);
+/* The fence script (a Lua script run by EVALSHA, ctl_lease_defer):
+ * KEYS[1] the role's epoch key, ARGV[1] the term's epoch, ARGV[2..]
+ * commands (each its argument count, then its arguments), run only when
+ * KEYS[1] holds ARGV[1]; else an error reply "CTL_FENCE_REFUSED <key>
+ * <epoch> <held> <commands>". The commands' own keys are not declared (a
+ * single Redis, not a cluster). */
+extern const char ctl_fence_script[];
+/* A write fenced by (epoch_key, epoch): deferred, and sent with the
+ * turn's other fenced writes of that term as one fence-script call (before
+ * any other command, so the order holds). -1 when it cannot be formatted. */
+int ctl_redis_vfenced(struct ctl_db *db, const char *epoch_key, long long epoch, const char *fmt, va_list ap);
+/* The same at once: the command's reply, NULL when refused or failed (logged or handed to the hook). */
+redisReply *ctl_redis_vfenced_now(struct ctl_db *db, const char *epoch_key, long long epoch, const char *fmt,
+                                  va_list ap);
+/* Registers a Lua script (static text) to run by EVALSHA: loaded now and at
+ * each new connection. Its index (for ctl_db_sha), -1 when CTL_SCRIPTS are
+ * registered. */
+int ctl_db_script(struct ctl_db *db, const char *text);
+/* Its SHA1 as loaded, "" when loading failed. */
+const char *ctl_db_sha(const struct ctl_db *db, int script);
+/* Registers fn for refusals of writes fenced by epoch_key; -1 when the
+ * CTL_FENCE_HOOKS slots are taken. ctl_db_unhook frees the slot. */
+int ctl_db_hook(struct ctl_db *db, const char *epoch_key, void (*fn)(void *ud, const char *refusal), void *ud);
+void ctl_db_unhook(struct ctl_db *db, const char *epoch_key, void *ud);
 /* A command in Redis' wire format (RESP) from a hiredis format, the bytes
  * redisFormatCommand writes: the format's space-separated words are the
  * arguments, a conversion appends to its word (a %s value may hold spaces).
@@ -177,6 +241,9 @@ struct placement_options {
     uint32_t batch;     /* gangs popped per round; default 512 */
     uint32_t tick_ms;   /* idle poll period; default 10 */
     uint32_t max_inflight; /* bindings in flight; default 512 */
+    bool claims;        /* claim capacity in Redis before binding (engines run active-active; placement_claim.h) */
+    uint32_t claim_ttl_ms;   /* an unbound claim's life; default 30000 */
+    uint32_t claim_grace_ms; /* a bound claim's; default 3000 */
 };
 void placement_options_default(struct placement_options *o);
 struct placement;

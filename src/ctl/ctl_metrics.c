@@ -163,8 +163,9 @@ void pl_metrics_init(struct pl_metrics *m, struct metrics *reg) {
     *m = (struct pl_metrics){0};
     if (!reg) return;
     m->placements = metrics_counter(reg, "peloton_placement_gangs_total",
-                                    "Gangs placement tried, by result: placed, or unplaceable (sent to the retry "
-                                    "queue).",
+                                    "Gangs placement tried, by result: placed, unplaceable (sent to the retry "
+                                    "queue), claim_conflict (engines run active-active: another engine's claims "
+                                    "took the room) or claim_failed (the claim could not be made).",
                                     1, result);
     m->bindings = metrics_counter(reg, "peloton_placement_bindings_total",
                                   "Bindings posted, by result: bound, conflict (409: bound already), gone (404), "

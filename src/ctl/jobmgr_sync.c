@@ -189,7 +189,14 @@ static void send_create(const struct ctx *c, struct jm_inst *r, uint32_t i) {
 static void send_delete(struct jobmgr *jm, struct jm_job *job, enum jm_req_kind kind, const char *pod, bool grace0,
                         uint32_t instance, uint32_t run) {
     char *path = fmt_path("/api/v1/namespaces/%s/pods/%s%s", job->ns, pod, grace0 ? "?gracePeriodSeconds=0" : "");
-    if (path) jm_send(jm, kind, "DELETE", path, NULL, NULL, job, pod, instance, run);
+    /* the pod this decision was made about, not one that took its name since: the uid as precondition */
+    const char *uid = json_string_value(
+        json_object_get(json_object_get(kc_informer_get(jm->pods, job->ns, pod), "metadata"), "uid"));
+    json_t *body = uid ? json_pack("{s:s, s:s, s:{s:s}}", "kind", "DeleteOptions", "apiVersion", "v1",
+                                   "preconditions", "uid", uid)
+                       : NULL;
+    if (path) jm_send(jm, kind, "DELETE", path, body, body ? "application/json" : NULL, job, pod, instance, run);
+    else json_decref(body);
 }
 
 static void send_garbage(struct jobmgr *jm, struct jm_job *job) {
@@ -580,6 +587,10 @@ static void send_status(struct ctx *c, const struct job_plan *plan, const struct
     }
     char *path = fmt_path(JM_JOBS_PATH "/namespaces/%s/jobs/%s/status", job->ns, job->name);
     json_t *body = json_pack("{s:o}", "status", st);
+    /* decided from this copy of the Job: a newer one (another writer, or a
+     * job manager of a later term) makes it 409, not overwritten */
+    const char *rv = json_string_value(json_object_get(json_object_get(c->obj, "metadata"), "resourceVersion"));
+    if (body && rv) json_object_set_new(body, "metadata", json_pack("{s:s}", "resourceVersion", rv));
     if (!path || !body) {
         free(path);
         json_decref(body);
@@ -796,9 +807,11 @@ void jm_req_done(struct jobmgr *jm, struct jm_job *job, const struct jm_req *q, 
             if (!ok) {
                 free(job->status_sent);
                 job->status_sent = NULL;
-            } else {
-                jm_mark_dirty(jm, job); /* the state may have moved on meanwhile */
             }
+            /* the state may have moved on meanwhile; after a 409 the copy it
+             * was decided from was old: decided again from the newer one */
+            if (ok || status == 409) jm_mark_dirty(jm, job);
+            if (status == 409) return; /* expected while the Job's watch catches up: not a failure to report */
         }
         break;
     case JM_RQ_ANNOTATE:

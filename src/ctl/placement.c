@@ -17,10 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cluster.h"
 #include "ctl.h"
+#include "ctl_lease.h"
 #include "ctl_metrics.h"
+#include "placement_claim.h"
 #include "labels.h"
 #include "podspec.h"
 #include "strmap.h"
@@ -43,6 +46,8 @@ struct placement {
     struct strmap bound_at; /* "ns/name" -> metrics_now_ns when its Binding was answered, until it runs (metrics) */
     uint64_t busy_ms; /* when a tick last found gangs */
     bool stopping;
+    bool claiming;            /* o.claims: capacity claimed in Redis before binding (placement_claim.h) */
+    struct pl_claims claims;
 };
 
 /* Pods bound and not yet seen running that bound -> Running waits for; past
@@ -59,6 +64,9 @@ void placement_options_default(struct placement_options *o) {
     o->batch = 512;
     o->tick_ms = 10;
     o->max_inflight = 512;
+    o->claims = false;
+    o->claim_ttl_ms = 30000;
+    o->claim_grace_ms = 3000;
 }
 
 static int64_t now_ms(void) {
@@ -103,7 +111,7 @@ static void on_node_delete(void *ud, json_t *obj) {
 }
 
 static void retry_later(struct placement *p, const char *key, int64_t delay_ms) {
-    ctl_redis_defer(p->env.db, "ZADD %s %lld %s", CTL_KEY_RETRY, (long long)(now_ms() + delay_ms), key);
+    ctl_lease_defer(p->env.lease, p->env.db, "ZADD %s %lld %s", CTL_KEY_RETRY, (long long)(now_ms() + delay_ms), key);
 }
 
 static void bind_ctx_free(struct bind_ctx *b) {
@@ -125,6 +133,7 @@ static void on_bound(void *ud, const struct kc_response *res) {
         return;
     }
     metrics_observe(metrics_series0(p->m.bind_duration), (double)(metrics_now_ns() - b->t0) / 1e9);
+    if (p->claiming && b->uid) pl_claims_settle(&p->claims, b->node, b->uid, res->status >= 200 && res->status < 300);
     metrics_inc(metrics_series1(p->m.bindings, res->status >= 200 && res->status < 300 ? "bound"
                                                : res->status == 409                    ? "conflict"
                                                : res->status == 404                    ? "gone"
@@ -226,7 +235,33 @@ static void tell_unplaced(struct placement *p, const char *key, struct cm_pod **
         if (changed) ctl_pod_unschedulable(p->env.kc, pods[j]->ns, pods[j]->name, pods[j]->uid,
                                            CTL_REASON_UNSCHEDULABLE, why);
     }
-    if (changed) ctl_redis_defer(p->env.db, "HSET %s%s why %s", CTL_KEY_GANG, key, hash);
+    if (changed) ctl_lease_defer(p->env.lease, p->env.db, "HSET %s%s why %s", CTL_KEY_GANG, key, hash);
+}
+
+/* Claims the capacity a placed gang takes in Redis (active-active): 0 when
+ * claimed, else the gang goes back to the queue soon (another engine
+ * claimed room this engine's copy does not show yet) and -1. */
+static int claim(struct placement *p, const char *key, struct cm_pod **pods, const struct place_task *pt,
+                 const uint32_t *hosts, uint32_t nt) {
+    const char **uids = malloc(nt * sizeof *uids);
+    struct resvec *req = malloc(nt * sizeof *req);
+    char node[256];
+    int rc = -1;
+    if (uids && req) {
+        for (uint32_t j = 0; j < nt; j++) {
+            uids[j] = pods[j]->uid ? pods[j]->uid : pods[j]->name;
+            req[j] = pt[j].req;
+        }
+        rc = pl_claims_take(&p->claims, cluster_fleet(p->cm), hosts, uids, req, nt, node, sizeof node);
+    }
+    free(uids);
+    free(req);
+    if (!rc) return 0;
+    /* counted, not logged: while the other engines' bindings reach this
+     * engine's copy of the nodes, every attempt on their room is refused */
+    metrics_inc(metrics_series1(p->m.placements, rc > 0 ? "claim_conflict" : "claim_failed"));
+    retry_later(p, key, 20);
+    return -1;
 }
 
 /* One gang from the ready queue; h is its record (HMGET ns pods attempts why admitted queued), taken. */
@@ -261,7 +296,7 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
         if (attempts == PL_MISSING_MAX)
             fprintf(stderr, "level=warn msg=\"placement: gang members not in the cache\" gang=%s missing=%zu "
                     "attempts=%ld\n", key, missing, attempts);
-        ctl_redis_defer(p->env.db, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key);
+        ctl_lease_defer(p->env.lease, p->env.db, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key);
         retry_later(p, key, attempts < PL_MISSING_MAX ? 50 : 5000);
         freeReplyObject(h);
         return;
@@ -285,6 +320,7 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
         if (rc == 0) {
             /* the engine counted them; the model counts them again on assume: take the engine's back */
             place_gang_undo(cluster_engine(p->cm), &g, hosts);
+            if (p->claiming && claim(p, key, pods, pt, hosts, nt)) goto done;
             metrics_inc(metrics_series1(p->m.placements, "placed"));
             if (h->element[4]->type == REDIS_REPLY_STRING) /* admitted by this version of resmgr */
                 metrics_observe(metrics_series0(p->m.place_wait),
@@ -305,12 +341,13 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
             metrics_inc(metrics_series1(p->m.placements, "unplaceable"));
             tell_unplaced(p, key, pods, nt, why, attempts,
                           h->element[3]->type == REDIS_REPLY_STRING ? h->element[3]->str : NULL);
-            ctl_redis_defer(p->env.db, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key);
+            ctl_lease_defer(p->env.lease, p->env.db, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key);
             int64_t backoff = 100;
             for (long a = 0; a < attempts && backoff < 5000; a++) backoff *= 2;
             retry_later(p, key, backoff > 5000 ? 5000 : backoff);
         }
     }
+done:
     for (uint32_t j = 0; j < nt; j++) pod_task_free(&tasks[j]);
     freeReplyObject(h);
 }
@@ -319,7 +356,8 @@ static void on_tick(uv_timer_t *t) {
     struct placement *p = t->data;
     if (!kc_informer_synced(p->pods) || !kc_informer_synced(p->nodes) || p->inflight >= p->o.max_inflight) return;
     if (cluster_refresh(p->cm)) return;
-    redisReply *rep = ctl_redis(p->env.db, "LPOP %s %u", CTL_KEY_READY, p->o.batch);
+    /* a pop is a write: a stale engine's is refused, the gangs left to the current one */
+    redisReply *rep = ctl_lease_redis(p->env.lease, p->env.db, "LPOP %s %u", CTL_KEY_READY, p->o.batch);
     if (!rep || rep->type != REDIS_REPLY_ARRAY) {
         freeReplyObject(rep);
         return;
@@ -357,11 +395,18 @@ void placement_kick(struct placement *p) {
 
 static void on_retry(uv_timer_t *t) {
     struct placement *p = t->data;
-    freeReplyObject(ctl_redis(p->env.db, "EVAL %s 2 %s %s %lld",
+    char epoch[24] = "";
+    if (p->env.lease) snprintf(epoch, sizeof epoch, "%lld", ctl_lease_epoch(p->env.lease));
+    if (p->env.lease && !ctl_lease_held(p->env.lease)) return;
+    /* fenced as ctl_lease_defer's writes are (ARGV[2] the term's epoch, "" for none) */
+    freeReplyObject(ctl_redis(p->env.db, "EVAL %s 3 %s %s %s %lld %s",
+                              "if ARGV[2] ~= '' then local held = redis.call('GET', KEYS[3]) "
+                              "if held ~= ARGV[2] then return redis.error_reply('" CTL_FENCE_REFUSED
+                              " ' .. KEYS[3] .. ' ' .. ARGV[2] .. ' ' .. (held or 'none')) end end "
                               "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1024) "
                               "for _, k in ipairs(due) do redis.call('ZREM', KEYS[1], k) "
                               "redis.call('RPUSH', KEYS[2], k) end return #due",
-                              CTL_KEY_RETRY, CTL_KEY_READY, (long long)now_ms()));
+                              CTL_KEY_RETRY, CTL_KEY_READY, "peloton:placement:epoch", (long long)now_ms(), epoch));
 }
 
 struct placement *placement_start(const struct ctl_env *env, const struct placement_options *o, char *err,
@@ -378,12 +423,22 @@ struct placement *placement_start(const struct ctl_env *env, const struct placem
         if (o->batch) p->o.batch = o->batch;
         if (o->tick_ms) p->o.tick_ms = o->tick_ms;
         if (o->max_inflight) p->o.max_inflight = o->max_inflight;
+        p->o.claims = o->claims;
+        if (o->claim_ttl_ms) p->o.claim_ttl_ms = o->claim_ttl_ms;
+        if (o->claim_grace_ms) p->o.claim_grace_ms = o->claim_grace_ms;
     }
     struct cm_options co;
     cm_options_default(&co);
     co.count_pending = false;
     co.keep = CM_KEEP_TASKS; /* a pending pod's task is built from what is kept of it */
     p->cm = cluster_new(&co);
+    if (p->o.claims) {
+        char owner[64];
+        snprintf(owner, sizeof owner, "%s-%ld-%llx", env->identity ? env->identity : "placement", (long)getpid(),
+                 (unsigned long long)uv_hrtime());
+        p->claiming = !pl_claims_init(&p->claims, env->db, owner, p->o.claim_ttl_ms, p->o.claim_grace_ms);
+        if (!p->claiming) fprintf(stderr, "level=error msg=\"placement: no capacity claims\" reason=\"scripts\"\n");
+    }
     p->rec = ctl_recorder_new(env->kc, PL_COMPONENT, 0);
     static const struct kc_informer_handlers hp = {on_pod_add, on_pod_update, on_pod_delete, NULL},
                                              hn = {on_node_add, on_node_update, on_node_delete, NULL};

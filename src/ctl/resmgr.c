@@ -106,8 +106,8 @@ static void gang_free(struct rm_gang *g) {
 static void gang_drop(struct resmgr *r, struct rm_gang *g) {
     if (g->st == RG_QUEUED) admit_remove(&g->g);
     if (r->leader) {
-        if (g->pool) ctl_redis_defer(r->env.db, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
-        ctl_redis_defer(r->env.db, "DEL %s%s", CTL_KEY_GANG, g->key);
+        if (g->pool) ctl_lease_defer(r->lease, r->env.db, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
+        ctl_lease_defer(r->lease, r->env.db, "DEL %s%s", CTL_KEY_GANG, g->key);
     }
     strmap_del(&r->gangs, g->key);
     gang_free(g);
@@ -352,9 +352,9 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
             for (uint32_t i = 0; i < size; i++) json_array_append_new(names, json_string(buf[i]->name));
             char *s = json_dumps(names, JSON_COMPACT);
             json_decref(names);
-            ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, key, ns,
-                            s ? s : "[]", "", r->epoch);
-            ctl_redis_defer(r->env.db, "RPUSH %s %s", CTL_KEY_READY, key);
+            ctl_lease_defer(r->lease, r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld", CTL_KEY_GANG, key,
+                            ns, s ? s : "[]", "", r->epoch);
+            ctl_lease_defer(r->lease, r->env.db, "RPUSH %s %s", CTL_KEY_READY, key);
             r->readied = true;
             free(s);
             return;
@@ -384,7 +384,7 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
     g->pool = strdup(leaf->name);
     /* priority first (higher first), then FIFO: a lower score pops first */
     double score = -(double)prio * 1e12 + (double)g->g.seq;
-    ctl_redis_defer(r->env.db, "ZADD %s%s %.0f %s", CTL_KEY_PENDING, leaf->name, score, key);
+    ctl_lease_defer(r->lease, r->env.db, "ZADD %s%s %.0f %s", CTL_KEY_PENDING, leaf->name, score, key);
 }
 
 /* After a new tree (pools changed), every queue is gone: queue again. */
@@ -422,12 +422,12 @@ static void admit_pass(struct resmgr *r) {
         g->st = RG_ADMITTED;
         char *s = json_dumps(names, JSON_COMPACT);
         json_decref(names);
-        ctl_redis_defer(r->env.db, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
+        ctl_lease_defer(r->lease, r->env.db, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
         /* queued and admitted: placement puts them on the pods with their Bindings (no write of their own) */
-        ctl_redis_defer(r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld admitted %lld queued %lld",
+        ctl_lease_defer(r->lease, r->env.db, "HSET %s%s ns %s pods %s pool %s epoch %lld admitted %lld queued %lld",
                         CTL_KEY_GANG, g->key, g->ns, s ? s : "[]", g->pool, r->epoch, (long long)ctl_now_ms(),
                         (long long)g->queued_ms);
-        ctl_redis_defer(r->env.db, "RPUSH %s %s", CTL_KEY_READY, g->key);
+        ctl_lease_defer(r->lease, r->env.db, "RPUSH %s %s", CTL_KEY_READY, g->key);
         r->readied = true;
         rm_metrics_decision(&r->m, g->pool, 0, true);
         metrics_observe(metrics_series0(r->m.admit_wait), (double)(metrics_now_ns() - g->queued_ns) / 1e9);
@@ -475,7 +475,8 @@ static void recover(struct resmgr *r) {
     /* pending queues are rebuilt from the pods */
     redisReply *keys = ctl_redis(r->env.db, "KEYS %s*", CTL_KEY_PENDING);
     if (keys && keys->type == REDIS_REPLY_ARRAY)
-        for (size_t i = 0; i < keys->elements; i++) freeReplyObject(ctl_redis(r->env.db, "DEL %s", keys->element[i]->str));
+        for (size_t i = 0; i < keys->elements; i++)
+            freeReplyObject(ctl_lease_redis(r->lease, r->env.db, "DEL %s", keys->element[i]->str));
     freeReplyObject(keys);
     fprintf(stderr, "level=info msg=\"resmgr: recovered\" epoch=%lld recovered_gangs=%zu\n", r->epoch, n);
 }
@@ -732,11 +733,13 @@ struct resmgr *resmgr_start(const struct ctl_env *env, const struct resmgr_optio
         ts[i]->data = r;
         r->timers_open++;
     }
-    if (!(r->lease = ctl_lease_start(env->loop, env->db, "resmgr", r->id, r->o.lease_ms, on_term, r))) {
+    if (!(r->lease = ctl_lease_new(env->loop, env->db, "resmgr", r->id, r->o.lease_ms, on_term, r))) {
         snprintf(err, errlen, "out of memory");
         resmgr_stop(r);
         return NULL;
     }
+    ctl_lease_metrics(r->lease, env->metrics);
+    ctl_lease_begin(r->lease); /* its writes name r->lease: kept before the first term begins */
     uv_timer_start(&r->round_t, on_round, r->o.round_ms, round_period(r));
     uv_timer_start(&r->preempt_t, rm_on_preempt, r->o.preempt_ms, r->o.preempt_ms ? r->o.preempt_ms : 1000);
     uv_timer_start(&r->status_t, rm_on_status, r->o.status_ms, r->o.status_ms ? r->o.status_ms : 1000);

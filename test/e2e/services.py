@@ -125,6 +125,32 @@ def start_pelotond(redis_port, *extra):
     return p, port, os.path.join(d, "pelotond.log")
 
 
+def redis_cmd(port, *args):
+    """One command to a test's redis-server on 127.0.0.1:port (RESP over a
+    socket); its reply: str (status, error or bulk), int, list or None."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"*%d\r\n" % len(args) +
+              b"".join(b"$%d\r\n%s\r\n" % (len(a.encode()), a.encode()) for a in map(str, args)))
+    f = s.makefile("rb")
+
+    def read():
+        line = f.readline().rstrip(b"\r\n")
+        kind, rest = line[:1], line[1:].decode()
+        if kind in (b"+", b"-"):
+            return rest
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            return None if rest == "-1" else f.read(int(rest) + 2)[:-2].decode()
+        if kind == b"*":
+            return None if rest == "-1" else [read() for _ in range(int(rest))]
+        raise ValueError(line)
+    try:
+        return read()
+    finally:
+        s.close()
+
+
 def wait_port(port, what="port"):
     """Waits (bounded) until 127.0.0.1:port takes connections."""
     wait_for(lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True, what=what)
