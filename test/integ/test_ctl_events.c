@@ -222,6 +222,16 @@ TEST(integ_pod_scheduled_false_then_true_when_bound_even_if_late) {
 
 /* POST PODS/name/binding to node n1 with query q ("" for none) through kc
  * (the env's when NULL): the code, the answer's body in *out (may be NULL). */
+/* REQUIRE that stops the environment first (a server left running would hold the runner's exit). */
+#define ENV_REQUIRE(e, c)                                                                                              \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            test_fail(__FILE__, __LINE__, "REQUIRE(%s)", #c);                                                          \
+            env_stop(e);                                                                                               \
+            return;                                                                                                    \
+        }                                                                                                              \
+    } while (0)
+
 static long bind_to(struct env *e, const char *name, const char *q, json_t **out, char *err, size_t errlen) {
     char path[600];
     snprintf(path, sizeof path, PODS "/%s/binding%s", name, q);
@@ -269,7 +279,11 @@ TEST(integ_binding_asked_for_makes_the_scheduled_event) {
     json_decref(st);
     CHECK(!strncmp(ename, "s1.", 3) && strlen(ename) > 3);
     json_t *ev = event_named(&e, ename), *pod = get(&e, PODS "/s1");
-    REQUIRE(ev && pod);
+    if (!ev || !pod) {
+        json_decref(ev);
+        json_decref(pod);
+    }
+    ENV_REQUIRE(&e, ev && pod);
     /* what kube-scheduler posts, with what the store gives every object */
     CHECK_STR(str_at(ev, "reason", NULL), "Scheduled");
     CHECK_STR(str_at(ev, "type", NULL), "Normal");
@@ -321,12 +335,6 @@ TEST(integ_binding_asked_for_makes_the_scheduled_event) {
 }
 
 TEST(integ_scheduled_event_of_a_pod_with_the_longest_name) {
-    struct env e;
-    if (env_start(&e)) {
-        env_stop(&e);
-        test_fail(__FILE__, __LINE__, "environment did not start");
-        return;
-    }
     /* 252 bytes whose 236th is a dot: the Event's name keeps the pod's name
      * up to the dot (235 bytes), a dot and the time in hex */
     char name[260], err[256], ename[300];
@@ -335,6 +343,12 @@ TEST(integ_scheduled_event_of_a_pod_with_the_longest_name) {
              "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc",
              "dddddddddddddddddddddddddddddddddddddddddddddddddddd", "eeeeeeeeeeeeeeeeeeee");
     REQUIRE(strlen(name) == 252 && name[235] == '.');
+    struct env e;
+    if (env_start(&e)) {
+        env_stop(&e);
+        test_fail(__FILE__, __LINE__, "environment did not start");
+        return;
+    }
     create_pod(&e, name);
     json_t *st = NULL;
     CHECK_I64(bind_to(&e, name, "?scheduledEvent=x", &st, err, sizeof err), 201);
@@ -380,15 +394,17 @@ TEST(integ_scheduled_event_needs_the_right_to_create_events) {
     char path[160], err[256];
     snprintf(path, sizeof path, "%s/tokens.csv", e.srv.dir);
     FILE *f = fopen(path, "w");
-    REQUIRE(f);
+    ENV_REQUIRE(&e, f);
     fputs("admin-tok,admin,1,system:masters\nbinder-tok,binder,2,\n", f);
     fclose(f);
     kclient_free(e.kc);
     apisrv_kill(&e.srv, SIGTERM);
-    REQUIRE(apisrv_spawn(&e.srv, 0, "--token-file=@/tokens.csv") == 0);
+    e.kc = NULL;
+    ENV_REQUIRE(&e, apisrv_spawn(&e.srv, 0, "--token-file=@/tokens.csv") == 0);
     struct kclient *admin = client_as(&e, "admin-tok"), *binder = client_as(&e, "binder-tok");
     e.kc = admin;
-    REQUIRE(admin && binder);
+    if (!admin || !binder) kclient_free(binder); /* admin goes with the env */
+    ENV_REQUIRE(&e, admin && binder);
     create_pod(&e, "r1");
     create_pod(&e, "r2");
     /* binder may bind pods, not create Events */
