@@ -599,8 +599,10 @@ static void observe_cost(int nodes, int pods, int pairs, bool ksim_events) {
         for (int m = 0; m < 2; m++)
             for (int j = 0; j < NSHOWN; j++) v[m][j][n] = f[m].v[shown[j]];
         diff[n] = 100.0 * (f[0].v[F_RUNNING] - f[1].v[F_RUNNING]) / f[1].v[F_RUNNING];
-        printf("bench e2e observe %d nodes: pair %d: on %.0f pods/s, off %.0f pods/s (%+.1f%%)\n", nodes, i + 1,
-               f[0].v[F_RUNNING], f[1].v[F_RUNNING], diff[n]);
+        printf("bench e2e observe %d nodes: pair %d: on %.0f pods/s, off %.0f pods/s (%+.1f%%); pelotond CPU per pod "
+               "on %.0f us (API %.0f, controllers %.0f), off %.0f us (%.0f, %.0f)\n", nodes, i + 1, f[0].v[F_RUNNING],
+               f[1].v[F_RUNNING], diff[n], f[0].v[F_PELOTOND], f[0].v[F_API], f[0].v[F_CTL], f[1].v[F_PELOTOND],
+               f[1].v[F_API], f[1].v[F_CTL]);
         n++;
     }
     if (!n) return;
