@@ -9,10 +9,17 @@ with two nodes.
   and a resourceVersion above the last (the same Events a list returns).
 - `kubectl describe pod` and `kubectl get events` show it.
 - pelotond --events=false (a second pelotond on its own redis) binds the
-  pods and makes none."""
+  pods and makes none.
+- Placement talking to an API server that does not make the Event (a
+  proxy takes the query parameter off its Bindings) posts it itself: still
+  one Event a pod."""
 import http.client
 import json
+import os
 import re
+import socket
+import subprocess
+import threading
 import time
 
 import services
@@ -104,6 +111,85 @@ def test_none_with_events_off():
     time.sleep(0.5)  # an Event made with the binding would be stored by now
     evs = [e for e in services.get(s.port, "/api/v1/events")["items"] if e["reason"] == "Scheduled"]
     assert evs == [], evs
+
+
+def strip_proxy(upstream, needle):
+    """A loopback TCP proxy to upstream that removes the bytes needle from
+    what clients send (a request line's query parameter) and passes
+    everything else through: its port. Daemon threads, gone with the test."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(64)
+
+    def pipe(src, dst, strip):
+        keep = b""
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if strip:  # the needle may straddle two reads: hold back an end that begins it
+                    data = (keep + data).replace(needle, b"")
+                    held = next((k for k in range(min(len(needle) - 1, len(data)), 0, -1)
+                                 if needle.startswith(data[-k:])), 0)
+                    data, keep = data[:len(data) - held], data[len(data) - held:]
+                dst.sendall(data)
+            if keep:
+                dst.sendall(keep)
+        except OSError:
+            pass
+        finally:
+            for sck in (src, dst):
+                try:
+                    sck.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def serve():
+        while True:
+            c, _ = lsock.accept()
+            u = socket.create_connection(("127.0.0.1", upstream))
+            threading.Thread(target=pipe, args=(c, u, True), daemon=True).start()
+            threading.Thread(target=pipe, args=(u, c, False), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return lsock.getsockname()[1]
+
+
+def test_placement_posts_it_when_the_server_does_not():
+    redis = services.start_redis()
+    _, port, _ = services.start_pelotond(redis, "--roles=apiserver")
+    proxy = strip_proxy(port, b"?scheduledEvent=peloton-placement")
+    d = services.tempdir()
+    port_file = os.path.join(d, "port")
+    ctl = subprocess.Popen([services.PELOTOND, "--roles=resmgr,placement,jobmgr,hostmgr",
+                            f"--server=http://127.0.0.1:{proxy}", f"--redis=127.0.0.1:{redis}", "--leader-elect=false",
+                            "--metrics-port=0", f"--port-file={port_file}"],
+                           stdout=open(os.path.join(d, "ctl.log"), "w"), stderr=subprocess.STDOUT)
+    services._procs.append(ctl)
+    services.wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip() != "", what="controllers")
+    services.start_kubelet_sim(services.kubeconfig(port), "--nodes=1", expect=1)
+    names = [f"px-{i}" for i in range(5)]
+    for n in names:
+        st, body = services.api(port, "POST", PODS, pod(n))
+        assert st == 201, (st, body)
+
+    def scheduled():
+        return [e for e in services.get(port, "/api/v1/events")["items"] if e["reason"] == "Scheduled"]
+    try:
+        services.wait_until(lambda: len(scheduled()) >= len(names), 60, "a Scheduled Event for every pod")
+    except AssertionError:
+        bound = {n: services.get(port, f"{PODS}/{n}")["spec"].get("nodeName") for n in names}
+        raise AssertionError((bound, scheduled(), open(os.path.join(d, "ctl.log")).read()[-3000:]))
+    time.sleep(0.5)  # a second Event, were there one, would be stored by now
+    evs = scheduled()
+    assert sorted(e["involvedObject"]["name"] for e in evs) == names, evs
+    for e in evs:
+        n = e["involvedObject"]["name"]
+        p = services.get(port, f"{PODS}/{n}")
+        assert e["message"] == f"Successfully assigned default/{n} to {p['spec']['nodeName']}", e
+        assert e["source"] == {"component": "peloton-placement"} and e["count"] == 1, e
+        assert e["involvedObject"]["uid"] == p["metadata"]["uid"], (e, p["metadata"])
 
 
 run_tests("test_events_scheduled", dict(globals()))
