@@ -198,15 +198,6 @@ static int one(uv_loop_t *loop, struct kclient *kc, pid_t pd, pid_t rd, enum mod
     return 0;
 }
 
-static void sort(double *v, int n) {
-    for (int a = 1; a < n; a++)
-        for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
-            double t = v[b];
-            v[b] = v[b - 1];
-            v[b - 1] = t;
-        }
-}
-
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *e = getenv("BENCH_EVENTS_PODS"), *er = getenv("BENCH_EVENTS_ROUNDS");
@@ -250,8 +241,8 @@ int main(void) {
         }
         for (int m = 0; m < NMODES && n; m++) {
             char name[128], target[96];
-            sort(api[m], n);
-            sort(red[m], n);
+            bench_sort(api[m], n);
+            bench_sort(red[m], n);
             snprintf(name, sizeof name, "events: pelotond API CPU per binding, %s", mode_name[m]);
             snprintf(target, sizeof target, "[%.1f-%.1f over %d rounds]", api[m][0], api[m][n - 1], n);
             bench_report(name, api[m][n / 2], "us", target);
