@@ -59,6 +59,7 @@ struct shim {
     struct shim_obs obs;          /* the request being served, for its latency */
     bool obs_deferred;            /* its reply was deferred: the write observes it */
     struct shim_sec *sec;         /* NULL: the single token above, or open (shim_auth.h) */
+    uint64_t event_ns;            /* the time in the name of the last Event made here (shim_pods.c) */
 };
 
 /* The registry: the built-ins, then custom resources. shim_res_at returns
@@ -179,8 +180,11 @@ json_t *shim_patch_preview(struct shim *s, const struct shim_resource *r, const 
 /* GET-less writes of KIND/NAME/status (PUT or PATCH) and pods/NAME/binding. */
 void shim_write_status(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                        const struct http_request *req, struct http_response *resp);
+/* event_src: the component in whose name the Scheduled Event is made once
+ * the pod is bound (shim_scheduled_event); NULL for none. */
 void shim_write_binding(struct shim *s, const struct shim_resource *pods, const char *ns, const char *name,
-                        json_t *binding, const char *node, const struct http_request *req, struct http_response *resp);
+                        json_t *binding, const char *node, const char *event_src, const struct http_request *req,
+                        struct http_response *resp);
 
 /* ---- validation of every write (shim_validate.c) ----
  * Checks obj (what a create, update or patch would store; Secrets' stringData
@@ -218,9 +222,26 @@ void shim_pod_defaults(json_t *pod);
  * status alone). Returns non-zero after an error reply. */
 int shim_keep_status(struct shim *s, const struct shim_resource *r, const char *ns, const char *name, json_t *obj,
                      struct http_response *resp);
-/* POST pods/NAME/binding, or the legacy POST namespaces/NS/bindings (name NULL: from the body). */
+/* POST pods/NAME/binding, or the legacy POST namespaces/NS/bindings (name NULL: from the body).
+ * With ?scheduledEvent=COMPONENT (SHIM_SCHEDULED_EVENT_ARG) the API server
+ * makes the Scheduled Event of the binding itself, in COMPONENT's name, as
+ * kube-scheduler would post it: a scheduler spares itself one request and
+ * one write a pod. The binding's answer then names the Event (its Status's
+ * details: kind "events" and the Event's name), so a client that gets no such
+ * details (another API server) posts the Event itself. COMPONENT is 1 to 63
+ * lower-case letters, digits, '-' or '.' (else 400); the user must also be
+ * allowed to create events in the namespace (else 403). */
+#define SHIM_SCHEDULED_EVENT_ARG "scheduledEvent"
 void shim_pod_binding(struct shim *s, const char *ns, const char *name, const struct http_request *req,
                       struct http_response *resp);
+/* The Scheduled Event of pod (as stored, bound to node) in namespace ns,
+ * created in component's name ("Successfully assigned NS/POD to NODE",
+ * count 1, first and last timestamps now, named POD.<unix nanoseconds in hex>
+ * as client-go names them, unique in this process): asynchronously when the
+ * shim has the write connection (a failure is logged), else at once. 0 with
+ * the Event's name in name, or a negative errno. */
+int shim_scheduled_event(struct shim *s, const char *ns, const json_t *pod, const char *node, const char *component,
+                         char *name, size_t namelen);
 /* POST pods/NAME/eviction (shim_evict.c): the delete, when the pod's
  * disruption budgets allow it; else a 429 TooManyRequests Status. */
 void shim_pod_evict(struct shim *s, const char *ns, const char *name, const struct http_request *req,

@@ -279,6 +279,16 @@ void shim_sec_limits_stats(const struct shim *s, struct limits_stats *out) {
     else memset(out, 0, sizeof *out);
 }
 
+bool shim_sec_may(struct shim *s, const char *verb, const char *plural, const char *ns, struct http_response *resp) {
+    struct shim_sec *sec = s->sec;
+    if (!sec || !sec->who) return true;
+    struct authz_attrs a = {.resource = true, .verb = verb, .group = "", .version = "v1", .plural = plural,
+                            .sub = "", .ns = ns, .name = "", .path = ""};
+    if (allowed(s, sec->who, &a)) return true;
+    forbid(resp, sec->who, &a);
+    return false;
+}
+
 void shim_sec_done(struct shim *s, int code) {
     struct shim_sec *sec = s->sec;
     if (!sec) return;

@@ -154,6 +154,10 @@ void shim_sec_done(struct shim *s, int code);
 /* The current request's audit record, taken by a deferred reply (then given to shim_sec_end). */
 struct audit_rec *shim_sec_take(struct shim *s);
 void shim_sec_end(struct shim *s, struct audit_rec *r, int code);
+/* Whether the current request's user may also do verb on the core group's
+ * resource plural in namespace ns (a request that does two things is
+ * allowed both); false after a 403 in kube-apiserver's words in resp. */
+bool shim_sec_may(struct shim *s, const char *verb, const char *plural, const char *ns, struct http_response *resp);
 /* POST selfsubjectaccessreviews: the answer for the request's user. */
 void shim_sec_ssar(struct shim *s, const struct http_request *req, struct http_response *resp);
 /* POST selfsubjectrulesreviews (kubectl auth can-i --list): the user's rules in spec.namespace. */

@@ -4,16 +4,21 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "shim.h"
+#include "shim_auth.h"
 #include "jparse.h"
 #include "shim_proto.h"
 
-static const struct shim_resource *pods_resource(void) {
+/* The core group's built-in resource plural. */
+static const struct shim_resource *core_resource(const char *plural) {
     for (int i = 0; i < shim_nresources; i++)
-        if (!strcmp(shim_resources[i].plural, "pods")) return &shim_resources[i];
+        if (!shim_resources[i].group[0] && !strcmp(shim_resources[i].plural, plural)) return &shim_resources[i];
     return NULL;
 }
+
+static const struct shim_resource *pods_resource(void) { return core_resource("pods"); }
 
 bool shim_has_status(const struct shim_resource *r) {
     if (r->custom) return r->has_status;
@@ -68,9 +73,27 @@ static bool binding_annotations_ok(const json_t *ann) {
     return true;
 }
 
+/* A component's name as the Scheduled Event's source: 1 to 63 lower-case
+ * letters, digits, '-' or '.'. */
+static bool component_ok(const char *c) {
+    size_t n = strlen(c);
+    if (!n || n > 63) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((c[i] >= 'a' && c[i] <= 'z') || (c[i] >= '0' && c[i] <= '9') || c[i] == '-' || c[i] == '.'))
+            return false;
+    return true;
+}
+
 void shim_pod_binding(struct shim *s, const char *ns, const char *name, const struct http_request *req,
                       struct http_response *resp) {
     const struct shim_resource *pods = pods_resource();
+    const char *event_src = http_req_arg(req, SHIM_SCHEDULED_EVENT_ARG);
+    if (event_src && !component_ok(event_src)) {
+        shim_status(resp, 400, "BadRequest", NULL, "%s must name a component: 1 to 63 lower-case letters, digits, "
+                    "'-' or '.'", SHIM_SCHEDULED_EVENT_ARG);
+        return;
+    }
+    if (event_src && !shim_sec_may(s, "create", "events", ns, resp)) return; /* the Event is the user's write too */
     json_error_t je;
     json_t *b = shim_pb_request(req) ? shim_pb_body("Binding", req, resp) /* kube-scheduler's */
                                      : jparse_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
@@ -97,10 +120,60 @@ void shim_pod_binding(struct shim *s, const char *ns, const char *name, const st
         shim_status(resp, 400, "BadRequest", NULL, "the Binding could not be decoded: metadata.annotations must "
                     "map strings to strings");
     } else {
-        shim_write_binding(s, pods, ns, name ? name : bname, b, node, req, resp);
+        shim_write_binding(s, pods, ns, name ? name : bname, b, node, event_src, req, resp);
         return;
     }
     json_decref(b);
+}
+
+/* ---- the Scheduled Event of a binding (shim.h) ---- */
+
+static void on_event_stored(void *ud, const struct store_result *res) {
+    (void)ud;
+    if (res->rc) fprintf(stderr, "level=warn msg=\"scheduled event not stored\" err=\"%s\"\n", res->err);
+}
+
+int shim_scheduled_event(struct shim *s, const char *ns, const json_t *pod, const char *node, const char *component,
+                         char *name, size_t namelen) {
+    const struct shim_resource *r = core_resource("events");
+    const char *pname = meta_str(pod, "name"), *uid = meta_str(pod, "uid");
+    if (!r || !pname || !ns[0]) return -EINVAL;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t t = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    s->event_ns = t = t > s->event_ns ? t : s->event_ns + 1; /* two in one nanosecond still differ */
+    /* POD.<hex>, within a name's 253 bytes: the pod's name is cut to fit,
+     * and so that the part before the dot still ends in a letter or digit */
+    int keep = (int)strlen(pname);
+    if (keep > STORE_MAX_NAME - 17) keep = STORE_MAX_NAME - 17;
+    while (keep > 0 && (pname[keep - 1] == '-' || pname[keep - 1] == '.')) keep--;
+    char ename[STORE_MAX_NAME + 1], ts[32], msg[STORE_MAX_NAMESPACE + 2 * STORE_MAX_NAME + 40];
+    snprintf(ename, sizeof ename, "%.*s.%llx", keep, pname, (unsigned long long)t);
+    struct tm tm;
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", ns, pname, node);
+    json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s}, s:s, s:s, "
+                           "s:i}", "apiVersion", "v1", "kind", "Event", "metadata", "name", ename, "namespace", ns,
+                           "involvedObject", "apiVersion", "v1", "kind", "Pod", "name", pname, "namespace", ns, "uid",
+                           uid ? uid : "", "reason", "Scheduled", "message", msg, "type", "Normal", "source",
+                           "component", component, "firstTimestamp", ts, "lastTimestamp", ts, "count", 1);
+    if (!ev) return -ENOMEM;
+    char err[256];
+    int rc;
+    if (s->astore) {
+        rc = store_async_create(s->astore, r->store_key, ns, ev, true, on_event_stored, NULL, err, sizeof err);
+    } else {
+        rc = store_create(s->st, r->store_key, ns, ev, NULL);
+        snprintf(err, sizeof err, "%s", rc ? store_errmsg(s->st) : "");
+        json_decref(ev);
+    }
+    if (rc) {
+        fprintf(stderr, "level=warn msg=\"scheduled event not stored\" event=%s err=\"%s\"\n", ename, err);
+        return rc;
+    }
+    snprintf(name, namelen, "%s", ename);
+    return 0;
 }
 
 void shim_status_subresource(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,

@@ -36,6 +36,7 @@ struct write_req {
     json_t *body;        /* replace: the object; patch and status: the patch or object; binding: the Binding */
     shim_patch_fn apply; /* patch, and status by PATCH */
     const char *node;    /* binding: the target node (in body) */
+    char event_src[64];  /* binding: the component whose Scheduled Event to make ("": none) */
     struct http_deferred *d;
     struct audit_rec *audit; /* a deferred reply: the request's audit record (shim_auth.h) */
     /* an error answer chosen by the modify function */
@@ -321,6 +322,10 @@ static store_modify_fn modify_fn(enum write_kind k) {
 /* ---- answers ---- */
 
 #define BOUND_STATUS "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"code\":201}"
+/* the Event's name is a validated object name: no escaping */
+#define BOUND_EVENT_STATUS                                                                                            \
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"details\":{\"name\":\"%s\","    \
+    "\"kind\":\"events\"},\"code\":201}"
 
 /* The answer to a finished write: the object as stored (its bytes as they
  * are when they carry kind and apiVersion), or the Status of the failure. */
@@ -341,9 +346,15 @@ static void answer(struct write_req *w, int rc, const char *err, const json_t *o
         return;
     }
     if (is_crd(w->r)) shim_crd_sync(w->s); /* a new or changed CRD is served at once */
-    if (w->kind == WK_BINDING) {
+    if (w->kind == WK_BINDING) { /* with the Scheduled Event, when asked: the answer names it (shim.h) */
+        char ename[STORE_MAX_NAME + 1];
         resp->status = 201;
-        resp->body = strdup(BOUND_STATUS);
+        if (w->event_src[0] && !shim_scheduled_event(w->s, w->ns, obj, w->node, w->event_src, ename, sizeof ename)) {
+            size_t cap = sizeof BOUND_EVENT_STATUS + strlen(ename);
+            if ((resp->body = malloc(cap))) snprintf(resp->body, cap, BOUND_EVENT_STATUS, ename);
+        } else {
+            resp->body = strdup(BOUND_STATUS);
+        }
         resp->body_len = resp->body ? strlen(resp->body) : 0;
         return;
     }
@@ -523,7 +534,7 @@ void shim_write_status(struct shim *s, const struct shim_resource *r, const char
 }
 
 void shim_write_binding(struct shim *s, const struct shim_resource *pods, const char *ns, const char *name,
-                        json_t *binding, const char *node, const struct http_request *req,
+                        json_t *binding, const char *node, const char *event_src, const struct http_request *req,
                         struct http_response *resp) {
     struct write_req *w = write_new(s, pods, WK_BINDING, ns, name, 201, binding);
     if (!w) {
@@ -531,5 +542,6 @@ void shim_write_binding(struct shim *s, const struct shim_resource *pods, const 
         return;
     }
     w->node = node; /* inside binding, which w keeps */
+    snprintf(w->event_src, sizeof w->event_src, "%s", event_src ? event_src : "");
     run_write(w, NULL, req, resp);
 }

@@ -22,6 +22,16 @@ static inline uint64_t bench_rand(uint64_t *state) {
     return *state = x;
 }
 
+/* Sorts v[0..n) ascending (insertion: a benchmark's few runs), for medians. */
+static inline void bench_sort(double *v, int n) {
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+            double t = v[b];
+            v[b] = v[b - 1];
+            v[b - 1] = t;
+        }
+}
+
 /* One line per figure: "bench NAME: VALUE UNIT (target)". */
 static inline void bench_report(const char *name, double value, const char *unit, const char *target) {
     printf("bench %-44s %12.3f %-10s %s\n", name, value, unit, target ? target : "");

@@ -558,16 +558,6 @@ static void queue_ops(void) {
     redis_proc_destroy(&rp);
 }
 
-/* Sorts v[0..n) (insertion: a few runs). */
-static void sort_runs(double *v, int n) {
-    for (int a = 1; a < n; a++)
-        for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
-            double t = v[b];
-            v[b] = v[b - 1];
-            v[b - 1] = t;
-        }
-}
-
 /* The cost of pelotond's metrics and Events on the burst: pairs of runs,
  * one with them on (metrics scraped every second, as the e2e test's
  * Prometheus does; the roles' Events: Scheduled for every pod) and one with
@@ -599,8 +589,10 @@ static void observe_cost(int nodes, int pods, int pairs, bool ksim_events) {
         for (int m = 0; m < 2; m++)
             for (int j = 0; j < NSHOWN; j++) v[m][j][n] = f[m].v[shown[j]];
         diff[n] = 100.0 * (f[0].v[F_RUNNING] - f[1].v[F_RUNNING]) / f[1].v[F_RUNNING];
-        printf("bench e2e observe %d nodes: pair %d: on %.0f pods/s, off %.0f pods/s (%+.1f%%)\n", nodes, i + 1,
-               f[0].v[F_RUNNING], f[1].v[F_RUNNING], diff[n]);
+        printf("bench e2e observe %d nodes: pair %d: on %.0f pods/s, off %.0f pods/s (%+.1f%%); pelotond CPU per pod "
+               "on %.0f us (API %.0f, controllers %.0f), off %.0f us (%.0f, %.0f)\n", nodes, i + 1, f[0].v[F_RUNNING],
+               f[1].v[F_RUNNING], diff[n], f[0].v[F_PELOTOND], f[0].v[F_API], f[0].v[F_CTL], f[1].v[F_PELOTOND],
+               f[1].v[F_API], f[1].v[F_CTL]);
         n++;
     }
     if (!n) return;
@@ -609,13 +601,13 @@ static void observe_cost(int nodes, int pods, int pairs, bool ksim_events) {
         for (int m = 0; m < 2; m++) {
             char name[160], target[128];
             double *x = v[m][j];
-            sort_runs(x, n);
+            bench_sort(x, n);
             snprintf(name, sizeof name, "e2e observe %d nodes, %s: %s", nodes, mode[m], figs[shown[j]].name);
             snprintf(target, sizeof target, "[%.4g-%.4g over %d runs, spread %.0f%% of the median]", x[0], x[n - 1],
                      n, x[n / 2] ? 100.0 * (x[n - 1] - x[0]) / x[n / 2] : 0);
             bench_report(name, x[n / 2], figs[shown[j]].unit, target);
         }
-    sort_runs(diff, n);
+    bench_sort(diff, n);
     char target[128];
     snprintf(target, sizeof target,
              "[%+.1f%% to %+.1f%% over %d pairs; within the noise when inside the spreads above]", diff[0],
@@ -655,7 +647,7 @@ int main(void) {
         for (int j = 0; j < NFIGS && ok; j++) { /* the median, and the spread over the runs */
             double v[20];
             for (int i = 0; i < ok; i++) v[i] = f[i].v[j];
-            sort_runs(v, ok);
+            bench_sort(v, ok);
             char name[128], target[96];
             snprintf(name, sizeof name, "e2e %d nodes: %s", sizes[k], figs[j].name);
             snprintf(target, sizeof target, "[%.4g-%.4g over %d runs] %s", v[0], v[ok - 1], ok, figs[j].target);

@@ -219,7 +219,7 @@ static int start_native(struct controllers *c, char *err, size_t errlen) {
     const char *bind = c->native_bind ? c->native_bind : "127.0.0.1";
     /* the API's own token: the controllers' client carries it */
     struct native_config nc = {.bind_addr = bind, .port = c->native_port < 0 ? NATIVE_DEFAULT_PORT : c->native_port,
-                               .token = c->kcfg.token};
+                               .token = c->kcfg.token, .metrics = c->metrics};
     if (c->roles_with_api) { /* the API's users and RBAC decide each call (docs/security.md) */
         if (!(c->native_authz = native_authz_new(c->token_file, c->allow_anonymous, c->redis_addr, err, errlen)))
             return -1;

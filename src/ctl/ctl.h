@@ -167,6 +167,8 @@ void ctl_object_event(struct kclient *kc, const char *component, const char *api
 /* No Events from this process's roles from now on (pelotond --events=false,
  * for benchmarks: docs/metrics.md); call before the roles start. */
 void ctl_events_disable(void);
+/* Whether this process's roles post Events (not disabled). */
+bool ctl_events_on(void);
 /* Posts a new Event (count 1) built by ctl_event_json. Fire and forget. */
 void ctl_event_post(struct kclient *kc, const char *component, const char *api_version, const char *kind,
                     const char *ns, const char *name, const char *uid, const char *type, const char *reason,

@@ -67,6 +67,8 @@ static bool events_off;
 
 void ctl_events_disable(void) { events_off = true; }
 
+bool ctl_events_on(void) { return !events_off; }
+
 void ctl_event_post(struct kclient *kc, const char *component, const char *api_version, const char *kind,
                     const char *ns, const char *name, const char *uid, const char *type, const char *reason,
                     const char *msg) {

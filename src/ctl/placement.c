@@ -57,7 +57,8 @@ struct placement {
 struct bind_ctx {
     struct placement *p;
     char *ns, *name, *node, *gang, *uid;
-    uint64_t t0; /* metrics_now_ns when posted */
+    uint64_t t0;     /* metrics_now_ns when posted */
+    bool event_asked; /* the API server was asked to make the Scheduled Event */
 };
 
 void placement_options_default(struct placement_options *o) {
@@ -139,9 +140,15 @@ static void on_bound(void *ud, const struct kc_response *res) {
                                                : res->status == 404                    ? "gone"
                                                                                        : "failed"));
     if (res->status >= 200 && res->status < 300) {
-        char msg[700]; /* the Event kube-scheduler posts for each pod it binds */
-        snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", b->ns, b->name, b->node);
-        ctl_event_post(p->env.kc, PL_COMPONENT, "v1", "Pod", b->ns, b->name, b->uid, "Normal", "Scheduled", msg);
+        /* the Event kube-scheduler posts for each pod it binds: made by our
+         * API server with the binding, whose answer then names it (a Status
+         * whose details are of kind events); another server's answer does
+         * not, and the Event is posted here */
+        if (b->event_asked && !(res->raw && strstr(res->raw, "\"kind\":\"events\""))) {
+            char msg[700];
+            snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", b->ns, b->name, b->node);
+            ctl_event_post(p->env.kc, PL_COMPONENT, "v1", "Pod", b->ns, b->name, b->uid, "Normal", "Scheduled", msg);
+        }
         p->placed++;
         if (p->m.run_wait && strmap_count(&p->bound_at) < PL_BOUND_AT_MAX) {
             char key[600];
@@ -187,8 +194,10 @@ static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, 
     }
     b->p = p;
     b->t0 = metrics_now_ns();
-    char path[600];
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", pod->ns, pod->name);
+    char path[640];
+    b->event_asked = ctl_events_on();
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding%s", pod->ns, pod->name,
+             b->event_asked ? "?scheduledEvent=" PL_COMPONENT : "");
     /* the Binding as text: built as a tree and dumped, it cost more than the rest of the binding */
     char *body = NULL;
     size_t len = 0, cap = 0;

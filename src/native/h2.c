@@ -247,6 +247,7 @@ static void start_request(struct h2_stream *s) {
         int code = srv->cfg.authorize(srv->cfg.authorize_ud, s->authz, s->conn->peer_cn, s->conn->peer_orgs,
                                       s->path + 1, msg, sizeof msg);
         if (code != NC_OK) {
+            native_observe(srv, s->path + 1, "grpc", (enum native_code)code, 0);
             stream_status(s, (enum native_code)code, msg);
             return;
         }
@@ -258,21 +259,26 @@ static void start_request(struct h2_stream *s) {
 /* The client finished sending: run the handler with the one message. */
 static void end_request(struct h2_stream *s) {
     if (s->finished || !s->m || !s->conn->srv) return;
+    struct native_server *srv = s->conn->srv;
     if (grpc_deframer_partial(&s->df)) {
+        native_observe(srv, s->path + 1, "grpc", NC_INTERNAL, 0);
         stream_status(s, NC_INTERNAL, "the request ended inside a message (a truncated or mis-sized frame)");
         return;
     }
     if (!s->has_req) {
+        native_observe(srv, s->path + 1, "grpc", NC_INTERNAL, 0);
         stream_status(s, NC_INTERNAL, "no request message");
         return;
     }
     char err[256];
     ProtobufCMessage *req = pbmsg_unpack(s->m->in, s->req, s->req_len, err, sizeof err);
     if (!req) {
+        native_observe(srv, s->path + 1, "grpc", NC_INVALID_ARGUMENT, 0);
         stream_status(s, NC_INVALID_ARGUMENT, err);
         return;
     }
-    struct native_call *c = native_call_new(s->conn, s->m, s->timeout[0] ? grpc_timeout_ms(s->timeout) : -1, s->ua);
+    struct native_call *c =
+        native_call_new(s->conn, s->m, s->timeout[0] ? grpc_timeout_ms(s->timeout) : -1, s->ua, s->path + 1);
     if (!c) {
         protobuf_c_message_free_unpacked(req, NULL);
         stream_status(s, NC_INTERNAL, "out of memory");

@@ -54,6 +54,8 @@ enum native_code {
     NC_UNAUTHENTICATED = 16,
 };
 
+/* gRPC's name of a code ("NOT_FOUND"). */
+const char *native_code_name(enum native_code c);
 /* The YARPC name of a code ("not-found") and its HTTP status (404). */
 const char *native_code_yarpc(enum native_code c);
 int native_code_http(enum native_code c);
@@ -180,6 +182,10 @@ struct native_config {
      * is TLS; ALPN "h2" is gRPC, "http/1.1" or none YARPC; a client
      * certificate the context verified names the caller (peer_cn below). */
     struct ssl_ctx_st *tls;
+    /* When set (borrowed), the server's calls are counted and timed in it
+     * (docs/metrics.md, "Native API"): families registered at start, on the
+     * loop's thread, their one writer. */
+    struct metrics *metrics;
 };
 
 struct native_stats {

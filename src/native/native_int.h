@@ -7,6 +7,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "grpc_frame.h"
+#include "metrics.h"
 #include "native.h"
 #include "yarpc_parse.h"
 
@@ -20,6 +21,9 @@ enum conn_proto { PROTO_UNKNOWN = 0, PROTO_H2, PROTO_H1 };
 struct h2_stream;
 struct native_conn;
 
+/* A call's procedure is kept up to this (every registered one is shorter). */
+#define NATIVE_PROCEDURE_MAX 192
+
 struct native_server {
     uv_loop_t *loop;
     uv_tcp_t listener;
@@ -31,6 +35,7 @@ struct native_server {
     int port;
     uv_timer_t kick;            /* runs the producers' notifications outside the transports */
     bool kick_armed;
+    struct metrics_family *m_requests, *m_duration; /* cfg.metrics' families; NULL without */
 };
 
 struct native_conn {
@@ -68,6 +73,8 @@ struct native_call {
     uv_timer_t deadline;
     bool has_deadline, timed_out, done, streaming_started, json;
     char caller[128];
+    char procedure[NATIVE_PROCEDURE_MAX]; /* "<service>/<method>" or "<service>::<method>", for the metrics */
+    uint64_t t0;                          /* metrics_now_ns when it came */
     /* server streaming (native_call_set_producer) */
     native_stream_fn producer;
     void *producer_ud;
@@ -88,7 +95,12 @@ const struct native_method *native_server_find(const struct native_server *s, co
 /* Whether authz (an Authorization value, "" when absent) passes the server's token. */
 bool native_auth_ok(const struct native_server *s, const char *authz);
 struct native_call *native_call_new(struct native_conn *conn, const struct native_method *m, long long timeout_ms,
-                                    const char *caller);
+                                    const char *caller, const char *procedure);
+/* One call of a method served here (procedure as the client named it) ended
+ * with code over transport ("grpc", "yarpc"): counted, and timed since t0
+ * when t0 is not 0 (a call refused before its method ran is not timed). */
+void native_observe(struct native_server *s, const char *procedure, const char *transport, enum native_code code,
+                    uint64_t t0);
 void native_call_dispatch(struct native_call *c, void *ud, ProtobufCMessage *req);
 /* The client side of c went away (stream reset, connection closed). */
 void native_call_detach(struct native_call *c);

@@ -17,6 +17,15 @@ static const char H2_PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /* ---------------------------------------------------------------- codes */
 
+const char *native_code_name(enum native_code c) {
+    static const char *names[] = {"OK",          "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
+                                  "DEADLINE_EXCEEDED", "NOT_FOUND",    "ALREADY_EXISTS",    "PERMISSION_DENIED",
+                                  "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",   "OUT_OF_RANGE",
+                                  "UNIMPLEMENTED", "INTERNAL",         "UNAVAILABLE",       "DATA_LOSS",
+                                  "UNAUTHENTICATED"};
+    return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "UNKNOWN";
+}
+
 const char *native_code_yarpc(enum native_code c) {
     static const char *names[] = {"",          "cancelled",         "unknown",          "invalid-argument",
                                   "deadline-exceeded", "not-found", "already-exists",   "permission-denied",
@@ -97,7 +106,7 @@ const struct native_method *native_server_find(const struct native_server *s, co
 static void deadline_fired(uv_timer_t *t);
 
 struct native_call *native_call_new(struct native_conn *conn, const struct native_method *m, long long timeout_ms,
-                                    const char *caller) {
+                                    const char *caller, const char *procedure) {
     struct native_call *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     struct native_server *s = conn->srv;
@@ -105,6 +114,8 @@ struct native_call *native_call_new(struct native_conn *conn, const struct nativ
     c->conn = conn;
     c->m = m;
     snprintf(c->caller, sizeof c->caller, "%s", caller ? caller : "");
+    snprintf(c->procedure, sizeof c->procedure, "%s", procedure ? procedure : "");
+    c->t0 = metrics_now_ns();
     c->next = s->calls;
     if (s->calls) s->calls->prev = c;
     s->calls = c;
@@ -123,6 +134,55 @@ static void call_freed(uv_handle_t *h) {
     struct native_call *c = h->data;
     if (c->req) protobuf_c_message_free_unpacked(c->req, NULL);
     free(c);
+}
+
+/* ---------------------------------------------------------------- metrics */
+
+/* Latency buckets, seconds: 0.1 ms to 60 s, as the API server's. */
+static const double native_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                        0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10,   60};
+
+static void metrics_start(struct native_server *s) {
+    static const char *const counted[] = {"service", "method", "transport", "code"}, *const timed[] = {"service",
+                                                                                                       "method"};
+    if (!s->cfg.metrics) return;
+    s->m_requests = metrics_counter(s->cfg.metrics, "peloton_native_requests_total",
+                                    "Calls of the native API's methods, by service, method, transport and gRPC code.",
+                                    4, counted);
+    s->m_duration = metrics_histogram(s->cfg.metrics, "peloton_native_request_duration_seconds",
+                                      "Time from a native call's request to its end (the last reply), by service and "
+                                      "method.", 2, timed, native_buckets,
+                                      (int)(sizeof native_buckets / sizeof native_buckets[0]));
+}
+
+void native_observe(struct native_server *s, const char *procedure, const char *transport, enum native_code code,
+                    uint64_t t0) {
+    if (!s || !s->m_requests) return;
+    /* "<service>/<method>" (gRPC) or "<service>::<method>" (YARPC) */
+    char service[NATIVE_PROCEDURE_MAX];
+    const char *sep = strstr(procedure, "::"), *method;
+    size_t n;
+    if (sep) {
+        n = (size_t)(sep - procedure);
+        method = sep + 2;
+    } else {
+        sep = strrchr(procedure, '/');
+        n = sep ? (size_t)(sep - procedure) : 0;
+        method = sep ? sep + 1 : procedure;
+    }
+    snprintf(service, sizeof service, "%.*s", (int)n, procedure);
+    const char *values[] = {service, method, transport, native_code_name(code)};
+    metrics_inc(metrics_series(s->m_requests, values));
+    if (t0) metrics_observe(metrics_series(s->m_duration, values), (double)(metrics_now_ns() - t0) / 1e9);
+}
+
+/* A call from a client (not native_call_internal) ends with code: what the
+ * client was told, counted (a call whose deadline passed, or whose client
+ * went, ends DEADLINE_EXCEEDED or CANCELLED for it whatever the handler says). */
+static void call_observe(struct native_call *c, enum native_code code) {
+    if (c->done || !c->srv) return;
+    code = c->timed_out ? NC_DEADLINE_EXCEEDED : !c->conn ? NC_CANCELLED : code;
+    native_observe(c->srv, c->procedure, native_call_transport(c), code, c->t0);
 }
 
 /* The call is over for the handler: unlinked and freed (after its timer closes). */
@@ -239,6 +299,7 @@ static bool internal_done(struct native_call *c, enum native_code code, const ch
 
 void native_call_reply(struct native_call *c, const ProtobufCMessage *resp) {
     if (c->done || internal_done(c, NC_OK, "", resp)) return;
+    call_observe(c, NC_OK);
     if (c->conn && resp && c->conn->proto == PROTO_H1 && c->json) {
         char err[256];
         size_t n;
@@ -262,6 +323,7 @@ void native_call_reply_packed(struct native_call *c, const ProtobufCMessage *res
         native_call_reply(c, resp);
         return;
     }
+    call_observe(c, NC_OK);
     if (c->conn->proto == PROTO_H2) grpc_h2_call_reply(c, packed, len, true);
     else h1_call_reply(c, packed, len);
     call_finish(c);
@@ -275,6 +337,7 @@ void native_call_fail(struct native_call *c, enum native_code code, const char *
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (internal_done(c, code, msg, NULL)) return;
+    call_observe(c, code);
     send_status(c, code, msg);
     call_finish(c);
 }
@@ -302,6 +365,7 @@ int native_call_send(struct native_call *c, const ProtobufCMessage *m) {
 
 void native_call_end(struct native_call *c, enum native_code code, const char *msg) {
     if (c->done || internal_done(c, code, msg ? msg : "", NULL)) return;
+    call_observe(c, code);
     send_status(c, code, msg ? msg : "");
     call_finish(c);
 }
@@ -597,6 +661,7 @@ int native_server_start(uv_loop_t *loop, const struct native_config *cfg, struct
     if (!s->cfg.max_message) s->cfg.max_message = NATIVE_DEFAULT_MAX_MESSAGE;
     if (!s->cfg.max_streams) s->cfg.max_streams = NATIVE_DEFAULT_MAX_STREAMS;
     if (!s->cfg.max_conns) s->cfg.max_conns = NATIVE_DEFAULT_MAX_CONNS;
+    metrics_start(s);
     struct sockaddr_storage addr;
     int rc = uv_ip4_addr(s->cfg.bind_addr, cfg->port, (struct sockaddr_in *)&addr);
     if (rc) rc = uv_ip6_addr(s->cfg.bind_addr, cfg->port, (struct sockaddr_in6 *)&addr);

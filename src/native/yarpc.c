@@ -147,6 +147,7 @@ static void process(struct native_conn *conn) {
             snprintf(msg, sizeof msg, "procedure %s streams: use gRPC", h.procedure);
         }
         if (code != NC_OK) {
+            if (m) native_observe(srv, h.procedure, "yarpc", code, 0); /* a method served here, refused */
             write_error(conn, code, msg);
             consume(conn, total);
             continue;
@@ -156,10 +157,11 @@ static void process(struct native_conn *conn) {
                                      : pbmsg_unpack(m->in, (const uint8_t *)body, (size_t)cl, msg, sizeof msg);
         consume(conn, total);
         if (!req) {
+            native_observe(srv, h.procedure, "yarpc", NC_INVALID_ARGUMENT, 0);
             write_error(conn, NC_INVALID_ARGUMENT, msg);
             continue;
         }
-        struct native_call *c = native_call_new(conn, m, h.ttl[0] ? ttl : -1, h.caller);
+        struct native_call *c = native_call_new(conn, m, h.ttl[0] ? ttl : -1, h.caller, h.procedure);
         if (!c) {
             protobuf_c_message_free_unpacked(req, NULL);
             fail_and_close(conn, NC_INTERNAL, "out of memory");
