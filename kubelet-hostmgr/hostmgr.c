@@ -49,6 +49,11 @@ struct hm_node {
     bool maint_busy;      /* a maintenance write (cordon, "drained") in flight */
     unsigned maint_fails;
     int64_t maint_retry_ms;
+    /* The Lease as the last check read it (lease_view): the object (a
+     * reference, so its address is not another's) and what it says. */
+    json_t *lease_seen;
+    bool lease_renew_ok;  /* spec.renewTime parsed */
+    int64_t lease_renew_ms, lease_period_ms;
 };
 
 /* What hostmgr keeps of a bound pod (the pod feed keeps no objects). */
@@ -297,6 +302,7 @@ static struct hm_node *node_get(struct hostmgr *h, const char *name, bool create
 }
 
 static void node_free(struct hm_node *n) {
+    json_decref(n->lease_seen);
     strmap_free(&n->pods);
     free(n->name);
     free(n);
@@ -900,6 +906,27 @@ static bool all_synced(const struct hostmgr *h) {
  * verdicts that would change as held. A node goes up from the cache; it goes
  * down once a direct read of its Lease agrees (confirm_start). The share of
  * lapsed nodes decides whether evictions are paused. */
+/* n's Lease in the cache, read again only when the cache holds another
+ * object than at the last check (a renewal replaces it): a check of every
+ * node each second costs a lookup per node, not a parse of its renewTime. */
+static void lease_view(struct hostmgr *h, struct hm_node *n) {
+    json_t *lease = kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name);
+    if (lease == n->lease_seen && (lease || n->lease_period_ms)) return;
+    json_incref(lease);
+    json_decref(n->lease_seen);
+    n->lease_seen = lease;
+    n->lease_period_ms = lease_period_ms(lease, &h->o);
+    n->lease_renew_ok = lease && !hostmgr_parse_microtime(
+                                     json_string_value(json_object_get(json_object_get(lease, "spec"), "renewTime")),
+                                     &n->lease_renew_ms);
+}
+
+/* hostmgr_node_is_down on what lease_view read. */
+static bool lease_lapsed(const struct hostmgr *h, const struct hm_node *n, int64_t now) {
+    if (!n->lease_renew_ok) return now > n->appeared_ms + (int64_t)h->o.no_lease_ms;
+    return now > n->lease_renew_ms + n->lease_period_ms;
+}
+
 static void check_all(struct hostmgr *h, bool hold) {
     int64_t now = wall_ms();
     size_t pos = 0, total = 0, lapsed = 0;
@@ -909,11 +936,11 @@ static void check_all(struct hostmgr *h, bool hold) {
     while (strmap_next(&h->byname, &pos, &name, &v)) {
         struct hm_node *n = v;
         if (!n->has_node) continue;
-        json_t *lease = kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name);
-        n->lapsed = hostmgr_node_is_down(lease, n->appeared_ms, now, &h->o);
+        lease_view(h, n);
+        n->lapsed = lease_lapsed(h, n, now);
         total++;
         lapsed += n->lapsed;
-        if (n->lapsed && lease_period_ms(lease, &h->o) > longest) longest = lease_period_ms(lease, &h->o);
+        if (n->lapsed && n->lease_period_ms > longest) longest = n->lease_period_ms;
     }
     if (!hold) {
         /* A mass event ends one lease period after it went below the
@@ -933,8 +960,7 @@ static void check_all(struct hostmgr *h, bool hold) {
             held(h, HOLD_NOT_CURRENT);
         } else if (!n->lapsed) {
             set_verdict(h, n, false, NULL, "informer");
-        } else if (now - h->current_since < lease_period_ms(kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name),
-                                                            &h->o)) {
+        } else if (now - h->current_since < n->lease_period_ms) {
             /* watched for less than one lease period since the last (re)list: a
              * kubelet that renewed meanwhile may not have been seen yet */
             held(h, HOLD_SETTLING);
