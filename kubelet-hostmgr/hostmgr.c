@@ -91,6 +91,7 @@ struct hostmgr {
     struct strmap byname;    /* node name -> struct hm_node */
     struct strmap pod_ops;   /* "ns/name" -> struct hm_op (OP_POD) */
     struct strmap bound;     /* "ns/name" -> struct hm_pod, every bound pod */
+    struct strmap draining;  /* names of the Nodes whose maintenance annotation says draining (values unused) */
     struct hm_op *ops;       /* every op, in flight or parked */
     uint32_t inflight;
     bool checked;            /* the first check ran (verdicts exist) */
@@ -315,8 +316,23 @@ static void node_maybe_drop(struct hostmgr *h, struct hm_node *n) {
     node_free(n);
 }
 
+/* Keeps h->draining: whether Node obj is to be drained (the maintenance
+ * pass visits only those, not every Node each check). */
+static void track_draining(struct hostmgr *h, const json_t *obj, bool gone) {
+    const char *name = md_str(obj, "name");
+    if (!name) return;
+    const char *m =
+        json_string_value(json_object_get(json_object_get(json_object_get(obj, "metadata"), "annotations"), PA_MAINTENANCE));
+    if (!gone && m && !strcmp(m, PA_MAINT_DRAINING)) {
+        if (!strmap_get(&h->draining, name)) strmap_put(&h->draining, name, (void *)1, NULL);
+    } else {
+        strmap_del(&h->draining, name);
+    }
+}
+
 static void on_node_add(void *ud, json_t *obj) {
     struct hostmgr *h = ud;
+    track_draining(h, obj, false);
     const char *name = md_str(obj, "name");
     if (!name || strlen(name) > NAME_MAX_LEN) return; /* not a valid name: ignored */
     /* a Mesos agent's Node has no lease: the Mesos driver (mesosdrv.c) keeps it */
@@ -332,6 +348,7 @@ static void on_node_update(void *ud, json_t *old, json_t *obj) { on_node_add(ud,
 
 static void on_node_delete(void *ud, json_t *obj) {
     struct hostmgr *h = ud;
+    track_draining(h, obj, true);
     const char *name = md_str(obj, "name");
     struct hm_node *n = name ? node_get(h, name, false) : NULL;
     if (!n) return;
@@ -1026,9 +1043,14 @@ static void pump(struct hostmgr *h) {
             node_unmark(h, n, node);
         }
     }
-    if (h->maint_due) { /* a pass over every Node: once per check, not at every kick */
+    if (h->maint_due) { /* a pass over the draining Nodes: once per check, not at every kick */
         h->maint_due = false;
-        kc_informer_foreach(h->nodes, maint_visit, h);
+        size_t dpos = 0;
+        const char *dname;
+        while (strmap_next(&h->draining, &dpos, &dname, NULL)) {
+            json_t *node = kc_informer_get(h->nodes, NULL, dname);
+            if (node && maint_visit(h, node)) break;
+        }
     }
     /* parked or finished pod ops whose pod went away, or is no longer on a down node */
     pos = 0;
@@ -1172,6 +1194,7 @@ void hostmgr_stop(struct hostmgr *h) {
         free(v);
     }
     strmap_free(&h->bound);
+    strmap_free(&h->draining);
     pos = 0;
     while (strmap_next(&h->byname, &pos, &name, &v)) node_free(v);
     strmap_free(&h->byname);
