@@ -49,6 +49,7 @@ struct hm_node {
     bool maint_busy;      /* a maintenance write (cordon, "drained") in flight */
     unsigned maint_fails;
     int64_t maint_retry_ms;
+    json_t *lease;        /* its Lease in the cache (a reference), kept by the Lease events; NULL: none */
     /* The Lease as the last check read it (lease_view): the object (a
      * reference, so its address is not another's) and what it says. */
     json_t *lease_seen;
@@ -303,6 +304,7 @@ static struct hm_node *node_get(struct hostmgr *h, const char *name, bool create
 }
 
 static void node_free(struct hm_node *n) {
+    json_decref(n->lease);
     json_decref(n->lease_seen);
     strmap_free(&n->pods);
     free(n->name);
@@ -342,7 +344,26 @@ static void on_node_add(void *ud, json_t *obj) {
     if (!n || n->has_node) return;
     n->has_node = true;
     n->appeared_ms = wall_ms();
+    json_t *lease = kc_informer_get(h->leases, HOSTMGR_LEASE_NS, name); /* it may have come first */
+    json_incref(lease);
+    json_decref(n->lease);
+    n->lease = lease;
 }
+
+/* A Lease came, was renewed or went: its node's entry points at the cached
+ * object, so a check reads it without a lookup. */
+static void lease_set(struct hostmgr *h, json_t *obj, bool gone) {
+    const char *name = md_str(obj, "name"), *ns = md_str(obj, "namespace");
+    struct hm_node *n = name && (!ns || !strcmp(ns, HOSTMGR_LEASE_NS)) ? node_get(h, name, false) : NULL;
+    if (!n) return;
+    if (!gone) json_incref(obj);
+    json_decref(n->lease);
+    n->lease = gone ? NULL : obj;
+}
+
+static void on_lease_add(void *ud, json_t *obj) { lease_set(ud, obj, false); }
+static void on_lease_update(void *ud, json_t *old, json_t *obj) { lease_set(ud, obj, false); }
+static void on_lease_delete(void *ud, json_t *obj) { lease_set(ud, obj, true); }
 
 static void on_node_update(void *ud, json_t *old, json_t *obj) { on_node_add(ud, obj); }
 
@@ -927,7 +948,7 @@ static bool all_synced(const struct hostmgr *h) {
  * object than at the last check (a renewal replaces it): a check of every
  * node each second costs a lookup per node, not a parse of its renewTime. */
 static void lease_view(struct hostmgr *h, struct hm_node *n) {
-    json_t *lease = kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name);
+    json_t *lease = n->lease;
     if (lease == n->lease_seen && (lease || n->lease_period_ms)) return;
     json_incref(lease);
     json_decref(n->lease_seen);
@@ -1138,7 +1159,7 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
         for (int i = 0; i < HM_HOLD_REASONS; i++) h->m_held[i] = metrics_series1(fam, hold_reason[i]);
     }
     struct kc_informer_handlers nh = {on_node_add, on_node_update, on_node_delete, on_synced};
-    struct kc_informer_handlers lh = {NULL, NULL, NULL, on_synced};
+    struct kc_informer_handlers lh = {on_lease_add, on_lease_update, on_lease_delete, on_synced};
     struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
     /* all pods, unbound ones ignored by the handlers: in pelotond the feed
      * is the one resmgr and placement follow (kclient shares it) */
