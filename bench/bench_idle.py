@@ -18,8 +18,9 @@ idle cost:
 Then a second kubelet-sim with LEASE_NODES nodes of its own renews their
 Leases every LEASE_RENEW seconds (merge PATCH of spec.renewTime, as a
 Kubelet does); pelotond's CPU per second with it (the lower of two windows
-of SECS seconds, once registration has settled), less the idle cost at the
-last pod count, divided by the renewals per second, is
+of SECS seconds, once registration has settled), less the same with that
+kubelet-sim stopped (SIGSTOP, within its 40 s leases: the same fleet, no
+renewals), divided by the renewals per second, is
 
   lease renewal          µs of pelotond CPU per renewal (the API server's
                          write, the store, the watch events to the host
@@ -31,6 +32,7 @@ BENCH_IDLE_HOLD (seconds to keep the stack up at the end, for perf; 0).
 Figures only, with the load (/proc/loadavg) beside them; asserts nothing
 about timing."""
 import os
+import signal
 import sys
 import time
 
@@ -125,13 +127,18 @@ def main():
         a, b = min(idle), max(idle)
         report(f"idle cost ratio {b} / {a} pods", idle[b] / idle[a] if idle[a] else 0, "x", "(1 = flat)")
     if idle and LEASE_NODES:
-        base = idle[max(idle)]
-        services.start_kubelet_sim(kc, f"--nodes={LEASE_NODES}", "--name-prefix=lease-node-", "--cpu=1",
+        lease_sim, _ = services.start_kubelet_sim(kc, f"--nodes={LEASE_NODES}", "--name-prefix=lease-node-", "--cpu=1",
                                    "--quiet", "--events=false", "--lease-seconds=40",
                                    f"--renew-seconds={LEASE_RENEW}", "--status-seconds=3600",
                                    expect=LEASE_NODES)
         time.sleep(LEASE_RENEW * 2 + 20)  # registrations and their first statuses done; renewals at their pace
         with_leases = min(cpu_per_s(proc.pid, SECS), cpu_per_s(proc.pid, SECS))
+        # the same fleet with those kubelets stopped (well within their 40 s
+        # leases): what is left is everything but the renewals
+        os.kill(lease_sim.pid, signal.SIGSTOP)
+        time.sleep(2)
+        base = min(cpu_per_s(proc.pid, SECS), cpu_per_s(proc.pid, SECS))
+        os.kill(lease_sim.pid, signal.SIGCONT)
         per_s = LEASE_NODES / LEASE_RENEW
         report(f"lease renewal ({LEASE_NODES} nodes, every {LEASE_RENEW:g} s)",
                (with_leases - base) / per_s * 1e6, "us", f"{per_s:.0f}/s; load {load()}")
