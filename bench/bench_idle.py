@@ -24,7 +24,10 @@ renewals), divided by the renewals per second, is
 
   lease renewal          µs of pelotond CPU per renewal (the API server's
                          write, the store, the watch events to the host
-                         manager's informer, the host manager's check)
+                         manager's informer, the host manager's check);
+                         the two CPU rates it comes from are printed too
+                         (what is per node and per second, not per renewal,
+                         shows in the second)
 
 Environment: BENCH_IDLE_NODES (1000), BENCH_IDLE_PODS ("5000,20000"),
 BENCH_IDLE_SECS (10), BENCH_LEASE_NODES (1000), BENCH_LEASE_RENEW (1),
@@ -140,6 +143,9 @@ def main():
         base = min(cpu_per_s(proc.pid, SECS), cpu_per_s(proc.pid, SECS))
         os.kill(lease_sim.pid, signal.SIGCONT)
         per_s = LEASE_NODES / LEASE_RENEW
+        nodes = NODES + LEASE_NODES
+        report(f"pelotond at {nodes} nodes, {per_s:.0f} renewals/s", with_leases * 1000, "ms/s", f"load {load()}")
+        report(f"pelotond at {nodes} nodes, renewals stopped", base * 1000, "ms/s")
         report(f"lease renewal ({LEASE_NODES} nodes, every {LEASE_RENEW:g} s)",
                (with_leases - base) / per_s * 1e6, "us", f"{per_s:.0f}/s; load {load()}")
     if HOLD:
