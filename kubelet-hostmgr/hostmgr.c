@@ -49,6 +49,12 @@ struct hm_node {
     bool maint_busy;      /* a maintenance write (cordon, "drained") in flight */
     unsigned maint_fails;
     int64_t maint_retry_ms;
+    json_t *lease;        /* its Lease in the cache (a reference), kept by the Lease events; NULL: none */
+    /* The Lease as the last check read it (lease_view): the object (a
+     * reference, so its address is not another's) and what it says. */
+    json_t *lease_seen;
+    bool lease_renew_ok;  /* spec.renewTime parsed */
+    int64_t lease_renew_ms, lease_period_ms;
 };
 
 /* What hostmgr keeps of a bound pod (the pod feed keeps no objects). */
@@ -86,6 +92,7 @@ struct hostmgr {
     struct strmap byname;    /* node name -> struct hm_node */
     struct strmap pod_ops;   /* "ns/name" -> struct hm_op (OP_POD) */
     struct strmap bound;     /* "ns/name" -> struct hm_pod, every bound pod */
+    struct strmap draining;  /* names of the Nodes whose maintenance annotation says draining (values unused) */
     struct hm_op *ops;       /* every op, in flight or parked */
     uint32_t inflight;
     bool checked;            /* the first check ran (verdicts exist) */
@@ -297,6 +304,8 @@ static struct hm_node *node_get(struct hostmgr *h, const char *name, bool create
 }
 
 static void node_free(struct hm_node *n) {
+    json_decref(n->lease);
+    json_decref(n->lease_seen);
     strmap_free(&n->pods);
     free(n->name);
     free(n);
@@ -309,8 +318,23 @@ static void node_maybe_drop(struct hostmgr *h, struct hm_node *n) {
     node_free(n);
 }
 
+/* Keeps h->draining: whether Node obj is to be drained (the maintenance
+ * pass visits only those, not every Node each check). */
+static void track_draining(struct hostmgr *h, const json_t *obj, bool gone) {
+    const char *name = md_str(obj, "name");
+    if (!name) return;
+    const char *m =
+        json_string_value(json_object_get(json_object_get(json_object_get(obj, "metadata"), "annotations"), PA_MAINTENANCE));
+    if (!gone && m && !strcmp(m, PA_MAINT_DRAINING)) {
+        if (!strmap_get(&h->draining, name)) strmap_put(&h->draining, name, (void *)1, NULL);
+    } else {
+        strmap_del(&h->draining, name);
+    }
+}
+
 static void on_node_add(void *ud, json_t *obj) {
     struct hostmgr *h = ud;
+    track_draining(h, obj, false);
     const char *name = md_str(obj, "name");
     if (!name || strlen(name) > NAME_MAX_LEN) return; /* not a valid name: ignored */
     /* a Mesos agent's Node has no lease: the Mesos driver (mesosdrv.c) keeps it */
@@ -320,12 +344,32 @@ static void on_node_add(void *ud, json_t *obj) {
     if (!n || n->has_node) return;
     n->has_node = true;
     n->appeared_ms = wall_ms();
+    json_t *lease = kc_informer_get(h->leases, HOSTMGR_LEASE_NS, name); /* it may have come first */
+    json_incref(lease);
+    json_decref(n->lease);
+    n->lease = lease;
 }
+
+/* A Lease came, was renewed or went: its node's entry points at the cached
+ * object, so a check reads it without a lookup. */
+static void lease_set(struct hostmgr *h, json_t *obj, bool gone) {
+    const char *name = md_str(obj, "name"), *ns = md_str(obj, "namespace");
+    struct hm_node *n = name && (!ns || !strcmp(ns, HOSTMGR_LEASE_NS)) ? node_get(h, name, false) : NULL;
+    if (!n) return;
+    if (!gone) json_incref(obj);
+    json_decref(n->lease);
+    n->lease = gone ? NULL : obj;
+}
+
+static void on_lease_add(void *ud, json_t *obj) { lease_set(ud, obj, false); }
+static void on_lease_update(void *ud, json_t *old, json_t *obj) { lease_set(ud, obj, false); }
+static void on_lease_delete(void *ud, json_t *obj) { lease_set(ud, obj, true); }
 
 static void on_node_update(void *ud, json_t *old, json_t *obj) { on_node_add(ud, obj); }
 
 static void on_node_delete(void *ud, json_t *obj) {
     struct hostmgr *h = ud;
+    track_draining(h, obj, true);
     const char *name = md_str(obj, "name");
     struct hm_node *n = name ? node_get(h, name, false) : NULL;
     if (!n) return;
@@ -900,6 +944,27 @@ static bool all_synced(const struct hostmgr *h) {
  * verdicts that would change as held. A node goes up from the cache; it goes
  * down once a direct read of its Lease agrees (confirm_start). The share of
  * lapsed nodes decides whether evictions are paused. */
+/* n's Lease in the cache, read again only when the cache holds another
+ * object than at the last check (a renewal replaces it): a check of every
+ * node each second costs a lookup per node, not a parse of its renewTime. */
+static void lease_view(struct hostmgr *h, struct hm_node *n) {
+    json_t *lease = n->lease;
+    if (lease == n->lease_seen && (lease || n->lease_period_ms)) return;
+    json_incref(lease);
+    json_decref(n->lease_seen);
+    n->lease_seen = lease;
+    n->lease_period_ms = lease_period_ms(lease, &h->o);
+    n->lease_renew_ok = lease && !hostmgr_parse_microtime(
+                                     json_string_value(json_object_get(json_object_get(lease, "spec"), "renewTime")),
+                                     &n->lease_renew_ms);
+}
+
+/* hostmgr_node_is_down on what lease_view read. */
+static bool lease_lapsed(const struct hostmgr *h, const struct hm_node *n, int64_t now) {
+    if (!n->lease_renew_ok) return now > n->appeared_ms + (int64_t)h->o.no_lease_ms;
+    return now > n->lease_renew_ms + n->lease_period_ms;
+}
+
 static void check_all(struct hostmgr *h, bool hold) {
     int64_t now = wall_ms();
     size_t pos = 0, total = 0, lapsed = 0;
@@ -909,11 +974,11 @@ static void check_all(struct hostmgr *h, bool hold) {
     while (strmap_next(&h->byname, &pos, &name, &v)) {
         struct hm_node *n = v;
         if (!n->has_node) continue;
-        json_t *lease = kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name);
-        n->lapsed = hostmgr_node_is_down(lease, n->appeared_ms, now, &h->o);
+        lease_view(h, n);
+        n->lapsed = lease_lapsed(h, n, now);
         total++;
         lapsed += n->lapsed;
-        if (n->lapsed && lease_period_ms(lease, &h->o) > longest) longest = lease_period_ms(lease, &h->o);
+        if (n->lapsed && n->lease_period_ms > longest) longest = n->lease_period_ms;
     }
     if (!hold) {
         /* A mass event ends one lease period after it went below the
@@ -933,8 +998,7 @@ static void check_all(struct hostmgr *h, bool hold) {
             held(h, HOLD_NOT_CURRENT);
         } else if (!n->lapsed) {
             set_verdict(h, n, false, NULL, "informer");
-        } else if (now - h->current_since < lease_period_ms(kc_informer_get(h->leases, HOSTMGR_LEASE_NS, n->name),
-                                                            &h->o)) {
+        } else if (now - h->current_since < n->lease_period_ms) {
             /* watched for less than one lease period since the last (re)list: a
              * kubelet that renewed meanwhile may not have been seen yet */
             held(h, HOLD_SETTLING);
@@ -1000,9 +1064,14 @@ static void pump(struct hostmgr *h) {
             node_unmark(h, n, node);
         }
     }
-    if (h->maint_due) { /* a pass over every Node: once per check, not at every kick */
+    if (h->maint_due) { /* a pass over the draining Nodes: once per check, not at every kick */
         h->maint_due = false;
-        kc_informer_foreach(h->nodes, maint_visit, h);
+        size_t dpos = 0;
+        const char *dname;
+        while (strmap_next(&h->draining, &dpos, &dname, NULL)) {
+            json_t *node = kc_informer_get(h->nodes, NULL, dname);
+            if (node && maint_visit(h, node)) break;
+        }
     }
     /* parked or finished pod ops whose pod went away, or is no longer on a down node */
     pos = 0;
@@ -1090,7 +1159,7 @@ struct hostmgr *hostmgr_start(uv_loop_t *loop, struct kclient *kc, const struct 
         for (int i = 0; i < HM_HOLD_REASONS; i++) h->m_held[i] = metrics_series1(fam, hold_reason[i]);
     }
     struct kc_informer_handlers nh = {on_node_add, on_node_update, on_node_delete, on_synced};
-    struct kc_informer_handlers lh = {NULL, NULL, NULL, on_synced};
+    struct kc_informer_handlers lh = {on_lease_add, on_lease_update, on_lease_delete, on_synced};
     struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
     /* all pods, unbound ones ignored by the handlers: in pelotond the feed
      * is the one resmgr and placement follow (kclient shares it) */
@@ -1146,6 +1215,7 @@ void hostmgr_stop(struct hostmgr *h) {
         free(v);
     }
     strmap_free(&h->bound);
+    strmap_free(&h->draining);
     pos = 0;
     while (strmap_next(&h->byname, &pos, &name, &v)) node_free(v);
     strmap_free(&h->byname);

@@ -331,6 +331,19 @@ done:
     return rc;
 }
 
+bool preempt_pool_wanted(const struct preempt_state *st, const struct respool *p) {
+    if (!respool_is_leaf(p)) return false;
+    if (resvec_first_over(usage_nonslack(&p->alloc), p->entitlement) >= 0 ||
+        resvec_first_over(p->alloc.c[UC_REVOCABLE], p->slack_entitlement) >= 0)
+        return true;
+    if (!st->cfg.intra_pool || !p->admit) return false;
+    for (int q = 0; q < ADMIT_NQUEUES; q++) {
+        const struct gang *g = admit_head(p, (enum admit_queue)q);
+        if (g && (g->why.check == ADMIT_CHECK_ENTITLEMENT || g->why.check == ADMIT_CHECK_SLACK)) return true;
+    }
+    return false;
+}
+
 void preempt_plan_free(struct preempt_plan *plan) {
     free(plan->v);
     plan->v = NULL;

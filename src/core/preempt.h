@@ -110,6 +110,18 @@ int preempt_plan(struct preempt_state *st, struct respool_tree *t, const struct 
                  struct preempt_plan *out, char *err, size_t errlen);
 void preempt_plan_free(struct preempt_plan *plan);
 
+/* Whether a plan needs the tasks of leaf p: its allocation (p->alloc, which
+ * counts the tasks on their way out too) is over its entitlement or its
+ * slack entitlement in some kind, or (with cfg.intra_pool) a gang waits at
+ * one of its heads on the entitlement or slack entitlement rule. preempt_plan
+ * picks victims only in such pools, and any other pool is under whatever
+ * its tasks are (leaving tasks only lower its working allocation), so a plan
+ * given the tasks of the wanted pools alone equals the plan of every task
+ * (the same victims, up to the order of ties, and the same counters): a
+ * caller that keeps its tasks per pool hands over those of these pools only
+ * and an idle check costs O(pools), not O(tasks). */
+bool preempt_pool_wanted(const struct preempt_state *st, const struct respool *p);
+
 /* "pool /a/b over cpu entitlement by 2 for 3 checks" or "priority 5 gang g7
  * preempts priority 1 (pool /a/b short of cpu entitlement by 2)". snprintf
  * semantics. */

@@ -23,6 +23,8 @@ struct respool_tree {
     struct respool **preorder; /* cached walk, rebuilt after create/delete */
     size_t npreorder;
     bool preorder_dirty;
+    struct respool **names; /* name index: chained buckets (respool.name_next_), creation order */
+    size_t nnames;          /* buckets, a power of two */
 };
 
 static uint64_t path_hash(const char *s) {
@@ -81,6 +83,63 @@ static void map_del(struct respool_tree *t, const char *path) {
     }
 }
 
+/* ---- the name index (respool_by_name) ---- */
+
+static struct respool **name_bucket(const struct respool_tree *t, const char *name) {
+    return &t->names[path_hash(name) & (t->nnames - 1)];
+}
+
+/* Doubles the buckets once pools outnumber them (never below 64); keeps each
+ * chain's order, which is creation order. */
+static int names_grow(struct respool_tree *t) {
+    if (t->nnames && t->nused < t->nnames) return 0;
+    size_t n = t->nnames ? t->nnames * 2 : 64;
+    struct respool **b = calloc(n, sizeof *b);
+    if (!b) return -ENOMEM;
+    struct respool **tail = calloc(n, sizeof *tail), **old = t->names;
+    if (!tail) {
+        free(b);
+        return -ENOMEM;
+    }
+    size_t nold = t->nnames;
+    t->names = b;
+    t->nnames = n;
+    for (size_t i = 0; i < nold; i++)
+        for (struct respool *p = old[i], *next; p; p = next) {
+            next = p->name_next_;
+            size_t j = (size_t)(name_bucket(t, p->name) - b);
+            p->name_next_ = NULL;
+            if (tail[j]) tail[j]->name_next_ = p;
+            else b[j] = p;
+            tail[j] = p;
+        }
+    free(tail);
+    free(old);
+    return 0;
+}
+
+static void names_put(struct respool_tree *t, struct respool *p) {
+    struct respool **at = name_bucket(t, p->name);
+    while (*at) at = &(*at)->name_next_;
+    p->name_next_ = NULL;
+    *at = p;
+}
+
+static void names_del(struct respool_tree *t, struct respool *p) {
+    for (struct respool **at = name_bucket(t, p->name); *at; at = &(*at)->name_next_)
+        if (*at == p) {
+            *at = p->name_next_;
+            return;
+        }
+}
+
+struct respool *respool_by_name(const struct respool_tree *t, const char *name) {
+    if (!name || !*name || !t->nnames) return NULL;
+    for (struct respool *p = *name_bucket(t, name); p; p = p->name_next_)
+        if (strcmp(p->name, name) == 0) return p;
+    return NULL;
+}
+
 static int index_take(struct respool_tree *t, uint32_t *out) {
     if (t->nfree) { *out = t->free_idx[--t->nfree]; return 0; }
     if (t->index_limit == t->index_cap) {
@@ -128,9 +187,10 @@ struct respool_tree *respool_tree_new(void) {
     if (!t) return NULL;
     struct respool *root = pool_alloc("/", "");
     uint32_t idx;
-    if (!root || map_grow(t) || index_take(t, &idx)) {
+    if (!root || map_grow(t) || names_grow(t) || index_take(t, &idx)) {
         if (root) pool_free(root);
         free(t->slots);
+        free(t->names);
         free(t->by_index);
         free(t->free_idx);
         free(t);
@@ -152,6 +212,7 @@ void respool_tree_free(struct respool_tree *t) {
     free(t->by_index);
     free(t->free_idx);
     free(t->preorder);
+    free(t->names);
     free(t);
 }
 
@@ -361,13 +422,14 @@ int respool_create(struct respool_tree *t, const char *path, const struct respoo
     p->cfg = *cfg;
     p->depth = depth;
     p->index = idx;
-    if (map_put(t, p)) {
+    if (names_grow(t) || map_put(t, p)) {
         t->free_idx[t->nfree++] = idx;
         pool_free(p);
         core_fail(err, errlen, -EINVAL, "pool %s: out of memory", path);
         return -ENOMEM;
     }
     t->by_index[idx] = p;
+    names_put(t, p);
     p->parent = parent;
     p->prev_sibling = parent->last_child;
     if (parent->last_child) parent->last_child->next_sibling = p;
@@ -418,6 +480,7 @@ int respool_delete(struct respool_tree *t, const char *path, char *err, size_t e
     parent->nchildren--;
     t->preorder_dirty = true;
     map_del(t, p->path);
+    names_del(t, p);
     t->by_index[p->index] = NULL;
     t->free_idx[t->nfree++] = p->index;
     pool_free(p);

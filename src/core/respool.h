@@ -83,6 +83,7 @@ struct respool {
 
     void *admit; /* per-leaf admission state, owned by admit.c */
     uint32_t index; /* dense, stable while the pool exists; root is 0 */
+    struct respool *name_next_; /* private: the tree's name index */
 };
 
 struct respool_tree;
@@ -110,6 +111,10 @@ int respool_delete(struct respool_tree *t, const char *path, char *err, size_t e
 bool respool_holds_work(const struct respool *p);
 
 struct respool *respool_lookup(const struct respool_tree *t, const char *path);
+/* The pool whose name (last path segment) is name, the root never; when
+ * pools under different parents share the name, the one created first.
+ * A hash lookup: O(1) whatever the tree's size. */
+struct respool *respool_by_name(const struct respool_tree *t, const char *name);
 struct respool *respool_root(const struct respool_tree *t);
 size_t respool_count(const struct respool_tree *t); /* including the root */
 /* Pool by dense index (0 = root), or NULL. Indices are reused after delete. */

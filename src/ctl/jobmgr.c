@@ -436,6 +436,75 @@ static void adopt(struct jobmgr *jm, struct jm_inst *r, const struct jm_pod_view
     jm_set_state(jm, r, st);
 }
 
+/* ---- what a resync would change ---- */
+
+static uint64_t sum_bytes(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static uint64_t sum_str(uint64_t h, const char *s) { return s ? sum_bytes(h, s, strlen(s) + 1) : sum_bytes(h, "", 0) * 31; }
+
+/* Everything adopt reads or writes of r, and the uid of its Job's object
+ * (pod_apply compares the pod's owner with it): equal sums, and the same
+ * object adopted again would change nothing. */
+static uint64_t inst_sum(const struct jm_inst *r, const char *job_uid) {
+    uint32_t n[6] = {r->run, r->version, r->failures, r->lost, r->crash_loop, (uint32_t)r->state};
+    bool f[9] = {r->used, r->present, r->bound, r->deleting, r->preempted, r->creating, r->kill, r->moving,
+                 r->kill_sent};
+    uint64_t h = sum_bytes(1469598103934665603ULL, n, sizeof n);
+    h = sum_bytes(h, f, sizeof f);
+    h = sum_str(h, r->pod);
+    h = sum_str(h, r->host);
+    h = sum_str(h, r->last_host);
+    h = sum_str(h, r->pin);
+    return sum_str(h, job_uid);
+}
+
+static const char *job_uid(const struct jobmgr *jm, const struct jm_job *job) {
+    json_t *jobj = kc_informer_get(jm->jobs, job->ns, job->name);
+    return json_string_value(json_object_get(json_object_get(jobj, "metadata"), "uid"));
+}
+
+/* adopt, remembering the object and what it left (pods_current). */
+static void adopt_pod(struct jobmgr *jm, struct jm_job *job, struct jm_inst *r, const struct jm_pod_view *v,
+                      json_t *pod) {
+    adopt(jm, r, v);
+    json_incref(pod);
+    json_decref(r->applied);
+    r->applied = pod;
+    r->applied_sum = inst_sum(r, job_uid(jm, job));
+}
+
+/* Whether a resync's pod pass would change nothing: every record's last
+ * adopted object is still the cache's object of its pod, the record and its
+ * Job's uid are as that adoption left them, and these objects are every pod
+ * in the cache (a pod no record holds, such as one in the garbage or not a
+ * Job's, sends the pass back to re-applying them all). O(records), no
+ * parsing: an idle job manager does not decode every pod each resync. */
+static bool pods_current(struct jobmgr *jm) {
+    size_t held = 0;
+    for (size_t b = 0; b < jm->nbuckets; b++)
+        for (struct jm_job *j = jm->buckets[b]; j; j = j->hnext) {
+            const char *uid = NULL;
+            bool uid_read = false;
+            for (uint32_t i = 0; i < j->ninst; i++) {
+                const struct jm_inst *r = &j->inst[i];
+                if (!r->applied) continue;
+                if (!uid_read) {
+                    uid = job_uid(jm, j);
+                    uid_read = true;
+                }
+                if (!r->pod || kc_informer_get(jm->pods, j->ns, r->pod) != r->applied ||
+                    inst_sum(r, uid) != r->applied_sum)
+                    return false;
+                held++;
+            }
+        }
+    return held == kc_informer_count(jm->pods);
+}
+
 static void pod_apply(struct jobmgr *jm, json_t *pod) {
     struct jm_pod_view v;
     if (jm_pod_parse(pod, &v) || !v.owner_uid) return; /* not a Job's pod */
@@ -460,9 +529,9 @@ static void pod_apply(struct jobmgr *jm, json_t *pod) {
         if (r->used && r->pod && strcmp(r->pod, v.name)) {
             if (r->present) jm_garbage_add(job, r->pod, !r->bound || task_state_terminal(r->state));
         }
-        adopt(jm, r, &v);
+        adopt_pod(jm, job, r, &v, pod);
     } else if (v.run == r->run && (!r->pod || !strcmp(r->pod, v.name))) {
-        adopt(jm, r, &v);
+        adopt_pod(jm, job, r, &v, pod);
     } else {
         jm_garbage_add(job, v.name, grace0);
     }
@@ -482,6 +551,8 @@ static void pod_gone(struct jobmgr *jm, json_t *pod) {
     r->kill_sent = false;
     free(r->pod);
     r->pod = NULL;
+    json_decref(r->applied);
+    r->applied = NULL;
     /* a preemption victim ends KILLED (run again unless killOnPreempt); anything
      * else that vanished under us is LOST (at least once) */
     if (!task_state_terminal(r->state)) jm_set_state(jm, r, r->kill || r->preempted ? TASK_KILLED : TASK_LOST);
@@ -583,11 +654,17 @@ static void on_synced(void *ud) {
     mark_all(jm);
 }
 
-/* Every resync: pods re-applied (repairs drift), every job reconciled. */
+/* Every resync: pods re-applied (repairs drift) unless that would change
+ * nothing (pods_current), every job reconciled. */
 static void on_resync(uv_timer_t *t) {
     struct jobmgr *jm = t->data;
     if (!all_synced(jm)) return;
-    kc_informer_foreach(jm->pods, apply_each_pod, jm);
+    if (pods_current(jm)) {
+        jm->stats.resync_skips++;
+    } else {
+        jm->stats.resync_passes++;
+        kc_informer_foreach(jm->pods, apply_each_pod, jm);
+    }
     kc_informer_foreach(jm->jobs, touch_each_job, jm);
     mark_all(jm);
 }

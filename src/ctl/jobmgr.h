@@ -49,6 +49,7 @@ struct jobmgr_stats {
     uint64_t reconciles;   /* job reconciles run (events are coalesced per job per tick) */
     uint64_t writes;       /* API writes completed */
     uint64_t write_errors; /* of which failed (409 on create and 404 on delete count as success) */
+    uint64_t resync_passes, resync_skips; /* resyncs that re-applied every cached pod, and that had not to */
     size_t jobs, queued, inflight;
 };
 void jobmgr_stats(const struct jobmgr *j, struct jobmgr_stats *out);

@@ -47,6 +47,8 @@ struct jm_inst {
     char *pin;                /* DAEMON: the node the instance belongs to */
     uint32_t gang_first, gang_run, gang_size; /* the gang this run was started in (size 1: none) */
     uint64_t node_gen;        /* host was among the Nodes at jobmgr.node_gen (0: not looked up since it changed) */
+    json_t *applied;          /* the pod object last adopted into the record (a reference), or NULL */
+    uint64_t applied_sum;     /* what adopt read and left of the record then, with its Job's uid (jobmgr.c) */
 };
 
 struct jm_garbage {

@@ -32,6 +32,7 @@ struct jm_inst *jm_inst_get(struct jm_job *job, uint32_t instance) {
 }
 
 void jm_inst_clear(struct jm_inst *r) {
+    json_decref(r->applied);
     free(r->pod);
     free(r->host);
     free(r->last_host);

@@ -12,15 +12,33 @@
 
 /* ---- pool deletion ---- */
 
-/* Counts, per pool name in ud, the pods that hold work in it: not ended, and
- * bound to a node or admitted on their way to one (a cluster_foreach_pod
- * callback). Pods left waiting in a pool being deleted hold nothing. */
+/* Whether pod p holds work in its pool: not ended, and bound to a node or
+ * admitted on its way to one. Pods left waiting in a pool being deleted
+ * hold nothing. */
+static bool holds_work(const struct cm_pod *p) { return !p->bad && !p->info.terminal && (p->node || p->admitted); }
+
+struct holders {
+    const char *pool;
+    long long n;
+};
+
 static int count_holders(void *ud, struct cm_pod *p) {
-    json_t *counts = ud;
-    if (p->bad || !p->pool || p->info.terminal || (!p->node && !p->admitted)) return 0;
-    json_t *n = json_object_get(counts, p->pool);
-    if (n) json_integer_set(n, json_integer_value(n) + 1);
+    struct holders *h = ud;
+    if (p->pool && !strcmp(p->pool, h->pool) && holds_work(p)) h->n++;
     return 0;
+}
+
+/* The pods that hold work in pool p (called name): of a leaf, those on its
+ * list in the model (every pod counted in it); of an inner pool, which
+ * counts none, a walk of every pod (only for the one message below). */
+static long long holders_of(struct resmgr *r, const struct respool *p, const char *name) {
+    struct holders h = {name, 0};
+    if (respool_is_leaf(p)) {
+        for (struct cm_pod *q = cluster_pool_first(r->cm, p); q; q = cluster_pool_next(q)) h.n += holds_work(q);
+        return h.n;
+    }
+    cluster_foreach_pod(r->cm, count_holders, &h);
+    return h.n;
 }
 
 /* Takes our finalizer off every pool marked for deletion that has no child
@@ -30,26 +48,23 @@ static int count_holders(void *ud, struct cm_pod *p) {
 static void release_empty_pools(struct resmgr *r) {
     if (!json_object_size(r->terminating)) return;
     struct respool_tree *t = cluster_tree(r->cm);
-    json_t *counts = json_object();
     const char *name;
     json_t *obj;
-    json_object_foreach(r->terminating, name, obj) json_object_set_new(counts, name, json_integer(0));
-    cluster_foreach_pod(r->cm, count_holders, counts);
     json_object_foreach(r->terminating, name, obj) {
         struct respool *p = crd_pool_find(t, name);
         /* not in the tree: the tree lags behind the objects (or they break a
          * rule): its children and usage are not known, so it waits */
         if (!p) continue;
-        json_int_t pods = json_integer_value(json_object_get(counts, name));
-        bool holds = pods > 0;
+        bool holds = p->first_child || (respool_is_leaf(p) && holders_of(r, p, name) > 0);
         for (int u = 0; u < UC_NCLASSES; u++) holds |= !resvec_is_zero(p->alloc.c[u]);
-        if (p->first_child || holds) {
+        if (holds) {
             if (!json_object_get(r->told_waiting, name)) { /* once: `kubectl describe rp` shows it */
+                long long pods = holders_of(r, p, name);
                 ctl_object_event(r->env.kc, RM_COMPONENT, "peloton.io/v1alpha1", "ResourcePool", "", name, NULL,
                                  "Normal", "Terminating",
                                  "marked for deletion; it goes once it has no child pools (now %d) and no pod "
                                  "holds work in it (now %lld)",
-                                 p->nchildren, (long long)pods);
+                                 p->nchildren, pods);
                 json_object_set_new(r->told_waiting, name, json_true());
             }
             continue;
@@ -69,7 +84,6 @@ static void release_empty_pools(struct resmgr *r) {
         json_decref(patch);
         fprintf(stderr, "level=info msg=\"resmgr: pool empty, deletion goes on\" pool=%s\n", name);
     }
-    json_decref(counts);
 }
 
 /* ---- running gangs ---- */

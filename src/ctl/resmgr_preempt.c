@@ -1,7 +1,11 @@
 /* resmgr's preemption pass (resmgr_int.h): once a period the leader hands
- * every pod on a node to the planner (preempt.c), marks and evicts the
- * victims it names, and tells both sides why: the victim, the gang that
- * needs the room (intra-pool) or the pools that gain (inter-pool). */
+ * the pods on nodes of the pools the planner wants (preempt_pool_wanted:
+ * over their entitlement, or with a gang waiting on it) to the planner
+ * (preempt.c), marks and evicts the victims it names, and tells both sides
+ * why: the victim, the gang that needs the room (intra-pool) or the pools
+ * that gain (inter-pool). The model keeps its pods per leaf pool
+ * (cluster_pool_first), so a pass where no pool is over costs a walk of the
+ * pools, not of the pods. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,23 +21,26 @@ struct collect {
     size_t n, cap;
 };
 
-static int collect_one(void *ud, struct cm_pod *p) {
-    struct collect *c = ud;
-    if (c->n == c->cap || !p->node || p->info.terminal || p->bad) return 0;
-    struct respool *leaf = cluster_pod_pool(c->r->cm, p);
-    if (!leaf) return 0;
+/* A pod the planner sees: on a node, not ended, decoded. */
+static bool is_task(const struct cm_pod *p) { return p->node && !p->info.terminal && !p->bad; }
+
+static bool leaving(const struct resmgr *r, const struct cm_pod *p) {
+    return p->info.deleting || strmap_get(&r->evicting, p->key);
+}
+
+static void collect_one(struct collect *c, struct cm_pod *p, struct respool *leaf) {
+    if (c->n == c->cap || !is_task(p)) return;
     struct preempt_task *t = &c->t[c->n];
     t->id = p->key;
     t->pool = leaf;
     t->res = p->info.req;
     t->priority = p->info.priority;
     t->flags = p->info.flags;
-    t->state = strmap_get(&c->r->evicting, p->key) || p->info.deleting ? TASK_PREEMPTING
-               : p->info.phase == POD_RUNNING                            ? TASK_RUNNING
-                                                                         : TASK_LAUNCHED;
+    t->state = leaving(c->r, p)               ? TASK_PREEMPTING
+               : p->info.phase == POD_RUNNING ? TASK_RUNNING
+                                              : TASK_LAUNCHED;
     t->start_ms = p->info.created_ms;
     c->p[c->n++] = p;
-    return 0;
 }
 
 struct evict_ctx {
@@ -64,18 +71,18 @@ static void evict(struct resmgr *r, const struct cm_pod *p, const char *why) {
     json_decref(patch);
 }
 
-/* What runs on nodes per pool index (tasks t[0..n)), not counting what is on
- * its way out; NULL without memory. The caller frees it. */
-static struct resvec *running_by_pool(struct respool *const *all, size_t npools, const struct preempt_task *t,
-                                      size_t n) {
+/* What runs on nodes per pool index, not counting what is on its way out;
+ * NULL without memory. The caller frees it. A walk of every pool's pods:
+ * only a pass that names victims pays for it. */
+static struct resvec *running_by_pool(struct resmgr *r, struct respool *const *all, size_t npools) {
     uint32_t top = 0;
     for (size_t k = 0; k < npools; k++)
         if (all[k]->index > top) top = all[k]->index;
     struct resvec *running = calloc((size_t)top + 1, sizeof *running);
     if (!running) return NULL;
-    for (size_t j = 0; j < n; j++)
-        if (t[j].state != TASK_PREEMPTING && t[j].state != TASK_KILLING)
-            running[t[j].pool->index] = resvec_add(running[t[j].pool->index], t[j].res);
+    for (size_t k = 0; k < npools; k++)
+        for (struct cm_pod *p = cluster_pool_first(r->cm, all[k]); p; p = cluster_pool_next(p))
+            if (is_task(p) && !leaving(r, p)) running[all[k]->index] = resvec_add(running[all[k]->index], p->info.req);
     return running;
 }
 
@@ -152,20 +159,26 @@ static void tell_gainers(struct resmgr *r, const struct preempt_plan *plan, stru
 void rm_on_preempt(uv_timer_t *tm) {
     struct resmgr *r = tm->data;
     if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
-    size_t cap = cluster_pod_count(r->cm);
+    size_t npools = 0, cap = 0;
+    struct respool *const *all = respool_preorder(cluster_tree(r->cm), &npools);
+    if (!all) return;
+    for (size_t k = 0; k < npools; k++) /* the wanted pools' pods: an upper bound of their tasks */
+        if (preempt_pool_wanted(&r->ps, all[k]))
+            for (struct cm_pod *p = cluster_pool_first(r->cm, all[k]); p; p = cluster_pool_next(p)) cap++;
     struct collect c = {r, calloc(cap ? cap : 1, sizeof *c.t), calloc(cap ? cap : 1, sizeof *c.p), 0, cap};
     struct preempt_plan plan = {0};
     char err[256];
     struct resvec *running = NULL;
     if (!c.t || !c.p) goto out;
-    cluster_foreach_pod(r->cm, collect_one, &c);
+    for (size_t k = 0; cap && k < npools; k++)
+        if (preempt_pool_wanted(&r->ps, all[k]))
+            for (struct cm_pod *p = cluster_pool_first(r->cm, all[k]); p; p = cluster_pool_next(p))
+                collect_one(&c, p, all[k]);
     if (preempt_plan(&r->ps, cluster_tree(r->cm), c.t, c.n, &plan, err, sizeof err)) {
         fprintf(stderr, "level=error msg=\"resmgr: preemption: %s\"\n", err);
         goto out;
     }
-    size_t npools = 0;
-    struct respool *const *all = plan.n ? respool_preorder(cluster_tree(r->cm), &npools) : NULL;
-    if (all) running = running_by_pool(all, npools, c.t, c.n);
+    if (plan.n) running = running_by_pool(r, all, npools);
     for (size_t i = 0; i < plan.n; i++) {
         const struct preempt_victim *v = &plan.v[i];
         struct cm_pod *p = c.p[v->task];

@@ -347,12 +347,7 @@ int crd_pool_build_tree(const json_t *const *pools, size_t n, struct respool_tre
     return rc;
 }
 
-struct respool *crd_pool_find(const struct respool_tree *t, const char *name) {
-    if (!name || !*name) return NULL;
-    for (struct respool *p = respool_next_preorder(respool_root(t)); p; p = respool_next_preorder(p))
-        if (strcmp(p->name, name) == 0) return p;
-    return NULL;
-}
+struct respool *crd_pool_find(const struct respool_tree *t, const char *name) { return respool_by_name(t, name); }
 
 /* The stored pools other than those called name, plus extra (may be NULL). */
 static const json_t **others_plus(const json_t *const *existing, size_t n, const char *name, const json_t *extra,

@@ -66,7 +66,8 @@ int crd_pool_check_change(const json_t *const *existing, size_t n, const json_t 
 int crd_pool_check_delete(const json_t *const *existing, size_t n, const char *name, char *err, size_t errlen);
 
 /* The pool in a tree built by crd_pool_build_tree whose name is name (NULL
- * when none). Linear in the number of pools. */
+ * when none). A hash lookup (respool_by_name): constant in the number of
+ * pools, so callers may look a pool up per pod. */
 struct respool *crd_pool_find(const struct respool_tree *t, const char *name);
 
 /* Whether a stored pool is marked for deletion (metadata.deletionTimestamp). */

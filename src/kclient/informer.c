@@ -559,10 +559,13 @@ uint64_t kc_informer_age_ms(const struct kc_informer *inf) {
 
 json_t *kc_informer_get(const struct kc_informer *inf, const char *ns, const char *name) {
     char key[1024];
-    if (!inf || !name) return NULL;
-    int n = snprintf(key, sizeof key, "%s/%s", ns ? ns : "", name);
-    if (n < 0 || (size_t)n >= sizeof key || inf->f->keys_only) return NULL;
-    return json_object_get(inf->f->cache, key);
+    if (!inf || !name || inf->f->keys_only) return NULL;
+    size_t nl = ns ? strlen(ns) : 0, ml = strlen(name);
+    if (nl + ml + 2 > sizeof key) return NULL;
+    if (nl) memcpy(key, ns, nl); /* "ns/name" without a formatter: callers look up per node and per pod */
+    key[nl] = '/';
+    memcpy(key + nl + 1, name, ml + 1);
+    return json_object_getn(inf->f->cache, key, nl + 1 + ml);
 }
 
 size_t kc_informer_count(const struct kc_informer *inf) { return inf ? json_object_size(inf->f->cache) : 0; }

@@ -48,6 +48,8 @@ struct cluster {
     struct host_fleet *fleet;
     struct place_engine *engine;
     struct cm_pod **host_head; /* per host index */
+    struct cm_pod **pool_head; /* per pool index of tree: the pods counted in that leaf */
+    uint32_t npool_head;
     struct resvec *host_alloc; /* per host: what its pods request */
     uint32_t *host_pods, *host_max_pods; /* per host: pods counted, allocatable "pods" (0 = no limit) */
     uint64_t *host_gen;        /* per host: stamped whenever what is counted on it changes */
@@ -131,6 +133,7 @@ void cluster_free(struct cluster *c) {
         respool_tree_free(c->tree);
     }
     free(c->host_head);
+    free(c->pool_head);
     free(c->host_alloc);
     free(c->host_pods);
     free(c->host_max_pods);
@@ -203,6 +206,11 @@ static void uncount(struct cluster *c, struct cm_pod *p) {
     if (p->pool_) {
         if (p->counted_ == 1) usage_sub(&p->pool_->alloc, p->counted_flags_, p->counted_req_);
         else usage_sub(&p->pool_->pending, p->counted_flags_, p->counted_req_);
+        if (p->pprev_) p->pprev_->pnext_ = p->pnext_;
+        else if (p->pool_->index < c->npool_head && c->pool_head[p->pool_->index] == p)
+            c->pool_head[p->pool_->index] = p->pnext_;
+        if (p->pnext_) p->pnext_->pprev_ = p->pprev_;
+        p->pnext_ = p->pprev_ = NULL;
     }
     if (p->host_ != HOST_NONE && p->host_ < c->nhosts) {
         c->host_alloc[p->host_] = resvec_sub(c->host_alloc[p->host_], p->counted_req_);
@@ -255,6 +263,12 @@ static void count(struct cluster *c, struct cm_pod *p) {
     p->counted_flags_ = p->info.flags;
     p->pool_ = leaf;
     if (leaf) usage_add(bound ? &leaf->alloc : &leaf->pending, p->info.flags, p->info.req);
+    if (leaf && leaf->index < c->npool_head) { /* sized for the tree by rebuild_pools */
+        p->pprev_ = NULL;
+        p->pnext_ = c->pool_head[leaf->index];
+        if (p->pnext_) p->pnext_->pprev_ = p;
+        c->pool_head[leaf->index] = p;
+    }
     p->host_ = HOST_NONE;
     if (p->node) {
         uint32_t h = count_host(c, p->node);
@@ -665,6 +679,15 @@ static int rebuild_pools(struct cluster *c) {
         c->pool_error = strdup(err);
         return rc == -ENOMEM ? rc : 0; /* keep the previous tree */
     }
+    uint32_t lim = respool_index_limit(t);
+    struct cm_pod **heads = calloc(lim ? lim : 1, sizeof *heads); /* every pod is uncounted: the lists are empty */
+    if (!heads) {
+        respool_tree_free(t);
+        return -ENOMEM;
+    }
+    free(c->pool_head);
+    c->pool_head = heads;
+    c->npool_head = lim;
     admit_tree_release(c->tree); /* a user of admission re-queues on a new tree */
     respool_tree_free(c->tree);
     c->tree = t;
@@ -805,6 +828,12 @@ struct cm_pod *cluster_host_first(const struct cluster *c, uint32_t host) {
 }
 
 struct respool *cluster_pod_pool(struct cluster *c, const struct cm_pod *p) { return leaf_of(c, p->pool); }
+
+struct cm_pod *cluster_pool_first(const struct cluster *c, const struct respool *leaf) {
+    return leaf && leaf->index < c->npool_head && respool_by_index(c->tree, leaf->index) == leaf
+               ? c->pool_head[leaf->index]
+               : NULL;
+}
 
 const char *cluster_pod_pool_problem(struct cluster *c, const struct cm_pod *p, char *buf, size_t len) {
     if (!p->pool) return NULL;

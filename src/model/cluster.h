@@ -84,6 +84,7 @@ struct cm_pod {
     unsigned counted_flags_;
     bool unplaced_;                 /* counted in the model's admitted, not yet placed, non-revocable work */
     struct cm_pod *hnext_, *hprev_; /* pods counted on the same host */
+    struct cm_pod *pnext_, *pprev_; /* pods counted in the same leaf pool */
 };
 
 struct cluster;
@@ -151,6 +152,13 @@ void cluster_foreach_pod(const struct cluster *c, int (*fn)(void *ud, struct cm_
  * cluster_host_next. */
 struct cm_pod *cluster_host_first(const struct cluster *c, uint32_t host);
 static inline struct cm_pod *cluster_host_next(const struct cm_pod *p) { return p->hnext_; }
+/* The pods counted in leaf pool `leaf` of the current tree (as allocation
+ * or as pending demand), linked by cluster_pool_next: what a per-pool pass
+ * (preemption) walks instead of every pod. Kept as pods are counted, so a
+ * pod moving to another pool, ending or going away leaves the list at once;
+ * a new tree starts with new lists. NULL for a pool of another tree. */
+struct cm_pod *cluster_pool_first(const struct cluster *c, const struct respool *leaf);
+static inline struct cm_pod *cluster_pool_next(const struct cm_pod *p) { return p->pnext_; }
 /* The leaf pool pod p is counted in (or would be), or NULL (unmanaged, or its
  * pool is unknown or not a leaf: see cluster_pod_pool_problem). */
 struct respool *cluster_pod_pool(struct cluster *c, const struct cm_pod *p);

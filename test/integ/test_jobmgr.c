@@ -964,6 +964,41 @@ TEST(jobmgr_integ_events_coalesced) {
     env_stop(&e);
 }
 
+/* An idle job manager's resync does not decode every pod again: once its
+ * records hold every cached pod as adopted, a resync (every second here)
+ * skips the pod pass; a cached pod no record holds (a pod with the job
+ * label that is not a Job's) sends it back to re-applying them all, and its
+ * delete lets it skip again. */
+TEST(jobmgr_integ_idle_resync_skips_the_pod_pass) {
+    START(e);
+    REQUIRE(create_job(&e, "i1", "STATELESS", 10, NULL, "img") == 201);
+    struct want_pods wp = {"i1", 10, "Running"};
+    CHECK(wait_until(&e, "i1", run_forever, pods_are, &wp));
+    pump(&e, 2500); /* the last writes and a pass that adopts what they made */
+    struct jobmgr_stats a, b, c, d;
+    jobmgr_stats(e.jm, &a);
+    pump(&e, 3200);
+    jobmgr_stats(e.jm, &b);
+    CHECK(b.resync_skips - a.resync_skips >= 2);
+    CHECK_I64(b.resync_passes - a.resync_passes, 0);
+    REQUIRE(api(&e, "POST", PODS,
+                "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"stray\",\"labels\":"
+                "{\"peloton.io/job\":\"i1\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}",
+                NULL, NULL) == 201);
+    pump(&e, 2200);
+    jobmgr_stats(e.jm, &c);
+    CHECK(c.resync_passes - b.resync_passes >= 1);
+    REQUIRE(api(&e, "DELETE", PODS "/stray?gracePeriodSeconds=0", NULL, NULL, NULL) == 200);
+    pump(&e, 1200);
+    jobmgr_stats(e.jm, &c);
+    pump(&e, 2200);
+    jobmgr_stats(e.jm, &d);
+    CHECK(d.resync_skips - c.resync_skips >= 1);
+    CHECK_I64(d.resync_passes - c.resync_passes, 0);
+    CHECK_I64(d.write_errors, 0);
+    env_stop(&e);
+}
+
 static bool some_at(struct env *e, void *ud) {
     const char *image = ud;
     json_t *pods = list_pods(e, "u3");

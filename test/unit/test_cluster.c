@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "cluster.h"
+#include "crd_pool.h"
 #include "preempt.h"
 #include "podspec.h"
 #include "strmap.h"
@@ -761,5 +762,120 @@ TEST(cluster_pool_marked_for_deletion_reaches_the_tree) {
     REQUIRE(a);
     CHECK(a->deleting);
     CHECK_I64(a->demand.v[RES_CPU], 0); /* what waits in it asks for nothing */
+    cluster_free(c);
+}
+
+struct list_ref {
+    struct cluster *c;
+    struct respool *leaf;
+    size_t n;
+};
+
+/* Counts the pods that should be on ref->leaf's list, told from the
+ * outside: their pool is that leaf, they have not ended, and they are bound,
+ * admitted, or pending and not terminating. */
+static int count_expected(void *ud, struct cm_pod *p) {
+    struct list_ref *r = ud;
+    if (cluster_pod_pool(r->c, p) == r->leaf && !p->info.terminal && (p->node || p->admitted || !p->info.deleting))
+        r->n++;
+    return 0;
+}
+
+/* Whether leaf's list (cluster_pool_first) holds exactly the pods that count
+ * in it, doubly linked, and their requests add up to the leaf's allocation
+ * and pending demand. */
+static void check_pool_list(struct cluster *c, struct respool *leaf) {
+    size_t in_list = 0;
+    int64_t cpu = 0;
+    const struct cm_pod *prev = NULL;
+    for (struct cm_pod *p = cluster_pool_first(c, leaf); p; p = cluster_pool_next(p)) {
+        CHECK(p->pprev_ == prev);
+        CHECK(cluster_pod_pool(c, p) == leaf);
+        CHECK(!p->info.terminal);
+        cpu += p->info.req.v[RES_CPU];
+        prev = p;
+        in_list++;
+        REQUIRE(in_list <= cluster_pod_count(c)); /* no cycle */
+    }
+    struct list_ref r = {c, leaf, 0};
+    cluster_foreach_pod(c, count_expected, &r);
+    CHECK_I64(in_list, r.n);
+    struct usage a = leaf->alloc, q = leaf->pending;
+    CHECK_I64(cpu, usage_nonslack(&a).v[RES_CPU] + a.c[UC_REVOCABLE].v[RES_CPU] + usage_nonslack(&q).v[RES_CPU] +
+                       q.c[UC_REVOCABLE].v[RES_CPU]);
+}
+
+/* The per-pool pod lists (what the preemption pass walks) through a random
+ * run: pods created, bound, moved between pools by label and by their
+ * namespace's pool, admitted, ended, terminating and deleted; a pool deleted
+ * and made again (a new tree, new lists); a pool that is not a leaf. After
+ * each step every leaf's list is what counts in it. */
+TEST(cluster_pool_lists_follow_pods) {
+    struct cm_options o;
+    cm_options_default(&o);
+    o.default_pool = "a";
+    struct cluster *c = cluster_new(&o);
+    REQUIRE(c);
+    feed(c, node("n1", "64", "64Gi", true), cluster_node_set);
+    feed(c, node("n2", "64", "64Gi", true), cluster_node_set);
+    feed(c, pool("org", "", "0", "64"), cluster_pool_set);
+    feed(c, pool("a", "org", "0", "64"), cluster_pool_set);
+    feed(c, pool("b", "org", "0", "64"), cluster_pool_set);
+    feed(c, pool("c", "", "0", "64"), cluster_pool_set);
+    REQUIRE_I64(cluster_refresh(c), 0);
+    static const char *const pools[] = {"a", "b", "c", "org", "ghost", NULL};
+    static const char *const nodes[] = {"n1", "n2", NULL};
+    uint64_t seed = 7;
+    char name[16];
+    bool c_gone = false;
+    for (int step = 0; step < 3000; step++) {
+        snprintf(name, sizeof name, "p%d", (int)test_range(&seed, 0, 59));
+        const char *ns = test_range(&seed, 0, 1) ? "d" : "e";
+        int op = (int)test_range(&seed, 0, 99);
+        if (op < 60) {
+            json_t *v = pod(ns, name, pools[test_range(&seed, 0, 5)], test_range(&seed, 0, 1) ? "1" : "2",
+                            nodes[test_range(&seed, 0, 2)]);
+            int64_t ph = test_range(&seed, 0, 9);
+            if (ph == 0) json_object_set_new(v, "status", json_pack("{s:s}", "phase", "Succeeded"));
+            else if (ph == 1)
+                json_object_set_new(json_object_get(v, "metadata"), "deletionTimestamp",
+                                    json_string("2026-11-27T07:00:00Z"));
+            feed(c, v, cluster_pod_set);
+        } else if (op < 75) {
+            cluster_pod_del(c, ns, name);
+        } else if (op < 85) {
+            struct cm_pod *p = cluster_pod(c, ns, name);
+            if (p) cluster_admit(c, p, !p->admitted);
+        } else if (op < 92) {
+            json_t *v = J("{\"metadata\":{\"name\":\"e\",\"annotations\":{}}}");
+            const char *to = pools[test_range(&seed, 0, 2)];
+            json_object_set_new(json_object_get(json_object_get(v, "metadata"), "annotations"), "peloton.io/resource-pool",
+                                json_string(to));
+            feed(c, v, cluster_ns_set);
+        } else if (op < 96) {
+            if (c_gone) feed(c, pool("c", "", "0", "64"), cluster_pool_set);
+            else cluster_pool_del(c, "c");
+            c_gone = !c_gone;
+        } else {
+            REQUIRE_I64(cluster_refresh(c), 0);
+        }
+        if (step % 7 == 0 || op >= 92) {
+            REQUIRE_I64(cluster_refresh(c), 0);
+            CHECK(!cluster_pool_error(c));
+            size_t n;
+            struct respool *const *all = respool_preorder(cluster_tree(c), &n);
+            REQUIRE(all);
+            for (size_t i = 0; i < n; i++) {
+                if (respool_is_leaf(all[i])) check_pool_list(c, all[i]);
+                else CHECK(cluster_pool_first(c, all[i]) == NULL);
+            }
+            CHECK((crd_pool_find(cluster_tree(c), "c") == NULL) == c_gone);
+        }
+    }
+    /* a pool of another tree has no list here */
+    struct respool_tree *other = respool_tree_new();
+    REQUIRE(other);
+    CHECK(cluster_pool_first(c, respool_root(other)) == NULL);
+    respool_tree_free(other);
     cluster_free(c);
 }

@@ -508,3 +508,84 @@ TEST(preempt_property_giveback) {
         teardown(t, &st, &plan);
     }
 }
+
+/* preempt_pool_wanted: a plan given only the tasks of the pools it wants
+ * is the plan of every task, check after check (the same victims, reasons,
+ * kinds and amounts, and the same counters), with tasks leaving, pools
+ * over and under, revocable work, and gangs waiting at heads on the
+ * entitlement rule, the slack rule or the reservation rule. */
+TEST(preempt_wanted_pools_plan_as_all) {
+    uint64_t seed = 4242;
+    for (int iter = 0; iter < 60; iter++) {
+        struct respool_tree *t = respool_tree_new();
+        enum { NP = 6, N = 120 };
+        struct respool *pools[NP];
+        char path[16], ids[N][16];
+        mkpool(t, "/org", 6);
+        for (int i = 0; i < NP; i++) {
+            snprintf(path, sizeof path, i < 3 ? "/org/p%d" : "/p%d", i);
+            pools[i] = mkpool(t, path, 2);
+            REQUIRE(pools[i]);
+        }
+        struct preempt_task ts[N], sub[N];
+        size_t back[N];
+        static const enum task_state states[] = {TASK_READY, TASK_PLACING, TASK_RUNNING, TASK_PREEMPTING,
+                                                 TASK_LAUNCHED};
+        static const unsigned fl[] = {0, WF_PREEMPTIBLE, WF_PREEMPTIBLE | WF_REVOCABLE};
+        for (int i = 0; i < N; i++) {
+            snprintf(ids[i], sizeof ids[i], "t%d", i);
+            ts[i] = task(ids[i], pools[test_range(&seed, 0, NP - 1)], test_range(&seed, 0, 4),
+                         (uint32_t)test_range(&seed, 0, 5), fl[test_range(&seed, 0, 2)],
+                         states[test_range(&seed, 0, 4)], test_range(&seed, 0, 1000));
+            ts[i].res.v[RES_MEMORY] = GIB(test_range(&seed, 0, 3));
+        }
+        charge(ts, N);
+        struct gang gangs[NP];
+        for (int i = 0; i < NP; i++) {
+            struct resvec ns = usage_nonslack(&pools[i]->alloc), rv = pools[i]->alloc.c[UC_REVOCABLE];
+            for (int k = 0; k < 2; k++) {
+                pools[i]->entitlement.v[k] = ns.v[k] * test_range(&seed, 5, 14) / 10;
+                pools[i]->slack_entitlement.v[k] = rv.v[k] * test_range(&seed, 5, 14) / 10;
+            }
+            int64_t g = test_range(&seed, 0, 3); /* a head waiting on: none, entitlement, slack, reservation */
+            if (!g) continue;
+            admit_gang_init(&gangs[i], ids[i], 9, g == 2 ? WF_REVOCABLE | WF_PREEMPTIBLE : g == 1 ? WF_PREEMPTIBLE : 0,
+                            1, cpu(test_range(&seed, 1, 6)));
+            REQUIRE(admit_enqueue(pools[i], &gangs[i], NULL, 0) == 0);
+        }
+        struct gang *out[NP];
+        admit_round(t, out, NP); /* sets the heads' why; admits what fits */
+        struct preempt_state all = state(2, true), part = state(2, true);
+        for (int check = 0; check < 4; check++) {
+            struct preempt_plan pa = {0}, pb = {0};
+            size_t m = 0;
+            for (int i = 0; i < N; i++)
+                if (preempt_pool_wanted(&part, ts[i].pool)) {
+                    back[m] = (size_t)i;
+                    sub[m++] = ts[i];
+                }
+            REQUIRE(preempt_plan(&all, t, ts, N, &pa, NULL, 0) == 0);
+            REQUIRE(preempt_plan(&part, t, sub, m, &pb, NULL, 0) == 0);
+            REQUIRE_I64(pb.n, pa.n);
+            for (size_t v = 0; v < pa.n; v++) {
+                CHECK_STR(pb.v[v].task_id, pa.v[v].task_id);
+                CHECK_I64(back[pb.v[v].task], pa.v[v].task);
+                CHECK(pb.v[v].pool == pa.v[v].pool);
+                CHECK_I64(pb.v[v].reason, pa.v[v].reason);
+                CHECK_I64(pb.v[v].kind, pa.v[v].kind);
+                CHECK_I64(pb.v[v].amount, pa.v[v].amount);
+                CHECK_I64(pb.v[v].checks, pa.v[v].checks);
+                CHECK(!pa.v[v].gang_id == !pb.v[v].gang_id);
+                CHECK(preempt_pool_wanted(&part, pa.v[v].pool));
+            }
+            for (int i = 0; i < NP; i++) CHECK_I64(preempt_state_get(&part, pools[i]), preempt_state_get(&all, pools[i]));
+            /* the victims leave, as the caller would have them */
+            for (size_t v = 0; v < pa.n; v++) ts[pa.v[v].task].state = TASK_PREEMPTING;
+            preempt_plan_free(&pa);
+            preempt_plan_free(&pb);
+        }
+        preempt_state_free(&all);
+        struct preempt_plan none = {0};
+        teardown(t, &part, &none);
+    }
+}

@@ -69,6 +69,54 @@ TEST(respool_many_pools_hash_and_delete) {
     respool_tree_free(t);
 }
 
+/* The name index (respool_by_name, what crd_pool_find is): every pool found
+ * by its last segment through growth and deletes; a shared name gives the
+ * one created first, then the next once that one is gone; the root and
+ * unknown names give NULL. */
+TEST(respool_by_name_index) {
+    struct respool_tree *t = respool_tree_new();
+    char err[256], path[64], name[32];
+    REQUIRE(t);
+    CHECK(respool_by_name(t, "") == NULL);
+    CHECK(respool_by_name(t, NULL) == NULL);
+    CHECK(respool_by_name(t, "nope") == NULL);
+    for (int i = 0; i < 40; i++) {
+        snprintf(path, sizeof path, "/g%d", i);
+        REQUIRE(mk(t, path, 0, RES_UNLIMITED, err) == 0);
+        for (int j = 0; j < 25; j++) { /* 1,000 leaves: the buckets double several times */
+            snprintf(path, sizeof path, "/g%d/l%d-%d", i, i, j);
+            REQUIRE(mk(t, path, 0, RES_UNLIMITED, err) == 0);
+        }
+    }
+    for (int i = 0; i < 40; i++)
+        for (int j = 0; j < 25; j++) {
+            snprintf(name, sizeof name, "l%d-%d", i, j);
+            snprintf(path, sizeof path, "/g%d/l%d-%d", i, i, j);
+            struct respool *p = respool_by_name(t, name);
+            REQUIRE(p);
+            CHECK_STR(p->path, path);
+        }
+    for (int j = 0; j < 25; j += 2) {
+        snprintf(path, sizeof path, "/g7/l7-%d", j);
+        REQUIRE(respool_delete(t, path, err, sizeof err) == 0);
+    }
+    for (int j = 0; j < 25; j++) {
+        snprintf(name, sizeof name, "l7-%d", j);
+        CHECK((respool_by_name(t, name) != NULL) == (j % 2 == 1));
+    }
+    /* one name under two parents: the first created, then the other */
+    REQUIRE(mk(t, "/g3/twin", 0, RES_UNLIMITED, err) == 0);
+    REQUIRE(mk(t, "/g1/twin", 0, RES_UNLIMITED, err) == 0);
+    CHECK_STR(respool_by_name(t, "twin")->path, "/g3/twin");
+    REQUIRE(respool_delete(t, "/g3/twin", err, sizeof err) == 0);
+    CHECK_STR(respool_by_name(t, "twin")->path, "/g1/twin");
+    REQUIRE(respool_delete(t, "/g1/twin", err, sizeof err) == 0);
+    CHECK(respool_by_name(t, "twin") == NULL);
+    CHECK_STR(respool_by_name(t, "g39")->path, "/g39");
+    CHECK(respool_by_name(t, "/") == NULL);
+    respool_tree_free(t);
+}
+
 TEST(respool_rule_reservation_le_limit) {
     struct respool_tree *t = respool_tree_new();
     char err[256];
