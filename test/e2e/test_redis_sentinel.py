@@ -19,46 +19,16 @@ Every wait is bounded; every process is stopped."""
 import http.client
 import json
 import os
-import socket
 import subprocess
 import threading
 import time
 
 import services
+from redis_ha import redis_cmd, start_server
 from simlib import run_tests
 
 wait_until = services.wait_until
 NAME = "peloton"
-
-
-def redis_cmd(port, *args, timeout=1.0):
-    """One command over RESP: its reply (bulk strings and simple strings as
-    str, arrays as lists of those joined by spaces, errors as "-ERR …")."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(f"*{len(args)}\r\n".encode() + b"".join(f"${len(a)}\r\n{a}\r\n".encode() for a in args))
-        f = s.makefile("rb")
-
-        def one():
-            line = f.readline().rstrip(b"\r\n").decode(errors="replace")
-            if line[:1] == "$":
-                n = int(line[1:])
-                return "" if n < 0 else f.read(n + 2)[:-2].decode(errors="replace")
-            if line[:1] == "*":
-                n = int(line[1:])
-                return " ".join(str(one()) for _ in range(max(n, 0)))
-            return line[1:] if line[:1] in "+:" else line
-        return one()
-
-
-def start_server(port, d, *extra):
-    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-                          "--appendfsync", "always", "--dir", d, "--daemonize", "no", *extra],
-                         stdout=open(os.path.join(d, "redis.log"), "a"), stderr=subprocess.STDOUT)
-    services._procs.append(p)
-    services.wait_for(lambda: "PONG" in redis_cmd(port, "PING"), what=f"redis-server on {port}")
-    return p
-
-
 PORTS = {k: services.free_port() for k in ("primary", "replica", "replica2", "s1", "s2", "s3")}
 DIRS = {k: services.tempdir() for k in PORTS}
 PRIMARY = start_server(PORTS["primary"], DIRS["primary"])
