@@ -6,7 +6,8 @@ the way etcd's robustness tests do:
 - acked-writes: every acknowledged write is in the history its watchers saw
   (a create's or an update's resourceVersion appears for that object, with
   the update's label), and in the final state: an acknowledged create not
-  deleted since is there (unless the system deletes such objects), an
+  deleted since is there (unless a watcher saw the system delete it:
+  preemption deletes plain pods), an
   acknowledged delete's object is not;
 - rv-unique: resourceVersions are unique (no two different changes, of any
   object, with one resourceVersion; no two acknowledged writes with one);
@@ -173,6 +174,8 @@ def check(path):
             rep.bad("acked-writes", f"update of {o['name']} to chaos-gen {o['gen']} answered rv {o['rv']}, but the "
                     f"watchers saw chaos-gen {by_uid_rv[(o['uid'], o['rv'])].get('gen')} there", o["uid"], o["rv"],
                     o["name"])
+    # objects the system deleted (preemption deletes plain pods): DELETED seen, no acknowledged delete of it
+    sys_deleted = {e["uid"] for e in evs if e["type"] == "DELETED"}
     if "Pod" in final_by:
         last_gen = {}
         for o in ops:
@@ -184,7 +187,7 @@ def check(path):
             name = o["name"]
             gone = name in deleted_names.get("Pod", set())
             f = final_by["Pod"].get(name)
-            if not gone and f is None:
+            if not gone and f is None and o["uid"] not in sys_deleted:
                 rep.bad("acked-writes", f"pod {name}: created (acknowledged) and never deleted by the client, but not "
                         "in the final list", o["uid"], o["rv"], name)
             elif gone and f is not None and not f.get("del"):

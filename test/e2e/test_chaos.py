@@ -21,7 +21,8 @@ gaps, with their violations, and do not fail the test.
 
 CHAOS_ROUNDS=N (default 5) fault rounds; CHAOS_MINUTES=M runs rounds for M
 minutes instead (by hand: CHAOS_MINUTES=30 python3 test/e2e/test_chaos.py).
-CHAOS_SEED fixes the random choices. Every wait is bounded; every process
+CHAOS_SEED fixes the random choices; CHAOS_FAULTS=kill-resmgr,pause,… picks
+among the faults (FAULTS below; "none" runs the load alone, for comparison). Every wait is bounded; every process
 is stopped."""
 import http.client
 import json
@@ -378,8 +379,17 @@ def keep_logs():
         shutil.copy(err, os.path.join(d, f"kubelet-sim-{i}.err"))
 
 
-FAULTS = [lambda: fault_kill_role("resmgr"), lambda: fault_kill_role("placement"), lambda: fault_kill_role("jobmgr"),
-          lambda: fault_pause(RNG.choice(ROLES)), fault_kill_ksim, fault_kill_redis_primary]
+def fault_none():
+    time.sleep(3)
+    return "none (a pause of the load's length)"
+
+
+FAULTS = {"kill-resmgr": lambda: fault_kill_role("resmgr"), "kill-placement": lambda: fault_kill_role("placement"),
+          "kill-jobmgr": lambda: fault_kill_role("jobmgr"), "pause": lambda: fault_pause(RNG.choice(ROLES)),
+          "kill-kubelet-sim": fault_kill_ksim, "kill-redis-primary": fault_kill_redis_primary, "none": fault_none}
+# CHAOS_FAULTS=a,b picks among those (none: no fault, the load alone); every one but none by default
+PICK = [f for f in os.environ.get("CHAOS_FAULTS", ",".join(k for k in FAULTS if k != "none")).split(",") if f]
+assert all(f in FAULTS for f in PICK), f"CHAOS_FAULTS: known faults are {', '.join(FAULTS)}"
 RESULTS = {}
 
 
@@ -400,7 +410,7 @@ def test_chaos_rounds():
     lt.start()
     time.sleep(3)
     faults = []
-    order = list(range(len(FAULTS)))
+    order = list(PICK)
     RNG.shuffle(order)
     end = time.monotonic() + MINUTES * 60 if MINUTES > 0 else None
     i = 0
