@@ -42,7 +42,7 @@ from simlib import run_tests
 wait_until = services.wait_until
 ROUNDS = int(os.environ.get("CHAOS_ROUNDS", "5"))
 MINUTES = float(os.environ.get("CHAOS_MINUTES", "0"))
-SEED = int(os.environ.get("CHAOS_SEED", str(int(time.time()) % 100000)))
+SEED = int(os.environ.get("CHAOS_SEED", str((int(time.time()) * 1000 + os.getpid()) % 1000000)))
 RNG = random.Random(SEED)
 LEASE_MS = 2000
 NODES, NODE_CPU = 4, 4  # 16 cores; each pool is entitled to 8 and may borrow up to 12
@@ -50,7 +50,7 @@ POOLS = {"chaos-a": (8, 12), "chaos-b": (8, 12)}  # name: (reservation, limit) i
 OPS_PER_SECOND = 8
 HIST_DIR = os.path.join(services.ROOT, "build", "chaos")
 os.makedirs(HIST_DIR, exist_ok=True)
-HIST_PATH = os.path.join(HIST_DIR, f"history-{SEED}.jsonl")
+HIST_PATH = os.path.join(HIST_DIR, f"history-{SEED}-{os.getpid()}.jsonl")
 T0 = time.monotonic()
 
 
@@ -370,7 +370,7 @@ def fault_kill_redis_primary():
 
 def keep_logs():
     """The processes' logs beside the history (build/chaos/logs-SEED/), for a violation's cause."""
-    d = os.path.join(HIST_DIR, f"logs-{SEED}")
+    d = os.path.join(HIST_DIR, f"logs-{SEED}-{os.getpid()}")
     os.makedirs(d, exist_ok=True)
     for name, (_, log) in CTL.items():
         shutil.copy(log, os.path.join(d, f"ctl-{name}.log"))
@@ -433,7 +433,7 @@ def test_chaos_rounds():
         states = {j["metadata"]["name"]: j.get("status", {}).get("state") for j in obj.get("items", [])}
         return all(states.get(n) in ("SUCCEEDED", "FAILED") for n in batch)
     try:
-        wait_until(batch_done, 25 if MINUTES == 0 else 120, "the BATCH jobs to end", every=0.5)
+        wait_until(batch_done, 20 if MINUTES == 0 else 120, "the BATCH jobs to end", every=0.5)
     except AssertionError as e:
         print(f"quiesce: {e}", flush=True)
     time.sleep(2)  # the last status writes and allocations land
@@ -447,13 +447,15 @@ def test_chaos_rounds():
         HIST.add(k="final", kind=kind, rv=obj["metadata"]["resourceVersion"], items=items)
         if kind == "ResourcePool":  # the limits as the checker must hold them
             HIST.add(k="pool-limits", limits={n: lim * 1000 for n, (_, lim) in POOLS.items()})
-    last_rv = int(finals["Pod"]["metadata"]["resourceVersion"])
-    # the watchers catch up to the final list (bounded), then stop
+    last_rv = max([int(i["metadata"]["resourceVersion"]) for i in finals["Pod"]["items"]] + [0])
+    # the watchers catch up to the final list (bounded; a deletion after its last item's
+    # change is not waited for), then stop
     try:
         wait_until(lambda: all(w.rv is not None and int(w.rv) >= last_rv for w in watchers[:2]), 15,
                    "the pod watchers at the final resourceVersion", every=0.2)
     except AssertionError as e:
         print(f"watchers: {e}", flush=True)
+    time.sleep(1)
     for w in watchers:
         w.stop.set()
         if w.conn and w.conn.sock:
