@@ -126,7 +126,8 @@ for who in kubelet-sim pelotond; do
   [ "$who" = pelotond ] && PD_PID="" || KS_PID=""
   log=$DIR/valgrind-$who.txt
   echo "== $who (exit $st): $log"
-  sed -n '/LEAK SUMMARY/,/suppressed/p; /ERROR SUMMARY/p' "$log" | sed 's/^==[0-9]*== /  /'
+  sed -n '/HEAP SUMMARY/,/ERROR SUMMARY/p' "$log" | grep -v '^==[0-9]*== *$' | grep -Ev 'For (lists|counts) of' |
+    sed 's/^==[0-9]*== /  /' | grep -E 'in use at exit|total heap usage|lost:|reachable:|suppressed:|no leaks|SUMMARY' || true
   grep -q "definitely lost: [1-9]" "$log" && rc=1
   grep -q "ERROR SUMMARY: [1-9]" "$log" && rc=1
   [ "$st" = 0 ] || rc=1
