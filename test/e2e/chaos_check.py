@@ -35,9 +35,9 @@ import sys
 # Invariants that fail on main because of a known deep bug: their violations
 # are printed as known gaps (never silently skipped) and do not fail the test.
 KNOWN_GAPS = {
-    "node-capacity": "a controller process holding the resource manager and placement killed -9: the successor's "
-                     "placement binds pods over a node's free CPU (kubelet answers OutOfcpu); reproduced with one node "
-                     "and five 1-cpu pods; not with a clean stop, nor with placement or the resource manager killed alone",
+    "node-capacity": "after kill -9 of a controller process holding the resource manager and placement, its "
+                     "successor's placement binds pods beyond a node's free CPU (the kubelet answers OutOfcpu); not "
+                     "after a clean stop; deterministic in test/e2e/repro_overcommit_takeover.py",
     "batch-complete": "BATCH instances bound over capacity fail OutOfcpu (node-capacity), and a pod created while the "
                       "resource manager fails over is not always picked up by its next term (docs/architecture.md)",
     "final-allocation": "after kill -9 of the placement and resource manager holder a pool's allocation was seen above "
