@@ -254,9 +254,15 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
         pods[n++] = pod;
     }
     json_decref(names);
-    if (missing && attempts < PL_MISSING_MAX) { /* the cache lags the resource manager: look again soon */
+    if (missing && (attempts < PL_MISSING_MAX || !n)) {
+        /* the cache lags the resource manager: look again soon, then every
+         * 5 s; a gang is never dropped for it (its record goes when its pods
+         * do) */
+        if (attempts == PL_MISSING_MAX)
+            fprintf(stderr, "level=warn msg=\"placement: gang members not in the cache\" gang=%s missing=%zu "
+                    "attempts=%ld\n", key, missing, attempts);
         ctl_redis_defer(p->env.db, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key);
-        retry_later(p, key, 50);
+        retry_later(p, key, attempts < PL_MISSING_MAX ? 50 : 5000);
         freeReplyObject(h);
         return;
     }

@@ -489,9 +489,10 @@ static uint32_t wait_code(const struct gang *h) { return 1 + ((uint32_t)h->why.c
 /* Tells every member of a gang still waiting for admission why, when that
  * changed since it was last told: a FailedScheduling Event (aggregated by
  * the recorder) and PodScheduled=False, reason WaitingForAdmission, with
- * the same message ("waiting for admission: pool /a/b: cpu entitlement 4 <
- * allocation 3 + gang 2", or "...: queued behind higher-priority or earlier
- * gangs"). */
+ * the same message (admit_why_format's: "waiting for admission: pool /a/b at
+ * its cpu entitlement: 3 of 4 cores allocated, gang needs 2; position 1 of 2
+ * in the pool's queue; ...", or "...: queued behind higher-priority or
+ * earlier gangs, ..."). */
 static void tell_wait(struct resmgr *r, struct rm_gang *g) {
     static struct cm_pod *buf[RM_GANG_MAX];
     uint32_t code = wait_code(&g->g);

@@ -15,13 +15,16 @@
  * own on_synced. Handlers may free any informer (the free of a feed busy in
  * a handler waits until the handler returns: busy counter).
  *
- * Options (kc_informer_new_opts): a keys-only feed is never shared: its
- * cache maps "ns/name" to the resourceVersion alone, so a subscriber that
- * keeps its own state pays for one string per object instead of a whole
- * tree (a pod's tree is 10-15 KB). Its updates come without the old object
- * and the deletions a re-list finds come as a stub naming the object. A
- * transform trims every object (listed or watched) before it is cached or
- * handed out; feeds are shared only by informers with the same transform. */
+ * Options (kc_informer_new_opts): a keys-only feed's cache maps "ns/name"
+ * to the resourceVersion alone, so a subscriber that keeps its own state
+ * pays for one string per object instead of a whole tree (a pod's tree is
+ * 10-15 KB). Its updates come without the old object and the deletions a
+ * re-list finds come as a stub naming the object. Such a feed is shared
+ * only until its first list is applied: its cache has no objects to give a
+ * later subscriber, which gets a feed of its own (its own list; a role
+ * started again in a new leader term is one). A transform trims every
+ * object (listed or watched) before it is cached or handed out; feeds are
+ * shared only by informers with the same options. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -451,8 +454,9 @@ struct kc_informer *kc_informer_new_opts(struct kclient *c, const char *path, co
     struct kc_informer_opts none = {0};
     if (!o) o = &none;
     struct kc_feed *f = c->feeds;
-    while (f && (f->free_pending || f->keys_only != o->keys_only || f->transform != o->transform ||
-                 f->keep != o->keep || strcmp(f->path, path) || !same(f->query, query)))
+    while (f && (f->free_pending || (f->keys_only && f->synced) || f->keys_only != o->keys_only ||
+                 f->transform != o->transform || f->keep != o->keep || strcmp(f->path, path) ||
+                 !same(f->query, query)))
         f = f->next;
     bool made = !f;
     if (made && !(f = feed_new(c, path, query))) return NULL;
@@ -478,11 +482,43 @@ struct kc_informer *kc_informer_new(struct kclient *c, const char *path, const c
     return kc_informer_new_opts(c, path, query, NULL, h, ud);
 }
 
+/* A subscriber made before its keys-only feed synced and started after: the
+ * cache holds keys, not objects to hand it, so it moves to a feed of its own
+ * (same path, query and options) that lists for it. Its place in the old
+ * feed's list is taken by a dead stand-in, which the feed unlinks when no
+ * handler of it runs (a handler may be walking that list now). */
+static int move_to_own_feed(struct kc_informer *inf) {
+    struct kc_feed *old = inf->f, *nf = feed_new(old->c, old->path, old->query);
+    struct kc_informer *stand = nf ? calloc(1, sizeof *stand) : NULL;
+    if (!stand) {
+        if (nf) really_free(nf);
+        return -ENOMEM;
+    }
+    nf->keys_only = old->keys_only;
+    nf->transform = old->transform;
+    nf->keep = old->keep;
+    *stand = *inf;
+    stand->dead = true;
+    for (struct kc_informer **p = &old->subs; *p; p = &(*p)->next)
+        if (*p == inf) {
+            *p = stand;
+            break;
+        }
+    inf->next = NULL;
+    inf->f = nf;
+    nf->subs = inf;
+    if (!old->busy) reap(old); /* frees the stand-in, and the old feed if it had no one else */
+    if (old->free_pending && !old->busy) really_free(old);
+    return 0;
+}
+
 int kc_informer_start(struct kc_informer *inf) {
     if (!inf || inf->dead) return -EINVAL;
     if (inf->started) return -EALREADY;
     struct kc_feed *f = inf->f;
     if (f->c->freeing || f->c->free_pending) return -ECANCELED;
+    if (f->keys_only && f->synced && move_to_own_feed(inf)) return -ENOMEM;
+    f = inf->f;
     inf->started = true;
     if (!f->started) {
         f->started = true;

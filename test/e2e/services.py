@@ -42,13 +42,20 @@ def wait_for(check, timeout=10.0, what="service"):
     raise TimeoutError(f"{what} did not come up in {timeout}s")
 
 
+# TEST_TRACE_WAITS=S prints every wait that took S seconds or more (where a suite's time goes)
+_TRACE_WAITS = float(os.environ.get("TEST_TRACE_WAITS", "0"))
+
+
 def wait_until(check, timeout=15.0, what="condition", every=0.1):
     """Polls check() until it returns something true (returned) or the time is up (AssertionError)."""
-    deadline = time.monotonic() + timeout
+    t0 = time.monotonic()
+    deadline = t0 + timeout
     last = None
     while time.monotonic() < deadline:
         last = check()
         if last:
+            if _TRACE_WAITS and time.monotonic() - t0 >= _TRACE_WAITS:
+                print(f"  waited {time.monotonic() - t0:.1f} s for {what}", file=sys.stderr)
             return last
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")

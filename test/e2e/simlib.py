@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,7 +37,9 @@ def pools_by_path(doc):
 def run_tests(name, namespace):
     tests = [(k, v) for k, v in namespace.items() if k.startswith("test_") and callable(v)]
     passed = failed = 0
+    slow = float(os.environ.get("TEST_SLOW_SECONDS", "5"))
     for tname, fn in tests:
+        t0 = time.monotonic()
         try:
             fn()
             passed += 1
@@ -44,5 +47,8 @@ def run_tests(name, namespace):
             failed += 1
             print(f"FAIL {tname}", file=sys.stderr)
             traceback.print_exc()
+        took = time.monotonic() - t0
+        if took >= slow:  # where a suite's time goes, for whoever shortens it
+            print(f"  {tname}: {took:.1f} s")
     print(f"{name}: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
