@@ -93,6 +93,15 @@ def primary(h):
     return next((k for k, v in h.ports.items() if v == port and not k.startswith("s")), None)
 
 
+def info(port, section="replication"):
+    """INFO section of the server on port, or "" when it does not answer (a
+    server the Sentinels reconfigure drops its clients' connections)."""
+    try:
+        return redis_cmd(port, "INFO", section)
+    except OSError:
+        return ""
+
+
 def is_master(h, name):
     try:
         return "role:master" in redis_cmd(h.ports[name], "INFO", "replication")

@@ -1,14 +1,18 @@
 #!/usr/bin/python3
-"""Reproduces the chaos test's node-capacity known gap (chaos_check.KNOWN_GAPS),
-deterministically, in about 20 s; not run by make test (its name does not
-start with test_). Exits 1 while the bug is there, 0 once it is fixed.
+"""The chaos test's node overcommit after a takeover, deterministically, in
+about 20 s; not run by make test (its name does not start with test_): a
+quick check by hand. Exits 1 when the node is overcommitted. Fixed by
+ad0418f (a role started again in a new term joined the process's keys-only
+pod informer feed and got keys without objects: placement's model held no
+pods); this script said "2 of 2" before it and says "1 of 2" since.
 
 One API server, kubelet-sim with one 4-cpu node, a controller process A
 with every singleton role (2 s lease). Three 1-cpu pods run. Then A is
 stopped (MODE=kill: kill -9, the default; MODE=stop: SIGTERM) and a fresh
 controller process B takes over; two more 1-cpu pods are created. Only one
 fits. Seen 2026-11-27: with kill -9, B's placement binds both and the kubelet
-fails the second OutOfcpu; with a clean stop B binds one and the other waits.
+fails the second OutOfcpu; with a clean stop B bound one and the other waited
+(B's roles started at once, before the feed had listed).
 By hand, with the roles split over two processes: kill -9 of a
 placement-only process (its successor also placement-only) did not
 overcommit, nor did kill -9 of the process holding the resource manager,

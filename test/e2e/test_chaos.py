@@ -363,8 +363,7 @@ def fault_kill_redis_primary():
     took = time.monotonic() - t0
     new = redis_ha.primary(REDIS)
     REDIS.procs[old] = redis_ha.start_server(REDIS.ports[old], REDIS.dirs[old])
-    wait_until(lambda: "role:slave" in redis_ha.redis_cmd(REDIS.ports[old], "INFO", "replication"), 30,
-               "the old primary made a replica")
+    wait_until(lambda: "role:slave" in redis_ha.info(REDIS.ports[old]), 30, "the old primary made a replica")
     return f"kill -9 Redis primary {old} ({new} promoted after {took:.1f} s)"
 
 
@@ -421,11 +420,21 @@ def test_chaos_rounds():
             print(f"round {i + 1}: {what}", flush=True)
             i += 1
             time.sleep(RNG.uniform(1.5, 3))
+            # the API server is never a fault's target: it must live through them all
+            assert API_PROC.poll() is None, f"the API server exited ({API_PROC.returncode}): " + \
+                open(API_LOG).read()[-3000:]
+    except BaseException:
+        keep_logs()
+        raise
     finally:
         load.stop.set()
         lt.join(30)
     HIST.add(k="load-stopped", ops=load.ops)
-    # quiesce: every BATCH Job the load left ends (bounded); whatever is not done is the checker's to report
+    # quiesce: the services the load left are deleted (they never end, and BATCH work may wait for
+    # their capacity), then every BATCH Job ends (bounded); what is not done is the checker's to report
+    for name, jtype in list(load.jobs.items()):
+        if jtype != "BATCH":
+            call("DELETE", f"{JOBS}/{name}", op="delete", kind="Job", name=name)
     batch = [n for n, t in load.jobs.items() if t == "BATCH"]
 
     def batch_done():
@@ -433,20 +442,35 @@ def test_chaos_rounds():
         states = {j["metadata"]["name"]: j.get("status", {}).get("state") for j in obj.get("items", [])}
         return all(states.get(n) in ("SUCCEEDED", "FAILED") for n in batch)
     try:
-        wait_until(batch_done, 20 if MINUTES == 0 else 120, "the BATCH jobs to end", every=0.5)
+        wait_until(batch_done, 30 if MINUTES == 0 else 120, "the BATCH jobs to end", every=0.5)
     except AssertionError as e:
         print(f"quiesce: {e}", flush=True)
-    time.sleep(2)  # the last status writes and allocations land
+    # the pools' status follows the pods a moment later (written about once a second): wait
+    # (bounded) until the allocations match the pods, or report what they are then
+    limits = {n: lim * 1000 for n, (_, lim) in POOLS.items()}
+
+    snap = {}
+
+    def settled():  # the pods, then the pools: a settled pair is the final one of both
+        snap["Pod"] = services.api(PORT, "GET", PODS, timeout=30)[1]
+        snap["ResourcePool"] = services.api(PORT, "GET", POOLS_PATH)[1]
+        pods = [summary("Pod", p) for p in snap["Pod"].get("items", [])]
+        pools = [summary("ResourcePool", p) for p in snap["ResourcePool"].get("items", [])]
+        return not chaos_check.allocation_mismatches(pools, pods, limits)
+    try:
+        wait_until(settled, 15 if MINUTES == 0 else 60, "the pools' allocations to match their pods", every=0.5)
+    except AssertionError as e:
+        print(f"allocations: {e}", flush=True)
     finals = {}
     for kind, path in (("Pod", PODS), ("Job", JOBS), ("ResourcePool", POOLS_PATH), ("Node", "/api/v1/nodes")):
-        code, obj = services.api(PORT, "GET", path, timeout=30)
+        code, obj = (200, snap[kind]) if "items" in snap.get(kind, {}) else services.api(PORT, "GET", path, timeout=30)
         assert code == 200, obj
         finals[kind] = obj
         items = [summary(kind, it) if kind != "Node" else {"name": it["metadata"]["name"], "cpu": chaos_check.millicores(
             it.get("status", {}).get("allocatable", {}).get("cpu", "0"))} for it in obj["items"]]
         HIST.add(k="final", kind=kind, rv=obj["metadata"]["resourceVersion"], items=items)
         if kind == "ResourcePool":  # the limits as the checker must hold them
-            HIST.add(k="pool-limits", limits={n: lim * 1000 for n, (_, lim) in POOLS.items()})
+            HIST.add(k="pool-limits", limits=limits)
     last_rv = max([int(i["metadata"]["resourceVersion"]) for i in finals["Pod"]["items"]] + [0])
     # the watchers catch up to the final list (bounded; a deletion after its last item's
     # change is not waited for), then stop
