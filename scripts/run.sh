@@ -22,7 +22,9 @@ MESOS_AGENTS=${MESOS_AGENTS:-0}
 [[ "$MESOS_AGENTS" =~ ^[0-9]+$ ]] || pl_die "MESOS_AGENTS must be a number"
 API_PORT=${API_PORT:-0}
 REDIS_REPLICAS=${REDIS_REPLICAS:-0}
-[[ "$REDIS_REPLICAS" =~ ^[0-9]+$ ]] && [ "$REDIS_REPLICAS" -le 8 ] || pl_die "REDIS_REPLICAS must be a number from 0 to 8"
+if ! [[ "$REDIS_REPLICAS" =~ ^[0-9]+$ ]] || [ "$REDIS_REPLICAS" -gt 8 ]; then
+  pl_die "REDIS_REPLICAS must be a number from 0 to 8"
+fi
 for b in bin/pelotond bin/kubelet-sim; do
   [ -x "$b" ] || pl_die "$b is missing: run make build"
 done
