@@ -41,7 +41,7 @@ cleanup() {
 trap cleanup EXIT
 pl_stop_on_signals
 
-VG=(valgrind --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite
+VG=(valgrind --leak-check=full "--show-leak-kinds=definite,indirect" --errors-for-leak-kinds=definite
   --num-callers=30 --error-exitcode=99 --trace-children=no)
 
 pl_start_redis "$DIR"
