@@ -80,7 +80,7 @@ FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 r
 FUZZ_SECONDS ?= 30
 FUZZ_CC ?= clang-14
 
-.PHONY: all deps build test unit e2e bench run run-sim run-apiserver clean fuzz image
+.PHONY: all deps build test unit e2e bench run run-sim run-apiserver clean fuzz image soak
 all: build
 
 deps:
@@ -239,6 +239,10 @@ RUN_SCRIPT = if [ -t 0 ] && { : </dev/tty; } 2>/dev/null; then \
 	  exec bash -mc '$(1) 2>&3 3>&-' 3>&2 2>/dev/tty; else exec $(1); fi
 run: build
 	@$(call RUN_SCRIPT,scripts/run.sh)
+
+# pelotond and kubelet-sim under valgrind through a short load (not in make test)
+soak: build
+	scripts/valgrind-soak.sh
 
 # The offline simulator on the examples.
 run-sim: build

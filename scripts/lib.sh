@@ -75,6 +75,74 @@ pl_start_redis() {
   pl_wait "redis-server on $sock" 10 "$PL_REDIS_PID" "$dir/redis.log" redis-cli -s "$sock" ping
 }
 
+# pl_start_redis_sentinel DIR N: a primary, N replicas and three Sentinels
+# (quorum 2), each a redis-server in its own folder under DIR with its own
+# log, on free TCP ports of 127.0.0.1 (replication and the Sentinels speak
+# TCP: unlike the single private redis, a local user can reach these ports;
+# there is no password). AOF fsync as in pl_start_redis. Sets PL_REDIS_PIDS
+# (all of them, the Sentinels first, so stopping them in order stops the
+# Sentinels before the servers), PL_SENTINELS (host:port,... for pelotond's
+# --redis-sentinel), PL_REDIS_PRIMARY (host:port) and PL_REDIS_MASTER_NAME.
+pl_start_redis_sentinel() {
+  local dir=$1 n=$2 i d port primary_port s conf
+  PL_REDIS_FSYNC=${REDIS_FSYNC:-always}
+  case $PL_REDIS_FSYNC in
+    always | everysec) ;;
+    *) pl_die "REDIS_FSYNC=$PL_REDIS_FSYNC: use always or everysec" ;;
+  esac
+  command -v redis-server >/dev/null || pl_die "redis-server is not installed (make deps)"
+  chmod 700 "$dir"
+  PL_REDIS_MASTER_NAME=peloton
+  local servers=() sentinels=() ports=()
+  for ((i = 0; i <= n; i++)); do
+    d=$dir/redis-$i
+    mkdir -p "$d"
+    port=$(pl_free_port)
+    local replica=()
+    if [ "$i" = 0 ]; then
+      primary_port=$port
+    else
+      # the first replica is the Sentinels' choice (lowest replica-priority)
+      replica=(--replicaof 127.0.0.1 "$primary_port" --replica-priority "$((i * 10))")
+    fi
+    (umask 077 && exec setsid redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes \
+      --appendfsync "$PL_REDIS_FSYNC" --dir "$d" --daemonize no "${replica[@]}" >"$d/redis.log" 2>&1) &
+    servers+=($!)
+    ports+=("$port")
+    pl_wait "redis-server $i on 127.0.0.1:$port" 10 "$!" "$d/redis.log" redis-cli -p "$port" ping
+  done
+  for ((i = 1; i <= n; i++)); do
+    pl_wait "replica $i in sync" 30 "" "$dir/redis-$i/redis.log" pl_replica_up "${ports[$i]}"
+  done
+  PL_SENTINELS=""
+  for s in 1 2 3; do
+    d=$dir/sentinel-$s
+    mkdir -p "$d"
+    port=$(pl_free_port)
+    conf=$d/sentinel.conf
+    cat >"$conf" <<SC
+port $port
+bind 127.0.0.1
+dir $d
+sentinel monitor $PL_REDIS_MASTER_NAME 127.0.0.1 $primary_port 2
+sentinel down-after-milliseconds $PL_REDIS_MASTER_NAME ${SENTINEL_DOWN_MS:-5000}
+sentinel failover-timeout $PL_REDIS_MASTER_NAME 30000
+sentinel parallel-syncs $PL_REDIS_MASTER_NAME 1
+SC
+    (umask 077 && exec setsid redis-server "$conf" --sentinel >"$d/sentinel.log" 2>&1) &
+    sentinels+=($!)
+    pl_wait "sentinel $s on 127.0.0.1:$port" 10 "$!" "$d/sentinel.log" redis-cli -p "$port" ping
+    PL_SENTINELS=${PL_SENTINELS:+$PL_SENTINELS,}127.0.0.1:$port
+  done
+  PL_REDIS_PIDS="${sentinels[*]} ${servers[*]}"
+  PL_REDIS_PRIMARY=127.0.0.1:$primary_port
+}
+
+# pl_replica_up PORT: the replica on 127.0.0.1:PORT is linked to its primary.
+pl_replica_up() {
+  redis-cli -p "$1" info replication | grep -q '^master_link_status:up'
+}
+
 # pl_redis_reachable HOST:PORT
 pl_redis_reachable() {
   redis-cli -h "${1%:*}" -p "${1##*:}" ping 2>/dev/null | grep -q PONG

@@ -162,6 +162,7 @@ static void ev_flush_now(struct conn_ev *e) {
     if (a) a->unsent = 0;
     if (!e->writing || e->blocked) return;
     redisAsyncHandleWrite(e->ac); /* delWrite when all of it went */
+    if (e->closing) return; /* the write failed: hiredis disconnected, e's handles are closing */
     if (e->writing) { /* the socket is full: wait until it takes more */
         e->blocked = true;
         ev_update(e);

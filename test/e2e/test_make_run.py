@@ -3,7 +3,9 @@ here): it comes up with its fleet, says how durable its redis is, keeps the
 store to its owner (Redis on a 0700 Unix socket only, 0600 files in a 0700
 directory), kubectl sees the nodes, and Ctrl-C stops everything and exits 0 (make included:
 before, make reported `Error 130`). Also TERM to the script without a
-terminal exits 0."""
+terminal exits 0; MESOS_AGENTS adds Mesos agents; REDIS_REPLICAS=2 runs a
+Sentinel-managed Redis that survives kill -9 of its primary."""
+import json
 import os
 import pty
 import re
@@ -13,6 +15,7 @@ import subprocess
 import time
 
 import services
+from redis_ha import redis_cmd
 from simlib import run_tests
 
 ROOT = services.ROOT
@@ -136,6 +139,72 @@ def test_mesos_agents():
         p.send_signal(signal.SIGTERM)
         rest, _ = p.communicate(timeout=60)
     assert p.returncode == 0, (p.returncode, rest)
+
+
+def test_redis_replicas_with_sentinels():
+    """REDIS_REPLICAS=2: a primary, two replicas and three Sentinels on
+    loopback, pelotond given the Sentinels; kill -9 of the primary: a replica
+    is promoted, pelotond follows it: a pod created through the new primary
+    runs once the controllers' next terms have begun; TERM stops
+    everything (Sentinels and servers included) and exits 0."""
+    env = dict(os.environ, NODES="2", REDIS_REPLICAS="2", REDIS_FSYNC="everysec", SENTINEL_DOWN_MS="1000")
+    p = subprocess.Popen(["scripts/run.sh"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL)
+    out = b""
+    end = time.monotonic() + 120
+    while b"Ctrl-C stops" not in out and time.monotonic() < end and p.poll() is None:
+        r, _, _ = select.select([p.stdout], [], [], 0.2)
+        if r:
+            out += os.read(p.stdout.fileno(), 65536)
+    text = out.decode(errors="replace")
+    state = None
+    redis_pids = []  # the Sentinels', the replicas' and the primary's
+    try:
+        flat = " ".join(text.split())
+        assert "Ctrl-C stops" in text and "with 2 replicas and 3 Sentinels at" in flat, text[-2000:]
+        state = banner_facts(text)
+        sentinels = re.search(r"3 Sentinels at (\S+) \(master name (\w+);", flat)
+        assert sentinels, flat
+        s1 = int(sentinels.group(1).split(",")[0].rsplit(":", 1)[1])
+        name = sentinels.group(2)
+        kc = os.path.join(state, "kubeconfig")
+
+        def kubectl(*args, stdin=None):
+            return subprocess.run(["kubectl", f"--kubeconfig={kc}", *args], input=stdin, capture_output=True,
+                                  text=True, timeout=60)
+
+        def primary_port():
+            return int(redis_cmd(s1, "SENTINEL", "get-master-addr-by-name", name).split()[1])
+
+        def running(pod):
+            r = kubectl("get", "pod", pod, "-o", "jsonpath={.status.phase}")
+            return r.returncode == 0 and r.stdout == "Running"
+
+        def pod(pname):
+            return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pname},
+                               "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        assert kubectl("apply", "-f", "-", stdin=pod("before")).returncode == 0
+        services.wait_until(lambda: running("before"), 30, "pod before Running")
+        old = primary_port()
+        assert "connected_slaves:2" in redis_cmd(old, "INFO", "replication")
+        for port in [int(a.rsplit(":", 1)[1]) for a in sentinels.group(1).split(",")] + \
+                [int(x) for x in re.findall(r"port=(\d+)", redis_cmd(old, "INFO", "replication"))] + [old]:
+            redis_pids.append(int(re.search(r"process_id:(\d+)", redis_cmd(port, "INFO", "server")).group(1)))
+        os.kill(redis_pids[-1], signal.SIGKILL)  # the primary
+        services.wait_until(lambda: primary_port() != old, 30, "the Sentinels to promote a replica", every=0.2)
+        # writes go through once pelotond has found the new primary (a 5xx before is retried)
+        services.wait_until(lambda: kubectl("apply", "-f", "-", stdin=pod("after")).returncode == 0, 30,
+                            "a pod created through the new primary", every=0.5)
+        # the controllers' terms ended with the store's outage and begin
+        # again once pelotond reaches the new primary: the pod runs then
+        services.wait_until(lambda: running("after"), 60, "pod after Running")
+        assert running("before")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        rest, _ = p.communicate(timeout=60)
+    assert p.returncode == 0, (p.returncode, rest)
+    assert state and not os.path.exists(state) and not leftovers(state), leftovers(state or "?")
+    assert len(redis_pids) == 6 and not [pid for pid in redis_pids if os.path.exists(f"/proc/{pid}")], redis_pids
 
 
 run_tests("make-run", dict(globals()))

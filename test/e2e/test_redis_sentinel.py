@@ -27,20 +27,11 @@ import threading
 import time
 
 import services
-from services import redis_cmd
+from redis_ha import redis_cmd, start_server
 from simlib import run_tests
 
 wait_until = services.wait_until
 NAME = "peloton"
-
-
-def start_server(port, d, *extra):
-    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-                          "--appendfsync", "always", "--dir", d, "--daemonize", "no", *extra],
-                         stdout=open(os.path.join(d, "redis.log"), "a"), stderr=subprocess.STDOUT)
-    services._procs.append(p)
-    services.wait_for(lambda: "PONG" in redis_cmd(port, "PING"), what=f"redis-server on {port}")
-    return p
 
 
 PORTS = {k: services.free_port() for k in ("primary", "replica", "replica2", "s1", "s2", "s3")}

@@ -1,11 +1,18 @@
 /* Integration tests of the store's asynchronous write path (store_async.c)
  * against a real redis-server, beside the synchronous store on the same
  * server: pipelining and order, the namespace guard, read-modify-write with
- * lost races, NOSCRIPT, deletion by finalizers, a lost connection. */
+ * lost races, NOSCRIPT, deletion by finalizers, a lost connection, a write
+ * failing in the turn's flush (against a listener of the test's own). */
+#include <arpa/inet.h>
+#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -529,4 +536,77 @@ TEST(store_async_batch_cas_of_a_deleted_object) {
     CHECK_HAS(g.err, "not found");
     got_free(&g);
     env_stop(&e);
+}
+
+/* ---- a write that fails in the turn's flush ---- */
+
+/* This process's descriptor of the client side of the connection whose
+ * server side is fd (its local port is fd's peer port); -1 if none. */
+static int client_side(int fd) {
+    struct sockaddr_in peer, mine;
+    socklen_t l = sizeof peer;
+    if (getpeername(fd, (struct sockaddr *)&peer, &l)) return -1;
+    for (int c = 3; c < 1024; c++) {
+        l = sizeof mine;
+        if (c != fd && getsockname(c, (struct sockaddr *)&mine, &l) == 0 && mine.sin_family == AF_INET &&
+            mine.sin_port == peer.sin_port)
+            return c;
+    }
+    return -1;
+}
+
+/* The connection's writing side is shut while the turn's batch waits for
+ * its flush: the flush's write fails (EPIPE), hiredis disconnects (closing
+ * the poll handle) and the flush used to register the handle again for the
+ * rest it could not write: uv_poll_start on a closing handle, libuv's
+ * assertion, an abort (the API server died so after a Redis primary was
+ * killed under load, in test/e2e/test_chaos.py). Now each write is answered
+ * -EIO and the loop goes on. */
+TEST(store_async_write_failing_in_the_flush_fails_the_writes) {
+    signal(SIGPIPE, SIG_IGN);
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    REQUIRE(ls >= 0 && bind(ls, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(ls, 4) == 0 &&
+            getsockname(ls, (struct sockaddr *)&sa, &sl) == 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store_async *a = NULL;
+    REQUIRE_I64(store_async_open(&loop, "127.0.0.1", ntohs(sa.sin_port), NULL, &a), 0);
+    struct got g1 = {0}, g2 = {0};
+    char err[256];
+    /* the first write connects and is sent; the server reads it and answers nothing */
+    REQUIRE_I64(store_async_create(a, "pods", "default", pod("first"), false, on_done, &g1, err, sizeof err), 0);
+    int fd = -1;
+    for (int i = 0; i < 200 && fd < 0; i++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        struct pollfd pf = {.fd = ls, .events = POLLIN};
+        if (poll(&pf, 1, 10) == 1) fd = accept(ls, NULL, NULL);
+    }
+    REQUIRE(fd >= 0);
+    char buf[4096];
+    ssize_t n = 0;
+    for (int i = 0; i < 200 && n <= 0; i++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, 10) == 1) n = read(fd, buf, sizeof buf);
+    }
+    REQUIRE(n > 0);
+    CHECK_I64(g1.calls, 0);
+    int c = client_side(fd);
+    REQUIRE(c >= 0);
+    REQUIRE_I64(store_async_create(a, "pods", "default", pod("second"), false, on_done, &g2, err, sizeof err), 0);
+    REQUIRE_I64(shutdown(c, SHUT_WR), 0); /* the next write fails; nothing to read comes */
+    for (int i = 0; i < 2000 && (g1.calls < 1 || g2.calls < 1); i++) uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK_I64(g1.calls, 1);
+    CHECK_I64(g2.calls, 1);
+    CHECK_I64(g1.rc, -EIO);
+    CHECK_I64(g2.rc, -EIO);
+    got_free(&g1);
+    got_free(&g2);
+    store_async_close(a);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    close(fd);
+    close(ls);
 }

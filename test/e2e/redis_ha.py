@@ -1,0 +1,90 @@
+"""A Sentinel-managed Redis on loopback for e2e tests: a primary, replicas and
+three Sentinels, all real redis-server processes with AOF (fsync always),
+registered with services so stop_all() stops them. Every wait is bounded."""
+import os
+import subprocess
+import types
+
+import services
+from services import redis_cmd  # noqa: F401 (re-exported for the tests)
+
+NAME = "peloton"
+
+
+def answers(port):
+    """Whether the redis-server (or Sentinel) on port answers PING."""
+    try:
+        return "PONG" in redis_cmd(port, "PING")
+    except OSError:
+        return False
+
+
+def start_server(port, d, *extra):
+    """A redis-server on 127.0.0.1:port with its AOF in d (restarted on its old data when d holds one)."""
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+                          "--appendfsync", "always", "--dir", d, "--daemonize", "no", *extra],
+                         stdout=open(os.path.join(d, "redis.log"), "a"), stderr=subprocess.STDOUT)
+    services._procs.append(p)
+    services.wait_for(lambda: "PONG" in redis_cmd(port, "PING"), what=f"redis-server on {port}")
+    return p
+
+
+def start(replicas=2, down_after_ms=1000, failover_timeout_ms=5000):
+    """The primary, `replicas` replicas (the first one the Sentinels' choice:
+    the lowest replica-priority) and three Sentinels with quorum 2. Returns a
+    namespace: ports (primary, replica0.., s1..s3), dirs, procs (by the same
+    names), sentinels ("host:port,…" for --redis-sentinel), name (the master
+    name)."""
+    names = ["primary"] + [f"replica{i}" for i in range(replicas)]
+    h = types.SimpleNamespace(name=NAME, procs={})
+    h.ports = {k: services.free_port() for k in names + ["s1", "s2", "s3"]}
+    h.dirs = {k: services.tempdir() for k in h.ports}
+    h.procs["primary"] = start_server(h.ports["primary"], h.dirs["primary"])
+    for i in range(replicas):
+        r = f"replica{i}"
+        h.procs[r] = start_server(h.ports[r], h.dirs[r], "--replicaof", "127.0.0.1", str(h.ports["primary"]),
+                                  "--replica-priority", str(10 + 90 * i))
+    for s in ("s1", "s2", "s3"):
+        conf = os.path.join(h.dirs[s], "sentinel.conf")
+        with open(conf, "w") as f:
+            f.write(f"port {h.ports[s]}\nbind 127.0.0.1\ndir {h.dirs[s]}\n"
+                    f"sentinel monitor {NAME} 127.0.0.1 {h.ports['primary']} 2\n"
+                    f"sentinel down-after-milliseconds {NAME} {down_after_ms}\n"
+                    f"sentinel failover-timeout {NAME} {failover_timeout_ms}\n"
+                    f"sentinel parallel-syncs {NAME} 1\n")
+        p = subprocess.Popen(["redis-server", conf, "--sentinel"], stdout=open(os.path.join(h.dirs[s], "log"), "w"),
+                             stderr=subprocess.STDOUT)
+        services._procs.append(p)
+        h.procs[s] = p
+        services.wait_for(lambda: answers(h.ports[s]), what="sentinel")
+    for i in range(replicas):
+        services.wait_until(lambda: "master_link_status:up" in redis_cmd(h.ports[f"replica{i}"], "INFO", "replication"),
+                            30, "the replicas in sync")
+    h.sentinels = ",".join(f"127.0.0.1:{h.ports[s]}" for s in ("s1", "s2", "s3"))
+    return h
+
+
+def primary(h):
+    """The name (key of h.ports) of the server the Sentinels name primary now, or None."""
+    try:
+        addr = redis_cmd(h.ports["s1"], "SENTINEL", "get-master-addr-by-name", NAME).split()
+    except OSError:
+        return None
+    port = int(addr[1]) if len(addr) == 2 and addr[1].isdigit() else None
+    return next((k for k, v in h.ports.items() if v == port and not k.startswith("s")), None)
+
+
+def info(port, section="replication"):
+    """INFO section of the server on port, or "" when it does not answer (a
+    server the Sentinels reconfigure drops its clients' connections)."""
+    try:
+        return redis_cmd(port, "INFO", section)
+    except OSError:
+        return ""
+
+
+def is_master(h, name):
+    try:
+        return "role:master" in redis_cmd(h.ports[name], "INFO", "replication")
+    except OSError:
+        return False
