@@ -125,23 +125,30 @@ def start_pelotond(redis_port, *extra):
     return p, port, os.path.join(d, "pelotond.log")
 
 
-def redis_cmd(port, *args):
-    """One command to a test's redis-server on 127.0.0.1:port (RESP over a
-    socket); its reply: str (status, error or bulk), int, list or None."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+class RedisError(str):
+    """An error reply ("ERR ...", "READONLY ...") from redis_call."""
+
+
+def redis_call(port, *args, timeout=5.0):
+    """One command to a test's redis-server (or Sentinel) on 127.0.0.1:port
+    (RESP over a socket); its reply: str (status or bulk), RedisError, int,
+    list or None."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.sendall(b"*%d\r\n" % len(args) +
               b"".join(b"$%d\r\n%s\r\n" % (len(a.encode()), a.encode()) for a in map(str, args)))
     f = s.makefile("rb")
 
     def read():
         line = f.readline().rstrip(b"\r\n")
-        kind, rest = line[:1], line[1:].decode()
-        if kind in (b"+", b"-"):
+        kind, rest = line[:1], line[1:].decode(errors="replace")
+        if kind == b"+":
             return rest
+        if kind == b"-":
+            return RedisError(rest)
         if kind == b":":
             return int(rest)
         if kind == b"$":
-            return None if rest == "-1" else f.read(int(rest) + 2)[:-2].decode()
+            return None if rest == "-1" else f.read(int(rest) + 2)[:-2].decode(errors="replace")
         if kind == b"*":
             return None if rest == "-1" else [read() for _ in range(int(rest))]
         raise ValueError(line)
@@ -149,6 +156,18 @@ def redis_cmd(port, *args):
         return read()
     finally:
         s.close()
+
+
+def redis_cmd(port, *args, timeout=1.0):
+    """redis_call's reply as text: numbers as digits, arrays joined by
+    spaces, nil as "", errors as "-ERR ..."."""
+    def text(r):
+        if isinstance(r, RedisError):
+            return "-" + r
+        if isinstance(r, list):
+            return " ".join(text(x) for x in r)
+        return "" if r is None else str(r)
+    return text(redis_call(port, *args, timeout=timeout))
 
 
 def wait_port(port, what="port"):
@@ -185,25 +204,6 @@ contexts: [{{name: c, context: {{cluster: pc, user: u}}}}]
 current-context: c
 """)
     return path
-
-
-def redis_cmd(port, *args, timeout=1.0):
-    """One command over RESP: its reply (bulk strings and simple strings as
-    str, arrays as lists of those joined by spaces, errors as "-ERR …")."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(f"*{len(args)}\r\n".encode() + b"".join(f"${len(a)}\r\n{a}\r\n".encode() for a in args))
-        f = s.makefile("rb")
-
-        def one():
-            line = f.readline().rstrip(b"\r\n").decode(errors="replace")
-            if line[:1] == "$":
-                n = int(line[1:])
-                return "" if n < 0 else f.read(n + 2)[:-2].decode(errors="replace")
-            if line[:1] == "*":
-                n = int(line[1:])
-                return " ".join(str(one()) for _ in range(max(n, 0)))
-            return line[1:] if line[:1] in "+:" else line
-        return one()
 
 
 def api(port, method, path, body=None, timeout=30, ctype="application/json"):

@@ -28,7 +28,7 @@ wait_until = services.wait_until
 
 
 def redis(*args):
-    return services.redis_cmd(REDIS, *args)
+    return services.redis_call(REDIS, *args)
 
 
 def log():

@@ -30,7 +30,7 @@ CTL = []
 
 
 def redis(*args):
-    return services.redis_cmd(REDIS, *args)
+    return services.redis_call(REDIS, *args)
 
 
 def start_ctl(name, roles):
