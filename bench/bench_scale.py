@@ -77,6 +77,7 @@ LEASE_SECONDS = env_int("LEASE_SECONDS", 40, 40)
 RENEW_SECONDS = env_int("RENEW_SECONDS", 10, 10)
 LEASE_SAMPLE = env_int("LEASE_SAMPLE_SECONDS", 10, 10)
 PHASE_TIMEOUT = env_int("PHASE_TIMEOUT", 1800, 300)
+MAX_RSS_GIB = float(os.environ.get("MAX_RSS_GIB") or 0)  # > 0: stop the run when the processes' RSS passes it
 OUT_JSON = os.environ.get("BENCH_SCALE_JSON", os.path.join(ROOT, "build", "bench-scale.json"))
 POOL, BACKLOG_POOL = "scale", "scale-backlog"
 JOBS = "/apis/peloton.io/v1alpha1/namespaces/default/jobs"
@@ -284,6 +285,7 @@ class Observer:
         self.pd_down = []  # [t_from, t_to] intervals when pelotond was stopped or dead
         self.last_ok = None  # when /healthz last answered 200
         self.health_errors = {}  # why a poll failed -> how many
+        self.over_rss = None  # why the run was stopped for memory
         self.threads = [threading.Thread(target=f, daemon=True)
                         for f in (self.healthz, self.rss, self.logs, self.leases)]
 
@@ -365,6 +367,11 @@ class Observer:
                 self.rss_peak[name] = max(self.rss_peak.get(name, 0), mib)
             mib = rss_mib(os.getpid())
             self.rss_peak["bench"] = max(self.rss_peak.get("bench", 0), mib)
+            total = mib + sum(rss_mib(p.pid) for p in procs.values() if p is not None and p.poll() is None)
+            if MAX_RSS_GIB > 0 and total > MAX_RSS_GIB * 1024 and not self.over_rss:
+                self.over_rss = f"RSS {total / 1024:.1f} GiB > MAX_RSS_GIB={MAX_RSS_GIB:g} in phase {self.ph.name}"
+                log(f"stopping: {self.over_rss}")
+                os.kill(os.getpid(), signal.SIGTERM)
             self.stop.wait(1.0)
 
     def ksim_stopped_within(self, t, span):
@@ -372,7 +379,8 @@ class Observer:
 
     LOST = re.compile(r'hostmgr: pod lost" pod=(\S+) node=(\S+)')
     DOWN = re.compile(r'hostmgr: node down" node=(\S+) reason=\S+ renewTime=(\S+) pods=\d+ seen=(\S+)')
-    NOTE = re.compile(r'hostmgr: (evictions|informers|check late|lease read slow)')
+    NOTE = re.compile(r'hostmgr: (evictions|informers|check late|lease read slow)|lost the lease|msg="[a-z]+: leader"'
+                      r'|redis: no reply|level=error')
     KSTAT = re.compile(r'running=(\d+).* errors=(\d+) retries=(\d+) leases=(\d+)')
 
     def logs(self):
@@ -518,16 +526,80 @@ def create(api, path, obj):
         raise RuntimeError(f"POST {path}: {st} {b[:300]!r}")
 
 
-def wait_running(api, name, n, t_create, fig, every=0.5):
-    """Polls the Job until n instances are Running; records first/10%/90%/all times."""
+class RunningWatch:
+    """Pods seen Running, per Job, from one watch of Running pods (fieldSelector
+    status.phase=Running): each pod counts once, when it first shows up. The
+    events are scanned as bytes for the pod's name (JOB-INSTANCE), not decoded."""
+    NAME = re.compile(rb'"metadata":\{"name":"([a-z]+(?:-[0-9]+)?)-([0-9]+)"')
+
+    def __init__(self, port):
+        self.port = port
+        self.seen = {}  # job -> set of instances
+        self.error = None
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def count(self, job):
+        with self.lock:
+            return len(self.seen.get(job, ()))
+
+    def run(self):
+        tail = b""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
+                s.sendall(b"GET /api/v1/namespaces/default/pods?watch=true&fieldSelector=status.phase%3DRunning "
+                          b"HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.settimeout(1)
+                while not self.stopped.is_set():
+                    try:
+                        chunk = s.recv(1 << 20)
+                    except socket.timeout:
+                        continue
+                    if not chunk:
+                        self.error = "the watch ended"
+                        return
+                    data = tail + chunk
+                    cut = data.rfind(b"\n")  # whole events only; the rest waits for the next read
+                    if cut < 0:
+                        tail = data[-(1 << 22):]
+                        continue
+                    tail = data[cut + 1:]
+                    found = self.NAME.findall(data, 0, cut)
+                    if found:
+                        with self.lock:
+                            for job, inst in found:
+                                self.seen.setdefault(job.decode(), set()).add(int(inst))
+        except OSError as e:
+            self.error = str(e)[:200]
+
+    def close(self):
+        self.stopped.set()
+        self.thread.join(5)
+
+
+WATCH = None  # the RunningWatch of the bursts and the backlog
+
+
+def wait_running(api, name, n, t_create, fig, every=0.1):
+    """Waits until n instances of the Job are Running; records first/10%/90%/all times.
+    Counts from the watch of Running pods (WATCH); the Job's status.taskStats, which the job
+    manager writes from time to time, is read every 5 s as a check and in case the watch broke."""
     deadline = time.monotonic() + PHASE_TIMEOUT
     last, last_t = -1, time.monotonic()
+    status_n, status_t = 0, 0.0
     while time.monotonic() < deadline:
-        try:
-            r = running(api, name)
-        except (OSError, http.client.HTTPException, ValueError):
-            time.sleep(every)
-            continue
+        r = WATCH.count(name) if WATCH else 0
+        if time.monotonic() - status_t > 5 or WATCH is None or WATCH.error:
+            status_t = time.monotonic()
+            try:
+                status_n = running(api, name)
+            except (OSError, http.client.HTTPException, ValueError):
+                pass
+            if status_n >= n and "status_all_s" not in fig:
+                fig["status_all_s"] = round(now() - t_create, 2)
+        r = max(r, status_n)
         t = now() - t_create
         if r > 0 and "first_s" not in fig:
             fig["first_s"] = round(t, 2)
@@ -551,15 +623,30 @@ def wait_running(api, name, n, t_create, fig, every=0.5):
     return False
 
 
-def full_list(api, out):
-    """One unpaged list of every pod (the load a careless client puts on the server)."""
+def full_list(port, out):
+    """One unpaged list of every pod (the load a careless client puts on the server).
+    Read in pieces and counted by its items' names, not decoded: at a million pods the
+    answer is gigabytes."""
     t = time.monotonic()
+    n, nbytes, tail = 0, 0, b""
+    mark = b'"metadata":{"name":'
     try:
-        st, b = api.call("GET", "/api/v1/pods", timeout=600)
-        out.update(status=st, seconds=round(time.monotonic() - t, 2), bytes=len(b),
-                   items=len(json.loads(b).get("items", [])) if st == 200 else None)
-    except (OSError, http.client.HTTPException, ValueError) as e:
-        out.update(error=str(e)[:200], seconds=round(time.monotonic() - t, 2))
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        c.request("GET", "/api/v1/pods")
+        r = c.getresponse()
+        out["first_byte_s"] = round(time.monotonic() - t, 2)
+        while True:
+            chunk = r.read(1 << 20)
+            if not chunk:
+                break
+            nbytes += len(chunk)
+            data = tail + chunk
+            n += data.count(mark)
+            tail = data[-(len(mark) - 1):]  # a mark cut in two is counted with the next piece
+        c.close()
+        out.update(status=r.status, seconds=round(time.monotonic() - t, 2), bytes=nbytes, items=n)
+    except (OSError, http.client.HTTPException) as e:
+        out.update(error=str(e)[:200], seconds=round(time.monotonic() - t, 2), bytes=nbytes)
 
 
 def watch_no_rv(port, expect, out, limit_s):
@@ -636,6 +723,8 @@ def main():
         time.sleep(3)  # the controllers see the nodes
 
         ph.enter("bursts")
+        global WATCH
+        WATCH = RunningWatch(st.port)
         per = PODS // BURSTS
         for i in range(BURSTS):
             n = per if i < BURSTS - 1 else PODS - per * (BURSTS - 1)
@@ -666,7 +755,7 @@ def main():
             fig["queued_s"] = None
         fig["running_before_release"] = running(api, "backlog")
         lst, wch = {}, {}
-        side = [threading.Thread(target=full_list, args=(Api(st.port), lst)),
+        side = [threading.Thread(target=full_list, args=(st.port, lst)),
                 threading.Thread(target=watch_no_rv, args=(st.port, PODS + BACKLOG, wch, 300))]
         t = now()
         st_code, b = api.call("PATCH", f"{POOLS}/{BACKLOG_POOL}",
@@ -682,6 +771,8 @@ def main():
         for th in side:
             th.join(PHASE_TIMEOUT)
         res["backlog"] = fig
+        res["running_watch_error"] = WATCH.error
+        WATCH.close()
         res["full_list"], res["watch_no_rv"] = lst, wch
         log(f"backlog: {fig}; list {lst}; watch {wch}")
         total = PODS + BACKLOG
@@ -755,7 +846,7 @@ def main():
         res["final_expected"] = total
         ok = True
     except KeyboardInterrupt:
-        res["error"] = "interrupted"
+        res["error"] = obs.over_rss or "interrupted"
         log("interrupted")
     except Exception as e:  # noqa: BLE001 - any failure still reports what was measured
         res["error"] = f"{type(e).__name__}: {e}"
@@ -857,7 +948,7 @@ def report(res, ph, obs, ok):
               f"lapsed (> {LEASE_SECONDS} s) at most {max(s[4] for s in ls)}")
     print(f"hostmgr: nodes down {res['nodes_down']['total']}, pods lost {res['lost']['total']} "
           f"(by phase {res['lost']['by_phase']}), notes {len(res['hostmgr_notes'])}")
-    for n in res["hostmgr_notes"][:10]:
+    for n in res["hostmgr_notes"][:20]:
         print(f"  {n}")
     if "error" in res:
         print(f"error: {res['error']}")
