@@ -684,7 +684,10 @@ def watch_no_rv(port, expect, out, limit_s):
                 except socket.timeout:
                     continue
                 if not chunk:
+                    out["closed_by_server"] = True
                     break
+                if not nbytes:
+                    out["head"] = chunk[:160].decode(errors="replace")  # what the server said, should it stop
                 nbytes += len(chunk)
                 data = tail + chunk  # an event's type may be cut between two reads
                 n += data.count(b'{"type":"ADDED"')
@@ -845,18 +848,18 @@ def main():
         wait_until(probe_created, 120, "probe Job created", every=0.5)
         fig["probe_created_s"] = round(now() - t, 2)
 
-        def placed():
-            body = api.get_json("/api/v1/namespaces/default/pods?labelSelector=bench%3Dprobe", timeout=60)
-            return any((it.get("spec") or {}).get("nodeName") for it in body.get("items", []))
+        def placed():  # the Job's pod is JOB-INSTANCE; a GET by name, not a list (which reads every pod)
+            st_code, b = api.call("GET", "/api/v1/namespaces/default/pods/probe-0", timeout=60)
+            return st_code == 200 and bool((json.loads(b).get("spec") or {}).get("nodeName"))
         try:
-            wait_until(placed, PHASE_TIMEOUT, "first placement after restart", every=0.2)
+            wait_until(placed, PHASE_TIMEOUT, "first placement after restart", every=0.5)
             fig["first_placement_s"] = round(now() - t, 2)
             fig["first_placement_after_probe_s"] = round(now() - tp, 2)
         except TimeoutError:
             fig["first_placement_s"] = None
         try:
             wait_until(lambda: sum(running(api, j) for j in jobs) >= total, PHASE_TIMEOUT,
-                       "every Job counted Running again", every=1.0)
+                       "every Job counted Running again", every=2.0)
             fig["all_running_again_s"] = round(now() - t, 2)
         except TimeoutError:
             fig["all_running_again_s"] = None
