@@ -177,7 +177,7 @@ def test_whole_lists_leave_healthz_within_100ms_and_stay_consistent():
                      "spec": {"nodeName": "node-007", "containers": [{"name": "c", "image": "x"}]}})
                 created.append(f"w{i:04d}")
                 if i % 2 == 0:
-                    api("DELETE", f"/api/v1/namespaces/default/pods/p{i * 97 % N:06d}")
+                    api("DELETE", f"/api/v1/namespaces/default/pods/p{i * 97 % N:06d}?gracePeriodSeconds=0")
                     deleted.append(f"p{i * 97 % N:06d}")
             except Exception as e:
                 errors.append(e)
@@ -237,7 +237,7 @@ def test_whole_lists_leave_healthz_within_100ms_and_stay_consistent():
             apply(state, e)
     after.close()
     assert state == {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in final["items"]}
-    assert len(final["items"]) == N - len(deleted) + len(created)
+    assert len(final["items"]) == N - len(deleted) + len(created), (len(final["items"]), len(deleted), len(created))
 
     # the field selector: exactly node-003's pods (none of the writer's, which went to node-007)
     node = sorted(o["metadata"]["name"] for o in results["node"]["items"])
