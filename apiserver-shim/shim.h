@@ -61,6 +61,8 @@ struct shim {
     struct shim_sec *sec;         /* NULL: the single token above, or open (shim_auth.h) */
     uv_loop_t *loop;              /* NULL: lists are served in one turn (shim_slices.c) */
     struct slice_job *slices;     /* whole lists and initial watch events being served */
+    uv_prepare_t *slice_prep;     /* resets slice_spent_ns every loop turn */
+    uint64_t slice_spent_ns;      /* the slices' time in this loop turn */
     struct pod_index *pidx;       /* pods by node (shim_podindex.c); NULL without a loop */
 };
 

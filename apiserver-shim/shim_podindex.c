@@ -31,10 +31,10 @@
 #include "shim.h"
 #include "util/strmap.h"
 
-#define PIDX_PAGE 1000
-#define PIDX_TICK_MS 200
-#define PIDX_TICK_EVENTS 5000
-#define PIDX_QUERY_EVENTS 20000
+#define PIDX_PAGE 250
+#define PIDX_TICK_MS 50
+#define PIDX_TICK_EVENTS 500
+#define PIDX_QUERY_EVENTS 2000
 
 struct pidx_entry {
     char *node; /* a key of nodes: its set's name */
@@ -146,7 +146,7 @@ static int follow(struct pod_index *x, size_t max, bool *more) {
     size_t seen = 0;
     while (seen < max) {
         struct store_history h = {0};
-        int rc = store_history_after(x->s->st, "pods", "", x->pos, 1000, &h);
+        int rc = store_history_after(x->s->st, "pods", "", x->pos, max < 500 ? max : 500, &h);
         if (rc) return rc;
         for (size_t i = 0; i < h.n && !rc; i++) rc = apply_event(x, &h.events[i]);
         seen += h.n ? h.n : 1;

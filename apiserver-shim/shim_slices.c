@@ -39,10 +39,12 @@
 #include "util/jparse.h"
 #include "util/strmap.h"
 
-#define SLICE_PAGE 500                /* objects per store page (one page per loop turn) */
-#define SLICE_HISTORY 1000            /* history entries per loop turn */
-#define SLICE_EMIT_BYTES (512u << 10) /* bytes encoded into the stream per loop turn */
+#define SLICE_PAGE 200                /* objects per store page (one page per loop turn) */
+#define SLICE_HISTORY 500             /* history entries per loop turn */
+#define SLICE_EMIT_BYTES (256u << 10) /* bytes encoded into the stream per loop turn */
 #define SLICE_BUFFERED (4u << 20)     /* at most this much unsent before the next slice */
+#define SLICE_EMIT_ITEMS 2000          /* and at most this many items (a Table watch's rows) */
+#define SLICE_TURN_NS 5000000ull      /* all slices together: this much of a loop turn (5 ms) */
 #define SLICE_RESTARTS 3
 #define SLICE_LIST_BUFFER (64u << 20) /* the list stream's own bound (a reader that stops reading) */
 
@@ -86,6 +88,13 @@ struct slice_job {
 
 static void item_free(struct slice_item *it) {
     free(it->member);
+    free(it->line);
+    json_decref(it->obj);
+    it->line = NULL;
+    it->obj = NULL;
+}
+
+static void item_release(struct slice_item *it) {
     free(it->line);
     json_decref(it->obj);
     it->line = NULL;
@@ -303,23 +312,24 @@ static int list_head(struct slice_job *j) {
 static int emit_item(struct slice_job *j, struct slice_item *it) {
     if (!it->line && !it->obj) return 0;
     if (j->watch) {
+        int rc = 0;
         if (it->obj) j->emit(j->ud, NULL, 0, it->obj);
-        else return buf_add(j, it->line, it->len);
-        return 0;
+        else rc = buf_add(j, it->line, it->len);
+        item_release(it);
+        return rc;
     }
     if (!j->first && buf_add(j, ",", 1)) return -ENOMEM;
     j->first = false;
     int rc = buf_add(j, it->line, it->len);
-    free(it->line); /* sent: the memory goes as the list does */
-    it->line = NULL;
+    item_release(it); /* sent: the memory goes as the list does */
     return rc;
 }
 
 /* One slice of items, in key order (the read ones merged with the created ones). */
 static int emit_step(struct slice_job *j, bool *more) {
-    size_t start = j->blen;
+    size_t start = j->blen, count = 0;
     *more = true;
-    while (j->blen - start < SLICE_EMIT_BYTES) {
+    while (j->blen - start < SLICE_EMIT_BYTES && count++ < SLICE_EMIT_ITEMS) {
         struct slice_item *next;
         if (j->ei < j->n && (j->ej >= j->nex || strcmp(j->it[j->ei].member, j->ex[j->ej]->member) < 0))
             next = &j->it[j->ei++];
@@ -334,6 +344,8 @@ static int emit_step(struct slice_job *j, bool *more) {
     flush(j);
     return 0;
 }
+
+static void on_step(struct slice_job *j);
 
 static void restart(struct slice_job *j) {
     items_clear(j);
@@ -382,12 +394,28 @@ static int hist_step(struct slice_job *j) {
     return rc;
 }
 
+/* The loop turn's budget: idle callbacks run before uv_prepare's, which
+ * starts the next turn's budget; a job finding it spent waits a turn. */
+static void on_prepare(uv_prepare_t *p) {
+    struct shim *s = p->data;
+    s->slice_spent_ns = 0;
+    if (!s->slices) uv_prepare_stop(p);
+}
+
 static void on_idle(uv_idle_t *h) {
     struct slice_job *j = h->data;
     if (j->closed) {
         finish(j, -ECANCELED);
         return;
     }
+    struct shim *s = j->s;
+    if (s->slice_spent_ns >= SLICE_TURN_NS) return;
+    uint64_t t0 = uv_hrtime();
+    on_step(j);
+    s->slice_spent_ns += uv_hrtime() - t0; /* j may be gone: s is not */
+}
+
+static void on_step(struct slice_job *j) {
     int rc = 0;
     bool more = true;
     switch (j->phase) {
@@ -416,6 +444,12 @@ static void on_idle(uv_idle_t *h) {
 
 static struct slice_job *job_new(struct shim *s, const struct shim_resource *r, const char *ns) {
     if (!s->loop) return NULL;
+    if (!s->slice_prep) {
+        if (!(s->slice_prep = calloc(1, sizeof *s->slice_prep))) return NULL;
+        uv_prepare_init(s->loop, s->slice_prep);
+        s->slice_prep->data = s;
+    }
+    uv_prepare_start(s->slice_prep, on_prepare);
     struct slice_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->s = s;
@@ -516,6 +550,8 @@ void shim_slices_cancel(struct slice_job *j) {
     j->done = NULL;
 }
 
+static void on_prep_closed(uv_handle_t *h) { free(h); }
+
 /* At shutdown, after the HTTP server stopped (every stream closed). */
 void shim_slices_free_all(struct shim *s) {
     while (s->slices) {
@@ -524,6 +560,11 @@ void shim_slices_free_all(struct shim *s) {
         j->done = NULL;
         j->st = NULL;
         job_free(j);
+    }
+    if (s->slice_prep) {
+        uv_prepare_stop(s->slice_prep);
+        uv_close((uv_handle_t *)s->slice_prep, on_prep_closed);
+        s->slice_prep = NULL;
     }
 }
 
