@@ -892,6 +892,7 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
     s->obs.verb = req->method_name;
     s->obs.resource[0] = 0;
     handle(s, req, resp);
+
     shim_pb_reply(req, resp);
     shim_sec_done(s, resp->status);
     if (!s->obs_deferred && strcmp(s->obs.verb, "WATCH")) shim_metrics_request(s->metrics, &s->obs, resp->status);

@@ -45,6 +45,7 @@
 #define SLICE_BUFFERED (4u << 20)     /* at most this much unsent before the next slice */
 #define SLICE_EMIT_ITEMS 2000          /* and at most this many items (a Table watch's rows) */
 #define SLICE_TURN_NS 5000000ull      /* all slices together: this much of a loop turn (5 ms) */
+#define SLICE_WAIT_MS 2
 #define SLICE_RESTARTS 3
 #define SLICE_LIST_BUFFER (64u << 20) /* the list stream's own bound (a reader that stops reading) */
 
@@ -83,6 +84,8 @@ struct slice_job {
     char *buf;             /* a slice's bytes before they go to the stream */
     size_t blen, bcap;
     uv_idle_t idle;
+    uv_timer_t wait;       /* a reader behind: the next slice after SLICE_WAIT_MS */
+    int handles;           /* open of idle and wait */
     struct slice_job *prev, *next; /* the shim's jobs */
 };
 
@@ -120,6 +123,7 @@ static void items_clear(struct slice_job *j) {
 
 static void on_idle_closed(uv_handle_t *h) {
     struct slice_job *j = h->data;
+    if (--j->handles) return;
     items_clear(j);
     free(j->it);
     free(j->token);
@@ -133,6 +137,7 @@ static void on_idle_closed(uv_handle_t *h) {
  * on_close later (at the end of the turn), and the job goes then. */
 static void job_free(struct slice_job *j) {
     uv_idle_stop(&j->idle);
+    uv_timer_stop(&j->wait);
     if (!j->watch && j->st) {
         j->ended = true;
         return;
@@ -142,6 +147,7 @@ static void job_free(struct slice_job *j) {
     else s->slices = j->next;
     if (j->next) j->next->prev = j->prev;
     uv_close((uv_handle_t *)&j->idle, on_idle_closed);
+    uv_close((uv_handle_t *)&j->wait, on_idle_closed);
 }
 
 static bool matches(const struct slice_job *j, const json_t *obj) {
@@ -346,6 +352,12 @@ static int emit_step(struct slice_job *j, bool *more) {
 }
 
 static void on_step(struct slice_job *j);
+static void on_idle(uv_idle_t *h);
+
+static void on_wait(uv_timer_t *t) {
+    struct slice_job *j = t->data;
+    uv_idle_start(&j->idle, on_idle);
+}
 
 static void restart(struct slice_job *j) {
     items_clear(j);
@@ -426,7 +438,11 @@ static void on_step(struct slice_job *j) {
         rc = hist_step(j);
         break;
     case SLICE_EMIT:
-        if (http_stream_buffered(j->st) >= SLICE_BUFFERED) return; /* the reader first */
+        if (http_stream_buffered(j->st) >= SLICE_BUFFERED) { /* the reader first: look again in a moment */
+            uv_idle_stop(&j->idle);                           /* (an idle handle would spin the loop) */
+            uv_timer_start(&j->wait, on_wait, SLICE_WAIT_MS, 0);
+            return;
+        }
         rc = emit_step(j, &more);
         if (!rc && !more) {
             finish(j, 0);
@@ -457,6 +473,9 @@ static struct slice_job *job_new(struct shim *s, const struct shim_resource *r, 
     snprintf(j->ns, sizeof j->ns, "%s", r->namespaced ? ns : "");
     uv_idle_init(s->loop, &j->idle);
     j->idle.data = j;
+    uv_timer_init(s->loop, &j->wait);
+    j->wait.data = j;
+    j->handles = 2;
     j->next = s->slices;
     if (s->slices) s->slices->prev = j;
     s->slices = j;
