@@ -58,7 +58,8 @@ struct watcher {
     bool table, headers_sent; /* Table events; the columns went out already */
     enum shim_include inc;    /* what a Table row's object is */
     struct metrics_series *open, *sent; /* peloton_apiserver_watches and _watch_events_sent_total; may be NULL */
-    struct slice_job *initial;          /* its initial events still going out (shim_slices.c): not served here yet */
+    struct slice_job *initial;          /* its initial events still going out (shim_slices.c): neither live
+                                         * nor catching up; nothing is sent to it here until they are out */
     struct watcher *prev, *next;
 };
 
@@ -417,7 +418,7 @@ static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
         if (rc == -ESTALE) {
             /* someone is behind the retained history: settle each watcher on its own */
             for (struct watcher *w = h->head; w; w = w->next) {
-                if (w->r != r || w->ending || w->live) continue;
+                if (w->r != r || w->ending || w->live || w->initial) continue;
                 struct store_history one = {0};
                 if (store_history_after(h->st, r->store_key, "", w->rv, 1, &one) == -ESTALE)
                     send_expired(w, store_errmsg(h->st));
@@ -431,7 +432,7 @@ static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
             char *line = NULL;
             size_t len = 0;
             for (struct watcher *w = h->head; w; w = w->next) {
-                if (w->r != r || w->ending || w->live || e->resource_version <= w->rv ||
+                if (w->r != r || w->ending || w->live || w->initial || e->resource_version <= w->rv ||
                     !wants(w, e->ns, e->object))
                     continue;
                 if (w->table) {
@@ -447,7 +448,7 @@ static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
         int more = hist.more;
         store_history_free(&hist);
         for (struct watcher *w = h->head; w; w = w->next)
-            if (w->r == r && !w->live && !w->ending && w->rv < next) caught_up(h, w, next);
+            if (w->r == r && !w->live && !w->ending && !w->initial && w->rv < next) caught_up(h, w, next);
         if (!more || next <= from) break;
         from = next;
     }
