@@ -372,6 +372,7 @@ struct pod_index;
 struct pod_index *podindex_new(struct shim *s, uv_loop_t *loop);
 void podindex_free(struct pod_index *x);
 bool podindex_ready(const struct pod_index *x);
+void podindex_start(struct pod_index *x); /* builds it now (else on the first list by node) */
 uint64_t podindex_builds(const struct pod_index *x);
 size_t podindex_count(const struct pod_index *x, const char *node);
 /* The pods on node (in ns, "" = all) as one consistent list, in key order,

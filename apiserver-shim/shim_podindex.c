@@ -5,6 +5,11 @@
  * history stream, which holds every write by anyone sharing Redis, in
  * resourceVersion order (docs/store.md):
  *
+ * It exists while lists by node come: the first starts the build (and is
+ * served without it), and ten minutes without one drop it, so a cluster
+ * that never lists by node pays nothing for it (following the history
+ * costs the loop a parse of every pod write).
+ *
  *   build   pages of PIDX_PAGE pods per loop turn (a uv_idle), from the
  *           first page's version S: member -> (node, the object's version);
  *   follow  the history after S, applied in order; an event applies only
@@ -35,6 +40,7 @@
 #define PIDX_TICK_MS 50
 #define PIDX_TICK_EVENTS 500
 #define PIDX_QUERY_EVENTS 2000
+#define PIDX_IDLE_MS (10 * 60 * 1000) /* kept this long after the last list by node */
 
 struct pidx_entry {
     char *node; /* a key of nodes: its set's name */
@@ -52,6 +58,7 @@ struct pod_index {
     uv_timer_t timer;
     int closing;
     uint64_t builds; /* for tests: how many builds finished */
+    uint64_t used_ms; /* the last list by node */
 };
 
 static void unset(struct pod_index *x, const char *member) {
@@ -212,6 +219,12 @@ static void start_build(struct pod_index *x) {
 
 static void on_tick(uv_timer_t *t) {
     struct pod_index *x = t->data;
+    if (uv_now(t->loop) - x->used_ms > PIDX_IDLE_MS) { /* nobody lists by node: stop paying for it */
+        uv_idle_stop(&x->idle);
+        uv_timer_stop(&x->timer);
+        clear(x);
+        return;
+    }
     if (uv_is_active((uv_handle_t *)&x->idle)) return; /* building */
     if (!x->ready) {
         start_build(x);
@@ -232,9 +245,15 @@ struct pod_index *podindex_new(struct shim *s, uv_loop_t *loop) {
     uv_timer_init(loop, &x->timer);
     x->timer.data = x;
     uv_unref((uv_handle_t *)&x->timer); /* the index alone does not keep the loop running */
+    return x;
+}
+
+/* A list by node: the index is built on the first and kept while they come. */
+static void use(struct pod_index *x) {
+    x->used_ms = uv_now(x->timer.loop);
+    if (uv_is_active((uv_handle_t *)&x->timer)) return;
     start_build(x);
     uv_timer_start(&x->timer, on_tick, PIDX_TICK_MS, PIDX_TICK_MS);
-    return x;
 }
 
 static void on_closed(uv_handle_t *h) {
@@ -254,6 +273,9 @@ void podindex_free(struct pod_index *x) {
 }
 
 bool podindex_ready(const struct pod_index *x) { return x && x->ready; }
+void podindex_start(struct pod_index *x) {
+    if (x) use(x);
+}
 uint64_t podindex_builds(const struct pod_index *x) { return x ? x->builds : 0; }
 
 size_t podindex_count(const struct pod_index *x, const char *node) {
@@ -272,7 +294,9 @@ static int cmp_obj(const void *a, const void *b) {
 
 int podindex_list(struct pod_index *x, const char *node, const char *ns, json_t **items, uint64_t *rv) {
     *items = NULL;
-    if (!x || !x->ready) return -EAGAIN;
+    if (!x) return -EAGAIN;
+    use(x);
+    if (!x->ready) return -EAGAIN;
     bool more;
     int rc = follow(x, PIDX_QUERY_EVENTS, &more);
     if (rc == -ESTALE) start_build(x);

@@ -85,7 +85,9 @@ static void on_hold(uv_timer_t *t) { (void)t; }
 
 static struct shim *open_shim(struct store *st, uv_loop_t *loop) {
     struct shim_config cfg = {.loop = loop};
-    return shim_new(st, &cfg);
+    struct shim *s = shim_new(st, &cfg);
+    podindex_start(s->pidx);
+    return s;
 }
 
 static void close_shim(struct shim *s, uv_loop_t *loop) {
