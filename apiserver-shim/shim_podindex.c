@@ -23,7 +23,7 @@
  *
  * A list by node (podindex_list) first brings pos to the counter E (at most
  * PIDX_QUERY_EVENTS, else it declines and the caller lists in slices), takes
- * the node's members, reads each object, then applies the history after E up
+ * the node's members, reads their objects in one HMGET, then applies the history after E up
  * to the counter E2 read with it to what it read: the members on X at E2 are
  * those on X at E (the index) or changed in (E, E2], so the result is the
  * node's pods at E2, E2 its resourceVersion. Restart: the index is memory
@@ -305,23 +305,35 @@ int podindex_list(struct pod_index *x, const char *node, const char *ns, json_t 
     uint64_t e = x->pos;
     json_t *got = json_object(); /* member -> object */
     struct strmap *set = strmap_get(&x->nodes, node);
-    size_t pos = 0;
+    size_t pos = 0, nm = 0, nslen = strlen(ns);
     const char *k;
     void *v;
-    size_t nslen = strlen(ns);
+    size_t cnt = set ? strmap_count(set) : 0;
+    if (cnt > STORE_GET_MANY_MAX) {
+        json_decref(got);
+        return -EAGAIN; /* a node with this many pods is listed in slices */
+    }
+    const char **members = cnt ? malloc(cnt * sizeof *members) : NULL;
+    json_t **objs = cnt ? calloc(cnt, sizeof *objs) : NULL;
+    if (cnt && (!members || !objs)) {
+        free(members);
+        free(objs);
+        json_decref(got);
+        return -ENOMEM;
+    }
     while (set && strmap_next(set, &pos, &k, &v)) {
         const char *slash = strchr(k, '/');
         if (ns[0] && ((size_t)(slash - k) != nslen || strncmp(k, ns, nslen))) continue;
-        char kns[STORE_MAX_NAMESPACE + 1];
-        snprintf(kns, sizeof kns, "%.*s", (int)(slash - k), k);
-        json_t *o = NULL;
-        rc = store_get(x->s->st, "pods", kns, slash + 1, &o);
-        if (rc == -ENOENT) continue; /* deleted after E: the history below says so */
-        if (rc) {
-            json_decref(got);
-            return rc;
-        }
-        json_object_set_new(got, k, o);
+        members[nm++] = k;
+    }
+    rc = store_get_many(x->s->st, "pods", members, nm, objs); /* one read: the node's pods as of one moment */
+    for (size_t i = 0; !rc && i < nm; i++)
+        if (objs[i]) json_object_set_new(got, members[i], objs[i]); /* absent: deleted after E, the history says */
+    free(members);
+    free(objs);
+    if (rc) {
+        json_decref(got);
+        return rc;
     }
     /* every change after E, up to the counter now: the node's pods at that version */
     uint64_t after = e, e2 = e;
