@@ -230,7 +230,7 @@ static int cmp_member(const void *key, const void *elem) {
 static int apply_event(struct slice_job *j, const struct store_event *e) {
     char *m = member_of(e->ns, e->name);
     if (!m) return -ENOMEM;
-    struct slice_item *it = bsearch(m, j->it, j->n, sizeof *j->it, cmp_member);
+    struct slice_item *it = j->n ? bsearch(m, j->it, j->n, sizeof *j->it, cmp_member) : NULL;
     if (!it) it = strmap_get(&j->extra, m);
     bool keep = e->type != STORE_DELETED && e->object && matches(j, e->object);
     if (it) { /* the state read is replaced */
