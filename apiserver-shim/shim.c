@@ -32,7 +32,8 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
     s->loop = cfg ? cfg->loop : NULL;
     s->hub = watch_hub_new(s, cfg);
     s->reaper = shim_ns_reaper_new(s, cfg ? cfg->loop : NULL);
-    s->pidx = podindex_new(s, s->loop);
+    s->pidx = podindex_new(s, s->loop, PODINDEX_NODE);
+    s->lidx = podindex_new(s, s->loop, PODINDEX_LABEL);
     s->metrics = shim_metrics_new(cfg ? cfg->metrics : NULL);
     s->sec = cfg ? cfg->sec : NULL;
     return s;
@@ -48,6 +49,7 @@ void shim_free(struct shim *s) {
     if (!s) return;
     shim_slices_free_all(s);
     podindex_free(s->pidx);
+    podindex_free(s->lidx);
     watch_hub_free(s->hub);
     shim_ns_reaper_free(s->reaper);
     shim_openapi_free(s);
@@ -531,17 +533,32 @@ static void list_reply(const struct shim_resource *r, const struct http_request 
                                    api_version_of(r, av, sizeof av), "metadata", md, "items", items));
 }
 
-/* Pods by spec.nodeName from the index (shim_podindex.c): false when it
- * cannot answer (not built yet, far behind, more than limit): list as usual. */
+/* Pods by spec.nodeName, or by a label's key=value, from an index
+ * (shim_podindex.c): false when it cannot answer (not built yet, far behind,
+ * more candidates than it reads at once, more than limit): list as usual. */
 static bool list_by_node(struct shim *s, const struct shim_resource *r, const char *ns, struct labelsel *ls,
                          struct fieldsel *fs, long long limit, const struct http_request *req,
                          struct http_response *resp, bool table, enum shim_include inc) {
     const char *node = fs ? fieldsel_exact(fs, "spec.nodeName") : NULL;
     const char *cont = http_req_arg(req, "continue");
-    if (!node || !node[0] || r->group[0] || strcmp(r->plural, "pods") || (cont && cont[0])) return false;
+    if (r->group[0] || strcmp(r->plural, "pods") || (cont && cont[0])) return false;
+    char term[320] = "";
+    for (int i = 0; ls && !ls->nothing && i < ls->nreqs && !term[0]; i++) { /* key=value, or key in (value) */
+        const struct labelsel_req *q = &ls->reqs[i];
+        size_t kl = strlen(q->key), vl = q->nvalues == 1 ? strlen(q->values[0]) : 0;
+        if ((q->op == LABELSEL_EQ || q->op == LABELSEL_IN) && q->nvalues == 1 && kl + vl + 2 <= sizeof term) {
+            memcpy(term, q->key, kl);
+            term[kl] = '=';
+            memcpy(term + kl + 1, q->values[0], vl + 1);
+        }
+    }
     json_t *got = NULL;
     uint64_t rv = 0;
-    if (podindex_list(s->pidx, node, r->namespaced ? ns : "", &got, &rv)) return false;
+    if (node && node[0]) {
+        if (podindex_list(s->pidx, node, r->namespaced ? ns : "", &got, &rv)) return false;
+    } else if (!term[0] || podindex_list(s->lidx, term, r->namespaced ? ns : "", &got, &rv)) {
+        return false;
+    }
     json_t *items = json_array(), *it;
     size_t i;
     json_array_foreach(got, i, it) if (selected(ls, fs, it)) json_array_append(items, shim_with_type(r, it));

@@ -64,6 +64,7 @@ struct shim {
     uv_prepare_t *slice_prep;     /* resets slice_spent_ns every loop turn */
     uint64_t slice_spent_ns;      /* the slices' time in this loop turn */
     struct pod_index *pidx;       /* pods by node (shim_podindex.c); NULL without a loop */
+    struct pod_index *lidx;       /* pods by label key=value (the same file) */
 };
 
 /* The registry: the built-ins, then custom resources. shim_res_at returns
@@ -369,13 +370,15 @@ size_t shim_slices_active(const struct shim *s);
 
 /* ---- pods by node (shim_podindex.c) ---- */
 struct pod_index;
-struct pod_index *podindex_new(struct shim *s, uv_loop_t *loop);
+enum podindex_kind { PODINDEX_NODE, PODINDEX_LABEL }; /* by spec.nodeName; by each label's key=value */
+struct pod_index *podindex_new(struct shim *s, uv_loop_t *loop, enum podindex_kind kind);
 void podindex_free(struct pod_index *x);
 bool podindex_ready(const struct pod_index *x);
 void podindex_start(struct pod_index *x); /* builds it now (else on the first list by node) */
 uint64_t podindex_builds(const struct pod_index *x);
 size_t podindex_count(const struct pod_index *x, const char *node);
-/* The pods on node (in ns, "" = all) as one consistent list, in key order,
+/* The pods with the term (a node, or a label's key=value) (in ns, "" = all)
+ * as one consistent list, in key order,
  * and its resourceVersion; -EAGAIN when the index cannot answer now (being
  * built, or far behind): list another way. */
 int podindex_list(struct pod_index *x, const char *node, const char *ns, json_t **items, uint64_t *rv);

@@ -42,15 +42,19 @@
 #define PIDX_QUERY_EVENTS 2000
 #define PIDX_IDLE_MS (10 * 60 * 1000) /* kept this long after the last list by node */
 
+#define PIDX_SEP '\x01'   /* between a member's terms */
+#define PIDX_ANY "\001any" /* the term of pods whose labels cannot be terms: candidates of every label list */
+
 struct pidx_entry {
-    char *node; /* a key of nodes: its set's name */
+    char *terms; /* its terms (node, or key=value), sorted, PIDX_SEP between */
     uint64_t rv;
 };
 
 struct pod_index {
     struct shim *s;
     struct strmap members; /* "<ns>/<name>" -> struct pidx_entry * */
-    struct strmap nodes;   /* node -> struct strmap * (its members -> NULL) */
+    struct strmap nodes;   /* term -> struct strmap * (its members -> NULL) */
+    enum podindex_kind kind;
     bool ready;
     uint64_t pos;
     char *token; /* the build's continue token */
@@ -61,50 +65,127 @@ struct pod_index {
     uint64_t used_ms; /* the last list by node */
 };
 
-static void unset(struct pod_index *x, const char *member) {
-    struct pidx_entry *e = strmap_del(&x->members, member);
-    if (!e) return;
-    struct strmap *set = strmap_get(&x->nodes, e->node);
-    if (set) {
-        strmap_del(set, member);
-        if (!strmap_count(set)) {
-            strmap_del(&x->nodes, e->node);
-            strmap_free(set);
-            free(set);
-        }
+static void term_del(struct pod_index *x, const char *term, const char *member) {
+    struct strmap *set = strmap_get(&x->nodes, term);
+    if (!set) return;
+    strmap_del(set, member);
+    if (!strmap_count(set)) {
+        strmap_del(&x->nodes, term);
+        strmap_free(set);
+        free(set);
     }
-    free(e->node);
-    free(e);
 }
 
-/* The member's state at rv: on node (NULL or "": on none, or gone). */
-static int set_member(struct pod_index *x, const char *member, const char *node, uint64_t rv) {
-    struct pidx_entry *e = strmap_get(&x->members, member);
-    if (e && e->rv >= rv) return 0;
-    if (e && node && !strcmp(e->node, node)) {
-        e->rv = rv;
-        return 0;
-    }
-    unset(x, member);
-    if (!node || !node[0]) return 0; /* pending pods are not indexed: nobody lists by an empty node */
-    struct strmap *set = strmap_get(&x->nodes, node);
+static int term_add(struct pod_index *x, const char *term, const char *member) {
+    struct strmap *set = strmap_get(&x->nodes, term);
     if (!set) {
-        if (!(set = calloc(1, sizeof *set)) || strmap_put(&x->nodes, node, set, NULL)) {
+        if (!(set = calloc(1, sizeof *set)) || strmap_put(&x->nodes, term, set, NULL)) {
             free(set);
             return -ENOMEM;
         }
     }
-    if (!(e = calloc(1, sizeof *e)) || !(e->node = strdup(node))) {
+    return strmap_put(set, member, NULL, NULL);
+}
+
+/* Calls fn on each term of terms (cut at PIDX_SEP, in place and restored). */
+static int each_term(struct pod_index *x, char *terms, const char *member,
+                     int (*fn)(struct pod_index *, const char *, const char *)) {
+    int rc = 0;
+    for (char *t = terms; t && !rc;) {
+        char *sep = strchr(t, PIDX_SEP);
+        if (sep) *sep = 0;
+        if (*t) rc = fn(x, t, member);
+        if (sep) *sep = PIDX_SEP;
+        t = sep ? sep + 1 : NULL;
+    }
+    return rc;
+}
+
+static int term_del_fn(struct pod_index *x, const char *t, const char *m) {
+    term_del(x, t, m);
+    return 0;
+}
+
+static void unset(struct pod_index *x, const char *member) {
+    struct pidx_entry *e = strmap_del(&x->members, member);
+    if (!e) return;
+    each_term(x, e->terms, member, term_del_fn);
+    free(e->terms);
+    free(e);
+}
+
+/* The member's state at rv: its terms (NULL or "": none, or gone; taken). */
+static int set_member(struct pod_index *x, const char *member, char *terms, uint64_t rv) {
+    struct pidx_entry *e = strmap_get(&x->members, member);
+    if (e && e->rv >= rv) {
+        free(terms);
+        return 0;
+    }
+    if (e && terms && !strcmp(e->terms, terms)) {
+        e->rv = rv;
+        free(terms);
+        return 0;
+    }
+    unset(x, member);
+    if (!terms || !terms[0]) { /* pending pods are not indexed: nobody lists by an empty node */
+        free(terms);
+        return 0;
+    }
+    if (!(e = calloc(1, sizeof *e))) {
+        free(terms);
+        return -ENOMEM;
+    }
+    e->terms = terms;
+    e->rv = rv;
+    if (strmap_put(&x->members, member, e, NULL)) {
+        free(terms);
         free(e);
         return -ENOMEM;
     }
-    e->rv = rv;
-    if (strmap_put(&x->members, member, e, NULL) || strmap_put(set, member, NULL, NULL)) return -ENOMEM;
-    return 0;
+    return each_term(x, e->terms, member, term_add);
 }
 
 static const char *node_of(const json_t *pod) {
     return json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A pod's terms, malloc'd (NULL: none): its node, or its labels as key=value;
+ * a pod with a label that cannot be a term (a separator in it) is in PIDX_ANY. */
+static char *terms_of(const struct pod_index *x, const json_t *pod) {
+    if (x->kind == PODINDEX_NODE) {
+        const char *n = node_of(pod);
+        return n && n[0] && !strchr(n, PIDX_SEP) ? strdup(n) : NULL;
+    }
+    const json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
+    size_t n = json_object_size(labels), i = 0, len = 0;
+    if (!n) return NULL;
+    char **kv = calloc(n, sizeof *kv);
+    if (!kv) return NULL;
+    const char *k;
+    json_t *v;
+    bool any = false;
+    json_object_foreach((json_t *)labels, k, v) {
+        const char *sv = json_string_value(v);
+        if (!sv || strchr(k, PIDX_SEP) || strchr(k, '=') || strchr(sv, PIDX_SEP)) {
+            any = true;
+            continue;
+        }
+        if (asprintf(&kv[i], "%s=%s", k, sv) < 0) kv[i] = NULL;
+        else len += strlen(kv[i++]) + 1;
+    }
+    if (any) len += sizeof PIDX_ANY;
+    qsort(kv, i, sizeof *kv, cmp_str);
+    char *out = malloc(len + 1), *p = out;
+    for (size_t j = 0; j < i; j++) {
+        if (p) p += sprintf(p, "%s%s", p == out ? "" : "\x01", kv[j]);
+        free(kv[j]);
+    }
+    if (p && any) p += sprintf(p, "%s", p == out ? PIDX_ANY + 1 : PIDX_ANY);
+    free(kv);
+    if (p) *p = 0;
+    return out;
 }
 
 static uint64_t rv_of(const json_t *o) {
@@ -121,7 +202,7 @@ static int apply_event(struct pod_index *x, const struct store_event *ev) {
         unset(x, member);
         return 0;
     }
-    return set_member(x, member, node_of(ev->object), ev->resource_version);
+    return set_member(x, member, terms_of(x, ev->object), ev->resource_version);
 }
 
 static void clear(struct pod_index *x) {
@@ -129,7 +210,7 @@ static void clear(struct pod_index *x) {
     const char *k;
     void *v;
     while (strmap_next(&x->members, &pos, &k, &v)) {
-        free(((struct pidx_entry *)v)->node);
+        free(((struct pidx_entry *)v)->terms);
         free(v);
     }
     strmap_free(&x->members);
@@ -192,7 +273,7 @@ static void on_build(uv_idle_t *h) {
         char member[STORE_MAX_NAMESPACE + STORE_MAX_NAME + 2];
         if (!name) continue;
         snprintf(member, sizeof member, "%s/%s", ns ? ns : "", name);
-        if (set_member(x, member, node_of(o), rv_of(o))) rc = -ENOMEM;
+        if (set_member(x, member, terms_of(x, o), rv_of(o))) rc = -ENOMEM;
     }
     store_list_free(&l);
     if (rc) {
@@ -235,11 +316,12 @@ static void on_tick(uv_timer_t *t) {
     if (rc == -ESTALE) start_build(x);
 }
 
-struct pod_index *podindex_new(struct shim *s, uv_loop_t *loop) {
+struct pod_index *podindex_new(struct shim *s, uv_loop_t *loop, enum podindex_kind kind) {
     if (!loop) return NULL;
     struct pod_index *x = calloc(1, sizeof *x);
     if (!x) return NULL;
     x->s = s;
+    x->kind = kind;
     uv_idle_init(loop, &x->idle);
     x->idle.data = x;
     uv_timer_init(loop, &x->timer);
@@ -292,6 +374,21 @@ static int cmp_obj(const void *a, const void *b) {
     return strcmp(json_string_value(json_object_get(mx, "name")), json_string_value(json_object_get(my, "name")));
 }
 
+/* Whether obj (a pod) has the term. */
+static bool has_term(const struct pod_index *x, const json_t *obj, const char *term) {
+    if (x->kind == PODINDEX_NODE) {
+        const char *n = node_of(obj);
+        return n && !strcmp(n, term);
+    }
+    const char *eq = strchr(term, '=');
+    const json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+    char key[320];
+    if (!eq || (size_t)(eq - term) >= sizeof key) return false;
+    snprintf(key, sizeof key, "%.*s", (int)(eq - term), term);
+    const char *v = json_string_value(json_object_get(labels, key));
+    return v && !strcmp(v, eq + 1);
+}
+
 int podindex_list(struct pod_index *x, const char *node, const char *ns, json_t **items, uint64_t *rv) {
     *items = NULL;
     if (!x) return -EAGAIN;
@@ -305,10 +402,11 @@ int podindex_list(struct pod_index *x, const char *node, const char *ns, json_t 
     uint64_t e = x->pos;
     json_t *got = json_object(); /* member -> object */
     struct strmap *set = strmap_get(&x->nodes, node);
+    struct strmap *any = x->kind == PODINDEX_LABEL ? strmap_get(&x->nodes, PIDX_ANY + 1) : NULL;
     size_t pos = 0, nm = 0, nslen = strlen(ns);
     const char *k;
     void *v;
-    size_t cnt = set ? strmap_count(set) : 0;
+    size_t cnt = (set ? strmap_count(set) : 0) + (any ? strmap_count(any) : 0);
     if (cnt > STORE_GET_MANY_MAX) {
         json_decref(got);
         return -EAGAIN; /* a node with this many pods is listed in slices */
@@ -321,14 +419,20 @@ int podindex_list(struct pod_index *x, const char *node, const char *ns, json_t 
         json_decref(got);
         return -ENOMEM;
     }
-    while (set && strmap_next(set, &pos, &k, &v)) {
-        const char *slash = strchr(k, '/');
-        if (ns[0] && ((size_t)(slash - k) != nslen || strncmp(k, ns, nslen))) continue;
-        members[nm++] = k;
+    for (int pass = 0; pass < 2; pass++) {
+        struct strmap *m = pass ? any : set;
+        pos = 0;
+        while (m && strmap_next(m, &pos, &k, &v)) {
+            const char *slash = strchr(k, '/');
+            if (ns[0] && ((size_t)(slash - k) != nslen || strncmp(k, ns, nslen))) continue;
+            if (pass && set && strmap_get(set, k)) continue;
+            members[nm++] = k;
+        }
     }
     rc = store_get_many(x->s->st, "pods", members, nm, objs); /* one read: the node's pods as of one moment */
     for (size_t i = 0; !rc && i < nm; i++)
-        if (objs[i]) json_object_set_new(got, members[i], objs[i]); /* absent: deleted after E, the history says */
+        if (objs[i] && has_term(x, objs[i], node)) json_object_set_new(got, members[i], objs[i]);
+        else json_decref(objs[i]); /* absent: deleted after E (the history says), or an ANY pod without the term */
     free(members);
     free(objs);
     if (rc) {
@@ -348,8 +452,7 @@ int podindex_list(struct pod_index *x, const char *node, const char *ns, json_t 
             const struct store_event *ev = &h.events[i];
             char member[STORE_MAX_NAMESPACE + STORE_MAX_NAME + 2];
             snprintf(member, sizeof member, "%s/%s", ev->ns, ev->name);
-            const char *n = ev->type == STORE_DELETED ? NULL : node_of(ev->object);
-            if (n && !strcmp(n, node)) json_object_set(got, member, ev->object);
+            if (ev->type != STORE_DELETED && has_term(x, ev->object, node)) json_object_set(got, member, ev->object);
             else json_object_del(got, member);
         }
         bool m = h.more && h.next_rv > after;

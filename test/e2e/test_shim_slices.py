@@ -99,9 +99,11 @@ def favour(pid):
 
 favour(PROC.pid)
 favour(services.start_redis.last[0].pid)  # pelotond reads pages synchronously: Redis's turn is its turn
-# the first list by node starts the pods-by-node index (docs/store.md); it is built within a few seconds
+# the first list by node (by label) starts the pods-by-node (by-label) index (docs/store.md); each is
+# built within a few seconds, and the lists below are served from them
 urllib.request.urlopen(f"http://127.0.0.1:{PORT}/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-001", timeout=60).read()
-time.sleep(3)
+urllib.request.urlopen(f"http://127.0.0.1:{PORT}/api/v1/pods?labelSelector=app%3Da1", timeout=60).read()
+time.sleep(4)
 
 POLLER = r"""
 import http.client, os, sys, time
@@ -285,6 +287,7 @@ def scenario(attempt):
     label = results["label"]["items"]
     assert all(o["metadata"]["labels"]["app"] == "a7" for o in label)
     assert len(label) >= N // 50 - len(deleted)
+    assert len(label) == len({o["metadata"]["name"] for o in label})
 
     # the watch: ADDED once each for the initial list, then the changes, ending at the final list
     api("POST", "/api/v1/namespaces/default/pods",

@@ -54,11 +54,11 @@ static void until_ready(uv_loop_t *loop, struct shim *s, uint64_t builds) {
     for (int i = 0; i < 20000 && podindex_builds(s->pidx) < builds; i++) uv_run(loop, UV_RUN_NOWAIT);
 }
 
-/* The node's pods as "ns/name,ns/name,..." (in order), or "EAGAIN"/"ERR". */
-static char *names(struct shim *s, const char *node, const char *ns, uint64_t *rv) {
+/* The term's pods as "ns/name,ns/name,..." (in order), or "EAGAIN"/"ERR". */
+static char *names_in(struct pod_index *x, const char *node, const char *ns, uint64_t *rv) {
     json_t *items = NULL;
     uint64_t v = 0;
-    int rc = podindex_list(s->pidx, node, ns, &items, &v);
+    int rc = podindex_list(x, node, ns, &items, &v);
     if (rc) return strdup(rc == -EAGAIN ? "EAGAIN" : "ERR");
     size_t cap = 4096, n = 0, i;
     char *out = calloc(1, cap);
@@ -73,6 +73,17 @@ static char *names(struct shim *s, const char *node, const char *ns, uint64_t *r
     if (rv) *rv = v;
     return out;
 }
+
+static char *names(struct shim *s, const char *node, const char *ns, uint64_t *rv) {
+    return names_in(s->pidx, node, ns, rv);
+}
+
+#define CHECK_TERM(x, term, want)                                                                                      \
+    do {                                                                                                               \
+        char *got_ = names_in(x, term, "", NULL);                                                                      \
+        CHECK_STR(got_, want);                                                                                         \
+        free(got_);                                                                                                    \
+    } while (0)
 
 #define CHECK_NODE(s, node, ns, want)                                                                                  \
     do {                                                                                                               \
@@ -153,6 +164,63 @@ TEST(podindex_follows_binds_moves_deletes_and_restarts) {
     free(got);
     until_ready(&loop, s, 2);
     CHECK_NODE(s, "n0", "", "a/p21,a/p27,a/pending,b/new,b/p12,b/p18,b/p24");
+    close_shim(s, &loop);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    redis_fixture_stop(&f);
+}
+
+static int create_labeled(struct store *st, const char *name, const char *app, const char *odd) {
+    json_t *p = pod(name, "n0"), *out = NULL;
+    json_t *labels = json_object();
+    if (app) json_object_set_new(labels, "app", json_string(app));
+    if (!odd) json_object_set_new(labels, "tier", json_string("web"));
+    else json_object_set_new(labels, odd, json_string("v"));
+    json_object_set_new(json_object_get(p, "metadata"), "labels", labels);
+    int rc = store_create(st, "pods", "a", p, &out);
+    json_decref(p);
+    json_decref(out);
+    return rc;
+}
+
+static int relabel(struct store *st, const char *name, const char *app) {
+    json_t *cur = NULL, *out = NULL;
+    int rc = store_get(st, "pods", "a", name, &cur), deleted = 0;
+    if (rc) return rc;
+    json_object_set_new(json_object_get(json_object_get(cur, "metadata"), "labels"), "app", json_string(app));
+    json_object_del(json_object_get(cur, "metadata"), "resourceVersion");
+    rc = store_update(st, "pods", "a", cur, &out, &deleted);
+    json_decref(cur);
+    json_decref(out);
+    return rc;
+}
+
+TEST(podindex_by_label_follows_relabels_deletes_and_odd_labels) {
+    struct redis_fixture f;
+    REQUIRE(redis_fixture_start(&f, NULL) == 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char name[32];
+    for (int i = 0; i < 9; i++) {
+        snprintf(name, sizeof name, "q%d", i);
+        CHECK_I64(create_labeled(f.store, name, i % 2 ? "x" : "y", NULL), 0);
+    }
+    CHECK_I64(create_labeled(f.store, "q9", "x", "odd\001key"), 0); /* a label that cannot be a term */
+    CHECK_I64(create_labeled(f.store, "r0", NULL, NULL), 0);
+    struct shim *s = open_shim(f.store, &loop);
+    podindex_start(s->lidx);
+    for (int i = 0; i < 20000 && podindex_builds(s->lidx) < 1; i++) uv_run(&loop, UV_RUN_NOWAIT);
+    REQUIRE(podindex_ready(s->lidx));
+    CHECK_TERM(s->lidx, "app=x", "a/q1,a/q3,a/q5,a/q7,a/q9");
+    CHECK_TERM(s->lidx, "app=y", "a/q0,a/q2,a/q4,a/q6,a/q8");
+    CHECK_TERM(s->lidx, "tier=web", "a/q0,a/q1,a/q2,a/q3,a/q4,a/q5,a/q6,a/q7,a/q8,a/r0");
+    CHECK_TERM(s->lidx, "app=z", "");
+    CHECK_I64(relabel(f.store, "q1", "y"), 0);
+    CHECK_I64(del(f.store, "a", "q3"), 0);
+    CHECK_I64(create_labeled(f.store, "q10", "x", NULL), 0);
+    CHECK_I64(relabel(f.store, "q9", "y"), 0);
+    CHECK_TERM(s->lidx, "app=x", "a/q10,a/q5,a/q7");
+    CHECK_TERM(s->lidx, "app=y", "a/q0,a/q1,a/q2,a/q4,a/q6,a/q8,a/q9");
     close_shim(s, &loop);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
