@@ -1,14 +1,12 @@
-/* The pods of each node, for `fieldSelector=spec.nodeName=X` (kubectl
- * describe node, kubelets): such a list costs O(pods on X), not O(pods).
+/* Pods by term, for `fieldSelector=spec.nodeName=X` (kubectl describe
+ * node, kubelets) and `labelSelector=key=value`: such a list costs O(pods
+ * with the term), not O(pods). Two indexes of this code: PODINDEX_NODE (the
+ * term is spec.nodeName) and PODINDEX_LABEL (one term per label, key=value).
  *
- * The index is this process's, built from Redis and kept from the pods'
- * history stream, which holds every write by anyone sharing Redis, in
- * resourceVersion order (docs/store.md):
- *
- * It exists while lists by node come: the first starts the build (and is
+ * Each exists while its lists come: the first starts the build (and is
  * served without it), and ten minutes without one drop it, so a cluster
- * that never lists by node pays nothing for it (following the history
- * costs the loop a parse of every pod write).
+ * that never lists so pays nothing for it (following the history costs
+ * the loop a parse of every pod write). Below, "node" stands for a term.
  *
  *   build   pages of PIDX_PAGE pods per loop turn (a uv_idle), from the
  *           first page's version S: member -> (node, the object's version);
@@ -23,8 +21,8 @@
  *
  * A list by node (podindex_list) first brings pos to the counter E (at most
  * PIDX_QUERY_EVENTS, else it declines and the caller lists in slices), takes
- * the node's members, reads their objects in one HMGET, then applies the history after E up
- * to the counter E2 read with it to what it read: the members on X at E2 are
+ * the node's members, reads their objects in one HMGET, then applies the
+ * history after E up to the counter E2 read with it to what it read: the members on X at E2 are
  * those on X at E (the index) or changed in (E, E2], so the result is the
  * node's pods at E2, E2 its resourceVersion. Restart: the index is memory
  * only and is built again from Redis. */
@@ -62,7 +60,7 @@ struct pod_index {
     uv_timer_t timer;
     int closing;
     uint64_t builds; /* for tests: how many builds finished */
-    uint64_t used_ms; /* the last list by node */
+    uint64_t used_ms; /* the last list by this index */
 };
 
 static void term_del(struct pod_index *x, const char *term, const char *member) {
