@@ -48,6 +48,12 @@ struct shim {
     bool token_on_plain;
     size_t list_page_bytes;
     struct watch_hub *hub;
+    uv_loop_t *loop;              /* NULL: lists are served in one turn (shim_slices.c) */
+    struct slice_job *slices;     /* whole lists and initial watch events being served */
+    uv_prepare_t *slice_prep;     /* resets slice_spent_ns every loop turn */
+    uint64_t slice_spent_ns;      /* the slices' time in this loop turn */
+    struct pod_index *pidx;       /* pods by node (shim_podindex.c); NULL without a loop */
+    struct pod_index *lidx;       /* pods by label key=value (the same file) */
     struct ns_reaper *reaper; /* empties namespaces being deleted; NULL without a loop */
     struct shim_resource **custom; /* allocated once, never moved: watchers point at them */
     int ncustom, capcustom;
@@ -59,12 +65,6 @@ struct shim {
     struct shim_obs obs;          /* the request being served, for its latency */
     bool obs_deferred;            /* its reply was deferred: the write observes it */
     struct shim_sec *sec;         /* NULL: the single token above, or open (shim_auth.h) */
-    uv_loop_t *loop;              /* NULL: lists are served in one turn (shim_slices.c) */
-    struct slice_job *slices;     /* whole lists and initial watch events being served */
-    uv_prepare_t *slice_prep;     /* resets slice_spent_ns every loop turn */
-    uint64_t slice_spent_ns;      /* the slices' time in this loop turn */
-    struct pod_index *pidx;       /* pods by node (shim_podindex.c); NULL without a loop */
-    struct pod_index *lidx;       /* pods by label key=value (the same file) */
 };
 
 /* The registry: the built-ins, then custom resources. shim_res_at returns
