@@ -29,8 +29,11 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
     s->token_on_plain = cfg && cfg->token_on_plain;
     s->list_page_bytes = cfg && cfg->list_page_bytes ? cfg->list_page_bytes : API_LIST_PAGE_BYTES;
     s->astore = cfg ? cfg->astore : NULL;
+    s->loop = cfg ? cfg->loop : NULL;
     s->hub = watch_hub_new(s, cfg);
     s->reaper = shim_ns_reaper_new(s, cfg ? cfg->loop : NULL);
+    s->pidx = podindex_new(s, s->loop, PODINDEX_NODE);
+    s->lidx = podindex_new(s, s->loop, PODINDEX_LABEL);
     s->metrics = shim_metrics_new(cfg ? cfg->metrics : NULL);
     s->sec = cfg ? cfg->sec : NULL;
     return s;
@@ -44,6 +47,9 @@ void shim_detach_async(struct shim *s) {
 
 void shim_free(struct shim *s) {
     if (!s) return;
+    shim_slices_free_all(s);
+    podindex_free(s->pidx);
+    podindex_free(s->lidx);
     watch_hub_free(s->hub);
     shim_ns_reaper_free(s->reaper);
     shim_openapi_free(s);
@@ -507,62 +513,10 @@ static bool selected(const struct labelsel *ls, const struct fieldsel *fs, const
     return !fs || fieldsel_match(fs, obj);
 }
 
-/* With selectors, store pages are filtered until `limit` items matched (a
- * page may then hold up to one store page more than limit) or the list ends.
- * A list with a limit also ends its page once the objects read pass
- * list_page_bytes, so that every page fits a client (apilimits.h). */
-static void do_list(struct shim *s, const struct shim_resource *r, const char *ns, const struct http_request *req,
-                    struct http_response *resp) {
-    struct labelsel *ls;
-    struct fieldsel *fs;
-    enum shim_include inc = SHIM_INCLUDE_METADATA;
-    bool table = shim_wants_table(req);
-    if (table && !shim_table_include(req, &inc, resp)) return;
-    if (!parse_selectors(r, req, &ls, &fs, resp)) return;
-    if (http_req_arg_bool(req, "watch")) {
-        watch_start(s->hub, r, ns, ls, fs, table, inc, req, resp);
-        return;
-    }
-    const char *lim = http_req_arg(req, "limit"), *cont = http_req_arg(req, "continue");
-    long long limit = lim ? atoll(lim) : 0;
-    if (limit < 0) limit = 0;
-    json_t *items = json_array();
-    uint64_t list_rv = 0, remaining = 0;
-    char *token = cont && cont[0] ? strdup(cont) : NULL;
-    int rc = 0;
-    size_t bytes = 0;
-    for (int pages = 0; pages < 100000; pages++) {
-        struct store_list l = {0};
-        rc = store_list_bounded(s->st, r->store_key, r->namespaced ? ns : "", (size_t)limit,
-                                limit ? s->list_page_bytes - bytes : 0, token, &l);
-        free(token);
-        token = NULL;
-        if (rc) break;
-        if (!pages) list_rv = l.resource_version;
-        size_t i, got = json_array_size(l.items);
-        json_t *it;
-        json_array_foreach(l.items, i, it) if (selected(ls, fs, it)) {
-            if (is_pdb(r)) shim_pdb_status(s, it); /* computed, never stored (shim_evict.c) */
-            json_array_append(items, shim_with_type(r, it));
-        }
-        token = l.continue_token;
-        l.continue_token = NULL;
-        remaining = l.remaining;
-        bytes += l.bytes;
-        store_list_free(&l);
-        /* a store page shorter than the limit with more to come was cut by bytes: this page is full */
-        if (!token || (limit && (json_array_size(items) >= (size_t)limit || got < (size_t)limit))) break;
-    }
-    labelsel_free(ls);
-    fieldsel_free(fs);
-    if (rc) {
-        json_decref(items);
-        if (rc == -ESTALE)
-            shim_status(resp, 410, "Expired", NULL, "The provided continue parameter is too old to display a "
-                        "consistent list result. You can start a new list without the continue parameter.");
-        else shim_store_error(s, resp, rc, r, "");
-        return;
-    }
+/* The reply to a list: items (taken), its version, and a continue token (taken, may be NULL). */
+static void list_reply(const struct shim_resource *r, const struct http_request *req, struct http_response *resp,
+                       json_t *items, uint64_t list_rv, char *token, uint64_t remaining, bool table,
+                       enum shim_include inc) {
     char rv[32], av[300], kind[128];
     snprintf(rv, sizeof rv, "%llu", (unsigned long long)list_rv);
     snprintf(kind, sizeof kind, "%sList", r->kind);
@@ -582,6 +536,120 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
     }
     shim_json(resp, 200, json_pack("{s:s, s:s, s:o, s:o}", "kind", kind, "apiVersion",
                                    api_version_of(r, av, sizeof av), "metadata", md, "items", items));
+}
+
+/* Pods by spec.nodeName, or by a label's key=value, from an index
+ * (shim_podindex.c): false when it cannot answer (not built yet, far behind,
+ * more candidates than it reads at once, more than limit): list as usual. */
+static bool list_by_node(struct shim *s, const struct shim_resource *r, const char *ns, struct labelsel *ls,
+                         struct fieldsel *fs, long long limit, const struct http_request *req,
+                         struct http_response *resp, bool table, enum shim_include inc) {
+    const char *node = fs ? fieldsel_exact(fs, "spec.nodeName") : NULL;
+    const char *cont = http_req_arg(req, "continue");
+    if (r->group[0] || strcmp(r->plural, "pods") || (cont && cont[0])) return false;
+    char term[320] = "";
+    for (int i = 0; ls && !ls->nothing && i < ls->nreqs && !term[0]; i++) { /* key=value, or key in (value) */
+        const struct labelsel_req *q = &ls->reqs[i];
+        size_t kl = strlen(q->key), vl = q->nvalues == 1 ? strlen(q->values[0]) : 0;
+        if ((q->op == LABELSEL_EQ || q->op == LABELSEL_IN) && q->nvalues == 1 && kl + vl + 2 <= sizeof term) {
+            memcpy(term, q->key, kl);
+            term[kl] = '=';
+            memcpy(term + kl + 1, q->values[0], vl + 1);
+        }
+    }
+    json_t *got = NULL;
+    uint64_t rv = 0;
+    if (node && node[0]) {
+        if (podindex_list(s->pidx, node, r->namespaced ? ns : "", &got, &rv)) return false;
+    } else if (!term[0] || podindex_list(s->lidx, term, r->namespaced ? ns : "", &got, &rv)) {
+        return false;
+    }
+    json_t *items = json_array(), *it;
+    size_t i;
+    json_array_foreach(got, i, it) if (selected(ls, fs, it)) json_array_append(items, shim_with_type(r, it));
+    json_decref(got);
+    if (limit && json_array_size(items) > (size_t)limit) {
+        json_decref(items);
+        return false;
+    }
+    list_reply(r, req, resp, items, rv, NULL, 0, table, inc);
+    return true;
+}
+
+/* With selectors, store pages are filtered until `limit` items matched (a
+ * page may then hold up to one store page more than limit), the list ends,
+ * or LIST_SCAN_MAX objects were read: then the page is shorter than limit
+ * and its continue token goes on, so that one request reads a bounded part
+ * of the resource per loop turn. A list with a limit also ends its page once
+ * the objects read pass list_page_bytes, so that every page fits a client
+ * (apilimits.h). A list without a limit is served in slices over many loop
+ * turns (shim_slices.c), a `spec.nodeName` selector on pods from an index
+ * (shim_podindex.c). */
+#define LIST_SCAN_MAX 2000
+static void do_list(struct shim *s, const struct shim_resource *r, const char *ns, const struct http_request *req,
+                    struct http_response *resp) {
+    struct labelsel *ls;
+    struct fieldsel *fs;
+    enum shim_include inc = SHIM_INCLUDE_METADATA;
+    bool table = shim_wants_table(req);
+    if (table && !shim_table_include(req, &inc, resp)) return;
+    if (!parse_selectors(r, req, &ls, &fs, resp)) return;
+    if (http_req_arg_bool(req, "watch")) {
+        watch_start(s->hub, r, ns, ls, fs, table, inc, req, resp);
+        return;
+    }
+    const char *lim = http_req_arg(req, "limit"), *cont = http_req_arg(req, "continue");
+    long long limit = lim ? atoll(lim) : 0;
+    if (limit < 0) limit = 0;
+    if (list_by_node(s, r, ns, ls, fs, limit, req, resp, table, inc)) {
+        labelsel_free(ls);
+        fieldsel_free(fs);
+        return;
+    }
+    if (!table && !(cont && cont[0]) && shim_slices_wanted(s, req)) { /* a whole list: many loop turns */
+        shim_slices_list(s, r, ns, ls, fs, req, resp);
+        return;
+    }
+    json_t *items = json_array();
+    uint64_t list_rv = 0, remaining = 0;
+    char *token = cont && cont[0] ? strdup(cont) : NULL;
+    int rc = 0;
+    size_t bytes = 0, scanned = 0;
+    for (int pages = 0; pages < 100000; pages++) {
+        struct store_list l = {0};
+        rc = store_list_bounded(s->st, r->store_key, r->namespaced ? ns : "", (size_t)limit,
+                                limit ? s->list_page_bytes - bytes : 0, token, &l);
+        free(token);
+        token = NULL;
+        if (rc) break;
+        if (!pages) list_rv = l.resource_version;
+        size_t i, got = json_array_size(l.items);
+        json_t *it;
+        json_array_foreach(l.items, i, it) if (selected(ls, fs, it)) {
+            if (is_pdb(r)) shim_pdb_status(s, it); /* computed, never stored (shim_evict.c) */
+            json_array_append(items, shim_with_type(r, it));
+        }
+        token = l.continue_token;
+        l.continue_token = NULL;
+        remaining = l.remaining;
+        bytes += l.bytes;
+        scanned += got;
+        store_list_free(&l);
+        /* a store page shorter than the limit with more to come was cut by bytes: this page is full */
+        if (!token || (limit && (json_array_size(items) >= (size_t)limit || got < (size_t)limit))) break;
+        if (limit && (ls || fs) && scanned >= LIST_SCAN_MAX) break; /* a short page: the client goes on */
+    }
+    labelsel_free(ls);
+    fieldsel_free(fs);
+    if (rc) {
+        json_decref(items);
+        if (rc == -ESTALE)
+            shim_status(resp, 410, "Expired", NULL, "The provided continue parameter is too old to display a "
+                        "consistent list result. You can start a new list without the continue parameter.");
+        else shim_store_error(s, resp, rc, r, "");
+        return;
+    }
+    list_reply(r, req, resp, items, list_rv, token, remaining, table, inc);
 }
 
 shim_patch_fn shim_patch_parse(const struct http_request *req, json_t **patch, bool *server_side_apply,
@@ -846,6 +914,7 @@ void shim_handle(void *ud, const struct http_request *req, struct http_response 
     s->obs.verb = req->method_name;
     s->obs.resource[0] = 0;
     handle(s, req, resp);
+
     shim_pb_reply(req, resp);
     shim_sec_done(s, resp->status);
     if (!s->obs_deferred && strcmp(s->obs.verb, "WATCH")) shim_metrics_request(s->metrics, &s->obs, resp->status);

@@ -48,6 +48,12 @@ struct shim {
     bool token_on_plain;
     size_t list_page_bytes;
     struct watch_hub *hub;
+    uv_loop_t *loop;              /* NULL: lists are served in one turn (shim_slices.c) */
+    struct slice_job *slices;     /* whole lists and initial watch events being served */
+    uv_prepare_t *slice_prep;     /* resets slice_spent_ns every loop turn */
+    uint64_t slice_spent_ns;      /* the slices' time in this loop turn */
+    struct pod_index *pidx;       /* pods by node (shim_podindex.c); NULL without a loop */
+    struct pod_index *lidx;       /* pods by label key=value (the same file) */
     struct ns_reaper *reaper; /* empties namespaces being deleted; NULL without a loop */
     struct shim_resource **custom; /* allocated once, never moved: watchers point at them */
     int ncustom, capcustom;
@@ -362,6 +368,42 @@ void watch_hub_free(struct watch_hub *h); /* after the HTTP server is gone */
 void watch_start(struct watch_hub *h, const struct shim_resource *r, const char *ns, struct labelsel *ls,
                  struct fieldsel *fs, bool table, enum shim_include inc, const struct http_request *req,
                  struct http_response *resp);
+/* ---- whole lists in slices (shim_slices.c) ---- */
+struct slice_job;
+/* A watch's initial event: its line, or (Table watch) its object, borrowed. */
+typedef void (*shim_slice_emit_fn)(void *ud, const char *line, size_t len, json_t *obj);
+/* The initial events are sent: the watch goes on after rv; err < 0: they failed. */
+typedef void (*shim_slice_done_fn)(void *ud, uint64_t rv, int err);
+/* Whether a GET of a collection is served in slices: no limit, a JSON reply, a loop. */
+bool shim_slices_wanted(const struct shim *s, const struct http_request *req);
+/* Serves the list in slices; takes ls and fs. */
+void shim_slices_list(struct shim *s, const struct shim_resource *r, const char *ns, struct labelsel *ls,
+                      struct fieldsel *fs, const struct http_request *req, struct http_response *resp);
+/* The resource as one consistent list, as ADDED events on st over many turns,
+ * then done(ud, E, 0); ls and fs stay the caller's. NULL: out of memory. */
+struct slice_job *shim_slices_watch(struct shim *s, const struct shim_resource *r, const char *ns,
+                                    const struct labelsel *ls, const struct fieldsel *fs, bool table,
+                                    struct http_stream *st, shim_slice_emit_fn emit, shim_slice_done_fn done,
+                                    void *ud);
+void shim_slices_cancel(struct slice_job *j); /* no callback after this */
+void shim_slices_free_all(struct shim *s);
+size_t shim_slices_active(const struct shim *s);
+
+/* ---- pods by node (shim_podindex.c) ---- */
+struct pod_index;
+enum podindex_kind { PODINDEX_NODE, PODINDEX_LABEL }; /* by spec.nodeName; by each label's key=value */
+struct pod_index *podindex_new(struct shim *s, uv_loop_t *loop, enum podindex_kind kind);
+void podindex_free(struct pod_index *x);
+bool podindex_ready(const struct pod_index *x);
+void podindex_start(struct pod_index *x); /* builds it now (else on the first list by node) */
+uint64_t podindex_builds(const struct pod_index *x);
+size_t podindex_count(const struct pod_index *x, const char *node);
+/* The pods with the term (a node, or a label's key=value) (in ns, "" = all)
+ * as one consistent list, in key order,
+ * and its resourceVersion; -EAGAIN when the index cannot answer now (being
+ * built, or far behind): list another way. */
+int podindex_list(struct pod_index *x, const char *node, const char *ns, json_t **items, uint64_t *rv);
+
 /* A write happened: read the history soon. */
 void watch_kick(struct watch_hub *h);
 void watch_detach_async(struct watch_hub *h);

@@ -757,6 +757,10 @@ static size_t accept_at(const char *accept, const char *t) {
     return p ? (size_t)(p - accept) : strlen(accept);
 }
 
+bool shim_pb_accepted(const struct http_request *req) {
+    return accept_at(req->accept, SHIM_PB_MEDIA) < strlen(req->accept);
+}
+
 void shim_pb_reply(const struct http_request *req, struct http_response *resp) {
     const char *a = req->accept;
     size_t pb = accept_at(a, SHIM_PB_MEDIA), n = strlen(a);

@@ -74,5 +74,7 @@ json_t *shim_pb_body(const char *kind, const struct http_request *req, struct ht
  * Status when Accept names protobuf, allows no JSON and the kind is not
  * encoded; else unchanged. */
 void shim_pb_reply(const struct http_request *req, struct http_response *resp);
+/* Whether the request's Accept names protobuf at all. */
+bool shim_pb_accepted(const struct http_request *req);
 
 #endif

@@ -58,6 +58,8 @@ struct watcher {
     bool table, headers_sent; /* Table events; the columns went out already */
     enum shim_include inc;    /* what a Table row's object is */
     struct metrics_series *open, *sent; /* peloton_apiserver_watches and _watch_events_sent_total; may be NULL */
+    struct slice_job *initial;          /* its initial events still going out (shim_slices.c): neither live
+                                         * nor catching up; nothing is sent to it here until they are out */
     struct watcher *prev, *next;
 };
 
@@ -168,6 +170,7 @@ static void watcher_unlink_free(struct watcher *w) {
     else h->head = w->next;
     if (w->next) w->next->prev = w->prev;
     metrics_gauge_add(w->open, -1);
+    shim_slices_cancel(w->initial);
     shim_sec_watch_end(h->owner, w->lim);
     labelsel_free(w->ls);
     fieldsel_free(w->fs);
@@ -407,7 +410,7 @@ static void caught_up(struct watch_hub *h, struct watcher *w, uint64_t rv) {
 static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
     uint64_t from = UINT64_MAX;
     for (struct watcher *w = h->head; w; w = w->next)
-        if (w->r == r && !w->ending && !w->live && w->rv < from) from = w->rv;
+        if (w->r == r && !w->ending && !w->live && !w->initial && w->rv < from) from = w->rv;
     if (from == UINT64_MAX) return;
     for (int reads = 0; reads < TICK_READS_MAX; reads++) {
         struct store_history hist = {0};
@@ -415,7 +418,7 @@ static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
         if (rc == -ESTALE) {
             /* someone is behind the retained history: settle each watcher on its own */
             for (struct watcher *w = h->head; w; w = w->next) {
-                if (w->r != r || w->ending || w->live) continue;
+                if (w->r != r || w->ending || w->live || w->initial) continue;
                 struct store_history one = {0};
                 if (store_history_after(h->st, r->store_key, "", w->rv, 1, &one) == -ESTALE)
                     send_expired(w, store_errmsg(h->st));
@@ -429,7 +432,7 @@ static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
             char *line = NULL;
             size_t len = 0;
             for (struct watcher *w = h->head; w; w = w->next) {
-                if (w->r != r || w->ending || w->live || e->resource_version <= w->rv ||
+                if (w->r != r || w->ending || w->live || w->initial || e->resource_version <= w->rv ||
                     !wants(w, e->ns, e->object))
                     continue;
                 if (w->table) {
@@ -445,7 +448,7 @@ static void pump_resource(struct watch_hub *h, const struct shim_resource *r) {
         int more = hist.more;
         store_history_free(&hist);
         for (struct watcher *w = h->head; w; w = w->next)
-            if (w->r == r && !w->live && !w->ending && w->rv < next) caught_up(h, w, next);
+            if (w->r == r && !w->live && !w->ending && !w->initial && w->rv < next) caught_up(h, w, next);
         if (!more || next <= from) break;
         from = next;
     }
@@ -572,7 +575,7 @@ static void on_tick(uv_timer_t *t) {
     for (int i = 0; i < shim_res_count(h->owner); i++)
         if (shim_res_at(h->owner, i)) pump_resource(h, shim_res_at(h->owner, i));
     for (struct watcher *w = h->head; w; w = w->next) {
-        if (w->ending) continue;
+        if (w->ending || w->initial) continue;
         if (w->deadline_ms && now >= w->deadline_ms) {
             w->ending = true;
             http_stream_end(w->st);
@@ -595,6 +598,27 @@ static int initial_each(void *ud, json_t *it) {
 /* Initial ADDED events for a watch without a resourceVersion: the current list. */
 static int send_initial(struct watch_hub *h, struct watcher *w) {
     return shim_each(h->owner, w->r->store_key, w->ns, &w->rv, initial_each, w);
+}
+
+static void initial_emit(void *ud, const char *line, size_t len, json_t *obj) {
+    struct watcher *w = ud;
+    if (obj) send_event(w, "ADDED", obj);
+    else send_line(w, line, len);
+}
+
+/* The sliced initial events are out: the watch goes on from the list's version. */
+static void initial_done(void *ud, uint64_t rv, int err) {
+    struct watcher *w = ud;
+    struct watch_hub *h = w->hub;
+    w->initial = NULL;
+    if (err == -ECANCELED) { /* its stream overflowed or failed: on_close frees it */
+        w->ending = true;
+        return;
+    }
+    if (err) send_expired(w, "the initial list of the watch could not be read consistently; watch again");
+    else w->rv = rv;
+    caught_up(h, w, w->rv);
+    watch_kick(h);
 }
 
 void watch_start(struct watch_hub *h, const struct shim_resource *r, const char *ns, struct labelsel *ls,
@@ -672,7 +696,10 @@ void watch_start(struct watch_hub *h, const struct shim_resource *r, const char 
         w->sent = metrics_series1(h->owner->metrics->watch_events, r->plural);
         metrics_gauge_add(w->open, 1);
     }
-    if (from_now) {
+    if (from_now && (w->initial = shim_slices_watch(h->owner, r, w->ns, w->ls, w->fs, w->table, w->st, initial_emit,
+                                                    initial_done, w))) {
+        /* served over many turns; initial_done makes it a watcher here */
+    } else if (from_now) {
         if (send_initial(h, w)) send_expired(w, store_errmsg(h->st));
         caught_up(h, w, w->rv); /* the list is as new as Redis: live unless changes wait in the heap */
     } else {

@@ -436,6 +436,30 @@ int store_get(struct store *s, const char *resource, const char *ns, const char 
     return rc ? rc : get_obj(s, resource, ns, name, out);
 }
 
+int store_get_many(struct store *s, const char *resource, const char *const *members, size_t n, json_t **out) {
+    s->err[0] = '\0';
+    for (size_t i = 0; i < n; i++) out[i] = NULL;
+    if (!n) return 0;
+    if (n > STORE_GET_MANY_MAX) return fail(s, -EINVAL, "too many objects for one read");
+    struct store_cmd c;
+    int rc;
+    store_build_get_many(&c, &s->cfg, resource, members, n);
+    redisReply *r = run(s, &c, &rc);
+    if (r && (r->type != REDIS_REPLY_ARRAY || r->elements != n)) rc = store_reply_error(r, s->err, sizeof s->err);
+    for (size_t i = 0; r && !rc && i < n; i++) {
+        if (r->element[i]->type == REDIS_REPLY_NIL) continue;
+        rc = store_decode_get(r->element[i], &out[i], s->err, sizeof s->err);
+    }
+    if (rc)
+        for (size_t i = 0; i < n; i++) {
+            json_decref(out[i]);
+            out[i] = NULL;
+        }
+    freeReplyObject(r);
+    store_cmd_free(&c);
+    return rc;
+}
+
 /* Builds the object to write from the stored one: *next NULL means nothing
  * to write (the stored object is the answer); *del asks the script to remove it. */
 typedef int (*prepare_fn)(const void *ctx, const char *resource, const char *ns, const json_t *cur, json_t **next,

@@ -138,6 +138,10 @@ int store_create(struct store *s, const char *resource, const char *ns, const js
 int store_create_many(struct store *s, const char *resource, const char *ns,
                       json_t *const *objs, size_t n, int *rcs, json_t **outs);
 
+/* Many objects by member ("<ns>/<name>", at most STORE_GET_MANY_MAX) in one
+ * read, as of one moment: out[i] is the object or NULL when absent. */
+#define STORE_GET_MANY_MAX 4096
+int store_get_many(struct store *s, const char *resource, const char *const *members, size_t n, json_t **out);
 int store_get(struct store *s, const char *resource, const char *ns, const char *name,
               json_t **out);
 

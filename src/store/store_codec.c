@@ -215,6 +215,14 @@ void store_build_get(struct store_cmd *c, const struct store_cfg *cfg, const cha
     push_fmt(c, "o:%s/%s", ns, name);
 }
 
+void store_build_get_many(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                          const char *const *members, size_t n) {
+    memset(c, 0, sizeof *c);
+    push_str(c, "HMGET");
+    push_fmt(c, "%sobj:%s", cfg->prefix, res);
+    for (size_t i = 0; i < n; i++) push_fmt(c, "o:%s", members[i]);
+}
+
 void store_build_current_rv(struct store_cmd *c, const struct store_cfg *cfg) {
     memset(c, 0, sizeof *c);
     push_str(c, "GET");

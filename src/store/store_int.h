@@ -108,6 +108,9 @@ void store_build_create_in_ns(struct store_cmd *c, const struct store_cfg *cfg, 
 void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                      const char *ns, const char *name, const char *expected_rv, int del,
                      const struct store_blob *b);
+/* HMGET of many members' objects ("<ns>/<name>") in one round trip. */
+void store_build_get_many(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+                          const char *const *members, size_t n);
 void store_build_get(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                      const char *ns, const char *name);
 void store_build_list(struct store_cmd *c, const struct store_cfg *cfg, const char *res,

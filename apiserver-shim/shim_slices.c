@@ -1,0 +1,594 @@
+/* Whole lists in slices: a list without a limit, and the initial ADDED
+ * events of a watch without a resourceVersion, are read, encoded and sent
+ * over many loop turns, so that no request holds the loop (and /healthz, the
+ * writes and lease renewals behind it) for the length of a resource.
+ *
+ * Redis has no snapshot reads, so one consistent list is made in three
+ * phases, each a bounded step per loop turn (a uv_idle handle, so the loop
+ * polls its sockets between steps):
+ *
+ *   READ  store pages of SLICE_PAGE objects from the first page's version S
+ *         on (continue tokens); each object is parsed once, filtered by the
+ *         selectors and kept as its encoded JSON, in key order. A page shows
+ *         its objects as they were when it was read, at some time in [S, E].
+ *   HIST  the resource's history after S, up to the counter E read with its
+ *         last part: each member changed in (S, E] takes its last state
+ *         there (or goes, if that was a delete or no longer matches). A
+ *         member not changed there was the same from S to E, so the result
+ *         is exactly the resource at E, and E is the list's resourceVersion.
+ *         History compacted past S (more writes than the history keeps
+ *         during the read) starts the list again, at most SLICE_RESTARTS
+ *         times.
+ *   EMIT  the items in key order (members created after S merged in), a
+ *         bounded number of bytes per turn, and only while the stream's
+ *         unsent bytes stay under SLICE_BUFFERED: a slow reader is waited
+ *         for, not buffered without bound.
+ *
+ * A list answers 200 with a chunked body at once (its first page is read
+ * inside the handler, so a bad namespace or an unreachable Redis still gets
+ * its Status); a failure after that ends the stream with the body cut short,
+ * which a client reads as an error. A watch's events go through the hub's
+ * callback, and the watch goes on from E (shim_watch.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+#include "shim_proto.h"
+#include "util/jparse.h"
+#include "util/strmap.h"
+
+#define SLICE_PAGE 200                /* objects per store page (one page per loop turn) */
+#define SLICE_HISTORY 500             /* history entries per loop turn */
+#define SLICE_EMIT_BYTES (256u << 10) /* bytes encoded into the stream per loop turn */
+#define SLICE_BUFFERED (4u << 20)     /* at most this much unsent before the next slice */
+#define SLICE_EMIT_ITEMS 2000          /* and at most this many items (a Table watch's rows) */
+#define SLICE_TURN_NS 5000000ull      /* all slices together: this much of a loop turn (5 ms) */
+#define SLICE_WAIT_MS 2
+#define SLICE_RESTARTS 3
+#define SLICE_LIST_BUFFER (64u << 20) /* the list stream's own bound (a reader that stops reading) */
+
+struct slice_item {
+    char *member; /* "<ns>/<name>", the store's key order */
+    char *line;   /* the encoded object (a list) or ADDED line (a watch); NULL: gone */
+    size_t len;
+    json_t *obj;  /* a Table watch's object instead of a line */
+};
+
+enum slice_phase { SLICE_READ, SLICE_HIST, SLICE_EMIT };
+
+struct slice_job {
+    struct shim *s;
+    const struct shim_resource *r;
+    char ns[STORE_MAX_NAMESPACE + 1];
+    const struct labelsel *ls;
+    const struct fieldsel *fs;
+    struct labelsel *own_ls; /* a list owns its selectors; a watch's are its watcher's */
+    struct fieldsel *own_fs;
+    struct http_stream *st;
+    bool watch, table, closed, ended;
+    shim_slice_emit_fn emit;
+    shim_slice_done_fn done;
+    void *ud;
+    enum slice_phase phase;
+    char *token;
+    uint64_t from, rv; /* S, then the history's position; rv: E */
+    int restarts;
+    struct slice_item *it; /* read, in key order */
+    size_t n, cap;
+    struct strmap extra;   /* members created after S: member -> struct slice_item * */
+    struct slice_item **ex; /* the same, sorted, for EMIT */
+    size_t nex, ei, ej;
+    bool first;
+    char *buf;             /* a slice's bytes before they go to the stream */
+    size_t blen, bcap;
+    uv_idle_t idle;
+    uv_timer_t wait;       /* a reader behind: the next slice after SLICE_WAIT_MS */
+    int handles;           /* open of idle and wait */
+    struct slice_job *prev, *next; /* the shim's jobs */
+};
+
+static void item_free(struct slice_item *it) {
+    free(it->member);
+    free(it->line);
+    json_decref(it->obj);
+    it->line = NULL;
+    it->obj = NULL;
+}
+
+static void item_release(struct slice_item *it) {
+    free(it->line);
+    json_decref(it->obj);
+    it->line = NULL;
+    it->obj = NULL;
+}
+
+static void items_clear(struct slice_job *j) {
+    for (size_t i = 0; i < j->n; i++) item_free(&j->it[i]);
+    j->n = 0;
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&j->extra, &pos, &k, &v)) {
+        item_free(v);
+        free(v);
+    }
+    strmap_free(&j->extra);
+    memset(&j->extra, 0, sizeof j->extra);
+    free(j->ex);
+    j->ex = NULL;
+    j->nex = 0;
+}
+
+static void on_idle_closed(uv_handle_t *h) {
+    struct slice_job *j = h->data;
+    if (--j->handles) return;
+    items_clear(j);
+    free(j->it);
+    free(j->token);
+    free(j->buf);
+    labelsel_free(j->own_ls);
+    fieldsel_free(j->own_fs);
+    free(j);
+}
+
+/* A list's job outlives its stream's end: the HTTP layer calls its
+ * on_close later (at the end of the turn), and the job goes then. */
+static void job_free(struct slice_job *j) {
+    uv_idle_stop(&j->idle);
+    uv_timer_stop(&j->wait);
+    if (!j->watch && j->st) {
+        j->ended = true;
+        return;
+    }
+    struct shim *s = j->s;
+    if (j->prev) j->prev->next = j->next;
+    else s->slices = j->next;
+    if (j->next) j->next->prev = j->prev;
+    uv_close((uv_handle_t *)&j->idle, on_idle_closed);
+    uv_close((uv_handle_t *)&j->wait, on_idle_closed);
+}
+
+static bool matches(const struct slice_job *j, const json_t *obj) {
+    if (j->ls && !labelsel_match(j->ls, json_object_get(json_object_get(obj, "metadata"), "labels"))) return false;
+    return !j->fs || fieldsel_match(j->fs, obj);
+}
+
+/* The item's bytes for obj (consumed): its JSON with kind and apiVersion,
+ * or the ADDED line; a Table watch keeps the object. */
+static int encode(struct slice_job *j, json_t *obj, struct slice_item *it) {
+    if (!strcmp(j->r->plural, "poddisruptionbudgets") && !j->r->custom) shim_pdb_status(j->s, obj);
+    obj = shim_with_type(j->r, obj);
+    if (j->table) {
+        it->obj = obj;
+        return 0;
+    }
+    size_t len = 0;
+    char *s = jdump(obj, JSON_COMPACT, &len);
+    json_decref(obj);
+    if (!s) return -ENOMEM;
+    if (!j->watch) {
+        it->line = s;
+        it->len = len;
+        return 0;
+    }
+    static const char head[] = "{\"type\":\"ADDED\",\"object\":";
+    char *l = malloc(sizeof head - 1 + len + 3);
+    if (!l) {
+        free(s);
+        return -ENOMEM;
+    }
+    memcpy(l, head, sizeof head - 1);
+    memcpy(l + sizeof head - 1, s, len);
+    memcpy(l + sizeof head - 1 + len, "}\n", 2);
+    it->line = l;
+    it->len = sizeof head - 1 + len + 2;
+    free(s);
+    return 0;
+}
+
+static char *member_of(const char *ns, const char *name) {
+    size_t a = strlen(ns), b = strlen(name);
+    char *m = malloc(a + b + 2);
+    if (!m) return NULL;
+    memcpy(m, ns, a);
+    m[a] = '/';
+    memcpy(m + a + 1, name, b + 1);
+    return m;
+}
+
+static int add_read(struct slice_job *j, json_t *obj) {
+    json_t *md = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace"));
+    const char *name = json_string_value(json_object_get(md, "name"));
+    if (!name || !matches(j, obj)) return 0;
+    if (j->n == j->cap) {
+        size_t nc = j->cap ? j->cap * 2 : 1024;
+        struct slice_item *n = realloc(j->it, nc * sizeof *n);
+        if (!n) return -ENOMEM;
+        j->it = n;
+        j->cap = nc;
+    }
+    struct slice_item *it = &j->it[j->n];
+    memset(it, 0, sizeof *it);
+    if (!(it->member = member_of(ns ? ns : "", name))) return -ENOMEM;
+    json_incref(obj);
+    if (encode(j, obj, it)) {
+        free(it->member);
+        return -ENOMEM;
+    }
+    j->n++;
+    return 0;
+}
+
+static int cmp_member(const void *key, const void *elem) {
+    return strcmp(key, ((const struct slice_item *)elem)->member);
+}
+
+/* One change after S: the member's state at this version. */
+static int apply_event(struct slice_job *j, const struct store_event *e) {
+    char *m = member_of(e->ns, e->name);
+    if (!m) return -ENOMEM;
+    struct slice_item *it = j->n ? bsearch(m, j->it, j->n, sizeof *j->it, cmp_member) : NULL;
+    if (!it) it = strmap_get(&j->extra, m);
+    bool keep = e->type != STORE_DELETED && e->object && matches(j, e->object);
+    if (it) { /* the state read is replaced */
+        free(it->line);
+        json_decref(it->obj);
+        it->line = NULL;
+        it->obj = NULL;
+    }
+    if (keep) {
+        if (!it) {
+            if (!(it = calloc(1, sizeof *it)) || strmap_put(&j->extra, m, it, NULL)) {
+                free(it);
+                free(m);
+                return -ENOMEM;
+            }
+            it->member = strdup(m);
+            if (!it->member) {
+                free(m);
+                return -ENOMEM;
+            }
+        }
+        int rc = encode(j, json_deep_copy(e->object), it);
+        if (rc) {
+            free(m);
+            return rc;
+        }
+    }
+    free(m);
+    return 0;
+}
+
+static int cmp_extra(const void *a, const void *b) {
+    return strcmp((*(struct slice_item *const *)a)->member, (*(struct slice_item *const *)b)->member);
+}
+
+static int sort_extra(struct slice_job *j) {
+    size_t cnt = strmap_count(&j->extra), pos = 0;
+    if (!cnt) return 0;
+    if (!(j->ex = malloc(cnt * sizeof *j->ex))) return -ENOMEM;
+    const char *k;
+    void *v;
+    while (strmap_next(&j->extra, &pos, &k, &v)) j->ex[j->nex++] = v;
+    qsort(j->ex, j->nex, sizeof *j->ex, cmp_extra);
+    return 0;
+}
+
+static int buf_add(struct slice_job *j, const char *s, size_t n) {
+    return jdump_append(&j->buf, &j->blen, &j->bcap, s, n);
+}
+
+static void flush(struct slice_job *j) {
+    if (!j->blen || j->closed) return;
+    if (http_stream_write(j->st, j->buf, j->blen)) j->closed = true; /* its on_close follows */
+    j->blen = 0;
+}
+
+static void finish(struct slice_job *j, int err) {
+    if (j->watch) { /* done is NULL once the watcher is gone */
+        if (j->done) j->done(j->ud, j->rv, j->closed ? -ECANCELED : err);
+    } else if (!j->closed) {
+        if (!err) {
+            buf_add(j, "]}", 2);
+            flush(j);
+        }
+        if (!j->closed) http_stream_end(j->st); /* cut short after an error: the client sees a broken body */
+    }
+    if (j->watch) j->ud = NULL;
+    job_free(j);
+}
+
+/* The list's head, once E is known. */
+static int list_head(struct slice_job *j) {
+    char av[300], head[1024];
+    const char *apiv = j->r->version;
+    if (j->r->group[0]) {
+        snprintf(av, sizeof av, "%s/%s", j->r->group, j->r->version);
+        apiv = av;
+    }
+    int n = snprintf(head, sizeof head, "{\"kind\":\"%sList\",\"apiVersion\":\"%s\",\"metadata\":"
+                     "{\"resourceVersion\":\"%llu\"},\"items\":[", j->r->kind, apiv, (unsigned long long)j->rv);
+    if (n < 0 || (size_t)n >= sizeof head) return -EINVAL;
+    return buf_add(j, head, (size_t)n);
+}
+
+static int emit_item(struct slice_job *j, struct slice_item *it) {
+    if (!it->line && !it->obj) return 0;
+    if (j->watch) {
+        int rc = 0;
+        if (it->obj) j->emit(j->ud, NULL, 0, it->obj);
+        else rc = buf_add(j, it->line, it->len);
+        item_release(it);
+        return rc;
+    }
+    if (!j->first && buf_add(j, ",", 1)) return -ENOMEM;
+    j->first = false;
+    int rc = buf_add(j, it->line, it->len);
+    item_release(it); /* sent: the memory goes as the list does */
+    return rc;
+}
+
+/* One slice of items, in key order (the read ones merged with the created ones). */
+static int emit_step(struct slice_job *j, bool *more) {
+    size_t start = j->blen, count = 0;
+    *more = true;
+    while (j->blen - start < SLICE_EMIT_BYTES && count++ < SLICE_EMIT_ITEMS) {
+        struct slice_item *next;
+        if (j->ei < j->n && (j->ej >= j->nex || strcmp(j->it[j->ei].member, j->ex[j->ej]->member) < 0))
+            next = &j->it[j->ei++];
+        else if (j->ej < j->nex) next = j->ex[j->ej++];
+        else {
+            *more = false;
+            break;
+        }
+        if (emit_item(j, next)) return -ENOMEM;
+        if (j->closed) return 0;
+    }
+    flush(j);
+    return 0;
+}
+
+static void on_step(struct slice_job *j);
+static void on_idle(uv_idle_t *h);
+
+static void on_wait(uv_timer_t *t) {
+    struct slice_job *j = t->data;
+    uv_idle_start(&j->idle, on_idle);
+}
+
+static void restart(struct slice_job *j) {
+    items_clear(j);
+    free(j->token);
+    j->token = NULL;
+    j->phase = SLICE_READ;
+    j->from = 0;
+}
+
+/* One page of the list; false at the end of the read. rc < 0 on failure. */
+static int read_step(struct slice_job *j) {
+    struct store_list l = {0};
+    int rc = store_list(j->s->st, j->r->store_key, j->ns, SLICE_PAGE, j->token, &l);
+    if (rc) return rc;
+    if (!j->token) j->from = l.resource_version;
+    free(j->token);
+    j->token = l.continue_token;
+    l.continue_token = NULL;
+    size_t i;
+    json_t *o;
+    json_array_foreach(l.items, i, o) if ((rc = add_read(j, o))) break;
+    store_list_free(&l);
+    if (!rc && !j->token) {
+        j->phase = SLICE_HIST;
+        j->rv = j->from;
+    }
+    return rc;
+}
+
+static int hist_step(struct slice_job *j) {
+    struct store_history h = {0};
+    int rc = store_history_after(j->s->st, j->r->store_key, j->ns, j->rv, SLICE_HISTORY, &h);
+    if (rc) return rc;
+    for (size_t i = 0; i < h.n && !rc; i++) rc = apply_event(j, &h.events[i]);
+    if (!rc) {
+        if (h.more && h.next_rv > j->rv) j->rv = h.next_rv;
+        else { /* everything up to the counter is applied: the list is the resource at E */
+            j->rv = h.current_rv > j->rv ? h.current_rv : j->rv;
+            j->phase = SLICE_EMIT;
+            j->first = true;
+            rc = sort_extra(j);
+            if (!rc && !j->watch) rc = list_head(j);
+        }
+    }
+    store_history_free(&h);
+    return rc;
+}
+
+/* The loop turn's budget: idle callbacks run before uv_prepare's, which
+ * starts the next turn's budget; a job finding it spent waits a turn. */
+static void on_prepare(uv_prepare_t *p) {
+    struct shim *s = p->data;
+    s->slice_spent_ns = 0;
+    if (!s->slices) uv_prepare_stop(p);
+}
+
+static void on_idle(uv_idle_t *h) {
+    struct slice_job *j = h->data;
+    if (j->closed) {
+        finish(j, -ECANCELED);
+        return;
+    }
+    struct shim *s = j->s;
+    if (s->slice_spent_ns >= SLICE_TURN_NS) return;
+    uint64_t t0 = uv_hrtime();
+    on_step(j);
+    s->slice_spent_ns += uv_hrtime() - t0; /* j may be gone: s is not */
+}
+
+static void on_step(struct slice_job *j) {
+    int rc = 0;
+    bool more = true;
+    switch (j->phase) {
+    case SLICE_READ:
+        rc = read_step(j);
+        break;
+    case SLICE_HIST:
+        rc = hist_step(j);
+        break;
+    case SLICE_EMIT:
+        if (http_stream_buffered(j->st) >= SLICE_BUFFERED) { /* the reader first: look again in a moment */
+            uv_idle_stop(&j->idle);                           /* (an idle handle would spin the loop) */
+            uv_timer_start(&j->wait, on_wait, SLICE_WAIT_MS, 0);
+            return;
+        }
+        rc = emit_step(j, &more);
+        if (!rc && !more) {
+            finish(j, 0);
+            return;
+        }
+        break;
+    }
+    if (rc == -ESTALE && j->restarts < SLICE_RESTARTS) {
+        j->restarts++;
+        restart(j);
+        return;
+    }
+    if (rc) finish(j, rc);
+}
+
+static struct slice_job *job_new(struct shim *s, const struct shim_resource *r, const char *ns) {
+    if (!s->loop) return NULL;
+    if (!s->slice_prep) {
+        if (!(s->slice_prep = calloc(1, sizeof *s->slice_prep))) return NULL;
+        uv_prepare_init(s->loop, s->slice_prep);
+        s->slice_prep->data = s;
+    }
+    uv_prepare_start(s->slice_prep, on_prepare);
+    struct slice_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->s = s;
+    j->r = r;
+    snprintf(j->ns, sizeof j->ns, "%s", r->namespaced ? ns : "");
+    uv_idle_init(s->loop, &j->idle);
+    j->idle.data = j;
+    uv_timer_init(s->loop, &j->wait);
+    j->wait.data = j;
+    j->handles = 2;
+    j->next = s->slices;
+    if (s->slices) s->slices->prev = j;
+    s->slices = j;
+    return j;
+}
+
+static void on_list_closed(void *ud) {
+    struct slice_job *j = ud;
+    j->closed = true;
+    j->st = NULL;
+    if (j->ended) job_free(j);
+}
+
+bool shim_slices_wanted(const struct shim *s, const struct http_request *req) {
+    if (!s->loop || shim_pb_accepted(req)) return false;
+    const char *lim = http_req_arg(req, "limit");
+    return !lim || atoll(lim) <= 0;
+}
+
+void shim_slices_list(struct shim *s, const struct shim_resource *r, const char *ns, struct labelsel *ls,
+                      struct fieldsel *fs, const struct http_request *req, struct http_response *resp) {
+    struct slice_job *j = job_new(s, r, ns);
+    if (!j) {
+        labelsel_free(ls);
+        fieldsel_free(fs);
+        shim_status(resp, 500, "InternalError", NULL, "out of memory");
+        return;
+    }
+    j->ls = j->own_ls = ls;
+    j->fs = j->own_fs = fs;
+    int rc = read_step(j); /* the first page here: its error is still a Status */
+    if (rc) {
+        if (rc == -ESTALE)
+            shim_status(resp, 410, "Expired", NULL, "The list could not be read consistently; list again.");
+        else shim_store_error(s, resp, rc, r, "");
+        j->closed = true;
+        job_free(j);
+        return;
+    }
+    if (j->phase == SLICE_HIST) { /* one page held it all, read by one script: answered whole, as before */
+        j->rv = j->from;
+        j->first = true;
+        rc = list_head(j);
+        for (size_t i = 0; i < j->n && !rc; i++) rc = emit_item(j, &j->it[i]);
+        if (!rc) rc = buf_add(j, "]}", 2);
+        if (rc) shim_status(resp, 500, "InternalError", NULL, "out of memory");
+        else {
+            resp->status = 200;
+            resp->content_type = "application/json";
+            resp->body = j->buf;
+            resp->body_len = j->blen;
+            j->buf = NULL;
+        }
+        j->closed = true;
+        job_free(j);
+        return;
+    }
+    j->st = http_stream_start(req, 200, "application/json", SLICE_LIST_BUFFER, on_list_closed, j);
+    if (!j->st) {
+        shim_status(resp, 500, "InternalError", NULL, "cannot open the list stream");
+        j->closed = true;
+        job_free(j);
+        return;
+    }
+    uv_idle_start(&j->idle, on_idle);
+}
+
+struct slice_job *shim_slices_watch(struct shim *s, const struct shim_resource *r, const char *ns,
+                                    const struct labelsel *ls, const struct fieldsel *fs, bool table,
+                                    struct http_stream *st, shim_slice_emit_fn emit, shim_slice_done_fn done,
+                                    void *ud) {
+    struct slice_job *j = job_new(s, r, ns);
+    if (!j) return NULL;
+    j->ls = ls;
+    j->fs = fs;
+    j->watch = true;
+    j->table = table;
+    j->st = st;
+    j->emit = emit;
+    j->done = done;
+    j->ud = ud;
+    uv_idle_start(&j->idle, on_idle);
+    return j;
+}
+
+/* The watcher is gone: the job ends on its next turn, without callbacks. */
+void shim_slices_cancel(struct slice_job *j) {
+    if (!j) return;
+    j->closed = true;
+    j->st = NULL;
+    j->done = NULL;
+}
+
+static void on_prep_closed(uv_handle_t *h) { free(h); }
+
+/* At shutdown, after the HTTP server stopped (every stream closed). */
+void shim_slices_free_all(struct shim *s) {
+    while (s->slices) {
+        struct slice_job *j = s->slices;
+        j->closed = true;
+        j->done = NULL;
+        j->st = NULL;
+        job_free(j);
+    }
+    if (s->slice_prep) {
+        uv_prepare_stop(s->slice_prep);
+        uv_close((uv_handle_t *)s->slice_prep, on_prep_closed);
+        s->slice_prep = NULL;
+    }
+}
+
+size_t shim_slices_active(const struct shim *s) {
+    size_t n = 0;
+    for (const struct slice_job *j = s->slices; j; j = j->next) n++;
+    return n;
+}
