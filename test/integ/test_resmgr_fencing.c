@@ -100,7 +100,8 @@ static void view_pod(struct kclient *c, const char *name, char uid[64], bool *ma
     *marked = *deleting = false;
     if (req(c, "GET", path, NULL, NULL, &o) == 200) {
         json_t *md = json_object_get(o, "metadata");
-        snprintf(uid, 64, "%s", json_string_value(json_object_get(md, "uid")) ? json_string_value(json_object_get(md, "uid")) : "");
+        const char *u = json_string_value(json_object_get(md, "uid"));
+        snprintf(uid, 64, "%s", u ? u : "");
         *marked = json_object_get(json_object_get(md, "annotations"), "peloton.io/preempted") != NULL;
         *deleting = json_object_get(md, "deletionTimestamp") != NULL;
     }
