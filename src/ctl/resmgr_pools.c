@@ -172,6 +172,18 @@ static int subtree_gangs(struct resmgr *r, struct respool *const *all, size_t n,
 
 /* ---- pool status ---- */
 
+/* A status write refused with 409 (the pool changed since the copy it was
+ * made from): nothing to do here. The informer brings the newer copy, whose
+ * status is not the one sent, so forget_sent_unless_stored (resmgr.c) drops
+ * what was sent and the next tick writes from that copy. */
+static void on_status_written(void *ud, const struct kc_response *res) {
+    char *name = ud;
+    if (res->status == 409)
+        fprintf(stderr, "level=info msg=\"resmgr: pool status write refused, the pool changed; written again from "
+                        "the newer copy\" pool=%s\n", name);
+    free(name);
+}
+
 void rm_on_status(uv_timer_t *tm) {
     struct resmgr *r = tm->data;
     if (!r->leader || !r->recovered || cluster_refresh(r->cm)) return;
@@ -205,8 +217,14 @@ void rm_on_status(uv_timer_t *tm) {
         }
         char path[512];
         snprintf(path, sizeof path, "/apis/peloton.io/v1alpha1/resourcepools/%s/status", p->name);
-        json_t *body = json_pack("{s:O}", "status", st);
-        kclient_request(r->env.kc, "PATCH", path, body, "application/merge-patch+json", NULL, NULL);
+        /* the copy the status was made from: a write made from a stale one is refused */
+        const char *rv = json_string_value(
+            json_object_get(json_object_get(kc_informer_get(r->pools, NULL, p->name), "metadata"), "resourceVersion"));
+        json_t *body = json_pack("{s:{s:s?}, s:O}", "metadata", "resourceVersion", rv, "status", st);
+        char *name = strdup(p->name);
+        if (!body || !name ||
+            kclient_request(r->env.kc, "PATCH", path, body, "application/merge-patch+json", on_status_written, name))
+            free(name);
         json_decref(body);
         json_object_set_new(r->sent, p->name, st);
     }

@@ -44,28 +44,58 @@ static void collect_one(struct collect *c, struct cm_pod *p, struct respool *lea
 }
 
 struct evict_ctx {
-    struct kclient *kc;
-    char path[600];
+    struct resmgr *r;
+    char path[600], key[600], uid[128];
 };
+
+/* A victim the decision was not made about: the pod of that name was
+ * replaced (another uid) since. Told once at info; it leaves the victims
+ * being evicted, so the next round decides again from the newer pod. */
+static void refused(struct evict_ctx *e, const char *what) {
+    fprintf(stderr, "level=info msg=\"resmgr: preemption %s refused, the pod changed; decided again\" pod=%s uid=%s\n",
+            what, e->key, e->uid);
+    strmap_del(&e->r->evicting, e->key);
+}
+
+static void on_deleted(void *ud, const struct kc_response *res) {
+    struct evict_ctx *e = ud;
+    if (res->status == 409) refused(e, "delete");
+    free(e);
+}
 
 static void on_marked(void *ud, const struct kc_response *res) {
     struct evict_ctx *e = ud;
     /* 0: cancelled (shutting down); 404: already gone */
-    if (res->status != 0 && res->status != 404)
-        kclient_request(e->kc, "DELETE", e->path, NULL, NULL, NULL, NULL); /* graceful: the pod's own period */
-    free(e);
+    if (res->status == 0 || res->status == 404) {
+        free(e);
+        return;
+    }
+    if (res->status == 409) {
+        refused(e, "mark");
+        free(e);
+        return;
+    }
+    /* graceful: the pod's own period; the uid the decision was made about as precondition */
+    json_t *body = json_pack("{s:s, s:s, s:{s:s?}}", "kind", "DeleteOptions", "apiVersion", "v1", "preconditions",
+                             "uid", e->uid[0] ? e->uid : NULL);
+    if (!body || kclient_request(e->r->env.kc, "DELETE", e->path, body, "application/json", on_deleted, e)) free(e);
+    json_decref(body);
 }
 
 /* Marks the victim (its job manager applies killOnPreempt by it), then
- * deletes it gracefully once the mark is stored. */
+ * deletes it gracefully once the mark is stored. Both writes carry the
+ * victim's uid: a pod that took its name since is not touched. */
 static void evict(struct resmgr *r, const struct cm_pod *p, const char *why) {
     struct evict_ctx *e = calloc(1, sizeof *e);
     if (!e) return;
-    e->kc = r->env.kc;
+    e->r = r;
     snprintf(e->path, sizeof e->path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
+    snprintf(e->key, sizeof e->key, "%s", p->key);
+    snprintf(e->uid, sizeof e->uid, "%s", p->uid ? p->uid : "");
     char at[32];
     ctl_format_ms(ctl_now_ms(), at);
-    json_t *patch = json_pack("{s:{s:{s:s, s:s}}}", "metadata", "annotations", PA_PREEMPTED, why, PA_PREEMPTED_AT, at);
+    json_t *patch = json_pack("{s:{s:s?, s:{s:s, s:s}}}", "metadata", "uid", e->uid[0] ? e->uid : NULL,
+                              "annotations", PA_PREEMPTED, why, PA_PREEMPTED_AT, at);
     if (!patch || kclient_request(r->env.kc, "PATCH", e->path, patch, "application/merge-patch+json", on_marked, e))
         free(e);
     json_decref(patch);
