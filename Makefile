@@ -78,6 +78,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=build/bench/%)
 
 FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core pbjson grpcframe mdrv h2 cliyaml table cliranges k8spb workload cron tokenfile crdjob clistream mresp
 FUZZ_SECONDS ?= 30
+FUZZ_RUNS ?= 0
 FUZZ_CC ?= clang-14
 
 .PHONY: all deps build test unit e2e bench bench-scale run run-sim run-apiserver clean fuzz image soak
@@ -207,7 +208,7 @@ $(FUZZ_TARGETS:%=build/fuzz/fuzz-%): build/fuzz/.deps
 
 fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz-%)
 	@for t in $(FUZZ_TARGETS); do mkdir -p build/fuzz/corpus-$$t; \
-	  build/fuzz/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 build/fuzz/corpus-$$t fuzz/corpus/$$t || exit 1; done
+	  build/fuzz/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -runs=$(if $(filter 0,$(FUZZ_RUNS)),-1,$(FUZZ_RUNS)) -max_len=8192 build/fuzz/corpus-$$t fuzz/corpus/$$t || exit 1; done
 
 # Every suite prints "N passed, N failed"; test/run.sh sums them into the last line.
 test: deps $(BINS) build/asan/unit $(ASAN_BINS) $(FUZZ_TARGETS:%=build/asan/fuzz-%) \
