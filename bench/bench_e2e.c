@@ -16,7 +16,6 @@
  * 3; 0: none) at BENCH_E2E_OBSERVE_NODES nodes with a redis-server replica of
  * the run's primary in both, pelotond --redis-wait-replicas=1 against
  * without it; BENCH_E2E_WAIT_ONLY=1 runs only them. */
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,10 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
@@ -388,55 +384,9 @@ struct run_figs {
 struct observe {
     bool ksim_events, pelotond_off;
     int scrape_ms;
-    bool replica;      /* a redis-server replica of the run's primary (start_replica) */
+    bool replica;      /* a redis-server replica of the run's primary (bench_start_replica) */
     const char *extra; /* more pelotond flags (e.g. --redis-wait-replicas=1), or NULL */
 };
-
-/* A redis-server replicating the primary at primary_port: loopback, no
- * persistence, its own directory dir/replica. Waits (at most 10 s) until
- * INFO replication says master_link_status:up; its pid, or 0 after stopping
- * what it started. */
-static pid_t start_replica(const char *dir, int primary_port) {
-    char rdir[160], log[192], port[16], primary[16];
-    snprintf(rdir, sizeof rdir, "%s/replica", dir);
-    snprintf(log, sizeof log, "%s/replica.log", dir);
-    if (mkdir(rdir, 0700)) return 0;
-    int p = 0;
-    int fd = socket(AF_INET, SOCK_STREAM, 0); /* a free loopback port */
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &len))
-        p = ntohs(a.sin_port);
-    if (fd >= 0) close(fd);
-    if (!p) return 0;
-    snprintf(port, sizeof port, "%d", p);
-    snprintf(primary, sizeof primary, "%d", primary_port);
-    pid_t pid = fork();
-    if (pid < 0) return 0;
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (lfd >= 0) dup2(lfd, 1), dup2(lfd, 2);
-        char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", rdir, "--save", "",
-                        "--appendonly", "no", "--replicaof", "127.0.0.1", primary, "--daemonize", "no",
-                        "--logfile", "", NULL};
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    for (int i = 0; i < 200; i++) { /* 200 x 50 ms */
-        redisContext *c = redisConnectWithTimeout("127.0.0.1", p, (struct timeval){.tv_sec = 0, .tv_usec = 200000});
-        redisReply *r = c && !c->err ? redisCommand(c, "INFO replication") : NULL;
-        bool up = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "master_link_status:up");
-        if (r) freeReplyObject(r);
-        if (c) redisFree(c);
-        if (up) return pid;
-        if (waitpid(pid, NULL, WNOHANG) == pid) break;
-        usleep(50000);
-    }
-    fprintf(stderr, "bench_e2e: the replica did not come up (%s)\n", log);
-    bench_stop(pid);
-    return 0;
-}
 
 /* The primary's count of WAIT commands so far (INFO commandstats). */
 static double wait_calls(int port) {
@@ -482,7 +432,7 @@ static int one_run(int nodes, int pods, const struct observe *obs, struct run_fi
         snprintf(args, sizeof args, "%s %s", saved ? saved : "", obs->extra);
         setenv("BENCH_PELOTOND_ARGS", args, 1);
     }
-    pid_t rep = obs->replica ? start_replica(dir, rp.port) : 0;
+    pid_t rep = obs->replica ? bench_start_replica(dir, rp.port) : 0;
     int port = obs->replica && !rep ? 0 : bench_start_pelotond(dir, raddr, unix_arg, &pd);
     if (saved) setenv("BENCH_PELOTOND_ARGS", saved, 1);
     else unsetenv("BENCH_PELOTOND_ARGS");
