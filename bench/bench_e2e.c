@@ -11,7 +11,11 @@
  * pairs of runs (default 5; 0: none) at BENCH_E2E_OBSERVE_NODES nodes
  * (default 1000), pelotond's metrics and Events on and off (kubelet-sim's Events as
  * BENCH_E2E_EVENTS says, in both; BENCH_E2E_OBSERVE_OFF="--events=false" turns off
- * only those); BENCH_E2E_OBSERVE_ONLY=1 stops after them. */
+ * only those); BENCH_E2E_OBSERVE_ONLY=1 stops after them.
+ * Then the cost of Redis WAIT (wait_cost): BENCH_E2E_WAIT_PAIRS pairs (default
+ * 3; 0: none) at BENCH_E2E_OBSERVE_NODES nodes with a redis-server replica of
+ * the run's primary in both, pelotond --redis-wait-replicas=1 against
+ * without it; BENCH_E2E_WAIT_ONLY=1 runs only them. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -370,6 +374,7 @@ static const struct {
 };
 struct run_figs {
     double v[NFIGS];
+    double replica_us, waits; /* with a replica: its CPU per pod; the primary's WAIT calls per pod */
     bool complete;
 };
 
@@ -379,7 +384,20 @@ struct run_figs {
 struct observe {
     bool ksim_events, pelotond_off;
     int scrape_ms;
+    bool replica;      /* a redis-server replica of the run's primary (bench_start_replica) */
+    const char *extra; /* more pelotond flags (e.g. --redis-wait-replicas=1), or NULL */
 };
+
+/* The primary's count of WAIT commands so far (INFO commandstats). */
+static double wait_calls(int port) {
+    redisContext *c = redisConnect("127.0.0.1", port);
+    redisReply *r = c && !c->err ? redisCommand(c, "INFO commandstats") : NULL;
+    const char *w = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_wait:calls=") : NULL;
+    double n = w ? atof(w + 19) : 0;
+    if (r) freeReplyObject(r);
+    if (c) redisFree(c);
+    return n;
+}
 
 static int one_run(int nodes, int pods, const struct observe *obs, struct run_figs *out) {
     struct redis_proc rp = {0};
@@ -410,12 +428,17 @@ static int one_run(int nodes, int pods, const struct observe *obs, struct run_fi
         const char *what = getenv("BENCH_E2E_OBSERVE_OFF");
         snprintf(args, sizeof args, "%s %s", saved ? saved : "", what ? what : "--metrics=false --events=false");
         setenv("BENCH_PELOTOND_ARGS", args, 1);
+    } else if (obs->extra) {
+        snprintf(args, sizeof args, "%s %s", saved ? saved : "", obs->extra);
+        setenv("BENCH_PELOTOND_ARGS", args, 1);
     }
-    int port = bench_start_pelotond(dir, raddr, unix_arg, &pd);
+    pid_t rep = obs->replica ? bench_start_replica(dir, rp.port) : 0;
+    int port = obs->replica && !rep ? 0 : bench_start_pelotond(dir, raddr, unix_arg, &pd);
     if (saved) setenv("BENCH_PELOTOND_ARGS", saved, 1);
     else unsetenv("BENCH_PELOTOND_ARGS");
     free(saved);
     if (!port) {
+        bench_stop(rep);
         redis_proc_destroy(&rp);
         return -1;
     }
@@ -453,20 +476,21 @@ static int one_run(int nodes, int pods, const struct observe *obs, struct run_fi
     r.deadline.data = &r;
     uv_timer_start(&r.deadline, on_deadline, 120000, 0);
     usleep(200000);
-    pid_t who[4] = {pd, ks, rp.pid, getpid()};
-    double cpu0[4], api0 = bench_cpu_us(pd, pd); /* pelotond's main thread serves the API */
-    double ctx0 = 0;
-    for (int i = 0; i < 4; i++) cpu0[i] = cpu_us(who[i]), ctx0 += ctx_switches(who[i]);
+    pid_t who[5] = {pd, ks, rp.pid, getpid(), rep}; /* rep: 0 without a replica (counts 0) */
+    double cpu0[5], api0 = bench_cpu_us(pd, pd); /* pelotond's main thread serves the API */
+    double ctx0 = 0, waits0 = rep ? wait_calls(rp.port) : 0;
+    for (int i = 0; i < 5; i++) cpu0[i] = cpu_us(who[i]), ctx0 += ctx_switches(who[i]);
     uv_timer_init(r.loop, &r.scrape);
     r.scrape.data = &r;
     if (obs->scrape_ms > 0) uv_timer_start(&r.scrape, on_scrape, 0, (uint64_t)obs->scrape_ms);
     r.t0 = bench_now_ns();
     create_more(&r);
     uv_run(r.loop, UV_RUN_DEFAULT);
-    double cpu[4], total = 0, api = bench_cpu_us(pd, pd) - api0;
-    for (int i = 0; i < 4; i++) total += cpu[i] = cpu_us(who[i]) - cpu0[i];
+    double cpu[5], total = 0, api = bench_cpu_us(pd, pd) - api0;
+    for (int i = 0; i < 5; i++) total += cpu[i] = cpu_us(who[i]) - cpu0[i];
     double ctx = -ctx0;
-    for (int i = 0; i < 4; i++) ctx += ctx_switches(who[i]);
+    for (int i = 0; i < 5; i++) ctx += ctx_switches(who[i]);
+    double waits = rep ? wait_calls(rp.port) - waits0 : 0;
     uint64_t end = r.t_done ? r.t_done : bench_now_ns();
     double secs = (double)(end - r.t0) / 1e9;
     /* the run's figures; main prints them over the runs */
@@ -484,6 +508,8 @@ static int one_run(int nodes, int pods, const struct observe *obs, struct run_fi
         out->v[F_LOAD] = cpu[3] / r.running;
         out->v[F_ALL] = total / r.running;
         out->v[F_CTX] = ctx / r.running;
+        out->replica_us = cpu[4] / r.running;
+        out->waits = waits / r.running;
     }
     out->v[F_RSS_PD] = peak_rss_mib(pd);
     out->v[F_RSS_KSIM] = peak_rss_mib(ks);
@@ -516,6 +542,7 @@ out:
     free(r.conns);
     bench_stop(ks);
     bench_stop(pd);
+    bench_stop(rep);
     redis_proc_destroy(&rp);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -615,6 +642,78 @@ static void observe_cost(int nodes, int pods, int pairs, bool ksim_events) {
     bench_report("e2e observe: on vs off, create -> Running", diff[n / 2], "%", target);
 }
 
+/* The machine's load average now (the first field of /proc/loadavg). */
+static double loadavg(void) {
+    double l = 0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = 0;
+        fclose(f);
+    }
+    return l;
+}
+
+/* The cost of Redis WAIT (pelotond --redis-wait-replicas=1: a write is
+ * acknowledged once a replica has it) on the burst: pairs of runs, both with
+ * a replica of the primary (so only the WAITs differ), alternating which goes
+ * first. Prints each pair, each side's median and range, and the medians of
+ * the pairs' differences; the load beside them. */
+static void wait_cost(int nodes, int pods, int pairs, bool ksim_events) {
+    const struct observe with = {.ksim_events = ksim_events, .replica = true, .extra = "--redis-wait-replicas=1"},
+                         without = {.ksim_events = ksim_events, .replica = true};
+    enum { W_RUNNING, W_PELOTOND, W_PRIMARY, W_REPLICA, W_ALL, NW };
+    static const char *const names[NW] = {"create -> Running", "CPU per pod, pelotond", "CPU per pod, redis primary",
+                                          "CPU per pod, redis replica", "CPU per pod, all"};
+    static const char *const units[NW] = {"pods/s", "us", "us", "us", "us"};
+    double v[2][NW][20], d[NW][20];
+    int n = 0;
+    double load0 = loadavg();
+    for (int i = 0; i < pairs && n < 20; i++) {
+        struct run_figs f[2];
+        bool ok = true;
+        for (int k = 0; k < 2; k++) { /* even pairs: WAIT first; odd pairs: without first */
+            int mode = (i % 2) ^ k;   /* 0 WAIT, 1 without */
+            memset(&f[mode], 0, sizeof f[mode]);
+            if (one_run(nodes, pods, mode ? &without : &with, &f[mode]) || !f[mode].complete) ok = false;
+        }
+        if (!ok) {
+            printf("bench e2e WAIT %d nodes: pair %d incomplete\n", nodes, i + 1);
+            continue;
+        }
+        for (int m = 0; m < 2; m++) {
+            const double *x = f[m].v;
+            double w[NW] = {x[F_RUNNING], x[F_PELOTOND], x[F_REDIS], f[m].replica_us, x[F_ALL]};
+            for (int j = 0; j < NW; j++) v[m][j][n] = w[j];
+        }
+        d[0][n] = 100.0 * (v[0][0][n] - v[1][0][n]) / v[1][0][n];
+        for (int j = 1; j < NW; j++) d[j][n] = v[0][j][n] - v[1][j][n];
+        printf("bench e2e WAIT %d nodes: pair %d (load %.1f): WAIT %.0f pods/s, without %.0f pods/s (%+.1f%%); CPU per "
+               "pod pelotond %.0f / %.0f us, primary %.0f / %.0f, replica %.0f / %.0f; WAIT calls per pod %.3f / %.3f\n",
+               nodes, i + 1, loadavg(), v[0][0][n], v[1][0][n], d[0][n], v[0][1][n], v[1][1][n], v[0][2][n],
+               v[1][2][n], v[0][3][n], v[1][3][n], f[0].waits, f[1].waits);
+        n++;
+    }
+    if (!n) return;
+    static const char *const mode[2] = {"WAIT   ", "without"};
+    for (int j = 0; j < NW; j++)
+        for (int m = 0; m < 2; m++) {
+            char name[160], target[128];
+            double *x = v[m][j];
+            bench_sort(x, n);
+            snprintf(name, sizeof name, "e2e WAIT %d nodes, %s: %s", nodes, mode[m], names[j]);
+            snprintf(target, sizeof target, "[%.4g-%.4g over %d runs]", x[0], x[n - 1], n);
+            bench_report(name, x[n / 2], units[j], target);
+        }
+    for (int j = 0; j < NW; j++) {
+        char name[160], target[160];
+        bench_sort(d[j], n);
+        snprintf(name, sizeof name, "e2e WAIT vs without, %s", names[j]);
+        snprintf(target, sizeof target, "[%+.4g to %+.4g over %d pairs; load %.1f -> %.1f]", d[j][0], d[j][n - 1], n,
+                 load0, loadavg());
+        bench_report(name, d[j][n / 2], j ? "us" : "%", target);
+    }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *e = getenv("BENCH_E2E_PODS");
@@ -632,8 +731,15 @@ int main(void) {
     const struct observe dflt = {.ksim_events = evs && !strcmp(evs, "1"), .scrape_ms = sms ? atoi(sms) : 0};
     const char *ps = getenv("BENCH_E2E_OBSERVE_PAIRS"), *pn = getenv("BENCH_E2E_OBSERVE_NODES");
     int pairs = ps ? atoi(ps) : 5;
+    const char *wps = getenv("BENCH_E2E_WAIT_PAIRS");
+    int wpairs = wps ? atoi(wps) : 3;
+    if (getenv("BENCH_E2E_WAIT_ONLY")) {
+        if (wpairs > 0) wait_cost(pn ? atoi(pn) : 1000, pods, wpairs > 20 ? 20 : wpairs, dflt.ksim_events);
+        return 0;
+    }
     if (pairs > 0) observe_cost(pn ? atoi(pn) : 1000, pods, pairs > 20 ? 20 : pairs, dflt.ksim_events);
     if (getenv("BENCH_E2E_OBSERVE_ONLY")) return 0;
+    if (wpairs > 0) wait_cost(pn ? atoi(pn) : 1000, pods, wpairs > 20 ? 20 : wpairs, dflt.ksim_events);
     int sizes[2] = {1000, 5000}, nsizes = 2;
     if (nl) sizes[0] = atoi(nl), nsizes = 1;
     for (int k = 0; k < nsizes; k++) {

@@ -1,16 +1,22 @@
 /* Child processes for the benchmarks that run the real daemons (bench_e2e,
- * bench_watch): start one with its output in a log, stop it, and start
- * pelotond on a free loopback port. Header-only, like bench.h. */
+ * bench_watch): start one with its output in a log, stop it, start
+ * pelotond on a free loopback port, and a Redis replica of a primary.
+ * Header-only, like bench.h. */
 #ifndef PELOTON_BENCH_PROC_H
 #define PELOTON_BENCH_PROC_H
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +112,52 @@ static inline int bench_start_pelotond(const char *dir, const char *redis_addr, 
         *pid = 0;
     }
     return port;
+}
+
+/* A redis-server replicating the primary at primary_port: loopback, no
+ * persistence, its own directory dir/replica. Waits (at most 10 s) until
+ * INFO replication says master_link_status:up; its pid, or 0 after stopping
+ * what it started. */
+static inline pid_t bench_start_replica(const char *dir, int primary_port) {
+    char rdir[160], log[192], port[16], primary[16];
+    snprintf(rdir, sizeof rdir, "%s/replica", dir);
+    snprintf(log, sizeof log, "%s/replica.log", dir);
+    if (mkdir(rdir, 0700)) return 0;
+    int p = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0); /* a free loopback port */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &len))
+        p = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    if (!p) return 0;
+    snprintf(port, sizeof port, "%d", p);
+    snprintf(primary, sizeof primary, "%d", primary_port);
+    pid_t pid = fork();
+    if (pid < 0) return 0;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (lfd >= 0) dup2(lfd, 1), dup2(lfd, 2);
+        char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", rdir, "--save", "",
+                        "--appendonly", "no", "--replicaof", "127.0.0.1", primary, "--daemonize", "no",
+                        "--logfile", "", NULL};
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    for (int i = 0; i < 200; i++) { /* 200 x 50 ms */
+        redisContext *c = redisConnectWithTimeout("127.0.0.1", p, (struct timeval){.tv_sec = 0, .tv_usec = 200000});
+        redisReply *r = c && !c->err ? redisCommand(c, "INFO replication") : NULL;
+        bool up = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "master_link_status:up");
+        if (r) freeReplyObject(r);
+        if (c) redisFree(c);
+        if (up) return pid;
+        if (waitpid(pid, NULL, WNOHANG) == pid) break;
+        usleep(50000);
+    }
+    fprintf(stderr, "bench: the replica did not come up (%s)\n", log);
+    bench_stop(pid);
+    return 0;
 }
 
 #endif
