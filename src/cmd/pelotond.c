@@ -141,6 +141,7 @@ struct controllers {
     uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
     uint32_t backoff_ms, backoff_max_ms; /* jobmgr's restart backoff; 0: its defaults */
     uint32_t gang_wait_ms;      /* 0: the resource manager's default */
+    uint32_t ready_timeout_ms;  /* 0: the resource manager's default */
     struct metrics *metrics;    /* the process's registry (the roles register theirs on this thread) */
     struct metrics_series *redis_series[2]; /* this thread's Redis replies and errors (made on the main one) */
     /* The singleton roles (jobmgr with workloads, hostmgr, the Mesos driver)
@@ -432,6 +433,7 @@ static void ctl_main(void *arg) {
     ro.on_ready_ud = c;
     ro.round_ms = c->round_ms ? c->round_ms : ro.round_ms;
     ro.gang_wait_ms = c->gang_wait_ms ? c->gang_wait_ms : ro.gang_wait_ms;
+    ro.ready_timeout_ms = c->ready_timeout_ms ? c->ready_timeout_ms : ro.ready_timeout_ms;
     placement_options_default(&c->po);
     c->po.tick_ms = c->tick_ms ? c->tick_ms : c->po.tick_ms;
     c->po.claims = c->placement_active_active; /* engines side by side claim capacity before binding */
@@ -674,7 +676,7 @@ static int usage(void) {
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
                     "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
-                    "[--gang-wait-event-ms=N] [--mesos-master=URL] [--metrics-port=N] [--metrics=false] "
+                    "[--gang-wait-event-ms=N] [--ready-timeout-ms=30000] [--mesos-master=URL] [--metrics-port=N] [--metrics=false] "
                     "[--events=false] [--leader-elect=true|false] [--lease-ms=10000] [--placement-active-active] "
                     "[--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3] "
                     "[--tls-cert=PEM --tls-key=PEM] [--client-ca-file=PEM] [--insecure-allow-anonymous] "
@@ -718,7 +720,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
     long long list_page_bytes = 0;
     long idle_ms = 0; /* 0: the HTTP layer's default (server.h) */
     unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0, backoff_ms = 0, backoff_max_ms = 0,
-             gang_wait_ms = 0, lease_ms = 0;
+             gang_wait_ms = 0, lease_ms = 0, ready_timeout_ms = 0;
     bool leader_elect = true; /* the singleton roles under leases (ctl_lease.h) */
     bool placement_aa = false; /* placement in every process without a lease */
     for (int i = 1; i < argc; i++) {
@@ -775,6 +777,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if (!strcmp(argv[i], "--placement-active-active")) placement_aa = true;
         else if ((v = opt(argv[i], "--lease-ms"))) lease_ms = atoi(v) >= 300 ? (unsigned)atoi(v) : 0;
         else if ((v = opt(argv[i], "--gang-wait-event-ms"))) gang_wait_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
+        else if ((v = opt(argv[i], "--ready-timeout-ms"))) ready_timeout_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--mesos-master"))) mesos_master = v;
         else if ((v = opt(argv[i], "--hostmgr-mass-fraction"))) mass_fraction = atof(v);
         else if ((v = opt(argv[i], "--hostmgr-mass-min-nodes"))) mass_min_nodes = atol(v);
@@ -799,9 +802,9 @@ static int run(int argc, char **argv, struct metrics *reg) {
         fprintf(stderr, "pelotond: --http-idle-timeout-ms takes 1 to 86400000\n");
         return 2;
     }
-    if (round_ms > 600000 || tick_ms > 600000 || gang_wait_ms > 600000) {
-        fprintf(stderr,
-                "pelotond: --admission-round-ms, --placement-tick-ms and --gang-wait-event-ms take 1 to 600000\n");
+    if (round_ms > 600000 || tick_ms > 600000 || gang_wait_ms > 600000 || ready_timeout_ms > 600000) {
+        fprintf(stderr, "pelotond: --admission-round-ms, --placement-tick-ms, --gang-wait-event-ms and "
+                        "--ready-timeout-ms take 1 to 600000\n");
         return 2;
     }
     if (backoff_ms > 3600000 || backoff_max_ms > 3600000) {
@@ -846,6 +849,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
                               .extender_port = ext_port, .extender_prefix = ext_prefix, .native_port = native_port,
                               .round_ms = round_ms, .tick_ms = tick_ms, .backoff_ms = backoff_ms,
                               .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms,
+                              .ready_timeout_ms = ready_timeout_ms,
                               .mesos_master = mesos_master, .mass_fraction = mass_fraction,
                               .mass_min_nodes = (uint32_t)mass_min_nodes, .leader_elect = leader_elect,
                               .lease_ms = lease_ms, .placement_active_active = placement_aa,

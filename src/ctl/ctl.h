@@ -226,6 +226,8 @@ struct resmgr_options {
     uint32_t status_ms;             /* pool status write period; default 1000 */
     uint32_t over_checks;           /* consecutive over-entitlement checks before preempting; default 3 */
     uint32_t gang_wait_ms;          /* a gang short of members this long gets an Event; default 1000 */
+    uint32_t ready_timeout_ms;      /* an admitted gang unbound this long and in no queue is readied again
+                                     * (the placement engine that took it died); default 30000 */
     /* Called after a round queued gangs on the ready queue (NULL: nobody):
      * pelotond tells its own placement role, which then need not wait for
      * its next poll when it was idle. */

@@ -47,6 +47,7 @@ void resmgr_options_default(struct resmgr_options *o) {
     o->status_ms = 1000;
     o->over_checks = 3;
     o->gang_wait_ms = 1000;
+    o->ready_timeout_ms = 30000;
 }
 
 static bool eligible(const struct resmgr *r, const struct cm_pod *p) {
@@ -348,6 +349,7 @@ static void process_gang(struct resmgr *r, const char *key, struct cm_pod **buf)
         if (!p0->pool) { /* unmanaged: no admission, straight to placement */
             for (uint32_t i = 0; i < size; i++) admit_pod(r, buf[i]);
             g->st = RG_ADMITTED;
+            g->readied_at = uv_now(r->env.loop);
             json_t *names = json_array();
             for (uint32_t i = 0; i < size; i++) json_array_append_new(names, json_string(buf[i]->name));
             char *s = json_dumps(names, JSON_COMPACT);
@@ -420,6 +422,7 @@ static void admit_pass(struct resmgr *r) {
                 took++;
             }
         g->st = RG_ADMITTED;
+        g->readied_at = uv_now(r->env.loop);
         char *s = json_dumps(names, JSON_COMPACT);
         json_decref(names);
         ctl_lease_defer(r->lease, r->env.db, "ZREM %s%s %s", CTL_KEY_PENDING, g->pool, g->key);
@@ -458,7 +461,10 @@ static void recover(struct resmgr *r) {
                     gang_get(r, key, ns->str, slash && strncmp(slash + 1, "pod:", 4) ? slash + 1 : NULL);
                 size_t j;
                 json_t *nm;
-                if (g) g->st = RG_ADMITTED;
+                if (g) {
+                    g->st = RG_ADMITTED;
+                    g->readied_at = uv_now(r->env.loop);
+                }
                 json_array_foreach(names, j, nm) {
                     struct cm_pod *p = cluster_pod(r->cm, ns->str, json_string_value(nm) ? json_string_value(nm) : "");
                     if (p && eligible(r, p)) admit_pod(r, p);
@@ -601,6 +607,46 @@ static void note_fresh(struct resmgr *r, const char *key) {
 
 static void forget_gangs(struct resmgr *r);
 
+/* Placement takes a gang off the ready queue and binds its members or puts
+ * it on the retry queue; an engine that dies in between leaves the gang
+ * admitted here and in no queue. Once a second, a gang admitted (or readied
+ * again) ready_timeout_ms ago that still has unbound members, and that
+ * neither queue holds, goes back on the ready queue: at least once, not at
+ * most once (a second engine binding a member already bound gets 409). */
+#define RM_LOST_CHECK_MAX 256 /* gangs looked up per check */
+static void ready_lost(struct resmgr *r) {
+    uint64_t now = uv_now(r->env.loop), timeout = r->o.ready_timeout_ms;
+    if (!timeout || !r->env.db || now - r->lost_check_ms < 1000) return;
+    r->lost_check_ms = now;
+    struct rm_gang *due[RM_LOST_CHECK_MAX];
+    size_t n = 0, pos = 0;
+    void *v;
+    while (n < RM_LOST_CHECK_MAX && strmap_next(&r->gangs, &pos, NULL, &v)) {
+        struct rm_gang *g = v;
+        if (g->st == RG_ADMITTED && now - g->readied_at >= timeout) due[n++] = g;
+    }
+    if (!n) return;
+    for (size_t i = 0; i < n; i++) {
+        ctl_redis_append(r->env.db, "LPOS %s %s", CTL_KEY_READY, due[i]->key);
+        ctl_redis_append(r->env.db, "ZSCORE %s %s", CTL_KEY_RETRY, due[i]->key);
+    }
+    size_t again = 0;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *in_ready = ctl_redis_reply(r->env.db), *in_retry = ctl_redis_reply(r->env.db);
+        bool held = !in_ready || !in_retry || in_ready->type != REDIS_REPLY_NIL || in_retry->type != REDIS_REPLY_NIL;
+        freeReplyObject(in_ready);
+        freeReplyObject(in_retry);
+        due[i]->readied_at = now;
+        if (held) continue; /* queued, or Redis did not say: looked at again after the timeout */
+        ctl_lease_defer(r->lease, r->env.db, "RPUSH %s %s", CTL_KEY_READY, due[i]->key);
+        again++;
+    }
+    if (!again) return;
+    r->readied = true;
+    fprintf(stderr, "level=warn msg=\"resmgr: admitted gangs in no queue, readied again\" gangs=%zu "
+            "timeout_ms=%llu\n", again, (unsigned long long)timeout);
+}
+
 static void on_round(uv_timer_t *t) {
     struct resmgr *r = t->data;
     if (!r->leader || !synced(r)) return;
@@ -641,6 +687,7 @@ static void on_round(uv_timer_t *t) {
         cluster_refresh(r->cm);
     }
     admit_pass(r);
+    ready_lost(r);
     tell_waiting(r);
     if (r->readied && r->o.on_ready) {
         ctl_redis_settle(r->env.db); /* the ready queue holds them before anyone looks */

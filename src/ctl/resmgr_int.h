@@ -31,6 +31,7 @@ struct rm_gang {
     uint64_t queued_ns;     /* metrics_now_ns when queued, for the admission wait */
     bool queue_timed;       /* its first queueing was timed (created -> queued) */
     int64_t queued_ms;      /* wall clock of its first queueing (the pods' peloton.io/queued-at) */
+    uint64_t readied_at;    /* loop time it was last put on the ready queue (admitted or readied again) */
 };
 
 /* A gang waiting for its members to exist (none of them bound yet). */
@@ -53,6 +54,7 @@ struct resmgr {
     bool leader, recovered;
     long long epoch;
     unsigned db_gen; /* the Redis connection its state was built on (ctl_db.gen) */
+    uint64_t lost_check_ms; /* loop time of the last look for admitted gangs no queue holds */
     char id[96];
     struct respool_tree *last_tree;
     struct preempt_state ps;

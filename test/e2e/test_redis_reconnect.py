@@ -11,14 +11,21 @@ term hides what is tested):
   (CLIENT KILL): when the resource manager's next command finds its
   connection broken, it connects again and rebuilds its gangs from Redis
   and the pods, as at a new term: both the pod admitted before and one
-  created after are in the ready queue again.
+  created after are in the ready queue again;
+- a placement engine that took a gang off the ready queue and died before
+  binding it (the test takes it off with LREM): after --ready-timeout-ms
+  (2 s here) the resource manager finds the gang admitted, unbound and in
+  no queue, and readies it again, once; gangs still queued are left alone.
 Every wait is bounded; every process is stopped."""
+import time
+
 import services
 from services import redis_cmd
 from simlib import run_tests
 
 REDIS = services.start_redis()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=apiserver,resmgr", "--leader-elect=false")
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=apiserver,resmgr", "--leader-elect=false",
+                                          "--ready-timeout-ms=2000")
 wait_until = services.wait_until
 READY = "peloton:ready"
 
@@ -52,6 +59,19 @@ def test_a_broken_connection_rebuilds_what_was_admitted():
                "both gangs in the ready queue again")
     assert "resmgr: redis connection renewed, rebuilding" in open(LOG).read()
     assert sorted(ready()) == ["default/pod:rc-1", "default/pod:rc-2"], ready()  # once each
+
+
+def test_a_gang_taken_by_a_dead_engine_is_readied_again():
+    create("rc-3")
+    wait_until(lambda: "default/pod:rc-3" in ready(), 15, "rc-3's gang in the ready queue")
+    assert redis_cmd(REDIS, "LREM", READY, "0", "default/pod:rc-3") == "1"  # popped, never bound nor retried
+    t0 = time.monotonic()
+    wait_until(lambda: "default/pod:rc-3" in ready(), 10, "rc-3's gang readied again")
+    took = time.monotonic() - t0
+    assert 0.5 <= took <= 5.0, took  # after the timeout, not at once
+    assert "resmgr: admitted gangs in no queue, readied again" in open(LOG).read()
+    time.sleep(2.5)  # another timeout: the gangs in the queue are not pushed again
+    assert sorted(ready()) == ["default/pod:rc-1", "default/pod:rc-2", "default/pod:rc-3"], ready()
 
 
 def test_clean_shutdown():
