@@ -100,7 +100,6 @@ int svc_jw_check_version(struct svc_jw *w, const json_t *v) {
     const char *s = json_string_value(v);
     long long want = s ? strtoll(s, NULL, 10) : json_integer_value(v);
     if (want <= 0) return 0;
-    w->precondition = true;
     if (want == svc_job_generation(w->job)) return 0;
     native_call_fail(w->base.call, NC_ABORTED, "stale version %lld: job %.128s is at configuration version %lld", want,
                      w->id, (long long)svc_job_generation(w->job));
@@ -195,7 +194,11 @@ static void delete_pods(struct svc_jw *w) {
 
 static void on_put(void *ud, const struct kc_response *r) {
     struct svc_jw *w = ud;
-    if (r->status == 409 && !w->precondition && ++w->tries < SVC_JW_TRIES) { /* lost a race: read and plan again */
+    /* lost a race: read and plan again; with the client's version too, since
+     * plan checks it again against the Job read: a status write meanwhile
+     * (the job manager's) leaves the configuration version as it was, a
+     * spec write does not (then ABORTED, stale version) */
+    if (r->status == 409 && ++w->tries < SVC_JW_TRIES) {
         json_decref(w->job);
         json_decref(w->put);
         json_decref(w->del);

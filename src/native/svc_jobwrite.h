@@ -2,8 +2,9 @@
  * Restart), the TaskManager (Start, Stop, Restart) and the UpdateService:
  * find the Job by its JobID (a list of Jobs through the API server), let the
  * method decide, then PUT the Job it edited (optimistic concurrency: the
- * read resourceVersion; a lost race is retried up to SVC_JW_TRIES times
- * unless the client gave a version of its own, then it is ABORTED) and/or
+ * read resourceVersion; a lost race is read and planned again up to
+ * SVC_JW_TRIES times, the client's version, when it gave one, checked
+ * again against the configuration version read: ABORTED if it moved) and/or
  * delete the pods of some instances (a new run of each: the job manager
  * starts it again), and reply. Internal to src/native.
  *
@@ -58,7 +59,6 @@ struct svc_jw {
     size_t pending;    /* pod deletions in flight */
     struct ncache *del_cache; /* the read cache to tell of them */
     int tries;
-    bool precondition; /* the client gave a version: a lost race is ABORTED, not retried */
     uint64_t arg;      /* the method's own number */
 };
 

@@ -36,6 +36,7 @@ struct rp_op {
     char id[256];      /* pool name (or path for delete and lookup) */
     bool children;     /* GetRequest.includeChildPools */
     json_t *spec;      /* update: the new spec */
+    int tries;         /* update: writes that lost a race */
 };
 
 /* ---------------------------------------------------------------- answering */
@@ -527,7 +528,8 @@ static void on_written(void *ud, const struct kc_response *r) {
             break;
         }
         /* the stored object with the new spec; its resourceVersion makes the
-         * write conditional (a concurrent change answers ABORTED) */
+         * write conditional (a write lost to another, the resource manager's
+         * status say, is read and written again, up to 3 times; then ABORTED) */
         json_t *put = json_deep_copy(obj);
         json_object_set(put, "spec", op->spec);
         json_object_del(put, "status");
@@ -539,6 +541,13 @@ static void on_written(void *ud, const struct kc_response *r) {
         return;
     }
     case OP_UPDATE_PUT:
+        if (r->status == 409 && ++op->tries < 3) {
+            char p[512];
+            snprintf(p, sizeof p, POOLS_PATH "/%s", op->id);
+            op->kind = OP_UPDATE_GET;
+            svc_op_request(&op->base, "GET", p, NULL, on_written); /* op lives on, or is freed */
+            return;
+        }
         if (r->status == 200)
             svc_reply_json(op->base.call, &peloton__api__v0__respool__update_response__descriptor, json_object());
         else if (r->status == 404)

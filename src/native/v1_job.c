@@ -1,6 +1,8 @@
 /* v1alpha stateless JobService over Job objects (v1_job.h). Each call finds
  * the Job by its JobID in the list of Jobs, then answers from it, writes it
- * back (PUT with the read resourceVersion: a concurrent change is ABORTED)
+ * back (PUT with the read resourceVersion: a write lost to another, the job
+ * manager's status say, is read and checked again, up to V1_WRITE_TRIES
+ * times; a changed entity version or the last loss is ABORTED)
  * or lists its pods; ListPods and ListJobs stream their answers in batches
  * as the client reads (native_call_send's flow control). */
 #include "v1_job.h"
@@ -41,7 +43,10 @@ struct jcall {
     const json_t **sorted; /* ListPods: the pods by instance, then run */
     size_t npods, next;
     uint32_t inst, end; /* ListPods: the next instance, the end of the range */
+    int tries;          /* writes lost to another writer */
 };
+
+#define V1_WRITE_TRIES 3
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
@@ -435,6 +440,14 @@ static void on_jobs(void *ud, const struct kc_response *r) {
 static void on_write(void *ud, const struct kc_response *r) {
     struct jcall *op = ud;
     const char *msg = r->error ? r->error : "";
+    if (r->status == 409 && op->kind != K_CREATE && op->kind != K_DELETE && ++op->tries < V1_WRITE_TRIES) {
+        /* lost to another writer: read the Job again; its entity version is
+         * checked again there (a status write leaves it as it was) */
+        json_decref(op->job);
+        op->job = NULL;
+        svc_op_request(&op->base, "GET", JOBS_PATH, NULL, on_jobs);
+        return;
+    }
     json_t *obj = r->status == 200 || r->status == 201 || r->status == 202 ? kc_response_body(r) : NULL;
     if (obj && op->kind == K_CREATE) {
         char v[32];

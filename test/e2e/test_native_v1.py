@@ -177,6 +177,55 @@ def test_pause_resume_abort_map_to_the_job():
                         "the annotation removed")
 
 
+def test_a_version_survives_status_and_metadata_writes_between_read_and_write():
+    """A write that gives the Job's version is read and planned again when another writer changed the Job
+    but not its configuration (the job manager's status, an annotation) between the native API's read and
+    its PUT: it succeeds; it used to be ABORTED ("the job changed meanwhile"), so the CLI's restart failed
+    now and then beside the job manager's status writes."""
+    jid = STATE["web"]
+    stop = threading.Event()
+    churned = [0]
+
+    def churn():  # annotation writes move the resourceVersion, not the generation
+        while not stop.is_set():
+            code, _ = services.api(S.port, "PATCH", "/apis/peloton.io/v1alpha1/namespaces/default/jobs/web-front",
+                                   {"metadata": {"annotations": {"test.peloton.io/churn": str(churned[0])}}},
+                                   ctype="application/merge-patch+json")
+            churned[0] += code == 200
+            time.sleep(0.005)
+    t = threading.Thread(target=churn, daemon=True)
+    t.start()
+    aborted = []
+    try:
+        for _ in range(25):
+            v = get(jid).job_info.status.version.value
+            for req, call in ((js.PauseJobWorkflowRequest, JOBS.PauseJobWorkflow),
+                              (js.ResumeJobWorkflowRequest, JOBS.ResumeJobWorkflow)):
+                try:
+                    v = call(req(job_id=pb.JobID(value=jid), version=pb.EntityVersion(value=v)), timeout=T).version.value
+                except grpc.RpcError as e:
+                    aborted.append((e.code(), e.details()))
+                    break
+    finally:
+        stop.set()
+        t.join(10)
+    assert not aborted, (aborted, churned)
+    assert churned[0] >= 10, churned
+    # a configuration change in between still fails a stale version
+    old = get(jid).job_info.status.version.value
+    rc, out = kubectl("patch", "pj", "web-front", "--type=merge", "-p", '{"spec":{"updateStrategy":{"minReadySeconds":2}}}')
+    assert rc == 0, out
+    services.wait_until(lambda: get(jid).job_info.status.version.value != old, 10, "the new configuration version")
+    try:
+        JOBS.PauseJobWorkflow(js.PauseJobWorkflowRequest(job_id=pb.JobID(value=jid), version=pb.EntityVersion(value=old)),
+                              timeout=T)
+        raise AssertionError("a stale version was taken")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.ABORTED and "unexpected entity version" in e.details(), e
+    rc, out = kubectl("patch", "pj", "web-front", "--type=merge", "-p", '{"spec":{"updateStrategy":{"minReadySeconds":1}}}')
+    assert rc == 0, out
+
+
 def test_restart_job_rolls_every_pod():
     jid = STATE["web"]
     before = {p.pod_name.value: p.status.pod_id.value for p in list_pods(jid)}
