@@ -25,7 +25,7 @@
 
 #include "svc_common.h"
 
-#define SVC_JW_TRIES 3
+#define SVC_JW_TRIES 5
 #define SVC_JOBS_PATH "/apis/peloton.io/v1alpha1/jobs"
 
 /* Job annotations the native writes keep (docs/native-api.md). */

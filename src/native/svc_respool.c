@@ -529,7 +529,7 @@ static void on_written(void *ud, const struct kc_response *r) {
         }
         /* the stored object with the new spec; its resourceVersion makes the
          * write conditional (a write lost to another, the resource manager's
-         * status say, is read and written again, up to 3 times; then ABORTED) */
+         * status say, is read and written again, 5 tries in all; then ABORTED) */
         json_t *put = json_deep_copy(obj);
         json_object_set(put, "spec", op->spec);
         json_object_del(put, "status");
@@ -541,7 +541,7 @@ static void on_written(void *ud, const struct kc_response *r) {
         return;
     }
     case OP_UPDATE_PUT:
-        if (r->status == 409 && ++op->tries < 3) {
+        if (r->status == 409 && ++op->tries < 5) {
             char p[512];
             snprintf(p, sizeof p, POOLS_PATH "/%s", op->id);
             op->kind = OP_UPDATE_GET;

@@ -46,7 +46,7 @@ struct jcall {
     int tries;          /* writes lost to another writer */
 };
 
-#define V1_WRITE_TRIES 3
+#define V1_WRITE_TRIES 5 /* as client-go's DefaultRetry */
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 

@@ -192,7 +192,7 @@ def test_a_version_survives_status_and_metadata_writes_between_read_and_write():
                                    {"metadata": {"annotations": {"test.peloton.io/churn": str(churned[0])}}},
                                    ctype="application/merge-patch+json")
             churned[0] += code == 200
-            time.sleep(0.005)
+            time.sleep(0.01)
     t = threading.Thread(target=churn, daemon=True)
     t.start()
     aborted = []
