@@ -170,6 +170,18 @@ def redis_cmd(port, *args, timeout=1.0):
     return text(redis_call(port, *args, timeout=timeout))
 
 
+def end_watch(conn):
+    """Ends a watch that a thread reads from an http.client connection: a
+    shutdown wakes the reader first (closing the response while it reads
+    would wait for its lock until the read times out), then the close."""
+    try:
+        if conn.sock:
+            conn.sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    conn.close()
+
+
 def wait_port(port, what="port"):
     """Waits (bounded) until 127.0.0.1:port takes connections."""
     wait_for(lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True, what=what)

@@ -49,17 +49,6 @@ def ready(node):
     return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
 
 
-def end_watch(conn):
-    """Ends a watch read by a thread: a shutdown wakes the reader first (closing the response while it
-    reads would wait for its lock until the read times out, 30-60 s)."""
-    import socket
-    try:
-        conn.sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    conn.close()
-
-
 def sim_state():
     st, text, _ = __import__("mesosclient").call(SIM_PORT, {}, path="/sim/state", method="GET")
     assert st == 200, (st, text)
@@ -371,7 +360,7 @@ def test_starting_shows_pending_with_a_reason():
     assert st["acks"] == acks + 4, (acks, st)  # STARTING and RUNNING of each
     wait_until(lambda: sum(1 for e in events if e["object"].get("status", {}).get("phase") == "Running") >= 2, 10,
                "the watch sees both pods Running")
-    end_watch(conn)
+    services.end_watch(conn)
     statuses = [e["object"].get("status", {}) for e in events]
     starting = [x for x in statuses if x.get("reason") == "TaskStarting"]
     assert starting and all(x.get("phase") == "Pending" for x in starting), statuses
@@ -495,7 +484,7 @@ def test_resent_update_waits_for_its_write():
                "the watch sees the pod Succeeded")
     kubectl("delete", "jobs.peloton.io", "mw", "--wait=false")
     wait_until(lambda: not pods("mw"), 30, "mw's pods gone")
-    end_watch(conn)
+    services.end_watch(conn)
     # each status write stamps the Ready condition with its own time: one write, one stamp
     writes = {c.get("lastTransitionTime") for e in events if e["object"].get("status", {}).get("reason") == "TaskFinished"
               for c in e["object"]["status"].get("conditions", []) if c.get("type") == "Ready"}
