@@ -31,6 +31,8 @@
 #define PL_COMPONENT "peloton-placement"
 #define PL_GANG_MAX 100000
 #define PL_MISSING_MAX 50 /* attempts while a member is not yet in the cache */
+#define PL_VERIFY_MS 1000 /* a pod whose binding's outcome is unknown is read again this often... */
+#define PL_VERIFY_MAX 60  /* ...so many times at most (then its room goes back and its gang is tried again) */
 
 struct placement {
     struct ctl_env env;
@@ -45,6 +47,7 @@ struct placement {
     struct pl_metrics m;
     struct strmap bound_at; /* "ns/name" -> metrics_now_ns when its Binding was answered, until it runs (metrics) */
     uint64_t busy_ms; /* when a tick last found gangs */
+    struct bind_ctx *unsure; /* bindings of unknown outcome whose pod could not be read yet, to read again */
     bool stopping;
     bool claiming;            /* o.claims: capacity claimed in Redis before binding (placement_claim.h) */
     struct pl_claims claims;
@@ -59,6 +62,9 @@ struct bind_ctx {
     char *ns, *name, *node, *gang, *uid;
     uint64_t t0;     /* metrics_now_ns when posted */
     bool event_asked; /* the API server was asked to make the Scheduled Event */
+    int reads;        /* outcome unknown: the pod read so many times */
+    uint64_t due_ms;  /* on the unsure list: when to read it again */
+    struct bind_ctx *next;
 };
 
 void placement_options_default(struct placement_options *o) {
@@ -124,6 +130,9 @@ static void bind_ctx_free(struct bind_ctx *b) {
     free(b);
 }
 
+static void read_pod(struct placement *p, struct bind_ctx *b);
+static void read_later(struct placement *p, struct bind_ctx *b);
+
 static void on_bound(void *ud, const struct kc_response *res) {
     struct bind_ctx *b = ud;
     struct placement *p = b->p;
@@ -134,6 +143,16 @@ static void on_bound(void *ud, const struct kc_response *res) {
         return;
     }
     metrics_observe(metrics_series0(p->m.bind_duration), (double)(metrics_now_ns() - b->t0) / 1e9);
+    if (res->status == 0 || res->status >= 500) {
+        /* no answer, or the server's error after it may have stored the
+         * binding (a WAIT that timed out, a lost Redis connection): the
+         * room stays taken until the pod itself says where it is */
+        metrics_inc(metrics_series1(p->m.bindings, "unknown"));
+        fprintf(stderr, "level=warn msg=\"placement: bind outcome unknown; reading the pod\" pod=%s/%s node=%s "
+                "status=%ld error=\"%s\"\n", b->ns, b->name, b->node, res->status, res->error ? res->error : "");
+        read_pod(p, b);
+        return;
+    }
     if (p->claiming && b->uid) pl_claims_settle(&p->claims, b->node, b->uid, res->status >= 200 && res->status < 300);
     metrics_inc(metrics_series1(p->m.bindings, res->status >= 200 && res->status < 300 ? "bound"
                                                : res->status == 409                    ? "conflict"
@@ -157,7 +176,8 @@ static void on_bound(void *ud, const struct kc_response *res) {
             strmap_put(&p->bound_at, key, (void *)(uintptr_t)(now ? now : 1), NULL);
         }
     } else {
-        /* already bound elsewhere (409) or gone (404): nothing to retry; else try the gang again */
+        /* already bound elsewhere (409) or gone (404): nothing to retry; else
+         * (refused: 4xx) try the gang again */
         cluster_forget(p->cm, b->ns, b->name);
         if (res->status != 409 && res->status != 404) {
             fprintf(stderr, "level=warn msg=\"placement: bind %s/%s to %s: %ld %s\"\n", b->ns, b->name, b->node,
@@ -166,6 +186,94 @@ static void on_bound(void *ud, const struct kc_response *res) {
         }
     }
     bind_ctx_free(b);
+}
+
+/* The pod of a binding whose outcome is unknown, read directly: the
+ * informer's copy may lag the store by seconds, and taking the room back
+ * while the binding is in fact stored lets the next gangs onto a node that
+ * is full. Bound where it was sent: as if answered 201. Not bound: the room
+ * back and the gang again. Bound elsewhere, deleted or replaced (another
+ * uid): the room back, nothing to retry. No answer: read again later. */
+static void on_pod_read(void *ud, const struct kc_response *res) {
+    struct bind_ctx *b = ud;
+    struct placement *p = b->p;
+    p->inflight--;
+    if (p->stopping) {
+        bind_ctx_free(b);
+        if (!p->inflight && !p->timers_open) free(p);
+        return;
+    }
+    json_t *pod = res->status == 200 ? kc_response_body(res) : NULL;
+    if (res->status != 404 && !json_is_object(pod)) {
+        read_later(p, b);
+        return;
+    }
+    json_t *md = json_object_get(pod, "metadata");
+    const char *uid = json_string_value(json_object_get(md, "uid"));
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    bool same = pod && (!b->uid || (uid && !strcmp(uid, b->uid)));
+    bool bound_here = same && node && !strcmp(node, b->node);
+    if (p->claiming && b->uid) pl_claims_settle(&p->claims, b->node, b->uid, bound_here);
+    if (bound_here) {
+        fprintf(stderr, "level=info msg=\"placement: bind outcome known: bound\" pod=%s/%s node=%s reads=%d\n", b->ns,
+                b->name, b->node, b->reads);
+        p->placed++;
+    } else {
+        cluster_forget(p->cm, b->ns, b->name);
+        fprintf(stderr, "level=info msg=\"placement: bind outcome known: not bound there\" pod=%s/%s node=%s "
+                "now=%s reads=%d\n", b->ns, b->name, b->node, !pod ? "(gone)" : !same ? "(replaced)" : node ? node : "(none)",
+                b->reads);
+        if (same && !node) retry_later(p, b->gang, 200);
+    }
+    bind_ctx_free(b);
+}
+
+static void read_pod(struct placement *p, struct bind_ctx *b) {
+    char path[600];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", b->ns, b->name);
+    b->reads++;
+    p->inflight++;
+    if (kclient_request_text(p->env.kc, "GET", path, NULL, 0, NULL, on_pod_read, b)) {
+        p->inflight--;
+        read_later(p, b);
+    }
+}
+
+static void read_later(struct placement *p, struct bind_ctx *b) {
+    if (b->reads >= PL_VERIFY_MAX) { /* a second binding of a pod that was bound gets 409 */
+        fprintf(stderr, "level=warn msg=\"placement: bind outcome still unknown; trying the gang again\" pod=%s/%s "
+                "node=%s reads=%d\n", b->ns, b->name, b->node, b->reads);
+        if (p->claiming && b->uid) pl_claims_settle(&p->claims, b->node, b->uid, false);
+        cluster_forget(p->cm, b->ns, b->name);
+        retry_later(p, b->gang, 200);
+        bind_ctx_free(b);
+        return;
+    }
+    b->due_ms = uv_now(p->env.loop) + PL_VERIFY_MS;
+    b->next = p->unsure;
+    p->unsure = b;
+}
+
+/* The unsure bindings whose time has come, read again (on the retry timer). */
+static void read_due(struct placement *p) {
+    uint64_t now = uv_now(p->env.loop);
+    struct bind_ctx **pp = &p->unsure, *due = NULL;
+    while (*pp) {
+        struct bind_ctx *b = *pp;
+        if (b->due_ms <= now) {
+            *pp = b->next;
+            b->next = due;
+            due = b;
+        } else {
+            pp = &b->next;
+        }
+    }
+    while (due) {
+        struct bind_ctx *b = due;
+        due = b->next;
+        b->next = NULL;
+        read_pod(p, b);
+    }
 }
 
 /* When a gang was queued, admitted (resource manager) and placed (here):
@@ -404,6 +512,7 @@ void placement_kick(struct placement *p) {
 
 static void on_retry(uv_timer_t *t) {
     struct placement *p = t->data;
+    if (p->unsure) read_due(p);
     char epoch[24] = "";
     if (p->env.lease) snprintf(epoch, sizeof epoch, "%lld", ctl_lease_epoch(p->env.lease));
     if (p->env.lease && !ctl_lease_held(p->env.lease)) return;
@@ -491,6 +600,11 @@ void placement_stop(struct placement *p) {
     ctl_recorder_free(p->rec);
     p->rec = NULL;
     strmap_free(&p->bound_at);
+    while (p->unsure) {
+        struct bind_ctx *b = p->unsure;
+        p->unsure = b->next;
+        bind_ctx_free(b);
+    }
     if (!p->timers_open) {
         if (!p->inflight) free(p);
         return;

@@ -1,0 +1,135 @@
+"""A TCP proxy on 127.0.0.1 for e2e tests: it relays bytes between a client
+and an upstream port, and can hold back what the upstream sends on the
+connections that carry a watch (a request line with "watch=") by a set
+delay, as a congested network or a lagging watch cache would. Requests
+and ordinary answers pass at once, so a client that reads an object
+directly sees fresher state than its watches: the setting in which a
+decision must not be taken from the watch alone.
+
+Threads only; every socket is closed by stop(). The delay is applied per
+chunk read (each chunk leaves no sooner than delay seconds after it came),
+so the order of bytes on a connection is kept."""
+import collections
+import socket
+import threading
+import time
+
+import services
+
+
+class Proxy:
+    def __init__(self, upstream_port, watch_delay=0.0):
+        self.upstream = upstream_port
+        self.watch_delay = watch_delay
+        self.port = services.free_port()
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", self.port))
+        self.lsock.listen(128)
+        self.stopping = False
+        self.socks = []
+        self.lock = threading.Lock()
+        self.watches = 0  # connections seen carrying a watch
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _track(self, s):
+        with self.lock:
+            self.socks.append(s)
+
+    def _accept(self):
+        while not self.stopping:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
+                u.settimeout(None)
+            except OSError:
+                c.close()
+                continue
+            self._track(c)
+            self._track(u)
+            state = {"watch": False}
+            threading.Thread(target=self._up, args=(c, u, state), daemon=True).start()
+            threading.Thread(target=self._down, args=(u, c, state), daemon=True).start()
+
+    def _up(self, c, u, state):
+        """client -> upstream, at once; notes a watch request"""
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                if not state["watch"] and b"watch=" in b.split(b"\r\n", 1)[0]:
+                    state["watch"] = True
+                    with self.lock:
+                        self.watches += 1
+                u.sendall(b)
+        except OSError:
+            pass
+        finally:
+            for s in (u, c):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _down(self, u, c, state):
+        """upstream -> client; a watch's bytes held back by watch_delay"""
+        q = collections.deque()
+        cv = threading.Condition()
+        done = {"eof": False}
+
+        def sender():
+            try:
+                while True:
+                    with cv:
+                        while not q and not done["eof"]:
+                            cv.wait(0.5)
+                        if not q and done["eof"]:
+                            return
+                        due, b = q.popleft()
+                    wait = due - time.monotonic()
+                    if wait > 0:
+                        time.sleep(wait)
+                    c.sendall(b)
+            except OSError:
+                pass
+            finally:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        threading.Thread(target=sender, daemon=True).start()
+        try:
+            while True:
+                b = u.recv(65536)
+                if not b:
+                    break
+                delay = self.watch_delay if state["watch"] else 0.0
+                with cv:
+                    q.append((time.monotonic() + delay, b))
+                    cv.notify()
+        except OSError:
+            pass
+        finally:
+            with cv:
+                done["eof"] = True
+                cv.notify()
+
+    def stop(self):
+        self.stopping = True
+        try:
+            self.lsock.close()
+        except OSError:
+            pass
+        with self.lock:
+            socks, self.socks = self.socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
