@@ -377,8 +377,16 @@ def test_each_controller_role_alone_serves_its_metrics():
                           what=f"the {roles} role's metrics port")
         mport = int(open(port_file).read().split()[0])
         assert get(f"http://127.0.0.1:{mport}/metrics", token=None)[0] == 401, roles
-        st, _, body = get(f"http://127.0.0.1:{mport}/metrics")
-        assert st == 200, (roles, st)
+        # the port is served before the controllers' thread has started the
+        # role (and made its families): a scrape in between has the process's alone
+        scrape = {}
+
+        def has_families():
+            st, _, scrape["body"] = get(f"http://127.0.0.1:{mport}/metrics")
+            assert st == 200, (roles, st)
+            return all(f"# TYPE {fam} " in scrape["body"] for fam in families)
+        services.wait_until(has_families, 10, f"the {roles} role's families")
+        body = scrape["body"]
         for fam in families + ["process_cpu_seconds_total", "process_resident_memory_bytes"]:
             assert f"# TYPE {fam} " in body, (roles, fam, body[:2000])
         assert "peloton_apiserver" not in body, roles
