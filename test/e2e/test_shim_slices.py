@@ -437,6 +437,12 @@ def test_a_small_list_is_one_reply_with_a_length():
     assert json.loads(body)["items"] == []
 
 
+def test_stops_cleanly():
+    """Exit 0 after every list (under ASan, PELOTOND_REL=build/asan/pelotond
+    with a small SLICES_PODS: no leak, no error)."""
+    services.stop_clean(PROC, LOG)
+
+
 try:
     run_tests("test_shim_slices", globals())
 finally:
