@@ -417,6 +417,19 @@ def table_scenario(attempt):
     return mx
 
 
+def test_kubectl_get_without_chunks_reads_the_sliced_table():
+    """kubectl get pods -A --chunk-size=0: one Table list without a limit,
+    served in slices; kubectl prints a row per pod."""
+    kc = services.kubeconfig(PORT)
+    want = len(get_json("/api/v1/pods")["items"])
+    r = subprocess.run(["kubectl", f"--kubeconfig={kc}", "get", "pods", "-A", "--chunk-size=0"], capture_output=True,
+                       text=True, timeout=300)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert lines[0].split() == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"], lines[0]
+    assert len(lines) == want + 1 and all(x.split()[0] == "default" for x in lines[1:]), (len(lines), want)
+
+
 def test_a_list_for_protobuf_alone_is_refused_at_once():
     """Lists have no protobuf encoding here: a client that accepts nothing
     else gets 406 without the list being read (only its first page)."""
