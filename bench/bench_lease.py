@@ -20,6 +20,7 @@ both alike; the load (/proc/loadavg) is printed beside every figure.
 Environment: BENCH_LEASE_NODES (2000), BENCH_LEASE_RENEW (2),
 BENCH_LEASE_SECS (10), BENCH_LEASE_ROUNDS (2). Figures only; asserts nothing
 about timing."""
+import json
 import os
 import signal
 import subprocess
@@ -53,7 +54,6 @@ def renew_times(redis_port):
     """Every Lease's renewTime, by name, read from Redis (the store's layout, docs/store.md)."""
     out = subprocess.run(["redis-cli", "-p", str(redis_port), "--raw", "HGETALL", "pc:obj:leases.coordination.k8s.io"],
                          capture_output=True, timeout=60).stdout.decode().split("\n")
-    import json
     rt = {}
     for k, v in zip(out[0::2], out[1::2]):
         if k.startswith("o:"):
