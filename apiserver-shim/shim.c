@@ -606,8 +606,8 @@ static void do_list(struct shim *s, const struct shim_resource *r, const char *n
         fieldsel_free(fs);
         return;
     }
-    if (!table && !(cont && cont[0]) && shim_slices_wanted(s, req)) { /* a whole list: many loop turns */
-        shim_slices_list(s, r, ns, ls, fs, req, resp);
+    if (!(cont && cont[0]) && shim_slices_wanted(s, req)) { /* a whole list: many loop turns */
+        shim_slices_list(s, r, ns, ls, fs, table, inc, req, resp);
         return;
     }
     json_t *items = json_array();

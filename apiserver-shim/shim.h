@@ -318,6 +318,9 @@ bool shim_table_include(const struct http_request *req, enum shim_include *inc, 
  * headers false: columnDefinitions null (a watch's events after its first). */
 json_t *shim_table(const struct shim_resource *r, const json_t *items, const char *rv, const char *cont,
                    enum shim_include inc, bool headers);
+/* One row of a Table (cells and object) for obj (borrowed): shim_table's
+ * rows, one at a time (a list in slices encodes them as it reads). */
+json_t *shim_table_row(const struct shim_resource *r, const json_t *obj, enum shim_include inc);
 /* The Table of one object (borrowed), with its resourceVersion: a get, or a
  * watch event's object. */
 json_t *shim_table_of(const struct shim_resource *r, const json_t *obj, enum shim_include inc, bool headers);
@@ -374,11 +377,13 @@ struct slice_job;
 typedef void (*shim_slice_emit_fn)(void *ud, const char *line, size_t len, json_t *obj);
 /* The initial events are sent: the watch goes on after rv; err < 0: they failed. */
 typedef void (*shim_slice_done_fn)(void *ud, uint64_t rv, int err);
-/* Whether a GET of a collection is served in slices: no limit, a JSON reply, a loop. */
+/* Whether a GET of a collection is served in slices: no limit, a loop. */
 bool shim_slices_wanted(const struct shim *s, const struct http_request *req);
-/* Serves the list in slices; takes ls and fs. */
+/* Serves the list in slices, as JSON (a List; with table, a meta.k8s.io/v1
+ * Table whose rows' objects follow inc); takes ls and fs. */
 void shim_slices_list(struct shim *s, const struct shim_resource *r, const char *ns, struct labelsel *ls,
-                      struct fieldsel *fs, const struct http_request *req, struct http_response *resp);
+                      struct fieldsel *fs, bool table, enum shim_include inc, const struct http_request *req,
+                      struct http_response *resp);
 /* The resource as one consistent list, as ADDED events on st over many turns,
  * then done(ud, E, 0); ls and fs stay the caller's. NULL: out of memory. */
 struct slice_job *shim_slices_watch(struct shim *s, const struct shim_resource *r, const char *ns,

@@ -757,17 +757,23 @@ static size_t accept_at(const char *accept, const char *t) {
     return p ? (size_t)(p - accept) : strlen(accept);
 }
 
-bool shim_pb_accepted(const struct http_request *req) {
-    return accept_at(req->accept, SHIM_PB_MEDIA) < strlen(req->accept);
+/* Where JSON (or a wildcard that covers it) first appears in accept. */
+static size_t json_at(const char *a) {
+    size_t js = accept_at(a, "application/json");
+    size_t any = accept_at(a, "*/*") < accept_at(a, "application/*") ? accept_at(a, "*/*") : accept_at(a, "application/*");
+    return any < js ? any : js;
+}
+
+bool shim_pb_json_ok(const struct http_request *req) {
+    size_t n = strlen(req->accept);
+    return accept_at(req->accept, SHIM_PB_MEDIA) == n || json_at(req->accept) < n;
 }
 
 void shim_pb_reply(const struct http_request *req, struct http_response *resp) {
     const char *a = req->accept;
     size_t pb = accept_at(a, SHIM_PB_MEDIA), n = strlen(a);
     if (pb == n || !resp->body || !resp->content_type || strcmp(resp->content_type, "application/json")) return;
-    size_t js = accept_at(a, "application/json");
-    size_t any = accept_at(a, "*/*") < accept_at(a, "application/*") ? accept_at(a, "*/*") : accept_at(a, "application/*");
-    if (any < js) js = any;
+    size_t js = json_at(a);
     unsigned char *out = NULL;
     size_t outlen = 0;
     if (pb < js) {

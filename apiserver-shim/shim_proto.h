@@ -74,7 +74,9 @@ json_t *shim_pb_body(const char *kind, const struct http_request *req, struct ht
  * Status when Accept names protobuf, allows no JSON and the kind is not
  * encoded; else unchanged. */
 void shim_pb_reply(const struct http_request *req, struct http_response *resp);
-/* Whether the request's Accept names protobuf at all. */
-bool shim_pb_accepted(const struct http_request *req);
+/* Whether a reply of a kind not encoded here (a List, a Table) may be JSON:
+ * Accept does not name protobuf, or allows JSON too (else shim_pb_reply
+ * refuses it with 406). */
+bool shim_pb_json_ok(const struct http_request *req);
 
 #endif

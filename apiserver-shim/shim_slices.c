@@ -1,7 +1,9 @@
-/* Whole lists in slices: a list without a limit, and the initial ADDED
- * events of a watch without a resourceVersion, are read, encoded and sent
- * over many loop turns, so that no request holds the loop (and /healthz, the
- * writes and lease renewals behind it) for the length of a resource.
+/* Whole lists in slices: a list without a limit (as a List or, for kubectl
+ * get, a Table; from a client that accepts protobuf too, the same JSON, as
+ * lists have no protobuf encoding here), and the initial ADDED events of a
+ * watch without a resourceVersion, are read, encoded and sent over many
+ * loop turns, so that no request holds the loop (and /healthz, the writes
+ * and lease renewals behind it) for the length of a resource.
  *
  * Redis has no snapshot reads, so one consistent list is made in three
  * phases, each a bounded step per loop turn (a uv_idle handle, so the loop
@@ -68,6 +70,8 @@ struct slice_job {
     struct fieldsel *own_fs;
     struct http_stream *st;
     bool watch, table, closed, ended;
+    bool rows;               /* a list as a Table: each item is its row */
+    enum shim_include inc;   /* the rows' objects */
     shim_slice_emit_fn emit;
     shim_slice_done_fn done;
     void *ud;
@@ -156,13 +160,19 @@ static bool matches(const struct slice_job *j, const json_t *obj) {
 }
 
 /* The item's bytes for obj (consumed): its JSON with kind and apiVersion,
- * or the ADDED line; a Table watch keeps the object. */
+ * its Table row (a row's age is counted when it is read, not when the list
+ * ends), or the ADDED line; a Table watch keeps the object. */
 static int encode(struct slice_job *j, json_t *obj, struct slice_item *it) {
     if (!strcmp(j->r->plural, "poddisruptionbudgets") && !j->r->custom) shim_pdb_status(j->s, obj);
     obj = shim_with_type(j->r, obj);
     if (j->table) {
         it->obj = obj;
         return 0;
+    }
+    if (j->rows) {
+        json_t *row = shim_table_row(j->r, obj, j->inc);
+        json_decref(obj);
+        if (!(obj = row)) return -ENOMEM;
     }
     size_t len = 0;
     char *s = jdump(obj, JSON_COMPACT, &len);
@@ -301,6 +311,20 @@ static void finish(struct slice_job *j, int err) {
     job_free(j);
 }
 
+/* A Table's head, up to its rows' '[': the Table without rows, as
+ * shim_table writes it, without the "]}" that ends it. */
+static int table_head(struct slice_job *j, const char *rv) {
+    json_t *none = json_array();
+    json_t *t = none ? shim_table(j->r, none, rv, NULL, j->inc, true) : NULL;
+    json_decref(none);
+    size_t len = 0;
+    char *s = t ? jdump(t, JSON_COMPACT, &len) : NULL;
+    json_decref(t);
+    int rc = s && len > 2 && !memcmp(s + len - 2, "]}", 2) ? buf_add(j, s, len - 2) : -ENOMEM;
+    free(s);
+    return rc;
+}
+
 /* The list's head, once E is known. */
 static int list_head(struct slice_job *j) {
     char av[300], head[1024];
@@ -308,6 +332,10 @@ static int list_head(struct slice_job *j) {
     if (j->r->group[0]) {
         snprintf(av, sizeof av, "%s/%s", j->r->group, j->r->version);
         apiv = av;
+    }
+    if (j->rows) {
+        snprintf(head, sizeof head, "%llu", (unsigned long long)j->rv);
+        return table_head(j, head);
     }
     int n = snprintf(head, sizeof head, "{\"kind\":\"%sList\",\"apiVersion\":\"%s\",\"metadata\":"
                      "{\"resourceVersion\":\"%llu\"},\"items\":[", j->r->kind, apiv, (unsigned long long)j->rv);
@@ -489,14 +517,17 @@ static void on_list_closed(void *ud) {
     if (j->ended) job_free(j);
 }
 
+/* Lists and Tables have no protobuf encoding here: a client that accepts
+ * protobuf and JSON gets JSON, whole or in slices alike. */
 bool shim_slices_wanted(const struct shim *s, const struct http_request *req) {
-    if (!s->loop || shim_pb_accepted(req)) return false;
+    if (!s->loop) return false;
     const char *lim = http_req_arg(req, "limit");
     return !lim || atoll(lim) <= 0;
 }
 
 void shim_slices_list(struct shim *s, const struct shim_resource *r, const char *ns, struct labelsel *ls,
-                      struct fieldsel *fs, const struct http_request *req, struct http_response *resp) {
+                      struct fieldsel *fs, bool table, enum shim_include inc, const struct http_request *req,
+                      struct http_response *resp) {
     struct slice_job *j = job_new(s, r, ns);
     if (!j) {
         labelsel_free(ls);
@@ -506,6 +537,8 @@ void shim_slices_list(struct shim *s, const struct shim_resource *r, const char 
     }
     j->ls = j->own_ls = ls;
     j->fs = j->own_fs = fs;
+    j->rows = table;
+    j->inc = inc;
     int rc = read_step(j); /* the first page here: its error is still a Status */
     if (rc) {
         if (rc == -ESTALE)
@@ -515,8 +548,10 @@ void shim_slices_list(struct shim *s, const struct shim_resource *r, const char 
         job_free(j);
         return;
     }
-    if (j->phase == SLICE_HIST) { /* one page held it all, read by one script: answered whole, as before */
-        j->rv = j->from;
+    bool refused = !shim_pb_json_ok(req);
+    if (j->phase == SLICE_HIST || refused) { /* one page held it all, read by one script: answered whole, as before */
+        j->rv = j->from;                      /* (refused: only protobuf accepted, and shim_pb_reply refuses a list) */
+        if (refused) items_clear(j);
         j->first = true;
         rc = list_head(j);
         for (size_t i = 0; i < j->n && !rc; i++) rc = emit_item(j, &j->it[i]);

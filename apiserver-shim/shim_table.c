@@ -431,14 +431,16 @@ static json_t *row_object(const struct shim_resource *r, const json_t *o, enum s
                      md ? json_incref(md) : json_object());
 }
 
+json_t *shim_table_row(const struct shim_resource *r, const json_t *obj, enum shim_include inc) {
+    return json_pack("{s:o, s:o}", "cells", row_cells(r, obj), "object", row_object(r, obj, inc));
+}
+
 json_t *shim_table(const struct shim_resource *r, const json_t *items, const char *rv, const char *cont,
                    enum shim_include inc, bool headers) {
     json_t *rows = json_array();
     size_t i;
     json_t *o;
-    json_array_foreach(items, i, o) {
-        json_array_append_new(rows, json_pack("{s:o, s:o}", "cells", row_cells(r, o), "object", row_object(r, o, inc)));
-    }
+    json_array_foreach(items, i, o) json_array_append_new(rows, shim_table_row(r, o, inc));
     json_t *meta = json_object();
     if (rv) json_object_set_new(meta, "resourceVersion", json_string(rv));
     if (cont) json_object_set_new(meta, "continue", json_string(cont));

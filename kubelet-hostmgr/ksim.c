@@ -505,6 +505,7 @@ struct kwrite {
     int32_t node;
     uint8_t kind, tries;
     bool reg, is_delete; /* part of registration; W_POD: this one is the final DELETE */
+    bool own;            /* in flight on the lease path (counted in linflight, not inflight) */
 };
 
 struct ksim {
@@ -522,6 +523,12 @@ struct ksim {
     int nnodes, reg_left;
     struct kwrite *qhead, *qtail;
     size_t queued, inflight;
+    /* Lease renewals: their own queue, sent at once on their own client (a
+     * Kubelet renews its Lease apart from its status writes, so a status
+     * backlog never delays a renewal); at most one per node at a time */
+    struct kclient *lkc;            /* NULL: the main client (still not behind the status queue) */
+    struct kwrite *lqhead, *lqtail;
+    size_t linflight;
     struct kwrite *eqhead, *eqtail; /* Events: sent only when no other write waits */
     size_t eqn, ev_inflight;
     int64_t last_ev_us;
@@ -698,8 +705,21 @@ static struct kwrite *write_new(struct ksim *s, enum wkind kind, int node, struc
     w->pod = p;
     return w;
 }
+/* A renewal (or the create a renewal that found no Lease turns into), as
+ * opposed to the lease write of a node's registration, which keeps its order
+ * in the main queue. */
+static bool lease_path(const struct kwrite *w) {
+    return (w->kind == W_LEASE_RENEW || w->kind == W_LEASE_CREATE) && !w->reg;
+}
+
 static void enqueue(struct ksim *s, struct kwrite *w) {
     w->next = NULL;
+    if (lease_path(w)) {
+        if (s->lqtail) s->lqtail->next = w;
+        else s->lqhead = w;
+        s->lqtail = w;
+        return;
+    }
     if (s->qtail) s->qtail->next = w;
     else s->qhead = w;
     s->qtail = w;
@@ -1106,33 +1126,47 @@ static char *event_body(const struct kevent *ev, char *path, size_t plen, size_t
     return b.p;
 }
 
+/* One write on its client: 0, or after a refusal before sending, its
+ * completion as a transport failure (retries wait in the heap: no recursion). */
+static void send_write(struct ksim *s, struct kwrite *w, struct kclient *kc) {
+    const char *method = NULL, *ct = NULL;
+    char path[600];
+    json_t *body = NULL;
+    char *text = NULL;
+    size_t tlen = 0;
+    if (!build(s, w, &method, path, sizeof path, &body, &text, &tlen, &ct)) {
+        if (w->own) s->linflight--;
+        else s->inflight--;
+        write_free(w);
+        return;
+    }
+    int rc = text ? kclient_request_text(kc, method, path, text, tlen, ct, on_write_done, w)
+                  : kclient_request(kc, method, path, body, ct, on_write_done, w);
+    json_decref(body);
+    free(text);
+    if (rc) {
+        struct kc_response fake = {.status = 0, .raw = "", .error = "request not started"};
+        complete(w, &fake);
+    }
+}
+
 static void pump(struct ksim *s) {
     if (s->stopping && !s->deleting_nodes) return;
+    while (!s->stopping && s->lqhead) { /* renewals first, on their own client, whatever the status queue holds */
+        struct kwrite *w = s->lqhead;
+        s->lqhead = w->next;
+        if (!s->lqhead) s->lqtail = NULL;
+        w->own = true;
+        s->linflight++;
+        send_write(s, w, s->lkc ? s->lkc : s->kc);
+    }
     while (s->qhead && s->inflight < (size_t)s->cfg.max_inflight) {
         struct kwrite *w = s->qhead;
         s->qhead = w->next;
         if (!s->qhead) s->qtail = NULL;
         s->queued--;
-        const char *method = NULL, *ct = NULL;
-        char path[600];
-        json_t *body = NULL;
-        char *text = NULL;
-        size_t tlen = 0;
-        if (!build(s, w, &method, path, sizeof path, &body, &text, &tlen, &ct)) {
-            write_free(w);
-            continue;
-        }
-        int rc = text ? kclient_request_text(s->kc, method, path, text, tlen, ct, on_write_done, w)
-                      : kclient_request(s->kc, method, path, body, ct, on_write_done, w);
-        json_decref(body);
-        free(text);
-        if (rc) { /* refused before sending: count it as a transport failure */
-            s->inflight++;
-            struct kc_response fake = {.status = 0, .raw = "", .error = "request not started"};
-            complete(w, &fake); /* retries wait in the heap: no recursion */
-        } else {
-            s->inflight++;
-        }
+        s->inflight++;
+        send_write(s, w, s->kc);
     }
     /* Events take what status writes leave, and at most a quarter of the slots */
     size_t ev_cap = s->cfg.max_inflight > 4 ? (size_t)s->cfg.max_inflight / 4 : 1;
@@ -1735,7 +1769,9 @@ static bool route_missing(const struct kc_response *r) {
 /* What a finished write leads to; queues follow-ups but does not send. */
 static void complete(struct kwrite *w, const struct kc_response *r) {
     struct ksim *s = w->s;
-    s->inflight--;
+    if (w->own) s->linflight--;
+    else s->inflight--;
+    w->own = false;
     if (w->kind == W_EVENT) {
         s->ev_inflight--;
         event_done(s, w, r);
@@ -1868,12 +1904,12 @@ static void on_stats(uv_timer_t *h) {
     ksim_get_stats(s, &st);
     fprintf(stderr, "kubelet-sim: level=info pods=%zu seen=%llu running=%llu succeeded=%llu failed=%llu rejected=%llu "
             "restarts=%llu deleted=%llu writes=%llu errors=%llu retries=%llu leases=%llu queued=%zu inflight=%zu "
-            "down=%d events=%llu counted=%llu dropped=%llu\n", st.pods, (unsigned long long)st.pods_seen, (unsigned long long)st.running,
+            "down=%d events=%llu counted=%llu dropped=%llu lease_inflight=%zu\n", st.pods, (unsigned long long)st.pods_seen, (unsigned long long)st.running,
             (unsigned long long)st.succeeded, (unsigned long long)st.failed, (unsigned long long)st.rejected,
             (unsigned long long)st.restarts, (unsigned long long)st.deleted, (unsigned long long)st.writes_ok,
             (unsigned long long)st.write_errors, (unsigned long long)st.retries, (unsigned long long)st.lease_renewals,
             st.queued, st.inflight, st.nodes_down, (unsigned long long)st.events_posted,
-            (unsigned long long)st.events_counted, (unsigned long long)st.events_dropped);
+            (unsigned long long)st.events_counted, (unsigned long long)st.events_dropped, st.lease_inflight);
 }
 
 struct ksim *ksim_new(uv_loop_t *loop, struct kclient *kc, const struct ksim_config *cfg, char *err, size_t errlen) {
@@ -1973,6 +2009,11 @@ static void drop_pending(struct ksim *s) {
     }
     s->eqhead = s->eqtail = NULL;
     s->eqn = 0;
+    for (struct kwrite *w = s->lqhead, *nx; w; w = nx) {
+        nx = w->next;
+        write_free(w);
+    }
+    s->lqhead = s->lqtail = NULL;
     while (s->hn) {
         struct ktimer *t = s->heap[0];
         heap_del(s, t);
@@ -2039,4 +2080,7 @@ void ksim_get_stats(const struct ksim *s, struct ksim_stats *out) {
     out->pods = s->npods;
     out->queued = s->queued;
     out->inflight = s->inflight;
+    out->lease_inflight = s->linflight;
 }
+
+void ksim_set_lease_client(struct ksim *s, struct kclient *kc) { s->lkc = kc; }

@@ -14,6 +14,7 @@
  * Everything runs on one libuv loop: one min-heap of deadlines drained by one
  * uv timer; status writes are async requests with bounded concurrency (the
  * rest queue, a pod's pending writes coalesce into one) and bounded retries.
+ * Lease renewals skip that queue: sent when due, on a client of their own.
  * Events go on a second, bounded queue sent only when no status write waits;
  * a repeat of an Event still queued is counted on it, one past the bound is
  * dropped (counted in events_dropped).
@@ -132,11 +133,15 @@ struct ksim_stats {
     uint64_t pods_seen, running, succeeded, failed, rejected, restarts, deleted;
     uint64_t writes_ok, write_errors, retries, lease_renewals;
     uint64_t events_posted, events_counted, events_dropped; /* new Events, repeats counted on one, lost */
-    size_t pods, queued, inflight;
+    size_t pods, queued, inflight, lease_inflight; /* status and node writes; renewals apart */
     int nodes_registered, nodes_down;
 };
 
 struct ksim *ksim_new(uv_loop_t *loop, struct kclient *kc, const struct ksim_config *cfg, char *err, size_t errlen);
+/* Lease renewals go on kc (borrowed, the same rules as ksim_new's), on
+ * their own connections; without it on the main client. Either way they
+ * are sent when due, never queued behind status writes. */
+void ksim_set_lease_client(struct ksim *s, struct kclient *kc);
 /* Registers the nodes and their leases (async); when every node was tried,
  * calls registered(ud, count) once and starts the informers, leases and pods. */
 int ksim_start(struct ksim *s, void (*registered)(void *ud, int count), void *ud);

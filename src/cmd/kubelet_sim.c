@@ -19,6 +19,7 @@
 struct app {
     uv_loop_t *loop;
     struct kclient *kc;
+    struct kclient *lkc; /* lease renewals: connections of their own, as a Kubelet's heartbeat client */
     struct ksim *sim;
     uv_signal_t sigint, sigterm;
     bool quiet;
@@ -38,7 +39,8 @@ static void on_stopped(void *ud) {
     uv_close((uv_handle_t *)&a->sigint, on_handle_closed);
     uv_close((uv_handle_t *)&a->sigterm, on_handle_closed);
     kclient_free(a->kc); /* cancels what is left; the sim ignores those answers */
-    a->kc = NULL;
+    kclient_free(a->lkc);
+    a->kc = a->lkc = NULL;
     ksim_close(a->sim);
 }
 
@@ -100,11 +102,14 @@ int main(int argc, char **argv) {
         kclient_free(a.kc);
         goto out;
     }
-    if (!(a.sim = ksim_new(a.loop, a.kc, &cfg, err, sizeof err))) {
+    if (!(a.lkc = kclient_new(a.loop, &kcfg, err, sizeof err)) ||
+        !(a.sim = ksim_new(a.loop, a.kc, &cfg, err, sizeof err))) {
         fprintf(stderr, "kubelet-sim: %s\n", err);
         kclient_free(a.kc);
+        kclient_free(a.lkc);
         goto out;
     }
+    ksim_set_lease_client(a.sim, a.lkc);
     uv_signal_init(a.loop, &a.sigint);
     uv_signal_init(a.loop, &a.sigterm);
     a.sigint.data = a.sigterm.data = &a;
