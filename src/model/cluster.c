@@ -92,6 +92,7 @@ static void pod_free(struct cm_pod *p) {
     free(p->ns);
     free(p->name);
     free(p->uid);
+    free(p->rv);
     free(p->key);
     free(p->pool);
     free(p->node);
@@ -532,7 +533,8 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
     json_t *md = json_object_get(pod, "metadata");
     const char *ns = json_string_value(json_object_get(md, "namespace")),
                *name = json_string_value(json_object_get(md, "name")),
-               *uid = json_string_value(json_object_get(md, "uid"));
+               *uid = json_string_value(json_object_get(md, "uid")),
+               *rv = json_string_value(json_object_get(md, "resourceVersion"));
     if (!ns || !name) return -EINVAL;
     char key[600];
     snprintf(key, sizeof key, "%s/%s", ns, name);
@@ -577,6 +579,8 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
     free(p->uid);
     p->uid = xstrdup(uid);
     if (p->uid) strmap_put(&c->uids, p->uid, p, NULL);
+    free(p->rv);
+    p->rv = xstrdup(rv);
     p->info = ni;
     free(p->info_mem_);
     p->info_mem_ = mem;

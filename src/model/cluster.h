@@ -64,6 +64,9 @@ void cm_options_default(struct cm_options *o);
 
 struct cm_pod {
     char *ns, *name, *uid, *key; /* key: "ns/name" */
+    char *rv;                    /* metadata.resourceVersion of the latest object (NULL: none), kept whatever
+                                  * cm_options.keep says: a write held to it (preemption's) names the change
+                                  * it was decided from */
     json_t *obj;                 /* the latest object (the model's reference), or as much of it as
                                   * cm_options.keep says (NULL: nothing) */
     struct pod_info info;        /* decoded from the latest object; its strings are the model's own */
