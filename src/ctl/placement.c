@@ -325,7 +325,7 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
                                .tasks = pt,
                                .ntasks = nt};
         struct place_failure fail;
-        int rc = place_gang(cluster_engine(p->cm), &g, hosts, &fail);
+        int rc = cluster_place_gang(p->cm, &g, hosts, &fail); /* held to the nodes' pod limits too */
         if (rc == 0) {
             /* the engine counted them; the model counts them again on assume: take the engine's back */
             place_gang_undo(cluster_engine(p->cm), &g, hosts);

@@ -190,6 +190,43 @@ static void host_sync(struct cluster *c, uint32_t h) {
     if (c->engine) place_host_set_allocated(c->engine, h, host_used(c, h));
 }
 
+int cluster_place_gang(struct cluster *c, const struct place_gang *g, uint32_t *hosts, struct place_failure *fail) {
+    if (!c->engine || !c->fleet) return -EINVAL;
+    uint32_t held[CM_PLACE_TRIES];
+    size_t nheld = 0;
+    int rc;
+    for (;;) {
+        rc = place_gang(c->engine, g, hosts, fail);
+        if (rc) break;
+        uint32_t over = HOST_NONE;
+        for (uint32_t i = 0; i < g->ntasks && over == HOST_NONE; i++) {
+            uint32_t h = hosts[i], n = 0;
+            if (!c->host_max_pods[h]) continue;
+            for (uint32_t j = 0; j < g->ntasks; j++) n += hosts[j] == h;
+            if ((uint64_t)c->host_pods[h] + n > c->host_max_pods[h]) over = h;
+        }
+        if (over == HOST_NONE) break;
+        place_gang_undo(c->engine, g, hosts);
+        if (nheld == CM_PLACE_TRIES) { /* no try of place_gang failed: the failure says the gang fit nowhere */
+            rc = -ENOSPC;
+            if (fail) {
+                memset(fail, 0, sizeof *fail);
+                fail->nhosts = c->fleet->nhosts;
+                fail->unfit = g->ntasks;
+            }
+            break;
+        }
+        /* full in every kind, as host_used makes a host at its limit */
+        struct resvec full = resvec_clamp0(c->host_alloc[over]);
+        for (int k = 0; k < RES_NKINDS; k++)
+            if (full.v[k] < c->fleet->hosts[over].allocatable.v[k]) full.v[k] = c->fleet->hosts[over].allocatable.v[k];
+        place_host_set_allocated(c->engine, over, full);
+        held[nheld++] = over;
+    }
+    while (nheld) host_sync(c, held[--nheld]);
+    return rc;
+}
+
 /* The name job_count counts a pod under. */
 static const char *job_name(const struct cm_pod *p, const struct pod_info *info) {
     return info->job ? info->job : info->gang ? info->gang : p->name;

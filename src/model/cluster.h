@@ -139,6 +139,16 @@ uint64_t cluster_fleet_generation(const struct cluster *c);
  * are not seen. NULL before the first refresh; valid until the next. */
 const uint64_t *cluster_host_generations(const struct cluster *c);
 
+/* place_gang on cluster_engine, held to the hosts' pod limits as well
+ * (allocatable "pods"): the core has no pod-count resource, and a host at
+ * its limit reads as full to it, but one gang could still put more members
+ * on a host than the slots it has left (a Kubelet refuses the rest:
+ * OutOfpods). A host a try overfills reads as full for the next try (at most
+ * CM_PLACE_TRIES); every host reads as the model counts it again on return.
+ * Returns what place_gang returns; -EINVAL with no engine. */
+#define CM_PLACE_TRIES 16
+int cluster_place_gang(struct cluster *c, const struct place_gang *g, uint32_t *hosts, struct place_failure *fail);
+
 struct respool_tree *cluster_tree(struct cluster *c);
 struct host_fleet *cluster_fleet(struct cluster *c);
 struct place_engine *cluster_engine(struct cluster *c); /* NULL with no_engine */
