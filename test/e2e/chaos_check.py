@@ -53,8 +53,8 @@ import sys
 KNOWN_GAPS = {
     "node-capacity-unknown-bind":
         "a Binding answered 500 'the write reached 0 of 1 replica(s) ...; its outcome is unknown' (a Redis "
-        "replica not caught up, after a failover) was stored; placement forgot the pod, and the watches showed "
-        "the bind seconds later, so the engines counted the node without it and filled it (kubelet-sim refuses "
+        "replica not caught up, after a failover) was stored; the engine forgot the pod, and the watches showed "
+        "the bind seconds later, so an engine counted the node without it and filled it (kubelet-sim refuses "
         "the extra pod: OutOfpods/OutOfcpu); see docs/operations.md",
 }
 
