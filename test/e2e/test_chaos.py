@@ -547,11 +547,15 @@ def test_chaos_rounds():
             HIST.add(k="unknown-bind", pod=m.group(1), node=m.group(2))
     HIST.add(k="end")
     keep_logs()
-    readied = sum(open(log).read().count("readied again") for _, log in CTL.values())
+    logs = [open(log).read() for _, log in CTL.values()]
+    readied = sum(t.count("readied again") for t in logs)
+    preempted = sum(t.count('msg="resmgr: preempt"') for t in logs)
+    refused = sum(len(re.findall(r"resmgr: preemption \w+ refused", t)) for t in logs)
     HIST.f.close()
     RESULTS.update(ops=load.ops, faults=faults)
     print(f"chaos: seed {SEED}, {load.ops} client operations, {len(faults)} faults: {'; '.join(faults)}; "
-          f"gangs readied again by the resource manager (lines): {readied}; "
+          f"gangs readied again by the resource manager (lines): {readied}; preemptions {preempted} "
+          f"(refused by their preconditions: {refused}); "
           f"history {os.path.relpath(HIST_PATH, services.ROOT)}; load {open('/proc/loadavg').read().split()[0]}",
           flush=True)
     report = chaos_check.check(HIST_PATH)
