@@ -326,9 +326,7 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
                                .ntasks = nt};
         struct place_failure fail;
         int rc = cluster_place_gang(p->cm, &g, hosts, &fail); /* held to the nodes' pod limits too */
-        if (rc == 0) {
-            /* the engine counted them; the model counts them again on assume: take the engine's back */
-            place_gang_undo(cluster_engine(p->cm), &g, hosts);
+        if (rc == 0) { /* the model counts them on assume */
             if (p->claiming && claim(p, key, pods, pt, hosts, nt)) goto done;
             metrics_inc(metrics_series1(p->m.placements, "placed"));
             if (h->element[4]->type == REDIS_REPLY_STRING) /* admitted by this version of resmgr */

@@ -139,14 +139,17 @@ uint64_t cluster_fleet_generation(const struct cluster *c);
  * are not seen. NULL before the first refresh; valid until the next. */
 const uint64_t *cluster_host_generations(const struct cluster *c);
 
-/* place_gang on cluster_engine, held to the hosts' pod limits as well
- * (allocatable "pods"): the core has no pod-count resource, and a host at
- * its limit reads as full to it, but one gang could still put more members
- * on a host than the slots it has left (a Kubelet refuses the rest:
- * OutOfpods). A host a try overfills reads as full for the next try (at most
- * CM_PLACE_TRIES); every host reads as the model counts it again on return.
- * Returns what place_gang returns; -EINVAL with no engine. */
-#define CM_PLACE_TRIES 16
+/* Chooses hosts for gang g's members as place_gang on cluster_engine does,
+ * and holds them to the hosts' pod limits as well (allocatable "pods"): the
+ * core has no pod-count resource, and a host at its limit reads as full to
+ * it, but one gang could still put more members on a host than the slots it
+ * has left (a Kubelet refuses the rest: OutOfpods). When it would, the
+ * members are placed one by one, a host the members so far fill reading as
+ * full to the next. hosts[i] is member i's host; nothing stays counted on
+ * the engine (the model counts the members once they are assumed,
+ * cluster_assume). Returns what place_gang returns (fail as it fills it;
+ * member by member, fail->task is the member that found no host); -EINVAL
+ * with no engine, -ENOMEM. */
 int cluster_place_gang(struct cluster *c, const struct place_gang *g, uint32_t *hosts, struct place_failure *fail);
 
 struct respool_tree *cluster_tree(struct cluster *c);
