@@ -433,10 +433,8 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
                                .tasks = pt,
                                .ntasks = nt};
         struct place_failure fail;
-        int rc = place_gang(cluster_engine(p->cm), &g, hosts, &fail);
-        if (rc == 0) {
-            /* the engine counted them; the model counts them again on assume: take the engine's back */
-            place_gang_undo(cluster_engine(p->cm), &g, hosts);
+        int rc = cluster_place_gang(p->cm, &g, hosts, &fail); /* held to the nodes' pod limits too */
+        if (rc == 0) { /* the model counts them on assume */
             if (p->claiming && claim(p, key, pods, pt, hosts, nt)) goto done;
             metrics_inc(metrics_series1(p->m.placements, "placed"));
             if (h->element[4]->type == REDIS_REPLY_STRING) /* admitted by this version of resmgr */

@@ -45,15 +45,17 @@ static void collect_one(struct collect *c, struct cm_pod *p, struct respool *lea
 
 struct evict_ctx {
     struct resmgr *r;
-    char path[600], key[600], uid[128];
+    char path[600], key[600], uid[128], rv[64];
 };
 
 /* A victim the decision was not made about: the pod of that name was
- * replaced (another uid) since. Told once at info; it leaves the victims
- * being evicted, so the next round decides again from the newer pod. */
+ * replaced (another uid) or changed (another resourceVersion) since. Told
+ * once at info; it leaves the victims being evicted, so the next round
+ * decides again from the newer pod. */
 static void refused(struct evict_ctx *e, const char *what) {
-    fprintf(stderr, "level=info msg=\"resmgr: preemption %s refused, the pod changed; decided again\" pod=%s uid=%s\n",
-            what, e->key, e->uid);
+    fprintf(stderr, "level=info msg=\"resmgr: preemption %s refused, the pod changed; decided again\" pod=%s uid=%s "
+            "resource_version=%s\n",
+            what, e->key, e->uid, e->rv);
     strmap_del(&e->r->evicting, e->key);
 }
 
@@ -75,16 +77,25 @@ static void on_marked(void *ud, const struct kc_response *res) {
         free(e);
         return;
     }
-    /* graceful: the pod's own period; the uid the decision was made about as precondition */
-    json_t *body = json_pack("{s:s, s:s, s:{s:s?}}", "kind", "DeleteOptions", "apiVersion", "v1", "preconditions",
-                             "uid", e->uid[0] ? e->uid : NULL);
+    /* graceful: the pod's own period; the uid the decision was made about and
+     * the resourceVersion the mark left as preconditions (a change since,
+     * by anyone, is a 409: decided again) */
+    json_t *marked = json_object_get(kc_response_body(res), "metadata");
+    const char *rv = json_string_value(json_object_get(marked, "resourceVersion"));
+    snprintf(e->rv, sizeof e->rv, "%s", rv ? rv : "");
+    json_t *body = json_pack("{s:s, s:s, s:{s:s?, s:s?}}", "kind", "DeleteOptions", "apiVersion", "v1",
+                             "preconditions", "uid", e->uid[0] ? e->uid : NULL, "resourceVersion",
+                             e->rv[0] ? e->rv : NULL);
     if (!body || kclient_request(e->r->env.kc, "DELETE", e->path, body, "application/json", on_deleted, e)) free(e);
     json_decref(body);
 }
 
 /* Marks the victim (its job manager applies killOnPreempt by it), then
  * deletes it gracefully once the mark is stored. Both writes carry the
- * victim's uid: a pod that took its name since is not touched. */
+ * victim's uid and resourceVersion (the mark the one the model had when it
+ * decided, the delete the one the mark left): a pod that took its name
+ * since, or that changed since (it ended, was relabelled into another
+ * pool, ...), is not touched. */
 static void evict(struct resmgr *r, const struct cm_pod *p, const char *why) {
     struct evict_ctx *e = calloc(1, sizeof *e);
     if (!e) return;
@@ -92,10 +103,12 @@ static void evict(struct resmgr *r, const struct cm_pod *p, const char *why) {
     snprintf(e->path, sizeof e->path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
     snprintf(e->key, sizeof e->key, "%s", p->key);
     snprintf(e->uid, sizeof e->uid, "%s", p->uid ? p->uid : "");
+    snprintf(e->rv, sizeof e->rv, "%s", p->rv ? p->rv : "");
     char at[32];
     ctl_format_ms(ctl_now_ms(), at);
-    json_t *patch = json_pack("{s:{s:s?, s:{s:s, s:s}}}", "metadata", "uid", e->uid[0] ? e->uid : NULL,
-                              "annotations", PA_PREEMPTED, why, PA_PREEMPTED_AT, at);
+    json_t *patch = json_pack("{s:{s:s?, s:s?, s:{s:s, s:s}}}", "metadata", "uid", e->uid[0] ? e->uid : NULL,
+                              "resourceVersion", e->rv[0] ? e->rv : NULL, "annotations", PA_PREEMPTED, why,
+                              PA_PREEMPTED_AT, at);
     if (!patch || kclient_request(r->env.kc, "PATCH", e->path, patch, "application/merge-patch+json", on_marked, e))
         free(e);
     json_decref(patch);

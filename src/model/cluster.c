@@ -55,6 +55,7 @@ struct cluster {
     uint64_t *host_gen;        /* per host: stamped whenever what is counted on it changes */
     struct host_rev *host_rev; /* per host: what its revocable pods hold (slack leaves it out) */
     uint32_t nhosts;
+    uint32_t *gang_pods, ngang_pods; /* cluster_place_gang's members per host index; all 0 between calls */
     struct resvec capacity;
     struct resvec unplaced;    /* non-revocable work admitted but on no host yet */
 };
@@ -92,6 +93,7 @@ static void pod_free(struct cm_pod *p) {
     free(p->ns);
     free(p->name);
     free(p->uid);
+    free(p->rv);
     free(p->key);
     free(p->pool);
     free(p->node);
@@ -139,6 +141,7 @@ void cluster_free(struct cluster *c) {
     free(c->host_max_pods);
     free(c->host_gen);
     free(c->host_rev);
+    free(c->gang_pods);
     free(c->pool_error);
     free(c->default_pool);
     free(c);
@@ -187,6 +190,70 @@ static int64_t slack_cpu(const struct cluster *c) {
 static void host_sync(struct cluster *c, uint32_t h) {
     c->host_gen[h] = ++c->host_stamps; /* its allocation, and (the callers') its job counts */
     if (c->engine) place_host_set_allocated(c->engine, h, host_used(c, h));
+}
+
+/* The first host of a placement that the gang's members put over its pod
+ * limit, or HOST_NONE. O(members): counts per host in c->gang_pods, cleared
+ * again before it returns; -ENOMEM without memory for them. */
+static int gang_overfills(struct cluster *c, const struct place_gang *g, const uint32_t *hosts, uint32_t *over) {
+    *over = HOST_NONE;
+    if (c->ngang_pods < c->nhosts) {
+        uint32_t *n = realloc(c->gang_pods, (size_t)c->nhosts * sizeof *n);
+        if (!n) return -ENOMEM;
+        memset(n + c->ngang_pods, 0, (size_t)(c->nhosts - c->ngang_pods) * sizeof *n);
+        c->gang_pods = n;
+        c->ngang_pods = c->nhosts;
+    }
+    for (uint32_t i = 0; i < g->ntasks; i++) c->gang_pods[hosts[i]]++;
+    for (uint32_t i = 0; i < g->ntasks && *over == HOST_NONE; i++) {
+        uint32_t h = hosts[i];
+        if (c->host_max_pods[h] && (uint64_t)c->host_pods[h] + c->gang_pods[h] > c->host_max_pods[h]) *over = h;
+    }
+    for (uint32_t i = 0; i < g->ntasks; i++) c->gang_pods[hosts[i]] = 0;
+    return 0;
+}
+
+/* Host h reads as full to the engine, in every kind (as host_used makes a
+ * host at its pod limit), until host_sync. */
+static void hold_full(struct cluster *c, uint32_t h) {
+    struct resvec full = resvec_clamp0(c->host_alloc[h]);
+    const struct resvec *cap = &c->fleet->hosts[h].allocatable;
+    for (int k = 0; k < RES_NKINDS; k++)
+        if (full.v[k] < cap->v[k]) full.v[k] = cap->v[k];
+    place_host_set_allocated(c->engine, h, full);
+}
+
+int cluster_place_gang(struct cluster *c, const struct place_gang *g, uint32_t *hosts, struct place_failure *fail) {
+    if (!c->engine || !c->fleet) return -EINVAL;
+    int rc = place_gang(c->engine, g, hosts, fail);
+    if (rc) return rc;
+    uint32_t over;
+    rc = gang_overfills(c, g, hosts, &over);
+    place_gang_undo(c->engine, g, hosts);
+    if (rc || over == HOST_NONE) return rc;
+    /* Some host got more members than its free slots: member by member, a
+     * host the members so far fill reads as full to the next ones. */
+    const char *job = g->job ? g->job : g->id;
+    uint32_t i;
+    for (i = 0; i < g->ntasks; i++) {
+        struct place_gang one = {.id = g->id, .job = job, .strategy = g->strategy, .tasks = &g->tasks[i], .ntasks = 1};
+        if ((rc = place_gang(c->engine, &one, &hosts[i], fail))) {
+            if (fail) fail->task = i;
+            break;
+        }
+        uint32_t h = hosts[i];
+        if (c->host_max_pods[h] && (uint64_t)c->host_pods[h] + ++c->gang_pods[h] >= c->host_max_pods[h]) hold_full(c, h);
+    }
+    struct place_gang done = *g;
+    done.job = job;
+    done.ntasks = i;
+    if (i) place_gang_undo(c->engine, &done, hosts);
+    for (uint32_t k = 0; k < i; k++)
+        if (c->gang_pods[hosts[k]]) { /* back to what the model counts, once a host */
+            c->gang_pods[hosts[k]] = 0;
+            host_sync(c, hosts[k]);
+        }
+    return rc;
 }
 
 /* The name job_count counts a pod under. */
@@ -532,7 +599,8 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
     json_t *md = json_object_get(pod, "metadata");
     const char *ns = json_string_value(json_object_get(md, "namespace")),
                *name = json_string_value(json_object_get(md, "name")),
-               *uid = json_string_value(json_object_get(md, "uid"));
+               *uid = json_string_value(json_object_get(md, "uid")),
+               *rv = json_string_value(json_object_get(md, "resourceVersion"));
     if (!ns || !name) return -EINVAL;
     char key[600];
     snprintf(key, sizeof key, "%s/%s", ns, name);
@@ -577,6 +645,8 @@ int cluster_pod_set(struct cluster *c, json_t *pod) {
     free(p->uid);
     p->uid = xstrdup(uid);
     if (p->uid) strmap_put(&c->uids, p->uid, p, NULL);
+    free(p->rv);
+    p->rv = xstrdup(rv);
     p->info = ni;
     free(p->info_mem_);
     p->info_mem_ = mem;

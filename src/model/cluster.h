@@ -64,6 +64,9 @@ void cm_options_default(struct cm_options *o);
 
 struct cm_pod {
     char *ns, *name, *uid, *key; /* key: "ns/name" */
+    char *rv;                    /* metadata.resourceVersion of the latest object (NULL: none), kept whatever
+                                  * cm_options.keep says: a write held to it (preemption's) names the change
+                                  * it was decided from */
     json_t *obj;                 /* the latest object (the model's reference), or as much of it as
                                   * cm_options.keep says (NULL: nothing) */
     struct pod_info info;        /* decoded from the latest object; its strings are the model's own */
@@ -135,6 +138,19 @@ uint64_t cluster_fleet_generation(const struct cluster *c);
  * placements on cluster_engine that are undone exactly (place_gang_undo)
  * are not seen. NULL before the first refresh; valid until the next. */
 const uint64_t *cluster_host_generations(const struct cluster *c);
+
+/* Chooses hosts for gang g's members as place_gang on cluster_engine does,
+ * and holds them to the hosts' pod limits as well (allocatable "pods"): the
+ * core has no pod-count resource, and a host at its limit reads as full to
+ * it, but one gang could still put more members on a host than the slots it
+ * has left (a Kubelet refuses the rest: OutOfpods). When it would, the
+ * members are placed one by one, a host the members so far fill reading as
+ * full to the next. hosts[i] is member i's host; nothing stays counted on
+ * the engine (the model counts the members once they are assumed,
+ * cluster_assume). Returns what place_gang returns (fail as it fills it;
+ * member by member, fail->task is the member that found no host); -EINVAL
+ * with no engine, -ENOMEM. */
+int cluster_place_gang(struct cluster *c, const struct place_gang *g, uint32_t *hosts, struct place_failure *fail);
 
 struct respool_tree *cluster_tree(struct cluster *c);
 struct host_fleet *cluster_fleet(struct cluster *c);

@@ -295,3 +295,95 @@ TEST(resmgr_stale_preemption_spares_the_pod_that_took_the_name) {
     }
     apisrv_stop(&s);
 }
+
+/* A preemption decided from a stale copy (every victim changed meanwhile:
+ * same pod, same uid, a newer resourceVersion) neither marks nor deletes
+ * them (409: the resourceVersion the model had is the precondition); the
+ * next round decides again from the newer pods, and its mark and delete
+ * (held to the resourceVersion the mark left) go through. */
+TEST(resmgr_stale_preemption_spares_the_pod_changed_since) {
+    struct apisrv s;
+    int rc = apisrv_start(&s, "--crds=crds");
+    if (rc) {
+        test_fail(__FILE__, __LINE__, "API server: %s", strerror(-rc));
+        return;
+    }
+    uv_loop_t loop;
+    uv_timer_t wake;
+    uv_loop_init(&loop);
+    uv_timer_init(&loop, &wake);
+    struct kc_config cfg = {0};
+    char err[256], addr[64];
+    REQUIRE_I64(kc_config_from_url(s.url, NULL, &cfg, err, sizeof err), 0);
+    struct kclient *kc = kclient_new(&loop, &cfg, err, sizeof err);
+    kc_config_free(&cfg);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", s.rf.proc.port);
+    struct ctl_db *db = ctl_db_open(&loop, addr, err, sizeof err);
+    REQUIRE(kc && db);
+    REQUIRE_I64(make_node(kc, "n1"), 200);
+    json_t *pool = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:i}]}}", "apiVersion", "peloton.io/v1alpha1",
+                             "kind", "ResourcePool", "metadata", "name", "pri", "spec", "resources", "kind", "cpu",
+                             "reservation", "0", "limit", "4", "share", 1);
+    REQUIRE_I64(req(kc, "POST", POOLS, pool, NULL, NULL), 201);
+    char name[16];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "lo-%d", i);
+        CHECK_I64(make_pod(kc, name, "pri", "1", 1, "n1"), 201);
+    }
+    CHECK_I64(make_pod(kc, "hi-0", "pri", "2", 9, NULL), 201);
+    struct ctl_env env = {.loop = &loop, .kc = kc, .db = db, .identity = "resmgr-fence-test"};
+    struct resmgr_options o;
+    resmgr_options_default(&o);
+    o.preempt_ms = 3600 * 1000; /* preemption rounds are the test's own (rm_on_preempt below) */
+    o.over_checks = 1;
+    struct resmgr *r = resmgr_start(&env, &o, err, sizeof err);
+    REQUIRE(r);
+    bool queued = false;
+    for (double end = mono_ms() + 15000; mono_ms() < end && !queued;) {
+        run_for(&loop, &wake, 100);
+        queued = r->leader && r->recovered && waiting_for_admission(kc, "hi-0");
+    }
+    CHECK(queued);
+    run_for(&loop, &wake, 200);
+    /* resmgr's loop stands still: its copy still has the pods as they were
+     * while each is changed (a label: same pod, same uid) */
+    char old[4][64], uid[64];
+    bool marked, deleting;
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "lo-%d", i);
+        view_pod(kc, name, old[i], &marked, &deleting);
+        char path[160];
+        snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s", name);
+        CHECK_I64(req(kc, "PATCH", path, json_pack("{s:{s:{s:s}}}", "metadata", "labels", "changed", "yes"), MERGE,
+                      NULL),
+                  200);
+    }
+    rm_on_preempt(&r->preempt_t);
+    run_for(&loop, &wake, 500);
+    for (int i = 0; i < 4; i++) { /* the changed pods: neither marked nor deleted */
+        snprintf(name, sizeof name, "lo-%d", i);
+        view_pod(kc, name, uid, &marked, &deleting);
+        CHECK_STR(uid, old[i]);
+        CHECK(!marked);
+        CHECK(!deleting);
+    }
+    /* the next round decides from the newer pods: two of them make room */
+    rm_on_preempt(&r->preempt_t);
+    run_for(&loop, &wake, 500);
+    int evicted = 0;
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "lo-%d", i);
+        view_pod(kc, name, uid, &marked, &deleting);
+        evicted += !uid[0] || (marked && deleting);
+    }
+    CHECK_I64(evicted, 2);
+    resmgr_stop(r);
+    kclient_free(kc);
+    ctl_db_close(db);
+    uv_close((uv_handle_t *)&wake, NULL);
+    for (int i = 0; i < 100 && uv_loop_close(&loop) == UV_EBUSY; i++) {
+        if (i == 50) uv_walk(&loop, close_any, NULL);
+        uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    apisrv_stop(&s);
+}
