@@ -617,6 +617,11 @@ static void forget_gangs(struct resmgr *r);
 static void ready_lost(struct resmgr *r) {
     uint64_t now = uv_now(r->env.loop), timeout = r->o.ready_timeout_ms;
     if (!timeout || !r->env.db || now - r->lost_check_ms < 1000) return;
+    /* The connection was renewed during this round (or these lookups): the
+     * gang records written on the old one may be lost, and the next round
+     * rebuilds every gang from Redis; readied now, a gang whose record was
+     * lost would be admitted and queued a second time by the rebuild. */
+    if (r->env.db->gen != r->db_gen) return;
     r->lost_check_ms = now;
     struct rm_gang *due[RM_LOST_CHECK_MAX];
     size_t n = 0, pos = 0;
@@ -633,6 +638,11 @@ static void ready_lost(struct resmgr *r) {
     size_t again = 0;
     for (size_t i = 0; i < n; i++) {
         redisReply *in_ready = ctl_redis_reply(r->env.db), *in_retry = ctl_redis_reply(r->env.db);
+        if (r->env.db->gen != r->db_gen) { /* see below */
+            freeReplyObject(in_ready);
+            freeReplyObject(in_retry);
+            continue;
+        }
         bool held = !in_ready || !in_retry || in_ready->type != REDIS_REPLY_NIL || in_retry->type != REDIS_REPLY_NIL;
         freeReplyObject(in_ready);
         freeReplyObject(in_retry);
