@@ -29,11 +29,13 @@
     "  redis.call('XADD', ev, rvs .. '-0', 'type', typ, 'ns', ns, 'name', name,\n"  \
     "             'obj', obj)\n"                                                   \
     "end\n"                                                                        \
+    "local clock\n"                                                               \
     "local function trim(ev, floor, marks, mode, maxlen, secs, first)\n"          \
     "  if not first then return end\n"                                            \
     "  local n, keep = 0, tonumber(secs)\n"                                       \
     "  if keep > 0 then\n"                                                        \
-    "    local now = tonumber(redis.call('TIME')[1])\n"                           \
+    "    clock = clock or tonumber(redis.call('TIME')[1])\n"                      \
+    "    local now = clock\n"                                                     \
     "    if redis.call('ZADD', marks, 'NX', first, now) == 1 then\n"              \
     "      local minid\n"                                                         \
     "      local m = redis.call('ZRANGE', marks, 0, 0, 'WITHSCORES')\n"           \
@@ -191,16 +193,21 @@ static const char lua_create_batch[] =
     "trim(KEYS[4], KEYS[5], KEYS[6], ARGV[3], ARGV[2], ARGV[4], first)\n"
     "return out\n";
 
-/* KEYS: rv obj idx ev floor marks nsobj
- * ARGV: maxlen trim secs, then per write: op(c|p|d) member name ns head tail expected_rv nscheck(1|0)
+/* KEYS: rv obj idx ev floor marks nsobj [aobj aidx aev afloor amarks]
+ * ARGV: maxlen trim secs, then per write: op(c|p|d|a) member name ns head tail expected_rv nscheck(1|0)
  * -> per write, in order, a pair: {0, rv} | {1, existing rv} | {2, current rv} | {3, ""} | {5, ""} | {6, ""}
+ *    | {7, ""} (a: the write before it was not stored)
  * The writes of a loop turn to one resource, in one call: each is the create
  * (c) or compare-and-set (p: put, d: delete) the single scripts do, with its
- * own outcome; the stream is trimmed once at the end. */
+ * own outcome; the stream is trimmed once at the end. An a right after a
+ * write is a create in the attached resource (the a-keys) made with it: only
+ * when the write is stored, checked before the counter moves, so the two
+ * take consecutive versions or the write alone takes one (never a gap). */
 static const char lua_write_batch[] =
     STORE_LUA_EMIT
-    "local out, first = {}, nil\n"
-    "for i = 4, #ARGV, 8 do\n"
+    "local out, first, afirst = {}, nil, nil\n"
+    "local i = 4\n"
+    "while i <= #ARGV do\n"
     "  local op, member, name, ns = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]\n"
     "  local cur = redis.call('HGET', KEYS[2], 'v:' .. member)\n"
     "  local code, val = 0, ''\n"
@@ -210,8 +217,23 @@ static const char lua_write_batch[] =
     "    elseif cur then code, val = 1, cur end\n"
     "  elseif not cur then code = 3\n"
     "  elseif cur ~= ARGV[i + 6] then code, val = 2, cur end\n"
+    "  local a = ARGV[i + 8] == 'a' and i + 8 or nil\n"
+    "  local acode, aval = 7, ''\n"
+    "  if a and code == 0 then\n"
+    "    acode = 0\n"
+    "    if ARGV[a + 7] == '1' then\n"
+    "      local nsf = redis.call('HMGET', KEYS[7], 'o:/' .. ARGV[a + 3], 't:/' .. ARGV[a + 3])\n"
+    "      if not nsf[1] then acode = 5 elseif nsf[2] then acode = 6 end\n"
+    "    end\n"
+    "    if acode == 0 then\n"
+    "      local acur = redis.call('HGET', KEYS[8], 'v:' .. ARGV[a + 1])\n"
+    "      if acur then acode, aval = 1, acur end\n"
+    "    end\n"
+    "  end\n"
     "  if code == 0 then\n"
-    "    val = string.format('%d', redis.call('INCR', KEYS[1]))\n"
+    "    local n = acode == 0 and 2 or 1\n"
+    "    local top = redis.call('INCRBY', KEYS[1], n)\n"
+    "    val = string.format('%d', top - n + 1)\n"
     "    first = first or val\n"
     "    local obj = ARGV[i + 4] .. val .. ARGV[i + 5]\n"
     "    if op == 'd' then\n"
@@ -223,11 +245,27 @@ static const char lua_write_batch[] =
     "      redis.call('HSET', KEYS[2], 'o:' .. member, obj, 'v:' .. member, val)\n"
     "      if op == 'c' then redis.call('ZADD', KEYS[3], 0, member) end\n"
     "    end\n"
+    "    if acode == 0 then\n"
+    "      aval = string.format('%d', top)\n"
+    "      afirst = afirst or aval\n"
+    "      local am = ARGV[a + 1]\n"
+    "      local aobj = ARGV[a + 4] .. aval .. ARGV[a + 5]\n"
+    "      emit(KEYS[10], 'ADDED', aval, ARGV[a + 3], ARGV[a + 2], aobj)\n"
+    "      redis.call('HSET', KEYS[8], 'o:' .. am, aobj, 'v:' .. am, aval)\n"
+    "      redis.call('ZADD', KEYS[9], 0, am)\n"
+    "    end\n"
     "  end\n"
     "  out[#out + 1] = code\n"
     "  out[#out + 1] = val\n"
+    "  i = i + 8\n"
+    "  if a then\n"
+    "    out[#out + 1] = acode\n"
+    "    out[#out + 1] = aval\n"
+    "    i = i + 8\n"
+    "  end\n"
     "end\n"
     "trim(KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[1], ARGV[3], first)\n"
+    "if KEYS[8] then trim(KEYS[10], KEYS[11], KEYS[12], ARGV[2], ARGV[1], ARGV[3], afirst) end\n"
     "return out\n";
 
 const char *const store_scripts[STORE_NSCRIPTS] = {
