@@ -7,7 +7,10 @@
  * integers): the client sends the object split around its resourceVersion
  * value (head, tail) and the script splices in the new counter value. Steps
  * that can fail (XADD with an explicit ID) run before any other write, since
- * Redis does not roll back a script that fails halfway. */
+ * Redis does not roll back a script that fails halfway; but for the counter
+ * and an attached create's index entry (write_batch): the ID is the
+ * counter's fresh value, above every ID in the stream, so that XADD cannot
+ * fail but on a counter set back by hand. */
 #include "store_int.h"
 
 /* Shared by the write scripts: append one change to a history stream (ID
@@ -199,36 +202,39 @@ static const char lua_create_batch[] =
  *    | {7, ""} (a: the write before it was not stored)
  * The writes of a loop turn to one resource, in one call: each is the create
  * (c) or compare-and-set (p: put, d: delete) the single scripts do, with its
- * own outcome; the stream is trimmed once at the end. An a right after a
- * write is a create in the attached resource (the a-keys) made with it: only
- * when the write is stored, checked before the counter moves, so the two
- * take consecutive versions or the write alone takes one (never a gap). */
+ * own outcome; the stream is trimmed once at the end. A namespace is checked
+ * once a call (nothing here writes namespaces). An a right after a write is
+ * a create in the attached resource (the a-keys) made with it, only when the
+ * write is stored, for three commands: one INCRBY gives both their versions,
+ * ZADD NX to the index both checks its name and claims it (a name taken
+ * gives the version back: DECR, so versions stay gapless), then XADD and
+ * HSET. */
 static const char lua_write_batch[] =
     STORE_LUA_EMIT
-    "local out, first, afirst = {}, nil, nil\n"
+    "local out, first, afirst, nsok = {}, nil, nil, {}\n"
+    "local function nscode(ns)\n"
+    "  local c = nsok[ns]\n"
+    "  if not c then\n"
+    "    local f = redis.call('HMGET', KEYS[7], 'o:/' .. ns, 't:/' .. ns)\n"
+    "    c = (not f[1]) and 5 or (f[2] and 6 or 0)\n"
+    "    nsok[ns] = c\n"
+    "  end\n"
+    "  return c\n"
+    "end\n"
     "local i = 4\n"
     "while i <= #ARGV do\n"
     "  local op, member, name, ns = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]\n"
     "  local cur = redis.call('HGET', KEYS[2], 'v:' .. member)\n"
     "  local code, val = 0, ''\n"
     "  if op == 'c' then\n"
-    "    if ARGV[i + 7] == '1' and redis.call('HEXISTS', KEYS[7], 'o:/' .. ns) == 0 then code = 5\n"
-    "    elseif ARGV[i + 7] == '1' and redis.call('HEXISTS', KEYS[7], 't:/' .. ns) == 1 then code = 6\n"
-    "    elseif cur then code, val = 1, cur end\n"
+    "    if ARGV[i + 7] == '1' then code = nscode(ns) end\n"
+    "    if code == 0 and cur then code, val = 1, cur end\n"
     "  elseif not cur then code = 3\n"
     "  elseif cur ~= ARGV[i + 6] then code, val = 2, cur end\n"
     "  local a = ARGV[i + 8] == 'a' and i + 8 or nil\n"
     "  local acode, aval = 7, ''\n"
     "  if a and code == 0 then\n"
-    "    acode = 0\n"
-    "    if ARGV[a + 7] == '1' then\n"
-    "      local nsf = redis.call('HMGET', KEYS[7], 'o:/' .. ARGV[a + 3], 't:/' .. ARGV[a + 3])\n"
-    "      if not nsf[1] then acode = 5 elseif nsf[2] then acode = 6 end\n"
-    "    end\n"
-    "    if acode == 0 then\n"
-    "      local acur = redis.call('HGET', KEYS[8], 'v:' .. ARGV[a + 1])\n"
-    "      if acur then acode, aval = 1, acur end\n"
-    "    end\n"
+    "    acode = ARGV[a + 7] == '1' and nscode(ARGV[a + 3]) or 0\n"
     "  end\n"
     "  if code == 0 then\n"
     "    local n = acode == 0 and 2 or 1\n"
@@ -247,12 +253,16 @@ static const char lua_write_batch[] =
     "    end\n"
     "    if acode == 0 then\n"
     "      aval = string.format('%d', top)\n"
-    "      afirst = afirst or aval\n"
     "      local am = ARGV[a + 1]\n"
-    "      local aobj = ARGV[a + 4] .. aval .. ARGV[a + 5]\n"
-    "      emit(KEYS[10], 'ADDED', aval, ARGV[a + 3], ARGV[a + 2], aobj)\n"
-    "      redis.call('HSET', KEYS[8], 'o:' .. am, aobj, 'v:' .. am, aval)\n"
-    "      redis.call('ZADD', KEYS[9], 0, am)\n"
+    "      if redis.call('ZADD', KEYS[9], 'NX', 0, am) == 0 then\n"
+    "        redis.call('DECR', KEYS[1])\n"
+    "        acode, aval = 1, redis.call('HGET', KEYS[8], 'v:' .. am) or ''\n"
+    "      else\n"
+    "        afirst = afirst or aval\n"
+    "        local aobj = ARGV[a + 4] .. aval .. ARGV[a + 5]\n"
+    "        emit(KEYS[10], 'ADDED', aval, ARGV[a + 3], ARGV[a + 2], aobj)\n"
+    "        redis.call('HSET', KEYS[8], 'o:' .. am, aobj, 'v:' .. am, aval)\n"
+    "      end\n"
     "    end\n"
     "  end\n"
     "  out[#out + 1] = code\n"
