@@ -15,7 +15,8 @@
  * BENCH_EVENTS_ROUNDS rounds (default 3), the order of the three turning
  * each round; prints each round and the medians, and the commands Redis ran
  * per binding (INFO commandstats: the scripts and every call inside them;
- * exact, unlike the CPU figures on a shared machine). The client's own CPU is not
+ * exact, unlike the CPU figures on a shared machine; BENCH_EVENTS_REDIS_STATS=1
+ * prints each command's calls and time per binding too). The client's own CPU is not
  * counted: what posting an Event costs the placement engine is in bench_e2e's
  * pairs. Figures only; no timing asserts. */
 #include <hiredis/hiredis.h>
@@ -191,6 +192,27 @@ static long long redis_calls(const char *sock) {
     return total;
 }
 
+/* BENCH_EVENTS_REDIS_STATS: each command's calls and time per binding since
+ * the last CONFIG RESETSTAT (which it then sends, for the next mode). */
+static void redis_stats(const char *sock, const char *mode, int pods) {
+    redisContext *c = redisConnectUnix(sock);
+    redisReply *rep = c && !c->err ? redisCommand(c, "INFO commandstats") : NULL;
+    if (rep && rep->type == REDIS_REPLY_STRING && mode) {
+        printf("bench events: %s: redis command calls/binding usec/call usec/binding\n", mode);
+        for (char *line = strtok(rep->str, "\r\n"); line; line = strtok(NULL, "\r\n")) {
+            char name[64];
+            long long calls = 0;
+            double usec = 0, per = 0;
+            if (sscanf(line, "cmdstat_%63[^:]:calls=%lld,usec=%lf,usec_per_call=%lf", name, &calls, &usec, &per) == 4 &&
+                strcmp(name, "info") && strcmp(name, "config"))
+                printf("  %-14s %8.2f %8.2f %8.2f\n", name, (double)calls / pods, per, usec / pods);
+        }
+    }
+    if (rep) freeReplyObject(rep);
+    if (c && !c->err) freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
+    if (c) redisFree(c);
+}
+
 /* One round of one mode: pelotond's and redis's CPU per binding, µs, and
  * Redis's commands per binding. */
 static int one(uv_loop_t *loop, struct kclient *kc, pid_t pd, pid_t rd, const char *sock, enum mode mode, int round,
@@ -207,6 +229,8 @@ static int one(uv_loop_t *loop, struct kclient *kc, pid_t pd, pid_t rd, const ch
     }
     settle();
     r = (struct run){.loop = loop, .kc = kc, .mode = mode, .prefix = prefix, .total = pods};
+    bool stats = getenv("BENCH_EVENTS_REDIS_STATS") != NULL;
+    if (stats) redis_stats(sock, NULL, pods);
     long long c0 = redis_calls(sock);
     double a0 = bench_cpu_us(pd, 0), q0 = bench_cpu_us(rd, 0);
     start_more(&r);
@@ -215,6 +239,7 @@ static int one(uv_loop_t *loop, struct kclient *kc, pid_t pd, pid_t rd, const ch
     *api_us = (bench_cpu_us(pd, 0) - a0) / pods;
     *redis_us = (bench_cpu_us(rd, 0) - q0) / pods;
     *cmds = (double)(redis_calls(sock) - c0) / pods;
+    if (stats) redis_stats(sock, mode_name[mode], pods);
     if (!ok || r.errs || (mode == M_MADE && r.named != pods) || (mode != M_MADE && r.named)) {
         printf("bench events: %s round %d: %d errors, %d answers naming an Event\n", mode_name[mode], round, r.errs,
                r.named);
