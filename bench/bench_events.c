@@ -4,7 +4,8 @@
  * (default 5,000; not measured), then binds them all (64 requests in flight,
  * kclient, as the placement engine does) in one of three ways, and reads
  * pelotond's and redis-server's CPU from /proc around the binds (and 300 ms
- * after them, for the writes that follow the answers):
+ * after them, for the writes that follow the answers; every thread's
+ * schedstat, to the nanosecond):
  *
  *   bind     the Binding alone (pelotond --events=false);
  *   posted   the Binding, then the Event POSTed on its answer (as the
@@ -232,12 +233,12 @@ static int one(uv_loop_t *loop, struct kclient *kc, pid_t pd, pid_t rd, const ch
     bool stats = getenv("BENCH_EVENTS_REDIS_STATS") != NULL;
     if (stats) redis_stats(sock, NULL, pods);
     long long c0 = redis_calls(sock);
-    double a0 = bench_cpu_us(pd, 0), q0 = bench_cpu_us(rd, 0);
+    double a0 = bench_cpu_sched_us(pd), q0 = bench_cpu_sched_us(rd);
     start_more(&r);
     bool ok = wait_done(&r);
     settle(); /* the Events made after the answers are stored by now */
-    *api_us = (bench_cpu_us(pd, 0) - a0) / pods;
-    *redis_us = (bench_cpu_us(rd, 0) - q0) / pods;
+    *api_us = (bench_cpu_sched_us(pd) - a0) / pods;
+    *redis_us = (bench_cpu_sched_us(rd) - q0) / pods;
     *cmds = (double)(redis_calls(sock) - c0) / pods;
     if (stats) redis_stats(sock, mode_name[mode], pods);
     if (!ok || r.errs || (mode == M_MADE && r.named != pods) || (mode != M_MADE && r.named)) {
