@@ -233,12 +233,19 @@ TEST(store_attach_never_without_its_write) {
     CHECK_I64(gr.rv, before + 2); /* the racer's write took before + 1 */
     CHECK_I64(gr.arv, before + 3);
     CHECK_I64(events_stored(&e), 1);
-    /* no attach function, or one that makes nothing: the write alone */
+    /* no attach function: the write alone */
+    struct bind plain = {.ename = "p.3"};
     struct got g2 = {0};
-    REQUIRE_I64(store_async_modify(e.a, "pods", "default", "p", bind_fn, &b, on_done, &g2, err, sizeof err), 0);
+    uint64_t now = counter(&e);
+    REQUIRE_I64(store_async_modify(e.a, "pods", "default", "p", bind_fn, &plain, on_done, &g2, err, sizeof err), 0);
     run_until(&e.loop, &g2.calls, 1);
+    CHECK_I64(g2.rc, 0);
+    CHECK_I64(g2.rv, now + 1);
     CHECK_I64(g2.arv, 0);
     CHECK_I64(g2.arc, 0);
+    CHECK_I64(plain.attach_calls, 0);
+    CHECK_I64(counter(&e), now + 1);
+    CHECK_I64(events_stored(&e), 1);
     env_stop(&e);
 }
 
