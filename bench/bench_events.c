@@ -11,7 +11,8 @@
  *   posted   the Binding, then the Event POSTed on its answer (as the
  *            placement engine did before: one more request and create a pod);
  *   made     the Binding with ?scheduledEvent=peloton-placement: the API
- *            server makes the Event itself (docs/metrics.md, "Events").
+ *            server makes the Event itself and stores it in the binding's
+ *            script call (docs/store.md, "Attached creates").
  *
  * BENCH_EVENTS_ROUNDS rounds (default 3), the order of the three turning
  * each round; prints each round and the medians, and the commands Redis ran
