@@ -240,12 +240,18 @@ int shim_keep_status(struct shim *s, const struct shim_resource *r, const char *
 #define SHIM_SCHEDULED_EVENT_ARG "scheduledEvent"
 void shim_pod_binding(struct shim *s, const char *ns, const char *name, const struct http_request *req,
                       struct http_response *resp);
-/* The Scheduled Event of pod (as stored, bound to node) in namespace ns,
- * created in component's name ("Successfully assigned NS/POD to NODE",
- * count 1, first and last timestamps now, named POD.<unix nanoseconds in hex>
- * as client-go names them, unique in this process): asynchronously when the
- * shim has the write connection (a failure is logged), else at once. 0 with
- * the Event's name in name, or a negative errno. */
+/* The Scheduled Event of pod (bound to node) in namespace ns, in
+ * component's name ("Successfully assigned NS/POD to NODE", count 1, first
+ * and last timestamps now, named POD.<unix nanoseconds in hex> as client-go
+ * names them, unique in this process), as the text of a create (store.h's
+ * struct store_text_obj: written from a template, no tree, no encoding; the
+ * caller owns out->text, out->name is name). The shim with the write
+ * connection stores it with the binding, in the binding's script call
+ * (store_async_modify_attach, shim_write.c). 0, or a negative errno. */
+int shim_scheduled_event_text(struct shim *s, const char *ns, const json_t *pod, const char *node,
+                              const char *component, char *name, size_t namelen, struct store_text_obj *out);
+/* The same Event created at once (the shim without the write connection):
+ * 0 with its name in name, or a negative errno (logged; name ""). */
 int shim_scheduled_event(struct shim *s, const char *ns, const json_t *pod, const char *node, const char *component,
                          char *name, size_t namelen);
 /* POST pods/NAME/eviction (shim_evict.c): the delete, when the pod's

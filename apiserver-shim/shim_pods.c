@@ -3,6 +3,7 @@
  * kubelets write), with main-resource writes leaving status alone. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -128,15 +129,27 @@ void shim_pod_binding(struct shim *s, const char *ns, const char *name, const st
 
 /* ---- the Scheduled Event of a binding (shim.h) ---- */
 
-static void on_event_stored(void *ud, const struct store_result *res) {
-    (void)ud;
-    if (res->rc) fprintf(stderr, "level=warn msg=\"scheduled event not stored\" err=\"%s\"\n", res->err);
+/* Appends the pieces of the Event's text: literal JSON, or a string quoted
+ * and escaped. Non-zero when out of memory (or a string is not UTF-8). */
+struct evtext {
+    char *buf;
+    size_t len, cap;
+    int bad;
+};
+
+static void ev_lit(struct evtext *t, const char *s) {
+    if (!t->bad) t->bad = jdump_append(&t->buf, &t->len, &t->cap, s, strlen(s));
 }
 
-int shim_scheduled_event(struct shim *s, const char *ns, const json_t *pod, const char *node, const char *component,
-                         char *name, size_t namelen) {
+static void ev_str(struct evtext *t, const char *s) {
+    if (!t->bad) t->bad = jdump_append_string(&t->buf, &t->len, &t->cap, s, strlen(s));
+}
+
+int shim_scheduled_event_text(struct shim *s, const char *ns, const json_t *pod, const char *node,
+                              const char *component, char *name, size_t namelen, struct store_text_obj *out) {
     const struct shim_resource *r = core_resource("events");
     const char *pname = meta_str(pod, "name"), *uid = meta_str(pod, "uid");
+    memset(out, 0, sizeof *out);
     if (!r || !pname || !ns[0]) return -EINVAL;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -147,33 +160,63 @@ int shim_scheduled_event(struct shim *s, const char *ns, const json_t *pod, cons
     int keep = (int)strlen(pname);
     if (keep > STORE_MAX_NAME - 17) keep = STORE_MAX_NAME - 17;
     while (keep > 0 && (pname[keep - 1] == '-' || pname[keep - 1] == '.')) keep--;
-    char ename[STORE_MAX_NAME + 1], ts[32], msg[STORE_MAX_NAMESPACE + 2 * STORE_MAX_NAME + 40];
-    snprintf(ename, sizeof ename, "%.*s.%llx", keep, pname, (unsigned long long)t);
+    char ts[32], msg[STORE_MAX_NAMESPACE + 2 * STORE_MAX_NAME + 40];
+    snprintf(name, namelen, "%.*s.%llx", keep, pname, (unsigned long long)t);
     struct tm tm;
     gmtime_r(&now.tv_sec, &tm);
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
     snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", ns, pname, node);
-    json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s}, s:s, s:s, "
-                           "s:i}", "apiVersion", "v1", "kind", "Event", "metadata", "name", ename, "namespace", ns,
-                           "involvedObject", "apiVersion", "v1", "kind", "Pod", "name", pname, "namespace", ns, "uid",
-                           uid ? uid : "", "reason", "Scheduled", "message", msg, "type", "Normal", "source",
-                           "component", component, "firstTimestamp", ts, "lastTimestamp", ts, "count", 1);
-    if (!ev) return -ENOMEM;
-    char err[256];
-    int rc;
-    if (s->astore) {
-        rc = store_async_create(s->astore, r->store_key, ns, ev, true, on_event_stored, NULL, err, sizeof err);
-    } else {
-        rc = store_create(s->st, r->store_key, ns, ev, NULL);
-        snprintf(err, sizeof err, "%s", rc ? store_errmsg(s->st) : "");
-        json_decref(ev);
+    /* kube-scheduler's Event, its members in the order the API server has
+     * always stored them; the store puts uid, creationTimestamp, generation
+     * and resourceVersion at the end of metadata (split) */
+    struct evtext x = {.buf = malloc(1024), .cap = 1024};
+    if (!x.buf) return -ENOMEM;
+    ev_lit(&x, "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":");
+    ev_str(&x, name);
+    ev_lit(&x, ",\"namespace\":");
+    ev_str(&x, ns);
+    size_t split = x.len;
+    ev_lit(&x, "},\"involvedObject\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":");
+    ev_str(&x, pname);
+    ev_lit(&x, ",\"namespace\":");
+    ev_str(&x, ns);
+    ev_lit(&x, ",\"uid\":");
+    ev_str(&x, uid ? uid : "");
+    ev_lit(&x, "},\"reason\":\"Scheduled\",\"message\":");
+    ev_str(&x, msg);
+    ev_lit(&x, ",\"type\":\"Normal\",\"source\":{\"component\":");
+    ev_str(&x, component);
+    ev_lit(&x, "},\"firstTimestamp\":");
+    ev_str(&x, ts);
+    ev_lit(&x, ",\"lastTimestamp\":");
+    ev_str(&x, ts);
+    ev_lit(&x, ",\"count\":1}");
+    if (x.bad) {
+        free(x.buf);
+        return -ENOMEM;
     }
-    if (rc) {
-        fprintf(stderr, "level=warn msg=\"scheduled event not stored\" event=%s err=\"%s\"\n", ename, err);
-        return rc;
-    }
-    snprintf(name, namelen, "%s", ename);
+    *out = (struct store_text_obj){.resource = r->store_key, .ns = ns, .name = name, .text = x.buf, .len = x.len,
+                                   .split = split};
     return 0;
+}
+
+int shim_scheduled_event(struct shim *s, const char *ns, const json_t *pod, const char *node, const char *component,
+                         char *name, size_t namelen) {
+    struct store_text_obj t;
+    int rc = shim_scheduled_event_text(s, ns, pod, node, component, name, namelen, &t);
+    if (rc) return rc;
+    json_error_t je;
+    json_t *ev = jparse_loadb(t.text, t.len, 0, &je);
+    free(t.text);
+    if (!ev) return -ENOMEM;
+    rc = store_create(s->st, t.resource, ns, ev, NULL);
+    json_decref(ev);
+    if (rc) {
+        fprintf(stderr, "level=warn msg=\"scheduled event not stored\" event=%s err=\"%s\"\n", name,
+                store_errmsg(s->st));
+        name[0] = '\0';
+    }
+    return rc;
 }
 
 void shim_status_subresource(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,

@@ -37,6 +37,7 @@
 
 #include "shim.h"
 #include "shim_auth.h"
+#include "jparse.h"
 
 #define HISTORY_BATCH 5000
 #define TICK_READS_MAX 64       /* history reads per resource per tick, so one tick stays bounded */
@@ -380,8 +381,10 @@ static void write_hook(void *ud, const char *resource, const char *ns, enum stor
     c.r = resource_by_key(h->owner, resource);
     if (c.r && has_live(h, c.r)) { /* the line is built once, for every watcher */
         snprintf(c.ns, sizeof c.ns, "%s", ns);
-        c.obj = json_incref((json_t *)obj);
-        c.line = event_line(c.r, type, obj, json, len, &c.len);
+        /* an object stored as text (an attached create) is parsed only now, for its watchers */
+        json_error_t je;
+        c.obj = obj ? json_incref((json_t *)obj) : json ? jparse_loadb(json, len, 0, &je) : NULL;
+        if (c.obj) c.line = event_line(c.r, type, c.obj, json, len, &c.len);
     }
     if (h->nheap >= PENDING_MAX || heap_push(h, &c)) {
         change_free(&c); /* the hub cannot hold more: live watchers fall back to Redis */

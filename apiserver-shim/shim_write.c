@@ -37,6 +37,7 @@ struct write_req {
     shim_patch_fn apply; /* patch, and status by PATCH */
     const char *node;    /* binding: the target node (in body) */
     char event_src[64];  /* binding: the component whose Scheduled Event to make ("": none) */
+    char ename[STORE_MAX_NAME + 1]; /* ... and that Event's name, once made */
     struct http_deferred *d;
     struct audit_rec *audit; /* a deferred reply: the request's audit record (shim_auth.h) */
     /* an error answer chosen by the modify function */
@@ -308,6 +309,14 @@ static int binding_fn(void *ud, const json_t *cur, json_t **next, char *err, siz
     return 0;
 }
 
+/* pods/NAME/binding?scheduledEvent=: the Scheduled Event, stored with the
+ * binding in its script call (store.h, store_async_modify_attach). */
+static int binding_attach(void *ud, const json_t *next, struct store_text_obj *out) {
+    struct write_req *w = ud;
+    if (!w->event_src[0]) return -1;
+    return shim_scheduled_event_text(w->s, w->ns, next, w->node, w->event_src, w->ename, sizeof w->ename, out);
+}
+
 static store_modify_fn modify_fn(enum write_kind k) {
     switch (k) {
     case WK_REPLACE: return replace_fn;
@@ -328,9 +337,11 @@ static store_modify_fn modify_fn(enum write_kind k) {
     "\"kind\":\"events\"},\"code\":201}"
 
 /* The answer to a finished write: the object as stored (its bytes as they
- * are when they carry kind and apiVersion), or the Status of the failure. */
+ * are when they carry kind and apiVersion), or the Status of the failure.
+ * event: a binding's Scheduled Event, stored with it (its name, or "" for
+ * none), or NULL to make it now (the synchronous store). */
 static void answer(struct write_req *w, int rc, const char *err, const json_t *obj, const char *json, size_t len,
-                   struct http_response *resp) {
+                   const char *event, struct http_response *resp) {
     if (rc == -ECANCELED && w->made.body) { /* a complete answer from admission */
         *resp = w->made;
         w->made.body = NULL;
@@ -347,11 +358,13 @@ static void answer(struct write_req *w, int rc, const char *err, const json_t *o
     }
     if (is_crd(w->r)) shim_crd_sync(w->s); /* a new or changed CRD is served at once */
     if (w->kind == WK_BINDING) { /* with the Scheduled Event, when asked: the answer names it (shim.h) */
-        char ename[STORE_MAX_NAME + 1];
         resp->status = 201;
-        if (w->event_src[0] && !shim_scheduled_event(w->s, w->ns, obj, w->node, w->event_src, ename, sizeof ename)) {
-            size_t cap = sizeof BOUND_EVENT_STATUS + strlen(ename);
-            if ((resp->body = malloc(cap))) snprintf(resp->body, cap, BOUND_EVENT_STATUS, ename);
+        if (!event && w->event_src[0] && !shim_scheduled_event(w->s, w->ns, obj, w->node, w->event_src, w->ename,
+                                                               sizeof w->ename))
+            event = w->ename;
+        if (event && event[0]) {
+            size_t cap = sizeof BOUND_EVENT_STATUS + strlen(event);
+            if ((resp->body = malloc(cap))) snprintf(resp->body, cap, BOUND_EVENT_STATUS, event);
         } else {
             resp->body = strdup(BOUND_STATUS);
         }
@@ -371,7 +384,10 @@ static void answer(struct write_req *w, int rc, const char *err, const json_t *o
 static void on_written(void *ud, const struct store_result *res) {
     struct write_req *w = ud;
     struct http_response resp = {.status = 200, .content_type = "application/json"};
-    answer(w, res->rc, res->err, res->obj, res->json, res->json_len, &resp);
+    if (!res->rc && w->event_src[0] && !res->attached_rv)
+        fprintf(stderr, "level=warn msg=\"scheduled event not stored\" event=%s err=\"%s\"\n", w->ename,
+                res->attached_err[0] ? res->attached_err : "it could not be made");
+    answer(w, res->rc, res->err, res->obj, res->json, res->json_len, res->attached_rv ? w->ename : "", &resp);
     if (w->accept) shim_pb_reply(&(struct http_request){.accept = w->accept}, &resp);
     shim_metrics_request(w->s->metrics, &w->obs, resp.status);
     shim_sec_end(w->s, w->audit, resp.status);
@@ -397,12 +413,13 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
         int rc = w->kind == WK_CREATE
                      ? store_async_create(s->astore, r->store_key, ns, json_incref(create_obj), r->namespaced,
                                           on_written, w, err, sizeof err)
-                     : store_async_modify(s->astore, r->store_key, ns, w->name, modify_fn(w->kind), w, on_written, w,
-                                          err, sizeof err);
+                     : store_async_modify_attach(s->astore, r->store_key, ns, w->name, modify_fn(w->kind),
+                                                 w->kind == WK_BINDING ? binding_attach : NULL, w, on_written, w,
+                                                 err, sizeof err);
         if (!rc) return; /* on_written answers */
         s->obs_deferred = false;
         http_undefer(w->d);
-        answer(w, rc, err, NULL, NULL, 0, resp);
+        answer(w, rc, err, NULL, NULL, 0, "", resp);
         shim_sec_end(s, w->audit, resp->status);
         write_free(w);
         return;
@@ -410,7 +427,7 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
     json_t *out = NULL;
     int rc = w->kind == WK_CREATE ? store_create(s->st, r->store_key, ns, create_obj, &out)
                                   : store_modify(s->st, r->store_key, ns, w->name, modify_fn(w->kind), w, &out, NULL);
-    answer(w, rc, rc == STORE_NO_NAMESPACE ? w->ns : store_errmsg(s->st), out, NULL, 0, resp);
+    answer(w, rc, rc == STORE_NO_NAMESPACE ? w->ns : store_errmsg(s->st), out, NULL, 0, NULL, resp);
     json_decref(out);
     write_free(w);
 }
@@ -449,7 +466,7 @@ void shim_write_create(struct shim *s, const struct shim_resource *r, const char
         json_decref(o);
         if (rc) {
             answer(w, rc == -ENOENT ? STORE_NO_NAMESPACE : rc, rc == -ENOENT ? ns : store_errmsg(s->st), NULL, NULL, 0,
-                   resp);
+                   "", resp);
             write_free(w);
             return;
         }
@@ -504,7 +521,7 @@ json_t *shim_patch_preview(struct shim *s, const struct shim_resource *r, const 
         if (crv && !meta_str(next, "resourceVersion"))
             json_object_set_new(json_object_get(next, "metadata"), "resourceVersion", json_string(crv));
     } else {
-        answer(w, rc, err, NULL, NULL, 0, resp);
+        answer(w, rc, err, NULL, NULL, 0, "", resp);
     }
     json_decref(cur);
     write_free(w);

@@ -594,10 +594,12 @@ static void queue_ops(void) {
  * does). Prints each mode's median and range of create -> Running and of
  * CPU per pod, and the median of the pairs' differences, beside the spread
  * of the runs of one mode (the noise). */
+static double loadavg(void);
+
 static void observe_cost(int nodes, int pods, int pairs, bool ksim_events) {
     const struct observe on = {.ksim_events = ksim_events, .pelotond_off = false, .scrape_ms = 1000},
                          off = {.ksim_events = ksim_events, .pelotond_off = true, .scrape_ms = 0};
-    static const int shown[] = {F_RUNNING, F_STEADY, F_PELOTOND, F_API, F_CTL, F_ALL};
+    static const int shown[] = {F_RUNNING, F_STEADY, F_PELOTOND, F_API, F_CTL, F_REDIS, F_ALL};
     enum { NSHOWN = sizeof shown / sizeof shown[0] };
     double v[2][NSHOWN][20], diff[20];
     int n = 0;
@@ -616,10 +618,11 @@ static void observe_cost(int nodes, int pods, int pairs, bool ksim_events) {
         for (int m = 0; m < 2; m++)
             for (int j = 0; j < NSHOWN; j++) v[m][j][n] = f[m].v[shown[j]];
         diff[n] = 100.0 * (f[0].v[F_RUNNING] - f[1].v[F_RUNNING]) / f[1].v[F_RUNNING];
-        printf("bench e2e observe %d nodes: pair %d: on %.0f pods/s, off %.0f pods/s (%+.1f%%); pelotond CPU per pod "
-               "on %.0f us (API %.0f, controllers %.0f), off %.0f us (%.0f, %.0f)\n", nodes, i + 1, f[0].v[F_RUNNING],
+        printf("bench e2e observe %d nodes: pair %d (load %.2f): on %.0f pods/s, off %.0f pods/s (%+.1f%%); pelotond "
+               "CPU per pod on %.0f us (API %.0f, controllers %.0f), off %.0f us (%.0f, %.0f); redis-server on %.0f, "
+               "off %.0f us; every process on %.0f, off %.0f us\n", nodes, i + 1, loadavg(), f[0].v[F_RUNNING],
                f[1].v[F_RUNNING], diff[n], f[0].v[F_PELOTOND], f[0].v[F_API], f[0].v[F_CTL], f[1].v[F_PELOTOND],
-               f[1].v[F_API], f[1].v[F_CTL]);
+               f[1].v[F_API], f[1].v[F_CTL], f[0].v[F_REDIS], f[1].v[F_REDIS], f[0].v[F_ALL], f[1].v[F_ALL]);
         n++;
     }
     if (!n) return;

@@ -4,18 +4,24 @@
  * (default 5,000; not measured), then binds them all (64 requests in flight,
  * kclient, as the placement engine does) in one of three ways, and reads
  * pelotond's and redis-server's CPU from /proc around the binds (and 300 ms
- * after them, for the writes that follow the answers):
+ * after them, for the writes that follow the answers; every thread's
+ * schedstat, to the nanosecond):
  *
  *   bind     the Binding alone (pelotond --events=false);
  *   posted   the Binding, then the Event POSTed on its answer (as the
  *            placement engine did before: one more request and create a pod);
  *   made     the Binding with ?scheduledEvent=peloton-placement: the API
- *            server makes the Event itself (docs/metrics.md, "Events").
+ *            server makes the Event itself and stores it in the binding's
+ *            script call (docs/store.md, "Attached creates").
  *
  * BENCH_EVENTS_ROUNDS rounds (default 3), the order of the three turning
- * each round; prints each round and the medians. The client's own CPU is not
+ * each round; prints each round and the medians, and the commands Redis ran
+ * per binding (INFO commandstats: the scripts and every call inside them;
+ * exact, unlike the CPU figures on a shared machine; BENCH_EVENTS_REDIS_STATS=1
+ * prints each command's calls and time per binding too). The client's own CPU is not
  * counted: what posting an Event costs the placement engine is in bench_e2e's
  * pairs. Figures only; no timing asserts. */
+#include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,9 +175,50 @@ static const char *loadavg(char *buf, size_t len) {
     return buf;
 }
 
-/* One round of one mode: pelotond's and redis's CPU per binding, µs. */
-static int one(uv_loop_t *loop, struct kclient *kc, pid_t pd, pid_t rd, enum mode mode, int round, int pods,
-               double *api_us, double *redis_us) {
+/* Commands Redis has run (INFO commandstats, scripts' calls included; the
+ * INFO calls themselves left out), or -1. */
+static long long redis_calls(const char *sock) {
+    redisContext *c = redisConnectUnix(sock);
+    redisReply *rep = c && !c->err ? redisCommand(c, "INFO commandstats") : NULL;
+    long long total = -1;
+    if (rep && rep->type == REDIS_REPLY_STRING) {
+        total = 0;
+        for (char *line = strtok(rep->str, "\r\n"); line; line = strtok(NULL, "\r\n")) {
+            char name[64];
+            long long calls = 0;
+            if (sscanf(line, "cmdstat_%63[^:]:calls=%lld", name, &calls) == 2 && strcmp(name, "info")) total += calls;
+        }
+    }
+    if (rep) freeReplyObject(rep);
+    if (c) redisFree(c);
+    return total;
+}
+
+/* BENCH_EVENTS_REDIS_STATS: each command's calls and time per binding since
+ * the last CONFIG RESETSTAT (which it then sends, for the next mode). */
+static void redis_stats(const char *sock, const char *mode, int pods) {
+    redisContext *c = redisConnectUnix(sock);
+    redisReply *rep = c && !c->err ? redisCommand(c, "INFO commandstats") : NULL;
+    if (rep && rep->type == REDIS_REPLY_STRING && mode) {
+        printf("bench events: %s: redis command calls/binding usec/call usec/binding\n", mode);
+        for (char *line = strtok(rep->str, "\r\n"); line; line = strtok(NULL, "\r\n")) {
+            char name[64];
+            long long calls = 0;
+            double usec = 0, per = 0;
+            if (sscanf(line, "cmdstat_%63[^:]:calls=%lld,usec=%lf,usec_per_call=%lf", name, &calls, &usec, &per) == 4 &&
+                strcmp(name, "info") && strcmp(name, "config"))
+                printf("  %-14s %8.2f %8.2f %8.2f\n", name, (double)calls / pods, per, usec / pods);
+        }
+    }
+    if (rep) freeReplyObject(rep);
+    if (c && !c->err) freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
+    if (c) redisFree(c);
+}
+
+/* One round of one mode: pelotond's and redis's CPU per binding, µs, and
+ * Redis's commands per binding. */
+static int one(uv_loop_t *loop, struct kclient *kc, pid_t pd, pid_t rd, const char *sock, enum mode mode, int round,
+               int pods, double *api_us, double *redis_us, double *cmds) {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "%s-%d", mode_name[mode], round);
     struct run r = {.loop = loop, .kc = kc, .mode = mode, .prefix = prefix, .total = pods};
@@ -184,12 +231,17 @@ static int one(uv_loop_t *loop, struct kclient *kc, pid_t pd, pid_t rd, enum mod
     }
     settle();
     r = (struct run){.loop = loop, .kc = kc, .mode = mode, .prefix = prefix, .total = pods};
-    double a0 = bench_cpu_us(pd, 0), q0 = bench_cpu_us(rd, 0);
+    bool stats = getenv("BENCH_EVENTS_REDIS_STATS") != NULL;
+    if (stats) redis_stats(sock, NULL, pods);
+    long long c0 = redis_calls(sock);
+    double a0 = bench_cpu_sched_us(pd), q0 = bench_cpu_sched_us(rd);
     start_more(&r);
     bool ok = wait_done(&r);
     settle(); /* the Events made after the answers are stored by now */
-    *api_us = (bench_cpu_us(pd, 0) - a0) / pods;
-    *redis_us = (bench_cpu_us(rd, 0) - q0) / pods;
+    *api_us = (bench_cpu_sched_us(pd) - a0) / pods;
+    *redis_us = (bench_cpu_sched_us(rd) - q0) / pods;
+    *cmds = (double)(redis_calls(sock) - c0) / pods;
+    if (stats) redis_stats(sock, mode_name[mode], pods);
     if (!ok || r.errs || (mode == M_MADE && r.named != pods) || (mode != M_MADE && r.named)) {
         printf("bench events: %s round %d: %d errors, %d answers naming an Event\n", mode_name[mode], round, r.errs,
                r.named);
@@ -225,17 +277,18 @@ int main(void) {
         double api[NMODES][20], red[NMODES][20];
         int n = 0;
         for (int round = 0; round < rounds; round++) {
-            double a[NMODES], q[NMODES];
+            double a[NMODES], q[NMODES], c[NMODES];
             bool ok = true;
             for (int k = 0; k < NMODES && ok; k++) {
                 enum mode m = (enum mode)((round + k) % NMODES);
-                ok = !one(&loop, kc, pd, rp.pid, m, round, pods, &a[m], &q[m]);
+                ok = !one(&loop, kc, pd, rp.pid, rp.unix_path, m, round, pods, &a[m], &q[m], &c[m]);
             }
             if (!ok) continue;
             char la[16];
             printf("bench events: round %d (load %s): pelotond CPU per binding: bind %.1f us, posted %.1f us, made "
-                   "%.1f us; redis: %.1f, %.1f, %.1f us\n", round + 1, loadavg(la, sizeof la), a[M_BIND], a[M_POSTED],
-                   a[M_MADE], q[M_BIND], q[M_POSTED], q[M_MADE]);
+                   "%.1f us; redis: %.1f, %.1f, %.1f us; redis commands: %.2f, %.2f, %.2f\n", round + 1,
+                   loadavg(la, sizeof la), a[M_BIND], a[M_POSTED], a[M_MADE], q[M_BIND], q[M_POSTED], q[M_MADE],
+                   c[M_BIND], c[M_POSTED], c[M_MADE]);
             for (int m = 0; m < NMODES; m++) api[m][n] = a[m], red[m][n] = q[m];
             n++;
         }

@@ -252,7 +252,10 @@ const char *store_event_type_name(enum store_event_type t);
 /* Every successful write through a store, synchronous or asynchronous, is
  * reported to its hook once stored, before the call returns or its done runs:
  * the change's resource, namespace, type and resourceVersion, the object as
- * stored (borrowed) and its bytes (NULL when they could not be kept). One hook
+ * stored (borrowed) and its bytes (NULL when they could not be kept). The
+ * object is NULL, and the bytes are set, for an attached create
+ * (store_async_modify_attach): the store wrote it as text and never parsed
+ * it. Writes are reported in resourceVersion order within a reply. One hook
  * per store; NULL removes it. The watch hub uses it to fan events out from
  * memory instead of reading them back from Redis. */
 typedef void (*store_write_hook_fn)(void *ud, const char *resource, const char *ns, enum store_event_type type,
@@ -295,6 +298,12 @@ struct store_result {
     size_t json_len;
     uint64_t rv;                /* the write's resourceVersion (0: nothing was written) */
     enum store_event_type type; /* what the write was, when rv != 0 */
+    /* store_async_modify_attach, when the write was stored (rc 0) and a create
+     * was attached: its outcome. attached_rv is its resourceVersion (rv + 1)
+     * when it was stored, else 0 with a store code and message. */
+    uint64_t attached_rv;
+    int attached_rc;
+    const char *attached_err;
 };
 typedef void (*store_done_fn)(void *ud, const struct store_result *r);
 
@@ -307,5 +316,37 @@ int store_async_create(struct store_async *a, const char *resource, const char *
 /* store_modify, asynchronously (the same fn contract). */
 int store_async_modify(struct store_async *a, const char *resource, const char *ns, const char *name,
                        store_modify_fn fn, void *fn_ud, store_done_fn done, void *ud, char *err, size_t errlen);
+
+/* An object to create, written by its caller as JSON text rather than built
+ * as a tree and encoded by the store (a fixed template costs a fraction of
+ * that). text (malloc'ed, len bytes; the store takes it) is a JSON object
+ * whose "metadata" object holds "name" (= name) and "namespace" (= ns, or
+ * none when ""), and nothing the store sets; split is the offset of the
+ * metadata object's closing brace. The store inserts there what a create
+ * sets (uid, creationTimestamp, generation 1, resourceVersion), in the order
+ * store_create puts them, so the stored bytes are those of store_create of
+ * the parsed text. The caller vouches that the text is such an object; the
+ * store checks the key (resource, ns, name) and the size. */
+struct store_text_obj {
+    const char *resource, *ns, *name; /* copied by the store */
+    char *text;
+    size_t len, split;
+};
+/* Called after a modify's fn (store_async_modify_attach) with the object the
+ * write will store: fills *out for a create to make with it, or returns
+ * non-zero (or leaves out->text NULL) for none. */
+typedef int (*store_attach_fn)(void *fn_ud, const json_t *next, struct store_text_obj *out);
+
+/* store_async_modify, with a create made in the same script call as the
+ * write, atomically: the create is stored only when the write is, and takes
+ * the version after it (both are reported to the hook, the write first, then
+ * the create with a NULL object). It is the asynchronous create of
+ * ns_must_exist: refused, alone, when its name exists or its namespace does
+ * not exist or is being deleted (the write is stored all the same; the
+ * result's attached_rc says why). A write lost to a race is read again and
+ * fn and attach run again. Replicas waited for acknowledge both or neither. */
+int store_async_modify_attach(struct store_async *a, const char *resource, const char *ns, const char *name,
+                              store_modify_fn fn, store_attach_fn attach, void *fn_ud, store_done_fn done, void *ud,
+                              char *err, size_t errlen);
 
 #endif

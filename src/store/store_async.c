@@ -4,8 +4,11 @@
  * connection and each operation's small state machine:
  *
  *   create:  [write] -> done
- *   modify:  [get] -> fn -> shape -> [write] -> done, or on a lost race
- *            (Conflict without a caller resourceVersion) [get] again
+ *   modify:  [get] -> fn -> shape -> [attach] -> [write] -> done, or on a
+ *            lost race (Conflict without a caller resourceVersion) [get] again
+ *
+ * An attached create (store_async_modify_attach) rides in its write's batch,
+ * as the entry right after it, and is answered with it.
  *
  * Scripts are called by the SHA-1 computed in store_cfg_init; a NOSCRIPT
  * reply (Redis restarted without its script cache) resends that command as
@@ -84,6 +87,14 @@ struct op {
     void *ud;
     char expected[24];     /* the compare-and-set's resourceVersion, "" for a create */
     struct op *qnext;      /* the write queue */
+    /* store_async_modify_attach: the create made with the write, this try */
+    store_attach_fn attach;
+    struct store_blob ablob; /* its bytes; json NULL: none */
+    char *akeys;             /* its resource, namespace and name, one allocation */
+    const char *ares, *ans, *aname;
+    int arc;                 /* its outcome once answered; or why none was attached */
+    uint64_t arv;
+    char aerr[256];
     char err[STORE_ERRMSG_MAX];
     char keys[];
 };
@@ -105,8 +116,20 @@ struct batch {
     struct op *ops[];
 };
 
+/* Drops this try's attached create. */
+static void attach_clear(struct op *o) {
+    store_blob_free(&o->ablob);
+    free(o->akeys);
+    o->akeys = NULL;
+    o->ares = o->ans = o->aname = NULL;
+    o->arc = 0;
+    o->arv = 0;
+    o->aerr[0] = '\0';
+}
+
 static void op_free(struct op *o) {
     o->a->ops--;
+    attach_clear(o);
     store_cmd_free(&o->cmd);
     store_blob_free(&o->blob);
     json_decref(o->obj);
@@ -116,11 +139,12 @@ static void op_free(struct op *o) {
 
 /* Ends an operation: done runs once, then the operation is freed. */
 static void finish(struct op *o, int rc, const struct store_result *ok) {
-    struct store_result r = {.rc = rc, .err = rc ? o->err : ""};
+    struct store_result r = {.rc = rc, .err = rc ? o->err : "", .attached_err = ""};
     if (!rc && ok) {
         r = *ok;
         r.rc = 0;
         r.err = "";
+        if (!r.attached_err) r.attached_err = "";
     }
     o->done(o->ud, &r);
     op_free(o);
@@ -368,6 +392,40 @@ static int send_write(struct op *o, const char *expected_rv) {
     return 0;
 }
 
+/* The create to make with o's write this try, from its attach function:
+ * its bytes and key in o, or none (o->arc says why, when it was refused). */
+static void attach_prepare(struct op *o) {
+    struct store_text_obj t = {0};
+    attach_clear(o);
+    if (o->attach(o->fn_ud, o->obj, &t) || !t.text) {
+        free(t.text);
+        return;
+    }
+    int rc = !t.resource || !t.ns || !t.name ? -EINVAL : 0;
+    if (rc) snprintf(o->aerr, sizeof o->aerr, "an attached create needs a resource, a namespace and a name");
+    else rc = store_validate_key(t.resource, t.ns, t.name, o->aerr, sizeof o->aerr);
+    size_t lr = rc ? 0 : strlen(t.resource) + 1, ln = rc ? 0 : strlen(t.ns) + 1, lm = rc ? 0 : strlen(t.name) + 1;
+    if (!rc && !(o->akeys = malloc(lr + ln + lm))) {
+        snprintf(o->aerr, sizeof o->aerr, "out of memory");
+        rc = -ENOMEM;
+    }
+    if (rc) {
+        free(t.text);
+        o->arc = rc;
+        return;
+    }
+    o->ares = memcpy(o->akeys, t.resource, lr);
+    o->ans = memcpy(o->akeys + lr, t.ns, ln);
+    o->aname = memcpy(o->akeys + lr + ln, t.name, lm);
+    rc = store_blob_from_text(&o->a->cfg, &o->a->rng, &t, &o->ablob, o->aerr, sizeof o->aerr);
+    if (rc) {
+        free(o->akeys);
+        o->akeys = NULL;
+        o->ares = o->ans = o->aname = NULL;
+        o->arc = rc;
+    }
+}
+
 /* modify: the object was read; ask the caller for the next one and write it. */
 static void modify_step(struct op *o, json_t *cur) {
     json_t *next = NULL, *shaped = NULL;
@@ -394,6 +452,7 @@ static void modify_step(struct op *o, json_t *cur) {
         return;
     }
     o->obj = shaped;
+    if (o->attach) attach_prepare(o);
     rc = send_write(o, store_meta_str(cur, "resourceVersion"));
     if (rc) finish(o, rc, NULL);
 }
@@ -403,8 +462,19 @@ static void written(struct op *o, uint64_t rv) {
     size_t len = 0;
     char *json = store_blob_final(&o->blob, rv, &len); /* NULL: answer with the object alone */
     struct store_result r = {.obj = o->obj, .json = json, .json_len = json ? len : 0, .rv = rv,
-                             .type = !o->modify ? STORE_ADDED : o->del ? STORE_DELETED : STORE_MODIFIED};
+                             .type = !o->modify ? STORE_ADDED : o->del ? STORE_DELETED : STORE_MODIFIED,
+                             .attached_rc = o->arc, .attached_err = o->aerr};
     if (o->a->hook) o->a->hook(o->a->hook_ud, o->res, o->ns, r.type, rv, o->obj, r.json, r.json_len);
+    if (o->ablob.json && !o->arc) { /* the attached create, the version after the write's */
+        r.attached_rv = o->arv;
+        if (o->a->hook) {
+            size_t alen = 0;
+            char *ajson = store_blob_final(&o->ablob, o->arv, &alen);
+            if (ajson) o->a->hook(o->a->hook_ud, o->ares, o->ans, STORE_ADDED, o->arv, NULL, ajson, alen);
+            /* NULL (out of memory): the hub finds it in the history, as another server's write */
+            free(ajson);
+        }
+    }
     finish(o, 0, &r);
     free(json);
 }
@@ -446,6 +516,7 @@ static void write_done(struct op *o, int rc, uint64_t rv) {
         json_decref(o->cur);
         o->obj = o->cur = NULL;
         store_blob_free(&o->blob);
+        attach_clear(o); /* made again from the newer object */
         rc = send_get(o);
         if (rc) finish(o, rc, NULL);
         return;
@@ -516,6 +587,15 @@ static void on_batch_wait(redisAsyncContext *ac, void *reply, void *priv) {
 
 static void on_batch_reply(redisAsyncContext *ac, void *reply, void *priv);
 
+/* o's outcome in a batch's reply, from entry *k on (its attached create's
+ * in the next entry: into o); *k moves past them. */
+static int decode_entry(const redisReply *r, size_t *k, struct op *o, uint64_t *rv) {
+    int rc = store_decode_write_batch(r, (*k)++, o->res, o->name, rv, o->err, sizeof o->err);
+    if (o->ablob.json)
+        o->arc = store_decode_write_batch(r, (*k)++, o->ares, o->aname, &o->arv, o->aerr, sizeof o->aerr);
+    return rc;
+}
+
 void store_async_set_metrics(struct store_async *a, struct metrics_series *replies, struct metrics_series *errors) {
     a->m_replies = replies;
     a->m_errors = errors;
@@ -584,18 +664,17 @@ static void on_batch_reply(redisAsyncContext *ac, void *reply, void *priv) {
             b->fail = -EIO;
             b->failmsg = "out of memory";
         } else {
-            for (size_t i = 0; i < b->n; i++)
-                b->rcs[i] = store_decode_write_batch(r, i, b->ops[i]->res, b->ops[i]->name, &b->rvs[i],
-                                                     b->ops[i]->err, sizeof b->ops[i]->err);
+            for (size_t i = 0, k = 0; i < b->n; i++)
+                b->rcs[i] = decode_entry(r, &k, b->ops[i], &b->rvs[i]);
             b->decoded = true;
         }
         if (!b->pending) batch_settle(b);
         return;
     }
-    for (size_t i = 0; i < b->n; i++) {
+    for (size_t i = 0, k = 0; i < b->n; i++) {
         struct op *o = b->ops[i];
         uint64_t rv = 0;
-        int rc = store_decode_write_batch(r, i, o->res, o->name, &rv, o->err, sizeof o->err);
+        int rc = decode_entry(r, &k, o, &rv);
         write_done(o, rc, rv);
     }
     batch_free(b);
@@ -603,29 +682,37 @@ static void on_batch_reply(redisAsyncContext *ac, void *reply, void *priv) {
 
 #define BATCH_MAX 256 /* writes per script call: bounds how long Redis runs one */
 
-/* The queued writes: one script call per resource (BATCH_MAX at most). */
+/* The queued writes: one script call per resource (BATCH_MAX at most),
+ * with the creates attached to them (all to one resource: another one
+ * ends the batch). */
 static void send_queued(struct store_async *a) {
     while (a->wq_head) {
         /* the next resource's writes, in the order they were made */
-        const char *res = a->wq_head->res;
+        const char *res = a->wq_head->res, *ares = NULL;
         struct batch *b = malloc(sizeof *b + BATCH_MAX * sizeof b->ops[0]);
-        struct store_batch_write *w = malloc(BATCH_MAX * sizeof *w);
+        struct store_batch_write *w = malloc(2 * BATCH_MAX * sizeof *w);
         if (b) memset(b, 0, sizeof *b);
         struct op **pp = &a->wq_head;
-        size_t n = 0;
+        size_t n = 0, nw = 0;
         while (*pp && n < BATCH_MAX) {
             struct op *o = *pp;
             if (strcmp(o->res, res)) { /* another resource's: its own batch */
                 pp = &o->qnext;
                 continue;
             }
+            if (o->ablob.json && ares && strcmp(o->ares, ares)) break; /* the next batch's, in order */
             *pp = o->qnext; /* out of the queue */
             a->wq_n--;
             if (b && w) {
                 b->ops[n] = o;
-                w[n] = (struct store_batch_write){.op = !o->modify ? 'c' : o->del ? 'd' : 'p', .ns = o->ns,
-                                                  .name = o->name, .expected_rv = o->expected, .blob = &o->blob,
-                                                  .ns_check = o->ns_check};
+                w[nw++] = (struct store_batch_write){.op = !o->modify ? 'c' : o->del ? 'd' : 'p', .ns = o->ns,
+                                                     .name = o->name, .expected_rv = o->expected, .blob = &o->blob,
+                                                     .ns_check = o->ns_check};
+                if (o->ablob.json) {
+                    ares = o->ares;
+                    w[nw++] = (struct store_batch_write){.op = 'a', .ns = o->ans, .name = o->aname, .expected_rv = "",
+                                                         .blob = &o->ablob, .ns_check = o->ans[0] != 0};
+                }
                 n++;
             } else {
                 snprintf(o->err, sizeof o->err, "out of memory");
@@ -641,7 +728,7 @@ static void send_queued(struct store_async *a) {
         }
         b->a = a;
         b->n = n;
-        store_build_write_batch(&b->cmd, &a->cfg, res, w, n);
+        store_build_write_batch(&b->cmd, &a->cfg, res, ares, w, nw);
         free(w);
         if (batch_send(b)) batch_fail(b, -EIO, "redis: cannot send a batch");
     }
@@ -789,6 +876,12 @@ int store_async_create(struct store_async *a, const char *resource, const char *
 
 int store_async_modify(struct store_async *a, const char *resource, const char *ns, const char *name,
                        store_modify_fn fn, void *fn_ud, store_done_fn done, void *ud, char *err, size_t errlen) {
+    return store_async_modify_attach(a, resource, ns, name, fn, NULL, fn_ud, done, ud, err, errlen);
+}
+
+int store_async_modify_attach(struct store_async *a, const char *resource, const char *ns, const char *name,
+                              store_modify_fn fn, store_attach_fn attach, void *fn_ud, store_done_fn done, void *ud,
+                              char *err, size_t errlen) {
     if (!fn) {
         snprintf(err, errlen, "no modify function");
         return -EINVAL;
@@ -797,6 +890,7 @@ int store_async_modify(struct store_async *a, const char *resource, const char *
     if (!o) return -EINVAL;
     o->modify = true;
     o->fn = fn;
+    o->attach = attach;
     o->fn_ud = fn_ud;
     int rc = send_get(o);
     if (rc) {

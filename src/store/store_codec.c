@@ -162,15 +162,23 @@ void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, 
     }
 }
 
-void store_build_write_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+void store_build_write_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res, const char *ares,
                              const struct store_batch_write *w, size_t n) {
-    cmd_start(c, cfg, STORE_SCRIPT_WRITE_BATCH, 7);
+    cmd_start(c, cfg, STORE_SCRIPT_WRITE_BATCH, ares ? 12 : 7);
     push_res_keys(c, cfg, res);
     push_fmt(c, "%sobj:namespaces", cfg->prefix);
+    if (ares) { /* the attached resource's keys but the counter */
+        const char *p = cfg->prefix;
+        push_fmt(c, "%sobj:%s", p, ares);
+        push_fmt(c, "%sidx:%s", p, ares);
+        push_fmt(c, "%sev:%s", p, ares);
+        push_fmt(c, "%sfloor:%s", p, ares);
+        push_fmt(c, "%shist:%s", p, ares);
+    }
     push_trim(c, cfg);
-    static const char ops[3][2] = {"c", "p", "d"};
+    static const char ops[4][2] = {"c", "p", "d", "a"};
     for (size_t i = 0; i < n; i++) {
-        push_ref(c, ops[w[i].op == 'c' ? 0 : w[i].op == 'p' ? 1 : 2], 1);
+        push_ref(c, ops[w[i].op == 'c' ? 0 : w[i].op == 'p' ? 1 : w[i].op == 'a' ? 3 : 2], 1);
         push_fmt(c, "%s/%s", w[i].ns, w[i].name);
         push_str(c, w[i].name);
         push_str(c, w[i].ns);
@@ -348,6 +356,51 @@ int store_blob_encode(const struct store_cfg *cfg, struct store_rng *rng, json_t
     return -EIO;
 }
 
+int store_blob_from_text(const struct store_cfg *cfg, struct store_rng *rng, struct store_text_obj *t,
+                         struct store_blob *out, char *err, size_t errlen) {
+    char uid[37], ts[32], mid[160];
+    char *text = t->text;
+    t->text = NULL;
+    memset(out, 0, sizeof *out);
+    if (!text || t->split == 0 || t->split >= t->len) {
+        free(text);
+        snprintf(err, errlen, "the object's text has no place for its metadata");
+        return -EINVAL;
+    }
+    if (store_uuid_v4(rng, uid)) {
+        free(text);
+        snprintf(err, errlen, "getrandom failed");
+        return -EIO;
+    }
+    store_rfc3339_now(ts, 0);
+    int m = snprintf(mid, sizeof mid, ",\"uid\":\"%s\",\"creationTimestamp\":\"%s\",\"generation\":1,"
+                     "\"resourceVersion\":\"", uid, ts);
+    size_t head = t->split + (size_t)m, tail = 1 + t->len - t->split;
+    if (head + tail + 20 > cfg->max_object_bytes) {
+        free(text);
+        snprintf(err, errlen, "Request entity too large: the object is %zu bytes, limit is %zu", head + tail + 20,
+                 cfg->max_object_bytes);
+        return -E2BIG;
+    }
+    char *json = malloc(head + tail + 1);
+    if (!json) {
+        free(text);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    memcpy(json, text, t->split);
+    memcpy(json + t->split, mid, (size_t)m);
+    json[head] = '"';
+    memcpy(json + head + 1, text + t->split, t->len - t->split);
+    json[head + tail] = '\0';
+    free(text);
+    out->json = json;
+    out->head_len = head;
+    out->tail = json + head;
+    out->tail_len = tail;
+    return 0;
+}
+
 int store_reply_error(const redisReply *r, char *err, size_t errlen) {
     if (!r) snprintf(err, errlen, "redis: no reply (connection lost or timed out)");
     else if (r->type == REDIS_REPLY_ERROR) snprintf(err, errlen, "redis: %s", r->str);
@@ -405,6 +458,9 @@ int store_decode_write(const redisReply *r, const char *res, const char *name, u
         snprintf(err, errlen, "%s \"%s\" is forbidden: unable to create new content in its namespace "
                  "because it is being terminated", res, name);
         return STORE_NS_TERMINATING;
+    case STORE_R_NOT_WRITTEN:
+        snprintf(err, errlen, "%s \"%s\" was not created: the write it goes with was not stored", res, name);
+        return -ECANCELED;
     case STORE_R_CONFLICT:
         snprintf(err, errlen, "Operation cannot be fulfilled on %s \"%s\": the object has been "
                  "modified; please apply your changes to the latest version and try again",

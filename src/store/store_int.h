@@ -32,7 +32,8 @@ extern const char *const store_scripts[STORE_NSCRIPTS];
 
 /* Script reply codes (first element of every script reply). */
 enum { STORE_R_OK = 0, STORE_R_EXISTS = 1, STORE_R_CONFLICT = 2, STORE_R_NOTFOUND = 3,
-       STORE_R_EXPIRED = 4, STORE_R_NO_NAMESPACE = 5, STORE_R_NS_TERMINATING = 6 };
+       STORE_R_EXPIRED = 4, STORE_R_NO_NAMESPACE = 5, STORE_R_NS_TERMINATING = 6,
+       STORE_R_NOT_WRITTEN = 7 /* an attached create whose write was not stored */ };
 
 #define STORE_PREFIX_MAX 64
 #define STORE_ERRMSG_MAX 512
@@ -99,6 +100,13 @@ int store_rng_bytes(struct store_rng *g, unsigned char *out, size_t n);
 int store_blob_encode(const struct store_cfg *cfg, struct store_rng *rng, json_t *obj, struct store_blob *out,
                       char *err, size_t errlen);
 
+/* The blob of an object its caller wrote as text (struct store_text_obj, in
+ * store.h): the text with what a create sets put at t->split (uid, now as
+ * creationTimestamp, generation 1, the resourceVersion's place). Takes
+ * t->text (freed, also on error); -E2BIG past cfg->max_object_bytes. */
+int store_blob_from_text(const struct store_cfg *cfg, struct store_rng *rng, struct store_text_obj *t,
+                         struct store_blob *out, char *err, size_t errlen);
+
 /* Builders. ns "" = cluster-scoped (or all namespaces for list/history). */
 void store_build_create(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                         const char *ns, const char *name, const struct store_blob *b);
@@ -125,15 +133,19 @@ void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, 
                               const struct store_blob *const *blobs, size_t n);
 /* One write of a write batch (store_build_write_batch). */
 struct store_batch_write {
-    char op;              /* 'c' create, 'p' put, 'd' delete */
+    char op;              /* 'c' create, 'p' put, 'd' delete; 'a' a create in ares made with the write before */
     const char *ns, *name, *expected_rv; /* expected_rv: for p and d */
     const struct store_blob *blob;
-    int ns_check;         /* c: refused unless the namespace exists */
+    int ns_check;         /* c, a: refused unless the namespace exists and is not being deleted */
 };
-/* The writes of one resource in one script call. */
-void store_build_write_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
+/* The writes of one resource in one script call; ares: the resource of the
+ * attached creates (w's 'a' entries, each right after its write), or NULL
+ * when there are none. */
+void store_build_write_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res, const char *ares,
                              const struct store_batch_write *w, size_t n);
-/* Result i of a write batch's reply: 0 with *rv, or a store code with err. */
+/* Result i of a write batch's reply (its i-th entry, 'a' ones counted): 0
+ * with *rv, or a store code with err (-ECANCELED for an attached create
+ * whose write was not stored). */
 int store_decode_write_batch(const redisReply *r, size_t i, const char *res, const char *name, uint64_t *rv,
                              char *err, size_t errlen);
 

@@ -7,7 +7,10 @@
  * integers): the client sends the object split around its resourceVersion
  * value (head, tail) and the script splices in the new counter value. Steps
  * that can fail (XADD with an explicit ID) run before any other write, since
- * Redis does not roll back a script that fails halfway. */
+ * Redis does not roll back a script that fails halfway; but for the counter
+ * and an attached create's index entry (write_batch): the ID is the
+ * counter's fresh value, above every ID in the stream, so that XADD cannot
+ * fail but on a counter set back by hand. */
 #include "store_int.h"
 
 /* Shared by the write scripts: append one change to a history stream (ID
@@ -29,11 +32,13 @@
     "  redis.call('XADD', ev, rvs .. '-0', 'type', typ, 'ns', ns, 'name', name,\n"  \
     "             'obj', obj)\n"                                                   \
     "end\n"                                                                        \
+    "local clock\n"                                                               \
     "local function trim(ev, floor, marks, mode, maxlen, secs, first)\n"          \
     "  if not first then return end\n"                                            \
     "  local n, keep = 0, tonumber(secs)\n"                                       \
     "  if keep > 0 then\n"                                                        \
-    "    local now = tonumber(redis.call('TIME')[1])\n"                           \
+    "    clock = clock or tonumber(redis.call('TIME')[1])\n"                      \
+    "    local now = clock\n"                                                     \
     "    if redis.call('ZADD', marks, 'NX', first, now) == 1 then\n"              \
     "      local minid\n"                                                         \
     "      local m = redis.call('ZRANGE', marks, 0, 0, 'WITHSCORES')\n"           \
@@ -191,27 +196,50 @@ static const char lua_create_batch[] =
     "trim(KEYS[4], KEYS[5], KEYS[6], ARGV[3], ARGV[2], ARGV[4], first)\n"
     "return out\n";
 
-/* KEYS: rv obj idx ev floor marks nsobj
- * ARGV: maxlen trim secs, then per write: op(c|p|d) member name ns head tail expected_rv nscheck(1|0)
+/* KEYS: rv obj idx ev floor marks nsobj [aobj aidx aev afloor amarks]
+ * ARGV: maxlen trim secs, then per write: op(c|p|d|a) member name ns head tail expected_rv nscheck(1|0)
  * -> per write, in order, a pair: {0, rv} | {1, existing rv} | {2, current rv} | {3, ""} | {5, ""} | {6, ""}
+ *    | {7, ""} (a: the write before it was not stored)
  * The writes of a loop turn to one resource, in one call: each is the create
  * (c) or compare-and-set (p: put, d: delete) the single scripts do, with its
- * own outcome; the stream is trimmed once at the end. */
+ * own outcome; the stream is trimmed once at the end. A namespace is checked
+ * once a call (nothing here writes namespaces). An a right after a write is
+ * a create in the attached resource (the a-keys) made with it, only when the
+ * write is stored, for three commands: one INCRBY gives both their versions,
+ * ZADD NX to the index both checks its name and claims it (a name taken
+ * gives the version back: DECR, so versions stay gapless), then XADD and
+ * HSET. */
 static const char lua_write_batch[] =
     STORE_LUA_EMIT
-    "local out, first = {}, nil\n"
-    "for i = 4, #ARGV, 8 do\n"
+    "local out, first, afirst, nsok = {}, nil, nil, {}\n"
+    "local function nscode(ns)\n"
+    "  local c = nsok[ns]\n"
+    "  if not c then\n"
+    "    local f = redis.call('HMGET', KEYS[7], 'o:/' .. ns, 't:/' .. ns)\n"
+    "    c = (not f[1]) and 5 or (f[2] and 6 or 0)\n"
+    "    nsok[ns] = c\n"
+    "  end\n"
+    "  return c\n"
+    "end\n"
+    "local i = 4\n"
+    "while i <= #ARGV do\n"
     "  local op, member, name, ns = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]\n"
     "  local cur = redis.call('HGET', KEYS[2], 'v:' .. member)\n"
     "  local code, val = 0, ''\n"
     "  if op == 'c' then\n"
-    "    if ARGV[i + 7] == '1' and redis.call('HEXISTS', KEYS[7], 'o:/' .. ns) == 0 then code = 5\n"
-    "    elseif ARGV[i + 7] == '1' and redis.call('HEXISTS', KEYS[7], 't:/' .. ns) == 1 then code = 6\n"
-    "    elseif cur then code, val = 1, cur end\n"
+    "    if ARGV[i + 7] == '1' then code = nscode(ns) end\n"
+    "    if code == 0 and cur then code, val = 1, cur end\n"
     "  elseif not cur then code = 3\n"
     "  elseif cur ~= ARGV[i + 6] then code, val = 2, cur end\n"
+    "  local a = ARGV[i + 8] == 'a' and i + 8 or nil\n"
+    "  local acode, aval = 7, ''\n"
+    "  if a and code == 0 then\n"
+    "    acode = ARGV[a + 7] == '1' and nscode(ARGV[a + 3]) or 0\n"
+    "  end\n"
     "  if code == 0 then\n"
-    "    val = string.format('%d', redis.call('INCR', KEYS[1]))\n"
+    "    local n = acode == 0 and 2 or 1\n"
+    "    local top = redis.call('INCRBY', KEYS[1], n)\n"
+    "    val = string.format('%d', top - n + 1)\n"
     "    first = first or val\n"
     "    local obj = ARGV[i + 4] .. val .. ARGV[i + 5]\n"
     "    if op == 'd' then\n"
@@ -223,11 +251,31 @@ static const char lua_write_batch[] =
     "      redis.call('HSET', KEYS[2], 'o:' .. member, obj, 'v:' .. member, val)\n"
     "      if op == 'c' then redis.call('ZADD', KEYS[3], 0, member) end\n"
     "    end\n"
+    "    if acode == 0 then\n"
+    "      aval = string.format('%d', top)\n"
+    "      local am = ARGV[a + 1]\n"
+    "      if redis.call('ZADD', KEYS[9], 'NX', 0, am) == 0 then\n"
+    "        redis.call('DECR', KEYS[1])\n"
+    "        acode, aval = 1, redis.call('HGET', KEYS[8], 'v:' .. am) or ''\n"
+    "      else\n"
+    "        afirst = afirst or aval\n"
+    "        local aobj = ARGV[a + 4] .. aval .. ARGV[a + 5]\n"
+    "        emit(KEYS[10], 'ADDED', aval, ARGV[a + 3], ARGV[a + 2], aobj)\n"
+    "        redis.call('HSET', KEYS[8], 'o:' .. am, aobj, 'v:' .. am, aval)\n"
+    "      end\n"
+    "    end\n"
     "  end\n"
     "  out[#out + 1] = code\n"
     "  out[#out + 1] = val\n"
+    "  i = i + 8\n"
+    "  if a then\n"
+    "    out[#out + 1] = acode\n"
+    "    out[#out + 1] = aval\n"
+    "    i = i + 8\n"
+    "  end\n"
     "end\n"
     "trim(KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[1], ARGV[3], first)\n"
+    "if KEYS[8] then trim(KEYS[10], KEYS[11], KEYS[12], ARGV[2], ARGV[1], ARGV[3], afirst) end\n"
     "return out\n";
 
 const char *const store_scripts[STORE_NSCRIPTS] = {

@@ -7,6 +7,8 @@ with two nodes.
 - A watch of /api/v1/events opened before the pods exist gets one ADDED
   Scheduled Event per pod, in kube-scheduler's words, each with its own name
   and a resourceVersion above the last (the same Events a list returns).
+- The Event is stored with the binding, in one script call: a watch of pods
+  sees the binding's MODIFIED at the version just before the Event's.
 - `kubectl describe pod` and `kubectl get events` show it.
 - pelotond --events=false (a second pelotond on its own redis) binds the
   pods and makes none.
@@ -92,6 +94,41 @@ def test_one_scheduled_event_per_bound_pod_on_the_watch():
     listed = {e["metadata"]["name"]: e for e in services.get(STACK.port, "/api/v1/events")["items"]}
     for o in seen.values():
         assert listed[o["metadata"]["name"]] == o, (o, listed.get(o["metadata"]["name"]))
+
+
+def test_event_and_binding_on_the_watches_together():
+    """The Event is stored in the binding's own write: on a watch of pods and
+    one of events opened at the same resourceVersion, each pod's Scheduled
+    Event comes at the version right after the MODIFIED that bound it."""
+    rv = services.get(STACK.port, "/api/v1/events")["metadata"]["resourceVersion"]
+    we = Watch(STACK.port, f"/api/v1/events?watch=true&resourceVersion={rv}")
+    wp = Watch(STACK.port, f"{PODS}?watch=true&resourceVersion={rv}")
+    names = [f"wt-{i}" for i in range(N)]
+    for n in names:
+        st, body = services.api(STACK.port, "POST", PODS, pod(n))
+        assert st == 201, (st, body)
+    events, bound = {}, {}  # pod name -> the Event's version; -> the version that bound it
+    deadline = time.monotonic() + 60
+    try:
+        while len(events) < N and time.monotonic() < deadline:
+            ev = we.next()
+            assert ev is not None, events
+            o = ev["object"]
+            if o.get("reason") == "Scheduled" and o["involvedObject"]["name"] in names:
+                events[o["involvedObject"]["name"]] = int(o["metadata"]["resourceVersion"])
+        while len(bound) < N and time.monotonic() < deadline:
+            ev = wp.next()
+            assert ev is not None, bound
+            o = ev["object"]
+            n = o["metadata"]["name"]
+            if ev["type"] == "MODIFIED" and n in names and n not in bound and o["spec"].get("nodeName"):
+                bound[n] = int(o["metadata"]["resourceVersion"])
+    finally:
+        we.close()
+        wp.close()
+    assert sorted(events) == sorted(names) and sorted(bound) == sorted(names), (events, bound)
+    for n in names:
+        assert events[n] == bound[n] + 1, (n, events[n], bound[n])
 
 
 def test_kubectl_shows_it():

@@ -334,6 +334,69 @@ TEST(integ_binding_asked_for_makes_the_scheduled_event) {
     env_stop(&e);
 }
 
+/* Bindings answered at once, each naming its Event, or not */
+struct bound {
+    int done, named;
+    char ename[24][300];
+};
+
+static void on_bound(void *ud, const struct kc_response *res) {
+    struct bound *b = ud;
+    const char *at = res->status == 201 && res->raw ? strstr(res->raw, "\"name\":\"") : NULL;
+    if (at && b->named < 24) {
+        at += 8;
+        const char *end = strchr(at, '"');
+        if (end) snprintf(b->ename[b->named++], sizeof b->ename[0], "%.*s", (int)(end - at), at);
+    }
+    b->done++;
+}
+
+/* The Event is stored in the binding's own write (the same script call):
+ * with many bindings in flight at once, each pod's Event takes the version
+ * right after its binding's, and is there when the binding is answered. */
+TEST(integ_scheduled_event_stored_with_its_binding) {
+    struct env e;
+    if (env_start(&e)) {
+        env_stop(&e);
+        test_fail(__FILE__, __LINE__, "environment did not start");
+        return;
+    }
+    enum { N = 24 };
+    char name[32], path[600];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "w%d", i);
+        create_pod(&e, name);
+    }
+    static struct bound b;
+    memset(&b, 0, sizeof b);
+    for (int i = 0; i < N; i++) { /* all in flight together: the server takes them in one or a few turns */
+        snprintf(name, sizeof name, "w%d", i);
+        snprintf(path, sizeof path, PODS "/%s/binding?scheduledEvent=peloton-placement", name);
+        json_t *body = json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s}}", "apiVersion", "v1", "kind", "Binding",
+                                 "metadata", "name", name, "target", "kind", "Node", "name", "n1");
+        CHECK_I64(kclient_request(e.kc, "POST", path, body, NULL, on_bound, &b), 0);
+        json_decref(body);
+    }
+    ENV_REQUIRE(&e, drain(&e));
+    CHECK_I64(b.done, N);
+    ENV_REQUIRE(&e, b.named == N);
+    for (int i = 0; i < N; i++) {
+        snprintf(path, sizeof path, EVENTS "/%s", b.ename[i]);
+        json_t *ev = get(&e, path); /* no wait: it was stored before the answer */
+        CHECK(ev != NULL);
+        if (!ev) continue;
+        char pod_path[300];
+        snprintf(pod_path, sizeof pod_path, PODS "/%s", str_at(ev, "involvedObject", "name"));
+        json_t *pod = get(&e, pod_path);
+        CHECK_STR(str_at(pod, "spec", "nodeName"), "n1");
+        CHECK_I64(strtoull(str_at(ev, "metadata", "resourceVersion"), NULL, 10),
+                  strtoull(str_at(pod, "metadata", "resourceVersion"), NULL, 10) + 1);
+        json_decref(pod);
+        json_decref(ev);
+    }
+    env_stop(&e);
+}
+
 TEST(integ_scheduled_event_of_a_pod_with_the_longest_name) {
     /* 252 bytes whose 236th is a dot: the Event's name keeps the pod's name
      * up to the dot (235 bytes), a dot and the time in hex */
