@@ -100,6 +100,8 @@ struct mdrv {
     struct kc_informer *pods, *nodes;
     uv_timer_t tick, kick;
     struct strmap agents, tasks, deletes; /* deletes: "ns/name/uid" of pods whose DELETE was sent */
+    struct strmap bound;                  /* "ns/name" -> the pod (a reference) of every pod with a node: the
+                                           * driver's own cache, its feed being the controllers' keys-only one */
     struct strmap todo;                   /* "ns/name" of the pods pump looks at (changed, waiting) */
     struct strmap offered;                /* ids of the agents holding offers: what pump launches on or declines */
     struct strmap ready;                  /* ids of the agents where a pod began to wait or an offer came */
@@ -143,6 +145,8 @@ bool md_state_lost(int s);
 void md_pod_path(const char *ns, const char *name, const char *sub, char *out, size_t len);
 bool md_phase_terminal(const char *ph);
 const char *md_pod_phase(const json_t *pod);
+/* The bound pod ns/name as the driver last saw it (borrowed), or NULL. */
+const json_t *md_pod_get(struct mdrv *d, const char *ns, const char *name);
 /* mesosdrv_node.c */
 struct md_agent *md_agent_get(struct mdrv *d, const char *id, bool create);
 void md_offers_free(struct md_offer *o);

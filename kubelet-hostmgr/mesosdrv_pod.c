@@ -138,7 +138,7 @@ static void on_pod_write_done(void *ud, const struct kc_response *r) {
         md_ack(d, op->agent_id, op->task_id, op->uuid);
         if (t && t->held) replay_held(d, t); /* in the order they came: only now the next write */
     }
-    const json_t *pod = t ? kc_informer_get(d->pods, t->ns, t->name) : NULL;
+    const json_t *pod = t ? md_pod_get(d, t->ns, t->name) : NULL;
     const char *uid = md_str(pod, "uid");
     if (t && !t->busy && (!uid || strcmp(uid, t->uid))) { /* its pod went meanwhile (on_pod_delete left it) */
         strmap_del(&d->tasks, t->id);
@@ -221,7 +221,7 @@ static void handle_update(struct mdrv *d, const struct mesos_task_status *s) {
         free(t->agent_id);
         t->agent_id = strdup(s->agent_id);
     }
-    const json_t *pod = kc_informer_get(d->pods, t->ns, t->name);
+    const json_t *pod = md_pod_get(d, t->ns, t->name);
     const char *uid = md_str(pod, "uid");
     bool pod_here = pod && uid && t->uid && !strcmp(uid, t->uid);
     if (!pod_here || t->lost || (t->terminal && state != t->state)) {
