@@ -132,6 +132,19 @@ bool md_op_send(struct md_op *op, const char *method, const char *path, json_t *
     return true;
 }
 
+/* The same with the body as JSON text (len bytes, copied). */
+bool md_op_send_text(struct md_op *op, const char *method, const char *path, const char *body, size_t len,
+                     const char *ctype, kc_done_fn done) {
+    int rc = kclient_request_text(op->d->kc, method, path, body, len, ctype, done, op);
+    if (rc) {
+        fprintf(stderr, "level=warn msg=\"mesos: request not started\" method=%s path=%s error=%d\n", method, path, rc);
+        md_op_free(op);
+        return false;
+    }
+    op->inflight = true;
+    return true;
+}
+
 /* A request of op came back; false when the driver is gone (op freed). */
 bool md_op_landed(struct md_op *op) {
     op->inflight = false;
@@ -154,7 +167,12 @@ void md_call(struct mdrv *d, json_t *c) {
 
 void md_ack(struct mdrv *d, const char *agent_id, const char *task_id, const char *uuid) {
     if (!uuid || !agent_id || !d->fid) return;
-    md_call(d, mesos_call_acknowledge(d->fid, agent_id, task_id, uuid));
+    /* written as text into the driver's buffer (two a launch): no tree built and dumped */
+    size_t len = 0;
+    if (mesos_ack_members(&d->text, &len, &d->text_cap, agent_id, task_id, uuid))
+        md_call(d, mesos_call_acknowledge(d->fid, agent_id, task_id, uuid)); /* out of memory or not UTF-8 */
+    else if (d->mc)
+        mclient_call_members(d->mc, d->text, len, NULL, NULL); /* not subscribed: the master sends it again */
     d->st.acks++;
 }
 
@@ -976,6 +994,7 @@ void mdrv_free(struct mdrv *d) {
     strmap_free(&d->todo);
     strmap_free(&d->offered);
     strmap_free(&d->ready);
+    free(d->text);
     free(d->master);
     free(d->user);
     free(d->name);

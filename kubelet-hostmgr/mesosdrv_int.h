@@ -110,6 +110,8 @@ struct mdrv {
     bool maybe_revive;                    /* a pod may wait on an agent without an offer */
     struct md_declines decl[2]; /* [0]: with a 1 s filter (what waits does not fit), [1]: refuse_seconds */
     struct md_op *ops;
+    char *text;      /* a call or a write written as text, reused (md_ack, status patches) */
+    size_t text_cap;
     int closed;   /* timers closed */
     bool orphan;  /* mdrv_start failed: freed when its timers close */
     bool stopped, known_built, reconciled, agents_busy, agents_again;
@@ -130,6 +132,8 @@ struct md_op *md_op_new(struct mdrv *d, enum md_op_kind kind);
 void md_op_free(struct md_op *op);
 bool md_op_send(struct md_op *op, const char *method, const char *path, json_t *body, const char *ctype,
                     kc_done_fn done);
+bool md_op_send_text(struct md_op *op, const char *method, const char *path, const char *body, size_t len,
+                     const char *ctype, kc_done_fn done);
 bool md_op_landed(struct md_op *op);
 bool md_ok2xx(long s);
 char *md_dup0(const char *s);

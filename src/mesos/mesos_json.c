@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base64.h"
+#include "jparse.h"
 
 /* ---- enum names ---- */
 static const char *const CALL_NAMES[] = {
@@ -254,6 +255,27 @@ json_t *mesos_call_acknowledge(const char *fid, const char *agent_id, const char
         return NULL;
     }
     return c;
+}
+
+/* "<key>":{"value":<v>} appended (v NULL: ""). */
+static int id_text(char **buf, size_t *len, size_t *cap, const char *key, const char *v) {
+    if (!v) v = "";
+    return jdump_append(buf, len, cap, key, strlen(key)) || jdump_append(buf, len, cap, "{\"value\":", 9) ||
+                   jdump_append_string(buf, len, cap, v, strlen(v)) || jdump_append(buf, len, cap, "}", 1)
+               ? -1
+               : 0;
+}
+
+int mesos_ack_members(char **buf, size_t *len, size_t *cap, const char *agent_id, const char *task_id,
+                      const char *uuid_b64) {
+    static const char head[] = "\"type\":\"ACKNOWLEDGE\",\"acknowledge\":{";
+    if (!uuid_b64) uuid_b64 = "";
+    return jdump_append(buf, len, cap, head, sizeof head - 1) || id_text(buf, len, cap, "\"agent_id\":", agent_id) ||
+                   id_text(buf, len, cap, ",\"task_id\":", task_id) ||
+                   jdump_append(buf, len, cap, ",\"uuid\":", 8) ||
+                   jdump_append_string(buf, len, cap, uuid_b64, strlen(uuid_b64)) || jdump_append(buf, len, cap, "}", 1)
+               ? -1
+               : 0;
 }
 
 json_t *mesos_call_roles(enum mesos_call_type type, const char *fid, const char *const *roles, int nroles) {

@@ -142,6 +142,13 @@ json_t *mesos_call_kill(const char *fid, const char *task_id, const char *agent_
 json_t *mesos_call_reconcile(const char *fid, const char *const *task_ids, const char *const *agent_ids, int n);
 /* uuid_b64: the uuid member of the update, as it came. */
 json_t *mesos_call_acknowledge(const char *fid, const char *agent_id, const char *task_id, const char *uuid_b64);
+/* The same ACKNOWLEDGE as text for mclient_call_members: its members after
+ * framework_id, appended to the growing buffer (*buf, *len, *cap, as
+ * jdump_append); the bytes jdump writes of mesos_call_acknowledge's tree.
+ * 0, or -1 when out of memory or a string is not UTF-8 (*len then past
+ * what it was: the caller drops the buffer). */
+int mesos_ack_members(char **buf, size_t *len, size_t *cap, const char *agent_id, const char *task_id,
+                      const char *uuid_b64);
 /* REVIVE or SUPPRESS for roles (nroles 0: every role of the framework). */
 json_t *mesos_call_roles(enum mesos_call_type type, const char *fid, const char *const *roles, int nroles);
 

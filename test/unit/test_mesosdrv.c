@@ -1,6 +1,7 @@
 /* The Mesos driver's pure parts: task ids, GET_AGENTS entries, attributes as
  * labels, a pod's resources and its TaskInfo. */
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mesosdrv.h"
@@ -136,4 +137,48 @@ TEST(mdrv_pod_task_info_carries_the_container) {
     json_decref(ti);
     json_decref(bare);
     json_decref(pod);
+}
+
+/* An update's pods/status merge patch, written as text: the members the
+ * tree had, in its order, escaped; no patch for a state that changes nothing. */
+TEST(mdrv_status_patch_text) {
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    const int64_t now = 1764240000000; /* 2025-11-27T10:40:00Z */
+    struct mesos_task_status run = {.task_id = "t", .state = MESOS_TASK_RUNNING};
+    REQUIRE(mdrv_status_patch(&run, "u-1", now, &buf, &len, &cap) == 0);
+    CHECK_STR(buf, "{\"metadata\":{\"uid\":\"u-1\"},\"status\":{\"phase\":\"Running\",\"reason\":null,\"message\":null,"
+                   "\"startTime\":\"2025-11-27T10:40:00Z\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\","
+                   "\"lastTransitionTime\":\"2025-11-27T10:40:00Z\"},{\"type\":\"PodScheduled\",\"status\":\"True\","
+                   "\"lastTransitionTime\":\"2025-11-27T10:40:00Z\"}]}}");
+    CHECK_I64(len, strlen(buf));
+    struct mesos_task_status failed = {.task_id = "t", .state = MESOS_TASK_FAILED, .reason = "REASON_\"X\"",
+                                       .message = "exit 1\n"};
+    len = 0;
+    REQUIRE(mdrv_status_patch(&failed, "u-1", now, &buf, &len, &cap) == 0);
+    json_t *p = json_loadb(buf, len, 0, NULL);
+    REQUIRE(p);
+    const json_t *st = json_object_get(p, "status");
+    CHECK_STR(json_string_value(json_object_get(st, "phase")), "Failed");
+    CHECK_STR(json_string_value(json_object_get(st, "reason")), "TaskFailed");
+    CHECK_STR(json_string_value(json_object_get(st, "message")), "Mesos task TASK_FAILED (REASON_\"X\"): exit 1\n");
+    CHECK(!json_object_get(st, "startTime"));
+    CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(st, "conditions"), 0), "status")), "False");
+    json_decref(p);
+    struct mesos_task_status starting = {.task_id = "t", .state = MESOS_TASK_STARTING, .message = "bad \xff"};
+    len = 0;
+    REQUIRE(mdrv_status_patch(&starting, "u-2", now, &buf, &len, &cap) == 0);
+    p = json_loadb(buf, len, 0, NULL); /* a message that is not UTF-8 is left out; the rest stands */
+    REQUIRE(p);
+    st = json_object_get(p, "status");
+    CHECK_STR(json_string_value(json_object_get(st, "phase")), "Pending");
+    CHECK_STR(json_string_value(json_object_get(st, "reason")), "TaskStarting");
+    CHECK(!json_object_get(st, "message"));
+    CHECK_STR(json_string_value(json_object_get(json_object_get(p, "metadata"), "uid")), "u-2");
+    json_decref(p);
+    struct mesos_task_status killing = {.task_id = "t", .state = MESOS_TASK_KILLING};
+    len = 0;
+    CHECK_I64(mdrv_status_patch(&killing, "u-1", now, &buf, &len, &cap), 1);
+    CHECK_I64(len, 0);
+    free(buf);
 }
