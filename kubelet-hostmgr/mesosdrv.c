@@ -27,6 +27,7 @@
 
 #include "ctl_lease.h"
 #include "errmsg.h"
+#include "jparse.h"
 #include "mesosdrv_int.h"
 
 void mdrv_options_default(struct mdrv_options *o) {
@@ -330,29 +331,33 @@ static void launch_on(struct mdrv *d, struct md_agent *a, const json_t **waiting
     struct mesos_scalars left = {0};
     int k = 0;
     for (struct md_offer *o = a->offers; o && k < 64; o = o->next, k++) mesos_scalars_add(&left, &o->res);
-    json_t *infos = json_array(), *ids = json_array();
+    /* the TaskInfos written as text, comma-separated (no trees built and dumped) */
+    char *infos = NULL;
+    size_t ilen = 0, icap = 0;
+    json_t *ids = json_array();
     for (int i = 0; i < nw; i++) {
         const json_t *pod = waiting[i];
         struct mesos_scalars need;
         char tid[MESOS_ID_MAX + 1];
         if (mdrv_pod_scalars(pod, &need) || mdrv_task_id(md_str(pod, "uid"), md_pod_run(pod), tid, sizeof tid)) continue;
         if (!mesos_scalars_fit(&need, &left)) continue;
-        json_t *ti = mdrv_pod_task_info(pod, tid, a->id, &need);
-        if (!ti || !md_task_add(d, tid, a->id, pod)) {
-            json_decref(ti);
+        size_t before = ilen;
+        if ((ilen && jdump_append(&infos, &ilen, &icap, ",", 1)) ||
+            mdrv_pod_task_info_text(pod, tid, a->id, &need, &infos, &ilen, &icap) || !md_task_add(d, tid, a->id, pod)) {
+            ilen = before; /* what was written of it is dropped */
             continue;
         }
         mesos_scalars_sub(&left, &need);
         char key[2 * NAME_MAX_LEN + 2];
         pod_key(pod, key, sizeof key);
         strmap_del(&a->wait, key);
-        json_array_append_new(infos, ti);
         json_array_append_new(ids, json_string(tid));
         fprintf(stderr, "level=info msg=\"mesos: launching\" task=%s pod=%s/%s agent=%s\n", tid,
                 md_str(pod, "namespace"), md_str(pod, "name"), a->id);
     }
-    if (!json_array_size(infos)) {
-        json_decref(infos);
+    size_t ntasks = json_array_size(ids);
+    if (!ntasks) {
+        free(infos);
         json_decref(ids);
         return;
     }
@@ -360,19 +365,21 @@ static void launch_on(struct mdrv *d, struct md_agent *a, const json_t **waiting
     char *own[64];
     int n = take_offers(a, oids, 64, own);
     struct md_op *op = md_op_new(d, OP_ACCEPT);
-    d->st.launched += json_array_size(infos);
+    d->st.launched += ntasks;
     d->st.accepts++;
     /* no refuse filter: what is left comes back at the next allocation and is held (hold_ms) for
      * the pods still coming to this agent, instead of waiting for a REVIVE */
-    json_t *c = mesos_call_accept(d->fid, oids, n, infos, 0);
+    size_t len = 0;
+    int rc = mesos_accept_members(&d->text, &len, &d->text_cap, oids, n, infos, ilen, 0);
     for (int i = 0; i < n; i++) free(own[i]);
-    if (!op) {
+    free(infos);
+    if (!op) { /* out of memory: sent all the same, its answer unread (reconciliation tells the tasks' fate) */
         json_decref(ids);
-        md_call(d, c);
+        if (!rc && d->mc) mclient_call_members(d->mc, d->text, len, NULL, NULL);
         return;
     }
     op->task_ids = ids;
-    if (!c || mclient_call(d->mc, c, on_accept_done, op)) {
+    if (rc || !d->mc || mclient_call_members(d->mc, d->text, len, on_accept_done, op)) {
         on_accept_done(op, -ENOTCONN, NULL); /* as a call that never went */
         return;
     }

@@ -108,6 +108,11 @@ json_t *mdrv_pod_task_info(const json_t *pod, const char *task_id, const char *a
  * patch); -1 when out of memory. A message that is not UTF-8 is left out. */
 int mdrv_status_patch(const struct mesos_task_status *s, const char *uid, int64_t now_ms, char **buf, size_t *len,
                       size_t *cap);
+/* The same TaskInfo as JSON text appended to the growing buffer (*buf,
+ * *len, *cap, as jdump_append): the bytes of mdrv_pod_task_info's tree
+ * dumped. 0, or -1 (out of memory, a string not UTF-8). */
+int mdrv_pod_task_info_text(const json_t *pod, const char *task_id, const char *agent_id,
+                            const struct mesos_scalars *res, char **buf, size_t *len, size_t *cap);
 /* The task id of a pod's run: "<uid>-<run>". 0, or -1 when it does not fit. Pure. */
 int mdrv_task_id(const char *uid, unsigned run, char *out, size_t outlen);
 

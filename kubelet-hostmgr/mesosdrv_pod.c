@@ -319,14 +319,15 @@ static void strs_free(struct strs *s) {
     for (int i = 0; i < s->n; i++) free(s->own[i]);
 }
 
-json_t *mdrv_pod_task_info(const json_t *pod, const char *task_id, const char *agent_id,
-                           const struct mesos_scalars *res) {
-    struct launch {
-        struct mesos_task_spec spec;
-        const char *argv[MDRV_MAX_KV];
-        struct strs env, labels;
-    } *l = calloc(1, sizeof *l);
-    if (!l) return NULL;
+/* A pod's task spec (strings borrowed from pod, "k=v" ones owned by l). */
+struct launch {
+    struct mesos_task_spec spec;
+    const char *argv[MDRV_MAX_KV];
+    struct strs env, labels;
+};
+
+static void launch_spec(struct launch *l, const json_t *pod, const char *task_id, const char *agent_id,
+                        const struct mesos_scalars *res) {
     const json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
     const char *name = md_str(pod, "name");
     l->spec = (struct mesos_task_spec){.name = name ? name : task_id, .task_id = task_id, .agent_id = agent_id,
@@ -355,11 +356,32 @@ json_t *mdrv_pod_task_info(const json_t *pod, const char *task_id, const char *a
     l->spec.nenv = l->env.n;
     l->spec.labels = l->labels.v;
     l->spec.nlabels = l->labels.n;
+}
+
+json_t *mdrv_pod_task_info(const json_t *pod, const char *task_id, const char *agent_id,
+                           const struct mesos_scalars *res) {
+    struct launch *l = malloc(sizeof *l);
+    if (!l) return NULL;
+    l->env.n = l->labels.n = 0;
+    launch_spec(l, pod, task_id, agent_id, res);
     json_t *ti = mesos_task_info(&l->spec);
     strs_free(&l->env);
     strs_free(&l->labels);
     free(l);
     return ti;
+}
+
+int mdrv_pod_task_info_text(const json_t *pod, const char *task_id, const char *agent_id,
+                            const struct mesos_scalars *res, char **buf, size_t *len, size_t *cap) {
+    struct launch *l = malloc(sizeof *l); /* not zeroed: what launch_spec reads it sets */
+    if (!l) return -1;
+    l->env.n = l->labels.n = 0;
+    launch_spec(l, pod, task_id, agent_id, res);
+    int rc = mesos_task_info_text(buf, len, cap, &l->spec);
+    strs_free(&l->env);
+    strs_free(&l->labels);
+    free(l);
+    return rc;
 }
 
 int mdrv_pod_scalars(const json_t *pod, struct mesos_scalars *out) {

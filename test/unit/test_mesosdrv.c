@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jparse.h"
 #include "mesosdrv.h"
 #include "test.h"
 
@@ -181,4 +182,61 @@ TEST(mdrv_status_patch_text) {
     CHECK_I64(mdrv_status_patch(&killing, "u-1", now, &buf, &len, &cap), 1);
     CHECK_I64(len, 0);
     free(buf);
+}
+
+/* The TaskInfos and the ACCEPT the driver writes as text are the bytes their
+ * trees dump to (escapes, reals as jansson writes them, what is left out). */
+TEST(mdrv_task_info_and_accept_text_are_the_trees) {
+    json_t *pod = J(POD);
+    json_t *odd = J("{\"metadata\":{\"name\":\"q\\\"\\u00e9\",\"uid\":\"u3\",\"labels\":{\"k\":\"v=w\"}},\"spec\":{"
+                    "\"containers\":[{\"image\":\"i\\n\",\"args\":[\"a\",7,\"b\\t\"],\"env\":[{\"name\":\"X\"},"
+                    "{\"value\":\"nameless\"},{\"name\":\"Y\",\"value\":\"=\"}]}]}}");
+    json_t *bare = J("{\"metadata\":{\"uid\":\"u2\"},\"spec\":{}}");
+    REQUIRE(pod && odd && bare);
+    const json_t *pods[] = {pod, odd, bare};
+    const struct mesos_scalars res[] = {{.cpus = 2, .mem = 512}, {.cpus = 0.01, .mem = 32, .gpus = 1.0 / 3},
+                                        {.cpus = 0.5, .mem = 256, .disk = 1e12}, {.cpus = 123.456, .mem = 1e-7},
+                                        {.cpus = 1e-300, .mem = 0.1}};
+    char *infos = NULL;
+    size_t ilen = 0, icap = 0;
+    json_t *trees = json_array();
+    for (size_t i = 0; i < 3; i++)
+        for (size_t k = 0; k < sizeof res / sizeof *res; k++) {
+            json_t *ti = mdrv_pod_task_info(pods[i], "t-1", "M-S0", &res[k]);
+            REQUIRE(ti);
+            char *want = jdump(ti, JSON_COMPACT, NULL);
+            char *buf = NULL;
+            size_t len = 0, cap = 0;
+            REQUIRE(mdrv_pod_task_info_text(pods[i], "t-1", "M-S0", &res[k], &buf, &len, &cap) == 0);
+            CHECK_STR(buf, want);
+            CHECK_I64(len, strlen(want));
+            if (k == 0) {
+                if (ilen) REQUIRE(jdump_append(&infos, &ilen, &icap, ",", 1) == 0);
+                REQUIRE(jdump_append(&infos, &ilen, &icap, buf, len) == 0);
+                json_array_append(trees, ti);
+            }
+            free(buf);
+            free(want);
+            json_decref(ti);
+        }
+    const char *oids[] = {"O-1", "O-\"2\""};
+    for (int refuse = -1; refuse <= 1; refuse++) {
+        json_t *call = mesos_call_accept("F", oids, 2, json_incref(trees), refuse * 2.5);
+        REQUIRE(call);
+        char *want = jdump(call, JSON_COMPACT, NULL);
+        char *buf = NULL;
+        size_t len = 0, cap = 0;
+        REQUIRE(jdump_append(&buf, &len, &cap, "{\"framework_id\":{\"value\":\"F\"},", 30) == 0);
+        REQUIRE(mesos_accept_members(&buf, &len, &cap, oids, 2, infos, ilen, refuse * 2.5) == 0);
+        REQUIRE(jdump_append(&buf, &len, &cap, "}", 1) == 0);
+        CHECK_STR(buf, want);
+        free(buf);
+        free(want);
+        json_decref(call);
+    }
+    free(infos);
+    json_decref(trees);
+    json_decref(bare);
+    json_decref(odd);
+    json_decref(pod);
 }
