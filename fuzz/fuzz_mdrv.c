@@ -2,11 +2,14 @@
  * the master and from pods: GET_AGENTS entries, attributes as labels, a
  * pod's resources and its TaskInfo. None may crash; an agent that decodes
  * has an id and a hostname; labels are strings; a TaskInfo built from any
- * pod passes the master's TaskInfo checks. */
+ * pod passes the master's TaskInfo checks, and its text (what the driver
+ * sends) is the bytes of its tree. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "jparse.h"
 #include "mesosdrv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -35,6 +38,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct mesos_task_decl d;
         char err[256];
         if (ti && mesos_task_info_parse(ti, &d, err, sizeof err)) abort();
+        /* the text the driver sends is the tree's bytes */
+        char *want = ti ? jdump(ti, JSON_COMPACT, NULL) : NULL, *buf = NULL;
+        size_t len = 0, cap = 0;
+        if (want && (mdrv_pod_task_info_text(root, "t-1", "a-1", &r, &buf, &len, &cap) || strcmp(buf, want))) abort();
+        free(buf);
+        free(want);
         json_decref(ti);
     }
     json_decref(root);

@@ -3,14 +3,15 @@
  *
  * State (mesosdrv_int.h): agents by id (what the master said of each, its offers, where the
  * write-back of its Node stands), tasks by id (one per pod run the driver
- * launched or found bound to a Mesos Node), and two informers: pods (what
- * the driver reads of them, pod_keep) and the Mesos Nodes (label
+ * launched or found bound to a Mesos Node), and two informers: pods (the
+ * controllers' shared keys-only feed, ctl_pods_slim; the driver keeps the
+ * bound pods' trees in `bound`) and the Mesos Nodes (label
  * peloton.io/backend=mesos, the agent id in an annotation; their metadata).
  * pump() compares them and starts what is missing: launches on held offers,
  * KILLs of pods being deleted, final DELETEs, declines, REVIVE, Node writes.
  * It looks at the pods noted in todo (those that changed since, and those
  * that wait for reconciliation or their deletion), and at every pod only at
- * start and when a Mesos Node appears or changes. A pod waiting for an offer
+ * start and when a Mesos Node appears or changes (every pod: every bound one). A pod waiting for an offer
  * is on its agent's wait set; pump visits the agents where a pod began to
  * wait or an offer came (ready), those holding offers every OFFER_SWEEP_MS,
  * and every agent only on the tick or when an agent or Node changed.
@@ -26,6 +27,7 @@
 
 #include "ctl_lease.h"
 #include "errmsg.h"
+#include "jparse.h"
 #include "mesosdrv_int.h"
 
 void mdrv_options_default(struct mdrv_options *o) {
@@ -131,6 +133,19 @@ bool md_op_send(struct md_op *op, const char *method, const char *path, json_t *
     return true;
 }
 
+/* The same with the body as JSON text (len bytes, copied). */
+bool md_op_send_text(struct md_op *op, const char *method, const char *path, const char *body, size_t len,
+                     const char *ctype, kc_done_fn done) {
+    int rc = kclient_request_text(op->d->kc, method, path, body, len, ctype, done, op);
+    if (rc) {
+        fprintf(stderr, "level=warn msg=\"mesos: request not started\" method=%s path=%s error=%d\n", method, path, rc);
+        md_op_free(op);
+        return false;
+    }
+    op->inflight = true;
+    return true;
+}
+
 /* A request of op came back; false when the driver is gone (op freed). */
 bool md_op_landed(struct md_op *op) {
     op->inflight = false;
@@ -153,7 +168,12 @@ void md_call(struct mdrv *d, json_t *c) {
 
 void md_ack(struct mdrv *d, const char *agent_id, const char *task_id, const char *uuid) {
     if (!uuid || !agent_id || !d->fid) return;
-    md_call(d, mesos_call_acknowledge(d->fid, agent_id, task_id, uuid));
+    /* written as text into the driver's buffer (two a launch): no tree built and dumped */
+    size_t len = 0;
+    if (mesos_ack_members(&d->text, &len, &d->text_cap, agent_id, task_id, uuid))
+        md_call(d, mesos_call_acknowledge(d->fid, agent_id, task_id, uuid)); /* out of memory or not UTF-8 */
+    else if (d->mc)
+        mclient_call_members(d->mc, d->text, len, NULL, NULL); /* not subscribed: the master sends it again */
     d->st.acks++;
 }
 
@@ -311,29 +331,33 @@ static void launch_on(struct mdrv *d, struct md_agent *a, const json_t **waiting
     struct mesos_scalars left = {0};
     int k = 0;
     for (struct md_offer *o = a->offers; o && k < 64; o = o->next, k++) mesos_scalars_add(&left, &o->res);
-    json_t *infos = json_array(), *ids = json_array();
+    /* the TaskInfos written as text, comma-separated (no trees built and dumped) */
+    char *infos = NULL;
+    size_t ilen = 0, icap = 0;
+    json_t *ids = json_array();
     for (int i = 0; i < nw; i++) {
         const json_t *pod = waiting[i];
         struct mesos_scalars need;
         char tid[MESOS_ID_MAX + 1];
         if (mdrv_pod_scalars(pod, &need) || mdrv_task_id(md_str(pod, "uid"), md_pod_run(pod), tid, sizeof tid)) continue;
         if (!mesos_scalars_fit(&need, &left)) continue;
-        json_t *ti = mdrv_pod_task_info(pod, tid, a->id, &need);
-        if (!ti || !md_task_add(d, tid, a->id, pod)) {
-            json_decref(ti);
+        size_t before = ilen;
+        if ((ilen && jdump_append(&infos, &ilen, &icap, ",", 1)) ||
+            mdrv_pod_task_info_text(pod, tid, a->id, &need, &infos, &ilen, &icap) || !md_task_add(d, tid, a->id, pod)) {
+            ilen = before; /* what was written of it is dropped */
             continue;
         }
         mesos_scalars_sub(&left, &need);
         char key[2 * NAME_MAX_LEN + 2];
         pod_key(pod, key, sizeof key);
         strmap_del(&a->wait, key);
-        json_array_append_new(infos, ti);
         json_array_append_new(ids, json_string(tid));
         fprintf(stderr, "level=info msg=\"mesos: launching\" task=%s pod=%s/%s agent=%s\n", tid,
                 md_str(pod, "namespace"), md_str(pod, "name"), a->id);
     }
-    if (!json_array_size(infos)) {
-        json_decref(infos);
+    size_t ntasks = json_array_size(ids);
+    if (!ntasks) {
+        free(infos);
         json_decref(ids);
         return;
     }
@@ -341,19 +365,21 @@ static void launch_on(struct mdrv *d, struct md_agent *a, const json_t **waiting
     char *own[64];
     int n = take_offers(a, oids, 64, own);
     struct md_op *op = md_op_new(d, OP_ACCEPT);
-    d->st.launched += json_array_size(infos);
+    d->st.launched += ntasks;
     d->st.accepts++;
     /* no refuse filter: what is left comes back at the next allocation and is held (hold_ms) for
      * the pods still coming to this agent, instead of waiting for a REVIVE */
-    json_t *c = mesos_call_accept(d->fid, oids, n, infos, 0);
+    size_t len = 0;
+    int rc = mesos_accept_members(&d->text, &len, &d->text_cap, oids, n, infos, ilen, 0);
     for (int i = 0; i < n; i++) free(own[i]);
-    if (!op) {
+    free(infos);
+    if (!op) { /* out of memory: sent all the same, its answer unread (reconciliation tells the tasks' fate) */
         json_decref(ids);
-        md_call(d, c);
+        if (!rc && d->mc) mclient_call_members(d->mc, d->text, len, NULL, NULL);
         return;
     }
     op->task_ids = ids;
-    if (!c || mclient_call(d->mc, c, on_accept_done, op)) {
+    if (rc || !d->mc || mclient_call_members(d->mc, d->text, len, on_accept_done, op)) {
         on_accept_done(op, -ENOTCONN, NULL); /* as a call that never went */
         return;
     }
@@ -442,7 +468,10 @@ static int scan_all_one(void *ud, json_t *pod) {
 
 static void scan_all(struct scan *s) {
     strmap_free(&s->d->todo);
-    kc_informer_foreach(s->d->pods, scan_all_one, s);
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&s->d->bound, &pos, &k, &v)) scan_all_one(s, v); /* an unbound pod has nothing to do */
     s->d->rescan = false;
 }
 
@@ -459,7 +488,7 @@ static void scan_todo(struct scan *s) {
         if (slash && (size_t)(slash - k) <= NAME_MAX_LEN) {
             memcpy(ns, k, (size_t)(slash - k));
             ns[slash - k] = 0;
-            pod = kc_informer_get(d->pods, ns, slash + 1);
+            pod = md_pod_get(d, ns, slash + 1);
         }
         if (!pod || !scan_one(s, pod)) strmap_del(&d->todo, k);
     }
@@ -514,7 +543,7 @@ static int waiting_pods(struct mdrv *d, struct md_agent *a, const json_t ***out)
         if (slash && (size_t)(slash - key) <= NAME_MAX_LEN) {
             memcpy(ns, key, (size_t)(slash - key));
             ns[slash - key] = 0;
-            pod = kc_informer_get(d->pods, ns, slash + 1);
+            pod = md_pod_get(d, ns, slash + 1);
         }
         if (pod && still_waits(d, a, pod) && (size_t)k < n) w[k++] = pod;
         else strmap_del(&a->wait, key);
@@ -775,14 +804,35 @@ static void on_event(void *ud, const struct mesos_event *ev, const json_t *root)
 
 /* ---- informers ---- */
 
-/* A bound pod that changed is looked at by the next pump. */
-static void pod_noted(struct mdrv *d, const json_t *pod) {
-    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
-    if (!node || !node[0]) return;
+const json_t *md_pod_get(struct mdrv *d, const char *ns, const char *name) {
     char key[2 * NAME_MAX_LEN + 2];
+    if (strlen(ns) > NAME_MAX_LEN || strlen(name) > NAME_MAX_LEN) return NULL;
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    return strmap_get(&d->bound, key);
+}
+
+/* Forgets the pod of key (its reference dropped). */
+static void unbind(struct mdrv *d, const char *key) { json_decref(strmap_del(&d->bound, key)); }
+
+/* A pod that changed: kept when bound (the feed caches keys alone; each
+ * event brings a new tree, which no subscriber changes), and looked at by
+ * the next pump. */
+static void pod_noted(struct mdrv *d, json_t *pod) {
     const char *ns = md_str(pod, "namespace"), *name = md_str(pod, "name");
     if (!ns || !name || strlen(ns) > NAME_MAX_LEN || strlen(name) > NAME_MAX_LEN) return;
+    char key[2 * NAME_MAX_LEN + 2];
     pod_key(pod, key, sizeof key);
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    if (!node || !node[0]) { /* unbound: nothing for the driver (a pod is bound once, never unbound) */
+        unbind(d, key);
+        return;
+    }
+    void *old = NULL;
+    if (strmap_put(&d->bound, key, json_incref(pod), &old)) {
+        json_decref(pod); /* out of memory: the next full pass finds it missing, as an unbound pod */
+        d->rescan = true;
+    }
+    json_decref(old);
     if (strmap_put(&d->todo, key, (void *)1, NULL)) d->rescan = true;
     md_kick(d);
 }
@@ -818,6 +868,7 @@ static void on_pod_delete(void *ud, json_t *obj) {
     strmap_del(&d->deletes, key);
     snprintf(key, sizeof key, "%s/%s", ns, name);
     strmap_del(&d->todo, key);
+    unbind(d, key);
     /* the pod's tasks go with it (one still running is killed by the next update about it) */
     size_t pos = 0;
     const char *k;
@@ -837,21 +888,6 @@ static void on_synced(void *ud) { md_kick(ud); }
 
 #define KEY_IS(lit) (len == sizeof lit - 1 && !memcmp(key, lit, len))
 
-/* What the driver's pod feed builds of a pod: metadata (no managedFields),
- * of its spec the node and what a TaskInfo and its resources are made of,
- * of its status the phase and reason (the task state stored before a
- * restart). The rest (a pod's status grows with every write)
- * is read and checked, never built. */
-static bool pod_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
-    (void)ud;
-    if (depth == 0) return KEY_IS("metadata") || KEY_IS("spec") || KEY_IS("status");
-    if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
-    if (depth == 1 && JPARSE_SEG_IS(&path[0], "spec"))
-        return KEY_IS("nodeName") || KEY_IS("containers") || KEY_IS("initContainers") || KEY_IS("overhead");
-    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase") || KEY_IS("reason");
-    return true;
-}
-
 /* Of a Mesos Node, the driver reads its name and annotations (the agent id, a drain). */
 static bool node_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     (void)ud;
@@ -860,7 +896,7 @@ static bool node_keep(void *ud, const struct jparse_seg *path, int depth, const 
     return true;
 }
 
-static const struct kc_informer_opts pod_opts = {.keep = pod_keep}, node_opts = {.keep = node_keep};
+static const struct kc_informer_opts node_opts = {.keep = node_keep};
 
 /* ---- the public part ---- */
 
@@ -897,7 +933,8 @@ struct mdrv *mdrv_start(uv_loop_t *loop, struct kclient *kc, struct ctl_db *db, 
     if (r) freeReplyObject(r);
     struct kc_informer_handlers ph = {on_pod_add, on_pod_update, on_pod_delete, on_synced};
     struct kc_informer_handlers nh = {on_node_change, on_node_update, NULL, on_synced};
-    d->pods = kc_informer_new_opts(kc, "/api/v1/pods", NULL, &pod_opts, &ph, d);
+    /* the feed of resmgr, placement and hostmgr (ctl.h): one decoding of each pod event for all */
+    d->pods = kc_informer_new_opts(kc, "/api/v1/pods", NULL, &ctl_pods_slim, &ph, d);
     d->nodes = kc_informer_new_opts(kc, NODES_PATH, "labelSelector=peloton.io%2Fbackend%3Dmesos", &node_opts, &nh, d);
     static const char *const roles[] = {"*"};
     static const char *const caps[] = {"GPU_RESOURCES", "PARTITION_AWARE", "TASK_KILLING_STATE", "MULTI_ROLE"};
@@ -958,9 +995,13 @@ void mdrv_free(struct mdrv *d) {
     while (strmap_next(&d->tasks, &pos, &k, &v)) md_task_free(v);
     strmap_free(&d->tasks);
     strmap_free(&d->deletes);
+    pos = 0;
+    while (strmap_next(&d->bound, &pos, &k, &v)) json_decref(v);
+    strmap_free(&d->bound);
     strmap_free(&d->todo);
     strmap_free(&d->offered);
     strmap_free(&d->ready);
+    free(d->text);
     free(d->master);
     free(d->user);
     free(d->name);

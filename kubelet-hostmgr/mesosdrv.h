@@ -100,6 +100,19 @@ int mdrv_pod_scalars(const json_t *pod, struct mesos_scalars *out);
  * at most MDRV_MAX_KV of each. NULL when out of memory. */
 json_t *mdrv_pod_task_info(const json_t *pod, const char *task_id, const char *agent_id,
                            const struct mesos_scalars *res);
+/* The merge patch of pods/status an update makes (docs/mesos.md), written
+ * as JSON text appended to the growing buffer (*buf, *len, *cap, as
+ * jdump_append): metadata.uid (the precondition), the phase, reason and
+ * message, startTime when RUNNING, the Ready and PodScheduled conditions,
+ * times from now_ms. 0; 1 when the state changes nothing in a pod (no
+ * patch); -1 when out of memory. A message that is not UTF-8 is left out. */
+int mdrv_status_patch(const struct mesos_task_status *s, const char *uid, int64_t now_ms, char **buf, size_t *len,
+                      size_t *cap);
+/* The same TaskInfo as JSON text appended to the growing buffer (*buf,
+ * *len, *cap, as jdump_append): the bytes of mdrv_pod_task_info's tree
+ * dumped. 0, or -1 (out of memory, a string not UTF-8). */
+int mdrv_pod_task_info_text(const json_t *pod, const char *task_id, const char *agent_id,
+                            const struct mesos_scalars *res, char **buf, size_t *len, size_t *cap);
 /* The task id of a pod's run: "<uid>-<run>". 0, or -1 when it does not fit. Pure. */
 int mdrv_task_id(const char *uid, unsigned run, char *out, size_t outlen);
 

@@ -100,6 +100,8 @@ struct mdrv {
     struct kc_informer *pods, *nodes;
     uv_timer_t tick, kick;
     struct strmap agents, tasks, deletes; /* deletes: "ns/name/uid" of pods whose DELETE was sent */
+    struct strmap bound;                  /* "ns/name" -> the pod (a reference) of every pod with a node: the
+                                           * driver's own cache, its feed being the controllers' keys-only one */
     struct strmap todo;                   /* "ns/name" of the pods pump looks at (changed, waiting) */
     struct strmap offered;                /* ids of the agents holding offers: what pump launches on or declines */
     struct strmap ready;                  /* ids of the agents where a pod began to wait or an offer came */
@@ -108,6 +110,8 @@ struct mdrv {
     bool maybe_revive;                    /* a pod may wait on an agent without an offer */
     struct md_declines decl[2]; /* [0]: with a 1 s filter (what waits does not fit), [1]: refuse_seconds */
     struct md_op *ops;
+    char *text;      /* a call or a write written as text, reused (md_ack, status patches) */
+    size_t text_cap;
     int closed;   /* timers closed */
     bool orphan;  /* mdrv_start failed: freed when its timers close */
     bool stopped, known_built, reconciled, agents_busy, agents_again;
@@ -128,6 +132,8 @@ struct md_op *md_op_new(struct mdrv *d, enum md_op_kind kind);
 void md_op_free(struct md_op *op);
 bool md_op_send(struct md_op *op, const char *method, const char *path, json_t *body, const char *ctype,
                     kc_done_fn done);
+bool md_op_send_text(struct md_op *op, const char *method, const char *path, const char *body, size_t len,
+                     const char *ctype, kc_done_fn done);
 bool md_op_landed(struct md_op *op);
 bool md_ok2xx(long s);
 char *md_dup0(const char *s);
@@ -143,6 +149,8 @@ bool md_state_lost(int s);
 void md_pod_path(const char *ns, const char *name, const char *sub, char *out, size_t len);
 bool md_phase_terminal(const char *ph);
 const char *md_pod_phase(const json_t *pod);
+/* The bound pod ns/name as the driver last saw it (borrowed), or NULL. */
+const json_t *md_pod_get(struct mdrv *d, const char *ns, const char *name);
 /* mesosdrv_node.c */
 struct md_agent *md_agent_get(struct mdrv *d, const char *id, bool create);
 void md_offers_free(struct md_offer *o);

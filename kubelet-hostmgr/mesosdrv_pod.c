@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hostmgr.h"
+#include "jparse.h"
 #include "ksim.h"
 #include "mesosdrv_int.h"
 
@@ -52,8 +53,11 @@ static const char *reason_of(int state) {
     }
 }
 
-/* The status patch of a task state (NULL: the state changes nothing in the pod). */
-static json_t *status_patch(const struct mesos_task_status *s, const char *uid) {
+#define APPEND(lit) jdump_append(buf, len, cap, lit, sizeof lit - 1)
+#define APPEND_STR(v) jdump_append_string(buf, len, cap, v, strlen(v))
+
+int mdrv_status_patch(const struct mesos_task_status *s, const char *uid, int64_t now_ms, char **buf, size_t *len,
+                      size_t *cap) {
     const char *phase;
     switch (s->state) {
     case MESOS_TASK_STAGING:
@@ -63,32 +67,39 @@ static json_t *status_patch(const struct mesos_task_status *s, const char *uid) 
     case MESOS_TASK_FAILED:
     case MESOS_TASK_KILLED:
     case MESOS_TASK_ERROR: phase = "Failed"; break;
-    default: return NULL;
+    default: return 1;
     }
     char now[32], msg[512];
-    hostmgr_format_time(md_wall_ms(), false, now);
-    json_t *st = json_pack("{s:s}", "phase", phase);
+    hostmgr_format_time(now_ms, false, now);
+    bool ready = s->state == MESOS_TASK_RUNNING;
     const char *reason = reason_of((int)s->state);
+    /* the uid is a precondition: a late update must not land on a new pod of the same name */
+    if (APPEND("{\"metadata\":{\"uid\":") || APPEND_STR(uid) || APPEND("},\"status\":{\"phase\":") ||
+        APPEND_STR(phase) || APPEND(",\"reason\":"))
+        return -1;
     if (reason) {
         snprintf(msg, sizeof msg, "Mesos task %s%s%s%s%.300s", mesos_task_state_name((int)s->state),
                  s->reason ? " (" : "", s->reason ? s->reason : "", s->reason ? "): " : ": ",
                  s->message ? s->message : "");
-        json_object_set_new(st, "reason", json_string(reason));
-        json_object_set_new(st, "message", json_string(msg));
-    } else {
-        json_object_set_new(st, "reason", json_null());
-        json_object_set_new(st, "message", json_null());
+        if (APPEND_STR(reason)) return -1;
+        size_t before = *len;
+        /* a message that is not UTF-8 (the master's reason or message, or their cut) is left out */
+        if (APPEND(",\"message\":") || APPEND_STR(msg)) *len = before;
+    } else if (APPEND("null,\"message\":null")) {
+        return -1;
     }
-    if (s->state == MESOS_TASK_RUNNING) json_object_set_new(st, "startTime", json_string(now));
-    bool ready = s->state == MESOS_TASK_RUNNING;
+    if (ready && (APPEND(",\"startTime\":") || APPEND_STR(now))) return -1;
     /* a merge patch replaces the list whole: PodScheduled (placement's) is kept in it, as a kubelet keeps it */
-    json_object_set_new(st, "conditions",
-                        json_pack("[{s:s, s:s, s:s}, {s:s, s:s, s:s}]", "type", "Ready", "status",
-                                  ready ? "True" : "False", "lastTransitionTime", now, "type", "PodScheduled",
-                                  "status", "True", "lastTransitionTime", now));
-    /* the uid is a precondition: a late update must not land on a new pod of the same name */
-    return json_pack("{s:{s:s}, s:o}", "metadata", "uid", uid, "status", st);
+    if (APPEND(",\"conditions\":[{\"type\":\"Ready\",\"status\":") || APPEND_STR(ready ? "True" : "False") ||
+        APPEND(",\"lastTransitionTime\":") || APPEND_STR(now) ||
+        APPEND("},{\"type\":\"PodScheduled\",\"status\":\"True\",\"lastTransitionTime\":") || APPEND_STR(now) ||
+        APPEND("}]}}"))
+        return -1;
+    return 0;
 }
+
+#undef APPEND
+#undef APPEND_STR
 
 static void handle_update(struct mdrv *d, const struct mesos_task_status *s);
 
@@ -138,7 +149,7 @@ static void on_pod_write_done(void *ud, const struct kc_response *r) {
         md_ack(d, op->agent_id, op->task_id, op->uuid);
         if (t && t->held) replay_held(d, t); /* in the order they came: only now the next write */
     }
-    const json_t *pod = t ? kc_informer_get(d->pods, t->ns, t->name) : NULL;
+    const json_t *pod = t ? md_pod_get(d, t->ns, t->name) : NULL;
     const char *uid = md_str(pod, "uid");
     if (t && !t->busy && (!uid || strcmp(uid, t->uid))) { /* its pod went meanwhile (on_pod_delete left it) */
         strmap_del(&d->tasks, t->id);
@@ -221,7 +232,7 @@ static void handle_update(struct mdrv *d, const struct mesos_task_status *s) {
         free(t->agent_id);
         t->agent_id = strdup(s->agent_id);
     }
-    const json_t *pod = kc_informer_get(d->pods, t->ns, t->name);
+    const json_t *pod = md_pod_get(d, t->ns, t->name);
     const char *uid = md_str(pod, "uid");
     bool pod_here = pod && uid && t->uid && !strcmp(uid, t->uid);
     if (!pod_here || t->lost || (t->terminal && state != t->state)) {
@@ -272,14 +283,17 @@ static void handle_update(struct mdrv *d, const struct mesos_task_status *s) {
         if (!md_pod_write(d, op, "DELETE", "", delete_body(t->uid), NULL)) write_not_sent(t);
         return;
     }
-    json_t *p = status_patch(s, t->uid);
-    if (!p) {
+    size_t len = 0;
+    int rc = mdrv_status_patch(s, t->uid, md_wall_ms(), &d->text, &len, &d->text_cap);
+    if (rc) {
         md_op_free(op);
         write_not_sent(t);
-        md_ack(d, s->agent_id, s->task_id, s->uuid_b64);
+        if (rc > 0) md_ack(d, s->agent_id, s->task_id, s->uuid_b64); /* nothing to store; out of memory: it comes again */
         return;
     }
-    if (!md_pod_write(d, op, "PATCH", "/status", p, MERGE_PATCH)) write_not_sent(t);
+    char path[64 + 6 * NAME_MAX_LEN];
+    md_pod_path(op->ns, op->name, "/status", path, sizeof path);
+    if (!md_op_send_text(op, "PATCH", path, d->text, len, MERGE_PATCH, on_pod_write_done)) write_not_sent(t);
 }
 
 /* ---- launching ---- */
@@ -305,14 +319,15 @@ static void strs_free(struct strs *s) {
     for (int i = 0; i < s->n; i++) free(s->own[i]);
 }
 
-json_t *mdrv_pod_task_info(const json_t *pod, const char *task_id, const char *agent_id,
-                           const struct mesos_scalars *res) {
-    struct launch {
-        struct mesos_task_spec spec;
-        const char *argv[MDRV_MAX_KV];
-        struct strs env, labels;
-    } *l = calloc(1, sizeof *l);
-    if (!l) return NULL;
+/* A pod's task spec (strings borrowed from pod, "k=v" ones owned by l). */
+struct launch {
+    struct mesos_task_spec spec;
+    const char *argv[MDRV_MAX_KV];
+    struct strs env, labels;
+};
+
+static void launch_spec(struct launch *l, const json_t *pod, const char *task_id, const char *agent_id,
+                        const struct mesos_scalars *res) {
     const json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
     const char *name = md_str(pod, "name");
     l->spec = (struct mesos_task_spec){.name = name ? name : task_id, .task_id = task_id, .agent_id = agent_id,
@@ -341,11 +356,32 @@ json_t *mdrv_pod_task_info(const json_t *pod, const char *task_id, const char *a
     l->spec.nenv = l->env.n;
     l->spec.labels = l->labels.v;
     l->spec.nlabels = l->labels.n;
+}
+
+json_t *mdrv_pod_task_info(const json_t *pod, const char *task_id, const char *agent_id,
+                           const struct mesos_scalars *res) {
+    struct launch *l = malloc(sizeof *l);
+    if (!l) return NULL;
+    l->env.n = l->labels.n = 0;
+    launch_spec(l, pod, task_id, agent_id, res);
     json_t *ti = mesos_task_info(&l->spec);
     strs_free(&l->env);
     strs_free(&l->labels);
     free(l);
     return ti;
+}
+
+int mdrv_pod_task_info_text(const json_t *pod, const char *task_id, const char *agent_id,
+                            const struct mesos_scalars *res, char **buf, size_t *len, size_t *cap) {
+    struct launch *l = malloc(sizeof *l); /* not zeroed: what launch_spec reads it sets */
+    if (!l) return -1;
+    l->env.n = l->labels.n = 0;
+    launch_spec(l, pod, task_id, agent_id, res);
+    int rc = mesos_task_info_text(buf, len, cap, &l->spec);
+    strs_free(&l->env);
+    strs_free(&l->labels);
+    free(l);
+    return rc;
 }
 
 int mdrv_pod_scalars(const json_t *pod, struct mesos_scalars *out) {

@@ -145,11 +145,12 @@ redisReply *ctl_redis_reply(struct ctl_db *db);
 /* Sends what is deferred and reads its replies. */
 void ctl_redis_settle(struct ctl_db *db);
 
-/* The pod informers of resmgr, placement and hostmgr (one shared feed):
- * pods trimmed by pod_slim, the members it drops not even built
+/* The pod informers of resmgr, placement, hostmgr and the Mesos driver (one
+ * shared feed): pods trimmed by pod_slim, the members it drops not even built
  * (pod_slim_keep), and no objects cached (keys only): each role keeps what
  * it needs of a pod (the models their decoded info, and a pending pod's
- * tree for placement; hostmgr its node, uid and whether it ended). */
+ * tree for placement; hostmgr its node, uid and whether it ended; the Mesos
+ * driver the trees of bound pods). */
 extern const struct kc_informer_opts ctl_pods_slim;
 
 /* Posts a v1 Event about a pod (reason, type "Normal"/"Warning", message). Fire and forget. */

@@ -132,6 +132,16 @@ static int containers(const json_t *spec, const char *key, bool init, struct res
     return 0;
 }
 
+/* What a slim pod's containers keep: their name and resources (the models'
+ * requests), and the image, argv and env the Mesos driver's TaskInfo is made
+ * of (it shares the feed: one decoding of each event instead of two). */
+static bool slim_container_key(const char *key, size_t len) {
+    static const char *const keep[] = {"name", "resources", "image", "command", "args", "env"};
+    for (size_t i = 0; i < sizeof keep / sizeof *keep; i++)
+        if (len == strlen(keep[i]) && !memcmp(key, keep[i], len)) return true;
+    return false;
+}
+
 static void slim_containers(json_t *list) {
     size_t i;
     json_t *c;
@@ -140,7 +150,7 @@ static void slim_containers(json_t *list) {
         const char *k;
         json_t *v, *tmp;
         json_object_foreach_safe(c, tmp, k, v) {
-            if (strcmp(k, "name") && strcmp(k, "resources")) json_object_del(c, k);
+            if (!slim_container_key(k, strlen(k))) json_object_del(c, k);
         }
     }
 }
@@ -155,7 +165,7 @@ void pod_slim(json_t *pod) {
     const char *k;
     json_t *v, *tmp;
     json_object_foreach_safe(st, tmp, k, v) {
-        if (strcmp(k, "phase")) json_object_del(st, k);
+        if (strcmp(k, "phase") && strcmp(k, "reason")) json_object_del(st, k); /* reason: the Mesos driver's */
     }
 }
 
@@ -163,11 +173,11 @@ void pod_slim(json_t *pod) {
 
 bool pod_slim_keep(void *ud, const struct jparse_seg *path, int depth, const char *key, size_t len) {
     (void)ud;
-    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase");
+    if (depth == 1 && JPARSE_SEG_IS(&path[0], "status")) return KEY_IS("phase") || KEY_IS("reason");
     if (depth == 1 && JPARSE_SEG_IS(&path[0], "metadata")) return !KEY_IS("managedFields");
     if (depth == 3 && JPARSE_SEG_IS(&path[0], "spec") &&
         (JPARSE_SEG_IS(&path[1], "containers") || JPARSE_SEG_IS(&path[1], "initContainers")) && !path[2].key)
-        return KEY_IS("name") || KEY_IS("resources");
+        return slim_container_key(key, len);
     return true;
 }
 

@@ -49,9 +49,10 @@ int pod_task_build(const json_t *pod, const struct pod_info *info, struct pod_ta
 void pod_task_free(struct pod_task *pt);
 
 /* Trims a pod in place to what pod_info_decode, pod_task_build and the
- * controllers read (an informer transform): status keeps its phase only,
- * containers and init containers their name and resources; managedFields
- * go. A bound, running pod's tree shrinks by about half. */
+ * controllers read (an informer transform): status keeps its phase and
+ * reason, containers and init containers their name, resources, image,
+ * command, args and env (the Mesos driver's TaskInfo); managedFields go. A
+ * bound, running pod's tree shrinks by about half. */
 void pod_slim(json_t *pod);
 /* The same trimming while the pod is decoded (a jparse_keep_fn over the
  * path from the pod; ud unused): with it, jparse_filtered builds what

@@ -976,15 +976,8 @@ static void process(struct mclient *c) {
     }
 }
 
-int mclient_call(struct mclient *c, json_t *call, mclient_done_fn done, void *ud) {
-    if (!c->subscribed || c->stopping) {
-        json_decref(call);
-        return -ENOTCONN;
-    }
-    json_object_set_new(call, "framework_id", mesos_id(c->framework_id));
-    size_t len = 0;
-    char *body = jdump(call, JSON_COMPACT, &len);
-    json_decref(call);
+/* Queues a call whose body (malloc'd, taken) is written. */
+static int call_body(struct mclient *c, char *body, size_t len, mclient_done_fn done, void *ud) {
     struct xfer *x = xfer_new(c, false, body, len);
     if (!x) return -ENOMEM;
     x->done = done;
@@ -998,6 +991,33 @@ int mclient_call(struct mclient *c, json_t *call, mclient_done_fn done, void *ud
     c->waitq_tail = x;
     pump(c);
     return 0;
+}
+
+int mclient_call(struct mclient *c, json_t *call, mclient_done_fn done, void *ud) {
+    if (!c->subscribed || c->stopping) {
+        json_decref(call);
+        return -ENOTCONN;
+    }
+    json_object_set_new(call, "framework_id", mesos_id(c->framework_id));
+    size_t len = 0;
+    char *body = jdump(call, JSON_COMPACT, &len);
+    json_decref(call);
+    return call_body(c, body, len, done, ud);
+}
+
+int mclient_call_members(struct mclient *c, const char *members, size_t len, mclient_done_fn done, void *ud) {
+    if (!c->subscribed || c->stopping) return -ENOTCONN;
+    char *body = NULL;
+    size_t blen = 0, cap = 0;
+    static const char head[] = "{\"framework_id\":{\"value\":";
+    if (jdump_append(&body, &blen, &cap, head, sizeof head - 1) ||
+        jdump_append_string(&body, &blen, &cap, c->framework_id, strlen(c->framework_id)) ||
+        jdump_append(&body, &blen, &cap, "},", 2) || jdump_append(&body, &blen, &cap, members, len) ||
+        jdump_append(&body, &blen, &cap, "}", 1)) {
+        free(body);
+        return -ENOMEM;
+    }
+    return call_body(c, body, blen, done, ud);
 }
 
 int mclient_start(uv_loop_t *loop, const struct mclient_config *cfg, struct mclient **out, char *err, size_t errlen) {

@@ -84,6 +84,12 @@ int mclient_start(uv_loop_t *loop, const struct mclient_config *cfg, struct mcli
 /* Sends call (stolen) with the framework id set; done (may be NULL) is
  * called once. Returns 0, or -ENOTCONN (no subscription: done is not called). */
 int mclient_call(struct mclient *c, json_t *call, mclient_done_fn done, void *ud);
+/* The same for a call written as text: members (len bytes, borrowed) are
+ * the Call's members after framework_id, which the client writes first
+ * ("\"type\":\"ACKNOWLEDGE\",\"acknowledge\":{...}"): the bytes mclient_call
+ * sends for the same call built as a tree, without building it (the driver's
+ * ACKNOWLEDGEs, two a launch). 0, -ENOTCONN (done not called) or -ENOMEM. */
+int mclient_call_members(struct mclient *c, const char *members, size_t len, mclient_done_fn done, void *ud);
 bool mclient_subscribed(const struct mclient *c);
 const char *mclient_framework_id(const struct mclient *c); /* NULL before the first SUBSCRIBED */
 const char *mclient_leader(const struct mclient *c);       /* the master URL in use */

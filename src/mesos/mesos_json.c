@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base64.h"
+#include "jparse.h"
 
 /* ---- enum names ---- */
 static const char *const CALL_NAMES[] = {
@@ -255,6 +256,122 @@ json_t *mesos_call_acknowledge(const char *fid, const char *agent_id, const char
     }
     return c;
 }
+
+/* "<key>":{"value":<v>} appended (v NULL: ""). */
+static int id_text(char **buf, size_t *len, size_t *cap, const char *key, const char *v) {
+    if (!v) v = "";
+    return jdump_append(buf, len, cap, key, strlen(key)) || jdump_append(buf, len, cap, "{\"value\":", 9) ||
+                   jdump_append_string(buf, len, cap, v, strlen(v)) || jdump_append(buf, len, cap, "}", 1)
+               ? -1
+               : 0;
+}
+
+int mesos_ack_members(char **buf, size_t *len, size_t *cap, const char *agent_id, const char *task_id,
+                      const char *uuid_b64) {
+    static const char head[] = "\"type\":\"ACKNOWLEDGE\",\"acknowledge\":{";
+    if (!uuid_b64) uuid_b64 = "";
+    return jdump_append(buf, len, cap, head, sizeof head - 1) || id_text(buf, len, cap, "\"agent_id\":", agent_id) ||
+                   id_text(buf, len, cap, ",\"task_id\":", task_id) ||
+                   jdump_append(buf, len, cap, ",\"uuid\":", 8) ||
+                   jdump_append_string(buf, len, cap, uuid_b64, strlen(uuid_b64)) || jdump_append(buf, len, cap, "}", 1)
+               ? -1
+               : 0;
+}
+
+/* A real as jansson writes it (jdump takes jansson's digits for reals):
+ * %.17g, ".0" when that has neither a dot nor an exponent, the exponent
+ * without '+' or leading zeros. */
+static int real_text(char **buf, size_t *len, size_t *cap, double v) {
+    char b[40];
+    int n = snprintf(b, sizeof b, "%.17g", v);
+    if (n <= 0 || (size_t)n >= sizeof b - 2 || !isfinite(v)) return -1;
+    char *e = strchr(b, 'e');
+    if (!e && !strchr(b, '.')) {
+        memcpy(b + n, ".0", 3);
+        n += 2;
+    } else if (e) {
+        char *from = e + 1, *to = e + 1;
+        if (*from == '-') from++, to++;
+        else if (*from == '+') from++;
+        while (*from == '0' && from[1]) from++;
+        memmove(to, from, strlen(from) + 1);
+        n = (int)strlen(b);
+    }
+    return jdump_append(buf, len, cap, b, (size_t)n);
+}
+
+#define APPEND(lit) jdump_append(buf, len, cap, lit, sizeof lit - 1)
+#define APPEND_STR(v) jdump_append_string(buf, len, cap, v, strlen(v))
+
+/* [{"<key_name>":k,"value":v},...] of "k=v" strings, as kv_list builds them. */
+static int kv_text(char **buf, size_t *len, size_t *cap, const char *const *kv, int n, const char *key_name) {
+    if (APPEND("[")) return -1;
+    for (int i = 0; i < n; i++) {
+        const char *eq = strchr(kv[i], '=');
+        size_t kl = eq ? (size_t)(eq - kv[i]) : strlen(kv[i]);
+        const char *v = eq ? eq + 1 : "";
+        if ((i && APPEND(",")) || APPEND("{") || jdump_append_string(buf, len, cap, key_name, strlen(key_name)) ||
+            APPEND(":") || jdump_append_string(buf, len, cap, kv[i], kl) || APPEND(",\"value\":") || APPEND_STR(v) ||
+            APPEND("}"))
+            return -1;
+    }
+    return APPEND("]");
+}
+
+int mesos_task_info_text(char **buf, size_t *len, size_t *cap, const struct mesos_task_spec *t) {
+    if (APPEND("{\"name\":") || APPEND_STR(t->name ? t->name : t->task_id) ||
+        id_text(buf, len, cap, ",\"task_id\":", t->task_id) || id_text(buf, len, cap, ",\"agent_id\":", t->agent_id) ||
+        APPEND(",\"resources\":["))
+        return -1;
+    const struct { const char *n; double v; } r[] = {{"cpus", t->res.cpus}, {"mem", t->res.mem}, {"disk", t->res.disk},
+                                                     {"gpus", t->res.gpus}};
+    bool first = true;
+    for (size_t i = 0; i < 4; i++) {
+        if (!(r[i].v > 0)) continue;
+        if ((!first && APPEND(",")) || APPEND("{\"name\":") || APPEND_STR(r[i].n) ||
+            APPEND(",\"type\":\"SCALAR\",\"scalar\":{\"value\":") || real_text(buf, len, cap, r[i].v) ||
+            APPEND("},\"role\":\"*\"}"))
+            return -1;
+        first = false;
+    }
+    if (APPEND("],\"command\":{")) return -1;
+    if (t->command && (APPEND("\"value\":") || APPEND_STR(t->command) || APPEND(","))) return -1;
+    if (APPEND("\"shell\":") || (t->nargs ? APPEND("false") : APPEND("true"))) return -1;
+    if (t->nargs) {
+        if (APPEND(",\"arguments\":[")) return -1;
+        for (int i = 0; i < t->nargs; i++)
+            if ((i && APPEND(",")) || APPEND_STR(t->args[i])) return -1;
+        if (APPEND("]")) return -1;
+    }
+    if (t->nenv && (APPEND(",\"environment\":{\"variables\":") || kv_text(buf, len, cap, t->env, t->nenv, "name") ||
+                    APPEND("}")))
+        return -1;
+    if (APPEND("}")) return -1;
+    if (t->image && (APPEND(",\"container\":{\"type\":\"MESOS\",\"mesos\":{\"image\":{\"type\":\"DOCKER\","
+                            "\"docker\":{\"name\":") ||
+                     APPEND_STR(t->image) || APPEND("}}}}")))
+        return -1;
+    if (t->nlabels && (APPEND(",\"labels\":{\"labels\":") || kv_text(buf, len, cap, t->labels, t->nlabels, "key") ||
+                       APPEND("}")))
+        return -1;
+    return APPEND("}");
+}
+
+int mesos_accept_members(char **buf, size_t *len, size_t *cap, const char *const *offer_ids, int n,
+                         const char *task_infos, size_t tlen, double refuse) {
+    if (APPEND("\"type\":\"ACCEPT\",\"accept\":{\"offer_ids\":[")) return -1;
+    for (int i = 0; i < n; i++)
+        if (id_text(buf, len, cap, i ? "," : "", offer_ids[i])) return -1;
+    if (APPEND("],\"operations\":[{\"type\":\"LAUNCH\",\"launch\":{\"task_infos\":[") ||
+        jdump_append(buf, len, cap, task_infos, tlen) || APPEND("]}}]"))
+        return -1;
+    if (refuse >= 0 && (APPEND(",\"filters\":{\"refuse_seconds\":") || real_text(buf, len, cap, refuse) || APPEND("}")))
+        return -1;
+    return APPEND("}");
+}
+
+#undef APPEND
+#undef APPEND_STR
 
 json_t *mesos_call_roles(enum mesos_call_type type, const char *fid, const char *const *roles, int nroles) {
     json_t *c = mesos_call_new(type, fid);

@@ -142,6 +142,13 @@ json_t *mesos_call_kill(const char *fid, const char *task_id, const char *agent_
 json_t *mesos_call_reconcile(const char *fid, const char *const *task_ids, const char *const *agent_ids, int n);
 /* uuid_b64: the uuid member of the update, as it came. */
 json_t *mesos_call_acknowledge(const char *fid, const char *agent_id, const char *task_id, const char *uuid_b64);
+/* The same ACKNOWLEDGE as text for mclient_call_members: its members after
+ * framework_id, appended to the growing buffer (*buf, *len, *cap, as
+ * jdump_append); the bytes jdump writes of mesos_call_acknowledge's tree.
+ * 0, or -1 when out of memory or a string is not UTF-8 (*len then past
+ * what it was: the caller drops the buffer). */
+int mesos_ack_members(char **buf, size_t *len, size_t *cap, const char *agent_id, const char *task_id,
+                      const char *uuid_b64);
 /* REVIVE or SUPPRESS for roles (nroles 0: every role of the framework). */
 json_t *mesos_call_roles(enum mesos_call_type type, const char *fid, const char *const *roles, int nroles);
 
@@ -158,6 +165,16 @@ struct mesos_task_spec {
     int nlabels;
 };
 json_t *mesos_task_info(const struct mesos_task_spec *t);
+/* The same TaskInfo as text appended to the growing buffer (*buf, *len,
+ * *cap, as jdump_append): the bytes jdump writes of mesos_task_info's tree.
+ * 0, or -1 (out of memory, a string not UTF-8, a scalar not finite). */
+int mesos_task_info_text(char **buf, size_t *len, size_t *cap, const struct mesos_task_spec *t);
+/* An ACCEPT with one LAUNCH as text for mclient_call_members (its members
+ * after framework_id): task_infos is tlen bytes of TaskInfos written by
+ * mesos_task_info_text, comma-separated; refuse < 0: no filters. The
+ * bytes jdump writes of mesos_call_accept's tree. 0, or -1. */
+int mesos_accept_members(char **buf, size_t *len, size_t *cap, const char *const *offer_ids, int n,
+                         const char *task_infos, size_t tlen, double refuse);
 
 /* A decoded Call: type, framework id and the type's member (borrowed). */
 struct mesos_call {

@@ -167,6 +167,7 @@ struct msim {
     struct msim_task *wheel[MSIM_WHEEL];
     uint64_t wtick;                /* the next tick the wheel looks at */
     int ntasks;
+    int pending_tasks;             /* tasks with updates not yet acknowledged (uq not empty) */
     struct msim_completed *completed; /* ring */
     int ncompleted, completed_at;
     struct msim_stats stats;

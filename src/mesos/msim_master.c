@@ -387,7 +387,8 @@ static void agent_unlink(struct msim *m, struct msim_task *t) {
     }
 }
 
-static void free_updates(struct msim_task *t) {
+static void free_updates(struct msim *m, struct msim_task *t) {
+    if (t->uq) m->pending_tasks--;
     while (t->uq) {
         struct msim_update *u = t->uq;
         t->uq = u->next;
@@ -407,7 +408,7 @@ static void task_remove(struct msim *m, struct msim_task *t) {
     strmap_del(&t->fw->tasks, t->id);
     agent_unlink(m, t);
     busy_del(m, t);
-    free_updates(t);
+    free_updates(m, t);
     json_decref(t->info);
     free(t->id);
     free(t->name);
@@ -453,6 +454,7 @@ static void task_update(struct msim *m, struct msim_task *t, enum mesos_task_sta
         return;
     }
     t->uq = t->uq_tail = u;
+    m->pending_tasks++;
     t->sends = 0;
     t->retry_ms = m->cfg.update_retry_ms;
     task_send_head(m, t);
@@ -471,7 +473,10 @@ void msim_task_ack(struct msim *m, struct msim_task *t, const unsigned char uuid
         m->stats.last_running_ack = msim_wall();
     }
     t->uq = u->next;
-    if (!t->uq) t->uq_tail = NULL;
+    if (!t->uq) {
+        t->uq_tail = NULL;
+        m->pending_tasks--;
+    }
     free(u);
     t->sends = 0;
     t->retry_ms = m->cfg.update_retry_ms;
@@ -629,7 +634,7 @@ void msim_agent_unreachable(struct msim *m, struct msim_agent *a) {
     for (struct msim_task *t = a->tasks, *next; t; t = next) {
         next = t->agent_next;
         bool was_terminal = mesos_task_state_terminal(t->state);
-        free_updates(t); /* what the agent had not delivered is out of reach with it */
+        free_updates(m, t); /* what the agent had not delivered is out of reach with it */
         t->step = MSIM_STEP_NONE;
         busy_del(m, t);
         if (was_terminal) {

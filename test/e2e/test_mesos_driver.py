@@ -131,6 +131,26 @@ def test_agents_become_nodes():
     assert fws[0]["framework_info"]["failover_timeout"] >= 7 * 86400, fws[0]
 
 
+def test_driver_shares_the_pod_feed():
+    """The driver follows pods through the controllers' shared feed: pelotond
+    opens two pod watches (that feed, and the job manager's of labelled
+    pods) beside kubelet-sim's one, not a third of its own that decodes
+    every pod event again (the driver's own feed made it 4)."""
+    import time
+    import urllib.request
+
+    def pod_watches():
+        text = urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=10).read().decode()
+        for line in text.splitlines():
+            if line.startswith('peloton_apiserver_watches{resource="pods"}'):
+                return int(float(line.split()[-1]))
+        return 0
+    wait_until(lambda: pod_watches() >= 3, 10, "the pod watches open")
+    time.sleep(0.5)  # a late one would show by now
+    n = pod_watches()
+    assert n == 3, f"{n} pod watches open"
+
+
 def test_batch_job_runs_then_succeeds():
     apply(job("mb", 4, 3))
     seen = set()

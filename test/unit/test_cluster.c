@@ -80,12 +80,12 @@ TEST(podspec_slim_keeps_what_decoding_reads) {
                   "\"labels\":{\"peloton.io/job\":\"j\",\"app\":\"a\"},\"ownerReferences\":[{\"kind\":\"Job\",\"name\":\"j\","
                   "\"controller\":true}]},\"spec\":{\"schedulerName\":\"peloton\",\"nodeName\":\"n1\",\"priority\":2,"
                   "\"containers\":[{\"name\":\"c\",\"image\":\"busybox\",\"command\":[\"sleep\",\"1\"],\"env\":[{\"name\":"
-                  "\"A\",\"value\":\"b\"}],\"resources\":{\"requests\":{\"cpu\":\"250m\",\"memory\":\"64Mi\"},\"limits\":{"
+                  "\"A\",\"value\":\"b\"}],\"ports\":[{\"containerPort\":80}],\"resources\":{\"requests\":{\"cpu\":\"250m\",\"memory\":\"64Mi\"},\"limits\":{"
                   "\"nvidia.com/gpu\":\"1\"}}}],\"initContainers\":[{\"name\":\"i\",\"image\":\"x\",\"resources\":{"
                   "\"requests\":{\"cpu\":\"1\"}}}],\"nodeSelector\":{\"zone\":\"a\"},\"tolerations\":[{\"key\":\"k\","
                   "\"operator\":\"Exists\"}],\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuring"
                   "Execution\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\","
-                  "\"values\":[\"a\"]}]}]}}}},\"status\":{\"phase\":\"Running\",\"podIP\":\"10.0.0.1\",\"conditions\":[{"
+                  "\"values\":[\"a\"]}]}]}}}},\"status\":{\"phase\":\"Running\",\"reason\":\"TaskStarting\",\"podIP\":\"10.0.0.1\",\"conditions\":[{"
                   "\"type\":\"Ready\",\"status\":\"True\"}],\"containerStatuses\":[{\"name\":\"c\",\"ready\":true,\"state\":"
                   "{\"running\":{}}}]}}");
     REQUIRE(p);
@@ -121,12 +121,18 @@ TEST(podspec_slim_keeps_what_decoding_reads) {
     CHECK_I64(tb.t.nterms, 1);
     CHECK_I64(tb.t.ntols, 1);
     CHECK_I64(ta.t.nlabels, tb.t.nlabels);
-    /* what went: status but the phase, images, commands, env, managedFields */
+    /* what went: status but the phase and reason, containers' ports, probes and the like, managedFields;
+     * image, command, args and env stay (the Mesos driver's TaskInfo, from the same feed) */
     CHECK_STR(json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Running");
-    CHECK_I64(json_object_size(json_object_get(p, "status")), 1);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(p, "status"), "reason")), "TaskStarting");
+    CHECK_I64(json_object_size(json_object_get(p, "status")), 2);
     json_t *c0 = json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0);
-    CHECK_I64(json_object_size(c0), 2);
+    CHECK_I64(json_object_size(c0), 5);
     CHECK_STR(json_string_value(json_object_get(c0, "name")), "c");
+    CHECK_STR(json_string_value(json_object_get(c0, "image")), "busybox");
+    CHECK_STR(json_string_value(json_array_get(json_object_get(c0, "command"), 1)), "1");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(c0, "env"), 0), "value")), "b");
+    CHECK(!json_object_get(c0, "ports"));
     CHECK(!json_object_get(json_object_get(p, "metadata"), "managedFields"));
     CHECK(strlen(after) < strlen(before));
     pod_slim(p); /* twice is once */

@@ -1,7 +1,9 @@
 /* The v1 scheduler API's JSON (src/mesos/mesos_json.c): what one side
  * builds the other decodes, and the master's refusals. */
 #include <stdlib.h>
+#include <string.h>
 
+#include "jparse.h"
 #include "mesos_json.h"
 #include "test.h"
 
@@ -177,4 +179,39 @@ TEST(mesos_json_scalars_fixed_point) {
     char err[128];
     CHECK_I64(mesos_resources_parse(r, &a, NULL, err, sizeof err), -1);
     json_decref(r);
+}
+
+/* The ACKNOWLEDGE written as text (mesos_ack_members, what mclient_call_members
+ * sends after framework_id) is byte for byte the tree mclient_call dumps. */
+TEST(mesos_json_ack_text_is_the_tree) {
+    const char *cases[][3] = {{"S1", "t-1", "AAECAwQFBgcICQoLDA0ODw=="},
+                              {"agent \"q\" \\ é", "task\n\t1", NULL},
+                              {"", "", ""}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *tree = mesos_call_acknowledge("F\"1", cases[i][0], cases[i][1], cases[i][2]);
+        REQUIRE(tree);
+        char *want = jdump(tree, JSON_COMPACT, NULL);
+        REQUIRE(want);
+        char *buf = NULL;
+        size_t len = 0, cap = 0;
+        REQUIRE(jdump_append(&buf, &len, &cap, "{\"framework_id\":{\"value\":\"F\\\"1\"},", 33) == 0);
+        REQUIRE(mesos_ack_members(&buf, &len, &cap, cases[i][0], cases[i][1], cases[i][2]) == 0);
+        REQUIRE(jdump_append(&buf, &len, &cap, "}", 1) == 0);
+        CHECK_STR(buf, want);
+        CHECK_I64(len, strlen(want));
+        if (i == 0) { /* and the master takes it (the others are refused by its checks, as their trees are) */
+            json_t *root = json_loads(buf, 0, NULL);
+            struct mesos_call c;
+            char err[256] = "";
+            CHECK(root && mesos_call_parse(root, &c, err, sizeof err) == 0);
+            json_decref(root);
+        }
+        free(buf);
+        free(want);
+        json_decref(tree);
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    CHECK_I64(mesos_ack_members(&buf, &len, &cap, "S1", "bad \xff", "u"), -1); /* not UTF-8: refused */
+    free(buf);
 }

@@ -1,8 +1,10 @@
 /* The Mesos driver's pure parts: task ids, GET_AGENTS entries, attributes as
  * labels, a pod's resources and its TaskInfo. */
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "jparse.h"
 #include "mesosdrv.h"
 #include "test.h"
 
@@ -135,5 +137,106 @@ TEST(mdrv_pod_task_info_carries_the_container) {
     CHECK(!json_object_get(ti, "container"));
     json_decref(ti);
     json_decref(bare);
+    json_decref(pod);
+}
+
+/* An update's pods/status merge patch, written as text: the members the
+ * tree had, in its order, escaped; no patch for a state that changes nothing. */
+TEST(mdrv_status_patch_text) {
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    const int64_t now = 1764240000000; /* 2025-11-27T10:40:00Z */
+    struct mesos_task_status run = {.task_id = "t", .state = MESOS_TASK_RUNNING};
+    REQUIRE(mdrv_status_patch(&run, "u-1", now, &buf, &len, &cap) == 0);
+    CHECK_STR(buf, "{\"metadata\":{\"uid\":\"u-1\"},\"status\":{\"phase\":\"Running\",\"reason\":null,\"message\":null,"
+                   "\"startTime\":\"2025-11-27T10:40:00Z\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\","
+                   "\"lastTransitionTime\":\"2025-11-27T10:40:00Z\"},{\"type\":\"PodScheduled\",\"status\":\"True\","
+                   "\"lastTransitionTime\":\"2025-11-27T10:40:00Z\"}]}}");
+    CHECK_I64(len, strlen(buf));
+    struct mesos_task_status failed = {.task_id = "t", .state = MESOS_TASK_FAILED, .reason = "REASON_\"X\"",
+                                       .message = "exit 1\n"};
+    len = 0;
+    REQUIRE(mdrv_status_patch(&failed, "u-1", now, &buf, &len, &cap) == 0);
+    json_t *p = json_loadb(buf, len, 0, NULL);
+    REQUIRE(p);
+    const json_t *st = json_object_get(p, "status");
+    CHECK_STR(json_string_value(json_object_get(st, "phase")), "Failed");
+    CHECK_STR(json_string_value(json_object_get(st, "reason")), "TaskFailed");
+    CHECK_STR(json_string_value(json_object_get(st, "message")), "Mesos task TASK_FAILED (REASON_\"X\"): exit 1\n");
+    CHECK(!json_object_get(st, "startTime"));
+    CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(st, "conditions"), 0), "status")), "False");
+    json_decref(p);
+    struct mesos_task_status starting = {.task_id = "t", .state = MESOS_TASK_STARTING, .message = "bad \xff"};
+    len = 0;
+    REQUIRE(mdrv_status_patch(&starting, "u-2", now, &buf, &len, &cap) == 0);
+    p = json_loadb(buf, len, 0, NULL); /* a message that is not UTF-8 is left out; the rest stands */
+    REQUIRE(p);
+    st = json_object_get(p, "status");
+    CHECK_STR(json_string_value(json_object_get(st, "phase")), "Pending");
+    CHECK_STR(json_string_value(json_object_get(st, "reason")), "TaskStarting");
+    CHECK(!json_object_get(st, "message"));
+    CHECK_STR(json_string_value(json_object_get(json_object_get(p, "metadata"), "uid")), "u-2");
+    json_decref(p);
+    struct mesos_task_status killing = {.task_id = "t", .state = MESOS_TASK_KILLING};
+    len = 0;
+    CHECK_I64(mdrv_status_patch(&killing, "u-1", now, &buf, &len, &cap), 1);
+    CHECK_I64(len, 0);
+    free(buf);
+}
+
+/* The TaskInfos and the ACCEPT the driver writes as text are the bytes their
+ * trees dump to (escapes, reals as jansson writes them, what is left out). */
+TEST(mdrv_task_info_and_accept_text_are_the_trees) {
+    json_t *pod = J(POD);
+    json_t *odd = J("{\"metadata\":{\"name\":\"q\\\"\\u00e9\",\"uid\":\"u3\",\"labels\":{\"k\":\"v=w\"}},\"spec\":{"
+                    "\"containers\":[{\"image\":\"i\\n\",\"args\":[\"a\",7,\"b\\t\"],\"env\":[{\"name\":\"X\"},"
+                    "{\"value\":\"nameless\"},{\"name\":\"Y\",\"value\":\"=\"}]}]}}");
+    json_t *bare = J("{\"metadata\":{\"uid\":\"u2\"},\"spec\":{}}");
+    REQUIRE(pod && odd && bare);
+    const json_t *pods[] = {pod, odd, bare};
+    const struct mesos_scalars res[] = {{.cpus = 2, .mem = 512}, {.cpus = 0.01, .mem = 32, .gpus = 1.0 / 3},
+                                        {.cpus = 0.5, .mem = 256, .disk = 1e12}, {.cpus = 123.456, .mem = 1e-7},
+                                        {.cpus = 1e-300, .mem = 0.1}};
+    char *infos = NULL;
+    size_t ilen = 0, icap = 0;
+    json_t *trees = json_array();
+    for (size_t i = 0; i < 3; i++)
+        for (size_t k = 0; k < sizeof res / sizeof *res; k++) {
+            json_t *ti = mdrv_pod_task_info(pods[i], "t-1", "M-S0", &res[k]);
+            REQUIRE(ti);
+            char *want = jdump(ti, JSON_COMPACT, NULL);
+            char *buf = NULL;
+            size_t len = 0, cap = 0;
+            REQUIRE(mdrv_pod_task_info_text(pods[i], "t-1", "M-S0", &res[k], &buf, &len, &cap) == 0);
+            CHECK_STR(buf, want);
+            CHECK_I64(len, strlen(want));
+            if (k == 0) {
+                if (ilen) REQUIRE(jdump_append(&infos, &ilen, &icap, ",", 1) == 0);
+                REQUIRE(jdump_append(&infos, &ilen, &icap, buf, len) == 0);
+                json_array_append(trees, ti);
+            }
+            free(buf);
+            free(want);
+            json_decref(ti);
+        }
+    const char *oids[] = {"O-1", "O-\"2\""};
+    for (int refuse = -1; refuse <= 1; refuse++) {
+        json_t *call = mesos_call_accept("F", oids, 2, json_incref(trees), refuse * 2.5);
+        REQUIRE(call);
+        char *want = jdump(call, JSON_COMPACT, NULL);
+        char *buf = NULL;
+        size_t len = 0, cap = 0;
+        REQUIRE(jdump_append(&buf, &len, &cap, "{\"framework_id\":{\"value\":\"F\"},", 30) == 0);
+        REQUIRE(mesos_accept_members(&buf, &len, &cap, oids, 2, infos, ilen, refuse * 2.5) == 0);
+        REQUIRE(jdump_append(&buf, &len, &cap, "}", 1) == 0);
+        CHECK_STR(buf, want);
+        free(buf);
+        free(want);
+        json_decref(call);
+    }
+    free(infos);
+    json_decref(trees);
+    json_decref(bare);
+    json_decref(odd);
     json_decref(pod);
 }
