@@ -142,18 +142,42 @@ static int deliver(struct kc_watch *w, const char *line, size_t n) {
 }
 
 const char *kc__watch_object_text(const struct kc_watch *w, const char *type, size_t *len) {
-    if (!w || !w->line || w->keep || !type) return NULL;
-    const char *p = w->line;
-    size_t n = w->line_n, tl = strlen(type);
-    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r' || p[n - 1] == '\n')) n--;
+    if (!w || !w->line || w->keep) return NULL;
+    return kc__event_object_text(w->line, w->line_n, type, len);
+}
+
+static bool ws(char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; }
+
+const char *kc__event_object_text(const char *p, size_t n, const char *type, size_t *len) {
+    if (!p || !type) return NULL;
+    size_t tl = strlen(type);
+    while (n && ws(p[n - 1])) n--;
     static const char a[] = "{\"type\":\"", b[] = "\",\"object\":";
     size_t head = sizeof a - 1 + tl + sizeof b - 1;
     if (n < head + 3 || memcmp(p, a, sizeof a - 1) || memcmp(p + sizeof a - 1, type, tl) ||
         memcmp(p + sizeof a - 1 + tl, b, sizeof b - 1) || p[head] != '{' || p[n - 1] != '}')
         return NULL;
     n--; /* the event's closing brace */
-    while (n > head && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r' || p[n - 1] == '\n')) n--;
-    if (p[n - 1] != '}') return NULL;
+    while (n > head && ws(p[n - 1])) n--;
+    if (n <= head || p[n - 1] != '}') return NULL;
+    /* the object's first brace must close at the end of the span (not before:
+     * a member after the object, or "object" named twice) */
+    int depth = 0;
+    bool in_str = false;
+    for (size_t i = head; i < n; i++) {
+        char ch = p[i];
+        if (in_str) {
+            if (ch == '\\') i++;
+            else if (ch == '"') in_str = false;
+        } else if (ch == '"') {
+            in_str = true;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+        } else if ((ch == '}' || ch == ']') && --depth == 0 && i != n - 1) {
+            return NULL;
+        }
+    }
+    if (depth != 0 || in_str) return NULL;
     *len = n - head;
     return p + head;
 }
