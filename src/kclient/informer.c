@@ -117,28 +117,28 @@ static const char *obj_rv(json_t *obj) {
 }
 
 /* A compact value: "rv\0text", or NULL. The text is the one the server
- * sent (text, tl bytes) when given, else obj's compact JSON written into
- * the feed's scratch buffer (grown when too small, at most once per
- * object); either is copied once into the string. */
+ * sent (text, tl bytes) when given, else obj's compact JSON (jdump); it is
+ * put after the version in the feed's scratch buffer and copied once into
+ * the string. */
 static json_t *compact_value(struct kc_feed *f, json_t *obj, const char *text, size_t tl) {
     const char *rv = obj_rv(obj);
     size_t rl = rv ? strlen(rv) : 0;
-    for (int pass = 0; pass < 2; pass++) {
-        size_t room = f->tcap > rl + 1 ? f->tcap - rl - 1 : 0;
-        size_t n = text ? tl : json_dumpb(obj, room ? f->tbuf + rl + 1 : NULL, room, JSON_COMPACT);
-        if (!n) return NULL;
-        if (n <= room) {
-            if (text) memcpy(f->tbuf + rl + 1, text, n);
-            if (rl) memcpy(f->tbuf, rv, rl);
-            f->tbuf[rl] = 0;
-            return json_stringn_nocheck(f->tbuf, rl + 1 + n);
-        }
-        char *b = realloc(f->tbuf, rl + 1 + n + 4096);
-        if (!b) return NULL;
+    char *dumped = NULL;
+    if (!text && !(text = dumped = jdump(obj, JSON_COMPACT, &tl))) return NULL;
+    json_t *v = NULL;
+    if (f->tcap < rl + 1 + tl) {
+        char *b = realloc(f->tbuf, rl + 1 + tl + 4096);
+        if (!b) goto out;
         f->tbuf = b;
-        f->tcap = rl + 1 + n + 4096;
+        f->tcap = rl + 1 + tl + 4096;
     }
-    return NULL;
+    if (rl) memcpy(f->tbuf, rv, rl);
+    f->tbuf[rl] = 0;
+    memcpy(f->tbuf + rl + 1, text, tl);
+    v = json_stringn_nocheck(f->tbuf, rl + 1 + tl);
+out:
+    free(dumped);
+    return v;
 }
 
 /* What the cache keeps for obj (a new reference; NULL when out of memory). */
@@ -162,7 +162,7 @@ static json_t *cached_object(const struct kc_feed *f, json_t *v) {
     const char *s = json_string_value(v);
     size_t len = json_string_length(v), rl = s ? strlen(s) : 0;
     if (!s || rl >= len) return NULL;
-    return json_loadb(s + rl + 1, len - rl - 1, JSON_DECODE_ANY, NULL);
+    return jparse_loadb(s + rl + 1, len - rl - 1, JSON_DECODE_ANY, NULL);
 }
 
 /* The object a deletion found by a re-list reports: the cached one, or for
