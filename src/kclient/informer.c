@@ -300,6 +300,22 @@ static void cache_put(struct kc_feed *f, const char *key, json_t *obj, const cha
     json_decref(old);
 }
 
+/* A listed object of a compact feed (v: its compact value, as on_list
+ * kept it) as the cache's entry for key: decoded only to be handed out,
+ * when new or changed. */
+static void cache_put_compact(struct kc_feed *f, const char *key, json_t *v) {
+    json_t *old = json_object_get(f->cache, key);
+    const char *a = old ? cached_rv(f, old) : NULL, *b = cached_rv(f, v);
+    if (a && b && *b && !strcmp(a, b)) return;
+    json_t *obj = cached_object(f, v);
+    if (!obj) return;
+    bool had = old != NULL;
+    json_object_set(f->cache, key, v);
+    if (had) emit_update(f, NULL, obj);
+    else emit_add(f, obj);
+    json_decref(obj);
+}
+
 /* ---- the diff after a complete list ---- */
 
 static void apply_list(struct kc_feed *f) {
@@ -309,7 +325,8 @@ static void apply_list(struct kc_feed *f) {
     json_t *obj, *tmp;
     f->busy++;
     json_object_foreach(fresh, key, obj) {
-        cache_put(f, key, obj, NULL, 0);
+        if (f->compact) cache_put_compact(f, key, obj);
+        else cache_put(f, key, obj, NULL, 0);
         if (stopping(f)) goto out;
     }
     json_object_foreach_safe(f->cache, tmp, key, obj) {
@@ -371,7 +388,10 @@ static void on_list(void *ud, const struct kc_response *r) {
     json_array_foreach(items, i, obj) {
         if (!obj_key(obj, key, sizeof key)) continue;
         if (f->transform) f->transform(obj);
-        json_object_set(f->fresh, key, obj);
+        /* a compact feed gathers the list as text: a re-list of every pod
+         * never holds them all as trees at once */
+        if (f->compact) json_object_set_new(f->fresh, key, cache_value(f, obj, NULL, 0));
+        else json_object_set(f->fresh, key, obj);
     }
     json_t *md = json_object_get(body, "metadata");
     const char *cont = json_string_value(json_object_get(md, "continue"));
