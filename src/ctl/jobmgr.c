@@ -467,13 +467,24 @@ static const char *job_uid(const struct jobmgr *jm, const struct jm_job *job) {
     return json_string_value(json_object_get(json_object_get(jobj, "metadata"), "uid"));
 }
 
+const char jm_reason_other[] = "";
+
+const char *jm_reason(struct jobmgr *jm, const char *reason) {
+    if (!reason) return NULL;
+    for (int i = 0; i < jm->nreasons; i++)
+        if (!strcmp(jm->reasons[i], reason)) return jm->reasons[i];
+    if (jm->nreasons == JM_REASONS_MAX || !(jm->reasons[jm->nreasons] = strdup(reason))) return jm_reason_other;
+    return jm->reasons[jm->nreasons++];
+}
+
 /* adopt, remembering the object and what it left (pods_current). */
 static void adopt_pod(struct jobmgr *jm, struct jm_job *job, struct jm_inst *r, const struct jm_pod_view *v,
                       json_t *pod) {
     adopt(jm, r, v);
-    json_incref(pod);
-    json_decref(r->applied);
-    r->applied = pod;
+    r->unsched = jm_reason(jm, jm_pod_unscheduled_reason(pod));
+    const char *rv = json_string_value(json_object_get(json_object_get(pod, "metadata"), "resourceVersion"));
+    free(r->applied);
+    r->applied = rv ? strdup(rv) : NULL;
     r->applied_sum = inst_sum(r, job_uid(jm, job));
 }
 
@@ -496,7 +507,8 @@ static bool pods_current(struct jobmgr *jm) {
                     uid = job_uid(jm, j);
                     uid_read = true;
                 }
-                if (!r->pod || kc_informer_get(jm->pods, j->ns, r->pod) != r->applied ||
+                const char *rv = r->pod ? kc_informer_version(jm->pods, j->ns, r->pod) : NULL;
+                if (!rv || strcmp(rv, r->applied) ||
                     inst_sum(r, uid) != r->applied_sum)
                     return false;
                 held++;
@@ -551,7 +563,7 @@ static void pod_gone(struct jobmgr *jm, json_t *pod) {
     r->kill_sent = false;
     free(r->pod);
     r->pod = NULL;
-    json_decref(r->applied);
+    free(r->applied);
     r->applied = NULL;
     /* a preemption victim ends KILLED (run again unless killOnPreempt); anything
      * else that vanished under us is LOST (at least once) */
@@ -732,7 +744,9 @@ struct jobmgr *jobmgr_start(uv_loop_t *loop, struct kclient *kc, const struct jo
     kc_escape(PL_JOB, sel, sizeof sel);
     snprintf(q, sizeof q, "labelSelector=%s", sel);
     jm->jobs = kc_informer_new(kc, JM_JOBS_PATH "/jobs", NULL, &jh, jm);
-    jm->pods = kc_informer_new(kc, "/api/v1/pods", q, &ph, jm);
+    /* compact: the pods' text, not their trees (the native role's cache shares the feed) */
+    static const struct kc_informer_opts po = {.compact = true};
+    jm->pods = kc_informer_new_opts(kc, "/api/v1/pods", q, &po, &ph, jm);
     jm->nodes = kc_informer_new(kc, "/api/v1/nodes", NULL, &nh, jm);
     jm->pools = kc_informer_new(kc, JM_JOBS_PATH "/resourcepools", NULL, &rh, jm);
     if (!jm->jobs || !jm->pods || !jm->nodes || !jm->pools || kc_informer_start(jm->jobs) ||
@@ -780,6 +794,8 @@ void jobmgr_stop(struct jobmgr *jm) {
         req_free(q);
     }
     jm->qhead = jm->qtail = NULL;
+    for (int i = 0; i < jm->nreasons; i++) free(jm->reasons[i]); /* no record is left to point at them */
+    jm->nreasons = 0;
     uv_timer_stop(&jm->tick);
     uv_timer_stop(&jm->resync);
     uv_timer_stop(&jm->wake);

@@ -47,7 +47,10 @@ struct jm_inst {
     char *pin;                /* DAEMON: the node the instance belongs to */
     uint32_t gang_first, gang_run, gang_size; /* the gang this run was started in (size 1: none) */
     uint64_t node_gen;        /* host was among the Nodes at jobmgr.node_gen (0: not looked up since it changed) */
-    json_t *applied;          /* the pod object last adopted into the record (a reference), or NULL */
+    char *applied;            /* the resourceVersion of the pod last adopted into the record, or NULL (the
+                               * pod cache keeps text, not objects: kc_informer_version) */
+    const char *unsched;      /* the reason of its pod's PodScheduled=False condition (jm_reason), or NULL: the
+                               * status counts waiting pods by it and decodes one pod of each reason */
     uint64_t applied_sum;     /* what adopt read and left of the record then, with its Job's uid (jobmgr.c) */
 };
 
@@ -105,6 +108,10 @@ struct jm_req {
     uint32_t instance, run;
 };
 
+#define JM_REASONS_MAX 32
+/* jm_reason's answer for a reason past JM_REASONS_MAX: the pod is read to know. */
+extern const char jm_reason_other[];
+
 struct jobmgr {
     uv_loop_t *loop;
     struct kclient *kc;
@@ -125,9 +132,14 @@ struct jobmgr {
     json_t *parents;          /* names of the pools that have children, NULL: stale */
     long maint_nodes;         /* Nodes in maintenance; -1: stale (counted again on a node change) */
     uint64_t node_gen;        /* bumped when a Node comes or goes: a record's host is looked up again */
+    char *reasons[JM_REASONS_MAX]; /* the PodScheduled=False reasons seen (jm_reason), freed with the job manager */
+    int nreasons;
 };
 
 /* jobmgr.c */
+/* reason as a pointer the job manager keeps (equal reasons: one pointer),
+ * jm_reason_other when JM_REASONS_MAX are kept already, NULL for NULL. */
+const char *jm_reason(struct jobmgr *jm, const char *reason);
 void jm_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int64_t jm_now_ms(const struct jobmgr *jm);
 struct jm_job *jm_job_find(struct jobmgr *jm, const char *ns, const char *name);

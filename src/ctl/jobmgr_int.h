@@ -188,6 +188,8 @@ json_t *jm_status_build(enum job_state state, const struct job_counts *counts, c
  * are present, unbound and not ended (borrowed). lastTransitionTime is kept
  * from current (the stored status) while the status is unchanged, else now.
  * 0 or -ENOMEM. */
+/* The reason of the pod's PodScheduled=False condition, or NULL (borrowed from pod). */
+const char *jm_pod_unscheduled_reason(const json_t *pod);
 int jm_status_set_running(json_t *st, const json_t *current, const json_t *const *waiting, size_t nwaiting,
                           const struct job_counts *counts, const char *now);
 bool jm_status_same(const json_t *current, const json_t *desired);

@@ -388,6 +388,10 @@ static const json_t *unscheduled(const json_t *pod) {
     return st && !strcmp(st, "False") && json_is_string(json_object_get(c, "reason")) ? c : NULL;
 }
 
+const char *jm_pod_unscheduled_reason(const json_t *pod) {
+    return json_string_value(json_object_get(unscheduled(pod), "reason"));
+}
+
 int jm_status_set_running(json_t *st, const json_t *current, const json_t *const *waiting, size_t nwaiting,
                           const struct job_counts *counts, const char *now) {
     enum { MAXR = 8 };

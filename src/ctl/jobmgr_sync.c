@@ -32,7 +32,7 @@ struct jm_inst *jm_inst_get(struct jm_job *job, uint32_t instance) {
 }
 
 void jm_inst_clear(struct jm_inst *r) {
-    json_decref(r->applied);
+    free(r->applied);
     free(r->pod);
     free(r->host);
     free(r->last_host);
@@ -555,11 +555,30 @@ static void send_status(struct ctx *c, const struct job_plan *plan, const struct
     }
     const json_t **waiting = nw ? calloc(nw, sizeof *waiting) : NULL;
     size_t k = 0;
-    for (uint32_t i = 0; waiting && i < job->ninst; i++) {
+    /* the pod cache keeps text: a pod with no PodScheduled=False stands as an
+     * empty object, and one pod of each reason is decoded for them all (the
+     * status reads the reason of each and the message of one) */
+    json_t *none = json_object();
+    const char *rs[JM_REASONS_MAX];
+    const json_t *rp[JM_REASONS_MAX];
+    size_t nrs = 0;
+    for (uint32_t i = 0; waiting && none && i < job->ninst; i++) {
         const struct jm_inst *r = &job->inst[i];
         if (!r->used || !r->present || r->bound || r->deleting || !r->pod || task_state_terminal(r->state)) continue;
+        if (!r->unsched) {
+            waiting[k++] = none;
+            continue;
+        }
+        size_t j = 0;
+        while (j < nrs && rs[j] != r->unsched) j++;
+        if (j < nrs) {
+            waiting[k++] = rp[j];
+            continue;
+        }
         const json_t *pod = kc_informer_get(c->jm->pods, job->ns, r->pod);
-        if (pod) waiting[k++] = pod;
+        if (!pod) continue;
+        waiting[k++] = pod;
+        if (r->unsched != jm_reason_other && nrs < JM_REASONS_MAX) rs[nrs] = r->unsched, rp[nrs++] = pod;
     }
     if (st && ((nw && !waiting) ||
                jm_status_set_running(st, json_object_get(c->obj, "status"), waiting, k, &plan->counts, now))) {
@@ -567,6 +586,7 @@ static void send_status(struct ctx *c, const struct job_plan *plan, const struct
         st = NULL;
     }
     free(waiting);
+    json_decref(none);
     const json_t *gen = json_object_get(json_object_get(c->obj, "metadata"), "generation");
     if (st && json_is_integer(gen))
         json_object_set_new(st, "observedGeneration", json_integer(json_integer_value(gen)));

@@ -24,7 +24,17 @@
  * later subscriber, which gets a feed of its own (its own list; a role
  * started again in a new leader term is one). A transform trims every
  * object (listed or watched) before it is cached or handed out; feeds are
- * shared only by informers with the same options. */
+ * shared only by informers with the same options.
+ *
+ * A compact feed (kc_informer_opts.compact) keeps each object as its
+ * resourceVersion and its compact JSON text in one string value ("rv\0text":
+ * a pod's 2 KB of text instead of its 13-15 KB tree). Handlers get each
+ * event's decoded object as usual; kc_informer_get and a late subscriber's
+ * adds decode the text again (kc_informer_get's objects are held in the
+ * feed's `decoded` array until the loop's next check phase: valid until the
+ * current callback returns); kc_informer_foreach decodes one at a time. Its
+ * updates come without the old object, and a deletion a re-list finds
+ * comes as the object decoded from the cache. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +78,11 @@ struct kc_feed {
     bool paging;            /* the list request in flight carries a continue token */
     bool unpaged;           /* the next list asks for everything at once (a continue token expired) */
     bool keys_only;         /* cache values are resourceVersions (json strings), not objects */
+    bool compact;           /* cache values are "rv\0text" strings (the object's compact JSON) */
+    json_t *decoded;        /* compact: objects kc_informer_get decoded, dropped at the next check phase */
+    char *tbuf;             /* compact: scratch for an object's text */
+    size_t tcap;
+    uv_check_t *check;      /* compact: drops `decoded` (freed by its close callback) */
     kc_transform_fn transform;
     jparse_keep_fn keep;    /* members not decoded (kc_informer_opts) */
     int busy;
@@ -81,6 +96,14 @@ static void start_watch(struct kc_feed *f);
 
 static void timer_closed(uv_handle_t *h) { free(h); }
 
+/* The loop's check phase after a kc_informer_get of a compact feed: the
+ * objects it decoded are dropped (the callback that asked has returned). */
+static void drop_decoded(uv_check_t *h) {
+    struct kc_feed *f = h->data;
+    json_array_clear(f->decoded);
+    uv_check_stop(h);
+}
+
 static void set_rv(struct kc_feed *f, const char *rv) {
     if (!rv || !*rv || !strcmp(rv, f->rv)) return;
     char *n = strdup(rv);
@@ -93,8 +116,34 @@ static const char *obj_rv(json_t *obj) {
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
 }
 
-/* What the cache keeps for obj (a new reference). */
-static json_t *cache_value(const struct kc_feed *f, json_t *obj) {
+/* A compact value: "rv\0text", or NULL. The text is the one the server
+ * sent (text, tl bytes) when given, else obj's compact JSON (jdump); it is
+ * put after the version in the feed's scratch buffer and copied once into
+ * the string. */
+static json_t *compact_value(struct kc_feed *f, json_t *obj, const char *text, size_t tl) {
+    const char *rv = obj_rv(obj);
+    size_t rl = rv ? strlen(rv) : 0;
+    char *dumped = NULL;
+    if (!text && !(text = dumped = jdump(obj, JSON_COMPACT, &tl))) return NULL;
+    json_t *v = NULL;
+    if (f->tcap < rl + 1 + tl) {
+        char *b = realloc(f->tbuf, rl + 1 + tl + 4096);
+        if (!b) goto out;
+        f->tbuf = b;
+        f->tcap = rl + 1 + tl + 4096;
+    }
+    if (rl) memcpy(f->tbuf, rv, rl);
+    f->tbuf[rl] = 0;
+    memcpy(f->tbuf + rl + 1, text, tl);
+    v = json_stringn_nocheck(f->tbuf, rl + 1 + tl);
+out:
+    free(dumped);
+    return v;
+}
+
+/* What the cache keeps for obj (a new reference; NULL when out of memory). */
+static json_t *cache_value(struct kc_feed *f, json_t *obj, const char *text, size_t tl) {
+    if (f->compact) return compact_value(f, obj, text, tl);
     if (!f->keys_only) return json_incref(obj);
     const char *rv = obj_rv(obj);
     return json_string(rv ? rv : "");
@@ -102,14 +151,25 @@ static json_t *cache_value(const struct kc_feed *f, json_t *obj) {
 
 /* The resourceVersion of a cache value. */
 static const char *cached_rv(const struct kc_feed *f, json_t *v) {
-    return f->keys_only ? json_string_value(v) : obj_rv(v);
+    return f->keys_only || f->compact ? json_string_value(v) : obj_rv(v);
+}
+
+/* The object a cache value holds: a new reference (decoded for a compact
+ * feed), or NULL for a keys-only feed or text that does not decode. */
+static json_t *cached_object(const struct kc_feed *f, json_t *v) {
+    if (f->keys_only) return NULL;
+    if (!f->compact) return json_incref(v);
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v), rl = s ? strlen(s) : 0;
+    if (!s || rl >= len) return NULL;
+    return jparse_loadb(s + rl + 1, len - rl - 1, JSON_DECODE_ANY, NULL);
 }
 
 /* The object a deletion found by a re-list reports: the cached one, or for
  * a keys-only feed a stub with the key's namespace and name and the last
  * resourceVersion seen (a new reference). */
 static json_t *deleted_object(const struct kc_feed *f, const char *key, json_t *v) {
-    if (!f->keys_only) return json_incref(v);
+    if (!f->keys_only) return cached_object(f, v);
     const char *slash = strchr(key, '/');
     if (!slash) return NULL;
     json_t *md = json_pack("{s:s%, s:s, s:s}", "namespace", key, (size_t)(slash - key), "name", slash + 1,
@@ -137,6 +197,12 @@ static void really_free(struct kc_feed *f) {
     kc__request_abandon(f->req);
     uv_timer_stop(f->timer);
     uv_close((uv_handle_t *)f->timer, timer_closed);
+    if (f->check) {
+        uv_check_stop(f->check);
+        uv_close((uv_handle_t *)f->check, timer_closed);
+    }
+    json_decref(f->decoded);
+    free(f->tbuf);
     while (f->subs) {
         struct kc_informer *s = f->subs;
         f->subs = s->next;
@@ -219,19 +285,35 @@ static void schedule(struct kc_feed *f, bool relist) {
 
 /* obj as the cache's entry for key: an add, or an update when its
  * resourceVersion moved (one that is missing counts as moved). */
-static void cache_put(struct kc_feed *f, const char *key, json_t *obj) {
+static void cache_put(struct kc_feed *f, const char *key, json_t *obj, const char *text, size_t tl) {
     json_t *old = json_object_get(f->cache, key);
     if (!old) {
-        json_object_set_new(f->cache, key, cache_value(f, obj));
+        json_object_set_new(f->cache, key, cache_value(f, obj, text, tl));
         emit_add(f, obj);
         return;
     }
     const char *a = cached_rv(f, old), *b = obj_rv(obj);
     if (a && b && !strcmp(a, b)) return;
     json_incref(old);
-    json_object_set_new(f->cache, key, cache_value(f, obj));
-    emit_update(f, f->keys_only ? NULL : old, obj);
+    json_object_set_new(f->cache, key, cache_value(f, obj, text, tl));
+    emit_update(f, f->keys_only || f->compact ? NULL : old, obj);
     json_decref(old);
+}
+
+/* A listed object of a compact feed (v: its compact value, as on_list
+ * kept it) as the cache's entry for key: decoded only to be handed out,
+ * when new or changed. */
+static void cache_put_compact(struct kc_feed *f, const char *key, json_t *v) {
+    json_t *old = json_object_get(f->cache, key);
+    const char *a = old ? cached_rv(f, old) : NULL, *b = cached_rv(f, v);
+    if (a && b && *b && !strcmp(a, b)) return;
+    json_t *obj = cached_object(f, v);
+    if (!obj) return;
+    bool had = old != NULL;
+    json_object_set(f->cache, key, v);
+    if (had) emit_update(f, NULL, obj);
+    else emit_add(f, obj);
+    json_decref(obj);
 }
 
 /* ---- the diff after a complete list ---- */
@@ -243,7 +325,8 @@ static void apply_list(struct kc_feed *f) {
     json_t *obj, *tmp;
     f->busy++;
     json_object_foreach(fresh, key, obj) {
-        cache_put(f, key, obj);
+        if (f->compact) cache_put_compact(f, key, obj);
+        else cache_put(f, key, obj, NULL, 0);
         if (stopping(f)) goto out;
     }
     json_object_foreach_safe(f->cache, tmp, key, obj) {
@@ -305,7 +388,10 @@ static void on_list(void *ud, const struct kc_response *r) {
     json_array_foreach(items, i, obj) {
         if (!obj_key(obj, key, sizeof key)) continue;
         if (f->transform) f->transform(obj);
-        json_object_set(f->fresh, key, obj);
+        /* a compact feed gathers the list as text: a re-list of every pod
+         * never holds them all as trees at once */
+        if (f->compact) json_object_set_new(f->fresh, key, cache_value(f, obj, NULL, 0));
+        else json_object_set(f->fresh, key, obj);
     }
     json_t *md = json_object_get(body, "metadata");
     const char *cont = json_string_value(json_object_get(md, "continue"));
@@ -381,7 +467,10 @@ static void on_event(void *ud, const char *type, json_t *obj) {
             json_decref(old);
         }
     } else if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED")) {
-        cache_put(f, key, obj);
+        /* a compact feed keeps the text the server sent, when nothing was trimmed from the object */
+        size_t tl = 0;
+        const char *text = f->compact && !f->transform ? kc__watch_object_text(f->watch, type, &tl) : NULL;
+        cache_put(f, key, obj, text, tl);
     }
     unbusy(f);
 }
@@ -420,6 +509,15 @@ static void start_watch(struct kc_feed *f) {
 
 static bool same(const char *a, const char *b) { return (!a || !*a) ? (!b || !*b) : (b && !strcmp(a, b)); }
 
+/* A compact feed's array of decoded objects and the check handle that empties it. */
+static int feed_compact_init(struct kc_feed *f) {
+    if (!(f->decoded = json_array()) || !(f->check = malloc(sizeof *f->check))) return -ENOMEM;
+    uv_check_init(f->c->loop, f->check);
+    f->check->data = f;
+    uv_unref((uv_handle_t *)f->check);
+    return 0;
+}
+
 static struct kc_feed *feed_new(struct kclient *c, const char *path, const char *query) {
     struct kc_feed *f = calloc(1, sizeof *f);
     if (!f) return NULL;
@@ -455,14 +553,20 @@ struct kc_informer *kc_informer_new_opts(struct kclient *c, const char *path, co
     if (!o) o = &none;
     struct kc_feed *f = c->feeds;
     while (f && (f->free_pending || (f->keys_only && f->synced) || f->keys_only != o->keys_only ||
+                 f->compact != (o->compact && !o->keys_only) ||
                  f->transform != o->transform || f->keep != o->keep || strcmp(f->path, path) ||
                  !same(f->query, query)))
         f = f->next;
     bool made = !f;
     if (made && !(f = feed_new(c, path, query))) return NULL;
     f->keys_only = o->keys_only;
+    f->compact = o->compact && !o->keys_only;
     f->transform = o->transform;
     f->keep = o->keep;
+    if (made && f->compact && feed_compact_init(f)) {
+        really_free(f);
+        return NULL;
+    }
     struct kc_informer *s = calloc(1, sizeof *s);
     if (!s) {
         if (made) really_free(f);
@@ -532,7 +636,9 @@ int kc_informer_start(struct kc_informer *inf) {
     json_t *obj;
     json_object_foreach(f->cache, key, obj) {
         if (inf->dead || stopping(f)) break;
-        if (inf->h.on_add) inf->h.on_add(inf->ud, obj);
+        json_t *o = cached_object(f, obj);
+        if (o && inf->h.on_add) inf->h.on_add(inf->ud, o);
+        json_decref(o);
     }
     if (!inf->dead && !stopping(f)) {
         inf->synced = true;
@@ -557,15 +663,32 @@ uint64_t kc_informer_age_ms(const struct kc_informer *inf) {
     return inf && inf->f->synced ? uv_now(inf->f->c->loop) - inf->f->seen_ms : UINT64_MAX;
 }
 
-json_t *kc_informer_get(const struct kc_informer *inf, const char *ns, const char *name) {
+/* The cache value of ns/name, or NULL. */
+static json_t *cache_lookup(const struct kc_feed *f, const char *ns, const char *name) {
     char key[1024];
-    if (!inf || !name || inf->f->keys_only) return NULL;
+    if (!name) return NULL;
     size_t nl = ns ? strlen(ns) : 0, ml = strlen(name);
     if (nl + ml + 2 > sizeof key) return NULL;
     if (nl) memcpy(key, ns, nl); /* "ns/name" without a formatter: callers look up per node and per pod */
     key[nl] = '/';
     memcpy(key + nl + 1, name, ml + 1);
-    return json_object_getn(inf->f->cache, key, nl + 1 + ml);
+    return json_object_getn(f->cache, key, nl + 1 + ml);
+}
+
+json_t *kc_informer_get(const struct kc_informer *inf, const char *ns, const char *name) {
+    if (!inf || inf->f->keys_only) return NULL;
+    struct kc_feed *f = inf->f;
+    json_t *v = cache_lookup(f, ns, name);
+    if (!v || !f->compact) return v;
+    json_t *obj = cached_object(f, v);
+    if (!obj || json_array_append_new(f->decoded, obj)) return NULL;
+    uv_check_start(f->check, drop_decoded);
+    return obj;
+}
+
+const char *kc_informer_version(const struct kc_informer *inf, const char *ns, const char *name) {
+    json_t *v = inf ? cache_lookup(inf->f, ns, name) : NULL;
+    return v ? cached_rv(inf->f, v) : NULL;
 }
 
 size_t kc_informer_count(const struct kc_informer *inf) { return inf ? json_object_size(inf->f->cache) : 0; }
@@ -575,7 +698,10 @@ void kc_informer_foreach(const struct kc_informer *inf, int (*fn)(void *ud, json
     json_t *obj;
     if (!inf || inf->f->keys_only) return;
     json_object_foreach(inf->f->cache, key, obj) {
-        if (fn(ud, obj)) return;
+        json_t *o = cached_object(inf->f, obj);
+        int stop = o ? fn(ud, o) : 0;
+        json_decref(o);
+        if (stop) return;
     }
 }
 

@@ -182,6 +182,16 @@ struct kc_informer_opts {
      * keys-only feed needs metadata's namespace, name and resourceVersion).
      * Feeds are shared only by informers with the same transform and keep. */
     jparse_keep_fn keep;
+    /* Keep each object as its compact JSON text rather than its tree (a
+     * pod: ~2 KB instead of 13-15 KB), for caches of many objects that are
+     * read now and then. Handlers get every event's object decoded as
+     * usual, but on_update gets old == NULL; kc_informer_get decodes the
+     * text at each call (the object lives until the current callback
+     * returns, not until the next event, and two calls give two objects);
+     * kc_informer_foreach decodes one object per call of fn (valid during
+     * it). Ignored with keys_only. Feeds are shared only by informers with
+     * the same setting. */
+    bool compact;
 };
 /* kc_informer_new with options (o may be NULL). */
 struct kc_informer *kc_informer_new_opts(struct kclient *c, const char *path, const char *query,
@@ -203,9 +213,14 @@ bool kc_informer_fresh(const struct kc_informer *inf, uint64_t max_age_ms);
 /* Milliseconds (loop time) since the server was last heard from for this
  * cache; UINT64_MAX before the first list. */
 uint64_t kc_informer_age_ms(const struct kc_informer *inf);
-/* The cached object (borrowed; valid until the next event), or NULL (also
- * for a keys-only informer). ns is "" for cluster-scoped objects. */
+/* The cached object (borrowed; valid until the next event; for a compact
+ * feed until the current callback returns), or NULL (also for a keys-only
+ * informer). ns is "" for cluster-scoped objects. */
 json_t *kc_informer_get(const struct kc_informer *inf, const char *ns, const char *name);
+/* The cached object's resourceVersion (borrowed; valid until the next
+ * event), or NULL when ns/name is not cached; any kind of feed, without
+ * decoding: to know whether an object changed since it was last seen. */
+const char *kc_informer_version(const struct kc_informer *inf, const char *ns, const char *name);
 size_t kc_informer_count(const struct kc_informer *inf);
 /* Calls fn for every cached object; stops when fn returns non-zero. */
 void kc_informer_foreach(const struct kc_informer *inf, int (*fn)(void *ud, json_t *obj), void *ud);

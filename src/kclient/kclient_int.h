@@ -96,6 +96,15 @@ int kh1_start(struct kh1 *h, struct kc_req *r, const char *method, const char *p
 void kc__h1_done(struct kc_req *r, long status, char *body, size_t len, const char *error);
 
 /* kwatch.c */
+/* Inside on_event of a plain (not filtered) watch: the text of the event's
+ * object as the server sent it, when the line is exactly
+ * {"type":"<type>","object":{...}} (what kube-apiserver and the shim
+ * write: no member before or after the object, whose braces close at the
+ * line's end), else NULL. */
+const char *kc__watch_object_text(const struct kc_watch *w, const char *type, size_t *len);
+/* The same over one line (n bytes) whose decoded type is type: the object's
+ * bytes within it (*len of them), or NULL when the line is not that shape. */
+const char *kc__event_object_text(const char *line, size_t n, const char *type, size_t *len);
 void kc__watch_flush_all(struct kclient *c);  /* dispatch buffered lines */
 void kc__watch_destroy_all(struct kclient *c); /* kclient_free: stop every watch, no callbacks */
 void kc__watch_reap(struct kclient *c);        /* free the dead list */

@@ -32,6 +32,8 @@ struct kc_watch {
     bool pending;      /* unread complete lines in buf */
     bool overflow;     /* a line exceeded KC_LINE_MAX */
     enum kc_watch_state state;
+    const char *line;  /* the event line on_event is called for, and its length (NULL outside on_event) */
+    size_t line_n;
     struct kc_watch *prev, *next;
     char errbuf[CURL_ERROR_SIZE];
 };
@@ -131,9 +133,53 @@ static int deliver(struct kc_watch *w, const char *line, size_t n) {
         json_decref(ev);
         return -EPROTO;
     }
+    w->line = line;
+    w->line_n = n;
     w->on_event(w->ud, type, obj);
+    w->line = NULL;
     json_decref(ev);
     return 0;
+}
+
+const char *kc__watch_object_text(const struct kc_watch *w, const char *type, size_t *len) {
+    if (!w || !w->line || w->keep) return NULL;
+    return kc__event_object_text(w->line, w->line_n, type, len);
+}
+
+static bool ws(char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; }
+
+const char *kc__event_object_text(const char *p, size_t n, const char *type, size_t *len) {
+    if (!p || !type) return NULL;
+    size_t tl = strlen(type);
+    while (n && ws(p[n - 1])) n--;
+    static const char a[] = "{\"type\":\"", b[] = "\",\"object\":";
+    size_t head = sizeof a - 1 + tl + sizeof b - 1;
+    if (n < head + 3 || memcmp(p, a, sizeof a - 1) || memcmp(p + sizeof a - 1, type, tl) ||
+        memcmp(p + sizeof a - 1 + tl, b, sizeof b - 1) || p[head] != '{' || p[n - 1] != '}')
+        return NULL;
+    n--; /* the event's closing brace */
+    while (n > head && ws(p[n - 1])) n--;
+    if (n <= head || p[n - 1] != '}') return NULL;
+    /* the object's first brace must close at the end of the span (not before:
+     * a member after the object, or "object" named twice) */
+    int depth = 0;
+    bool in_str = false;
+    for (size_t i = head; i < n; i++) {
+        char ch = p[i];
+        if (in_str) {
+            if (ch == '\\') i++;
+            else if (ch == '"') in_str = false;
+        } else if (ch == '"') {
+            in_str = true;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+        } else if ((ch == '}' || ch == ']') && --depth == 0 && i != n - 1) {
+            return NULL;
+        }
+    }
+    if (depth != 0 || in_str) return NULL;
+    *len = n - head;
+    return p + head;
 }
 
 static void end_watch(struct kc_watch *w, long status, const char *error);

@@ -27,16 +27,24 @@ struct job_entry {
     struct ncache_reply memo[NCACHE_MEMOS];
 };
 
-/* The pods of one Job (label peloton.io/job in the Job's namespace). */
+/* Sets of more pods than this are not kept decoded between two reads. */
+#define NCACHE_SORTED_KEEP 256
+
+/* The pods of one Job (label peloton.io/job in the Job's namespace): their
+ * names; the objects are the informer's (compact: decoded when read). */
 struct pod_set {
-    struct strmap by_name; /* pod name -> the pod (a reference) */
-    json_t *sorted;        /* the pods by name (a list's order), built on demand; NULL after any change */
+    char *key;             /* "<namespace>/<job name>" */
+    struct strmap by_name; /* pod name -> the set itself (a mark) */
+    json_t *sorted;        /* the pods by name (a list's order), built on demand for a set of at most
+                            * NCACHE_SORTED_KEEP; NULL after any change */
 };
 
 struct ncache {
     struct kclient *kc;
     struct kc_informer *jobs, *pools, *pods;
     struct strmap pod_sets;            /* "<namespace>/<job name>" -> struct pod_set */
+    struct strmap pod_of;              /* "<namespace>/<pod name>" -> the struct pod_set it is in */
+    json_t *scratch;                   /* the last ncache_job_pods answer for a bigger set */
     json_t *no_pods;                   /* an empty array, for a Job without pods */
     struct strmap by_id;               /* JobID -> struct job_entry */
     json_t *pool_items;                /* the pools in a list's order, built on demand; NULL after any change */
@@ -121,56 +129,65 @@ static bool pod_job_key(const json_t *pod, char *out, size_t len) {
 }
 
 static void pod_set_free(struct pod_set *ps) {
-    size_t pos = 0;
-    const char *k;
-    void *v;
-    while (strmap_next(&ps->by_name, &pos, &k, &v)) json_decref(v);
     strmap_free(&ps->by_name);
     json_decref(ps->sorted);
+    free(ps->key);
     free(ps);
 }
 
-/* pod leaves its Job's set (gone, or its old state). */
-static void pod_unindex(struct ncache *c, const json_t *pod) {
-    char key[600];
-    struct pod_set *ps = pod_job_key(pod, key, sizeof key) ? strmap_get(&c->pod_sets, key) : NULL;
-    const char *name = jstr(json_object_get(pod, "metadata"), "name");
-    if (!ps || !name) return;
-    json_decref(strmap_del(&ps->by_name, name));
-    json_decref(ps->sorted);
-    ps->sorted = NULL;
-    if (!strmap_count(&ps->by_name)) pod_set_free(strmap_del(&c->pod_sets, key));
+/* "<namespace>/<pod name>" of pod into out; false without a name. */
+static bool pod_key(const json_t *pod, char *out, size_t len) {
+    const json_t *md = json_object_get(pod, "metadata");
+    const char *name = jstr(md, "name");
+    int n = name ? snprintf(out, len, "%s/%s", jstr(md, "namespace") ?: "", name) : -1;
+    return n > 0 && (size_t)n < len;
 }
 
-/* pod (in the informer's cache) joins its Job's set. Out of memory: the
- * cache stops answering pods (a set that misses one would answer wrong). */
-static void pod_index(struct ncache *c, json_t *pod) {
-    char key[600];
+/* Pod pkey (named name) leaves the set it is in, if any. */
+static void pod_leave(struct ncache *c, const char *pkey, const char *name) {
+    struct pod_set *ps = strmap_del(&c->pod_of, pkey);
+    if (!ps) return;
+    strmap_del(&ps->by_name, name);
+    json_decref(ps->sorted);
+    ps->sorted = NULL;
+    if (!strmap_count(&ps->by_name)) pod_set_free(strmap_del(&c->pod_sets, ps->key));
+}
+
+/* pod is gone. */
+static void pod_unindex(struct ncache *c, const json_t *pod) {
+    char pkey[600];
     const char *name = jstr(json_object_get(pod, "metadata"), "name");
-    if (!name || !pod_job_key(pod, key, sizeof key)) return;
+    if (name && pod_key(pod, pkey, sizeof pkey)) pod_leave(c, pkey, name);
+}
+
+/* pod (in the informer's cache; added or changed) is in its Job's set, and
+ * in no other (the feed hands no old object: pod_of says where it was). Out
+ * of memory: the cache stops answering pods (a set that misses one would
+ * answer wrong). */
+static void pod_index(struct ncache *c, json_t *pod) {
+    char key[600], pkey[600];
+    const char *name = jstr(json_object_get(pod, "metadata"), "name");
+    if (!name || !pod_key(pod, pkey, sizeof pkey)) return;
+    bool in_job = pod_job_key(pod, key, sizeof key);
+    struct pod_set *was = strmap_get(&c->pod_of, pkey);
+    if (was && (!in_job || strcmp(was->key, key))) pod_leave(c, pkey, name);
+    if (!in_job) return;
     struct pod_set *ps = strmap_get(&c->pod_sets, key);
     if (!ps) {
-        if (!(ps = calloc(1, sizeof *ps)) || strmap_put(&c->pod_sets, key, ps, NULL)) {
+        if (!(ps = calloc(1, sizeof *ps)) || !(ps->key = strdup(key)) || strmap_put(&c->pod_sets, key, ps, NULL)) {
+            if (ps) free(ps->key);
             free(ps);
             c->pods_broken = true;
             return;
         }
     }
-    void *old = NULL;
-    if (strmap_put(&ps->by_name, name, json_incref(pod), &old)) {
-        json_decref(pod);
-        c->pods_broken = true;
-    }
-    json_decref(old);
+    if (strmap_put(&ps->by_name, name, ps, NULL) || strmap_put(&c->pod_of, pkey, ps, NULL)) c->pods_broken = true;
     json_decref(ps->sorted);
     ps->sorted = NULL;
 }
 
 static void on_pod_add(void *ud, json_t *pod) { pod_index(ud, pod); }
-static void on_pod_update(void *ud, json_t *old, json_t *pod) {
-    if (old) pod_unindex(ud, old);
-    pod_index(ud, pod);
-}
+static void on_pod_update(void *ud, json_t *old, json_t *pod) { (void)old, pod_index(ud, pod); }
 static void on_pod_delete(void *ud, json_t *pod) { pod_unindex(ud, pod); }
 static void on_pool_update(void *ud, json_t *old, json_t *obj) { (void)old, (void)obj, pools_changed(ud); }
 
@@ -184,11 +201,12 @@ struct ncache *ncache_new(struct kclient *kc) {
     /* the job manager's own informers follow the same paths and queries: in
      * one process they share one list, watch and decoding of each event */
     char sel[64], q[96];
+    static const struct kc_informer_opts po = {.compact = true}; /* as the job manager's */
     kc_escape(PL_JOB, sel, sizeof sel);
     snprintf(q, sizeof q, "labelSelector=%s", sel);
     if (!(c->no_pods = json_array()) || !(c->jobs = kc_informer_new(kc, JOBS_PATH, NULL, &h, c)) ||
         kc_informer_start(c->jobs) || !(c->pools = kc_informer_new(kc, POOLS_PATH, NULL, &hp, c)) ||
-        kc_informer_start(c->pools) || !(c->pods = kc_informer_new(kc, "/api/v1/pods", q, &hpod, c)) ||
+        kc_informer_start(c->pools) || !(c->pods = kc_informer_new_opts(kc, "/api/v1/pods", q, &po, &hpod, c)) ||
         kc_informer_start(c->pods)) {
         ncache_free(c);
         return NULL;
@@ -220,6 +238,8 @@ void ncache_free(struct ncache *c) {
     pos = 0;
     while (strmap_next(&c->pod_sets, &pos, &k, &v)) pod_set_free(v);
     strmap_free(&c->pod_sets);
+    strmap_free(&c->pod_of);
+    json_decref(c->scratch);
     json_decref(c->no_pods);
     free(c);
 }
@@ -315,6 +335,9 @@ const struct ncache_reply *ncache_job_memo_set(struct ncache *c, const char *id,
 
 static int add_pool(void *ud, json_t *obj) { return json_array_append(ud, obj); }
 
+/* Strings. */
+static int by_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 /* Objects (json_t *) by metadata.name. */
 static int by_name(const void *a, const void *b) {
     const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
@@ -364,26 +387,29 @@ const json_t *ncache_job_pods(struct ncache *c, const json_t *job) {
     if (n <= 0 || (size_t)n >= sizeof key) return NULL;
     struct pod_set *ps = strmap_get(&c->pod_sets, key);
     if (!ps) return c->no_pods;
-    if (!ps->sorted) {
-        size_t cnt = strmap_count(&ps->by_name), i = 0, pos = 0;
-        json_t **v = calloc(cnt ? cnt : 1, sizeof *v);
-        json_t *arr = v ? json_array() : NULL;
-        if (!arr) {
-            free(v);
+    if (ps->sorted) return ps->sorted;
+    size_t cnt = strmap_count(&ps->by_name), i = 0, pos = 0;
+    const char **names = calloc(cnt ? cnt : 1, sizeof *names);
+    json_t *arr = names ? json_array() : NULL;
+    if (!arr) {
+        free(names);
+        return NULL;
+    }
+    const char *k;
+    void *p;
+    while (i < cnt && strmap_next(&ps->by_name, &pos, &k, &p)) names[i++] = k;
+    qsort(names, i, sizeof *names, by_str);
+    const char *ns = jstr(md, "namespace") ?: "";
+    for (size_t j = 0; j < i; j++) {
+        json_t *pod = kc_informer_get(c->pods, ns, names[j]); /* decoded from the informer's text */
+        if (!pod || json_array_append(arr, pod)) { /* the set and the cache disagree: read through */
+            json_decref(arr);
+            free(names);
             return NULL;
         }
-        const char *k;
-        void *p;
-        while (i < cnt && strmap_next(&ps->by_name, &pos, &k, &p)) v[i++] = p;
-        qsort(v, i, sizeof *v, by_name);
-        for (size_t j = 0; j < i; j++)
-            if (json_array_append(arr, v[j])) {
-                json_decref(arr);
-                free(v);
-                return NULL;
-            }
-        free(v);
-        ps->sorted = arr;
     }
-    return ps->sorted;
+    free(names);
+    if (i <= NCACHE_SORTED_KEEP) return ps->sorted = arr;
+    json_decref(c->scratch); /* a big set is decoded at each read, not kept */
+    return c->scratch = arr;
 }

@@ -18,7 +18,9 @@
  *   counter, decimal: docs/store.md); until then reads go through;
  * - an id not in the cache is read through too (a Job applied a moment ago
  *   with kubectl is found; a miss costs what every read cost before);
- * - memory: the objects once (shared with the informer's cache), an id index
+ * - memory: the Jobs and pools once (shared with the informer's cache), the
+ *   pods as the informer's compact text (decoded when read: a Job's pods are
+ *   kept decoded between reads only for a Job of at most 256), an id index
  *   and at most NCACHE_MEMOS built replies per Job, dropped when it changes.
  *
  * Ownership: ncache_new borrows kc until ncache_stop (or ncache_free), which

@@ -951,6 +951,121 @@ TEST(kclient_informer_keys_only_late_subscriber_gets_objects) {
     apisrv_stop(&s);
 }
 
+/* A compact feed keeps each object's text, not its tree: its handlers get
+ * whole objects (updates without the old one, a re-list's deletions as the
+ * object last cached, decoded), kc_informer_get and kc_informer_foreach
+ * decode the same objects a plain informer holds, kc_informer_version reads
+ * the version without decoding, and a late subscriber gets whole objects. */
+struct crec {
+    struct krec k;
+    int whole, deletes_whole;
+};
+static void crec_add(void *ud, json_t *obj) {
+    struct crec *c = ud;
+    if (json_object_get(obj, "spec")) c->whole++;
+    krec_add(&c->k, obj);
+}
+static void crec_update(void *ud, json_t *old, json_t *obj) {
+    struct crec *c = ud;
+    if (json_object_get(obj, "spec")) c->whole++;
+    krec_update(&c->k, old, obj);
+}
+static void crec_delete(void *ud, json_t *obj) {
+    struct crec *c = ud;
+    if (json_object_get(obj, "spec")) c->deletes_whole++;
+    krec_delete(&c->k, obj);
+}
+static void crec_synced(void *ud) { krec_synced(&((struct crec *)ud)->k); }
+
+/* Every object of a compact informer equals the plain informer's. */
+struct cmp {
+    struct kc_informer *plain;
+    int seen, same;
+};
+static int cmp_cb(void *ud, json_t *obj) {
+    struct cmp *c = ud;
+    json_t *md = json_object_get(obj, "metadata");
+    json_t *p = kc_informer_get(c->plain, json_string_value(json_object_get(md, "namespace")),
+                                json_string_value(json_object_get(md, "name")));
+    c->seen++;
+    if (p && json_equal(p, obj)) c->same++;
+    return 0;
+}
+
+TEST(kclient_informer_compact) {
+    WITH_APISRV(s, e, "--history-max=50");
+    REQUIRE(create_pods(&e, "pre", 30) == 0);
+    const char *path = "/api/v1/namespaces/default/pods";
+    struct irec full = {.e = &e};
+    struct kc_informer_handlers hf = {irec_add, irec_update, irec_delete, NULL};
+    full.inf = kc_informer_new(e.c, path, NULL, &hf, &full);
+    struct crec c = {.k = {.r = {.e = &e, .mutate_on_sync = 80}}};
+    struct kc_informer_handlers hc = {crec_add, crec_update, crec_delete, crec_synced};
+    struct kc_informer_opts co = {.compact = true};
+    c.k.r.inf = kc_informer_new_opts(e.c, path, NULL, &co, &hc, &c);
+    REQUIRE(full.inf && c.k.r.inf);
+    CHECK_I64(kc_informer_start(full.inf), 0);
+    CHECK(run_until(&e, synced_pred, full.inf, 10000));
+    CHECK_I64(kc_informer_start(c.k.r.inf), 0);
+    CHECK(run_until(&e, synced_pred, c.k.r.inf, 10000));
+    /* its watch from the list's version gets 410; the re-list's difference reports the deleted pods */
+    struct counts want = {&c.k.r, 30 + 80, 3, 3};
+    CHECK(run_until(&e, counts_pred, &want, 10000));
+    CHECK(kc_informer_lists(c.k.r.inf) >= 2);
+    CHECK_I64(c.k.r.adds, 110);
+    CHECK_I64(c.k.r.updates, 3);
+    CHECK_I64(c.k.r.deletes, 3);
+    CHECK_I64(c.k.old_given, 0);
+    CHECK_I64(c.deletes_whole, 3); /* the cached object, decoded */
+    CHECK_I64(c.whole, 113);
+    CHECK_I64(kc_informer_count(c.k.r.inf), 107);
+    struct match m = {&e, full.inf, false};
+    CHECK(run_until(&e, match_pred, &m, 5000));
+    struct match mc = {&e, c.k.r.inf, false};
+    CHECK(cache_matches(&e, c.k.r.inf) || run_until(&e, match_pred, &mc, 5000));
+    /* the objects decoded from the text are the plain informer's objects */
+    json_t *a = kc_informer_get(c.k.r.inf, "default", "pre-5"), *b = kc_informer_get(c.k.r.inf, "default", "pre-5");
+    json_t *p = kc_informer_get(full.inf, "default", "pre-5");
+    REQUIRE(a && b && p);
+    CHECK(a != b && a != p);
+    CHECK(json_equal(a, p) && json_equal(b, p));
+    const char *v = kc_informer_version(c.k.r.inf, "default", "pre-5");
+    CHECK(v && !strcmp(v, json_string_value(json_object_get(json_object_get(p, "metadata"), "resourceVersion"))));
+    CHECK(kc_informer_version(c.k.r.inf, "default", "pre-0") == NULL); /* deleted */
+    CHECK(kc_informer_get(c.k.r.inf, "default", "pre-0") == NULL);
+    struct cmp cm = {full.inf, 0, 0};
+    kc_informer_foreach(c.k.r.inf, cmp_cb, &cm);
+    CHECK_I64(cm.seen, 107);
+    CHECK_I64(cm.same, 107);
+    /* watch events after the re-list: a change and a delete */
+    char err[256];
+    CHECK_I64(label_pod(&e, "pre-6", "z"), 200);
+    CHECK_I64(kclient_request_sync(e.c, "DELETE", "/api/v1/namespaces/default/pods/pre-7", NULL, NULL, NULL, err,
+                                   sizeof err),
+              200);
+    struct counts more = {&c.k.r, 110, 4, 4};
+    CHECK(run_until(&e, counts_pred, &more, 5000));
+    CHECK_I64(c.k.old_given, 0);
+    CHECK_I64(kc_informer_count(c.k.r.inf), 106);
+    json_t *l = kc_informer_get(c.k.r.inf, "default", "pre-6");
+    CHECK(l && !strcmp(json_string_value(json_object_get(
+                           json_object_get(json_object_get(l, "metadata"), "labels"), "x")) ?: "",
+                       "z"));
+    /* a late subscriber of the same compact feed gets whole objects from its cache */
+    struct crec late = {.k = {.r = {.e = &e}}};
+    struct kc_informer *li = kc_informer_new_opts(e.c, path, NULL, &co, &hc, &late);
+    REQUIRE(li);
+    CHECK(start_all_synced(&e, (struct kc_informer *[]){li}, 1));
+    CHECK_I64(late.k.r.adds, 106);
+    CHECK_I64(late.whole, 106);
+    CHECK_I64(kc_informer_lists(li), kc_informer_lists(c.k.r.inf)); /* one feed: no list of its own */
+    kc_informer_free(li);
+    kc_informer_free(c.k.r.inf);
+    kc_informer_free(full.inf);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
 static void drop_labels(json_t *obj) { json_object_del(json_object_get(obj, "metadata"), "labels"); }
 
 struct trec {
