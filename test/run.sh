@@ -9,7 +9,14 @@
 # most of its time waiting on them. A suite's output is printed whole when it
 # ends, with the seconds it took. TEST_JOBS=1 runs them one by one, printing
 # as they go. An e2e suite whose head has the line "# run.sh: alone" (it
-# bounds wall-clock times) runs with nothing beside it.
+# bounds wall-clock times) runs with nothing beside it: those run first, one
+# by one, before the pool starts.
+#
+# The pool starts the longest suites first, so that both slots end together
+# instead of one running a long suite alone at the end: a suite's length is
+# its seconds in the last run here ($TEST_TIMES, default build/test-times,
+# written at the end of every run), else in test/suite-times (a checked-in
+# snapshot, for a fresh checkout), else 0 (after every known suite).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +46,7 @@ account() {
     echo "$name: suite exited $rc without a summary line"
   fi
   echo "-- $name: ${secs} s"
+  echo "$name $secs" >>"$work/times"
   total_pass=$((total_pass + p))
   total_fail=$((total_fail + f))
   accounted=$((accounted + 1))
@@ -89,26 +97,50 @@ suite() {
   nrunning=$((nrunning + 1))
 }
 
-# the longest first, so the pool ends level
-if [ -x build/asan/integ ] && ls test/integ/*.c >/dev/null 2>&1; then
-  suite integ env TEST_SUITE=integ build/asan/integ
-fi
-suite unit build/asan/unit
+# launch NAME: runs the suite NAME (see suite) with its command
+launch() {
+  local name=$1 t interp
+  case $name in
+    integ) suite integ env TEST_SUITE=integ build/asan/integ ;;
+    unit) suite unit build/asan/unit ;;
+    fuzz-*) t=${name#fuzz-}; suite "$name" env FUZZ_NAME="$name" "build/asan/$name" fuzz/corpus/"$t"/* ;;
+    *)
+      t=test/e2e/$name.py
+      # a test may name its interpreter (Debian's python3 has python3-kubernetes)
+      interp=$(head -n 1 "$t" | sed -n 's/^#!//p')
+      suite "$name" ${interp:-python3} "$t" ;;
+  esac
+}
+
+names=()
+alone=()
+if [ -x build/asan/integ ] && ls test/integ/*.c >/dev/null 2>&1; then names+=(integ); fi
+names+=(unit)
 for t in test/e2e/test_*.py; do
   [ -e "$t" ] || continue
-  # a test may name its interpreter (Debian's python3 has python3-kubernetes)
-  interp=$(head -n 1 "$t" | sed -n 's/^#!//p')
-  alone=0
-  head -n 15 "$t" | grep -q '^# run.sh: alone' && alone=1
-  ALONE=$alone suite "$(basename "$t" .py)" ${interp:-python3} "$t"
+  if head -n 15 "$t" | grep -q '^# run.sh: alone'; then
+    alone+=("$(basename "$t" .py)")
+  else
+    names+=("$(basename "$t" .py)")
+  fi
 done
 # The fuzz targets' replays: the Makefile's list (make test passes it; run
 # alone, the script reads it from the Makefile), so a new target is named once.
 FUZZ_TARGETS=${FUZZ_TARGETS:-$(sed -n 's/^FUZZ_TARGETS := //p' Makefile)}
 [ -n "$FUZZ_TARGETS" ] || { echo "run.sh: no FUZZ_TARGETS in the Makefile" >&2; exit 1; }
-for t in $FUZZ_TARGETS; do
-  suite "fuzz-$t" env FUZZ_NAME=fuzz-$t build/asan/fuzz-$t fuzz/corpus/$t/*
+for t in $FUZZ_TARGETS; do names+=("fuzz-$t"); done
+
+for name in "${alone[@]}"; do ALONE=1 launch "$name"; done
+# the pool, longest first (sort -s keeps the order above among equals)
+times_file=${TEST_TIMES:-build/test-times}
+declare -A est=()
+for f in test/suite-times "$times_file"; do # the last run's seconds win over the snapshot's
+  [ -r "$f" ] || continue
+  while read -r n s _; do [[ "$s" =~ ^[0-9]+$ ]] && est[$n]=$s; done <"$f"
 done
+while read -r _ name; do
+  launch "$name"
+done < <(for n in "${names[@]}"; do echo "${est[$n]:-0} $n"; done | sort -s -k1,1nr)
 while [ "$nrunning" -gt 0 ]; do finish_one; done
 
 # a runner that lost a suite (a bug here) must not pass quietly
@@ -117,5 +149,11 @@ if [ "$accounted" -ne "$launched" ]; then
   total_fail=$((total_fail + 1))
 fi
 echo "-- all suites: $((SECONDS - t_start)) s"
+# the next run's order
+if [ -d "$(dirname "$times_file")" ]; then
+  { [ -r "$times_file" ] && cat "$times_file"; cat "$work/times"; } 2>/dev/null |
+    awk '{ t[$1] = $2 } END { for (n in t) print n, t[n] }' | sort >"$work/times.new" &&
+    mv "$work/times.new" "$times_file"
+fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -28,7 +28,8 @@
  *            [--redis=127.0.0.1:6379 | --redis=unix:///PATH] [--token-file=F] [--history-max=1000000] [--history-seconds=300]
  *            [--watch-poll-ms=20] [--watch-bookmark-ms=10000] [--list-page-bytes=33554432] [--crds=crds]
  *            [--tls-port=N] [--tls-dir=.peloton-tls] [--tls-cert=PEM --tls-key=PEM]
- *            [--admission-round-ms=20] [--placement-tick-ms=10] [--http-idle-timeout-ms=120000]
+ *            [--admission-round-ms=20] [--placement-tick-ms=10] [--placement-retry-max-ms=5000]
+ *            [--http-idle-timeout-ms=120000]
  *            [--metrics-port=N] [--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3]
  *            [--metrics=false] [--events=false]
  *
@@ -138,7 +139,7 @@ struct controllers {
     const char *native_cert, *native_key, *native_client_ca;
     bool native_cert_made;             /* the self-signed one of --tls-dir: made when missing */
     SSL_CTX *native_ssl;
-    uint32_t round_ms, tick_ms; /* 0: the roles' defaults */
+    uint32_t round_ms, tick_ms, retry_max_ms; /* 0: the roles' defaults */
     uint32_t backoff_ms, backoff_max_ms; /* jobmgr's restart backoff; 0: its defaults */
     uint32_t gang_wait_ms;      /* 0: the resource manager's default */
     uint32_t ready_timeout_ms;  /* 0: the resource manager's default */
@@ -436,6 +437,7 @@ static void ctl_main(void *arg) {
     ro.ready_timeout_ms = c->ready_timeout_ms ? c->ready_timeout_ms : ro.ready_timeout_ms;
     placement_options_default(&c->po);
     c->po.tick_ms = c->tick_ms ? c->tick_ms : c->po.tick_ms;
+    c->po.retry_max_ms = c->retry_max_ms ? c->retry_max_ms : c->po.retry_max_ms;
     c->po.claims = c->placement_active_active; /* engines side by side claim capacity before binding */
     if (c->lease_ms) ro.lease_ms = c->lease_ms;
     jobmgr_options_default(&c->jo);
@@ -674,7 +676,8 @@ static int usage(void) {
                     "[--bind=ADDR] [--port=N] [--port-file=F] [--unix-socket=/PATH] "
                     "[--redis=HOST:PORT|unix:///PATH | --redis-sentinel=H:P,H:P,... [--redis-master-name=peloton]] [--redis-wait-replicas=N] [--redis-wait-timeout-ms=1000] [--token-file=F] [--history-max=N] [--history-seconds=N] [--watch-poll-ms=N] "
                     "[--watch-bookmark-ms=N] [--list-page-bytes=N] [--crds=DIR] [--tls-port=N] [--tls-dir=DIR] "
-                    "[--admission-round-ms=N] [--placement-tick-ms=N] [--http-idle-timeout-ms=N] "
+                    "[--admission-round-ms=N] [--placement-tick-ms=N] [--placement-retry-max-ms=5000] "
+                    "[--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
                     "[--gang-wait-event-ms=N] [--ready-timeout-ms=30000] [--mesos-master=URL] [--metrics-port=N] [--metrics=false] "
                     "[--events=false] [--leader-elect=true|false] [--lease-ms=10000] [--placement-active-active] "
@@ -720,7 +723,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
     long long list_page_bytes = 0;
     long idle_ms = 0; /* 0: the HTTP layer's default (server.h) */
     unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0, backoff_ms = 0, backoff_max_ms = 0,
-             gang_wait_ms = 0, lease_ms = 0, ready_timeout_ms = 0;
+             gang_wait_ms = 0, lease_ms = 0, ready_timeout_ms = 0, retry_max_ms = 0;
     bool leader_elect = true; /* the singleton roles under leases (ctl_lease.h) */
     bool placement_aa = false; /* placement in every process without a lease */
     for (int i = 1; i < argc; i++) {
@@ -769,6 +772,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--watch-bookmark-ms"))) bookmark_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--admission-round-ms"))) round_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--placement-tick-ms"))) tick_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
+        else if ((v = opt(argv[i], "--placement-retry-max-ms")))
+            retry_max_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
         else if ((v = opt(argv[i], "--http-idle-timeout-ms"))) idle_ms = atol(v) > 0 ? atol(v) : -1;
         else if ((v = opt(argv[i], "--restart-backoff-ms"))) backoff_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 3600001;
         else if ((v = opt(argv[i], "--restart-backoff-max-ms")))
@@ -802,9 +807,10 @@ static int run(int argc, char **argv, struct metrics *reg) {
         fprintf(stderr, "pelotond: --http-idle-timeout-ms takes 1 to 86400000\n");
         return 2;
     }
-    if (round_ms > 600000 || tick_ms > 600000 || gang_wait_ms > 600000 || ready_timeout_ms > 600000) {
-        fprintf(stderr, "pelotond: --admission-round-ms, --placement-tick-ms, --gang-wait-event-ms and "
-                        "--ready-timeout-ms take 1 to 600000\n");
+    if (round_ms > 600000 || tick_ms > 600000 || gang_wait_ms > 600000 || ready_timeout_ms > 600000 ||
+        retry_max_ms > 600000) {
+        fprintf(stderr, "pelotond: --admission-round-ms, --placement-tick-ms, --placement-retry-max-ms, "
+                        "--gang-wait-event-ms and --ready-timeout-ms take 1 to 600000\n");
         return 2;
     }
     if (backoff_ms > 3600000 || backoff_max_ms > 3600000) {
@@ -847,7 +853,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
     struct controllers ctl = {.roles = role_bits & ~(unsigned)ROLE_API, .redis_addr = redis,
                               .default_pool = default_pool, .serve_default = strcmp(sched_default, "false") != 0,
                               .extender_port = ext_port, .extender_prefix = ext_prefix, .native_port = native_port,
-                              .round_ms = round_ms, .tick_ms = tick_ms, .backoff_ms = backoff_ms,
+                              .round_ms = round_ms, .tick_ms = tick_ms, .retry_max_ms = retry_max_ms,
+                              .backoff_ms = backoff_ms,
                               .backoff_max_ms = backoff_max_ms, .gang_wait_ms = gang_wait_ms,
                               .ready_timeout_ms = ready_timeout_ms,
                               .mesos_master = mesos_master, .mass_fraction = mass_fraction,

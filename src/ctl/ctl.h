@@ -245,6 +245,7 @@ bool resmgr_is_leader(const struct resmgr *r);
 struct placement_options {
     uint32_t batch;     /* gangs popped per round; default 512 */
     uint32_t tick_ms;   /* idle poll period; default 10 */
+    uint32_t retry_max_ms; /* an unplaceable gang is tried again after 100 ms, doubling up to this; default 5000 */
     uint32_t max_inflight; /* bindings in flight; default 512 */
     bool claims;        /* claim capacity in Redis before binding (engines run active-active; placement_claim.h) */
     uint32_t claim_ttl_ms;   /* an unbound claim's life; default 30000 */

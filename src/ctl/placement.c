@@ -70,6 +70,7 @@ struct bind_ctx {
 void placement_options_default(struct placement_options *o) {
     o->batch = 512;
     o->tick_ms = 10;
+    o->retry_max_ms = 5000;
     o->max_inflight = 512;
     o->claims = false;
     o->claim_ttl_ms = 30000;
@@ -457,9 +458,9 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
             tell_unplaced(p, key, pods, nt, why, attempts,
                           h->element[3]->type == REDIS_REPLY_STRING ? h->element[3]->str : NULL);
             ctl_lease_defer(p->env.lease, p->env.db, "HINCRBY %s%s attempts 1", CTL_KEY_GANG, key);
-            int64_t backoff = 100;
-            for (long a = 0; a < attempts && backoff < 5000; a++) backoff *= 2;
-            retry_later(p, key, backoff > 5000 ? 5000 : backoff);
+            int64_t backoff = 100, most = p->o.retry_max_ms;
+            for (long a = 0; a < attempts && backoff < most; a++) backoff *= 2;
+            retry_later(p, key, backoff > most ? most : backoff);
         }
     }
 done:
@@ -538,6 +539,7 @@ struct placement *placement_start(const struct ctl_env *env, const struct placem
     if (o) {
         if (o->batch) p->o.batch = o->batch;
         if (o->tick_ms) p->o.tick_ms = o->tick_ms;
+        if (o->retry_max_ms) p->o.retry_max_ms = o->retry_max_ms;
         if (o->max_inflight) p->o.max_inflight = o->max_inflight;
         p->o.claims = o->claims;
         if (o->claim_ttl_ms) p->o.claim_ttl_ms = o->claim_ttl_ms;

@@ -7,6 +7,7 @@ NodeEvictionsPaused Event, peloton_hostmgr_evictions_paused 1) and no pod is
 deleted; SIGCONT brings the leases back and nothing was lost. One node going
 down alone afterwards is still lost and its pod deleted, as before. Every wait
 is bounded; every process is stopped."""
+import re
 import signal
 import time
 import urllib.request
@@ -93,7 +94,10 @@ def test_mass_event_pauses_evictions():
         ev = wait_until(lambda: events("NodeEvictionsPaused"), what="a NodeEvictionsPaused Event")
         assert ev[0].type == "Warning" and ev[0].source.component == "peloton-hostmgr", ev[0]
         assert ev[0].involved_object.kind == "Namespace", ev[0].involved_object
-        assert "8 of 10" in ev[0].message, ev[0].message
+        # the rule holds from 6 of 10 (0.55): the Event counts the leases lapsed when it first held, 6 to 8 (the
+        # eight kubelets' last renewals are up to a second apart, more on a loaded machine)
+        lapsed = re.match(r"(\d+) of 10 nodes have lapsed leases", ev[0].message)
+        assert lapsed and 6 <= int(lapsed.group(1)) <= 8, ev[0].message
         # the nodes are marked down (NotReady, tainted) but their pods stay
         wait_until(lambda: all(tainted(n) for n in NODES if n.startswith("mm-")), what="the 8 nodes tainted")
         wait_until(lambda: held("evictions-paused") > 0, what="held evictions counted")

@@ -194,8 +194,10 @@ def test_update_paused_resumed_and_aborted_from_kubectl():
     wait_until(lambda: update_status("web").get("instancesDone", 0) >= 1, 60, "one instance updated")
     kubectl("patch", "pj", "web", "--type=merge", "-p", '{"spec":{"updateStrategy":{"paused":true}}}')
     wait_until(lambda: update_status("web").get("state") == "PAUSED", 30, "paused again")
-    # what was in flight finishes; nothing new starts
-    time.sleep(6)
+    # what was in flight finishes (currentBatch lists the instances in flight); nothing new starts: a pause that
+    # did not hold would start the next instance as this one ended, and currentBatch would not empty until the
+    # update had ended
+    wait_until(lambda: update_status("web").get("currentBatch") == [], 30, "the instance in flight done")
     done = update_status("web")["instancesDone"]
     tags = running_tags("web")
     time.sleep(5)

@@ -327,7 +327,9 @@ def test_stateless_job_survives_the_loss_of_a_node():
 
 def test_rolling_update_to_a_failing_template_rolls_back():
     clean()
-    upd = {"updateStrategy": {"batchSize": 1, "maxFailureInstances": 1, "rollbackOnFailure": True}}
+    # the failing template fails on start, never Running: minReadySeconds (default 10) only delays the rollback
+    upd = {"updateStrategy": {"batchSize": 1, "maxFailureInstances": 1, "rollbackOnFailure": True,
+                              "minReadySeconds": 1}}
     apply([pool("upd", 4, 32), job("api", "STATELESS", 3, "upd", cpu="500m", extra=upd)])
     wait_until(lambda: phases("peloton.io/job=api").get("Running") == 3, 60, "api running")
     bad = job("api", "STATELESS", 3, "upd", cpu="500m", run=0, exit_code=1, extra=upd)  # fails on start

@@ -763,7 +763,8 @@ TEST(jobmgr_integ_rolling_update_in_batches) {
 TEST(jobmgr_integ_failed_update_rolls_back) {
     START(e);
     REQUIRE(create_job(&e, "u2", "STATELESS", 3,
-                       "\"updateStrategy\":{\"batchSize\":1,\"maxFailureInstances\":1,\"rollbackOnFailure\":true},",
+                       "\"updateStrategy\":{\"batchSize\":1,\"maxFailureInstances\":1,\"rollbackOnFailure\":true,"
+                       "\"minReadySeconds\":1},", /* a bad pod fails before Running: the settle time is the rollback's */
                        "good") == 201);
     struct want_pods wp = {"u2", 3, "Running"};
     CHECK(wait_until(&e, "u2", bad_image_fails, pods_are, &wp));

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "test.h"
 
@@ -34,13 +35,21 @@ void test_fail(const char *file, int line, const char *fmt, ...) {
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     int passed = 0, failed = 0;
+    /* a test that takes TEST_SLOW_SECONDS (5) or more is named with its
+     * seconds: where a suite's time goes, for whoever shortens it */
+    double slow = getenv("TEST_SLOW_SECONDS") ? atof(getenv("TEST_SLOW_SECONDS")) : 5.0;
     /* as every daemon does: the servers tested in-process write to sockets
      * a client may have closed (libuv writes with write(2)) */
     signal(SIGPIPE, SIG_IGN);
     for (int i = 0; i < g_ntests; i++) {
         if (filter && !strstr(g_tests[i].name, filter)) continue;
         g_failures_in_current = 0;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         g_tests[i].fn();
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        if (took >= slow) fprintf(stderr, "  %s: %.1f s\n", g_tests[i].name, took);
         if (g_failures_in_current) {
             failed++;
             fprintf(stderr, "FAIL %s (%s)\n", g_tests[i].name, g_tests[i].file);
