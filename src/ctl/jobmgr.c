@@ -222,8 +222,12 @@ static void pump(struct jobmgr *jm);
 
 static void complete(struct jobmgr *jm, struct jm_req *q, long status, const char *error) {
     jm->stats.writes++;
-    if ((status < 200 || status >= 300) && !(q->kind == JM_RQ_CREATE && status == 409) &&
-        !((q->kind == JM_RQ_KILL || q->kind == JM_RQ_GARBAGE) && status == 404)) {
+    if (q->kind == JM_RQ_STATUS && status == 409) {
+        /* held to the resourceVersion it was decided from, and the Job moved
+         * on meanwhile: decided again from the newer copy (jm_req_done) */
+        metrics_inc(jm->m_writes_conflict);
+    } else if ((status < 200 || status >= 300) && !(q->kind == JM_RQ_CREATE && status == 409) &&
+               !((q->kind == JM_RQ_KILL || q->kind == JM_RQ_GARBAGE) && status == 404)) {
         jm->stats.write_errors++;
         metrics_inc(jm->m_writes_failed);
     } else {
@@ -700,13 +704,15 @@ static void jobmgr_metrics_init(struct jobmgr *jm, struct metrics *reg) {
     static const char *const result[] = {"result"};
     struct metrics_family *w = metrics_counter(reg, "peloton_jobmgr_writes_total",
                                                "API writes the job manager completed (pods created, killed, Job "
-                                               "status), by result: ok or failed.",
+                                               "status), by result: ok, failed, or conflict (a Job status write refused by its "
+                                               "resourceVersion: decided again).",
                                                1, result);
     jm->m_reconciles = metrics_series0(metrics_counter(reg, "peloton_jobmgr_reconciles_total",
                                                        "Job reconciles run (events coalesced per job per tick).", 0,
                                                        NULL));
     jm->m_writes_ok = metrics_series1(w, "ok");
     jm->m_writes_failed = metrics_series1(w, "failed");
+    jm->m_writes_conflict = metrics_series1(w, "conflict");
     jm->m_jobs = metrics_series0(metrics_gauge(reg, "peloton_jobmgr_jobs", "Jobs the job manager follows.", 0, NULL));
     jm->m_queued = metrics_series0(metrics_gauge(reg, "peloton_jobmgr_queued_writes",
                                                  "Writes waiting for a slot (max_inflight in flight at once).", 0,

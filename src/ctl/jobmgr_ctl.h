@@ -127,7 +127,7 @@ struct jobmgr {
     struct jm_req *qhead, *qtail;
     size_t inflight, queued;
     struct jobmgr_stats stats;
-    struct metrics_series *m_reconciles, *m_writes_ok, *m_writes_failed, *m_jobs, *m_queued; /* may be NULL */
+    struct metrics_series *m_reconciles, *m_writes_ok, *m_writes_failed, *m_writes_conflict, *m_jobs, *m_queued; /* may be NULL */
     struct jm_fleet *fleet;   /* the nodes as placement sees them (DAEMON eligibility), NULL: stale */
     json_t *parents;          /* names of the pools that have children, NULL: stale */
     long maint_nodes;         /* Nodes in maintenance; -1: stale (counted again on a node change) */

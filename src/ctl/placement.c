@@ -222,8 +222,8 @@ static void on_pod_read(void *ud, const struct kc_response *res) {
     } else {
         cluster_forget(p->cm, b->ns, b->name);
         fprintf(stderr, "level=info msg=\"placement: bind outcome known: not bound there\" pod=%s/%s node=%s "
-                "now=%s reads=%d\n", b->ns, b->name, b->node, !pod ? "(gone)" : !same ? "(replaced)" : node ? node : "(none)",
-                b->reads);
+                "now=%s reads=%d\n", b->ns, b->name, b->node,
+                !pod ? "(gone)" : !same ? "(replaced)" : node ? node : "(none)", b->reads);
         if (same && !node) retry_later(p, b->gang, 200);
     }
     bind_ctx_free(b);
