@@ -119,11 +119,8 @@ void md_op_free(struct md_op *op) {
 
 char *md_dup0(const char *s) { return s ? strdup(s) : NULL; }
 
-/* Sends op's request (body stolen); false when it did not start (op freed). */
-bool md_op_send(struct md_op *op, const char *method, const char *path, json_t *body, const char *ctype,
-                    kc_done_fn done) {
-    int rc = kclient_request(op->d->kc, method, path, body, ctype, done, op);
-    json_decref(body);
+/* op in flight when its request started (rc 0), else freed: false. */
+static bool op_started(struct md_op *op, int rc, const char *method, const char *path) {
     if (rc) {
         fprintf(stderr, "level=warn msg=\"mesos: request not started\" method=%s path=%s error=%d\n", method, path, rc);
         md_op_free(op);
@@ -133,17 +130,18 @@ bool md_op_send(struct md_op *op, const char *method, const char *path, json_t *
     return true;
 }
 
+/* Sends op's request (body stolen); false when it did not start (op freed). */
+bool md_op_send(struct md_op *op, const char *method, const char *path, json_t *body, const char *ctype,
+                    kc_done_fn done) {
+    int rc = kclient_request(op->d->kc, method, path, body, ctype, done, op);
+    json_decref(body);
+    return op_started(op, rc, method, path);
+}
+
 /* The same with the body as JSON text (len bytes, copied). */
 bool md_op_send_text(struct md_op *op, const char *method, const char *path, const char *body, size_t len,
                      const char *ctype, kc_done_fn done) {
-    int rc = kclient_request_text(op->d->kc, method, path, body, len, ctype, done, op);
-    if (rc) {
-        fprintf(stderr, "level=warn msg=\"mesos: request not started\" method=%s path=%s error=%d\n", method, path, rc);
-        md_op_free(op);
-        return false;
-    }
-    op->inflight = true;
-    return true;
+    return op_started(op, kclient_request_text(op->d->kc, method, path, body, len, ctype, done, op), method, path);
 }
 
 /* A request of op came back; false when the driver is gone (op freed). */
