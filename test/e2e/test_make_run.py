@@ -199,6 +199,15 @@ def test_redis_replicas_with_sentinels():
         # again once pelotond reaches the new primary: the pod runs then
         services.wait_until(lambda: running("after"), 60, "pod after Running")
         assert running("before")
+    except AssertionError:  # what pelotond said, before run.sh removes its folder
+        for name in ("pelotond.log", "kubelet-sim.log"):
+            path = os.path.join(state or "/nonexistent", name)
+            if os.path.exists(path):
+                print(f"--- the last of {name}:\n" + open(path, errors="replace").read()[-6000:])
+        if "kubectl" in locals():
+            print(locals()["kubectl"]("get", "pods", "-o", "wide").stdout)
+            print(locals()["kubectl"]("describe", "pod", "after").stdout[-3000:])
+        raise
     finally:
         p.send_signal(signal.SIGTERM)
         rest, _ = p.communicate(timeout=60)
