@@ -33,6 +33,7 @@
 #define PL_MISSING_MAX 50 /* attempts while a member is not yet in the cache */
 #define PL_VERIFY_MS 1000 /* a pod whose binding's outcome is unknown is read again this often... */
 #define PL_VERIFY_MAX 60  /* ...so many times at most (then its room goes back and its gang is tried again) */
+#define PL_CHECKING_MAX 4096 /* assumed members read at once (place_one) */
 
 struct placement {
     struct ctl_env env;
@@ -48,6 +49,7 @@ struct placement {
     struct strmap bound_at; /* "ns/name" -> metrics_now_ns when its Binding was answered, until it runs (metrics) */
     uint64_t busy_ms; /* when a tick last found gangs */
     struct bind_ctx *unsure; /* bindings of unknown outcome whose pod could not be read yet, to read again */
+    struct strmap checking;  /* uid -> bind_ctx: assumed members being read (place_one), once each */
     bool stopping;
     bool claiming;            /* o.claims: capacity claimed in Redis before binding (placement_claim.h) */
     struct pl_claims claims;
@@ -63,6 +65,7 @@ struct bind_ctx {
     uint64_t t0;     /* metrics_now_ns when posted */
     bool event_asked; /* the API server was asked to make the Scheduled Event */
     int reads;        /* outcome unknown: the pod read so many times */
+    bool check;       /* not a binding's answer: an assumed member of a gang readied again (p->checking) */
     uint64_t due_ms;  /* on the unsure list: when to read it again */
     struct bind_ctx *next;
 };
@@ -123,6 +126,7 @@ static void retry_later(struct placement *p, const char *key, int64_t delay_ms) 
 }
 
 static void bind_ctx_free(struct bind_ctx *b) {
+    if (b->check && b->uid && !b->p->stopping) strmap_del(&b->p->checking, b->uid);
     free(b->ns);
     free(b->name);
     free(b->node);
@@ -133,6 +137,7 @@ static void bind_ctx_free(struct bind_ctx *b) {
 
 static void read_pod(struct placement *p, struct bind_ctx *b);
 static void read_later(struct placement *p, struct bind_ctx *b);
+static bool assumed_still(struct placement *p, const struct bind_ctx *b);
 
 static void on_bound(void *ud, const struct kc_response *res) {
     struct bind_ctx *b = ud;
@@ -214,11 +219,20 @@ static void on_pod_read(void *ud, const struct kc_response *res) {
     const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
     bool same = pod && (!b->uid || (uid && !strcmp(uid, b->uid)));
     bool bound_here = same && node && !strcmp(node, b->node);
-    if (p->claiming && b->uid) pl_claims_settle(&p->claims, b->node, b->uid, bound_here);
+    if (p->claiming && b->uid && !b->check && (b->reads == 1 || !bound_here))
+        pl_claims_settle(&p->claims, b->node, b->uid, bound_here);
     if (bound_here) {
-        fprintf(stderr, "level=info msg=\"placement: bind outcome known: bound\" pod=%s/%s node=%s reads=%d\n", b->ns,
-                b->name, b->node, b->reads);
-        p->placed++;
+        if (b->reads == 1) {
+            fprintf(stderr, "level=info msg=\"placement: bind outcome known: bound\" pod=%s/%s node=%s\n", b->ns,
+                    b->name, b->node);
+            if (!b->check) p->placed++;
+        }
+        if (assumed_still(p, b)) {
+            /* a write not yet on a replica can still be lost in a failover:
+             * read again until this engine's watch shows it */
+            read_later(p, b);
+            return;
+        }
     } else {
         cluster_forget(p->cm, b->ns, b->name);
         fprintf(stderr, "level=info msg=\"placement: bind outcome known: not bound there\" pod=%s/%s node=%s "
@@ -244,7 +258,7 @@ static void read_later(struct placement *p, struct bind_ctx *b) {
     if (b->reads >= PL_VERIFY_MAX) { /* a second binding of a pod that was bound gets 409 */
         fprintf(stderr, "level=warn msg=\"placement: bind outcome still unknown; trying the gang again\" pod=%s/%s "
                 "node=%s reads=%d\n", b->ns, b->name, b->node, b->reads);
-        if (p->claiming && b->uid) pl_claims_settle(&p->claims, b->node, b->uid, false);
+        if (p->claiming && b->uid && !b->check) pl_claims_settle(&p->claims, b->node, b->uid, false);
         cluster_forget(p->cm, b->ns, b->name);
         retry_later(p, b->gang, 200);
         bind_ctx_free(b);
@@ -255,7 +269,16 @@ static void read_later(struct placement *p, struct bind_ctx *b) {
     p->unsure = b;
 }
 
-/* The unsure bindings whose time has come, read again (on the retry timer). */
+/* Whether the model still counts b's pod on b's node by assumption alone
+ * (its watch has not shown the binding). */
+static bool assumed_still(struct placement *p, const struct bind_ctx *b) {
+    struct cm_pod *pod = cluster_pod(p->cm, b->ns, b->name);
+    return pod && pod->assumed && pod->node && !strcmp(pod->node, b->node) &&
+           (!b->uid || (pod->uid && !strcmp(pod->uid, b->uid)));
+}
+
+/* The unsure bindings whose time has come, read again (on the retry timer);
+ * one whose binding the watch has shown meanwhile is done. */
 static void read_due(struct placement *p) {
     uint64_t now = uv_now(p->env.loop);
     struct bind_ctx **pp = &p->unsure, *due = NULL;
@@ -273,6 +296,13 @@ static void read_due(struct placement *p) {
         struct bind_ctx *b = due;
         due = b->next;
         b->next = NULL;
+        if (b->reads && !assumed_still(p, b) && cluster_pod(p->cm, b->ns, b->name)) {
+            struct cm_pod *pod = cluster_pod(p->cm, b->ns, b->name);
+            if (pod->node && !strcmp(pod->node, b->node)) { /* the watch shows it bound there */
+                bind_ctx_free(b);
+                continue;
+            }
+        }
         read_pod(p, b);
     }
 }
@@ -393,7 +423,7 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
     const char *ns = h->element[0]->str;
     long attempts = h->element[2]->type == REDIS_REPLY_STRING ? atol(h->element[2]->str) : 0;
     json_t *names = json_loads(h->element[1]->str, 0, NULL);
-    size_t n = 0, missing = 0, i;
+    size_t n = 0, missing = 0, assumed = 0, i;
     json_t *nm;
     json_array_foreach(names, i, nm) {
         const char *s = json_string_value(nm);
@@ -402,11 +432,37 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
             missing++;
             continue;
         }
+        if (pod->assumed && !pod->info.terminal && !pod->info.deleting) {
+            assumed++;
+            if (!pod->uid || strmap_count(&p->checking) >= PL_CHECKING_MAX || strmap_get(&p->checking, pod->uid))
+                continue;
+            /* readied again with a member this engine bound and its watch has
+             * never shown bound: the binding may be lost (a write not yet on
+             * a replica when the primary failed over); read it */
+            struct bind_ctx *b = calloc(1, sizeof *b);
+            if (b && (b->ns = strdup(pod->ns)) && (b->name = strdup(pod->name)) && (b->node = strdup(pod->node)) &&
+                (b->gang = strdup(key)) && (b->uid = strdup(pod->uid))) {
+                b->p = p;
+                b->check = true;
+                strmap_put(&p->checking, pod->uid, b, NULL);
+                fprintf(stderr, "level=warn msg=\"placement: gang readied again with a member assumed bound; reading "
+                        "it\" pod=%s/%s node=%s gang=%s\n", b->ns, b->name, b->node, key);
+                read_pod(p, b);
+            } else if (b) {
+                bind_ctx_free(b);
+            }
+            continue;
+        }
         if (pod->node || pod->info.terminal || pod->info.deleting || pod->bad || !pod->obj || n >= PL_GANG_MAX)
             continue;
         pods[n++] = pod;
     }
     json_decref(names);
+    if (assumed) { /* its other members wait for the reads: a member found unbound tries the gang again */
+        if (n) retry_later(p, key, 1000);
+        freeReplyObject(h);
+        return;
+    }
     if (missing && (attempts < PL_MISSING_MAX || !n)) {
         /* the cache lags the resource manager: look again soon, then every
          * 5 s; a gang is never dropped for it (its record goes when its pods
@@ -600,6 +656,7 @@ void placement_stop(struct placement *p) {
     ctl_recorder_free(p->rec);
     p->rec = NULL;
     strmap_free(&p->bound_at);
+    strmap_free(&p->checking); /* its reads end with the role (on_pod_read, the unsure list) */
     while (p->unsure) {
         struct bind_ctx *b = p->unsure;
         p->unsure = b->next;
