@@ -135,6 +135,29 @@ static void bind_ctx_free(struct bind_ctx *b) {
     free(b);
 }
 
+/* A binding's context for pod on node, of gang; NULL when out of memory. */
+static struct bind_ctx *bind_ctx_new(struct placement *p, const char *gang, const struct cm_pod *pod,
+                                     const char *node) {
+    struct bind_ctx *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->p = p;
+    if (!(b->ns = strdup(pod->ns)) || !(b->name = strdup(pod->name)) || !(b->node = strdup(node)) ||
+        !(b->gang = strdup(gang)) || (pod->uid && !(b->uid = strdup(pod->uid)))) {
+        bind_ctx_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* A reply that comes after the role stopped: b freed, and the role with the
+ * last of them. */
+static bool after_stop(struct placement *p, struct bind_ctx *b) {
+    if (!p->stopping) return false;
+    bind_ctx_free(b);
+    if (!p->inflight && !p->timers_open) free(p);
+    return true;
+}
+
 static void read_pod(struct placement *p, struct bind_ctx *b);
 static void read_later(struct placement *p, struct bind_ctx *b);
 static bool assumed_still(struct placement *p, const struct bind_ctx *b);
@@ -143,11 +166,7 @@ static void on_bound(void *ud, const struct kc_response *res) {
     struct bind_ctx *b = ud;
     struct placement *p = b->p;
     p->inflight--;
-    if (p->stopping) { /* the role is gone: the last reply frees it */
-        bind_ctx_free(b);
-        if (!p->inflight && !p->timers_open) free(p);
-        return;
-    }
+    if (after_stop(p, b)) return; /* the role is gone: the last reply frees it */
     metrics_observe(metrics_series0(p->m.bind_duration), (double)(metrics_now_ns() - b->t0) / 1e9);
     if (res->status == 0 || res->status >= 500) {
         /* no answer, or the server's error after it may have stored the
@@ -204,11 +223,7 @@ static void on_pod_read(void *ud, const struct kc_response *res) {
     struct bind_ctx *b = ud;
     struct placement *p = b->p;
     p->inflight--;
-    if (p->stopping) {
-        bind_ctx_free(b);
-        if (!p->inflight && !p->timers_open) free(p);
-        return;
-    }
+    if (after_stop(p, b)) return;
     json_t *pod = res->status == 200 ? kc_response_body(res) : NULL;
     if (res->status != 404 && !json_is_object(pod)) {
         read_later(p, b);
@@ -296,12 +311,10 @@ static void read_due(struct placement *p) {
         struct bind_ctx *b = due;
         due = b->next;
         b->next = NULL;
-        if (b->reads && !assumed_still(p, b) && cluster_pod(p->cm, b->ns, b->name)) {
-            struct cm_pod *pod = cluster_pod(p->cm, b->ns, b->name);
-            if (pod->node && !strcmp(pod->node, b->node)) { /* the watch shows it bound there */
-                bind_ctx_free(b);
-                continue;
-            }
+        struct cm_pod *pod = b->reads ? cluster_pod(p->cm, b->ns, b->name) : NULL;
+        if (pod && pod->node && !strcmp(pod->node, b->node) && !assumed_still(p, b)) { /* the watch shows it there */
+            bind_ctx_free(b);
+            continue;
         }
         read_pod(p, b);
     }
@@ -325,13 +338,8 @@ static int append_stamp(char **body, size_t *len, size_t *cap, bool *first, cons
 
 static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, const char *node,
                      const struct stamps *st) {
-    struct bind_ctx *b = calloc(1, sizeof *b);
-    if (!b || !(b->ns = strdup(pod->ns)) || !(b->name = strdup(pod->name)) || !(b->node = strdup(node)) ||
-        !(b->gang = strdup(gang)) || (pod->uid && !(b->uid = strdup(pod->uid)))) {
-        if (b) bind_ctx_free(b);
-        return;
-    }
-    b->p = p;
+    struct bind_ctx *b = bind_ctx_new(p, gang, pod, node);
+    if (!b) return;
     b->t0 = metrics_now_ns();
     char path[640];
     b->event_asked = ctl_events_on();
@@ -439,17 +447,13 @@ static void place_one(struct placement *p, const char *key, redisReply *h, struc
             /* readied again with a member this engine bound and its watch has
              * never shown bound: the binding may be lost (a write not yet on
              * a replica when the primary failed over); read it */
-            struct bind_ctx *b = calloc(1, sizeof *b);
-            if (b && (b->ns = strdup(pod->ns)) && (b->name = strdup(pod->name)) && (b->node = strdup(pod->node)) &&
-                (b->gang = strdup(key)) && (b->uid = strdup(pod->uid))) {
-                b->p = p;
+            struct bind_ctx *b = bind_ctx_new(p, key, pod, pod->node);
+            if (b) {
                 b->check = true;
                 strmap_put(&p->checking, pod->uid, b, NULL);
                 fprintf(stderr, "level=warn msg=\"placement: gang readied again with a member assumed bound; reading "
                         "it\" pod=%s/%s node=%s gang=%s\n", b->ns, b->name, b->node, key);
                 read_pod(p, b);
-            } else if (b) {
-                bind_ctx_free(b);
             }
             continue;
         }
