@@ -27,6 +27,7 @@ jobs_max=${TEST_JOBS:-2}
 
 total_pass=0
 total_fail=0
+failed=()
 launched=0
 accounted=0
 work=$(mktemp -d)
@@ -50,6 +51,27 @@ account() {
   total_pass=$((total_pass + p))
   total_fail=$((total_fail + f))
   accounted=$((accounted + 1))
+  if [ "$f" -gt 0 ]; then failed+=("$name"); cp "$out" "$work/failed-$name.out"; fi
+}
+
+# digest: each failed suite again, briefly, after every suite's output, so the
+# end of a long log (all a CI page may show) still says what failed and why:
+# its FAIL lines and what follows the first (a traceback), or its last lines
+digest() {
+  local name out first
+  [ "${#failed[@]}" -gt 0 ] || return 0
+  echo "-- failures (${#failed[@]} suites; each suite's whole output is above)"
+  for name in "${failed[@]}"; do
+    out=$work/failed-$name.out
+    echo "== failed: $name"
+    grep -B 4 -E '^FAIL ' "$out" | head -n 40
+    first=$(grep -n -m 1 -E '^FAIL ' "$out" | cut -d: -f1)
+    if [ -n "$first" ]; then
+      sed -n "$((first + 1)),$((first + 60))p" "$out"
+    else
+      tail -n 40 "$out"
+    fi
+  done
 }
 
 declare -A running_name=() running_t0=()
@@ -148,6 +170,7 @@ if [ "$accounted" -ne "$launched" ]; then
   echo "run.sh: $launched suites started but $accounted accounted for"
   total_fail=$((total_fail + 1))
 fi
+digest
 echo "-- all suites: $((SECONDS - t_start)) s"
 # the next run's order
 if [ -d "$(dirname "$times_file")" ]; then
