@@ -195,9 +195,20 @@ build/bench/%: bench/%.c bench/bench.h bench/bench_proc.h $(REL_OBJ) $(REL_ALLOC
 build/asan/fuzz-%: fuzz/fuzz_%.c fuzz/replay.c $(ASAN_OBJ)
 	$(CC) $(ASAN_CFLAGS) $(ASAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-build/fuzz/fuzz-%: fuzz/fuzz_%.c $(LIB_SRC) build/gen/builtin_schemas.h build/gen/ui_assets.h $(PB_H)
+# The sources are compiled once for all targets (instrumented for coverage,
+# fuzzer-no-link); each target is its own file linked with them.
+FUZZ_CFLAGS := $(CSTD) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined $(INC)
+FUZZ_OBJ := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+build/fuzz/obj/%.o: %.c build/pkg.mk build/fuzz/.deps
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $(INC) -o $@ $(filter %.c,$^) $(PKG_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
+$(FUZZ_OBJ): | $(PB_H)
+build/fuzz/obj/apiserver-shim/shim_openapi.o: build/gen/builtin_schemas.h
+build/fuzz/obj/ui/serve.o: build/gen/ui_assets.h
+
+build/fuzz/fuzz-%: fuzz/fuzz_%.c $(FUZZ_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(PKG_LIBS) -lm
 
 # clang-14 (libFuzzer) is installed only for `make fuzz`: scripts/deps.sh fuzz.
 build/fuzz/.deps: scripts/deps.sh
