@@ -31,8 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             memcpy(stored, b.pk, b.pk_head_len);
             memcpy(stored + b.pk_head_len, "123", 3);
             memcpy(stored + b.pk_head_len + 3, b.pk_tail, b.pk_tail_len);
+            size_t h = n / 2;
             if (store_unpack(p, stored, len, 1 << 20, &out, &outlen) || !out || outlen != n + 3 ||
-                memcmp(out, json, n / 2) || memcmp(out + n / 2, "123", 3) || memcmp(out + n / 2 + 3, json + n / 2, n - n / 2))
+                memcmp(out, json, h) || memcmp(out + h, "123", 3) || memcmp(out + h + 3, json + h, n - h))
                 abort();
             free(out);
             free(stored);

@@ -98,7 +98,11 @@ static const char pack_dict1[] =
     "\"lastState\":{}}]}}";
 
 #define PACK_V1 0x01
-#define PACK_LEVEL 3
+/* zstd's fast mode: on pods of 1-2 KB it packs in ~2.3 us and unpacks in
+ * ~0.4 (both halves) against ~5.3 and ~1.9 at level 1 or 3, for objects
+ * ~13% larger (0.22 of their JSON against 0.19). The level is not part of
+ * the format. */
+#define PACK_LEVEL (-1)
 /* objects below this stay plain (a Lease, a Namespace: little to gain, and
  * tools reading Redis by hand keep reading them) */
 #define PACK_MIN_BYTES 512

@@ -29,7 +29,8 @@ static json_t *job_pod(int i) {
     snprintf(name, sizeof name, "job-%d", i);
     json_t *p = json_pack("{s:s,s:s,s:{s:s,s:{s:s,s:s},s:{s:s,s:s,s:s}},s:{s:s,s:[{s:s,s:s,s:{s:{s:s,s:s}}}],"
                           "s:s,s:i,s:s},s:{s:s}}",
-                          "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "labels", "peloton.io/job", "job",
+                          "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "labels", "peloton.io/job",
+                          "job",
                           "peloton.io/instance", name + 4, "annotations", "peloton.io/priority", "0",
                           "peloton.io/queued-at", "2026-11-27T22:48:45.025Z", "peloton.io/admitted-at",
                           "2026-11-27T22:48:45.025Z", "spec", "restartPolicy", "Never", "containers", "name", "c",

@@ -15,13 +15,15 @@ static json_t *running_pod(int i) {
     snprintf(uid, sizeof uid, "6f1c2d3e-4a5b-4c6d-8e7f-%012d", i);
     snprintf(node, sizeof node, "node-%d", i % 97);
     json_error_t je;
-    json_t *p = json_loads("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"x\",\"namespace\":\"default\","
+    json_t *p = json_loads("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"x\","
+                           "\"namespace\":\"default\","
                            "\"labels\":{\"peloton.io/job\":\"web\",\"peloton.io/instance\":\"1\"},\"annotations\":"
                            "{\"peloton.io/run\":\"1\",\"peloton.io/queued-at\":\"2026-11-27T22:48:45.025Z\"},"
                            "\"uid\":\"u\",\"creationTimestamp\":\"2026-11-27T22:48:44Z\",\"generation\":2},"
                            "\"spec\":{\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"c\",\"image\":\"x\","
                            "\"resources\":{\"requests\":{\"cpu\":\"10m\",\"memory\":\"16Mi\"}}}],\"schedulerName\":"
-                           "\"peloton\",\"nodeName\":\"n\"},\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":"
+                           "\"peloton\",\"nodeName\":\"n\"},\"status\":{\"phase\":\"Running\","
+                           "\"conditions\":[{\"type\":"
                            "\"Ready\",\"status\":\"True\",\"lastProbeTime\":null,\"lastTransitionTime\":"
                            "\"2026-11-27T22:48:45Z\"},{\"type\":\"PodScheduled\",\"status\":\"True\",\"lastProbeTime\":"
                            "null,\"lastTransitionTime\":\"2026-11-27T22:48:45Z\"}],\"hostIP\":\"172.16.0.9\","
@@ -86,7 +88,8 @@ TEST(store_pack_roundtrip) {
 TEST(store_pack_plain) {
     struct store_pack *p = store_pack_new();
     REQUIRE(p != NULL);
-    char small[] = "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"\"}}";
+    char small[] = "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"a\","
+                   "\"resourceVersion\":\"\"}}";
     char *at = strstr(small, "\"\"}}") + 1;
     struct store_blob b = {.json = small, .head_len = (size_t)(at - small), .tail = at,
                            .tail_len = strlen(at)};
