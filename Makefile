@@ -4,7 +4,7 @@
 CC       ?= cc
 CSTD     := -std=c17 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-PKGS     := jansson yaml-0.1 hiredis libuv libnghttp2 libcurl openssl libprotobuf-c
+PKGS     := jansson yaml-0.1 hiredis libuv libnghttp2 libcurl openssl libprotobuf-c libzstd
 # The packages must be installed before pkg-config can be asked for their
 # flags, so the flags live in build/pkg.mk, which make remakes first (running
 # scripts/deps.sh) and then reads: on a fresh machine, one `make test` installs,
@@ -76,7 +76,7 @@ ASAN_OBJ := $(LIB_SRC:%.c=build/asan/%.o)
 UNIT_OBJ := $(UNIT_SRC:%.c=build/asan/%.o)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=build/bench/%)
 
-FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core pbjson grpcframe mdrv h2 cliyaml table cliranges k8spb workload cron tokenfile crdjob clistream mresp wevent
+FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core pbjson grpcframe mdrv h2 cliyaml table cliranges k8spb workload cron tokenfile crdjob clistream mresp wevent unpack
 FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?= 0
 FUZZ_CC ?= clang-14

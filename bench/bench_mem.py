@@ -9,7 +9,11 @@ nodes; then Jobs of PODS pods in all (BURSTS of them, one after the other,
 each once the one before is Running). RSS of every process is read from
 /proc before the first Job (the fleet alone) and once every pod is Running
 and the processes have settled (SETTLE_SECONDS); the difference divided by
-PODS is the memory per running pod. The CPU of each process over the
+PODS is the memory per running pod. Redis's own count (INFO memory's
+used_memory) is read at the same two moments, and each of the store's keys
+is measured (MEMORY USAGE, redis_breakdown.py): redis_used_bytes_per_pod
+and redis_keys (bytes per pod by key, the count of its elements and the mean
+length of the JSON it holds). The CPU of each process over the
 bursts, per pod, is printed beside it, with the load average.
 
 SPLIT=1 runs the roles in processes of their own against the API server
@@ -36,6 +40,7 @@ os.environ.setdefault("PODS", "20000")
 os.environ.setdefault("BACKLOG", "0")
 os.environ.setdefault("BURSTS", "2")
 import bench_scale as bs  # noqa: E402  (its Stack, workload and /proc readers)
+import redis_breakdown  # noqa: E402
 
 SETTLE = float(os.environ.get("SETTLE_SECONDS") or 5)
 SPLIT = os.environ.get("SPLIT") == "1"
@@ -85,6 +90,7 @@ def main():
         procs.update({"redis": st.redis, "kubelet-sim": st.ksim})
         time.sleep(SETTLE)
         rss0 = {k: bs.rss_mib(p.pid) for k, p in procs.items()}
+        used0 = redis_breakdown.breakdown(st.redis_port)
         cpu0 = {k: bs.cpu_s(p.pid) for k, p in procs.items()}
         bs.WATCH = bs.RunningWatch(st.port)
         per = bs.PODS // bs.BURSTS
@@ -108,6 +114,12 @@ def main():
         res["rss_running_mib"] = {k: round(v, 1) for k, v in rss1.items()}
         res["kib_per_pod"] = {k: round((rss1[k] - rss0[k]) * 1024 / bs.PODS, 2) for k in procs}
         res["cpu_us_per_pod"] = {k: round((cpu1[k] - cpu0[k]) * 1e6 / bs.PODS, 1) for k in procs}
+        used1 = redis_breakdown.breakdown(st.redis_port)
+        res["redis_used_bytes_per_pod"] = round((used1["used_memory"] - used0["used_memory"]) / bs.PODS)
+        before = {k["key"]: k["bytes"] for k in used0["keys"]}
+        res["redis_keys"] = {k["key"]: {"type": k["type"], "n": k["n"], "mean_obj": k["mean_obj"],
+                                        "bytes_per_pod": round((k["bytes"] - before.get(k["key"], 0)) / bs.PODS)}
+                             for k in used1["keys"]}
         res["load_end"] = bs.loadavg()
         if os.environ.get("BENCH_MEM_PAUSE"):  # keep the stack up for a look (heap dumps), seconds
             time.sleep(float(os.environ["BENCH_MEM_PAUSE"]))

@@ -8,7 +8,7 @@ set -euo pipefail
 PKGS=(
   build-essential pkg-config
   libuv1-dev libnghttp2-dev libcurl4-openssl-dev libjansson-dev libssl-dev
-  libprotobuf-c-dev protobuf-c-compiler libhiredis-dev redis-server libyaml-dev libjemalloc-dev
+  libprotobuf-c-dev protobuf-c-compiler libhiredis-dev redis-server libyaml-dev libjemalloc-dev libzstd-dev
   python3-kubernetes curl openssl
   libnghttp2-dev python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc nghttp2-client prometheus
   chromium

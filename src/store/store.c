@@ -229,6 +229,7 @@ int store_open(const char *host, int port, const struct store_options *opt, stru
 void store_close(struct store *s) {
     if (!s) return;
     if (s->c) redisFree(s->c);
+    store_cfg_free(&s->cfg);
     free(s);
 }
 
@@ -420,7 +421,7 @@ static int get_obj(struct store *s, const char *res, const char *ns, const char 
     store_build_get(&c, &s->cfg, res, ns, name);
     redisReply *r = run(s, &c, &rc);
     if (r) {
-        rc = store_decode_get(r, out, s->err, sizeof s->err);
+        rc = store_decode_get(&s->cfg, r, out, s->err, sizeof s->err);
         if (rc == -ENOENT) snprintf(s->err, sizeof s->err, "%s \"%s\" not found", res, name);
         freeReplyObject(r);
     }
@@ -448,7 +449,7 @@ int store_get_many(struct store *s, const char *resource, const char *const *mem
     if (r && (r->type != REDIS_REPLY_ARRAY || r->elements != n)) rc = store_reply_error(r, s->err, sizeof s->err);
     for (size_t i = 0; r && !rc && i < n; i++) {
         if (r->element[i]->type == REDIS_REPLY_NIL) continue;
-        rc = store_decode_get(r->element[i], &out[i], s->err, sizeof s->err);
+        rc = store_decode_get(&s->cfg, r->element[i], &out[i], s->err, sizeof s->err);
     }
     if (rc)
         for (size_t i = 0; i < n; i++) {
@@ -615,7 +616,7 @@ static int list(struct store *s, const char *resource, const char *ns, size_t li
     store_build_list(&c, &s->cfg, resource, ns, start, limit, max_bytes, token_rv);
     redisReply *r = run(s, &c, &rc);
     if (r) {
-        rc = store_decode_list(r, raw, out, &last, &floor, s->err, sizeof s->err);
+        rc = store_decode_list(&s->cfg, r, raw, out, &last, &floor, s->err, sizeof s->err);
         freeReplyObject(r);
     }
     store_cmd_free(&c);
@@ -672,7 +673,7 @@ int store_history_after(struct store *s, const char *resource, const char *ns,
     store_build_history(&c, &s->cfg, resource, ns, after_rv, max);
     redisReply *r = run(s, &c, &rc);
     if (r) {
-        rc = store_decode_history(r, max, out, &floor, s->err, sizeof s->err);
+        rc = store_decode_history(&s->cfg, r, max, out, &floor, s->err, sizeof s->err);
         if (rc == -ESTALE)
             snprintf(s->err, sizeof s->err, "too old resource version: %llu (%llu)",
                      (unsigned long long)after_rv, (unsigned long long)floor);

@@ -194,12 +194,12 @@ int store_delete(struct store *s, const char *resource, const char *ns, const ch
 struct store_list {
     json_t *items;              /* array of objects in key order (namespace/name) */
     char **raw;                 /* store_list_raw only (items is then NULL): the */
-    size_t *raw_len;            /*   stored JSON bytes of each item, unparsed, */
+    size_t *raw_len;            /*   JSON bytes of each item (unpacked), unparsed, */
     size_t n_raw;               /*   for writing straight into a response */
     uint64_t resource_version;  /* counter at read time (the token's on a continue) */
     char *continue_token;       /* NULL when the list is complete; malloc'ed */
     uint64_t remaining;         /* items after this page (when continue_token) */
-    size_t bytes;               /* stored bytes of this page's objects */
+    size_t bytes;               /* JSON bytes of this page's objects */
 };
 
 /* Lists resource in ns ("" = all namespaces). limit 0 = everything.

@@ -494,7 +494,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv) {
     }
     /* a single command is a read (writes go in batches) */
     json_t *cur = NULL;
-    int rc = store_decode_get(r, &cur, o->err, sizeof o->err);
+    int rc = store_decode_get(&o->a->cfg, r, &cur, o->err, sizeof o->err);
     if (rc == -ENOENT) snprintf(o->err, sizeof o->err, "%s \"%s\" not found", o->res, o->name);
     if (rc) {
         finish(o, rc, NULL);
@@ -776,6 +776,7 @@ int store_async_open(uv_loop_t *loop, const char *host, int port, const struct s
     a->wait_timeout_ms = opt->wait_timeout_ms > 0 ? opt->wait_timeout_ms : 1000;
     a->watchdog = malloc(sizeof *a->watchdog);
     if (!a->watchdog) {
+        store_cfg_free(&a->cfg);
         free(a);
         return -ENOMEM;
     }
@@ -786,6 +787,7 @@ int store_async_open(uv_loop_t *loop, const char *host, int port, const struct s
     a->batcher = malloc(sizeof *a->batcher);
     if (!a->batcher) {
         uv_close((uv_handle_t *)a->watchdog, watchdog_closed);
+        store_cfg_free(&a->cfg);
         free(a);
         return -ENOMEM;
     }
@@ -819,6 +821,7 @@ void store_async_close(struct store_async *a) {
     }
     uv_timer_stop(a->watchdog);
     uv_close((uv_handle_t *)a->watchdog, watchdog_closed);
+    store_cfg_free(&a->cfg);
     free(a);
 }
 

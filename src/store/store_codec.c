@@ -110,14 +110,19 @@ static void push_trim(struct store_cmd *c, const struct store_cfg *cfg) {
     push_fmt(c, "%ld", cfg->history_seconds);
 }
 
+/* ARGV head tail: what Redis stores of b, packed when it was. */
+static void push_blob(struct store_cmd *c, const struct store_blob *b) {
+    push_ref(c, b->pk ? b->pk : b->json, b->pk ? b->pk_head_len : b->head_len);
+    push_ref(c, b->pk ? b->pk_tail : b->tail, b->pk ? b->pk_tail_len : b->tail_len);
+}
+
 /* ARGV member name ns head tail maxlen trim of the single-object scripts. */
 static void push_write_args(struct store_cmd *c, const struct store_cfg *cfg, const char *ns, const char *name,
                             const struct store_blob *b) {
     push_fmt(c, "%s/%s", ns, name);
     push_str(c, name);
     push_str(c, ns);
-    push_ref(c, b->json, b->head_len);
-    push_ref(c, b->tail, b->tail_len);
+    push_blob(c, b);
     push_trim(c, cfg);
 }
 
@@ -157,8 +162,7 @@ void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, 
     for (size_t i = 0; i < n; i++) {
         push_fmt(c, "%s/%s", ns, names[i]);
         push_str(c, names[i]);
-        push_ref(c, blobs[i]->json, blobs[i]->head_len);
-        push_ref(c, blobs[i]->tail, blobs[i]->tail_len);
+        push_blob(c, blobs[i]);
     }
 }
 
@@ -182,8 +186,7 @@ void store_build_write_batch(struct store_cmd *c, const struct store_cfg *cfg, c
         push_fmt(c, "%s/%s", w[i].ns, w[i].name);
         push_str(c, w[i].name);
         push_str(c, w[i].ns);
-        push_ref(c, w[i].blob->json, w[i].blob->head_len);
-        push_ref(c, w[i].blob->tail, w[i].blob->tail_len);
+        push_blob(c, w[i].blob);
         push_str(c, w[i].expected_rv ? w[i].expected_rv : "");
         push_ref(c, w[i].ns_check ? "1" : "0", 1);
     }
@@ -303,11 +306,18 @@ int store_cfg_init(struct store_cfg *cfg, const struct store_options *opt) {
             return -EINVAL;
         for (unsigned int k = 0; k < 20; k++) snprintf(cfg->sha[i] + 2 * k, 3, "%02x", md[k]);
     }
+    if (!(cfg->pack = store_pack_new())) return -ENOMEM;
     return 0;
+}
+
+void store_cfg_free(struct store_cfg *cfg) {
+    store_pack_free(cfg->pack);
+    cfg->pack = NULL;
 }
 
 void store_blob_free(struct store_blob *b) {
     free(b->json);
+    free(b->pk);
     memset(b, 0, sizeof *b);
 }
 
@@ -350,6 +360,7 @@ int store_blob_encode(const struct store_cfg *cfg, struct store_rng *rng, json_t
         out->head_len = (size_t)(at - s) + 1;
         out->tail = at + toklen - 1;
         out->tail_len = len - (size_t)(out->tail - s);
+        store_pack_blob(cfg->pack, out);
         return 0;
     }
     snprintf(err, errlen, "could not place the resourceVersion placeholder");
@@ -398,6 +409,7 @@ int store_blob_from_text(const struct store_cfg *cfg, struct store_rng *rng, str
     out->head_len = head;
     out->tail = json + head;
     out->tail_len = tail;
+    store_pack_blob(cfg->pack, out);
     return 0;
 }
 
@@ -472,17 +484,51 @@ int store_decode_write(const redisReply *r, const char *res, const char *name, u
     return store_reply_error(r && r->type == REDIS_REPLY_ERROR ? r : NULL, err, errlen);
 }
 
-int store_decode_get(const redisReply *r, json_t **out, char *err, size_t errlen) {
+/* The JSON of stored bytes s (len): s itself when plain (*buf NULL), else
+ * unpacked into *buf (the caller frees it). 0, or -EIO/-ENOMEM with err. */
+static int stored_json(const struct store_cfg *cfg, const char *s, size_t len, const char **json, size_t *jlen,
+                       char **buf, char *err, size_t errlen) {
+    int rc = store_unpack(cfg->pack, s, len, cfg->max_object_bytes + 64, buf, jlen);
+    if (rc) {
+        snprintf(err, errlen, rc == -ENOMEM ? "out of memory" : "stored object is not valid: a packed object "
+                 "that does not unpack");
+        return rc;
+    }
+    if (*buf) {
+        *json = *buf;
+    } else {
+        *json = s;
+        *jlen = len;
+    }
+    return 0;
+}
+
+/* Parses stored bytes s (len) into *out; *jlen_out (when not NULL) gets the
+ * length of its JSON. */
+static int stored_parse(const struct store_cfg *cfg, const char *s, size_t len, json_t **out, size_t *jlen_out,
+                        char *err, size_t errlen) {
+    const char *json;
+    size_t jlen;
+    char *buf = NULL;
     *out = NULL;
-    if (r && r->type == REDIS_REPLY_NIL) return -ENOENT;
-    if (!r || r->type != REDIS_REPLY_STRING) return store_reply_error(r, err, errlen);
+    int rc = stored_json(cfg, s, len, &json, &jlen, &buf, err, errlen);
+    if (rc) return rc;
+    if (jlen_out) *jlen_out = jlen;
     json_error_t je;
-    *out = jparse_loadb(r->str, r->len, 0, &je);
+    *out = jparse_loadb(json, jlen, 0, &je);
+    free(buf);
     if (!*out) {
         snprintf(err, errlen, "stored object is not valid JSON: %s", je.text);
         return -EIO;
     }
     return 0;
+}
+
+int store_decode_get(const struct store_cfg *cfg, const redisReply *r, json_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (r && r->type == REDIS_REPLY_NIL) return -ENOENT;
+    if (!r || r->type != REDIS_REPLY_STRING) return store_reply_error(r, err, errlen);
+    return stored_parse(cfg, r->str, r->len, out, NULL, err, errlen);
 }
 
 int store_decode_rv(const redisReply *r, uint64_t *rv, char *err, size_t errlen) {
@@ -500,8 +546,8 @@ int store_decode_rv(const redisReply *r, uint64_t *rv, char *err, size_t errlen)
     return 0;
 }
 
-int store_decode_list(const redisReply *r, int raw, struct store_list *out, char **last,
-                      uint64_t *floor, char *err, size_t errlen) {
+int store_decode_list(const struct store_cfg *cfg, const redisReply *r, int raw, struct store_list *out,
+                      char **last, uint64_t *floor, char *err, size_t errlen) {
     long long code = script_code(r), remaining;
     size_t lastlen;
     const char *ls;
@@ -529,21 +575,33 @@ int store_decode_list(const redisReply *r, int raw, struct store_list *out, char
         size_t len;
         const char *s = elem_str(r, i, &len);
         if (!s || len == 0) continue; /* index entry without object: skip */
-        out->bytes += len;
         if (raw) {
-            if (!(out->raw[out->n_raw] = malloc(len + 1))) goto oom;
-            memcpy(out->raw[out->n_raw], s, len);
-            out->raw[out->n_raw][len] = '\0';
-            out->raw_len[out->n_raw++] = len;
+            const char *json;
+            size_t jlen;
+            char *buf = NULL;
+            int rc = stored_json(cfg, s, len, &json, &jlen, &buf, err, errlen);
+            if (rc) {
+                store_list_free(out);
+                return rc;
+            }
+            out->bytes += jlen;
+            if (!buf && (buf = malloc(len + 1))) {
+                memcpy(buf, s, len);
+                buf[len] = '\0';
+            }
+            if (!buf) goto oom;
+            out->raw[out->n_raw] = buf;
+            out->raw_len[out->n_raw++] = jlen;
             continue;
         }
-        json_error_t je;
-        json_t *o = jparse_loadb(s, len, 0, &je);
-        if (!o) {
-            snprintf(err, errlen, "stored object is not valid JSON: %s", je.text);
+        json_t *o;
+        size_t jlen = 0;
+        int rc = stored_parse(cfg, s, len, &o, &jlen, err, errlen);
+        if (rc) {
             store_list_free(out);
-            return -EIO;
+            return rc;
         }
+        out->bytes += jlen;
         if (json_array_append_new(out->items, o)) goto oom;
     }
     if (lastlen) {
@@ -564,7 +622,7 @@ static enum store_event_type event_type(const char *s) {
     return 0;
 }
 
-int store_decode_history(const redisReply *r, size_t max, struct store_history *out,
+int store_decode_history(const struct store_cfg *cfg, const redisReply *r, size_t max, struct store_history *out,
                          uint64_t *floor, char *err, size_t errlen) {
     long long code = script_code(r), scanned;
     memset(out, 0, sizeof *out);
@@ -596,9 +654,12 @@ int store_decode_history(const redisReply *r, size_t max, struct store_history *
         e->resource_version = elem_rv(r, b);
         e->ns = strdup(ns);
         e->name = strdup(name);
-        json_error_t je;
-        e->object = jparse_loadb(obj, objlen, 0, &je);
+        int rc = stored_parse(cfg, obj, objlen, &e->object, NULL, err, errlen);
         out->n++;
+        if (rc == -EIO) {
+            store_history_free(out);
+            return rc;
+        }
         if (!e->ns || !e->name || !e->object) goto oom;
     }
     return 0;

@@ -45,11 +45,14 @@ struct store_cfg {
     long history_seconds;
     size_t max_object_bytes;
     char sha[STORE_NSCRIPTS][41]; /* "" until SCRIPT LOAD answered */
+    struct store_pack *pack;      /* packs what is written, unpacks what is read (owned) */
 };
 
 /* Checks opt and fills cfg (prefix, history, bounds, and each script's SHA-1
- * as Redis names it, computed here). -EINVAL for bad options. */
+ * as Redis names it, computed here). -EINVAL for bad options, -ENOMEM.
+ * store_cfg_free releases what it allocated (the pack context). */
 int store_cfg_init(struct store_cfg *cfg, const struct store_options *opt);
+void store_cfg_free(struct store_cfg *cfg);
 
 /* host and port as both connections take them: a host shorter than cap, and
  * a port from 1 to 65535 unless host is a Unix-domain socket path ('/'). */
@@ -81,8 +84,29 @@ struct store_blob {
     size_t head_len;
     const char *tail;
     size_t tail_len;
+    char *pk;                 /* the packed head and tail sent instead (store_pack_blob), or NULL: owns pk_tail */
+    size_t pk_head_len;
+    const char *pk_tail;
+    size_t pk_tail_len;
 };
 void store_blob_free(struct store_blob *b);
+
+/* Packed objects (store_pack.c; docs/store.md, "Packed objects"): zstd
+ * with a fixed dictionary, head and tail apart, so that the scripts' splice
+ * (head + rv + tail) is unchanged. A context per connection (not thread-safe).
+ * store_pack_blob fills b's pk fields when packing gains (else leaves them
+ * NULL: the plain bytes are sent); store_unpack turns stored bytes into the
+ * object's JSON: 0 with *out NULL when they are plain (use s as it is), 0
+ * with *out (malloc'd, NUL-terminated, *outlen bytes) when packed, -EIO when
+ * they are not a valid packed object or would unpack past max bytes,
+ * -ENOMEM. A packed object is at most STORE_PACK_MAX_RATIO times smaller
+ * than its JSON (list pages are bounded by bytes in Redis, store_lua.c). */
+#define STORE_PACK_MAX_RATIO 32
+struct store_pack;
+struct store_pack *store_pack_new(void);
+void store_pack_free(struct store_pack *p);
+void store_pack_blob(struct store_pack *p, struct store_blob *b);
+int store_unpack(struct store_pack *p, const char *s, size_t len, size_t max, char **out, size_t *outlen);
 
 /* Randomness for uids and placeholders: the OS's, drawn 256 bytes at a
  * time (one getrandom per many writes). One per connection, zeroed to start. */
@@ -158,13 +182,14 @@ int store_decode_create_batch(const redisReply *r, size_t n, int *rcs, uint64_t 
  * shape the messages of AlreadyExists, NotFound and Conflict. */
 int store_decode_write(const redisReply *r, const char *res, const char *name, uint64_t *rv,
                        char *err, size_t errlen);
-/* get: *out = parsed object or NULL when absent (returns -ENOENT). */
-int store_decode_get(const redisReply *r, json_t **out, char *err, size_t errlen);
-/* list: fills items (or raw when raw is set), resource_version and *last
- * (malloc'ed or NULL). *floor is set on -ESTALE. */
-int store_decode_list(const redisReply *r, int raw, struct store_list *out, char **last,
-                      uint64_t *floor, char *err, size_t errlen);
-int store_decode_history(const redisReply *r, size_t max, struct store_history *out,
+/* The readers of objects unpack them with cfg's context (store_unpack).
+ * get: *out = parsed object or NULL when absent (returns -ENOENT). */
+int store_decode_get(const struct store_cfg *cfg, const redisReply *r, json_t **out, char *err, size_t errlen);
+/* list: fills items (or raw, the objects' JSON, when raw is set),
+ * resource_version and *last (malloc'ed or NULL). *floor is set on -ESTALE. */
+int store_decode_list(const struct store_cfg *cfg, const redisReply *r, int raw, struct store_list *out,
+                      char **last, uint64_t *floor, char *err, size_t errlen);
+int store_decode_history(const struct store_cfg *cfg, const redisReply *r, size_t max, struct store_history *out,
                          uint64_t *floor, char *err, size_t errlen);
 int store_decode_rv(const redisReply *r, uint64_t *rv, char *err, size_t errlen);
 /* A Redis error reply or transport failure as -EIO with a message. */

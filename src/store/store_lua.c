@@ -13,6 +13,9 @@
  * fail but on a counter set back by hand. */
 #include "store_int.h"
 
+#define STORE_LUA_STR_(x) #x
+#define STORE_LUA_STR(x) STORE_LUA_STR_(x)
+
 /* Shared by the write scripts: append one change to a history stream (ID
  * "<rv>-0"), and trim it, recording in the floor key the highest
  * resourceVersion that may have been trimmed (history is complete above it).
@@ -100,7 +103,9 @@ static const char lua_cas[] =
 
 /* KEYS: rv obj idx floor
  * ARGV: start_after(member, "" = first) limit(0 = all) token_rv(0 = none) ns("" = all)
- *       max_bytes(0 = none: with a limit, the page ends before its objects pass it; one object at least)
+ *       max_bytes(0 = none: with a limit, the page ends before its objects pass it; one object at least;
+ *       a packed object, first byte 1, counts as STORE_PACK_MAX_RATIO times its bytes, which its JSON
+ *       never passes: store_pack.c)
  * -> {0, rv, last_member_or_"", remaining, obj...} | {4, rv, floor}
  * A namespace is the index range ["ns/", "ns0"): '0' follows '/' in ASCII. */
 static const char lua_list[] =
@@ -128,6 +133,10 @@ static const char lua_list[] =
     "end\n"
     "local out = {0, rv, last, remaining}\n"
     "local maxb = limit > 0 and tonumber(ARGV[5]) or 0\n"
+    "local function size(o)\n"
+    "  if string.byte(o, 1) == 1 then return #o * " STORE_LUA_STR(STORE_PACK_MAX_RATIO) " end\n"
+    "  return #o\n"
+    "end\n"
     "local bytes, cut = 0, nil\n"
     "local i = 1\n"
     "while i <= #names and not cut do\n"
@@ -137,8 +146,9 @@ static const char lua_list[] =
     "  local objs = redis.call('HMGET', KEYS[2], unpack(fields))\n"
     "  for k = 1, #fields do\n"
     "    local o = objs[k] or ''\n"
-    "    if maxb > 0 and #out > 4 and bytes + #o > maxb then cut = i + k - 2 break end\n"
-    "    bytes = bytes + #o\n"
+    "    local n = maxb > 0 and size(o) or 0\n"
+    "    if maxb > 0 and #out > 4 and bytes + n > maxb then cut = i + k - 2 break end\n"
+    "    bytes = bytes + n\n"
     "    out[#out + 1] = o\n"
     "  end\n"
     "  i = j + 1\n"
