@@ -56,6 +56,7 @@ void shim_free(struct shim *s) {
     shim_crd_free(s);
     shim_metrics_free(s->metrics);
     shim_sec_free(s->sec);
+    shim_lease_free(s);
     free(s->token);
     free(s);
 }

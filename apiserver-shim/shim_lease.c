@@ -1,0 +1,110 @@
+/* Lease renewals without a read or the generic patch (issue #25).
+ *
+ * Every write of a Lease through this process (the store's write hook, via
+ * the watch hub) leaves its stored bytes and version here, keyed by
+ * namespace/name. A merge PATCH that renews a Lease found here is then the
+ * stored text with its spec fields and generation replaced
+ * (lease_text_renew: the bytes the generic path would store, or it
+ * declines), written by one compare-and-set of that text against the
+ * version it was made from (store_async_put_text), in the turn's batch: no
+ * read of the object from Redis, no decode, merge, validation or encode.
+ *
+ * The copy is only a hint. A Lease written by someone else (another API
+ * server sharing Redis) makes it stale, and the compare-and-set then fails:
+ * a patch that names no resourceVersion goes the generic way (read, patch,
+ * write), one that names the copy's version was stale and gets its 409, as
+ * from the generic path; a patch naming any other version goes the generic
+ * way from the start. A Lease gone answers 404 from the script. The copies
+ * are bounded (LEASE_CACHE_MAX); past it a new Lease is not kept and is
+ * renewed the generic way. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lease_text.h"
+#include "patch.h"
+#include "shim.h"
+#include "strmap.h"
+
+#define LEASE_RESOURCE "leases.coordination.k8s.io"
+/* Leases kept: ~0.5 KB each (text, key, slot), so 64 MB at most; one a node
+ * to 100,000 nodes (the fleet issue #25 sizes for is 50,000). */
+#define LEASE_CACHE_MAX 100000
+
+struct shim_leases {
+    struct strmap m; /* "ns/name" -> struct lease_copy */
+};
+
+struct lease_copy {
+    size_t len;
+    char text[]; /* the stored bytes, NUL-terminated */
+};
+
+static void key_of(char *key, size_t len, const char *ns, const char *name) {
+    snprintf(key, len, "%s/%s", ns, name);
+}
+
+void shim_lease_seen(struct shim *s, const char *resource, const char *ns, const char *name,
+                     enum store_event_type type, const char *json, size_t len) {
+    if (strcmp(resource, LEASE_RESOURCE) || !name) return;
+    if (!s->leases && !(s->leases = calloc(1, sizeof *s->leases))) return;
+    struct strmap *m = &s->leases->m;
+    char key[STORE_MAX_NAMESPACE + STORE_MAX_NAME + 2];
+    key_of(key, sizeof key, ns, name);
+    if (type == STORE_DELETED || !json) { /* gone, or bytes not kept: no copy */
+        free(strmap_del(m, key));
+        return;
+    }
+    struct lease_copy *c = strmap_get(m, key);
+    if (c && c->len >= len) { /* in place: a renewal's text keeps its length but for the counters' digits */
+        memcpy(c->text, json, len);
+        c->text[len] = 0;
+        c->len = len;
+        return;
+    }
+    if (!c && strmap_count(m) >= LEASE_CACHE_MAX) return;
+    struct lease_copy *n = malloc(sizeof *n + len + 1);
+    void *old = NULL;
+    if (n) {
+        memcpy(n->text, json, len);
+        n->text[len] = 0;
+        n->len = len;
+    }
+    if (!n || strmap_put(m, key, n, &old)) { /* no copy rather than a stale one */
+        free(n);
+        free(strmap_del(m, key));
+        return;
+    }
+    free(old);
+}
+
+void shim_lease_free(struct shim *s) {
+    if (!s->leases) return;
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (strmap_next(&s->leases->m, &pos, &k, &v)) free(v);
+    strmap_free(&s->leases->m);
+    free(s->leases);
+    s->leases = NULL;
+}
+
+int shim_lease_renew(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                     const json_t *patch, shim_patch_fn apply, bool *conditional, store_done_fn done, void *ud,
+                     char *err, size_t errlen) {
+    if (!s->astore || !s->leases || strcmp(r->store_key, LEASE_RESOURCE) ||
+        (apply != patch_merge && apply != patch_strategic))
+        return -EAGAIN;
+    char key[STORE_MAX_NAMESPACE + STORE_MAX_NAME + 2];
+    key_of(key, sizeof key, ns, name);
+    const struct lease_copy *c = strmap_get(&s->leases->m, key);
+    if (!c) return -EAGAIN;
+    struct lease_renewal lr;
+    int rc = lease_text_renew(c->text, c->len, ns, name, patch, &lr);
+    if (rc) return rc == -EAGAIN ? rc : (snprintf(err, errlen, "out of memory"), rc);
+    *conditional = lr.patch_rv != NULL;
+    return store_async_put_text(s->astore, r->store_key, ns, name, lr.rv, lr.text, lr.len, lr.rv_at, done, ud, err,
+                                errlen);
+}
