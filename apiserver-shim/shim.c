@@ -41,6 +41,7 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
 
 void shim_detach_async(struct shim *s) {
     if (!s) return;
+    shim_lease_flush(s); /* renewals waiting for their batch go before the connection */
     s->astore = NULL;
     watch_detach_async(s->hub);
 }

@@ -211,12 +211,15 @@ int shim_validate(const struct shim_resource *r, json_t *obj, const char *name, 
  * store_async_put_text's: STORE_ECONFLICT when the copy was stale, and
  * *conditional says whether the patch named that version), -EAGAIN when it
  * is not such a renewal (the caller takes the generic path), or another
- * error with err. shim_lease_free drops the copies. */
+ * error with err. Its write waits a few ms for others, to go to the store
+ * as one batch; shim_lease_flush sends what waits now (before the store
+ * connection goes). shim_lease_free drops the copies. */
 void shim_lease_seen(struct shim *s, const char *resource, const char *ns, const char *name,
                      enum store_event_type type, const char *json, size_t len);
 int shim_lease_renew(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                      const json_t *patch, shim_patch_fn apply, bool *conditional, store_done_fn done, void *ud,
                      char *err, size_t errlen);
+void shim_lease_flush(struct shim *s);
 void shim_lease_free(struct shim *s);
 void shim_meta_omit_empty(json_t *obj);
 bool shim_refuse_invalid(const struct shim_resource *r, json_t *obj, const char *name, struct http_response *resp);

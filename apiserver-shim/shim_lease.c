@@ -16,12 +16,22 @@
  * from the generic path; a patch naming any other version goes the generic
  * way from the start. A Lease gone answers 404 from the script. The copies
  * are bounded (LEASE_CACHE_MAX); past it a new Lease is not kept and is
- * renewed the generic way. */
+ * renewed the generic way.
+ *
+ * Renewals come one a loop turn at a thousand a second, and each would be a
+ * script call of its own (the store batches a turn's writes): Redis's cost
+ * is mostly per call (the command, the script's start, its clock and trim,
+ * the AOF write, the reply), and so is the store connection's. A renewal's
+ * write therefore waits up to LEASE_BATCH_MS for others, and they go to the
+ * store together, as one batch: a few ms more on a renewal whose Lease lasts
+ * 40 s. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <uv.h>
 
 #include "lease_text.h"
 #include "patch.h"
@@ -32,9 +42,27 @@
 /* Leases kept: ~0.5 KB each (text, key, slot), so 64 MB at most; one a node
  * to 100,000 nodes (the fleet issue #25 sizes for is 50,000). */
 #define LEASE_CACHE_MAX 100000
+#define LEASE_BATCH_MS 4    /* how long a renewal's write waits for others */
+#define LEASE_BATCH_MAX 256 /* renewals held at most (the store's batch) */
+
+/* A renewal's write waiting for its batch. */
+struct lease_wait {
+    struct lease_wait *next;
+    const char *res; /* static: the resource's store key */
+    char rv[24];
+    char *text;
+    size_t len, rv_at;
+    store_done_fn done;
+    void *ud;
+    char *ns, *name; /* in keys */
+    char keys[];
+};
 
 struct shim_leases {
-    struct strmap m; /* "ns/name" -> struct lease_copy */
+    struct strmap m;           /* "ns/name" -> struct lease_copy */
+    uv_timer_t *timer;         /* the batch's wait (freed by its close callback); NULL without a loop */
+    struct lease_wait *head, **tail;
+    size_t waiting;
 };
 
 struct lease_copy {
@@ -46,10 +74,46 @@ static void key_of(char *key, size_t len, const char *ns, const char *name) {
     snprintf(key, len, "%s/%s", ns, name);
 }
 
+static void on_batch_due(uv_timer_t *t);
+
+static struct shim_leases *leases_new(struct shim *s) {
+    struct shim_leases *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    l->tail = &l->head;
+    if (s->loop && (l->timer = malloc(sizeof *l->timer))) {
+        uv_timer_init(s->loop, l->timer);
+        l->timer->data = s;
+    }
+    return l;
+}
+
+/* The waiting renewals to the store, in one turn: one batch. */
+void shim_lease_flush(struct shim *s) {
+    struct shim_leases *l = s->leases;
+    if (!l) return;
+    if (l->timer) uv_timer_stop(l->timer);
+    struct lease_wait *w = l->head;
+    l->head = NULL;
+    l->tail = &l->head;
+    l->waiting = 0;
+    while (w) {
+        struct lease_wait *next = w->next;
+        char err[256];
+        int rc = s->astore ? store_async_put_text(s->astore, w->res, w->ns, w->name, w->rv, w->text, w->len, w->rv_at,
+                                                  w->done, w->ud, err, sizeof err)
+                           : (free(w->text), snprintf(err, sizeof err, "redis: the store is closing"), -EIO);
+        if (rc) w->done(w->ud, &(struct store_result){.rc = rc, .err = err, .attached_err = ""});
+        free(w);
+        w = next;
+    }
+}
+
+static void on_batch_due(uv_timer_t *t) { shim_lease_flush(t->data); }
+
 void shim_lease_seen(struct shim *s, const char *resource, const char *ns, const char *name,
                      enum store_event_type type, const char *json, size_t len) {
     if (strcmp(resource, LEASE_RESOURCE) || !name) return;
-    if (!s->leases && !(s->leases = calloc(1, sizeof *s->leases))) return;
+    if (!s->leases && !(s->leases = leases_new(s))) return;
     struct strmap *m = &s->leases->m;
     char key[STORE_MAX_NAMESPACE + STORE_MAX_NAME + 2];
     key_of(key, sizeof key, ns, name);
@@ -80,8 +144,12 @@ void shim_lease_seen(struct shim *s, const char *resource, const char *ns, const
     free(old);
 }
 
+static void timer_closed(uv_handle_t *h) { free(h); }
+
 void shim_lease_free(struct shim *s) {
     if (!s->leases) return;
+    shim_lease_flush(s); /* none after shim_detach_async; else answered now (the store is closing) */
+    if (s->leases->timer) uv_close((uv_handle_t *)s->leases->timer, timer_closed);
     size_t pos = 0;
     const char *k;
     void *v;
@@ -105,6 +173,20 @@ int shim_lease_renew(struct shim *s, const struct shim_resource *r, const char *
     int rc = lease_text_renew(c->text, c->len, ns, name, patch, &lr);
     if (rc) return rc == -EAGAIN ? rc : (snprintf(err, errlen, "out of memory"), rc);
     *conditional = lr.patch_rv != NULL;
-    return store_async_put_text(s->astore, r->store_key, ns, name, lr.rv, lr.text, lr.len, lr.rv_at, done, ud, err,
-                                errlen);
+    struct shim_leases *l = s->leases;
+    size_t ln = strlen(ns) + 1, lm = strlen(name) + 1;
+    struct lease_wait *w = l->timer ? malloc(sizeof *w + ln + lm) : NULL;
+    if (!w) /* no loop (or no memory to wait): at once */
+        return store_async_put_text(s->astore, r->store_key, ns, name, lr.rv, lr.text, lr.len, lr.rv_at, done, ud,
+                                    err, errlen);
+    *w = (struct lease_wait){.res = r->store_key, .text = lr.text, .len = lr.len, .rv_at = lr.rv_at, .done = done,
+                             .ud = ud};
+    memcpy(w->rv, lr.rv, sizeof w->rv);
+    w->ns = memcpy(w->keys, ns, ln);
+    w->name = memcpy(w->keys + ln, name, lm);
+    *l->tail = w;
+    l->tail = &w->next;
+    if (++l->waiting >= LEASE_BATCH_MAX) shim_lease_flush(s);
+    else if (l->waiting == 1) uv_timer_start(l->timer, on_batch_due, LEASE_BATCH_MS, 0);
+    return 0;
 }

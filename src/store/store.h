@@ -254,8 +254,8 @@ const char *store_event_type_name(enum store_event_type t);
  * the change's resource, namespace, type and resourceVersion, the object as
  * stored (borrowed) and its bytes (NULL when they could not be kept). The
  * object is NULL, and the bytes are set, for an attached create
- * (store_async_modify_attach): the store wrote it as text and never parsed
- * it. Writes are reported in resourceVersion order within a reply. One hook
+ * (store_async_modify_attach) and a write of text (store_async_put_text):
+ * the store wrote it as text and never parsed it. Writes are reported in resourceVersion order within a reply. One hook
  * per store; NULL removes it. The watch hub uses it to fan events out from
  * memory instead of reading them back from Redis. */
 typedef void (*store_write_hook_fn)(void *ud, const char *resource, const char *ns, enum store_event_type type,
