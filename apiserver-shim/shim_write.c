@@ -404,6 +404,10 @@ static void on_lease_written(void *ud, const struct store_result *res) {
     struct write_req *w = ud;
     if (!res->rc) {
         shim_lease_seen(w->s, w->r->store_key, w->ns, w->name, STORE_MODIFIED, res->json, res->json_len);
+        if (!res->json) { /* stored, but no bytes to answer with (out of memory): no object either */
+            on_written(w, &(struct store_result){.rc = -ENOMEM, .err = "out of memory answering a stored renewal"});
+            return;
+        }
     } else if (res->rc == STORE_ECONFLICT && !w->lease_conditional && w->s->astore) {
         char err[512];
         int rc = store_async_modify(w->s->astore, w->r->store_key, w->ns, w->name, patch_fn, w, on_written, w, err,
