@@ -219,6 +219,13 @@ void shim_lease_seen(struct shim *s, const char *resource, const char *ns, const
 int shim_lease_renew(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                      const json_t *patch, shim_patch_fn apply, bool *conditional, store_done_fn done, void *ud,
                      char *err, size_t errlen);
+/* The same for a PUT of a kept Lease that differs from it only in the
+ * renewal's spec fields (and what the store sets): written as that patch.
+ * shim_lease_put_patch is the test: the merge patch such a body amounts to
+ * over the stored text, or NULL when it is not such a renewal. */
+int shim_lease_replace(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                       const json_t *body, bool *conditional, store_done_fn done, void *ud, char *err, size_t errlen);
+json_t *shim_lease_put_patch(const char *text, size_t len, const json_t *body);
 void shim_lease_flush(struct shim *s);
 void shim_lease_free(struct shim *s);
 void shim_meta_omit_empty(json_t *obj);

@@ -33,6 +33,7 @@
 
 #include <uv.h>
 
+#include "jparse.h"
 #include "lease_text.h"
 #include "patch.h"
 #include "shim.h"
@@ -189,4 +190,58 @@ int shim_lease_renew(struct shim *s, const struct shim_resource *r, const char *
     if (++l->waiting >= LEASE_BATCH_MAX) shim_lease_flush(s);
     else if (l->waiting == 1) uv_timer_start(l->timer, on_batch_due, LEASE_BATCH_MS, 0);
     return 0;
+}
+
+/* The fields ObjectMeta takes from the stored object on a write (store_object.c's shaping). */
+static const char *const kept_meta[] = {"uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                                        "resourceVersion", "generation", "namespace"};
+static const char *const renewed[] = {"holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime",
+                                      "leaseTransitions"};
+
+json_t *shim_lease_put_patch(const char *text, size_t len, const json_t *body) {
+    json_t *cur = jparse_loadb(text, len, 0, NULL), *n = json_deep_copy(body), *patch = NULL;
+    json_t *md = json_object_get(n, "metadata"), *cmd = json_object_get(cur, "metadata");
+    json_t *spec = json_object_get(n, "spec"), *cspec = json_object_get(cur, "spec"), *pspec = json_object();
+    const char *uid = json_string_value(json_object_get(md, "uid")), *cuid = json_string_value(json_object_get(cmd, "uid"));
+    const char *rv = json_string_value(json_object_get(md, "resourceVersion"));
+    if (!json_is_object(md) || !json_is_object(cmd) || !json_is_object(spec) || !json_is_object(cspec) || !pspec ||
+        (uid && uid[0] && (!cuid || strcmp(uid, cuid)))) /* a uid precondition: the generic path checks it */
+        goto out;
+    shim_meta_omit_empty(n);
+    char rvbuf[64] = "";
+    if (rv) snprintf(rvbuf, sizeof rvbuf, "%s", rv);
+    for (size_t i = 0; i < sizeof kept_meta / sizeof *kept_meta; i++) { /* as the store will set them */
+        json_t *v = json_object_get(cmd, kept_meta[i]);
+        if (v) json_object_set(md, kept_meta[i], v);
+        else json_object_del(md, kept_meta[i]);
+    }
+    for (size_t i = 0; i < sizeof renewed / sizeof *renewed; i++) { /* the renewal, moved into the patch */
+        json_t *v = json_object_get(spec, renewed[i]), *cv = json_object_get(cspec, renewed[i]);
+        if (!v) continue;
+        json_object_set(pspec, renewed[i], v);
+        if (cv) json_object_set(spec, renewed[i], cv);
+        else json_object_del(spec, renewed[i]);
+    }
+    /* the rest as stored: the PUT is that renewal, written as a patch; else the generic path */
+    if (!json_equal(n, cur) || !json_object_size(pspec)) goto out;
+    patch = rvbuf[0] ? json_pack("{s:{s:s}, s:O}", "metadata", "resourceVersion", rvbuf, "spec", pspec)
+                     : json_pack("{s:O}", "spec", pspec);
+out:
+    json_decref(pspec);
+    json_decref(n);
+    json_decref(cur);
+    return patch;
+}
+
+int shim_lease_replace(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                       const json_t *body, bool *conditional, store_done_fn done, void *ud, char *err, size_t errlen) {
+    if (!s->astore || !s->leases || strcmp(r->store_key, LEASE_RESOURCE)) return -EAGAIN;
+    char key[STORE_MAX_NAMESPACE + STORE_MAX_NAME + 2];
+    key_of(key, sizeof key, ns, name);
+    const struct lease_copy *c = strmap_get(&s->leases->m, key);
+    json_t *patch = c ? shim_lease_put_patch(c->text, c->len, body) : NULL;
+    if (!patch) return -EAGAIN;
+    int rc = shim_lease_renew(s, r, ns, name, patch, patch_merge, conditional, done, ud, err, errlen);
+    json_decref(patch);
+    return rc;
 }

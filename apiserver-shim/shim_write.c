@@ -397,9 +397,10 @@ static void on_written(void *ud, const struct store_result *res) {
     write_free(w);
 }
 
-/* A Lease renewal written as text (shim_lease_renew) is answered; a stale
- * copy of the Lease behind a patch that named no resourceVersion sends the
- * patch the generic way (read, patch, write), as a lost race does there. */
+/* A Lease renewal written as text (shim_lease_renew, shim_lease_replace) is
+ * answered; a stale copy of the Lease behind a write that named no
+ * resourceVersion sends it the generic way (read, patch or replace, write),
+ * as a lost race does there. */
 static void on_lease_written(void *ud, const struct store_result *res) {
     struct write_req *w = ud;
     if (!res->rc) {
@@ -410,8 +411,8 @@ static void on_lease_written(void *ud, const struct store_result *res) {
         }
     } else if (res->rc == STORE_ECONFLICT && !w->lease_conditional && w->s->astore) {
         char err[512];
-        int rc = store_async_modify(w->s->astore, w->r->store_key, w->ns, w->name, patch_fn, w, on_written, w, err,
-                                    sizeof err);
+        int rc = store_async_modify(w->s->astore, w->r->store_key, w->ns, w->name, modify_fn(w->kind), w, on_written,
+                                    w, err, sizeof err);
         if (!rc) return;
         on_written(w, &(struct store_result){.rc = rc, .err = err});
         return;
@@ -436,7 +437,9 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
         w->audit = shim_sec_take(s);
         int rc = w->kind == WK_PATCH ? shim_lease_renew(s, r, ns, w->name, w->body, w->apply, &w->lease_conditional,
                                                         on_lease_written, w, err, sizeof err)
-                                     : -EAGAIN;
+                 : w->kind == WK_REPLACE ? shim_lease_replace(s, r, ns, w->name, w->body, &w->lease_conditional,
+                                                              on_lease_written, w, err, sizeof err)
+                                         : -EAGAIN;
         if (rc == -EAGAIN)
             rc = w->kind == WK_CREATE
                      ? store_async_create(s->astore, r->store_key, ns, json_incref(create_obj), r->namespaced,

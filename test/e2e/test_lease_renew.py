@@ -5,7 +5,9 @@ the generic write: the reply, the resourceVersion bump, the watch events a
 lease informer (the Python client's watch) and `kubectl get lease -w` get,
 409 for a stale resourceVersion and 422 for bad input, also when another API
 server sharing Redis wrote the Lease in between (the kept copy is stale).
-That the renewal took the short way is read from Redis's command counts:
+Renewals by merge PATCH (kubelet-sim's) and by PUT of the Lease last got
+back (a Kubelet's). That the renewal took the short way is read from
+Redis's command counts:
 one HGET a renewal (the script's), where the generic write reads the object
 first (two)."""
 import json
@@ -101,6 +103,29 @@ def test_renewals_seen_by_informer_and_kubectl_watch():
     th.join(30)
     kw.terminate()
     kw.wait(10)
+
+
+def test_put_renewal_as_a_kubelet_does():
+    """A Kubelet PUTs the Lease it last got back with renewTime moved: the
+    short way too (one HGET), and a later PUT of that same old copy is 409."""
+    new_lease("p1")
+    lease = COORD.read_namespaced_lease("p1", NS)
+    for i in range(1, 4):
+        lease.spec.renew_time = f"2026-11-27T00:00:0{i}.250000Z"
+        h0 = hgets()
+        out = COORD.replace_namespaced_lease("p1", NS, lease)
+        assert hgets() - h0 == 1, "a PUT renewal read the Lease first"
+        assert int(out.metadata.resource_version) > int(lease.metadata.resource_version), out.metadata
+        assert out.spec.renew_time.strftime("%S.%f") == f"0{i}.250000" and out.metadata.generation == 1 + i, out
+        old, lease = lease, out
+    try:
+        COORD.replace_namespaced_lease("p1", NS, old)
+        raise AssertionError("a PUT of an old copy was taken")
+    except client.ApiException as e:
+        assert e.status == 409 and json.loads(e.body)["reason"] == "Conflict", e.body
+    got = stored("p1")
+    assert got["metadata"]["resourceVersion"] == lease.metadata.resource_version, got
+    assert got["spec"]["renewTime"] == "2026-11-27T00:00:03.250000Z", got
 
 
 def test_stale_resource_version_409_and_current_200():
