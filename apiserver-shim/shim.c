@@ -41,6 +41,7 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
 
 void shim_detach_async(struct shim *s) {
     if (!s) return;
+    shim_lease_flush(s); /* renewals waiting for their batch go before the connection */
     s->astore = NULL;
     watch_detach_async(s->hub);
 }
@@ -56,6 +57,7 @@ void shim_free(struct shim *s) {
     shim_crd_free(s);
     shim_metrics_free(s->metrics);
     shim_sec_free(s->sec);
+    shim_lease_free(s);
     free(s->token);
     free(s);
 }

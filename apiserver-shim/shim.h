@@ -66,6 +66,7 @@ struct shim {
     bool obs_deferred;            /* its reply was deferred: the write observes it */
     struct shim_sec *sec;         /* NULL: the single token above, or open (shim_auth.h) */
     uint64_t event_ns;            /* the time in the name of the last Event made here (shim_pods.c) */
+    struct shim_leases *leases;   /* the Leases' stored bytes, for renewals (shim_lease.c); NULL: none yet */
 };
 
 /* The registry: the built-ins, then custom resources. shim_res_at returns
@@ -202,6 +203,31 @@ int shim_validate(const struct shim_resource *r, json_t *obj, const char *name, 
                   json_t **details);
 /* Drops obj's empty metadata labels, annotations, finalizers, ownerReferences
  * and managedFields, as kube-apiserver's omitempty types do (shim_write.c). */
+/* Lease renewals (shim_lease.c). shim_lease_seen keeps the stored bytes of
+ * a Lease written through this process (json NULL or a delete drops them);
+ * any other resource is ignored. shim_lease_renew writes a merge PATCH of a
+ * kept Lease's spec as an edit of its bytes (lease_text.h), one
+ * compare-and-set and no read: 0 and done is called later (as
+ * store_async_put_text's: STORE_ECONFLICT when the copy was stale, and
+ * *conditional says whether the patch named that version), -EAGAIN when it
+ * is not such a renewal (the caller takes the generic path), or another
+ * error with err. Its write waits a few ms for others, to go to the store
+ * as one batch; shim_lease_flush sends what waits now (before the store
+ * connection goes). shim_lease_free drops the copies. */
+void shim_lease_seen(struct shim *s, const char *resource, const char *ns, const char *name,
+                     enum store_event_type type, const char *json, size_t len);
+int shim_lease_renew(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                     const json_t *patch, shim_patch_fn apply, bool *conditional, store_done_fn done, void *ud,
+                     char *err, size_t errlen);
+/* The same for a PUT of a kept Lease that differs from it only in the
+ * renewal's spec fields (and what the store sets): written as that patch.
+ * shim_lease_put_patch is the test: the merge patch such a body amounts to
+ * over the stored text, or NULL when it is not such a renewal. */
+int shim_lease_replace(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
+                       const json_t *body, bool *conditional, store_done_fn done, void *ud, char *err, size_t errlen);
+json_t *shim_lease_put_patch(const char *text, size_t len, const json_t *body);
+void shim_lease_flush(struct shim *s);
+void shim_lease_free(struct shim *s);
 void shim_meta_omit_empty(json_t *obj);
 bool shim_refuse_invalid(const struct shim_resource *r, json_t *obj, const char *name, struct http_response *resp);
 

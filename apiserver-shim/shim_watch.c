@@ -375,6 +375,9 @@ static const struct shim_resource *resource_by_key(const struct shim *s, const c
 static void write_hook(void *ud, const char *resource, const char *ns, enum store_event_type type, uint64_t rv,
                        const json_t *obj, const char *json, size_t len) {
     struct watch_hub *h = ud;
+    /* a Lease's bytes for its renewals (a write of text, NULL obj, is kept by its own reply) */
+    if (obj) shim_lease_seen(h->owner, resource, ns, json_string_value(json_object_get(json_object_get(obj, "metadata"),
+                                                                                      "name")), type, json, len);
     if (rv <= h->w) return; /* a reconcile read it already */
     if (rv > h->top) h->top = rv;
     struct change c = {.rv = rv, .type = type};

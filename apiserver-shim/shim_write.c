@@ -47,6 +47,7 @@ struct write_req {
     struct http_response made; /* a complete answer (CRD admission) when made.body is set */
     struct shim_obs obs;       /* a deferred reply: the request, for its latency */
     char *accept;              /* a deferred reply: the request's Accept when it names protobuf (shim_proto.h) */
+    bool lease_conditional;    /* a Lease renewal written as text (shim_lease.c) named its resourceVersion */
 };
 
 static bool is_crd(const struct shim_resource *r) { return !r->custom && !strcmp(r->plural, "customresourcedefinitions"); }
@@ -371,7 +372,8 @@ static void answer(struct write_req *w, int rc, const char *err, const json_t *o
         resp->body_len = resp->body ? strlen(resp->body) : 0;
         return;
     }
-    if (json && shim_typed(w->r, obj) && (resp->body = malloc(len + 1))) {
+    /* no object: a Lease renewal written as text, whose bytes carry kind and apiVersion (lease_text.h) */
+    if (json && (!obj || shim_typed(w->r, obj)) && (resp->body = malloc(len + 1))) {
         memcpy(resp->body, json, len + 1);
         resp->body_len = len;
         resp->status = w->code;
@@ -395,6 +397,29 @@ static void on_written(void *ud, const struct store_result *res) {
     write_free(w);
 }
 
+/* A Lease renewal written as text (shim_lease_renew, shim_lease_replace) is
+ * answered; a stale copy of the Lease behind a write that named no
+ * resourceVersion sends it the generic way (read, patch or replace, write),
+ * as a lost race does there. */
+static void on_lease_written(void *ud, const struct store_result *res) {
+    struct write_req *w = ud;
+    if (!res->rc) {
+        shim_lease_seen(w->s, w->r->store_key, w->ns, w->name, STORE_MODIFIED, res->json, res->json_len);
+        if (!res->json) { /* stored, but no bytes to answer with (out of memory): no object either */
+            on_written(w, &(struct store_result){.rc = -ENOMEM, .err = "out of memory answering a stored renewal"});
+            return;
+        }
+    } else if (res->rc == STORE_ECONFLICT && !w->lease_conditional && w->s->astore) {
+        char err[512];
+        int rc = store_async_modify(w->s->astore, w->r->store_key, w->ns, w->name, modify_fn(w->kind), w, on_written,
+                                    w, err, sizeof err);
+        if (!rc) return;
+        on_written(w, &(struct store_result){.rc = rc, .err = err});
+        return;
+    }
+    on_written(w, res);
+}
+
 /* Runs w: asynchronously when the store has the connection for it and the
  * request can wait, else at once. Takes w. */
 static void run_write(struct write_req *w, json_t *create_obj, const struct http_request *req,
@@ -410,7 +435,13 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
         if (strstr(req->accept, SHIM_PB_MEDIA)) w->accept = strdup(req->accept); /* NULL: a JSON reply */
         s->obs_deferred = true;
         w->audit = shim_sec_take(s);
-        int rc = w->kind == WK_CREATE
+        int rc = w->kind == WK_PATCH ? shim_lease_renew(s, r, ns, w->name, w->body, w->apply, &w->lease_conditional,
+                                                        on_lease_written, w, err, sizeof err)
+                 : w->kind == WK_REPLACE ? shim_lease_replace(s, r, ns, w->name, w->body, &w->lease_conditional,
+                                                              on_lease_written, w, err, sizeof err)
+                                         : -EAGAIN;
+        if (rc == -EAGAIN)
+            rc = w->kind == WK_CREATE
                      ? store_async_create(s->astore, r->store_key, ns, json_incref(create_obj), r->namespaced,
                                           on_written, w, err, sizeof err)
                      : store_async_modify_attach(s->astore, r->store_key, ns, w->name, modify_fn(w->kind),

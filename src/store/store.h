@@ -254,8 +254,8 @@ const char *store_event_type_name(enum store_event_type t);
  * the change's resource, namespace, type and resourceVersion, the object as
  * stored (borrowed) and its bytes (NULL when they could not be kept). The
  * object is NULL, and the bytes are set, for an attached create
- * (store_async_modify_attach): the store wrote it as text and never parsed
- * it. Writes are reported in resourceVersion order within a reply. One hook
+ * (store_async_modify_attach) and a write of text (store_async_put_text):
+ * the store wrote it as text and never parsed it. Writes are reported in resourceVersion order within a reply. One hook
  * per store; NULL removes it. The watch hub uses it to fan events out from
  * memory instead of reading them back from Redis. */
 typedef void (*store_write_hook_fn)(void *ud, const char *resource, const char *ns, enum store_event_type type,
@@ -348,5 +348,20 @@ typedef int (*store_attach_fn)(void *fn_ud, const json_t *next, struct store_tex
 int store_async_modify_attach(struct store_async *a, const char *resource, const char *ns, const char *name,
                               store_modify_fn fn, store_attach_fn attach, void *fn_ud, store_done_fn done, void *ud,
                               char *err, size_t errlen);
+
+/* A compare-and-set put of an object its caller wrote as text, with no read
+ * first: text (malloc'ed, len bytes; taken, also on error) is the object to
+ * store with its metadata.resourceVersion's value cut out at rv_at (the
+ * bytes before it end with the value's opening quote, those from it start
+ * with the closing one); the store puts the new version there. It is
+ * written only if the stored version is still expected_rv: otherwise done
+ * gets STORE_ECONFLICT (or -ENOENT when the object is gone) and nothing is
+ * read or tried again; a caller that holds an old copy settles that. The
+ * caller vouches that the text is the object it means, shaped as
+ * store_modify would shape it (the store checks the key and the size); the
+ * hook and done get the bytes and a NULL object. */
+int store_async_put_text(struct store_async *a, const char *resource, const char *ns, const char *name,
+                         const char *expected_rv, char *text, size_t len, size_t rv_at, store_done_fn done, void *ud,
+                         char *err, size_t errlen);
 
 #endif

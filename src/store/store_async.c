@@ -367,9 +367,9 @@ static int send_get(struct op *o) {
 
 static void on_batch(uv_idle_t *h);
 static void send_queued(struct store_async *a);
+static void queue_write(struct op *o, const char *expected_rv);
 
-/* Encodes o->obj and queues its create or compare-and-set for this turn's
- * batch; EARLY_WRITES already queued go first, as a batch of their own. */
+/* Encodes o->obj and queues its create or compare-and-set for this turn's batch. */
 static int send_write(struct op *o, const char *expected_rv) {
     struct store_async *a = o->a;
     if (a->closing) {
@@ -378,6 +378,14 @@ static int send_write(struct op *o, const char *expected_rv) {
     }
     int rc = store_blob_encode(&a->cfg, &a->rng, o->obj, &o->blob, o->err, sizeof o->err);
     if (rc) return rc;
+    queue_write(o, expected_rv);
+    return 0;
+}
+
+/* Queues o (its blob ready) for this turn's batch; EARLY_WRITES already
+ * queued go first, as a batch of their own. */
+static void queue_write(struct op *o, const char *expected_rv) {
+    struct store_async *a = o->a;
     snprintf(o->expected, sizeof o->expected, "%s", expected_rv ? expected_rv : "");
     if (a->wq_n >= EARLY_WRITES) { /* before o joins: a failure there finishes others, never o */
         send_queued(a);
@@ -389,7 +397,6 @@ static int send_write(struct op *o, const char *expected_rv) {
     else a->wq_head = o;
     a->wq_tail = o;
     if (a->wq_n++ == 0) uv_idle_start(a->batcher, on_batch);
-    return 0;
 }
 
 /* The create to make with o's write this try, from its attach function:
@@ -458,7 +465,7 @@ static void modify_step(struct op *o, json_t *cur) {
 }
 
 static void written(struct op *o, uint64_t rv) {
-    store_set_rv(o->obj, rv);
+    if (o->obj) store_set_rv(o->obj, rv); /* none for a write of text (store_async_put_text) */
     size_t len = 0;
     char *json = store_blob_final(&o->blob, rv, &len); /* NULL: answer with the object alone */
     struct store_result r = {.obj = o->obj, .json = json, .json_len = json ? len : 0, .rv = rv,
@@ -901,4 +908,32 @@ int store_async_modify_attach(struct store_async *a, const char *resource, const
         op_free(o);
     }
     return rc;
+}
+
+int store_async_put_text(struct store_async *a, const char *resource, const char *ns, const char *name,
+                         const char *expected_rv, char *text, size_t len, size_t rv_at, store_done_fn done, void *ud,
+                         char *err, size_t errlen) {
+    int rc = -EINVAL;
+    if (!text || rv_at > len || !expected_rv || !expected_rv[0] || strlen(expected_rv) >= sizeof ((struct op *)0)->expected)
+        snprintf(err, errlen, "a write of text needs its text, the resourceVersion's place and the expected version");
+    else if (a && len + 20 > a->cfg.max_object_bytes)
+        snprintf(err, errlen, "Request entity too large: the object is %zu bytes, limit is %zu", len + 20,
+                 a->cfg.max_object_bytes), rc = -E2BIG;
+    else rc = 0;
+    struct op *o = rc ? NULL : op_new(a, resource, ns, name, done, ud, err, errlen);
+    if (!o) {
+        free(text);
+        return rc ? rc : -EINVAL;
+    }
+    if (a->closing) {
+        snprintf(err, errlen, "redis: the store is closing");
+        free(text);
+        op_free(o);
+        return -EIO;
+    }
+    o->modify = true;
+    o->conditional = true; /* a lost race is the caller's to settle: no read to run again */
+    o->blob = (struct store_blob){.json = text, .head_len = rv_at, .tail = text + rv_at, .tail_len = len - rv_at};
+    queue_write(o, expected_rv);
+    return 0;
 }
