@@ -934,6 +934,7 @@ int store_async_put_text(struct store_async *a, const char *resource, const char
     o->modify = true;
     o->conditional = true; /* a lost race is the caller's to settle: no read to run again */
     o->blob = (struct store_blob){.json = text, .head_len = rv_at, .tail = text + rv_at, .tail_len = len - rv_at};
+    store_pack_blob(a->cfg.pack, &o->blob); /* as every write: a Lease is mostly too small to pack */
     queue_write(o, expected_rv);
     return 0;
 }

@@ -201,6 +201,31 @@ def test_written_by_another_server_in_between():
     assert st == 404 and err["reason"] == "NotFound", err
 
 
+def test_big_lease_stays_packed_when_renewed():
+    """A Lease large enough to be stored packed (docs/store.md, "Packed
+    objects": a long holderIdentity here, as labels and annotations send a
+    renewal the generic way) is packed again when renewed the short way, and
+    reads back whole."""
+    holder = "node-holder-" + "ab12" * 150
+    st, obj = services.api(PORT, "POST", PATH, {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "big1", "namespace": NS},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 40, "renewTime": "2026-11-27T00:00:00.000000Z"}})
+    assert st == 201, obj
+
+    def raw():
+        return services.redis_cmd(REDIS, "HGET", "pc:obj:leases.coordination.k8s.io", f"o:{NS}/big1")
+    assert raw()[:1] == "\x01", raw()[:40]
+    before = hgets()
+    for i in range(3):
+        t = f"2026-11-27T00:00:0{i + 1}.000000Z"
+        st, got = renew(PORT, "big1", t)
+        assert st == 200 and got["spec"]["renewTime"] == t, (st, got)
+    assert hgets() - before == 3, f"renewed the short way: one HGET each, not {hgets() - before} for 3"
+    assert raw()[:1] == "\x01", raw()[:40]
+    st, got = services.api(PORT, "GET", f"{PATH}/big1")
+    assert st == 200 and got["spec"]["renewTime"] == "2026-11-27T00:00:03.000000Z", got
+    assert got["spec"]["holderIdentity"] == holder and got["metadata"]["generation"] == 4, got
+
 try:
     run_tests("test_lease_renew", globals())
 finally:
