@@ -1,4 +1,4 @@
-# run.sh: in the pool, beside one other suite: its processes run at nice -10 (see favour())
+# run.sh: alone (it bounds wall-clock times)
 """End-to-end: whole lists are served in slices, so /healthz answers within
 100 ms while they run (issue #25, "Scale without cascades").
 
@@ -29,9 +29,7 @@ Before the slices, the release pelotond held /healthz for the whole list:
 29.9 s without the priorities below at load 23. pelotond, its redis-server
 and the poller run at nice -10 (see favour()): the machine this was written
 on is shared by several jobs at load 10-20, whose turns on the CPU would
-otherwise be measured as pelotond's. That is also why test/run.sh need not
-run it alone: beside integ, a make test pool and other jobs (load 3-8) the
-worst /healthz was 44 ms.
+otherwise be measured as pelotond's.
 
 pelotond is the release binary here (as deployed): the ASan build is several
 times slower per object, which this test does not measure."""
