@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """End-to-end: fencing (docs/lifecycle.md, "Fencing and claims"). pelotond
-(every role) on a real redis-server with a 60 s lease (no renewal in the
-test's window), kubelet-sim with one node:
+(every role) on a real redis-server with a 15 s lease (renewed every 5 s;
+the test begins the newer term just after a renewal, so that none falls in
+its window), kubelet-sim with one node:
 - a newer resource-manager term begins elsewhere (the test does what a new
   holder does: takes the lease key and increments peloton:resmgr:epoch);
   the old holder's next Redis write is refused by the fence script, logged
@@ -21,7 +22,8 @@ import services
 from simlib import run_tests
 
 REDIS = services.start_redis()
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", "--lease-ms=60000")
+LEASE_MS = 15000  # a term is retried every third of it: the new term below comes within 5 s
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", f"--lease-ms={LEASE_MS}")
 KUBECONFIG = services.kubeconfig(PORT)
 SIM, SIM_ERR = services.start_kubelet_sim(KUBECONFIG, "--nodes=1", "--name-prefix=fence-", "--cpu=8", expect=1)
 wait_until = services.wait_until
@@ -70,12 +72,19 @@ def test_a_stale_resource_managers_writes_are_refused_and_it_stops():
     services.kubectl_apply(KUBECONFIG, [pod("before", "fence")])
     wait_until(lambda: phase("before") == "Running", 30, "a pod admitted and placed in the first term")
     epoch = int(redis("GET", "peloton:resmgr:epoch"))
+    # the old holder's next renewal (a third of the lease after the last) must not come before its next write:
+    # a renewal would find the key taken and end the term before any write was refused. So the newer term
+    # begins within 2 s of a renewal (the key's TTL back near the whole lease), and the pods come at once
+    wait_until(lambda: redis("PTTL", "peloton:resmgr:leader") >= LEASE_MS - 2000, LEASE_MS / 1000,
+               "a renewal of the lease", every=0.02)
     # a newer term elsewhere, as a new holder makes it: the lease key, then the epoch
     assert redis("SET", "peloton:resmgr:leader", "someone-else", "PX", "60000") == "OK"
     assert redis("INCR", "peloton:resmgr:epoch") == epoch + 1
     before = set(redis("KEYS", "peloton:*"))
     refused0 = refused_metric()
-    services.kubectl_apply(KUBECONFIG, [pod("after-1", "fence"), pod("after-2", "fence")])
+    for name in ("after-1", "after-2"):
+        st, body = api("POST", "/api/v1/namespaces/default/pods", pod(name, "fence"), "application/json")
+        assert st == 201, (st, body)
     wait_until(lambda: 'msg="resmgr: write refused, stale epoch"' in log(), 15, "the refusal logged")
     line = next(x for x in log().splitlines() if 'msg="resmgr: write refused, stale epoch"' in x)
     assert f"epoch={epoch} held={epoch + 1}" in line, line

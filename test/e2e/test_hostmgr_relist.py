@@ -80,8 +80,12 @@ def test_api_server_restart_loses_nothing():
     time.sleep(5)  # longer than the 3 s leases: the host manager's cache shows them lapsed
     API_PROC, port, _ = services.start_pelotond(REDIS, "--roles=apiserver", f"--port={APORT}")
     assert port == APORT
-    # the informers re-list within their 5 s backoff, then the leases get one more period (3 s)
-    time.sleep(10)
+    # the informers re-list within their 5 s backoff, then the leases get one more period (3 s) before any node
+    # is judged: watched from when the host manager says its informers are current again (at most about 5.5 s
+    # after the restart, by the backoff's steps) to two seconds past that period, no longer a fixed 10 s
+    wait_until(lambda: "informers current again" in open(HM_LOG).read(), 15,
+               "the host manager's informers current again")
+    time.sleep(3 + 2)
     log = open(HM_LOG).read()
     assert "node down" not in log, log[-3000:]
     assert "pod lost" not in log, log[-3000:]

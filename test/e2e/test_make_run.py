@@ -147,7 +147,10 @@ def test_redis_replicas_with_sentinels():
     is promoted, pelotond follows it: a pod created through the new primary
     runs once the controllers' next terms have begun; TERM stops
     everything (Sentinels and servers included) and exits 0."""
-    env = dict(os.environ, NODES="2", REDIS_REPLICAS="2", REDIS_FSYNC="everysec", SENTINEL_DOWN_MS="1000")
+    # the roles' leases 3 s, not 10: a term that ended with the primary begins again once its own lease key, on
+    # the new primary, has run out (the pod 'after' waited for that)
+    env = dict(os.environ, NODES="2", REDIS_REPLICAS="2", REDIS_FSYNC="everysec", SENTINEL_DOWN_MS="1000",
+               PELOTOND_ARGS=" ".join(filter(None, [os.environ.get("PELOTOND_ARGS"), "--lease-ms=3000"])))
     p = subprocess.Popen(["scripts/run.sh"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          stdin=subprocess.DEVNULL)
     out = b""

@@ -3,7 +3,11 @@
 hostmgr) on a real redis-server, scheduling onto kubelet-sim's simulated
 Kubelets, driven with real kubectl. Pools, borrowing and giving back by
 preemption, gangs, reservations for non-preemptible work, priority preemption
-inside a pool, kill -9 recovery."""
+inside a pool, kill -9 recovery.
+
+The roles' leases are 3 s (--lease-ms; 10 s by default): after the kill -9
+the new pelotond takes each role once the dead one's lease has run out, and
+the tests after it waited for that (7 s of the batch job's 9 s)."""
 import json
 import os
 import signal
@@ -18,7 +22,8 @@ REDIS = services.start_redis()
 # Redis, through Unix-domain sockets (kubectl and kubelet-sim come over TCP)
 UNIX = [f"--unix-socket={services.tempdir()}/api.sock",
         f"--redis=unix://{os.path.join(services.start_redis.last[1], 'redis.sock')}"]
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", *UNIX)
+LEASE = "--lease-ms=3000"
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", LEASE, *UNIX)
 KUBECONFIG = services.kubeconfig(PORT)
 RUN = "kubelet-sim.peloton.io/run-seconds"
 
@@ -219,7 +224,7 @@ def test_kill_9_recovery_runs_every_pod_once():
     PROC.send_signal(signal.SIGKILL)
     PROC.wait(timeout=10)
     services._procs.remove(PROC)
-    PROC, port, _ = services.start_pelotond(REDIS, "--roles=all", f"--port={PORT}", *UNIX)  # a stale socket file
+    PROC, port, _ = services.start_pelotond(REDIS, "--roles=all", LEASE, f"--port={PORT}", *UNIX)  # a stale socket file
     assert port == PORT
     wait_until(lambda: phases("t=rec").get("Succeeded") == 30, 90, "all 30 pods succeeding after kill -9")
     for p in pods("t=rec"):  # each ran once: one node, one start

@@ -59,9 +59,11 @@ for r in ("replica", "replica2"):
     wait_until(lambda: "master_link_status:up" in redis_cmd(PORTS[r], "INFO", "replication"), 30, "the replicas in sync")
 
 SENT = ",".join(f"127.0.0.1:{PORTS[s]}" for s in ("s1", "s2", "s3"))
-# --redis names a port nothing listens on: every connection must come from the Sentinels
+# --redis names a port nothing listens on: every connection must come from the Sentinels. The roles' leases are
+# 3 s, not 10: a term that ended with the failover begins again once its own lease key, replicated to the new
+# primary, has run out (the pods created after the failover waited for that)
 PROC, PORT, LOG = services.start_pelotond(1, "--roles=all", f"--redis-sentinel={SENT}", f"--redis-master-name={NAME}",
-                                          "--redis-wait-replicas=1", "--redis-wait-timeout-ms=1000")
+                                          "--redis-wait-replicas=1", "--redis-wait-timeout-ms=1000", "--lease-ms=3000")
 KUBECONFIG = services.kubeconfig(PORT)
 SIM, _ = services.start_kubelet_sim(KUBECONFIG, "--nodes=2", "--name-prefix=sn-", expect=2)
 

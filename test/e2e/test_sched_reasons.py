@@ -20,9 +20,9 @@ import services
 from simlib import run_tests
 
 REDIS = services.start_redis()
-# an unplaceable gang is tried again after 100 ms doubling to 1 s, not 5 s: its tenth attempt, which counts the
-# Event again, comes after about 7.5 s instead of 26 s
-PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", "--placement-retry-max-ms=1000")
+# an unplaceable gang is tried again after 100 ms doubling to 400 ms, not 5 s: its tenth attempt, which counts
+# the Event again, comes after about 3 s instead of 26 s (7.5 s with 1 s)
+PROC, PORT, LOG = services.start_pelotond(REDIS, "--roles=all", "--placement-retry-max-ms=400")
 KUBECONFIG = services.kubeconfig(PORT)
 wait_until = services.wait_until
 
@@ -107,7 +107,7 @@ def test_failed_scheduling_names_each_nodes_real_reason():
 
 def test_a_repeated_event_is_counted_not_posted_again():
     """Kubernetes' recorder: the same Event again bumps count and lastTimestamp on the one posted.
-    Placement repeats FailedScheduling at every tenth attempt (backoff to 1 s here: about 7.5 s)."""
+    Placement repeats FailedScheduling at every tenth attempt (backoff to 400 ms here: about 3 s)."""
     apply([pod("huge-1", "sr", 12, labels={"t": "huge"})])
     want = ("0/4 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
             "3 Insufficient cpu.")

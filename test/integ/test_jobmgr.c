@@ -965,35 +965,63 @@ TEST(jobmgr_integ_events_coalesced) {
     env_stop(&e);
 }
 
+/* Runs the loop until the job manager has made n resyncs after those counted
+ * in *from (passes and skips alike), at most ms; *out is its counters then. */
+static void pump_resyncs(struct env *e, const struct jobmgr_stats *from, unsigned n, unsigned ms,
+                         struct jobmgr_stats *out) {
+    uv_update_time(&e->loop);
+    uint64_t end = uv_now(&e->loop) + ms;
+    do {
+        pump(e, 20);
+        jobmgr_stats(e->jm, out);
+    } while (out->resync_passes + out->resync_skips < from->resync_passes + from->resync_skips + n &&
+             uv_now(&e->loop) < end);
+}
+
+/* Runs the loop until a resync after those in *from skipped the pod pass (at
+ * most ms): the records hold every cached pod again. */
+static void pump_until_a_skip(struct env *e, const struct jobmgr_stats *from, unsigned ms, struct jobmgr_stats *out) {
+    uv_update_time(&e->loop);
+    uint64_t end = uv_now(&e->loop) + ms;
+    do {
+        pump(e, 20);
+        jobmgr_stats(e->jm, out);
+    } while (out->resync_skips == from->resync_skips && uv_now(&e->loop) < end);
+}
+
 /* An idle job manager's resync does not decode every pod again: once its
  * records hold every cached pod as adopted, a resync (every second here)
  * skips the pod pass; a cached pod no record holds (a pod with the job
  * label that is not a Job's) sends it back to re-applying them all, and its
- * delete lets it skip again. */
+ * delete lets it skip again. The test waits for resyncs by their counters
+ * (each wait bounded), not for fixed times: two resyncs in a row that skip,
+ * a pass after the stray pod, and a skip after its delete, then one more. */
 TEST(jobmgr_integ_idle_resync_skips_the_pod_pass) {
     START(e);
     REQUIRE(create_job(&e, "i1", "STATELESS", 10, NULL, "img") == 201);
     struct want_pods wp = {"i1", 10, "Running"};
     CHECK(wait_until(&e, "i1", run_forever, pods_are, &wp));
-    pump(&e, 2500); /* the last writes and a pass that adopts what they made */
-    struct jobmgr_stats a, b, c, d;
-    jobmgr_stats(e.jm, &a);
-    pump(&e, 3200);
-    jobmgr_stats(e.jm, &b);
+    struct jobmgr_stats s, a, b, c, d;
+    jobmgr_stats(e.jm, &s);
+    pump_until_a_skip(&e, &s, 5000, &a); /* the last writes and a pass that adopts what they made */
+    pump_resyncs(&e, &a, 2, 4000, &b);
     CHECK(b.resync_skips - a.resync_skips >= 2);
     CHECK_I64(b.resync_passes - a.resync_passes, 0);
     REQUIRE(api(&e, "POST", PODS,
                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"stray\",\"labels\":"
                 "{\"peloton.io/job\":\"i1\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}",
                 NULL, NULL) == 201);
-    pump(&e, 2200);
-    jobmgr_stats(e.jm, &c);
+    uv_update_time(&e.loop);
+    uint64_t end = uv_now(&e.loop) + 3000;
+    do { /* the next resyncs pass over every pod again */
+        pump(&e, 20);
+        jobmgr_stats(e.jm, &c);
+    } while (c.resync_passes == b.resync_passes && uv_now(&e.loop) < end);
     CHECK(c.resync_passes - b.resync_passes >= 1);
     REQUIRE(api(&e, "DELETE", PODS "/stray?gracePeriodSeconds=0", NULL, NULL, NULL) == 200);
-    pump(&e, 1200);
-    jobmgr_stats(e.jm, &c);
-    pump(&e, 2200);
-    jobmgr_stats(e.jm, &d);
+    jobmgr_stats(e.jm, &s);
+    pump_until_a_skip(&e, &s, 4000, &c);
+    pump_resyncs(&e, &c, 1, 3000, &d);
     CHECK(d.resync_skips - c.resync_skips >= 1);
     CHECK_I64(d.resync_passes - c.resync_passes, 0);
     CHECK_I64(d.write_errors, 0);
