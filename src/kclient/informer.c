@@ -706,6 +706,20 @@ void kc_informer_foreach(const struct kc_informer *inf, int (*fn)(void *ud, json
 }
 
 const char *kc_informer_rv(const struct kc_informer *inf) { return inf ? inf->f->rv : ""; }
+
+int kc_informer_relist(struct kc_informer *inf) {
+    if (!inf || inf->dead || !inf->started) return -EINVAL;
+    struct kc_feed *f = inf->f;
+    if (f->free_pending || f->busy) return -EBUSY;
+    kc_watch_stop(f->watch); /* its end callback is not called */
+    f->watch = NULL;
+    kc__request_abandon(f->req); /* a list already under way may have been read before the caller's point */
+    f->req = NULL;
+    f->relist_next = true;
+    f->relisting = true;
+    uv_timer_start(f->timer, on_timer, 0, 0);
+    return 0;
+}
 unsigned kc_informer_lists(const struct kc_informer *inf) { return inf ? inf->f->lists : 0; }
 
 void kc_informer_free(struct kc_informer *inf) {
