@@ -70,6 +70,7 @@ struct placement {
     uint64_t catchup_rv;    /* R; 0 until read */
     uint64_t term_ms;       /* loop ms at the term's start */
     uint64_t catchup_since; /* loop ms when R was read */
+    unsigned catchup_fails; /* reads of R that failed */
 };
 
 /* Pods bound and not yet seen running that bound -> Running waits for; past
@@ -563,9 +564,11 @@ static void on_store_rv(void *ud, const struct kc_response *res) {
     }
     json_t *body = res->status == 200 ? kc_response_body(res) : NULL;
     uint64_t rv = rv_num(json_string_value(json_object_get(json_object_get(body, "metadata"), "resourceVersion")));
-    if (!rv) { /* read again at the next retry tick */
-        fprintf(stderr, "level=warn msg=\"placement: cannot read the store's resourceVersion; not placing yet\" "
-                "status=%ld error=\"%s\"\n", res->status, res->error ? res->error : "");
+    if (!rv) { /* read again at the next retry tick (100 ms): logged once in 50 */
+        if (p->catchup_fails++ % 50 == 0)
+            fprintf(stderr, "level=warn msg=\"placement: cannot read the store's resourceVersion; not placing yet\" "
+                    "status=%ld error=\"%s\" attempts=%u\n", res->status, res->error ? res->error : "",
+                    p->catchup_fails);
         return;
     }
     p->catchup_rv = rv;
