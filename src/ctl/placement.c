@@ -18,9 +18,10 @@
  * a 500, a watch held back). A term's engine first reads the store's
  * resourceVersion R (a pod list of one item, through the API server), then
  * starts its informers, and places nothing until both have seen R or past
- * it (a list, an event or a bookmark). An informer that has not within
- * catchup_ms (a feed shared with another role, a quiet resource between
- * bookmarks) is listed again, and that list is at or past R. */
+ * it (a list, an event or a bookmark). One still behind is listed again,
+ * and that list is at or past R: at once when it joined a feed another
+ * role had listed before (its cache is as late as that feed's watch), else
+ * after catchup_ms (a list under way since before R). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,7 @@ struct placement {
     uint64_t term_ms;       /* loop ms at the term's start */
     uint64_t catchup_since; /* loop ms when R was read */
     unsigned catchup_fails; /* reads of R that failed */
+    bool pods_late, nodes_late; /* joined a feed that had listed before R was read: listed again at once if behind */
 };
 
 /* Pods bound and not yet seen running that bound -> Running waits for; past
@@ -573,7 +575,11 @@ static void on_store_rv(void *ud, const struct kc_response *res) {
     }
     p->catchup_rv = rv;
     p->catchup_since = uv_now(p->env.loop);
-    /* started after the read, so a fresh feed's first list is at or past R */
+    /* started after the read, so a fresh feed's first list is at or past R;
+     * one that joins a feed listed before (another role's) has that feed's
+     * cache, as late as its watch */
+    p->pods_late = kc_informer_lists(p->pods) > 0;
+    p->nodes_late = kc_informer_lists(p->nodes) > 0;
     if (kc_informer_start(p->pods) || kc_informer_start(p->nodes))
         fprintf(stderr, "level=error msg=\"placement: cannot start its informers\"\n");
 }
@@ -591,14 +597,17 @@ static void read_store_rv(struct placement *p) {
 }
 
 /* Whether the informers have reached the store as of the term's start;
- * lists those still behind again after catchup_ms (once). */
+ * lists those still behind again (once): at once one that joined a feed
+ * listed before R was read (waiting for its watch would take a bookmark's
+ * period on a quiet resource), else after catchup_ms. */
 static bool catch_up(struct placement *p) {
     if (!p->catchup_rv) return false;
     bool pods = rv_num(kc_informer_rv(p->pods)) >= p->catchup_rv;
     bool nodes = rv_num(kc_informer_rv(p->nodes)) >= p->catchup_rv;
     uint64_t now = uv_now(p->env.loop);
     if (!pods || !nodes) {
-        if (!p->relisted && now - p->catchup_since >= p->o.catchup_ms) {
+        bool late = (!pods && p->pods_late) || (!nodes && p->nodes_late);
+        if (!p->relisted && (late || now - p->catchup_since >= p->o.catchup_ms)) {
             fprintf(stderr, "level=warn msg=\"placement: informers behind the store as of the term's start; "
                     "listing again\" store_rv=%llu pods_rv=%s nodes_rv=%s waited_ms=%llu\n",
                     (unsigned long long)p->catchup_rv, kc_informer_rv(p->pods), kc_informer_rv(p->nodes),
