@@ -15,13 +15,14 @@
  *
  * Catch-up: an engine that takes the lease may follow one that bound pods
  * its informers have not shown yet (a Binding stored while its answer was
- * a 500, a watch held back). A term's engine first reads the store's
- * resourceVersion R (a pod list of one item, through the API server), then
- * starts its informers, and places nothing until both have seen R or past
- * it (a list, an event or a bookmark). One still behind is listed again,
- * and that list is at or past R: at once when it joined a feed another
- * role had listed before (its cache is as late as that feed's watch), else
- * after catchup_ms (a list under way since before R). */
+ * a 500, a watch held back). A term's engine reads the store's
+ * resourceVersion R as it starts (a pod list of one item, through the API
+ * server), and places nothing until both its informers have seen R or
+ * past it (a list, an event or a bookmark). One still behind is listed
+ * again, and that list is at or past R: at once when it joined a feed
+ * another role had listed before (its cache is as late as that feed's
+ * watch), else after catchup_ms (its first list may have been read just
+ * before R; its watch usually moves it on first). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -575,13 +576,6 @@ static void on_store_rv(void *ud, const struct kc_response *res) {
     }
     p->catchup_rv = rv;
     p->catchup_since = uv_now(p->env.loop);
-    /* started after the read, so a fresh feed's first list is at or past R;
-     * one that joins a feed listed before (another role's) has that feed's
-     * cache, as late as its watch */
-    p->pods_late = kc_informer_lists(p->pods) > 0;
-    p->nodes_late = kc_informer_lists(p->nodes) > 0;
-    if (kc_informer_start(p->pods) || kc_informer_start(p->nodes))
-        fprintf(stderr, "level=error msg=\"placement: cannot start its informers\"\n");
 }
 
 /* Asks the API server for the store's resourceVersion (a consistent list of
@@ -671,7 +665,13 @@ void placement_kick(struct placement *p) {
 
 static void on_retry(uv_timer_t *t) {
     struct placement *p = t->data;
-    if (!p->caught_up) read_store_rv(p); /* no-op once read */
+    if (!p->caught_up) {
+        read_store_rv(p); /* no-op once read */
+        /* caught up between ticks (they may be seconds apart): a round now,
+         * so that a kick that came meanwhile is not lost */
+        if (kc_informer_synced(p->pods) && kc_informer_synced(p->nodes) && catch_up(p))
+            uv_timer_start(&p->tick, on_tick, 0, p->o.tick_ms);
+    }
     if (p->unsure) read_due(p);
     char epoch[24] = "";
     if (p->env.lease) snprintf(epoch, sizeof epoch, "%lld", ctl_lease_epoch(p->env.lease));
@@ -726,12 +726,17 @@ struct placement *placement_start(const struct ctl_env *env, const struct placem
         p->pods = kc_informer_new_opts(env->kc, "/api/v1/pods", NULL, &ctl_pods_slim, &hp, p);
         p->nodes = kc_informer_new(env->kc, "/api/v1/nodes", NULL, &hn, p);
     }
-    /* a term's engine starts its informers once it has read the store's
-     * resourceVersion (on_store_rv); one without a lease (the only engine,
-     * or active-active from the process's start) follows nobody */
+    /* a term's engine catches up before it places (the head of this file);
+     * one without a lease (the only engine, or active-active from the
+     * process's start) follows nobody. An informer that joins a feed
+     * another role listed already has that feed's cache, as late as its
+     * watch; one started with its feed (at the process's start, the pod
+     * feed the resource manager shares) lists with it, and its first
+     * events decide */
     p->caught_up = !env->lease;
-    if (!p->cm || !p->rec || !p->pods || !p->nodes ||
-        (p->caught_up && (kc_informer_start(p->pods) || kc_informer_start(p->nodes)))) {
+    p->pods_late = kc_informer_lists(p->pods) > 0;
+    p->nodes_late = kc_informer_lists(p->nodes) > 0;
+    if (!p->cm || !p->rec || !p->pods || !p->nodes || kc_informer_start(p->pods) || kc_informer_start(p->nodes)) {
         snprintf(err, errlen, "placement: cannot start");
         placement_stop(p);
         return NULL;
