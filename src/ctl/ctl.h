@@ -250,6 +250,8 @@ struct placement_options {
     bool claims;        /* claim capacity in Redis before binding (engines run active-active; placement_claim.h) */
     uint32_t claim_ttl_ms;   /* an unbound claim's life; default 30000 */
     uint32_t claim_grace_ms; /* a bound claim's; default 3000 */
+    uint32_t catchup_ms; /* a leased engine's informers behind the store as of its term's start after this
+                          * long are listed again; default 1000 (placement.c, "catch-up") */
 };
 void placement_options_default(struct placement_options *o);
 struct placement;

@@ -183,4 +183,14 @@ void pl_metrics_init(struct pl_metrics *m, struct metrics *reg) {
     m->bind_duration = metrics_histogram(reg, "peloton_placement_binding_duration_seconds",
                                          "From placement's decision to the API server's answer to the Binding.", 0,
                                          NULL, bind_bounds, (int)(sizeof bind_bounds / sizeof bind_bounds[0]));
+    m->catchups = metrics_counter(reg, "peloton_placement_catchups_total",
+                                  "Terms of a leased engine that began placing, by how its pod and node informers "
+                                  "reached the store's resourceVersion read at the term's start: caught_up (an event, "
+                                  "a bookmark or their first list), relisted (not within a second: "
+                                  "listed again).",
+                                  1, result);
+    m->catchup_wait = metrics_histogram(reg, "peloton_placement_catchup_seconds",
+                                        "From a leased engine's term start to its first placement round: the "
+                                        "store's resourceVersion read, and the informers at or past it.",
+                                        0, NULL, bind_bounds, (int)(sizeof bind_bounds / sizeof bind_bounds[0]));
 }

@@ -20,7 +20,7 @@ struct rm_metrics {
 };
 
 struct pl_metrics {
-    struct metrics_family *placements, *bindings, *bind_duration, *place_wait, *run_wait;
+    struct metrics_family *placements, *bindings, *bind_duration, *place_wait, *run_wait, *catchups, *catchup_wait;
 };
 
 void rm_metrics_init(struct rm_metrics *m, struct metrics *reg);

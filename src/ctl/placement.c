@@ -11,7 +11,18 @@
  * untolerated taint {k: v}, 4000 Insufficient cpu."). The condition is
  * written when the reason changes (the gang's record keeps a hash of the
  * last one), not at every attempt; the Event is counted again (count,
- * lastTimestamp) every tenth attempt while the reason stays. */
+ * lastTimestamp) every tenth attempt while the reason stays.
+ *
+ * Catch-up: an engine that takes the lease may follow one that bound pods
+ * its informers have not shown yet (a Binding stored while its answer was
+ * a 500, a watch held back). A term's engine reads the store's
+ * resourceVersion R as it starts (a pod list of one item, through the API
+ * server), and places nothing until both its informers have seen R or
+ * past it (a list, an event or a bookmark). One still behind is listed
+ * again, and that list is at or past R: at once when it joined a feed
+ * another role had listed before (its cache is as late as that feed's
+ * watch), else after catchup_ms (its first list may have been read just
+ * before R; its watch usually moves it on first). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +64,16 @@ struct placement {
     bool stopping;
     bool claiming;            /* o.claims: capacity claimed in Redis before binding (placement_claim.h) */
     struct pl_claims claims;
+    /* catch-up (the head of this file): a leased engine places nothing
+     * until caught_up */
+    bool caught_up;
+    bool catchup_asked;     /* the read of R is out */
+    bool relisted;          /* the informers behind were listed again */
+    uint64_t catchup_rv;    /* R; 0 until read */
+    uint64_t term_ms;       /* loop ms at the term's start */
+    uint64_t catchup_since; /* loop ms when R was read */
+    unsigned catchup_fails; /* reads of R that failed */
+    bool pods_late, nodes_late; /* joined a feed that had listed before R was read: listed again at once if behind */
 };
 
 /* Pods bound and not yet seen running that bound -> Running waits for; past
@@ -78,6 +99,7 @@ void placement_options_default(struct placement_options *o) {
     o->claims = false;
     o->claim_ttl_ms = 30000;
     o->claim_grace_ms = 3000;
+    o->catchup_ms = 1000;
 }
 
 static int64_t now_ms(void) {
@@ -528,9 +550,81 @@ done:
     freeReplyObject(h);
 }
 
+/* ---- catch-up at a term's start (the head of this file) ---- */
+
+static uint64_t rv_num(const char *rv) {
+    if (!rv || *rv < '0' || *rv > '9') return 0;
+    return strtoull(rv, NULL, 10);
+}
+
+static void on_store_rv(void *ud, const struct kc_response *res) {
+    struct placement *p = ud;
+    p->inflight--;
+    p->catchup_asked = false;
+    if (p->stopping) {
+        if (!p->inflight && !p->timers_open) free(p);
+        return;
+    }
+    json_t *body = res->status == 200 ? kc_response_body(res) : NULL;
+    uint64_t rv = rv_num(json_string_value(json_object_get(json_object_get(body, "metadata"), "resourceVersion")));
+    if (!rv) { /* read again at the next retry tick (100 ms): logged once in 50 */
+        if (p->catchup_fails++ % 50 == 0)
+            fprintf(stderr, "level=warn msg=\"placement: cannot read the store's resourceVersion; not placing yet\" "
+                    "status=%ld error=\"%s\" attempts=%u\n", res->status, res->error ? res->error : "",
+                    p->catchup_fails);
+        return;
+    }
+    p->catchup_rv = rv;
+    p->catchup_since = uv_now(p->env.loop);
+}
+
+/* Asks the API server for the store's resourceVersion (a consistent list of
+ * one pod), once at a time. */
+static void read_store_rv(struct placement *p) {
+    if (p->catchup_asked || p->catchup_rv) return;
+    p->catchup_asked = true;
+    p->inflight++;
+    if (kclient_request_text(p->env.kc, "GET", "/api/v1/pods?limit=1", NULL, 0, NULL, on_store_rv, p)) {
+        p->inflight--;
+        p->catchup_asked = false;
+    }
+}
+
+/* Whether the informers have reached the store as of the term's start;
+ * lists those still behind again (once): at once one that joined a feed
+ * listed before R was read (waiting for its watch would take a bookmark's
+ * period on a quiet resource), else after catchup_ms. */
+static bool catch_up(struct placement *p) {
+    if (!p->catchup_rv) return false;
+    bool pods = rv_num(kc_informer_rv(p->pods)) >= p->catchup_rv;
+    bool nodes = rv_num(kc_informer_rv(p->nodes)) >= p->catchup_rv;
+    uint64_t now = uv_now(p->env.loop);
+    if (!pods || !nodes) {
+        bool late = (!pods && p->pods_late) || (!nodes && p->nodes_late);
+        if (!p->relisted && (late || now - p->catchup_since >= p->o.catchup_ms)) {
+            fprintf(stderr, "level=warn msg=\"placement: informers behind the store as of the term's start; "
+                    "listing again\" store_rv=%llu pods_rv=%s nodes_rv=%s waited_ms=%llu\n",
+                    (unsigned long long)p->catchup_rv, kc_informer_rv(p->pods), kc_informer_rv(p->nodes),
+                    (unsigned long long)(now - p->catchup_since));
+            if ((pods || !kc_informer_relist(p->pods)) && (nodes || !kc_informer_relist(p->nodes)))
+                p->relisted = true; /* else tried again at the next tick */
+        }
+        return false;
+    }
+    p->caught_up = true;
+    metrics_inc(metrics_series1(p->m.catchups, p->relisted ? "relisted" : "caught_up"));
+    metrics_observe(metrics_series0(p->m.catchup_wait), (double)(now - p->term_ms) / 1e3);
+    fprintf(stderr, "level=info msg=\"placement: caught up with the store as of the term's start\" store_rv=%llu "
+            "pods_rv=%s nodes_rv=%s waited_ms=%llu relisted=%d\n", (unsigned long long)p->catchup_rv,
+            kc_informer_rv(p->pods), kc_informer_rv(p->nodes), (unsigned long long)(now - p->term_ms),
+            p->relisted);
+    return true;
+}
+
 static void on_tick(uv_timer_t *t) {
     struct placement *p = t->data;
     if (!kc_informer_synced(p->pods) || !kc_informer_synced(p->nodes) || p->inflight >= p->o.max_inflight) return;
+    if (!p->caught_up && !catch_up(p)) return;
     if (cluster_refresh(p->cm)) return;
     /* a pop is a write: a stale engine's is refused, the gangs left to the current one */
     redisReply *rep = ctl_lease_redis(p->env.lease, p->env.db, "LPOP %s %u", CTL_KEY_READY, p->o.batch);
@@ -571,6 +665,13 @@ void placement_kick(struct placement *p) {
 
 static void on_retry(uv_timer_t *t) {
     struct placement *p = t->data;
+    if (!p->caught_up) {
+        read_store_rv(p); /* no-op once read */
+        /* caught up between ticks (they may be seconds apart): a round now,
+         * so that a kick that came meanwhile is not lost */
+        if (kc_informer_synced(p->pods) && kc_informer_synced(p->nodes) && catch_up(p))
+            uv_timer_start(&p->tick, on_tick, 0, p->o.tick_ms);
+    }
     if (p->unsure) read_due(p);
     char epoch[24] = "";
     if (p->env.lease) snprintf(epoch, sizeof epoch, "%lld", ctl_lease_epoch(p->env.lease));
@@ -604,6 +705,7 @@ struct placement *placement_start(const struct ctl_env *env, const struct placem
         p->o.claims = o->claims;
         if (o->claim_ttl_ms) p->o.claim_ttl_ms = o->claim_ttl_ms;
         if (o->claim_grace_ms) p->o.claim_grace_ms = o->claim_grace_ms;
+        if (o->catchup_ms) p->o.catchup_ms = o->catchup_ms;
     }
     struct cm_options co;
     cm_options_default(&co);
@@ -624,11 +726,23 @@ struct placement *placement_start(const struct ctl_env *env, const struct placem
         p->pods = kc_informer_new_opts(env->kc, "/api/v1/pods", NULL, &ctl_pods_slim, &hp, p);
         p->nodes = kc_informer_new(env->kc, "/api/v1/nodes", NULL, &hn, p);
     }
+    /* a term's engine catches up before it places (the head of this file);
+     * one without a lease (the only engine, or active-active from the
+     * process's start) follows nobody. An informer that joins a feed
+     * another role listed already has that feed's cache, as late as its
+     * watch; one started with its feed (at the process's start, the pod
+     * feed the resource manager shares) lists with it, and its first
+     * events decide */
+    p->caught_up = !env->lease;
+    p->pods_late = kc_informer_lists(p->pods) > 0;
+    p->nodes_late = kc_informer_lists(p->nodes) > 0;
     if (!p->cm || !p->rec || !p->pods || !p->nodes || kc_informer_start(p->pods) || kc_informer_start(p->nodes)) {
         snprintf(err, errlen, "placement: cannot start");
         placement_stop(p);
         return NULL;
     }
+    p->term_ms = uv_now(env->loop);
+    if (!p->caught_up) read_store_rv(p);
     uv_timer_init(env->loop, &p->tick);
     uv_timer_init(env->loop, &p->retry);
     p->tick.data = p->retry.data = p;

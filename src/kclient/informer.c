@@ -74,6 +74,7 @@ struct kc_feed {
     uint64_t seen_ms;       /* uv_now when the server last spoke for the cache: a list completed, an event or a
                              * bookmark arrived */
     bool started, synced, relist_next;
+    bool relist_now;        /* kc_informer_relist: drop the watch and any list under way first */
     bool relisting;         /* a re-list is due or under way: the cache may be behind (kc_informer_current) */
     bool paging;            /* the list request in flight carries a continue token */
     bool unpaged;           /* the next list asks for everything at once (a continue token expired) */
@@ -270,6 +271,20 @@ static void on_timer(uv_timer_t *t) {
     struct kc_feed *f = t->data;
     struct kclient *c = f->c;
     kc__enter(c);
+    if (f->relist_now && !kc__watch_answered(f->watch)) {
+        /* stopping a watch while its connection is being made left libuv
+         * polling the socket curl closed (an abort): wait for its answer */
+        uv_timer_start(f->timer, on_timer, 20, 0);
+        kc__leave(c);
+        return;
+    }
+    if (f->relist_now) { /* kc_informer_relist */
+        f->relist_now = false;
+        kc_watch_stop(f->watch); /* its end callback is not called */
+        f->watch = NULL;
+        kc__request_abandon(f->req); /* a list under way may have been read before the caller's point */
+        f->req = NULL;
+    }
     if (f->relist_next) list_page(f, NULL);
     else start_watch(f);
     kc__leave(c);
@@ -706,6 +721,17 @@ void kc_informer_foreach(const struct kc_informer *inf, int (*fn)(void *ud, json
 }
 
 const char *kc_informer_rv(const struct kc_informer *inf) { return inf ? inf->f->rv : ""; }
+
+int kc_informer_relist(struct kc_informer *inf) {
+    if (!inf || inf->dead || !inf->started) return -EINVAL;
+    struct kc_feed *f = inf->f;
+    if (f->free_pending || f->busy) return -EBUSY;
+    f->relist_now = true; /* the watch is stopped from the timer, as a watch error stops it */
+    f->relist_next = true;
+    f->relisting = true;
+    uv_timer_start(f->timer, on_timer, 0, 0);
+    return 0;
+}
 unsigned kc_informer_lists(const struct kc_informer *inf) { return inf ? inf->f->lists : 0; }
 
 void kc_informer_free(struct kc_informer *inf) {

@@ -224,8 +224,13 @@ const char *kc_informer_version(const struct kc_informer *inf, const char *ns, c
 size_t kc_informer_count(const struct kc_informer *inf);
 /* Calls fn for every cached object; stops when fn returns non-zero. */
 void kc_informer_foreach(const struct kc_informer *inf, int (*fn)(void *ud, json_t *obj), void *ud);
-/* The resourceVersion last seen (list or event), "" before the first list. */
+/* The resourceVersion last seen (list, event or bookmark), "" before the first list. */
 const char *kc_informer_rv(const struct kc_informer *inf);
+/* Lists the informer's feed again now (its watch and any list under way
+ * dropped), for every subscriber of the feed: the differences arrive as
+ * adds, updates and deletes, then the watch goes on from the new list.
+ * -EINVAL not started or freed, -EBUSY inside one of the feed's handlers. */
+int kc_informer_relist(struct kc_informer *inf);
 /* Complete lists so far (1 after the first sync; each re-list adds one):
  * a generation counter, which moves whenever the cache was rebuilt. */
 unsigned kc_informer_lists(const struct kc_informer *inf);

@@ -102,6 +102,10 @@ void kc__h1_done(struct kc_req *r, long status, char *body, size_t len, const ch
  * write: no member before or after the object, whose braces close at the
  * line's end), else NULL. */
 const char *kc__watch_object_text(const struct kc_watch *w, const char *type, size_t *len);
+/* Whether the server has answered the watch's request (its status line
+ * came): stopping a watch whose connection is still being made is left
+ * until then (kc_informer_relist). */
+bool kc__watch_answered(const struct kc_watch *w);
 /* The same over one line (n bytes) whose decoded type is type: the object's
  * bytes within it (*len of them), or NULL when the line is not that shape. */
 const char *kc__event_object_text(const char *line, size_t n, const char *type, size_t *len);

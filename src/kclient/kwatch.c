@@ -329,6 +329,14 @@ struct kc_watch *kclient_watch_raw(struct kclient *c, const char *path, const ch
     return watch_start(c, path, query, rv, NULL, on_line, on_end, ud);
 }
 
+bool kc__watch_answered(const struct kc_watch *w) {
+    long code = 0;
+    if (!w || w->state != KW_LIVE) return true;
+    if (w->status) return true;
+    curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, &code);
+    return code != 0;
+}
+
 void kc_watch_stop(struct kc_watch *w) {
     if (!w || w->state != KW_LIVE) return; /* inside on_end: freed when it returns */
     struct kclient *c = w->c;

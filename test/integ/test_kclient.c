@@ -680,6 +680,45 @@ TEST(kclient_informer_relists_after_410) {
 
 static bool current_pred(void *arg) { return kc_informer_fresh(arg, 0); }
 
+static bool lists_moved(void *arg) {
+    struct irec *r = arg;
+    return kc_informer_lists(r->inf) >= 2 && kc_informer_fresh(r->inf, 0);
+}
+
+/* kc_informer_relist (placement's catch-up at a term's start): the feed is
+ * listed again at once, not current until that list is applied; an
+ * unchanged cache reports nothing, and the watch goes on after it. */
+TEST(kclient_informer_relist_on_demand) {
+    WITH_APISRV(s, e, NULL);
+    REQUIRE(create_pods(&e, "rl", 3) == 0);
+    struct irec r = {.e = &e};
+    struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
+    r.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &r);
+    REQUIRE(r.inf);
+    CHECK_I64(kc_informer_relist(r.inf), -EINVAL); /* not started */
+    CHECK_I64(kc_informer_start(r.inf), 0);
+    CHECK(run_until(&e, current_pred, r.inf, 10000));
+    CHECK_I64(kc_informer_lists(r.inf), 1);
+    CHECK_I64(kc_informer_relist(r.inf), 0); /* its watch just started: stopped once the server answered it */
+    CHECK(!kc_informer_current(r.inf));
+    CHECK(run_until(&e, lists_moved, &r, 10000));
+    CHECK_I64(kc_informer_lists(r.inf), 2);
+    CHECK_I64(r.adds, 3);
+    CHECK_I64(r.updates, 0);
+    CHECK_I64(r.synced, 1);
+    json_t *p = pod("rl-after", "r");
+    char err[256];
+    CHECK_I64(kclient_request_sync(e.c, "POST", "/api/v1/namespaces/default/pods", p, NULL, NULL, err, sizeof err),
+              201);
+    json_decref(p);
+    struct counts want = {&r, 4, 0, 0};
+    CHECK(run_until(&e, counts_pred, &want, 10000));
+    CHECK_I64(kc_informer_count(r.inf), 4);
+    kc_informer_free(r.inf);
+    env_done(&e);
+    apisrv_stop(&s);
+}
+
 /* An informer whose watch broke is not current (though still synced: its
  * cache exists) until the re-list that follows is applied in full, however
  * long the server stays away; then it is current and fresh again, and its
