@@ -29,6 +29,19 @@ def start_server(port, d, *extra):
     return p
 
 
+def start_with_replica():
+    """A primary (services.start_redis) and one replica of it, in sync, with
+    no Sentinels: a test pauses the replica (SIGSTOP) to make a write that
+    waits for it (--redis-wait-replicas=1) time out after it is stored.
+    Returns (primary's port, replica's process, replica's port)."""
+    primary_port = services.start_redis()
+    port, d = services.free_port(), services.tempdir()
+    proc = start_server(port, d, "--replicaof", "127.0.0.1", str(primary_port))
+    services.wait_until(lambda: "master_link_status:up" in redis_cmd(port, "INFO", "replication"), 15,
+                        "the replica in sync")
+    return primary_port, proc, port
+
+
 def start(replicas=2, down_after_ms=1000, failover_timeout_ms=5000):
     """The primary, `replicas` replicas (the first one the Sentinels' choice:
     the lowest replica-priority) and three Sentinels with quorum 2. Returns a

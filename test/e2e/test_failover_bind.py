@@ -33,11 +33,7 @@ from simlib import run_tests
 
 wait_until = services.wait_until
 
-PRIMARY = services.start_redis()
-REPLICA_PORT, REPLICA_DIR = services.free_port(), services.tempdir()
-REPLICA = redis_ha.start_server(REPLICA_PORT, REPLICA_DIR, "--replicaof", "127.0.0.1", str(PRIMARY))
-wait_until(lambda: "master_link_status:up" in services.redis_cmd(REPLICA_PORT, "INFO", "replication"), 15,
-           "the replica in sync")
+PRIMARY, REPLICA, REPLICA_PORT = redis_ha.start_with_replica()
 PROC, PORT, LOG = services.start_pelotond(PRIMARY, "--redis-wait-replicas=1", "--redis-wait-timeout-ms=300")
 KUBECONFIG = services.kubeconfig(PORT)
 LAG = 6.0  # seconds the engines' watches are held back: more than a takeover (a 2 s lease) and the catch-up (1 s)
