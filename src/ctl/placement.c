@@ -171,11 +171,11 @@ static struct bind_ctx *bind_ctx_new(struct placement *p, const char *gang, cons
     return b;
 }
 
-/* A reply that comes after the role stopped: b freed, and the role with the
- * last of them. */
+/* A reply that comes after the role stopped: b (if any) freed, and the role
+ * with the last of them. */
 static bool after_stop(struct placement *p, struct bind_ctx *b) {
     if (!p->stopping) return false;
-    bind_ctx_free(b);
+    if (b) bind_ctx_free(b);
     if (!p->inflight && !p->timers_open) free(p);
     return true;
 }
@@ -561,10 +561,7 @@ static void on_store_rv(void *ud, const struct kc_response *res) {
     struct placement *p = ud;
     p->inflight--;
     p->catchup_asked = false;
-    if (p->stopping) {
-        if (!p->inflight && !p->timers_open) free(p);
-        return;
-    }
+    if (after_stop(p, NULL)) return;
     json_t *body = res->status == 200 ? kc_response_body(res) : NULL;
     uint64_t rv = rv_num(json_string_value(json_object_get(json_object_get(body, "metadata"), "resourceVersion")));
     if (!rv) { /* read again at the next retry tick (100 ms): logged once in 50 */
