@@ -51,7 +51,7 @@ account() {
   total_pass=$((total_pass + p))
   total_fail=$((total_fail + f))
   accounted=$((accounted + 1))
-  if [ "$f" -gt 0 ]; then failed+=("$name"); cp "$out" "$work/failed-$name.out"; fi
+  if [ "$f" -gt 0 ]; then failed+=("$name"); fi
 }
 
 # digest: each failed suite again, briefly, after every suite's output, so the
@@ -62,7 +62,7 @@ digest() {
   [ "${#failed[@]}" -gt 0 ] || return 0
   echo "-- failures (${#failed[@]} suites; each suite's whole output is above)"
   for name in "${failed[@]}"; do
-    out=$work/failed-$name.out
+    out=$work/$name.out # kept until the end
     echo "== failed: $name"
     grep -B 4 -E '^FAIL ' "$out" | head -n 40
     first=$(grep -n -m 1 -E '^FAIL ' "$out" | cut -d: -f1)
