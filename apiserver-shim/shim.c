@@ -36,6 +36,8 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
     s->lidx = podindex_new(s, s->loop, PODINDEX_LABEL);
     s->metrics = shim_metrics_new(cfg ? cfg->metrics : NULL);
     s->sec = cfg ? cfg->sec : NULL;
+    s->list_memory = cfg && cfg->list_memory ? cfg->list_memory : SHIM_DEFAULT_LIST_MEMORY;
+    s->slice_pack = store_pack_new(); /* NULL: items are kept plain */
     return s;
 }
 
@@ -49,6 +51,7 @@ void shim_detach_async(struct shim *s) {
 void shim_free(struct shim *s) {
     if (!s) return;
     shim_slices_free_all(s);
+    store_pack_free(s->slice_pack);
     podindex_free(s->pidx);
     podindex_free(s->lidx);
     watch_hub_free(s->hub);

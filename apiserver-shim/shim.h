@@ -35,7 +35,13 @@ struct shim_config {
     struct store_async *astore; /* the asynchronous write connection; NULL: every write is synchronous */
     struct metrics *metrics;    /* the process's registry: GET /metrics and the API server's families; NULL: none */
     struct shim_sec *sec;       /* authentication, RBAC and audit (shim_auth.h), taken; NULL: token above or open */
+    /* Whole lists and watches without a resourceVersion hold their items
+     * (packed) until sent: at most this many bytes together, past which
+     * new ones get 429 and one being read ends (shim_slices.c). 0: default
+     * SHIM_DEFAULT_LIST_MEMORY; SIZE_MAX: no bound. */
+    size_t list_memory;
 };
+#define SHIM_DEFAULT_LIST_MEMORY ((size_t)2 << 30)
 
 struct watch_hub;
 struct ns_reaper;
@@ -52,6 +58,9 @@ struct shim {
     struct slice_job *slices;     /* whole lists and initial watch events being served */
     uv_prepare_t *slice_prep;     /* resets slice_spent_ns every loop turn */
     uint64_t slice_spent_ns;      /* the slices' time in this loop turn */
+    struct store_pack *slice_pack; /* packs the items they hold (NULL: kept plain) */
+    size_t slice_held;            /* bytes they hold together */
+    size_t list_memory;           /* ... at most (shim_config.list_memory; 0: no bound) */
     struct pod_index *pidx;       /* pods by node (shim_podindex.c); NULL without a loop */
     struct pod_index *lidx;       /* pods by label key=value (the same file) */
     struct ns_reaper *reaper; /* empties namespaces being deleted; NULL without a loop */
@@ -423,6 +432,11 @@ struct slice_job *shim_slices_watch(struct shim *s, const struct shim_resource *
                                     struct http_stream *st, shim_slice_emit_fn emit, shim_slice_done_fn done,
                                     void *ud);
 void shim_slices_cancel(struct slice_job *j); /* no callback after this */
+/* Whether a watch without a resourceVersion may start now; false with resp
+ * set to 429 TooManyRequests when the whole lists being served hold half of
+ * list_memory or more (a whole list is let in or refused the same way once
+ * its first page shows it is more than a page). */
+bool shim_slices_admit(struct shim *s, struct http_response *resp);
 void shim_slices_free_all(struct shim *s);
 size_t shim_slices_active(const struct shim *s);
 

@@ -26,6 +26,16 @@ struct shim_metrics *shim_metrics_new(struct metrics *reg) {
     m->watches = metrics_gauge(reg, "peloton_apiserver_watches", "Watches open now, by resource.", 1, res_label);
     m->watch_events = metrics_counter(reg, "peloton_apiserver_watch_events_sent_total",
                                       "Watch events (and bookmarks) sent, by resource.", 1, res_label);
+    static const char *const when_label[] = {"when"};
+    m->slice_held = metrics_series0(metrics_gauge(
+        reg, "peloton_apiserver_list_memory_bytes",
+        "Bytes held by whole lists and watches without a resourceVersion being served (their items, packed, "
+        "until sent); bounded by --list-memory-mb.",
+        0, NULL));
+    m->slice_refused = metrics_counter(reg, "peloton_apiserver_list_memory_refusals_total",
+                                       "Whole lists and watches without a resourceVersion refused for memory: "
+                                       "when=start (429 TooManyRequests) or when=reading (ended).",
+                                       1, when_label);
     return m;
 }
 

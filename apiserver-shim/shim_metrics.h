@@ -20,6 +20,8 @@ struct shim_obs {
 struct shim_metrics {
     struct metrics *reg; /* borrowed */
     struct metrics_family *duration, *watches, *watch_events;
+    struct metrics_series *slice_held;  /* bytes held by whole lists being served (shim_slices.c) */
+    struct metrics_family *slice_refused; /* whole lists refused or ended for memory, by when */
 };
 
 struct shim;

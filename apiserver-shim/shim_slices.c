@@ -11,7 +11,8 @@
  *
  *   READ  store pages of SLICE_PAGE objects from the first page's version S
  *         on (continue tokens); each object is parsed once, filtered by the
- *         selectors and kept as its encoded JSON, in key order. A page shows
+ *         selectors and kept as its encoded JSON, packed (store_pack_text:
+ *         a pod in about a fifth of its bytes), in key order. A page shows
  *         its objects as they were when it was read, at some time in [S, E].
  *   HIST  the resource's history after S, up to the counter E read with its
  *         last part: each member changed in (S, E] takes its last state
@@ -26,10 +27,19 @@
  *         unsent bytes stay under SLICE_BUFFERED: a slow reader is waited
  *         for, not buffered without bound.
  *
+ * What the jobs hold together is bounded (shim_config.list_memory): a whole
+ * list longer than a page, or a watch without a resourceVersion, that
+ * arrives while the others hold half of it or more is refused with 429
+ * TooManyRequests and Retry-After, as kube-apiserver refuses what it cannot
+ * serve now; a job that would pass the bound while it reads ends (a list
+ * cut short, a watch's 410 Expired, which sends client-go to a paged list),
+ * so that no request, nor several, can take the process's memory.
+ *
  * A list answers 200 with a chunked body at once (its first page is read
  * inside the handler, so a bad namespace or an unreachable Redis still gets
- * its Status); a failure after that ends the stream with the body cut short,
- * which a client reads as an error. A watch's events go through the hub's
+ * its Status); a failure after that ends the response as failed (the
+ * connection closed without the last chunk, an HTTP/2 stream reset), which
+ * a client reads as an error. A watch's events go through the hub's
  * callback, and the watch goes on from E (shim_watch.c). */
 #include <errno.h>
 #include <stdio.h>
@@ -52,10 +62,10 @@
 #define SLICE_LIST_BUFFER (64u << 20) /* the list stream's own bound (a reader that stops reading) */
 
 struct slice_item {
-    char *member; /* "<ns>/<name>", the store's key order */
-    char *line;   /* the encoded object (a list) or ADDED line (a watch); NULL: gone */
-    size_t len;
-    json_t *obj;  /* a Table watch's object instead of a line */
+    char *member;  /* "<ns>/<name>", the store's key order */
+    char *data;    /* the encoded object, or its Table row (a list as a Table); NULL: gone */
+    uint32_t len;  /* the JSON's bytes */
+    uint32_t zlen; /* data's bytes when packed; 0: data is the JSON */
 };
 
 enum slice_phase { SLICE_READ, SLICE_HIST, SLICE_EMIT };
@@ -78,6 +88,7 @@ struct slice_job {
     enum slice_phase phase;
     char *token;
     uint64_t from, rv; /* S, then the history's position; rv: E */
+    size_t held;       /* bytes of items (and their index) held, in the shim's slice_held */
     int restarts;
     struct slice_item *it; /* read, in key order */
     size_t n, cap;
@@ -93,30 +104,45 @@ struct slice_job {
     struct slice_job *prev, *next; /* the shim's jobs */
 };
 
-static void item_free(struct slice_item *it) {
-    free(it->member);
-    free(it->line);
-    json_decref(it->obj);
-    it->line = NULL;
-    it->obj = NULL;
+/* What the jobs hold, counted against the shim's list_memory. */
+static void hold(struct slice_job *j, size_t add, size_t sub) {
+    j->held = j->held + add - sub;
+    j->s->slice_held = j->s->slice_held + add - sub;
+    if (j->s->metrics) metrics_set(j->s->metrics->slice_held, (double)j->s->slice_held);
 }
 
-static void item_release(struct slice_item *it) {
-    free(it->line);
-    json_decref(it->obj);
-    it->line = NULL;
-    it->obj = NULL;
+static void count_refusal(struct shim *s, const char *when) {
+    if (s->metrics) metrics_inc(metrics_series1(s->metrics->slice_refused, when));
+}
+
+static bool over_budget(const struct shim *s) { return s->list_memory && s->slice_held > s->list_memory; }
+
+static size_t item_bytes(const struct slice_item *it) { return it->data ? (it->zlen ? it->zlen : it->len) : 0; }
+
+static void item_release(struct slice_job *j, struct slice_item *it) {
+    hold(j, 0, item_bytes(it));
+    free(it->data);
+    it->data = NULL;
+    it->len = it->zlen = 0;
+}
+
+static void item_free(struct slice_job *j, struct slice_item *it) {
+    item_release(j, it);
+    if (it->member) hold(j, 0, strlen(it->member) + 1);
+    free(it->member);
+    it->member = NULL;
 }
 
 static void items_clear(struct slice_job *j) {
-    for (size_t i = 0; i < j->n; i++) item_free(&j->it[i]);
+    for (size_t i = 0; i < j->n; i++) item_free(j, &j->it[i]);
     j->n = 0;
     size_t pos = 0;
     const char *k;
     void *v;
     while (strmap_next(&j->extra, &pos, &k, &v)) {
-        item_free(v);
+        item_free(j, v);
         free(v);
+        hold(j, 0, sizeof(struct slice_item));
     }
     strmap_free(&j->extra);
     memset(&j->extra, 0, sizeof j->extra);
@@ -128,8 +154,7 @@ static void items_clear(struct slice_job *j) {
 static void on_idle_closed(uv_handle_t *h) {
     struct slice_job *j = h->data;
     if (--j->handles) return;
-    items_clear(j);
-    free(j->it);
+    free(j->it); /* its items went in job_free */
     free(j->token);
     free(j->buf);
     labelsel_free(j->own_ls);
@@ -147,6 +172,9 @@ static void job_free(struct slice_job *j) {
         return;
     }
     struct shim *s = j->s;
+    items_clear(j); /* here, while the shim is there to count them off */
+    hold(j, 0, j->cap * sizeof *j->it);
+    j->cap = 0;
     if (j->prev) j->prev->next = j->next;
     else s->slices = j->next;
     if (j->next) j->next->prev = j->prev;
@@ -159,16 +187,14 @@ static bool matches(const struct slice_job *j, const json_t *obj) {
     return !j->fs || fieldsel_match(j->fs, obj);
 }
 
-/* The item's bytes for obj (consumed): its JSON with kind and apiVersion,
- * its Table row (a row's age is counted when it is read, not when the list
- * ends), or the ADDED line; a Table watch keeps the object. */
+/* The item's bytes for obj (consumed): its JSON with kind and apiVersion
+ * (a watch's ADDED line is made around it when it is sent), or its Table
+ * row (a row's age is counted when it is read, not when the list ends);
+ * packed when that makes it smaller. -ENOSPC: the jobs would hold more than
+ * list_memory. */
 static int encode(struct slice_job *j, json_t *obj, struct slice_item *it) {
     if (!strcmp(j->r->plural, "poddisruptionbudgets") && !j->r->custom) shim_pdb_status(j->s, obj);
     obj = shim_with_type(j->r, obj);
-    if (j->table) {
-        it->obj = obj;
-        return 0;
-    }
     if (j->rows) {
         json_t *row = shim_table_row(j->r, obj, j->inc);
         json_decref(obj);
@@ -178,24 +204,26 @@ static int encode(struct slice_job *j, json_t *obj, struct slice_item *it) {
     char *s = jdump(obj, JSON_COMPACT, &len);
     json_decref(obj);
     if (!s) return -ENOMEM;
-    if (!j->watch) {
-        it->line = s;
-        it->len = len;
-        return 0;
-    }
-    static const char head[] = "{\"type\":\"ADDED\",\"object\":";
-    char *l = malloc(sizeof head - 1 + len + 3);
-    if (!l) {
+    if (len > UINT32_MAX) {
         free(s);
-        return -ENOMEM;
+        return -E2BIG;
     }
-    memcpy(l, head, sizeof head - 1);
-    memcpy(l + sizeof head - 1, s, len);
-    memcpy(l + sizeof head - 1 + len, "}\n", 2);
-    it->line = l;
-    it->len = sizeof head - 1 + len + 2;
-    free(s);
-    return 0;
+    char *z = NULL;
+    size_t zlen = 0;
+    int rc = j->s->slice_pack ? store_pack_text(j->s->slice_pack, s, len, &z, &zlen) : 1;
+    if (rc < 0) {
+        free(s);
+        return rc;
+    }
+    if (rc == 0) {
+        free(s);
+        s = z;
+    }
+    it->data = s;
+    it->len = (uint32_t)len;
+    it->zlen = (uint32_t)zlen;
+    hold(j, item_bytes(it), 0);
+    return over_budget(j->s) ? -ENOSPC : 0;
 }
 
 static char *member_of(const char *ns, const char *name) {
@@ -217,19 +245,17 @@ static int add_read(struct slice_job *j, json_t *obj) {
         size_t nc = j->cap ? j->cap * 2 : 1024;
         struct slice_item *n = realloc(j->it, nc * sizeof *n);
         if (!n) return -ENOMEM;
+        hold(j, (nc - j->cap) * sizeof *n, 0);
         j->it = n;
         j->cap = nc;
     }
     struct slice_item *it = &j->it[j->n];
     memset(it, 0, sizeof *it);
     if (!(it->member = member_of(ns ? ns : "", name))) return -ENOMEM;
+    hold(j, strlen(it->member) + 1, 0);
+    j->n++; /* counted (and freed) with the job from here, whatever encode says */
     json_incref(obj);
-    if (encode(j, obj, it)) {
-        free(it->member);
-        return -ENOMEM;
-    }
-    j->n++;
-    return 0;
+    return encode(j, obj, it);
 }
 
 static int cmp_member(const void *key, const void *elem) {
@@ -243,12 +269,7 @@ static int apply_event(struct slice_job *j, const struct store_event *e) {
     struct slice_item *it = j->n ? bsearch(m, j->it, j->n, sizeof *j->it, cmp_member) : NULL;
     if (!it) it = strmap_get(&j->extra, m);
     bool keep = e->type != STORE_DELETED && e->object && matches(j, e->object);
-    if (it) { /* the state read is replaced */
-        free(it->line);
-        json_decref(it->obj);
-        it->line = NULL;
-        it->obj = NULL;
-    }
+    if (it) item_release(j, it); /* the state read is replaced */
     if (keep) {
         if (!it) {
             if (!(it = calloc(1, sizeof *it)) || strmap_put(&j->extra, m, it, NULL)) {
@@ -256,11 +277,13 @@ static int apply_event(struct slice_job *j, const struct store_event *e) {
                 free(m);
                 return -ENOMEM;
             }
+            hold(j, sizeof *it, 0);
             it->member = strdup(m);
             if (!it->member) {
                 free(m);
                 return -ENOMEM;
             }
+            hold(j, strlen(m) + 1, 0);
         }
         int rc = encode(j, json_deep_copy(e->object), it);
         if (rc) {
@@ -305,7 +328,8 @@ static void finish(struct slice_job *j, int err) {
             buf_add(j, "]}", 2);
             flush(j);
         }
-        if (!j->closed) http_stream_end(j->st); /* cut short after an error: the client sees a broken body */
+        if (!j->closed && err) http_stream_abort(j->st); /* cut short: a broken body, not a short list */
+        else if (!j->closed) http_stream_end(j->st);
     }
     if (j->watch) j->ud = NULL;
     job_free(j);
@@ -343,19 +367,46 @@ static int list_head(struct slice_job *j) {
     return buf_add(j, head, (size_t)n);
 }
 
-static int emit_item(struct slice_job *j, struct slice_item *it) {
-    if (!it->line && !it->obj) return 0;
-    if (j->watch) {
-        int rc = 0;
-        if (it->obj) j->emit(j->ud, NULL, 0, it->obj);
-        else rc = buf_add(j, it->line, it->len);
-        item_release(it);
-        return rc;
+/* The item's JSON appended to the slice's bytes (unpacked there). */
+static int add_json(struct slice_job *j, const struct slice_item *it) {
+    if (!it->zlen) return buf_add(j, it->data, it->len);
+    if (j->bcap - j->blen < (size_t)it->len + 1) {
+        size_t nc = j->bcap ? j->bcap : 4096;
+        while (nc - j->blen < (size_t)it->len + 1) nc *= 2;
+        char *n = realloc(j->buf, nc);
+        if (!n) return -ENOMEM;
+        j->buf = n;
+        j->bcap = nc;
     }
-    if (!j->first && buf_add(j, ",", 1)) return -ENOMEM;
-    j->first = false;
-    int rc = buf_add(j, it->line, it->len);
-    item_release(it); /* sent: the memory goes as the list does */
+    if (store_unpack_text(j->s->slice_pack, it->data, it->zlen, j->buf + j->blen, it->len)) return -EIO;
+    j->blen += it->len;
+    j->buf[j->blen] = '\0';
+    return 0;
+}
+
+static int emit_item(struct slice_job *j, struct slice_item *it) {
+    if (!it->data) return 0;
+    int rc = 0;
+    if (j->table) { /* a Table watch: the watcher makes the row of the object */
+        size_t at = j->blen;
+        if (!(rc = add_json(j, it))) {
+            json_t *obj = jparse_loadb(j->buf + at, it->len, 0, NULL);
+            j->blen = at;
+            if (!obj) rc = -EIO;
+            else j->emit(j->ud, NULL, 0, obj);
+            json_decref(obj);
+        }
+    } else if (j->watch) {
+        static const char head[] = "{\"type\":\"ADDED\",\"object\":";
+        rc = buf_add(j, head, sizeof head - 1);
+        if (!rc) rc = add_json(j, it);
+        if (!rc) rc = buf_add(j, "}\n", 2);
+    } else {
+        if (!j->first) rc = buf_add(j, ",", 1);
+        j->first = false;
+        if (!rc) rc = add_json(j, it);
+    }
+    item_release(j, it); /* sent: the memory goes as the list does */
     return rc;
 }
 
@@ -372,7 +423,8 @@ static int emit_step(struct slice_job *j, bool *more) {
             *more = false;
             break;
         }
-        if (emit_item(j, next)) return -ENOMEM;
+        int rc = emit_item(j, next);
+        if (rc) return rc;
         if (j->closed) return 0;
     }
     flush(j);
@@ -483,6 +535,11 @@ static void on_step(struct slice_job *j) {
         restart(j);
         return;
     }
+    if (rc == -ENOSPC) {
+        count_refusal(j->s, "reading");
+        fprintf(stderr, "apiserver: a whole list of %s ended: its items passed --list-memory-mb (%zu MiB held by all)\n",
+                j->r->plural, j->s->slice_held >> 20);
+    }
     if (rc) finish(j, rc);
 }
 
@@ -517,6 +574,22 @@ static void on_list_closed(void *ud) {
     if (j->ended) job_free(j);
 }
 
+/* A new job is let in while the others hold under half of list_memory: a
+ * whole list needs room, and one let in past that would likely end half
+ * read, its work lost. own: what the job asking holds already. */
+static bool admit(struct shim *s, size_t own, struct http_response *resp) {
+    size_t others = s->slice_held - own;
+    if (others < s->list_memory / 2) return true;
+    count_refusal(s, "start");
+    shim_status(resp, 429, "TooManyRequests", json_pack("{s:i}", "retryAfterSeconds", 1),
+                "the server is busy serving whole lists (%zu MiB held; --list-memory-mb=%zu): retry later, or list "
+                "with a limit (pages)", others >> 20, s->list_memory >> 20);
+    resp->retry_after = 1;
+    return false;
+}
+
+bool shim_slices_admit(struct shim *s, struct http_response *resp) { return admit(s, 0, resp); }
+
 /* Lists and Tables have no protobuf encoding here: a client that accepts
  * protobuf and JSON gets JSON, whole or in slices alike. */
 bool shim_slices_wanted(const struct shim *s, const struct http_request *req) {
@@ -544,6 +617,11 @@ void shim_slices_list(struct shim *s, const struct shim_resource *r, const char 
         if (rc == -ESTALE)
             shim_status(resp, 410, "Expired", NULL, "The list could not be read consistently; list again.");
         else shim_store_error(s, resp, rc, r, "");
+        j->closed = true;
+        job_free(j);
+        return;
+    }
+    if (j->phase == SLICE_READ && !admit(s, j->held, resp)) { /* more than a page: a whole list's memory */
         j->closed = true;
         job_free(j);
         return;

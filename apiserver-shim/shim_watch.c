@@ -621,7 +621,10 @@ static void initial_done(void *ud, uint64_t rv, int err) {
         w->ending = true;
         return;
     }
-    if (err) send_expired(w, "the initial list of the watch could not be read consistently; watch again");
+    if (err == -ENOSPC)
+        send_expired(w, "the server is busy serving whole lists (at its --list-memory-mb): list with a limit, then "
+                        "watch from the list's resourceVersion");
+    else if (err) send_expired(w, "the initial list of the watch could not be read consistently; watch again");
     else w->rv = rv;
     caught_up(h, w, w->rv);
     watch_kick(h);
@@ -656,6 +659,11 @@ void watch_start(struct watch_hub *h, const struct shim_resource *r, const char 
             shim_status(resp, 400, "BadRequest", NULL, "invalid resourceVersion \"%s\"", rvs);
             return;
         }
+    }
+    if (from_now && h->owner->loop && !shim_slices_admit(h->owner, resp)) {
+        labelsel_free(ls);
+        fieldsel_free(fs);
+        return; /* 429: the whole lists being served hold their memory */
     }
     void *hold = NULL; /* the user's count of watches (shim_limits.h) */
     if (!shim_sec_watch_begin(h->owner, resp, &hold)) {

@@ -684,7 +684,8 @@ static int usage(void) {
                     "[--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3] "
                     "[--tls-cert=PEM --tls-key=PEM] [--client-ca-file=PEM] [--insecure-allow-anonymous] "
                     "[--audit-log-path=F] [--audit-log-maxsize=MB | --audit-log-maxbytes=N] [--audit-log-maxbackup=N] "
-                    "[--max-requests-per-user=N|none] [--max-request-burst-per-user=N] [--max-watches-per-user=N|none]\n");
+                    "[--max-requests-per-user=N|none] [--max-request-burst-per-user=N] [--max-watches-per-user=N|none] "
+                    "[--list-memory-mb=2048|none]\n");
     return 2;
 }
 
@@ -721,6 +722,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
     int port = 6080;
     long history_max = 0, history_seconds = -1;
     long long list_page_bytes = 0;
+    size_t list_memory = 0; /* the shim's default */
     long idle_ms = 0; /* 0: the HTTP layer's default (server.h) */
     unsigned poll_ms = 0, bookmark_ms = 0, round_ms = 0, tick_ms = 0, backoff_ms = 0, backoff_max_ms = 0,
              gang_wait_ms = 0, lease_ms = 0, ready_timeout_ms = 0, retry_max_ms = 0;
@@ -768,6 +770,14 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--history-max"))) history_max = atol(v);
         else if ((v = opt(argv[i], "--history-seconds"))) history_seconds = atol(v);
         else if ((v = opt(argv[i], "--list-page-bytes"))) list_page_bytes = atoll(v);
+        else if ((v = opt(argv[i], "--list-memory-mb"))) {
+            long long mb = strcmp(v, "none") ? atoll(v) : -1;
+            if (!mb || mb < -1 || mb > (1ll << 30)) {
+                fprintf(stderr, "pelotond: --list-memory-mb takes 1 to 1073741824, or none\n");
+                return 2;
+            }
+            list_memory = mb < 0 ? SIZE_MAX : (size_t)mb << 20;
+        }
         else if ((v = opt(argv[i], "--watch-poll-ms"))) poll_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--watch-bookmark-ms"))) bookmark_ms = (unsigned)atoi(v);
         else if ((v = opt(argv[i], "--admission-round-ms"))) round_ms = atoi(v) > 0 ? (unsigned)atoi(v) : 600001;
@@ -944,7 +954,8 @@ static int run(int argc, char **argv, struct metrics *reg) {
                         "request to the API is refused (401) but this process's own\"\n");
     struct shim_config scfg = {.sec = sec, .loop = d.loop, .poll_ms = poll_ms,
                                .metrics = reg,
-                               .bookmark_ms = bookmark_ms, .astore = ast, .list_page_bytes = (size_t)list_page_bytes};
+                               .bookmark_ms = bookmark_ms, .astore = ast, .list_page_bytes = (size_t)list_page_bytes,
+                               .list_memory = list_memory};
     struct shim *shim = shim_new(st, &scfg);
     char err[512];
     if (shim && !shim_bootstrap(shim, err, sizeof err)) {

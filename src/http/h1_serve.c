@@ -450,6 +450,11 @@ void h1_stream_end(struct http_stream *st) {
     }
 }
 
+void h1_stream_abort(struct http_stream *st) {
+    if (st->ended || !st->c) return;
+    h1_close(st->c); /* no last chunk: the body is cut short */
+}
+
 size_t h1_stream_buffered(const struct http_stream *st) { return st->c ? st->queued : 0; }
 
 struct http_deferred *h1_defer(const struct http_request *req) {

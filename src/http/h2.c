@@ -507,6 +507,14 @@ void h2_stream_end(struct http_stream *st) {
     h1_conn_kick(st->r->h->c);
 }
 
+void h2_stream_abort(struct http_stream *st) {
+    if (st->ended) return;
+    st->ended = true;
+    if (!st->r) return;
+    nghttp2_submit_rst_stream(st->r->h->ng, NGHTTP2_FLAG_NONE, st->r->id, NGHTTP2_INTERNAL_ERROR);
+    h1_conn_kick(st->r->h->c);
+}
+
 size_t h2_stream_buffered(const struct http_stream *st) { return st->r ? st->len - st->off : 0; }
 
 struct http_deferred *h2_defer(const struct http_request *req) {

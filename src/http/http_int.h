@@ -65,6 +65,7 @@ struct http_stream *h1_stream_start(const struct http_request *req, int status, 
                                     size_t max_buffer, http_stream_close_fn on_close, void *ud);
 int h1_stream_write(struct http_stream *st, const char *data, size_t len);
 void h1_stream_end(struct http_stream *st);
+void h1_stream_abort(struct http_stream *st);
 size_t h1_stream_buffered(const struct http_stream *st);
 struct http_deferred *h1_defer(const struct http_request *req);
 void h1_deferred_reply(struct http_deferred *d, struct http_response *resp);
@@ -149,6 +150,7 @@ struct http_stream *h2_stream_start(const struct http_request *req, int status, 
                                     size_t max_buffer, http_stream_close_fn on_close, void *ud);
 int h2_stream_write(struct http_stream *st, const char *data, size_t len);
 void h2_stream_end(struct http_stream *st);
+void h2_stream_abort(struct http_stream *st);
 size_t h2_stream_buffered(const struct http_stream *st);
 struct http_deferred *h2_defer(const struct http_request *req);
 void h2_deferred_reply(struct http_deferred *d, struct http_response *resp);

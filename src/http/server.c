@@ -76,6 +76,11 @@ void http_stream_end(struct http_stream *st) {
     else h1_stream_end(st);
 }
 
+void http_stream_abort(struct http_stream *st) {
+    if (on_h2(st)) h2_stream_abort(st);
+    else h1_stream_abort(st);
+}
+
 size_t http_stream_buffered(const struct http_stream *st) {
     return on_h2(st) ? h2_stream_buffered(st) : h1_stream_buffered(st);
 }

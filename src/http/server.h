@@ -188,6 +188,10 @@ struct http_stream *http_stream_start(const struct http_request *req, int status
                                       size_t max_buffer, http_stream_close_fn on_close, void *ud);
 int http_stream_write(struct http_stream *st, const char *data, size_t len);
 void http_stream_end(struct http_stream *st);
+/* Ends the response as failed, so that the client cannot take what it got
+ * for the whole body: HTTP/1.1 closes the connection without the last
+ * chunk, HTTP/2 resets the stream (INTERNAL_ERROR). on_close follows. */
+void http_stream_abort(struct http_stream *st);
 size_t http_stream_buffered(const struct http_stream *st);
 
 /* ---- deferred replies ----

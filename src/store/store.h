@@ -364,4 +364,19 @@ int store_async_put_text(struct store_async *a, const char *resource, const char
                          const char *expected_rv, char *text, size_t len, size_t rv_at, store_done_fn done, void *ud,
                          char *err, size_t errlen);
 
+/* ---- text kept packed in memory (store_pack.c) ----
+ * zstd with the stored objects' dictionary, for objects a process holds a
+ * while (a whole list served in slices keeps every item until it is sent):
+ * a pod's JSON in about a fifth of its bytes. Not a stored format. A
+ * context is one thread's. */
+struct store_pack;
+struct store_pack *store_pack_new(void);
+void store_pack_free(struct store_pack *p);
+/* s (n bytes) packed into *out (malloc'd, *outlen bytes): 0; 1 when packing
+ * would not make it smaller (nothing is allocated: keep s); -ENOMEM. */
+int store_pack_text(struct store_pack *p, const char *s, size_t n, char **out, size_t *outlen);
+/* What store_pack_text made of exactly n bytes of text (z, zn bytes) into
+ * dst (room for n): 0, or -EIO when z is not that. */
+int store_unpack_text(struct store_pack *p, const char *z, size_t zn, char *dst, size_t n);
+
 #endif

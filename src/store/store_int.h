@@ -102,9 +102,6 @@ void store_blob_free(struct store_blob *b);
  * -ENOMEM. A packed object is at most STORE_PACK_MAX_RATIO times smaller
  * than its JSON (list pages are bounded by bytes in Redis, store_lua.c). */
 #define STORE_PACK_MAX_RATIO 32
-struct store_pack;
-struct store_pack *store_pack_new(void);
-void store_pack_free(struct store_pack *p);
 void store_pack_blob(struct store_pack *p, struct store_blob *b);
 int store_unpack(struct store_pack *p, const char *s, size_t len, size_t max, char **out, size_t *outlen);
 

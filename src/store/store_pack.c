@@ -221,3 +221,26 @@ int store_unpack(struct store_pack *p, const char *s, size_t len, size_t max, ch
     *out = buf;
     return 0;
 }
+
+int store_pack_text(struct store_pack *p, const char *s, size_t n, char **out, size_t *outlen) {
+    *out = NULL;
+    *outlen = 0;
+    if (n < 64) return 1;
+    size_t cap = ZSTD_compressBound(n);
+    char *z = malloc(cap);
+    if (!z) return -ENOMEM;
+    size_t zn = frame(p, z, cap, s, n);
+    if (!zn || zn >= n) {
+        free(z);
+        return 1;
+    }
+    char *t = realloc(z, zn); /* the frame's bytes only: many are kept at once */
+    *out = t ? t : z;
+    *outlen = zn;
+    return 0;
+}
+
+int store_unpack_text(struct store_pack *p, const char *z, size_t zn, char *dst, size_t n) {
+    size_t got = ZSTD_decompress_usingDDict(p->dctx, dst, n, z, zn, p->ddict);
+    return ZSTD_isError(got) || got != n ? -EIO : 0;
+}

@@ -1,0 +1,229 @@
+"""End-to-end: what whole lists hold while they are served is bounded
+(issue #25, "Scale without cascades"; apiserver-shim/shim_slices.c).
+
+A list without a limit, and a watch without a resourceVersion, keep every
+item until it is sent: at a million pods that was gigabytes per request, and
+two such requests took pelotond from 6.7 to 13.5 GiB before it died. Now the
+items are kept packed, and `--list-memory-mb` bounds what all of them hold
+together, which `peloton_apiserver_list_memory_bytes` shows:
+
+- a whole list whose reader does not read keeps its unsent items, packed;
+- while the lists being served hold half of the bound or more, a new whole
+  list longer than a page, and a watch without a resourceVersion, get 429
+  TooManyRequests with Retry-After (kube-apiserver's answer to what it cannot
+  serve now); a small list, a paged list (what kubectl and client-go send)
+  and `kubectl get pods -A` are served as usual;
+- the reader gone, the memory is given back and a whole list is served whole;
+- with a bound smaller than one list, the list ends cut short (the client
+  sees a broken body), a watch without a resourceVersion gets 410 Expired,
+  the memory is given back, and pelotond goes on serving.
+
+40,000 pods are written straight into Redis in the store's layout before
+pelotond starts (as test_shim_slices does), so the test takes seconds."""
+import http.client
+import json
+import os
+import socket
+import subprocess
+import time
+
+import services
+from simlib import run_tests
+
+services.PELOTOND = os.environ.get("PELOTOND_REL", os.path.join(services.ROOT, "bin", "pelotond"))
+N = 40000
+BOUND_MB = 9  # one whole list of N fits (about 7.6 MB at its most); a held one keeps over half of it
+
+
+def pod(i, rv):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"p{i:06d}", "namespace": "default", "uid": f"00000000-0000-4000-8000-{i:012d}",
+                         "resourceVersion": str(rv), "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "labels": {"app": f"a{i % 50}", "tier": "web"}},
+            "spec": {"nodeName": f"node-{i % 100:03d}", "schedulerName": "default-scheduler",
+                     "containers": [{"name": "c", "image": "registry.example/app:1.0",
+                                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+            "status": {"phase": "Running", "podIP": f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"}}
+
+
+def resp(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def fill(redis):
+    """N pods in namespace default and 5 in namespace small, versions 1..N+5, in one redis-cli --pipe."""
+    cmds = []
+    for lo in range(0, N + 5, 1000):
+        h, z = ["HSET", "pc:obj:pods"], ["ZADD", "pc:idx:pods"]
+        for i in range(lo, min(lo + 1000, N + 5)):
+            p = pod(i, i + 1)
+            if i >= N:
+                p["metadata"]["namespace"] = "small"
+            m = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            h += [f"o:{m}", json.dumps(p, separators=(",", ":")), f"v:{m}", str(i + 1)]
+            z += ["0", m]
+        cmds += [resp(*h), resp(*z)]
+    cmds.append(resp("SET", "pc:rv", str(N + 5)))
+    r = subprocess.run(["redis-cli", "-p", str(redis), "--pipe"], input=b"".join(cmds), capture_output=True,
+                       timeout=60)
+    assert r.returncode == 0 and b"errors: 0" in r.stdout, r.stdout + r.stderr
+
+
+REDIS = services.start_redis(fsync="everysec")
+fill(REDIS)
+
+
+def start(bound_mb):
+    proc, port, log = services.start_pelotond(REDIS, f"--list-memory-mb={bound_mb}")
+    return proc, port, log
+
+
+def metrics(port):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("peloton_apiserver_list_memory"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def held(port):
+    return metrics(port).get("peloton_apiserver_list_memory_bytes", 0)
+
+
+def refusals(port, when):
+    return metrics(port).get(f'peloton_apiserver_list_memory_refusals_total{{when="{when}"}}', 0)
+
+
+def get(port, path, headers=None, timeout=120):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request("GET", path, headers=headers or {})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r, body
+
+
+def stalled_list(port):
+    """A whole list of pods from a client that reads nothing: its items stay held."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(b"GET /api/v1/pods HTTP/1.1\r\nHost: x\r\n\r\n")
+    last = [-1.0]
+
+    def steady():  # read, given back to history, and as much sent as the stream takes: held stops moving
+        h = held(port)
+        done = h > 0 and h == last[0]
+        last[0] = h
+        return done
+    services.wait_until(steady, timeout=60, what="the stalled list's items held", every=0.5)
+    return s, last[0]
+
+
+def expect_429(r, body, what):
+    assert r.status == 429, (what, r.status, body[:300])
+    st = json.loads(body)
+    assert st["kind"] == "Status" and st["reason"] == "TooManyRequests" and st["code"] == 429, st
+    assert r.getheader("Retry-After") == "1", r.getheaders()
+    assert st["details"]["retryAfterSeconds"] == 1, st
+    assert "--list-memory-mb" in st["message"] and "limit" in st["message"], st["message"]
+
+
+def test_a_held_list_keeps_its_items_packed_and_new_whole_lists_wait():
+    proc, port, log = start(BOUND_MB)
+    try:
+        s, h = stalled_list(port)
+        # 40,000 pods of ~470 bytes as JSON: several thousand sent into the stream's 4 MiB, the rest held
+        # packed (about a quarter of their JSON, with their names and slots); unpacked they would be >12 MB
+        assert BOUND_MB / 2 * (1 << 20) <= h < 10e6, h
+        print(f"held by the stalled list: {h / 1e6:.2f} MB for at most {N} pods "
+              f"(bound {BOUND_MB} MiB: new whole lists wait from {BOUND_MB / 2} MiB)")
+        r, body = get(port, "/api/v1/pods")
+        expect_429(r, body, "a second whole list")
+        r, body = get(port, "/api/v1/pods?watch=true")
+        expect_429(r, body, "a watch without a resourceVersion")
+        assert refusals(port, "start") == 2
+        r, body = get(port, "/api/v1/namespaces/small/pods")  # one page: served whole, as ever
+        assert r.status == 200 and len(json.loads(body)["items"]) == 5, (r.status, body[:200])
+        r, body = get(port, "/api/v1/pods?limit=500")
+        page = json.loads(body)
+        assert r.status == 200 and len(page["items"]) == 500 and page["metadata"]["continue"], r.status
+        kc = services.kubeconfig(port)
+        out = services.kubectl(kc, "get", "pods", "-A", "--no-headers", timeout=120)
+        assert len(out.splitlines()) == N + 5, len(out.splitlines())
+        s.close()
+        services.wait_until(lambda: held(port) == 0, timeout=30, what="the memory given back")
+        r, body = get(port, "/api/v1/pods")
+        assert r.status == 200 and len(json.loads(body)["items"]) == N + 5, r.status
+        assert held(port) == 0
+    finally:
+        services.stop(proc)
+
+
+def test_a_list_past_the_bound_ends_and_gives_its_memory_back():
+    proc, port, log = start(1)
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("GET", "/api/v1/pods")
+        r = c.getresponse()
+        assert r.status == 200  # the head went with the first page
+        try:
+            body = r.read()
+            broken = False
+        except http.client.IncompleteRead:
+            broken = True
+        c.close()
+        assert broken, "the list past the bound was sent whole: %d bytes" % len(body)
+        assert refusals(port, "reading") == 1
+        services.wait_until(lambda: held(port) == 0, timeout=30, what="the memory given back")
+        # a watch without a resourceVersion: 410 Expired, as client-go expects (it lists again, in pages)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("GET", "/api/v1/pods?watch=true")
+        r = c.getresponse()
+        assert r.status == 200
+        ev = json.loads(r.readline())
+        c.close()
+        assert ev["type"] == "ERROR" and ev["object"]["code"] == 410, ev
+        assert ev["object"]["reason"] == "Expired" and "--list-memory-mb" in ev["object"]["message"], ev
+        assert refusals(port, "reading") == 2
+        services.wait_until(lambda: held(port) == 0, timeout=30, what="the memory given back")
+        r, body = get(port, "/healthz")
+        assert r.status == 200 and body == b"ok"
+        r, body = get(port, "/api/v1/namespaces/small/pods")
+        assert r.status == 200 and len(json.loads(body)["items"]) == 5
+        assert "list of pods ended: its items passed --list-memory-mb" in open(log).read()
+    finally:
+        services.stop(proc)
+
+
+def test_a_table_watch_without_resource_version_sends_every_row():
+    """A Table watch (kubectl get -w's Accept) keeps its items packed too and
+    makes each row when it sends it."""
+    proc, port, log = start(BOUND_MB)
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("GET", "/api/v1/namespaces/small/pods?watch=true",
+                  headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+        r = c.getresponse()
+        assert r.status == 200
+        names = []
+        for _ in range(5):
+            ev = json.loads(r.readline())
+            assert ev["type"] == "ADDED" and ev["object"]["kind"] == "Table", ev
+            names += [row["cells"][0] for row in ev["object"]["rows"]]
+        c.close()
+        assert names == [f"p{i:06d}" for i in range(N, N + 5)], names
+    finally:
+        services.stop(proc)
+
+
+if __name__ == "__main__":
+    run_tests("test_list_memory", globals())
