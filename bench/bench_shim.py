@@ -7,7 +7,7 @@ redis-server on loopback. Prints figures; passes or fails nothing.
   list           100,000 pods: one unpaged list, and pages of 500 (kubectl's)
   healthz        /healthz latency (p50/p99/max, polled every 2 ms from another
                  process) while the unpaged list of 100,000 pods runs, and
-                 pelotond's CPU per listed pod; a spec.nodeName field selector
+                 pelotond's CPU and peak RSS rise per listed pod; a spec.nodeName field selector
                  list's time (pods by node come from an index)
 """
 import subprocess
@@ -193,21 +193,38 @@ def cpu_ticks():
     return int(v[11]) + int(v[12])
 
 
+def status_kib(key):
+    with open(f"/proc/{PROC.pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
 def bench_list_healthz():
     out = os.path.join(services.tempdir(), "lat")
     poller = subprocess.Popen([sys.executable, "-c", POLLER, str(PORT), out])
     time.sleep(0.5)
     c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=300)
+    try:  # the peak RSS from here (5: reset VmHWM to the current RSS; needs the right to, else the old peak)
+        with open(f"/proc/{PROC.pid}/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    rss0 = status_kib("VmRSS")
     t0, ticks = time.monotonic(), cpu_ticks()
     c.request("GET", PODS)
     n = len(json.loads(c.getresponse().read())["items"])
     wall, cpu = time.monotonic() - t0, (cpu_ticks() - ticks) / os.sysconf("SC_CLK_TCK")
+    peak = max(0, status_kib("VmHWM") - rss0) * 1024
     open(out + ".stop", "w").close()
     poller.wait(60)
     lat = sorted(float(x) * 1000 for x in open(out).read().split())
     load = " ".join(open("/proc/loadavg").read().split()[:3])
     report(f"list {n} pods (unpaged) under /healthz polls", wall * 1000, "ms")
     report("  pelotond CPU per listed pod", cpu * 1e6 / max(n, 1), "us/pod")
+    report("  pelotond peak RSS rise per listed pod", peak / max(n, 1), "B/pod",
+           "(the items held until sent, packed)")
     report("  /healthz p50 during the list", lat[len(lat) // 2], "ms")
     report("  /healthz p99 during the list", lat[int(len(lat) * 0.99)], "ms")
     report("  /healthz max during the list", lat[-1], "ms", f"(target < 100 ms; load {load})")

@@ -15,7 +15,8 @@ together, which `peloton_apiserver_list_memory_bytes` shows:
   and `kubectl get pods -A` are served as usual;
 - the reader gone, the memory is given back and a whole list is served whole;
 - with a bound smaller than one list, the list ends cut short (the client
-  sees a broken body), a watch without a resourceVersion gets 410 Expired,
+  sees a broken body: HTTP/1.1 without its last chunk, an HTTP/2 stream
+  reset), a watch without a resourceVersion gets 410 Expired,
   the memory is given back, and pelotond goes on serving.
 
 40,000 pods are written straight into Redis in the store's layout before
@@ -77,14 +78,17 @@ REDIS = services.start_redis(fsync="everysec")
 fill(REDIS)
 
 
-def start(bound_mb):
-    proc, port, log = services.start_pelotond(REDIS, f"--list-memory-mb={bound_mb}")
+def start(bound_mb, *flags):
+    proc, port, log = services.start_pelotond(REDIS, f"--list-memory-mb={bound_mb}", *flags)
     return proc, port, log
+
+
+AUTH = {}  # the bearer token, for a pelotond started with one
 
 
 def metrics(port):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    c.request("GET", "/metrics")
+    c.request("GET", "/metrics", headers=AUTH)
     text = c.getresponse().read().decode()
     c.close()
     out = {}
@@ -105,7 +109,7 @@ def refusals(port, when):
 
 def get(port, path, headers=None, timeout=120):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    c.request("GET", path, headers=headers or {})
+    c.request("GET", path, headers={**AUTH, **(headers or {})})
     r = c.getresponse()
     body = r.read()
     c.close()
@@ -169,10 +173,15 @@ def test_a_held_list_keeps_its_items_packed_and_new_whole_lists_wait():
 
 
 def test_a_list_past_the_bound_ends_and_gives_its_memory_back():
-    proc, port, log = start(1)
+    d = services.tempdir()
+    with open(os.path.join(d, "token"), "w") as f:
+        f.write("tok\n")
+    proc, port, log = start(1, "--tls-port=0", f"--tls-dir={d}/tls", f"--token-file={d}/token")
+    tport = services.start_pelotond.tls_port
+    AUTH["Authorization"] = "Bearer tok"
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        c.request("GET", "/api/v1/pods")
+        c.request("GET", "/api/v1/pods", headers=AUTH)
         r = c.getresponse()
         assert r.status == 200  # the head went with the first page
         try:
@@ -183,17 +192,24 @@ def test_a_list_past_the_bound_ends_and_gives_its_memory_back():
         c.close()
         assert broken, "the list past the bound was sent whole: %d bytes" % len(body)
         assert refusals(port, "reading") == 1
+        # over HTTP/2 (TLS, ALPN) the stream is reset: curl reports a stream error, not a short body
+        out = os.path.join(d, "body")
+        p = subprocess.run(["curl", "-s", "--http2", "--cacert", f"{d}/tls/apiserver.crt", "-H",
+                            "Authorization: Bearer tok", "-o", out, "-w", "%{http_version} %{http_code}",
+                            f"https://127.0.0.1:{tport}/api/v1/pods"], capture_output=True, text=True, timeout=60)
+        assert p.stdout.split() == ["2", "200"] and p.returncode != 0, (p.returncode, p.stdout, p.stderr)
+        assert refusals(port, "reading") == 2
         services.wait_until(lambda: held(port) == 0, timeout=30, what="the memory given back")
         # a watch without a resourceVersion: 410 Expired, as client-go expects (it lists again, in pages)
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        c.request("GET", "/api/v1/pods?watch=true")
+        c.request("GET", "/api/v1/pods?watch=true", headers=AUTH)
         r = c.getresponse()
         assert r.status == 200
         ev = json.loads(r.readline())
         c.close()
         assert ev["type"] == "ERROR" and ev["object"]["code"] == 410, ev
         assert ev["object"]["reason"] == "Expired" and "--list-memory-mb" in ev["object"]["message"], ev
-        assert refusals(port, "reading") == 2
+        assert refusals(port, "reading") == 3
         services.wait_until(lambda: held(port) == 0, timeout=30, what="the memory given back")
         r, body = get(port, "/healthz")
         assert r.status == 200 and body == b"ok"
@@ -201,6 +217,7 @@ def test_a_list_past_the_bound_ends_and_gives_its_memory_back():
         assert r.status == 200 and len(json.loads(body)["items"]) == 5
         assert "list of pods ended: its items passed --list-memory-mb" in open(log).read()
     finally:
+        AUTH.clear()
         services.stop(proc)
 
 
