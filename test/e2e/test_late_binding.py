@@ -25,10 +25,8 @@ binding's own Redis script call, and answers a stale one 409 Conflict.
 
 Every wait is bounded; every process is stopped."""
 import json
-import os
 import re
 import signal
-import subprocess
 import time
 
 import netproxy
@@ -48,15 +46,9 @@ CTLS = []
 
 
 def start_ctl(name, port, *roles):
-    d = services.tempdir()
-    log = os.path.join(d, f"{name}.log")
-    p = subprocess.Popen([services.PELOTOND, *roles, f"--server=http://127.0.0.1:{port}",
-                          f"--redis=127.0.0.1:{REDIS}", f"--lease-ms={LEASE_MS}", "--restart-backoff-ms=200"],
-                         stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    services._procs.append(p)
+    p, log = services.start_controllers(name, port, REDIS, *roles, f"--lease-ms={LEASE_MS}",
+                                        "--restart-backoff-ms=200")
     CTLS.append((p, log))
-    wait_until(lambda: "controllers running" in open(log).read() or p.poll() is not None, 20, f"{name} to start")
-    assert p.poll() is None, open(log).read()[-3000:]
     return p, log
 
 
