@@ -53,6 +53,14 @@ class Proxy:
         """Sends what was held (in order, on its connection) and holds nothing more."""
         self.holding = False
         self.released.set()
+        with self.lock:
+            held = list(self.held)
+        for st in held:  # a live client sends nothing more that would carry them along
+            with st["lock"]:
+                try:
+                    self._flush_held(st["u"], st)
+                except OSError:
+                    pass
 
     def held_answers(self):
         """What the upstream answered on the connections that were held, one bytes string each."""
@@ -77,7 +85,7 @@ class Proxy:
                 continue
             self._track(c)
             self._track(u)
-            state = {"watch": False, "held": None, "answers": bytearray()}
+            state = {"watch": False, "held": None, "answers": bytearray(), "u": u, "lock": threading.Lock()}
             threading.Thread(target=self._up, args=(c, u, state), daemon=True).start()
             threading.Thread(target=self._down, args=(u, c, state), daemon=True).start()
 
@@ -100,18 +108,20 @@ class Proxy:
                     state["held"] = []
                     with self.lock:
                         self.held.append(state)
-                if state["held"] is not None and not self.released.is_set():
-                    state["held"].append(b)
-                    with self.lock:
-                        self.held_binds += b.count(b"/binding")
-                    continue
-                self._flush_held(u, state)
-                u.sendall(b)
+                with state["lock"]:  # against release()'s flush: the bytes keep their order
+                    if state["held"] is not None and not self.released.is_set():
+                        state["held"].append(b)
+                        with self.lock:
+                            self.held_binds += b.count(b"/binding")
+                        continue
+                    self._flush_held(u, state)
+                    u.sendall(b)
             if state["held"] is not None:
                 # the client is gone, or done: its requests held still reach
                 # the server, which is left open to answer them
                 self.released.wait(hold_max)
-                self._flush_held(u, state)
+                with state["lock"]:
+                    self._flush_held(u, state)
                 return
         except OSError:
             pass

@@ -15,13 +15,18 @@ binding's own Redis script call, and answers a stale one 409 Conflict.
   unbound; a malformed one is a 400.
 - The late Binding: engine A (--roles=placement, a 2 s lease) reaches the
   API server through a proxy that holds its Bindings back
-  (test/e2e/netproxy.py, hold()); A binds two pods of 1 cpu onto the one
-  node of 2 cpus, and is killed while the proxy holds them. Engine B takes
-  the lease, catches up and binds two more pods there (all four ask for
-  that node; a second node gives the pool the room to admit them). Then the proxy lets
-  A's Bindings go: before the fence they were stored (four pods of 1 cpu on
-  a node of 2, the kubelet refusing two OutOfcpu); now they are refused 409
-  and the node holds B's two.
+  (test/e2e/netproxy.py, hold()); A binds two pods of 1 cpu onto a node of
+  2 cpus, and is killed while the proxy holds them. Engine B takes the
+  lease, catches up and binds two more pods there (all four ask for that
+  node; the other nodes give the pool the room to admit them). Then the
+  proxy lets A's Bindings go: before the fence they were stored (four pods
+  of 1 cpu on a node of 2, the kubelet refusing two OutOfcpu); now they are
+  refused 409 and the node holds B's two.
+- A live engine whose term moved on: engine C (through the proxy) leads
+  once B is killed; its Binding is held while the epoch is moved on behind
+  its back (the lease key left its own), then refused: C logs it, the pod
+  stays unbound, C's term ends at its next fenced Redis write, and C takes
+  the lease again at once (the key holds its own id) in a new term.
 
 Every wait is bounded; every process is stopped."""
 import json
@@ -41,7 +46,7 @@ REDIS = services.start_redis()
 PROC, PORT, LOG = services.start_pelotond(REDIS)
 KUBECONFIG = services.kubeconfig(PORT)
 PROXY = netproxy.Proxy(PORT)
-SIM, SIM_ERR = services.start_kubelet_sim(KUBECONFIG, "--nodes=2", "--name-prefix=lb-", "--cpu=2", expect=2)
+SIM, SIM_ERR = services.start_kubelet_sim(KUBECONFIG, "--nodes=3", "--name-prefix=lb-", "--cpu=2", expect=3)
 CTLS = []
 
 
@@ -92,6 +97,12 @@ def node_of(name):
 
 
 HAND = ("hand-0", "hand-1", "hand-2", "hand-3", "hand-4")
+
+
+def answers():
+    """(code, body) of each answer the API server gave on the connections the proxy held."""
+    return [(int(code), json.loads(body)) for a in PROXY.held_answers()
+            for code, body in re.findall(rb"HTTP/1\.1 (\d{3}) .*?\r\n\r\n(\{.*?\})(?=HTTP/|$)", a, re.S)]
 
 
 def test_api_binding_with_and_without_an_epoch():
@@ -176,14 +187,10 @@ def test_late_binding_of_an_ended_term_is_refused():
                {"late-2", "late-3"}, 20, "B to bind its two pods")
     PROXY.release()
 
-    def answers():
-        return [(int(code), body) for a in PROXY.held_answers()
-                for code, body in re.findall(rb"HTTP/1\.1 (\d{3}) .*?\r\n\r\n(\{.*?\})(?=HTTP/|$)", a, re.S)]
     wait_until(lambda: len(answers()) >= 2, 20, "the API server's answers to A's late Bindings")
     got = answers()
-    print("  A's late Bindings:", [(c, json.loads(b).get("message")) for c, b in got])
-    for code, body in got:
-        st = json.loads(body)
+    print("  A's late Bindings:", [(c, st.get("message")) for c, st in got])
+    for code, st in got:
         assert code == 409 and st.get("reason") == "Conflict", (code, st)
         assert f"epoch {epoch_a} has ended" in st["message"] and f"{EPOCH_KEY} holds {epoch_b}" in st["message"], st
     time.sleep(2)  # the kubelet runs what is bound
@@ -194,6 +201,39 @@ def test_late_binding_of_an_ended_term_is_refused():
         assert p.get("status", {}).get("reason") not in ("OutOfcpu", "OutOfpods"), (n, p["status"])
     wait_until(lambda: all(pods("late-")[n].get("status", {}).get("phase") == "Running" for n in bound), 30,
                "B's two pods running")
+
+
+def test_a_live_engine_whose_term_moved_on_gets_its_binding_refused():
+    (b, b_log), = [(p, log) for p, log in CTLS if log.endswith("b.log")]
+    c, c_log = start_ctl("c", PROXY.port, "--roles=placement")
+    b.send_signal(signal.SIGKILL)
+    b.wait(timeout=10)
+    wait_until(lambda: log_has(c_log, "placement: caught up with the store"), 20, "engine C to lead and catch up")
+    e = int(epoch())
+    held = PROXY.held_binds
+    PROXY.hold()
+    create(pod("late-4", "lb-1"))
+    wait_until(lambda: PROXY.held_binds > held, 20, "C's Binding, held by the proxy")
+    # a newer term's epoch, as a new holder would write it (the lease key left as it is: C's)
+    assert services.redis_call(REDIS, "INCR", EPOCH_KEY) == e + 1
+    PROXY.release()
+
+    def refusal():
+        return [st for code, st in answers() if code == 409 and '"late-4"' in st.get("message", "")]
+    wait_until(refusal, 20, "the API server's answer to C's Binding")
+    assert f"epoch {e} has ended" in refusal()[0]["message"] and f"holds {e + 1}" in refusal()[0]["message"], refusal()
+    # C's next fenced Redis write (its retry-queue mover, every 100 ms) is
+    # refused too: the term ends, and the key, still C's, is taken again at once
+    wait_until(lambda: log_has(c_log, f'msg="placement: leader" epoch={e + 2}'), 20, "C's next term")
+    assert 'msg="placement: lost the lease" epoch=%d reason=stale-epoch' % e in open(c_log).read()
+    assert node_of("late-4") is None
+    # the engine logs the refusal when the answer comes before that write
+    # (the usual order: milliseconds against up to 100 ms); else its term
+    # has stopped and the answer is dropped with it
+    line = [x for x in open(c_log) if "placement: binding refused: this term has ended" in x]
+    if line:
+        assert "pod=default/late-4" in line[0] and f"epoch={e} " in line[0] and f"holds {e + 1}" in line[0], line
+    print("  C:", line[0].strip() if line else "(its term ended before the answer came)")
 
 
 def test_clean_shutdown():
