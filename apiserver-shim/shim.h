@@ -197,10 +197,13 @@ json_t *shim_patch_preview(struct shim *s, const struct shim_resource *r, const 
 void shim_write_status(struct shim *s, const struct shim_resource *r, const char *ns, const char *name,
                        const struct http_request *req, struct http_response *resp);
 /* event_src: the component in whose name the Scheduled Event is made once
- * the pod is bound (shim_scheduled_event); NULL for none. */
+ * the pod is bound (shim_scheduled_event); NULL for none. epoch: the
+ * placement term's (labels.h, PELOTON_PLACEMENT_EPOCH_ARG; checked decimal
+ * digits), bound only while the placement lease's epoch key holds it; NULL
+ * for none. */
 void shim_write_binding(struct shim *s, const struct shim_resource *pods, const char *ns, const char *name,
-                        json_t *binding, const char *node, const char *event_src, const struct http_request *req,
-                        struct http_response *resp);
+                        json_t *binding, const char *node, const char *event_src, const char *epoch,
+                        const struct http_request *req, struct http_response *resp);
 
 /* ---- validation of every write (shim_validate.c) ----
  * Checks obj (what a create, update or patch would store; Secrets' stringData

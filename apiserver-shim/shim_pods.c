@@ -10,6 +10,7 @@
 #include "shim.h"
 #include "shim_auth.h"
 #include "jparse.h"
+#include "labels.h"
 #include "shim_proto.h"
 
 /* The core group's built-in resource plural. */
@@ -85,13 +86,27 @@ static bool component_ok(const char *c) {
     return true;
 }
 
+/* A placement term's epoch: 1 to 19 decimal digits, not all zeros (the
+ * lease's INCR starts at 1). */
+static bool epoch_ok(const char *e) {
+    size_t n = strlen(e);
+    if (!n || n > 19 || strspn(e, "0123456789") != n) return false;
+    return strspn(e, "0") != n;
+}
+
 void shim_pod_binding(struct shim *s, const char *ns, const char *name, const struct http_request *req,
                       struct http_response *resp) {
     const struct shim_resource *pods = pods_resource();
     const char *event_src = http_req_arg(req, SHIM_SCHEDULED_EVENT_ARG);
+    const char *epoch = http_req_arg(req, PELOTON_PLACEMENT_EPOCH_ARG);
     if (event_src && !component_ok(event_src)) {
         shim_status(resp, 400, "BadRequest", NULL, "%s must name a component: 1 to 63 lower-case letters, digits, "
                     "'-' or '.'", SHIM_SCHEDULED_EVENT_ARG);
+        return;
+    }
+    if (epoch && !epoch_ok(epoch)) {
+        shim_status(resp, 400, "BadRequest", NULL, "%s must be a placement term's epoch: a positive decimal number "
+                    "of at most 19 digits", PELOTON_PLACEMENT_EPOCH_ARG);
         return;
     }
     if (event_src && !shim_sec_may(s, "create", "events", ns, resp)) return; /* the Event is the user's write too */
@@ -121,7 +136,7 @@ void shim_pod_binding(struct shim *s, const char *ns, const char *name, const st
         shim_status(resp, 400, "BadRequest", NULL, "the Binding could not be decoded: metadata.annotations must "
                     "map strings to strings");
     } else {
-        shim_write_binding(s, pods, ns, name ? name : bname, b, node, event_src, req, resp);
+        shim_write_binding(s, pods, ns, name ? name : bname, b, node, event_src, epoch, req, resp);
         return;
     }
     json_decref(b);

@@ -21,6 +21,7 @@
 #include "shim.h"
 #include "shim_auth.h"
 #include "jparse.h"
+#include "labels.h"
 #include "patch.h"
 #include "shim_proto.h"
 #include "validate.h"
@@ -38,6 +39,7 @@ struct write_req {
     const char *node;    /* binding: the target node (in body) */
     char event_src[64];  /* binding: the component whose Scheduled Event to make ("": none) */
     char ename[STORE_MAX_NAME + 1]; /* ... and that Event's name, once made */
+    char epoch[24];      /* binding: the placement term's epoch it is fenced by ("": none; labels.h) */
     struct http_deferred *d;
     struct audit_rec *audit; /* a deferred reply: the request's audit record (shim_auth.h) */
     /* an error answer chosen by the modify function */
@@ -352,6 +354,12 @@ static void answer(struct write_req *w, int rc, const char *err, const json_t *o
         if (w->err_code) {
             shim_status(resp, w->err_code, w->err_reason, w->err_details, "%s", err);
             w->err_details = NULL;
+        } else if (rc == STORE_EFENCED) { /* a Binding of a placement term that has ended: nothing bound */
+            json_t *d = json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}]}", "name", w->name, "kind", "pods", "causes",
+                                  "reason", PELOTON_PLACEMENT_TERM_ENDED, "message", err, "field",
+                                  PELOTON_PLACEMENT_EPOCH_ARG);
+            shim_status(resp, 409, "Conflict", d, "Operation cannot be fulfilled on pods/binding \"%s\": the "
+                        "placement term of epoch %s has ended (%s); the pod was not bound", w->name, w->epoch, err);
         } else {
             shim_store_error_msg(resp, rc, w->r, w->name, rc == STORE_NO_NAMESPACE ? w->ns : err);
         }
@@ -427,6 +435,9 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
     struct shim *s = w->s;
     const struct shim_resource *r = w->r;
     const char *ns = r->namespaced ? w->ns : "";
+    /* a Binding of a placement term: stored only while the term lasts */
+    const struct store_fence *fence =
+        w->epoch[0] ? &(struct store_fence){.key = PELOTON_PLACEMENT_EPOCH_KEY, .value = w->epoch} : NULL;
     /* RBAC kinds synchronously: the authorizer's index is rebuilt after the request (shim_auth.c) */
     bool rbac = !strcmp(r->group, "rbac.authorization.k8s.io");
     if (s->astore && !r->custom && !is_crd(r) && !rbac && (w->d = http_defer(req))) {
@@ -444,9 +455,9 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
             rc = w->kind == WK_CREATE
                      ? store_async_create(s->astore, r->store_key, ns, json_incref(create_obj), r->namespaced,
                                           on_written, w, err, sizeof err)
-                     : store_async_modify_attach(s->astore, r->store_key, ns, w->name, modify_fn(w->kind),
-                                                 w->kind == WK_BINDING ? binding_attach : NULL, w, on_written, w,
-                                                 err, sizeof err);
+                     : store_async_modify_fenced(s->astore, r->store_key, ns, w->name, modify_fn(w->kind),
+                                                 w->kind == WK_BINDING ? binding_attach : NULL, fence, w, on_written,
+                                                 w, err, sizeof err);
         if (!rc) return; /* on_written answers */
         s->obs_deferred = false;
         http_undefer(w->d);
@@ -457,7 +468,8 @@ static void run_write(struct write_req *w, json_t *create_obj, const struct http
     }
     json_t *out = NULL;
     int rc = w->kind == WK_CREATE ? store_create(s->st, r->store_key, ns, create_obj, &out)
-                                  : store_modify(s->st, r->store_key, ns, w->name, modify_fn(w->kind), w, &out, NULL);
+                                  : store_modify_fenced(s->st, r->store_key, ns, w->name, modify_fn(w->kind), w,
+                                                        fence, &out, NULL);
     answer(w, rc, rc == STORE_NO_NAMESPACE ? w->ns : store_errmsg(s->st), out, NULL, 0, NULL, resp);
     json_decref(out);
     write_free(w);
@@ -582,8 +594,8 @@ void shim_write_status(struct shim *s, const struct shim_resource *r, const char
 }
 
 void shim_write_binding(struct shim *s, const struct shim_resource *pods, const char *ns, const char *name,
-                        json_t *binding, const char *node, const char *event_src, const struct http_request *req,
-                        struct http_response *resp) {
+                        json_t *binding, const char *node, const char *event_src, const char *epoch,
+                        const struct http_request *req, struct http_response *resp) {
     struct write_req *w = write_new(s, pods, WK_BINDING, ns, name, 201, binding);
     if (!w) {
         shim_status(resp, 500, "InternalError", NULL, "out of memory");
@@ -591,5 +603,6 @@ void shim_write_binding(struct shim *s, const struct shim_resource *pods, const 
     }
     w->node = node; /* inside binding, which w keeps */
     snprintf(w->event_src, sizeof w->event_src, "%s", event_src ? event_src : "");
+    snprintf(w->epoch, sizeof w->epoch, "%s", epoch ? epoch : "");
     run_write(w, NULL, req, resp);
 }

@@ -30,6 +30,17 @@ static const char RENEW[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
                             "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
 static const char RELEASE[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
                               "return redis.call('DEL', KEYS[1]) else return 0 end";
+/* A new term: the key taken when it is free or still holds this
+ * contender's own id, and the epoch moved on, atomically; the new epoch,
+ * or 0 when another holds the key. A key that holds the contender's id
+ * outlived its last term (a Redis failover that kept it, a term ended by
+ * the holder's own clock or by a refused write): nobody took the lease
+ * since (an acquisition replaces the value), so waiting it out would only
+ * leave the role without a holder for up to a lease. */
+static const char ACQUIRE[] = "local v = redis.call('GET', KEYS[1]) "
+                              "if v and v ~= ARGV[1] then return 0 end "
+                              "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+                              "return redis.call('INCR', KEYS[2])";
 
 static uint64_t mono_ms(void) { return uv_hrtime() / 1000000; }
 
@@ -86,17 +97,10 @@ static void on_tick(uv_timer_t *t) {
         extend(l, now);
         return;
     }
-    redisReply *rep = ctl_redis(l->db, "SET %s %s NX PX %u", l->key, l->id, l->lease_ms);
-    bool got = rep && rep->type == REDIS_REPLY_STATUS;
-    freeReplyObject(rep);
-    if (!got) return;
-    rep = ctl_redis(l->db, "INCR %s", l->epoch_key);
+    redisReply *rep = ctl_redis(l->db, "EVAL %s 2 %s %s %s %u", ACQUIRE, l->key, l->epoch_key, l->id, l->lease_ms);
     long long epoch = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
     freeReplyObject(rep);
-    if (!epoch) { /* no fencing token, no term: give the key back and try later */
-        freeReplyObject(ctl_redis(l->db, "EVAL %s 1 %s %s", RELEASE, l->key, l->id));
-        return;
-    }
+    if (epoch <= 0) return; /* another holds it, or Redis failed: nothing taken */
     l->held = true;
     l->stale = false;
     l->refused = 0;

@@ -1,8 +1,11 @@
 /* A singleton role's lease in Redis (docs/architecture.md, "Roles and processes"):
- * the key peloton:<role>:leader holds the holder's id for lease_ms (SET NX
- * PX); the holder renews it every third of that, by a script that extends
- * it only while it still holds the holder's id; every acquisition bumps
- * peloton:<role>:epoch, the fencing token of the term.
+ * the key peloton:<role>:leader holds the holder's id for lease_ms; the
+ * holder renews it every third of that, by a script that extends it only
+ * while it still holds the holder's id. A contender takes it by a script
+ * that sets it when it is free or still holds the contender's own id (a
+ * key that outlived the contender's last term: nobody took the lease
+ * since), and in the same call bumps peloton:<role>:epoch, the fencing
+ * token of the term.
  *
  * A renewal that fails ends the term. A holder paused or blocked past its
  * lease finds out at its next renewal: if the key still holds its id,

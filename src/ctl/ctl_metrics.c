@@ -169,6 +169,7 @@ void pl_metrics_init(struct pl_metrics *m, struct metrics *reg) {
                                     1, result);
     m->bindings = metrics_counter(reg, "peloton_placement_bindings_total",
                                   "Bindings posted, by result: bound, conflict (409: bound already), gone (404), "
+                                  "fenced (409: the engine's term has ended, a newer one has begun), "
                                   "failed (refused: retried), unknown (no answer or a 5xx: the pod is read).",
                                   1, result);
     m->place_wait = metrics_histogram(reg, "peloton_placement_wait_seconds",

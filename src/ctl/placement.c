@@ -74,6 +74,8 @@ struct placement {
     uint64_t catchup_since; /* loop ms when R was read */
     unsigned catchup_fails; /* reads of R that failed */
     bool pods_late, nodes_late; /* joined a feed that had listed before R was read: listed again at once if behind */
+    long long epoch;            /* the term's (its lease's fencing token), sent with each Binding; 0: no lease */
+    bool fenced;                /* a Binding of this term was refused as stale (logged once) */
 };
 
 /* Pods bound and not yet seen running that bound -> Running waits for; past
@@ -201,10 +203,20 @@ static void on_bound(void *ud, const struct kc_response *res) {
         return;
     }
     if (p->claiming && b->uid) pl_claims_settle(&p->claims, b->node, b->uid, res->status >= 200 && res->status < 300);
+    /* a Binding of this term refused because a newer term has begun (the
+     * API server's fence, labels.h): not bound, and this engine's term is
+     * over (its next fenced Redis write is refused too, which ends it) */
+    bool fenced = res->status == 409 && res->raw && strstr(res->raw, PELOTON_PLACEMENT_TERM_ENDED);
     metrics_inc(metrics_series1(p->m.bindings, res->status >= 200 && res->status < 300 ? "bound"
+                                               : fenced                                ? "fenced"
                                                : res->status == 409                    ? "conflict"
                                                : res->status == 404                    ? "gone"
                                                                                        : "failed"));
+    if (fenced && !p->fenced) {
+        p->fenced = true;
+        fprintf(stderr, "level=warn msg=\"placement: binding refused: this term has ended\" pod=%s/%s node=%s "
+                "epoch=%lld error=\"%s\"\n", b->ns, b->name, b->node, p->epoch, res->error ? res->error : "");
+    }
     if (res->status >= 200 && res->status < 300) {
         /* the Event kube-scheduler posts for each pod it binds: made by our
          * API server with the binding, whose answer then names it (a Status
@@ -223,8 +235,9 @@ static void on_bound(void *ud, const struct kc_response *res) {
             strmap_put(&p->bound_at, key, (void *)(uintptr_t)(now ? now : 1), NULL);
         }
     } else {
-        /* already bound elsewhere (409) or gone (404): nothing to retry; else
-         * (refused: 4xx) try the gang again */
+        /* already bound elsewhere (409), gone (404) or refused for a term
+         * that has ended (409: the gang is the next term's): nothing to
+         * retry; else (refused: 4xx) try the gang again */
         cluster_forget(p->cm, b->ns, b->name);
         if (res->status != 409 && res->status != 404) {
             fprintf(stderr, "level=warn msg=\"placement: bind %s/%s to %s: %ld %s\"\n", b->ns, b->name, b->node,
@@ -363,10 +376,14 @@ static void bind_pod(struct placement *p, const char *gang, struct cm_pod *pod, 
     struct bind_ctx *b = bind_ctx_new(p, gang, pod, node);
     if (!b) return;
     b->t0 = metrics_now_ns();
-    char path[640];
+    char path[700], epoch[48] = "";
     b->event_asked = ctl_events_on();
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding%s", pod->ns, pod->name,
-             b->event_asked ? "?scheduledEvent=" PL_COMPONENT : "");
+    /* a leased term's Binding names its epoch: the API server binds it only
+     * while no newer term has begun (labels.h) */
+    if (p->epoch)
+        snprintf(epoch, sizeof epoch, "%c" PELOTON_PLACEMENT_EPOCH_ARG "=%lld", b->event_asked ? '&' : '?', p->epoch);
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding%s%s", pod->ns, pod->name,
+             b->event_asked ? "?scheduledEvent=" PL_COMPONENT : "", epoch);
     /* the Binding as text: built as a tree and dumped, it cost more than the rest of the binding */
     char *body = NULL;
     size_t len = 0, cap = 0;
@@ -731,6 +748,7 @@ struct placement *placement_start(const struct ctl_env *env, const struct placem
      * feed the resource manager shares) lists with it, and its first
      * events decide */
     p->caught_up = !env->lease;
+    p->epoch = ctl_lease_epoch(env->lease); /* started at its term's start: that term's (0 without a lease) */
     p->pods_late = kc_informer_lists(p->pods) > 0;
     p->nodes_late = kc_informer_lists(p->nodes) > 0;
     if (!p->cm || !p->rec || !p->pods || !p->nodes || kc_informer_start(p->pods) || kc_informer_start(p->nodes)) {

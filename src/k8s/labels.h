@@ -47,6 +47,18 @@
 #define PA_ADMITTED_AT "peloton.io/admitted-at"
 #define PA_PLACED_AT "peloton.io/placed-at"
 
+/* pods/NAME/binding?placementEpoch=N: the epoch of the placement term
+ * whose engine decided the Binding (the placement lease's fencing token,
+ * ctl_lease.h). Our API server binds only while the lease's epoch key
+ * still holds N, checked in the binding's own script call (store.h,
+ * struct store_fence): a Binding of a term that has ended is refused 409
+ * Conflict (a cause of reason PELOTON_PLACEMENT_TERM_ENDED) and binds
+ * nothing. A Binding without it binds as in Kubernetes; another API
+ * server ignores the parameter. */
+#define PELOTON_PLACEMENT_EPOCH_ARG "placementEpoch"
+#define PELOTON_PLACEMENT_EPOCH_KEY "peloton:placement:epoch"
+#define PELOTON_PLACEMENT_TERM_ENDED "PlacementTermEnded"
+
 /* Host maintenance of a Node: requested as "draining" (with the Node
  * cordoned), set to "drained" by the host manager once nothing runs there. */
 #define PA_MAINTENANCE "peloton.io/maintenance"

@@ -66,6 +66,7 @@ const char *store_reason(int rc) {
     case STORE_ECONFLICT: return "Conflict";
     case STORE_NO_NAMESPACE: return "NotFound";
     case STORE_NS_TERMINATING: return "Forbidden";
+    case STORE_EFENCED: return "Conflict";
     case -ESTALE: return "Expired";
     case -EINVAL: return "Invalid";
     case -E2BIG: return "RequestEntityTooLarge";
@@ -81,6 +82,7 @@ int store_http_code(int rc) {
     case STORE_ECONFLICT: return 409;
     case STORE_NO_NAMESPACE: return 404;
     case STORE_NS_TERMINATING: return 403;
+    case STORE_EFENCED: return 409;
     case -ESTALE: return 410;
     case -EINVAL: return 422;
     case -E2BIG: return 413;
@@ -233,20 +235,22 @@ void store_close(struct store *s) {
     free(s);
 }
 
-/* One compare-and-set (or create when expected_rv is NULL) of obj; on success
+/* One compare-and-set (or create when expected_rv is NULL) of obj, the
+ * compare-and-set made only while fence (NULL: none) holds; on success
  * obj's resourceVersion is the new one. */
 static int write_obj(struct store *s, const char *res, const char *ns, const char *name,
-                     json_t *obj, const char *expected_rv, int del) {
+                     json_t *obj, const char *expected_rv, int del, const struct store_fence *fence) {
     struct store_blob b;
     struct store_cmd c;
     int rc = store_blob_encode(&s->cfg, &s->rng, obj, &b, s->err, sizeof s->err);
     if (rc) return rc;
-    if (expected_rv) store_build_cas(&c, &s->cfg, res, ns, name, expected_rv, del, &b);
+    if (expected_rv) store_build_cas(&c, &s->cfg, res, ns, name, expected_rv, del, &b, fence);
     else store_build_create(&c, &s->cfg, res, ns, name, &b);
     redisReply *r = run(s, &c, &rc);
     if (r) {
         uint64_t rv = 0;
         rc = store_decode_write(r, res, name, &rv, s->err, sizeof s->err);
+        if (rc == STORE_EFENCED) store_fence_message(fence, s->err, sizeof s->err);
         if (!rc) rc = replicated(s);
         if (!rc) {
             store_set_rv(obj, rv);
@@ -267,7 +271,7 @@ int store_create(struct store *s, const char *resource, const char *ns, const js
     s->err[0] = '\0';
     int rc = store_prepare_create(&s->rng, resource, ns, obj, &c, &name, s->err, sizeof s->err);
     if (rc) return rc;
-    rc = write_obj(s, resource, ns, name, c, NULL, 0);
+    rc = write_obj(s, resource, ns, name, c, NULL, 0, NULL);
     if (rc || !out) json_decref(c);
     else *out = c;
     return rc;
@@ -483,7 +487,7 @@ static int cas_write(struct store *s, const char *resource, const char *ns, cons
             else json_decref(cur);
             return 0;
         }
-        if (!rc) rc = write_obj(s, resource, ns, name, next, store_meta_str(cur, "resourceVersion"), del);
+        if (!rc) rc = write_obj(s, resource, ns, name, next, store_meta_str(cur, "resourceVersion"), del, NULL);
         json_decref(cur);
         if (!rc) {
             if (deleted) *deleted = del;
@@ -534,11 +538,17 @@ int store_update(struct store *s, const char *resource, const char *ns, const js
 
 int store_modify(struct store *s, const char *resource, const char *ns, const char *name, store_modify_fn fn,
                  void *fn_ud, json_t **out, int *deleted) {
+    return store_modify_fenced(s, resource, ns, name, fn, fn_ud, NULL, out, deleted);
+}
+
+int store_modify_fenced(struct store *s, const char *resource, const char *ns, const char *name, store_modify_fn fn,
+                        void *fn_ud, const struct store_fence *fence, json_t **out, int *deleted) {
     int rc;
     if (out) *out = NULL;
     if (deleted) *deleted = 0;
     s->err[0] = '\0';
     if ((rc = store_validate_key(resource, ns, name, s->err, sizeof s->err))) return rc;
+    if ((rc = store_fence_check(fence, s->err, sizeof s->err))) return rc;
     for (int attempt = 0; attempt < STORE_CAS_ATTEMPTS; attempt++) {
         json_t *cur = NULL, *next = NULL, *shaped = NULL;
         int unchanged = 0, del = 0, conditional = 0;
@@ -555,7 +565,7 @@ int store_modify(struct store *s, const char *resource, const char *ns, const ch
             else json_decref(cur);
             return 0;
         }
-        if (!rc) rc = write_obj(s, resource, ns, name, shaped, store_meta_str(cur, "resourceVersion"), del);
+        if (!rc) rc = write_obj(s, resource, ns, name, shaped, store_meta_str(cur, "resourceVersion"), del, fence);
         json_decref(cur);
         if (!rc) {
             if (deleted) *deleted = del;

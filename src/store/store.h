@@ -25,6 +25,8 @@
  *   -ESTALE  Expired (410): history or continue token compacted
  *   -EINVAL  Invalid (422) / BadRequest for a bad continue token
  *   -E2BIG   RequestEntityTooLarge (413)
+ *   STORE_EFENCED (-EOWNERDEAD) Conflict (409): a fenced write whose fence
+ *            key holds another value (store_modify_fenced)
  *   -EIO     Redis unreachable or replied an error (500)
  *   -ENOMEM  out of memory
  * store_reason() and store_http_code() give the Kubernetes Status fields.
@@ -48,6 +50,7 @@
 #define STORE_ECONFLICT (-EAGAIN)
 #define STORE_NO_NAMESPACE (-ENXIO) /* a create whose namespace does not exist (404) */
 #define STORE_NS_TERMINATING (-ESHUTDOWN) /* a create in a namespace being deleted (403) */
+#define STORE_EFENCED (-EOWNERDEAD) /* a fenced write refused: the fence's owner (a lease's term) has ended (409) */
 
 #define STORE_MAX_OBJECT_BYTES OBJ_MAX_BYTES /* etcd's default request limit (objlimits.h) */
 #define STORE_MAX_NAME 253                     /* DNS subdomain */
@@ -169,6 +172,25 @@ int store_update(struct store *s, const char *resource, const char *ns, const js
 typedef int (*store_modify_fn)(void *fn_ud, const json_t *cur, json_t **next, char *err, size_t errlen);
 int store_modify(struct store *s, const char *resource, const char *ns, const char *name, store_modify_fn fn,
                  void *fn_ud, json_t **out, int *deleted);
+
+/* A precondition outside the object: the write is made only while the
+ * Redis key `key` (as given, not under the store's prefix; at most
+ * STORE_FENCE_KEY_MAX bytes) holds `value` (at most STORE_FENCE_VALUE_MAX),
+ * checked in the write's own script call, so that nothing can come between
+ * the check and the write. A lease's fencing token is one: its epoch key
+ * and the epoch of the term the write was decided in (the placement
+ * engines' Bindings, docs/store.md). Refused: STORE_EFENCED, nothing
+ * written, the message "<key> holds <what it holds>" ("nothing" when the
+ * key is absent). A modify whose fn changes nothing writes nothing and is
+ * not checked. */
+#define STORE_FENCE_KEY_MAX 63
+#define STORE_FENCE_VALUE_MAX 23
+struct store_fence {
+    const char *key, *value;
+};
+/* store_modify with a fence (NULL: none); -EINVAL for one past its bounds. */
+int store_modify_fenced(struct store *s, const char *resource, const char *ns, const char *name, store_modify_fn fn,
+                        void *fn_ud, const struct store_fence *fence, json_t **out, int *deleted);
 
 /* Marks namespace ns as being deleted: from then on creates in it (those
  * that check their namespace: the asynchronous store's) are refused with
@@ -348,6 +370,11 @@ typedef int (*store_attach_fn)(void *fn_ud, const json_t *next, struct store_tex
 int store_async_modify_attach(struct store_async *a, const char *resource, const char *ns, const char *name,
                               store_modify_fn fn, store_attach_fn attach, void *fn_ud, store_done_fn done, void *ud,
                               char *err, size_t errlen);
+/* The same with a fence (store_modify_fenced's; NULL: none, copied): the
+ * write and its attached create are made only while it holds. attach may be NULL. */
+int store_async_modify_fenced(struct store_async *a, const char *resource, const char *ns, const char *name,
+                              store_modify_fn fn, store_attach_fn attach, const struct store_fence *fence,
+                              void *fn_ud, store_done_fn done, void *ud, char *err, size_t errlen);
 
 /* A compare-and-set put of an object its caller wrote as text, with no read
  * first: text (malloc'ed, len bytes; taken, also on error) is the object to

@@ -86,6 +86,9 @@ struct op {
     store_done_fn done;
     void *ud;
     char expected[24];     /* the compare-and-set's resourceVersion, "" for a create */
+    bool fenced;           /* store_async_modify_fenced: the write is made only while fence holds */
+    struct store_fence fence; /* ... pointing into fkey and fval */
+    char fkey[STORE_FENCE_KEY_MAX + 1], fval[STORE_FENCE_VALUE_MAX + 1];
     struct op *qnext;      /* the write queue */
     /* store_async_modify_attach: the create made with the write, this try */
     store_attach_fn attach;
@@ -513,6 +516,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv) {
 static void write_done(struct op *o, int rc, uint64_t rv);
 /* A write's outcome: stored, a lost race to run again, or a failure. */
 static void write_done(struct op *o, int rc, uint64_t rv) {
+    if (rc == STORE_EFENCED) store_fence_message(&o->fence, o->err, sizeof o->err);
     if (rc == STORE_NO_NAMESPACE) snprintf(o->err, sizeof o->err, "namespaces \"%s\" not found", o->ns);
     if (rc == STORE_NS_TERMINATING)
         snprintf(o->err, sizeof o->err, "%s \"%s\" is forbidden: unable to create new content in namespace %s "
@@ -714,7 +718,7 @@ static void send_queued(struct store_async *a) {
                 b->ops[n] = o;
                 w[nw++] = (struct store_batch_write){.op = !o->modify ? 'c' : o->del ? 'd' : 'p', .ns = o->ns,
                                                      .name = o->name, .expected_rv = o->expected, .blob = &o->blob,
-                                                     .ns_check = o->ns_check};
+                                                     .ns_check = o->ns_check, .fence = o->fenced ? &o->fence : NULL};
                 if (o->ablob.json) {
                     ares = o->ares;
                     w[nw++] = (struct store_batch_write){.op = 'a', .ns = o->ans, .name = o->aname, .expected_rv = "",
@@ -892,12 +896,23 @@ int store_async_modify(struct store_async *a, const char *resource, const char *
 int store_async_modify_attach(struct store_async *a, const char *resource, const char *ns, const char *name,
                               store_modify_fn fn, store_attach_fn attach, void *fn_ud, store_done_fn done, void *ud,
                               char *err, size_t errlen) {
+    return store_async_modify_fenced(a, resource, ns, name, fn, attach, NULL, fn_ud, done, ud, err, errlen);
+}
+
+int store_async_modify_fenced(struct store_async *a, const char *resource, const char *ns, const char *name,
+                              store_modify_fn fn, store_attach_fn attach, const struct store_fence *fence,
+                              void *fn_ud, store_done_fn done, void *ud, char *err, size_t errlen) {
     if (!fn) {
         snprintf(err, errlen, "no modify function");
         return -EINVAL;
     }
+    if (store_fence_check(fence, err, errlen)) return -EINVAL;
     struct op *o = op_new(a, resource, ns, name, done, ud, err, errlen);
     if (!o) return -EINVAL;
+    if (fence) {
+        o->fenced = true;
+        o->fence = (struct store_fence){.key = strcpy(o->fkey, fence->key), .value = strcpy(o->fval, fence->value)};
+    }
     o->modify = true;
     o->fn = fn;
     o->attach = attach;

@@ -144,12 +144,14 @@ void store_build_create_in_ns(struct store_cmd *c, const struct store_cfg *cfg, 
 
 void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                      const char *ns, const char *name, const char *expected_rv, int del,
-                     const struct store_blob *b) {
-    cmd_start(c, cfg, STORE_SCRIPT_CAS, 6);
+                     const struct store_blob *b, const struct store_fence *fence) {
+    cmd_start(c, cfg, STORE_SCRIPT_CAS, fence ? 7 : 6);
     push_res_keys(c, cfg, res);
+    if (fence) push_str(c, fence->key);
     push_write_args(c, cfg, ns, name, b);
     push_str(c, expected_rv);
     push_str(c, del ? "del" : "put");
+    if (fence) push_str(c, fence->value);
 }
 
 void store_build_create_batch(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
@@ -182,6 +184,11 @@ void store_build_write_batch(struct store_cmd *c, const struct store_cfg *cfg, c
     push_trim(c, cfg);
     static const char ops[4][2] = {"c", "p", "d", "a"};
     for (size_t i = 0; i < n; i++) {
+        if (w[i].fence && w[i].op != 'a') { /* its fence first: f key value */
+            push_ref(c, "f", 1);
+            push_str(c, w[i].fence->key);
+            push_str(c, w[i].fence->value);
+        }
         push_ref(c, ops[w[i].op == 'c' ? 0 : w[i].op == 'p' ? 1 : w[i].op == 'a' ? 3 : 2], 1);
         push_fmt(c, "%s/%s", w[i].ns, w[i].name);
         push_str(c, w[i].name);
@@ -473,6 +480,10 @@ int store_decode_write(const redisReply *r, const char *res, const char *name, u
     case STORE_R_NOT_WRITTEN:
         snprintf(err, errlen, "%s \"%s\" was not created: the write it goes with was not stored", res, name);
         return -ECANCELED;
+    case STORE_R_FENCED: /* what the key holds; the caller knows the key (store_fence_message) */
+        s = elem_str(r, 1, NULL);
+        snprintf(err, errlen, "%s", s ? s : "");
+        return STORE_EFENCED;
     case STORE_R_CONFLICT:
         snprintf(err, errlen, "Operation cannot be fulfilled on %s \"%s\": the object has been "
                  "modified; please apply your changes to the latest version and try again",
@@ -482,6 +493,21 @@ int store_decode_write(const redisReply *r, const char *res, const char *name, u
         break;
     }
     return store_reply_error(r && r->type == REDIS_REPLY_ERROR ? r : NULL, err, errlen);
+}
+
+void store_fence_message(const struct store_fence *fence, char *err, size_t errlen) {
+    char held[STORE_FENCE_VALUE_MAX + 1];
+    snprintf(held, sizeof held, "%s", err); /* a longer value than any accepted fence's is cut */
+    snprintf(err, errlen, "%s holds %s", fence ? fence->key : "the fence key", held[0] ? held : "nothing");
+}
+
+int store_fence_check(const struct store_fence *fence, char *err, size_t errlen) {
+    if (!fence) return 0;
+    size_t k = fence->key ? strlen(fence->key) : 0, v = fence->value ? strlen(fence->value) : 0;
+    if (k && k <= STORE_FENCE_KEY_MAX && v && v <= STORE_FENCE_VALUE_MAX) return 0;
+    snprintf(err, errlen, "a fence needs a key of 1 to %d bytes and a value of 1 to %d", STORE_FENCE_KEY_MAX,
+             STORE_FENCE_VALUE_MAX);
+    return -EINVAL;
 }
 
 /* The JSON of stored bytes s (len): s itself when plain (*buf NULL), else

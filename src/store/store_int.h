@@ -33,7 +33,8 @@ extern const char *const store_scripts[STORE_NSCRIPTS];
 /* Script reply codes (first element of every script reply). */
 enum { STORE_R_OK = 0, STORE_R_EXISTS = 1, STORE_R_CONFLICT = 2, STORE_R_NOTFOUND = 3,
        STORE_R_EXPIRED = 4, STORE_R_NO_NAMESPACE = 5, STORE_R_NS_TERMINATING = 6,
-       STORE_R_NOT_WRITTEN = 7 /* an attached create whose write was not stored */ };
+       STORE_R_NOT_WRITTEN = 7 /* an attached create whose write was not stored */,
+       STORE_R_FENCED = 8 /* a fenced write whose fence key holds another value */ };
 
 #define STORE_PREFIX_MAX 64
 #define STORE_ERRMSG_MAX 512
@@ -134,9 +135,10 @@ void store_build_create(struct store_cmd *c, const struct store_cfg *cfg, const 
 /* The same, refused (STORE_NO_NAMESPACE) unless namespace ns exists. */
 void store_build_create_in_ns(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                               const char *ns, const char *name, const struct store_blob *b);
+/* fence: NULL for none (store.h's struct store_fence). */
 void store_build_cas(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                      const char *ns, const char *name, const char *expected_rv, int del,
-                     const struct store_blob *b);
+                     const struct store_blob *b, const struct store_fence *fence);
 /* HMGET of many members' objects ("<ns>/<name>") in one round trip. */
 void store_build_get_many(struct store_cmd *c, const struct store_cfg *cfg, const char *res,
                           const char *const *members, size_t n);
@@ -158,6 +160,7 @@ struct store_batch_write {
     const char *ns, *name, *expected_rv; /* expected_rv: for p and d */
     const struct store_blob *blob;
     int ns_check;         /* c, a: refused unless the namespace exists and is not being deleted */
+    const struct store_fence *fence; /* c, p, d: made only while it holds (NULL: none) */
 };
 /* The writes of one resource in one script call; ares: the resource of the
  * attached creates (w's 'a' entries, each right after its write), or NULL
@@ -174,7 +177,9 @@ int store_decode_write_batch(const redisReply *r, size_t i, const char *res, con
 int store_decode_create_batch(const redisReply *r, size_t n, int *rcs, uint64_t *rvs, char *err,
                               size_t errlen);
 
-/* Decoders: return 0 or a negative store code; err gets the message. */
+/* Decoders: return 0 or a negative store code; err gets the message
+ * (STORE_EFENCED: what the fence key holds, "" for nothing; the caller,
+ * which knows the key, makes the message: store_fence_message). */
 /* Writes (create, cas): *rv = the new resourceVersion; res and name only
  * shape the messages of AlreadyExists, NotFound and Conflict. */
 int store_decode_write(const redisReply *r, const char *res, const char *name, uint64_t *rv,
@@ -196,6 +201,12 @@ int store_reply_error(const redisReply *r, char *err, size_t errlen);
 char *store_continue_encode(const char *res, const char *ns, uint64_t rv, const char *start);
 int store_continue_decode(const char *token, const char *res, const char *ns, uint64_t *rv,
                           char **start, char *err, size_t errlen);
+
+/* err (what the fence key held, from a decoder) made the message of a
+ * refused fenced write: "<key> holds <value>" or "<key> holds nothing". */
+void store_fence_message(const struct store_fence *fence, char *err, size_t errlen);
+/* 0 when fence (NULL: none) is within its bounds, else -EINVAL with err. */
+int store_fence_check(const struct store_fence *fence, char *err, size_t errlen);
 
 /* The stored bytes: b's head, rv in decimal, b's tail (malloc'ed, NUL-terminated). */
 char *store_blob_final(const struct store_blob *b, uint64_t rv, size_t *len);

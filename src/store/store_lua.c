@@ -1,7 +1,7 @@
 /* The store's server-side scripts (Lua, run by EVALSHA; EVAL on NOSCRIPT).
  * Contracts (KEYS and ARGV layouts, reply shapes) are in docs/store.md and
  * mirrored by the builders and decoders in store_codec.c. Reply codes: 0 ok,
- * 1 AlreadyExists, 2 Conflict, 3 NotFound, 4 Expired.
+ * 1 AlreadyExists, 2 Conflict, 3 NotFound, 4 Expired, 8 Fenced.
  *
  * Scripts never decode JSON (cjson would turn [] into {} and round big
  * integers): the client sends the object split around its resourceVersion
@@ -80,11 +80,17 @@ static const char lua_create[] =
     "trim(KEYS[4], KEYS[5], KEYS[6], ARGV[7], ARGV[6], ARGV[8], rvs)\n"
     "return {0, rvs}\n";
 
-/* KEYS: rv obj idx ev floor marks
- * ARGV: member name ns head tail maxlen trim secs expected_rv op(put|del)
- * -> {0, rv} | {2, current rv} | {3} */
+/* KEYS: rv obj idx ev floor marks [fence]
+ * ARGV: member name ns head tail maxlen trim secs expected_rv op(put|del) [fence_value]
+ * -> {0, rv} | {2, current rv} | {3} | {8, what the fence key holds ("": nothing)}
+ * A fence (both given) is a precondition outside the object: the write is
+ * made only while that key holds fence_value (a lease's epoch). */
 static const char lua_cas[] =
     STORE_LUA_EMIT
+    "if KEYS[7] then\n"
+    "  local held = redis.call('GET', KEYS[7]) or ''\n"
+    "  if held ~= ARGV[11] then return {8, held} end\n"
+    "end\n"
     "local cur = redis.call('HGET', KEYS[2], 'v:' .. ARGV[1])\n"
     "if not cur then return {3} end\n"
     "if cur ~= ARGV[9] then return {2, cur} end\n"
@@ -207,9 +213,14 @@ static const char lua_create_batch[] =
     "return out\n";
 
 /* KEYS: rv obj idx ev floor marks nsobj [aobj aidx aev afloor amarks]
- * ARGV: maxlen trim secs, then per write: op(c|p|d|a) member name ns head tail expected_rv nscheck(1|0)
+ * ARGV: maxlen trim secs, then per write: [f key value] op(c|p|d|a) member name ns head tail expected_rv
+ *       nscheck(1|0)
  * -> per write, in order, a pair: {0, rv} | {1, existing rv} | {2, current rv} | {3, ""} | {5, ""} | {6, ""}
- *    | {7, ""} (a: the write before it was not stored)
+ *    | {7, ""} (a: the write before it was not stored) | {8, what key holds ("": nothing)} (fenced)
+ * An f before a write is its fence, a precondition outside the object: the
+ * write is made only while Redis key `key` holds `value` (a lease's epoch;
+ * the key is not declared: a single Redis, as the controllers' fence script). It
+ * answers nothing of its own.
  * The writes of a loop turn to one resource, in one call: each is the create
  * (c) or compare-and-set (p: put, d: delete) the single scripts do, with its
  * own outcome; the stream is trimmed once at the end. A namespace is checked
@@ -233,10 +244,17 @@ static const char lua_write_batch[] =
     "end\n"
     "local i = 4\n"
     "while i <= #ARGV do\n"
+    "  local fenced\n"
+    "  if ARGV[i] == 'f' then\n"
+    "    local held = redis.call('GET', ARGV[i + 1]) or ''\n"
+    "    if held ~= ARGV[i + 2] then fenced = held end\n"
+    "    i = i + 3\n"
+    "  end\n"
     "  local op, member, name, ns = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]\n"
     "  local cur = redis.call('HGET', KEYS[2], 'v:' .. member)\n"
     "  local code, val = 0, ''\n"
-    "  if op == 'c' then\n"
+    "  if fenced then code, val = 8, fenced\n"
+    "  elseif op == 'c' then\n"
     "    if ARGV[i + 7] == '1' then code = nscode(ns) end\n"
     "    if code == 0 and cur then code, val = 1, cur end\n"
     "  elseif not cur then code = 3\n"

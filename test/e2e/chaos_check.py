@@ -23,10 +23,12 @@ the way etcd's robustness tests do:
   memory than the pool's limit in that kind, and no pool status ever
   reported an allocation above it (the most pods a pool held at once, and
   the most a node held, are printed as figures);
-- node-capacity-unknown-bind (a known gap, below): an overcommit of a node
-  that held a pod whose Binding the API server answered "outcome unknown"
+- node-capacity-unknown-bind: node-capacity, told apart when the node held
+  a pod whose Binding the API server answered "outcome unknown"
   (test_chaos records those from the engines' logs), and a BATCH instance
-  never done because that node's kubelet refused its pod (OutOf…);
+  never done because that node's kubelet refused its pod (OutOf…): a
+  known gap until the Bindings were fenced by the placement term's epoch
+  (below);
 - batch-complete: every instance of every BATCH Job the load did not delete
   succeeded at least once (a pod of it reached Succeeded);
 - instance-once: no instance of a Job had two pods running at once;
@@ -42,23 +44,16 @@ import sys
 
 # Invariants that fail on main because of a known deep bug: their violations
 # are printed as known gaps (never silently skipped) and do not fail the test.
-# node-capacity-unknown-bind: a node overcommitted while it held a pod whose
-# Binding's outcome the API server called unknown (the engine's log says so;
-# the test records it as "unknown-bind"); any other overcommit is
-# node-capacity. Earlier: node-capacity and batch-complete failed before ad0418f (a
-# controller role started again in a new term joined a keys-only informer
-# feed and got keys without objects: placement's model of the nodes was
-# empty of their pods, so it overcommitted them, and pods waiting then were
-# never placed).
-KNOWN_GAPS = {
-    "node-capacity-unknown-bind":
-        "a Binding answered 500 'the write reached 0 of 1 replica(s) ...; its outcome is unknown' (a Redis "
-        "replica not caught up, after a failover) was stored, and an engine counted the node without it and "
-        "filled it (kubelet-sim refuses the extra pod: OutOfpods/OutOfcpu). The engine that sent it keeps its "
-        "room (test_bind_unknown.py) and the next engine catches up with the store as of its term's start "
-        "(test_failover_bind.py); a Binding of the previous engine that reaches the store after that is not "
-        "covered; see docs/operations.md",
-}
+# None now. Earlier: node-capacity-unknown-bind (a node overcommitted while it
+# held a pod whose Binding's outcome the API server called unknown: a
+# Binding of an engine whose term had ended, stored after the next engine
+# had caught up and filled the node) until the API server refused a
+# Binding of an ended placement term (test_late_binding.py); node-capacity
+# and batch-complete before ad0418f (a controller role started again in a
+# new term joined a keys-only informer feed and got keys without objects:
+# placement's model of the nodes was empty of their pods, so it
+# overcommitted them, and pods waiting then were never placed).
+KNOWN_GAPS = {}
 
 ENDED = ("Succeeded", "Failed")
 

@@ -8,7 +8,15 @@ decision must not be taken from the watch alone.
 
 Threads only; every socket is closed by stop(). The delay is applied per
 chunk read (each chunk leaves no sooner than delay seconds after it came),
-so the order of bytes on a connection is kept."""
+so the order of bytes on a connection is kept.
+
+hold() makes it hold back requests instead: from then on, what a client
+sends on a connection whose bytes carry a Binding ("/binding") is kept,
+with everything after it on that connection, until release() (or
+hold_max seconds), and sent upstream then, even when the client has gone
+meanwhile (its process killed): a request in transit that reaches the
+server late. The upstream's answers on such connections are kept
+(held_answers()), since their client may not be there to read them."""
 import collections
 import socket
 import threading
@@ -30,7 +38,34 @@ class Proxy:
         self.socks = []
         self.lock = threading.Lock()
         self.watches = 0  # connections seen carrying a watch
+        self.holding = False  # hold(): requests carrying a Binding are held back
+        self.released = threading.Event()
+        self.held_binds = 0  # Binding requests held so far
+        self.held = []  # the states of the connections held
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def hold(self):
+        """Holds back, from now on, what clients send on connections that carry a Binding."""
+        self.released.clear()
+        self.holding = True
+
+    def release(self):
+        """Sends what was held (in order, on its connection) and holds nothing more."""
+        self.holding = False
+        self.released.set()
+        with self.lock:
+            held = list(self.held)
+        for st in held:  # a live client sends nothing more that would carry them along
+            with st["lock"]:
+                try:
+                    self._flush_held(st["u"], st)
+                except OSError:
+                    pass
+
+    def held_answers(self):
+        """What the upstream answered on the connections that were held, one bytes string each."""
+        with self.lock:
+            return [bytes(st["answers"]) for st in self.held]
 
     def _track(self, s):
         with self.lock:
@@ -50,30 +85,61 @@ class Proxy:
                 continue
             self._track(c)
             self._track(u)
-            state = {"watch": False}
+            state = {"watch": False, "held": None, "answers": bytearray(), "u": u, "lock": threading.Lock()}
             threading.Thread(target=self._up, args=(c, u, state), daemon=True).start()
             threading.Thread(target=self._down, args=(u, c, state), daemon=True).start()
 
-    def _up(self, c, u, state):
-        """client -> upstream, at once; notes a watch request"""
+    def _up(self, c, u, state, hold_max=60.0):
+        """client -> upstream, at once; notes a watch request; holds what
+        carries a Binding while holding (the class's head)"""
         try:
             while True:
-                b = c.recv(65536)
+                try:
+                    b = c.recv(65536)
+                except OSError:
+                    b = b""  # the client killed: what was held still goes
                 if not b:
                     break
                 if not state["watch"] and b"watch=" in b.split(b"\r\n", 1)[0]:
                     state["watch"] = True
                     with self.lock:
                         self.watches += 1
-                u.sendall(b)
+                if state["held"] is None and self.holding and not state["watch"] and b"/binding" in b:
+                    state["held"] = []
+                    with self.lock:
+                        self.held.append(state)
+                with state["lock"]:  # against release()'s flush: the bytes keep their order
+                    if state["held"] is not None and not self.released.is_set():
+                        state["held"].append(b)
+                        with self.lock:
+                            self.held_binds += b.count(b"/binding")
+                        continue
+                    self._flush_held(u, state)
+                    u.sendall(b)
+            if state["held"] is not None:
+                # the client is gone, or done: its requests held still reach
+                # the server, which is left open to answer them
+                self.released.wait(hold_max)
+                with state["lock"]:
+                    self._flush_held(u, state)
+                return
         except OSError:
             pass
         finally:
-            for s in (u, c):
+            # a held connection's upstream stays open for its answers (stop() closes it)
+            for s in (c,) if state["held"] is not None and not self.stopping else (u, c):
                 try:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+    @staticmethod
+    def _flush_held(u, state):
+        """Sends what a held connection kept (nothing for another one)."""
+        if state["held"]:
+            held, state["held"] = state["held"], []
+            for b in held:
+                u.sendall(b)
 
     def _down(self, u, c, state):
         """upstream -> client; a watch's bytes held back by watch_delay"""
@@ -108,6 +174,9 @@ class Proxy:
                 b = u.recv(65536)
                 if not b:
                     break
+                if state["held"] is not None:
+                    with self.lock:
+                        state["answers"] += b
                 delay = self.watch_delay if state["watch"] else 0.0
                 with cv:
                     q.append((time.monotonic() + delay, b))

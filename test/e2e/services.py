@@ -205,6 +205,20 @@ def start_stack(*pelotond_flags, kubelet=None, native=False):
     return s
 
 
+def start_controllers(name, server_port, redis_port, *flags):
+    """pelotond with controller roles (flags: --roles=... and any others) as
+    a client of the API server on server_port and of the Redis on
+    redis_port, logging into a file of its own; (process, log path) once it
+    says its controllers run."""
+    log = os.path.join(tempdir(), f"{name}.log")
+    p = subprocess.Popen([PELOTOND, *flags, f"--server=http://127.0.0.1:{server_port}",
+                          f"--redis=127.0.0.1:{redis_port}"], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    _procs.append(p)
+    wait_until(lambda: "controllers running" in open(log).read() or p.poll() is not None, 20, f"{name} to start")
+    assert p.poll() is None, open(log).read()[-3000:]
+    return p, log
+
+
 def kubeconfig(port):
     path = os.path.join(tempdir(), "kubeconfig")
     with open(path, "w") as f:

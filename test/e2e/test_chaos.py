@@ -541,7 +541,7 @@ def test_chaos_rounds():
     for w in watchers:
         w.join(15)
     # Bindings the API server answered "outcome unknown" (stored or not): the checker tells the
-    # overcommits they explain apart (chaos_check.KNOWN_GAPS). Two forms: the engine's warning of a
+    # overcommits they explain apart (node-capacity-unknown-bind). Two forms: the engine's warning of a
     # failed bind, and (placement reading such a pod back) its "bind outcome unknown" line.
     for _, log in CTL.values():
         text = open(log).read()
@@ -555,11 +555,12 @@ def test_chaos_rounds():
     readied = sum(t.count("readied again") for t in logs)
     preempted = sum(t.count('msg="resmgr: preempt"') for t in logs)
     refused = sum(len(re.findall(r"resmgr: preemption \w+ refused", t)) for t in logs)
+    fenced = sum(t.count("placement: binding refused: this term has ended") for t in logs)  # once a term
     HIST.f.close()
     RESULTS.update(ops=load.ops, faults=faults)
     print(f"chaos: seed {SEED}, {load.ops} client operations, {len(faults)} faults: {'; '.join(faults)}; "
           f"gangs readied again by the resource manager (lines): {readied}; preemptions {preempted} "
-          f"(refused by their preconditions: {refused}); "
+          f"(refused by their preconditions: {refused}); placement terms with a Binding refused as late: {fenced}; "
           f"history {os.path.relpath(HIST_PATH, services.ROOT)}; load {open('/proc/loadavg').read().split()[0]}",
           flush=True)
     report = chaos_check.check(HIST_PATH)

@@ -21,9 +21,7 @@ at once. The resource manager reaches it directly. Three nodes of 2 cpus
   holds every binding stored before it.)
 
 Every wait is bounded; every process is stopped."""
-import os
 import signal
-import subprocess
 import time
 
 import netproxy
@@ -43,15 +41,7 @@ LEASE_MS = 2000
 
 
 def start_ctl(name, port, *roles):
-    d = services.tempdir()
-    log = os.path.join(d, f"{name}.log")
-    p = subprocess.Popen([services.PELOTOND, *roles, f"--server=http://127.0.0.1:{port}",
-                          f"--redis=127.0.0.1:{PRIMARY}", f"--lease-ms={LEASE_MS}", "--restart-backoff-ms=200"],
-                         stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    services._procs.append(p)
-    wait_until(lambda: "controllers running" in open(log).read() or p.poll() is not None, 20, f"{name} to start")
-    assert p.poll() is None, open(log).read()[-3000:]
-    return p, log
+    return services.start_controllers(name, port, PRIMARY, *roles, f"--lease-ms={LEASE_MS}", "--restart-backoff-ms=200")
 
 
 def leads(log, role="placement"):

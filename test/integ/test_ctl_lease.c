@@ -203,3 +203,56 @@ TEST(ctl_lease_fenced_writes_batched_keep_their_order_among_others) {
     CHECK_I64(db->deferred, 0);
     setting_close(&st, l);
 }
+
+/* Runs the loop until *n (a count of terms begun or ended) reaches want
+ * or ms passed (without blocking). */
+static void run_until_n(uv_loop_t *loop, const int *n, int want, unsigned ms) {
+    uint64_t until = uv_hrtime() / 1000000 + ms;
+    while (*n < want && uv_hrtime() / 1000000 < until) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        if (*n < want) usleep(1000);
+    }
+}
+
+static long long redis_int(struct ctl_db *db, const char *fmt, const char *key) {
+    redisReply *r = ctl_redis(db, fmt, key);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer
+                  : r && r->type == REDIS_REPLY_STRING ? atoll(r->str)
+                                                       : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* A term that ended while the lease key still holds the holder's id (here:
+ * a refused write; a Redis failover that kept the key, or the holder's own
+ * clock, leave it so too) is followed by a new term at the next attempt,
+ * with a new epoch: the key is not waited out. A key that holds another
+ * id is not taken. */
+TEST(ctl_lease_a_key_holding_its_own_id_is_taken_again) {
+    struct setting st;
+    REQUIRE_I64(setting_open(&st), 0);
+    struct ctl_db *db = st.db;
+    struct ctl_lease *l = ctl_lease_start(&st.loop, db, "retake", "me", 3000, on_term, &st.t);
+    REQUIRE(l && ctl_lease_held(l));
+    CHECK_I64(st.t.epoch, 1);
+    freeReplyObject(ctl_redis(db, "INCR peloton:retake:epoch")); /* bumped behind its back: the key still "me" */
+    freeReplyObject(ctl_redis(db, "PEXPIRE peloton:retake:leader 60000"));
+    CHECK_I64(ctl_lease_defer(l, db, "SET %s %s", "ctl:refused", "x"), 0);
+    ctl_redis_settle(db);
+    run_until_ended(&st.loop, &st.t);
+    CHECK_I64(st.t.ended, 1);
+    run_until_n(&st.loop, &st.t.began, 2, 2500); /* the next attempt comes within a third of the lease */
+    CHECK_I64(st.t.began, 2);
+    CHECK_I64(st.t.epoch, 3);
+    CHECK(ctl_lease_held(l));
+    long long ttl = redis_int(db, "PTTL %s", "peloton:retake:leader");
+    CHECK(ttl > 0 && ttl <= 3000); /* the lease's, not the 60 s the key had */
+    /* another's key is not taken */
+    freeReplyObject(ctl_redis(db, "SET peloton:retake:leader someone-else PX 60000"));
+    run_until_n(&st.loop, &st.t.ended, 2, 2500); /* its renewal finds the key taken: the term ends */
+    CHECK_I64(st.t.ended, 2);
+    run_until_n(&st.loop, &st.t.began, 3, 2500);
+    CHECK_I64(st.t.began, 2);
+    CHECK_I64(redis_int(db, "GET %s", "peloton:retake:epoch"), 3);
+    setting_close(&st, l);
+}

@@ -3,8 +3,17 @@
  * script call as a modify's write and only with it, taking the version after
  * it; refused alone (name taken, namespace missing or being deleted) without
  * a gap in the versions; made again after a lost race; many in one batch
- * beside plain writes of its resource; not acknowledged with its write. */
+ * beside plain writes of its resource; not acknowledged with its write.
+ *
+ * And fenced writes (store_modify_fenced, store_async_modify_fenced): a
+ * write made only while a Redis key (a lease's epoch key) holds the value it
+ * names, checked in the write's own script call. A stale value is refused
+ * (STORE_EFENCED, nothing written, not even its attached create, no version
+ * used), the current one and no fence at all are written; a new term that
+ * begins between the read and the write is seen; in one batch each write
+ * has its own outcome. */
 #include <errno.h>
+#include <hiredis/hiredis.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +81,7 @@ static void env_stop(struct env *e) {
 struct got {
     int calls, rc, arc;
     uint64_t rv, arv;
-    char aerr[256];
+    char aerr[256], err[256];
 };
 
 static void on_done(void *ud, const struct store_result *r) {
@@ -83,6 +92,7 @@ static void on_done(void *ud, const struct store_result *r) {
     g->arv = r->attached_rv;
     g->arc = r->attached_rc;
     snprintf(g->aerr, sizeof g->aerr, "%s", r->attached_err ? r->attached_err : "(null)");
+    snprintf(g->err, sizeof g->err, "%s", r->err);
 }
 
 static void run_until(uv_loop_t *loop, const int *calls, int want) {
@@ -96,11 +106,15 @@ struct bind {
     char ename[64];    /* the Event's name, fixed by the test */
     const char *stale; /* a resourceVersion precondition that does not hold */
     struct store *racer; /* the first fn call writes the pod first (a lost race) */
+    int bump_port;       /* the first fn call moves the epoch on first (a new term begun meanwhile) */
 };
+
+static void set_epoch(int port, const char *v);
 
 static int bind_fn(void *ud, const json_t *cur, json_t **next, char *err, size_t errlen) {
     struct bind *b = ud;
     (void)err, (void)errlen;
+    if (b->bump_port && b->fn_calls == 0) set_epoch(b->bump_port, "8");
     if (b->racer && b->fn_calls++ == 0) {
         json_t *other = json_deep_copy(cur);
         json_object_set_new(other, "status", json_pack("{s:s}", "phase", "Other"));
@@ -371,5 +385,151 @@ TEST(store_attach_not_acknowledged_with_its_write) {
     CHECK_I64(strtoull(erv, NULL, 10), strtoull(prv, NULL, 10) + 1);
     json_decref(ev);
     json_decref(p);
+    env_stop(&e);
+}
+
+/* ---- fenced writes ---- */
+
+#define EPOCH_KEY "peloton:placement:epoch"
+
+/* Sets the epoch key (v NULL: deletes it), as a lease's acquisition does. */
+static void set_epoch(int port, const char *v) {
+    redisContext *c = store_redis_connect("127.0.0.1", port, 2000);
+    redisReply *r = !c || c->err ? NULL
+                    : v          ? redisCommand(c, "SET %s %s", EPOCH_KEY, v)
+                                 : redisCommand(c, "DEL %s", EPOCH_KEY);
+    if (!r || r->type == REDIS_REPLY_ERROR) test_fail(__FILE__, __LINE__, "cannot set the epoch");
+    if (r) freeReplyObject(r);
+    if (c) redisFree(c);
+}
+
+/* The pod's spec.nodeName as stored ("" when none). */
+static const char *node_of(struct env *e, const char *name, char *buf, size_t cap) {
+    json_t *p = NULL;
+    buf[0] = '\0';
+    if (!store_get(e->f.store, "pods", "default", name, &p)) {
+        const char *n = json_string_value(json_object_get(json_object_get(p, "spec"), "nodeName"));
+        snprintf(buf, cap, "%s", n ? n : "");
+    }
+    json_decref(p);
+    return buf;
+}
+
+TEST(store_fence_sync_stale_refused_current_and_none_written) {
+    WITH_ENV(e, NULL);
+    int port = e.f.proc.port;
+    char node[64];
+    create_pod(&e, "p");
+    set_epoch(port, "5");
+    uint64_t before = counter(&e);
+    struct bind b = {.ename = "p.1"};
+    struct store_fence stale = {EPOCH_KEY, "4"}, cur = {EPOCH_KEY, "5"};
+    json_t *out = NULL;
+    CHECK_I64(store_modify_fenced(e.f.store, "pods", "default", "p", bind_fn, &b, &stale, &out, NULL), STORE_EFENCED);
+    CHECK_STR(store_errmsg(e.f.store), EPOCH_KEY " holds 5");
+    CHECK(out == NULL);
+    CHECK_I64(store_http_code(STORE_EFENCED), 409);
+    CHECK_STR(store_reason(STORE_EFENCED), "Conflict");
+    CHECK_I64(counter(&e), before); /* nothing written, no version used */
+    CHECK_STR(node_of(&e, "p", node, sizeof node), "");
+    set_epoch(port, NULL); /* no term ever begun: a fenced write is refused all the same */
+    CHECK_I64(store_modify_fenced(e.f.store, "pods", "default", "p", bind_fn, &b, &stale, NULL, NULL), STORE_EFENCED);
+    CHECK_STR(store_errmsg(e.f.store), EPOCH_KEY " holds nothing");
+    set_epoch(port, "5");
+    CHECK_I64(store_modify_fenced(e.f.store, "pods", "default", "p", bind_fn, &b, &cur, &out, NULL), 0);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(out, "spec"), "nodeName")), "n1");
+    json_decref(out);
+    CHECK_I64(counter(&e), before + 1);
+    snprintf(b.ename, sizeof b.ename, "p.2"); /* no fence: as store_modify */
+    CHECK_I64(store_modify_fenced(e.f.store, "pods", "default", "p", bind_fn, &b, NULL, NULL, NULL), 0);
+    CHECK_I64(counter(&e), before + 2);
+    struct store_fence bad[] = {{EPOCH_KEY, ""}, {"", "5"}, {EPOCH_KEY, "123456789012345678901234"}, {NULL, "5"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK_I64(store_modify_fenced(e.f.store, "pods", "default", "p", bind_fn, &b, &bad[i], NULL, NULL), -EINVAL);
+    env_stop(&e);
+}
+
+TEST(store_fence_async_refuses_write_and_its_attached_create) {
+    WITH_ENV(e, NULL);
+    char node[64], err[256];
+    create_pod(&e, "p");
+    set_epoch(e.f.proc.port, "7");
+    uint64_t before = counter(&e);
+    struct bind b = {.ename = "p.1"};
+    struct got g = {0};
+    struct store_fence stale = {EPOCH_KEY, "6"}, cur = {EPOCH_KEY, "7"};
+    CHECK_I64(store_async_modify_fenced(e.a, "pods", "default", "p", bind_fn, note_attach, &stale, &b, on_done, &g, err,
+                                        sizeof err), 0);
+    run_until(&e.loop, &g.calls, 1);
+    CHECK_I64(g.calls, 1);
+    CHECK_I64(g.rc, STORE_EFENCED);
+    CHECK_STR(g.err, EPOCH_KEY " holds 7");
+    CHECK_I64(b.fn_calls, 1); /* not a lost race: not read and tried again */
+    CHECK_I64(counter(&e), before);
+    CHECK_I64(e.nhook, 0);
+    CHECK_STR(node_of(&e, "p", node, sizeof node), "");
+    CHECK_I64(events_stored(&e), 0);
+    g = (struct got){0};
+    CHECK_I64(store_async_modify_fenced(e.a, "pods", "default", "p", bind_fn, note_attach, &cur, &b, on_done, &g, err,
+                                        sizeof err), 0);
+    run_until(&e.loop, &g.calls, 1);
+    CHECK_I64(g.rc, 0);
+    CHECK_I64(g.arc, 0);
+    CHECK_I64(g.arv, before + 2); /* the write, then its Event */
+    CHECK_STR(node_of(&e, "p", node, sizeof node), "n1");
+    CHECK_I64(events_stored(&e), 1);
+    struct store_fence bad = {EPOCH_KEY, ""};
+    CHECK_I64(store_async_modify_fenced(e.a, "pods", "default", "p", bind_fn, NULL, &bad, &b, on_done, &g, err,
+                                        sizeof err), -EINVAL);
+    env_stop(&e);
+}
+
+/* The check is the write's: a term that begins after the object was read
+ * and the write decided (here: inside fn) still refuses it. */
+TEST(store_fence_async_new_term_between_read_and_write) {
+    WITH_ENV(e, NULL);
+    char node[64], err[256];
+    create_pod(&e, "p");
+    set_epoch(e.f.proc.port, "7");
+    struct bind b = {.ename = "p.1", .bump_port = e.f.proc.port};
+    struct got g = {0};
+    struct store_fence fence = {EPOCH_KEY, "7"};
+    CHECK_I64(store_async_modify_fenced(e.a, "pods", "default", "p", bind_fn, NULL, &fence, &b, on_done, &g, err,
+                                        sizeof err), 0);
+    run_until(&e.loop, &g.calls, 1);
+    CHECK_I64(g.rc, STORE_EFENCED);
+    CHECK_STR(g.err, EPOCH_KEY " holds 8");
+    CHECK_STR(node_of(&e, "p", node, sizeof node), "");
+    env_stop(&e);
+}
+
+/* One turn's writes go in one script call: stale, current and unfenced
+ * ones, some with an attached create, each get their own outcome. */
+TEST(store_fence_async_batch_each_its_own) {
+    WITH_ENV(e, NULL);
+    enum { N = 6 };
+    static const char *const names[N] = {"s0", "c0", "u0", "s1", "c1", "u1"};
+    static struct bind b[N];
+    static struct got g[N];
+    char node[64], err[256];
+    for (int i = 0; i < N; i++) create_pod(&e, names[i]);
+    set_epoch(e.f.proc.port, "3");
+    uint64_t before = counter(&e);
+    struct store_fence stale = {EPOCH_KEY, "2"}, cur = {EPOCH_KEY, "3"};
+    for (int i = 0; i < N; i++) {
+        b[i] = (struct bind){0};
+        snprintf(b[i].ename, sizeof b[i].ename, "%s.e", names[i]);
+        const struct store_fence *f = names[i][0] == 's' ? &stale : names[i][0] == 'c' ? &cur : NULL;
+        CHECK_I64(store_async_modify_fenced(e.a, "pods", "default", names[i], bind_fn, i % 2 ? note_attach : NULL, f,
+                                            &b[i], on_done, &g[i], err, sizeof err), 0);
+    }
+    for (int i = 0; i < N; i++) run_until(&e.loop, &g[i].calls, 1);
+    for (int i = 0; i < N; i++) {
+        bool refused = names[i][0] == 's';
+        CHECK_I64(g[i].rc, refused ? STORE_EFENCED : 0);
+        CHECK_STR(node_of(&e, names[i], node, sizeof node), refused ? "" : "n1");
+    }
+    CHECK_I64(counter(&e), before + 4 + 2); /* four writes, two of them with an Event (c0 and u1) */
+    CHECK_I64(events_stored(&e), 2);
     env_stop(&e);
 }
