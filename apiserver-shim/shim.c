@@ -36,6 +36,7 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
     s->lidx = podindex_new(s, s->loop, PODINDEX_LABEL);
     s->metrics = shim_metrics_new(cfg ? cfg->metrics : NULL);
     s->sec = cfg ? cfg->sec : NULL;
+    s->evttl = shim_event_ttl_new(s, s->loop, cfg ? cfg->event_ttl_s : 0, cfg ? cfg->metrics : NULL);
     return s;
 }
 
@@ -53,6 +54,7 @@ void shim_free(struct shim *s) {
     podindex_free(s->lidx);
     watch_hub_free(s->hub);
     shim_ns_reaper_free(s->reaper);
+    shim_event_ttl_free(s->evttl);
     shim_openapi_free(s);
     shim_crd_free(s);
     shim_metrics_free(s->metrics);
