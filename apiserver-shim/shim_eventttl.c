@@ -166,6 +166,10 @@ struct event_ttl *shim_event_ttl_new(struct shim *s, uv_loop_t *loop, int64_t tt
     uv_idle_init(loop, &x->idle);
     uv_timer_init(loop, &x->timer);
     x->idle.data = x->timer.data = x;
+    /* the sweeper never keeps the loop running: once the daemon's servers
+     * and connections are closed the loop ends, as it did without it */
+    uv_unref((uv_handle_t *)&x->idle);
+    uv_unref((uv_handle_t *)&x->timer);
     arm(x, EVTTL_STEP_MS);
     return x;
 }

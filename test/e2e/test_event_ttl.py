@@ -17,7 +17,9 @@ redis-server, a third with --event-ttl=0 has its own.
   falls to none once the churn stops.
 - One sweeper at a time: the two API servers' deletions add up to the
   Events deleted, and their metrics say so.
-- --event-ttl=0 keeps Events; a bad value is refused at start."""
+- --event-ttl=0 keeps Events; a bad value is refused at start.
+- SIGTERM stops each pelotond cleanly (the sweeper's timer does not hold
+  its loop)."""
 import json
 import os
 import subprocess
@@ -233,6 +235,14 @@ def test_ttl_0_keeps_events_and_bad_values_are_refused():
         r = subprocess.run([services.PELOTOND, f"--event-ttl={bad}", "--roles=apiserver", "--port=0",
                             f"--redis=127.0.0.1:{KEEP_REDIS}"], capture_output=True, text=True, timeout=30)
         assert r.returncode == 2 and "--event-ttl takes a duration" in r.stderr, (bad, r.returncode, r.stderr)
+
+
+
+def test_clean_shutdown():
+    # the sweeper's handles must not keep the loop running after SIGTERM
+    services.stop_clean(A_PROC, A_LOG)
+    services.stop_clean(B_PROC, B_LOG)
+    services.stop_clean(K_PROC, K_LOG)
 
 
 run_tests("test_event_ttl", dict(globals()))
