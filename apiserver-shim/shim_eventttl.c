@@ -7,8 +7,11 @@
  * write is older than the TTL by their version alone, and deletes each with
  * that version as precondition: a real delete, so watchers get DELETED with
  * the Event's final state, and an Event written since (a count bumped) or
- * already deleted by someone else is left alone. At most EVTTL_TURN_MS of
- * deletes run in one loop turn; the rest wait for the next. After a whole
+ * already deleted by someone else is left alone. The deletes go on the
+ * asynchronous connection (store_async_delete: their reads together, the
+ * deletes in the turn's batches), and the next scan waits for their
+ * answers; without that connection they are synchronous, at most
+ * EVTTL_TURN_MS of them a loop turn. After a whole
  * pass over the index the sweeper waits a tenth of the TTL (1 s to 60 s)
  * before the next one, so an Event goes between TTL and TTL + that wait +
  * one pass after its last write.
@@ -43,6 +46,8 @@ struct event_ttl {
     struct store_ttl_page page; /* the last scan's Events past the TTL */
     size_t done;                /* those of page handled */
     bool held;                  /* holds the lease (for the log) */
+    size_t inflight;            /* asynchronous deletes not answered yet */
+    bool failed;                /* one of them failed for want of the store */
     int closing;
     struct metrics_series *m_deleted, *m_skipped, *m_scanned, *m_passes;
 };
@@ -64,6 +69,16 @@ static void arm(struct event_ttl *x, uint64_t ms) {
     uv_timer_start(&x->timer, on_wait_over, ms, 0);
 }
 
+/* The member's namespace into ns (its name follows the slash returned);
+ * NULL for a member this store does not write. */
+static const char *split_member(const char *member, char *ns, size_t nslen) {
+    const char *slash = strchr(member, '/');
+    if (!slash || (size_t)(slash - member) >= nslen) return NULL;
+    memcpy(ns, member, (size_t)(slash - member));
+    ns[slash - member] = '\0';
+    return slash + 1;
+}
+
 /* Deletes the page's Events not handled yet, for at most EVTTL_TURN_MS (one
  * at least). 0, or a store error (the rest is tried again later). */
 static int delete_some(struct event_ttl *x) {
@@ -71,19 +86,15 @@ static int delete_some(struct event_ttl *x) {
     bool first = true;
     while (x->done < x->page.n && (first || uv_hrtime() < deadline)) {
         first = false;
-        const char *member = x->page.members[x->done];
-        const char *slash = strchr(member, '/');
         char ns[STORE_MAX_NAMESPACE + 1];
-        size_t nslen = slash ? (size_t)(slash - member) : 0;
-        if (!slash || nslen >= sizeof ns) { /* not a member this store writes: leave it */
+        const char *name = split_member(x->page.members[x->done], ns, sizeof ns);
+        if (!name) { /* not a member this store writes: leave it */
             x->done++;
             metrics_inc(x->m_skipped);
             continue;
         }
-        memcpy(ns, member, nslen);
-        ns[nslen] = '\0';
         struct store_delete_opts opts = {.resource_version = x->page.versions[x->done], .grace_period_seconds = -1};
-        int rc = store_delete(x->s->st, "events", ns, slash + 1, &opts, NULL, NULL);
+        int rc = store_delete(x->s->st, "events", ns, name, &opts, NULL, NULL);
         if (rc == -EIO || rc == -ENOMEM) return rc;
         x->done++;
         if (rc == 0) metrics_inc(x->m_deleted);
@@ -92,8 +103,50 @@ static int delete_some(struct event_ttl *x) {
     return 0;
 }
 
+/* The page's deletes answered: the next scan, at once while the pass goes
+ * on, after the wait at its end. */
+static void deletes_over(struct event_ttl *x) {
+    if (x->failed) {
+        fprintf(stderr, "level=warn msg=\"event TTL: delete failed, trying again\"\n");
+        x->failed = false;
+        arm(x, EVTTL_RETRY_MS);
+    } else arm(x, x->cursor ? 0 : x->pass_wait_ms);
+}
+
+static void on_deleted(void *ud, const struct store_result *r) {
+    struct event_ttl *x = ud;
+    if (r->rc == 0) metrics_inc(x->m_deleted);
+    else if (r->rc == -EIO || r->rc == -ENOMEM) x->failed = true;
+    else metrics_inc(x->m_skipped); /* written since, or deleted by someone else */
+    if (--x->inflight == 0) deletes_over(x);
+}
+
+/* The page's deletes on the asynchronous connection: their reads go out
+ * together and the deletes in the turn's batches (one script call per
+ * batch), answered in on_deleted. */
+static void delete_async(struct event_ttl *x) {
+    x->inflight = 1; /* held while they are sent: an answer cannot end the page early */
+    for (; x->done < x->page.n; x->done++) {
+        char ns[STORE_MAX_NAMESPACE + 1], err[256];
+        const char *name = split_member(x->page.members[x->done], ns, sizeof ns);
+        if (!name) {
+            metrics_inc(x->m_skipped);
+            continue;
+        }
+        x->inflight++;
+        if (store_async_delete(x->s->astore, "events", ns, name, x->page.versions[x->done], on_deleted, x, err,
+                               sizeof err)) {
+            x->inflight--;
+            metrics_inc(x->m_skipped);
+        }
+    }
+    if (--x->inflight == 0) deletes_over(x);
+}
+
 static void on_step(uv_idle_t *h) {
     struct event_ttl *x = h->data;
+    uv_idle_stop(&x->idle);
+    if (x->inflight) return; /* their answers arm the next step */
     if (x->done < x->page.n) { /* the last scan's Events first */
         if (delete_some(x)) {
             fprintf(stderr, "level=warn msg=\"event TTL: delete failed, trying again\" err=\"%s\"\n",
@@ -129,7 +182,8 @@ static void on_step(uv_idle_t *h) {
     x->cursor = x->page.next; /* taken: the page keeps no pointer to it */
     x->page.next = NULL;
     if (!x->cursor) metrics_inc(x->m_passes);
-    if (x->page.n) arm(x, 0);
+    if (x->page.n && x->s->astore) delete_async(x);
+    else if (x->page.n) arm(x, 0);
     else arm(x, x->cursor ? EVTTL_STEP_MS : x->pass_wait_ms);
 }
 

@@ -345,6 +345,17 @@ int store_async_create(struct store_async *a, const char *resource, const char *
 int store_async_modify(struct store_async *a, const char *resource, const char *ns, const char *name,
                        store_modify_fn fn, void *fn_ud, store_done_fn done, void *ud, char *err, size_t errlen);
 
+/* store_delete, asynchronously, with expected_rv as its resourceVersion
+ * precondition (required): a stored version other than it is
+ * STORE_ECONFLICT, nothing stored -ENOENT, neither tried again. The read
+ * goes out with the turn's other reads and the delete in the turn's batch
+ * for the resource (one script call for many), so a sweeper's deletes cost
+ * what a turn's writes do (the Event TTL, shim_eventttl.c). done gets the
+ * final object with the delete's version and type STORE_DELETED (or, for an
+ * object with finalizers, MODIFIED: marked). */
+int store_async_delete(struct store_async *a, const char *resource, const char *ns, const char *name,
+                       const char *expected_rv, store_done_fn done, void *ud, char *err, size_t errlen);
+
 /* An object to create, written by its caller as JSON text rather than built
  * as a tree and encoded by the store (a fixed template costs a fraction of
  * that). text (malloc'ed, len bytes; the store takes it) is a JSON object

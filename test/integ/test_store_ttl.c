@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <uv.h>
 
 #include "redis_fixture.h"
 #include "store.h"
@@ -93,5 +94,64 @@ TEST(store_ttl_scan_one_lease_holder) {
     CHECK(store_ttl_scan(s, "events", "", 300, 60, "", 10, &p) == -EINVAL);
     CHECK(store_ttl_scan(s, "events", "b", 300, 0, "", 10, &p) == -EINVAL);
     CHECK(store_ttl_scan(s, "no/such", "b", 300, 60, "", 10, &p) == -EINVAL);
+    redis_fixture_stop(&f);
+}
+
+struct del_got {
+    int calls, rc;
+    uint64_t rv;
+    enum store_event_type type;
+};
+
+static void on_del(void *ud, const struct store_result *r) {
+    struct del_got *g = ud;
+    g->calls++;
+    g->rc = r->rc;
+    g->rv = r->rv;
+    g->type = r->type;
+}
+
+static void run_until(uv_loop_t *loop, const int *calls, int want) {
+    for (int i = 0; i < 20000 && *calls < want; i++) uv_run(loop, UV_RUN_ONCE);
+}
+
+/* The sweeper's deletes: conditional on the version, batched on the
+ * asynchronous connection, a DELETED with the delete's version. */
+TEST(store_async_delete_is_conditional) {
+    struct redis_fixture f;
+    CHECK(redis_fixture_start(&f, NULL) == 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store_async *a = NULL;
+    CHECK(store_async_open(&loop, "127.0.0.1", f.proc.port, NULL, &a) == 0);
+    CHECK(make_event(f.store, "d1") == 0 && make_event(f.store, "d2") == 0);
+    json_t *d1 = NULL;
+    CHECK(store_get(f.store, "events", "default", "d1", &d1) == 0);
+    char rv1[24];
+    snprintf(rv1, sizeof rv1, "%s", json_string_value(json_object_get(json_object_get(d1, "metadata"),
+                                                                       "resourceVersion")));
+    json_decref(d1);
+    char err[256];
+    struct del_got stale = {0}, ok = {0}, gone = {0}, again = {0};
+    CHECK(store_async_delete(a, "events", "default", "d2", "1", on_del, &stale, err, sizeof err) == 0);
+    CHECK(store_async_delete(a, "events", "default", "d1", rv1, on_del, &ok, err, sizeof err) == 0);
+    CHECK(store_async_delete(a, "events", "default", "nope", "1", on_del, &gone, err, sizeof err) == 0);
+    run_until(&loop, &gone.calls, 1);
+    run_until(&loop, &ok.calls, 1);
+    run_until(&loop, &stale.calls, 1);
+    CHECK(stale.calls == 1 && stale.rc == STORE_ECONFLICT); /* d2 is at another version: left */
+    CHECK(ok.calls == 1 && ok.rc == 0 && ok.type == STORE_DELETED && ok.rv > strtoull(rv1, NULL, 10));
+    CHECK(gone.calls == 1 && gone.rc == -ENOENT);
+    CHECK(store_async_delete(a, "events", "default", "d1", rv1, on_del, &again, err, sizeof err) == 0);
+    run_until(&loop, &again.calls, 1);
+    CHECK(again.rc == -ENOENT); /* a second sweeper finds it gone */
+    json_t *left = NULL;
+    CHECK(store_get(f.store, "events", "default", "d2", &left) == 0);
+    json_decref(left);
+    CHECK(store_get(f.store, "events", "default", "d1", &left) == -ENOENT);
+    CHECK(store_async_delete(a, "events", "default", "d2", "", on_del, &again, err, sizeof err) == -EINVAL);
+    store_async_close(a);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
     redis_fixture_stop(&f);
 }
