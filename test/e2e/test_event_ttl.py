@@ -10,6 +10,7 @@ redis-server, a third with --event-ttl=0 has its own.
   client's list; watchers on both API servers (kubectl get events -w, the
   Python client's watch) get each as DELETED once, with its last state and
   a resourceVersion above its own.
+- The Scheduled Event the API server stores with a binding goes too.
 - An Event written again within the TTL (its count bumped, as the
   recorders do) stays while one left alone beside it goes.
 - Under churn (Events created without pause for longer than the TTL) their
@@ -214,6 +215,27 @@ def test_the_ttl_bounds_the_count_under_churn():
     assert max(late) <= bound, (counts, bound, made_per_s)
     assert max(late) < i / 2, (counts, i)  # far fewer than were made
     services.wait_until(lambda: not names(A_PORT, ns), timeout=GONE_WITHIN, what="every churned Event to go")
+
+
+def test_the_scheduled_event_made_with_a_binding_goes_too():
+    # the Event the API server stores in the binding's own script call
+    # (docs/store.md, "Attached creates") carries its version like any other
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound", "namespace": "default"},
+           "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    st, body = services.api(A_PORT, "POST", "/api/v1/namespaces/default/pods", pod)
+    assert st == 201, (st, body)
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bound", "namespace": "default"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}}
+    st, body = services.api(A_PORT, "POST",
+                            "/api/v1/namespaces/default/pods/bound/binding?scheduledEvent=peloton-placement", binding)
+    assert st == 201, (st, body)
+
+    def scheduled():
+        return [e for e in services.get(A_PORT, "/api/v1/namespaces/default/events")["items"]
+                if e["reason"] == "Scheduled" and e["involvedObject"]["name"] == "bound"]
+    assert len(scheduled()) == 1, scheduled()
+    services.wait_until(lambda: not scheduled(), timeout=GONE_WITHIN, what="the Scheduled Event to go")
+    assert services.get(A_PORT, "/api/v1/namespaces/default/pods/bound")["spec"]["nodeName"] == "node-1"
 
 
 def test_one_sweeper_and_its_metrics():
