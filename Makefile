@@ -76,7 +76,7 @@ ASAN_OBJ := $(LIB_SRC:%.c=build/asan/%.o)
 UNIT_OBJ := $(UNIT_SRC:%.c=build/asan/%.o)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=build/bench/%)
 
-FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core pbjson grpcframe mdrv h2 cliyaml table cliranges k8spb workload cron tokenfile crdjob clistream mresp wevent unpack lease
+FUZZ_TARGETS := quantity doc continue selector patch schema extender jparse h1 regex recordio mesos_json mhttp extender_core pbjson grpcframe mdrv h2 cliyaml table cliranges k8spb workload cron tokenfile crdjob clistream mresp wevent unpack lease duration
 FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?= 0
 FUZZ_CC ?= clang-14

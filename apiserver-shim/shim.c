@@ -38,6 +38,7 @@ struct shim *shim_new(struct store *st, const struct shim_config *cfg) {
     s->sec = cfg ? cfg->sec : NULL;
     s->list_memory = cfg && cfg->list_memory ? cfg->list_memory : SHIM_DEFAULT_LIST_MEMORY;
     s->slice_pack = store_pack_new(); /* NULL: items are kept plain */
+    s->evttl = shim_event_ttl_new(s, s->loop, cfg ? cfg->event_ttl_s : 0, cfg ? cfg->metrics : NULL);
     return s;
 }
 
@@ -56,6 +57,7 @@ void shim_free(struct shim *s) {
     podindex_free(s->lidx);
     watch_hub_free(s->hub);
     shim_ns_reaper_free(s->reaper);
+    shim_event_ttl_free(s->evttl);
     shim_openapi_free(s);
     shim_crd_free(s);
     shim_metrics_free(s->metrics);

@@ -40,11 +40,13 @@ struct shim_config {
      * new ones get 429 and one being read ends (shim_slices.c). 0: default
      * SHIM_DEFAULT_LIST_MEMORY; SIZE_MAX: no bound. */
     size_t list_memory;
+    int64_t event_ttl_s;        /* Events are deleted this long after their last write (shim_eventttl.c); 0: kept */
 };
 #define SHIM_DEFAULT_LIST_MEMORY ((size_t)2 << 30)
 
 struct watch_hub;
 struct ns_reaper;
+struct event_ttl;
 struct shim_oapi;
 
 struct shim {
@@ -64,6 +66,7 @@ struct shim {
     struct pod_index *pidx;       /* pods by node (shim_podindex.c); NULL without a loop */
     struct pod_index *lidx;       /* pods by label key=value (the same file) */
     struct ns_reaper *reaper; /* empties namespaces being deleted; NULL without a loop */
+    struct event_ttl *evttl;  /* deletes Events past the TTL; NULL without a loop or a TTL */
     struct shim_resource **custom; /* allocated once, never moved: watchers point at them */
     int ncustom, capcustom;
     /* Bumped by shim_crd_sync when what is served of custom resources (names,
@@ -179,6 +182,15 @@ struct ns_reaper *shim_ns_reaper_new(struct shim *s, uv_loop_t *loop);
 void shim_ns_reaper_free(struct ns_reaper *r);
 int shim_ns_terminate(struct shim *s, const char *name, json_t **out);
 int shim_ns_resume(struct shim *s);
+
+/* ---- the Event TTL (shim_eventttl.c) ----
+ * shim_event_ttl_new starts deleting, on loop, the Events whose last write
+ * is more than ttl_s seconds old (in bounded steps, one API server of those
+ * sharing Redis at a time), counting what it does in reg (may be NULL).
+ * NULL without a loop, for ttl_s <= 0, or out of memory. The free closes
+ * its handles: freed once the loop has run them. */
+struct event_ttl *shim_event_ttl_new(struct shim *s, uv_loop_t *loop, int64_t ttl_s, struct metrics *reg);
+void shim_event_ttl_free(struct event_ttl *x);
 
 /* ---- writes (shim_write.c) ----
  * Each answers through resp, or later (http_defer) when it runs on the

@@ -31,7 +31,7 @@
  *            [--admission-round-ms=20] [--placement-tick-ms=10] [--placement-retry-max-ms=5000]
  *            [--http-idle-timeout-ms=120000]
  *            [--metrics-port=N] [--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3]
- *            [--metrics=false] [--events=false]
+ *            [--metrics=false] [--events=false] [--event-ttl=1h0m0s]
  *
  * The plain-HTTP port always binds 127.0.0.1 (local use). --tls-port adds a
  * TLS listener (HTTP/2 by ALPN) on --bind, with a self-signed certificate
@@ -53,6 +53,9 @@
  * Each user but system:masters is held to --max-requests-per-user a second
  * (bursts of --max-request-burst-per-user) and --max-watches-per-user open
  * watches: past either, 429 with Retry-After (apiserver-shim/shim_limits.h).
+ * Whole lists (no limit) and watches without a resourceVersion hold at most
+ * --list-memory-mb (default 2048) together while they are served: past
+ * half of it new ones get 429 (apiserver-shim/shim_slices.c).
  * The controllers in this process use a random token of their own. A local
  * user is no less a stranger on the plain port; kubectl sends tokens only
  * over TLS, so it uses the TLS port. --unix-socket=PATH
@@ -89,6 +92,7 @@
 #include "jobmgr.h"
 #include "workloads.h"
 #include "kclient.h"
+#include "ktime.h"
 #include "native_api.h"
 #include "tlsctx.h"
 #include "mesosdrv.h"
@@ -680,7 +684,7 @@ static int usage(void) {
                     "[--http-idle-timeout-ms=N] "
                     "[--restart-backoff-ms=N] [--restart-backoff-max-ms=N] "
                     "[--gang-wait-event-ms=N] [--ready-timeout-ms=30000] [--mesos-master=URL] [--metrics-port=N] [--metrics=false] "
-                    "[--events=false] [--leader-elect=true|false] [--lease-ms=10000] [--placement-active-active] "
+                    "[--events=false] [--event-ttl=1h0m0s] [--leader-elect=true|false] [--lease-ms=10000] [--placement-active-active] "
                     "[--hostmgr-mass-fraction=0.55] [--hostmgr-mass-min-nodes=3] "
                     "[--tls-cert=PEM --tls-key=PEM] [--client-ca-file=PEM] [--insecure-allow-anonymous] "
                     "[--audit-log-path=F] [--audit-log-maxsize=MB | --audit-log-maxbytes=N] [--audit-log-maxbackup=N] "
@@ -719,6 +723,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
     long mass_min_nodes = 3;     /* ... and at least this many */
     int metrics_port = -1; /* controller-only: serve /metrics on this port (0: a free one) */
     bool metrics_off = false, events_off = false;
+    const char *event_ttl = "1h"; /* kube-apiserver's --event-ttl and its default */
     int port = 6080;
     long history_max = 0, history_seconds = -1;
     long long list_page_bytes = 0;
@@ -800,6 +805,7 @@ static int run(int argc, char **argv, struct metrics *reg) {
         else if ((v = opt(argv[i], "--metrics-port"))) metrics_port = atoi(v);
         else if ((v = opt(argv[i], "--metrics"))) metrics_off = !strcmp(v, "false");
         else if ((v = opt(argv[i], "--events"))) events_off = !strcmp(v, "false");
+        else if ((v = opt(argv[i], "--event-ttl"))) event_ttl = v;
         else if ((v = opt(argv[i], "--tls-port"))) tls_port = atoi(v);
         else if ((v = opt(argv[i], "--tls-dir"))) tls_dir = v;
         else if ((v = opt(argv[i], "--tls-cert"))) tls_cert = v;
@@ -809,6 +815,11 @@ static int run(int argc, char **argv, struct metrics *reg) {
     /* benchmarks (docs/metrics.md): no metrics kept (/metrics is 404), no Events posted by the roles */
     if (metrics_off) reg = NULL;
     if (events_off) ctl_events_disable();
+    int64_t event_ttl_ns = 0;
+    if (!ktime_parse_duration(event_ttl, &event_ttl_ns) || event_ttl_ns < 0) {
+        fprintf(stderr, "pelotond: --event-ttl takes a duration such as 1h, 30m or 1h0m0s (0: Events are kept)\n");
+        return 2;
+    }
     if (list_page_bytes < 0 || list_page_bytes > API_LIST_PAGE_BYTES) {
         fprintf(stderr, "pelotond: --list-page-bytes takes 1 to %u (what every client buffers)\n", API_LIST_PAGE_BYTES);
         return 2;
@@ -955,7 +966,9 @@ static int run(int argc, char **argv, struct metrics *reg) {
     struct shim_config scfg = {.sec = sec, .loop = d.loop, .poll_ms = poll_ms,
                                .metrics = reg,
                                .bookmark_ms = bookmark_ms, .astore = ast, .list_page_bytes = (size_t)list_page_bytes,
-                               .list_memory = list_memory};
+                               .list_memory = list_memory,
+                               /* whole seconds, a fraction rounded up: Events are never deleted early */
+                               .event_ttl_s = event_ttl_ns / 1000000000 + (event_ttl_ns % 1000000000 != 0)};
     struct shim *shim = shim_new(st, &scfg);
     char err[512];
     if (shim && !shim_bootstrap(shim, err, sizeof err)) {

@@ -194,6 +194,14 @@ static redisReply *run(struct store *s, struct store_cmd *c, int *rc) {
     return r;
 }
 
+int store_raw(struct store *s, struct store_raw *out) {
+    s->err[0] = '\0';
+    *out = (struct store_raw){.prefix = s->cfg.prefix, .err = s->err, .errlen = sizeof s->err};
+    int rc = ensure_conn(s);
+    out->c = rc ? NULL : s->c;
+    return rc;
+}
+
 void store_set_metrics(struct store *s, struct metrics_series *replies, struct metrics_series *errors) {
     s->m_replies = replies;
     s->m_errors = errors;

@@ -271,6 +271,34 @@ int store_current_rv(struct store *s, uint64_t *rv);
 
 const char *store_event_type_name(enum store_event_type t);
 
+/* ---- objects past an age (store_ttl.c; docs/store.md, "Expiry by age") ----
+ *
+ * For a sweeper that removes a resource's objects some time after their last
+ * write (the API server's Event TTL). The store keeps, per resource, marks
+ * of the counter by Redis's clock (a sorted set, one mark a second at most,
+ * those older than needed dropped), so that a version tells how old a write
+ * is without reading the object. One call: takes or renews the sweep's lease
+ * (so that one of several API servers sharing Redis sweeps), adds the mark,
+ * and scans at most max (1..STORE_TTL_SCAN_MAX) members of the index after
+ * `after` ("": from the first), returning those whose version was written
+ * more than ttl_s seconds ago. The caller deletes them with their version
+ * as precondition, so that an object written since, or deleted by another,
+ * is left alone. Marks start with the first call: nothing is older than the
+ * TTL until ttl_s seconds after it. */
+#define STORE_TTL_SCAN_MAX 1000
+struct store_ttl_page {
+    bool owner;            /* false: another holds the lease (nothing else is set) */
+    uint64_t threshold_rv; /* versions <= it were written more than ttl_s ago; 0: none yet */
+    char *next;            /* the member to pass as `after` next; NULL: the scan reached the end */
+    size_t scanned;        /* members looked at */
+    size_t n;              /* those past the TTL: */
+    char **members;        /* "<ns>/<name>" */
+    char **versions;       /* their resourceVersions, as stored */
+};
+int store_ttl_scan(struct store *s, const char *resource, const char *owner, unsigned lease_ms, int64_t ttl_s,
+                   const char *after, size_t max, struct store_ttl_page *out);
+void store_ttl_page_free(struct store_ttl_page *p);
+
 /* Every successful write through a store, synchronous or asynchronous, is
  * reported to its hook once stored, before the call returns or its done runs:
  * the change's resource, namespace, type and resourceVersion, the object as
@@ -338,6 +366,17 @@ int store_async_create(struct store_async *a, const char *resource, const char *
 /* store_modify, asynchronously (the same fn contract). */
 int store_async_modify(struct store_async *a, const char *resource, const char *ns, const char *name,
                        store_modify_fn fn, void *fn_ud, store_done_fn done, void *ud, char *err, size_t errlen);
+
+/* store_delete, asynchronously, with expected_rv as its resourceVersion
+ * precondition (required): a stored version other than it is
+ * STORE_ECONFLICT, nothing stored -ENOENT, neither tried again. The read
+ * goes out with the turn's other reads and the delete in the turn's batch
+ * for the resource (one script call for many), so a sweeper's deletes cost
+ * what a turn's writes do (the Event TTL, shim_eventttl.c). done gets the
+ * final object with the delete's version and type STORE_DELETED (or, for an
+ * object with finalizers, MODIFIED: marked). */
+int store_async_delete(struct store_async *a, const char *resource, const char *ns, const char *name,
+                       const char *expected_rv, store_done_fn done, void *ud, char *err, size_t errlen);
 
 /* An object to create, written by its caller as JSON text rather than built
  * as a tree and encoded by the store (a fixed template costs a fraction of

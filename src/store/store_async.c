@@ -75,6 +75,7 @@ struct op {
     struct store_async *a;
     enum op_stage stage;
     bool modify, ns_check, evaled, conditional;
+    bool delete_op;        /* store_async_delete: expected holds its precondition */
     int attempts, del;
     char *res, *ns, *name; /* in keys */
     json_t *obj;           /* what is written (its resourceVersion a placeholder until answered) */
@@ -440,6 +441,23 @@ static void attach_prepare(struct op *o) {
 static void modify_step(struct op *o, json_t *cur) {
     json_t *next = NULL, *shaped = NULL;
     int unchanged = 0, conditional = 0;
+    if (o->delete_op) { /* store_async_delete: store_delete's shaping, the version its precondition */
+        int rc = store_check_preconditions(o->res, cur, NULL, o->expected, o->err, sizeof o->err);
+        if (!rc) rc = store_prepare_delete(o->res, cur, NULL, &shaped, &o->del, o->err, sizeof o->err);
+        o->conditional = true;
+        o->cur = cur;
+        if (!rc && !shaped) { /* marked for deletion already: nothing to write */
+            struct store_result r = {.obj = cur};
+            finish(o, 0, &r);
+            return;
+        }
+        if (!rc) {
+            o->obj = shaped;
+            rc = send_write(o, store_meta_str(cur, "resourceVersion"));
+        }
+        if (rc) finish(o, rc, NULL);
+        return;
+    }
     int rc = o->fn(o->fn_ud, cur, &next, o->err, sizeof o->err);
     if (!rc && !next) {
         snprintf(o->err, sizeof o->err, "no object to write");
@@ -917,6 +935,25 @@ int store_async_modify_fenced(struct store_async *a, const char *resource, const
     o->fn = fn;
     o->attach = attach;
     o->fn_ud = fn_ud;
+    int rc = send_get(o);
+    if (rc) {
+        snprintf(err, errlen, "%s", o->err);
+        op_free(o);
+    }
+    return rc;
+}
+
+int store_async_delete(struct store_async *a, const char *resource, const char *ns, const char *name,
+                       const char *expected_rv, store_done_fn done, void *ud, char *err, size_t errlen) {
+    if (!expected_rv || !expected_rv[0] || strlen(expected_rv) >= sizeof ((struct op *)0)->expected) {
+        snprintf(err, errlen, "a delete needs the resourceVersion it expects");
+        return -EINVAL;
+    }
+    struct op *o = op_new(a, resource, ns, name, done, ud, err, errlen);
+    if (!o) return -EINVAL;
+    o->modify = true;
+    o->delete_op = true;
+    snprintf(o->expected, sizeof o->expected, "%s", expected_rv);
     int rc = send_get(o);
     if (rc) {
         snprintf(err, errlen, "%s", o->err);

@@ -197,6 +197,18 @@ int store_decode_rv(const redisReply *r, uint64_t *rv, char *err, size_t errlen)
 /* A Redis error reply or transport failure as -EIO with a message. */
 int store_reply_error(const redisReply *r, char *err, size_t errlen);
 
+/* The synchronous connection of a store, for the modules beside store.c
+ * that send commands of their own (store_ttl.c): connected, its scripts
+ * loaded; err is the store's message buffer (store_errmsg). -EIO with the
+ * message set when Redis cannot be reached. All borrowed from s. */
+struct store_raw {
+    redisContext *c;
+    const char *prefix;
+    char *err;
+    size_t errlen;
+};
+int store_raw(struct store *s, struct store_raw *out);
+
 /* Continue tokens: opaque base64url of {"v":1,"rv":N,"res":..,"ns":..,"start":..}. */
 char *store_continue_encode(const char *res, const char *ns, uint64_t rv, const char *start);
 int store_continue_decode(const char *token, const char *res, const char *ns, uint64_t *rv,

@@ -11,4 +11,12 @@
  * (a missing final Z is taken as UTC too). */
 bool ktime_parse(const char *s, int64_t *secs);
 
+/* A duration as Go's time.ParseDuration reads it (the syntax of
+ * kube-apiserver's duration flags, such as --event-ttl=1h0m0s): an optional
+ * sign, then one or more numbers, each with an optional fraction and a unit
+ * of ns, us, µs, ms, s, m or h; "0" alone needs no unit. Into *ns as
+ * nanoseconds (a fraction below a nanosecond dropped); false, *ns untouched,
+ * for NULL, anything else, or a value past +-2^63-1 ns (about 292 years). */
+bool ktime_parse_duration(const char *s, int64_t *ns);
+
 #endif

@@ -24,3 +24,37 @@ TEST(ktime_refuses_the_rest) {
     CHECK(!ktime_parse("yesterday", &s));
     CHECK(s == 7); /* untouched on refusal */
 }
+
+TEST(ktime_parses_go_durations) {
+    int64_t ns = -1;
+    CHECK(ktime_parse_duration("0", &ns) && ns == 0);
+    CHECK(ktime_parse_duration("1h", &ns) && ns == 3600000000000LL); /* kube-apiserver's --event-ttl default */
+    CHECK(ktime_parse_duration("1h0m0s", &ns) && ns == 3600000000000LL); /* as it prints it */
+    CHECK(ktime_parse_duration("90m", &ns) && ns == 5400000000000LL);
+    CHECK(ktime_parse_duration("1.5h", &ns) && ns == 5400000000000LL);
+    CHECK(ktime_parse_duration("2s500ms", &ns) && ns == 2500000000LL);
+    CHECK(ktime_parse_duration(".5s", &ns) && ns == 500000000LL);
+    CHECK(ktime_parse_duration("1.s", &ns) && ns == 1000000000LL);
+    CHECK(ktime_parse_duration("3us", &ns) && ns == 3000);
+    CHECK(ktime_parse_duration("3\xc2\xb5s", &ns) && ns == 3000);
+    CHECK(ktime_parse_duration("7ns", &ns) && ns == 7);
+    CHECK(ktime_parse_duration("-2m", &ns) && ns == -120000000000LL);
+    CHECK(ktime_parse_duration("+0", &ns) && ns == 0);
+    CHECK(ktime_parse_duration("2562047h47m16.854775807s", &ns) && ns == INT64_MAX);
+}
+
+TEST(ktime_refuses_bad_durations) {
+    int64_t ns = 7;
+    CHECK(!ktime_parse_duration(NULL, &ns));
+    CHECK(!ktime_parse_duration("", &ns));
+    CHECK(!ktime_parse_duration("-", &ns));
+    CHECK(!ktime_parse_duration("1", &ns));      /* a number without a unit (other than 0) */
+    CHECK(!ktime_parse_duration("1d", &ns));     /* Go has no days */
+    CHECK(!ktime_parse_duration("h", &ns));
+    CHECK(!ktime_parse_duration(".s", &ns));
+    CHECK(!ktime_parse_duration("1h 2m", &ns));
+    CHECK(!ktime_parse_duration("1hx", &ns));
+    CHECK(!ktime_parse_duration("2562048h", &ns)); /* past 2^63 ns */
+    CHECK(!ktime_parse_duration("99999999999999999999999h", &ns));
+    CHECK(ns == 7);
+}
