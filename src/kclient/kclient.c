@@ -10,12 +10,15 @@
 #include "kclient_int.h"
 #include "jparse.h"
 
-/* One poll handle per socket, for the socket's life (curl's close-socket
- * callback ends it), not per transfer: libuv checks a descriptor with an
- * epoll add and delete when a handle is made, and re-registers it on every
- * uv_poll_start. So events are changed only when they differ, and a socket
- * curl lets go of between transfers (a kept-alive connection back in its
- * pool) stays registered until it shows activity curl did not ask for. */
+/* One poll handle per socket number, made when curl first reports it and
+ * ended by curl's close-socket callback, not per transfer: libuv checks a
+ * descriptor with an epoll add and delete when a handle is made. Events are
+ * changed only when they differ. A socket curl lets go of (CURL_POLL_REMOVE:
+ * between transfers, or a transfer removed) leaves the poll set at once:
+ * curl may close it without the callback (a connect abandoned when its
+ * transfer is removed, libcurl 7.88), and libuv aborts on its next epoll_ctl
+ * for a socket closed behind its back. Its handle is kept for the number,
+ * and serves whichever socket curl opens under it next. */
 struct kc_sock {
     uv_poll_t poll;
     curl_socket_t fd;
@@ -134,7 +137,7 @@ static void sock_want(struct kc_sock *ks, int ev);
 
 static void on_poll(uv_poll_t *h, int status, int events) {
     struct kc_sock *ks = h->data;
-    if (!ks->wanted) { /* between transfers: the peer closed or spoke; curl finds out at reuse */
+    if (!ks->wanted) { /* an event read before curl let go of it: curl finds out at reuse */
         sock_want(ks, 0);
         return;
     }
@@ -186,9 +189,12 @@ static struct kc_sock *sock_for(struct kc_multi *m, curl_socket_t fd) {
 
 static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp) {
     struct kc_multi *m = userp;
-    if (what == CURL_POLL_REMOVE) { /* kept registered: the next transfer on it likely wants the same */
+    if (what == CURL_POLL_REMOVE) {
         struct kc_sock *ks = (size_t)fd < m->nfd ? m->byfd[fd] : NULL;
-        if (ks) ks->wanted = 0;
+        if (ks) {
+            ks->wanted = 0;
+            sock_want(ks, 0);
+        }
         return 0;
     }
     struct kc_sock *ks = sock_for(m, fd);

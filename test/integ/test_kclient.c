@@ -2363,3 +2363,31 @@ TEST(kclient_own_http1_client_reads_every_framing) {
     uv_close((uv_handle_t *)&s.lis, NULL);
     env_done(&e);
 }
+
+/* An informer freed while its watch's connection is still being made (a
+ * role that lost its lease right after it started: the controllers restart
+ * their roles under load) and another started at once on the same client,
+ * many times: the sockets curl let go of must leave the loop's poll set
+ * with them (libuv aborts on an epoll_ctl on a socket closed behind it). */
+TEST(kclient_informer_freed_while_its_watch_connects) {
+    WITH_APISRV(s, e, NULL);
+    REQUIRE(create_pods(&e, "fw", 2) == 0);
+    struct kc_informer_handlers h = {irec_add, irec_update, irec_delete, irec_synced};
+    for (int i = 0; i < 40; i++) {
+        struct irec r = {.e = &e};
+        r.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &r);
+        REQUIRE(r.inf);
+        CHECK_I64(kc_informer_start(r.inf), 0);
+        REQUIRE(run_until(&e, current_pred, r.inf, 10000)); /* listed; its watch just asked for */
+        kc_informer_free(r.inf);
+    }
+    struct irec r = {.e = &e};
+    r.inf = kc_informer_new(e.c, "/api/v1/namespaces/default/pods", NULL, &h, &r);
+    REQUIRE(r.inf);
+    CHECK_I64(kc_informer_start(r.inf), 0);
+    CHECK(run_until(&e, current_pred, r.inf, 10000));
+    CHECK_I64(kc_informer_count(r.inf), 2);
+    kc_informer_free(r.inf);
+    env_done(&e);
+    apisrv_stop(&s);
+}
