@@ -42,20 +42,22 @@ def start_with_replica():
     return primary_port, proc, port
 
 
-def start(replicas=2, down_after_ms=1000, failover_timeout_ms=5000):
+def start(replicas=2, down_after_ms=1000, failover_timeout_ms=5000, held_link=False):
     """The primary, `replicas` replicas (the first one the Sentinels' choice:
     the lowest replica-priority) and three Sentinels with quorum 2. Returns a
     namespace: ports (primary, replica0.., s1..s3), dirs, procs (by the same
     names), sentinels ("host:port,…" for --redis-sentinel), name (the master
-    name)."""
+    name), link (held_link: the HeldLink replica0 replicates through, else None)."""
     names = ["primary"] + [f"replica{i}" for i in range(replicas)]
     h = types.SimpleNamespace(name=NAME, procs={})
     h.ports = {k: services.free_port() for k in names + ["s1", "s2", "s3"]}
     h.dirs = {k: services.tempdir() for k in h.ports}
     h.procs["primary"] = start_server(h.ports["primary"], h.dirs["primary"])
+    h.link = HeldLink(h.ports["primary"]) if held_link else None
     for i in range(replicas):
         r = f"replica{i}"
-        h.procs[r] = start_server(h.ports[r], h.dirs[r], "--replicaof", "127.0.0.1", str(h.ports["primary"]),
+        up = h.link.port if h.link and i == 0 else h.ports["primary"]
+        h.procs[r] = start_server(h.ports[r], h.dirs[r], "--replicaof", "127.0.0.1", str(up),
                                   "--replica-priority", str(10 + 90 * i))
     for s in ("s1", "s2", "s3"):
         conf = os.path.join(h.dirs[s], "sentinel.conf")
@@ -101,3 +103,74 @@ def is_master(h, name):
         return "role:master" in redis_cmd(h.ports[name], "INFO", "replication")
     except OSError:
         return False
+
+
+class HeldLink:
+    """A TCP relay on 127.0.0.1 between a replica and its primary (the
+    replica started with --replicaof 127.0.0.1 <HeldLink.port>) that can
+    hold back what the primary sends: while held, the replica stays
+    connected and answers everyone (the Sentinels too) but falls behind, as
+    a replica on a slow link does. The primary still knows the replica by
+    its own port (REPLCONF listening-port), so the Sentinels reach it
+    directly. When the primary goes, the relay closes the replica's side."""
+
+    def __init__(self, upstream_port):
+        import socket
+        import threading
+        self.upstream, self.held, self.lock = upstream_port, False, threading.Lock()
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(8)
+        self.port = self.lsock.getsockname()[1]
+        self.socks = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import socket
+        import threading
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.upstream), timeout=2)
+            except OSError:
+                c.close()
+                continue
+            u.settimeout(None)
+            self.socks += [c, u]
+            threading.Thread(target=self._pipe, args=(c, u, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(u, c, True), daemon=True).start()
+
+    def _pipe(self, src, dst, from_primary):
+        import time
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            while data and from_primary and self.held:
+                time.sleep(0.02)  # bounded by release() or stop()
+            try:
+                if not data:
+                    dst.shutdown(2)
+                    return
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def hold(self):
+        self.held = True
+
+    def release(self):
+        self.held = False
+
+    def stop(self):
+        self.held = False
+        for s in [self.lsock] + self.socks:
+            try:
+                s.close()
+            except OSError:
+                pass
