@@ -42,22 +42,33 @@ def start_with_replica():
     return primary_port, proc, port
 
 
+def start_primary(h):
+    """The primary's redis-server (again, on its data: the Sentinels make it a replica when another was promoted);
+    with start(held_link=True), on its own port behind the relay, announcing the relay's."""
+    if h.link:
+        return start_server(h.real_port, h.dirs["primary"], "--replica-announce-port", str(h.ports["primary"]))
+    return start_server(h.ports["primary"], h.dirs["primary"])
+
+
 def start(replicas=2, down_after_ms=1000, failover_timeout_ms=5000, held_link=False):
     """The primary, `replicas` replicas (the first one the Sentinels' choice:
     the lowest replica-priority) and three Sentinels with quorum 2. Returns a
     namespace: ports (primary, replica0.., s1..s3), dirs, procs (by the same
     names), sentinels ("host:port,…" for --redis-sentinel), name (the master
-    name), link (held_link: the HeldLink replica0 replicates through, else None)."""
+    name), link (held_link: the HeldLink in front of the primary, holding
+    replica0's link when asked; else None)."""
     names = ["primary"] + [f"replica{i}" for i in range(replicas)]
     h = types.SimpleNamespace(name=NAME, procs={})
     h.ports = {k: services.free_port() for k in names + ["s1", "s2", "s3"]}
     h.dirs = {k: services.tempdir() for k in h.ports}
-    h.procs["primary"] = start_server(h.ports["primary"], h.dirs["primary"])
-    h.link = HeldLink(h.ports["primary"]) if held_link else None
+    h.link = None
+    if held_link:  # the primary behind a relay on its port (h.ports["primary"]); h.real_port is its own
+        h.real_port = services.free_port()
+        h.link = HeldLink(h.ports["primary"], h.real_port, h.ports["replica0"])
+    h.procs["primary"] = start_primary(h)
     for i in range(replicas):
         r = f"replica{i}"
-        up = h.link.port if h.link and i == 0 else h.ports["primary"]
-        h.procs[r] = start_server(h.ports[r], h.dirs[r], "--replicaof", "127.0.0.1", str(up),
+        h.procs[r] = start_server(h.ports[r], h.dirs[r], "--replicaof", "127.0.0.1", str(h.ports["primary"]),
                                   "--replica-priority", str(10 + 90 * i))
     for s in ("s1", "s2", "s3"):
         conf = os.path.join(h.dirs[s], "sentinel.conf")
@@ -105,24 +116,28 @@ def is_master(h, name):
         return False
 
 
-class HeldLink:
-    """A TCP relay on 127.0.0.1 between a replica and its primary (the
-    replica started with --replicaof 127.0.0.1 <HeldLink.port>) that can
-    hold back what the primary sends: while held, the replica stays
-    connected and answers everyone (the Sentinels too) but falls behind, as
-    a replica on a slow link does. The primary still knows the replica by
-    its own port (REPLCONF listening-port), so the Sentinels reach it
-    directly. When the primary goes, the relay closes the replica's side."""
 
-    def __init__(self, upstream_port):
+class HeldLink:
+    """A TCP relay on 127.0.0.1:port in front of the primary (which listens
+    on upstream_port, announcing port as its own): every client, the
+    Sentinels and the replicas reach the primary through it. It can hold
+    back what the primary sends on one replica's replication link (the
+    connection that names the replica's port in REPLCONF listening-port):
+    while held, that replica stays connected and answers everyone (the
+    Sentinels too) but falls behind, as a replica on a slow link does. Its
+    configured primary is the address the Sentinels know, so they leave it
+    be. When the primary goes, the relay refuses new connections."""
+
+    def __init__(self, port, upstream_port, replica_port):
         import socket
         import threading
-        self.upstream, self.held, self.lock = upstream_port, False, threading.Lock()
+        self.upstream, self.held = upstream_port, False
+        self.mark = b"listening-port\r\n$%d\r\n%d\r\n" % (len(str(replica_port)), replica_port)
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(8)
-        self.port = self.lsock.getsockname()[1]
+        self.lsock.bind(("127.0.0.1", port))
+        self.lsock.listen(64)
+        self.port = port
         self.socks = []
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -141,17 +156,21 @@ class HeldLink:
                 continue
             u.settimeout(None)
             self.socks += [c, u]
-            threading.Thread(target=self._pipe, args=(c, u, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(u, c, True), daemon=True).start()
+            link = {"replica": False, "seen": b""}
+            threading.Thread(target=self._pipe, args=(c, u, link, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(u, c, link, True), daemon=True).start()
 
-    def _pipe(self, src, dst, from_primary):
+    def _pipe(self, src, dst, link, from_primary):
         import time
         while True:
             try:
                 data = src.recv(65536)
             except OSError:
                 data = b""
-            while data and from_primary and self.held:
+            if not from_primary and not link["replica"]:
+                link["seen"] = (link["seen"] + data)[-4096:]
+                link["replica"] = self.mark in link["seen"]
+            while data and from_primary and link["replica"] and self.held:
                 time.sleep(0.02)  # bounded by release() or stop()
             try:
                 if not data:

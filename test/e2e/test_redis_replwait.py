@@ -5,7 +5,8 @@ Sentinels promote is the one that lagged.
 
 A primary, two replicas and three Sentinels (redis_ha), the first replica
 (replica-priority 10: the Sentinels' choice) replicating through a relay
-that can hold back what the primary sends (redis_ha.HeldLink), and
+in front of the primary that can hold back what the primary sends it
+(redis_ha.HeldLink), and
 pelotond's API server with --redis-wait-replicas=1 (the setting
 docs/operations.md names). With the link held, ConfigMaps are created: the
 other replica has each of them, the promoted one has none. Then the primary
@@ -68,6 +69,7 @@ def test_acked_writes_survive_promoting_the_lagging_replica():
     print(f"with replica0's link held: answers {answers}", flush=True)
     off = {r: redis_ha.info(H.ports[r]).split("slave_repl_offset:")[-1].split()[0] for r in ("replica0", "replica1")}
     print(f"replication offsets before the kill: {off}", flush=True)
+    assert int(off["replica0"]) < int(off["replica1"]), f"replica0 did not fall behind: {off}"
     H.procs["primary"].send_signal(signal.SIGKILL)
     H.procs["primary"].wait(10)
     wait_until(lambda: redis_ha.primary(H) not in (None, "primary"), 30, "a replica promoted", every=0.2)
@@ -86,10 +88,12 @@ def test_acked_writes_survive_promoting_the_lagging_replica():
 def test_writes_go_on_without_a_dead_replica():
     # replica0 is the primary now; replica1 follows it, and the old primary, restarted, too (the Sentinels
     # make it a replica)
-    H.procs["primary"] = redis_ha.start_server(H.ports["primary"], H.dirs["primary"])
+    H.procs["primary"] = redis_ha.start_primary(H)
     for r in ("replica1", "primary"):
         wait_until(lambda: "master_link_status:up" in redis_ha.info(H.ports[r]), 30, f"{r} following", every=0.2)
     create_retrying("two-replicas")
+    time.sleep(1.5)  # the API server has counted both replicas (once a second)
+    create_retrying("two-replicas-counted")
     H.procs["replica1"].send_signal(signal.SIGKILL)
     H.procs["replica1"].wait(10)
     t0 = time.monotonic()
