@@ -155,6 +155,8 @@ class HeldLink:
                 c.close()
                 continue
             u.settimeout(None)
+            for x in (c, u):  # no Nagle: each ack and reply goes at once, as without the relay
+                x.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.socks += [c, u]
             link = {"replica": False, "seen": b""}
             threading.Thread(target=self._pipe, args=(c, u, link, False), daemon=True).start()
