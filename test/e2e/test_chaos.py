@@ -409,6 +409,10 @@ def fault_kill_redis_primary(lagging=False):
     old = redis_ha.primary(REDIS)
     if old is None or REDIS.procs[old].poll() is not None:
         return "no Redis primary"
+    # both replicas synced with it first (the last failover's replicas may still be in their full sync: the
+    # Sentinels then had no replica to promote within 30 s, once, with two Redis kills in a row)
+    wait_until(lambda: redis_ha.info(REDIS.ports[old]).count("state=online") >= 2, 30, "both replicas online",
+               every=0.2)
     lagging = lagging and old == "primary"
     if lagging:
         REDIS.link.hold()
