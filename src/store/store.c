@@ -136,7 +136,7 @@ static uint64_t now_ms(void) {
  * primary, and at least wait_replicas (or no wait is asked): 0, else -EIO
  * with s->err. The Sentinels may promote any replica, so one that has not
  * got a write must not be left out of its acknowledgement. */
-static int replicated_within(struct store *s, int timeout_ms) {
+static int replicated(struct store *s) {
     if (!s->wait_replicas) return 0;
     uint64_t now = now_ms();
     if (s->c && (!s->replicas_ms || now - s->replicas_ms >= STORE_REPLICAS_REFRESH_MS)) {
@@ -149,35 +149,13 @@ static int replicated_within(struct store *s, int timeout_ms) {
         }
     }
     int need = s->replicas > s->wait_replicas ? s->replicas : s->wait_replicas;
-    redisReply *r = s->c ? redisCommand(s->c, "WAIT %d %d", need, timeout_ms) : NULL;
+    redisReply *r = s->c ? redisCommand(s->c, "WAIT %d %d", need, s->wait_timeout_ms) : NULL;
     long long got = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     if (r) freeReplyObject(r);
     if (got >= need) return 0;
     snprintf(s->err, sizeof s->err,
              "redis: the write reached %lld of %d replica(s) within %d ms; it is not acknowledged (its outcome is "
-             "unknown)", got < 0 ? 0 : got, need, timeout_ms);
-    return -EIO;
-}
-
-static int replicated(struct store *s) { return replicated_within(s, s->wait_timeout_ms); }
-
-/* How long a read waits for the replicas to have what it read: it runs on
- * the caller's loop (the watch hub's history reads), which retries later. */
-#define STORE_READ_WAIT_MS 50
-
-/* What a read on this connection returned is on the replicas a write waits
- * for (when replicas are waited for): a change read before that could
- * vanish with the primary, and its resourceVersion name another change after
- * the failover. A PUBLISH, which Redis sends to its replicas too, moves this
- * connection's replication offset past every write made before the read;
- * WAIT then waits for it. 0, else -EIO with s->err. */
-static int read_replicated(struct store *s) {
-    if (!s->wait_replicas || !s->c) return 0;
-    redisReply *r = redisCommand(s->c, "PUBLISH %s~replicated 1", s->cfg.prefix);
-    bool ok = r && r->type == REDIS_REPLY_INTEGER;
-    if (r) freeReplyObject(r);
-    if (ok && !replicated_within(s, STORE_READ_WAIT_MS)) return 0;
-    snprintf(s->err, sizeof s->err, "redis: what was read is not on the replicas yet (it may not be acknowledged)");
+             "unknown)", got < 0 ? 0 : got, need, s->wait_timeout_ms);
     return -EIO;
 }
 
@@ -722,7 +700,6 @@ int store_history_after(struct store *s, const char *resource, const char *ns,
             snprintf(s->err, sizeof s->err, "too old resource version: %llu (%llu)",
                      (unsigned long long)after_rv, (unsigned long long)floor);
         freeReplyObject(r);
-        if (!rc && (rc = read_replicated(s))) store_history_free(out);
     }
     store_cmd_free(&c);
     return rc;

@@ -18,19 +18,11 @@ is killed with -9 and the Sentinels promote the lagging replica.
   the primary (WAIT 1 was answered by the replica that was not promoted),
   the held creates were answered 201 and were gone after the failover, and
   the next creates got their resourceVersions again.
-- A watch open through it shows no change before the replicas have it
-  (the store's history reads wait for them too): before, the creates
-  answered 5xx (not acknowledged) left gaps the watch filled from the
-  primary's history, and after the failover their resourceVersions named
-  other changes.
 - With one of two replicas gone (kill -9), writes are acknowledged again once the
   store has seen the primary's replicas anew (a replica that is not
   connected is not waited for), within a few seconds.
 Every wait is bounded; every process is stopped."""
-import http.client
-import json
 import signal
-import threading
 import time
 
 import redis_ha
@@ -63,38 +55,10 @@ def create_retrying(name, seconds=30):
 
 
 ACKED = {}  # name -> resourceVersion the API server answered 201 with
-SEEN = []  # (type, name, resourceVersion) of every watch event
-STOP = threading.Event()
-
-
-def watcher(rv):
-    """A ConfigMap watch from rv that, when its stream ends, watches again from the last resourceVersion it saw."""
-    while not STOP.is_set():
-        c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
-        try:
-            c.request("GET", f"{CMS}?watch=1&resourceVersion={rv}")
-            r = c.getresponse()
-            if r.status != 200:
-                time.sleep(0.2)
-                continue
-            while not STOP.is_set():
-                line = r.readline()
-                if not line:
-                    break
-                ev = json.loads(line)
-                if ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                    rv = ev["object"]["metadata"]["resourceVersion"]
-                    SEEN.append((ev["type"], ev["object"]["metadata"]["name"], int(rv)))
-        except (OSError, http.client.HTTPException, ValueError):
-            time.sleep(0.2)
-        finally:
-            c.close()
 
 
 def test_acked_writes_survive_promoting_the_lagging_replica():
     ACKED["before"] = create_retrying("before")
-    w = threading.Thread(target=watcher, args=(ACKED["before"],), daemon=True)
-    w.start()
     H.link.hold()
     answers = []
     for i in range(5):
@@ -103,7 +67,6 @@ def test_acked_writes_survive_promoting_the_lagging_replica():
         if code == 201:
             ACKED[f"held-{i}"] = int(body["metadata"]["resourceVersion"])
     print(f"with replica0's link held: answers {answers}", flush=True)
-    time.sleep(1)  # what the watch shows of them (nothing is acknowledged: the gaps they leave are read)
     off = {r: redis_ha.info(H.ports[r]).split("slave_repl_offset:")[-1].split()[0] for r in ("replica0", "replica1")}
     print(f"replication offsets before the kill: {off}", flush=True)
     assert int(off["replica0"]) < int(off["replica1"]), f"replica0 did not fall behind: {off}"
@@ -120,21 +83,6 @@ def test_acked_writes_survive_promoting_the_lagging_replica():
     top = max(ACKED.values())
     reused = [rv for rv in after if rv <= top]
     assert not reused, f"resourceVersions after the failover {after} not above the acknowledged {top}"
-    # the watch: no resourceVersion names two changes, and it showed no change that is not there
-    end = time.monotonic() + 10
-    while not any(n == "after-4" for _, n, _ in SEEN) and time.monotonic() < end:
-        time.sleep(0.2)
-    STOP.set()
-    names = {}
-    for t, n, rv in SEEN:
-        names.setdefault(rv, set()).add((t, n))
-    twice = {rv: sorted(v) for rv, v in names.items() if len(v) > 1}
-    print(f"the watch saw {len(SEEN)} events: {SEEN}", flush=True)
-    assert not twice, f"resourceVersions the watch saw name two changes: {twice}"
-    gone = [n for _, n, _ in SEEN if services.api(PORT, "GET", f"{CMS}/{n}", timeout=10)[0] != 200]
-    assert not gone, f"the watch showed creates the failover lost: {gone}"
-    missed = [f"after-{i}" for i in range(5) if not any(n == f"after-{i}" for _, n, _ in SEEN)]
-    assert not missed, f"the watch missed creates made after the failover: {missed}"
 
 
 def test_writes_go_on_without_a_dead_replica():
