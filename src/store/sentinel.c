@@ -71,6 +71,14 @@ static bool is_primary(const char *host, int port) {
     return ok;
 }
 
+int store_replicas_online(const redisReply *r) {
+    if (!r || r->type != REDIS_REPLY_STRING) return -1;
+    if (!strstr(r->str, "role:master")) return -1;
+    int n = 0; /* one "slaveN:ip=…,port=…,state=online,…" line per replica */
+    for (const char *p = r->str; (p = strstr(p, ",state=online,")); p++) n++;
+    return n;
+}
+
 int store_sentinel_primary(char *host, size_t hostlen, int *port, char *err, size_t errlen) {
     snprintf(err, errlen, "no Sentinel answered for \"%s\"", cfg.master);
     for (int i = 0; i < cfg.n; i++) {

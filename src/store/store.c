@@ -23,6 +23,8 @@ struct store {
     int port;
     int connect_timeout_ms, command_timeout_ms;
     int wait_replicas, wait_timeout_ms; /* store_options */
+    int replicas;                       /* online at the primary when last counted */
+    uint64_t replicas_ms;               /* when; 0: count on the next write (a new connection) */
     struct store_cfg cfg;
     struct store_rng rng;
     store_write_hook_fn hook;
@@ -126,17 +128,36 @@ static int load_scripts(struct store *s) {
     return 0;
 }
 
-/* The writes sent on this connection reached wait_replicas replicas (or no
- * wait is asked): 0, else -EIO with s->err. */
+static uint64_t now_ms(void) {
+    struct timeval t;
+    gettimeofday(&t, NULL);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_usec / 1000;
+}
+
+/* The writes sent on this connection reached every replica online at the
+ * primary, and at least wait_replicas (or no wait is asked): 0, else -EIO
+ * with s->err. The Sentinels may promote any replica, so one that has not
+ * got a write must not be left out of its acknowledgement. */
 static int replicated(struct store *s) {
     if (!s->wait_replicas) return 0;
-    redisReply *r = s->c ? redisCommand(s->c, "WAIT %d %d", s->wait_replicas, s->wait_timeout_ms) : NULL;
+    uint64_t now = now_ms();
+    if (s->c && (!s->replicas_ms || now - s->replicas_ms >= STORE_REPLICAS_REFRESH_MS)) {
+        redisReply *i = redisCommand(s->c, "INFO replication");
+        int n = store_replicas_online(i);
+        if (i) freeReplyObject(i);
+        if (n >= 0) {
+            s->replicas = n;
+            s->replicas_ms = now ? now : 1;
+        }
+    }
+    int need = s->replicas > s->wait_replicas ? s->replicas : s->wait_replicas;
+    redisReply *r = s->c ? redisCommand(s->c, "WAIT %d %d", need, s->wait_timeout_ms) : NULL;
     long long got = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     if (r) freeReplyObject(r);
-    if (got >= s->wait_replicas) return 0;
+    if (got >= need) return 0;
     snprintf(s->err, sizeof s->err,
              "redis: the write reached %lld of %d replica(s) within %d ms; it is not acknowledged (its outcome is "
-             "unknown)", got < 0 ? 0 : got, s->wait_replicas, s->wait_timeout_ms);
+             "unknown)", got < 0 ? 0 : got, need, s->wait_timeout_ms);
     return -EIO;
 }
 
@@ -150,6 +171,7 @@ static int ensure_conn(struct store *s) {
                  s->c ? s->c->errstr : "out of memory");
         return -EIO;
     }
+    s->replicas_ms = 0; /* perhaps another primary: count its replicas again */
     if (redisSetTimeout(s->c, ms_tv(s->command_timeout_ms)) != REDIS_OK) {
         snprintf(s->err, sizeof s->err, "redis: cannot set timeout: %s", s->c->errstr);
         return -EIO;
@@ -610,7 +632,7 @@ int store_ns_set_terminating(struct store *s, const char *ns) {
                                  s->cfg.prefix, ns);
     if (!r || r->type == REDIS_REPLY_ERROR) rc = store_reply_error(r, s->err, sizeof s->err);
     if (r) freeReplyObject(r);
-    return rc;
+    return rc ? rc : replicated(s);
 }
 
 /* Validates a resource and an optional namespace (list and history scopes). */

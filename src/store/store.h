@@ -74,10 +74,14 @@ struct store_options {
     size_t max_object_bytes;   /* serialized object bound; default 1.5 MiB */
     int connect_timeout_ms;    /* default 2,000 */
     int command_timeout_ms;    /* default 10,000 */
-    /* A write is acknowledged only once this many replicas have it (Redis
-     * WAIT, within wait_timeout_ms, default 1,000); short of that it fails
-     * -EIO (a 5xx: its outcome is unknown) and is not reported to the write
-     * hook (watchers find it in the history if it stays). 0: no wait. */
+    /* A write is acknowledged only once every replica connected to the
+     * primary has it, and at least this many (Redis WAIT, within
+     * wait_timeout_ms, default 1,000): the Sentinels may promote any of
+     * them. The connected replicas are counted (INFO replication, state
+     * online) on each new connection and then once a second. Short of that
+     * the write fails -EIO (a 5xx: its outcome is unknown) and is not
+     * reported to the write hook (watchers find it in the history if it
+     * stays). 0: no wait. */
     int wait_replicas;
     int wait_timeout_ms;
 };
@@ -118,6 +122,12 @@ bool store_sentinel_on(void);
  * Sentinel answered, none knows the name, or the one named is not a
  * primary yet). */
 int store_sentinel_primary(char *host, size_t hostlen, int *port, char *err, size_t errlen);
+/* The replicas a primary's INFO replication reply lists online (those a
+ * WAIT can count), or -1 when r is not a primary's answer. */
+struct redisReply;
+int store_replicas_online(const struct redisReply *r);
+/* How often a store counts the primary's replicas again (wait_replicas). */
+#define STORE_REPLICAS_REFRESH_MS 1000
 
 /* The message of the last failed call on s ("" after a success). */
 const char *store_errmsg(const struct store *s);

@@ -47,6 +47,12 @@ struct store_async {
     int port;
     int command_timeout_ms;
     int wait_replicas, wait_timeout_ms; /* store_options */
+    /* the replicas online at the primary (INFO replication), counted on each
+     * new connection and then once a second: a write waits for them all */
+    int replicas;
+    unsigned conn_gen, counted_gen; /* connections made; the one the count is from */
+    uint64_t counted_ms;
+    bool counting;                  /* an INFO is in flight */
     struct store_cfg cfg;
     struct store_rng rng;
     redisAsyncContext *ac; /* NULL while disconnected */
@@ -114,6 +120,9 @@ struct batch {
     const char *failmsg;
     bool decoded;         /* rcs/rvs hold the script's answer */
     long long replicas;   /* what the last WAIT answered (-1: nothing) */
+    int need;             /* what it asked for */
+    bool counted;         /* the replicas were counted on its connection when it was sent */
+    unsigned gen;         /* its connection (store_async.conn_gen) */
     int *rcs;             /* per write, once decoded (wait mode) */
     uint64_t *rvs;
     size_t n;
@@ -294,6 +303,23 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     if (status != REDIS_OK && a && a->ac == ac) a->ac = NULL; /* failed: hiredis frees it */
 }
 
+static void on_info(redisAsyncContext *ac, void *reply, void *priv) {
+    struct store_async *a = priv;
+    if (!a || a->ac != ac) return; /* closing, or an old connection's */
+    a->counting = false;
+    int n = store_replicas_online(reply);
+    if (n < 0) return; /* no answer, or not a primary: its writes fail READONLY */
+    a->replicas = n;
+    a->counted_gen = a->conn_gen;
+    a->counted_ms = uv_now(a->loop);
+}
+
+/* Asks the primary for its online replicas (on_info), when replicas are waited for. */
+static void count_replicas(struct store_async *a) {
+    if (!a->wait_replicas || !a->ac || a->counting) return;
+    if (redisAsyncCommand(a->ac, on_info, a, "INFO replication") == REDIS_OK) a->counting = true;
+}
+
 /* A connection, made when none is healthy: commands queue in hiredis while it connects. */
 static int ensure_conn(struct store_async *a, char *err, size_t errlen) {
     if (a->ac) return 0;
@@ -317,6 +343,10 @@ static int ensure_conn(struct store_async *a, char *err, size_t errlen) {
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     a->ac = ac;
+    a->conn_gen++;
+    a->counting = false;
+    a->replicas = 0; /* perhaps another primary's: wait_replicas until counted (batch_settle) */
+    count_replicas(a); /* first on the connection: answered before any write's WAIT */
     return 0;
 }
 
@@ -574,6 +604,8 @@ static void batch_fail(struct batch *b, int rc, const char *msg) {
     batch_free(b);
 }
 
+static void on_batch_wait(redisAsyncContext *ac, void *reply, void *priv);
+
 /* Both replies are in (wait mode): the writes are answered, each as the
  * script said if the replicas have them, else as not acknowledged. */
 static void batch_settle(struct batch *b) {
@@ -582,13 +614,26 @@ static void batch_settle(struct batch *b) {
         batch_fail(b, -EIO, b->failmsg ? b->failmsg : "redis: connection lost");
         return;
     }
-    bool acked = b->replicas >= a->wait_replicas;
+    /* sent before this connection's replicas were counted: the count (its
+     * INFO was sent first, so it is in) may ask for more than the WAIT did;
+     * once more, for them all (on this connection: it covers these writes) */
+    bool same = a->ac && b->gen == a->conn_gen && a->counted_gen == a->conn_gen;
+    int need = !b->counted && same && a->replicas > b->need ? a->replicas : b->need;
+    if (b->replicas < need && !b->counted && same &&
+        redisAsyncCommand(a->ac, on_batch_wait, b, "WAIT %d %d", need, a->wait_timeout_ms) == REDIS_OK) {
+        b->counted = true;
+        b->need = need;
+        b->pending++;
+        note_sent(a);
+        return;
+    }
+    bool acked = b->replicas >= need;
     for (size_t i = 0; i < b->n; i++) {
         struct op *o = b->ops[i];
         if (!b->rcs[i] && !acked) {
             snprintf(o->err, sizeof o->err,
                      "redis: the write reached %lld of %d replica(s) within %d ms; it is not acknowledged (its "
-                     "outcome is unknown)", b->replicas < 0 ? 0 : b->replicas, a->wait_replicas, a->wait_timeout_ms);
+                     "outcome is unknown)", b->replicas < 0 ? 0 : b->replicas, need, a->wait_timeout_ms);
             finish(o, -EIO, NULL);
         } else {
             write_done(o, b->rcs[i], b->rvs[i]);
@@ -640,7 +685,10 @@ static int batch_send(struct batch *b) {
     b->pending++;
     note_sent(a);
     if (a->wait_replicas) {
-        if (redisAsyncCommand(a->ac, on_batch_wait, b, "WAIT %d %d", a->wait_replicas, a->wait_timeout_ms) !=
+        b->need = a->replicas > a->wait_replicas ? a->replicas : a->wait_replicas;
+        b->counted = a->counted_gen == a->conn_gen;
+        b->gen = a->conn_gen;
+        if (redisAsyncCommand(a->ac, on_batch_wait, b, "WAIT %d %d", b->need, a->wait_timeout_ms) !=
             REDIS_OK) { /* the script's reply comes; no acknowledgement can follow it */
             b->fail = -EIO;
             b->failmsg = "redis: cannot queue WAIT";
@@ -773,6 +821,7 @@ static void on_batch(uv_idle_t *h) {
 
 static void on_watchdog(uv_timer_t *t) {
     struct store_async *a = t->data;
+    if (a->ac && uv_now(a->loop) - a->counted_ms >= STORE_REPLICAS_REFRESH_MS) count_replicas(a);
     if (a->ac && a->inflight && uv_now(a->loop) - a->progress_ms > (uint64_t)a->command_timeout_ms) {
         fprintf(stderr, "level=error msg=\"redis: no reply for %d ms; reconnecting\" inflight=%zu\n",
                 a->command_timeout_ms, a->inflight);

@@ -14,7 +14,10 @@ manager lives on, and readies the gangs the dead engine had taken again
 after --ready-timeout-ms, 3 s here) or the job manager; SIGSTOP of a holder
 past its lease, then SIGCONT; kill -9 of kubelet-sim (restarted: it takes
 its nodes over); kill -9 of the Redis primary (the Sentinels promote a
-replica; the old primary comes back as a replica); kill -9 of the API server
+replica; the old primary comes back as a replica), once with the replica the
+Sentinels prefer held back for a moment before it (redis_ha.HeldLink: the
+first primary sits behind a relay), so that they promote a replica lacking
+the last writes (issue #22: acknowledged writes were lost so); kill -9 of the API server
 (restarted on its port: kubelet-sim, the controllers, the load and the
 watchers reconnect; a watcher resumes from its last resourceVersion or
 lists again on 410).
@@ -82,7 +85,8 @@ class History:
 HIST = History(HIST_PATH)
 
 # ---- the services
-REDIS = redis_ha.start(replicas=2)
+# the first primary behind a relay that can hold back replica0's link (kill-redis-primary-lagging)
+REDIS = redis_ha.start(replicas=2, held_link=True)
 API_FLAGS = ["--roles=apiserver", f"--redis-sentinel={REDIS.sentinels}", f"--redis-master-name={REDIS.name}",
              "--redis-wait-replicas=1", "--redis-wait-timeout-ms=1000"]
 _p, PORT, _log = services.start_pelotond(1, *API_FLAGS)
@@ -397,12 +401,23 @@ def fault_kill_ksim():
     return "kill -9 kubelet-sim"
 
 
-def fault_kill_redis_primary():
+def fault_kill_redis_primary(lagging=False):
+    """kill -9 of the Redis primary; lagging: with replica0 (the Sentinels' choice, replica-priority 10) held
+    back for a moment before it, so the Sentinels promote a replica that lacks the last writes (the store
+    acknowledges a write once every online replica has it: those writes were answered 5xx). Only while the
+    first primary, behind the relay, is the primary; else a plain kill."""
     old = redis_ha.primary(REDIS)
     if old is None or REDIS.procs[old].poll() is not None:
         return "no Redis primary"
-    # no failover while a replica is still catching up (it could lose acknowledged writes only then;
-    # --redis-wait-replicas=1 makes one replica hold every acknowledged write)
+    # both replicas synced with it first (the last failover's replicas may still be in their full sync: the
+    # Sentinels then had no replica to promote within 30 s, once, with two Redis kills in a row)
+    wait_until(lambda: redis_ha.info(REDIS.ports[old]).count("state=online") >= 2, 30, "both replicas online",
+               every=0.2)
+    lagging = lagging and old == "primary"
+    if lagging:
+        REDIS.link.hold()
+        HIST.add(k="fault", what="replica0's link held")
+        time.sleep(RNG.uniform(0.5, 1.5))
     p = REDIS.procs[old]
     p.send_signal(signal.SIGKILL)
     p.wait(10)
@@ -411,9 +426,12 @@ def fault_kill_redis_primary():
     wait_until(lambda: (redis_ha.primary(REDIS) or old) != old, 30, "the Sentinels to promote a replica", every=0.2)
     took = time.monotonic() - t0
     new = redis_ha.primary(REDIS)
-    REDIS.procs[old] = redis_ha.start_server(REDIS.ports[old], REDIS.dirs[old])
+    REDIS.link.release()
+    REDIS.procs[old] = redis_ha.start_primary(REDIS) if old == "primary" else \
+        redis_ha.start_server(REDIS.ports[old], REDIS.dirs[old])
     wait_until(lambda: "role:slave" in redis_ha.info(REDIS.ports[old]), 30, "the old primary made a replica")
-    return f"kill -9 Redis primary {old} ({new} promoted after {took:.1f} s)"
+    return f"kill -9 Redis primary {old}{' with replica0 held back' if lagging else ''} ({new} promoted after " \
+        f"{took:.1f} s)"
 
 
 def keep_logs():
@@ -436,6 +454,7 @@ def fault_none():
 FAULTS = {"kill-resmgr": lambda: fault_kill_role("resmgr"), "kill-placement": lambda: fault_kill_role("placement"),
           "kill-jobmgr": lambda: fault_kill_role("jobmgr"), "pause": lambda: fault_pause(RNG.choice(ROLES)),
           "kill-kubelet-sim": fault_kill_ksim, "kill-redis-primary": fault_kill_redis_primary,
+          "kill-redis-primary-lagging": lambda: fault_kill_redis_primary(lagging=True),
           "kill-apiserver": fault_kill_apiserver, "none": fault_none}
 # CHAOS_FAULTS=a,b picks among those (none: no fault, the load alone); every one but none by default
 PICK = [f for f in os.environ.get("CHAOS_FAULTS", ",".join(k for k in FAULTS if k != "none")).split(",") if f]
@@ -463,6 +482,10 @@ def test_chaos_rounds():
     faults = []
     order = list(PICK)
     RNG.shuffle(order)
+    if "kill-redis-primary-lagging" in order and "kill-redis-primary" in order:  # the first primary is the held one
+        i, j = order.index("kill-redis-primary-lagging"), order.index("kill-redis-primary")
+        if j < i:
+            order[i], order[j] = order[j], order[i]
     end = time.monotonic() + MINUTES * 60 if MINUTES > 0 else None
     i = 0
     try:
