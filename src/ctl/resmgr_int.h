@@ -55,6 +55,7 @@ struct resmgr {
     long long epoch;
     unsigned db_gen; /* the Redis connection its state was built on (ctl_db.gen) */
     uint64_t lost_check_ms; /* loop time of the last look for admitted gangs no queue holds */
+    uint64_t lost_postponed_ms; /* loop time the put-off check was last logged */
     char id[96];
     struct respool_tree *last_tree;
     struct preempt_state ps;

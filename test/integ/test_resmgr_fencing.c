@@ -388,6 +388,81 @@ TEST(resmgr_stale_preemption_spares_the_pod_changed_since) {
     apisrv_stop(&s);
 }
 
+/* A resmgr on its own loop against a fresh API server and its Redis. */
+struct rm_fix {
+    struct apisrv s;
+    uv_loop_t loop;
+    uv_timer_t wake;
+    struct kclient *kc;
+    struct ctl_db *db;
+    struct resmgr *r;
+};
+
+static bool fix_open(struct rm_fix *f) {
+    if (apisrv_start(&f->s, "--crds=crds")) return false;
+    uv_loop_init(&f->loop);
+    uv_timer_init(&f->loop, &f->wake);
+    struct kc_config cfg = {0};
+    char err[256], addr[64];
+    if (kc_config_from_url(f->s.url, NULL, &cfg, err, sizeof err)) return false;
+    f->kc = kclient_new(&f->loop, &cfg, err, sizeof err);
+    kc_config_free(&cfg);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", f->s.rf.proc.port);
+    f->db = ctl_db_open(&f->loop, addr, err, sizeof err);
+    return f->kc && f->db;
+}
+
+/* Starts resmgr and runs its loop until it leads and has read back what was admitted. */
+static bool fix_lead(struct rm_fix *f, const struct resmgr_options *o) {
+    char err[256];
+    struct ctl_env env = {.loop = &f->loop, .kc = f->kc, .db = f->db, .identity = "resmgr-recover-test"};
+    if (!(f->r = resmgr_start(&env, o, err, sizeof err))) return false;
+    for (double end = mono_ms() + 15000; mono_ms() < end && !(f->r->leader && f->r->recovered);)
+        run_for(&f->loop, &f->wake, 5);
+    return f->r->leader && f->r->recovered;
+}
+
+static void fix_close(struct rm_fix *f) {
+    resmgr_stop(f->r);
+    kclient_free(f->kc);
+    ctl_db_close(f->db);
+    uv_close((uv_handle_t *)&f->wake, NULL);
+    for (int i = 0; i < 100 && uv_loop_close(&f->loop) == UV_EBUSY; i++) {
+        if (i == 50) uv_walk(&f->loop, close_any, NULL);
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+    }
+    apisrv_stop(&f->s);
+}
+
+/* Gang i's key: every tenth a gang label, the rest pods alone. */
+static void gang_key(int i, char *key, size_t len) {
+    if (i % 10) snprintf(key, len, "team-%d/pod:p%d", i % 7, i);
+    else snprintf(key, len, "team-%d/g%d", i % 7, i);
+}
+
+/* n admitted gangs' records, on the ready queue (every other one on the retry queue when split). */
+static void seed_admitted(struct ctl_db *db, int n, bool split) {
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        gang_key(i, key, sizeof key);
+        freeReplyObject(ctl_redis(db, "HSET %s%s ns team-%d pods [\"p%d\"] pool fp epoch 1", CTL_KEY_GANG, key,
+                                  i % 7, i));
+        if (!split || i % 2) freeReplyObject(ctl_redis(db, "RPUSH %s %s", CTL_KEY_READY, key));
+        else freeReplyObject(ctl_redis(db, "ZADD %s %d %s", CTL_KEY_RETRY, i, key));
+    }
+}
+
+/* Redis's count of calls of cmd since the last CONFIG RESETSTAT. */
+static long long calls_of(struct ctl_db *db, const char *cmd) {
+    redisReply *rep = ctl_redis(db, "INFO commandstats");
+    char want[64];
+    snprintf(want, sizeof want, "cmdstat_%s:calls=", cmd);
+    const char *at = rep && rep->type == REDIS_REPLY_STRING ? strstr(rep->str, want) : NULL;
+    long long n = at ? atoll(at + strlen(want)) : 0;
+    freeReplyObject(rep);
+    return n;
+}
+
 /* A new term reads back what the previous one admitted: every gang record
  * named by the ready and retry queues (3,000 here, so the reads go in
  * several pipelined batches), each admitted again; a queue entry without a
@@ -395,50 +470,22 @@ TEST(resmgr_stale_preemption_spares_the_pod_changed_since) {
  * two blocking round trips a gang held the controllers' loop for seconds at
  * 160,000 gangs (bench_scale's backlog), past the roles' leases. */
 TEST(resmgr_new_term_reads_back_every_admitted_gang) {
-    struct apisrv s;
-    int rc = apisrv_start(&s, "--crds=crds");
-    if (rc) {
-        test_fail(__FILE__, __LINE__, "API server: %s", strerror(-rc));
-        return;
-    }
-    uv_loop_t loop;
-    uv_timer_t wake;
-    uv_loop_init(&loop);
-    uv_timer_init(&loop, &wake);
-    struct kc_config cfg = {0};
-    char err[256], addr[64];
-    REQUIRE_I64(kc_config_from_url(s.url, NULL, &cfg, err, sizeof err), 0);
-    struct kclient *kc = kclient_new(&loop, &cfg, err, sizeof err);
-    kc_config_free(&cfg);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", s.rf.proc.port);
-    struct ctl_db *db = ctl_db_open(&loop, addr, err, sizeof err);
-    REQUIRE(kc && db);
+    struct rm_fix f = {0};
+    REQUIRE(fix_open(&f));
     enum { GANGS = 3000 };
-    for (int i = 0; i < GANGS; i++) { /* half ready, half to retry; every tenth a gang label, the rest pods alone */
-        char key[64];
-        if (i % 10) snprintf(key, sizeof key, "team-%d/pod:p%d", i % 7, i);
-        else snprintf(key, sizeof key, "team-%d/g%d", i % 7, i);
-        freeReplyObject(ctl_redis(db, "HSET %s%s ns team-%d pods [\"p%d\"] pool fp epoch 1", CTL_KEY_GANG, key, i % 7,
-                                  i));
-        if (i % 2) freeReplyObject(ctl_redis(db, "RPUSH %s %s", CTL_KEY_READY, key));
-        else freeReplyObject(ctl_redis(db, "ZADD %s %d %s", CTL_KEY_RETRY, i, key));
-    }
-    freeReplyObject(ctl_redis(db, "RPUSH %s team-0/pod:none", CTL_KEY_READY)); /* no record */
-    freeReplyObject(ctl_redis(db, "HSET %steam-0/pod:odd ns team-0 pods notjson", CTL_KEY_GANG));
-    freeReplyObject(ctl_redis(db, "RPUSH %s team-0/pod:odd", CTL_KEY_READY)); /* not a gang's record */
-    struct ctl_env env = {.loop = &loop, .kc = kc, .db = db, .identity = "resmgr-recover-test"};
+    seed_admitted(f.db, GANGS, true);
+    freeReplyObject(ctl_redis(f.db, "RPUSH %s team-0/pod:none", CTL_KEY_READY)); /* no record */
+    freeReplyObject(ctl_redis(f.db, "HSET %steam-0/pod:odd ns team-0 pods notjson", CTL_KEY_GANG));
+    freeReplyObject(ctl_redis(f.db, "RPUSH %s team-0/pod:odd", CTL_KEY_READY)); /* not a gang's record */
     struct resmgr_options o;
     resmgr_options_default(&o);
-    struct resmgr *r = resmgr_start(&env, &o, err, sizeof err);
-    REQUIRE(r);
     double t0 = mono_ms();
-    for (double end = t0 + 15000; mono_ms() < end && !(r->leader && r->recovered);) run_for(&loop, &wake, 5);
-    REQUIRE(r->leader && r->recovered);
+    REQUIRE(fix_lead(&f, &o));
+    struct resmgr *r = f.r;
     size_t admitted = 0;
     for (int i = 0; i < GANGS; i++) {
         char key[64];
-        if (i % 10) snprintf(key, sizeof key, "team-%d/pod:p%d", i % 7, i);
-        else snprintf(key, sizeof key, "team-%d/g%d", i % 7, i);
+        gang_key(i, key, sizeof key);
         struct rm_gang *g = strmap_get(&r->gangs, key);
         if (g && g->st == RG_ADMITTED) admitted++;
         if (i == 30) {
@@ -451,13 +498,33 @@ TEST(resmgr_new_term_reads_back_every_admitted_gang) {
     CHECK(strmap_get(&r->gangs, "team-0/pod:none") == NULL);
     CHECK(strmap_get(&r->gangs, "team-0/pod:odd") == NULL);
     printf("  resmgr: %d gang records read back within %.0f ms of the start\n", GANGS, mono_ms() - t0);
-    resmgr_stop(r);
-    kclient_free(kc);
-    ctl_db_close(db);
-    uv_close((uv_handle_t *)&wake, NULL);
-    for (int i = 0; i < 100 && uv_loop_close(&loop) == UV_EBUSY; i++) {
-        if (i == 50) uv_walk(&loop, close_any, NULL);
-        uv_run(&loop, UV_RUN_NOWAIT);
-    }
-    apisrv_stop(&s);
+    fix_close(&f);
+}
+
+/* The look for admitted gangs in no queue (LPOS over the ready queue, from
+ * its head) is put off while the ready queue is long: 5,000 gangs waiting
+ * there past the timeout cost Redis no LPOS and are not readied again;
+ * once the queue is short the look is made again. */
+TEST(resmgr_lost_gang_check_spares_a_long_ready_queue) {
+    struct rm_fix f = {0};
+    REQUIRE(fix_open(&f));
+    enum { GANGS = 5000 };
+    seed_admitted(f.db, GANGS, false);
+    struct resmgr_options o;
+    resmgr_options_default(&o);
+    o.ready_timeout_ms = 100;
+    REQUIRE(fix_lead(&f, &o));
+    freeReplyObject(ctl_redis(f.db, "CONFIG RESETSTAT"));
+    run_for(&f.loop, &f.wake, 2500); /* every gang due, two checks at least */
+    CHECK_I64(calls_of(f.db, "lpos"), 0);
+    redisReply *len = ctl_redis(f.db, "LLEN %s", CTL_KEY_READY);
+    CHECK(len && len->type == REDIS_REPLY_INTEGER && len->integer == GANGS); /* nothing readied again */
+    freeReplyObject(len);
+    freeReplyObject(ctl_redis(f.db, "LTRIM %s 0 99", CTL_KEY_READY)); /* short now: the rest are in no queue */
+    run_for(&f.loop, &f.wake, 2500);
+    CHECK(calls_of(f.db, "lpos") > 0);
+    len = ctl_redis(f.db, "LLEN %s", CTL_KEY_READY);
+    CHECK(len && len->type == REDIS_REPLY_INTEGER && len->integer > 100); /* the lost ones readied again */
+    freeReplyObject(len);
+    fix_close(&f);
 }
