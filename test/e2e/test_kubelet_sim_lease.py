@@ -15,23 +15,15 @@ old binary: no renewal for the length of the backlog)."""
 import http.client
 import json
 import re
-import subprocess
 import time
 
 import services
+import storefill
 from simlib import run_tests
 
 N = 30000
 NODES = 2
 REDIS = services.start_redis(fsync="everysec")
-
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 def pod(i, rv):
@@ -44,18 +36,7 @@ def pod(i, rv):
 
 
 def fill():
-    cmds = []
-    for lo in range(0, N, 1000):
-        h, z = ["HSET", "pc:obj:pods"], ["ZADD", "pc:idx:pods"]
-        for i in range(lo, min(lo + 1000, N)):
-            m = f"default/q{i:05d}"
-            h += [f"o:{m}", json.dumps(pod(i, i + 1), separators=(",", ":")), f"v:{m}", str(i + 1)]
-            z += ["0", m]
-        cmds += [resp(*h), resp(*z)]
-    cmds.append(resp("SET", "pc:rv", str(N)))
-    r = subprocess.run(["redis-cli", "-p", str(REDIS), "--pipe"], input=b"".join(cmds), capture_output=True,
-                       timeout=60)
-    assert r.returncode == 0 and b"errors: 0" in r.stdout, r.stdout + r.stderr
+    storefill.fill_pods(REDIS, [pod(i, i + 1) for i in range(N)])
 
 
 fill()

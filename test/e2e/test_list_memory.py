@@ -29,6 +29,7 @@ import subprocess
 import time
 
 import services
+import storefill
 from simlib import run_tests
 
 services.PELOTOND = os.environ.get("PELOTOND_REL", os.path.join(services.ROOT, "bin", "pelotond"))
@@ -36,42 +37,12 @@ N = 40000
 BOUND_MB = 9  # one whole list of N fits (about 7.6 MB at its most); a held one keeps over half of it
 
 
-def pod(i, rv):
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"p{i:06d}", "namespace": "default", "uid": f"00000000-0000-4000-8000-{i:012d}",
-                         "resourceVersion": str(rv), "creationTimestamp": "2026-01-01T00:00:00Z",
-                         "labels": {"app": f"a{i % 50}", "tier": "web"}},
-            "spec": {"nodeName": f"node-{i % 100:03d}", "schedulerName": "default-scheduler",
-                     "containers": [{"name": "c", "image": "registry.example/app:1.0",
-                                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
-            "status": {"phase": "Running", "podIP": f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"}}
-
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
 def fill(redis):
-    """N pods in namespace default and 5 in namespace small, versions 1..N+5, in one redis-cli --pipe."""
-    cmds = []
-    for lo in range(0, N + 5, 1000):
-        h, z = ["HSET", "pc:obj:pods"], ["ZADD", "pc:idx:pods"]
-        for i in range(lo, min(lo + 1000, N + 5)):
-            p = pod(i, i + 1)
-            if i >= N:
-                p["metadata"]["namespace"] = "small"
-            m = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
-            h += [f"o:{m}", json.dumps(p, separators=(",", ":")), f"v:{m}", str(i + 1)]
-            z += ["0", m]
-        cmds += [resp(*h), resp(*z)]
-    cmds.append(resp("SET", "pc:rv", str(N + 5)))
-    r = subprocess.run(["redis-cli", "-p", str(redis), "--pipe"], input=b"".join(cmds), capture_output=True,
-                       timeout=60)
-    assert r.returncode == 0 and b"errors: 0" in r.stdout, r.stdout + r.stderr
+    """N web pods in namespace default and 5 in namespace small, versions 1..N+5."""
+    pods = [storefill.web_pod(i, i + 1, 100) for i in range(N + 5)]
+    for p in pods[N:]:
+        p["metadata"]["namespace"] = "small"
+    storefill.fill_pods(redis, pods)
 
 
 REDIS = services.start_redis(fsync="everysec")

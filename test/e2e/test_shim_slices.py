@@ -43,6 +43,7 @@ import time
 import urllib.request
 
 import services
+import storefill
 from simlib import run_tests
 
 services.PELOTOND = os.environ.get("PELOTOND_REL", os.path.join(services.ROOT, "bin", "pelotond"))
@@ -53,38 +54,12 @@ BUDGET_MS = 100.0
 
 
 def pod(i, rv):
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"p{i:06d}", "namespace": "default", "uid": f"00000000-0000-4000-8000-{i:012d}",
-                         "resourceVersion": str(rv), "creationTimestamp": "2026-01-01T00:00:00Z",
-                         "labels": {"app": f"a{i % 50}", "tier": "web"}},
-            "spec": {"nodeName": f"node-{i % NODES:03d}", "schedulerName": "default-scheduler",
-                     "containers": [{"name": "c", "image": "registry.example/app:1.0",
-                                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
-            "status": {"phase": "Running", "podIP": f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"}}
-
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
+    return storefill.web_pod(i, rv, NODES)
 
 
 def fill():
-    """N pods in the store's layout, versions 1..N, in one redis-cli --pipe."""
-    cmds = []
-    for lo in range(0, N, 1000):
-        h, z = ["HSET", "pc:obj:pods"], ["ZADD", "pc:idx:pods"]
-        for i in range(lo, min(lo + 1000, N)):
-            m = f"default/p{i:06d}"
-            h += [f"o:{m}", json.dumps(pod(i, i + 1), separators=(",", ":")), f"v:{m}", str(i + 1)]
-            z += ["0", m]
-        cmds += [resp(*h), resp(*z)]
-    cmds.append(resp("SET", "pc:rv", str(N)))
-    r = subprocess.run(["redis-cli", "-p", str(REDIS), "--pipe"], input=b"".join(cmds), capture_output=True,
-                       timeout=60)
-    assert r.returncode == 0 and b"errors: 0" in r.stdout, r.stdout + r.stderr
+    """N pods in the store's layout, versions 1..N."""
+    storefill.fill_pods(REDIS, [pod(i, i + 1) for i in range(N)])
 
 
 t0 = time.monotonic()
