@@ -577,14 +577,18 @@ static void on_list_closed(void *ud) {
 /* A new job is let in while the others hold under half of list_memory: a
  * whole list needs room, and one let in past that would likely end half
  * read, its work lost. own: what the job asking holds already. */
-static bool admit(struct shim *s, size_t own, struct http_response *resp) {
-    size_t others = s->slice_held - own;
-    if (others < s->list_memory / 2) return true;
+static void busy(struct shim *s, size_t others, struct http_response *resp) {
     count_refusal(s, "start");
     shim_status(resp, 429, "TooManyRequests", json_pack("{s:i}", "retryAfterSeconds", 1),
                 "the server is busy serving whole lists (%zu MiB held; --list-memory-mb=%zu): retry later, or list "
                 "with a limit (pages)", others >> 20, s->list_memory >> 20);
     resp->retry_after = 1;
+}
+
+static bool admit(struct shim *s, size_t own, struct http_response *resp) {
+    size_t others = s->slice_held - own;
+    if (others < s->list_memory / 2) return true;
+    busy(s, others, resp);
     return false;
 }
 
@@ -616,6 +620,7 @@ void shim_slices_list(struct shim *s, const struct shim_resource *r, const char 
     if (rc) {
         if (rc == -ESTALE)
             shim_status(resp, 410, "Expired", NULL, "The list could not be read consistently; list again.");
+        else if (rc == -ENOSPC) busy(s, s->slice_held - j->held, resp); /* its first page passed the bound */
         else shim_store_error(s, resp, rc, r, "");
         j->closed = true;
         job_free(j);

@@ -187,6 +187,16 @@ def test_a_list_past_the_bound_ends_and_gives_its_memory_back():
         r, body = get(port, "/api/v1/namespaces/small/pods")
         assert r.status == 200 and len(json.loads(body)["items"]) == 5
         assert "list of pods ended: its items passed --list-memory-mb" in open(log).read()
+        # a list whose first page alone passes the bound: 429 at once, in the Status shape
+        blob = os.urandom(4500).hex()  # 9,000 bytes that do not pack
+        for i in range(150):
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("POST", "/api/v1/namespaces/default/configmaps", headers={**AUTH, "Content-Type": "application/json"},
+                      body=json.dumps({"metadata": {"name": f"big-{i}"}, "data": {"blob": blob}}))
+            assert c.getresponse().status == 201
+            c.close()
+        r, body = get(port, "/api/v1/namespaces/default/configmaps")
+        expect_429(r, body, "a one-page list past the bound")
     finally:
         AUTH.clear()
         services.stop(proc)
