@@ -128,266 +128,6 @@ static void close_any(uv_handle_t *h, void *arg) {
     if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
-TEST(resmgr_pool_status_from_stale_copy_refused_then_written) {
-    struct apisrv s;
-    int rc = apisrv_start(&s, "--crds=crds");
-    if (rc) {
-        test_fail(__FILE__, __LINE__, "API server: %s", strerror(-rc));
-        return;
-    }
-    uv_loop_t loop;
-    uv_timer_t wake;
-    uv_loop_init(&loop);
-    uv_timer_init(&loop, &wake);
-    struct kc_config cfg = {0};
-    char err[256], addr[64];
-    REQUIRE_I64(kc_config_from_url(s.url, NULL, &cfg, err, sizeof err), 0);
-    struct kclient *kc = kclient_new(&loop, &cfg, err, sizeof err);
-    kc_config_free(&cfg);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", s.rf.proc.port);
-    struct ctl_db *db = ctl_db_open(&loop, addr, err, sizeof err);
-    REQUIRE(kc && db);
-    json_t *pool = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:i}]}}", "apiVersion", "peloton.io/v1alpha1",
-                             "kind", "ResourcePool", "metadata", "name", "fp", "spec", "resources", "kind", "cpu",
-                             "reservation", "1", "limit", "4", "share", 1);
-    REQUIRE_I64(req(kc, "POST", POOLS, pool, NULL, NULL), 201);
-    struct ctl_env env = {.loop = &loop, .kc = kc, .db = db, .identity = "resmgr-fence-test"};
-    struct resmgr_options o;
-    resmgr_options_default(&o);
-    o.status_ms = 3600 * 1000; /* ticks are the test's own (rm_on_status below) */
-    struct resmgr *r = resmgr_start(&env, &o, err, sizeof err);
-    REQUIRE(r);
-    /* leader, synced: the first status is written */
-    char ent[256] = "";
-    for (double end = mono_ms() + 15000; mono_ms() < end;) {
-        run_for(&loop, &wake, 100);
-        if (r->leader && r->recovered) rm_on_status(&r->status_t);
-        run_for(&loop, &wake, 100);
-        status_field(kc, "fp", "entitlement", ent, sizeof ent);
-        if (ent[0] && strcmp(ent, "null")) break;
-    }
-    CHECK(ent[0] && strcmp(ent, "null"));
-    char ent0[256];
-    snprintf(ent0, sizeof ent0, "%s", ent);
-    /* Meanwhile (resmgr's loop not running, so its copy is stale) someone
-     * else writes the status: the stored pool is newer than resmgr's copy. */
-    CHECK_I64(req(kc, "PATCH", POOLS "/fp/status", json_pack("{s:{s:{s:s}}}", "status", "entitlement", "cpu", "77"),
-                  MERGE, NULL),
-              200);
-    /* a status tick from the stale copy (what was sent forgotten, so it writes) */
-    json_object_del(r->sent, "fp");
-    rm_on_status(&r->status_t);
-    run_for(&loop, &wake, 300); /* the answer, and the informer's newer copy */
-    status_field(kc, "fp", "entitlement", ent, sizeof ent);
-    CHECK(strstr(ent, "\"cpu\":\"77\"") != NULL); /* refused: the newer write stands */
-    /* the next tick writes from the newer copy */
-    rm_on_status(&r->status_t);
-    run_for(&loop, &wake, 300);
-    status_field(kc, "fp", "entitlement", ent, sizeof ent);
-    CHECK_STR(ent, ent0);
-    /* and no write loop: nothing changed, nothing written (the resourceVersion stays) */
-    json_t *a = NULL, *b = NULL;
-    req(kc, "GET", POOLS "/fp", NULL, NULL, &a);
-    rm_on_status(&r->status_t);
-    run_for(&loop, &wake, 300);
-    req(kc, "GET", POOLS "/fp", NULL, NULL, &b);
-    CHECK_STR(json_string_value(json_object_get(json_object_get(b, "metadata"), "resourceVersion")),
-              json_string_value(json_object_get(json_object_get(a, "metadata"), "resourceVersion")));
-    json_decref(a);
-    json_decref(b);
-    resmgr_stop(r);
-    kclient_free(kc);
-    ctl_db_close(db);
-    uv_close((uv_handle_t *)&wake, NULL);
-    for (int i = 0; i < 100 && uv_loop_close(&loop) == UV_EBUSY; i++) {
-        if (i == 50) uv_walk(&loop, close_any, NULL);
-        uv_run(&loop, UV_RUN_NOWAIT);
-    }
-    apisrv_stop(&s);
-}
-
-/* A preemption decided from a stale copy (every victim replaced meanwhile by
- * a pod of the same name, another uid) neither marks nor deletes the new
- * pods (409: the uid is the precondition); the next round decides again
- * from the newer pods. */
-TEST(resmgr_stale_preemption_spares_the_pod_that_took_the_name) {
-    struct apisrv s;
-    int rc = apisrv_start(&s, "--crds=crds");
-    if (rc) {
-        test_fail(__FILE__, __LINE__, "API server: %s", strerror(-rc));
-        return;
-    }
-    uv_loop_t loop;
-    uv_timer_t wake;
-    uv_loop_init(&loop);
-    uv_timer_init(&loop, &wake);
-    struct kc_config cfg = {0};
-    char err[256], addr[64];
-    REQUIRE_I64(kc_config_from_url(s.url, NULL, &cfg, err, sizeof err), 0);
-    struct kclient *kc = kclient_new(&loop, &cfg, err, sizeof err);
-    kc_config_free(&cfg);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", s.rf.proc.port);
-    struct ctl_db *db = ctl_db_open(&loop, addr, err, sizeof err);
-    REQUIRE(kc && db);
-    REQUIRE_I64(make_node(kc, "n1"), 200);
-    json_t *pool = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:i}]}}", "apiVersion", "peloton.io/v1alpha1",
-                             "kind", "ResourcePool", "metadata", "name", "pri", "spec", "resources", "kind", "cpu",
-                             "reservation", "0", "limit", "4", "share", 1);
-    REQUIRE_I64(req(kc, "POST", POOLS, pool, NULL, NULL), 201);
-    char name[16];
-    for (int i = 0; i < 4; i++) {
-        snprintf(name, sizeof name, "lo-%d", i);
-        CHECK_I64(make_pod(kc, name, "pri", "1", 1, "n1"), 201);
-    }
-    CHECK_I64(make_pod(kc, "hi-0", "pri", "2", 9, NULL), 201);
-    struct ctl_env env = {.loop = &loop, .kc = kc, .db = db, .identity = "resmgr-fence-test"};
-    struct resmgr_options o;
-    resmgr_options_default(&o);
-    o.preempt_ms = 3600 * 1000; /* preemption rounds are the test's own (rm_on_preempt below) */
-    o.over_checks = 1;
-    struct resmgr *r = resmgr_start(&env, &o, err, sizeof err);
-    REQUIRE(r);
-    bool queued = false;
-    for (double end = mono_ms() + 15000; mono_ms() < end && !queued;) {
-        run_for(&loop, &wake, 100);
-        queued = r->leader && r->recovered && waiting_for_admission(kc, "hi-0");
-    }
-    CHECK(queued);
-    run_for(&loop, &wake, 200);
-    /* resmgr's loop stands still: its copy still has the old pods while each
-     * is replaced by a pod of the same name */
-    char old[4][64], uid[64];
-    bool marked, deleting;
-    for (int i = 0; i < 4; i++) {
-        snprintf(name, sizeof name, "lo-%d", i);
-        view_pod(kc, name, old[i], &marked, &deleting);
-        char path[160];
-        snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s?gracePeriodSeconds=0", name);
-        CHECK_I64(req(kc, "DELETE", path, NULL, NULL, NULL), 200);
-        CHECK_I64(make_pod(kc, name, "pri", "1", 1, "n1"), 201);
-    }
-    rm_on_preempt(&r->preempt_t);
-    run_for(&loop, &wake, 500);
-    for (int i = 0; i < 4; i++) { /* the new pods: neither marked nor deleted */
-        snprintf(name, sizeof name, "lo-%d", i);
-        view_pod(kc, name, uid, &marked, &deleting);
-        CHECK(uid[0] && strcmp(uid, old[i]));
-        CHECK(!marked);
-        CHECK(!deleting);
-    }
-    /* the next round decides from the newer pods: two of them make room */
-    rm_on_preempt(&r->preempt_t);
-    run_for(&loop, &wake, 500);
-    int evicted = 0;
-    for (int i = 0; i < 4; i++) {
-        snprintf(name, sizeof name, "lo-%d", i);
-        view_pod(kc, name, uid, &marked, &deleting);
-        evicted += !uid[0] || deleting;
-    }
-    CHECK_I64(evicted, 2);
-    resmgr_stop(r);
-    kclient_free(kc);
-    ctl_db_close(db);
-    uv_close((uv_handle_t *)&wake, NULL);
-    for (int i = 0; i < 100 && uv_loop_close(&loop) == UV_EBUSY; i++) {
-        if (i == 50) uv_walk(&loop, close_any, NULL);
-        uv_run(&loop, UV_RUN_NOWAIT);
-    }
-    apisrv_stop(&s);
-}
-
-/* A preemption decided from a stale copy (every victim changed meanwhile:
- * same pod, same uid, a newer resourceVersion) neither marks nor deletes
- * them (409: the resourceVersion the model had is the precondition); the
- * next round decides again from the newer pods, and its mark and delete
- * (held to the resourceVersion the mark left) go through. */
-TEST(resmgr_stale_preemption_spares_the_pod_changed_since) {
-    struct apisrv s;
-    int rc = apisrv_start(&s, "--crds=crds");
-    if (rc) {
-        test_fail(__FILE__, __LINE__, "API server: %s", strerror(-rc));
-        return;
-    }
-    uv_loop_t loop;
-    uv_timer_t wake;
-    uv_loop_init(&loop);
-    uv_timer_init(&loop, &wake);
-    struct kc_config cfg = {0};
-    char err[256], addr[64];
-    REQUIRE_I64(kc_config_from_url(s.url, NULL, &cfg, err, sizeof err), 0);
-    struct kclient *kc = kclient_new(&loop, &cfg, err, sizeof err);
-    kc_config_free(&cfg);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", s.rf.proc.port);
-    struct ctl_db *db = ctl_db_open(&loop, addr, err, sizeof err);
-    REQUIRE(kc && db);
-    REQUIRE_I64(make_node(kc, "n1"), 200);
-    json_t *pool = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:i}]}}", "apiVersion", "peloton.io/v1alpha1",
-                             "kind", "ResourcePool", "metadata", "name", "pri", "spec", "resources", "kind", "cpu",
-                             "reservation", "0", "limit", "4", "share", 1);
-    REQUIRE_I64(req(kc, "POST", POOLS, pool, NULL, NULL), 201);
-    char name[16];
-    for (int i = 0; i < 4; i++) {
-        snprintf(name, sizeof name, "lo-%d", i);
-        CHECK_I64(make_pod(kc, name, "pri", "1", 1, "n1"), 201);
-    }
-    CHECK_I64(make_pod(kc, "hi-0", "pri", "2", 9, NULL), 201);
-    struct ctl_env env = {.loop = &loop, .kc = kc, .db = db, .identity = "resmgr-fence-test"};
-    struct resmgr_options o;
-    resmgr_options_default(&o);
-    o.preempt_ms = 3600 * 1000; /* preemption rounds are the test's own (rm_on_preempt below) */
-    o.over_checks = 1;
-    struct resmgr *r = resmgr_start(&env, &o, err, sizeof err);
-    REQUIRE(r);
-    bool queued = false;
-    for (double end = mono_ms() + 15000; mono_ms() < end && !queued;) {
-        run_for(&loop, &wake, 100);
-        queued = r->leader && r->recovered && waiting_for_admission(kc, "hi-0");
-    }
-    CHECK(queued);
-    run_for(&loop, &wake, 200);
-    /* resmgr's loop stands still: its copy still has the pods as they were
-     * while each is changed (a label: same pod, same uid) */
-    char old[4][64], uid[64];
-    bool marked, deleting;
-    for (int i = 0; i < 4; i++) {
-        snprintf(name, sizeof name, "lo-%d", i);
-        view_pod(kc, name, old[i], &marked, &deleting);
-        char path[160];
-        snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s", name);
-        CHECK_I64(req(kc, "PATCH", path, json_pack("{s:{s:{s:s}}}", "metadata", "labels", "changed", "yes"), MERGE,
-                      NULL),
-                  200);
-    }
-    rm_on_preempt(&r->preempt_t);
-    run_for(&loop, &wake, 500);
-    for (int i = 0; i < 4; i++) { /* the changed pods: neither marked nor deleted */
-        snprintf(name, sizeof name, "lo-%d", i);
-        view_pod(kc, name, uid, &marked, &deleting);
-        CHECK_STR(uid, old[i]);
-        CHECK(!marked);
-        CHECK(!deleting);
-    }
-    /* the next round decides from the newer pods: two of them make room */
-    rm_on_preempt(&r->preempt_t);
-    run_for(&loop, &wake, 500);
-    int evicted = 0;
-    for (int i = 0; i < 4; i++) {
-        snprintf(name, sizeof name, "lo-%d", i);
-        view_pod(kc, name, uid, &marked, &deleting);
-        evicted += !uid[0] || (marked && deleting);
-    }
-    CHECK_I64(evicted, 2);
-    resmgr_stop(r);
-    kclient_free(kc);
-    ctl_db_close(db);
-    uv_close((uv_handle_t *)&wake, NULL);
-    for (int i = 0; i < 100 && uv_loop_close(&loop) == UV_EBUSY; i++) {
-        if (i == 50) uv_walk(&loop, close_any, NULL);
-        uv_run(&loop, UV_RUN_NOWAIT);
-    }
-    apisrv_stop(&s);
-}
-
 /* A resmgr on its own loop against a fresh API server and its Redis. */
 struct rm_fix {
     struct apisrv s;
@@ -412,16 +152,6 @@ static bool fix_open(struct rm_fix *f) {
     return f->kc && f->db;
 }
 
-/* Starts resmgr and runs its loop until it leads and has read back what was admitted. */
-static bool fix_lead(struct rm_fix *f, const struct resmgr_options *o) {
-    char err[256];
-    struct ctl_env env = {.loop = &f->loop, .kc = f->kc, .db = f->db, .identity = "resmgr-recover-test"};
-    if (!(f->r = resmgr_start(&env, o, err, sizeof err))) return false;
-    for (double end = mono_ms() + 15000; mono_ms() < end && !(f->r->leader && f->r->recovered);)
-        run_for(&f->loop, &f->wake, 5);
-    return f->r->leader && f->r->recovered;
-}
-
 static void fix_close(struct rm_fix *f) {
     resmgr_stop(f->r);
     kclient_free(f->kc);
@@ -433,6 +163,214 @@ static void fix_close(struct rm_fix *f) {
     }
     apisrv_stop(&f->s);
 }
+
+TEST(resmgr_pool_status_from_stale_copy_refused_then_written) {
+    struct rm_fix f = {0};
+    REQUIRE(fix_open(&f));
+    struct kclient *kc = f.kc;
+    char err[256];
+    json_t *pool = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:i}]}}", "apiVersion", "peloton.io/v1alpha1",
+                             "kind", "ResourcePool", "metadata", "name", "fp", "spec", "resources", "kind", "cpu",
+                             "reservation", "1", "limit", "4", "share", 1);
+    REQUIRE_I64(req(kc, "POST", POOLS, pool, NULL, NULL), 201);
+    struct ctl_env env = {.loop = &f.loop, .kc = kc, .db = f.db, .identity = "resmgr-fence-test"};
+    struct resmgr_options o;
+    resmgr_options_default(&o);
+    o.status_ms = 3600 * 1000; /* ticks are the test's own (rm_on_status below) */
+    struct resmgr *r = resmgr_start(&env, &o, err, sizeof err);
+    REQUIRE(r);
+    /* leader, synced: the first status is written */
+    char ent[256] = "";
+    for (double end = mono_ms() + 15000; mono_ms() < end;) {
+        run_for(&f.loop, &f.wake, 100);
+        if (r->leader && r->recovered) rm_on_status(&r->status_t);
+        run_for(&f.loop, &f.wake, 100);
+        status_field(kc, "fp", "entitlement", ent, sizeof ent);
+        if (ent[0] && strcmp(ent, "null")) break;
+    }
+    CHECK(ent[0] && strcmp(ent, "null"));
+    char ent0[256];
+    snprintf(ent0, sizeof ent0, "%s", ent);
+    /* Meanwhile (resmgr's loop not running, so its copy is stale) someone
+     * else writes the status: the stored pool is newer than resmgr's copy. */
+    CHECK_I64(req(kc, "PATCH", POOLS "/fp/status", json_pack("{s:{s:{s:s}}}", "status", "entitlement", "cpu", "77"),
+                  MERGE, NULL),
+              200);
+    /* a status tick from the stale copy (what was sent forgotten, so it writes) */
+    json_object_del(r->sent, "fp");
+    rm_on_status(&r->status_t);
+    run_for(&f.loop, &f.wake, 300); /* the answer, and the informer's newer copy */
+    status_field(kc, "fp", "entitlement", ent, sizeof ent);
+    CHECK(strstr(ent, "\"cpu\":\"77\"") != NULL); /* refused: the newer write stands */
+    /* the next tick writes from the newer copy */
+    rm_on_status(&r->status_t);
+    run_for(&f.loop, &f.wake, 300);
+    status_field(kc, "fp", "entitlement", ent, sizeof ent);
+    CHECK_STR(ent, ent0);
+    /* and no write loop: nothing changed, nothing written (the resourceVersion stays) */
+    json_t *a = NULL, *b = NULL;
+    req(kc, "GET", POOLS "/fp", NULL, NULL, &a);
+    rm_on_status(&r->status_t);
+    run_for(&f.loop, &f.wake, 300);
+    req(kc, "GET", POOLS "/fp", NULL, NULL, &b);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(b, "metadata"), "resourceVersion")),
+              json_string_value(json_object_get(json_object_get(a, "metadata"), "resourceVersion")));
+    json_decref(a);
+    json_decref(b);
+    f.r = r;
+    fix_close(&f);
+}
+
+/* A preemption decided from a stale copy (every victim replaced meanwhile by
+ * a pod of the same name, another uid) neither marks nor deletes the new
+ * pods (409: the uid is the precondition); the next round decides again
+ * from the newer pods. */
+TEST(resmgr_stale_preemption_spares_the_pod_that_took_the_name) {
+    struct rm_fix f = {0};
+    REQUIRE(fix_open(&f));
+    struct kclient *kc = f.kc;
+    char err[256];
+    REQUIRE_I64(make_node(kc, "n1"), 200);
+    json_t *pool = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:i}]}}", "apiVersion", "peloton.io/v1alpha1",
+                             "kind", "ResourcePool", "metadata", "name", "pri", "spec", "resources", "kind", "cpu",
+                             "reservation", "0", "limit", "4", "share", 1);
+    REQUIRE_I64(req(kc, "POST", POOLS, pool, NULL, NULL), 201);
+    char name[16];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "lo-%d", i);
+        CHECK_I64(make_pod(kc, name, "pri", "1", 1, "n1"), 201);
+    }
+    CHECK_I64(make_pod(kc, "hi-0", "pri", "2", 9, NULL), 201);
+    struct ctl_env env = {.loop = &f.loop, .kc = kc, .db = f.db, .identity = "resmgr-fence-test"};
+    struct resmgr_options o;
+    resmgr_options_default(&o);
+    o.preempt_ms = 3600 * 1000; /* preemption rounds are the test's own (rm_on_preempt below) */
+    o.over_checks = 1;
+    struct resmgr *r = resmgr_start(&env, &o, err, sizeof err);
+    REQUIRE(r);
+    bool queued = false;
+    for (double end = mono_ms() + 15000; mono_ms() < end && !queued;) {
+        run_for(&f.loop, &f.wake, 100);
+        queued = r->leader && r->recovered && waiting_for_admission(kc, "hi-0");
+    }
+    CHECK(queued);
+    run_for(&f.loop, &f.wake, 200);
+    /* resmgr's loop stands still: its copy still has the old pods while each
+     * is replaced by a pod of the same name */
+    char old[4][64], uid[64];
+    bool marked, deleting;
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "lo-%d", i);
+        view_pod(kc, name, old[i], &marked, &deleting);
+        char path[160];
+        snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s?gracePeriodSeconds=0", name);
+        CHECK_I64(req(kc, "DELETE", path, NULL, NULL, NULL), 200);
+        CHECK_I64(make_pod(kc, name, "pri", "1", 1, "n1"), 201);
+    }
+    rm_on_preempt(&r->preempt_t);
+    run_for(&f.loop, &f.wake, 500);
+    for (int i = 0; i < 4; i++) { /* the new pods: neither marked nor deleted */
+        snprintf(name, sizeof name, "lo-%d", i);
+        view_pod(kc, name, uid, &marked, &deleting);
+        CHECK(uid[0] && strcmp(uid, old[i]));
+        CHECK(!marked);
+        CHECK(!deleting);
+    }
+    /* the next round decides from the newer pods: two of them make room */
+    rm_on_preempt(&r->preempt_t);
+    run_for(&f.loop, &f.wake, 500);
+    int evicted = 0;
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "lo-%d", i);
+        view_pod(kc, name, uid, &marked, &deleting);
+        evicted += !uid[0] || deleting;
+    }
+    CHECK_I64(evicted, 2);
+    f.r = r;
+    fix_close(&f);
+}
+
+/* A preemption decided from a stale copy (every victim changed meanwhile:
+ * same pod, same uid, a newer resourceVersion) neither marks nor deletes
+ * them (409: the resourceVersion the model had is the precondition); the
+ * next round decides again from the newer pods, and its mark and delete
+ * (held to the resourceVersion the mark left) go through. */
+TEST(resmgr_stale_preemption_spares_the_pod_changed_since) {
+    struct rm_fix f = {0};
+    REQUIRE(fix_open(&f));
+    struct kclient *kc = f.kc;
+    char err[256];
+    REQUIRE_I64(make_node(kc, "n1"), 200);
+    json_t *pool = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:i}]}}", "apiVersion", "peloton.io/v1alpha1",
+                             "kind", "ResourcePool", "metadata", "name", "pri", "spec", "resources", "kind", "cpu",
+                             "reservation", "0", "limit", "4", "share", 1);
+    REQUIRE_I64(req(kc, "POST", POOLS, pool, NULL, NULL), 201);
+    char name[16];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "lo-%d", i);
+        CHECK_I64(make_pod(kc, name, "pri", "1", 1, "n1"), 201);
+    }
+    CHECK_I64(make_pod(kc, "hi-0", "pri", "2", 9, NULL), 201);
+    struct ctl_env env = {.loop = &f.loop, .kc = kc, .db = f.db, .identity = "resmgr-fence-test"};
+    struct resmgr_options o;
+    resmgr_options_default(&o);
+    o.preempt_ms = 3600 * 1000; /* preemption rounds are the test's own (rm_on_preempt below) */
+    o.over_checks = 1;
+    struct resmgr *r = resmgr_start(&env, &o, err, sizeof err);
+    REQUIRE(r);
+    bool queued = false;
+    for (double end = mono_ms() + 15000; mono_ms() < end && !queued;) {
+        run_for(&f.loop, &f.wake, 100);
+        queued = r->leader && r->recovered && waiting_for_admission(kc, "hi-0");
+    }
+    CHECK(queued);
+    run_for(&f.loop, &f.wake, 200);
+    /* resmgr's loop stands still: its copy still has the pods as they were
+     * while each is changed (a label: same pod, same uid) */
+    char old[4][64], uid[64];
+    bool marked, deleting;
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "lo-%d", i);
+        view_pod(kc, name, old[i], &marked, &deleting);
+        char path[160];
+        snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s", name);
+        CHECK_I64(req(kc, "PATCH", path, json_pack("{s:{s:{s:s}}}", "metadata", "labels", "changed", "yes"), MERGE,
+                      NULL),
+                  200);
+    }
+    rm_on_preempt(&r->preempt_t);
+    run_for(&f.loop, &f.wake, 500);
+    for (int i = 0; i < 4; i++) { /* the changed pods: neither marked nor deleted */
+        snprintf(name, sizeof name, "lo-%d", i);
+        view_pod(kc, name, uid, &marked, &deleting);
+        CHECK_STR(uid, old[i]);
+        CHECK(!marked);
+        CHECK(!deleting);
+    }
+    /* the next round decides from the newer pods: two of them make room */
+    rm_on_preempt(&r->preempt_t);
+    run_for(&f.loop, &f.wake, 500);
+    int evicted = 0;
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "lo-%d", i);
+        view_pod(kc, name, uid, &marked, &deleting);
+        evicted += !uid[0] || (marked && deleting);
+    }
+    CHECK_I64(evicted, 2);
+    f.r = r;
+    fix_close(&f);
+}
+
+/* Starts resmgr and runs its loop until it leads and has read back what was admitted. */
+static bool fix_lead(struct rm_fix *f, const struct resmgr_options *o) {
+    char err[256];
+    struct ctl_env env = {.loop = &f->loop, .kc = f->kc, .db = f->db, .identity = "resmgr-recover-test"};
+    if (!(f->r = resmgr_start(&env, o, err, sizeof err))) return false;
+    for (double end = mono_ms() + 15000; mono_ms() < end && !(f->r->leader && f->r->recovered);)
+        run_for(&f->loop, &f->wake, 5);
+    return f->r->leader && f->r->recovered;
+}
+
 
 /* Gang i's key: every tenth a gang label, the rest pods alone. */
 static void gang_key(int i, char *key, size_t len) {
