@@ -698,7 +698,7 @@ static void on_retry(uv_timer_t *t) {
                               "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1024) "
                               "for _, k in ipairs(due) do redis.call('ZREM', KEYS[1], k) "
                               "redis.call('RPUSH', KEYS[2], k) end return #due",
-                              CTL_KEY_RETRY, CTL_KEY_READY, "peloton:placement:epoch", (long long)now_ms(), epoch));
+                              CTL_KEY_RETRY, CTL_KEY_READY, PELOTON_PLACEMENT_EPOCH_KEY, (long long)now_ms(), epoch));
 }
 
 struct placement *placement_start(const struct ctl_env *env, const struct placement_options *o, char *err,
